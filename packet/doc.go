@@ -1,0 +1,22 @@
+// Package packet holds gorxe's RoCEv2 wire formats: the Base Transport Header
+// (BTH) and every extension header (RDETH, DETH, RETH, AtomicETH, AETH,
+// AtomicAckETH, ImmDt, IETH, FETH), the opcode table that says which headers
+// each opcode carries, 24-bit PSN serial arithmetic, the AETH syndrome and
+// credit encodings, and the invariant CRC (ICRC) over the IPv4 and IPv6
+// pseudo-headers.
+//
+// A RoCEv2 packet, as a UDP socket hands it over (IBA Annex A17):
+//
+//	| BTH 12 B | extension headers | payload | pad 0..3 | ICRC 4 B |
+//
+// Everything here is allocation-free and does no I/O: headers are views over
+// a caller's []byte (in the style of gVisor's tcpip/header), Parse returns a
+// small value, and encoders write into a buffer the caller owns. The layouts
+// and the opcode table follow the IBTA specification, volume 1, chapter 9
+// (transport layer), and mirror the kernel's rxe_hdr.h and rxe_opcode.c.
+//
+// The ICRC covers the IPv4 Identification and flags, which a plain UDP socket
+// neither sets nor sees, so the ICRC functions take the IP/UDP pseudo-header
+// (addresses, ports, IPv4 ID and flags) as an explicit input: see
+// PseudoHeader.
+package packet

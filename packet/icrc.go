@@ -1,0 +1,268 @@
+package packet
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"net/netip"
+)
+
+// The ICRC (IBA A17.4.4 for RoCEv2; rxe_icrc.c) is CRC-32/IEEE over:
+// eight 0xFF bytes standing in for the LRH, the IP header with its variant
+// fields set to ones (IPv4 TOS, TTL, header checksum; IPv6 traffic class,
+// flow label, hop limit), the UDP header with its checksum set to ones, the
+// BTH with byte 4 (FECN, BECN, Resv6a) set to ones, then the extension
+// headers, payload and pad. It is sent least significant byte first.
+
+// IPv4FlagDF is the Don't Fragment bit of the IPv4 flags/fragment word.
+const IPv4FlagDF = 0x4000
+
+// UDPPort is the RoCEv2 UDP destination port (IBA A17.2.2).
+const UDPPort = 4791
+
+// Header sizes of the encapsulation.
+const (
+	IPv4HeaderSize = 20
+	IPv6HeaderSize = 40
+	UDPHeaderSize  = 8
+)
+
+// PseudoHeader is what the ICRC covers of the IP and UDP headers, besides the
+// lengths (derived from the RoCE packet's length). A UDP socket does not
+// deliver these fields with the datagram, so the caller supplies them.
+//
+// IPv4 is used when Src and Dst are IPv4 (or IPv4-mapped IPv6) addresses,
+// IPv6 otherwise. For IPv4, IPID and IPFlags are covered by the ICRC: an
+// unconnected Linux UDP socket with IP_PMTUDISC_DO sends ID 0 with DF, the
+// value our peers use; kernel rxe sends a non-zero ID (see RecoverIPv4ID).
+type PseudoHeader struct {
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16
+	IPID             uint16 // IPv4 Identification
+	IPFlags          uint16 // IPv4 flags and fragment offset, e.g. IPv4FlagDF
+}
+
+// Is4 reports whether the pseudo-header is IPv4.
+func (ph *PseudoHeader) Is4() bool { return ph.Src.Unmap().Is4() }
+
+// crcFF8 is the CRC-32 of eight 0xFF bytes: the masked LRH of IBA A17.4.4.
+// Kernel rxe starts its register at 0xDEBB20E3, the unfinalised form of it.
+const crcFF8 = 0x2144DF1C
+
+// ErrPseudoHeader is returned for a pseudo-header whose addresses are not
+// both IPv4 or both IPv6.
+var ErrPseudoHeader = errors.New("packet: pseudo-header addresses of different families or invalid")
+
+// icrcPrefix writes the masked IP header, UDP header and BTH of a packet of
+// n bytes (BTH through ICRC) into buf and returns the bytes written.
+func (ph *PseudoHeader) icrcPrefix(buf *[IPv6HeaderSize + UDPHeaderSize + BTHSize]byte, bth []byte, n int) []byte {
+	src, dst := ph.Src.Unmap(), ph.Dst.Unmap()
+	udpLen := UDPHeaderSize + n
+	var i int
+	if src.Is4() {
+		buf[0] = 0x45
+		buf[1] = 0xFF // TOS
+		binary.BigEndian.PutUint16(buf[2:], uint16(IPv4HeaderSize+udpLen))
+		binary.BigEndian.PutUint16(buf[4:], ph.IPID)
+		binary.BigEndian.PutUint16(buf[6:], ph.IPFlags)
+		buf[8] = 0xFF // TTL
+		buf[9] = 17   // UDP
+		buf[10], buf[11] = 0xFF, 0xFF
+		s, d := src.As4(), dst.As4()
+		copy(buf[12:16], s[:])
+		copy(buf[16:20], d[:])
+		i = IPv4HeaderSize
+	} else {
+		buf[0] = 0x6F // version 6, traffic class high nibble masked
+		buf[1], buf[2], buf[3] = 0xFF, 0xFF, 0xFF
+		binary.BigEndian.PutUint16(buf[4:], uint16(udpLen))
+		buf[6] = 17   // next header UDP
+		buf[7] = 0xFF // hop limit
+		s, d := src.As16(), dst.As16()
+		copy(buf[8:24], s[:])
+		copy(buf[24:40], d[:])
+		i = IPv6HeaderSize
+	}
+	binary.BigEndian.PutUint16(buf[i:], ph.SrcPort)
+	binary.BigEndian.PutUint16(buf[i+2:], ph.DstPort)
+	binary.BigEndian.PutUint16(buf[i+4:], uint16(udpLen))
+	buf[i+6], buf[i+7] = 0xFF, 0xFF
+	i += UDPHeaderSize
+	copy(buf[i:i+BTHSize], bth)
+	buf[i+4] = 0xFF // FECN, BECN, Resv6a
+	return buf[:i+BTHSize]
+}
+
+func (ph *PseudoHeader) valid() bool {
+	s, d := ph.Src.Unmap(), ph.Dst.Unmap()
+	return s.IsValid() && d.IsValid() && s.Is4() == d.Is4()
+}
+
+// ICRCStart returns the running CRC of a packet of n bytes (BTH through
+// ICRC) after its pseudo-header and masked BTH, so that a sender can fold
+// the rest of the headers and the payload in with ICRCUpdate as it copies
+// them (one pass over the data). bth must hold the packet's BTH.
+func (ph *PseudoHeader) ICRCStart(bth []byte, n int) uint32 {
+	var buf [IPv6HeaderSize + UDPHeaderSize + BTHSize]byte
+	return updateSmall(crcFF8, ph.icrcPrefix(&buf, bth, n))
+}
+
+// ICRCUpdate folds p into a running ICRC started by ICRCStart.
+func ICRCUpdate(crc uint32, p []byte) uint32 { return crc32.Update(crc, crc32.IEEETable, p) }
+
+// ICRC computes the ICRC of pkt (BTH through the 4-byte ICRC slot, whose
+// content is ignored). It returns ErrPseudoHeader for an invalid
+// pseudo-header and ErrTruncated for a packet shorter than BTH+ICRC.
+func (ph *PseudoHeader) ICRC(pkt []byte) (uint32, error) {
+	if len(pkt) < BTHSize+ICRCSize {
+		return 0, ErrTruncated
+	}
+	if !ph.valid() {
+		return 0, ErrPseudoHeader
+	}
+	crc := ph.ICRCStart(pkt[:BTHSize], len(pkt))
+	return ICRCUpdate(crc, pkt[BTHSize:len(pkt)-ICRCSize]), nil
+}
+
+// SetICRC computes the ICRC of pkt and writes it into its last four bytes.
+func (ph *PseudoHeader) SetICRC(pkt []byte) error {
+	crc, err := ph.ICRC(pkt)
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint32(pkt[len(pkt)-ICRCSize:], crc)
+	return nil
+}
+
+// CheckICRC reports whether pkt's trailing ICRC matches; it returns
+// ErrBadICRC on mismatch.
+func (ph *PseudoHeader) CheckICRC(pkt []byte) error {
+	crc, err := ph.ICRC(pkt)
+	if err != nil {
+		return err
+	}
+	if crc != binary.LittleEndian.Uint32(pkt[len(pkt)-ICRCSize:]) {
+		return ErrBadICRC
+	}
+	return nil
+}
+
+// Errors of ParseIP.
+var (
+	// ErrNotUDP: the IP packet does not carry UDP (or is a fragment).
+	ErrNotUDP = errors.New("packet: not a UDP datagram")
+	// ErrBadIPHeader: the IP or UDP header is malformed or truncated.
+	ErrBadIPHeader = errors.New("packet: malformed IP/UDP header")
+)
+
+// IPDatagram describes an IPv4 or IPv6 packet carrying UDP, as read from a
+// capture or a raw socket.
+type IPDatagram struct {
+	// Pseudo holds addresses, ports, and the IPv4 ID and flags.
+	Pseudo PseudoHeader
+	// IPHeader is the IP header as captured (with IPv4 options, if any).
+	IPHeader []byte
+	// UDPHeader is the 8-byte UDP header.
+	UDPHeader []byte
+	// Payload is the UDP payload, limited by the UDP length field; for a
+	// RoCEv2 datagram, BTH through ICRC.
+	Payload []byte
+	// Checksum is the UDP checksum field (0 when none was computed).
+	Checksum uint16
+}
+
+// ParseIP decodes an IPv4 or IPv6 header followed by a UDP header. It does
+// not check IP or UDP checksums (IBA A17.4.2: RoCE receivers need not).
+func ParseIP(b []byte) (IPDatagram, error) {
+	var d IPDatagram
+	if len(b) < 1 {
+		return d, ErrBadIPHeader
+	}
+	var udp []byte
+	switch b[0] >> 4 {
+	case 4:
+		if len(b) < IPv4HeaderSize {
+			return d, ErrBadIPHeader
+		}
+		ihl := int(b[0]&0x0F) * 4
+		total := int(binary.BigEndian.Uint16(b[2:]))
+		if ihl < IPv4HeaderSize || total < ihl || total > len(b) {
+			return d, ErrBadIPHeader
+		}
+		if b[9] != 17 {
+			return d, ErrNotUDP
+		}
+		flags := binary.BigEndian.Uint16(b[6:])
+		if flags&0x3FFF != 0 { // MF set or a non-zero fragment offset
+			return d, ErrNotUDP
+		}
+		d.Pseudo.Src = netip.AddrFrom4([4]byte(b[12:16]))
+		d.Pseudo.Dst = netip.AddrFrom4([4]byte(b[16:20]))
+		d.Pseudo.IPID = binary.BigEndian.Uint16(b[4:])
+		d.Pseudo.IPFlags = flags
+		d.IPHeader = b[:ihl]
+		udp = b[ihl:total]
+	case 6:
+		if len(b) < IPv6HeaderSize {
+			return d, ErrBadIPHeader
+		}
+		plen := int(binary.BigEndian.Uint16(b[4:]))
+		if IPv6HeaderSize+plen > len(b) {
+			return d, ErrBadIPHeader
+		}
+		if b[6] != 17 {
+			return d, ErrNotUDP
+		}
+		d.Pseudo.Src = netip.AddrFrom16([16]byte(b[8:24]))
+		d.Pseudo.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+		d.IPHeader = b[:IPv6HeaderSize]
+		udp = b[IPv6HeaderSize : IPv6HeaderSize+plen]
+	default:
+		return d, ErrBadIPHeader
+	}
+	if len(udp) < UDPHeaderSize {
+		return d, ErrBadIPHeader
+	}
+	ulen := int(binary.BigEndian.Uint16(udp[4:]))
+	if ulen < UDPHeaderSize || ulen > len(udp) {
+		return d, ErrBadIPHeader
+	}
+	d.Pseudo.SrcPort = binary.BigEndian.Uint16(udp)
+	d.Pseudo.DstPort = binary.BigEndian.Uint16(udp[2:])
+	d.Checksum = binary.BigEndian.Uint16(udp[6:])
+	d.UDPHeader = udp[:UDPHeaderSize]
+	d.Payload = udp[UDPHeaderSize:ulen]
+	return d, nil
+}
+
+// ICRC computes the ICRC of the datagram's RoCE payload over the IP header
+// exactly as captured (so IPv4 options, if any, are covered as sent).
+func (d *IPDatagram) ICRC() (uint32, error) {
+	pkt := d.Payload
+	if len(pkt) < BTHSize+ICRCSize {
+		return 0, ErrTruncated
+	}
+	var hdr [60 + UDPHeaderSize + BTHSize]byte
+	n := copy(hdr[:], d.IPHeader)
+	if d.IPHeader[0]>>4 == 4 {
+		hdr[1] = 0xFF
+		hdr[8] = 0xFF
+		hdr[10], hdr[11] = 0xFF, 0xFF
+	} else {
+		hdr[0] |= 0x0F
+		hdr[1], hdr[2], hdr[3] = 0xFF, 0xFF, 0xFF
+		hdr[7] = 0xFF
+	}
+	n += copy(hdr[n:], d.UDPHeader)
+	hdr[n-2], hdr[n-1] = 0xFF, 0xFF
+	n += copy(hdr[n:], pkt[:BTHSize])
+	hdr[n-BTHSize+4] = 0xFF
+	crc := updateSmall(crcFF8, hdr[:n])
+	return ICRCUpdate(crc, pkt[BTHSize:len(pkt)-ICRCSize]), nil
+}
+
+// ICRCOK reports whether the datagram's RoCE payload carries a valid ICRC.
+func (d *IPDatagram) ICRCOK() bool {
+	crc, err := d.ICRC()
+	return err == nil && crc == binary.LittleEndian.Uint32(d.Payload[len(d.Payload)-ICRCSize:])
+}

@@ -1,0 +1,191 @@
+package packet
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestICRCVectors(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		t.Run(v.name, func(t *testing.T) {
+			d, err := ParseIP(v.ip)
+			require.NoError(t, err)
+			require.Equal(t, uint16(UDPPort), d.Pseudo.DstPort)
+			want := binary.LittleEndian.Uint32(d.Payload[len(d.Payload)-4:])
+
+			// Over the header as captured.
+			got, err := d.ICRC()
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.True(t, d.ICRCOK())
+
+			// Over the synthesized pseudo-header.
+			got, err = d.Pseudo.ICRC(d.Payload)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.NoError(t, d.Pseudo.CheckICRC(d.Payload))
+
+			// Incremental form.
+			crc := d.Pseudo.ICRCStart(d.Payload[:BTHSize], len(d.Payload))
+			require.Equal(t, want, ICRCUpdate(crc, d.Payload[BTHSize:len(d.Payload)-4]))
+
+			// The packet itself parses.
+			p, err := Parse(d.Payload)
+			require.NoError(t, err)
+			require.Equal(t, want, p.ICRC())
+
+			// Masked fields do not matter; everything else does.
+			mut := append([]byte(nil), v.ip...)
+			d2, _ := ParseIP(mut)
+			if mut[0]>>4 == 4 {
+				mut[1] ^= 0xFF  // TOS
+				mut[8] ^= 0x0F  // TTL
+				mut[10] ^= 0x12 // checksum
+			} else {
+				mut[1] ^= 0x5A // traffic class / flow label
+				mut[7] ^= 0x01 // hop limit
+			}
+			d2.UDPHeader[6] ^= 0xAB // UDP checksum
+			d2.Payload[4] ^= 0xC0   // FECN/BECN
+			require.True(t, d2.ICRCOK(), "masked fields must not change the ICRC")
+			d2.Payload[5] ^= 0x01 // DestQP
+			require.False(t, d2.ICRCOK())
+			require.ErrorIs(t, d2.Pseudo.CheckICRC(d2.Payload), ErrBadICRC)
+		})
+	}
+}
+
+func TestICRCCoversIPv4IDAndFlags(t *testing.T) {
+	vs := loadVectors(t)
+	d, err := ParseIP(vs[0].ip) // the ConnectX CNP: ID 0x718c, DF
+	require.NoError(t, err)
+	require.Equal(t, uint16(0x718c), d.Pseudo.IPID)
+	require.Equal(t, uint16(IPv4FlagDF), d.Pseudo.IPFlags)
+	ph := d.Pseudo
+	ph.IPID = 0
+	require.ErrorIs(t, ph.CheckICRC(d.Payload), ErrBadICRC)
+	ph = d.Pseudo
+	ph.IPFlags = 0
+	require.ErrorIs(t, ph.CheckICRC(d.Payload), ErrBadICRC)
+}
+
+func TestPseudoHeaderErrors(t *testing.T) {
+	pkt := make([]byte, 16)
+	ph := PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("::1")}
+	_, err := ph.ICRC(pkt)
+	require.ErrorIs(t, err, ErrPseudoHeader)
+	_, err = (&PseudoHeader{}).ICRC(pkt)
+	require.ErrorIs(t, err, ErrPseudoHeader)
+	ph.Dst = netip.MustParseAddr("10.0.0.2")
+	_, err = ph.ICRC(pkt[:15])
+	require.ErrorIs(t, err, ErrTruncated)
+	// IPv4-mapped IPv6 addresses are IPv4.
+	m := PseudoHeader{Src: netip.MustParseAddr("::ffff:10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2")}
+	a, err := m.ICRC(pkt)
+	require.NoError(t, err)
+	b, err := ph.ICRC(pkt)
+	require.NoError(t, err)
+	require.Equal(t, a, b)
+	require.True(t, m.Is4())
+}
+
+func TestParseIPErrors(t *testing.T) {
+	vs := loadVectors(t)
+	v4 := vs[1].ip
+	tests := []struct {
+		name string
+		b    []byte
+		err  error
+	}{
+		{"empty", nil, ErrBadIPHeader},
+		{"version 5", []byte{0x50}, ErrBadIPHeader},
+		{"short v4", v4[:19], ErrBadIPHeader},
+		{"total beyond data", v4[:40], ErrBadIPHeader},
+		{"tcp", func() []byte { b := append([]byte(nil), v4...); b[9] = 6; return b }(), ErrNotUDP},
+		{"fragment", func() []byte { b := append([]byte(nil), v4...); b[6] |= 0x20; return b }(), ErrNotUDP},
+		{"udp len short", func() []byte { b := append([]byte(nil), v4...); b[24], b[25] = 0, 4; return b }(), ErrBadIPHeader},
+		{"short v6", vs[2].ip[:39], ErrBadIPHeader},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseIP(tc.b)
+			require.ErrorIs(t, err, tc.err)
+		})
+	}
+}
+
+// TestCaptures checks every RoCEv2 packet of the real hardware captures:
+// it parses, and its ICRC is valid, over the captured header and over the
+// synthesized pseudo-header.
+func TestCaptures(t *testing.T) {
+	tests := []struct {
+		file  string
+		roce  int
+		count map[Opcode]int
+	}{
+		{"huawei_hiroce_oferby_proxy.pcap", 105, map[Opcode]int{
+			RCAcknowledge: 37, RCSendFirst: 33, RCSendLastWithImmediate: 33, RCSendOnlyWithImmediate: 2}},
+		{"scapy_uts_cx4lx_cnp_and_uc_example.pcap", 2, map[Opcode]int{CNP: 1, UCSendOnly: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			count := map[Opcode]int{}
+			n := 0
+			for i, f := range readPcap(t, "../testdata/captures/"+tc.file) {
+				ip := etherIP(f)
+				if ip == nil {
+					continue
+				}
+				d, err := ParseIP(ip)
+				if err != nil || d.Pseudo.DstPort != UDPPort {
+					continue
+				}
+				n++
+				p, err := Parse(d.Payload)
+				require.NoError(t, err, "frame %d", i+1)
+				count[p.Opcode()]++
+				require.True(t, d.ICRCOK(), "frame %d", i+1)
+				require.NoError(t, d.Pseudo.CheckICRC(d.Payload), "frame %d", i+1)
+			}
+			require.Equal(t, tc.roce, n)
+			require.Equal(t, tc.count, count)
+		})
+	}
+}
+
+func TestICRCAllocs(t *testing.T) {
+	d, err := ParseIP(loadVectors(t)[3].ip)
+	require.NoError(t, err)
+	ph := d.Pseudo
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = ph.CheckICRC(d.Payload)
+		_ = ph.SetICRC(d.Payload)
+		_, _ = d.ICRC()
+	})
+	require.Zero(t, allocs)
+}
+
+func BenchmarkICRC4K(b *testing.B) {
+	pkt := make([]byte, BTHSize+RETHSize+4096+ICRCSize)
+	ph := PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
+		SrcPort: 0xC000, DstPort: UDPPort, IPFlags: IPv4FlagDF}
+	b.SetBytes(int64(len(pkt)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ph.SetICRC(pkt)
+	}
+}
+
+func BenchmarkICRC4KIPv6(b *testing.B) {
+	pkt := make([]byte, BTHSize+RETHSize+4096+ICRCSize)
+	ph := PseudoHeader{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"),
+		SrcPort: 0xC000, DstPort: UDPPort}
+	b.SetBytes(int64(len(pkt)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ph.SetICRC(pkt)
+	}
+}

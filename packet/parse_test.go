@@ -1,0 +1,320 @@
+package packet
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var testPH = PseudoHeader{
+	Src: netip.MustParseAddr("192.168.1.10"), Dst: netip.MustParseAddr("192.168.1.20"),
+	SrcPort: 0xC123, DstPort: UDPPort, IPFlags: IPv4FlagDF,
+}
+
+type sample struct {
+	name    string
+	h       Headers
+	payload []byte
+}
+
+// samples returns one packet of every known opcode, with distinctive field
+// values and payload lengths covering every pad count.
+func samples() []sample {
+	var out []sample
+	i := 0
+	for op := 0; op < 256; op++ {
+		o := Opcode(op)
+		if !o.Valid() {
+			continue
+		}
+		i++
+		h := Headers{
+			BTH: BTHFields{Opcode: o, SE: i%2 == 0, MigReq: i%3 == 0, PKey: 0xFFFF - uint16(i),
+				FECN: i%5 == 0, BECN: i%7 == 0 || o == CNP, DestQP: 0xFFFFFF - uint32(i), AckReq: i%2 == 1,
+				PSN: PSN(0xFFFFF0).Add(i)},
+			RDETH:     0xABCDEF,
+			DETH:      DETHFields{QKey: 0x80010000 + uint32(i), SrcQP: 0x123456},
+			FETH:      0x11,
+			RETH:      RETHFields{VA: 0x00007F0000001000 + uint64(i), RKey: 0x1234 + uint32(i), DMALen: 4096 * uint32(i)},
+			AtomicETH: AtomicETHFields{VA: 0x7F00_0000_0008, RKey: 0xBEEF, SwapAdd: 0x0102030405060708, Compare: 0x1112131415161718},
+			AETH:      AETHFields{Syndrome: Syndrome(i % 0x80), MSN: 0xFFFFFE},
+			AtomicAck: 0xCAFEF00DDEADBEEF,
+			Imm:       0xA1B2C3D4,
+			IETH:      0x55667788,
+		}
+		var payload []byte
+		switch {
+		case o.Info().Is(MaskAtomicWrite):
+			payload = []byte{1, 2, 3, 4, 5, 6, 7, 8}
+		case o.Info().Is(MaskPayload):
+			payload = make([]byte, 13+i%4) // pad counts 3, 2, 1, 0
+			for j := range payload {
+				payload[j] = byte(j*7 + i)
+			}
+		}
+		out = append(out, sample{o.String(), h, payload})
+	}
+	return out
+}
+
+func TestBuildParseRoundTrip(t *testing.T) {
+	for _, s := range samples() {
+		t.Run(s.name, func(t *testing.T) {
+			buf := make([]byte, 512)
+			n, err := Build(buf, &s.h, s.payload, &testPH)
+			require.NoError(t, err)
+			require.Equal(t, PacketLen(s.h.BTH.Opcode, len(s.payload)), n)
+			pkt := buf[:n]
+			require.Zero(t, n%4, "packets are a multiple of 4 bytes")
+
+			p, err := Parse(pkt)
+			require.NoError(t, err)
+			require.Equal(t, s.h.BTH.Opcode, p.Opcode())
+			require.Equal(t, s.payload, append([]byte(nil), p.Payload()...))
+			require.Equal(t, len(s.payload), p.PayloadLen())
+			require.Equal(t, PadLen(len(s.payload)), p.PadCnt())
+			require.NoError(t, testPH.CheckICRC(pkt))
+
+			got := p.Headers()
+			want := s.h
+			want.BTH.PadCnt = uint8(PadLen(len(s.payload)))
+			info := p.Info()
+			zeroAbsent(&want, info)
+			require.Equal(t, want, got)
+
+			// Accessors agree with the decoded fields.
+			require.Equal(t, s.h.BTH.PSN, p.PSN())
+			require.Equal(t, s.h.BTH.DestQP, p.DestQP())
+			require.Equal(t, s.h.BTH.AckReq, p.AckReq())
+			for h := Hdr(0); h < NumHdrs; h++ {
+				require.Equal(t, info.Has(h), p.Header(h) != nil)
+			}
+
+			// Re-encoding what was parsed gives the same bytes.
+			buf2 := make([]byte, 512)
+			n2, err := Build(buf2, &got, p.Payload(), &testPH)
+			require.NoError(t, err)
+			require.Equal(t, pkt, buf2[:n2])
+		})
+	}
+}
+
+// zeroAbsent clears the fields of headers the opcode does not carry.
+func zeroAbsent(h *Headers, info *OpInfo) {
+	if !info.Has(HdrRDETH) {
+		h.RDETH = 0
+	}
+	if !info.Has(HdrDETH) {
+		h.DETH = DETHFields{}
+	}
+	if !info.Has(HdrFETH) {
+		h.FETH = 0
+	}
+	if !info.Has(HdrRETH) {
+		h.RETH = RETHFields{}
+	}
+	if !info.Has(HdrAtomicETH) {
+		h.AtomicETH = AtomicETHFields{}
+	}
+	if !info.Has(HdrAETH) {
+		h.AETH = AETHFields{}
+	}
+	if !info.Has(HdrAtomicAckETH) {
+		h.AtomicAck = 0
+	}
+	if !info.Has(HdrImmDt) {
+		h.Imm = 0
+	}
+	if !info.Has(HdrIETH) {
+		h.IETH = 0
+	}
+}
+
+// TestParseEveryPrefix cuts every sample short at every length: anything
+// shorter than headers + pad + ICRC fails with ErrTruncated (or
+// ErrBadPadding when the pad no longer fits); a payload-carrying packet cut
+// inside its payload parses as a shorter payload; nothing panics.
+func TestParseEveryPrefix(t *testing.T) {
+	for _, s := range samples() {
+		t.Run(s.name, func(t *testing.T) {
+			buf := make([]byte, 512)
+			n, err := Build(buf, &s.h, s.payload, nil)
+			require.NoError(t, err)
+			info := s.h.BTH.Opcode.Info()
+			pad := PadLen(len(s.payload))
+			min := info.Length + pad + ICRCSize
+			for i := 0; i < n; i++ {
+				p, err := Parse(buf[:i])
+				switch {
+				case i < info.Length+ICRCSize:
+					require.ErrorIs(t, err, ErrTruncated, "len %d", i)
+				case i < min:
+					require.ErrorIs(t, err, ErrBadPadding, "len %d", i)
+				case !info.Is(MaskPayload):
+					require.ErrorIs(t, err, ErrBadLength, "len %d", i)
+				case info.Is(MaskAtomicWrite):
+					require.ErrorIs(t, err, ErrBadLength, "len %d", i)
+				default:
+					require.NoError(t, err, "len %d", i)
+					require.Equal(t, i-min, p.PayloadLen())
+				}
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	good := func(op Opcode, payload int) []byte {
+		buf := make([]byte, 256)
+		n, err := Build(buf, &Headers{BTH: BTHFields{Opcode: op, PKey: DefaultPKey}}, make([]byte, payload), nil)
+		require.NoError(t, err)
+		return buf[:n]
+	}
+	tests := []struct {
+		name string
+		b    []byte
+		err  error
+	}{
+		{"empty", nil, ErrTruncated},
+		{"bth only", good(RCSendOnly, 0)[:12], ErrTruncated},
+		{"tver 1", func() []byte { b := good(RCSendOnly, 4); b[1] |= 1; return b }(), ErrBadTransportVersion},
+		{"reserved opcode", func() []byte { b := good(RCSendOnly, 4); b[0] = 0x15; return b }(), ErrUnknownOpcode},
+		{"xrc opcode", func() []byte { b := good(RCSendOnly, 4); b[0] = 0xA4; return b }(), ErrUnknownOpcode},
+		{"pad beyond payload", func() []byte { b := good(RCSendOnly, 0); b[1] |= 0x30; return b }(), ErrBadPadding},
+		{"pad on ack", func() []byte { b := good(RCAcknowledge, 0); b[1] |= 0x10; return b }(), ErrBadPadding},
+		{"payload on ack", append(good(RCAcknowledge, 0), 0, 0, 0, 0), ErrBadLength},
+		{"payload on read request", append(good(RCRDMAReadRequest, 0), 0, 0, 0, 0), ErrBadLength},
+		{"atomic write of 4", good(RCAtomicWrite, 8)[:len(good(RCAtomicWrite, 8))-4], ErrBadLength},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.b)
+			require.ErrorIs(t, err, tc.err)
+		})
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	buf := make([]byte, 64)
+	_, err := Build(buf, &Headers{BTH: BTHFields{Opcode: 0x15}}, nil, nil)
+	require.ErrorIs(t, err, ErrUnknownOpcode)
+	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCAcknowledge}}, []byte{1}, nil)
+	require.ErrorIs(t, err, ErrBadLength)
+	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCAtomicWrite}}, []byte{1}, nil)
+	require.ErrorIs(t, err, ErrBadLength)
+	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly}}, make([]byte, 64), nil)
+	require.ErrorIs(t, err, ErrBufferTooSmall)
+	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly}}, nil, &PseudoHeader{})
+	require.ErrorIs(t, err, ErrPseudoHeader)
+	_, err = (&Headers{BTH: BTHFields{Opcode: RCSendOnly}}).Encode(buf[:11])
+	require.ErrorIs(t, err, ErrBufferTooSmall)
+}
+
+// TestGoldenRC checks the encoder against the RC vectors of the protocol
+// reference §2.6, built from fields.
+func TestGoldenRC(t *testing.T) {
+	vs := map[string][]byte{}
+	for _, v := range loadVectors(t) {
+		vs[v.name] = v.ip
+	}
+	tests := []struct {
+		vec     string
+		h       Headers
+		payload []byte
+	}{
+		{"rc_read_request", Headers{BTH: BTHFields{Opcode: RCRDMAReadRequest, PKey: 0xFFFF, DestQP: 0x12, AckReq: true, PSN: 0x123456},
+			RETH: RETHFields{VA: 0x00007f0000001000, RKey: 0x1234, DMALen: 4096}}, nil},
+		{"rc_ack", Headers{BTH: BTHFields{Opcode: RCAcknowledge, PKey: 0xFFFF, DestQP: 0x11, PSN: 0x123459},
+			AETH: AETHFields{Syndrome: SyndromeACKUnlimited, MSN: 1}}, nil},
+		{"rc_send_only", Headers{BTH: BTHFields{Opcode: RCSendOnly, PKey: 0xFFFF, DestQP: 0x12, AckReq: true, PSN: 1}}, []byte("hello")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.vec, func(t *testing.T) {
+			d, err := ParseIP(vs[tc.vec])
+			require.NoError(t, err)
+			buf := make([]byte, 128)
+			n, err := Build(buf, &tc.h, tc.payload, &d.Pseudo)
+			require.NoError(t, err)
+			require.Equal(t, d.Payload, buf[:n])
+		})
+	}
+}
+
+func TestHeaderViews(t *testing.T) {
+	b := BTH(make([]byte, BTHSize))
+	b.Encode(&BTHFields{Opcode: RCSendOnly, SE: true, MigReq: true, PadCnt: 3, PKey: 0x8001, FECN: true, BECN: true,
+		DestQP: 0xABCDEF, AckReq: true, PSN: 0xFEDCBA})
+	require.Equal(t, "04f08001c0abcdef80fedcba", fmt.Sprintf("%x", []byte(b)))
+	b.SetPSN(0x000001)
+	b.SetDestQP(0x000002)
+	b.SetAckReq(false)
+	b.SetPadCnt(1)
+	b.SetFECN(false)
+	b.SetBECN(false)
+	require.Equal(t, "04d0800100000002"+"00000001", fmt.Sprintf("%x", []byte(b)))
+	b.SetOpcode(RCAcknowledge)
+	require.Equal(t, RCAcknowledge, b.Opcode())
+
+	a := AtomicETH(make([]byte, AtomicETHSize))
+	a.Encode(&AtomicETHFields{VA: 1, RKey: 2, SwapAdd: 3, Compare: 4})
+	require.True(t, bytes.Equal(a, []byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4}),
+		"swap/add comes before compare on the wire")
+
+	f := FETH(make([]byte, 4))
+	f.SetValue(0x13)
+	require.Equal(t, uint8(1), f.SelectivityLevel())
+	require.Equal(t, uint8(3), f.PlacementType())
+}
+
+func TestPacketAllocs(t *testing.T) {
+	buf := make([]byte, 4096+64)
+	payload := make([]byte, 4096)
+	h := Headers{BTH: BTHFields{Opcode: RCRDMAWriteFirst, PKey: DefaultPKey, DestQP: 17, PSN: 5},
+		RETH: RETHFields{VA: 1, RKey: 2, DMALen: 1 << 20}}
+	allocs := testing.AllocsPerRun(100, func() {
+		n, err := Build(buf, &h, payload, &testPH)
+		if err != nil {
+			panic(err)
+		}
+		p, err := Parse(buf[:n])
+		if err != nil {
+			panic(err)
+		}
+		_ = p.RETH().VA()
+		_ = p.Headers()
+		_, _ = h.Encode(buf)
+	})
+	require.Zero(t, allocs)
+}
+
+func BenchmarkParse(b *testing.B) {
+	buf := make([]byte, 4096+64)
+	h := Headers{BTH: BTHFields{Opcode: RCRDMAReadResponseFirst, PKey: DefaultPKey, DestQP: 17, PSN: 5},
+		AETH: AETHFields{Syndrome: SyndromeACKUnlimited, MSN: 3}}
+	n, _ := Build(buf, &h, make([]byte, 4096), &testPH)
+	pkt := buf[:n]
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := Parse(pkt)
+		if err != nil || p.AETH().MSN() != 3 {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBuild4K(b *testing.B) {
+	buf := make([]byte, 4096+64)
+	payload := make([]byte, 4096)
+	h := Headers{BTH: BTHFields{Opcode: RCRDMAWriteMiddle, PKey: DefaultPKey, DestQP: 17, PSN: 5}}
+	b.SetBytes(4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Build(buf, &h, payload, &testPH); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package packet
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPSNArithmetic(t *testing.T) {
+	tests := []struct {
+		a, b PSN
+		diff int32
+	}{
+		{0, 0, 0},
+		{1, 0, 1},
+		{0, 1, -1},
+		{0, 0xFFFFFF, 1},          // wrap: 0 is after 0xFFFFFF
+		{0xFFFFFF, 0, -1},         // and 0xFFFFFF before 0
+		{5, 0xFFFFFA, 11},         // across the wrap
+		{0x7FFFFF, 0, 0x7FFFFF},   // the furthest "after"
+		{0x800000, 0, -0x800000},  // half the space: counts as before
+		{0, 0x800001, 0x7FFFFF},   // still after
+		{0x123456, 0x123457, -1},  //
+		{0xFFFFF0, 0x00000F, -31}, //
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.diff, tc.a.Diff(tc.b), "%#x - %#x", uint32(tc.a), uint32(tc.b))
+		require.Equal(t, tc.diff < 0, tc.a.Before(tc.b))
+		require.Equal(t, tc.diff > 0, tc.a.After(tc.b))
+		want := 0
+		if tc.diff < 0 {
+			want = -1
+		} else if tc.diff > 0 {
+			want = 1
+		}
+		require.Equal(t, want, tc.a.Compare(tc.b))
+	}
+	require.Equal(t, PSN(0), PSN(0xFFFFFF).Next())
+	require.Equal(t, PSN(2), PSN(0xFFFFFF).Add(3))
+	require.Equal(t, PSN(0xFFFFFE), PSN(1).Add(-3))
+	require.Equal(t, PSN(0x000FFF), PSN(0xFFF000).Add(0x1FFF))
+	require.True(t, PSN(1).InRange(0xFFFFFE, 4))
+	require.False(t, PSN(2).InRange(0xFFFFFE, 4))
+	require.False(t, PSN(0xFFFFFD).InRange(0xFFFFFE, 4))
+}
+
+func TestSyndrome(t *testing.T) {
+	tests := []struct {
+		s    Syndrome
+		typ  SyndromeType
+		val  uint8
+		name string
+	}{
+		{ACKSyndrome(0), SyndromeTypeACK, 0, "ACK credits=0"},
+		{ACKSyndrome(8), SyndromeTypeACK, 8, "ACK credits=16"},
+		{SyndromeACKUnlimited, SyndromeTypeACK, 31, "ACK unlimited"},
+		{RNRSyndrome(12), SyndromeTypeRNR, 12, "RNR_NAK timer=12"},
+		{NAKSyndrome(NAKPSNSeqError), SyndromeTypeNAK, 0, "NAK PSN_SEQ_ERR"},
+		{NAKSyndrome(NAKInvalidRequest), SyndromeTypeNAK, 1, "NAK INVALID_REQ"},
+		{NAKSyndrome(NAKRemoteAccess), SyndromeTypeNAK, 2, "NAK REM_ACCESS_ERR"},
+		{NAKSyndrome(NAKRemoteOperation), SyndromeTypeNAK, 3, "NAK REM_OP_ERR"},
+		{NAKSyndrome(NAKInvalidRDRequest), SyndromeTypeNAK, 4, "NAK INVALID_RD_REQ"},
+		{NAKSyndrome(9), SyndromeTypeNAK, 9, "NAK NAK_RESERVED_9"},
+		{Syndrome(0x45), SyndromeTypeReserved, 5, "RESERVED_0x45"},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.typ, tc.s.Type())
+		require.Equal(t, tc.val, tc.s.Value())
+		require.Equal(t, tc.name, tc.s.String())
+		require.Equal(t, tc.typ == SyndromeTypeACK, tc.s.IsACK())
+		require.Equal(t, tc.typ == SyndromeTypeRNR, tc.s.IsRNR())
+		require.Equal(t, tc.typ == SyndromeTypeNAK, tc.s.IsNAK())
+	}
+	require.Equal(t, Syndrome(0x60), NAKSyndrome(NAKPSNSeqError))
+	require.Equal(t, Syndrome(0x62), NAKSyndrome(NAKRemoteAccess))
+	require.Equal(t, Syndrome(0x2C), RNRSyndrome(12))
+	require.Equal(t, Syndrome(0x1F), SyndromeACKUnlimited)
+}
+
+func TestCredits(t *testing.T) {
+	want := []int{0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+		256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768}
+	for code, n := range want {
+		got, unlimited := Credits(uint8(code))
+		require.False(t, unlimited)
+		require.Equal(t, n, got, "code %d", code)
+		require.Equal(t, uint8(code), CreditCode(n), "n %d", n)
+		if n > 0 {
+			// One less than a table entry rounds down to the code below.
+			require.Equal(t, uint8(code-1), CreditCode(n-1), "n %d", n-1)
+		}
+	}
+	_, unlimited := Credits(CreditInvalid)
+	require.True(t, unlimited)
+	require.Equal(t, uint8(30), CreditCode(1<<30))
+	require.Equal(t, uint8(0), CreditCode(-5))
+}
