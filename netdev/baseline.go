@@ -1,0 +1,188 @@
+package netdev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RawUDPConfig configures MeasureRawUDP.
+type RawUDPConfig struct {
+	// Size is the UDP payload of each datagram, in bytes (required).
+	Size int
+	// Count is the number of datagrams to send (required).
+	Count int
+	// Addr is the address both sockets bind to. Zero means 127.0.0.1.
+	Addr netip.Addr
+	// Options configures both sockets. The measurement always uses
+	// blocking writes (a raw sender paced by its send buffer), whatever
+	// Options.BlockingWrite says.
+	Options Options
+	// Idle is how long the receiver waits for more datagrams once the
+	// sender has finished, before counting the rest as lost. Zero means
+	// 200 ms.
+	Idle time.Duration
+}
+
+// RawUDPResult is the outcome of MeasureRawUDP.
+type RawUDPResult struct {
+	Size     int           // payload bytes per datagram
+	Sent     uint64        // datagrams sent
+	Received uint64        // datagrams received
+	Elapsed  time.Duration // from the first send to the last datagram received
+	Sender   Stats         // the sending socket's counters
+	Receiver Stats         // the receiving socket's counters
+}
+
+// BytesPerSecond is the received payload rate.
+func (r RawUDPResult) BytesPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Received) * float64(r.Size) / r.Elapsed.Seconds()
+}
+
+// PacketsPerSecond is the received datagram rate.
+func (r RawUDPResult) PacketsPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Received) / r.Elapsed.Seconds()
+}
+
+// Loss is the fraction of sent datagrams that were not received.
+func (r RawUDPResult) Loss() float64 {
+	if r.Sent == 0 {
+		return 0
+	}
+	return 1 - float64(r.Received)/float64(r.Sent)
+}
+
+// MeasureRawUDP measures the raw UDP throughput of this machine: one
+// goroutine sends cfg.Count datagrams of cfg.Size bytes in batches through a
+// UDPConn to another UDPConn on the same host, where another goroutine
+// receives them. It is the baseline that gorxe's RoCE throughput is compared
+// with: run both in the same process and report the ratio.
+//
+// Local drops are sent again (they pace the sender; they are counted in
+// Sender). Datagrams lost at the receiver are not: they show in Loss and in
+// Receiver.RecvOverflows.
+func MeasureRawUDP(ctx context.Context, cfg RawUDPConfig) (RawUDPResult, error) {
+	if cfg.Size <= 0 || cfg.Count <= 0 {
+		return RawUDPResult{}, fmt.Errorf("netdev: MeasureRawUDP: Size and Count must be positive (got %d, %d)", cfg.Size, cfg.Count)
+	}
+	if !cfg.Addr.IsValid() {
+		cfg.Addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = 200 * time.Millisecond
+	}
+	opts := cfg.Options
+	opts.BlockingWrite = true
+	rx, err := ListenUDP(netip.AddrPortFrom(cfg.Addr, 0), opts)
+	if err != nil {
+		return RawUDPResult{}, err
+	}
+	defer rx.Close()
+	tx, err := ListenUDP(netip.AddrPortFrom(cfg.Addr, 0), opts)
+	if err != nil {
+		return RawUDPResult{}, err
+	}
+	defer tx.Close()
+
+	var (
+		received atomic.Uint64
+		lastRecv atomic.Int64 // time.Time.UnixNano of the last datagram received
+		rxErr    error
+		wg       sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() { // receiver
+		defer wg.Done()
+		msgs := make([]Message, rx.BatchSize())
+		for i := range msgs {
+			msgs[i].Buf = make([]byte, cfg.Size)
+		}
+		for received.Load() < uint64(cfg.Count) {
+			n, err := rx.ReadBatch(msgs)
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) { // closed: the measurement is over
+					rxErr = err
+				}
+				return
+			}
+			lastRecv.Store(time.Now().UnixNano())
+			received.Add(uint64(n))
+		}
+	}()
+
+	// Sender.
+	msgs := make([]Message, tx.BatchSize())
+	payload := make([]byte, cfg.Size)
+	for i := range msgs {
+		msgs[i] = Message{Buf: payload, N: cfg.Size, Addr: rx.LocalAddr()}
+	}
+	start := time.Now()
+	var txErr error
+	for sent := 0; sent < cfg.Count && txErr == nil; {
+		if err := ctx.Err(); err != nil {
+			txErr = err
+			break
+		}
+		batch := msgs[:min(len(msgs), cfg.Count-sent)]
+		n, err := tx.WriteBatch(batch)
+		sent += n
+		if err != nil && !errors.Is(err, ErrLocalDrop) {
+			txErr = err
+		}
+	}
+
+	// Wait for the receiver to finish, or to stay idle for cfg.Idle.
+	if txErr != nil {
+		rx.Close()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(cfg.Idle / 4)
+	defer tick.Stop()
+	lastCount, lastChange := received.Load(), time.Now()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-ctx.Done():
+			rx.Close()
+			<-done
+			break wait
+		case now := <-tick.C:
+			if c := received.Load(); c != lastCount {
+				lastCount, lastChange = c, now
+			} else if now.Sub(lastChange) >= cfg.Idle {
+				rx.Close()
+			}
+		}
+	}
+	res := RawUDPResult{
+		Size:     cfg.Size,
+		Sent:     tx.Stats().PacketsSent,
+		Received: received.Load(),
+		Sender:   tx.Stats(),
+		Receiver: rx.Stats(),
+	}
+	if last := lastRecv.Load(); last != 0 {
+		res.Elapsed = time.Unix(0, last).Sub(start)
+	}
+	if txErr != nil {
+		return res, txErr
+	}
+	if rxErr != nil {
+		return res, rxErr
+	}
+	return res, ctx.Err()
+}

@@ -1,0 +1,85 @@
+// Package netdev moves datagrams in and out of gorxe, in batches. It knows
+// nothing about RoCE: it carries opaque UDP payloads between addresses, and
+// the rxe package demultiplexes them by QPN.
+//
+// There are two implementations of the small Conn interface:
+//
+//   - UDPConn (ListenUDP): a real IPv4 or IPv6 UDP socket, read and written
+//     with recvmmsg/sendmmsg through golang.org/x/net's ipv4/ipv6
+//     PacketConn.ReadBatch and WriteBatch, with message arrays allocated once
+//     per connection.
+//   - PipeConn (NewPipe): an in-memory pair of endpoints over channels, with
+//     the copy semantics and the local-drop errors of a socket but no file
+//     descriptor, so tests can run inside testing/synctest bubbles.
+//
+// # Why the socket is set up the way it is
+//
+// The RoCEv2 ICRC covers the IPv4 header's Identification and Flags fields
+// (they are not among the variant fields that rxe_icrc_hdr masks), so a
+// sender must know their values before the kernel builds the header. An
+// unconnected IPv4 UDP socket with IP_MTU_DISCOVER = IP_PMTUDISC_DO sends
+// every datagram with DF set and ID 0 (Linux ip_select_ident_segs: DF and no
+// connected destination gives ID 0), so the socket is never connect()ed and
+// always uses PMTUDISC_DO. The price is that a datagram larger than the path
+// MTU fails with EMSGSIZE instead of being fragmented; RoCE never wants
+// fragments anyway. IPv6 sockets use IPV6_PMTUDISC_DO for the same reason,
+// are always IPV6_V6ONLY (no v4-mapped traffic: the ICRC pseudo-header
+// differs between the families), and set UDP_NO_CHECK6_RX so that the zero
+// UDP checksums that kernel rxe sends are accepted.
+//
+// IP_RECVERR (IPV6_RECVERR) is set so that a datagram dropped by the local
+// qdisc or device queue is reported to the sender as ENOBUFS. Without it the
+// kernel counts the drop in SndbufErrors and reports success, and a RoCE
+// requester only learns about the loss after a full retransmit timeout.
+//
+// The socket's receive and send buffers are enlarged (SO_RCVBUFFORCE and
+// SO_SNDBUFFORCE, which need CAP_NET_ADMIN, falling back to SO_RCVBUF and
+// SO_SNDBUF, which the kernel caps at net.core.rmem_max/wmem_max); with the
+// default 208 KiB receive buffer a fast sender loses 5–25% of its datagrams at
+// the receiver. BufferSizes reports what the kernel granted.
+//
+// When the socket is bound to a wildcard address, IP_PKTINFO
+// (IPV6_RECVPKTINFO) tells each received datagram's destination address,
+// which the RoCE layer needs to rebuild the ICRC pseudo-header; on write,
+// Message.Local selects the source address in the same way.
+//
+// # Errors
+//
+// Local send failures are never hidden. WriteBatch reports a datagram the
+// local host refused with a DropError: errors.Is(err, ErrLocalDrop) holds for
+// every such drop, and errors.Is(err, syscall.ENOBUFS) or
+// errors.Is(err, syscall.EAGAIN) tells which. ENOBUFS means a full qdisc or
+// device queue. EAGAIN means a full socket send buffer and is reported only
+// when Options.BlockingWrite is false (the default): the write path then
+// passes MSG_DONTWAIT to sendmmsg, so x/net returns EAGAIN at once instead of
+// parking the goroutine in the runtime poller as net.UDPConn does. A
+// PipeConn whose queue is full returns the ENOBUFS form of the same error,
+// so back-pressure code paths can be tested without sockets. The caller
+// decides what a local drop means (a RoCE sender re-sends after a short
+// timer; see package retry).
+//
+// WriteBatch also hides two quirks of x/net's WriteBatch on Linux: it
+// returns n = -1 with the error when the first datagram fails, and a short
+// count with no error when a later one fails (sendmmsg drops that error).
+// WriteBatch turns the first into n = 0 and answers the second by sending
+// the rest again, so either the rest goes out or its error is reported.
+//
+// With IP_RECVERR, an ICMP error caused by an earlier datagram (port
+// unreachable from a peer that went away, host unreachable, fragmentation
+// needed) is queued on the socket and makes the next read or write fail
+// with ECONNREFUSED, EHOSTUNREACH and so on, although nothing is wrong with
+// that read or write. UDPConn treats these as non-fatal: it drains the
+// socket's error queue (whose entries are charged to the receive buffer),
+// counts the errors in Stats.ICMPErrors and retries, so reads and writes go
+// on.
+//
+// Close unblocks a pending ReadBatch and WriteBatch; they return an error
+// wrapping net.ErrClosed.
+//
+// # Allocations
+//
+// WriteBatch allocates nothing in steady state (errors aside).
+// ReadBatch inherits two small allocations per datagram from x/net (the
+// sender's net.IP and *net.UDPAddr), which it converts to netip.AddrPort at
+// once; a raw recvmmsg path could remove them behind the same interface.
+package netdev

@@ -1,0 +1,175 @@
+package netdev
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// xnetErr wraps an errno the way x/net's WriteBatch and ReadBatch report it.
+func xnetErr(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: "udp", Err: os.NewSyscallError(op+"mmsg", errno)}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name  string
+		err   error
+		class errClass
+		errno syscall.Errno
+	}{
+		{"nil", nil, classOther, 0},
+		{"ENOBUFS from sendmmsg", xnetErr("send", syscall.ENOBUFS), classNoBufs, syscall.ENOBUFS},
+		{"bare ENOBUFS", syscall.ENOBUFS, classNoBufs, syscall.ENOBUFS},
+		{"EAGAIN", xnetErr("send", syscall.EAGAIN), classWouldBlock, syscall.EAGAIN},
+		{"EWOULDBLOCK is EAGAIN", xnetErr("send", syscall.EWOULDBLOCK), classWouldBlock, syscall.EAGAIN},
+		{"ECONNREFUSED on read", xnetErr("recv", syscall.ECONNREFUSED), classICMP, syscall.ECONNREFUSED},
+		{"EHOSTUNREACH", xnetErr("send", syscall.EHOSTUNREACH), classICMP, syscall.EHOSTUNREACH},
+		{"ENETUNREACH", xnetErr("send", syscall.ENETUNREACH), classICMP, syscall.ENETUNREACH},
+		{"EMSGSIZE", xnetErr("send", syscall.EMSGSIZE), classICMP, syscall.EMSGSIZE},
+		{"EPROTO", xnetErr("recv", syscall.EPROTO), classICMP, syscall.EPROTO},
+		{"EACCES", xnetErr("send", syscall.EACCES), classICMP, syscall.EACCES},
+		{"EINVAL", xnetErr("send", syscall.EINVAL), classOther, syscall.EINVAL},
+		{"closed", &net.OpError{Op: "read", Net: "udp", Err: net.ErrClosed}, classClosed, 0},
+		{"closed, wrapped", fmt.Errorf("x: %w", net.ErrClosed), classClosed, 0},
+		{"not an errno", errors.New("boom"), classOther, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			class, errno := classify(tc.err)
+			require.Equal(t, tc.class, class, "class %v", class)
+			require.Equal(t, tc.errno, errno)
+		})
+	}
+}
+
+func TestDropError(t *testing.T) {
+	tests := []struct {
+		class errClass
+		errno syscall.Errno
+	}{
+		{classNoBufs, syscall.ENOBUFS},
+		{classWouldBlock, syscall.EAGAIN},
+	}
+	for _, tc := range tests {
+		t.Run(tc.class.String(), func(t *testing.T) {
+			err := dropError(tc.class)
+			require.ErrorIs(t, err, ErrLocalDrop)
+			require.ErrorIs(t, err, tc.errno)
+			require.NotErrorIs(t, err, net.ErrClosed)
+			var d DropError
+			require.ErrorAs(t, err, &d)
+			require.Equal(t, tc.errno, d.Errno)
+			require.Contains(t, err.Error(), tc.errno.Error())
+			wrapped := fmt.Errorf("qp 17: %w", err)
+			require.ErrorIs(t, wrapped, ErrLocalDrop)
+			require.ErrorIs(t, wrapped, tc.errno)
+		})
+	}
+	for _, c := range []errClass{classOther, classClosed, classICMP} {
+		require.NoError(t, dropError(c), c.String())
+	}
+	require.NotErrorIs(t, syscall.ENOBUFS, ErrLocalDrop, "a bare errno is not a DropError")
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = dropError(classNoBufs) }))
+}
+
+// cmsgBytes builds a control message the way the kernel lays it out.
+func cmsgBytes(level, typ int32, data []byte) []byte {
+	b := make([]byte, unix.CmsgSpace(len(data)))
+	copy(putCmsgHdr(b, level, typ, len(data)), data)
+	return b
+}
+
+func TestParseRecvCmsgs(t *testing.T) {
+	var ovfl [4]byte
+	binary.NativeEndian.PutUint32(ovfl[:], 7)
+	pkt4 := make([]byte, unix.SizeofInet4Pktinfo)
+	copy(pkt4[4:8], []byte{10, 0, 0, 9}) // ipi_spec_dst: not the header destination
+	copy(pkt4[8:12], []byte{127, 0, 0, 3})
+	pkt6 := make([]byte, unix.SizeofInet6Pktinfo)
+	copy(pkt6, netip.MustParseAddr("fd00::42").AsSlice())
+	ovflMsg := cmsgBytes(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, ovfl[:])
+
+	tests := []struct {
+		name      string
+		oob       []byte
+		dst       netip.Addr
+		drops     uint32
+		haveDrops bool
+	}{
+		{"empty", nil, netip.Addr{}, 0, false},
+		{"v4 pktinfo", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4), netip.MustParseAddr("127.0.0.3"), 0, false},
+		{"v6 pktinfo", cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, pkt6), netip.MustParseAddr("fd00::42"), 0, false},
+		{"overflow only", ovflMsg, netip.Addr{}, 7, true},
+		{"pktinfo then overflow", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4), ovflMsg...),
+			netip.MustParseAddr("127.0.0.3"), 7, true},
+		{"overflow then v6 pktinfo", append(append([]byte{}, ovflMsg...), cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, pkt6)...),
+			netip.MustParseAddr("fd00::42"), 7, true},
+		{"truncated header", ovflMsg[:5], netip.Addr{}, 0, false},
+		{"length beyond buffer", ovflMsg[:unix.CmsgLen(2)], netip.Addr{}, 0, false},
+		{"short pktinfo ignored", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4[:8]), netip.Addr{}, 0, false},
+		{"unknown type skipped", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_TOS, []byte{0xb8}), ovflMsg...), netip.Addr{}, 7, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dst, drops, have := parseRecvCmsgs(tc.oob)
+			require.Equal(t, tc.dst, dst)
+			require.Equal(t, tc.drops, drops)
+			require.Equal(t, tc.haveDrops, have)
+		})
+	}
+}
+
+func TestPutSourceCmsg(t *testing.T) {
+	tests := []struct {
+		src        string
+		level, typ int32
+		off        int
+	}{
+		{"127.0.0.2", unix.IPPROTO_IP, unix.IP_PKTINFO, 4}, // ipi_spec_dst
+		{"2001:db8::1", unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.src, func(t *testing.T) {
+			src := netip.MustParseAddr(tc.src)
+			b := make([]byte, sendOOBSize)
+			for i := range b {
+				b[i] = 0xAA // must be overwritten
+			}
+			n := putSourceCmsg(b, src)
+			m, rest, ok := nextCmsg(b[:n])
+			require.True(t, ok)
+			require.Empty(t, rest)
+			require.Equal(t, tc.level, m.level)
+			require.Equal(t, tc.typ, m.typ)
+			require.Equal(t, src.AsSlice(), m.data[tc.off:tc.off+len(src.AsSlice())])
+			if src.Is4() {
+				require.Equal(t, make([]byte, 4), m.data[0:4], "ifindex 0")
+				require.Equal(t, make([]byte, 4), m.data[8:12])
+			} else {
+				require.Equal(t, make([]byte, 4), m.data[16:20], "ifindex 0")
+			}
+		})
+	}
+}
+
+func TestErrQueueOrigin(t *testing.T) {
+	ee := func(origin uint8) []byte {
+		b := make([]byte, 16)
+		b[4] = origin
+		return b
+	}
+	require.Equal(t, -1, errQueueOrigin(nil))
+	require.Equal(t, unix.SO_EE_ORIGIN_ICMP, errQueueOrigin(cmsgBytes(unix.IPPROTO_IP, unix.IP_RECVERR, ee(unix.SO_EE_ORIGIN_ICMP))))
+	require.Equal(t, unix.SO_EE_ORIGIN_ICMP6, errQueueOrigin(cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_RECVERR, ee(unix.SO_EE_ORIGIN_ICMP6))))
+	require.Equal(t, unix.SO_EE_ORIGIN_LOCAL, errQueueOrigin(cmsgBytes(unix.IPPROTO_IP, unix.IP_RECVERR, ee(unix.SO_EE_ORIGIN_LOCAL))))
+	require.Equal(t, -1, errQueueOrigin(cmsgBytes(unix.IPPROTO_IP, unix.IP_RECVERR, ee(2)[:8])), "short extended error")
+}

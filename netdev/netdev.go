@@ -1,0 +1,185 @@
+package netdev
+
+import (
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"syscall"
+)
+
+// Batch sizes.
+const (
+	// DefaultBatchSize is the batch size used when Options.BatchSize or
+	// PipeOptions.BatchSize is zero.
+	DefaultBatchSize = 64
+
+	// MaxBatchSize is the largest batch size: the kernel's limit on the
+	// number of messages in one recvmmsg or sendmmsg call (UIO_MAXIOV).
+	MaxBatchSize = 1024
+)
+
+// Message is one datagram. The datagram is always Buf[:N].
+//
+// ReadBatch receives into Buf[:cap(Buf)] and sets N, Addr (the sender) and
+// Local (the address the datagram was sent to: from IP_PKTINFO or
+// IPV6_PKTINFO when a UDPConn is bound to a wildcard address, else the bound
+// address; a PipeConn's own address). It never changes Buf itself,
+// so a slice of buffers can be reused call after call. A datagram longer than
+// cap(Buf) is dropped and counted in Stats.Truncated.
+//
+// WriteBatch sends Buf[:N] to Addr; N must be in [0, cap(Buf)]. If Local is
+// valid and not unspecified, it selects the source address of the datagram
+// (UDPConn, with IP_PKTINFO / IPV6_PKTINFO); otherwise the kernel chooses,
+// as it does for any unconnected socket. PipeConn ignores Local on write.
+type Message struct {
+	Buf   []byte
+	N     int
+	Addr  netip.AddrPort
+	Local netip.Addr
+}
+
+// Conn sends and receives datagrams in batches.
+//
+// Ownership: a Conn keeps no reference to msgs or to their buffers after a
+// call returns. On write the datagrams have been copied (to the kernel or to
+// the pipe) when WriteBatch returns, so the buffers may be reused at once.
+//
+// Concurrency: one goroutine may call ReadBatch while another calls
+// WriteBatch. Concurrent calls of the same method are safe but serialised.
+// Close, BatchSize and LocalAddr may be called from any goroutine at any
+// time.
+type Conn interface {
+	// ReadBatch blocks until at least one datagram has arrived, then fills
+	// msgs[:n] with up to min(len(msgs), BatchSize()) datagrams and returns
+	// n >= 1 and a nil error. When it returns an error, n is 0. If
+	// len(msgs) is 0 it returns 0, nil at once. When it drops a truncated
+	// datagram it may permute the Message values within msgs (the buffers
+	// stay within msgs).
+	ReadBatch(msgs []Message) (n int, err error)
+
+	// WriteBatch sends msgs in order and returns how many went out (were
+	// handed to the kernel or to the peer). n == len(msgs) exactly when err
+	// is nil. Otherwise msgs[:n] went out, msgs[n] did not, and msgs[n+1:]
+	// were not tried. If the local host refused msgs[n] (a full queue or
+	// buffer), errors.Is(err, ErrLocalDrop) holds and the caller may send
+	// msgs[n:] again later. Batches longer than BatchSize are split.
+	WriteBatch(msgs []Message) (n int, err error)
+
+	// BatchSize is the most datagrams one ReadBatch returns and one
+	// system call sends.
+	BatchSize() int
+
+	// LocalAddr is the bound address and port (for a wildcard bind, the
+	// unspecified address).
+	LocalAddr() netip.AddrPort
+
+	// Close closes the Conn. It unblocks pending ReadBatch and WriteBatch
+	// calls, which then return an error wrapping net.ErrClosed, as do all
+	// later calls. Closing twice is harmless.
+	Close() error
+}
+
+// ErrLocalDrop matches (with errors.Is) every error that reports a datagram
+// refused by the local host: ENOBUFS from a full qdisc or device queue,
+// EAGAIN from a full send buffer, and a full PipeConn queue.
+var ErrLocalDrop = errors.New("netdev: datagram dropped by the local host")
+
+// ErrInvalidMessage is wrapped by the error WriteBatch returns for a Message
+// it cannot send: N outside [0, cap(Buf)], or an address of the wrong family
+// or not valid.
+var ErrInvalidMessage = errors.New("netdev: invalid message")
+
+// DropError reports a datagram that the local host refused to send. It
+// matches ErrLocalDrop and unwraps to its Errno, so both
+// errors.Is(err, ErrLocalDrop) and errors.Is(err, syscall.ENOBUFS) hold for
+// a qdisc drop.
+type DropError struct {
+	// Errno is syscall.ENOBUFS (a full qdisc or device queue, or a full
+	// PipeConn queue) or syscall.EAGAIN (a full socket send buffer).
+	Errno syscall.Errno
+}
+
+// Error implements error.
+func (e DropError) Error() string {
+	return "netdev: datagram dropped by the local host: " + e.Errno.Error()
+}
+
+// Unwrap returns the Errno.
+func (e DropError) Unwrap() error { return e.Errno }
+
+// Is reports whether target is ErrLocalDrop.
+func (e DropError) Is(target error) bool { return target == ErrLocalDrop }
+
+// Preboxed drop errors: returning them allocates nothing.
+var (
+	errDropNoBufs     error = DropError{Errno: syscall.ENOBUFS}
+	errDropWouldBlock error = DropError{Errno: syscall.EAGAIN}
+)
+
+// Stats is a snapshot of a Conn's counters. All counts start at zero when
+// the Conn is created.
+type Stats struct {
+	PacketsSent     uint64 // datagrams handed to the kernel (or to the pipe peer)
+	BytesSent       uint64 // their payload bytes
+	PacketsReceived uint64 // datagrams returned by ReadBatch
+	BytesReceived   uint64 // their payload bytes
+
+	NoBufs     uint64 // local drops with ENOBUFS: qdisc or device queue full, or pipe queue full
+	WouldBlock uint64 // local drops with EAGAIN: socket send buffer full (non-blocking writes only)
+	ICMPErrors uint64 // ICMP errors from earlier datagrams (port unreachable…), absorbed and retried
+	Truncated  uint64 // received datagrams longer than their buffer, dropped
+
+	// RecvOverflows is the kernel's count of datagrams this socket dropped
+	// on receive (full receive buffer), as of when the most recently
+	// received datagram was queued (SO_RXQ_OVFL): drops after it show with
+	// the next datagram. Always 0 for PipeConn.
+	RecvOverflows uint64
+
+	// Unroutable counts datagrams a PipeConn discarded because their Addr
+	// was not the peer's address, as a network would. Always 0 for UDPConn.
+	Unroutable uint64
+}
+
+// LocalDrops is the number of datagrams the local host refused to send.
+func (s Stats) LocalDrops() uint64 { return s.NoBufs + s.WouldBlock }
+
+// counters are the atomic counters behind Stats.
+type counters struct {
+	packetsSent, bytesSent         atomic.Uint64
+	packetsReceived, bytesReceived atomic.Uint64
+	noBufs, wouldBlock             atomic.Uint64
+	icmpErrors, truncated          atomic.Uint64
+	recvOverflows, unroutable      atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		PacketsSent:     c.packetsSent.Load(),
+		BytesSent:       c.bytesSent.Load(),
+		PacketsReceived: c.packetsReceived.Load(),
+		BytesReceived:   c.bytesReceived.Load(),
+		NoBufs:          c.noBufs.Load(),
+		WouldBlock:      c.wouldBlock.Load(),
+		ICMPErrors:      c.icmpErrors.Load(),
+		Truncated:       c.truncated.Load(),
+		RecvOverflows:   c.recvOverflows.Load(),
+		Unroutable:      c.unroutable.Load(),
+	}
+}
+
+// batchSize applies the default and the limits to a requested batch size.
+func batchSize(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultBatchSize
+	case n > MaxBatchSize:
+		return MaxBatchSize
+	}
+	return n
+}
+
+// Check the interface at compile time.
+var (
+	_ Conn = (*UDPConn)(nil)
+	_ Conn = (*PipeConn)(nil)
+)

@@ -1,0 +1,246 @@
+package netdev
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// socketSetup configures a fresh UDP socket before bind and records what the
+// kernel granted.
+type socketSetup struct {
+	v6, wildcard bool
+	opts         Options
+	got          BufferSizes
+}
+
+func (s *socketSetup) apply(fd int) error {
+	var err error
+	s.got.Recv, s.got.RecvForced, err = setBuffer(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, s.opts.recvBuffer())
+	if err != nil {
+		return err
+	}
+	s.got.Send, s.got.SendForced, err = setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, s.opts.sendBuffer())
+	if err != nil {
+		return err
+	}
+	type opt struct {
+		name              string
+		level, opt, value int
+	}
+	var list []opt
+	if s.v6 {
+		list = []opt{
+			{"IPV6_MTU_DISCOVER", unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO},
+			{"IPV6_RECVERR", unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1},
+			{"UDP_NO_CHECK6_RX", unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1},
+		}
+		if s.opts.TOS != 0 {
+			list = append(list, opt{"IPV6_TCLASS", unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(s.opts.TOS)})
+		}
+		if s.wildcard {
+			list = append(list, opt{"IPV6_RECVPKTINFO", unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1})
+		}
+	} else {
+		list = []opt{
+			{"IP_MTU_DISCOVER", unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO},
+			{"IP_RECVERR", unix.IPPROTO_IP, unix.IP_RECVERR, 1},
+		}
+		if s.opts.TOS != 0 {
+			list = append(list, opt{"IP_TOS", unix.IPPROTO_IP, unix.IP_TOS, int(s.opts.TOS)})
+		}
+		if s.wildcard {
+			list = append(list, opt{"IP_PKTINFO", unix.IPPROTO_IP, unix.IP_PKTINFO, 1})
+		}
+	}
+	list = append(list, opt{"SO_RXQ_OVFL", unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1})
+	for _, o := range list {
+		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.value); err != nil {
+			return fmt.Errorf("netdev: setsockopt %s=%d: %w", o.name, o.value, err)
+		}
+	}
+	return nil
+}
+
+// setBuffer asks for a socket buffer of size bytes, with the FORCE option
+// first (it needs CAP_NET_ADMIN and ignores rmem_max/wmem_max) and the plain
+// one as fallback (silently capped by the kernel). size <= 0 keeps the
+// kernel's default. It returns the size getsockopt reports afterwards (Linux
+// doubles the request to account for bookkeeping).
+func setBuffer(fd, forceOpt, plainOpt, size int) (got int, forced bool, err error) {
+	if size > 0 {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, forceOpt, size) == nil {
+			forced = true
+		} else if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, plainOpt, size); err != nil {
+			return 0, false, fmt.Errorf("netdev: setsockopt buffer size %d: %w", size, err)
+		}
+	}
+	got, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, plainOpt)
+	if err != nil {
+		return 0, false, fmt.Errorf("netdev: getsockopt buffer size: %w", err)
+	}
+	return got, forced, nil
+}
+
+// Control-message layout. The cmsghdr's length field is a size_t; the
+// header is read and written with binary.NativeEndian rather than through a
+// pointer so that no alignment is assumed.
+const (
+	cmsgLenSize  = int(unsafe.Sizeof(unix.Cmsghdr{}.Len))
+	cmsgHdrSpace = unix.SizeofCmsghdr // already a multiple of the alignment
+)
+
+var (
+	// cmsgDataOff is where a control message's data starts.
+	cmsgDataOff = unix.CmsgLen(0)
+	// recvOOBSize fits IPV6_PKTINFO (the larger pktinfo) and SO_RXQ_OVFL.
+	recvOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + unix.CmsgSpace(4)
+	// sendOOBSize fits one IP_PKTINFO or IPV6_PKTINFO.
+	sendOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo)
+)
+
+// cmsg is one parsed control message.
+type cmsg struct {
+	level, typ int32
+	data       []byte
+}
+
+// nextCmsg splits the first control message off b. ok is false when b holds
+// no complete message.
+func nextCmsg(b []byte) (m cmsg, rest []byte, ok bool) {
+	if len(b) < cmsgHdrSpace {
+		return cmsg{}, nil, false
+	}
+	var l int
+	if cmsgLenSize == 8 {
+		l = int(binary.NativeEndian.Uint64(b))
+	} else {
+		l = int(binary.NativeEndian.Uint32(b))
+	}
+	if l < cmsgDataOff || l > len(b) {
+		return cmsg{}, nil, false
+	}
+	m = cmsg{
+		level: int32(binary.NativeEndian.Uint32(b[cmsgLenSize:])),
+		typ:   int32(binary.NativeEndian.Uint32(b[cmsgLenSize+4:])),
+		data:  b[cmsgDataOff:l],
+	}
+	next := unix.CmsgSpace(l - cmsgDataOff)
+	if next >= len(b) {
+		return m, nil, true
+	}
+	return m, b[next:], true
+}
+
+// putCmsgHdr writes a control-message header for dataLen bytes of data at
+// the start of b and returns the data area.
+func putCmsgHdr(b []byte, level, typ int32, dataLen int) []byte {
+	l := unix.CmsgLen(dataLen)
+	if cmsgLenSize == 8 {
+		binary.NativeEndian.PutUint64(b, uint64(l))
+	} else {
+		binary.NativeEndian.PutUint32(b, uint32(l))
+	}
+	binary.NativeEndian.PutUint32(b[cmsgLenSize:], uint32(level))
+	binary.NativeEndian.PutUint32(b[cmsgLenSize+4:], uint32(typ))
+	data := b[cmsgDataOff:l]
+	clear(data)
+	return data
+}
+
+// parseRecvCmsgs reads the control messages of one received datagram: the
+// destination address from IP_PKTINFO or IPV6_PKTINFO (invalid if absent)
+// and the socket's receive-drop counter from SO_RXQ_OVFL (haveDrops false if
+// absent).
+func parseRecvCmsgs(oob []byte) (dst netip.Addr, drops uint32, haveDrops bool) {
+	for len(oob) > 0 {
+		m, rest, ok := nextCmsg(oob)
+		if !ok {
+			break
+		}
+		switch {
+		case m.level == unix.IPPROTO_IP && m.typ == unix.IP_PKTINFO && len(m.data) >= unix.SizeofInet4Pktinfo:
+			// struct in_pktinfo { int ipi_ifindex; in_addr ipi_spec_dst; in_addr ipi_addr; };
+			// ipi_addr is the destination address in the IP header.
+			dst = netip.AddrFrom4([4]byte(m.data[8:12]))
+		case m.level == unix.IPPROTO_IPV6 && m.typ == unix.IPV6_PKTINFO && len(m.data) >= unix.SizeofInet6Pktinfo:
+			// struct in6_pktinfo { in6_addr ipi6_addr; int ipi6_ifindex; };
+			dst = netip.AddrFrom16([16]byte(m.data[0:16]))
+		case m.level == unix.SOL_SOCKET && m.typ == unix.SO_RXQ_OVFL && len(m.data) >= 4:
+			drops, haveDrops = binary.NativeEndian.Uint32(m.data), true
+		}
+		oob = rest
+	}
+	return dst, drops, haveDrops
+}
+
+// putSourceCmsg writes an IP_PKTINFO (v4) or IPV6_PKTINFO control message
+// selecting src as the source address into b (at least sendOOBSize bytes)
+// and returns its length.
+func putSourceCmsg(b []byte, src netip.Addr) int {
+	if src.Is4() {
+		data := putCmsgHdr(b, unix.IPPROTO_IP, unix.IP_PKTINFO, unix.SizeofInet4Pktinfo)
+		a := src.As4()
+		copy(data[4:8], a[:]) // ipi_spec_dst: the source address to use
+		return unix.CmsgSpace(unix.SizeofInet4Pktinfo)
+	}
+	data := putCmsgHdr(b, unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, unix.SizeofInet6Pktinfo)
+	a := src.As16()
+	copy(data[0:16], a[:])
+	return unix.CmsgSpace(unix.SizeofInet6Pktinfo)
+}
+
+// errQueueOrigin returns the origin (SO_EE_ORIGIN_*) of the extended error
+// carried by an error-queue read's control messages, or -1 if there is none.
+func errQueueOrigin(oob []byte) int {
+	for len(oob) > 0 {
+		m, rest, ok := nextCmsg(oob)
+		if !ok {
+			break
+		}
+		if (m.level == unix.IPPROTO_IP && m.typ == unix.IP_RECVERR ||
+			m.level == unix.IPPROTO_IPV6 && m.typ == unix.IPV6_RECVERR) &&
+			len(m.data) >= int(unsafe.Sizeof(unix.SockExtendedErr{})) {
+			// struct sock_extended_err { u32 ee_errno; u8 ee_origin; ... }
+			return int(m.data[4])
+		}
+		oob = rest
+	}
+	return -1
+}
+
+// maxErrQueueDrain bounds one drain of the error queue.
+const maxErrQueueDrain = 256
+
+// drainErrQueue empties the socket's error queue (MSG_ERRQUEUE) without
+// blocking and returns how many entries came from ICMP or ICMPv6 errors and
+// how many were local (for example EMSGSIZE for an oversized datagram).
+// Each entry is charged to the receive buffer until read, so leaving them
+// there would shrink the room for datagrams. Draining also clears the
+// pending socket error (sock_dequeue_err_skb).
+//
+// It runs the system calls in RawConn.Control, which does not take the
+// descriptor's read lock, so it never waits behind a ReadBatch parked in the
+// poller.
+func drainErrQueue(rc interface{ Control(func(uintptr)) error }) (icmp, local int) {
+	var buf [64]byte
+	var oob [128]byte
+	_ = rc.Control(func(fd uintptr) {
+		for range maxErrQueueDrain {
+			_, oobn, _, _, err := unix.Recvmsg(int(fd), buf[:], oob[:], unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+			if err != nil {
+				return
+			}
+			switch errQueueOrigin(oob[:oobn]) {
+			case unix.SO_EE_ORIGIN_ICMP, unix.SO_EE_ORIGIN_ICMP6:
+				icmp++
+			default:
+				local++
+			}
+		}
+	})
+	return icmp, local
+}

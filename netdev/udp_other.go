@@ -1,0 +1,39 @@
+//go:build !linux
+
+package netdev
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// UDPConn is a Conn over a UDP socket. It is implemented on Linux only;
+// elsewhere ListenUDP returns an error wrapping errors.ErrUnsupported.
+type UDPConn struct{}
+
+// ListenUDP opens a UDP socket bound to addr (Linux only).
+func ListenUDP(addr netip.AddrPort, opts Options) (*UDPConn, error) {
+	return nil, fmt.Errorf("netdev: ListenUDP %v: %w", addr, errors.ErrUnsupported)
+}
+
+// BatchSize implements Conn.
+func (c *UDPConn) BatchSize() int { return 0 }
+
+// LocalAddr implements Conn.
+func (c *UDPConn) LocalAddr() netip.AddrPort { return netip.AddrPort{} }
+
+// BufferSizes reports the socket buffer sizes obtained at ListenUDP.
+func (c *UDPConn) BufferSizes() BufferSizes { return BufferSizes{} }
+
+// Stats returns a snapshot of the counters.
+func (c *UDPConn) Stats() Stats { return Stats{} }
+
+// Close implements Conn.
+func (c *UDPConn) Close() error { return nil }
+
+// ReadBatch implements Conn.
+func (c *UDPConn) ReadBatch(msgs []Message) (int, error) { return 0, errors.ErrUnsupported }
+
+// WriteBatch implements Conn.
+func (c *UDPConn) WriteBatch(msgs []Message) (int, error) { return 0, errors.ErrUnsupported }
