@@ -1,0 +1,111 @@
+package responder
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// loop is a steady-state driver: one prebuilt request whose PSN is
+// rewritten to the expected PSN before each Receive, then every response is
+// pulled. No tracing, no per-iteration allocation in the fakes.
+type loop struct {
+	h    *harness
+	req  []byte
+	out  []byte
+	sges []verbs.SGE
+	wr   verbs.RecvWR
+}
+
+func newLoop(tb testing.TB, mtu int, op packet.Opcode, payload []byte, mods ...reqMod) *loop {
+	h := newHarness(tb, withPMTU(mtu))
+	h.r = New(&h.cfg, Env{Mem: h.mem, RQ: h.rq, CQ: h.cq}) // no Trace
+	l := &loop{h: h, req: make([]byte, 8192), out: make([]byte, mtu+64)}
+	p := build(tb, l.req, op, 100, payload, mods...)
+	l.req = l.req[:p.Len()]
+	l.sges = []verbs.SGE{{Addr: lva, Length: 8192, LKey: lkey}}
+	l.wr = verbs.RecvWR{ID: 1, SGList: l.sges}
+	return l
+}
+
+// step runs one request through Receive and NextPacket and returns the
+// number of response packets.
+func (l *loop) step(tb testing.TB) int {
+	h := l.h
+	if h.rq.Len() == 0 {
+		h.rq.post(l.wr)
+	}
+	h.cq.wcs = h.cq.wcs[:0]
+	packet.BTH(l.req).SetPSN(h.r.EPSN())
+	p, err := packet.Parse(l.req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h.r.Receive(t0, p)
+	n := 0
+	for h.r.NextPacket(t0, l.out) > 0 {
+		n++
+	}
+	return n
+}
+
+func TestNoAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		op      packet.Opcode
+		payload []byte
+		mods    []reqMod
+		pkts    int
+	}{
+		{"send_ack", packet.RCSendOnly, pattern(64, 0), []reqMod{ackReq}, 1},
+		{"write", packet.RCRDMAWriteOnly, pattern(1024, 0), []reqMod{reth(rva, rkey, 1024), ackReq}, 1},
+		{"read", packet.RCRDMAReadRequest, nil, []reqMod{reth(rva, rkey, 4096)}, 4},
+		{"fetch_add", packet.RCFetchAdd, nil, []reqMod{atomicETH(rva, rkey, 1, 0)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLoop(t, 1024, tc.op, tc.payload, tc.mods...)
+			require.Equal(t, tc.pkts, l.step(t))
+			allocs := testing.AllocsPerRun(200, func() { l.step(t) })
+			require.Zero(t, allocs)
+			_, failed := l.h.r.Failed()
+			require.False(t, failed)
+		})
+	}
+}
+
+// BenchmarkWrite4K: one 4 KiB RDMA WRITE ONLY packet with AckReq in, one
+// ACK out, per op.
+func BenchmarkWrite4K(b *testing.B) {
+	l := newLoop(b, 4096, packet.RCRDMAWriteOnly, pattern(4096, 0), reth(rva, rkey, 4096), ackReq)
+	b.SetBytes(4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.step(b)
+	}
+}
+
+// BenchmarkRead64K: one 64 KiB RDMA READ request in, 16 × 4 KiB responses
+// out, per op.
+func BenchmarkRead64K(b *testing.B) {
+	l := newLoop(b, 4096, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 64<<10))
+	b.SetBytes(64 << 10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if l.step(b) != 16 {
+			b.Fatal("want 16 responses")
+		}
+	}
+}
+
+// BenchmarkSendAck: a 64-byte SEND ONLY with AckReq, one completion and
+// one ACK per op.
+func BenchmarkSendAck(b *testing.B) {
+	l := newLoop(b, 4096, packet.RCSendOnly, pattern(64, 0), ackReq)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.step(b)
+	}
+}

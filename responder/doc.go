@@ -1,0 +1,39 @@
+// Package responder is gorxe's RC receive side: the responder half of an RC
+// queue pair, as the Linux kernel's rxe driver implements it in rxe_resp.c
+// (IBA chapter 9.7, "reliable service").
+//
+// It is sans-IO. The device hands it one request packet at a time through
+// Receive (already ICRC-checked and addressed to this QP), and pulls the
+// packets it wants to send — ACKs, NAKs, RDMA READ responses and ATOMIC
+// ACKs, ICRC included — through NextPacket. Memory, the receive queue and
+// the completion queue are reached through the small interfaces of Env. It
+// has no goroutines, no timers and does no I/O; the current time is passed
+// in (it is not needed today and is there for pacing).
+//
+// Receive runs a state machine whose states carry rxe's RESPST_* names
+// (GET_REQ, CHK_PSN, CHK_OP_SEQ, CHK_OP_VALID, CHK_RESOURCE, CHK_LENGTH,
+// CHK_RKEY, EXECUTE, READ_REPLY, ATOMIC_REPLY, COMPLETE, ACKNOWLEDGE,
+// CLEANUP, DUPLICATE_REQUEST, the ERR_* states, ERROR, DONE), one method
+// per state, so that a trace reads like the kernel's pr_debug output.
+//
+// Two things differ in shape from rxe, not on the wire:
+//
+//   - rxe sends a READ's whole response train before it looks at the next
+//     request. Here the read is accepted at once (the expected PSN moves past
+//     the read's PSNs and the train is queued), and later requests are
+//     processed while the device is still pulling the train; responses leave
+//     in PSN order because the output queue is ordered.
+//   - Consecutive plain ACKs waiting in the output queue collapse into the
+//     newest one (ACKs are cumulative, IBA 9.7.5.1.1).
+//
+// Memory placement: SEND payload goes into the receive WQE's SGEs
+// (Memory.Local), RDMA WRITE payload into Memory.Remote; RDMA READ responses
+// are copied from Memory.Remote straight into the caller's packet buffer.
+// Atomics operate with sync/atomic on the 64-bit word in native byte order.
+//
+// Steady-state Receive and NextPacket do not allocate: the responder
+// resources and the output queue are allocated by New.
+//
+// A Responder is not safe for concurrent use. It belongs to its QP's
+// receive task; the caller holds the QP lock around every method call.
+package responder

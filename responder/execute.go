@@ -1,0 +1,272 @@
+package responder
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// execute mirrors rxe execute: it places a SEND or WRITE packet's data,
+// invalidates an IETH R_Key, and on success advances MSN (at the end of a
+// message) and ePSN. READ and the atomics branch to their reply states.
+func (r *Responder) execute() State {
+	payload := r.pkt.Payload()
+	switch r.kind {
+	case kindSend:
+		if st := r.scatter(payload); st != StateNone {
+			return st
+		}
+	case kindWrite:
+		n := copy(r.dst, payload)
+		r.wva += uint64(n)
+		r.wresid -= uint32(n)
+		r.ctrs.BytesPlaced += uint64(n)
+	case kindRead:
+		// IBA C9-148: the MSN counts a READ when it is accepted.
+		r.msn = (r.msn + 1) & packet.PSNMask
+		return StateReadReply
+	case kindAtomic:
+		return StateAtomicReply
+	case kindAtomicWrite:
+		return StateAtomicWriteReply
+	case kindFlush:
+		return StateProcessFlush
+	}
+	if ieth := r.pkt.IETH(); ieth != nil {
+		if !r.env.Mem.Invalidate(ieth.RKey()) {
+			return StateErrInvalidateRKey
+		}
+	}
+	end := r.mask&packet.MaskEnd != 0
+	if end {
+		r.msn = (r.msn + 1) & packet.PSNMask
+	}
+	r.epsn = r.psn.Next()
+	switch {
+	case end:
+		r.inMsg = msgNone
+	case r.kind == kindSend:
+		r.inMsg = msgSend
+	default:
+		r.inMsg = msgWrite
+	}
+	r.status = verbs.WCSuccess
+	if r.mask&packet.MaskComp != 0 {
+		return StateComplete
+	}
+	return StateAcknowledge
+}
+
+// scatter copies SEND data into the receive WQE at its running offset
+// (rxe send_data_in/copy_data). It returns StateNone on success.
+func (r *Responder) scatter(data []byte) State {
+	w := &r.wqe
+	if !w.valid {
+		return StateErrMalformedWQE
+	}
+	if uint64(len(data)) > w.total-w.placed {
+		r.lenLocal = true
+		return StateErrLength
+	}
+	for len(data) > 0 {
+		if w.sge >= len(w.sges) {
+			return StateErrMalformedWQE
+		}
+		s := &w.sges[w.sge]
+		room := s.Length - w.off
+		if room == 0 {
+			w.sge++
+			w.off = 0
+			continue
+		}
+		n := min(uint32(len(data)), room)
+		dst, ok := r.env.Mem.Local(s.LKey, s.Addr+uint64(w.off), n, verbs.AccessLocalWrite)
+		if !ok || len(dst) != int(n) {
+			return StateErrMalformedWQE
+		}
+		copy(dst, data[:n])
+		data = data[n:]
+		w.off += n
+		w.placed += uint64(n)
+		r.ctrs.BytesPlaced += uint64(n)
+	}
+	return StateNone
+}
+
+// word64 returns mem as a *uint64 if the request VA and the host address
+// are both 8-byte aligned (IBA C9-123; rxe ERR_MISALIGNED_ATOMIC).
+func word64(va uint64, mem []byte) (*uint64, bool) {
+	if len(mem) < 8 || va&7 != 0 || uintptr(unsafe.Pointer(&mem[0]))&7 != 0 {
+		return nil, false
+	}
+	return (*uint64)(unsafe.Pointer(&mem[0])), true
+}
+
+// atomicReply mirrors rxe atomic_reply: it executes COMPARE_SWAP or
+// FETCH_ADD once, remembering the original value in a responder resource,
+// or, for a duplicate, only replays (IBA 9.7.5.1.3: never twice).
+func (r *Responder) atomicReply() State {
+	if r.replay {
+		return StateAcknowledge
+	}
+	a := r.pkt.AtomicETH()
+	p, ok := word64(a.VA(), r.dst)
+	if !ok {
+		return StateErrMisalignedAtomic
+	}
+	var orig uint64
+	if r.pkt.Opcode() == packet.RCCompareSwap {
+		cmp, swap := a.Compare(), a.SwapAdd()
+		for {
+			orig = atomic.LoadUint64(p)
+			if orig != cmp || atomic.CompareAndSwapUint64(p, orig, swap) {
+				break
+			}
+		}
+	} else {
+		add := a.SwapAdd()
+		orig = atomic.AddUint64(p, add) - add
+	}
+	res := r.newResource(kindAtomic, 1)
+	res.orig = orig
+	r.cur = res
+	r.finishSingle()
+	return StateAcknowledge
+}
+
+// atomicWriteReply mirrors rxe atomic_write_reply: an 8-byte store of the
+// payload bytes as they are (native order), executed once.
+func (r *Responder) atomicWriteReply() State {
+	if r.replay {
+		return StateAcknowledge
+	}
+	p, ok := word64(r.wva, r.dst)
+	if !ok {
+		return StateErrMisalignedAtomic
+	}
+	atomic.StoreUint64(p, binary.NativeEndian.Uint64(r.pkt.Payload()))
+	r.wresid = 0
+	r.ctrs.BytesPlaced += 8
+	r.cur = r.newResource(kindAtomicWrite, 1)
+	r.finishSingle()
+	return StateAcknowledge
+}
+
+// processFlush mirrors rxe process_flush. Memory written through this
+// package is already globally visible to the process, and there is no
+// persistent memory to write back, so FLUSH only takes a resource.
+func (r *Responder) processFlush() State {
+	if r.replay {
+		return StateAcknowledge
+	}
+	r.cur = r.newResource(kindFlush, 1)
+	r.finishSingle()
+	return StateAcknowledge
+}
+
+// finishSingle is the bookkeeping of a one-PSN request that executed.
+func (r *Responder) finishSingle() {
+	r.msn = (r.msn + 1) & packet.PSNMask
+	r.epsn = r.psn.Next()
+	r.inMsg = msgNone
+	r.status = verbs.WCSuccess
+}
+
+// complete mirrors rxe do_complete: it posts the receive completion of the
+// WQE in progress (success at the end of a SEND or WRITE WITH IMMEDIATE, or
+// the error status of a failure), and consumes the WQE.
+func (r *Responder) complete() State {
+	if !r.wqe.valid {
+		return StateAcknowledge
+	}
+	w := &r.wqe
+	wc := &r.wc
+	*wc = verbs.WC{ID: w.id, Status: r.status, Opcode: verbs.WCRecv, QPNum: r.cfg.QPN}
+	if r.kind == kindWrite {
+		wc.Opcode = verbs.WCRecvRDMAWithImm
+	}
+	if r.status == verbs.WCSuccess {
+		r.ctrs.RDMARecvs++
+		wc.SrcQP = r.cfg.DestQPN
+		wc.ByteLen = uint32(w.placed)
+		if r.kind == kindWrite {
+			wc.ByteLen = r.wlen
+		}
+		if imm := r.pkt.ImmDt(); imm != nil {
+			wc.Flags |= verbs.WCFlagWithImm
+			wc.Imm = imm.Imm()
+		}
+		if ieth := r.pkt.IETH(); ieth != nil {
+			wc.Flags |= verbs.WCFlagWithInv
+			wc.Imm = ieth.RKey()
+		}
+	}
+	w.valid = false
+	if !r.post(wc, r.pkt.BTH().SE()) {
+		return StateErrCQOverflow
+	}
+	return StateAcknowledge
+}
+
+// acknowledge mirrors rxe acknowledge: the error NAK if one is pending, the
+// ATOMIC ACKNOWLEDGE of an atomic, the empty READ RESPONSE ONLY of FLUSH
+// and ATOMIC_WRITE, and for SEND/WRITE an ACK when the packet asked for
+// one — or ended a message (ACKing every message end is cheap insurance
+// against a requester that never sets AckReq; ACKs coalesce anyway).
+func (r *Responder) acknowledge() State {
+	switch {
+	case r.nak:
+		r.queueNAK(r.nakSyn, r.psn, true)
+	case r.kind == kindAtomic:
+		r.queueAtomicACK(r.psn, r.cur.orig)
+	case r.kind == kindAtomicWrite || r.kind == kindFlush:
+		r.queueRead(readReq{psn: r.psn}, r.msn)
+	case r.pkt.AckReq() || r.mask&packet.MaskEnd != 0:
+		r.queueACK(r.psn)
+	}
+	return StateCleanup
+}
+
+// cleanup mirrors rxe cleanup.
+func (r *Responder) cleanup() State {
+	r.dst = nil
+	return StateDone
+}
+
+// duplicateRequest mirrors rxe duplicate_request (IBA 9.7.5.1.1, C9-105,
+// C9-106): SEND and WRITE are acknowledged again, never re-executed; READ
+// and the atomics are answered from their responder resource; anything
+// without a resource is dropped (class D).
+func (r *Responder) duplicateRequest() State {
+	switch r.kind {
+	case kindSend, kindWrite:
+		// The newest PSN this responder has completed.
+		r.queueACK(r.epsn.Add(-1))
+		return StateCleanup
+	case kindRead:
+		res := r.findResource(kindRead, r.psn)
+		if res == nil || !r.replayRead(res) {
+			r.ctrs.DuplicateDropped++
+			return StateCleanup
+		}
+		r.replay = true
+		r.ctrs.ReadReplays++
+		return StateReadReply
+	}
+	res := r.findResource(r.kind, r.psn)
+	if res == nil || res.first != r.psn {
+		r.ctrs.DuplicateDropped++
+		return StateCleanup
+	}
+	r.cur, r.replay = res, true
+	switch r.kind {
+	case kindAtomic:
+		return StateAtomicReply
+	case kindAtomicWrite:
+		return StateAtomicWriteReply
+	}
+	return StateProcessFlush
+}

@@ -1,0 +1,149 @@
+package responder
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// Fuzz input layout:
+//
+//	byte 0: configuration (bits 0-1 PMTU 256<<n, bit 2 credits, bit 3 SRQ,
+//	        bit 4 no resources, bit 5 no remote access, bit 6 tiny RQ buffers)
+//	then records: [mode][len hi][len lo][len bytes]
+//	mode bit 0: rewrite the PSN to ePSN + (mode>>2) - 16
+//	mode bit 1: call Flush after the record
+//
+// Records that packet.Parse rejects are skipped; the device never hands
+// those to a responder.
+
+const (
+	fuzzRSize = 8192
+	fuzzLSize = 4096
+)
+
+func FuzzReceive(f *testing.F) {
+	for _, seed := range fuzzSeeds(f) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 {
+			return
+		}
+		conf := in[0]
+		in = in[1:]
+		cfg := &Config{
+			QPN: ourQPN, DestQPN: peerQPN, PMTU: 256 << (conf & 3), RQPSN: 100, MinRNRTimer: 3,
+			MaxDestRdAtomic: 4, PKey: packet.DefaultPKey, Pseudo: respPseudo,
+			Access:  verbs.AccessRemote,
+			Credits: conf&4 != 0, SRQ: conf&8 != 0,
+		}
+		if conf&16 != 0 {
+			cfg.MaxDestRdAtomic = 0
+		}
+		if conf&32 != 0 {
+			cfg.Access = 0
+		}
+		// Each MR sits inside a larger buffer whose guard bytes must never
+		// change: the responder must not write outside the regions.
+		rback := make([]byte, guard+fuzzRSize+guard)
+		lback := make([]byte, guard+fuzzLSize+guard)
+		for i := range rback {
+			rback[i] = 0xA5
+		}
+		for i := range lback {
+			lback[i] = 0x5A
+		}
+		mem := &fakeMem{mrs: []*fakeMR{
+			{key: rkey, va: rva, buf: rback[guard : guard+fuzzRSize : guard+fuzzRSize], valid: true,
+				access: verbs.AccessLocalWrite | verbs.AccessRemote},
+			{key: lkey, va: lva, buf: lback[guard : guard+fuzzLSize : guard+fuzzLSize], valid: true,
+				access: verbs.AccessLocalWrite, remoteInv: true},
+		}}
+		rq := newFakeRQ(8)
+		sgeLen := uint32(1500)
+		if conf&64 != 0 {
+			sgeLen = 7
+		}
+		cq := &fakeCQ{}
+		r := New(cfg, Env{Mem: mem, RQ: rq, CQ: cq})
+		buf := make([]byte, cfg.PMTU+64)
+		for len(in) >= 3 {
+			mode, n := in[0], int(binary.BigEndian.Uint16(in[1:]))
+			in = in[3:]
+			n = min(n, len(in))
+			rec := append([]byte(nil), in[:n]...)
+			in = in[n:]
+			for rq.Len() < 2 {
+				rq.post(verbs.RecvWR{ID: 1, SGList: []verbs.SGE{{Addr: lva, Length: sgeLen, LKey: lkey}, {Addr: lva + 2048, Length: sgeLen, LKey: lkey}}})
+			}
+			if mode&1 != 0 && len(rec) >= packet.BTHSize {
+				packet.BTH(rec).SetPSN(r.EPSN().Add(int(mode>>2) - 16))
+			}
+			if p, err := packet.Parse(rec); err == nil {
+				r.Receive(t0, p)
+			}
+			if mode&2 != 0 {
+				r.Flush()
+			}
+			for i := 0; ; i++ {
+				require.Less(t, i, 1<<16)
+				k := r.NextPacket(t0, buf)
+				if k == 0 {
+					break
+				}
+				p, err := packet.Parse(buf[:k])
+				require.NoError(t, err)
+				require.NoError(t, cfg.Pseudo.CheckICRC(buf[:k]))
+				require.True(t, p.Mask()&packet.MaskAck != 0, "responses only")
+				require.LessOrEqual(t, p.PayloadLen(), cfg.PMTU)
+			}
+			require.False(t, r.Pending())
+		}
+		for i := range guard {
+			require.Equal(t, byte(0xA5), rback[i])
+			require.Equal(t, byte(0xA5), rback[guard+fuzzRSize+i])
+			require.Equal(t, byte(0x5A), lback[i])
+			require.Equal(t, byte(0x5A), lback[guard+fuzzLSize+i])
+		}
+	})
+}
+
+// fuzzSeeds returns valid request sequences for the corpus.
+func fuzzSeeds(tb testing.TB) [][]byte {
+	b := make([]byte, 8192)
+	rec := func(mode byte, op packet.Opcode, payload []byte, mods ...reqMod) []byte {
+		p := build(tb, b, op, 100, payload, mods...)
+		out := []byte{mode, byte(p.Len() >> 8), byte(p.Len())}
+		return append(out, p.Bytes()...)
+	}
+	const inSeq = 1 | 16<<2 // PSN = ePSN
+	seq := func(conf byte, recs ...[]byte) []byte {
+		out := []byte{conf}
+		for _, r := range recs {
+			out = append(out, r...)
+		}
+		return out
+	}
+	return [][]byte{
+		seq(0, rec(inSeq, packet.RCSendOnly, pattern(100, 0), ackReq)),
+		seq(0, rec(inSeq, packet.RCSendFirst, pattern(256, 0)), rec(inSeq, packet.RCSendMiddle, pattern(256, 0)),
+			rec(inSeq, packet.RCSendLastWithImmediate, pattern(3, 0), imm(5), ackReq)),
+		seq(1, rec(inSeq, packet.RCRDMAWriteFirst, pattern(512, 0), reth(rva+100, rkey, 1000)),
+			rec(inSeq, packet.RCRDMAWriteLastWithImm, pattern(488, 0), imm(1))),
+		seq(0, rec(inSeq, packet.RCRDMAWriteOnly, pattern(8, 0), reth(rva+fuzzRSize-8, rkey, 8), ackReq)),
+		seq(2, rec(inSeq, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 5000)),
+			rec(1|14<<2, packet.RCRDMAReadRequest, nil, reth(rva+1024, rkey, 3976))),
+		seq(0, rec(inSeq, packet.RCFetchAdd, nil, atomicETH(rva+fuzzRSize-8, rkey, 1, 0)),
+			rec(1|15<<2, packet.RCCompareSwap, nil, atomicETH(rva, rkey, 1, 0))),
+		seq(0, rec(inSeq, packet.RCAtomicWrite, pattern(8, 0), reth(rva+16, rkey, 8)),
+			rec(inSeq, packet.RCFlush, nil, feth(1), reth(rva, rkey, 64))),
+		seq(0, rec(inSeq, packet.RCSendOnlyWithInvalidate, pattern(9, 0), ieth(lkey), ackReq),
+			rec(1|20<<2, packet.RCSendOnly, nil), rec(2|inSeq, packet.RCSendOnly, nil)),
+		seq(64, rec(inSeq, packet.RCSendOnly, pattern(200, 0), ackReq)),
+	}
+}

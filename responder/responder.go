@@ -1,0 +1,524 @@
+package responder
+
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// Config is the responder's view of the QP attributes. New keeps the
+// pointer: the owner may change MinRNRTimer and Access between calls (a
+// Modify QP), and the responder reads them when it needs them. PMTU and
+// MaxDestRdAtomic are read by New and must not change afterwards.
+type Config struct {
+	// QPN is the local QP number; DestQPN the peer's, put in the BTH
+	// DestQP of every response.
+	QPN, DestQPN uint32
+	// PMTU is the path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+	PMTU int
+	// RQPSN is the expected PSN at start (rq_psn, INIT->RTR).
+	RQPSN packet.PSN
+	// MinRNRTimer is the 5-bit RNR timer code put in RNR NAKs.
+	MinRNRTimer uint8
+	// MaxDestRdAtomic is the number of responder resources: how many
+	// READ/atomic/FLUSH/ATOMIC_WRITE requests are remembered for replay.
+	// Zero makes every such request an Invalid Request.
+	MaxDestRdAtomic int
+	// Access is the QP's remote access flags (qp_access_flags).
+	Access verbs.AccessFlags
+	// PKey is the BTH P_Key of the responses.
+	PKey uint16
+	// Pseudo is the ICRC pseudo-header of the packets the responder sends
+	// (source = this port, destination = the peer, UDP ports, IPv4 ID 0 and
+	// DF).
+	Pseudo packet.PseudoHeader
+	// Credits makes ACK-type AETHs carry real end-to-end credits computed
+	// from RecvQueue.Len() (IBA 9.7.7.2). False sends code 31 ("no flow
+	// control") always, as rxe does.
+	Credits bool
+	// SRQ says the receive queue is a shared receive queue: credits are
+	// always 31 and Flush leaves the queue alone.
+	SRQ bool
+}
+
+// Memory resolves keys to bytes. Implementations check the key, the QP's
+// protection domain, the access rights and that [addr, addr+length) lies in
+// the region, and return exactly length bytes. A zero length checks key and
+// rights only.
+type Memory interface {
+	// Remote resolves an R_Key (RDMA and atomic requests).
+	Remote(rkey uint32, va uint64, length uint32, need verbs.AccessFlags) ([]byte, bool)
+	// Local resolves an L_Key (receive WQE scatter entries).
+	Local(lkey uint32, addr uint64, length uint32, need verbs.AccessFlags) ([]byte, bool)
+	// Invalidate invalidates an R_Key for SEND_WITH_INV; false if the key
+	// does not exist or may not be invalidated remotely.
+	Invalidate(rkey uint32) bool
+}
+
+// RecvQueue is the QP's receive queue or its SRQ.
+type RecvQueue interface {
+	// Peek returns the oldest WQE without removing it. The responder copies
+	// what it needs before calling Pop.
+	Peek() (*verbs.RecvWR, bool)
+	// Pop removes the oldest WQE.
+	Pop()
+	// Len returns the number of posted WQEs.
+	Len() int
+}
+
+// Completions is the receive completion queue.
+type Completions interface {
+	// Complete posts wc; false means the CQ overflowed. The responder owns
+	// wc and reuses it after the call returns.
+	Complete(wc *verbs.WC) bool
+}
+
+// SolicitedCompletions may be implemented by an Env.CQ that wants to know
+// whether a receive completion was solicited (the request's BTH SE bit), for
+// solicited-only CQ notification. The responder then calls
+// CompleteSolicited instead of Complete.
+type SolicitedCompletions interface {
+	// CompleteSolicited is Complete with the request's SE bit.
+	CompleteSolicited(wc *verbs.WC, solicited bool) bool
+}
+
+// Env is what the responder reaches outside itself.
+type Env struct {
+	Mem Memory
+	RQ  RecvQueue
+	CQ  Completions
+	// Trace, if not nil, is called with every state the machine enters, in
+	// order (for debugging and tests; rxe prints these with pr_debug).
+	Trace func(State)
+}
+
+// Counters are the responder's statistics. The first four carry the names
+// of rxe's hardware counters (rxe_hw_counters.c).
+type Counters struct {
+	// DuplicateRequest counts requests whose PSN was before the expected
+	// PSN (rxe duplicate_request).
+	DuplicateRequest uint64
+	// OutOfSeqRequest counts PSN Sequence Error NAKs, one per gap (rxe
+	// out_of_seq_request).
+	OutOfSeqRequest uint64
+	// SendRNRErr counts RNR NAKs sent (rxe send_rnr_err).
+	SendRNRErr uint64
+	// RDMARecvs counts successful receive completions (rxe rdma_recvs).
+	RDMARecvs uint64
+
+	// OutOfSeqDropped counts out-of-sequence packets dropped silently
+	// because a NAK for the gap was already sent.
+	OutOfSeqDropped uint64
+	// DuplicateDropped counts duplicate READ/atomic requests dropped
+	// because no responder resource matched (class D).
+	DuplicateDropped uint64
+	// Dropped counts packets not processed at all: not an RC request, the
+	// responder failed or was flushed, or the output queue was full.
+	Dropped uint64
+
+	// AcksSent counts ACKNOWLEDGE packets with an ACK syndrome.
+	AcksSent uint64
+	// AcksCoalesced counts ACKs that were merged into a newer queued ACK.
+	AcksCoalesced uint64
+	// NaksSent counts NAK packets, RNR NAKs included.
+	NaksSent uint64
+	// AtomicAcksSent counts ATOMIC ACKNOWLEDGE packets.
+	AtomicAcksSent uint64
+	// ReadResponses counts RDMA READ response packets (the empty responses
+	// to FLUSH and ATOMIC_WRITE included).
+	ReadResponses uint64
+	// ReadReplays counts duplicate READs answered from a resource.
+	ReadReplays uint64
+	// BytesPlaced counts SEND and RDMA WRITE payload bytes written to
+	// memory.
+	BytesPlaced uint64
+	// BytesRead counts RDMA READ response payload bytes.
+	BytesRead uint64
+	// BuildErrors counts queued responses dropped because they could not
+	// be encoded (an invalid pseudo-header).
+	BuildErrors uint64
+}
+
+// reqKind classifies a request opcode. ATOMIC_WRITE carries MaskWrite in
+// the packet table but is handled like an atomic (rxe's
+// RXE_ATOMIC_WRITE_MASK), so the order of the tests in kindOf matters.
+type reqKind uint8
+
+const (
+	kindNone reqKind = iota
+	kindSend
+	kindWrite
+	kindRead
+	kindAtomic
+	kindAtomicWrite
+	kindFlush
+)
+
+func kindOf(m packet.Mask) reqKind {
+	switch {
+	case m&packet.MaskReq == 0:
+		return kindNone
+	case m&packet.MaskAtomicWrite != 0:
+		return kindAtomicWrite
+	case m&packet.MaskFlush != 0:
+		return kindFlush
+	case m&packet.MaskSend != 0:
+		return kindSend
+	case m&packet.MaskWrite != 0:
+		return kindWrite
+	case m&packet.MaskRead != 0:
+		return kindRead
+	case m&packet.MaskAtomic != 0:
+		return kindAtomic
+	}
+	return kindNone
+}
+
+// usesResource reports whether requests of kind k take a responder
+// resource (IBA 9.7.5.1.3; rxe RXE_READ_OR_ATOMIC_MASK|...).
+func (k reqKind) usesResource() bool {
+	return k == kindRead || k == kindAtomic || k == kindAtomicWrite || k == kindFlush
+}
+
+// msgState is the message in progress (rxe qp->resp.opcode, reduced to
+// what check_op_seq needs).
+type msgState uint8
+
+const (
+	msgNone msgState = iota
+	msgSend
+	msgWrite
+)
+
+// recvWQE is the receive WQE of the SEND (or WRITE WITH IMMEDIATE) in
+// progress: a copy of the posted WR and a scatter cursor. It is taken off
+// the queue when the message starts, like rxe's SRQ copy.
+type recvWQE struct {
+	valid  bool
+	id     uint64
+	sges   []verbs.SGE
+	total  uint64 // sum of SGE lengths
+	placed uint64 // bytes written so far
+	sge    int    // current SGE
+	off    uint32 // offset in the current SGE
+}
+
+// Responder is the RC responder of one QP. Create it with New.
+type Responder struct {
+	cfg *Config
+	env Env
+	scq SolicitedCompletions // env.CQ, if it implements it
+	mtu int
+
+	epsn    packet.PSN // expected PSN (rxe qp->resp.psn)
+	msn     uint32     // message sequence number, 24 bits
+	nakSent bool       // a sequence (or RNR) NAK is outstanding (rxe sent_psn_nak)
+	inMsg   msgState
+
+	// RDMA WRITE in progress (rxe qp->resp.va/rkey/resid/length).
+	wva    uint64
+	wrkey  uint32
+	wresid uint32
+	wlen   uint32
+
+	wqe recvWQE
+
+	res     []resource // responder resources, recycled circularly
+	resHead int
+	q       outQueue
+
+	// Per-packet state, valid during Receive.
+	pkt      packet.Packet
+	mask     packet.Mask
+	kind     reqKind
+	psn      packet.PSN
+	dst      []byte    // memory resolved by CHK_RKEY
+	cur      *resource // resource being created or replayed
+	replay   bool      // the request is a duplicate being replayed
+	rd       readReq   // READ parameters (new or replayed)
+	status   verbs.WCStatus
+	nakSyn   packet.Syndrome
+	nak      bool // an error NAK must be sent (rxe aeth_syndrome != ACK)
+	gotoErr  bool // pass through ERROR at the end (rxe goto_error)
+	lenLocal bool // the length error is a receive buffer overflow
+	errState State
+
+	failed     bool
+	failStatus verbs.WCStatus
+	failState  State
+	flushed    bool
+
+	wc   verbs.WC
+	hdr  packet.Headers
+	ctrs Counters
+}
+
+// New returns a responder for cfg. It allocates the responder resources
+// (cfg.MaxDestRdAtomic of them) and the bounded output queue. It panics if
+// cfg.PMTU is not one of the IB path MTUs.
+func New(cfg *Config, env Env) *Responder {
+	switch cfg.PMTU {
+	case 256, 512, 1024, 2048, 4096:
+	default:
+		panic("responder: PMTU must be 256, 512, 1024, 2048 or 4096")
+	}
+	nres := max(cfg.MaxDestRdAtomic, 0)
+	r := &Responder{
+		cfg:  cfg,
+		env:  env,
+		mtu:  cfg.PMTU,
+		epsn: cfg.RQPSN & packet.PSNMask,
+		res:  make([]resource, nres),
+	}
+	// Every request queues at most one item. Read trains and atomic ACKs
+	// are bounded by the resources; leave room for as many replays, the
+	// ACKs between them and a few NAKs. A full queue drops requests.
+	r.q.init(4*nres + 16)
+	r.wqe.sges = make([]verbs.SGE, 0, 32) // rxe max_sge
+	if s, ok := env.CQ.(SolicitedCompletions); ok {
+		r.scq = s
+	}
+	return r
+}
+
+// Receive processes one RC request packet, already ICRC-checked and
+// addressed to this QP. It never blocks and, in steady state, does not
+// allocate. Packets that are not RC requests are counted and dropped.
+// After Receive, Pending says whether there is something to send, and
+// Failed whether the QP must go to the error state.
+func (r *Responder) Receive(now time.Time, p packet.Packet) {
+	_ = now
+	r.begin(p)
+	st := StateGetReq
+	for {
+		if r.env.Trace != nil {
+			r.env.Trace(st)
+		}
+		switch st {
+		case StateGetReq:
+			st = r.getReq()
+		case StateCheckPSN:
+			st = r.checkPSN()
+		case StateCheckOpSeq:
+			st = r.checkOpSeq()
+		case StateCheckOpValid:
+			st = r.checkOpValid()
+		case StateCheckResource:
+			st = r.checkResource()
+		case StateCheckLength:
+			st = r.checkLength()
+		case StateCheckRKey:
+			st = r.checkRKey()
+		case StateExecute:
+			st = r.execute()
+		case StateReadReply:
+			st = r.readReply()
+		case StateAtomicReply:
+			st = r.atomicReply()
+		case StateAtomicWriteReply:
+			st = r.atomicWriteReply()
+		case StateProcessFlush:
+			st = r.processFlush()
+		case StateComplete:
+			st = r.complete()
+		case StateAcknowledge:
+			st = r.acknowledge()
+		case StateCleanup:
+			st = r.cleanup()
+		case StateDuplicateRequest:
+			st = r.duplicateRequest()
+		case StateErrPSNOutOfSeq:
+			// Class B: one NAK carrying the expected PSN, packet dropped.
+			r.queueNAK(packet.NAKSyndrome(packet.NAKPSNSeqError), r.epsn, false)
+			st = StateCleanup
+		case StateErrRNR:
+			// Class B: RNR NAK for this PSN, packet dropped, QP stays up.
+			// Like hfi1/rdmavt (and unlike rxe) the NAK also opens a
+			// "NAK sent" window, so the packets already in flight behind
+			// it are dropped silently instead of drawing a sequence NAK
+			// that would cost the requester a retry.
+			r.ctrs.SendRNRErr++
+			r.nakSent = true
+			r.queueNAK(packet.RNRSyndrome(r.cfg.MinRNRTimer), r.psn, false)
+			st = StateCleanup
+		case StateErrTooManyRDMAAtmReq, StateErrMissingOpcodeFirst, StateErrMissingOpcodeLastC,
+			StateErrUnsupportedOpcode, StateErrMisalignedAtomic:
+			st = r.classC(st, packet.NAKInvalidRequest, verbs.WCRemInvReqErr)
+		case StateErrRKeyViolation:
+			st = r.classC(st, packet.NAKRemoteAccess, verbs.WCRemAccessErr)
+		case StateErrLength:
+			status := verbs.WCRemInvReqErr
+			if r.lenLocal {
+				// A receive buffer too small for the message: the
+				// verbs status is local length error (ibv_poll_cq(3));
+				// rxe reports REM_INV_REQ_ERR for it too.
+				status = verbs.WCLocLenErr
+			}
+			st = r.classC(st, packet.NAKInvalidRequest, status)
+		case StateErrMalformedWQE:
+			// Class A.
+			st = r.classC(st, packet.NAKRemoteOperation, verbs.WCLocQPOpErr)
+		case StateErrInvalidateRKey:
+			// Class J: the message is acknowledged, then the QP fails.
+			r.errState, r.gotoErr, r.status = st, true, verbs.WCRemInvReqErr
+			st = StateComplete
+		case StateErrCQOverflow:
+			// Class G: no NAK.
+			r.errState, r.gotoErr, r.status = st, true, verbs.WCGeneralErr
+			st = StateError
+		case StateError:
+			r.fail(r.status, r.errState)
+			r.gotoErr = false
+			st = StateExit
+		case StateDone, StateExit:
+			if r.gotoErr {
+				st = StateError
+				continue
+			}
+			r.end()
+			return
+		default:
+			panic("responder: bad state " + st.String())
+		}
+	}
+}
+
+// begin loads the per-packet state.
+func (r *Responder) begin(p packet.Packet) {
+	r.pkt = p
+	r.mask = p.Mask()
+	r.kind = kindOf(r.mask)
+	r.psn = p.PSN()
+	r.dst = nil
+	r.cur = nil
+	r.replay = false
+	r.status = verbs.WCSuccess
+	r.nak = false
+	r.gotoErr = false
+	r.lenLocal = false
+	r.errState = StateNone
+}
+
+// end forgets the packet, so that the responder keeps no reference to the
+// caller's buffer or to memory regions.
+func (r *Responder) end() {
+	r.pkt = packet.Packet{}
+	r.dst = nil
+	r.cur = nil
+}
+
+// classC records a class A or C error (rxe do_class_ac_error): the NAK to
+// send, the completion status, and that the QP must fail.
+func (r *Responder) classC(st State, code packet.NAKCode, status verbs.WCStatus) State {
+	r.errState = st
+	r.nak, r.nakSyn = true, packet.NAKSyndrome(code)
+	r.status = status
+	r.gotoErr = true
+	return StateComplete
+}
+
+// fail moves the responder to its failed state. The first failure wins.
+func (r *Responder) fail(status verbs.WCStatus, st State) {
+	if r.failed {
+		return
+	}
+	r.failed, r.failStatus, r.failState = true, status, st
+}
+
+// NextPacket writes the next outgoing packet — ACK, NAK, RDMA READ
+// response, ATOMIC ACKNOWLEDGE — with its ICRC into buf and returns its
+// length, or 0 if there is nothing to send. buf must hold at least
+// PMTU + 64 bytes; if it is too small NextPacket returns 0 and keeps the
+// packet. Read responses re-validate the memory region for every packet: if
+// it is gone the train is replaced by a Remote Access NAK and the responder
+// fails (check Failed after NextPacket too).
+func (r *Responder) NextPacket(now time.Time, buf []byte) int {
+	_ = now
+	for r.q.n > 0 {
+		n, ok := r.emit(buf)
+		if ok {
+			return n
+		}
+		if n < 0 { // buffer too small: keep the item
+			return 0
+		}
+	}
+	return 0
+}
+
+// Pending reports whether NextPacket would return a packet.
+func (r *Responder) Pending() bool { return r.q.n > 0 }
+
+// Failed reports whether the responder hit a fatal error (IBA classes A, C,
+// G and J; §3.4 of the protocol notes) and the QP must move to ERR, with
+// the completion status that describes it (WCGeneralErr for a receive CQ
+// overflow). The packets already queued, the error NAK last, are still
+// returned by NextPacket.
+func (r *Responder) Failed() (verbs.WCStatus, bool) { return r.failStatus, r.failed }
+
+// FailState returns the ERR_* state that failed the responder, or
+// StateNone.
+func (r *Responder) FailState() State { return r.failState }
+
+// Flush is called when the QP enters ERR. It completes the receive WQE of
+// the message in progress and, unless the queue is an SRQ, every WQE still
+// posted, with WR_FLUSH_ERR (rxe check_resource in QP_STATE_ERROR), and
+// drops the pending output except the error NAK of a failure, so that the
+// peer still learns why. Afterwards Receive drops every packet. Flush may
+// be called again, e.g. after WQEs are posted to a QP in ERR.
+func (r *Responder) Flush() {
+	r.flushed = true
+	if r.wqe.valid {
+		r.wqe.valid = false
+		r.postFlush(r.wqe.id)
+	}
+	if !r.cfg.SRQ && r.env.RQ != nil {
+		for {
+			wr, ok := r.env.RQ.Peek()
+			if !ok {
+				break
+			}
+			id := wr.ID
+			r.env.RQ.Pop()
+			r.postFlush(id)
+		}
+	}
+	r.inMsg = msgNone
+	r.q.keepFatal()
+}
+
+func (r *Responder) postFlush(id uint64) {
+	r.wc = verbs.WC{ID: id, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: r.cfg.QPN}
+	r.post(&r.wc, false)
+}
+
+// post delivers a completion.
+func (r *Responder) post(wc *verbs.WC, solicited bool) bool {
+	if r.scq != nil {
+		return r.scq.CompleteSolicited(wc, solicited)
+	}
+	return r.env.CQ.Complete(wc)
+}
+
+// Counters returns a snapshot of the statistics.
+func (r *Responder) Counters() Counters { return r.ctrs }
+
+// EPSN returns the expected PSN of the next new request.
+func (r *Responder) EPSN() packet.PSN { return r.epsn }
+
+// MSN returns the current message sequence number.
+func (r *Responder) MSN() uint32 { return r.msn }
+
+// State returns where the machine rests between packets: StateError once
+// failed or flushed, StateReadReply while READ responses are queued, else
+// StateGetReq (waiting for the next request). Env.Trace shows every state.
+func (r *Responder) State() State {
+	switch {
+	case r.failed || r.flushed:
+		return StateError
+	case r.q.hasRead():
+		return StateReadReply
+	}
+	return StateGetReq
+}
