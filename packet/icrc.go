@@ -242,6 +242,9 @@ func (d *IPDatagram) ICRC() (uint32, error) {
 	if len(pkt) < BTHSize+ICRCSize {
 		return 0, ErrTruncated
 	}
+	if len(d.IPHeader) < IPv4HeaderSize || len(d.IPHeader) > 60 || len(d.UDPHeader) != UDPHeaderSize {
+		return 0, ErrBadIPHeader
+	}
 	var hdr [60 + UDPHeaderSize + BTHSize]byte
 	n := copy(hdr[:], d.IPHeader)
 	if d.IPHeader[0]>>4 == 4 {

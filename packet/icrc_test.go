@@ -189,3 +189,10 @@ func BenchmarkICRC4KIPv6(b *testing.B) {
 		_ = ph.SetICRC(pkt)
 	}
 }
+
+func TestIPDatagramICRCHandBuilt(t *testing.T) {
+	d := IPDatagram{Payload: make([]byte, 16)}
+	_, err := d.ICRC()
+	require.ErrorIs(t, err, ErrBadIPHeader)
+	require.False(t, d.ICRCOK())
+}
