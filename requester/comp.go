@@ -1,0 +1,525 @@
+package requester
+
+import (
+	"encoding/binary"
+	"strconv"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// CompState is a state of the completer, named after rxe_comp.c's
+// enum comp_state (COMPST_*).
+type CompState uint8
+
+// Completer states.
+const (
+	CompGetAck     CompState = iota // take the response to process
+	CompGetWQE                      // find the oldest outstanding WQE
+	CompCompWQE                     // complete a WQE acknowledged by a later PSN
+	CompCompAck                     // complete the WQE the response ends
+	CompCheckPSN                    // place the response's PSN against the WQE and the expected PSN
+	CompCheckAck                    // check opcode sequence and syndrome
+	CompRead                        // place read response data
+	CompAtomic                      // place an atomic's original value
+	CompWriteSend                   // an ACK for SEND/WRITE packets
+	CompUpdateComp                  // advance the expected PSN
+	CompErrorRetry                  // timeout, sequence NAK or implied NAK: go-back-N
+	CompRNRRetry                    // RNR NAK: wait, then go-back-N
+	CompError                       // complete the WQE with an error; the QP fails
+	CompExit                        // nothing (more) to do; re-arm the retransmit timer
+	CompDone                        // the response was consumed
+)
+
+var compStateNames = [...]string{
+	"GET_ACK", "GET_WQE", "COMP_WQE", "COMP_ACK", "CHECK_PSN", "CHECK_ACK", "READ", "ATOMIC",
+	"WRITE_SEND", "UPDATE_COMP", "ERROR_RETRY", "RNR_RETRY", "ERROR", "EXIT", "DONE",
+}
+
+// String returns the state's name as rxe_comp.c spells it without the
+// COMPST_ prefix, e.g. "CHECK_PSN".
+func (s CompState) String() string {
+	if int(s) < len(compStateNames) {
+		return compStateNames[s]
+	}
+	return "COMPST_" + strconv.Itoa(int(s))
+}
+
+// State returns the state the completer's last pass ended in: DONE, EXIT
+// or ERROR.
+func (r *Requester) State() CompState { return r.state }
+
+// Trace appends to dst the states the completer's last pass (one Receive
+// or one timer expiry) went through, up to 64, and returns the extended
+// slice.
+func (r *Requester) Trace(dst []CompState) []CompState {
+	return append(dst, r.trace[:r.ntrace]...)
+}
+
+// Receive processes one response packet addressed to this QP whose ICRC
+// has been checked: an ACK, NAK, RNR NAK, read response or atomic
+// acknowledgement. Completions are posted, in order, as WQEs finish. A
+// packet that is not an RC response, or arrives after the requester failed
+// or was flushed, is counted and ignored.
+func (r *Requester) Receive(now time.Time, p packet.Packet) {
+	r.c.ResponsesRcvd++
+	if r.stopped || p.Opcode().Transport() != packet.TransportRC || p.Mask()&packet.MaskAck == 0 {
+		r.c.ResponsesDropped++
+		return
+	}
+	if r.cfg.Credits {
+		r.updateCredits(p)
+	}
+	r.progress = false
+	r.run(&p, now, false)
+	if r.stopped {
+		return
+	}
+	r.catchUp()
+	if r.progress && r.ack > 0 {
+		// rxe pushes the retransmit timer down the road at the end of each
+		// completer pass while PSNs are outstanding.
+		if r.psn.After(r.compPSN) {
+			r.retrans.Arm(now.Add(r.ack))
+		} else {
+			r.retrans.Stop()
+		}
+	}
+}
+
+// OnTimeout handles the caller's timer: an expired RNR wait ends (sending
+// resumes), and an expired retransmit timer starts a go-back-N retry, or
+// fails the oldest WQE with RETRY_EXC_ERR when retry_cnt is spent. Calls
+// before Deadline (spurious firings) do nothing.
+func (r *Requester) OnTimeout(now time.Time) {
+	if r.stopped {
+		return
+	}
+	if r.rnrWait.Expired(now) {
+		r.rnrWait.Stop()
+	}
+	if r.retrans.Expired(now) {
+		r.retrans.Stop()
+		r.c.Timeouts++
+		r.run(nil, now, true)
+	}
+}
+
+// Flush completes every WQE still in the send queue, oldest first, with
+// WR_FLUSH_ERR (or the local error status a WQE already failed with); a
+// completion is posted for each, signaled or not. Call it when the QP
+// enters the error state. The requester then sends and accepts nothing;
+// WQEs posted afterwards wait for the next Flush.
+func (r *Requester) Flush() {
+	for r.head != r.tail {
+		w := r.slot(r.head)
+		st := verbs.WCWRFlushErr
+		if w.state == wqeErrored {
+			st = w.status
+		}
+		r.finish(w, st)
+	}
+	r.cur = r.head
+	r.stopped = true
+	r.retrans.Stop()
+	r.rnrWait.Stop()
+}
+
+// updateCredits takes the end-to-end credits of an ACK-type AETH: the
+// limit sequence number is MSN + credits, and the invalid credit code
+// means no limit from then on (IBA 9.7.7.2; rdmavt rvt_get_credit).
+func (r *Requester) updateCredits(p packet.Packet) {
+	a := p.AETH()
+	if a == nil || !a.Syndrome().IsACK() {
+		return
+	}
+	n, unlimited := packet.Credits(a.Syndrome().Value())
+	if unlimited {
+		r.unlimited = true
+		return
+	}
+	lsn := (a.MSN() + uint32(n)) & packet.PSNMask
+	if packet.PSN(lsn).After(packet.PSN(r.lsn)) {
+		r.lsn = lsn
+	}
+}
+
+func (r *Requester) resetBudgets() {
+	r.retryBudget.Reset()
+	r.rnrBudget.Reset()
+	r.startedRetry = false
+}
+
+// run is one pass of the completer state machine (rxe_completer) over the
+// response p, or over no response after a retransmit timeout.
+func (r *Requester) run(p *packet.Packet, now time.Time, timeout bool) {
+	r.ntrace = 0
+	var w *wqe
+	exited := false // EXIT has sent a timeout pass to ERROR_RETRY
+	st := CompGetAck
+	for {
+		if r.ntrace < traceLen {
+			r.trace[r.ntrace] = st
+			r.ntrace++
+		}
+		r.state = st
+		switch st {
+		case CompGetAck:
+			st = CompGetWQE
+
+		case CompGetWQE:
+			w = nil
+			if r.head != r.tail && !r.stopped {
+				w = r.slot(r.head)
+			}
+			switch {
+			case w == nil || !w.started:
+				st = CompExit
+				if p != nil {
+					st = CompDone
+					r.c.ResponsesDropped++
+				}
+			case w.state == wqeErrored:
+				st = CompError
+			case p == nil:
+				st = CompExit
+			default:
+				st = CompCheckPSN
+			}
+
+		case CompCheckPSN:
+			st = r.checkPSN(p, w)
+
+		case CompCheckAck:
+			st = r.checkAck(p, w)
+
+		case CompRead:
+			st = r.doRead(p, w)
+
+		case CompAtomic:
+			var b [8]byte
+			// The original value, in the local machine's byte order
+			// (rxe do_atomic copies the host u64).
+			binary.NativeEndian.PutUint64(b[:], p.AtomicAckETH().Orig())
+			st = CompCompAck
+			if !r.scatter(w, b[:]) {
+				w.status = verbs.WCLocProtErr
+				st = CompError
+			}
+
+		case CompWriteSend:
+			st = CompUpdateComp
+			if w.sentAll && p.PSN() == w.lastPSN {
+				st = CompCompAck
+			}
+
+		case CompCompAck:
+			// rxe complete_ack.
+			r.finish(w, verbs.WCSuccess)
+			st = CompDone
+			if !p.PSN().Before(r.compPSN) {
+				st = CompUpdateComp
+			}
+
+		case CompCompWQE:
+			// rxe complete_wqe: a later PSN acknowledged all of w.
+			if p != nil && !w.lastPSN.Before(r.compPSN) {
+				r.compPSN = w.lastPSN.Next()
+				r.compOp = compOpNone
+			}
+			r.finish(w, verbs.WCSuccess)
+			st = CompGetWQE
+
+		case CompUpdateComp:
+			if p.Mask()&packet.MaskEnd != 0 {
+				r.compOp = compOpNone
+			} else {
+				r.compOp = uint8(p.Opcode())
+			}
+			if !p.PSN().Before(r.compPSN) {
+				r.compPSN = p.PSN().Next()
+			}
+			st = CompDone
+
+		case CompErrorRetry:
+			st = r.errorRetry(w, timeout)
+
+		case CompRNRRetry:
+			st = r.rnrRetry(p, w, now)
+
+		case CompError:
+			r.fail(w.status)
+			r.finish(w, w.status)
+			r.state = CompError
+			return
+
+		case CompExit:
+			if timeout && w != nil && !exited {
+				exited = true
+				st = CompErrorRetry
+				break
+			}
+			if r.ack > 0 && !r.stopped && r.psn.After(r.compPSN) {
+				r.retrans.Arm(now.Add(r.ack))
+			}
+			return
+
+		case CompDone:
+			return
+		}
+	}
+}
+
+// checkPSN places the response against the oldest WQE and the expected PSN
+// (rxe check_psn).
+func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
+	psn := p.PSN()
+	if psn.After(w.lastPSN) {
+		// The response is past this WQE: it acknowledges a SEND/WRITE
+		// cumulatively, and means a READ/atomic response was lost (an
+		// implied NAK).
+		if w.kind.rdAtomic() {
+			if w.state == wqePending {
+				return CompErrorRetry
+			}
+		} else if w.sentAll {
+			r.resetBudgets()
+			return CompCompWQE
+		}
+		r.c.ResponsesDropped++
+		return CompDone
+	}
+	switch d := psn.Diff(r.compPSN); {
+	case d < 0:
+		// Most likely the ACK of a retried packet: it completes the WQE if
+		// it is the WQE's last PSN.
+		if psn == w.lastPSN && w.kind.segmented() && w.sentAll {
+			return CompCompAck
+		}
+		r.c.ResponsesDropped++
+		return CompDone
+	case d > 0 && w.kind.rdAtomic():
+		// Read responses and atomic ACKs must arrive in order.
+		r.c.ResponsesDropped++
+		return CompDone
+	}
+	return CompCheckAck
+}
+
+// checkAck checks the opcode sequence of read responses and dispatches on
+// opcode and syndrome (rxe check_ack).
+func (r *Requester) checkAck(p *packet.Packet, w *wqe) CompState {
+	r.progress = true
+	op := p.Opcode()
+	psn := p.PSN()
+	if r.compOp == compOpNone {
+		if p.Mask()&packet.MaskStart == 0 {
+			return r.badResponse(w)
+		}
+	} else if op != packet.RCRDMAReadResponseMiddle && op != packet.RCRDMAReadResponseLast &&
+		op != packet.RCAcknowledge {
+		// A retried READ may be answered from the retry PSN with FIRST or
+		// ONLY (rdmavt, and our responder) as well as with MIDDLE/LAST (rxe).
+		if !(op == packet.RCRDMAReadResponseFirst && psn == w.firstPSN ||
+			op == packet.RCRDMAReadResponseOnly && w.firstPSN == w.lastPSN) {
+			return r.badResponse(w)
+		}
+	}
+
+	switch op {
+	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseLast, packet.RCRDMAReadResponseOnly:
+		if !p.AETH().Syndrome().IsACK() {
+			return r.badResponse(w)
+		}
+		fallthrough
+	case packet.RCRDMAReadResponseMiddle:
+		if w.kind != kindRead && !(w.kind == kindAtomicWrite && op == packet.RCRDMAReadResponseOnly) {
+			w.status = verbs.WCFatalErr
+			return CompError
+		}
+		r.resetBudgets()
+		return CompRead
+
+	case packet.RCAtomicAcknowledge:
+		if !p.AETH().Syndrome().IsACK() || w.kind != kindAtomic {
+			return r.badResponse(w)
+		}
+		r.resetBudgets()
+		return CompAtomic
+
+	case packet.RCAcknowledge:
+		syn := p.AETH().Syndrome()
+		switch syn.Type() {
+		case packet.SyndromeTypeACK:
+			if w.kind.rdAtomic() {
+				// An ACK cannot answer a READ or an atomic.
+				r.c.ResponsesDropped++
+				return CompDone
+			}
+			r.resetBudgets()
+			return CompWriteSend
+		case packet.SyndromeTypeRNR:
+			r.c.RcvdRNRErr++
+			return CompRNRRetry
+		case packet.SyndromeTypeNAK:
+			w.vendor = uint32(syn)
+			switch syn.NAKCode() {
+			case packet.NAKPSNSeqError:
+				// A sequence NAK implicitly acknowledges the PSNs before it.
+				// If that moves the oldest unacknowledged PSN, it is forward
+				// progress: the retry budget is refilled and this retry is a
+				// new episode (rxe leaves both alone, so under steady loss a
+				// long message could exhaust retry_cnt while advancing).
+				r.c.RcvdSeqErr++
+				if psn.After(r.compPSN) {
+					r.compPSN = psn
+					r.resetBudgets()
+				}
+				return CompErrorRetry
+			case packet.NAKInvalidRequest:
+				w.status = verbs.WCRemInvReqErr
+			case packet.NAKRemoteAccess:
+				w.status = verbs.WCRemAccessErr
+			default: // remote operational error, and unknown codes (rxe)
+				w.status = verbs.WCRemOpErr
+			}
+			return CompError
+		}
+	}
+	return r.badResponse(w)
+}
+
+// badResponse fails w with BAD_RESP_ERR: an unexpected opcode or a
+// malformed response (the IBA "bad response" requester error).
+func (r *Requester) badResponse(w *wqe) CompState {
+	w.status = verbs.WCBadRespErr
+	return CompError
+}
+
+// doRead places the data of an in-order read response at its offset in
+// the WQE's SGEs (rxe do_read); the response to an ATOMIC_WRITE is an
+// empty READ_RESPONSE_ONLY.
+func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
+	data := p.Payload()
+	n := uint32(len(data))
+	if w.kind == kindAtomicWrite {
+		if n != 0 {
+			return r.badResponse(w)
+		}
+		return CompCompAck
+	}
+	// Responses carry request PSN + i and data offset i × PMTU.
+	if d := p.PSN().Diff(w.origFirst); d < 0 || uint64(d)*uint64(r.pmtu) != uint64(w.rcvd) {
+		r.c.ResponsesDropped++
+		return CompDone
+	}
+	resid := w.length - w.rcvd
+	switch p.Opcode() {
+	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseMiddle:
+		if n != r.pmtu || resid <= r.pmtu {
+			return r.badResponse(w)
+		}
+	default: // LAST, ONLY
+		if n != resid || resid > r.pmtu {
+			return r.badResponse(w)
+		}
+	}
+	if !r.scatter(w, data) {
+		w.status = verbs.WCLocProtErr
+		return CompError
+	}
+	w.rcvd += n
+	r.c.ReadBytes += uint64(n)
+	if p.Mask()&packet.MaskEnd != 0 {
+		return CompCompAck
+	}
+	return CompUpdateComp
+}
+
+// errorRetry starts a go-back-N retry after a timeout, a sequence NAK or
+// an implied NAK, or fails the oldest WQE when retry_cnt is spent (rxe
+// COMPST_ERROR_RETRY).
+func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
+	if w == nil || w.state == wqePosted {
+		return CompDone // nothing sent in this round: a retry is under way
+	}
+	if r.startedRetry && !timeout {
+		return CompDone // one retry per episode, unless the timer fired
+	}
+	if !r.retryBudget.Consume() {
+		r.c.RetryExceededErr++
+		w.status = verbs.WCRetryExcErr
+		return CompError
+	}
+	if r.psn.After(r.compPSN) {
+		r.c.CompleterRetryErr++
+		r.rewind()
+		r.startedRetry = true
+	}
+	return CompDone
+}
+
+// rnrRetry waits the RNR NAK's timer, then retries from its PSN, or fails
+// the oldest WQE when rnr_retry is spent (rxe COMPST_RNR_RETRY).
+func (r *Requester) rnrRetry(p *packet.Packet, w *wqe, now time.Time) CompState {
+	if w.state == wqePosted {
+		return CompDone // a late RNR NAK from before the current retry
+	}
+	if !r.rnrBudget.Consume() {
+		r.c.RNRRetryExceededErr++
+		w.status = verbs.WCRNRRetryExcErr
+		w.vendor = uint32(p.AETH().Syndrome())
+		return CompError
+	}
+	if p.PSN().After(r.compPSN) {
+		r.compPSN = p.PSN()
+	}
+	r.rewind()
+	r.startedRetry = true
+	r.rnrWait.Arm(now.Add(retry.RNRDelay(p.AETH().Syndrome().Value())))
+	return CompDone
+}
+
+// finish completes the oldest WQE w with status: releases its
+// max_rd_atomic slot, posts its completion if it is signaled or failed
+// (IBA 10.7.3.1), and removes it from the queue (rxe do_complete).
+func (r *Requester) finish(w *wqe, status verbs.WCStatus) {
+	if w.hasRdAtomic {
+		w.hasRdAtomic = false
+		r.rdInUse--
+	}
+	if status != verbs.WCSuccess || r.cfg.SigAll || w.flags&verbs.SendSignaled != 0 {
+		r.wc = verbs.WC{
+			ID:     w.id,
+			Status: status,
+			Opcode: verbs.WCOpcodeOf(w.op),
+			// rxe reports the message length for every send completion.
+			ByteLen: w.length,
+			QPNum:   r.cfg.QPN,
+		}
+		if status != verbs.WCSuccess {
+			r.wc.VendorErr = w.vendor
+		}
+		if w.op == verbs.WRSendWithImm || w.op == verbs.WRRDMAWriteWithImm {
+			r.wc.Flags = verbs.WCFlagWithImm
+		}
+		r.c.Completions++
+		if !r.cq.Complete(&r.wc) {
+			r.c.CQOverflow++
+			r.fail(verbs.WCFatalErr)
+		}
+	}
+	r.head++
+}
+
+// fail records the first fatal error and stops the requester.
+func (r *Requester) fail(status verbs.WCStatus) {
+	if !r.failed {
+		r.failed, r.failStatus = true, status
+	}
+	r.stopped = true
+	r.retrans.Stop()
+	r.rnrWait.Stop()
+}

@@ -1,0 +1,146 @@
+package requester
+
+import (
+	"errors"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// Defaults and limits.
+const (
+	// DefaultWindow is the default Config.Window: at most this many PSNs
+	// may be outstanding (sent and not acknowledged), rxe's
+	// RXE_MAX_UNACKED_PSNS.
+	DefaultWindow = 128
+
+	// DefaultAckReqEvery is the default Config.AckReqEvery: besides the
+	// last packet of every message, every 64th packet carries AckReq, rxe's
+	// RXE_MAX_PKT_PER_ACK.
+	DefaultAckReqEvery = 64
+
+	// MaxMessage is the longest message a work request may describe: the
+	// RETH DMA length rxe accepts (2^31 bytes).
+	MaxMessage = 1 << 31
+
+	// maxHeaders bounds the header, pad and ICRC bytes of any request
+	// packet: BTH 12 + AtomicETH 28 = 40 is the longest header set, plus 3
+	// pad and 4 ICRC bytes.
+	maxHeaders = 64
+)
+
+// Config describes the send side of one RC queue pair: the QP attributes of
+// the RTR→RTS transition that the requester needs, and the sizes of the
+// send queue to preallocate.
+type Config struct {
+	// QPN is this QP's number (reported in completions); DestQPN the
+	// peer's, written in every BTH.
+	QPN, DestQPN uint32
+	// PMTU is the path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+	PMTU int
+	// SQPSN is the first PSN to send (the sq_psn attribute).
+	SQPSN packet.PSN
+	// Timeout is the local ACK timeout exponent t: the retransmit timer is
+	// 4.096 µs × 2^t (retry.AckTimeout); 0 disables it.
+	Timeout uint8
+	// RetryCnt is the retry_cnt attribute, 0..7: retries after a timeout
+	// or PSN sequence error NAK.
+	RetryCnt uint8
+	// RNRRetry is the rnr_retry attribute, 0..7; 7 means infinite.
+	RNRRetry uint8
+	// MaxRdAtomic is how many READ/atomic WQEs may be outstanding: the
+	// max_rd_atomic attribute, which must not exceed the peer's
+	// max_dest_rd_atomic. With 0, READ and atomic work requests are
+	// refused by Post.
+	MaxRdAtomic int
+	// PKey is the partition key written in every BTH.
+	PKey uint16
+	// Pseudo is the IP/UDP pseudo-header of the packets this QP sends,
+	// covered by their ICRC.
+	Pseudo packet.PseudoHeader
+	// SigAll is the sq_sig_all attribute: complete every WR, signaled or
+	// not.
+	SigAll bool
+	// MaxWR, MaxSGE and MaxInline size the send queue: WQE slots, SGEs per
+	// WQE and inline data bytes per WQE, all preallocated by New. MaxWR and
+	// MaxSGE below 1 count as 1.
+	MaxWR, MaxSGE, MaxInline int
+	// Credits makes the requester honour the end-to-end credits the peer
+	// advertises in its ACK AETHs (IBA 9.7.7.2; the rdmavt rule: a message
+	// that consumes a receive WQE may start while its SSN ≤ LSN + 1). Kernel
+	// rxe ignores credits and relies on RNR NAKs.
+	Credits bool
+	// Window is the most PSNs that may be outstanding; 0 selects
+	// DefaultWindow.
+	Window int
+	// AckReqEvery sets AckReq on every n-th packet without one, besides
+	// the last packet of every message; 0 selects DefaultAckReqEvery. It is
+	// capped at Window so that a full window always asks for an ACK.
+	AckReqEvery int
+}
+
+// Memory gives the requester access to local memory regions.
+type Memory interface {
+	// Local returns the length bytes at addr of the memory region whose
+	// L_Key is lkey, if the region holds them and grants the access need
+	// (0 to read it for sending, verbs.AccessLocalWrite to place read
+	// responses and atomic results). The slice must be exactly length
+	// bytes long.
+	Local(lkey uint32, addr uint64, length uint32, need verbs.AccessFlags) ([]byte, bool)
+}
+
+// Completions receives send work completions, in send queue order.
+type Completions interface {
+	// Complete posts wc (which the requester reuses after the call) and
+	// reports false if the completion queue overflowed.
+	Complete(wc *verbs.WC) bool
+}
+
+// Errors returned by Post.
+var (
+	// ErrQueueFull: the send queue holds MaxWR outstanding WQEs.
+	ErrQueueFull = errors.New("requester: send queue full")
+	// ErrUnsupportedOpcode: the opcode is not one this RC requester sends
+	// (LOCAL_INV, BIND_MW, TSO, FLUSH or unknown).
+	ErrUnsupportedOpcode = errors.New("requester: opcode not supported on an RC send queue")
+	// ErrTooManySGE: the SGE list is longer than MaxSGE.
+	ErrTooManySGE = errors.New("requester: more SGEs than max_send_sge")
+	// ErrInlineTooLong: the inline data is longer than MaxInline.
+	ErrInlineTooLong = errors.New("requester: inline data longer than max_inline_data")
+	// ErrInlineNotAllowed: SendInline on a READ or atomic work request.
+	ErrInlineNotAllowed = errors.New("requester: inline data only for SEND, RDMA WRITE and ATOMIC_WRITE")
+	// ErrAtomicLength: an atomic work request whose local buffer is not
+	// exactly 8 bytes.
+	ErrAtomicLength = errors.New("requester: atomic operation needs exactly 8 bytes of local buffer")
+	// ErrAtomicAlign: an atomic remote address not 8-byte aligned.
+	ErrAtomicAlign = errors.New("requester: atomic remote address not 8-byte aligned")
+	// ErrMessageTooLong: the message is longer than MaxMessage.
+	ErrMessageTooLong = errors.New("requester: message longer than 2^31 bytes")
+	// ErrNoRdAtomic: a READ or atomic work request on a QP whose
+	// max_rd_atomic is 0.
+	ErrNoRdAtomic = errors.New("requester: READ/atomic posted with max_rd_atomic 0")
+)
+
+// Counters are the requester's statistics. The names follow the kernel
+// rxe counters (hw_counters in sysfs) where one exists.
+type Counters struct {
+	PacketsSent uint64 // request packets built, retransmissions included
+	BytesSent   uint64 // request packet bytes, BTH through ICRC
+	PayloadSent uint64 // payload bytes in request packets
+	Retransmits uint64 // request packets whose PSN had been sent before
+	Timeouts    uint64 // retransmit timer expiries (not spurious firings)
+
+	ResponsesRcvd    uint64 // packets given to Receive
+	ResponsesDropped uint64 // responses ignored: stale, duplicate, out of order, or not a response
+	ReadBytes        uint64 // read response payload bytes placed
+
+	RcvdSeqErr          uint64 // rcvd_seq_err: PSN sequence error NAKs
+	RcvdRNRErr          uint64 // rcvd_rnr_err: RNR NAKs
+	CompleterRetryErr   uint64 // completer_retry_err: go-back-N retries started
+	RetryExceededErr    uint64 // retry_exceeded_err: retry_cnt exhausted
+	RNRRetryExceededErr uint64 // rnr_retry_exceeded_err: rnr_retry exhausted
+
+	Completions uint64 // work completions posted
+	CQOverflow  uint64 // completions the CQ refused
+	LocalErrors uint64 // WQEs failed by a local error (bad L_Key or access)
+}

@@ -1,0 +1,65 @@
+// Package requester is the send side of a reliable connected (RC) queue
+// pair: the work of the kernel rxe driver's requester (rxe_req.c) and
+// completer (rxe_comp.c), without I/O.
+//
+// A Requester owns the send queue: a ring of work queue entries (WQEs)
+// preallocated in New, into which Post copies each work request (its SGE
+// list and inline data). NextPacket segments the WQE at the send cursor by
+// path MTU, assigns PSNs (IBA 9.7.1), picks the FIRST/MIDDLE/LAST/ONLY
+// opcode, writes the headers, copies the payload once from the memory
+// region into the caller's buffer folding it into the ICRC as it goes, and
+// returns the packet. Receive is the completer: it matches ACKs, NAKs, RNR
+// NAKs, read responses and atomic acknowledgements to the oldest
+// outstanding WQE (IBA 9.7), places read data and atomic results, and
+// posts send completions in order through Completions.
+//
+// Reliability follows IBA 9.7 and rxe: a retransmit timer (local ACK
+// timeout, 4.096 µs × 2^timeout) pushed forward while responses make
+// progress; go-back-N from the oldest unacknowledged PSN after a timeout, a
+// PSN sequence error NAK or an implied NAK, regenerating the packets from
+// the WQE (rxe req_retry); an RNR timer after an RNR NAK; the retry_cnt and
+// rnr_retry budgets of package retry; and fatal errors (remote NAKs,
+// exhausted budgets, local protection errors) that the owner turns into
+// the QP error state and Flush.
+//
+// There is no I/O, no goroutine and no real timer here: every call takes
+// the current time, Deadline says when the caller's single timer should
+// fire, and OnTimeout is called when it does. A Requester is not safe for
+// concurrent use; it belongs to the task that owns its QP. Nothing
+// allocates after New.
+//
+// The completer's states mirror rxe_comp.c (GET_ACK, GET_WQE, CHECK_PSN,
+// CHECK_ACK, READ, ATOMIC, WRITE_SEND, UPDATE_COMP, COMP_ACK, COMP_WQE,
+// ERROR_RETRY, RNR_RETRY, ERROR, EXIT, DONE): see CompState and Trace.
+//
+// Where this package departs from kernel rxe, on purpose:
+//
+//   - retry_cnt = 7 means seven retries (IBA 9.7.6.1.3, package retry);
+//     rxe treats it as infinite. rnr_retry = 7 is infinite in both.
+//   - An RNR NAK implicitly acknowledges the PSNs before it, as a PSN
+//     sequence error NAK does (the responder executes in order; rdmavt
+//     treats it so), so the retry after the RNR wait starts at the RNR
+//     NAK's PSN; rxe restarts from its oldest unacknowledged PSN and lets
+//     the responder re-ACK the duplicates.
+//   - A PSN sequence error NAK that moves the oldest unacknowledged PSN is
+//     forward progress: it refills retry_cnt before spending one retry, so
+//     steady loss on a long message cannot exhaust the budget while data
+//     still gets through (rxe does not refill, relying on 7 = infinite).
+//   - A cumulative ACK completes a SEND/WRITE WQE whose PSNs have all been
+//     sent at least once even while a go-back-N retry is rewinding over it,
+//     and the send cursor then skips ahead; rxe drops such ACKs until the
+//     WQE has been re-sent.
+//   - A plain ACK whose PSN falls inside an outstanding READ/atomic is
+//     ignored (rxe can complete a one-packet READ on it).
+//   - The PSN window allows at most Window unacknowledged PSNs (rxe lets
+//     one more through), and AckReq is set on every AckReqEvery-th packet
+//     (rxe's counter sets it on every 66th).
+//   - A sequence error or timeout during an RNR wait does not start a second
+//     retry; PSN sequence error NAKs are counted whether or not they move
+//     the oldest unacknowledged PSN.
+//   - FENCE waits only for earlier READ/atomic WQEs (the IBA fence
+//     indicator); rxe waits for every earlier WQE.
+//   - Malformed or unexpected responses (wrong length, a MIDDLE without
+//     FIRST, an atomic ACK for a non-atomic WQE) fail the WQE with
+//     BAD_RESP_ERR; rxe fails the QP with whatever status the WQE had.
+package requester

@@ -1,0 +1,129 @@
+package requester
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// The fuzz requester: PMTU 256, PSNs near the wrap, and a send queue of
+// every kind of WQE, all sent before the responses arrive.
+const (
+	fuzzPMTU = 256
+	fuzzPSN  = packet.PSNMask - 4
+)
+
+// fuzzWritable are the byte ranges of region A that responses may write:
+// the READ and atomic destinations.
+var fuzzWritable = [][2]int{{1000, 1300}, {2000, 2400}, {3000, 3008}, {3100, 3108}, {3200, 3200}}
+
+func fuzzSetup(t testing.TB) (*harness, *region, []byte) {
+	cfg := baseConfig(fuzzPMTU, fuzzPSN)
+	cfg.MaxRdAtomic = 8
+	cfg.Timeout = 8
+	cfg.RetryCnt = 2
+	cfg.RNRRetry = 2
+	cfg.Credits = true
+	h := newHarness(t, cfg)
+	rg := h.mem.add(lkeyA, baseA, 8192, verbs.AccessLocalWrite, 5)
+	orig := append([]byte(nil), rg.buf...)
+	sge := func(off, n int) verbs.SGE {
+		return verbs.SGE{Addr: baseA + uint64(off), Length: uint32(n), LKey: lkeyA}
+	}
+	wrs := []verbs.SendWR{
+		{ID: 1, Opcode: verbs.WRSend, SGList: []verbs.SGE{sge(0, 600)}},                                                           // PSN +0..+2
+		{ID: 2, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(1000, 300), sge(2000, 400)}},     // +3..+5
+		{ID: 3, Opcode: verbs.WRAtomicCmpAndSwp, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(3000, 8)}},                // +6
+		{ID: 4, Opcode: verbs.WRRDMAWriteWithImm, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(4000, 300)}},             // +7..+8
+		{ID: 5, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(3200, 0)}},                       // +9
+		{ID: 6, Opcode: verbs.WRAtomicFetchAndAdd, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(3100, 8)}},              // +10
+		{ID: 7, Opcode: verbs.WRAtomicWrite, RemoteAddr: rbase, RKey: rkey, Flags: verbs.SendInline, InlineData: make([]byte, 8)}, // +11
+		{ID: 8, Opcode: verbs.WRSend, Flags: verbs.SendInline, InlineData: []byte("tail")},                                        // +12
+	}
+	for i := range wrs {
+		wrs[i].Flags |= verbs.SendSignaled
+		h.post(&wrs[i])
+	}
+	h.r.unlimited = true // let all go; credits are still parsed
+	for h.r.NextPacket(h.now, h.buf) > 0 {
+	}
+	return h, rg, orig
+}
+
+// fuzzInput frames response packets as the fuzz input: a 2-byte length,
+// then the packet.
+func fuzzInput(pkts ...[]byte) []byte {
+	var b []byte
+	for _, p := range pkts {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(p)))
+		b = append(b, p...)
+	}
+	return b
+}
+
+func FuzzReceive(f *testing.F) {
+	p := packet.PSN(fuzzPSN)
+	rdata := bytes.Repeat([]byte{0x5A}, 700)
+	good := [][]byte{ack(p.Add(2))}
+	good = append(good, readResp(fuzzPMTU, p.Add(3), rdata, 0, false)...)
+	good = append(good,
+		respOrig(packet.RCAtomicAcknowledge, p.Add(6), packet.SyndromeACKUnlimited, 3, nil, 77),
+		ack(p.Add(8)),
+		resp(packet.RCRDMAReadResponseOnly, p.Add(9), packet.SyndromeACKUnlimited, 5, nil),
+		respOrig(packet.RCAtomicAcknowledge, p.Add(10), packet.ACKSyndrome(3), 6, nil, 78),
+		resp(packet.RCRDMAReadResponseOnly, p.Add(11), packet.SyndromeACKUnlimited, 7, nil),
+		ack(p.Add(12)))
+	f.Add(fuzzInput(good...))
+	f.Add(fuzzInput(nak(p, packet.NAKPSNSeqError), ack(p.Add(2))))
+	f.Add(fuzzInput(ack(p.Add(2)), readResp(fuzzPMTU, p.Add(3), rdata, 0, false)[0], nak(p.Add(4), packet.NAKPSNSeqError)))
+	f.Add(fuzzInput(ack(p.Add(2)), readResp(fuzzPMTU, p.Add(3), rdata, 0, false)[0], readResp(fuzzPMTU, p.Add(3), rdata, 1, true)[0]))
+	f.Add(fuzzInput(rnr(p.Add(1), 3), rnr(p.Add(1), 3), rnr(p.Add(1), 3)))
+	f.Add(fuzzInput(ack(p.Add(7))))
+	f.Add(fuzzInput(nak(p.Add(3), packet.NAKRemoteAccess)))
+	f.Add(fuzzInput(resp(packet.RCRDMAReadResponseMiddle, p.Add(4), 0, 0, rdata[:fuzzPMTU])))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, rg, orig := fuzzSetup(t)
+		for len(data) >= 2 {
+			n := min(int(binary.BigEndian.Uint16(data)), len(data)-2)
+			chunk := data[2 : 2+n]
+			data = data[2+n:]
+			if p, err := packet.Parse(chunk); err == nil {
+				h.r.Receive(h.now, p)
+			}
+			for h.r.NextPacket(h.now, h.buf) > 0 {
+			}
+			h.now = h.now.Add(100 * time.Millisecond)
+			h.r.OnTimeout(h.now)
+			if h.r.rdInUse < 0 || h.r.rdInUse > 8 || h.r.Outstanding() < 0 || h.r.Outstanding() > 8 {
+				t.Fatalf("rdInUse %d outstanding %d", h.r.rdInUse, h.r.Outstanding())
+			}
+		}
+		// Nothing outside the READ and atomic destinations changed.
+		for i := range rg.buf {
+			writable := false
+			for _, w := range fuzzWritable {
+				writable = writable || i >= w[0] && i < w[1]
+			}
+			if !writable && rg.buf[i] != orig[i] {
+				t.Fatalf("byte %d of the region written", i)
+			}
+		}
+		ids := len(h.cq.wcs)
+		h.r.Flush()
+		if h.r.Outstanding() != 0 {
+			t.Fatal("Flush left WQEs")
+		}
+		if len(h.cq.wcs) < ids {
+			t.Fatal("completions lost")
+		}
+		for i := 1; i < len(h.cq.wcs); i++ {
+			if h.cq.wcs[i].ID <= h.cq.wcs[i-1].ID {
+				t.Fatalf("completions out of order: %v", h.cq.ids())
+			}
+		}
+	})
+}

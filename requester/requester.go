@@ -1,0 +1,521 @@
+package requester
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// compOpNone is the completer's "no read response in progress" opcode
+// (rxe's comp.opcode = -1).
+const compOpNone = 0xFF
+
+// traceLen is how many completer states Trace keeps from one pass.
+const traceLen = 64
+
+// Requester is the send queue and completer of one RC queue pair. See the
+// package documentation.
+type Requester struct {
+	cfg  Config
+	mem  Memory
+	cq   Completions
+	pmtu uint32
+	ack  time.Duration // local ACK timeout; 0 = none
+
+	// The send queue: WQE i (a running count) lives in ring[i % len].
+	// head is the oldest uncompleted WQE, cur the requester's cursor (the
+	// next WQE to send packets of), tail the next free slot.
+	ring        []wqe
+	sgeStore    []verbs.SGE
+	inlineStore []byte
+	head        uint64
+	cur         uint64
+	tail        uint64
+
+	// Requester (rxe qp->req).
+	psn       packet.PSN // next PSN to send
+	highPSN   packet.PSN // one past the highest PSN ever sent
+	noAck     int        // packets since the last one with AckReq
+	rdInUse   int        // max_rd_atomic slots held
+	ssn       uint32     // next send sequence number (credits)
+	lsn       uint32     // limit sequence number from the peer's credits
+	unlimited bool       // the peer advertised "no credit limit"
+	draining  bool
+	hdr       packet.Headers
+
+	// Completer (rxe qp->comp).
+	compPSN      packet.PSN // oldest unacknowledged PSN
+	compOp       uint8      // opcode of the read response in progress, or compOpNone
+	retryBudget  retry.RetryBudget
+	rnrBudget    retry.RNRBudget
+	startedRetry bool
+	progress     bool // this Receive reached CHECK_ACK
+	retrans      retry.Deadline
+	rnrWait      retry.Deadline
+	state        CompState
+	trace        [traceLen]CompState
+	ntrace       int
+
+	// Errors.
+	stopped    bool // no more sending or receiving: failed or flushed
+	failed     bool
+	failStatus verbs.WCStatus
+
+	wc verbs.WC
+	c  Counters
+}
+
+// New returns a Requester for cfg, with its send queue preallocated. It
+// panics if cfg.PMTU is not a valid IB path MTU (the device validates the
+// QP attribute first).
+func New(cfg *Config, mem Memory, cq Completions) *Requester {
+	c := *cfg
+	if verbs.MTUFromBytes(c.PMTU).Bytes() != c.PMTU {
+		panic(fmt.Sprintf("requester: PMTU %d is not 256, 512, 1024, 2048 or 4096", c.PMTU))
+	}
+	c.MaxWR = max(c.MaxWR, 1)
+	c.MaxSGE = max(c.MaxSGE, 1)
+	c.MaxInline = max(c.MaxInline, 0)
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	c.Window = min(c.Window, packet.PSNWindow-1)
+	if c.AckReqEvery <= 0 {
+		c.AckReqEvery = DefaultAckReqEvery
+	}
+	c.AckReqEvery = min(c.AckReqEvery, c.Window)
+	c.SQPSN &= packet.PSNMask
+	r := &Requester{
+		cfg:         c,
+		mem:         mem,
+		cq:          cq,
+		pmtu:        uint32(c.PMTU),
+		ack:         retry.AckTimeout(c.Timeout),
+		ring:        make([]wqe, c.MaxWR),
+		sgeStore:    make([]verbs.SGE, c.MaxWR*c.MaxSGE),
+		inlineStore: make([]byte, c.MaxWR*c.MaxInline),
+		psn:         c.SQPSN,
+		highPSN:     c.SQPSN,
+		ssn:         1,
+		compPSN:     c.SQPSN,
+		compOp:      compOpNone,
+		retryBudget: retry.NewRetryBudget(c.RetryCnt),
+		rnrBudget:   retry.NewRNRBudget(c.RNRRetry),
+		state:       CompDone,
+	}
+	return r
+}
+
+func (r *Requester) slot(i uint64) *wqe { return &r.ring[i%uint64(len(r.ring))] }
+
+// Outstanding returns the number of WQEs posted and not yet completed.
+func (r *Requester) Outstanding() int { return int(r.tail - r.head) }
+
+// SQPSN returns the next PSN the requester will send (for Query's sq_psn).
+func (r *Requester) SQPSN() packet.PSN { return r.psn }
+
+// Counters returns a snapshot of the statistics.
+func (r *Requester) Counters() Counters { return r.c }
+
+// Failed reports whether a fatal error happened — a remote error NAK, an
+// exhausted retry budget, a local protection error, a bad response or a
+// completion queue overflow — and the status of the WQE it failed. The
+// owner must then move the QP to the error state and call Flush.
+func (r *Requester) Failed() (verbs.WCStatus, bool) { return r.failStatus, r.failed }
+
+// SetDraining starts (true) or ends (false) draining the send queue for
+// the SQD state: while draining no new WQE starts; WQEs already started,
+// including their retransmissions, go on.
+func (r *Requester) SetDraining(on bool) { r.draining = on }
+
+// Drained reports whether the requester is draining and no started WQE is
+// outstanding (the moment rxe raises IB_EVENT_SQ_DRAINED).
+func (r *Requester) Drained() bool {
+	if !r.draining {
+		return false
+	}
+	return r.head == r.tail || r.head == r.cur && !r.slot(r.cur).started
+}
+
+// Deadline returns the earliest time OnTimeout must be called: the
+// retransmit timer or the RNR timer, whichever is earlier; the zero time if
+// neither is armed.
+func (r *Requester) Deadline() time.Time {
+	return retry.Earliest(r.retrans.When(), r.rnrWait.When())
+}
+
+// Pending reports whether NextPacket would return a packet now. It is false
+// during an RNR wait even after its deadline has passed, until OnTimeout (or
+// a NextPacket call with a later now) ends it.
+func (r *Requester) Pending() bool {
+	return !r.rnrWait.Armed() && r.sendable() != nil
+}
+
+// sendable returns the WQE the next packet belongs to, or nil if nothing
+// may be sent: empty queue, SQD, fence, PSN window, credits or
+// max_rd_atomic (rxe_requester's checks, in its order).
+func (r *Requester) sendable() *wqe {
+	if r.stopped || r.cur == r.tail {
+		return nil
+	}
+	w := r.slot(r.cur)
+	if r.draining && !w.started {
+		return nil
+	}
+	if w.flags&verbs.SendFence != 0 && w.state == wqePosted {
+		// The fence indicator: a fenced WQE waits for earlier READ and
+		// atomic WQEs to complete (rxe req_next_wqe waits for all).
+		for i := r.head; i != r.cur; i++ {
+			if r.slot(i).kind.rdAtomic() {
+				return nil
+			}
+		}
+	}
+	if int(r.psn.Diff(r.compPSN)) >= r.cfg.Window {
+		return nil
+	}
+	if r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) &&
+		packet.PSN(w.ssn).Diff(packet.PSN(r.lsn+1)) > 0 {
+		return nil
+	}
+	if w.kind.rdAtomic() && !w.hasRdAtomic && r.rdInUse >= r.cfg.MaxRdAtomic {
+		return nil
+	}
+	return w
+}
+
+// needsCredit reports whether w consumes a receive WQE at the responder:
+// the SENDs and RDMA WRITE WITH IMMEDIATE (IBA 9.7.7.2).
+func (r *Requester) needsCredit(w *wqe) bool {
+	return w.kind == kindSend || w.op == verbs.WRRDMAWriteWithImm
+}
+
+// NextPacket builds the next request packet into buf and returns its
+// length, BTH through ICRC, or 0 if nothing may be sent now. buf must hold
+// at least PMTU+64 bytes. The payload is copied once from the memory
+// region (or the inline data) into buf, and the ICRC is folded in as it is
+// copied. A packet is built at most once per call; the caller sends it and
+// calls again while Pending.
+//
+// A failed L_Key lookup fails the WQE with LOC_PROT_ERR, fails the
+// requester (see Failed) and returns 0.
+func (r *Requester) NextPacket(now time.Time, buf []byte) int {
+	if r.stopped {
+		return 0
+	}
+	if r.rnrWait.Armed() {
+		if !r.rnrWait.Expired(now) {
+			return 0
+		}
+		r.rnrWait.Stop()
+	}
+	w := r.sendable()
+	if w == nil {
+		return 0
+	}
+	if len(buf) < int(r.pmtu)+maxHeaders {
+		panic("requester: NextPacket buffer shorter than PMTU+64")
+	}
+	n := r.build(w, buf)
+	if n > 0 && r.ack > 0 {
+		// rxe update_state: arm the retransmit timer if it is not pending.
+		r.retrans.ArmIfStopped(now.Add(r.ack))
+	}
+	return n
+}
+
+// pkts returns the number of packets (and PSNs) of a message of n bytes:
+// max(1, ceil(n/pmtu)).
+func (r *Requester) pkts(n uint32) uint32 {
+	if n == 0 {
+		return 1
+	}
+	return (n-1)/r.pmtu + 1
+}
+
+// build writes the next packet of w into buf and advances the requester;
+// rxe init_req_packet, finish_packet and update_*.
+func (r *Requester) build(w *wqe, buf []byte) int {
+	psn := r.psn
+	var (
+		op      packet.Opcode
+		payload uint32
+		npkts   uint32 // PSNs from this packet to the end of the message
+		start   = true
+		end     = true
+	)
+	switch w.kind {
+	case kindSend, kindWrite:
+		resid := w.length - w.off
+		start = w.off == 0
+		end = resid <= r.pmtu
+		payload = min(resid, r.pmtu)
+		npkts = r.pkts(resid)
+		op = segOpcode(w.op, start, end)
+	case kindRead:
+		op = packet.RCRDMAReadRequest
+		npkts = r.pkts(w.length - w.rcvd)
+	case kindAtomic:
+		op = packet.RCFetchAdd
+		if w.op == verbs.WRAtomicCmpAndSwp {
+			op = packet.RCCompareSwap
+		}
+		npkts = 1
+	case kindAtomicWrite:
+		op = packet.RCAtomicWrite
+		payload, npkts = 8, 1
+	}
+
+	// AckReq on the last packet of a message and on every AckReqEvery-th
+	// packet (rxe init_req_packet, RXE_MAX_PKT_PER_ACK).
+	noAck := r.noAck + 1
+	ackReq := end || noAck >= r.cfg.AckReqEvery
+	if ackReq {
+		noAck = 0
+	}
+	// SE only on the last packet of a SEND or WRITE WITH IMMEDIATE.
+	se := end && w.flags&verbs.SendSolicited != 0 &&
+		(w.kind == kindSend || w.op == verbs.WRRDMAWriteWithImm)
+
+	h := &r.hdr
+	h.BTH = packet.BTHFields{
+		Opcode: op,
+		SE:     se,
+		PadCnt: uint8(packet.PadLen(int(payload))),
+		PKey:   r.cfg.PKey,
+		DestQP: r.cfg.DestQPN,
+		AckReq: ackReq,
+		PSN:    psn,
+	}
+	switch w.kind {
+	case kindWrite, kindAtomicWrite:
+		// The RETH (on FIRST/ONLY only) carries the whole length.
+		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: w.length - w.off}
+	case kindRead:
+		// A retried READ asks only for what has not arrived (rxe req_retry).
+		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.rcvd), RKey: w.rkey, DMALen: w.length - w.rcvd}
+	case kindAtomic:
+		// AtomicETH: swap (or add) data before compare data on the wire.
+		h.AtomicETH = packet.AtomicETHFields{VA: w.remote, RKey: w.rkey, SwapAdd: w.compareAdd}
+		if op == packet.RCCompareSwap {
+			h.AtomicETH.SwapAdd, h.AtomicETH.Compare = w.swap, w.compareAdd
+		}
+	}
+	h.Imm, h.IETH = w.imm, w.invRKey
+	hl, err := h.Encode(buf)
+	if err != nil {
+		panic("requester: " + err.Error()) // unreachable: known opcode, buffer checked
+	}
+	n := packet.PacketLen(op, int(payload))
+	crc := r.cfg.Pseudo.ICRCStart(buf[:packet.BTHSize], n)
+	crc = packet.ICRCUpdate(crc, buf[packet.BTHSize:hl])
+	end1 := hl + int(payload)
+	if payload > 0 {
+		var ok bool
+		if crc, ok = r.gather(w, buf[hl:end1], crc); !ok {
+			r.localError(w, verbs.WCLocProtErr)
+			return 0
+		}
+	}
+	if pad := n - packet.ICRCSize - end1; pad > 0 {
+		clear(buf[end1 : end1+pad])
+		crc = packet.ICRCUpdate(crc, buf[end1:end1+pad])
+	}
+	binary.LittleEndian.PutUint32(buf[n-packet.ICRCSize:], crc)
+
+	// Commit (rxe update_wqe_state, update_wqe_psn, update_state).
+	r.noAck = noAck
+	if start {
+		w.firstPSN = psn
+		w.lastPSN = psn.Add(int(npkts) - 1)
+		if w.kind == kindRead && w.rcvd == 0 {
+			w.origFirst = psn
+		}
+	}
+	if w.kind == kindRead {
+		r.psn = psn.Add(int(npkts))
+	} else {
+		r.psn = psn.Next()
+	}
+	w.started = true
+	if end {
+		w.state = wqePending
+		w.sentAll = true
+		r.cur++
+	} else {
+		w.state = wqeProcessing
+	}
+	if w.kind.rdAtomic() && !w.hasRdAtomic {
+		w.hasRdAtomic = true
+		r.rdInUse++
+	}
+	r.c.PacketsSent++
+	r.c.BytesSent += uint64(n)
+	r.c.PayloadSent += uint64(payload)
+	if psn.Before(r.highPSN) {
+		r.c.Retransmits++
+	}
+	if r.psn.After(r.highPSN) {
+		r.highPSN = r.psn
+	}
+	return n
+}
+
+// gather copies the next len(dst) bytes of w's message into dst, folding
+// them into crc, and advances the send cursor (rxe copy_data from the MR,
+// one SGE chunk at a time).
+func (r *Requester) gather(w *wqe, dst []byte, crc uint32) (uint32, bool) {
+	if w.isInline {
+		if int(w.off)+len(dst) > len(w.inline) {
+			return crc, false
+		}
+		copy(dst, w.inline[w.off:])
+		w.off += uint32(len(dst))
+		return packet.ICRCUpdate(crc, dst), true
+	}
+	for len(dst) > 0 {
+		if w.sgeIdx >= len(w.sges) {
+			return crc, false
+		}
+		s := &w.sges[w.sgeIdx]
+		avail := s.Length - w.sgeOff
+		if avail == 0 {
+			w.sgeIdx, w.sgeOff = w.sgeIdx+1, 0
+			continue
+		}
+		n := min(avail, uint32(len(dst)))
+		src, ok := r.mem.Local(s.LKey, s.Addr+uint64(w.sgeOff), n, 0)
+		if !ok || uint32(len(src)) != n {
+			return crc, false
+		}
+		copy(dst[:n], src)
+		crc = packet.ICRCUpdate(crc, dst[:n])
+		dst = dst[n:]
+		w.off += n
+		w.sgeOff += n
+	}
+	return crc, true
+}
+
+// scatter places src at w's placement cursor (read response data, an
+// atomic's original value) and advances it.
+func (r *Requester) scatter(w *wqe, src []byte) bool {
+	for len(src) > 0 {
+		if w.rIdx >= len(w.sges) {
+			return false
+		}
+		s := &w.sges[w.rIdx]
+		avail := s.Length - w.rOff
+		if avail == 0 {
+			w.rIdx, w.rOff = w.rIdx+1, 0
+			continue
+		}
+		n := min(avail, uint32(len(src)))
+		dst, ok := r.mem.Local(s.LKey, s.Addr+uint64(w.rOff), n, verbs.AccessLocalWrite)
+		if !ok || uint32(len(dst)) != n {
+			return false
+		}
+		copy(dst, src[:n])
+		src = src[n:]
+		w.rOff += n
+	}
+	return true
+}
+
+// segOpcode returns the RC opcode of a SEND or WRITE packet (rxe
+// next_opcode_rc).
+func segOpcode(op verbs.WROpcode, start, end bool) packet.Opcode {
+	var first, middle, last, only packet.Opcode
+	switch op {
+	case verbs.WRSend:
+		first, middle, last, only = packet.RCSendFirst, packet.RCSendMiddle, packet.RCSendLast, packet.RCSendOnly
+	case verbs.WRSendWithImm:
+		first, middle, last, only = packet.RCSendFirst, packet.RCSendMiddle, packet.RCSendLastWithImmediate, packet.RCSendOnlyWithImmediate
+	case verbs.WRSendWithInv:
+		first, middle, last, only = packet.RCSendFirst, packet.RCSendMiddle, packet.RCSendLastWithInvalidate, packet.RCSendOnlyWithInvalidate
+	case verbs.WRRDMAWrite:
+		first, middle, last, only = packet.RCRDMAWriteFirst, packet.RCRDMAWriteMiddle, packet.RCRDMAWriteLast, packet.RCRDMAWriteOnly
+	default: // WRRDMAWriteWithImm
+		first, middle, last, only = packet.RCRDMAWriteFirst, packet.RCRDMAWriteMiddle, packet.RCRDMAWriteLastWithImm, packet.RCRDMAWriteOnlyWithImm
+	}
+	switch {
+	case start && end:
+		return only
+	case start:
+		return first
+	case end:
+		return last
+	}
+	return middle
+}
+
+// rewind starts a go-back-N retry from the oldest unacknowledged PSN (rxe
+// req_retry): the send cursor returns to the oldest WQE and every started
+// WQE becomes posted again. The oldest one resumes mid-message if it is a
+// SEND/WRITE (skipping the acknowledged packets) or re-asks for the missing
+// bytes if it is a READ; later ones restart from their beginning. PSNs are
+// stable across rounds: each WQE gets the same PSNs again.
+func (r *Requester) rewind() {
+	r.cur = r.head
+	r.psn = r.compPSN
+	for i := r.head; i != r.tail; i++ {
+		w := r.slot(i)
+		if !w.started {
+			break
+		}
+		switch {
+		case i == r.head && w.kind.segmented():
+			r.seekPSN(w, r.compPSN)
+		case i == r.head && w.kind == kindRead:
+			// Keep the received data; build asks for the rest.
+		default:
+			w.resetCursors()
+		}
+		w.state = wqePosted
+	}
+}
+
+// seekPSN moves the send cursor of the started SEND/WRITE w to the packet
+// with PSN psn (clamped to the message), as rxe retry_first_write_send.
+func (r *Requester) seekPSN(w *wqe, psn packet.PSN) {
+	k := int64(psn.Diff(w.firstPSN))
+	k = min(max(k, 0), int64(r.pkts(w.length))-1)
+	w.seek(uint32(k) * r.pmtu)
+}
+
+// catchUp keeps the send cursor from lagging behind the completer: after a
+// rewind, ACKs for packets of the previous round may complete WQEs or move
+// the oldest unacknowledged PSN past the cursor, which then skips ahead.
+func (r *Requester) catchUp() {
+	if r.cur < r.head {
+		r.cur = r.head
+	}
+	if !r.psn.Before(r.compPSN) {
+		return
+	}
+	if r.cur == r.head && r.cur != r.tail {
+		if w := r.slot(r.cur); w.started && w.kind.segmented() {
+			r.seekPSN(w, r.compPSN)
+		}
+	}
+	r.psn = r.compPSN
+}
+
+// localError fails w with a local error status found while building its
+// packet (rxe_requester's err path): the QP must go to the error state.
+// If w is the oldest WQE it completes now; otherwise it completes, with
+// its status, when Flush reaches it.
+func (r *Requester) localError(w *wqe, status verbs.WCStatus) {
+	r.c.LocalErrors++
+	w.state = wqeErrored
+	w.status = status
+	r.fail(status)
+	if r.slot(r.head) == w {
+		r.finish(w, status)
+	}
+	r.state = CompError
+}

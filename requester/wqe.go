@@ -1,0 +1,196 @@
+package requester
+
+import (
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// kind groups work request opcodes by how they are segmented and answered.
+type kind uint8
+
+const (
+	kindSend        kind = iota // SEND, SEND_WITH_IMM, SEND_WITH_INV: segmented, ACKed
+	kindWrite                   // RDMA_WRITE, RDMA_WRITE_WITH_IMM: segmented, ACKed
+	kindRead                    // RDMA_READ: one request, N response packets
+	kindAtomic                  // CMP_AND_SWP, FETCH_AND_ADD: ATOMIC_ACKNOWLEDGE
+	kindAtomicWrite             // ATOMIC_WRITE: 8-byte payload, empty READ_RESPONSE_ONLY
+)
+
+// segmented reports whether messages of kind k are split by PMTU and
+// completed by (cumulative) ACKs.
+func (k kind) segmented() bool { return k <= kindWrite }
+
+// rdAtomic reports whether WQEs of kind k need a max_rd_atomic slot.
+func (k kind) rdAtomic() bool { return k >= kindRead }
+
+// wqeState is where a WQE stands in the current round of transmission, as
+// rxe's wqe_state_*: a go-back-N retry returns sent WQEs to wqePosted.
+type wqeState uint8
+
+const (
+	wqePosted     wqeState = iota // no packet sent in this round
+	wqeProcessing                 // some packets sent in this round
+	wqePending                    // all packets sent, awaiting the response
+	wqeErrored                    // a local error; completed with status
+)
+
+// wqe is one send queue entry. Its SGE list and inline data live in the
+// Requester's preallocated stores.
+type wqe struct {
+	// The work request.
+	id         uint64
+	op         verbs.WROpcode
+	kind       kind
+	flags      verbs.SendFlags
+	imm        uint32
+	invRKey    uint32
+	rkey       uint32
+	remote     uint64
+	compareAdd uint64
+	swap       uint64
+	sges       []verbs.SGE
+	inline     []byte
+	isInline   bool
+	length     uint32
+	ssn        uint32 // send sequence number, for end-to-end credits
+
+	// Requester state.
+	state       wqeState
+	started     bool // a packet of this WQE has been sent (in any round)
+	sentAll     bool // every PSN of this WQE has been sent at least once
+	hasRdAtomic bool // holds a max_rd_atomic slot
+	firstPSN    packet.PSN
+	lastPSN     packet.PSN
+	origFirst   packet.PSN // READ: the PSN of response byte 0
+	off         uint32     // bytes segmented so far
+	sgeIdx      int        // send cursor: SGE index and offset in it
+	sgeOff      uint32
+
+	// Completer state (READ data, atomic result).
+	rcvd   uint32 // bytes placed
+	rIdx   int    // placement cursor
+	rOff   uint32
+	status verbs.WCStatus
+	vendor uint32 // WC.VendorErr: the AETH syndrome of a NAK
+}
+
+// resetCursors rewinds the send and placement cursors to the start of the
+// message.
+func (w *wqe) resetCursors() {
+	w.off, w.sgeIdx, w.sgeOff = 0, 0, 0
+	w.rcvd, w.rIdx, w.rOff = 0, 0, 0
+}
+
+// seek moves the send cursor to byte off of the message.
+func (w *wqe) seek(off uint32) {
+	w.off, w.sgeIdx, w.sgeOff = off, len(w.sges), 0
+	if w.isInline {
+		return
+	}
+	for i := range w.sges {
+		if off < w.sges[i].Length {
+			w.sgeIdx, w.sgeOff = i, off
+			return
+		}
+		off -= w.sges[i].Length
+	}
+}
+
+// kindOf classifies a work request opcode; ok is false for opcodes an RC
+// requester does not send.
+func kindOf(op verbs.WROpcode) (kind, bool) {
+	switch op {
+	case verbs.WRSend, verbs.WRSendWithImm, verbs.WRSendWithInv:
+		return kindSend, true
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+		return kindWrite, true
+	case verbs.WRRDMARead:
+		return kindRead, true
+	case verbs.WRAtomicCmpAndSwp, verbs.WRAtomicFetchAndAdd:
+		return kindAtomic, true
+	case verbs.WRAtomicWrite:
+		return kindAtomicWrite, true
+	}
+	return 0, false
+}
+
+// Post validates a send work request and copies it, with its SGE list and
+// inline data, into the next free slot of the send queue. It does not
+// check L_Keys: a bad one fails the WQE with LOC_PROT_ERR when its data is
+// copied (rxe copy_data). The checks are those of rxe_post_send's
+// validate_send_wr: a supported opcode, at most MaxSGE SGEs, at most
+// MaxInline inline bytes, exactly 8 local bytes and an 8-byte aligned
+// remote address for atomics.
+//
+// Posting to a failed or flushed requester is allowed (verbs allow posting
+// in the error state); the WQE waits for the owner's next Flush.
+func (r *Requester) Post(wr *verbs.SendWR) error {
+	k, ok := kindOf(wr.Opcode)
+	if !ok {
+		return ErrUnsupportedOpcode
+	}
+	if r.tail-r.head >= uint64(len(r.ring)) {
+		return ErrQueueFull
+	}
+	inline := wr.Flags&verbs.SendInline != 0
+	var length uint64
+	if inline {
+		if k == kindRead || k == kindAtomic {
+			return ErrInlineNotAllowed
+		}
+		if len(wr.InlineData) > r.cfg.MaxInline {
+			return ErrInlineTooLong
+		}
+		length = uint64(len(wr.InlineData))
+	} else {
+		if len(wr.SGList) > r.cfg.MaxSGE {
+			return ErrTooManySGE
+		}
+		for i := range wr.SGList {
+			length += uint64(wr.SGList[i].Length)
+		}
+	}
+	if length > MaxMessage {
+		return ErrMessageTooLong
+	}
+	if k.rdAtomic() && r.cfg.MaxRdAtomic <= 0 {
+		return ErrNoRdAtomic
+	}
+	if k == kindAtomic || k == kindAtomicWrite {
+		if length != 8 {
+			return ErrAtomicLength
+		}
+		if k == kindAtomic && wr.RemoteAddr&7 != 0 {
+			return ErrAtomicAlign
+		}
+	}
+
+	slot := int(r.tail % uint64(len(r.ring)))
+	w := &r.ring[slot]
+	s0, i0 := slot*r.cfg.MaxSGE, slot*r.cfg.MaxInline
+	sges := r.sgeStore[s0 : s0 : s0+r.cfg.MaxSGE]
+	inl := r.inlineStore[i0 : i0 : i0+r.cfg.MaxInline]
+	*w = wqe{
+		id:         wr.ID,
+		op:         wr.Opcode,
+		kind:       k,
+		flags:      wr.Flags,
+		imm:        wr.Imm,
+		invRKey:    wr.InvalidateRKey,
+		rkey:       wr.RKey,
+		remote:     wr.RemoteAddr,
+		compareAdd: wr.CompareAdd,
+		swap:       wr.Swap,
+		isInline:   inline,
+		length:     uint32(length),
+		ssn:        r.ssn,
+	}
+	if inline {
+		w.inline = append(inl, wr.InlineData...)
+	} else {
+		w.sges = append(sges, wr.SGList...)
+	}
+	r.ssn = (r.ssn + 1) & packet.PSNMask
+	r.tail++
+	return nil
+}
