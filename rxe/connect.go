@@ -1,0 +1,88 @@
+package rxe
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// ConnInfo is what the two sides of an RC connection exchange out of band
+// before connecting (perftest's exchange carries the same: GID, QPN, PSN,
+// and the responder resources).
+type ConnInfo struct {
+	GID     netip.Addr // the device's GID (Device.GID)
+	UDPPort uint16     // the device's UDP port; 0 means 4791
+	QPN     uint32
+	PSN     uint32 // the first PSN this side sends
+	MTU     MTU    // the side's active MTU
+	// MaxRdAtomic is how many RDMA READ/atomic requests this side's
+	// responder accepts outstanding (its max_dest_rd_atomic).
+	MaxRdAtomic int
+}
+
+// ConnectOptions tune Connect; zero fields take perftest's defaults.
+type ConnectOptions struct {
+	Access      AccessFlags // QP access flags; default remote read, write and atomic
+	MTU         MTU         // default: the smaller of both active MTUs
+	Timeout     uint8       // default 14 (67 ms)
+	RetryCnt    uint8       // default 7
+	RNRRetry    uint8       // default 7 (infinite)
+	MinRNRTimer uint8       // default 12 (0.64 ms)
+	MaxRdAtomic int         // default 16, at most the peer's MaxRdAtomic
+}
+
+// Info returns this QP's half of the connection information, with psn as
+// the first PSN it will send.
+func (qp *QP) Info(psn uint32) ConnInfo {
+	return ConnInfo{GID: qp.dev.GID(), UDPPort: qp.dev.port, QPN: qp.qpn, PSN: psn & 0xFFFFFF,
+		MTU: qp.dev.activeMTU, MaxRdAtomic: 16}
+}
+
+// Connect takes an RC QP from RESET through INIT and RTR to RTS against
+// the peer described by remote, sending from local.PSN (use the same local
+// you gave the peer).
+func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
+	if o.Access == 0 {
+		o.Access = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	}
+	if o.MTU == 0 {
+		o.MTU = min(qp.dev.activeMTU, remote.MTU)
+		if remote.MTU == 0 {
+			o.MTU = qp.dev.activeMTU
+		}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 14
+	}
+	if o.RetryCnt == 0 {
+		o.RetryCnt = 7
+	}
+	if o.RNRRetry == 0 {
+		o.RNRRetry = 7
+	}
+	if o.MinRNRTimer == 0 {
+		o.MinRNRTimer = 12
+	}
+	if o.MaxRdAtomic == 0 {
+		o.MaxRdAtomic = 16
+	}
+	if remote.MaxRdAtomic > 0 {
+		o.MaxRdAtomic = min(o.MaxRdAtomic, remote.MaxRdAtomic)
+	}
+	steps := []struct {
+		attr QPAttr
+		mask QPAttrMask
+	}{
+		{QPAttr{State: QPSInit, Port: 1, AccessFlags: o.Access}, QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
+		{QPAttr{State: QPSRTR, AH: AH{DGID: remote.GID, UDPPort: remote.UDPPort, HopLimit: 64}, PathMTU: o.MTU,
+			DestQPN: remote.QPN, RQPSN: remote.PSN, MaxDestRdAtomic: 16, MinRNRTimer: o.MinRNRTimer},
+			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
+		{QPAttr{State: QPSRTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry,
+			MaxRdAtomic: o.MaxRdAtomic}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := qp.Modify(&s.attr, s.mask); err != nil {
+			return fmt.Errorf("rxe: connect QP %#x to %v QP %#x: %w", qp.qpn, remote.GID, remote.QPN, err)
+		}
+	}
+	return nil
+}

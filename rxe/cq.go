@@ -1,0 +1,213 @@
+package rxe
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// CompChannel delivers completion notifications (ibv_comp_channel): a CQ
+// armed with ReqNotify sends itself on C at its next completion.
+type CompChannel struct {
+	// C receives the CQ whose armed notification fired.
+	C chan *CQ
+}
+
+// NewCompChannel returns a completion channel that can hold depth pending
+// notifications (at least 1); a notification that finds it full is dropped
+// and counted, never blocks the device.
+func NewCompChannel(depth int) *CompChannel {
+	return &CompChannel{C: make(chan *CQ, max(depth, 1))}
+}
+
+// CQAttr describes a CQ to create.
+type CQAttr struct {
+	// CQE is the minimum number of completions the CQ holds.
+	CQE int
+	// Vector is the completion vector that services the CQ; -1 picks the
+	// least-used vector.
+	Vector int
+	// Channel, if non-nil, receives the CQ when an armed notification fires.
+	Channel *CompChannel
+}
+
+// CQ is a completion queue.
+type CQ struct {
+	dev    *Device
+	vector int
+	ch     *CompChannel
+
+	mu            sync.Mutex // protects the fields below
+	ring          []WC
+	head, n       int
+	armed         bool
+	solicitedOnly bool
+	overflowed    bool
+	destroyed     bool
+
+	wake  chan struct{} // 1-slot: a completion arrived (for Wait)
+	users atomic.Int32  // QPs and SRQs using this CQ
+}
+
+// maxCQE is the largest CQ (rxe's max_cqe).
+const maxCQE = 1 << 18
+
+// CreateCQ creates a completion queue for at least cqe completions on
+// completion vector vector (-1: the least used).
+func (d *Device) CreateCQ(cqe, vector int) (*CQ, error) {
+	return d.CreateCQWith(CQAttr{CQE: cqe, Vector: vector})
+}
+
+// CreateCQWith creates a completion queue.
+func (d *Device) CreateCQWith(attr CQAttr) (*CQ, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if attr.CQE < 1 || attr.CQE > maxCQE {
+		return nil, fmt.Errorf("%w: cqe %d not in [1, %d]", ErrInvalidArgument, attr.CQE, maxCQE)
+	}
+	v, err := d.pickVector(attr.Vector)
+	if err != nil {
+		return nil, err
+	}
+	return &CQ{dev: d, vector: v, ch: attr.Channel, ring: make([]WC, attr.CQE), wake: make(chan struct{}, 1)}, nil
+}
+
+// Vector returns the completion vector servicing the CQ.
+func (cq *CQ) Vector() int { return cq.vector }
+
+// Cap returns the number of completions the CQ holds.
+func (cq *CQ) Cap() int { return len(cq.ring) }
+
+// Poll moves up to len(wcs) completions into wcs, oldest first, and
+// returns how many. It never blocks.
+func (cq *CQ) Poll(wcs []WC) int {
+	cq.mu.Lock()
+	k := 0
+	for k < len(wcs) && cq.n > 0 {
+		wcs[k] = cq.ring[cq.head]
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+		cq.n--
+		k++
+	}
+	cq.mu.Unlock()
+	return k
+}
+
+// Wait polls like Poll but blocks until at least one completion is there,
+// ctx is done (it returns ctx.Err()), or the CQ is destroyed (ErrClosed).
+func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
+	if len(wcs) == 0 {
+		return 0, fmt.Errorf("%w: empty slice", ErrInvalidArgument)
+	}
+	for {
+		if n := cq.Poll(wcs); n > 0 {
+			return n, nil
+		}
+		cq.mu.Lock()
+		dead := cq.destroyed
+		cq.mu.Unlock()
+		if dead {
+			return 0, ErrClosed
+		}
+		select {
+		case <-cq.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// ReqNotify arms a one-shot notification (ibv_req_notify_cq): the CQ is
+// sent on its CompChannel at the next completion, or with solicitedOnly at
+// the next solicited receive completion or error completion.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	if cq.ch == nil {
+		return fmt.Errorf("%w: CQ has no completion channel", ErrInvalidState)
+	}
+	cq.mu.Lock()
+	cq.armed, cq.solicitedOnly = true, solicitedOnly
+	cq.mu.Unlock()
+	return nil
+}
+
+// Destroy destroys the CQ. It fails with ErrInUse while QPs use it.
+func (cq *CQ) Destroy() error {
+	if n := cq.users.Load(); n > 0 {
+		return fmt.Errorf("%w: CQ used by %d QPs", ErrInUse, n)
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.destroyed {
+		return ErrClosed
+	}
+	cq.destroyed = true
+	cq.dev.releaseVector(cq.vector)
+	select {
+	case cq.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Len returns the number of completions waiting.
+func (cq *CQ) Len() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.n
+}
+
+// cqSink adapts a CQ to the Completions interfaces of requester and
+// responder; solicited marks receive completions of solicited messages.
+type cqSink struct{ cq *CQ }
+
+// Complete implements requester.Completions and responder.Completions.
+func (s cqSink) Complete(wc *WC) bool { return s.cq.push(wc, false) }
+
+// CompleteSolicited implements responder.SolicitedCompletions: a receive
+// completion with the request's SE bit, for solicited-only notification.
+func (s cqSink) CompleteSolicited(wc *WC, solicited bool) bool { return s.cq.push(wc, solicited) }
+
+// push appends wc; it returns false if the CQ is full (overflow: the
+// caller moves the QP to ERR and the device raises CQ_ERR).
+func (cq *CQ) push(wc *WC, solicited bool) bool {
+	cq.mu.Lock()
+	if cq.destroyed || cq.n == len(cq.ring) {
+		first := !cq.overflowed
+		cq.overflowed = true
+		cq.mu.Unlock()
+		if first {
+			cq.dev.raise(AsyncEvent{Type: EventCQErr, CQ: cq})
+		}
+		return false
+	}
+	i := cq.head + cq.n
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	cq.ring[i] = *wc
+	cq.n++
+	// A solicited-only arm fires on a solicited receive completion or an
+	// error completion (IBA 11.4.2.2).
+	fire := cq.armed && (!cq.solicitedOnly || solicited || wc.Status != WCSuccess)
+	if fire {
+		cq.armed = false
+	}
+	cq.mu.Unlock()
+	select {
+	case cq.wake <- struct{}{}:
+	default:
+	}
+	if fire {
+		select {
+		case cq.ch.C <- cq:
+		default:
+			cq.dev.counters.notifyDropped.Add(1)
+		}
+	}
+	return true
+}

@@ -1,0 +1,622 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// Options configures a Device. The zero value is a good default.
+type Options struct {
+	// Name names the device (as ibv_devices lists it); default "rxe0".
+	Name string
+	// Addr is the device's IP address: its GID and the source address of
+	// everything it sends. Default: the netdev's bound address, which must
+	// then not be a wildcard.
+	Addr netip.Addr
+	// LinkMTU is the MTU of the link under the device; the port's active
+	// MTU is derived from it as rxe does (LinkMTU minus 80 bytes of
+	// headers, rounded down to an IB MTU, at most 4096). Default: the MTU
+	// of the interface holding Addr, or 1500 if none does.
+	LinkMTU int
+	// StrictICRC drops every received IPv4 packet whose ICRC does not
+	// verify with IP ID 0 and DF, instead of recovering the peer's IP ID
+	// (see docs/icrc.md).
+	StrictICRC bool
+	// Credits turns on end-to-end credits (IBA 9.7.7.2.5): responders
+	// advertise their receive queue depth and requesters honour the
+	// peer's. Off, the device behaves like kernel rxe (always unlimited).
+	Credits bool
+	// CompVectors is the number of completion vectors; default 1.
+	CompVectors int
+	// OwnConn makes Close close the netdev too (Listen sets it).
+	OwnConn bool
+}
+
+// DeviceAttr are device limits (a subset of struct ibv_device_attr).
+type DeviceAttr struct {
+	MaxQP, MaxQPWR, MaxSGE, MaxCQ, MaxCQE, MaxMR, MaxPD int
+	MaxQPRdAtom, MaxQPInitRdAtom                        int
+	MaxSRQ, MaxSRQWR, MaxSRQSGE                         int
+	MaxInlineData                                       int
+	MaxMsgSize                                          uint64
+	LocalCAAckDelay                                     uint8
+	NumCompVectors                                      int
+}
+
+// PortAttr are port attributes (a subset of struct ibv_port_attr).
+type PortAttr struct {
+	State      uint8 // 4 = ACTIVE
+	MaxMTU     MTU
+	ActiveMTU  MTU
+	LinkMTU    int
+	GIDTblLen  int
+	LinkLayer  uint8 // 2 = Ethernet
+	MaxMsgSize uint64
+}
+
+// AsyncEvent is an asynchronous event (struct ibv_async_event): one of QP,
+// CQ or SRQ is set, depending on the type.
+type AsyncEvent struct {
+	Type AsyncEventType
+	QP   *QP
+	CQ   *CQ
+	SRQ  *SRQ
+}
+
+// Async event types (re-exported from rxe/verbs).
+const (
+	EventCQErr            = verbs.EventCQErr
+	EventQPFatal          = verbs.EventQPFatal
+	EventSQDrained        = verbs.EventSQDrained
+	EventSRQLimitReached  = verbs.EventSRQLimitReached
+	EventQPLastWQEReached = verbs.EventQPLastWQEReached
+)
+
+// Counters are device-wide counters; the names follow rxe's hw counters
+// (rxe_hw_counters.c) where one exists.
+type Counters struct {
+	SentPkts      uint64 // sent_pkts
+	RcvdPkts      uint64 // rcvd_pkts: accepted and handed to a QP
+	BadICRC       uint64 // packets dropped for a bad ICRC
+	ICRCRecovered uint64 // IPv4 packets verified after recovering a non-zero IP ID
+	Malformed     uint64 // packets packet.Parse rejected
+	UnknownQP     uint64 // packets for no QP of ours
+	CNPs          uint64 // congestion notifications received (ignored)
+	SendErr       uint64 // send_err: datagrams the netdev refused for good
+	LocalDrops    uint64 // datagrams refused by the local host and sent again later
+	QPErrors      uint64 // QPs moved to ERR by an engine error
+	EventsDropped uint64 // async events lost because nobody read Events
+	NotifyDropped uint64 // CQ notifications lost to a full CompChannel
+	ReceiveErrors uint64 // netdev read errors
+}
+
+type deviceCounters struct {
+	sentPkts, rcvdPkts, badICRC, icrcRecovered atomic.Uint64
+	malformed, unknownQP, cnps, sendErr        atomic.Uint64
+	localDrops, qpErrors, eventsDropped        atomic.Uint64
+	notifyDropped, receiveErrors               atomic.Uint64
+}
+
+// Device is a soft-RoCE device on one netdev.Conn.
+type Device struct {
+	conn      netdev.Conn
+	ownConn   bool
+	opts      Options
+	addr      netip.Addr // unmapped: 4-byte for IPv4
+	port      uint16
+	linkMTU   int
+	activeMTU MTU
+	attr      DeviceAttr
+
+	mrs    mrTable
+	qps    qpTable
+	nextPD atomic.Uint32
+
+	vecMu   sync.Mutex
+	vecUses []int
+
+	events   chan AsyncEvent
+	counters deviceCounters
+
+	runMu   sync.Mutex // protects runq
+	runq    []*QP
+	kick    chan struct{}
+	closed  atomic.Bool
+	done    chan struct{}
+	wg      sync.WaitGroup
+	backoff retry.Backoff // transmit back-off after local drops
+}
+
+// maxPacket is the largest RoCE packet a device sends or accepts: a 4096
+// byte payload and the largest header set, rounded up.
+const maxPacket = 4096 + 128
+
+// rxBufSize is the receive buffer per datagram: larger than any valid
+// packet, so oversized junk is seen (and rejected) rather than truncated.
+const rxBufSize = 9216
+
+// Listen opens a UDP socket on addr (port 0 means 4791) and a device on it.
+// Closing the device closes the socket.
+func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
+	if addr.Port() == 0 {
+		addr = netip.AddrPortFrom(addr.Addr(), packet.UDPPort)
+	}
+	conn, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	if err != nil {
+		return nil, fmt.Errorf("rxe: listen on %v: %w", addr, err)
+	}
+	opts.OwnConn = true
+	d, err := Open(conn, opts)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Open starts a device on conn. The device reads from and writes to conn
+// until Close; it does not close conn itself (Listen's device does).
+func Open(conn netdev.Conn, opts Options) (*Device, error) {
+	local := conn.LocalAddr()
+	addr := opts.Addr.Unmap()
+	if !addr.IsValid() {
+		addr = local.Addr().Unmap()
+	}
+	if !addr.IsValid() || addr.IsUnspecified() {
+		return nil, fmt.Errorf("%w: the device needs a specific address (Options.Addr) when the netdev is bound to %v", ErrInvalidArgument, local)
+	}
+	if opts.Name == "" {
+		opts.Name = "rxe0"
+	}
+	if opts.CompVectors <= 0 {
+		opts.CompVectors = 1
+	}
+	link := opts.LinkMTU
+	if link == 0 {
+		link = interfaceMTU(addr)
+	}
+	active := verbs.MTUFromBytes(min(link-80, 4096))
+	if active == 0 {
+		return nil, fmt.Errorf("%w: link MTU %d is too small for RoCE", ErrInvalidArgument, link)
+	}
+	d := &Device{
+		conn: conn, ownConn: opts.OwnConn, opts: opts, addr: addr, port: local.Port(), linkMTU: link, activeMTU: active,
+		vecUses: make([]int, opts.CompVectors),
+		events:  make(chan AsyncEvent, 256),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		attr: DeviceAttr{
+			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs,
+			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,
+			MaxSRQSGE: maxSGE, MaxInlineData: maxInlineData, MaxMsgSize: 1 << 31, LocalCAAckDelay: 15,
+			NumCompVectors: opts.CompVectors,
+		},
+	}
+	d.backoff.Init(retry.BackoffConfig{})
+	d.wg.Add(2)
+	go d.routineReceive()
+	go d.routineTransmit()
+	return d, nil
+}
+
+// interfaceMTU returns the MTU of the interface whose network holds addr,
+// or 1500.
+func interfaceMTU(addr netip.Addr) int {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 1500
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if p, err := netip.ParsePrefix(n.String()); err == nil && p.Contains(addr) {
+					return ifc.MTU
+				}
+			}
+		}
+	}
+	return 1500
+}
+
+// Close stops the device: its goroutines end, QP timers stop, and, for a
+// device made by Listen, the socket closes. Objects stay valid but every
+// verbs call fails with ErrClosed.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return ErrClosed
+	}
+	close(d.done)
+	var err error
+	if d.ownConn {
+		err = d.conn.Close()
+	}
+	// A conn we do not own stays open: the receive goroutine exits at its
+	// next wake-up or when the owner closes conn.
+	d.qps.each(func(qp *QP) {
+		qp.mu.Lock()
+		qp.stopTimer()
+		qp.mu.Unlock()
+	})
+	if d.ownConn {
+		d.wg.Wait()
+	}
+	return err
+}
+
+// Wait blocks until the device's goroutines have exited (after Close and,
+// for a device made by Open, after the netdev was closed).
+func (d *Device) Wait() { d.wg.Wait() }
+
+// Name returns the device name.
+func (d *Device) Name() string { return d.opts.Name }
+
+// Addr returns the device's IP address and UDP port.
+func (d *Device) Addr() netip.AddrPort { return netip.AddrPortFrom(d.addr, d.port) }
+
+// GID returns the device's RoCEv2 GID: its IPv6 address, or the
+// IPv4-mapped form of its IPv4 address.
+func (d *Device) GID() netip.Addr { return netip.AddrFrom16(d.addr.As16()) }
+
+// Attr returns the device limits.
+func (d *Device) Attr() DeviceAttr { return d.attr }
+
+// PortAttr returns the attributes of port 1, the device's only port.
+func (d *Device) PortAttr() PortAttr {
+	return PortAttr{State: 4, MaxMTU: MTU4096, ActiveMTU: d.activeMTU, LinkMTU: d.linkMTU,
+		GIDTblLen: 1, LinkLayer: 2, MaxMsgSize: d.attr.MaxMsgSize}
+}
+
+// ActiveMTU returns the port's active MTU.
+func (d *Device) ActiveMTU() MTU { return d.activeMTU }
+
+// Events delivers asynchronous events. Events that find it full are
+// dropped and counted (Counters.EventsDropped).
+func (d *Device) Events() <-chan AsyncEvent { return d.events }
+
+func (d *Device) raise(e AsyncEvent) {
+	select {
+	case d.events <- e:
+	default:
+		d.counters.eventsDropped.Add(1)
+	}
+}
+
+// Counters returns a snapshot of the device counters.
+func (d *Device) Counters() Counters {
+	c := &d.counters
+	return Counters{
+		SentPkts: c.sentPkts.Load(), RcvdPkts: c.rcvdPkts.Load(), BadICRC: c.badICRC.Load(),
+		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
+		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(),
+		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
+		ReceiveErrors: c.receiveErrors.Load(),
+	}
+}
+
+// pickVector returns v, or the least-used vector for v < 0, and counts
+// the use.
+func (d *Device) pickVector(v int) (int, error) {
+	d.vecMu.Lock()
+	defer d.vecMu.Unlock()
+	if v >= len(d.vecUses) {
+		return 0, fmt.Errorf("%w: completion vector %d (the device has %d)", ErrInvalidArgument, v, len(d.vecUses))
+	}
+	if v < 0 {
+		v = 0
+		for i, n := range d.vecUses {
+			if n < d.vecUses[v] {
+				v = i
+			}
+		}
+	}
+	d.vecUses[v]++
+	return v, nil
+}
+
+func (d *Device) releaseVector(v int) {
+	d.vecMu.Lock()
+	d.vecUses[v]--
+	d.vecMu.Unlock()
+}
+
+// schedule puts qp on the run queue of the transmit goroutine, once.
+func (d *Device) schedule(qp *QP) {
+	if qp.queued.Swap(true) {
+		return
+	}
+	d.runMu.Lock()
+	d.runq = append(d.runq, qp)
+	d.runMu.Unlock()
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// nextRunnable pops a runnable QP, or returns nil if none is queued.
+func (d *Device) nextRunnable() *QP {
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	if len(d.runq) == 0 {
+		return nil
+	}
+	qp := d.runq[0]
+	copy(d.runq, d.runq[1:])
+	d.runq[len(d.runq)-1] = nil
+	d.runq = d.runq[:len(d.runq)-1]
+	return qp
+}
+
+// routineReceive reads batches of datagrams and dispatches them to QPs.
+func (d *Device) routineReceive() {
+	defer d.wg.Done()
+	b := d.conn.BatchSize()
+	msgs := make([]netdev.Message, b)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, rxBufSize)
+	}
+	for {
+		n, err := d.conn.ReadBatch(msgs)
+		if err != nil {
+			if d.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			d.counters.receiveErrors.Add(1)
+			select {
+			case <-d.done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		if d.closed.Load() {
+			return
+		}
+		now := time.Now()
+		for i := range n {
+			d.receive(now, &msgs[i])
+		}
+	}
+}
+
+// receive checks one datagram (rxe_rcv, hdr_check) and hands it to its QP.
+func (d *Device) receive(now time.Time, m *netdev.Message) {
+	pkt := m.Buf[:m.N]
+	p, err := packet.Parse(pkt)
+	if err != nil {
+		d.counters.malformed.Add(1)
+		return
+	}
+	if !d.checkICRC(pkt, m) {
+		return
+	}
+	if p.Opcode() == packet.CNP {
+		d.counters.cnps.Add(1)
+		return
+	}
+	if p.BTH().PKey()&0x7FFF != packet.DefaultPKey&0x7FFF {
+		d.counters.malformed.Add(1)
+		return
+	}
+	qp := d.qps.lookup(p.DestQP())
+	if qp == nil {
+		d.counters.unknownQP.Add(1)
+		return
+	}
+	d.counters.rcvdPkts.Add(1)
+	qp.receive(now, p, m.Addr)
+}
+
+// checkICRC verifies a received packet's ICRC (IBA A17.4.4). The pseudo-
+// header comes from the datagram's addresses; for IPv4 the IP ID is not
+// delivered by the socket: ID 0 with DF is tried first (gorxe peers, many
+// NICs), then, unless StrictICRC, the one ID that makes the CRC match is
+// recovered (kernel rxe sends non-zero IDs); see docs/icrc.md.
+func (d *Device) checkICRC(pkt []byte, m *netdev.Message) bool {
+	dst := m.Local
+	if !dst.IsValid() || dst.IsUnspecified() {
+		dst = d.addr
+	}
+	ph := packet.PseudoHeader{Src: m.Addr.Addr(), Dst: dst, SrcPort: m.Addr.Port(), DstPort: d.port}
+	if ph.Is4() {
+		ph.IPFlags = packet.IPv4FlagDF
+	}
+	if ph.CheckICRC(pkt) == nil {
+		return true
+	}
+	if ph.Is4() && !d.opts.StrictICRC {
+		if _, ok := ph.RecoverIPv4ID(pkt); ok {
+			d.counters.icrcRecovered.Add(1)
+			return true
+		}
+	}
+	d.counters.badICRC.Add(1)
+	return false
+}
+
+// routineTransmit pulls packets from runnable QPs into batches and sends
+// them.
+func (d *Device) routineTransmit() {
+	defer d.wg.Done()
+	b := d.conn.BatchSize()
+	msgs := make([]netdev.Message, b)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, maxPacket)
+	}
+	owners := make([]*QP, b)
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-d.kick:
+		}
+		for {
+			if d.closed.Load() {
+				return
+			}
+			k := 0
+			now := time.Now()
+			for k < b {
+				qp := d.nextRunnable()
+				if qp == nil {
+					break
+				}
+				k = d.fill(now, qp, msgs, owners, k)
+			}
+			if k == 0 {
+				break
+			}
+			d.send(msgs[:k], owners[:k])
+		}
+	}
+}
+
+// fill drives qp's engines: it runs an expired timer, then takes the
+// responder's packets (ACKs, read responses) and the requester's, into
+// msgs[k:]. It returns the new count; a QP with more to send is queued
+// again.
+func (d *Device) fill(now time.Time, qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
+	qp.mu.Lock()
+	qp.queued.Store(false)
+	if qp.destroyed || qp.state == QPSReset || qp.state == QPSErr {
+		qp.mu.Unlock()
+		return k
+	}
+	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
+		qp.timerAt = time.Time{}
+		qp.req.OnTimeout(now)
+	}
+	for k < len(msgs) && qp.resp != nil {
+		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
+		k++
+	}
+	for k < len(msgs) && qp.req != nil && qp.state != QPSRTR {
+		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
+		k++
+	}
+	more := qp.afterEngines()
+	qp.mu.Unlock()
+	if more {
+		d.schedule(qp)
+	}
+	return k
+}
+
+// send writes a batch. A datagram the local host refuses (a full qdisc or
+// socket buffer: netdev.ErrLocalDrop) is sent again after the adaptive
+// back-off delay of seed 002 (retry.Backoff): back-pressure, not a
+// transport retry; any other error drops the datagram (the transport's
+// own retry recovers it) and is counted.
+func (d *Device) send(msgs []netdev.Message, owners []*QP) {
+	for len(msgs) > 0 {
+		n, err := d.conn.WriteBatch(msgs)
+		now := time.Now()
+		if n > 0 {
+			d.counters.sentPkts.Add(uint64(n))
+			for _, qp := range owners[:n] {
+				qp.counter.sentPkts.Add(1)
+			}
+			d.backoff.OnSent(now)
+		}
+		msgs, owners = msgs[max(n, 0):], owners[max(n, 0):]
+		if err == nil {
+			return
+		}
+		if errors.Is(err, netdev.ErrLocalDrop) {
+			d.counters.localDrops.Add(1)
+			delay := d.backoff.OnDrop(now)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-d.done:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		if d.closed.Load() {
+			return
+		}
+		d.counters.sendErr.Add(1)
+		msgs, owners = msgs[1:], owners[1:]
+	}
+}
+
+// qpTable maps QP numbers to QPs. Lookups (one per received packet) take
+// no lock: a sync.Map suits this read-mostly use.
+type qpTable struct {
+	m     sync.Map // uint32 -> *QP
+	mu    sync.Mutex
+	count int
+	next  uint32
+}
+
+// maxQPs bounds the number of QPs of a device.
+const maxQPs = 1 << 20
+
+// firstQPN is the first QPN handed out; 0 and 1 are QP0 and QP1 (GSI).
+const firstQPN = 0x11
+
+func (t *qpTable) lookup(qpn uint32) *QP {
+	v, ok := t.m.Load(qpn)
+	if !ok {
+		return nil
+	}
+	return v.(*QP)
+}
+
+func (t *qpTable) insert(qp *QP) (uint32, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.count >= maxQPs {
+		return 0, fmt.Errorf("%w: %d QPs", ErrNoResources, maxQPs)
+	}
+	for {
+		if t.next < firstQPN || t.next > packet.QPNMask {
+			t.next = firstQPN
+		}
+		qpn := t.next
+		t.next++
+		if _, loaded := t.m.LoadOrStore(qpn, qp); !loaded {
+			t.count++
+			return qpn, nil
+		}
+	}
+}
+
+func (t *qpTable) remove(qpn uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m.LoadAndDelete(qpn); ok {
+		t.count--
+	}
+}
+
+func (t *qpTable) each(f func(*QP)) {
+	t.m.Range(func(_, v any) bool {
+		f(v.(*QP))
+		return true
+	})
+}

@@ -1,0 +1,24 @@
+// Package rxe is gorxe's RDMA device and verbs API: soft-RoCE in user space
+// over a netdev.Conn (UDP port 4791 by default), wire-compatible with the
+// Linux kernel's rxe driver and RDMA NICs.
+//
+// The object model is libibverbs': a Device has protection domains (PD),
+// memory regions (MR) registered on a PD, completion queues (CQ), queue
+// pairs (QP) and shared receive queues (SRQ). Work requests are posted to a
+// QP; completions are polled from a CQ. Enum values equal libibverbs' (see
+// package rxe/verbs, re-exported here), so statuses and opcodes compare and
+// print like C tools.
+//
+//	dev, _ := rxe.Listen(netip.MustParseAddrPort("127.0.0.1:4791"), rxe.Options{})
+//	pd, _ := dev.AllocPD()
+//	mr, _ := pd.RegMR(buf, rxe.AccessLocalWrite|rxe.AccessRemoteRead)
+//	cq, _ := dev.CreateCQ(256, -1)
+//	qp, _ := pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: ...})
+//	qp.Modify(&rxe.QPAttr{State: rxe.QPSInit, ...}, rxe.QPAttrState|...)
+//
+// Threading: see docs/threading.md. In short, each Device runs one receive
+// goroutine (it reads batches of datagrams, checks the ICRC and drives the
+// QPs' responder and completer) and one transmit goroutine (it pulls the
+// packets of runnable QPs into batches and sends them). Per-QP timers only
+// mark a QP runnable. Every verbs call is safe for concurrent use.
+package rxe

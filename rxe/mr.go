@@ -1,0 +1,271 @@
+package rxe
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// PD is a protection domain (IBA 10.6.3). MRs, QPs and SRQs belong to one
+// PD; a remote access succeeds only if the QP and the MR share it.
+type PD struct {
+	dev    *Device
+	handle uint32
+	users  atomic.Int32 // MRs, QPs and SRQs created on this PD
+	closed atomic.Bool
+}
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() (*PD, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	return &PD{dev: d, handle: d.nextPD.Add(1)}, nil
+}
+
+// Dealloc frees the PD. It fails with ErrInUse while MRs, QPs or SRQs
+// created on it exist.
+func (pd *PD) Dealloc() error {
+	if n := pd.users.Load(); n > 0 {
+		return fmt.Errorf("%w: PD has %d MRs, QPs or SRQs", ErrInUse, n)
+	}
+	if pd.closed.Swap(true) {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Device returns the PD's device.
+func (pd *PD) Device() *Device { return pd.dev }
+
+// MRAttr describes a memory registration beyond the buffer itself.
+type MRAttr struct {
+	// Access is the access rights (ibv_access_flags). Remote write and
+	// remote atomic require local write (IBA 10.6.3.1, as ibv_reg_mr).
+	Access AccessFlags
+	// IOVA, if non-nil, is the address peers and SGEs use for the first
+	// byte of the buffer (ibv_reg_mr_iova). By default it is the buffer's
+	// own address, what perftest sends as its VADDR; with AccessZeroBased
+	// it is 0.
+	IOVA *uint64
+	// RemoteInvalidate lets a peer invalidate the MR's R_Key with
+	// SEND_WITH_INV (as a fast-registration MR allows); plain user MRs
+	// cannot be invalidated (rxe_invalidate_mr).
+	RemoteInvalidate bool
+}
+
+// MR is a registered memory region.
+type MR struct {
+	pd         *PD
+	buf        []byte
+	iova       uint64
+	access     AccessFlags
+	lkey, rkey uint32
+	invalidate bool
+	valid      atomic.Bool // registered and not invalidated
+	dereg      atomic.Bool
+}
+
+// Keys are index<<8 | an 8-bit random key part, as rxe builds them
+// (rxe_mr.c rxe_mr_init); the rkey equals the lkey when any remote access
+// is granted and is 0 otherwise.
+const maxMRs = 1 << 20
+
+// mrTable maps key>>8 to an MR; readers load a snapshot without locking.
+type mrTable struct {
+	mu    sync.Mutex // serialises writers
+	slots atomic.Pointer[[]*MR]
+	free  []uint32
+	next  uint32
+}
+
+func (t *mrTable) lookup(key uint32) *MR {
+	s := t.slots.Load()
+	if s == nil {
+		return nil
+	}
+	i := key >> 8
+	if int(i) >= len(*s) {
+		return nil
+	}
+	return (*s)[i]
+}
+
+func (t *mrTable) insert(mr *MR) (uint32, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var idx uint32
+	if n := len(t.free); n > 0 {
+		idx, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		t.next++ // index 0 is never used, so no valid key is < 256
+		if t.next >= maxMRs {
+			return 0, fmt.Errorf("%w: %d memory regions", ErrNoResources, maxMRs)
+		}
+		idx = t.next
+	}
+	var cur []*MR
+	if s := t.slots.Load(); s != nil {
+		cur = *s
+	}
+	next := make([]*MR, max(len(cur), int(idx)+1))
+	copy(next, cur)
+	next[idx] = mr
+	t.slots.Store(&next)
+	return idx, nil
+}
+
+func (t *mrTable) remove(idx uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := *t.slots.Load()
+	next := make([]*MR, len(cur))
+	copy(next, cur)
+	next[idx] = nil
+	t.slots.Store(&next)
+	t.free = append(t.free, idx)
+}
+
+// RegMR registers buf with the given access rights. The buffer must not be
+// empty; it must stay reachable and must not be resized while registered
+// (peers write into it directly).
+func (pd *PD) RegMR(buf []byte, access AccessFlags) (*MR, error) {
+	return pd.RegMRWith(buf, MRAttr{Access: access})
+}
+
+// RegMRWith registers buf with the attributes in attr.
+func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
+	if pd.closed.Load() || pd.dev.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(buf) == 0 {
+		return nil, fmt.Errorf("%w: empty buffer", ErrInvalidArgument)
+	}
+	if uint64(len(buf)) > 1<<40 {
+		return nil, fmt.Errorf("%w: buffer of %d bytes", ErrInvalidArgument, len(buf))
+	}
+	a := attr.Access
+	if a&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && a&verbs.AccessLocalWrite == 0 {
+		return nil, fmt.Errorf("%w: remote write or atomic access requires local write", ErrInvalidArgument)
+	}
+	known := verbs.AccessLocalWrite | verbs.AccessRemote | verbs.AccessZeroBased | verbs.AccessMWBind
+	if a&^known != 0 {
+		return nil, fmt.Errorf("%w: unsupported access flags %#x", ErrInvalidArgument, uint32(a&^known))
+	}
+	mr := &MR{pd: pd, buf: buf, access: a, invalidate: attr.RemoteInvalidate}
+	switch {
+	case attr.IOVA != nil:
+		mr.iova = *attr.IOVA
+	case a&verbs.AccessZeroBased != 0:
+		mr.iova = 0
+	default:
+		mr.iova = uint64(uintptr(unsafe.Pointer(unsafe.SliceData(buf))))
+	}
+	if mr.iova+uint64(len(buf)) < mr.iova {
+		return nil, fmt.Errorf("%w: IOVA range wraps", ErrInvalidArgument)
+	}
+	idx, err := pd.dev.mrs.insert(mr)
+	if err != nil {
+		return nil, err
+	}
+	mr.lkey = idx<<8 | uint32(rand.UintN(256))
+	if a&verbs.AccessRemote != 0 {
+		mr.rkey = mr.lkey
+	}
+	mr.valid.Store(true)
+	pd.users.Add(1)
+	return mr, nil
+}
+
+// Dereg deregisters the MR; later accesses by its keys fail.
+func (mr *MR) Dereg() error {
+	if mr.dereg.Swap(true) {
+		return ErrClosed
+	}
+	mr.valid.Store(false)
+	mr.pd.dev.mrs.remove(mr.lkey >> 8)
+	mr.pd.users.Add(-1)
+	return nil
+}
+
+// LKey returns the local key, for SGEs.
+func (mr *MR) LKey() uint32 { return mr.lkey }
+
+// RKey returns the remote key (0 without remote access), for peers.
+func (mr *MR) RKey() uint32 { return mr.rkey }
+
+// Addr returns the IOVA of the first byte: what SGEs and peers use.
+func (mr *MR) Addr() uint64 { return mr.iova }
+
+// Len returns the region's length.
+func (mr *MR) Len() int { return len(mr.buf) }
+
+// Bytes returns the registered buffer.
+func (mr *MR) Bytes() []byte { return mr.buf }
+
+// Access returns the access rights.
+func (mr *MR) Access() AccessFlags { return mr.access }
+
+// SGE returns an SGE for length bytes at offset off in the region.
+func (mr *MR) SGE(off, length int) SGE {
+	return SGE{Addr: mr.iova + uint64(off), Length: uint32(length), LKey: mr.lkey}
+}
+
+// slice returns the bytes [addr, addr+length) if they lie inside the MR.
+func (mr *MR) slice(addr uint64, length uint32) ([]byte, bool) {
+	if addr < mr.iova {
+		return nil, false
+	}
+	off := addr - mr.iova
+	if off > uint64(len(mr.buf)) || uint64(length) > uint64(len(mr.buf))-off {
+		return nil, false
+	}
+	return mr.buf[off : off+uint64(length) : off+uint64(length)], true
+}
+
+// pdMemory resolves keys for the QPs of one PD; it implements the Memory
+// interfaces of packages requester and responder.
+type pdMemory struct {
+	dev *Device
+	pd  *PD
+}
+
+// Local resolves an SGE (rxe_mr.c lookup_mr + mr_check_range): the lkey,
+// the PD, local write access if need asks for it, and the range.
+func (m pdMemory) Local(lkey uint32, addr uint64, length uint32, need AccessFlags) ([]byte, bool) {
+	mr := m.dev.mrs.lookup(lkey)
+	if mr == nil || mr.lkey != lkey || mr.pd != m.pd || !mr.valid.Load() {
+		return nil, false
+	}
+	if need&^mr.access&verbs.AccessLocalWrite != 0 {
+		return nil, false
+	}
+	return mr.slice(addr, length)
+}
+
+// Remote resolves a peer's access (rxe_resp.c check_rkey): the rkey, the
+// PD, the access rights and the range.
+func (m pdMemory) Remote(rkey uint32, va uint64, length uint32, need AccessFlags) ([]byte, bool) {
+	mr := m.dev.mrs.lookup(rkey)
+	if mr == nil || mr.rkey == 0 || mr.rkey != rkey || mr.pd != m.pd || !mr.valid.Load() {
+		return nil, false
+	}
+	if need&^mr.access != 0 {
+		return nil, false
+	}
+	return mr.slice(va, length)
+}
+
+// Invalidate invalidates the MR with rkey for SEND_WITH_INV, if it was
+// registered with RemoteInvalidate.
+func (m pdMemory) Invalidate(rkey uint32) bool {
+	mr := m.dev.mrs.lookup(rkey)
+	if mr == nil || mr.rkey != rkey || mr.pd != m.pd || !mr.invalidate {
+		return false
+	}
+	return mr.valid.Swap(false)
+}

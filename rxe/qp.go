@@ -1,0 +1,516 @@
+package rxe
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/requester"
+	"github.com/gorxe/gorxe/responder"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// QP is a queue pair. All methods are safe for concurrent use.
+type QP struct {
+	dev    *Device
+	pd     *PD
+	qpn    uint32
+	typ    QPType
+	sendCQ *CQ
+	recvCQ *CQ
+	srq    *SRQ
+	rq     *recvQueue // own RQ, or the SRQ's queue
+	cap    QPCap
+	sigAll bool
+
+	// mu protects everything below; the device's receive and transmit
+	// goroutines hold it while they drive the requester and responder.
+	mu        sync.Mutex
+	state     QPState
+	attr      QPAttr // the attributes given so far
+	dest      netip.AddrPort
+	reqCfg    requester.Config
+	respCfg   responder.Config
+	req       *requester.Requester
+	resp      *responder.Responder
+	timer     *time.Timer
+	timerAt   time.Time
+	drainSent bool
+	destroyed bool
+
+	queued  atomic.Bool // on the device's run queue
+	counter qpCounters
+}
+
+// qpCounters are per-QP counters kept by the device (the engines keep
+// their own; QP.Counters merges them).
+type qpCounters struct {
+	rcvdPkts, sentPkts atomic.Uint64
+	rcvdBytes          atomic.Uint64
+	badSrc             atomic.Uint64 // packets from an address other than the peer's
+	badState           atomic.Uint64 // packets the QP's state does not accept
+}
+
+// Limits of gorxe devices (rxe_param.h values where rxe has them).
+const (
+	maxQPWR       = 0x4000
+	maxSGE        = 32
+	maxInlineData = 400
+)
+
+// CreateQP creates an RC queue pair in RESET. UC and UD QPs are not
+// implemented yet.
+func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
+	d := pd.dev
+	if d.closed.Load() || pd.closed.Load() {
+		return nil, ErrClosed
+	}
+	if attr.Type != QPTypeRC {
+		return nil, fmt.Errorf("%w: QP type %v is not supported yet (RC only)", ErrInvalidArgument, attr.Type)
+	}
+	if attr.SendCQ == nil || attr.RecvCQ == nil {
+		return nil, fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", ErrInvalidArgument)
+	}
+	if attr.SendCQ.dev != d || attr.RecvCQ.dev != d || attr.SRQ != nil && attr.SRQ.dev != d {
+		return nil, fmt.Errorf("%w: CQ or SRQ of another device", ErrInvalidArgument)
+	}
+	c := attr.Cap
+	if c.MaxSendWR < 1 || c.MaxSendWR > maxQPWR {
+		return nil, fmt.Errorf("%w: max_send_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxSendWR, maxQPWR)
+	}
+	if c.MaxSendSGE < 0 || c.MaxSendSGE > maxSGE || c.MaxRecvSGE < 0 || c.MaxRecvSGE > maxSGE {
+		return nil, fmt.Errorf("%w: max_send_sge %d / max_recv_sge %d (max %d)", ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
+	}
+	if c.MaxInlineData < 0 || c.MaxInlineData > maxInlineData {
+		return nil, fmt.Errorf("%w: max_inline_data %d (max %d)", ErrInvalidArgument, c.MaxInlineData, maxInlineData)
+	}
+	c.MaxSendSGE = max(c.MaxSendSGE, 1)
+	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	qp := &QP{dev: d, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, sigAll: attr.SigAll}
+	if attr.SRQ != nil {
+		if attr.SRQ.pd != pd {
+			return nil, fmt.Errorf("%w: SRQ of another PD", ErrInvalidArgument)
+		}
+		qp.rq = attr.SRQ.q
+		c.MaxRecvWR = 0
+	} else {
+		if c.MaxRecvWR < 1 || c.MaxRecvWR > maxQPWR {
+			return nil, fmt.Errorf("%w: max_recv_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
+		}
+		qp.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
+	}
+	qp.cap = c
+	qpn, err := d.qps.insert(qp)
+	if err != nil {
+		return nil, err
+	}
+	qp.qpn = qpn
+	pd.users.Add(1)
+	qp.sendCQ.users.Add(1)
+	qp.recvCQ.users.Add(1)
+	if qp.srq != nil {
+		qp.srq.users.Add(1)
+	}
+	return qp, nil
+}
+
+// QPN returns the QP number.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Type returns the QP's transport type.
+func (qp *QP) Type() QPType { return qp.typ }
+
+// Cap returns the QP's capacities.
+func (qp *QP) Cap() QPCap { return qp.cap }
+
+// State returns the current state.
+func (qp *QP) State() QPState {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.state
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp): the mask
+// must hold exactly the attributes IBA 10.3.1 requires for the transition
+// and at most the optional ones.
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	d := qp.dev
+	if err := d.checkValues(attr, mask); err != nil {
+		return err
+	}
+	qp.mu.Lock()
+	if qp.destroyed {
+		qp.mu.Unlock()
+		return ErrClosed
+	}
+	cur := qp.state
+	next, err := checkTransition(cur, attr, mask)
+	if err != nil {
+		qp.mu.Unlock()
+		return err
+	}
+	qp.apply(attr, mask)
+	switch {
+	case next == QPSReset:
+		qp.reset()
+	case next == QPSErr:
+		qp.enterError()
+	case cur == QPSInit && next == QPSRTR:
+		qp.startResponder()
+	case cur == QPSRTR && next == QPSRTS:
+		qp.startRequester()
+	case next == QPSSQD:
+		qp.req.SetDraining(true)
+		qp.drainSent = false
+	case cur == QPSSQD && next == QPSRTS:
+		qp.req.SetDraining(false)
+	}
+	qp.state = next
+	qp.syncConfig()
+	qp.mu.Unlock()
+	d.schedule(qp)
+	return nil
+}
+
+// apply copies the masked attributes.
+func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
+	t := &qp.attr
+	set := func(bit QPAttrMask, f func()) {
+		if m&bit != 0 {
+			f()
+		}
+	}
+	set(QPAttrAccessFlags, func() { t.AccessFlags = a.AccessFlags })
+	set(QPAttrPKeyIndex, func() { t.PKeyIndex = a.PKeyIndex })
+	set(QPAttrPort, func() { t.Port = a.Port })
+	set(QPAttrQKey, func() { t.QKey = a.QKey })
+	set(QPAttrAV, func() { t.AH = a.AH })
+	set(QPAttrPathMTU, func() { t.PathMTU = a.PathMTU })
+	set(QPAttrTimeout, func() { t.Timeout = a.Timeout })
+	set(QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
+	set(QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
+	set(QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
+	set(QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
+	set(QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
+	set(QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
+	set(QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	set(QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
+	set(QPAttrEnSQDAsyncNotify, func() { t.SQDrainNotify = a.SQDrainNotify })
+	if m&QPAttrAV != 0 {
+		port := a.AH.UDPPort
+		if port == 0 {
+			port = packet.UDPPort
+		}
+		qp.dest = netip.AddrPortFrom(a.AH.DGID.Unmap(), port)
+	}
+}
+
+// pseudo returns the ICRC pseudo-header of the packets this QP sends: our
+// address and port to the peer's, IPv4 ID 0 with DF (what an unconnected
+// socket with IP_PMTUDISC_DO puts on the wire).
+func (qp *QP) pseudo() packet.PseudoHeader {
+	ph := packet.PseudoHeader{Src: qp.dev.addr, Dst: qp.dest.Addr(), SrcPort: qp.dev.port, DstPort: qp.dest.Port()}
+	if ph.Src.Is4() {
+		ph.IPFlags = packet.IPv4FlagDF
+	}
+	return ph
+}
+
+func (qp *QP) startResponder() {
+	qp.respCfg = responder.Config{
+		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
+		RQPSN: packet.PSN(qp.attr.RQPSN), MinRNRTimer: qp.attr.MinRNRTimer,
+		MaxDestRdAtomic: qp.attr.MaxDestRdAtomic, Access: qp.attr.AccessFlags,
+		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(),
+		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
+	}
+	qp.resp = responder.New(&qp.respCfg, responder.Env{
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.rq, CQ: cqSink{qp.recvCQ},
+	})
+}
+
+func (qp *QP) startRequester() {
+	qp.reqCfg = requester.Config{
+		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
+		SQPSN: packet.PSN(qp.attr.SQPSN), Timeout: qp.attr.Timeout,
+		RetryCnt: qp.attr.RetryCnt, RNRRetry: qp.attr.RNRRetry, MaxRdAtomic: qp.attr.MaxRdAtomic,
+		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(), SigAll: qp.sigAll,
+		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
+		Credits: qp.dev.opts.Credits,
+	}
+	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+}
+
+// syncConfig pushes attributes that may change in RTS/SQD into the engines'
+// configurations (they keep pointers to them).
+func (qp *QP) syncConfig() {
+	if qp.resp != nil {
+		qp.respCfg.MinRNRTimer = qp.attr.MinRNRTimer
+		qp.respCfg.Access = qp.attr.AccessFlags
+	}
+}
+
+// reset returns the QP to RESET: all queue contents and PSN state go.
+func (qp *QP) reset() {
+	qp.req, qp.resp = nil, nil
+	if qp.srq == nil {
+		qp.rq = newRecvQueue(qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
+	}
+	qp.stopTimer()
+	qp.attr = QPAttr{}
+}
+
+// enterError moves the QP to ERR (caller holds mu): outstanding and later
+// work requests complete with WR_FLUSH_ERR.
+func (qp *QP) enterError() {
+	if qp.state == QPSErr {
+		return
+	}
+	qp.state = QPSErr
+	if qp.req != nil {
+		qp.req.Flush()
+	}
+	if qp.resp != nil {
+		qp.resp.Flush()
+	} else if qp.srq == nil {
+		qp.rq.flush(qp.recvCQ, qp.qpn)
+	}
+	if qp.srq != nil {
+		qp.dev.raise(AsyncEvent{Type: EventQPLastWQEReached, QP: qp})
+	}
+	qp.stopTimer()
+}
+
+func (qp *QP) stopTimer() {
+	if qp.timer != nil {
+		qp.timer.Stop()
+	}
+	qp.timerAt = time.Time{}
+}
+
+// afterEngines runs after the engines were driven (caller holds mu): it
+// moves the QP to ERR on a fatal engine error, reports SQ drain, and
+// re-arms the QP's timer at the requester's earliest deadline. It returns
+// whether the QP has packets to send.
+func (qp *QP) afterEngines() bool {
+	if qp.state != QPSErr {
+		if st, failed := qp.failed(); failed {
+			qp.dev.counters.qpErrors.Add(1)
+			if st == verbs.WCRemAccessErr || st == verbs.WCRemInvReqErr || st == verbs.WCRemOpErr || st == verbs.WCLocQPOpErr {
+				qp.dev.raise(AsyncEvent{Type: verbs.EventQPFatal, QP: qp})
+			}
+			qp.enterError()
+			return false
+		}
+	}
+	if qp.state == QPSSQD && !qp.drainSent && qp.req != nil && qp.req.Drained() {
+		qp.drainSent = true
+		if qp.attr.SQDrainNotify {
+			qp.dev.raise(AsyncEvent{Type: verbs.EventSQDrained, QP: qp})
+		}
+	}
+	if qp.req != nil && qp.state != QPSErr {
+		if dl := qp.req.Deadline(); !dl.IsZero() {
+			if !dl.Equal(qp.timerAt) {
+				qp.timerAt = dl
+				if qp.timer == nil {
+					qp.timer = time.AfterFunc(time.Until(dl), func() { qp.dev.schedule(qp) })
+				} else {
+					qp.timer.Reset(time.Until(dl))
+				}
+			}
+		} else if !qp.timerAt.IsZero() {
+			qp.stopTimer()
+		}
+	}
+	return qp.pending()
+}
+
+func (qp *QP) failed() (verbs.WCStatus, bool) {
+	if qp.req != nil {
+		if st, ok := qp.req.Failed(); ok {
+			return st, true
+		}
+	}
+	if qp.resp != nil {
+		if st, ok := qp.resp.Failed(); ok {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+func (qp *QP) pending() bool {
+	if qp.state == QPSErr || qp.state == QPSReset {
+		return false
+	}
+	return qp.resp != nil && qp.resp.Pending() || qp.req != nil && qp.req.Pending()
+}
+
+// PostSend posts send work requests (ibv_post_send). It returns how many
+// were posted; on error, wrs[n] is the one refused (bad_wr). The QP must
+// be in RTS or SQD (or ERR, where they complete with WR_FLUSH_ERR).
+func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
+	qp.mu.Lock()
+	if qp.destroyed {
+		qp.mu.Unlock()
+		return 0, ErrClosed
+	}
+	switch qp.state {
+	case QPSRTS, QPSSQD, QPSErr:
+	default:
+		st := qp.state
+		qp.mu.Unlock()
+		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
+	}
+	if qp.req == nil { // ERR reached before RTS
+		qp.mu.Unlock()
+		return 0, fmt.Errorf("%w: PostSend on a QP that never reached RTS", ErrInvalidState)
+	}
+	n := 0
+	var err error
+	for i := range wrs {
+		if err = qp.req.Post(&wrs[i]); err != nil {
+			err = fmt.Errorf("%w: send WR %d (%v): %w", ErrInvalidArgument, i, wrs[i].Opcode, err)
+			break
+		}
+		n++
+	}
+	if qp.state == QPSErr {
+		qp.req.Flush()
+	}
+	qp.mu.Unlock()
+	if n > 0 {
+		qp.dev.schedule(qp)
+	}
+	return n, err
+}
+
+// PostRecv posts receive work requests to the QP's own receive queue
+// (ibv_post_recv); a QP with an SRQ takes them from the SRQ instead. It
+// returns how many were posted. Allowed from INIT on; in ERR they complete
+// with WR_FLUSH_ERR.
+func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
+	if qp.srq != nil {
+		return 0, fmt.Errorf("%w: the QP uses an SRQ: post to the SRQ", ErrInvalidArgument)
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return 0, ErrClosed
+	}
+	if qp.state == QPSReset {
+		return 0, fmt.Errorf("%w: PostRecv on a QP in RESET", ErrInvalidState)
+	}
+	n, err := qp.rq.post(wrs)
+	if qp.state == QPSErr {
+		qp.rq.flush(qp.recvCQ, qp.qpn)
+	}
+	return n, err
+}
+
+// Query returns the QP's current attributes, with the live SQ and RQ PSNs.
+func (qp *QP) Query() QPAttr {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	a := qp.attr
+	a.State, a.CurState = qp.state, qp.state
+	a.Cap = qp.cap
+	if qp.req != nil {
+		a.SQPSN = uint32(qp.req.SQPSN())
+	}
+	if qp.resp != nil {
+		a.RQPSN = uint32(qp.resp.EPSN())
+	}
+	return a
+}
+
+// Destroy destroys the QP: outstanding work is discarded without
+// completions (ibv_destroy_qp).
+func (qp *QP) Destroy() error {
+	qp.mu.Lock()
+	if qp.destroyed {
+		qp.mu.Unlock()
+		return ErrClosed
+	}
+	qp.destroyed = true
+	qp.stopTimer()
+	qp.state = QPSReset
+	qp.req, qp.resp = nil, nil
+	qp.mu.Unlock()
+	qp.dev.qps.remove(qp.qpn)
+	qp.pd.users.Add(-1)
+	qp.sendCQ.users.Add(-1)
+	qp.recvCQ.users.Add(-1)
+	if qp.srq != nil {
+		qp.srq.users.Add(-1)
+	}
+	return nil
+}
+
+// QPCounters are a QP's counters, named after rxe's hw counters where one
+// exists.
+type QPCounters struct {
+	RcvdPkts  uint64 // packets delivered to this QP
+	SentPkts  uint64 // packets sent by this QP
+	RcvdBytes uint64
+	BadSource uint64 // packets from an address other than the peer's, dropped
+	BadState  uint64 // packets the QP state did not accept, dropped
+	Requester requester.Counters
+	Responder responder.Counters
+}
+
+// Counters returns a snapshot of the QP's counters.
+func (qp *QP) Counters() QPCounters {
+	c := QPCounters{
+		RcvdPkts: qp.counter.rcvdPkts.Load(), SentPkts: qp.counter.sentPkts.Load(),
+		RcvdBytes: qp.counter.rcvdBytes.Load(), BadSource: qp.counter.badSrc.Load(), BadState: qp.counter.badState.Load(),
+	}
+	qp.mu.Lock()
+	if qp.req != nil {
+		c.Requester = qp.req.Counters()
+	}
+	if qp.resp != nil {
+		c.Responder = qp.resp.Counters()
+	}
+	qp.mu.Unlock()
+	return c
+}
+
+// receive hands one packet addressed to this QP to the responder or the
+// completer (rxe_rcv's per-QP checks, then dispatch by direction).
+func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
+	qp.mu.Lock()
+	ok := true
+	switch {
+	case qp.state == QPSReset || qp.state == QPSInit || qp.state == QPSErr:
+		qp.counter.badState.Add(1)
+		ok = false
+	case src.Addr().Unmap() != qp.dest.Addr():
+		// rxe check_addr: RC packets must come from the peer's GID.
+		qp.counter.badSrc.Add(1)
+		ok = false
+	case p.Opcode().Transport() != packet.TransportRC:
+		qp.counter.badState.Add(1)
+		ok = false
+	case p.Mask()&packet.MaskReq != 0:
+		qp.resp.Receive(now, p)
+	case qp.req != nil:
+		qp.req.Receive(now, p)
+	default: // a response before RTS
+		qp.counter.badState.Add(1)
+		ok = false
+	}
+	if ok {
+		qp.counter.rcvdPkts.Add(1)
+		qp.counter.rcvdBytes.Add(uint64(p.Len()))
+	}
+	more := qp.afterEngines()
+	qp.mu.Unlock()
+	if more {
+		qp.dev.schedule(qp)
+	}
+}
