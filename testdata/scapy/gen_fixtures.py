@@ -42,8 +42,11 @@ from scapy.utils import rdpcap, wrpcap
 from scapy.contrib.roce import AETH, BTH, CNPPadding
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PCAP = os.path.join(HERE, "scapy_fixtures.pcap")
-JSONL = os.path.join(HERE, "scapy_fixtures.jsonl")
+# GORXE_FIXTURE_DIR redirects the output (the Go test that checks that this
+# script still reproduces the committed files uses it).
+OUT = os.environ.get("GORXE_FIXTURE_DIR", HERE)
+PCAP = os.path.join(OUT, "scapy_fixtures.pcap")
+JSONL = os.path.join(OUT, "scapy_fixtures.jsonl")
 
 ROCE_PORT = 4791
 PMTU = 256
