@@ -14,9 +14,9 @@ func TestCFormats(t *testing.T) {
 		width int
 		want  string
 	}{
-		{0, 4, "0000"},         // printf("%#04x", 0): no 0x for zero
-		{0x11, 4, "0x11"},      // printf("%#04x", 0x11)
-		{0x11, 6, "0x0011"},    // printf("%#06x", 0x11)
+		{0, 4, "0000"},      // printf("%#04x", 0): no 0x for zero
+		{0x11, 4, "0x11"},   // printf("%#04x", 0x11)
+		{0x11, 6, "0x0011"}, // printf("%#06x", 0x11)
 		{0x8d6a0b, 6, "0x8d6a0b"},
 		{0x80, 4, "0x80"},
 		{0x1234, 8, "0x001234"},
