@@ -79,7 +79,7 @@ const maxMRs = 1 << 20
 type mrTable struct {
 	mu    sync.Mutex // serialises writers
 	slots atomic.Pointer[[]*MR]
-	free  []uint32
+	free  []uint32 // keys of deregistered regions: their indices are free
 	next  uint32
 }
 
@@ -95,18 +95,27 @@ func (t *mrTable) lookup(key uint32) *MR {
 	return (*s)[i]
 }
 
+// insert stores mr under a free index, sets its keys and returns the lkey:
+// the index and a random key byte that differs from the one the index last
+// had, so that a stale key never names the region that reuses its index
+// (rxe_mr_init draws a fresh random key; we also rule out a repeat).
 func (t *mrTable) insert(mr *MR) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var idx uint32
+	var key uint32
 	if n := len(t.free); n > 0 {
-		idx, t.free = t.free[n-1], t.free[:n-1]
+		old := t.free[n-1]
+		t.free = t.free[:n-1]
+		idx = old >> 8
+		key = (old + 1 + uint32(rand.UintN(255))) & 0xFF
 	} else {
 		t.next++ // index 0 is never used, so no valid key is < 256
 		if t.next >= maxMRs {
 			return 0, fmt.Errorf("%w: %d memory regions", ErrNoResources, maxMRs)
 		}
 		idx = t.next
+		key = uint32(rand.UintN(256))
 	}
 	var cur []*MR
 	if s := t.slots.Load(); s != nil {
@@ -114,20 +123,27 @@ func (t *mrTable) insert(mr *MR) (uint32, error) {
 	}
 	next := make([]*MR, max(len(cur), int(idx)+1))
 	copy(next, cur)
+	// The keys are set before the region is published: the receive
+	// goroutine reads them without a lock.
+	mr.lkey = idx<<8 | key
+	if mr.access&verbs.AccessRemote != 0 {
+		mr.rkey = mr.lkey
+	}
 	next[idx] = mr
 	t.slots.Store(&next)
-	return idx, nil
+	return mr.lkey, nil
 }
 
-func (t *mrTable) remove(idx uint32) {
+// remove frees the index of the region with key.
+func (t *mrTable) remove(key uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur := *t.slots.Load()
 	next := make([]*MR, len(cur))
 	copy(next, cur)
-	next[idx] = nil
+	next[key>>8] = nil
 	t.slots.Store(&next)
-	t.free = append(t.free, idx)
+	t.free = append(t.free, key)
 }
 
 // RegMR registers buf with the given access rights. The buffer must not be
@@ -168,13 +184,8 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 	if mr.iova+uint64(len(buf)) < mr.iova {
 		return nil, fmt.Errorf("%w: IOVA range wraps", ErrInvalidArgument)
 	}
-	idx, err := pd.dev.mrs.insert(mr)
-	if err != nil {
+	if _, err := pd.dev.mrs.insert(mr); err != nil {
 		return nil, err
-	}
-	mr.lkey = idx<<8 | uint32(rand.UintN(256))
-	if a&verbs.AccessRemote != 0 {
-		mr.rkey = mr.lkey
 	}
 	mr.valid.Store(true)
 	pd.users.Add(1)
@@ -187,7 +198,7 @@ func (mr *MR) Dereg() error {
 		return ErrClosed
 	}
 	mr.valid.Store(false)
-	mr.pd.dev.mrs.remove(mr.lkey >> 8)
+	mr.pd.dev.mrs.remove(mr.lkey)
 	mr.pd.users.Add(-1)
 	return nil
 }

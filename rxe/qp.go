@@ -295,12 +295,25 @@ func (qp *QP) stopTimer() {
 // moves the QP to ERR on a fatal engine error, reports SQ drain, and
 // re-arms the QP's timer at the requester's earliest deadline. It returns
 // whether the QP has packets to send.
+//
+// A responder error is answered with a NAK that the transmit goroutine has
+// yet to take; rxe sends that NAK before its QP enters ERR (rxe_resp.c:
+// ACKNOWLEDGE, then ERROR), and the transmit goroutine sends nothing for a
+// QP in ERR, so the QP keeps its state until the NAK is out. Meanwhile the
+// requester is stopped (flushed), so no request leaves after the error.
 func (qp *QP) afterEngines() bool {
 	if qp.state != QPSErr {
-		if st, failed := qp.failed(); failed {
+		if st, resp, failed := qp.failed(); failed {
+			if resp && qp.resp.Pending() {
+				if qp.req != nil {
+					qp.req.Flush()
+				}
+				qp.stopTimer()
+				return true
+			}
 			qp.dev.counters.qpErrors.Add(1)
-			if st == verbs.WCRemAccessErr || st == verbs.WCRemInvReqErr || st == verbs.WCRemOpErr || st == verbs.WCLocQPOpErr {
-				qp.dev.raise(AsyncEvent{Type: verbs.EventQPFatal, QP: qp})
+			if resp {
+				qp.raiseResponderError(st)
 			}
 			qp.enterError()
 			return false
@@ -329,18 +342,45 @@ func (qp *QP) afterEngines() bool {
 	return qp.pending()
 }
 
-func (qp *QP) failed() (verbs.WCStatus, bool) {
+// raiseResponderError raises the affiliated asynchronous error of a
+// responder failure (IBA 11.6.3.1; mlx4/mlx5 WQ_INVAL_REQ_ERROR,
+// WQ_ACCESS_ERROR and WQ_CATAS_ERROR): an R_Key, range or rights violation
+// is a Local Access Violation Work Queue Error (QP_ACCESS_ERR); an invalid
+// request (opcode, QP rights, length, misaligned atomic, failed
+// invalidation) an Invalid Request Local Work Queue Error (QP_REQ_ERR); a
+// malformed receive WQE a Local Work Queue Catastrophic Error (QP_FATAL).
+// A receive CQ overflow raises only the CQ's CQ_ERR. The requester side
+// raises nothing: its error is in the failed WQE's completion. (Kernel rxe
+// raises none of these.)
+func (qp *QP) raiseResponderError(st verbs.WCStatus) {
+	var ev AsyncEventType
+	switch st {
+	case verbs.WCRemAccessErr:
+		ev = verbs.EventQPAccessErr
+	case verbs.WCRemInvReqErr, verbs.WCLocLenErr:
+		ev = verbs.EventQPReqErr
+	case verbs.WCLocQPOpErr:
+		ev = verbs.EventQPFatal
+	default:
+		return
+	}
+	qp.dev.raise(AsyncEvent{Type: ev, QP: qp})
+}
+
+// failed reports a fatal engine error, its status, and whether the
+// responder (rather than the requester) failed.
+func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
 	if qp.req != nil {
 		if st, ok := qp.req.Failed(); ok {
-			return st, true
+			return st, false, true
 		}
 	}
 	if qp.resp != nil {
 		if st, ok := qp.resp.Failed(); ok {
-			return st, true
+			return st, true, true
 		}
 	}
-	return 0, false
+	return 0, false, false
 }
 
 func (qp *QP) pending() bool {
@@ -366,9 +406,16 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		qp.mu.Unlock()
 		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
 	}
-	if qp.req == nil { // ERR reached before RTS
+	if qp.req == nil {
+		// ERR reached before RTS: there is no send queue, but the WRs
+		// still complete with WR_FLUSH_ERR (rxe_post_send accepts WRs in
+		// ERR and flushes them; protocol.md §6.5).
+		for i := range wrs {
+			wc := WC{ID: wrs[i].ID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCOpcodeOf(wrs[i].Opcode), QPNum: qp.qpn}
+			qp.sendCQ.push(&wc, false)
+		}
 		qp.mu.Unlock()
-		return 0, fmt.Errorf("%w: PostSend on a QP that never reached RTS", ErrInvalidState)
+		return len(wrs), nil
 	}
 	n := 0
 	var err error

@@ -166,7 +166,12 @@ func checkTransition(cur QPState, attr *QPAttr, mask QPAttrMask) (QPState, error
 		return 0, fmt.Errorf("%w: state %v", ErrInvalidArgument, next)
 	}
 	if mask&QPAttrState != 0 && (next == QPSReset || next == QPSErr) {
-		return next, nil // always allowed; other attributes are ignored
+		// Always allowed, and with no other attribute (IBA 10.3.1;
+		// kernel ib_modify_qp_is_ok has no optional ones either).
+		if extra := mask &^ QPAttrState; extra != 0 {
+			return 0, fmt.Errorf("%w: %v to %v does not take %v", ErrInvalidArgument, cur, next, extra)
+		}
+		return next, nil
 	}
 	t, ok := rcTransitions[[2]QPState{cur, next}]
 	if !ok {

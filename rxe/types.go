@@ -100,6 +100,13 @@ const (
 	MTU1024 = verbs.MTU1024
 	MTU2048 = verbs.MTU2048
 	MTU4096 = verbs.MTU4096
+
+	// EventQPReqErr (Invalid Request Local Work Queue Error) and
+	// EventQPAccessErr (Local Access Violation Work Queue Error) are raised
+	// on a responder QP that fails on an invalid request or an access
+	// violation; see also the events re-exported in device.go.
+	EventQPReqErr    = verbs.EventQPReqErr
+	EventQPAccessErr = verbs.EventQPAccessErr
 )
 
 // Errors returned by verbs calls. Calls wrap them with detail; test with
