@@ -6,8 +6,10 @@
 //
 // Commands:
 //
-//	dump      decode the RoCEv2 packets of a pcap or pcapng capture
-//	help      show help for rxectl or one command
+//	dump        decode the RoCEv2 packets of a pcap or pcapng capture
+//	read-bw     perftest's ib_read_bw (also write-bw, send-bw, atomic-bw)
+//	read-lat    perftest's ib_read_lat (also write-lat, send-lat, atomic-lat)
+//	help        show help for rxectl or one command
 //	version   print the version of rxectl
 //
 // Run "rxectl help <command>" for a command's flags. Exit status: 0 on
@@ -15,9 +17,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
 )
@@ -45,6 +49,13 @@ var commands = []command{
 }
 
 func main() {
+	// The first Ctrl-C ends a measurement cleanly (what was measured is
+	// printed); a second one kills the process.
+	interruptContext = func() context.Context {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		context.AfterFunc(ctx, stop)
+		return ctx
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -100,10 +111,10 @@ func usage(w io.Writer) {
 	b.WriteString("rxectl is the command-line tool of gorxe, soft-RoCE (RoCEv2) in pure Go.\n\n")
 	b.WriteString("Usage:\n\n\trxectl <command> [flags] [arguments]\n\nCommands:\n\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "\t%-10s%s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "\t%-12s%s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(&b, "\t%-10s%s\n", "help", "show help for rxectl or one command")
-	fmt.Fprintf(&b, "\t%-10s%s\n", "version", "print the version of rxectl")
+	fmt.Fprintf(&b, "\t%-12s%s\n", "help", "show help for rxectl or one command")
+	fmt.Fprintf(&b, "\t%-12s%s\n", "version", "print the version of rxectl")
 	b.WriteString("\nRun \"rxectl help <command>\" for a command's flags.\n")
 	io.WriteString(w, b.String())
 }

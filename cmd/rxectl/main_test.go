@@ -25,7 +25,7 @@ func TestDispatch(t *testing.T) {
 	}{
 		{name: "no command", args: nil, code: exitUsage, wantStderr: "Usage:"},
 		{name: "unknown command", args: []string{"bogus"}, code: exitUsage, wantStderr: "rxectl: unknown command \"bogus\"\n\nrxectl is the command-line tool"},
-		{name: "help", args: []string{"help"}, code: exitOK, wantStdout: "\tdump      decode the RoCEv2 packets"},
+		{name: "help", args: []string{"help"}, code: exitOK, wantStdout: "\tdump        decode the RoCEv2 packets"},
 		{name: "--help", args: []string{"--help"}, code: exitOK, wantStdout: "Commands:"},
 		{name: "help dump", args: []string{"help", "dump"}, code: exitOK, wantStdout: "usage: rxectl dump [flags] FILE"},
 		{name: "help unknown", args: []string{"help", "bogus"}, code: exitUsage, wantStderr: "unknown command \"bogus\""},

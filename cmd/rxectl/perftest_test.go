@@ -1,0 +1,424 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func findTest(t *testing.T, cmd string) ptest {
+	t.Helper()
+	for _, pt := range ptests {
+		if pt.cmd == cmd {
+			return pt
+		}
+	}
+	t.Fatalf("no test %q", cmd)
+	return ptest{}
+}
+
+// clientLines is the client's output as perftest formats it, one format
+// per line: the header block, the address lines, the table.
+func clientLines(pt ptest, title string, rows int) []string {
+	lines := []string{
+		resultLine,
+		"                    " + title,
+		" Dual-port       : OFF\t\tDevice         : %s",
+		" Number of qps   : %d\t\tTransport type : IB",
+		" Connection type : RC\t\tUsing SRQ      : OFF",
+		" PCIe relax order: ON\t\tLock-free      : OFF",
+		" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF",
+		" TX depth        : %d",
+	}
+	if !pt.lat {
+		lines = append(lines, " CQ Moderation   : %d", " CQE Poll Batch  : Dynamic")
+	}
+	lines = append(lines, " Mtu             : %lu[B]", " Link type       : Ethernet", " GID index       : %d")
+	if pt.verb == verbRead || pt.verb == verbAtomic {
+		lines = append(lines, " Outstand reads  : %d")
+	} else {
+		lines = append(lines, " Max inline data : %d[B]")
+	}
+	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", resultLine)
+	addr := fmtBasicAddr
+	if pt.verb == verbRead {
+		addr += fmtReadAddr
+	}
+	if pt.verb == verbRead || pt.verb == verbWrite {
+		addr += fmtRDMAAddr
+	}
+	lines = append(lines, addr, fmtGID, addr, fmtGID, resultLine)
+	row := fmtReport
+	if pt.lat {
+		lines = append(lines, strings.ReplaceAll(latHeader, "%", "%%"))
+		row = fmtReportLat
+	} else {
+		lines = append(lines, bwHeaderMiB)
+	}
+	for range rows {
+		lines = append(lines, row)
+	}
+	return append(lines, resultLine)
+}
+
+// checkLines matches output line by line against C formats and returns the
+// fields of each line.
+func checkLines(t *testing.T, out string, formats []string) [][]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, len(formats), "output:\n%s", out)
+	var got [][]string
+	for i, f := range formats {
+		got = append(got, fields(t, cFormatRE(f), lines[i]))
+	}
+	return got
+}
+
+// TestSubcommandTables runs every subcommand in loopback mode and checks
+// each line of its output against perftest's formats, field by field.
+func TestSubcommandTables(t *testing.T) {
+	for _, pt := range ptests {
+		t.Run(pt.cmd, func(t *testing.T) {
+			t.Parallel()
+			const iters = 20
+			out, errs, code := runCmd(t, pt.cmd, "--loopback", "--udp-port", "0", "-n", strconv.Itoa(iters))
+			require.Equal(t, exitOK, code, errs)
+			title := pt.verb.title()
+			if pt.verb == verbAtomic {
+				title += " FETCH_AND_ADD"
+			}
+			if pt.lat {
+				title += " Latency Test"
+			} else {
+				title += " BW Test"
+			}
+			formats := clientLines(pt, title, 1)
+			got := checkLines(t, out, formats)
+			byLine := func(prefix string) []string {
+				for i, f := range formats {
+					if strings.HasPrefix(f, prefix) {
+						return got[i]
+					}
+				}
+				return nil
+			}
+			require.Equal(t, []string{"rxe0"}, byLine(" Dual-port"))
+			require.Equal(t, []string{"4096"}, byLine(" Mtu"))
+			require.Equal(t, []string{"1"}, byLine(" Number of qps"))
+			wantTx := strconv.Itoa(min(defTxBW, iters)) // clipped to the iterations
+			if pt.lat {
+				wantTx = "1"
+			}
+			require.Equal(t, []string{wantTx}, byLine(" TX depth"))
+			if pt.verb == verbRead || pt.verb == verbAtomic {
+				require.Equal(t, []string{"128"}, byLine(" Outstand reads"))
+			}
+			// Address lines: local is the client (127.0.0.2), remote the server.
+			n := len(got)
+			local, remote := got[n-8], got[n-6]
+			require.Equal(t, "local", local[0])
+			require.Equal(t, "remote", remote[0])
+			require.Equal(t, "0000", local[1])
+			require.Equal(t, []string{"GID", "00", "00", "00", "00", "00", "00", "00", "00", "00", "00", "255", "255", "127", "00", "00", "02"}, got[n-7])
+			require.Equal(t, "01", got[n-5][16])
+			if pt.verb == verbRead {
+				require.Equal(t, "0x80", local[4])
+			}
+			row := got[len(got)-2]
+			require.Equal(t, strconv.Itoa(defaultSize(pt)), row[0])
+			require.Equal(t, strconv.Itoa(iters), row[1])
+			nums := make([]float64, len(row))
+			for i, f := range row {
+				nums[i], _ = strconv.ParseFloat(f, 64)
+			}
+			if pt.lat {
+				tMin, tMax, typ, avg, p99, p999 := nums[2], nums[3], nums[4], nums[5], nums[7], nums[8]
+				require.Positive(t, tMin)
+				require.LessOrEqual(t, tMin, typ)
+				require.LessOrEqual(t, typ, tMax)
+				require.LessOrEqual(t, tMin, avg)
+				// 20 iterations: m = 17, ceil(0.99 m) = ceil(0.999 m) = 17 = m.
+				require.Equal(t, tMax, p99)
+				require.Equal(t, tMax, p999)
+			} else {
+				avg, rate := nums[3], nums[4]
+				require.Positive(t, avg)
+				// The average is printed with 2 decimals: ±0.005 MiB/s.
+				perMiB := float64(1<<20) / float64(defaultSize(pt)) / 1e6
+				require.InDelta(t, avg*perMiB, rate, 0.005*perMiB+0.000001+rate*0.01)
+			}
+		})
+	}
+}
+
+func defaultSize(pt ptest) int {
+	switch {
+	case pt.verb == verbAtomic:
+		return 8
+	case pt.lat:
+		return 2
+	}
+	return 65536
+}
+
+// startServer runs a server for args on an ephemeral TCP port and returns
+// its port and a function that waits for it.
+func startServer(t *testing.T, cmd string, args ...string) (int, func() (string, error)) {
+	t.Helper()
+	pt := findTest(t, cmd)
+	o, err := parsePerftest(pt, args)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	go func() { done <- runServer(ctx, pt, o, &out, ln) }()
+	return ln.Addr().(*net.TCPAddr).Port, func() (string, error) {
+		defer cancel()
+		err := <-done
+		return out.String(), err
+	}
+}
+
+// TestClientServerTCP runs our client against our server as two ends
+// talking over TCP, with RoCE between 127.0.0.2 and 127.0.0.1 on ephemeral
+// UDP ports, and checks both ends' output.
+func TestClientServerTCP(t *testing.T) {
+	for _, cmd := range []string{"read-bw", "send-bw", "write-lat", "send-lat"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			pt := findTest(t, cmd)
+			common := []string{"-n", "50", "--udp-port", "0", "-s", "4096"}
+			srvArgs := append([]string{"--bind", "127.0.0.1"}, common...)
+			if cmd == "send-lat" {
+				srvArgs = common // default: the address the client reached (127.0.0.1)
+			}
+			port, wait := startServer(t, cmd, srvArgs...)
+			out, errs, code := runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, common...)...)
+			sout, serr := wait()
+			require.NoError(t, serr)
+			require.Equal(t, exitOK, code, errs)
+			require.Contains(t, out, " TX depth        : ")
+			require.True(t, strings.HasPrefix(sout, "\n************************************\n* Waiting for client to connect... *\n************************************\n"+resultLine+"\n"), sout)
+			require.NotContains(t, sout, " TX depth")
+			if pt.verb == verbSend && !pt.lat {
+				require.Contains(t, sout, " RX depth        : 50\n")
+			}
+			// Both ends print the table; for read-bw the server prints the
+			// client's report, so the rows are equal.
+			rowFmt := cFormatRE(fmtReport)
+			if pt.lat {
+				rowFmt = cFormatRE(fmtReportLat)
+			}
+			row := func(s string) string {
+				for _, l := range strings.Split(s, "\n") {
+					if rowFmt.MatchString(l) {
+						return l
+					}
+				}
+				return ""
+			}
+			require.NotEmpty(t, row(out), out)
+			require.NotEmpty(t, row(sout), sout)
+			if cmd == "read-bw" {
+				require.Equal(t, row(out), row(sout))
+			}
+			require.Contains(t, sout, " remote address: LID 0000 QPN ")
+			require.Regexp(t, `(?m)^ GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:02$`, sout)
+		})
+	}
+}
+
+func TestJSONAndAll(t *testing.T) {
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--json", "-m", "1024")
+	require.Equal(t, exitOK, code, errs)
+	var res struct {
+		Test    string     `json:"test"`
+		Role    string     `json:"role"`
+		MTU     int        `json:"mtu"`
+		Unit    string     `json:"unit"`
+		Results []bwReport `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, "RDMA_Write BW Test", res.Test)
+	require.Equal(t, "client", res.Role)
+	require.Equal(t, 1024, res.MTU)
+	require.Equal(t, "MiB/s", res.Unit)
+	require.Len(t, res.Results, 23)
+	for i, r := range res.Results {
+		require.Equal(t, uint64(2<<i), r.Size)
+		require.Equal(t, uint64(5), r.Iters)
+		require.Positive(t, r.Avg)
+	}
+
+	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-n", "10", "--json")
+	require.Equal(t, exitOK, code, errs)
+	var lat struct {
+		Unit    string      `json:"unit"`
+		Results []latResult `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &lat))
+	require.Equal(t, "usec", lat.Unit)
+	require.Len(t, lat.Results, 1)
+	require.Positive(t, lat.Results[0].Typical)
+}
+
+func TestOutputFigures(t *testing.T) {
+	one := regexp.MustCompile(`^\d+\.\d{6}\n$`) // printf("%lf\n")
+	for _, args := range [][]string{
+		{"read-bw", "--output", "bandwidth"},
+		{"send-bw", "--output=message_rate", "--report_gbits"},
+		{"write-lat", "--output=latency"},
+	} {
+		out, errs, code := runCmd(t, append(args, "--loopback", "--udp-port", "0", "-n", "20")...)
+		require.Equal(t, exitOK, code, errs)
+		require.Regexp(t, one, out, "%v", args)
+	}
+	out, errs, code := runCmd(t, "read-bw", "--loopback", "--udp-port", "0", "-n", "20", "-s", "8", "--report_gbits")
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, out, "\n"+bwHeaderGb+"\n")
+	lines := strings.Split(out, "\n")
+	row := lines[len(lines)-3]
+	if !cFormatRE(fmtReport).MatchString(row) {
+		require.Regexp(t, cFormatRE(fmtReportExt), row) // Gb/s below 0.1: six decimals
+	}
+}
+
+func TestDuration(t *testing.T) {
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-D", "1", "-s", "4096")
+	require.Equal(t, exitOK, code, errs)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	f := fields(t, cFormatRE(fmtReport), lines[len(lines)-2])
+	require.Equal(t, "4096", f[0])
+	require.NotEqual(t, "0", f[1])
+	require.Equal(t, "0.00", f[2]) // no peak in duration mode
+}
+
+func TestPerftestUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"read-bw", "--loopback", "-n", "2"}, "at least 5"},
+		{[]string{"read-bw", "--loopback", "-m", "1000"}, "MTU 1000"},
+		{[]string{"read-bw", "--loopback", "host"}, "--loopback takes no HOST"},
+		{[]string{"read-bw", "a", "b"}, "at most one HOST"},
+		{[]string{"read-bw", "--loopback", "-s", "0"}, "size 0"},
+		{[]string{"read-bw", "--bogus"}, "not defined"},
+		{[]string{"read-bw", "--loopback", "--output", "nope"}, "--output"},
+		{[]string{"read-bw", "--output", "latency"}, "latency tests"},
+		{[]string{"read-lat", "--output", "bandwidth"}, "bandwidth tests"},
+		{[]string{"atomic-bw", "-s", "16"}, "8 bytes"},
+		{[]string{"atomic-lat", "-A", "SWAP"}, "FETCH_AND_ADD or CMP_AND_SWAP"},
+		{[]string{"read-lat", "-q", "2"}, "one QP"},
+		{[]string{"read-bw", "--bind", "0.0.0.0"}, "--bind"},
+		{[]string{"read-bw", "-D", "4", "-f", "2"}, "twice the margin"},
+		{[]string{"read-bw", "-D", "4", "-a"}, "cannot be combined"},
+	}
+	for _, tc := range tests {
+		_, errs, code := runCmd(t, tc.args...)
+		require.Equal(t, exitUsage, code, "%v", tc.args)
+		require.Contains(t, errs, tc.want, "%v", tc.args)
+	}
+	out, _, code := runCmd(t, "help", "atomic-lat")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, out, "-atomic_type")
+	require.Contains(t, out, "ib_atomic_lat")
+}
+
+// TestConnectionRefused: no server on the port.
+func TestConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	_, errs, code := runCmd(t, "read-bw", "127.0.0.1", "-p", port)
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "connect to 127.0.0.1:"+port+": connection refused — is a server running?")
+}
+
+// TestMTUMismatch: both ends ask for different MTUs with -m.
+func TestMTUMismatch(t *testing.T) {
+	port, wait := startServer(t, "read-bw", "-m", "1024", "--udp-port", "0", "--bind", "127.0.0.1")
+	_, errs, code := runCmd(t, "read-bw", "127.0.0.1", "-p", strconv.Itoa(port), "-m", "2048", "--udp-port", "0", "--bind", "127.0.0.2")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "MTU mismatch: -m 2048 here, the peer's MTU is 1024")
+	_, serr := wait()
+	require.ErrorContains(t, serr, "the peer closed the connection")
+}
+
+// fakePerftest is a minimal perftest server for error paths: it answers
+// the exchange with the version it is given and a key message naming
+// gid, then waits for the client to go away.
+func fakePerftest(t *testing.T, version []byte, gid [16]byte) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		xchg := func(n int, reply []byte) bool {
+			b := make([]byte, n)
+			if _, err := io.ReadFull(c, b); err != nil {
+				return false
+			}
+			_, err := c.Write(reply)
+			return err == nil
+		}
+		key := keyMsg{OutReads: 128, QPN: 0x11, PSN: 0x123456, RKey: 0x1234, VAddr: 0x7f0000001000, GID: gid}.marshal()
+		if !xchg(16, version) || !xchg(4, int32Msg(4096)) || !xchg(4, int32Msg(64)) || !xchg(2, mtuMsg(3)) {
+			return
+		}
+		for xchg(keyMsgSize, key) {
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestPeerPerftestNeeds4791(t *testing.T) {
+	v := make([]byte, 16)
+	copy(v, "6.06")
+	port := fakePerftest(t, v, [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1})
+	_, errs, code := runCmd(t, "read-bw", "127.0.0.1", "-p", strconv.Itoa(port), "--udp-port", "0")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "the peer is perftest 6.06, which sends RoCE to UDP port 4791 only")
+}
+
+func TestPeerTooOld(t *testing.T) {
+	v := make([]byte, 16)
+	copy(v, "5.60")
+	port := fakePerftest(t, v, [16]byte{})
+	_, errs, code := runCmd(t, "read-bw", "127.0.0.1", "-p", strconv.Itoa(port), "--udp-port", "0")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "older than 5.70")
+}
+
+// TestRetryExceeded: the peer's RoCE address answers nothing; the client
+// reports the retry error with its likely causes.
+func TestRetryExceeded(t *testing.T) {
+	u, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadPort := u.LocalAddr().(*net.UDPAddr).Port
+	u.Close()
+	port := fakePerftest(t, versionMsg(uint16(deadPort)), [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1})
+	_, errs, code := runCmd(t, "read-bw", "127.0.0.1", "-p", strconv.Itoa(port), "--udp-port", "0", "--bind", "127.0.0.2", "-n", "5", "-u", "6")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "RETRY_EXC_ERR")
+	require.Contains(t, errs, "transport retry counter exceeded")
+	require.Contains(t, errs, "wrong address or GID")
+}

@@ -1,0 +1,534 @@
+package main
+
+// The measured data phase of each test, as perftest_resources.c runs it:
+// run_iter_bw (the BW client), run_iter_bw_server (the send-bw server),
+// run_iter_lat (read/atomic latency), run_iter_lat_send and
+// run_iter_lat_write. Times are in nanoseconds, which play the role of
+// perftest's CPU cycles (1000 per microsecond).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// errAddrInUse is what binding a taken UDP port fails with.
+var errAddrInUse = syscall.EADDRINUSE
+
+// errPeerQP marks completion errors caused by the peer or the path.
+var errPeerQP = errors.New("peer")
+
+// stallTimeout is how long a side waits for the peer without any progress
+// before giving up (perftest's send-bw server gives up after 60 s too).
+const stallTimeout = 60 * time.Second
+
+// clock returns monotonic nanoseconds since its creation.
+type clock struct{ t0 time.Time }
+
+func newClock() clock      { return clock{time.Now()} }
+func (c clock) now() int64 { return int64(time.Since(c.t0)) }
+
+// sendWR builds the work request of the test's verb for QP q.
+func (s *session) sendWR(q, size int) rxe.SendWR {
+	wr := rxe.SendWR{SGList: []rxe.SGE{s.mr.SGE(s.localRegion(q), size)},
+		RemoteAddr: s.rem[q].VAddr, RKey: s.rem[q].RKey}
+	switch s.t.verb {
+	case verbSend:
+		wr.Opcode = rxe.WRSend
+	case verbWrite:
+		wr.Opcode = rxe.WRRDMAWrite
+	case verbRead:
+		wr.Opcode = rxe.WRRDMARead
+	case verbAtomic:
+		wr.Opcode, wr.CompareAdd = rxe.WRAtomicFetchAndAdd, 1
+		if s.o.atomicType == "CMP_AND_SWAP" {
+			wr.Opcode, wr.CompareAdd, wr.Swap = rxe.WRAtomicCmpAndSwp, 0, 1
+		}
+	}
+	return wr
+}
+
+// checkWC turns an error completion into an error a user can act on.
+func (s *session) checkWC(wc rxe.WC) error {
+	if wc.Status == rxe.WCSuccess {
+		return nil
+	}
+	head := fmt.Sprintf("completion with status %v (vendor_err %#x) on QP %#x", wc.Status, wc.VendorErr, wc.QPNum)
+	var why string
+	switch wc.Status {
+	case rxe.WCRetryExcErr:
+		why = fmt.Sprintf("transport retry counter exceeded: %v never answered. Likely causes: a wrong address or GID (the peer sent GID %v; check --bind on both ends), "+
+			"an MTU above what the path carries (try -m 1024 on both ends), UDP port %d blocked by a firewall, or the peer's QP in error or gone",
+			s.peerAddr, s.peerAddr.Addr(), s.peerAddr.Port())
+	case rxe.WCRNRRetryExcErr:
+		why = "receiver-not-ready retries exceeded: the receiver is not posting receive work requests (a different test or size on the other end?)"
+	case rxe.WCRemAccessErr:
+		why = "the peer refused the access: its memory region lacks the right or the rkey/address is wrong (the other end runs a different test?)"
+	case rxe.WCRemInvReqErr:
+		why = "the peer's QP rejected the request as invalid (the other end runs a different test or message size?)"
+	case rxe.WCRemOpErr:
+		why = "the peer's QP failed to execute the request: its QP is in error"
+	case rxe.WCWRFlushErr:
+		why = "flushed: this QP had already gone to the error state"
+	default:
+		return errors.New(head)
+	}
+	return fmt.Errorf("%s: %s: %w", head, why, errPeerQP)
+}
+
+// runBWClient is run_iter_bw: keep tx-depth work requests outstanding per
+// QP, signal every cq-mod'th and the last, and time every post and every
+// signaled completion. A cancelled ctx ends the run early, reporting what
+// was measured.
+func (s *session) runBWClient(ctx context.Context, size int) (bwReport, error) {
+	o := s.o
+	if o.duration > 0 {
+		return s.runBWClientDuration(ctx, size)
+	}
+	nq := len(s.qps)
+	total := o.iters * nq
+	tposted := make([]int64, total)
+	tcompleted := make([]int64, total)
+	scnt, ccnt := make([]int, nq), make([]int, nq)
+	wrs := make([]rxe.SendWR, nq)
+	for q := range nq {
+		wrs[q] = s.sendWR(q, size)
+	}
+	totscnt, totccnt := 0, 0
+	wcs := make([]rxe.WC, 64)
+	clk := newClock()
+	stopped := false
+	for totccnt < total {
+		if !stopped && ctx.Err() != nil {
+			stopped = true // stop posting; drain what is outstanding
+		}
+		for q, qp := range s.qps {
+			for !stopped && scnt[q] < o.iters && scnt[q]-ccnt[q] < o.txDepth {
+				i := scnt[q]
+				wr := wrs[q]
+				wr.ID = uint64(q)<<32 | uint64(i)
+				if (i+1)%o.cqMod == 0 || i == o.iters-1 {
+					wr.Flags = rxe.SendSignaled
+				}
+				tposted[totscnt] = clk.now()
+				if _, err := qp.PostSend(wr); err != nil {
+					return bwReport{}, fmt.Errorf("post send: %w", err)
+				}
+				scnt[q]++
+				totscnt++
+			}
+		}
+		if stopped && totccnt == s.signaledBefore(scnt) {
+			break
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), stallTimeout)
+		n, err := s.scq.Wait(wctx, wcs)
+		cancel()
+		if err != nil {
+			return bwReport{}, fmt.Errorf("no completion for %v: the peer stopped answering (%v)", stallTimeout, err)
+		}
+		now := clk.now()
+		for _, wc := range wcs[:n] {
+			if err := s.checkWC(wc); err != nil {
+				return bwReport{}, err
+			}
+			q, i := int(wc.ID>>32), int(uint32(wc.ID))
+			totccnt += i + 1 - ccnt[q]
+			ccnt[q] = i + 1
+			tcompleted[totccnt-1] = now
+		}
+	}
+	if totccnt == 0 {
+		return bwReport{Size: uint64(size)}, nil
+	}
+	elapsed := tcompleted[totccnt-1] - tposted[0]
+	r := bwReport{Size: uint64(size), Iters: uint64(totccnt)}
+	if elapsed > 0 {
+		r.Avg = float64(size) * float64(totccnt) * 1e9 / float64(elapsed) / bwFactor(o.gbits)
+		r.MsgRate = float64(totccnt) * 1e9 / float64(elapsed) / 1e6
+	}
+	if !o.noPeak && totccnt == total {
+		r.Peak = peakBW(size, tposted, tcompleted, o.cqMod) / bwFactor(o.gbits)
+	}
+	return r, nil
+}
+
+// signaledBefore is how many work requests the completions of everything
+// posted so far account for: up to each QP's last signaled request.
+func (s *session) signaledBefore(scnt []int) int {
+	n := 0
+	for _, c := range scnt {
+		n += c / s.o.cqMod * s.o.cqMod
+		if c == s.o.iters {
+			n += c % s.o.cqMod
+		}
+	}
+	return n
+}
+
+// bwFactor is perftest's format_factor: MiB (0x100000 bytes, whatever the
+// header says) or, with --report_gbits, 125,000,000 bytes (10^9 bits).
+func bwFactor(gbits bool) float64 {
+	if gbits {
+		return 125e6
+	}
+	return 0x100000
+}
+
+// peakBW is print_report_bw's peak in bytes per second: the smallest
+// average time per message, in whole nanoseconds as perftest's in whole
+// cycles, over every window from a post i to a signaled completion j >= i
+// (completions fall every cq-mod requests, plus the explicitly signaled
+// last one).
+func peakBW(size int, tposted, tcompleted []int64, cqMod int) float64 {
+	n := len(tposted)
+	best := int64(math.MaxInt64)
+	try := func(i, j int) {
+		if tcompleted[j] == 0 || tcompleted[j] < tposted[i] {
+			return // no completion recorded there
+		}
+		if t := (tcompleted[j] - tposted[i]) / int64(j-i+1); t < best {
+			best = t
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j := (i+1+cqMod-1)/cqMod*cqMod - 1; j < n; j += cqMod {
+			try(i, j)
+		}
+		if n%cqMod != 0 {
+			try(i, n-1)
+		}
+	}
+	if best <= 0 || best == math.MaxInt64 {
+		return 0
+	}
+	return float64(size) * 1e9 / float64(best)
+}
+
+// runBWClientDuration is run_iter_bw in duration mode (-D): warm up for
+// the margin, count the completed requests of the sample window, cool
+// down for the margin. With --run_infinitely it prints a row every
+// duration instead and runs until interrupted.
+func (s *session) runBWClientDuration(ctx context.Context, size int) (bwReport, error) {
+	o := s.o
+	nq := len(s.qps)
+	wrs := make([]rxe.SendWR, nq)
+	for q := range nq {
+		wrs[q] = s.sendWR(q, size)
+	}
+	scnt, ccnt := make([]int, nq), make([]int, nq)
+	wcs := make([]rxe.WC, 64)
+	start := time.Now()
+	margin := time.Duration(o.margin) * time.Second
+	dur := time.Duration(o.duration) * time.Second
+	sampleStart, sampleEnd := start.Add(margin), start.Add(dur-margin)
+	if o.infinitely {
+		sampleStart, sampleEnd = start, start.Add(dur)
+	}
+	var counted uint64
+	var last bwReport
+	status := newStatusLine(s.out, o)
+	defer status.clear()
+	nextStatus := start.Add(time.Second)
+	report := func(iters uint64, from, to time.Time) bwReport {
+		r := bwReport{Size: uint64(size), Iters: iters}
+		if el := to.Sub(from).Seconds(); el > 0 {
+			r.Avg = float64(size) * float64(iters) / el / bwFactor(o.gbits)
+			r.MsgRate = float64(iters) / el / 1e6
+		}
+		return r
+	}
+	end := start.Add(dur)
+	stopped := false
+	for {
+		now := time.Now()
+		if o.infinitely && !now.Before(sampleEnd) {
+			last = report(counted, sampleStart, now)
+			status.clear()
+			s.bwResults = append(s.bwResults, last)
+			s.printBWRow(last)
+			counted, sampleStart, sampleEnd = 0, now, now.Add(dur)
+		}
+		if !stopped && (ctx.Err() != nil || !o.infinitely && !now.Before(end)) {
+			stopped = true
+		}
+		outstanding := 0
+		for q, qp := range s.qps {
+			for !stopped && scnt[q]-ccnt[q] < o.txDepth {
+				wr := wrs[q]
+				wr.ID = uint64(q)<<32 | uint64(scnt[q])
+				if (scnt[q]+1)%o.cqMod == 0 {
+					wr.Flags = rxe.SendSignaled
+				}
+				if _, err := qp.PostSend(wr); err != nil {
+					return bwReport{}, fmt.Errorf("post send: %w", err)
+				}
+				scnt[q]++
+			}
+			outstanding += scnt[q]/o.cqMod*o.cqMod - ccnt[q]
+		}
+		if stopped && outstanding == 0 {
+			break
+		}
+		wctx, cancel := context.WithTimeout(context.Background(), stallTimeout)
+		n, err := s.scq.Wait(wctx, wcs)
+		cancel()
+		if err != nil {
+			return bwReport{}, fmt.Errorf("no completion for %v: the peer stopped answering (%v)", stallTimeout, err)
+		}
+		now = time.Now()
+		for _, wc := range wcs[:n] {
+			if err := s.checkWC(wc); err != nil {
+				return bwReport{}, err
+			}
+			q, i := int(wc.ID>>32), int(uint32(wc.ID))
+			ccnt[q] = i + 1
+			if !now.Before(sampleStart) && now.Before(sampleEnd) {
+				counted += uint64(o.cqMod) // perftest counts cq_mod per CQE in the sample window
+			}
+		}
+		if now.After(nextStatus) {
+			status.show(report(counted, sampleStart, now))
+			nextStatus = now.Add(time.Second)
+		}
+	}
+	status.clear()
+	if o.infinitely {
+		// Interrupted: the partial period's row.
+		last = report(counted, sampleStart, time.Now())
+		return last, nil
+	}
+	to := sampleEnd
+	if now := time.Now(); now.Before(to) {
+		to = now // interrupted early
+	}
+	return report(counted, sampleStart, to), nil
+}
+
+// runBWServer is run_iter_bw_server (send-bw's server): count the
+// receives, keep posting until every iteration has a receive, and time
+// from the first receive to the last (no peak: perftest disables it here).
+func (s *session) runBWServer(ctx context.Context, size int) (bwReport, error) {
+	o := s.o
+	nq := len(s.qps)
+	total := o.iters * nq
+	posted := make([]int, nq)
+	for q := range posted {
+		posted[q] = min(o.rxDepth, o.iters)
+	}
+	wcs := make([]rxe.WC, 64)
+	clk := newClock()
+	var first int64
+	rcnt := 0
+	for rcnt < total {
+		wctx, cancel := context.WithTimeout(ctx, stallTimeout)
+		n, err := s.rcq.Wait(wctx, wcs)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return bwReport{}, errors.New("interrupted while receiving")
+			}
+			return bwReport{}, fmt.Errorf("received %d of %d messages, then nothing for %v: the client stopped sending", rcnt, total, stallTimeout)
+		}
+		if rcnt == 0 {
+			first = clk.now()
+		}
+		for _, wc := range wcs[:n] {
+			if err := s.checkWC(wc); err != nil {
+				return bwReport{}, err
+			}
+			rcnt++
+			q := int(wc.ID)
+			if q < nq && posted[q] < o.iters {
+				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), size)}}
+				if _, err := s.qps[q].PostRecv(wr); err != nil {
+					return bwReport{}, fmt.Errorf("post receive: %w", err)
+				}
+				posted[q]++
+			}
+		}
+	}
+	elapsed := clk.now() - first
+	r := bwReport{Size: uint64(size), Iters: uint64(total)}
+	if elapsed > 0 {
+		r.Avg = float64(size) * float64(total) * 1e9 / float64(elapsed) / bwFactor(o.gbits)
+		r.MsgRate = float64(total) * 1e9 / float64(elapsed) / 1e6
+	}
+	return r, nil
+}
+
+// spinPoll waits for one completion. perftest busy-polls; a Go program
+// that spins keeps the runtime from polling the network on a small machine
+// (it does so only when a processor is idle), so we block on the CQ, which
+// wakes us as soon as the device completes.
+func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
+	wctx, cancel := context.WithTimeout(ctx, stallTimeout)
+	defer cancel()
+	n, err := cq.Wait(wctx, wc[:1])
+	if n == 1 {
+		return s.checkWC(wc[0])
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted while waiting for %s", what)
+	}
+	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", stallTimeout, what, err)
+}
+
+// runLatReadAtomic is run_iter_lat: post one READ or atomic, wait for its
+// completion, repeat; each sample is a full round trip.
+func (s *session) runLatReadAtomic(ctx context.Context, size int) (latResult, error) {
+	iters := s.o.iters
+	tposted := make([]int64, iters)
+	wr := s.sendWR(0, size)
+	wr.Flags = rxe.SendSignaled
+	wc := make([]rxe.WC, 1)
+	clk := newClock()
+	for i := range iters {
+		tposted[i] = clk.now()
+		if _, err := s.qps[0].PostSend(wr); err != nil {
+			return latResult{}, fmt.Errorf("post send: %w", err)
+		}
+		if err := s.spinPoll(ctx, s.scq, wc, "a completion"); err != nil {
+			return latResult{}, err
+		}
+	}
+	return latStats(size, tposted, 1), nil
+}
+
+// runLatSend is run_iter_lat_send: SEND ping-pong, the client sending
+// first; each side times its posts, one round trip apart.
+func (s *session) runLatSend(ctx context.Context, size int) (latResult, error) {
+	o := s.o
+	iters := o.iters
+	rxPosted := min(o.rxDepth, iters)
+	tposted := make([]int64, iters)
+	wr := s.sendWR(0, size)
+	recv := rxe.RecvWR{SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(0)-s.mr.Addr()), size)}}
+	wc := make([]rxe.WC, 1)
+	clk := newClock()
+	scnt, rcnt := 0, 0
+	for scnt < iters || rcnt < iters {
+		if rcnt < iters && !(scnt < 1 && s.client) {
+			if err := s.spinPoll(ctx, s.rcq, wc, fmt.Sprintf("the peer's SEND %d", rcnt+1)); err != nil {
+				return latResult{}, err
+			}
+			rcnt++
+			if rcnt+rxPosted <= iters {
+				if _, err := s.qps[0].PostRecv(recv); err != nil {
+					return latResult{}, fmt.Errorf("post receive: %w", err)
+				}
+			}
+		}
+		if scnt < iters {
+			tposted[scnt] = clk.now()
+			scnt++
+			w := wr
+			signaled := scnt%o.cqMod == 0 || scnt == iters
+			if signaled {
+				w.Flags = rxe.SendSignaled
+			}
+			if _, err := s.qps[0].PostSend(w); err != nil {
+				return latResult{}, fmt.Errorf("post send: %w", err)
+			}
+			if signaled {
+				if err := s.spinPoll(ctx, s.scq, wc, "a send completion"); err != nil {
+					return latResult{}, err
+				}
+			}
+		}
+	}
+	return latStats(size, tposted, 2), nil
+}
+
+// runLatWrite is run_iter_lat_write: RDMA WRITE ping-pong, the server
+// writing first. Each WRITE carries its sequence number in its last byte,
+// which the other side polls. We learn that the peer's WRITE has landed
+// from the QP's expected PSN (QP.Query synchronises with the device, so
+// the byte may then be read without a data race) and check the byte.
+func (s *session) runLatWrite(ctx context.Context, size int) (latResult, error) {
+	iters := s.o.iters
+	qp := s.qps[0]
+	pkts := uint32(max(1, (size+s.mtu.Bytes()-1)/s.mtu.Bytes()))
+	buf := s.mr.Bytes()
+	postByte := s.localRegion(0) + size - 1
+	pollByte := int(s.remoteRegion(0)-s.mr.Addr()) + size - 1
+	wr := s.sendWR(0, size)
+	wr.Flags = rxe.SendSignaled
+	wc := make([]rxe.WC, 1)
+	tposted := make([]int64, iters)
+	base := s.rqPSN
+	clk := newClock()
+	scnt, ccnt, rcnt := 0, 0, 0
+	for scnt < iters || ccnt < iters || rcnt < iters {
+		if rcnt < iters && !(scnt < 1 && !s.client) {
+			rcnt++
+			if err := s.waitWrite(ctx, qp, base, uint32(rcnt)*pkts, rcnt); err != nil {
+				return latResult{}, err
+			}
+			if got := buf[pollByte]; got != byte(rcnt) {
+				return latResult{}, fmt.Errorf("the peer's RDMA WRITE %d ends with byte %d, not %d: is the other end running write-lat with -s %d?", rcnt, got, byte(rcnt), size)
+			}
+		}
+		if scnt < iters {
+			tposted[scnt] = clk.now()
+			scnt++
+			buf[postByte] = byte(scnt)
+			if _, err := qp.PostSend(wr); err != nil {
+				return latResult{}, fmt.Errorf("post send: %w", err)
+			}
+		}
+		if ccnt < iters {
+			if err := s.spinPoll(ctx, s.scq, wc, "a WRITE completion"); err != nil {
+				return latResult{}, err
+			}
+			ccnt++
+		}
+	}
+	s.rqPSN = (base + uint32(iters)*pkts) & 0xFFFFFF
+	return latStats(size, tposted, 2), nil
+}
+
+// writeSpins and writePollSleep shape the wait for the peer's WRITE: a
+// few yields, then short sleeps, which let the runtime poll the network
+// (pure spinning starves it on a two-CPU machine: see spinPoll).
+const (
+	writeSpins     = 50
+	writePollSleep = 20 * time.Microsecond
+)
+
+// waitWrite waits until the QP's responder has accepted want packets past
+// base, i.e. the peer's WRITE number n has landed.
+func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, n int) error {
+	var deadline time.Time
+	for spins := 0; ; spins++ {
+		a := qp.Query()
+		if (a.RQPSN-base)&0xFFFFFF >= want {
+			return nil
+		}
+		if a.State == rxe.QPSErr {
+			return fmt.Errorf("our QP %#x went to the error state while waiting for the peer's RDMA WRITE %d (see the peer's output)", qp.QPN(), n)
+		}
+		if spins&1023 == 1023 {
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted while waiting for the peer's RDMA WRITE %d", n)
+			}
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(stallTimeout)
+			} else if now.After(deadline) {
+				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, stallTimeout)
+			}
+		}
+		if spins < writeSpins {
+			runtime.Gosched()
+		} else {
+			time.Sleep(writePollSleep)
+		}
+	}
+}
