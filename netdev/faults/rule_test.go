@@ -1,0 +1,110 @@
+package faults_test
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/gorxe/gorxe/packet"
+)
+
+func TestParseRule(t *testing.T) {
+	rrm := packet.RCRDMAReadResponseMiddle
+	tests := []struct {
+		in   string
+		want faults.Rule
+	}{
+		{"drop=0.01", faults.Rule{Action: faults.Drop, Prob: 0.01}},
+		{"drop=1e-3", faults.Rule{Action: faults.Drop, Prob: 0.001}},
+		{"drop=50%", faults.Rule{Action: faults.Drop, Prob: 0.5}},
+		{"DROP=1", faults.Rule{Action: faults.Drop, Prob: 1}},
+		{"drop=RC_RDMA_READ_RESPONSE_MIDDLE#3", faults.Rule{Action: faults.Drop, Opcodes: []packet.Opcode{rrm}, Nth: 3}},
+		{"drop=ib_opcode_rc_rdma_read_response_middle#3,dir=send",
+			faults.Rule{Action: faults.Drop, Dir: faults.Send, Opcodes: []packet.Opcode{rrm}, Nth: 3}},
+		{"drop=#5-7", faults.Rule{Action: faults.Drop, Nth: 5, Count: 3}},
+		{"drop=0x11|0x12#2", faults.Rule{Action: faults.Drop, Opcodes: []packet.Opcode{packet.RCAcknowledge, packet.RCAtomicAcknowledge}, Nth: 2}},
+		{"dup=0.01,dir=recv", faults.Rule{Action: faults.Duplicate, Dir: faults.Recv, Prob: 0.01}},
+		{"dup=0.01, dir=both", faults.Rule{Action: faults.Duplicate, Dir: faults.Both, Prob: 0.01}},
+		{"reorder=0.05,by=3,op=RC_SEND_MIDDLE,max=2ms",
+			faults.Rule{Action: faults.Reorder, Prob: 0.05, Depth: 3, Opcodes: []packet.Opcode{packet.RCSendMiddle}, Delay: 2 * time.Millisecond}},
+		{"delay=1%,by=5ms", faults.Rule{Action: faults.Delay, Prob: 0.01, Delay: 5 * time.Millisecond}},
+		{"corrupt=RC_RDMA_READ_RESPONSE_*#1", faults.Rule{Action: faults.Corrupt, Nth: 1, Opcodes: []packet.Opcode{
+			packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseMiddle, packet.RCRDMAReadResponseLast, packet.RCRDMAReadResponseOnly}}},
+		{"local-drop=0.001", faults.Rule{Action: faults.LocalDrop, Prob: 0.001}},
+		{"local-drop=#2,dir=send", faults.Rule{Action: faults.LocalDrop, Dir: faults.Send, Nth: 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := faults.ParseRule(tc.in)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			back, err := faults.ParseRule(got.String())
+			require.NoError(t, err, got.String())
+			require.Equal(t, got, back, "String round trip: %s", got.String())
+		})
+	}
+}
+
+func TestParseRuleErrors(t *testing.T) {
+	for _, in := range []string{
+		"", "drop", "drop=", "smash=0.1", "drop=2", "drop=-0.1", "drop=NaN", "drop=abc",
+		"drop=#0", "drop=#x", "drop=#5-3", "drop=NO_SUCH_OP#1", "drop=0xfff#1",
+		"drop=0.1,dir=up", "drop=0.1,by=3", "drop=0.1,max=1ms", "drop=0.1,color=red", "drop=0.1,dir",
+		"reorder=0.1,by=0", "reorder=0.1,by=1ms", "delay=0.1,by=3", "delay=0.1,by=-1ms",
+		"local-drop=0.1,dir=recv", "local-drop=0.1,dir=both",
+	} {
+		_, err := faults.ParseRule(in)
+		require.ErrorIs(t, err, faults.ErrRule, "%q", in)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	bad := []faults.Rule{
+		{},
+		{Action: 99},
+		{Action: faults.Drop, Dir: 9},
+		{Action: faults.Drop, Prob: 0.5, Nth: 1},
+		{Action: faults.Drop, Count: 2},
+		{Action: faults.Drop, Nth: -1},
+		{Action: faults.Reorder, Depth: -1},
+		{Action: faults.LocalDrop, Dir: faults.Recv},
+	}
+	for _, r := range bad {
+		require.ErrorIs(t, r.Validate(), faults.ErrRule, "%+v", r)
+	}
+	good := faults.Rule{Action: faults.LocalDrop, Nth: 1, Count: 2}
+	require.NoError(t, good.Validate())
+}
+
+func TestRuleFlag(t *testing.T) {
+	var rules []faults.Rule
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Var(faults.RuleFlag(faults.Drop, &rules), "drop", "")
+	fs.Var(faults.RuleFlag(faults.Duplicate, &rules), "dup", "")
+	fs.Var(faults.RuleFlag(faults.LocalDrop, &rules), "local-drop", "")
+	err := fs.Parse([]string{"--drop=0.01", "--drop", "RC_ACKNOWLEDGE#3,dir=recv", "--dup=0.5", "--local-drop=#4"})
+	require.NoError(t, err)
+	require.Equal(t, []faults.Rule{
+		{Action: faults.Drop, Prob: 0.01},
+		{Action: faults.Drop, Dir: faults.Recv, Opcodes: []packet.Opcode{packet.RCAcknowledge}, Nth: 3},
+		{Action: faults.Duplicate, Prob: 0.5},
+		{Action: faults.LocalDrop, Nth: 4},
+	}, rules)
+	require.Equal(t, "0.01 RC_ACKNOWLEDGE#3,dir=recv", fs.Lookup("drop").Value.String())
+	require.Error(t, fs.Parse([]string{"--dup=2"}))
+}
+
+func TestNames(t *testing.T) {
+	require.Equal(t, "send", faults.Send.String())
+	require.Equal(t, "recv", faults.Recv.String())
+	require.Equal(t, "both", faults.Both.String())
+	for a, name := range map[faults.Action]string{faults.Drop: "drop", faults.Duplicate: "dup", faults.Reorder: "reorder",
+		faults.Delay: "delay", faults.Corrupt: "corrupt", faults.LocalDrop: "local-drop"} {
+		require.Equal(t, name, a.String())
+	}
+}

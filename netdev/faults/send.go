@@ -1,0 +1,246 @@
+package faults
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+)
+
+// Where an entry of sendSide.out comes from.
+const (
+	fromExtra = -1 // a duplicate copy or a timer release: lost if refused
+	fromHeld  = -2 // a held datagram released by a later one: requeued if refused
+)
+
+// sendSide applies the send rules. Decisions are made in WriteBatch; the
+// datagrams to send go into out, in wire order, and out is handed to the
+// inner Conn before any decision with a side effect is carried out, so
+// that a refusal by the inner Conn can be answered exactly.
+type sendSide struct {
+	c   *Conn
+	mu  sync.Mutex // serialises WriteBatch and the release timer
+	eng *engine
+	q   queue
+
+	out    []netdev.Message
+	origin []int    // per out entry: the caller's index, fromExtra or fromHeld
+	copies []*dgram // per out entry: the queued copy to recycle, or nil
+
+	segStart int // the caller's index the engine's saved state is before
+	flushAt  int
+	timer    *time.Timer
+	emitHeld func(*dgram)
+}
+
+func newSendSide(c *Conn, e *engine, cfg *Config) *sendSide {
+	b := c.inner.BatchSize()
+	s := &sendSide{
+		c: c, eng: e, q: queue{max: cfg.MaxQueue},
+		out:     make([]netdev.Message, 0, 2*b+8),
+		origin:  make([]int, 0, 2*b+8),
+		copies:  make([]*dgram, 0, 2*b+8),
+		flushAt: b,
+	}
+	s.emitHeld = func(d *dgram) {
+		s.push(netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local}, fromHeld, d)
+	}
+	return s
+}
+
+func (s *sendSide) push(m netdev.Message, origin int, d *dgram) {
+	s.out = append(s.out, m)
+	s.origin = append(s.origin, origin)
+	s.copies = append(s.copies, d)
+}
+
+// mark records that the decisions before caller index i are final.
+func (s *sendSide) mark(i int) {
+	s.segStart = i
+	s.eng.save()
+}
+
+func (s *sendSide) write(msgs []netdev.Message) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c.isClosed() {
+		return 0, errClosed
+	}
+	s.mark(0)
+	for i := range msgs {
+		m := &msgs[i]
+		if m.N < 0 || m.N > cap(m.Buf) {
+			if f, err := s.flush(msgs); err != nil {
+				return f, err
+			}
+			return i, fmt.Errorf("%w: N = %d, cap(Buf) = %d", netdev.ErrInvalidMessage, m.N, cap(m.Buf))
+		}
+		b := m.Buf[:m.N]
+		d := s.eng.decide(b)
+		if d.rule == nil {
+			s.push(*m, i, nil)
+			s.q.tick(s.emitHeld)
+			if len(s.out) >= s.flushAt {
+				if f, err := s.flush(msgs); err != nil {
+					return f, err
+				}
+				s.mark(i + 1)
+			}
+			continue
+		}
+		// Send what came before, so that a refusal there is answered
+		// before this decision takes effect.
+		if f, err := s.flush(msgs); err != nil {
+			return f, err
+		}
+		a := d.rule.Action
+		switch a {
+		case Drop:
+			s.q.tick(s.emitHeld)
+		case LocalDrop:
+			// The caller sends msgs[i:] again later: a new datagram
+			// for the rules, so the decision stands.
+			s.c.act(Send, a, b)
+			return i, errLocalDrop
+		case Duplicate:
+			s.push(*m, i, nil)
+			s.push(*m, fromExtra, nil)
+			s.q.tick(s.emitHeld)
+		case Corrupt:
+			cp := s.q.get(m)
+			flip(cp.data, d.bit)
+			s.push(netdev.Message{Buf: cp.data, N: len(cp.data), Addr: m.Addr, Local: m.Local}, i, cp)
+			s.q.tick(s.emitHeld)
+		case Reorder, Delay:
+			s.q.tick(s.emitHeld)
+			cp := s.q.get(m)
+			now := time.Now()
+			cp.due = now.Add(d.rule.delay())
+			if a == Reorder {
+				cp.left = d.rule.depth()
+			}
+			if !s.q.hold(cp) {
+				s.q.put(cp)
+				s.c.lost(Send, 1)
+				a = 0
+			}
+			s.arm(now)
+		}
+		if len(s.out) > 0 {
+			if f, err := s.flush(msgs); err != nil {
+				return f, err
+			}
+		}
+		if a != 0 {
+			s.c.act(Send, a, b)
+		}
+		s.mark(i + 1)
+	}
+	if f, err := s.flush(msgs); err != nil {
+		return f, err
+	}
+	return len(msgs), nil
+}
+
+// flush hands out to the inner Conn. If the inner Conn refuses one of the
+// caller's datagrams, msgs[f], flush takes back the decisions from f on
+// and returns f and the error; if it refuses only copies, it counts or
+// requeues them and returns no error. msgs is nil for the timer's flush.
+func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
+	if len(s.out) == 0 {
+		return 0, nil
+	}
+	n, err := s.c.inner.WriteBatch(s.out)
+	if err == nil {
+		n = len(s.out)
+	}
+	n = max(n, 0)
+	failed := -1
+	var now time.Time
+	for j := range s.out {
+		d := s.copies[j]
+		switch {
+		case j < n:
+			if d != nil {
+				s.q.put(d)
+			}
+		case s.origin[j] >= 0:
+			if failed < 0 {
+				failed = s.origin[j]
+			}
+			if d != nil {
+				s.q.put(d)
+			}
+		case s.origin[j] == fromHeld:
+			// Released by a datagram that went out: go after the next.
+			if now.IsZero() {
+				now = time.Now()
+			}
+			d.left = 1
+			if !s.q.hold(d) {
+				s.q.put(d)
+				s.c.lost(Send, 1)
+			}
+			s.arm(now)
+		default:
+			if d != nil {
+				s.q.put(d)
+			}
+			s.c.lost(Send, 1)
+		}
+	}
+	clear(s.out)
+	clear(s.copies)
+	s.out, s.origin, s.copies = s.out[:0], s.origin[:0], s.copies[:0]
+	if failed < 0 {
+		return 0, nil
+	}
+	// Take back the decisions from msgs[failed] on: go back to the saved
+	// state and decide msgs[segStart:failed] again, which gives the same
+	// results.
+	s.eng.restore()
+	for k := s.segStart; k < failed; k++ {
+		s.eng.decide(msgs[k].Buf[:msgs[k].N])
+	}
+	return failed, err
+}
+
+// arm sets the release timer for the earliest held or delayed datagram.
+func (s *sendSide) arm(now time.Time) {
+	due, ok := s.q.next()
+	if !ok {
+		return
+	}
+	if s.timer == nil {
+		s.timer = time.AfterFunc(due.Sub(now), s.release)
+		return
+	}
+	s.timer.Reset(due.Sub(now))
+}
+
+// release sends the held and delayed datagrams whose time has come.
+func (s *sendSide) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c.isClosed() {
+		return
+	}
+	now := time.Now()
+	s.q.releaseDue(now, s.emitDue)
+	s.flush(nil)
+	s.arm(now)
+}
+
+func (s *sendSide) emitDue(d *dgram) {
+	s.push(netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local}, fromExtra, d)
+}
+
+func (s *sendSide) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.c.lost(Send, s.q.drain())
+}

@@ -1,0 +1,376 @@
+// Package pcapdump records the datagrams of a netdev.Conn in a pcap file:
+// a decorator that writes every datagram the Conn sends and receives as an
+// Ethernet frame with synthesized IPv4 or IPv6 and UDP headers, so that
+// Wireshark, tshark and rxectl dump decode it as the network carried it,
+// with a valid ICRC.
+//
+// The RoCEv2 ICRC (IBA A17.4.4) covers the IPv4 Identification and flags,
+// which a UDP socket neither chooses nor sees. The headers written are those
+// a gorxe socket sends (package netdev: ID 0, DF, TTL 64), so the ICRC of
+// every datagram gorxe sends checks in the capture. A peer may send other
+// IDs (kernel rxe sends non-zero ones): for each received IPv4 datagram the
+// one ID that makes its ICRC match is recovered
+// (packet.PseudoHeader.RecoverIPv4ID) and written, with DF or, failing
+// that, without it, so those check too. A received datagram that no ID
+// explains (corrupted on the way, or not RoCE) is written with ID 0 and DF,
+// shows a bad ICRC, and is counted in Stats.BadICRC.
+//
+// Addresses: the local side of a datagram is Message.Local when it is set
+// and not unspecified, else Options.LocalAddr, else the inner Conn's
+// LocalAddr; the local port is always the inner Conn's. The remote side is
+// Message.Addr. The Ethernet addresses are fixed locally administered
+// ones, LocalMAC and PeerMAC.
+package pcapdump
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// The Ethernet addresses written: locally administered (bit 1 of the first
+// byte), unicast.
+var (
+	LocalMAC = [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, 0x01} // this Conn's side
+	PeerMAC  = [6]byte{0x02, 0x00, 0x00, 0x00, 0x00, 0x02} // the other side
+)
+
+// Snaplen is the snapshot length in the file header; records are never
+// truncated.
+const Snaplen = 65535
+
+// Header values of the synthesized frames.
+const (
+	ethHeaderSize = 14
+	ttl           = 64 // Linux's default TTL and hop limit
+	maxUDPPayload = 65535 - packet.IPv4HeaderSize - packet.UDPHeaderSize
+	bufferSize    = 64 << 10
+)
+
+// Options configures Wrap. The zero value is the default.
+type Options struct {
+	// LocalAddr is the local address written when a Message does not
+	// give one (Message.Local unset or unspecified); zero means the inner
+	// Conn's LocalAddr. Set it when the inner Conn is bound to a wildcard
+	// address and its callers leave Message.Local unset on write.
+	LocalAddr netip.Addr
+
+	// FlushEachBatch writes the records of every batch through to the
+	// io.Writer at once (one Write per batch), for a reader following
+	// the file live. By default records are buffered (64 KiB) until
+	// Flush, Close or a full buffer.
+	FlushEachBatch bool
+}
+
+// Stats is a snapshot of a Conn's counters.
+type Stats struct {
+	Sent     uint64 // records written for datagrams that went out
+	Received uint64 // records written for datagrams received
+	// Skipped counts datagrams not recorded: after a write error or
+	// Close, or with addresses of different families or none.
+	Skipped uint64
+	// BadICRC counts received datagrams whose ICRC no IP header explains
+	// (written with IPv4 ID 0 and DF).
+	BadICRC uint64
+	// Recovered counts received IPv4 datagrams written with a recovered
+	// IPv4 ID other than 0 or without DF.
+	Recovered uint64
+	// WriteErrors is 1 after a write to the io.Writer failed (capture
+	// then stops; see Conn.Err), else 0.
+	WriteErrors uint64
+}
+
+// Conn is a netdev.Conn that records in a pcap every datagram another
+// Conn sends and receives. It is safe for the same concurrent use as
+// netdev.Conn: records of concurrent ReadBatch and WriteBatch calls are
+// written whole, one after the other.
+type Conn struct {
+	inner netdev.Conn
+	local netip.AddrPort // the inner Conn's, with Options.LocalAddr applied
+	flush bool
+
+	mu      sync.Mutex // everything below
+	bw      *bufio.Writer
+	pw      *pcapgo.Writer
+	frame   []byte
+	err     error // first write error: capture stopped
+	stopped bool  // after a write error or Close
+
+	sent, received, skipped, badICRC, recovered, writeErrors atomic.Uint64
+}
+
+var _ netdev.Conn = (*Conn)(nil)
+
+// Wrap writes a pcap file header (nanosecond timestamps, link type
+// Ethernet) to w and returns a Conn that sends and receives through inner
+// and records every datagram in w. It returns an error only if the header
+// cannot be written. The Conn owns inner (Close closes it) but not w.
+func Wrap(inner netdev.Conn, w io.Writer, opts Options) (*Conn, error) {
+	local := inner.LocalAddr()
+	if opts.LocalAddr.IsValid() {
+		local = netip.AddrPortFrom(opts.LocalAddr, local.Port())
+	}
+	c := &Conn{
+		inner: inner, local: local, flush: opts.FlushEachBatch,
+		bw:    bufio.NewWriterSize(w, bufferSize),
+		frame: make([]byte, ethHeaderSize+packet.IPv6HeaderSize+packet.UDPHeaderSize+maxUDPPayload),
+	}
+	c.pw = pcapgo.NewWriterNanos(c.bw)
+	if err := c.pw.WriteFileHeader(Snaplen, layers.LinkTypeEthernet); err != nil {
+		return nil, fmt.Errorf("pcapdump: %w", err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return nil, fmt.Errorf("pcapdump: %w", err)
+	}
+	return c, nil
+}
+
+// ReadBatch implements netdev.Conn and records the datagrams received.
+func (c *Conn) ReadBatch(msgs []netdev.Message) (int, error) {
+	n, err := c.inner.ReadBatch(msgs)
+	if n > 0 {
+		c.record(msgs[:n], false)
+	}
+	return n, err
+}
+
+// WriteBatch implements netdev.Conn and records the datagrams that went
+// out (msgs[:n]), after they did.
+func (c *Conn) WriteBatch(msgs []netdev.Message) (int, error) {
+	n, err := c.inner.WriteBatch(msgs)
+	if n > 0 {
+		c.record(msgs[:n], true)
+	}
+	return n, err
+}
+
+// BatchSize implements netdev.Conn: the inner Conn's.
+func (c *Conn) BatchSize() int { return c.inner.BatchSize() }
+
+// LocalAddr implements netdev.Conn: the inner Conn's.
+func (c *Conn) LocalAddr() netip.AddrPort { return c.inner.LocalAddr() }
+
+// Unwrap returns the inner Conn.
+func (c *Conn) Unwrap() netdev.Conn { return c.inner }
+
+// Stats returns a snapshot of the counters.
+func (c *Conn) Stats() Stats {
+	return Stats{
+		Sent: c.sent.Load(), Received: c.received.Load(), Skipped: c.skipped.Load(),
+		BadICRC: c.badICRC.Load(), Recovered: c.recovered.Load(), WriteErrors: c.writeErrors.Load(),
+	}
+}
+
+// Err returns the write error that stopped the capture, or nil.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Flush writes buffered records to the io.Writer. It returns the error
+// that stopped the capture, if any.
+func (c *Conn) Flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		c.fail(c.bw.Flush())
+	}
+	return c.err
+}
+
+// Close closes the inner Conn, then writes the buffered records to the
+// io.Writer and stops the capture; it does not close the io.Writer. It
+// returns the inner Conn's error: a capture error is reported by Err (and
+// never breaks traffic). Closing twice is harmless.
+func (c *Conn) Close() error {
+	err := c.inner.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped {
+		c.fail(c.bw.Flush())
+		c.stopped = true
+	}
+	return err
+}
+
+// fail records the first write error and stops the capture.
+func (c *Conn) fail(err error) {
+	if err != nil && c.err == nil {
+		c.err = fmt.Errorf("pcapdump: %w", err)
+		c.writeErrors.Add(1)
+		c.stopped = true
+	}
+}
+
+// record writes one record per datagram.
+func (c *Conn) record(msgs []netdev.Message, sent bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		c.skipped.Add(uint64(len(msgs)))
+		return
+	}
+	now := time.Now()
+	for i := range msgs {
+		m := &msgs[i]
+		frame, ok := c.synthesize(m, sent)
+		if !ok {
+			c.skipped.Add(1)
+			continue
+		}
+		ci := gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(frame), Length: len(frame)}
+		if err := c.pw.WritePacket(ci, frame); err != nil {
+			c.fail(err)
+			c.skipped.Add(uint64(len(msgs) - i))
+			return
+		}
+		if sent {
+			c.sent.Add(1)
+		} else {
+			c.received.Add(1)
+		}
+	}
+	if c.flush {
+		c.fail(c.bw.Flush())
+	}
+}
+
+// synthesize builds the frame of m into c.frame.
+func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
+	payload := m.Buf[:m.N]
+	localAddr := m.Local.Unmap()
+	if !localAddr.IsValid() || localAddr.IsUnspecified() {
+		localAddr = c.local.Addr().Unmap()
+	}
+	local := netip.AddrPortFrom(localAddr, c.local.Port())
+	peer := netip.AddrPortFrom(m.Addr.Addr().Unmap(), m.Addr.Port())
+	if !local.Addr().IsValid() || !peer.Addr().IsValid() || local.Addr().Is4() != peer.Addr().Is4() ||
+		len(payload) > maxUDPPayload {
+		return nil, false
+	}
+	src, dst, srcMAC, dstMAC := local, peer, LocalMAC, PeerMAC
+	if !sent {
+		src, dst, srcMAC, dstMAC = peer, local, PeerMAC, LocalMAC
+	}
+	ph := packet.PseudoHeader{Src: src.Addr(), Dst: dst.Addr(), SrcPort: src.Port(), DstPort: dst.Port()}
+	if ph.Is4() {
+		ph.IPFlags = packet.IPv4FlagDF
+		if !sent {
+			c.recoverID(&ph, payload)
+		}
+	} else if !sent && ph.CheckICRC(payload) != nil {
+		c.badICRC.Add(1)
+	}
+
+	f := c.frame
+	copy(f[0:6], dstMAC[:])
+	copy(f[6:12], srcMAC[:])
+	ip := f[ethHeaderSize:]
+	var ipLen int
+	if ph.Is4() {
+		binary.BigEndian.PutUint16(f[12:], uint16(layers.EthernetTypeIPv4))
+		ipLen = packet.IPv4HeaderSize
+		ip[0], ip[1] = 0x45, 0 // version 4, 20-byte header; TOS 0
+		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+packet.UDPHeaderSize+len(payload)))
+		binary.BigEndian.PutUint16(ip[4:], ph.IPID)
+		binary.BigEndian.PutUint16(ip[6:], ph.IPFlags)
+		ip[8], ip[9] = ttl, 17 // UDP
+		ip[10], ip[11] = 0, 0
+		s, d := ph.Src.As4(), ph.Dst.As4()
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], d[:])
+		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(0, ip[:ipLen])))
+	} else {
+		binary.BigEndian.PutUint16(f[12:], uint16(layers.EthernetTypeIPv6))
+		ipLen = packet.IPv6HeaderSize
+		ip[0], ip[1], ip[2], ip[3] = 0x60, 0, 0, 0 // version 6; traffic class and flow label 0
+		binary.BigEndian.PutUint16(ip[4:], uint16(packet.UDPHeaderSize+len(payload)))
+		ip[6], ip[7] = 17, ttl
+		s, d := ph.Src.As16(), ph.Dst.As16()
+		copy(ip[8:24], s[:])
+		copy(ip[24:40], d[:])
+	}
+	udp := ip[ipLen:]
+	binary.BigEndian.PutUint16(udp[0:], src.Port())
+	binary.BigEndian.PutUint16(udp[2:], dst.Port())
+	binary.BigEndian.PutUint16(udp[4:], uint16(packet.UDPHeaderSize+len(payload)))
+	udp[6], udp[7] = 0, 0
+	n := copy(udp[packet.UDPHeaderSize:], payload)
+	udp = udp[:packet.UDPHeaderSize+n]
+	binary.BigEndian.PutUint16(udp[6:], udpChecksum(ip[:ipLen], udp))
+	return f[:ethHeaderSize+ipLen+len(udp)], true
+}
+
+// recoverID sets ph's IPv4 ID and flags to those that make pkt's ICRC
+// match: ID 0 with DF (what gorxe sends) if it does, else the recovered ID
+// with DF, else without DF; else ID 0 with DF, counted as a bad ICRC.
+func (c *Conn) recoverID(ph *packet.PseudoHeader, pkt []byte) {
+	for _, flags := range [...]uint16{packet.IPv4FlagDF, 0} {
+		ph.IPFlags = flags
+		if id, ok := ph.RecoverIPv4ID(pkt); ok {
+			ph.IPID = id
+			if id != 0 || flags != packet.IPv4FlagDF {
+				c.recovered.Add(1)
+			}
+			return
+		}
+	}
+	ph.IPID, ph.IPFlags = 0, packet.IPv4FlagDF
+	c.badICRC.Add(1)
+}
+
+// udpChecksum computes the UDP checksum (RFC 768; RFC 8200 section 8.1 for
+// IPv6) of udp, whose checksum field is zero, under the IP header ip. It
+// is never 0, which would mean none.
+func udpChecksum(ip, udp []byte) uint16 {
+	var s uint32
+	if ip[0]>>4 == 4 {
+		s = sum(s, ip[12:20])
+	} else {
+		s = sum(s, ip[8:40])
+	}
+	s += 17 + uint32(len(udp))
+	s = sum(s, udp)
+	c := ^fold(s)
+	if c == 0 {
+		c = 0xFFFF
+	}
+	return c
+}
+
+// sum adds b as big-endian 16-bit words (an odd last byte padded with a
+// zero) to the one's complement sum s, folding as it goes.
+func sum(s uint32, b []byte) uint32 {
+	for len(b) >= 2 {
+		s += uint32(binary.BigEndian.Uint16(b))
+		b = b[2:]
+		if s >= 1<<31 {
+			s = s&0xFFFF + s>>16
+		}
+	}
+	if len(b) == 1 {
+		s += uint32(b[0]) << 8
+	}
+	return s
+}
+
+// fold folds a one's complement sum to 16 bits.
+func fold(s uint32) uint16 {
+	for s > 0xFFFF {
+		s = s&0xFFFF + s>>16
+	}
+	return uint16(s)
+}
