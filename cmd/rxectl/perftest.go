@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/gorxe/gorxe/rxe"
 )
 
@@ -120,11 +121,23 @@ type options struct {
 	cpuFreqWarn bool // -F: accepted for compatibility (no cpufreq warning here)
 	host        string
 
+	rules []faults.Rule // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
+	seed  uint64        // --seed
+	pcap  string        // --pcap FILE
+	plot  string        // --plot FILE
+
 	set map[string]bool // flags given on the command line (long names)
 
 	// wrap, when set (by tests), makes the message pipe over the
 	// exchange's TCP connection.
 	wrap func(net.Conn) msgPipe
+
+	// stderr receives the statistics after a run with faults or a
+	// capture (nil: discarded).
+	stderr io.Writer
+	// held, when set (by runLoopback), receives the session instead of
+	// the session printing its JSON, plot and statistics itself.
+	held **session
 }
 
 func perftestFlags(t ptest, o *options) *flag.FlagSet {
@@ -182,6 +195,7 @@ func perftestFlags(t ptest, o *options) *flag.FlagSet {
 	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility (rxectl never warns about cpufreq)")
 	var ibPort int
 	both(&ibPort, "i", "ib-port", 1, "device port (a gorxe device has port 1 only)")
+	addFaultFlags(fs, o)
 	return fs
 }
 
@@ -202,6 +216,10 @@ func perftestUsage(t ptest, w io.Writer) {
 	fmt.Fprintf(w, "exchange: without HOST it is the server (it waits on TCP port -p for one client),\n")
 	fmt.Fprintf(w, "with HOST the client. Either end may be real perftest (RoCE on UDP port 4791).\n")
 	fmt.Fprintf(w, "With --loopback, server and client run in this process on 127.0.0.1 and 127.0.0.2.\n")
+	fmt.Fprintf(w, "\n--drop, --dup, --reorder, --delay, --corrupt and --local-drop inject seeded faults\n")
+	fmt.Fprintf(w, "into this side's RoCE datagrams (RULE: PROB or [OPCODE]#N, e.g. --drop=0.01 or\n")
+	fmt.Fprintf(w, "--drop=RC_RDMA_READ_RESPONSE_MIDDLE#3; see docs/rxectl.md), --pcap records them,\n")
+	fmt.Fprintf(w, "--plot draws a -a run. With faults or --pcap the counters follow on stderr (or in --json).\n")
 	fmt.Fprintln(w, "\nFlags:")
 	fs := perftestFlags(t, &options{})
 	fs.SetOutput(w)
@@ -219,6 +237,7 @@ func runPerftest(t ptest, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rxectl %s: %v\n", t.cmd, err)
 		return exitUsage
 	}
+	o.stderr = stderr
 	ctx := interruptContext()
 	if o.loopback {
 		err = runLoopback(ctx, t, o, stdout)
@@ -352,6 +371,9 @@ func (o *options) check(t ptest) error {
 	if o.gidIndex < 0 {
 		return fmt.Errorf("GID index %d", o.gidIndex)
 	}
+	if err := o.checkInject(t); err != nil {
+		return err
+	}
 	// force_dependecies.
 	if o.duration == 0 {
 		o.txDepth = min(o.txDepth, o.iters)
@@ -460,7 +482,11 @@ func runClient(ctx context.Context, t ptest, o *options, stdout io.Writer) error
 
 // runLoopback runs a server and a client in this process: the exchange
 // over TCP on 127.0.0.1, RoCE between 127.0.0.1 (server) and 127.0.0.2
-// (client). The client's output is printed.
+// (client). The client's output is printed. Faults and the capture apply
+// to the client's device only: it sends and receives every RoCE datagram
+// of the test, so one capture file holds both directions once, and a rule
+// for both directions hits requests and responses alike. The statistics
+// show both devices.
 func runLoopback(ctx context.Context, t ptest, o *options, stdout io.Writer) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -469,6 +495,9 @@ func runLoopback(ctx context.Context, t ptest, o *options, stdout io.Writer) err
 	so, co := *o, *o
 	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
 	so.output, so.json = "", false
+	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
+	var ss, cs *session
+	so.held, co.held = &ss, &cs
 	// The server follows the client: an interrupt ends the client's
 	// measurement, which then finishes the exchange with the server.
 	sctx, cancel := context.WithCancel(context.Background())
@@ -481,6 +510,9 @@ func runLoopback(ctx context.Context, t ptest, o *options, stdout io.Writer) err
 		cancel()
 	}
 	serr := <-srvErr
+	if cs != nil {
+		cerr = cs.report(stdout, ss, cerr)
+	}
 	switch {
 	case cerr != nil:
 		return cerr

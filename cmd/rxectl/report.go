@@ -75,6 +75,9 @@ func (s *session) printHeader() {
 	}
 	b.WriteString(" rdma_cm QPs\t : OFF\n")
 	b.WriteString(" Data ex. method : Ethernet\n")
+	if len(o.rules) > 0 {
+		fmt.Fprintf(&b, " Faults          : %s (seed %d)\n", o.ruleList(), o.seed)
+	}
 	b.WriteString(resultLine + "\n")
 	io.WriteString(s.out, b.String())
 }

@@ -7,16 +7,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 
 	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/gorxe/gorxe/netdev/pcapdump"
 	"github.com/gorxe/gorxe/rxe"
 )
 
@@ -30,6 +32,7 @@ type session struct {
 	client bool
 	oob    *oobConn
 	out    io.Writer // FULL_VERBOSITY output
+	errw   io.Writer // statistics after a run with faults or a capture
 
 	dev  *rxe.Device
 	pd   *rxe.PD
@@ -53,6 +56,11 @@ type session struct {
 
 	bwResults  []bwReport
 	latResults []latResult
+
+	fconn *faults.Conn   // --drop etc.
+	pconn *pcapdump.Conn // --pcap
+	pfile *os.File       // --pcap
+	final *finalStats    // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -61,7 +69,10 @@ func runSession(ctx context.Context, t ptest, o *options, conn net.Conn, client 
 	if o.wrap != nil {
 		pipe = o.wrap(conn)
 	}
-	s := &session{t: t, o: o, client: client, out: stdout, oob: &oobConn{p: pipe, client: client}}
+	s := &session{t: t, o: o, client: client, out: stdout, errw: o.stderr, oob: &oobConn{p: pipe, client: client}}
+	if s.errw == nil {
+		s.errw = io.Discard
+	}
 	if !o.fullOutput() {
 		s.out = io.Discard
 	}
@@ -80,16 +91,15 @@ func runSession(ctx context.Context, t ptest, o *options, conn net.Conn, client 
 		local, _ = netip.AddrFromSlice(ta.IP)
 	}
 	err := s.run(ctx, local.Unmap())
-	if s.dev != nil {
-		s.dev.Close()
+	s.closeDevice()
+	if err != nil && ctx.Err() != nil && !s.softStop.Load() && !errors.Is(err, errPeerQP) {
+		err = fmt.Errorf("interrupted: %w", err)
 	}
-	if err != nil {
-		if ctx.Err() != nil && !s.softStop.Load() && !errors.Is(err, errPeerQP) {
-			return fmt.Errorf("interrupted: %w", err)
-		}
+	if o.held != nil {
+		*o.held = s // runLoopback reports, with the server's counters
 		return err
 	}
-	return s.printJSON(stdout)
+	return s.report(stdout, nil, err)
 }
 
 func (s *session) run(ctx context.Context, local netip.Addr) error {
@@ -130,7 +140,7 @@ func (s *session) openDevice(local netip.Addr) error {
 		local = netip.MustParseAddr(s.o.bind).Unmap()
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	conn, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
@@ -138,9 +148,16 @@ func (s *session) openDevice(local netip.Addr) error {
 		}
 		return fmt.Errorf("open the RoCE device on %v: %w (%s)", addr, err, hint)
 	}
+	conn, err := s.wrapConn(udp)
+	if err != nil {
+		return err
+	}
 	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName})
 	if err != nil {
 		conn.Close()
+		if s.pfile != nil {
+			s.pfile.Close()
+		}
 		return err
 	}
 	s.dev = dev
@@ -569,29 +586,4 @@ func (s *session) postRecvs(size, n int) error {
 		}
 	}
 	return nil
-}
-
-// printJSON prints the results with --json.
-func (s *session) printJSON(w io.Writer) error {
-	if !s.o.json {
-		return nil
-	}
-	role := "server"
-	if s.client {
-		role = "client"
-	}
-	doc := map[string]any{
-		"test": s.testTitle(), "role": role, "mtu": s.mtu.Bytes(), "qps": s.o.qps,
-		"peer_version": s.peer.text, "peer_rxectl": s.peer.rxectl, "local": s.dev.Addr().String(), "peer": s.peerAddr.String(),
-	}
-	if s.t.lat {
-		doc["unit"] = "usec"
-		doc["results"] = s.latResults
-	} else {
-		doc["unit"] = bwUnit(s.o.gbits)
-		doc["results"] = s.bwResults
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
 }

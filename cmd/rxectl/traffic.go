@@ -66,6 +66,9 @@ func (s *session) checkWC(wc rxe.WC) error {
 		why = fmt.Sprintf("transport retry counter exceeded: %v never answered. Likely causes: a wrong address or GID (the peer sent GID %v; check --bind on both ends), "+
 			"an MTU above what the path carries (try -m 1024 on both ends), UDP port %d blocked by a firewall, or the peer's QP in error or gone",
 			s.peerAddr, s.peerAddr.Addr(), s.peerAddr.Port())
+		if len(s.o.rules) > 0 {
+			why += fmt.Sprintf("; or the faults injected here (%s): see their counters above", s.o.ruleList())
+		}
 	case rxe.WCRNRRetryExcErr:
 		why = "receiver-not-ready retries exceeded: the receiver is not posting receive work requests (a different test or size on the other end?)"
 	case rxe.WCRemAccessErr:
