@@ -119,6 +119,12 @@ type options struct {
 	devName     string
 	gidIndex    int
 	cpuFreqWarn bool // -F: accepted for compatibility (no cpufreq warning here)
+	ibPort      int
+	events      bool   // -e: sleep on CQ notifications instead of polling
+	inline      int    // -I: post SEND/WRITE inline up to this size
+	connType    string // -c
+	ipv6        bool   // --ipv6: IPv6 GIDs
+	bidir       bool   // -b
 	host        string
 
 	rules []faults.Rule // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
@@ -179,7 +185,7 @@ func perftestFlags(t ptest, o *options) *flag.FlagSet {
 	both(&o.oobPort, "p", "port", defOOBPort, "TCP port of the out-of-band exchange (same on both sides)")
 	fs.StringVar(&o.bind, "bind", "", "local IP address for RoCE (default: the address the out-of-band TCP connection uses locally)")
 	fs.IntVar(&o.udpPort, "udp-port", defRoCEPort, "local RoCE UDP port; perftest peers always use 4791 (0: ephemeral, rxectl peers only)")
-	fs.BoolVar(&o.loopback, "loopback", false, "run server and client in this process (127.0.0.1 and 127.0.0.2), printing the client's side")
+	fs.BoolVar(&o.loopback, "loopback", false, "run server and client in this process (127.0.0.1 and 127.0.0.2; with --ipv6 both on ::1, the client on another UDP port), printing the client's side")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
 	fs.StringVar(&o.output, "output", "", "print one figure only: bandwidth, message_rate (BW tests) or latency (LAT tests)")
 	both(&o.duration, "D", "duration", 0, "run for N seconds instead of -n iterations (same on both sides)")
@@ -189,12 +195,22 @@ func perftestFlags(t ptest, o *options) *flag.FlagSet {
 		fs.StringVar(&o.atomicType, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
 		fs.StringVar(&o.atomicType, "atomic_type", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
 	}
-	fs.StringVar(&o.devName, "d", "rxe0", "device name shown in the header (perftest's -d)")
-	fs.StringVar(&o.devName, "ib-dev", "rxe0", "device name shown in the header (perftest's -d)")
-	both(&o.gidIndex, "x", "gid-index", 0, "GID index shown in the header (a gorxe device has one GID: its IP address)")
-	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility (rxectl never warns about cpufreq)")
-	var ibPort int
-	both(&ibPort, "i", "ib-port", 1, "device port (a gorxe device has port 1 only)")
+	fs.StringVar(&o.devName, "d", devName, "RDMA device: rxectl's one device is "+devName)
+	fs.StringVar(&o.devName, "ib-dev", devName, "RDMA device: rxectl's one device is "+devName)
+	both(&o.gidIndex, "x", "gid-index", 0, "GID index: a gorxe device has one GID (its IP address) at index 0")
+	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility, a no-op: rxectl has no cpufreq warning to suppress")
+	both(&o.ibPort, "i", "ib-port", 1, "device port: a gorxe device has port 1 only")
+	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
+	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
+	both2 := func(p *string, short, long, def, usage string) {
+		fs.StringVar(p, short, def, usage)
+		fs.StringVar(p, long, def, usage)
+	}
+	both2(&o.connType, "c", "connection", "RC", "connection type: RC (UC, UD, XRC, DC and SRD are not supported yet) (same on both sides)")
+	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
+	if !t.lat {
+		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
+	}
 	addFaultFlags(fs, o)
 	return fs
 }
@@ -204,7 +220,14 @@ var longNames = map[string]string{
 	"s": "size", "a": "all", "n": "iters", "m": "mtu", "t": "tx-depth", "r": "rx-depth", "Q": "cq-mod",
 	"q": "qp", "o": "outs", "N": "noPeak", "u": "qp-timeout", "p": "port", "D": "duration", "f": "margin",
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
+	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional",
 }
+
+// devName is the name of rxectl's device (perftest's -d).
+const devName = "rxe0"
+
+// maxInline is the device's max_inline_data (-I).
+const maxInline = 400
 
 func perftestUsage(t ptest, w io.Writer) {
 	fmt.Fprintf(w, "usage: rxectl %s [flags] [HOST]\n\n", t.cmd)
@@ -368,8 +391,8 @@ func (o *options) check(t ptest) error {
 		}
 		o.noPeak = true // perftest: no peak in duration mode
 	}
-	if o.gidIndex < 0 {
-		return fmt.Errorf("GID index %d", o.gidIndex)
+	if err := o.checkDevice(t); err != nil {
+		return err
 	}
 	if err := o.checkInject(t); err != nil {
 		return err
@@ -393,6 +416,43 @@ func (o *options) check(t ptest) error {
 	o.cqMod = min(o.cqMod, o.txDepth)
 	if !t.lat && o.duration == 0 && o.iters > 20000 {
 		o.noPeak = true
+	}
+	return nil
+}
+
+// checkDevice checks the flags that pick the device, its port, its GID
+// and the connection, and -e, -I and -b.
+func (o *options) checkDevice(t ptest) error {
+	if o.devName != devName {
+		return fmt.Errorf("-d %s: no such device (rxectl has one device, %s)", o.devName, devName)
+	}
+	if o.ibPort != 1 {
+		return fmt.Errorf("-i %d: a gorxe device has port 1 only", o.ibPort)
+	}
+	if o.gidIndex != 0 {
+		return fmt.Errorf("-x %d: a gorxe device has one GID, at index 0 (its IP address; --ipv6 for an IPv6 one)", o.gidIndex)
+	}
+	switch o.connType {
+	case "RC":
+	case "UC", "UD", "XRC", "DC", "SRD":
+		return fmt.Errorf("-c %s: gorxe supports RC only so far", o.connType)
+	default:
+		return fmt.Errorf("-c %q: RC, UC, UD, XRC, DC or SRD", o.connType)
+	}
+	if o.set["inline_size"] && (t.verb == verbRead || t.verb == verbAtomic) {
+		return fmt.Errorf("-I: inline data is for SEND and WRITE tests; %s posts no data to inline", t.cmd)
+	}
+	if o.inline < 0 || o.inline > maxInline {
+		return fmt.Errorf("-I %d: the device's max inline data is %d bytes", o.inline, maxInline)
+	}
+	if o.bind != "" && o.ipv6 != !netip.MustParseAddr(o.bind).Unmap().Is4() {
+		if o.ipv6 {
+			return fmt.Errorf("--ipv6 with --bind %s: give an IPv6 address", o.bind)
+		}
+		return fmt.Errorf("--bind %s is an IPv6 address: add --ipv6", o.bind)
+	}
+	if o.bidir {
+		return errors.New("-b (bidirectional) is not implemented yet")
 	}
 	return nil
 }
@@ -494,6 +554,15 @@ func runLoopback(ctx context.Context, t ptest, o *options, stdout io.Writer) err
 	}
 	so, co := *o, *o
 	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	if o.ipv6 {
+		// IPv6 has one loopback address: both devices bind ::1, the
+		// client on another UDP port, which the exchange tells the server
+		// (rxectl to rxectl).
+		so.bind, co.bind = "::1", "::1"
+		if co.udpPort == so.udpPort && co.udpPort != 0 {
+			co.udpPort = 0
+		}
+	}
 	so.output, so.json = "", false
 	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
 	var ss, cs *session

@@ -324,6 +324,18 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"read-bw", "--bind", "0.0.0.0"}, "--bind"},
 		{[]string{"read-bw", "-D", "4", "-f", "2"}, "twice the margin"},
 		{[]string{"read-bw", "-D", "4", "-a"}, "cannot be combined"},
+		{[]string{"send-bw", "-I", "401"}, "max inline data is 400"},
+		{[]string{"read-bw", "-I", "16"}, "inline data is for SEND and WRITE"},
+		{[]string{"atomic-lat", "--inline_size=8"}, "inline data is for SEND and WRITE"},
+		{[]string{"write-bw", "-c", "UD"}, "gorxe supports RC only so far"},
+		{[]string{"send-lat", "--connection=XRC"}, "gorxe supports RC only so far"},
+		{[]string{"read-bw", "-c", "FOO"}, "RC, UC, UD, XRC, DC or SRD"},
+		{[]string{"read-bw", "-d", "mlx5_0"}, "no such device (rxectl has one device, rxe0)"},
+		{[]string{"read-bw", "-i", "2"}, "port 1 only"},
+		{[]string{"read-bw", "-x", "3"}, "one GID, at index 0"},
+		{[]string{"read-bw", "--ipv6", "--bind", "127.0.0.1"}, "give an IPv6 address"},
+		{[]string{"read-bw", "--bind", "::1"}, "add --ipv6"},
+		{[]string{"write-bw", "-b"}, "not implemented yet"},
 	}
 	for _, tc := range tests {
 		_, errs, code := runCmd(t, tc.args...)
@@ -421,4 +433,71 @@ func TestRetryExceeded(t *testing.T) {
 	require.Contains(t, errs, "RETRY_EXC_ERR")
 	require.Contains(t, errs, "transport retry counter exceeded")
 	require.Contains(t, errs, "wrong address or GID")
+}
+
+// TestEventsInlineCompat runs with CQ events (-e), inline data (-I) and
+// perftest's device flags given with the only values a gorxe device has.
+func TestEventsInlineCompat(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		inline string // the header's "Max inline data" ("": an Outstand reads line)
+	}{
+		{[]string{"read-bw", "-e", "-F", "-d", "rxe0", "-i", "1", "-x", "0", "-c", "RC"}, ""},
+		{[]string{"send-bw", "-e", "-s", "64", "-I", "64"}, "64"},
+		{[]string{"write-bw", "-s", "100", "--inline_size=400"}, "400"},
+		{[]string{"send-lat", "-e", "-I", "16", "-s", "16"}, "16"},
+		{[]string{"write-lat", "-I", "2"}, "2"},
+		{[]string{"atomic-lat", "--events"}, ""},
+		{[]string{"send-bw", "-I", "32", "-s", "64"}, "32"}, // larger than -I: not inline
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			out, errs, code := runCmd(t, append(tc.args, "--loopback", "--udp-port", "0", "-n", "20")...)
+			require.Equal(t, exitOK, code, errs)
+			if tc.inline != "" {
+				require.Contains(t, out, "\n Max inline data : "+tc.inline+"[B]\n")
+			} else {
+				require.Contains(t, out, "\n Outstand reads  : ")
+			}
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			row := fmtReport
+			if strings.Contains(tc.args[0], "lat") {
+				row = fmtReportLat
+			}
+			f := fields(t, cFormatRE(row), lines[len(lines)-2])
+			require.Equal(t, "20", f[1])
+		})
+	}
+}
+
+// TestIPv6: RoCE over IPv6, in loopback (both devices on ::1, different
+// UDP ports) and as two ends reaching each other over [::1].
+func TestIPv6(t *testing.T) {
+	u, err := net.ListenPacket("udp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback address: %v", err)
+	}
+	u.Close()
+	gid := `(?m)^ GID: 00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:01$`
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--ipv6", "-n", "20", "-s", "4096")
+	require.Equal(t, exitOK, code, errs)
+	require.Regexp(t, gid, out)
+
+	ln, err := net.Listen("tcp", "[::1]:0")
+	require.NoError(t, err)
+	o, err := parsePerftest(findTest(t, "send-lat"), []string{"--ipv6", "--udp-port", "0", "-n", "20"})
+	require.NoError(t, err)
+	var sout bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- runServer(context.Background(), findTest(t, "send-lat"), o, &sout, ln) }()
+	out, errs, code = runCmd(t, "send-lat", "::1", "-p", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), "--ipv6", "--udp-port", "0", "-n", "20")
+	require.NoError(t, <-done)
+	require.Equal(t, exitOK, code, errs)
+	require.Regexp(t, gid, out)
+	require.Regexp(t, gid, sout.String())
+
+	// Without --ipv6 an IPv6 exchange is refused, with a hint.
+	_, errs, code = runCmd(t, "read-bw", "--loopback", "--bind", "::1")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "add --ipv6")
 }

@@ -71,7 +71,7 @@ func (s *session) printHeader() {
 	if s.t.verb == verbRead || s.t.verb == verbAtomic {
 		fmt.Fprintf(&b, " Outstand reads  : %d\n", s.outReads)
 	} else {
-		b.WriteString(" Max inline data : 0[B]\n")
+		fmt.Fprintf(&b, " Max inline data : %d[B]\n", o.inline)
 	}
 	b.WriteString(" rdma_cm QPs\t : OFF\n")
 	b.WriteString(" Data ex. method : Ethernet\n")

@@ -38,7 +38,8 @@ type session struct {
 	pd   *rxe.PD
 	mr   *rxe.MR
 	scq  *rxe.CQ
-	rcq  *rxe.CQ // receive CQ (send tests)
+	rcq  *rxe.CQ          // receive CQ (send tests)
+	ch   *rxe.CompChannel // -e: both CQs' notifications
 	qps  []*rxe.QP
 	my   []keyMsg
 	rem  []keyMsg
@@ -138,6 +139,12 @@ func (s *session) run(ctx context.Context, local netip.Addr) error {
 func (s *session) openDevice(local netip.Addr) error {
 	if s.o.bind != "" {
 		local = netip.MustParseAddr(s.o.bind).Unmap()
+	}
+	if s.o.ipv6 && local.Is4() {
+		return fmt.Errorf("--ipv6: this end reached the peer over IPv4 (%v): give --bind an IPv6 address of this host, or HOST an IPv6 address", local)
+	}
+	if !s.o.ipv6 && local.Is6() && s.o.bind == "" {
+		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
 	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
@@ -259,12 +266,15 @@ func (s *session) allocate() error {
 	if s.mr, err = s.pd.RegMR(make([]byte, 2*nq*s.buffSize), access); err != nil {
 		return err
 	}
-	if s.scq, err = s.dev.CreateCQ(nq*o.txDepth+16, -1); err != nil {
+	if o.events {
+		s.ch = rxe.NewCompChannel(4)
+	}
+	if s.scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + 16, Vector: -1, Channel: s.ch}); err != nil {
 		return err
 	}
 	s.rcq = s.scq
 	if s.t.verb == verbSend {
-		if s.rcq, err = s.dev.CreateCQ(nq*o.rxDepth+16, -1); err != nil {
+		if s.rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + 16, Vector: -1, Channel: s.ch}); err != nil {
 			return err
 		}
 	}
@@ -278,7 +288,7 @@ func (s *session) allocate() error {
 	gid := s.dev.GID().As16()
 	for i := range nq {
 		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
-			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,10 @@ func (c clock) now() int64 { return int64(time.Since(c.t0)) }
 func (s *session) sendWR(q, size int) rxe.SendWR {
 	wr := rxe.SendWR{SGList: []rxe.SGE{s.mr.SGE(s.localRegion(q), size)},
 		RemoteAddr: s.rem[q].VAddr, RKey: s.rem[q].RKey}
+	if s.o.inline > 0 && size <= s.o.inline && (s.t.verb == verbSend || s.t.verb == verbWrite) {
+		off := s.localRegion(q)
+		wr.Flags, wr.InlineData, wr.SGList = rxe.SendInline, s.mr.Bytes()[off:off+size], nil
+	}
 	switch s.t.verb {
 	case verbSend:
 		wr.Opcode = rxe.WRSend
@@ -117,7 +121,7 @@ func (s *session) runBWClient(ctx context.Context, size int) (bwReport, error) {
 				wr := wrs[q]
 				wr.ID = uint64(q)<<32 | uint64(i)
 				if (i+1)%o.cqMod == 0 || i == o.iters-1 {
-					wr.Flags = rxe.SendSignaled
+					wr.Flags |= rxe.SendSignaled
 				}
 				tposted[totscnt] = clk.now()
 				if _, err := qp.PostSend(wr); err != nil {
@@ -131,7 +135,7 @@ func (s *session) runBWClient(ctx context.Context, size int) (bwReport, error) {
 			break
 		}
 		wctx, cancel := context.WithTimeout(context.Background(), stallTimeout)
-		n, err := s.scq.Wait(wctx, wcs)
+		n, err := s.waitCQ(wctx, s.scq, wcs)
 		cancel()
 		if err != nil {
 			return bwReport{}, fmt.Errorf("no completion for %v: the peer stopped answering (%v)", stallTimeout, err)
@@ -267,7 +271,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (bwReport, 
 				wr := wrs[q]
 				wr.ID = uint64(q)<<32 | uint64(scnt[q])
 				if (scnt[q]+1)%o.cqMod == 0 {
-					wr.Flags = rxe.SendSignaled
+					wr.Flags |= rxe.SendSignaled
 				}
 				if _, err := qp.PostSend(wr); err != nil {
 					return bwReport{}, fmt.Errorf("post send: %w", err)
@@ -280,7 +284,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (bwReport, 
 			break
 		}
 		wctx, cancel := context.WithTimeout(context.Background(), stallTimeout)
-		n, err := s.scq.Wait(wctx, wcs)
+		n, err := s.waitCQ(wctx, s.scq, wcs)
 		cancel()
 		if err != nil {
 			return bwReport{}, fmt.Errorf("no completion for %v: the peer stopped answering (%v)", stallTimeout, err)
@@ -331,7 +335,7 @@ func (s *session) runBWServer(ctx context.Context, size int) (bwReport, error) {
 	rcnt := 0
 	for rcnt < total {
 		wctx, cancel := context.WithTimeout(ctx, stallTimeout)
-		n, err := s.rcq.Wait(wctx, wcs)
+		n, err := s.waitCQ(wctx, s.rcq, wcs)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -373,7 +377,7 @@ func (s *session) runBWServer(ctx context.Context, size int) (bwReport, error) {
 func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
 	wctx, cancel := context.WithTimeout(ctx, stallTimeout)
 	defer cancel()
-	n, err := cq.Wait(wctx, wc[:1])
+	n, err := s.waitCQ(wctx, cq, wc[:1])
 	if n == 1 {
 		return s.checkWC(wc[0])
 	}
@@ -383,13 +387,40 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", stallTimeout, what, err)
 }
 
+// waitCQ waits for completions on cq: with -e it sleeps on the completion
+// channel (arm, poll, sleep, and after each event arm again and poll, as
+// perftest's ctx_notify_events does), else it blocks in CQ.Wait.
+func (s *session) waitCQ(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC) (int, error) {
+	if s.ch == nil {
+		return cq.Wait(ctx, wcs)
+	}
+	for {
+		if n := cq.Poll(wcs); n > 0 {
+			return n, nil
+		}
+		// Arm, then poll again: a completion that came between the poll
+		// and the arm is found now, any later one sends an event.
+		if err := cq.ReqNotify(false); err != nil {
+			return 0, err
+		}
+		if n := cq.Poll(wcs); n > 0 {
+			return n, nil
+		}
+		select {
+		case <-s.ch.C: // ours or the other CQ's: poll again
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
 // runLatReadAtomic is run_iter_lat: post one READ or atomic, wait for its
 // completion, repeat; each sample is a full round trip.
 func (s *session) runLatReadAtomic(ctx context.Context, size int) (latResult, error) {
 	iters := s.o.iters
 	tposted := make([]int64, iters)
 	wr := s.sendWR(0, size)
-	wr.Flags = rxe.SendSignaled
+	wr.Flags |= rxe.SendSignaled
 	wc := make([]rxe.WC, 1)
 	clk := newClock()
 	for i := range iters {
@@ -434,7 +465,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (latResult, error) {
 			w := wr
 			signaled := scnt%o.cqMod == 0 || scnt == iters
 			if signaled {
-				w.Flags = rxe.SendSignaled
+				w.Flags |= rxe.SendSignaled
 			}
 			if _, err := s.qps[0].PostSend(w); err != nil {
 				return latResult{}, fmt.Errorf("post send: %w", err)
@@ -462,7 +493,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (latResult, error) 
 	postByte := s.localRegion(0) + size - 1
 	pollByte := int(s.remoteRegion(0)-s.mr.Addr()) + size - 1
 	wr := s.sendWR(0, size)
-	wr.Flags = rxe.SendSignaled
+	wr.Flags |= rxe.SendSignaled
 	wc := make([]rxe.WC, 1)
 	tposted := make([]int64, iters)
 	base := s.rqPSN
