@@ -40,6 +40,15 @@ type Options struct {
 	CompVectors int
 	// OwnConn makes Close close the netdev too (Listen sets it).
 	OwnConn bool
+	// NoInlineSend keeps every write on the transmit goroutine. By
+	// default the receive goroutine, after a batch, writes the packets the
+	// batch made ready (ACKs, read responses, requests that ACKs let out)
+	// itself whenever the transmit goroutine is idle, instead of waking it
+	// (see routineReceive). Set it for a netdev.Conn whose WriteBatch waits
+	// for the peer to read (netdev.PipeOptions.BlockWhenFull): two devices
+	// whose receive goroutines both waited to write to each other would
+	// deadlock. UDP sockets never wait for the peer.
+	NoInlineSend bool
 }
 
 // DeviceAttr are device limits (a subset of struct ibv_device_attr).
@@ -105,6 +114,10 @@ type deviceCounters struct {
 	malformed, unknownQP, cnps, sendErr        atomic.Uint64
 	localDrops, qpErrors, eventsDropped        atomic.Uint64
 	notifyDropped, receiveErrors               atomic.Uint64
+
+	// System calls (ReadBatch and WriteBatch calls), for the benchmarks'
+	// datagrams-per-call figures; not exported.
+	readBatches, writeBatches atomic.Uint64
 }
 
 // Device is a soft-RoCE device on one netdev.Conn.
@@ -128,13 +141,25 @@ type Device struct {
 	events   chan AsyncEvent
 	counters deviceCounters
 
-	runMu   sync.Mutex // protects runq
-	runq    []*QP
+	runMu   sync.Mutex // protects runq and runHead
+	runq    []*QP      // runnable QPs are runq[runHead:], in FIFO order
+	runHead int
 	kick    chan struct{}
 	closed  atomic.Bool
 	done    chan struct{}
 	wg      sync.WaitGroup
-	backoff retry.Backoff // transmit back-off after local drops
+
+	// txMu is held by whichever goroutine pulls packets from QPs and
+	// writes them (the transmit goroutine, or the receive goroutine
+	// sending inline), from the pull through the write: datagrams leave in
+	// the order they were pulled. It protects the fields below.
+	txMu       sync.Mutex
+	txMsgs     []netdev.Message // the batch being built and written
+	txOwners   []*QP            // the QP of each datagram in txMsgs
+	txLeft     []netdev.Message // refused by the local host during an inline send: the next to go
+	txLeftQPs  []*QP
+	txLeftWait time.Time     // when txLeft may be tried again (the back-off delay)
+	backoff    retry.Backoff // transmit back-off after local drops
 }
 
 // maxPacket is the largest RoCE packet a device sends or accepts: a 4096
@@ -203,6 +228,11 @@ func Open(conn netdev.Conn, opts Options) (*Device, error) {
 		},
 	}
 	d.backoff.Init(retry.BackoffConfig{})
+	b := conn.BatchSize()
+	d.txMsgs, d.txOwners = make([]netdev.Message, b), make([]*QP, b)
+	for i := range d.txMsgs {
+		d.txMsgs[i].Buf = make([]byte, maxPacket)
+	}
 	d.wg.Add(2)
 	go d.routineReceive()
 	go d.routineTransmit()
@@ -339,29 +369,63 @@ func (d *Device) schedule(qp *QP) {
 		return
 	}
 	d.runMu.Lock()
+	if d.runHead > 0 && len(d.runq) == cap(d.runq) {
+		// Full: reuse the consumed front before growing.
+		n := copy(d.runq, d.runq[d.runHead:])
+		clear(d.runq[n:])
+		d.runq, d.runHead = d.runq[:n], 0
+	}
 	d.runq = append(d.runq, qp)
 	d.runMu.Unlock()
+	d.kickTransmit()
+}
+
+// kickTransmit wakes the transmit goroutine (wake-ups coalesce).
+func (d *Device) kickTransmit() {
 	select {
 	case d.kick <- struct{}{}:
 	default:
 	}
 }
 
-// nextRunnable pops a runnable QP, or returns nil if none is queued.
+// runnable reports whether a QP is on the run queue.
+func (d *Device) runnable() bool {
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	return d.runHead < len(d.runq)
+}
+
+// nextRunnable pops a runnable QP, or returns nil if none is queued. A pop
+// costs O(1): the queue is a slice consumed from runHead and rewound when
+// it empties, so a busy device with many QPs does not shift the slice on
+// every pop.
 func (d *Device) nextRunnable() *QP {
 	d.runMu.Lock()
 	defer d.runMu.Unlock()
-	if len(d.runq) == 0 {
+	if d.runHead == len(d.runq) {
 		return nil
 	}
-	qp := d.runq[0]
-	copy(d.runq, d.runq[1:])
-	d.runq[len(d.runq)-1] = nil
-	d.runq = d.runq[:len(d.runq)-1]
+	qp := d.runq[d.runHead]
+	d.runq[d.runHead] = nil
+	d.runHead++
+	if d.runHead == len(d.runq) {
+		d.runq, d.runHead = d.runq[:0], 0
+	}
 	return qp
 }
 
 // routineReceive reads batches of datagrams and dispatches them to QPs.
+//
+// After each batch, if QPs became runnable and the transmit goroutine is
+// not busy (txMu is free), it runs one transmit pass itself: up to a
+// batch of their packets is pulled and written here, without waking the
+// transmit goroutine, which still gets the kick and takes whatever is
+// left. This is rxe's way of running a task inline when it is not already
+// running (rxe_run_task) and it matters on few cores: the RC window
+// advances one round trip at a time (data, ACK, more data), and every
+// goroutine wake-up in that loop waits for the Go scheduler to find a P,
+// tens of µs when the other goroutines are busy in system calls. See
+// docs/performance.md ("RC transport"). Options.NoInlineSend turns it off.
 func (d *Device) routineReceive() {
 	defer d.wg.Done()
 	b := d.conn.BatchSize()
@@ -386,9 +450,14 @@ func (d *Device) routineReceive() {
 		if d.closed.Load() {
 			return
 		}
+		d.counters.readBatches.Add(1)
 		now := time.Now()
 		for i := range n {
 			d.receive(now, &msgs[i])
+		}
+		if !d.opts.NoInlineSend && d.runnable() && d.txMu.TryLock() {
+			d.transmitPass(len(d.txMsgs), false)
+			d.txMu.Unlock()
 		}
 	}
 }
@@ -449,15 +518,9 @@ func (d *Device) checkICRC(pkt []byte, m *netdev.Message) bool {
 }
 
 // routineTransmit pulls packets from runnable QPs into batches and sends
-// them.
+// them, one transmit pass after another until no QP is runnable.
 func (d *Device) routineTransmit() {
 	defer d.wg.Done()
-	b := d.conn.BatchSize()
-	msgs := make([]netdev.Message, b)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, maxPacket)
-	}
-	owners := make([]*QP, b)
 	for {
 		select {
 		case <-d.done:
@@ -468,20 +531,63 @@ func (d *Device) routineTransmit() {
 			if d.closed.Load() {
 				return
 			}
-			k := 0
-			now := time.Now()
-			for k < b {
-				qp := d.nextRunnable()
-				if qp == nil {
-					break
-				}
-				k = d.fill(now, qp, msgs, owners, k)
-			}
+			d.txMu.Lock()
+			k := d.transmitPass(len(d.txMsgs), true)
+			d.txMu.Unlock()
 			if k == 0 {
 				break
 			}
-			d.send(msgs[:k], owners[:k])
 		}
+	}
+}
+
+// transmitPass pulls up to limit packets from runnable QPs into txMsgs and
+// writes them; it returns how many datagrams it handled. Datagrams left by
+// an inline send go first. With wait false (the receive goroutine) it never
+// sleeps: it leaves datagrams the local host refuses in txLeft and kicks
+// the transmit goroutine, and leaves txLeft to it. The caller holds txMu.
+func (d *Device) transmitPass(limit int, wait bool) int {
+	if len(d.txLeft) > 0 {
+		if !wait {
+			return 0
+		}
+		left := len(d.txLeft)
+		if !d.sleepUntil(d.txLeftWait) {
+			return 0
+		}
+		msgs, owners := d.txLeft, d.txLeftQPs
+		d.txLeft, d.txLeftQPs = nil, nil
+		d.send(msgs, owners, true)
+		return left
+	}
+	k := 0
+	now := time.Now()
+	for k < limit {
+		qp := d.nextRunnable()
+		if qp == nil {
+			break
+		}
+		k = d.fill(now, qp, d.txMsgs[:limit], d.txOwners, k)
+	}
+	if k > 0 {
+		d.send(d.txMsgs[:k], d.txOwners[:k], wait)
+	}
+	return k
+}
+
+// sleepUntil waits until t; it returns false if the device closed first.
+func (d *Device) sleepUntil(t time.Time) bool {
+	delay := time.Until(t)
+	if delay <= 0 {
+		return true
+	}
+	tm := time.NewTimer(delay)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-d.done:
+		return false
 	}
 }
 
@@ -524,14 +630,17 @@ func (d *Device) fill(now time.Time, qp *QP, msgs []netdev.Message, owners []*QP
 	return k
 }
 
-// send writes a batch. A datagram the local host refuses (a full qdisc or
-// socket buffer: netdev.ErrLocalDrop) is sent again after the adaptive
-// back-off delay of seed 002 (retry.Backoff): back-pressure, not a
-// transport retry; any other error drops the datagram (the transport's
-// own retry recovers it) and is counted.
-func (d *Device) send(msgs []netdev.Message, owners []*QP) {
+// send writes a batch (the caller holds txMu). A datagram the local host
+// refuses (a full qdisc or socket buffer: netdev.ErrLocalDrop) is sent
+// again after the adaptive back-off delay of seed 002 (retry.Backoff):
+// back-pressure, not a transport retry. With wait false, send does not
+// sleep through the delay: it leaves the refused datagram and the rest in
+// txLeft for the transmit goroutine. Any other error drops the datagram
+// (the transport's own retry recovers it) and is counted.
+func (d *Device) send(msgs []netdev.Message, owners []*QP, wait bool) {
 	for len(msgs) > 0 {
 		n, err := d.conn.WriteBatch(msgs)
+		d.counters.writeBatches.Add(1)
 		now := time.Now()
 		if n > 0 {
 			d.counters.sentPkts.Add(uint64(n))
@@ -546,12 +655,13 @@ func (d *Device) send(msgs []netdev.Message, owners []*QP) {
 		}
 		if errors.Is(err, netdev.ErrLocalDrop) {
 			d.counters.localDrops.Add(1)
-			delay := d.backoff.OnDrop(now)
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-d.done:
-				t.Stop()
+			at := now.Add(d.backoff.OnDrop(now))
+			if !wait {
+				d.txLeft, d.txLeftQPs, d.txLeftWait = msgs, owners, at
+				d.kickTransmit()
+				return
+			}
+			if !d.sleepUntil(at) {
 				return
 			}
 			continue
