@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
-	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
@@ -49,7 +49,58 @@ type Options struct {
 	// whose receive goroutines both waited to write to each other would
 	// deadlock. UDP sockets never wait for the peer.
 	NoInlineSend bool
+	// LocalDropMode chooses what the device does with a datagram the local
+	// host refuses (netdev.ErrLocalDrop: ENOBUFS from a full qdisc, EAGAIN
+	// from a full socket buffer). The default, LocalDropAdaptive, hands it
+	// back to its QP, which sends it again after its own adaptive delay.
+	LocalDropMode LocalDropMode
 }
+
+// LocalDropMode is what a device does with a datagram the local host
+// refuses; see Options.LocalDropMode. Every mode counts the refusal
+// (Counters.LocalDrops, QPCounters.LocalDrops).
+type LocalDropMode uint8
+
+// Local drop modes.
+const (
+	// LocalDropAdaptive (the default) treats a refusal as back-pressure,
+	// not loss: the refused datagram and the later ones of the same QP in
+	// the batch go back to that QP, which keeps them ahead of anything it
+	// would build next and arms a timer for the adaptive delay of its own
+	// retry.Backoff (seed 002: OnDrop on a refusal, OnSent on every
+	// datagram that leaves). When the timer fires the QP is scheduled and
+	// its held datagrams are sent first. The transmit goroutine never
+	// waits: it goes on with the other QPs of the batch at once. The
+	// requester never sees the drop, so it causes no retransmission.
+	LocalDropAdaptive LocalDropMode = iota
+	// LocalDropTimeout discards the refused datagram, as kernel rxe does
+	// since Linux 6.10: the requester's ACK timeout (or a later NAK
+	// sequence error) recovers it with a go-back-N retransmission. The rest
+	// of the batch is tried at once.
+	LocalDropTimeout
+	// LocalDropSpin retries the refused write at once, in a loop that
+	// yields the processor (runtime.Gosched) between tries: the busy wait
+	// of the seed 002 patch, kept for comparison only. It holds the
+	// transmit goroutine (every QP) while it spins and burns CPU; after
+	// spinLimit tries it discards the datagram as LocalDropTimeout does.
+	LocalDropSpin
+)
+
+// String returns "adaptive", "timeout" or "spin".
+func (m LocalDropMode) String() string {
+	switch m {
+	case LocalDropAdaptive:
+		return "adaptive"
+	case LocalDropTimeout:
+		return "timeout"
+	case LocalDropSpin:
+		return "spin"
+	}
+	return fmt.Sprintf("LocalDropMode(%d)", uint8(m))
+}
+
+// spinLimit bounds the tries of one refused write in LocalDropSpin mode.
+const spinLimit = 1 << 14
 
 // DeviceAttr are device limits (a subset of struct ibv_device_attr).
 type DeviceAttr struct {
@@ -102,7 +153,7 @@ type Counters struct {
 	UnknownQP     uint64 // packets for no QP of ours
 	CNPs          uint64 // congestion notifications received (ignored)
 	SendErr       uint64 // send_err: datagrams the netdev refused for good
-	LocalDrops    uint64 // datagrams refused by the local host and sent again later
+	LocalDrops    uint64 // datagrams refused by the local host (see Options.LocalDropMode)
 	QPErrors      uint64 // QPs moved to ERR by an engine error
 	EventsDropped uint64 // async events lost because nobody read Events
 	NotifyDropped uint64 // CQ notifications lost to a full CompChannel
@@ -152,14 +203,11 @@ type Device struct {
 	// txMu is held by whichever goroutine pulls packets from QPs and
 	// writes them (the transmit goroutine, or the receive goroutine
 	// sending inline), from the pull through the write: datagrams leave in
-	// the order they were pulled. It protects the fields below.
-	txMu       sync.Mutex
-	txMsgs     []netdev.Message // the batch being built and written
-	txOwners   []*QP            // the QP of each datagram in txMsgs
-	txLeft     []netdev.Message // refused by the local host during an inline send: the next to go
-	txLeftQPs  []*QP
-	txLeftWait time.Time     // when txLeft may be tried again (the back-off delay)
-	backoff    retry.Backoff // transmit back-off after local drops
+	// the order they were pulled. It protects the fields below and each
+	// QP's tx fields (datagrams held back after a local drop, back-off).
+	txMu     sync.Mutex
+	txMsgs   []netdev.Message // the batch being built and written
+	txOwners []*QP            // the QP of each datagram in txMsgs
 }
 
 // maxPacket is the largest RoCE packet a device sends or accepts: a 4096
@@ -203,6 +251,9 @@ func Open(conn netdev.Conn, opts Options) (*Device, error) {
 	if opts.Name == "" {
 		opts.Name = "rxe0"
 	}
+	if opts.LocalDropMode > LocalDropSpin {
+		return nil, fmt.Errorf("%w: local drop mode %v", ErrInvalidArgument, opts.LocalDropMode)
+	}
 	if opts.CompVectors <= 0 {
 		opts.CompVectors = 1
 	}
@@ -227,7 +278,6 @@ func Open(conn netdev.Conn, opts Options) (*Device, error) {
 			NumCompVectors: opts.CompVectors,
 		},
 	}
-	d.backoff.Init(retry.BackoffConfig{})
 	b := conn.BatchSize()
 	d.txMsgs, d.txOwners = make([]netdev.Message, b), make([]*QP, b)
 	for i := range d.txMsgs {
@@ -279,6 +329,7 @@ func (d *Device) Close() error {
 	d.qps.each(func(qp *QP) {
 		qp.mu.Lock()
 		qp.stopTimer()
+		qp.stopDropTimer()
 		qp.mu.Unlock()
 	})
 	if d.ownConn {
@@ -456,7 +507,7 @@ func (d *Device) routineReceive() {
 			d.receive(now, &msgs[i])
 		}
 		if !d.opts.NoInlineSend && d.runnable() && d.txMu.TryLock() {
-			d.transmitPass(len(d.txMsgs), false)
+			d.transmitPass(len(d.txMsgs))
 			d.txMu.Unlock()
 		}
 	}
@@ -532,7 +583,7 @@ func (d *Device) routineTransmit() {
 				return
 			}
 			d.txMu.Lock()
-			k := d.transmitPass(len(d.txMsgs), true)
+			k := d.transmitPass(len(d.txMsgs))
 			d.txMu.Unlock()
 			if k == 0 {
 				break
@@ -542,24 +593,10 @@ func (d *Device) routineTransmit() {
 }
 
 // transmitPass pulls up to limit packets from runnable QPs into txMsgs and
-// writes them; it returns how many datagrams it handled. Datagrams left by
-// an inline send go first. With wait false (the receive goroutine) it never
-// sleeps: it leaves datagrams the local host refuses in txLeft and kicks
-// the transmit goroutine, and leaves txLeft to it. The caller holds txMu.
-func (d *Device) transmitPass(limit int, wait bool) int {
-	if len(d.txLeft) > 0 {
-		if !wait {
-			return 0
-		}
-		left := len(d.txLeft)
-		if !d.sleepUntil(d.txLeftWait) {
-			return 0
-		}
-		msgs, owners := d.txLeft, d.txLeftQPs
-		d.txLeft, d.txLeftQPs = nil, nil
-		d.send(msgs, owners, true)
-		return left
-	}
+// writes them; it returns how many datagrams it handled. It never sleeps:
+// a datagram the local host refuses goes back to its QP (see send). The
+// caller holds txMu.
+func (d *Device) transmitPass(limit int) int {
 	k := 0
 	now := time.Now()
 	for k < limit {
@@ -570,34 +607,46 @@ func (d *Device) transmitPass(limit int, wait bool) int {
 		k = d.fill(now, qp, d.txMsgs[:limit], d.txOwners, k)
 	}
 	if k > 0 {
-		d.send(d.txMsgs[:k], d.txOwners[:k], wait)
+		d.send(d.txMsgs[:k], d.txOwners[:k])
 	}
 	return k
 }
 
-// sleepUntil waits until t; it returns false if the device closed first.
-func (d *Device) sleepUntil(t time.Time) bool {
-	delay := time.Until(t)
-	if delay <= 0 {
-		return true
-	}
-	tm := time.NewTimer(delay)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-d.done:
-		return false
-	}
-}
-
-// fill drives qp's engines: it runs an expired timer, then takes the
-// responder's packets (ACKs, read responses) and the requester's, into
-// msgs[k:]. It returns the new count; a QP with more to send is queued
-// again.
+// fill drives qp's engines: it first puts the datagrams the QP holds after
+// a local drop, once its back-off timer fired, then runs an expired timer,
+// then takes the responder's packets (ACKs, read responses) and the
+// requester's, into msgs[k:]. It returns the new count; a QP with more to
+// send is queued again. While the QP holds datagrams whose back-off has not
+// expired it builds nothing (they go first); its back-off timer schedules
+// it again. The caller holds txMu.
 func (d *Device) fill(now time.Time, qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 	qp.mu.Lock()
 	qp.queued.Store(false)
+	if qp.destroyed || qp.state == QPSReset || qp.tx.epoch != qp.epoch {
+		qp.tx.drop()
+	}
+	if qp.tx.holding() {
+		if !qp.dropDue.Load() {
+			qp.mu.Unlock()
+			return k
+		}
+		if qp.tx.head == 0 {
+			qp.counter.dropRetries.Add(1)
+		}
+		for k < len(msgs) && qp.tx.holding() {
+			h := &qp.tx.held[qp.tx.head]
+			msgs[k].N = copy(msgs[k].Buf[:cap(msgs[k].Buf)], h.Buf[:h.N])
+			msgs[k].Addr, msgs[k].Local, owners[k] = h.Addr, h.Local, qp
+			qp.tx.head++
+			k++
+		}
+		if qp.tx.holding() {
+			qp.mu.Unlock()
+			d.schedule(qp)
+			return k
+		}
+		qp.tx.drop()
+	}
 	if qp.destroyed || qp.state == QPSReset || qp.state == QPSErr {
 		qp.mu.Unlock()
 		return k
@@ -631,47 +680,115 @@ func (d *Device) fill(now time.Time, qp *QP, msgs []netdev.Message, owners []*QP
 }
 
 // send writes a batch (the caller holds txMu). A datagram the local host
-// refuses (a full qdisc or socket buffer: netdev.ErrLocalDrop) is sent
-// again after the adaptive back-off delay of seed 002 (retry.Backoff):
-// back-pressure, not a transport retry. With wait false, send does not
-// sleep through the delay: it leaves the refused datagram and the rest in
-// txLeft for the transmit goroutine. Any other error drops the datagram
-// (the transport's own retry recovers it) and is counted.
-func (d *Device) send(msgs []netdev.Message, owners []*QP, wait bool) {
+// refuses (a full qdisc or socket buffer: netdev.ErrLocalDrop) is handled
+// as Options.LocalDropMode says; by default (LocalDropAdaptive) it and the
+// later datagrams of its QP in the batch go back to that QP (hold), which
+// sends them again after its adaptive back-off delay (seed 002,
+// retry.Backoff): back-pressure, not a transport retry. The rest of the
+// batch is written at once, so one QP's refusal holds back no other QP.
+// Any other error drops the datagram (the transport's own retry recovers
+// it) and is counted.
+func (d *Device) send(msgs []netdev.Message, owners []*QP) {
+	adaptive := d.opts.LocalDropMode == LocalDropAdaptive
+	spins := 0
 	for len(msgs) > 0 {
 		n, err := d.conn.WriteBatch(msgs)
 		d.counters.writeBatches.Add(1)
-		now := time.Now()
+		n = max(n, 0)
 		if n > 0 {
+			spins = 0
 			d.counters.sentPkts.Add(uint64(n))
-			for _, qp := range owners[:n] {
-				qp.counter.sentPkts.Add(1)
+			if adaptive {
+				now := time.Now()
+				for _, qp := range owners[:n] {
+					qp.counter.sentPkts.Add(1)
+					qp.tx.sent(now)
+				}
+			} else {
+				for _, qp := range owners[:n] {
+					qp.counter.sentPkts.Add(1)
+				}
 			}
-			d.backoff.OnSent(now)
 		}
-		msgs, owners = msgs[max(n, 0):], owners[max(n, 0):]
+		msgs, owners = msgs[n:], owners[n:]
 		if err == nil {
 			return
 		}
-		if errors.Is(err, netdev.ErrLocalDrop) {
+		if errors.Is(err, netdev.ErrLocalDrop) && len(msgs) > 0 {
 			d.counters.localDrops.Add(1)
-			at := now.Add(d.backoff.OnDrop(now))
-			if !wait {
-				d.txLeft, d.txLeftQPs, d.txLeftWait = msgs, owners, at
-				d.kickTransmit()
-				return
+			owners[0].counter.localDrops.Add(1)
+			switch d.opts.LocalDropMode {
+			case LocalDropAdaptive:
+				msgs, owners = d.hold(msgs, owners)
+				continue
+			case LocalDropSpin:
+				if spins < spinLimit {
+					spins++
+					runtime.Gosched()
+					continue
+				}
 			}
-			if !d.sleepUntil(at) {
-				return
-			}
+			spins = 0
+			msgs, owners = msgs[1:], owners[1:]
 			continue
 		}
-		if d.closed.Load() {
+		if d.closed.Load() || len(msgs) == 0 {
 			return
 		}
 		d.counters.sendErr.Add(1)
 		msgs, owners = msgs[1:], owners[1:]
 	}
+}
+
+// hold gives msgs[0], which the local host refused, and every later
+// datagram of the same QP back to that QP, in order, and arms the QP's
+// back-off timer; it returns the other datagrams, in order, to be written
+// at once. Datagrams are moved by swapping Message values, so every slot of
+// the device's batch keeps a buffer. The caller holds txMu.
+func (d *Device) hold(msgs []netdev.Message, owners []*QP) ([]netdev.Message, []*QP) {
+	qp := owners[0]
+	now := time.Now()
+	delay := qp.tx.backoff.OnDrop(now)
+	qp.tx.shown = int64(delay)
+	qp.tx.delay.Store(qp.tx.shown)
+	t := &qp.tx
+	start, older := t.head, t.n-t.head // held datagrams not yet sent again: they go after these
+	w := 0
+	for i := range msgs {
+		if owners[i] == qp {
+			t.push(&msgs[i])
+			continue
+		}
+		msgs[w], msgs[i] = msgs[i], msgs[w]
+		owners[w] = owners[i]
+		w++
+	}
+	clear(owners[w:])
+	if older > 0 {
+		rotate(t.held[start:t.n], older)
+	}
+	qp.mu.Lock()
+	qp.tx.epoch = qp.epoch
+	if qp.destroyed || qp.state == QPSReset {
+		qp.tx.drop()
+	} else {
+		qp.armDropTimer(delay)
+	}
+	qp.mu.Unlock()
+	return msgs[:w], owners[:w]
+}
+
+// rotate moves the first k messages of ms to its end, in order, by
+// swapping (every Message keeps its buffer).
+func rotate(ms []netdev.Message, k int) {
+	reverse := func(a []netdev.Message) {
+		for i, j := 0, len(a)-1; i < j; i, j = i+1, j-1 {
+			a[i], a[j] = a[j], a[i]
+		}
+	}
+	reverse(ms[:k])
+	reverse(ms[k:])
+	reverse(ms)
 }
 
 // qpTable maps QP numbers to QPs. Lookups (one per received packet) take

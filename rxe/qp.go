@@ -7,9 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/requester"
 	"github.com/gorxe/gorxe/responder"
+	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
@@ -40,9 +42,60 @@ type QP struct {
 	timerAt   time.Time
 	drainSent bool
 	destroyed bool
+	// epoch counts resets and Destroy: datagrams held from an earlier
+	// epoch are discarded, not sent.
+	epoch uint32
+	// dropTimer schedules the QP when the back-off after a local drop
+	// has passed (LocalDropAdaptive); it sets dropDue.
+	dropTimer *time.Timer
 
+	dropDue atomic.Bool // the back-off timer fired: the held datagrams may go
 	queued  atomic.Bool // on the device's run queue
 	counter qpCounters
+
+	// tx is protected by the device's txMu, not by mu.
+	tx qpTx
+}
+
+// qpTx is a QP's transmit state after local drops (LocalDropAdaptive),
+// used only under Device.txMu: the datagrams the local host refused, held
+// in order until the QP's back-off timer fires, and the QP's adaptive
+// back-off estimator (seed 002), so that one QP's delay follows its own
+// bursts.
+type qpTx struct {
+	held    []netdev.Message // held[head:n] wait; buffers are kept for reuse
+	head, n int
+	epoch   uint32 // QP.epoch when the datagrams were held
+	backoff retry.Backoff
+	delay   atomic.Int64 // backoff's current delay, for QP.Counters
+	shown   int64        // the value last stored in delay
+}
+
+// holding reports whether datagrams are held.
+func (t *qpTx) holding() bool { return t.head < t.n }
+
+// drop forgets the held datagrams (their buffers stay for reuse).
+func (t *qpTx) drop() { t.head, t.n = 0, 0 }
+
+// push appends a copy of m to the held datagrams. A buffer is allocated
+// only when the QP holds more datagrams than ever before.
+func (t *qpTx) push(m *netdev.Message) {
+	if t.n == len(t.held) {
+		t.held = append(t.held, netdev.Message{Buf: make([]byte, maxPacket)})
+	}
+	h := &t.held[t.n]
+	h.N = copy(h.Buf[:cap(h.Buf)], m.Buf[:m.N])
+	h.Addr, h.Local = m.Addr, m.Local
+	t.n++
+}
+
+// sent records that one of the QP's datagrams left (retry.Backoff.OnSent).
+func (t *qpTx) sent(now time.Time) {
+	t.backoff.OnSent(now)
+	if d := int64(t.backoff.Delay()); d != t.shown {
+		t.shown = d
+		t.delay.Store(d)
+	}
 }
 
 // qpCounters are per-QP counters kept by the device (the engines keep
@@ -52,6 +105,8 @@ type qpCounters struct {
 	rcvdBytes          atomic.Uint64
 	badSrc             atomic.Uint64 // packets from an address other than the peer's
 	badState           atomic.Uint64 // packets the QP's state does not accept
+	localDrops         atomic.Uint64 // datagrams the local host refused
+	dropRetries        atomic.Uint64 // held datagrams sent again after the back-off
 }
 
 // Limits of gorxe devices (rxe_param.h values where rxe has them).
@@ -260,6 +315,8 @@ func (qp *QP) reset() {
 		qp.rq = newRecvQueue(qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
 	}
 	qp.stopTimer()
+	qp.stopDropTimer()
+	qp.epoch++
 	qp.attr = QPAttr{}
 }
 
@@ -282,6 +339,27 @@ func (qp *QP) enterError() {
 		qp.dev.raise(AsyncEvent{Type: EventQPLastWQEReached, QP: qp})
 	}
 	qp.stopTimer()
+}
+
+// armDropTimer arms the back-off timer after a local drop (caller holds
+// mu and the device's txMu).
+func (qp *QP) armDropTimer(delay time.Duration) {
+	qp.dropDue.Store(false)
+	if qp.dropTimer == nil {
+		qp.dropTimer = time.AfterFunc(delay, func() {
+			qp.dropDue.Store(true)
+			qp.dev.schedule(qp)
+		})
+		return
+	}
+	qp.dropTimer.Reset(delay)
+}
+
+// stopDropTimer stops the back-off timer (caller holds mu).
+func (qp *QP) stopDropTimer() {
+	if qp.dropTimer != nil {
+		qp.dropTimer.Stop()
+	}
 }
 
 func (qp *QP) stopTimer() {
@@ -485,6 +563,8 @@ func (qp *QP) Destroy() error {
 	}
 	qp.destroyed = true
 	qp.stopTimer()
+	qp.stopDropTimer()
+	qp.epoch++
 	qp.state = QPSReset
 	qp.req, qp.resp = nil, nil
 	qp.mu.Unlock()
@@ -506,8 +586,15 @@ type QPCounters struct {
 	RcvdBytes uint64
 	BadSource uint64 // packets from an address other than the peer's, dropped
 	BadState  uint64 // packets the QP state did not accept, dropped
-	Requester requester.Counters
-	Responder responder.Counters
+	// LocalDrops counts this QP's datagrams the local host refused
+	// (Options.LocalDropMode); DropRetries, how many times held datagrams
+	// were sent again when the back-off timer fired; BackoffDelay is the
+	// QP's current adaptive back-off delay (zero until it first sent).
+	LocalDrops   uint64
+	DropRetries  uint64
+	BackoffDelay time.Duration
+	Requester    requester.Counters
+	Responder    responder.Counters
 }
 
 // Counters returns a snapshot of the QP's counters.
@@ -515,6 +602,8 @@ func (qp *QP) Counters() QPCounters {
 	c := QPCounters{
 		RcvdPkts: qp.counter.rcvdPkts.Load(), SentPkts: qp.counter.sentPkts.Load(),
 		RcvdBytes: qp.counter.rcvdBytes.Load(), BadSource: qp.counter.badSrc.Load(), BadState: qp.counter.badState.Load(),
+		LocalDrops: qp.counter.localDrops.Load(), DropRetries: qp.counter.dropRetries.Load(),
+		BackoffDelay: time.Duration(qp.tx.delay.Load()),
 	}
 	qp.mu.Lock()
 	if qp.req != nil {

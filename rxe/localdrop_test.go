@@ -1,0 +1,189 @@
+package rxe
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/stretchr/testify/require"
+)
+
+// localDropPair connects two devices in the given local-drop mode through a
+// pipe; the sends of the device faulty (0 = a, 1 = b) pass a fault injector
+// with rules. It returns the devices and the injector.
+func localDropPair(t *testing.T, mode LocalDropMode, faulty int, rules ...string) (*Device, *Device, *faults.Conn) {
+	t.Helper()
+	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	var rs []faults.Rule
+	for _, s := range rules {
+		r, err := faults.ParseRule(s)
+		require.NoError(t, err, s)
+		rs = append(rs, r)
+	}
+	conns := [2]netdev.Conn{pa, pb}
+	fc := faults.Wrap(conns[faulty], faults.Config{Seed: 7, Rules: rs})
+	conns[faulty] = fc
+	opts := Options{LinkMTU: 9000, OwnConn: true, LocalDropMode: mode}
+	da, err := Open(conns[0], opts)
+	require.NoError(t, err)
+	db, err := Open(conns[1], opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+	})
+	return da, db, fc
+}
+
+// connectVirtual connects two ends with a short ACK timeout (timeout 10:
+// 4.2 ms), on synctest's virtual clock.
+func connectVirtual(t *testing.T, a, b *end) {
+	t.Helper()
+	ia, ib := a.qp.Info(0x100), b.qp.Info(0x200)
+	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7}
+	require.NoError(t, a.qp.Connect(ia, ib, o))
+	require.NoError(t, b.qp.Connect(ib, ia, o))
+}
+
+const (
+	ldMsg   = 16 << 10
+	ldSlots = 64
+)
+
+// stream runs ldSlots RDMA operations of ldMsg bytes from a to b (op WRITE
+// or READ) and checks every byte.
+func stream(t *testing.T, a, b *end, op WROpcode, seed uint64) {
+	t.Helper()
+	src, dst := a, b
+	if op == WRRDMARead {
+		src, dst = b, a
+	}
+	fill(src.buf, seed)
+	clear(dst.buf)
+	syncMem(a, b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, newStreamer(ctx, a, b, op, ldMsg, 16, 4).run(ldSlots))
+	syncMem(a, b)
+	for i := range ldSlots {
+		off := i * benchMsg
+		require.True(t, bytes.Equal(src.buf[off:off+ldMsg], dst.buf[off:off+ldMsg]), "slot %d differs", i)
+	}
+}
+
+// TestLocalDropModes streams RDMA WRITEs and READs while 5% of the data
+// sender's datagrams are refused by the (emulated) local host, in each
+// LocalDropMode, on virtual time. Adaptive mode must recover without any
+// transport retry; Timeout mode through the requester's retransmissions.
+func TestLocalDropModes(t *testing.T) {
+	for _, mode := range []LocalDropMode{LocalDropAdaptive, LocalDropTimeout, LocalDropSpin} {
+		for _, op := range []WROpcode{WRRDMAWrite, WRRDMARead} {
+			t.Run(fmt.Sprintf("%v/%v", mode, op), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					faulty := 0 // the data sender: a for WRITE, b (read responses) for READ
+					if op == WRRDMARead {
+						faulty = 1
+					}
+					da, db, fc := localDropPair(t, mode, faulty, "local-drop=5%")
+					a, b := newEnd(t, da, ldSlots*benchMsg), newEnd(t, db, ldSlots*benchMsg)
+					connectVirtual(t, a, b)
+					stream(t, a, b, op, uint64(mode)*10+uint64(op))
+					sender := []*end{a, b}[faulty]
+					dc, qc := sender.dev.Counters(), sender.qp.Counters()
+					rc := a.qp.Counters().Requester
+					require.Positive(t, fc.Stats().Send.LocalDrops, "no datagram was refused: the test tests nothing")
+					require.Equal(t, dc.LocalDrops, qc.LocalDrops, "one QP: its drops are the device's")
+					require.Positive(t, qc.LocalDrops)
+					t.Logf("device %+v; qp drops %d retries %d delay %v; requester %+v",
+						dc, qc.LocalDrops, qc.DropRetries, qc.BackoffDelay, rc)
+					switch mode {
+					case LocalDropAdaptive:
+						require.Zero(t, rc.Retransmits, "a local drop became a transport retry")
+						require.Zero(t, rc.Timeouts)
+						require.Zero(t, rc.RcvdSeqErr)
+						require.Positive(t, qc.DropRetries)
+						require.Positive(t, qc.BackoffDelay)
+					case LocalDropTimeout:
+						require.Positive(t, rc.Retransmits, "the requester never recovered a discarded datagram")
+						require.Zero(t, qc.DropRetries)
+					case LocalDropSpin:
+						require.Zero(t, rc.Retransmits)
+						require.Zero(t, qc.DropRetries)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestLocalDropOtherQPNotHeld: two QPs share a device; every RDMA WRITE
+// datagram of the first is refused for a while, so it backs off on its
+// timer many times, while the second QP streams SENDs. The second QP's
+// stream completes without virtual time passing at all (the transmit
+// goroutine never waited for the first QP's back-off), and the first QP's
+// WRITEs complete byte-exact without a transport retry.
+func TestLocalDropOtherQPNotHeld(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		da, db, _ := localDropPair(t, LocalDropAdaptive, 0, "local-drop=RC_RDMA_WRITE_*#1-400")
+		a1, b1 := newEnd(t, da, ldSlots*benchMsg), newEnd(t, db, ldSlots*benchMsg)
+		a2, b2 := newEnd(t, da, 1<<20), newEnd(t, db, 1<<20)
+		connectVirtual(t, a1, b1)
+		connectVirtual(t, a2, b2)
+		fill(a1.buf, 1)
+		fill(a2.buf, 2)
+		syncMem(a1, b1)
+		syncMem(a2, b2)
+
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// QP 1: a stream of WRITEs, in the background.
+		wdone := make(chan error, 1)
+		var wEnd time.Time
+		go func() {
+			err := newStreamer(ctx, a1, b1, WRRDMAWrite, ldMsg, 16, 4).run(ldSlots)
+			wEnd = time.Now()
+			wdone <- err
+		}()
+		// QP 2: SENDs of 4 KiB, one after another, waiting for each.
+		const sends = 32
+		for i := range sends {
+			_, err := b2.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{b2.mr.SGE(i*4096, 4096)}})
+			require.NoError(t, err)
+		}
+		for i := range sends {
+			_, err := a2.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled,
+				SGList: []SGE{a2.mr.SGE(i*4096, 4096)}})
+			require.NoError(t, err)
+			wc := waitVirtual(t, a2.cq)
+			require.Equal(t, WCSuccess, wc.Status)
+			rwc := waitVirtual(t, b2.cq)
+			require.Equal(t, WCSuccess, rwc.Status)
+		}
+		sendElapsed := time.Since(start)
+		require.NoError(t, <-wdone)
+		writeElapsed := wEnd.Sub(start)
+		syncMem(a1, b1)
+		syncMem(a2, b2)
+		require.True(t, bytes.Equal(a2.buf[:sends*4096], b2.buf[:sends*4096]), "SEND data differs")
+		for i := range ldSlots {
+			off := i * benchMsg
+			require.True(t, bytes.Equal(a1.buf[off:off+ldMsg], b1.buf[off:off+ldMsg]), "WRITE slot %d differs", i)
+		}
+		q1, q2 := a1.qp.Counters(), a2.qp.Counters()
+		t.Logf("SENDs done after %v, WRITEs after %v; qp1 drops %d retries %d delay %v; qp2 drops %d",
+			sendElapsed, writeElapsed, q1.LocalDrops, q1.DropRetries, q1.BackoffDelay, q2.LocalDrops)
+		require.Positive(t, q1.LocalDrops)
+		require.Positive(t, q1.DropRetries)
+		require.Zero(t, q2.LocalDrops)
+		require.Zero(t, q1.Requester.Retransmits)
+		require.Zero(t, q2.Requester.Retransmits)
+		require.Positive(t, writeElapsed, "the WRITE QP never backed off")
+		require.Zero(t, sendElapsed, "the SEND QP waited for the other QP's back-off")
+	})
+}
