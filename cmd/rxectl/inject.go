@@ -308,6 +308,7 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"test": s.testTitle(), "role": role, "mtu": s.mtu.Bytes(), "qps": s.o.qps,
 		"peer_version": s.peer.text, "peer_rxectl": s.peer.rxectl, "local": s.dev.Addr().String(), "peer": s.peerAddr.String(),
 		"device": s.final.Device, "transport": s.final.Transport,
+		"read_retry": s.o.readRetry.String(),
 	}
 	if s.final.Faults != nil {
 		doc["faults"] = s.final.Faults

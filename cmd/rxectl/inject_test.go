@@ -26,6 +26,7 @@ type runReport struct {
 	PeerDevice    *deviceReport   `json:"peer_device"`
 	PeerTransport transportReport `json:"peer_transport"`
 	Capture       *captureReport  `json:"capture"`
+	ReadRetry     string          `json:"read_retry"`
 }
 
 // runJSON runs a loopback test with --json and decodes its report.
@@ -164,7 +165,7 @@ func TestFaultsLocalDrop(t *testing.T) {
 	t.Parallel()
 	out, errs, code := runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-n", "100", "--local-drop=0.05")
 	require.Equal(t, exitOK, code, errs)
-	require.Contains(t, out, "\n Data ex. method : Ethernet\n Faults          : local-drop=0.05 (seed 1)\n"+resultLine+"\n")
+	require.Contains(t, out, "\n Data ex. method : Ethernet\n Read retry      : adaptive\n Faults          : local-drop=0.05 (seed 1)\n"+resultLine+"\n")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	require.Regexp(t, cFormatRE(fmtReport), lines[len(lines)-2])
 	require.Contains(t, errs, " Faults (seed 1): local-drop=0.05\n")

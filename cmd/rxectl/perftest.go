@@ -127,10 +127,11 @@ type options struct {
 	bidir       bool   // -b
 	host        string
 
-	rules []faults.Rule // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
-	seed  uint64        // --seed
-	pcap  string        // --pcap FILE
-	plot  string        // --plot FILE
+	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
+	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
+	seed      uint64            // --seed
+	pcap      string            // --pcap FILE
+	plot      string            // --plot FILE
 
 	set map[string]bool // flags given on the command line (long names)
 
@@ -211,8 +212,28 @@ func perftestFlags(t ptest, o *options) *flag.FlagSet {
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
 	}
+	fs.Var((*readRetryFlag)(&o.readRetry), "read-retry", "what the device does with a datagram the local host refuses (ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's adaptive back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
 	addFaultFlags(fs, o)
 	return fs
+}
+
+// readRetryFlag is --read-retry: rxe.LocalDropMode by its String name.
+type readRetryFlag rxe.LocalDropMode
+
+// readRetryModes are the --read-retry values.
+var readRetryModes = []rxe.LocalDropMode{rxe.LocalDropAdaptive, rxe.LocalDropTimeout, rxe.LocalDropSpin}
+
+func (f *readRetryFlag) String() string { return rxe.LocalDropMode(*f).String() }
+
+// Set accepts adaptive, timeout or spin.
+func (f *readRetryFlag) Set(v string) error {
+	for _, m := range readRetryModes {
+		if v == m.String() {
+			*f = readRetryFlag(m)
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: adaptive, timeout or spin", v)
 }
 
 // longNames maps short flags to their long names for options.set.

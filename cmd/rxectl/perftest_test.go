@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/rxe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,7 +49,7 @@ func clientLines(pt ptest, title string, rows int) []string {
 	} else {
 		lines = append(lines, " Max inline data : %d[B]")
 	}
-	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", resultLine)
+	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", " Read retry      : %s", resultLine)
 	addr := fmtBasicAddr
 	if pt.verb == verbRead {
 		addr += fmtReadAddr
@@ -500,4 +501,57 @@ func TestIPv6(t *testing.T) {
 	_, errs, code = runCmd(t, "read-bw", "--loopback", "--bind", "::1")
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, "add --ipv6")
+}
+
+// TestReadRetryFlag: --read-retry takes adaptive, timeout or spin (default
+// adaptive) and refuses anything else.
+func TestReadRetryFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want rxe.LocalDropMode
+	}{
+		{nil, rxe.LocalDropAdaptive},
+		{[]string{"--read-retry=adaptive"}, rxe.LocalDropAdaptive},
+		{[]string{"--read-retry", "timeout"}, rxe.LocalDropTimeout},
+		{[]string{"--read-retry=spin"}, rxe.LocalDropSpin},
+	} {
+		o, err := parsePerftest(findTest(t, "read-bw"), tc.args)
+		require.NoError(t, err, tc.args)
+		require.Equal(t, tc.want, o.readRetry, tc.args)
+	}
+	for _, bad := range []string{"", "Adaptive", "udelay", "1"} {
+		_, err := parsePerftest(findTest(t, "read-bw"), []string{"--read-retry=" + bad})
+		require.ErrorContains(t, err, "adaptive, timeout or spin", bad)
+	}
+	_, errs, code := runCmd(t, "write-bw", "--loopback", "--read-retry=busy")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, `invalid value "busy" for flag -read-retry`)
+}
+
+// TestReadRetryModes: a loopback READ test whose client device refuses 5%
+// of its sends completes in every --read-retry mode. Adaptive and spin
+// send the refused datagrams again themselves (no retransmission); timeout
+// discards them and the requester retransmits.
+func TestReadRetryModes(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"adaptive", "timeout", "spin"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			const iters = 200
+			r := runJSON(t, "read-bw", "-n", strconv.Itoa(iters), "-s", "4096",
+				"--local-drop=5%", "--read-retry="+mode)
+			require.Equal(t, mode, r.ReadRetry)
+			require.Len(t, r.Results, 1)
+			require.Equal(t, uint64(iters), r.Results[0].Iters)
+			require.Positive(t, r.Faults.Send.LocalDrops)
+			require.Equal(t, r.Faults.Send.LocalDrops, r.Device.LocalDrops, "the device counts every refused send")
+			if mode == "timeout" {
+				require.Positive(t, r.Transport.Retransmits, "the requester recovers the discarded READs")
+			} else {
+				require.Zero(t, r.Transport.Retransmits, "the device sent the refused datagrams again")
+				require.Zero(t, r.Transport.Timeouts)
+			}
+		})
+	}
 }

@@ -159,7 +159,7 @@ func (s *session) openDevice(local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName})
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
 	if err != nil {
 		conn.Close()
 		if s.pfile != nil {
