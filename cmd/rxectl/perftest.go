@@ -472,8 +472,8 @@ func (o *options) checkDevice(t ptest) error {
 		}
 		return fmt.Errorf("--bind %s is an IPv6 address: add --ipv6", o.bind)
 	}
-	if o.bidir {
-		return errors.New("-b (bidirectional) is not implemented yet")
+	if o.bidir && o.duration > 0 {
+		return errors.New("-b with -D or --run_infinitely is not implemented yet")
 	}
 	return nil
 }

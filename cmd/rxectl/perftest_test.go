@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"regexp"
@@ -336,7 +337,7 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"read-bw", "-x", "3"}, "one GID, at index 0"},
 		{[]string{"read-bw", "--ipv6", "--bind", "127.0.0.1"}, "give an IPv6 address"},
 		{[]string{"read-bw", "--bind", "::1"}, "add --ipv6"},
-		{[]string{"write-bw", "-b"}, "not implemented yet"},
+		{[]string{"write-bw", "-b", "-D", "4"}, "-b with -D or --run_infinitely is not implemented yet"},
 	}
 	for _, tc := range tests {
 		_, errs, code := runCmd(t, tc.args...)
@@ -552,6 +553,81 @@ func TestReadRetryModes(t *testing.T) {
 				require.Zero(t, r.Transport.Retransmits, "the device sent the refused datagrams again")
 				require.Zero(t, r.Transport.Timeouts)
 			}
+		})
+	}
+}
+
+// bidirRow finds the BW row of out and checks it: this end's size and
+// iterations, and an average that matches the message rate (both are sums
+// of the two directions).
+func bidirRow(t *testing.T, out string, size, iters int) string {
+	t.Helper()
+	re := cFormatRE(fmtReport)
+	for _, l := range strings.Split(out, "\n") {
+		if !re.MatchString(l) {
+			continue
+		}
+		f := strings.Fields(l)
+		require.Len(t, f, 5, l)
+		require.Equal(t, strconv.Itoa(size), f[0], l)
+		require.Equal(t, strconv.Itoa(iters), f[1], l)
+		peak, err1 := strconv.ParseFloat(f[2], 64)
+		avg, err2 := strconv.ParseFloat(f[3], 64)
+		rate, err3 := strconv.ParseFloat(f[4], 64)
+		require.NoError(t, errors.Join(err1, err2, err3))
+		require.Positive(t, avg, l)
+		require.GreaterOrEqual(t, peak, avg*0.99, l)
+		want := rate * 1e6 * float64(size) / 0x100000
+		require.InEpsilon(t, want, avg, 0.02, l)
+		return l
+	}
+	t.Fatalf("no BW row in:\n%s", out)
+	return ""
+}
+
+// TestBidirectionalLoopback runs the BW tests with -b in one process.
+func TestBidirectionalLoopback(t *testing.T) {
+	for _, cmd := range []string{"write-bw", "read-bw", "atomic-bw", "send-bw"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			pt := findTest(t, cmd)
+			size := 4096
+			args := []string{cmd, "--loopback", "-b", "--udp-port", "0", "-n", "200"}
+			if pt.verb == verbAtomic {
+				size = 8
+			} else {
+				args = append(args, "-s", "4096")
+			}
+			out, errs, code := runCmd(t, args...)
+			require.Equal(t, exitOK, code, errs)
+			title := pt.verb.title()
+			if pt.verb == verbAtomic {
+				title += " FETCH_AND_ADD"
+			}
+			require.Contains(t, out, "\n                    "+title+" Bidirectional BW Test\n")
+			require.Contains(t, out, " TX depth        : ")
+			bidirRow(t, out, size, 200)
+		})
+	}
+}
+
+// TestBidirectionalTCP runs -b client and server over TCP: both ends
+// print the header with TX depth and the same summed row.
+func TestBidirectionalTCP(t *testing.T) {
+	for _, cmd := range []string{"write-bw", "send-bw"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			common := []string{"-b", "-n", "100", "--udp-port", "0", "-s", "8192"}
+			port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, common...)...)
+			out, errs, code := runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, common...)...)
+			sout, serr := wait()
+			require.NoError(t, serr)
+			require.Equal(t, exitOK, code, errs)
+			for _, o := range []string{out, sout} {
+				require.Contains(t, o, " Bidirectional BW Test\n")
+				require.Contains(t, o, " TX depth        : 100\n")
+			}
+			require.Equal(t, bidirRow(t, out, 8192, 100), bidirRow(t, sout, 8192, 100))
 		})
 	}
 }

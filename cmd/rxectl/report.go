@@ -41,6 +41,9 @@ func (s *session) testTitle() string {
 	if s.t.lat {
 		return t + "Latency Test"
 	}
+	if s.o.bidir {
+		t += "Bidirectional "
+	}
 	return t + "BW Test"
 }
 
@@ -55,10 +58,10 @@ func (s *session) printHeader() {
 	b.WriteString(" Connection type : RC\t\tUsing SRQ      : OFF\n")
 	b.WriteString(" PCIe relax order: ON\t\tLock-free      : OFF\n")
 	b.WriteString(" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF\n")
-	if s.client {
+	if s.client || o.bidir {
 		fmt.Fprintf(&b, " TX depth        : %d\n", o.txDepth)
 	}
-	if s.t.verb == verbSend && !s.client {
+	if s.t.verb == verbSend && (!s.client || o.bidir) {
 		fmt.Fprintf(&b, " RX depth        : %d\n", o.rxDepth)
 	}
 	if !s.t.lat {

@@ -40,6 +40,7 @@ type session struct {
 	scq  *rxe.CQ
 	rcq  *rxe.CQ          // receive CQ (send tests)
 	ch   *rxe.CompChannel // -e: both CQs' notifications
+	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
 	my   []keyMsg
 	rem  []keyMsg
@@ -274,7 +275,12 @@ func (s *session) allocate() error {
 	}
 	s.rcq = s.scq
 	if s.t.verb == verbSend {
-		if s.rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + 16, Vector: -1, Channel: s.ch}); err != nil {
+		rch := s.ch
+		if o.events && o.bidir {
+			s.rch = rxe.NewCompChannel(4)
+			rch = s.rch
+		}
+		if s.rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + 16, Vector: -1, Channel: rch}); err != nil {
 			return err
 		}
 	}
@@ -365,7 +371,7 @@ func (s *session) connect() error {
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
 				rxe.QPAttrState | rxe.QPAttrAV | rxe.QPAttrPathMTU | rxe.QPAttrDestQPN | rxe.QPAttrRQPSN | rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic},
 		}
-		if s.t.lat || s.client {
+		if s.t.lat || s.client || s.o.bidir {
 			steps = append(steps, struct {
 				attr rxe.QPAttr
 				mask rxe.QPAttrMask
@@ -385,6 +391,9 @@ func (s *session) connect() error {
 // flowRDMABW is read_bw.c, write_bw.c and atomic_bw.c without -b: the
 // client runs, the server only answers and waits at the end.
 func (s *session) flowRDMABW(ctx context.Context) error {
+	if s.o.bidir {
+		return s.flowBidirBW(ctx)
+	}
 	if err := s.connectAndPrint(false); err != nil {
 		return err
 	}
@@ -435,6 +444,9 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 // flowSendBW is send_bw.c without -b: the server receives and measures
 // too.
 func (s *session) flowSendBW(ctx context.Context) error {
+	if s.o.bidir {
+		return s.flowBidirBW(ctx)
+	}
 	if err := s.connectAndPrint(true); err != nil {
 		return err
 	}
@@ -468,6 +480,76 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	}
 	s.printLine()
 	return s.oob.closeConn(s.my[0])
+}
+
+// flowBidirBW is the BW programs with -b (duplex): both ends are in RTS
+// and run the traffic loop at once (run_iter_bi), each timing its own
+// requests; then, per size, a key exchange, xchg_bw_reports, and both
+// print print_full_bw_report with the peer's report added: the size and
+// iterations are this end's, peak, average and message rate the sums of
+// both directions, so both ends print the same BW.
+func (s *session) flowBidirBW(ctx context.Context) error {
+	send := s.t.verb == verbSend
+	if err := s.connectAndPrint(send); err != nil {
+		return err
+	}
+	if !send {
+		if err := s.hs("synchronising after RTR"); err != nil {
+			return err
+		}
+	}
+	s.printTableHeader()
+	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
+	for _, size := range s.o.sizes() {
+		if send {
+			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+				return err
+			}
+			if err := s.hs("synchronising before the run"); err != nil {
+				return err
+			}
+		}
+		r, err := s.runBidir(ctx, size)
+		if err != nil {
+			return err
+		}
+		if err := s.hs("synchronising after the run"); err != nil {
+			return err
+		}
+		rem, err := s.oob.xchgReports(r)
+		if err != nil {
+			return err
+		}
+		if r.Iters == 0 && rem.Iters == 0 {
+			continue // interrupted before this size
+		}
+		sum := bwReport{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate}
+		s.bwResults = append(s.bwResults, sum)
+		s.printBWRow(sum)
+	}
+	s.printLine()
+	return s.oob.closeConn(s.my[0])
+}
+
+// runBidir is run_iter_bi: this end's requests, timed as runBWClient
+// times them, and for send-bw at once the receives of the peer's
+// messages (not timed: the peer reports its direction).
+func (s *session) runBidir(ctx context.Context, size int) (bwReport, error) {
+	if s.t.verb != verbSend {
+		return s.runBWClient(ctx, size)
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		// The peer sends all its messages even if we are interrupted.
+		_, err := s.runBWServer(context.Background(), size)
+		recvErr <- err
+	}()
+	r, err := s.runBWClient(ctx, size)
+	rerr := <-recvErr
+	if err != nil {
+		return r, err
+	}
+	return r, rerr
 }
 
 // flowReadAtomicLat is read_lat.c and atomic_lat.c: the client posts and

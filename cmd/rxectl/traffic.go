@@ -394,6 +394,10 @@ func (s *session) waitCQ(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC) (int, er
 	if s.ch == nil {
 		return cq.Wait(ctx, wcs)
 	}
+	ch := s.ch
+	if cq == s.rcq && s.rch != nil {
+		ch = s.rch
+	}
 	for {
 		if n := cq.Poll(wcs); n > 0 {
 			return n, nil
@@ -407,7 +411,7 @@ func (s *session) waitCQ(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC) (int, er
 			return n, nil
 		}
 		select {
-		case <-s.ch.C: // ours or the other CQ's: poll again
+		case <-ch.C: // ours or the other CQ's: poll again
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
