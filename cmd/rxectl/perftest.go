@@ -401,8 +401,11 @@ func (o *options) check(t ptest) error {
 		o.duration = 5 // DEF_DURATION
 	}
 	if o.duration > 0 {
-		if t.lat || t.verb == verbSend {
-			return errors.New("-D and --run_infinitely are implemented for read-bw, write-bw and atomic-bw only so far")
+		if t.lat && o.infinitely {
+			return errors.New("--run_infinitely is for bandwidth tests (perftest: latency tests run with -D only)")
+		}
+		if t.lat && t.verb == verbWrite && o.size < 2 {
+			return errors.New("write-lat -D needs -s 2 or more (the first byte carries the end of the run)")
 		}
 		if o.margin < 0 {
 			o.margin = o.duration / 4

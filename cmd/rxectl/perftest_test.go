@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"regexp"
@@ -306,6 +307,55 @@ func TestDuration(t *testing.T) {
 	require.Equal(t, "0.00", f[2]) // no peak in duration mode
 }
 
+// TestDurationSendAndLat: -D for send-bw (one BW row, no peak) and for the
+// latency tests (REPORT_FMT_LAT_DUR under its header), in loopback and
+// with a separate server, both ends ending cleanly.
+func TestDurationSendAndLat(t *testing.T) {
+	durRow := regexp.MustCompile(`^ (\d+) +(\d+) +(\d+\.\d\d) +(\d+\.\d\d) *$`)
+	for _, cmd := range []string{"send-bw", "read-lat", "atomic-lat", "send-lat", "write-lat"} {
+		for _, tcp := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tcp=%v", cmd, tcp), func(t *testing.T) {
+				t.Parallel()
+				pt := findTest(t, cmd)
+				common := []string{"--udp-port", "0", "-D", "1", "-f", "0"}
+				var out, errs, sout string
+				var code int
+				if tcp {
+					port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, common...)...)
+					out, errs, code = runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, common...)...)
+					var serr error
+					sout, serr = wait()
+					require.NoError(t, serr)
+				} else {
+					out, errs, code = runCmd(t, append([]string{cmd, "--loopback"}, common...)...)
+				}
+				require.Equal(t, exitOK, code, errs)
+				for _, o := range []string{out, sout} {
+					if o == "" || pt.lat && pt.verb != verbSend && pt.verb != verbWrite && o == sout {
+						continue // read-lat and atomic-lat servers print no table
+					}
+					lines := strings.Split(strings.TrimSuffix(o, "\n"), "\n")
+					require.Equal(t, resultLine, lines[len(lines)-1], o)
+					if !pt.lat {
+						f := fields(t, cFormatRE(fmtReport), lines[len(lines)-2])
+						require.NotEqual(t, "0", f[1], o)
+						require.Equal(t, "0.00", f[2], o)
+						continue
+					}
+					require.Equal(t, latDurHeader, lines[len(lines)-3], o)
+					m := durRow.FindStringSubmatch(lines[len(lines)-2])
+					require.NotNil(t, m, o)
+					require.NotEqual(t, "0", m[2], o)
+				}
+			})
+		}
+	}
+}
+
+func TestLatDurRow(t *testing.T) {
+	require.Equal(t, " 2             17632            28.36          17632.00\n", latDurRow(latResult{Size: 2, Iters: 17632, Avg: 28.36, TPS: 17632}))
+}
+
 func TestPerftestUsage(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -337,6 +387,8 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"read-bw", "-x", "3"}, "one GID, at index 0"},
 		{[]string{"read-bw", "--ipv6", "--bind", "127.0.0.1"}, "give an IPv6 address"},
 		{[]string{"read-bw", "--bind", "::1"}, "add --ipv6"},
+		{[]string{"send-lat", "--run_infinitely"}, "--run_infinitely is for bandwidth tests"},
+		{[]string{"write-lat", "-D", "2", "-s", "1"}, "-s 2 or more"},
 		{[]string{"write-bw", "-b", "-D", "4"}, "-b with -D or --run_infinitely is not implemented yet"},
 	}
 	for _, tc := range tests {

@@ -19,9 +19,10 @@ var resultLine = strings.Repeat("-", 87)
 
 // Table headers (RESULT_FMT, RESULT_FMT_G, RESULT_FMT_LAT).
 const (
-	bwHeaderMiB = " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
-	bwHeaderGb  = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
-	latHeader   = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+	bwHeaderMiB  = " #bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
+	bwHeaderGb   = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+	latDurHeader = " #bytes        #iterations       t_avg[usec]    tps average"
+	latHeader    = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
 )
 
 func bwUnit(gbits bool) string {
@@ -108,6 +109,8 @@ func addrLines(side string, v verb, k keyMsg) string {
 func (s *session) printTableHeader() {
 	h := bwHeaderMiB
 	switch {
+	case s.t.lat && s.o.duration > 0:
+		h = latDurHeader
 	case s.t.lat:
 		h = latHeader
 	case s.o.gbits:
@@ -163,6 +166,7 @@ type latResult struct {
 	Stdev   float64 `json:"t_stdev"`
 	P99     float64 `json:"p99"`
 	P999    float64 `json:"p99_9"`
+	TPS     float64 `json:"tps,omitempty"` // -D: round trips per second
 }
 
 // latMeasureTail is LAT_MEASURE_TAIL: the largest samples left out.
@@ -227,7 +231,19 @@ func (s *session) printLatRow(r latResult) {
 		fmt.Fprintf(s.stdoutFigure(), "%.6f\n", r.Avg) // printf("%lf\n", average)
 		return
 	}
+	if s.o.duration > 0 {
+		io.WriteString(s.out, latDurRow(r))
+		return
+	}
 	io.WriteString(s.out, latRow(r))
+}
+
+// latDurRow formats a duration-mode latency row with perftest's
+// REPORT_FMT_LAT_DUR " %-7lu       %lu            %-7.2f        %-7.2f\n"
+// (size, iterations, t_avg, tps average).
+func latDurRow(r latResult) string {
+	return " " + cUint(uint64(r.Size), 7) + "       " + cUint(uint64(r.Iters), 0) + "            " +
+		cFloat(r.Avg, 7, 2) + "        " + cFloat(r.TPS, 7, 2) + "\n"
 }
 
 // statusLine is the live status of a -D run on a terminal.

@@ -323,6 +323,9 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (bwReport, 
 // from the first receive to the last (no peak: perftest disables it here).
 func (s *session) runBWServer(ctx context.Context, size int) (bwReport, error) {
 	o := s.o
+	if o.duration > 0 {
+		return s.runBWServerDuration(ctx, size)
+	}
 	nq := len(s.qps)
 	total := o.iters * nq
 	posted := make([]int, nq)
@@ -368,6 +371,110 @@ func (s *session) runBWServer(ctx context.Context, size int) (bwReport, error) {
 		r.MsgRate = float64(total) * 1e9 / float64(elapsed) / 1e6
 	}
 	return r, nil
+}
+
+// sendBWQuiet is how long send-bw's server in duration mode waits, once
+// its own duration is over, for the client's last messages.
+const sendBWQuiet = 300 * time.Millisecond
+
+// runBWServerDuration is send-bw's server with -D: repost every receive,
+// count those completed in the sample window, and end once the duration
+// is over and the client has stopped sending.
+func (s *session) runBWServerDuration(ctx context.Context, size int) (bwReport, error) {
+	o := s.o
+	start := time.Now()
+	margin := time.Duration(o.margin) * time.Second
+	dur := time.Duration(o.duration) * time.Second
+	sampleStart, sampleEnd, end := start.Add(margin), start.Add(dur-margin), start.Add(dur)
+	wcs := make([]rxe.WC, 64)
+	var counted uint64
+	for {
+		wait := sendBWQuiet
+		if left := time.Until(end); left > 0 {
+			wait = min(left+sendBWQuiet, stallTimeout)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		n, err := s.waitCQ(wctx, s.rcq, wcs)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil || !time.Now().Before(end) {
+				break // interrupted, or the client is done
+			}
+			return bwReport{}, fmt.Errorf("received nothing for %v: the client stopped sending", stallTimeout)
+		}
+		now := time.Now()
+		for _, wc := range wcs[:n] {
+			if err := s.checkWC(wc); err != nil {
+				return bwReport{}, err
+			}
+			if !now.Before(sampleStart) && now.Before(sampleEnd) {
+				counted++
+			}
+			if q := int(wc.ID); q < len(s.qps) {
+				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), size)}}
+				if _, err := s.qps[q].PostRecv(wr); err != nil {
+					return bwReport{}, fmt.Errorf("post receive: %w", err)
+				}
+			}
+		}
+	}
+	to := earliest(sampleEnd, time.Now())
+	r := bwReport{Size: uint64(size), Iters: counted}
+	if el := to.Sub(sampleStart).Seconds(); el > 0 {
+		r.Avg = float64(size) * float64(counted) / el / bwFactor(o.gbits)
+		r.MsgRate = float64(counted) / el / 1e6
+	}
+	return r, nil
+}
+
+// latWindow is a latency test's duration mode (-D): warm up for the
+// margin, count the round trips begun in the sample window, cool down for
+// the margin.
+type latWindow struct {
+	on                          bool
+	sampleStart, sampleEnd, end time.Time
+	count                       int
+}
+
+func (s *session) newLatWindow() *latWindow {
+	o := s.o
+	if o.duration == 0 {
+		return &latWindow{}
+	}
+	now := time.Now()
+	margin := time.Duration(o.margin) * time.Second
+	dur := time.Duration(o.duration) * time.Second
+	return &latWindow{on: true, sampleStart: now.Add(margin), sampleEnd: now.Add(dur - margin), end: now.Add(dur)}
+}
+
+// tick counts a round trip begun now and reports whether time is up.
+func (w *latWindow) tick() bool {
+	now := time.Now()
+	if !now.Before(w.sampleStart) && now.Before(w.sampleEnd) {
+		w.count++
+	}
+	return !now.Before(w.end)
+}
+
+// result is print_report_lat_duration: the sample window's length over
+// the round trips in it (halved for SEND and WRITE, rtt 2), and the
+// round trips per second.
+func (w *latWindow) result(size, rtt int) latResult {
+	el := earliest(w.sampleEnd, time.Now()).Sub(w.sampleStart)
+	r := latResult{Size: size, Iters: w.count}
+	if w.count > 0 && el > 0 {
+		r.Avg = float64(el) / 1e3 / float64(rtt) / float64(w.count)
+		r.TPS = float64(w.count) / el.Seconds()
+	}
+	return r
+}
+
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // spinPoll waits for one completion. perftest busy-polls; a Go program
@@ -426,15 +533,28 @@ func (s *session) runLatReadAtomic(ctx context.Context, size int) (latResult, er
 	wr := s.sendWR(0, size)
 	wr.Flags |= rxe.SendSignaled
 	wc := make([]rxe.WC, 1)
+	w := s.newLatWindow()
+	if w.on {
+		tposted = nil
+	}
 	clk := newClock()
-	for i := range iters {
-		tposted[i] = clk.now()
+	for i := 0; w.on || i < iters; i++ {
+		if w.on {
+			if w.tick() || ctx.Err() != nil {
+				break
+			}
+		} else {
+			tposted[i] = clk.now()
+		}
 		if _, err := s.qps[0].PostSend(wr); err != nil {
 			return latResult{}, fmt.Errorf("post send: %w", err)
 		}
 		if err := s.spinPoll(ctx, s.scq, wc, "a completion"); err != nil {
 			return latResult{}, err
 		}
+	}
+	if w.on {
+		return w.result(size, 1), nil
 	}
 	return latStats(size, tposted, 1), nil
 }
@@ -449,25 +569,44 @@ func (s *session) runLatSend(ctx context.Context, size int) (latResult, error) {
 	wr := s.sendWR(0, size)
 	recv := rxe.RecvWR{SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(0)-s.mr.Addr()), size)}}
 	wc := make([]rxe.WC, 1)
+	// With -D the client ends the run: its last SEND has 1 in its first
+	// byte, and the server stops on it without answering.
+	lw := s.newLatWindow()
+	buf := s.mr.Bytes()
+	stopByte, peerStopByte := s.localRegion(0), int(s.remoteRegion(0)-s.mr.Addr())
+	if lw.on {
+		buf[stopByte] = 0
+	}
 	clk := newClock()
 	scnt, rcnt := 0, 0
-	for scnt < iters || rcnt < iters {
-		if rcnt < iters && !(scnt < 1 && s.client) {
+	for lw.on || scnt < iters || rcnt < iters {
+		if (lw.on || rcnt < iters) && !(scnt < 1 && s.client) {
 			if err := s.spinPoll(ctx, s.rcq, wc, fmt.Sprintf("the peer's SEND %d", rcnt+1)); err != nil {
 				return latResult{}, err
 			}
 			rcnt++
-			if rcnt+rxPosted <= iters {
+			if lw.on && !s.client && buf[peerStopByte] == 1 {
+				break
+			}
+			if lw.on || rcnt+rxPosted <= iters {
 				if _, err := s.qps[0].PostRecv(recv); err != nil {
 					return latResult{}, fmt.Errorf("post receive: %w", err)
 				}
 			}
 		}
-		if scnt < iters {
-			tposted[scnt] = clk.now()
+		if lw.on || scnt < iters {
+			stopping := false
+			if lw.on {
+				stopping = lw.tick() && s.client || s.client && ctx.Err() != nil
+				if stopping {
+					buf[stopByte] = 1
+				}
+			} else {
+				tposted[scnt] = clk.now()
+			}
 			scnt++
 			w := wr
-			signaled := scnt%o.cqMod == 0 || scnt == iters
+			signaled := scnt%o.cqMod == 0 || scnt == iters && !lw.on || stopping
 			if signaled {
 				w.Flags |= rxe.SendSignaled
 			}
@@ -479,7 +618,13 @@ func (s *session) runLatSend(ctx context.Context, size int) (latResult, error) {
 					return latResult{}, err
 				}
 			}
+			if stopping {
+				break
+			}
 		}
+	}
+	if lw.on {
+		return lw.result(size, 2), nil
 	}
 	return latStats(size, tposted, 2), nil
 }
@@ -500,11 +645,19 @@ func (s *session) runLatWrite(ctx context.Context, size int) (latResult, error) 
 	wr.Flags |= rxe.SendSignaled
 	wc := make([]rxe.WC, 1)
 	tposted := make([]int64, iters)
+	// With -D the client ends the run: its last WRITE has 1 in its first
+	// byte (-s 2 or more), and the server stops on it without answering.
+	lw := s.newLatWindow()
+	stopByte, peerStopByte := s.localRegion(0), int(s.remoteRegion(0)-s.mr.Addr())
+	if lw.on {
+		tposted = nil
+		buf[stopByte] = 0
+	}
 	base := s.rqPSN
 	clk := newClock()
 	scnt, ccnt, rcnt := 0, 0, 0
-	for scnt < iters || ccnt < iters || rcnt < iters {
-		if rcnt < iters && !(scnt < 1 && !s.client) {
+	for lw.on || scnt < iters || ccnt < iters || rcnt < iters {
+		if (lw.on || rcnt < iters) && !(scnt < 1 && !s.client) {
 			rcnt++
 			if err := s.waitWrite(ctx, qp, base, uint32(rcnt)*pkts, rcnt); err != nil {
 				return latResult{}, err
@@ -512,23 +665,40 @@ func (s *session) runLatWrite(ctx context.Context, size int) (latResult, error) 
 			if got := buf[pollByte]; got != byte(rcnt) {
 				return latResult{}, fmt.Errorf("the peer's RDMA WRITE %d ends with byte %d, not %d: is the other end running write-lat with -s %d?", rcnt, got, byte(rcnt), size)
 			}
+			if lw.on && !s.client && buf[peerStopByte] == 1 {
+				break
+			}
 		}
-		if scnt < iters {
-			tposted[scnt] = clk.now()
+		stopping := false
+		if lw.on || scnt < iters {
+			if lw.on {
+				stopping = lw.tick() && s.client || s.client && ctx.Err() != nil
+				if stopping {
+					buf[stopByte] = 1
+				}
+			} else {
+				tposted[scnt] = clk.now()
+			}
 			scnt++
 			buf[postByte] = byte(scnt)
 			if _, err := qp.PostSend(wr); err != nil {
 				return latResult{}, fmt.Errorf("post send: %w", err)
 			}
 		}
-		if ccnt < iters {
+		if lw.on || ccnt < iters {
 			if err := s.spinPoll(ctx, s.scq, wc, "a WRITE completion"); err != nil {
 				return latResult{}, err
 			}
 			ccnt++
 		}
+		if stopping {
+			break
+		}
 	}
-	s.rqPSN = (base + uint32(iters)*pkts) & 0xFFFFFF
+	s.rqPSN = (base + uint32(rcnt)*pkts) & 0xFFFFFF
+	if lw.on {
+		return lw.result(size, 2), nil
+	}
 	return latStats(size, tposted, 2), nil
 }
 
