@@ -628,9 +628,11 @@ func bidirRow(t *testing.T, out string, size, iters int) string {
 		rate, err3 := strconv.ParseFloat(f[4], 64)
 		require.NoError(t, errors.Join(err1, err2, err3))
 		require.Positive(t, avg, l)
-		require.GreaterOrEqual(t, peak, avg*0.99, l)
+		// The printed figures are rounded to 0.01 (BW) and 1e-6 (MsgRate):
+		// allow that on top of 2%, or small sizes fail on rounding alone.
+		require.GreaterOrEqual(t, peak, avg*0.99-0.01, l)
 		want := rate * 1e6 * float64(size) / 0x100000
-		require.InEpsilon(t, want, avg, 0.02, l)
+		require.InDelta(t, want, avg, 0.02*want+0.006+0.5e-6*float64(size)/0x100000*1e6, l)
 		return l
 	}
 	t.Fatalf("no BW row in:\n%s", out)
