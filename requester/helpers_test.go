@@ -226,25 +226,23 @@ func readResp(pmtu int, psn packet.PSN, data []byte, from int, restartFirst bool
 // replay, atomic replay, RNR when out of receive credits. Its memory is
 // addressed by R_Key.
 type fakeResponder struct {
-	t          testing.TB
-	pmtu       int
-	epsn       packet.PSN
-	msn        uint32
-	mem        fakeMem
-	rq         int // receive WQEs; -1 = unlimited
-	rnrCode    uint8
-	rdmavt     bool // answer duplicate reads FIRST/ONLY from the retry PSN
-	ackAll     bool // ACK every packet, not only AckReq ones
-	nakSent    bool
-	msgs       [][]byte // completed SEND messages
-	cur        []byte   // SEND in progress
-	wva        uint64   // WRITE in progress
-	wkey       uint32
-	reads      []readRes
-	atomics    map[packet.PSN]uint64
-	out        [][]byte // responses to deliver
-	maxRdAtom  int      // most read/atomic requests seen outstanding
-	rdInFlight map[packet.PSN]bool
+	t       testing.TB
+	pmtu    int
+	epsn    packet.PSN
+	msn     uint32
+	mem     fakeMem
+	rq      int // receive WQEs; -1 = unlimited
+	rnrCode uint8
+	rdmavt  bool // answer duplicate reads FIRST/ONLY from the retry PSN
+	ackAll  bool // ACK every packet, not only AckReq ones
+	nakSent bool
+	msgs    [][]byte // completed SEND messages
+	cur     []byte   // SEND in progress
+	wva     uint64   // WRITE in progress
+	wkey    uint32
+	reads   []readRes
+	atomics map[packet.PSN]uint64
+	out     [][]byte // responses to deliver
 }
 
 type readRes struct {
@@ -256,7 +254,7 @@ type readRes struct {
 
 func newResponder(t testing.TB, pmtu int, epsn packet.PSN) *fakeResponder {
 	return &fakeResponder{t: t, pmtu: pmtu, epsn: epsn, mem: fakeMem{}, rq: -1,
-		atomics: map[packet.PSN]uint64{}, rdInFlight: map[packet.PSN]bool{}}
+		atomics: map[packet.PSN]uint64{}}
 }
 
 func (f *fakeResponder) send(b []byte) { f.out = append(f.out, b) }

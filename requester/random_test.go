@@ -69,7 +69,6 @@ func testRandomized(t *testing.T, seed uint64) {
 		sges   []verbs.SGE
 		src    []byte // SEND/WRITE data, READ source
 		remote uint64
-		orig   uint64 // atomic: the original value
 	}
 	var (
 		exps      []expect
