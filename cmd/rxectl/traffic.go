@@ -456,6 +456,22 @@ func (w *latWindow) tick() bool {
 	return !now.Before(w.end)
 }
 
+// post prepares ping scnt of a ping-pong. In iterations mode it
+// timestamps the post. In duration mode it counts the round trip and, on
+// the client once time is up or the run is interrupted, flags the message
+// as the last one (buf[stopByte] = 1) and reports that it is.
+func (w *latWindow) post(ctx context.Context, client bool, buf []byte, stopByte int, tposted []int64, scnt int, clk clock) (stopping bool) {
+	if !w.on {
+		tposted[scnt] = clk.now()
+		return false
+	}
+	up := w.tick()
+	if stopping = client && (up || ctx.Err() != nil); stopping {
+		buf[stopByte] = 1
+	}
+	return stopping
+}
+
 // result is print_report_lat_duration: the sample window's length over
 // the round trips in it (halved for SEND and WRITE, rtt 2), and the
 // round trips per second.
@@ -595,15 +611,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (latResult, error) {
 			}
 		}
 		if lw.on || scnt < iters {
-			stopping := false
-			if lw.on {
-				stopping = lw.tick() && s.client || s.client && ctx.Err() != nil
-				if stopping {
-					buf[stopByte] = 1
-				}
-			} else {
-				tposted[scnt] = clk.now()
-			}
+			stopping := lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
 			scnt++
 			w := wr
 			signaled := scnt%o.cqMod == 0 || scnt == iters && !lw.on || stopping
@@ -671,14 +679,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (latResult, error) 
 		}
 		stopping := false
 		if lw.on || scnt < iters {
-			if lw.on {
-				stopping = lw.tick() && s.client || s.client && ctx.Err() != nil
-				if stopping {
-					buf[stopByte] = 1
-				}
-			} else {
-				tposted[scnt] = clk.now()
-			}
+			stopping = lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
 			scnt++
 			buf[postByte] = byte(scnt)
 			if _, err := qp.PostSend(wr); err != nil {
