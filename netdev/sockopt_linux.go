@@ -13,6 +13,7 @@ import (
 // kernel granted.
 type socketSetup struct {
 	v6, wildcard bool
+	reusePort    bool // SO_REUSEPORT (ListenUDPGroup)
 	opts         Options
 	got          BufferSizes
 }
@@ -57,6 +58,9 @@ func (s *socketSetup) apply(fd int) error {
 		}
 	}
 	list = append(list, opt{"SO_RXQ_OVFL", unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1})
+	if s.reusePort {
+		list = append(list, opt{"SO_REUSEPORT", unix.SOL_SOCKET, unix.SO_REUSEPORT, 1})
+	}
 	for _, o := range list {
 		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.value); err != nil {
 			return fmt.Errorf("netdev: setsockopt %s=%d: %w", o.name, o.value, err)

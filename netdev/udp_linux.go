@@ -59,6 +59,12 @@ type UDPConn struct {
 // IPV6_V6ONLY socket, so [::] does not receive IPv4. Port 0 binds an
 // ephemeral port; the caller chooses any other port (RoCEv2 uses 4791).
 func ListenUDP(addr netip.AddrPort, opts Options) (*UDPConn, error) {
+	return listenUDP(addr, opts, false)
+}
+
+// listenUDP is ListenUDP; reusePort sets SO_REUSEPORT before bind (see
+// ListenUDPGroup).
+func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, error) {
 	if !addr.IsValid() {
 		return nil, fmt.Errorf("netdev: ListenUDP: invalid address %v", addr)
 	}
@@ -71,7 +77,7 @@ func ListenUDP(addr netip.AddrPort, opts Options) (*UDPConn, error) {
 		ip = ip.Unmap()
 	}
 	bind := netip.AddrPortFrom(ip, addr.Port())
-	setup := &socketSetup{v6: v6, wildcard: ip.IsUnspecified(), opts: opts}
+	setup := &socketSetup{v6: v6, wildcard: ip.IsUnspecified(), reusePort: reusePort, opts: opts}
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		if err := rc.Control(func(fd uintptr) { serr = setup.apply(int(fd)) }); err != nil {

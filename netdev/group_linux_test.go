@@ -1,0 +1,105 @@
+package netdev
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// listenGroup opens a group closed at the end of the test.
+func listenGroup(t *testing.T, addr netip.AddrPort, n int) []*UDPConn {
+	t.Helper()
+	conns, err := ListenUDPGroup(addr, n, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return conns
+}
+
+// drain reads from c until nothing arrives for a short while and returns
+// the payloads.
+func drain(t *testing.T, c *UDPConn) [][]byte {
+	t.Helper()
+	var got [][]byte
+	msgs := newMsgs(8, 64)
+	for {
+		require.NoError(t, c.uc.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+		n, err := c.ReadBatch(msgs)
+		if err != nil {
+			return got
+		}
+		for _, m := range msgs[:n] {
+			got = append(got, append([]byte(nil), m.Buf[:m.N]...))
+		}
+	}
+}
+
+func TestUDPGroupSteersByQPN(t *testing.T) {
+	for _, fam := range families {
+		for _, n := range []int{1, 2, 3, 4} {
+			t.Run(fam.name+"/"+string(rune('0'+n)), func(t *testing.T) {
+				if fam.needsIPv6 {
+					skipNoIPv6(t)
+				}
+				conns := listenGroup(t, netip.AddrPortFrom(fam.lo, 0), n)
+				port := conns[0].LocalAddr().Port()
+				for _, c := range conns {
+					require.Equal(t, port, c.LocalAddr().Port(), "one port for the group")
+				}
+				// Several senders: steering must not depend on the source port.
+				senders := []*UDPConn{listen(t, fam.lo, Options{}), listen(t, fam.lo, Options{})}
+				const count = 40
+				for q := range count {
+					bth := make([]byte, 12)
+					bth[0] = 0x04                                                   // RC_SEND_ONLY; irrelevant to steering
+					binary.BigEndian.PutUint32(bth[4:], uint32(0x110+q)|0xAB000000) // reserved byte set: ignored
+					msgs := []Message{{Buf: bth, N: len(bth), Addr: conns[0].LocalAddr()}}
+					_, err := senders[q%2].WriteBatch(msgs)
+					require.NoError(t, err)
+				}
+				seen := 0
+				for i, c := range conns {
+					for _, p := range drain(t, c) {
+						q := binary.BigEndian.Uint32(p[4:]) & 0xFFFFFF
+						require.Equal(t, i, int(q)%n, "QPN %#x reached socket %d of %d", q, i, n)
+						seen++
+					}
+				}
+				require.Equal(t, count, seen, "every datagram received once")
+			})
+		}
+	}
+}
+
+func TestUDPGroupShortDatagramToFirst(t *testing.T) {
+	conns := listenGroup(t, netip.AddrPortFrom(lo4, 0), 3)
+	s := listen(t, lo4, Options{})
+	_, err := s.WriteBatch([]Message{{Buf: []byte{1, 2, 3}, N: 3, Addr: conns[0].LocalAddr()}})
+	require.NoError(t, err)
+	require.Len(t, drain(t, conns[0]), 1)
+	require.Empty(t, drain(t, conns[1]))
+	require.Empty(t, drain(t, conns[2]))
+}
+
+func TestUDPGroupRefusesBusyAddress(t *testing.T) {
+	single := listen(t, lo4, Options{})
+	_, err := ListenUDPGroup(single.LocalAddr(), 2, Options{})
+	require.ErrorContains(t, err, "in use")
+
+	conns := listenGroup(t, netip.AddrPortFrom(lo4, 0), 2)
+	_, err = ListenUDPGroup(conns[0].LocalAddr(), 2, Options{})
+	require.ErrorContains(t, err, "in use", "a second group must not join the first")
+	_, err = ListenUDP(conns[0].LocalAddr(), Options{})
+	require.Error(t, err, "a plain socket cannot bind the group's port")
+
+	for _, n := range []int{0, -1, maxGroup + 1} {
+		_, err := ListenUDPGroup(netip.AddrPortFrom(lo4, 0), n, Options{})
+		require.Error(t, err, "n=%d", n)
+	}
+}
