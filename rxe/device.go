@@ -36,8 +36,20 @@ type Options struct {
 	// advertise their receive queue depth and requesters honour the
 	// peer's. Off, the device behaves like kernel rxe (always unlimited).
 	Credits bool
-	// CompVectors is the number of completion vectors; default 1.
+	// CompVectors is the number of completion vectors (seed 001); default
+	// runtime.GOMAXPROCS(0). Each vector has its own run queue and
+	// transmit goroutine, and (with Listen, or OpenConns with one conn per
+	// vector) its own socket and receive goroutine; it serves the QPs
+	// whose receive CQ is bound to it. See docs/threading.md.
 	CompVectors int
+	// PinVectors locks each vector's goroutines to OS threads pinned to
+	// one CPU each (vector i on the i-th CPU the process may use, modulo
+	// their number), as IRQ affinity pins a NIC's completion vectors.
+	PinVectors bool
+	// SingleSocket makes Listen open one socket, read by one receive
+	// goroutine for all vectors, instead of one socket per vector in a
+	// SO_REUSEPORT group steered by QPN (netdev.ListenUDPGroup).
+	SingleSocket bool
 	// OwnConn makes Close close the netdev too (Listen sets it).
 	OwnConn bool
 	// NoInlineSend keeps every write on the transmit goroutine. By
@@ -158,22 +170,24 @@ type Counters struct {
 	EventsDropped uint64 // async events lost because nobody read Events
 	NotifyDropped uint64 // CQ notifications lost to a full CompChannel
 	ReceiveErrors uint64 // netdev read errors
+	PinErrors     uint64 // vector goroutines that could not be pinned (Options.PinVectors)
 }
 
 type deviceCounters struct {
 	sentPkts, rcvdPkts, badICRC, icrcRecovered atomic.Uint64
 	malformed, unknownQP, cnps, sendErr        atomic.Uint64
 	localDrops, qpErrors, eventsDropped        atomic.Uint64
-	notifyDropped, receiveErrors               atomic.Uint64
+	notifyDropped, receiveErrors, pinErrors    atomic.Uint64
 
 	// System calls (ReadBatch and WriteBatch calls), for the benchmarks'
 	// datagrams-per-call figures; not exported.
 	readBatches, writeBatches atomic.Uint64
 }
 
-// Device is a soft-RoCE device on one netdev.Conn.
+// Device is a soft-RoCE device on one netdev.Conn, or one per completion
+// vector.
 type Device struct {
-	conn      netdev.Conn
+	conns     []netdev.Conn // one, or one per vector (conns[i] receives QPNs i mod len)
 	ownConn   bool
 	opts      Options
 	addr      netip.Addr // unmapped: 4-byte for IPv4
@@ -186,28 +200,17 @@ type Device struct {
 	qps    qpTable
 	nextPD atomic.Uint32
 
+	vecs    []*vector
 	vecMu   sync.Mutex
-	vecUses []int
+	vecUses []int // CQs per vector, for the least-used choice
+	cpus    []int // CPUs the process may run on (PinVectors)
 
 	events   chan AsyncEvent
 	counters deviceCounters
 
-	runMu   sync.Mutex // protects runq and runHead
-	runq    []*QP      // runnable QPs are runq[runHead:], in FIFO order
-	runHead int
-	kick    chan struct{}
-	closed  atomic.Bool
-	done    chan struct{}
-	wg      sync.WaitGroup
-
-	// txMu is held by whichever goroutine pulls packets from QPs and
-	// writes them (the transmit goroutine, or the receive goroutine
-	// sending inline), from the pull through the write: datagrams leave in
-	// the order they were pulled. It protects the fields below and each
-	// QP's tx fields (datagrams held back after a local drop, back-off).
-	txMu     sync.Mutex
-	txMsgs   []netdev.Message // the batch being built and written
-	txOwners []*QP            // the QP of each datagram in txMsgs
+	closed atomic.Bool
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // maxPacket is the largest RoCE packet a device sends or accepts: a 4096
@@ -224,23 +227,64 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if addr.Port() == 0 {
 		addr = netip.AddrPortFrom(addr.Addr(), packet.UDPPort)
 	}
-	conn, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	n := opts.CompVectors
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	if opts.SingleSocket {
+		n = 1
+	}
+	group, err := netdev.ListenUDPGroup(addr, n, netdev.Options{BlockingWrite: true})
 	if err != nil {
 		return nil, fmt.Errorf("rxe: listen on %v: %w", addr, err)
 	}
+	conns := make([]netdev.Conn, len(group))
+	for i, c := range group {
+		conns[i] = c
+	}
 	opts.OwnConn = true
-	d, err := Open(conn, opts)
+	d, err := OpenConns(conns, opts)
 	if err != nil {
-		conn.Close()
+		for _, c := range conns {
+			c.Close()
+		}
 		return nil, err
 	}
 	return d, nil
 }
 
 // Open starts a device on conn. The device reads from and writes to conn
-// until Close; it does not close conn itself (Listen's device does).
+// until Close; it does not close conn itself (Listen's device does). One
+// goroutine reads conn for every completion vector; each vector writes to
+// it from its own transmit goroutine.
 func Open(conn netdev.Conn, opts Options) (*Device, error) {
-	local := conn.LocalAddr()
+	return OpenConns([]netdev.Conn{conn}, opts)
+}
+
+// OpenConns starts a device on one conn, as Open does, or on one conn per
+// completion vector: conns[i] is read and written by vector i's goroutines
+// only, and must receive exactly the datagrams for QPNs equal to i modulo
+// len(conns) (netdev.ListenUDPGroup steers them so). Every conn must be
+// bound to the same address. Options.CompVectors defaults to len(conns)
+// when there are several, and must then equal it.
+func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
+	if len(conns) == 0 {
+		return nil, fmt.Errorf("%w: no netdev", ErrInvalidArgument)
+	}
+	local := conns[0].LocalAddr()
+	for _, c := range conns[1:] {
+		if c.LocalAddr() != local {
+			return nil, fmt.Errorf("%w: netdevs bound to %v and %v", ErrInvalidArgument, local, c.LocalAddr())
+		}
+	}
+	if len(conns) > 1 {
+		if opts.CompVectors == 0 {
+			opts.CompVectors = len(conns)
+		}
+		if opts.CompVectors != len(conns) {
+			return nil, fmt.Errorf("%w: %d completion vectors on %d netdevs (one per vector, or one for all)", ErrInvalidArgument, opts.CompVectors, len(conns))
+		}
+	}
 	addr := opts.Addr.Unmap()
 	if !addr.IsValid() {
 		addr = local.Addr().Unmap()
@@ -254,8 +298,14 @@ func Open(conn netdev.Conn, opts Options) (*Device, error) {
 	if opts.LocalDropMode > LocalDropSpin {
 		return nil, fmt.Errorf("%w: local drop mode %v", ErrInvalidArgument, opts.LocalDropMode)
 	}
-	if opts.CompVectors <= 0 {
-		opts.CompVectors = 1
+	if opts.CompVectors < 0 {
+		return nil, fmt.Errorf("%w: %d completion vectors", ErrInvalidArgument, opts.CompVectors)
+	}
+	if opts.CompVectors == 0 {
+		opts.CompVectors = runtime.GOMAXPROCS(0)
+	}
+	if opts.CompVectors > maxCompVectors {
+		return nil, fmt.Errorf("%w: %d completion vectors (max %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
 	}
 	link := opts.LinkMTU
 	if link == 0 {
@@ -266,10 +316,9 @@ func Open(conn netdev.Conn, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("%w: link MTU %d is too small for RoCE", ErrInvalidArgument, link)
 	}
 	d := &Device{
-		conn: conn, ownConn: opts.OwnConn, opts: opts, addr: addr, port: local.Port(), linkMTU: link, activeMTU: active,
+		conns: conns, ownConn: opts.OwnConn, opts: opts, addr: addr, port: local.Port(), linkMTU: link, activeMTU: active,
 		vecUses: make([]int, opts.CompVectors),
 		events:  make(chan AsyncEvent, 256),
-		kick:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		attr: DeviceAttr{
 			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs,
@@ -278,16 +327,34 @@ func Open(conn netdev.Conn, opts Options) (*Device, error) {
 			NumCompVectors: opts.CompVectors,
 		},
 	}
-	b := conn.BatchSize()
-	d.txMsgs, d.txOwners = make([]netdev.Message, b), make([]*QP, b)
-	for i := range d.txMsgs {
-		d.txMsgs[i].Buf = make([]byte, maxPacket)
+	if opts.PinVectors {
+		cpus, err := allowedCPUs()
+		if err != nil {
+			return nil, fmt.Errorf("rxe: PinVectors: %w", err)
+		}
+		d.cpus = cpus
 	}
-	d.wg.Add(2)
-	go d.routineReceive()
-	go d.routineTransmit()
+	d.vecs = make([]*vector, opts.CompVectors)
+	for i := range d.vecs {
+		d.vecs[i] = newVector(d, i, conns[i%len(conns)])
+	}
+	for i, c := range conns {
+		served := d.vecs
+		if len(conns) > 1 {
+			served = d.vecs[i : i+1]
+		}
+		d.wg.Add(1)
+		go d.routineReceive(c, served)
+	}
+	for _, v := range d.vecs {
+		d.wg.Add(1)
+		go v.routineTransmit()
+	}
 	return d, nil
 }
+
+// maxCompVectors bounds Options.CompVectors.
+const maxCompVectors = 1024
 
 // interfaceMTU returns the MTU of the interface whose network holds addr,
 // or 1500.
@@ -322,7 +389,9 @@ func (d *Device) Close() error {
 	close(d.done)
 	var err error
 	if d.ownConn {
-		err = d.conn.Close()
+		for _, c := range d.conns {
+			err = errors.Join(err, c.Close())
+		}
 	}
 	// A conn we do not own stays open: the receive goroutine exits at its
 	// next wake-up or when the owner closes conn.
@@ -384,7 +453,7 @@ func (d *Device) Counters() Counters {
 		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
 		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
-		ReceiveErrors: c.receiveErrors.Load(),
+		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(),
 	}
 }
 
@@ -414,57 +483,6 @@ func (d *Device) releaseVector(v int) {
 	d.vecMu.Unlock()
 }
 
-// schedule puts qp on the run queue of the transmit goroutine, once.
-func (d *Device) schedule(qp *QP) {
-	if qp.queued.Swap(true) {
-		return
-	}
-	d.runMu.Lock()
-	if d.runHead > 0 && len(d.runq) == cap(d.runq) {
-		// Full: reuse the consumed front before growing.
-		n := copy(d.runq, d.runq[d.runHead:])
-		clear(d.runq[n:])
-		d.runq, d.runHead = d.runq[:n], 0
-	}
-	d.runq = append(d.runq, qp)
-	d.runMu.Unlock()
-	d.kickTransmit()
-}
-
-// kickTransmit wakes the transmit goroutine (wake-ups coalesce).
-func (d *Device) kickTransmit() {
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
-}
-
-// runnable reports whether a QP is on the run queue.
-func (d *Device) runnable() bool {
-	d.runMu.Lock()
-	defer d.runMu.Unlock()
-	return d.runHead < len(d.runq)
-}
-
-// nextRunnable pops a runnable QP, or returns nil if none is queued. A pop
-// costs O(1): the queue is a slice consumed from runHead and rewound when
-// it empties, so a busy device with many QPs does not shift the slice on
-// every pop.
-func (d *Device) nextRunnable() *QP {
-	d.runMu.Lock()
-	defer d.runMu.Unlock()
-	if d.runHead == len(d.runq) {
-		return nil
-	}
-	qp := d.runq[d.runHead]
-	d.runq[d.runHead] = nil
-	d.runHead++
-	if d.runHead == len(d.runq) {
-		d.runq, d.runHead = d.runq[:0], 0
-	}
-	return qp
-}
-
 // routineReceive reads batches of datagrams and dispatches them to QPs.
 //
 // After each batch, if QPs became runnable and the transmit goroutine is
@@ -477,15 +495,18 @@ func (d *Device) nextRunnable() *QP {
 // goroutine wake-up in that loop waits for the Go scheduler to find a P,
 // tens of µs when the other goroutines are busy in system calls. See
 // docs/performance.md ("RC transport"). Options.NoInlineSend turns it off.
-func (d *Device) routineReceive() {
+func (d *Device) routineReceive(conn netdev.Conn, served []*vector) {
 	defer d.wg.Done()
-	b := d.conn.BatchSize()
+	if len(served) == 1 {
+		served[0].pin()
+	}
+	b := conn.BatchSize()
 	msgs := make([]netdev.Message, b)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, rxBufSize)
 	}
 	for {
-		n, err := d.conn.ReadBatch(msgs)
+		n, err := conn.ReadBatch(msgs)
 		if err != nil {
 			if d.closed.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -506,9 +527,14 @@ func (d *Device) routineReceive() {
 		for i := range n {
 			d.receive(now, &msgs[i])
 		}
-		if !d.opts.NoInlineSend && d.runnable() && d.txMu.TryLock() {
-			d.transmitPass(len(d.txMsgs))
-			d.txMu.Unlock()
+		if d.opts.NoInlineSend {
+			continue
+		}
+		for _, v := range served {
+			if v.runnable() && v.txMu.TryLock() {
+				v.transmitPass(len(v.txMsgs))
+				v.txMu.Unlock()
+			}
 		}
 	}
 }
@@ -538,6 +564,7 @@ func (d *Device) receive(now time.Time, m *netdev.Message) {
 		return
 	}
 	d.counters.rcvdPkts.Add(1)
+	qp.vec.rcvdPkts.Add(1)
 	qp.receive(now, p, m.Addr)
 }
 
@@ -568,229 +595,6 @@ func (d *Device) checkICRC(pkt []byte, m *netdev.Message) bool {
 	return false
 }
 
-// routineTransmit pulls packets from runnable QPs into batches and sends
-// them, one transmit pass after another until no QP is runnable.
-func (d *Device) routineTransmit() {
-	defer d.wg.Done()
-	for {
-		select {
-		case <-d.done:
-			return
-		case <-d.kick:
-		}
-		for {
-			if d.closed.Load() {
-				return
-			}
-			d.txMu.Lock()
-			k := d.transmitPass(len(d.txMsgs))
-			d.txMu.Unlock()
-			if k == 0 {
-				break
-			}
-		}
-	}
-}
-
-// transmitPass pulls up to limit packets from runnable QPs into txMsgs and
-// writes them; it returns how many datagrams it handled. It never sleeps:
-// a datagram the local host refuses goes back to its QP (see send). The
-// caller holds txMu.
-func (d *Device) transmitPass(limit int) int {
-	k := 0
-	now := time.Now()
-	for k < limit {
-		qp := d.nextRunnable()
-		if qp == nil {
-			break
-		}
-		k = d.fill(now, qp, d.txMsgs[:limit], d.txOwners, k)
-	}
-	if k > 0 {
-		d.send(d.txMsgs[:k], d.txOwners[:k])
-	}
-	return k
-}
-
-// fill drives qp's engines: it first puts the datagrams the QP holds after
-// a local drop, once its back-off timer fired, then runs an expired timer,
-// then takes the responder's packets (ACKs, read responses) and the
-// requester's, into msgs[k:]. It returns the new count; a QP with more to
-// send is queued again. While the QP holds datagrams whose back-off has not
-// expired it builds nothing (they go first); its back-off timer schedules
-// it again. The caller holds txMu.
-func (d *Device) fill(now time.Time, qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
-	qp.mu.Lock()
-	qp.queued.Store(false)
-	if qp.destroyed || qp.state == QPSReset || qp.tx.epoch != qp.epoch {
-		qp.tx.drop()
-	}
-	if qp.tx.holding() {
-		if !qp.dropDue.Load() {
-			qp.mu.Unlock()
-			return k
-		}
-		if qp.tx.head == 0 {
-			qp.counter.dropRetries.Add(1)
-		}
-		for k < len(msgs) && qp.tx.holding() {
-			h := &qp.tx.held[qp.tx.head]
-			msgs[k].N = copy(msgs[k].Buf[:cap(msgs[k].Buf)], h.Buf[:h.N])
-			msgs[k].Addr, msgs[k].Local, owners[k] = h.Addr, h.Local, qp
-			qp.tx.head++
-			k++
-		}
-		if qp.tx.holding() {
-			qp.mu.Unlock()
-			d.schedule(qp)
-			return k
-		}
-		qp.tx.drop()
-	}
-	if qp.destroyed || qp.state == QPSReset || qp.state == QPSErr {
-		qp.mu.Unlock()
-		return k
-	}
-	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
-		qp.timerAt = time.Time{}
-		qp.req.OnTimeout(now)
-	}
-	for k < len(msgs) && qp.resp != nil {
-		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
-		if n == 0 {
-			break
-		}
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
-		k++
-	}
-	for k < len(msgs) && qp.req != nil && qp.state != QPSRTR {
-		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
-		if n == 0 {
-			break
-		}
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
-		k++
-	}
-	more := qp.afterEngines()
-	qp.mu.Unlock()
-	if more {
-		d.schedule(qp)
-	}
-	return k
-}
-
-// send writes a batch (the caller holds txMu). A datagram the local host
-// refuses (a full qdisc or socket buffer: netdev.ErrLocalDrop) is handled
-// as Options.LocalDropMode says; by default (LocalDropAdaptive) it and the
-// later datagrams of its QP in the batch go back to that QP (hold), which
-// sends them again after its adaptive back-off delay (seed 002,
-// retry.Backoff): back-pressure, not a transport retry. The rest of the
-// batch is written at once, so one QP's refusal holds back no other QP.
-// Any other error drops the datagram (the transport's own retry recovers
-// it) and is counted.
-func (d *Device) send(msgs []netdev.Message, owners []*QP) {
-	adaptive := d.opts.LocalDropMode == LocalDropAdaptive
-	spins := 0
-	for len(msgs) > 0 {
-		n, err := d.conn.WriteBatch(msgs)
-		d.counters.writeBatches.Add(1)
-		n = max(n, 0)
-		if n > 0 {
-			spins = 0
-			d.counters.sentPkts.Add(uint64(n))
-			if adaptive {
-				now := time.Now()
-				for _, qp := range owners[:n] {
-					qp.counter.sentPkts.Add(1)
-					qp.tx.sent(now)
-				}
-			} else {
-				for _, qp := range owners[:n] {
-					qp.counter.sentPkts.Add(1)
-				}
-			}
-		}
-		msgs, owners = msgs[n:], owners[n:]
-		if err == nil {
-			return
-		}
-		if errors.Is(err, netdev.ErrLocalDrop) && len(msgs) > 0 {
-			d.counters.localDrops.Add(1)
-			owners[0].counter.localDrops.Add(1)
-			switch d.opts.LocalDropMode {
-			case LocalDropAdaptive:
-				msgs, owners = d.hold(msgs, owners)
-				continue
-			case LocalDropSpin:
-				if spins < spinLimit {
-					spins++
-					runtime.Gosched()
-					continue
-				}
-			}
-			spins = 0
-			msgs, owners = msgs[1:], owners[1:]
-			continue
-		}
-		if d.closed.Load() || len(msgs) == 0 {
-			return
-		}
-		d.counters.sendErr.Add(1)
-		msgs, owners = msgs[1:], owners[1:]
-	}
-}
-
-// hold gives msgs[0], which the local host refused, and every later
-// datagram of the same QP back to that QP, in order, and arms the QP's
-// back-off timer; it returns the other datagrams, in order, to be written
-// at once. Datagrams are moved by swapping Message values, so every slot of
-// the device's batch keeps a buffer. The caller holds txMu.
-func (d *Device) hold(msgs []netdev.Message, owners []*QP) ([]netdev.Message, []*QP) {
-	qp := owners[0]
-	now := time.Now()
-	delay := qp.tx.backoff.OnDrop(now)
-	qp.tx.shown = int64(delay)
-	qp.tx.delay.Store(qp.tx.shown)
-	t := &qp.tx
-	start, older := t.head, t.n-t.head // held datagrams not yet sent again: they go after these
-	w := 0
-	for i := range msgs {
-		if owners[i] == qp {
-			t.push(&msgs[i])
-			continue
-		}
-		msgs[w], msgs[i] = msgs[i], msgs[w]
-		owners[w] = owners[i]
-		w++
-	}
-	clear(owners[w:])
-	if older > 0 {
-		rotate(t.held[start:t.n], older)
-	}
-	qp.mu.Lock()
-	qp.tx.epoch = qp.epoch
-	if qp.destroyed || qp.state == QPSReset {
-		qp.tx.drop()
-	} else {
-		qp.armDropTimer(delay)
-	}
-	qp.mu.Unlock()
-	return msgs[:w], owners[:w]
-}
-
-// rotate moves the first k messages of ms to its end, in order, by
-// swapping (every Message keeps its buffer).
-func rotate(ms []netdev.Message, k int) {
-	reverse := func(a []netdev.Message) {
-		for i, j := 0, len(a)-1; i < j; i, j = i+1, j-1 {
-			a[i], a[j] = a[j], a[i]
-		}
-	}
-	reverse(ms[:k])
-	reverse(ms[k:])
-	reverse(ms)
-}
-
 // qpTable maps QP numbers to QPs. Lookups (one per received packet) take
 // no lock: a sync.Map suits this read-mostly use.
 type qpTable struct {
@@ -814,23 +618,30 @@ func (t *qpTable) lookup(qpn uint32) *QP {
 	return v.(*QP)
 }
 
-func (t *qpTable) insert(qp *QP) (uint32, error) {
+// insert gives qp the next free QPN equal to vec modulo nvec (the
+// receive steering of netdev.ListenUDPGroup: a QP's packets reach its own
+// vector's socket).
+func (t *qpTable) insert(qp *QP, vec, nvec int) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.count >= maxQPs {
 		return 0, fmt.Errorf("%w: %d QPs", ErrNoResources, maxQPs)
 	}
-	for {
+	for range packet.QPNMask + 1 {
 		if t.next < firstQPN || t.next > packet.QPNMask {
 			t.next = firstQPN
 		}
 		qpn := t.next
 		t.next++
+		if int(qpn%uint32(nvec)) != vec {
+			continue
+		}
 		if _, loaded := t.m.LoadOrStore(qpn, qp); !loaded {
 			t.count++
 			return qpn, nil
 		}
 	}
+	return 0, fmt.Errorf("%w: no free QPN for completion vector %d", ErrNoResources, vec)
 }
 
 func (t *qpTable) remove(qpn uint32) {

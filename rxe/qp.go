@@ -18,6 +18,7 @@ import (
 // QP is a queue pair. All methods are safe for concurrent use.
 type QP struct {
 	dev    *Device
+	vec    *vector // the vector of recvCQ: runs the QP's transmit work (and receive, with a socket per vector)
 	pd     *PD
 	qpn    uint32
 	typ    QPType
@@ -158,7 +159,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		qp.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
 	}
 	qp.cap = c
-	qpn, err := d.qps.insert(qp)
+	qp.vec = d.vecs[attr.RecvCQ.vector]
+	qpn, err := d.qps.insert(qp, qp.vec.id, len(d.vecs))
 	if err != nil {
 		return nil, err
 	}

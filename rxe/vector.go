@@ -1,0 +1,378 @@
+package rxe
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+)
+
+// vector is a completion vector (seed 001): the run queue of the QPs whose
+// receive CQ is bound to it and the transmit goroutine that drains it,
+// with its own batch buffers, so QPs of different vectors are driven on
+// different cores without sharing a lock. With one netdev.Conn per vector
+// (Listen, OpenConns) the vector also has its own receive goroutine, and
+// the kernel steers each QP's packets to its vector's socket by QPN.
+type vector struct {
+	d    *Device
+	id   int
+	conn netdev.Conn // written by this vector (and read by it when it has its own)
+
+	runMu   sync.Mutex // protects runq and runHead
+	runq    []*QP      // runnable QPs are runq[runHead:], in FIFO order
+	runHead int
+	kick    chan struct{}
+
+	// txMu is held by whichever goroutine pulls packets from the vector's
+	// QPs and writes them (the transmit goroutine, or a receive goroutine
+	// sending inline), from the pull through the write: datagrams leave in
+	// the order they were pulled. It protects the fields below and each of
+	// the vector's QPs' tx fields (datagrams held back after a local drop,
+	// back-off).
+	txMu     sync.Mutex
+	txMsgs   []netdev.Message // the batch being built and written
+	txOwners []*QP            // the QP of each datagram in txMsgs
+
+	cpu      atomic.Int32  // the CPU the vector's goroutines are pinned to, or -1
+	rcvdPkts atomic.Uint64 // packets of the vector's QPs received
+	sentPkts atomic.Uint64 // datagrams the vector wrote
+	passes   atomic.Uint64 // transmit passes that wrote something
+}
+
+func newVector(d *Device, id int, conn netdev.Conn) *vector {
+	b := conn.BatchSize()
+	v := &vector{d: d, id: id, conn: conn, kick: make(chan struct{}, 1),
+		txMsgs: make([]netdev.Message, b), txOwners: make([]*QP, b)}
+	for i := range v.txMsgs {
+		v.txMsgs[i].Buf = make([]byte, maxPacket)
+	}
+	v.cpu.Store(-1)
+	return v
+}
+
+// pin pins the calling goroutine's thread to the vector's CPU when
+// Options.PinVectors is set. A failure leaves the goroutine unpinned and
+// shows as CPU -1 in Device.Vectors.
+func (v *vector) pin() {
+	if v.d.cpus == nil {
+		return
+	}
+	cpu := v.d.cpus[v.id%len(v.d.cpus)]
+	if err := pinThread(cpu); err != nil {
+		v.cpu.Store(-1)
+		v.d.counters.pinErrors.Add(1)
+		return
+	}
+	v.cpu.CompareAndSwap(-1, int32(cpu))
+}
+
+// VectorInfo describes a completion vector (Device.Vectors).
+type VectorInfo struct {
+	// ID is the vector's number (CQAttr.Vector).
+	ID int
+	// CQs is the number of CQs bound to the vector.
+	CQs int
+	// CPU is the CPU its goroutines are pinned to (Options.PinVectors),
+	// or -1.
+	CPU int
+	// OwnSocket reports whether the vector reads its own socket (one per
+	// vector, steered by QPN) rather than sharing the device's.
+	OwnSocket bool
+	// RcvdPkts counts the packets received for the vector's QPs; SentPkts
+	// the datagrams it wrote; Passes its transmit passes that wrote any.
+	RcvdPkts, SentPkts, Passes uint64
+}
+
+// Vectors describes the device's completion vectors.
+func (d *Device) Vectors() []VectorInfo {
+	d.vecMu.Lock()
+	defer d.vecMu.Unlock()
+	out := make([]VectorInfo, len(d.vecs))
+	for i, v := range d.vecs {
+		out[i] = VectorInfo{ID: i, CQs: d.vecUses[i], CPU: int(v.cpu.Load()), OwnSocket: len(d.conns) > 1,
+			RcvdPkts: v.rcvdPkts.Load(), SentPkts: v.sentPkts.Load(), Passes: v.passes.Load()}
+	}
+	return out
+}
+
+// schedule puts qp on its vector's run queue, once.
+func (d *Device) schedule(qp *QP) { qp.vec.schedule(qp) }
+
+// schedule puts qp on the run queue, once, and wakes the transmit
+// goroutine.
+func (v *vector) schedule(qp *QP) {
+	if qp.queued.Swap(true) {
+		return
+	}
+	v.runMu.Lock()
+	if v.runHead > 0 && len(v.runq) == cap(v.runq) {
+		// Full: reuse the consumed front before growing.
+		n := copy(v.runq, v.runq[v.runHead:])
+		clear(v.runq[n:])
+		v.runq, v.runHead = v.runq[:n], 0
+	}
+	v.runq = append(v.runq, qp)
+	v.runMu.Unlock()
+	select {
+	case v.kick <- struct{}{}: // wake-ups coalesce, like rxe's task ARMED state
+	default:
+	}
+}
+
+// runnable reports whether a QP is on the run queue.
+func (v *vector) runnable() bool {
+	v.runMu.Lock()
+	defer v.runMu.Unlock()
+	return v.runHead < len(v.runq)
+}
+
+// nextRunnable pops a runnable QP, or returns nil if none is queued. A pop
+// costs O(1): the queue is a slice consumed from runHead and rewound when
+// it empties, so a busy vector with many QPs does not shift the slice on
+// every pop.
+func (v *vector) nextRunnable() *QP {
+	v.runMu.Lock()
+	defer v.runMu.Unlock()
+	if v.runHead == len(v.runq) {
+		return nil
+	}
+	qp := v.runq[v.runHead]
+	v.runq[v.runHead] = nil
+	v.runHead++
+	if v.runHead == len(v.runq) {
+		v.runq, v.runHead = v.runq[:0], 0
+	}
+	return qp
+}
+
+// routineTransmit pulls packets from runnable QPs into batches and sends
+// them, one transmit pass after another until no QP is runnable.
+func (v *vector) routineTransmit() {
+	d := v.d
+	defer d.wg.Done()
+	v.pin()
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-v.kick:
+		}
+		for {
+			if d.closed.Load() {
+				return
+			}
+			v.txMu.Lock()
+			k := v.transmitPass(len(v.txMsgs))
+			v.txMu.Unlock()
+			if k == 0 {
+				break
+			}
+		}
+	}
+}
+
+// transmitPass pulls up to limit packets from runnable QPs into txMsgs and
+// writes them; it returns how many datagrams it handled. It never sleeps:
+// a datagram the local host refuses goes back to its QP (see send). The
+// caller holds txMu.
+func (v *vector) transmitPass(limit int) int {
+	k := 0
+	now := time.Now()
+	for k < limit {
+		qp := v.nextRunnable()
+		if qp == nil {
+			break
+		}
+		k = v.fill(now, qp, v.txMsgs[:limit], v.txOwners, k)
+	}
+	if k > 0 {
+		v.passes.Add(1)
+		v.send(v.txMsgs[:k], v.txOwners[:k])
+	}
+	return k
+}
+
+// fill drives qp's engines: it first puts the datagrams the QP holds after
+// a local drop, once its back-off timer fired, then runs an expired timer,
+// then takes the responder's packets (ACKs, read responses) and the
+// requester's, into msgs[k:]. It returns the new count; a QP with more to
+// send is queued again. While the QP holds datagrams whose back-off has not
+// expired it builds nothing (they go first); its back-off timer schedules
+// it again. The caller holds txMu.
+func (v *vector) fill(now time.Time, qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
+	d := v.d
+	qp.mu.Lock()
+	qp.queued.Store(false)
+	if qp.destroyed || qp.state == QPSReset || qp.tx.epoch != qp.epoch {
+		qp.tx.drop()
+	}
+	if qp.tx.holding() {
+		if !qp.dropDue.Load() {
+			qp.mu.Unlock()
+			return k
+		}
+		if qp.tx.head == 0 {
+			qp.counter.dropRetries.Add(1)
+		}
+		for k < len(msgs) && qp.tx.holding() {
+			h := &qp.tx.held[qp.tx.head]
+			msgs[k].N = copy(msgs[k].Buf[:cap(msgs[k].Buf)], h.Buf[:h.N])
+			msgs[k].Addr, msgs[k].Local, owners[k] = h.Addr, h.Local, qp
+			qp.tx.head++
+			k++
+		}
+		if qp.tx.holding() {
+			qp.mu.Unlock()
+			v.schedule(qp)
+			return k
+		}
+		qp.tx.drop()
+	}
+	if qp.destroyed || qp.state == QPSReset || qp.state == QPSErr {
+		qp.mu.Unlock()
+		return k
+	}
+	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
+		qp.timerAt = time.Time{}
+		qp.req.OnTimeout(now)
+	}
+	for k < len(msgs) && qp.resp != nil {
+		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
+		k++
+	}
+	for k < len(msgs) && qp.req != nil && qp.state != QPSRTR {
+		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
+		k++
+	}
+	more := qp.afterEngines()
+	qp.mu.Unlock()
+	if more {
+		v.schedule(qp)
+	}
+	return k
+}
+
+// send writes a batch (the caller holds txMu). A datagram the local host
+// refuses (a full qdisc or socket buffer: netdev.ErrLocalDrop) is handled
+// as Options.LocalDropMode says; by default (LocalDropAdaptive) it and the
+// later datagrams of its QP in the batch go back to that QP (hold), which
+// sends them again after its adaptive back-off delay (seed 002,
+// retry.Backoff): back-pressure, not a transport retry. The rest of the
+// batch is written at once, so one QP's refusal holds back no other QP.
+// Any other error drops the datagram (the transport's own retry recovers
+// it) and is counted.
+func (v *vector) send(msgs []netdev.Message, owners []*QP) {
+	d := v.d
+	adaptive := d.opts.LocalDropMode == LocalDropAdaptive
+	spins := 0
+	for len(msgs) > 0 {
+		n, err := v.conn.WriteBatch(msgs)
+		d.counters.writeBatches.Add(1)
+		n = max(n, 0)
+		if n > 0 {
+			spins = 0
+			d.counters.sentPkts.Add(uint64(n))
+			v.sentPkts.Add(uint64(n))
+			if adaptive {
+				now := time.Now()
+				for _, qp := range owners[:n] {
+					qp.counter.sentPkts.Add(1)
+					qp.tx.sent(now)
+				}
+			} else {
+				for _, qp := range owners[:n] {
+					qp.counter.sentPkts.Add(1)
+				}
+			}
+		}
+		msgs, owners = msgs[n:], owners[n:]
+		if err == nil {
+			return
+		}
+		if errors.Is(err, netdev.ErrLocalDrop) && len(msgs) > 0 {
+			d.counters.localDrops.Add(1)
+			owners[0].counter.localDrops.Add(1)
+			switch d.opts.LocalDropMode {
+			case LocalDropAdaptive:
+				msgs, owners = v.hold(msgs, owners)
+				continue
+			case LocalDropSpin:
+				if spins < spinLimit {
+					spins++
+					runtime.Gosched()
+					continue
+				}
+			}
+			spins = 0
+			msgs, owners = msgs[1:], owners[1:]
+			continue
+		}
+		if d.closed.Load() || len(msgs) == 0 {
+			return
+		}
+		d.counters.sendErr.Add(1)
+		msgs, owners = msgs[1:], owners[1:]
+	}
+}
+
+// hold gives msgs[0], which the local host refused, and every later
+// datagram of the same QP back to that QP, in order, and arms the QP's
+// back-off timer; it returns the other datagrams, in order, to be written
+// at once. Datagrams are moved by swapping Message values, so every slot of
+// the vector's batch keeps a buffer. The caller holds txMu.
+func (v *vector) hold(msgs []netdev.Message, owners []*QP) ([]netdev.Message, []*QP) {
+	qp := owners[0]
+	now := time.Now()
+	delay := qp.tx.backoff.OnDrop(now)
+	qp.tx.shown = int64(delay)
+	qp.tx.delay.Store(qp.tx.shown)
+	t := &qp.tx
+	start, older := t.head, t.n-t.head // held datagrams not yet sent again: they go after these
+	w := 0
+	for i := range msgs {
+		if owners[i] == qp {
+			t.push(&msgs[i])
+			continue
+		}
+		msgs[w], msgs[i] = msgs[i], msgs[w]
+		owners[w] = owners[i]
+		w++
+	}
+	clear(owners[w:])
+	if older > 0 {
+		rotate(t.held[start:t.n], older)
+	}
+	qp.mu.Lock()
+	qp.tx.epoch = qp.epoch
+	if qp.destroyed || qp.state == QPSReset {
+		qp.tx.drop()
+	} else {
+		qp.armDropTimer(delay)
+	}
+	qp.mu.Unlock()
+	return msgs[:w], owners[:w]
+}
+
+// rotate moves the first k messages of ms to its end, in order, by
+// swapping (every Message keeps its buffer).
+func rotate(ms []netdev.Message, k int) {
+	reverse := func(a []netdev.Message) {
+		for i, j := 0, len(a)-1; i < j; i, j = i+1, j-1 {
+			a[i], a[j] = a[j], a[i]
+		}
+	}
+	reverse(ms[:k])
+	reverse(ms[k:])
+	reverse(ms)
+}
