@@ -179,15 +179,17 @@ const (
 // BenchmarkVectors measures seed 001's scaling: Q RC QPs streaming at
 // once from device A to device B over loopback UDP (127.0.0.1 to
 // 127.0.0.2), each QP with its own CQ, through a pair of devices with one
-// completion vector and through a pair with GOMAXPROCS vectors (one
+// completion vector, through a pair with GOMAXPROCS vectors (one
 // socket, receive and transmit goroutine per vector; CQs on the
-// least-used vector, so the QPs spread evenly), for RDMA WRITE and SEND of
-// 4 to 64 KiB. Each b.N is split into rounds that alternate between the
-// two pairs and a raw-UDP baseline (netdev.MeasureRawUDP, full-MTU
+// least-used vector, so the QPs spread evenly) and through a pair with
+// GOMAXPROCS vectors sharing one socket and receive goroutine
+// (Options.SingleSocket: the receive work is not spread), for RDMA WRITE
+// and SEND of 4 to 64 KiB. Each b.N is split into rounds that alternate
+// between the three pairs and a raw-UDP baseline (netdev.MeasureRawUDP, full-MTU
 // datagrams, one flow), so all three see the same machine state. It
 // reports, for each pair, MB/s (payload, 10^6 bytes), msgs/s, the ratio to
 // raw UDP and CPU µs per message (whole process), the speedup of N vectors
-// over one, and RNR NAKs (SEND: the receiver reposts each buffer as soon
+// over one (and of N vectors on one socket over one), and RNR NAKs (SEND: the receiver reposts each buffer as soon
 // as its completion is polled).
 //
 //	go test -run '^$' -bench Vectors -benchtime 16000x ./rxe/
@@ -221,9 +223,9 @@ type vecStreams struct {
 	msgs    int
 }
 
-func newVecStreams(ctx context.Context, b *testing.B, op WROpcode, size, qps, vecs int, hostA, hostB string) *vecStreams {
-	da := groupDevice(b, hostA+":0", vecs, false, false)
-	db := groupDevice(b, hostB+":0", vecs, false, false)
+func newVecStreams(ctx context.Context, b *testing.B, op WROpcode, size, qps, vecs int, single bool, hostA, hostB string) *vecStreams {
+	da := groupDevice(b, hostA+":0", vecs, single, false)
+	db := groupDevice(b, hostB+":0", vecs, single, false)
 	vs := &vecStreams{recvErr: make(chan error, qps)}
 	recvCtx, stopRecv := context.WithCancel(ctx)
 	var rwg sync.WaitGroup
@@ -323,8 +325,9 @@ func (vs *vecStreams) report(b *testing.B, suffix string, size int, rawMBps floa
 func benchVectors(b *testing.B, op WROpcode, size, qps, nvec int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	one := newVecStreams(ctx, b, op, size, qps, 1, "127.0.0.1", "127.0.0.2")
-	many := newVecStreams(ctx, b, op, size, qps, nvec, "127.0.0.3", "127.0.0.4")
+	one := newVecStreams(ctx, b, op, size, qps, 1, false, "127.0.0.1", "127.0.0.2")
+	many := newVecStreams(ctx, b, op, size, qps, nvec, false, "127.0.0.3", "127.0.0.4")
+	shared := newVecStreams(ctx, b, op, size, qps, nvec, true, "127.0.0.5", "127.0.0.6")
 	perRound := max((b.N+vecRounds*qps-1)/(vecRounds*qps), vecSignal)
 	var rawBytes float64
 	var rawTime time.Duration
@@ -332,6 +335,7 @@ func benchVectors(b *testing.B, op WROpcode, size, qps, nvec int) {
 	for range vecRounds {
 		require.NoError(b, one.run(perRound))
 		require.NoError(b, many.run(perRound))
+		require.NoError(b, shared.run(perRound))
 		pkts := perRound * qps * ((size + 4095) / 4096)
 		raw, err := netdev.MeasureRawUDP(ctx, netdev.RawUDPConfig{Size: benchDatagram, Count: max(pkts, 1024)})
 		require.NoError(b, err)
@@ -343,5 +347,7 @@ func benchVectors(b *testing.B, op WROpcode, size, qps, nvec int) {
 	b.ReportMetric(rawMBps, "rawUDP-MB/s")
 	m1 := one.report(b, "1vec", size, rawMBps)
 	mn := many.report(b, fmt.Sprintf("%dvec", nvec), size, rawMBps)
+	ms := shared.report(b, fmt.Sprintf("%dvec-1sock", nvec), size, rawMBps)
 	b.ReportMetric(mn/m1, "speedup")
+	b.ReportMetric(ms/m1, "speedup-1sock")
 }
