@@ -309,7 +309,8 @@ type devSnap struct{ sent, rcvd, writes, reads uint64 }
 
 func benchSnap(d *Device) devSnap {
 	c := &d.counters
-	return devSnap{c.sentPkts.Load(), c.rcvdPkts.Load(), c.writeBatches.Load(), c.readBatches.Load()}
+	t := d.Counters()
+	return devSnap{t.SentPkts, t.RcvdPkts, c.writeBatches.Load(), c.readBatches.Load()}
 }
 
 func (s devSnap) sub(o devSnap) devSnap {

@@ -282,7 +282,6 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 		n = max(n, 0)
 		if n > 0 {
 			spins = 0
-			d.counters.sentPkts.Add(uint64(n))
 			v.sentPkts.Add(uint64(n))
 			if adaptive {
 				now := time.Now()
