@@ -329,7 +329,7 @@ func (d *Device) Close() error {
 	d.qps.each(func(qp *QP) {
 		qp.mu.Lock()
 		qp.stopTimer()
-		qp.stopDropTimer()
+		qp.closeDropTimer()
 		qp.mu.Unlock()
 	})
 	if d.ownConn {

@@ -46,8 +46,9 @@ type QP struct {
 	// epoch are discarded, not sent.
 	epoch uint32
 	// dropTimer schedules the QP when the back-off after a local drop
-	// has passed (LocalDropAdaptive); it sets dropDue.
-	dropTimer *time.Timer
+	// has passed (LocalDropAdaptive); it sets dropDue. Created on the
+	// first drop (droptimer.go).
+	dropTimer dropTimer
 
 	dropDue atomic.Bool // the back-off timer fired: the held datagrams may go
 	queued  atomic.Bool // on the device's run queue
@@ -346,7 +347,7 @@ func (qp *QP) enterError() {
 func (qp *QP) armDropTimer(delay time.Duration) {
 	qp.dropDue.Store(false)
 	if qp.dropTimer == nil {
-		qp.dropTimer = time.AfterFunc(delay, func() {
+		qp.dropTimer = newDropTimer(qp.dev.conn, delay, func() {
 			qp.dropDue.Store(true)
 			qp.dev.schedule(qp)
 		})
@@ -359,6 +360,16 @@ func (qp *QP) armDropTimer(delay time.Duration) {
 func (qp *QP) stopDropTimer() {
 	if qp.dropTimer != nil {
 		qp.dropTimer.Stop()
+	}
+}
+
+// closeDropTimer stops the back-off timer for good and releases it (a
+// timerfd and its goroutine); a later drop creates a new one. The caller
+// holds mu.
+func (qp *QP) closeDropTimer() {
+	if qp.dropTimer != nil {
+		qp.dropTimer.Close()
+		qp.dropTimer = nil
 	}
 }
 
@@ -563,7 +574,7 @@ func (qp *QP) Destroy() error {
 	}
 	qp.destroyed = true
 	qp.stopTimer()
-	qp.stopDropTimer()
+	qp.closeDropTimer()
 	qp.epoch++
 	qp.state = QPSReset
 	qp.req, qp.resp = nil, nil
