@@ -86,9 +86,6 @@ func TestDropTimerKind(t *testing.T) {
 	require.True(t, onSocket(wrapped))
 	tm2 := newDropTimer(wrapped, time.Hour, func() {})
 	defer tm2.Close()
-	if runtime.GOOS == "linux" {
-		require.IsType(t, &fdTimer{}, tm2)
-	} else {
-		require.IsType(t, &runtimeTimer{}, tm2)
-	}
+	_, isRuntime := tm2.(*runtimeTimer)
+	require.Equal(t, runtime.GOOS != "linux", isRuntime, "%T", tm2)
 }
