@@ -72,15 +72,17 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 	if r.cfg.Credits {
 		r.updateCredits(p)
 	}
-	r.progress = false
 	r.run(&p, now, false)
 	if r.stopped {
 		return
 	}
 	r.catchUp()
-	if r.progress && r.ack > 0 {
-		// rxe pushes the retransmit timer down the road at the end of each
-		// completer pass while PSNs are outstanding.
+	if r.ack > 0 {
+		// rxe_completer re-arms the retransmit timer at COMPST_EXIT, which
+		// it reaches after every response it has drained, useful or not,
+		// while PSNs are outstanding. Responses that make no progress
+		// (trains queued at the responder ahead of a replayed READ) thus
+		// hold the timer off, and only silence from the peer times out.
 		if r.psn.After(r.compPSN) {
 			r.retrans.Arm(now.Add(r.ack))
 		} else {
@@ -311,7 +313,6 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 // checkAck checks the opcode sequence of read responses and dispatches on
 // opcode and syndrome (rxe check_ack).
 func (r *Requester) checkAck(p *packet.Packet, w *wqe) CompState {
-	r.progress = true
 	op := p.Opcode()
 	psn := p.PSN()
 	if r.compOp == compOpNone {

@@ -14,8 +14,8 @@
 // posts send completions in order through Completions.
 //
 // Reliability follows IBA 9.7 and rxe: a retransmit timer (local ACK
-// timeout, 4.096 µs × 2^timeout) pushed forward while responses make
-// progress; go-back-N from the oldest unacknowledged PSN after a timeout, a
+// timeout, 4.096 µs × 2^timeout) pushed forward by every response while
+// PSNs are outstanding (rxe_completer, COMPST_EXIT); go-back-N from the oldest unacknowledged PSN after a timeout, a
 // PSN sequence error NAK or an implied NAK, regenerating the packets from
 // the WQE (rxe req_retry); an RNR timer after an RNR NAK; the retry_cnt and
 // rnr_retry budgets of package retry; and fatal errors (remote NAKs,

@@ -53,7 +53,6 @@ type Requester struct {
 	retryBudget  retry.RetryBudget
 	rnrBudget    retry.RNRBudget
 	startedRetry bool
-	progress     bool // this Receive reached CHECK_ACK
 	retrans      retry.Deadline
 	rnrWait      retry.Deadline
 	state        CompState

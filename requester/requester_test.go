@@ -999,3 +999,75 @@ func TestAdvancingSequenceNAKRefillsRetries(t *testing.T) {
 	require.True(t, failed)
 	require.Equal(t, verbs.WCRetryExcErr, st)
 }
+
+// TestRetryWaitsBehindQueuedReadTrains: one READ response is lost while
+// two more READs are outstanding. The implied NAK starts a retry, but the
+// responder answers the re-sent request only after the trains it has
+// already queued (IBA 9.7.5.1.3 executes in order; rxe and our responder
+// append the replay). Those trains take several ACK timeouts to arrive and
+// make no progress here. rxe_completer re-arms the retransmit timer at
+// COMPST_EXIT after every response it drains while PSNs are outstanding,
+// so responses that keep arriving hold the timer off and the retry waits;
+// the READs must complete without a timeout and without RETRY_EXC_ERR.
+func TestRetryWaitsBehindQueuedReadTrains(t *testing.T) {
+	const pmtu, p0, pkts = 256, 0x100, 32
+	cfg := baseConfig(pmtu, p0)
+	cfg.RetryCnt = 2
+	T := retry.AckTimeout(cfg.Timeout)
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	data := make([][]byte, 3)
+	for i := range data {
+		data[i] = make([]byte, pkts*pmtu)
+		for j := range data[i] {
+			data[i][j] = byte(i*7 + j*13)
+		}
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(i*pkts*pmtu), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i*pkts*pmtu), Length: pkts * pmtu, LKey: lkeyA}}})
+	}
+	require.Len(t, h.drain(), 3)
+	psn := func(i int) packet.PSN { return packet.PSN(p0).Add(i * pkts) }
+
+	// step delivers b a quarter of an ACK timeout after the previous
+	// response, firing the timer first if it is due, as the device does.
+	step := func(b []byte) {
+		h.now = h.now.Add(T / 4)
+		if d := h.r.Deadline(); !d.IsZero() && !h.now.Before(d) {
+			h.r.OnTimeout(h.now)
+		}
+		h.drain() // re-sent requests: the responder queues them behind its trains
+		h.recv(b)
+	}
+	r0 := readResp(pmtu, psn(0), data[0], 0, false)
+	step(r0[0]) // r0[1] is lost
+	for _, b := range r0[2:] {
+		step(b) // out of order: dropped
+	}
+	for _, b := range readResp(pmtu, psn(1), data[1], 0, false) {
+		step(b) // the first is an implied NAK: one retry
+	}
+	for _, b := range readResp(pmtu, psn(2), data[2], 0, false) {
+		step(b)
+	}
+	_, failed := h.r.Failed()
+	require.False(t, failed, "the retry was given up while responses kept arriving")
+	require.Zero(t, h.r.Counters().Timeouts)
+	require.Equal(t, uint64(1), h.r.Counters().CompleterRetryErr)
+	// The replays: READ 1 from the lost packet, then READs 2 and 3.
+	for _, b := range readResp(pmtu, psn(0), data[0], 1, false) {
+		step(b)
+	}
+	for i := 1; i < 3; i++ {
+		for _, b := range readResp(pmtu, psn(i), data[i], 0, false) {
+			step(b)
+		}
+	}
+	require.Equal(t, []uint64{1, 2, 3}, h.cq.ids())
+	for i := range data {
+		require.Equal(t, verbs.WCSuccess, h.cq.wcs[i].Status)
+		require.Equal(t, data[i], gatherSGEs(t, h.mem, []verbs.SGE{{Addr: baseA + uint64(i*pkts*pmtu), Length: pkts * pmtu, LKey: lkeyA}}))
+	}
+	require.Zero(t, h.r.Counters().Timeouts)
+	require.True(t, h.r.Deadline().IsZero())
+}

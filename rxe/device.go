@@ -401,6 +401,9 @@ func (d *Device) Close() error {
 		qp.stopDropTimer()
 		qp.mu.Unlock()
 	})
+	for _, v := range d.vecs {
+		v.drops.close()
+	}
 	if d.ownConn {
 		d.wg.Wait()
 	}

@@ -187,3 +187,52 @@ func TestLocalDropOtherQPNotHeld(t *testing.T) {
 		require.Zero(t, sendElapsed, "the SEND QP waited for the other QP's back-off")
 	})
 }
+
+// slowConn makes every WriteBatch take d before it is carried out, as a
+// sendmmsg that also delivers the batch through a veth pair does.
+type slowConn struct {
+	netdev.Conn
+	d time.Duration
+}
+
+func (c *slowConn) WriteBatch(msgs []netdev.Message) (int, error) {
+	time.Sleep(c.d)
+	return c.Conn.WriteBatch(msgs)
+}
+
+// TestLocalDropBurstEndsAtWriteStart: a drop burst ends when the retried
+// datagram is handed to the host, at the start of the write that carries
+// it, not when that write returns. Every write here takes 200 µs (virtual
+// time) and the back-off timer is exact, so each burst lasts the delay
+// alone and the adaptive delay settles at its floor; counting the write's
+// own duration made every burst at least 200 µs longer, and the delay
+// about as long as a write.
+func TestLocalDropBurstEndsAtWriteStart(t *testing.T) {
+	const slow = 200 * time.Microsecond
+	synctest.Test(t, func(t *testing.T) {
+		pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+		r, err := faults.ParseRule("local-drop=5%")
+		require.NoError(t, err)
+		fc := faults.Wrap(pb, faults.Config{Seed: 7, Rules: []faults.Rule{r}})
+		// No inline sends: only the transmit goroutine writes, so no
+		// goroutine waits on txMu (not a durable block for synctest)
+		// while a write sleeps.
+		opts := Options{LinkMTU: 9000, OwnConn: true, LocalDropMode: LocalDropAdaptive, NoInlineSend: true}
+		da, err := Open(pa, opts)
+		require.NoError(t, err)
+		db, err := Open(&slowConn{Conn: fc, d: slow}, opts)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			da.Close()
+			db.Close()
+		})
+		a, b := newEnd(t, da, ldSlots*benchMsg), newEnd(t, db, ldSlots*benchMsg)
+		connectVirtual(t, a, b)
+		stream(t, a, b, WRRDMARead, 11)
+		qc := b.qp.Counters()
+		require.Positive(t, qc.LocalDrops, "no datagram was refused: the test tests nothing")
+		require.Positive(t, qc.DropRetries)
+		require.Zero(t, a.qp.Counters().Requester.Retransmits)
+		require.Less(t, qc.BackoffDelay, slow/4, "the write's duration was counted in the drop bursts")
+	})
+}

@@ -45,13 +45,10 @@ type QP struct {
 	destroyed bool
 	// epoch counts resets and Destroy: datagrams held from an earlier
 	// epoch are discarded, not sent.
-	epoch uint32
-	// dropTimer schedules the QP when the back-off after a local drop
-	// has passed (LocalDropAdaptive); it sets dropDue.
-	dropTimer *time.Timer
-
-	dropDue atomic.Bool // the back-off timer fired: the held datagrams may go
-	queued  atomic.Bool // on the device's run queue
+	epoch   uint32
+	dropDue atomic.Bool   // the back-off passed: the held datagrams may go
+	dropGen atomic.Uint32 // arming count; a vector's dropQueue entry of an older one is void
+	queued  atomic.Bool   // on the device's run queue
 	counter qpCounters
 
 	// tx is protected by the device's txMu, not by mu.
@@ -343,26 +340,17 @@ func (qp *QP) enterError() {
 	qp.stopTimer()
 }
 
-// armDropTimer arms the back-off timer after a local drop (caller holds
-// mu and the device's txMu).
+// armDropTimer arms the back-off after a local drop on the vector's
+// dropQueue (caller holds mu and the vector's txMu).
 func (qp *QP) armDropTimer(delay time.Duration) {
 	qp.dropDue.Store(false)
-	if qp.dropTimer == nil {
-		qp.dropTimer = time.AfterFunc(delay, func() {
-			qp.dropDue.Store(true)
-			qp.dev.schedule(qp)
-		})
-		return
-	}
-	qp.dropTimer.Reset(delay)
+	gen := qp.dropGen.Add(1)
+	now := time.Now()
+	qp.vec.drops.arm(now, now.Add(delay), qp, gen)
 }
 
-// stopDropTimer stops the back-off timer (caller holds mu).
-func (qp *QP) stopDropTimer() {
-	if qp.dropTimer != nil {
-		qp.dropTimer.Stop()
-	}
-}
+// stopDropTimer voids the pending back-off, if any (caller holds mu).
+func (qp *QP) stopDropTimer() { qp.dropGen.Add(1) }
 
 func (qp *QP) stopTimer() {
 	if qp.timer != nil {

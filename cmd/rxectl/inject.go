@@ -190,6 +190,11 @@ type transportReport struct {
 	RcvdRNRErr       uint64 `json:"rcvd_rnr_err"`       // RNR NAKs received
 	DuplicateRequest uint64 `json:"duplicate_request"`  // requests received again
 	OutOfSeqRequest  uint64 `json:"out_of_seq_request"` // PSN sequence error NAKs sent
+	// LocalDropRetries counts held datagrams sent again after their QP's
+	// back-off (--read-retry=adaptive); BackoffDelayNs is the largest
+	// back-off delay a QP has at the end of the run (seed 002).
+	LocalDropRetries uint64 `json:"local_drop_retries"`
+	BackoffDelayNs   int64  `json:"backoff_delay_ns"`
 }
 
 func transportStats(s *session) transportReport {
@@ -202,6 +207,8 @@ func transportStats(s *session) transportReport {
 		t.RcvdRNRErr += c.Requester.RcvdRNRErr
 		t.DuplicateRequest += c.Responder.DuplicateRequest
 		t.OutOfSeqRequest += c.Responder.OutOfSeqRequest
+		t.LocalDropRetries += c.DropRetries
+		t.BackoffDelayNs = max(t.BackoffDelayNs, c.BackoffDelay.Nanoseconds())
 	}
 	return t
 }
