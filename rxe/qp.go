@@ -146,8 +146,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 	qp := &QP{dev: d, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, sigAll: attr.SigAll}
 	if attr.SRQ != nil {
-		if attr.SRQ.pd != pd {
-			return nil, fmt.Errorf("%w: SRQ of another PD", ErrInvalidArgument)
+		if err := attr.SRQ.attach(pd, attr.RecvCQ); err != nil {
+			return nil, err
 		}
 		qp.rq = attr.SRQ.q
 		c.MaxRecvWR = 0
@@ -160,15 +160,15 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.cap = c
 	qpn, err := d.qps.insert(qp)
 	if err != nil {
+		if qp.srq != nil {
+			qp.srq.detach()
+		}
 		return nil, err
 	}
 	qp.qpn = qpn
 	pd.users.Add(1)
 	qp.sendCQ.users.Add(1)
 	qp.recvCQ.users.Add(1)
-	if qp.srq != nil {
-		qp.srq.users.Add(1)
-	}
 	return qp, nil
 }
 
@@ -283,7 +283,7 @@ func (qp *QP) startResponder() {
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
 	qp.resp = responder.New(&qp.respCfg, responder.Env{
-		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.rq, CQ: cqSink{qp.recvCQ},
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
 	})
 }
 
@@ -573,7 +573,7 @@ func (qp *QP) Destroy() error {
 	qp.sendCQ.users.Add(-1)
 	qp.recvCQ.users.Add(-1)
 	if qp.srq != nil {
-		qp.srq.users.Add(-1)
+		qp.srq.detach()
 	}
 	return nil
 }

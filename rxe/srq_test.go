@@ -1,6 +1,9 @@
 package rxe
 
 import (
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,4 +193,353 @@ func TestSRQArgs(t *testing.T) {
 	_, err = srq.PostRecv(RecvWR{ID: 4})
 	require.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, pd.Dealloc())
+}
+
+// pendingEvents returns the events d has already raised, without waiting.
+func pendingEvents(d *Device) []AsyncEvent {
+	var out []AsyncEvent
+	for {
+		select {
+		case e := <-d.Events():
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// takeIDs takes every WQE left in srq through a QP's port, in order.
+func takeIDs(srq *SRQ) []uint64 {
+	p := newSRQPort(srq.q)
+	var ids []uint64
+	for {
+		wr, ok := p.Peek()
+		if !ok {
+			return ids
+		}
+		ids = append(ids, wr.ID)
+		p.Pop()
+	}
+}
+
+func postIDs(t *testing.T, srq *SRQ, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		_, err := srq.PostRecv(RecvWR{ID: id, SGList: []SGE{{Addr: id, Length: 64, LKey: 1}}})
+		require.NoError(t, err)
+	}
+}
+
+// TestSRQModify: ibv_modify_srq's IBV_SRQ_LIMIT and IBV_SRQ_MAX_WR, and
+// ibv_query_srq. A refused change leaves the SRQ as it was; a resize keeps
+// the posted WQEs in order.
+func TestSRQModify(t *testing.T) {
+	cases := []struct {
+		name  string
+		limit int // armed before the change
+		attr  SRQAttr
+		mask  SRQAttrMask
+		err   error
+		want  SRQAttr // Query afterwards
+	}{
+		{"arm", 0, SRQAttr{Limit: 4}, SRQAttrLimit, nil, SRQAttr{MaxWR: 8, MaxSGE: 2, Limit: 4}},
+		{"re-arm", 3, SRQAttr{Limit: 6}, SRQAttrLimit, nil, SRQAttr{MaxWR: 8, MaxSGE: 2, Limit: 6}},
+		{"disarm", 3, SRQAttr{Limit: 0}, SRQAttrLimit, nil, SRQAttr{MaxWR: 8, MaxSGE: 2}},
+		{"limit = max_wr", 0, SRQAttr{Limit: 8}, SRQAttrLimit, nil, SRQAttr{MaxWR: 8, MaxSGE: 2, Limit: 8}},
+		{"limit above max_wr", 3, SRQAttr{Limit: 9}, SRQAttrLimit, ErrInvalidArgument, SRQAttr{MaxWR: 8, MaxSGE: 2, Limit: 3}},
+		{"negative limit", 3, SRQAttr{Limit: -1}, SRQAttrLimit, ErrInvalidArgument, SRQAttr{MaxWR: 8, MaxSGE: 2, Limit: 3}},
+		{"grow", 3, SRQAttr{MaxWR: 64}, SRQAttrMaxWR, nil, SRQAttr{MaxWR: 64, MaxSGE: 2, Limit: 3}},
+		{"shrink to the posted WQEs", 0, SRQAttr{MaxWR: 5}, SRQAttrMaxWR, nil, SRQAttr{MaxWR: 5, MaxSGE: 2}},
+		{"shrink below the posted WQEs", 0, SRQAttr{MaxWR: 4}, SRQAttrMaxWR, ErrInvalidArgument, SRQAttr{MaxWR: 8, MaxSGE: 2}},
+		{"shrink below the limit", 7, SRQAttr{MaxWR: 6}, SRQAttrMaxWR, ErrInvalidArgument, SRQAttr{MaxWR: 8, MaxSGE: 2, Limit: 7}},
+		{"shrink and lower the limit", 7, SRQAttr{MaxWR: 6, Limit: 6}, SRQAttrMaxWR | SRQAttrLimit, nil, SRQAttr{MaxWR: 6, MaxSGE: 2, Limit: 6}},
+		{"max_wr 0", 0, SRQAttr{MaxWR: 0}, SRQAttrMaxWR, ErrInvalidArgument, SRQAttr{MaxWR: 8, MaxSGE: 2}},
+		{"max_wr above the device's", 0, SRQAttr{MaxWR: maxQPWR + 1}, SRQAttrMaxWR, ErrInvalidArgument, SRQAttr{MaxWR: 8, MaxSGE: 2}},
+		{"unknown mask bit", 0, SRQAttr{Limit: 1}, SRQAttrLimit | 4, ErrInvalidArgument, SRQAttr{MaxWR: 8, MaxSGE: 2}},
+		{"empty mask", 2, SRQAttr{MaxWR: 1, Limit: 1}, 0, nil, SRQAttr{MaxWR: 8, MaxSGE: 2, Limit: 2}},
+	}
+	d, _ := newDevices(t, "pipe")
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 8, MaxSGE: 2})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, srq.Destroy()) })
+			// Wrap the ring: the posted WQEs do not start at slot 0.
+			postIDs(t, srq, 90, 91, 92)
+			require.Equal(t, []uint64{90, 91, 92}, takeIDs(srq))
+			postIDs(t, srq, 1, 2, 3, 4, 5)
+			require.NoError(t, srq.SetLimit(c.limit))
+			err = srq.Modify(&c.attr, c.mask)
+			if c.err != nil {
+				require.ErrorIs(t, err, c.err)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, c.want, srq.Query())
+			require.Equal(t, 5, srq.Len())
+			// The queue holds exactly what Query says.
+			n, err := srq.PostRecv(make([]RecvWR, c.want.MaxWR)...)
+			require.ErrorIs(t, err, ErrNoResources)
+			require.Equal(t, c.want.MaxWR-5, n)
+			require.Equal(t, []uint64{1, 2, 3, 4, 5}, takeIDs(srq)[:5], "posted WQEs keep their order")
+			require.Zero(t, srq.Len())
+			pendingEvents(d) // limit events of the takes; TestSRQLimitEvents checks them
+		})
+	}
+	t.Run("destroyed", func(t *testing.T) {
+		srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 8, MaxSGE: 1})
+		require.NoError(t, err)
+		require.NoError(t, srq.Destroy())
+		require.ErrorIs(t, srq.SetLimit(1), ErrClosed)
+		require.ErrorIs(t, srq.Destroy(), ErrClosed)
+	})
+}
+
+// TestSRQLimitEvents: SRQ_LIMIT_REACHED is raised when a take leaves fewer
+// WQEs than the armed limit, once, and disarms the limit (rxe get_srq_wqe;
+// protocol.md §6.6). Arming below the current fill raises nothing until a
+// WQE is taken.
+func TestSRQLimitEvents(t *testing.T) {
+	cases := []struct {
+		name   string
+		posted int
+		limit  int
+		takes  int
+		fireAt int // the take (1-based) that raises the event; 0: none
+	}{
+		{"drops below", 5, 3, 5, 3},
+		{"limit = fill: the first take", 5, 5, 2, 1},
+		{"armed when already below", 2, 4, 2, 1},
+		{"never below", 8, 2, 5, 0},
+		{"disarmed", 5, 0, 5, 0},
+		{"limit 1: the last WQE", 3, 1, 3, 3},
+	}
+	d, _ := newDevices(t, "pipe")
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 8, MaxSGE: 1})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, srq.Destroy()) })
+			for i := range c.posted {
+				postIDs(t, srq, uint64(i))
+			}
+			require.NoError(t, srq.SetLimit(c.limit))
+			require.Empty(t, pendingEvents(d), "arming raises nothing")
+			p := newSRQPort(srq.q)
+			fired := 0
+			for i := 1; i <= c.takes; i++ {
+				_, ok := p.Peek()
+				require.True(t, ok)
+				p.Pop()
+				for _, e := range pendingEvents(d) {
+					require.Equal(t, EventSRQLimitReached, e.Type)
+					require.Same(t, srq, e.SRQ)
+					require.Zero(t, fired, "raised twice")
+					fired = i
+				}
+			}
+			require.Equal(t, c.fireAt, fired)
+			if c.fireAt > 0 {
+				require.Zero(t, srq.Query().Limit, "the event disarms the limit")
+			} else {
+				require.Equal(t, c.limit, srq.Query().Limit)
+			}
+			takeIDs(srq)
+			pendingEvents(d)
+		})
+	}
+}
+
+// TestSRQConcurrentTakes: QPs on one SRQ whose packets are handled by
+// different goroutines (one per completion vector) take every posted WQE
+// exactly once, while the SRQ is being refilled and resized.
+func TestSRQConcurrentTakes(t *testing.T) {
+	d, _ := newDevices(t, "pipe")
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 64, MaxSGE: 1})
+	require.NoError(t, err)
+	const total, takers = 20000, 4
+	got := make([][]uint64, takers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range takers {
+		wg.Go(func() {
+			p := newSRQPort(srq.q)
+			for {
+				wr, ok := p.Peek()
+				if !ok {
+					select {
+					case <-stop:
+						return
+					default:
+						runtime.Gosched()
+						continue
+					}
+				}
+				got[g] = append(got[g], wr.ID)
+				p.Pop()
+			}
+		})
+	}
+	for id := uint64(0); id < total; {
+		n, err := srq.PostRecv(RecvWR{ID: id})
+		if err != nil {
+			require.ErrorIs(t, err, ErrNoResources)
+		}
+		id += uint64(n)
+		if n > 0 && id%1000 == 0 {
+			// Shrinking below the posted WQEs is refused; anything else goes.
+			if err := srq.Modify(&SRQAttr{MaxWR: 16 + int(id%3000)}, SRQAttrMaxWR); err != nil {
+				require.ErrorIs(t, err, ErrInvalidArgument)
+			}
+		}
+	}
+	require.Eventually(t, func() bool { return srq.Len() == 0 }, 5*time.Second, time.Millisecond)
+	close(stop)
+	wg.Wait()
+	seen := make([]int, total)
+	for _, ids := range got {
+		for _, id := range ids {
+			seen[id]++
+		}
+	}
+	for id, n := range seen {
+		require.Equal(t, 1, n, "WQE %d taken %d times", id, n)
+	}
+}
+
+// TestSRQAttach: which QPs may use an SRQ, and destroying it while they do
+// (ibv_destroy_srq fails with EBUSY in rxe; ErrInUse here).
+func TestSRQAttach(t *testing.T) {
+	d, other := newDevices(t, "pipe")
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	pd2, err := d.AllocPD()
+	require.NoError(t, err)
+	cq, err := d.CreateCQ(16, -1)
+	require.NoError(t, err)
+	cap := QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+	cases := []struct {
+		name string
+		pd   *PD
+		srq  func(t *testing.T) *SRQ
+		err  error
+	}{
+		{"same PD", pd, func(t *testing.T) *SRQ { return mustSRQ(t, pd) }, nil},
+		{"another PD", pd2, func(t *testing.T) *SRQ { return mustSRQ(t, pd) }, ErrInvalidArgument},
+		{"another device", pd, func(t *testing.T) *SRQ {
+			opd, err := other.AllocPD()
+			require.NoError(t, err)
+			return mustSRQ(t, opd)
+		}, ErrInvalidArgument},
+		{"destroyed", pd, func(t *testing.T) *SRQ {
+			s := mustSRQ(t, pd)
+			require.NoError(t, s.Destroy())
+			return s
+		}, ErrClosed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srq := c.srq(t)
+			qp, err := c.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: srq, Cap: cap})
+			if c.err != nil {
+				require.ErrorIs(t, err, c.err)
+				require.Nil(t, qp)
+				if !srq.dead.Load() {
+					require.NoError(t, srq.Destroy(), "a refused QP leaves no use behind")
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Zero(t, qp.Cap().MaxRecvWR, "a QP on an SRQ has no receive queue of its own")
+			qp2, err := c.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: srq, Cap: cap})
+			require.NoError(t, err)
+			require.ErrorIs(t, srq.Destroy(), ErrInUse)
+			require.NoError(t, qp.Destroy())
+			require.ErrorIs(t, srq.Destroy(), ErrInUse, "one QP left")
+			require.ErrorIs(t, qp.Destroy(), ErrClosed)
+			require.NoError(t, qp2.Destroy())
+			require.NoError(t, srq.Destroy())
+			require.ErrorIs(t, srq.Destroy(), ErrClosed)
+			_, err = srq.PostRecv(RecvWR{ID: 1})
+			require.ErrorIs(t, err, ErrClosed)
+		})
+	}
+}
+
+func mustSRQ(t *testing.T, pd *PD) *SRQ {
+	t.Helper()
+	s, err := pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+	require.NoError(t, err)
+	return s
+}
+
+// TestSRQRNRRetry: a SEND to a QP whose SRQ is empty draws RNR NAKs, and
+// the requester's rnr_retry decides (IBA 9.7.5.2.8): after rnr_retry
+// retries the SEND fails with RNR_RETRY_EXC_ERR; 7 retries for ever, until
+// a WQE is posted to the SRQ.
+func TestSRQRNRRetry(t *testing.T) {
+	cases := []struct {
+		rnrRetry uint8
+		naks     uint64 // RNR NAKs before the SEND fails; 0: it never fails
+	}{
+		{0, 1},
+		{1, 2},
+		{3, 4},
+		{7, 0},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("rnr_retry=%d", c.rnrRetry), func(t *testing.T) {
+			r := newSRQRig(t, "pipe", 2, SRQAttr{MaxWR: 4, MaxSGE: 1},
+				qpOpts{rnrRetry: c.rnrRetry, noRNRRetry: c.rnrRetry == 0})
+			r.send(t, 1, 5)
+			a := r.a[1]
+			if c.naks > 0 {
+				require.Equal(t, []wcBrief{{5, WCRNRRetryExcErr, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+				rq := a.qp.Counters().Requester
+				require.Equal(t, c.naks, rq.RcvdRNRErr)
+				require.Equal(t, uint64(1), rq.RNRRetryExceededErr)
+				require.Equal(t, c.naks, r.b[1].qp.Counters().Responder.SendRNRErr)
+				require.Equal(t, QPSRTS, r.b[1].qp.State(), "an RNR NAK is no error for the responder")
+				noWC(t, r.bcq, 5*time.Millisecond)
+				return
+			}
+			require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr >= 8 }, 5*time.Second, time.Millisecond,
+				"more RNR NAKs than any finite rnr_retry allows")
+			noWC(t, a.cq, 0)
+			r.post(t, 40)
+			require.Equal(t, []wcBrief{{5, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+			w := waitWCs(t, r.bcq, 1)[0]
+			require.Equal(t, wcBrief{40, WCSuccess, WCRecv}, wcBrief{w.ID, w.Status, w.Opcode})
+			require.Equal(t, r.b[1].qp.QPN(), w.QPNum)
+		})
+	}
+}
+
+// TestSRQErrorKeepsWQEs: a QP on an SRQ that enters ERR flushes its own
+// send queue but leaves the SRQ's WQEs to the other QPs, which still take
+// them in order (IBA 10.3.1; rxe flushes only a QP's own RQ).
+func TestSRQErrorKeepsWQEs(t *testing.T) {
+	r := newSRQRig(t, "pipe", 3, SRQAttr{MaxWR: 8, MaxSGE: 1}, qpOpts{})
+	r.post(t, 1, 2, 3, 4)
+	require.NoError(t, r.b[0].qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))
+	waitEvent(t, r.b[0].dev, EventQPLastWQEReached)
+	require.Equal(t, 4, r.srq.Len())
+	r.post(t, 5)
+	var ids []uint64
+	for i, qp := range []int{1, 2, 1, 2, 1} {
+		r.send(t, qp, uint64(i))
+		require.Equal(t, []wcBrief{{uint64(i), WCSuccess, WCSend}}, briefs(waitWCs(t, r.a[qp].cq, 1)))
+		w := waitWCs(t, r.bcq, 1)[0]
+		require.Equal(t, WCSuccess, w.Status)
+		require.Equal(t, r.b[qp].qp.QPN(), w.QPNum)
+		ids = append(ids, w.ID)
+	}
+	require.Equal(t, []uint64{1, 2, 3, 4, 5}, ids)
+	noWC(t, r.bcq, 5*time.Millisecond)
 }
