@@ -226,9 +226,11 @@ const (
 // WQEs from it in the order they were posted, whichever QP a message
 // arrives on.
 type SRQ struct {
-	dev *Device
-	pd  *PD
-	q   *recvQueue
+	dev    *Device
+	pd     *PD
+	q      *recvQueue
+	set    *SRQSet // the set it belongs to, or nil
+	vector int     // its completion vector in set, or -1
 
 	mu    sync.Mutex // protects users and the transition to dead
 	users int
@@ -237,6 +239,10 @@ type SRQ struct {
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq).
 func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
+	return pd.createSRQ(attr, nil, -1)
+}
+
+func (pd *PD) createSRQ(attr SRQAttr, set *SRQSet, vector int) (*SRQ, error) {
 	d := pd.dev
 	if d.closed.Load() || pd.closed.Load() {
 		return nil, ErrClosed
@@ -250,7 +256,7 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	if attr.Limit < 0 || attr.Limit > attr.MaxWR {
 		return nil, fmt.Errorf("%w: SRQ limit %d (max_wr %d)", ErrInvalidArgument, attr.Limit, attr.MaxWR)
 	}
-	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE)}
+	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE), set: set, vector: vector}
 	s.q.srq = s
 	s.q.limit = attr.Limit
 	pd.users.Add(1)
@@ -321,8 +327,14 @@ func (s *SRQ) Query() SRQAttr {
 // Len returns the number of posted receive WQEs.
 func (s *SRQ) Len() int { return s.q.Len() }
 
+// Vector returns the completion vector whose QPs the SRQ serves in an
+// SRQSet, or -1 for an SRQ made by CreateSRQ.
+func (s *SRQ) Vector() int { return s.vector }
+
 // attach counts a QP of pd whose receive CQ is recvCQ as a user of the SRQ
-// (ibv_create_qp with an SRQ): the SRQ must be alive and on the QP's PD.
+// (ibv_create_qp with an SRQ): the SRQ must be alive and on the QP's PD,
+// and an SRQ of an SRQSet serves only QPs whose receive CQ is on its
+// vector.
 func (s *SRQ) attach(pd *PD, recvCQ *CQ) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,6 +343,10 @@ func (s *SRQ) attach(pd *PD, recvCQ *CQ) error {
 	}
 	if s.pd != pd {
 		return fmt.Errorf("%w: SRQ of another PD", ErrInvalidArgument)
+	}
+	if s.vector >= 0 && recvCQ.Vector() != s.vector {
+		return fmt.Errorf("%w: the SRQ of completion vector %d for a receive CQ on vector %d (use SRQSet.For)",
+			ErrInvalidArgument, s.vector, recvCQ.Vector())
 	}
 	s.users++
 	return nil
@@ -344,8 +360,12 @@ func (s *SRQ) detach() {
 }
 
 // Destroy destroys the SRQ (ibv_destroy_srq); it fails with ErrInUse while
-// QPs use it (rxe refuses with EBUSY too).
+// QPs use it (rxe refuses with EBUSY too), and with ErrInvalidArgument for
+// an SRQ of an SRQSet (destroy the set).
 func (s *SRQ) Destroy() error {
+	if s.set != nil {
+		return fmt.Errorf("%w: the SRQ belongs to an SRQSet: destroy the set", ErrInvalidArgument)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.destroyable(); err != nil {
@@ -370,4 +390,68 @@ func (s *SRQ) destroyable() error {
 func (s *SRQ) kill() {
 	s.dead.Store(true)
 	s.pd.users.Add(-1)
+}
+
+// SRQSet is one SRQ per completion vector of a device: each QP takes its
+// receive WQEs from the SRQ of its receive CQ's vector (seed 003, as
+// nvmet-rdma's SRQ per completion vector). The device handles a QP's
+// receive side on its receive CQ's vector, so each SRQ of the set is
+// used by one vector's QPs only: no SRQ is shared between vectors, and the
+// buffers of a vector stay with the goroutines that fill and poll them,
+// while the receive buffers still do not grow with the number of QPs.
+type SRQSet struct {
+	srqs []*SRQ
+}
+
+// CreateSRQSet creates one SRQ with attr for each of the device's
+// completion vectors (Device.Attr().NumCompVectors).
+func (pd *PD) CreateSRQSet(attr SRQAttr) (*SRQSet, error) {
+	set := &SRQSet{}
+	for v := range pd.dev.attr.NumCompVectors {
+		s, err := pd.createSRQ(attr, set, v)
+		if err != nil {
+			for _, c := range set.srqs {
+				c.mu.Lock()
+				c.kill()
+				c.mu.Unlock()
+			}
+			return nil, err
+		}
+		set.srqs = append(set.srqs, s)
+	}
+	return set, nil
+}
+
+// Len returns the number of SRQs in the set: one per completion vector.
+func (set *SRQSet) Len() int { return len(set.srqs) }
+
+// SRQ returns the SRQ of completion vector v (0 <= v < Len()), for
+// posting receive WQEs to it.
+func (set *SRQSet) SRQ(v int) *SRQ { return set.srqs[v] }
+
+// For returns the SRQ that a QP whose receive CQ is cq must use: the SRQ of
+// cq's completion vector. Pass it as QPInitAttr.SRQ.
+func (set *SRQSet) For(cq *CQ) (*SRQ, error) {
+	if cq == nil || cq.dev != set.srqs[0].dev {
+		return nil, fmt.Errorf("%w: a CQ of the SRQ set's device is needed", ErrInvalidArgument)
+	}
+	return set.srqs[cq.Vector()], nil
+}
+
+// Destroy destroys every SRQ of the set. It fails with ErrInUse, and
+// destroys none, while a QP uses any of them.
+func (set *SRQSet) Destroy() error {
+	for _, s := range set.srqs {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	for _, s := range set.srqs {
+		if err := s.destroyable(); err != nil {
+			return fmt.Errorf("SRQ of vector %d: %w", s.vector, err)
+		}
+	}
+	for _, s := range set.srqs {
+		s.kill()
+	}
+	return nil
 }

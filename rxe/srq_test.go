@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
 
@@ -542,4 +543,106 @@ func TestSRQErrorKeepsWQEs(t *testing.T) {
 	}
 	require.Equal(t, []uint64{1, 2, 3, 4, 5}, ids)
 	noWC(t, r.bcq, 5*time.Millisecond)
+}
+
+// vectorDevices returns two devices with vectors completion vectors each,
+// joined by an in-memory pipe.
+func vectorDevices(t testing.TB, vectors int) (*Device, *Device) {
+	t.Helper()
+	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true, CompVectors: vectors})
+	require.NoError(t, err)
+	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true, CompVectors: vectors})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+	})
+	return da, db
+}
+
+// TestSRQSet: with one SRQ per completion vector, every QP's receives land
+// in the SRQ of its receive CQ's vector and complete on that CQ (seed 003).
+func TestSRQSet(t *testing.T) {
+	for _, vectors := range []int{1, 3} {
+		t.Run(fmt.Sprintf("vectors=%d", vectors), func(t *testing.T) {
+			da, db := vectorDevices(t, vectors)
+			require.Equal(t, vectors, db.Attr().NumCompVectors)
+			pd, err := db.AllocPD()
+			require.NoError(t, err)
+			set, err := pd.CreateSRQSet(SRQAttr{MaxWR: 16, MaxSGE: 1})
+			require.NoError(t, err)
+			require.Equal(t, vectors, set.Len())
+			const perVector = 2
+			cqs := make([]*CQ, vectors)
+			var as, bs []*end
+			for v := range vectors {
+				cqs[v], err = db.CreateCQ(64, v)
+				require.NoError(t, err)
+				srq, err := set.For(cqs[v])
+				require.NoError(t, err)
+				require.Same(t, set.SRQ(v), srq)
+				require.Equal(t, v, srq.Vector())
+				for range perVector {
+					a := smallEnd(t, da, nil, qpOpts{})
+					b := smallEnd(t, db, pd, qpOpts{srq: srq, cq: cqs[v]})
+					link(t, a, b, qpOpts{}, qpOpts{})
+					as, bs = append(as, a), append(bs, b)
+				}
+				buf := bs[len(bs)-1]
+				for i := range 4 {
+					_, err := srq.PostRecv(RecvWR{ID: uint64(v*100 + i), SGList: []SGE{buf.mr.SGE(i*64, 64)}})
+					require.NoError(t, err)
+				}
+			}
+			// Alternate the vectors: QP k is on vector k/perVector; the
+			// even QPs send first, then the odd ones.
+			var order []int
+			for parity := range 2 {
+				for k := parity; k < len(as); k += 2 {
+					order = append(order, k)
+				}
+			}
+			for _, k := range order {
+				v := k / perVector
+				_, err := as[k].qp.PostSend(SendWR{ID: uint64(k), Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{as[k].mr.SGE(0, 8)}})
+				require.NoError(t, err)
+				require.Equal(t, []wcBrief{{uint64(k), WCSuccess, WCSend}}, briefs(waitWCs(t, as[k].cq, 1)))
+				w := waitWCs(t, cqs[v], 1)[0]
+				require.Equal(t, WCSuccess, w.Status)
+				require.Equal(t, bs[k].qp.QPN(), w.QPNum)
+				require.Equal(t, v, int(w.ID/100), "QP %d (vector %d) took WQE %d", k, v, w.ID)
+			}
+			for v := range vectors {
+				require.Equal(t, 4-perVector, set.SRQ(v).Len(), "vector %d", v)
+				noWC(t, cqs[v], 0)
+			}
+
+			if vectors > 1 {
+				_, err = pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqs[0], RecvCQ: cqs[0], SRQ: set.SRQ(1),
+					Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				require.ErrorIs(t, err, ErrInvalidArgument, "the SRQ of another vector")
+			}
+			_, err = set.For(nil)
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			acq, err := da.CreateCQ(4, 0)
+			require.NoError(t, err)
+			_, err = set.For(acq)
+			require.ErrorIs(t, err, ErrInvalidArgument, "a CQ of another device")
+
+			require.ErrorIs(t, set.Destroy(), ErrInUse)
+			require.ErrorIs(t, set.SRQ(0).Destroy(), ErrInvalidArgument, "destroy the set, not one SRQ")
+			_, err = set.SRQ(vectors - 1).PostRecv(RecvWR{ID: 1})
+			require.NoError(t, err, "a refused Destroy destroys nothing")
+			for _, b := range bs {
+				require.NoError(t, b.qp.Destroy())
+			}
+			require.NoError(t, set.Destroy())
+			require.ErrorIs(t, set.Destroy(), ErrClosed)
+			for v := range vectors {
+				_, err = set.SRQ(v).PostRecv(RecvWR{ID: 1})
+				require.ErrorIs(t, err, ErrClosed)
+			}
+		})
+	}
 }
