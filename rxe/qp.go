@@ -405,7 +405,11 @@ func (qp *QP) afterEngines() bool {
 	}
 	if qp.req != nil && qp.state != QPSErr {
 		if dl := qp.req.Deadline(); !dl.IsZero() {
-			if !dl.Equal(qp.timerAt) {
+			// A deadline already past is armed again: the pass that ran
+			// the engines may have read the clock before the timer fired
+			// (Device.transmitPass reads it once), so the expiry was not
+			// seen and the one-shot timer would never fire again.
+			if !dl.Equal(qp.timerAt) || !time.Now().Before(dl) {
 				qp.timerAt = dl
 				if qp.timer == nil {
 					qp.timer = time.AfterFunc(time.Until(dl), func() { qp.dev.schedule(qp) })
