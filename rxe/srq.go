@@ -394,11 +394,11 @@ func (s *SRQ) kill() {
 
 // SRQSet is one SRQ per completion vector of a device: each QP takes its
 // receive WQEs from the SRQ of its receive CQ's vector (seed 003, as
-// nvmet-rdma's SRQ per completion vector). The device handles a QP's
-// receive side on its receive CQ's vector, so each SRQ of the set is
-// used by one vector's QPs only: no SRQ is shared between vectors, and the
-// buffers of a vector stay with the goroutines that fill and poll them,
-// while the receive buffers still do not grow with the number of QPs.
+// nvmet-rdma's SRQ per completion vector). Each SRQ of the set is used by
+// one vector's QPs only, so where a vector's QPs are handled by that
+// vector's own goroutines no SRQ is shared between them, and a vector's
+// buffers stay with the goroutines that fill and poll them, while the
+// receive buffers still do not grow with the number of QPs.
 type SRQSet struct {
 	srqs []*SRQ
 }
