@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -644,5 +645,62 @@ func TestSRQSet(t *testing.T) {
 				require.ErrorIs(t, err, ErrClosed)
 			}
 		})
+	}
+}
+
+// TestSRQErrorMidMessage: a QP on an SRQ that enters ERR while a
+// multi-packet SEND is half received completes the WQE it had taken for
+// that SEND with WR_FLUSH_ERR, and only that one: the SRQ keeps the rest
+// for the other QPs (rxe flushes the WQE in progress, not the SRQ).
+func TestSRQErrorMidMessage(t *testing.T) {
+	da, db, ca, cb := pipeDevices(t)
+	pd, err := db.AllocPD()
+	require.NoError(t, err)
+	srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 8, MaxSGE: 1})
+	require.NoError(t, err)
+	bcq, err := db.CreateCQ(64, -1)
+	require.NoError(t, err)
+	var as, bs []*end
+	for range 2 {
+		a := smallEnd(t, da, nil, qpOpts{})
+		b := smallEnd(t, db, pd, qpOpts{srq: srq, cq: bcq})
+		link(t, a, b, qpOpts{}, qpOpts{})
+		as, bs = append(as, a), append(bs, b)
+	}
+	for id := range uint64(3) {
+		_, err := srq.PostRecv(RecvWR{ID: id + 1, SGList: []SGE{bs[1].mr.SGE(int(id)*4096, 4096)}})
+		require.NoError(t, err)
+	}
+
+	// The first packet of a 2-packet SEND to QP 0, as a's device would send it.
+	ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
+		SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCSendFirst, PKey: packet.DefaultPKey,
+		DestQP: bs[0].qp.QPN(), PSN: packet.PSN(bs[0].qp.Query().RQPSN)}}
+	buf := make([]byte, 2048)
+	n, err := packet.Build(buf, &h, make([]byte, MTU1024.Bytes()), &ph)
+	require.NoError(t, err)
+	w, err := ca.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: cb.LocalAddr()}})
+	require.NoError(t, err)
+	require.Equal(t, 1, w)
+	require.Eventually(t, func() bool { return srq.Len() == 2 }, 5*time.Second, time.Millisecond, "QP 0 takes WQE 1")
+	noWC(t, bcq, 5*time.Millisecond)
+
+	require.NoError(t, bs[0].qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))
+	w0 := waitWCs(t, bcq, 1)[0]
+	require.Equal(t, wcBrief{1, WCWRFlushErr, WCRecv}, wcBrief{w0.ID, w0.Status, w0.Opcode})
+	require.Equal(t, bs[0].qp.QPN(), w0.QPNum)
+	waitEvent(t, db, EventQPLastWQEReached)
+	noWC(t, bcq, 5*time.Millisecond)
+	require.Equal(t, 2, srq.Len(), "the SRQ is not flushed")
+
+	for i, want := range []uint64{2, 3} {
+		_, err := as[1].qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{as[1].mr.SGE(0, 2000)}})
+		require.NoError(t, err)
+		require.Equal(t, []wcBrief{{uint64(i), WCSuccess, WCSend}}, briefs(waitWCs(t, as[1].cq, 1)))
+		w := waitWCs(t, bcq, 1)[0]
+		require.Equal(t, wcBrief{want, WCSuccess, WCRecv}, wcBrief{w.ID, w.Status, w.Opcode})
+		require.Equal(t, bs[1].qp.QPN(), w.QPNum)
+		require.Equal(t, uint32(2000), w.ByteLen)
 	}
 }
