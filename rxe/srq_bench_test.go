@@ -581,3 +581,29 @@ func TestSRQWorkload(t *testing.T) {
 		require.Equal(t, sent, rcvd)
 	})
 }
+
+// TestSRQDataPathAllocs requires that a request of the seed-003 workload
+// over the in-memory pipe (the SEND into an SRQ or a QP's own receive
+// queue, the buffer posted again, the answer, both completions) allocates
+// nothing once warmed up, in every mode.
+func TestSRQDataPathAllocs(t *testing.T) {
+	if benchRaceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	for _, mode := range recvModes {
+		t.Run(mode, func(t *testing.T) {
+			r := newRecvRig(t, "pipe", mode, 4)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			require.NoError(t, r.run(ctx, 2*recvBurst))
+			var err error
+			allocs := testing.AllocsPerRun(200, func() {
+				if e := r.run(ctx, 1); e != nil && err == nil {
+					err = e
+				}
+			})
+			require.NoError(t, err)
+			require.Zero(t, allocs, "allocations per request in mode %s", mode)
+		})
+	}
+}
