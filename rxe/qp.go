@@ -144,8 +144,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 	qp := &QP{dev: d, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, sigAll: attr.SigAll}
 	if attr.SRQ != nil {
-		if attr.SRQ.pd != pd {
-			return nil, fmt.Errorf("%w: SRQ of another PD", ErrInvalidArgument)
+		if err := attr.SRQ.attach(pd, attr.RecvCQ); err != nil {
+			return nil, err
 		}
 		qp.rq = attr.SRQ.q
 		c.MaxRecvWR = 0
@@ -159,15 +159,15 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.vec = d.vecs[attr.RecvCQ.vector]
 	qpn, err := d.qps.insert(qp, qp.vec.id, len(d.vecs))
 	if err != nil {
+		if qp.srq != nil {
+			qp.srq.detach()
+		}
 		return nil, err
 	}
 	qp.qpn = qpn
 	pd.users.Add(1)
 	qp.sendCQ.users.Add(1)
 	qp.recvCQ.users.Add(1)
-	if qp.srq != nil {
-		qp.srq.users.Add(1)
-	}
 	return qp, nil
 }
 
@@ -282,7 +282,7 @@ func (qp *QP) startResponder() {
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
 	qp.resp = responder.New(&qp.respCfg, responder.Env{
-		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.rq, CQ: cqSink{qp.recvCQ},
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
 	})
 }
 
@@ -395,7 +395,11 @@ func (qp *QP) afterEngines() bool {
 	}
 	if qp.req != nil && qp.state != QPSErr {
 		if dl := qp.req.Deadline(); !dl.IsZero() {
-			if !dl.Equal(qp.timerAt) {
+			// A deadline already past is armed again: the pass that ran
+			// the engines may have read the clock before the timer fired
+			// (Device.transmitPass reads it once), so the expiry was not
+			// seen and the one-shot timer would never fire again.
+			if !dl.Equal(qp.timerAt) || !time.Now().Before(dl) {
 				qp.timerAt = dl
 				if qp.timer == nil {
 					qp.timer = time.AfterFunc(time.Until(dl), func() { qp.dev.schedule(qp) })
@@ -563,7 +567,7 @@ func (qp *QP) Destroy() error {
 	qp.sendCQ.users.Add(-1)
 	qp.recvCQ.users.Add(-1)
 	if qp.srq != nil {
-		qp.srq.users.Add(-1)
+		qp.srq.detach()
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gorxe/gorxe/responder"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
@@ -22,11 +23,19 @@ type recvQueue struct {
 }
 
 func newRecvQueue(maxWR, maxSGE int) *recvQueue {
-	q := &recvQueue{slots: make([]verbs.RecvWR, maxWR), sges: make([]verbs.SGE, maxWR*maxSGE), maxSGE: maxSGE}
-	for i := range q.slots {
-		q.slots[i].SGList = q.sges[i*maxSGE : i*maxSGE : (i+1)*maxSGE]
-	}
+	q := &recvQueue{maxSGE: maxSGE}
+	q.slots, q.sges = newSlots(maxWR, maxSGE)
 	return q
+}
+
+// newSlots allocates maxWR receive slots whose SGE lists share one backing
+// array of maxWR*maxSGE entries.
+func newSlots(maxWR, maxSGE int) ([]verbs.RecvWR, []verbs.SGE) {
+	slots, sges := make([]verbs.RecvWR, maxWR), make([]verbs.SGE, maxWR*maxSGE)
+	for i := range slots {
+		slots[i].SGList = sges[i*maxSGE : i*maxSGE : (i+1)*maxSGE]
+	}
+	return slots, sges
 }
 
 // post copies wrs in; it returns how many were posted.
@@ -53,7 +62,9 @@ func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 	return len(wrs), nil
 }
 
-// Peek implements responder.RecvQueue.
+// Peek implements responder.RecvQueue for a QP's own RQ. Only the QP's
+// responder takes from its RQ, under the QP's mutex, so the slot stays
+// valid until Pop. QPs on an SRQ use an srqPort instead.
 func (q *recvQueue) Peek() (*verbs.RecvWR, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -63,19 +74,39 @@ func (q *recvQueue) Peek() (*verbs.RecvWR, bool) {
 	return &q.slots[q.head], true
 }
 
-// Pop implements responder.RecvQueue. For an SRQ it raises
-// SRQ_LIMIT_REACHED once when the queue drops below the armed limit.
+// Pop implements responder.RecvQueue for a QP's own RQ.
 func (q *recvQueue) Pop() {
 	q.mu.Lock()
-	if q.n == 0 {
-		q.mu.Unlock()
-		return
+	defer q.mu.Unlock()
+	if q.n > 0 {
+		q.advance()
 	}
+}
+
+// advance drops the oldest WQE (caller holds mu, n > 0).
+func (q *recvQueue) advance() {
 	q.head++
 	if q.head == len(q.slots) {
 		q.head = 0
 	}
 	q.n--
+}
+
+// take moves the oldest WQE into dst (whose SGList has room for maxSGE
+// entries) in one step under the lock, so that QPs serviced by different
+// goroutines never take the same WQE. For an SRQ it raises
+// SRQ_LIMIT_REACHED once when the queue drops below the armed limit and
+// disarms it, as rxe's get_srq_wqe does after it takes a WQE.
+func (q *recvQueue) take(dst *verbs.RecvWR) bool {
+	q.mu.Lock()
+	if q.n == 0 {
+		q.mu.Unlock()
+		return false
+	}
+	s := &q.slots[q.head]
+	dst.ID = s.ID
+	dst.SGList = append(dst.SGList[:0], s.SGList...)
+	q.advance()
 	fire := q.srq != nil && q.limit > 0 && q.n < q.limit
 	if fire {
 		q.limit = 0
@@ -84,6 +115,7 @@ func (q *recvQueue) Pop() {
 	if fire {
 		q.srq.dev.raise(AsyncEvent{Type: EventSRQLimitReached, SRQ: q.srq})
 	}
+	return true
 }
 
 // Len implements responder.RecvQueue.
@@ -98,37 +130,119 @@ func (q *recvQueue) Len() int {
 func (q *recvQueue) flush(cq *CQ, qpn uint32) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for ; q.n > 0; q.n-- {
+	for q.n > 0 {
 		wc := WC{ID: q.slots[q.head].ID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: qpn}
 		cq.push(&wc, false)
-		q.head++
-		if q.head == len(q.slots) {
-			q.head = 0
-		}
+		q.advance()
 	}
 }
 
-// SRQAttr describes a shared receive queue.
+// resize gives the queue room for maxWR WQEs, keeping the posted ones in
+// order (caller holds mu). rxe refuses to shrink a queue below the WQEs it
+// holds (rxe_queue_resize); so does gorxe.
+func (q *recvQueue) resize(maxWR int) error {
+	if maxWR < q.n {
+		return fmt.Errorf("%w: SRQ max_wr %d is below the %d posted WQEs", ErrInvalidArgument, maxWR, q.n)
+	}
+	slots, sges := newSlots(maxWR, q.maxSGE)
+	for i := range q.n {
+		j := q.head + i
+		if j >= len(q.slots) {
+			j -= len(q.slots)
+		}
+		slots[i].ID = q.slots[j].ID
+		slots[i].SGList = append(slots[i].SGList, q.slots[j].SGList...)
+	}
+	q.slots, q.sges, q.head = slots, sges, 0
+	return nil
+}
+
+// srqPort is one QP's access to an SRQ: the responder.RecvQueue of a QP
+// whose receive WQEs come from an SRQ. Peek takes the oldest WQE off the
+// SRQ at once (recvQueue.take) into the port, and Pop releases the port,
+// so two QPs on the same SRQ whose packets are handled by different
+// goroutines can never both see the same WQE between a Peek and a Pop.
+// Like rxe's get_srq_wqe, the WQE is copied out of the SRQ when the
+// responder starts the message. The port is used under the QP's mutex.
+type srqPort struct {
+	q    *recvQueue
+	wr   verbs.RecvWR // the WQE taken by Peek, until Pop
+	held bool
+}
+
+func newSRQPort(q *recvQueue) *srqPort {
+	return &srqPort{q: q, wr: verbs.RecvWR{SGList: make([]verbs.SGE, 0, q.maxSGE)}}
+}
+
+// Peek implements responder.RecvQueue.
+func (p *srqPort) Peek() (*verbs.RecvWR, bool) {
+	if !p.held {
+		if !p.q.take(&p.wr) {
+			return nil, false
+		}
+		p.held = true
+	}
+	return &p.wr, true
+}
+
+// Pop implements responder.RecvQueue.
+func (p *srqPort) Pop() { p.held = false }
+
+// Len implements responder.RecvQueue: the WQEs left in the SRQ.
+func (p *srqPort) Len() int { return p.q.Len() }
+
+// recvSource is the receive queue the QP's responder takes WQEs from: its
+// own RQ, or a port on its SRQ (caller holds qp.mu).
+func (qp *QP) recvSource() responder.RecvQueue {
+	if qp.srq == nil {
+		return qp.rq
+	}
+	return newSRQPort(qp.srq.q)
+}
+
+// SRQAttr describes a shared receive queue (struct ibv_srq_attr).
 type SRQAttr struct {
 	MaxWR  int // capacity
 	MaxSGE int // SGEs per receive WR
 	// Limit arms SRQ_LIMIT_REACHED: raised once when fewer than Limit WQEs
-	// remain; 0 disarms.
+	// remain; 0 disarms. CreateSRQ honours it as kernel rxe's
+	// rxe_srq_from_init does.
 	Limit int
 }
 
-// SRQ is a shared receive queue: several QPs of one PD take receive WQEs
-// from it.
+// SRQAttrMask selects the attributes SRQ.Modify changes; the values are
+// libibverbs' enum ibv_srq_attr_mask.
+type SRQAttrMask uint8
+
+// SRQ attribute mask bits.
+const (
+	// SRQAttrMaxWR resizes the SRQ (IBV_SRQ_MAX_WR).
+	SRQAttrMaxWR SRQAttrMask = 1 << 0
+	// SRQAttrLimit arms or disarms the limit event (IBV_SRQ_LIMIT).
+	SRQAttrLimit SRQAttrMask = 1 << 1
+)
+
+// SRQ is a shared receive queue (IBA 10.2.9): QPs of one PD take receive
+// WQEs from it in the order they were posted, whichever QP a message
+// arrives on.
 type SRQ struct {
-	dev   *Device
-	pd    *PD
-	q     *recvQueue
-	users atomic.Int32
+	dev    *Device
+	pd     *PD
+	q      *recvQueue
+	set    *SRQSet // the set it belongs to, or nil
+	vector int     // its completion vector in set, or -1
+
+	mu    sync.Mutex // protects users and the transition to dead
+	users int
 	dead  atomic.Bool
 }
 
-// CreateSRQ creates a shared receive queue.
+// CreateSRQ creates a shared receive queue (ibv_create_srq).
 func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
+	return pd.createSRQ(attr, nil, -1)
+}
+
+func (pd *PD) createSRQ(attr SRQAttr, set *SRQSet, vector int) (*SRQ, error) {
 	d := pd.dev
 	if d.closed.Load() || pd.closed.Load() {
 		return nil, ErrClosed
@@ -136,21 +250,21 @@ func (pd *PD) CreateSRQ(attr SRQAttr) (*SRQ, error) {
 	if attr.MaxWR < 1 || attr.MaxWR > d.attr.MaxSRQWR {
 		return nil, fmt.Errorf("%w: SRQ max_wr %d not in [1, %d]", ErrInvalidArgument, attr.MaxWR, d.attr.MaxSRQWR)
 	}
-	if attr.MaxSGE < 1 || attr.MaxSGE > d.attr.MaxSGE {
-		return nil, fmt.Errorf("%w: SRQ max_sge %d not in [1, %d]", ErrInvalidArgument, attr.MaxSGE, d.attr.MaxSGE)
+	if attr.MaxSGE < 1 || attr.MaxSGE > d.attr.MaxSRQSGE {
+		return nil, fmt.Errorf("%w: SRQ max_sge %d not in [1, %d]", ErrInvalidArgument, attr.MaxSGE, d.attr.MaxSRQSGE)
 	}
 	if attr.Limit < 0 || attr.Limit > attr.MaxWR {
-		return nil, fmt.Errorf("%w: SRQ limit %d", ErrInvalidArgument, attr.Limit)
+		return nil, fmt.Errorf("%w: SRQ limit %d (max_wr %d)", ErrInvalidArgument, attr.Limit, attr.MaxWR)
 	}
-	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE)}
+	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE), set: set, vector: vector}
 	s.q.srq = s
 	s.q.limit = attr.Limit
 	pd.users.Add(1)
 	return s, nil
 }
 
-// PostRecv posts receive WRs; it returns how many were posted before the
-// first failure.
+// PostRecv posts receive WRs (ibv_post_srq_recv); it returns how many were
+// posted before the first failure.
 func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
 	if s.dead.Load() {
 		return 0, ErrClosed
@@ -158,29 +272,186 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
 	return s.q.post(wrs)
 }
 
-// SetLimit arms (limit > 0) or disarms the SRQ limit event
-// (ibv_modify_srq with IBV_SRQ_LIMIT).
-func (s *SRQ) SetLimit(limit int) error {
-	if limit < 0 || limit > len(s.q.slots) {
-		return fmt.Errorf("%w: SRQ limit %d", ErrInvalidArgument, limit)
+// Modify changes the attributes selected by mask (ibv_modify_srq).
+// SRQAttrLimit arms the limit event with attr.Limit (0 disarms); it may
+// not exceed the SRQ's capacity. SRQAttrMaxWR resizes the SRQ to
+// attr.MaxWR, keeping the posted WQEs in order; it fails if fewer than the
+// posted WQEs, or than the armed limit, would fit (as rxe_srq_chk_attr).
+// On an error nothing changes.
+func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
+	if mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
+		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalidArgument, uint8(mask))
 	}
-	s.q.mu.Lock()
-	s.q.limit = limit
-	s.q.mu.Unlock()
+	if s.dead.Load() {
+		return ErrClosed
+	}
+	q := s.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	maxWR, limit := len(q.slots), q.limit
+	if mask&SRQAttrMaxWR != 0 {
+		maxWR = attr.MaxWR
+		if maxWR < 1 || maxWR > s.dev.attr.MaxSRQWR {
+			return fmt.Errorf("%w: SRQ max_wr %d not in [1, %d]", ErrInvalidArgument, maxWR, s.dev.attr.MaxSRQWR)
+		}
+	}
+	if mask&SRQAttrLimit != 0 {
+		limit = attr.Limit
+	}
+	if limit < 0 || limit > maxWR {
+		return fmt.Errorf("%w: SRQ limit %d (max_wr %d)", ErrInvalidArgument, limit, maxWR)
+	}
+	if maxWR != len(q.slots) {
+		if err := q.resize(maxWR); err != nil {
+			return err
+		}
+	}
+	q.limit = limit
 	return nil
+}
+
+// SetLimit arms (limit > 0) or disarms (0) the SRQ limit event: Modify with
+// SRQAttrLimit.
+func (s *SRQ) SetLimit(limit int) error {
+	return s.Modify(&SRQAttr{Limit: limit}, SRQAttrLimit)
+}
+
+// Query returns the SRQ's attributes (ibv_query_srq): its capacity, SGEs
+// per WR and the armed limit (0 once the event has fired).
+func (s *SRQ) Query() SRQAttr {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	return SRQAttr{MaxWR: len(s.q.slots), MaxSGE: s.q.maxSGE, Limit: s.q.limit}
 }
 
 // Len returns the number of posted receive WQEs.
 func (s *SRQ) Len() int { return s.q.Len() }
 
-// Destroy destroys the SRQ; it fails with ErrInUse while QPs use it.
-func (s *SRQ) Destroy() error {
-	if n := s.users.Load(); n > 0 {
-		return fmt.Errorf("%w: SRQ used by %d QPs", ErrInUse, n)
+// Vector returns the completion vector whose QPs the SRQ serves in an
+// SRQSet, or -1 for an SRQ made by CreateSRQ.
+func (s *SRQ) Vector() int { return s.vector }
+
+// attach counts a QP of pd whose receive CQ is recvCQ as a user of the SRQ
+// (ibv_create_qp with an SRQ): the SRQ must be alive and on the QP's PD,
+// and an SRQ of an SRQSet serves only QPs whose receive CQ is on its
+// vector.
+func (s *SRQ) attach(pd *PD, recvCQ *CQ) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead.Load() {
+		return fmt.Errorf("%w: SRQ destroyed", ErrClosed)
 	}
-	if s.dead.Swap(true) {
+	if s.pd != pd {
+		return fmt.Errorf("%w: SRQ of another PD", ErrInvalidArgument)
+	}
+	if s.vector >= 0 && recvCQ.Vector() != s.vector {
+		return fmt.Errorf("%w: the SRQ of completion vector %d for a receive CQ on vector %d (use SRQSet.For)",
+			ErrInvalidArgument, s.vector, recvCQ.Vector())
+	}
+	s.users++
+	return nil
+}
+
+// detach undoes attach.
+func (s *SRQ) detach() {
+	s.mu.Lock()
+	s.users--
+	s.mu.Unlock()
+}
+
+// Destroy destroys the SRQ (ibv_destroy_srq); it fails with ErrInUse while
+// QPs use it (rxe refuses with EBUSY too), and with ErrInvalidArgument for
+// an SRQ of an SRQSet (destroy the set).
+func (s *SRQ) Destroy() error {
+	if s.set != nil {
+		return fmt.Errorf("%w: the SRQ belongs to an SRQSet: destroy the set", ErrInvalidArgument)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.destroyable(); err != nil {
+		return err
+	}
+	s.kill()
+	return nil
+}
+
+// destroyable reports why the SRQ cannot be destroyed (caller holds mu).
+func (s *SRQ) destroyable() error {
+	if s.dead.Load() {
 		return ErrClosed
 	}
+	if s.users > 0 {
+		return fmt.Errorf("%w: SRQ used by %d QPs", ErrInUse, s.users)
+	}
+	return nil
+}
+
+// kill marks the SRQ destroyed (caller holds mu).
+func (s *SRQ) kill() {
+	s.dead.Store(true)
 	s.pd.users.Add(-1)
+}
+
+// SRQSet is one SRQ per completion vector of a device: each QP takes its
+// receive WQEs from the SRQ of its receive CQ's vector (seed 003, as
+// nvmet-rdma's SRQ per completion vector). Each SRQ of the set is used by
+// one vector's QPs only, so where a vector's QPs are handled by that
+// vector's own goroutines no SRQ is shared between them, and a vector's
+// buffers stay with the goroutines that fill and poll them, while the
+// receive buffers still do not grow with the number of QPs.
+type SRQSet struct {
+	srqs []*SRQ
+}
+
+// CreateSRQSet creates one SRQ with attr for each of the device's
+// completion vectors (Device.Attr().NumCompVectors).
+func (pd *PD) CreateSRQSet(attr SRQAttr) (*SRQSet, error) {
+	set := &SRQSet{}
+	for v := range pd.dev.attr.NumCompVectors {
+		s, err := pd.createSRQ(attr, set, v)
+		if err != nil {
+			for _, c := range set.srqs {
+				c.mu.Lock()
+				c.kill()
+				c.mu.Unlock()
+			}
+			return nil, err
+		}
+		set.srqs = append(set.srqs, s)
+	}
+	return set, nil
+}
+
+// Len returns the number of SRQs in the set: one per completion vector.
+func (set *SRQSet) Len() int { return len(set.srqs) }
+
+// SRQ returns the SRQ of completion vector v (0 <= v < Len()), for
+// posting receive WQEs to it.
+func (set *SRQSet) SRQ(v int) *SRQ { return set.srqs[v] }
+
+// For returns the SRQ that a QP whose receive CQ is cq must use: the SRQ of
+// cq's completion vector. Pass it as QPInitAttr.SRQ.
+func (set *SRQSet) For(cq *CQ) (*SRQ, error) {
+	if cq == nil || cq.dev != set.srqs[0].dev {
+		return nil, fmt.Errorf("%w: a CQ of the SRQ set's device is needed", ErrInvalidArgument)
+	}
+	return set.srqs[cq.Vector()], nil
+}
+
+// Destroy destroys every SRQ of the set. It fails with ErrInUse, and
+// destroys none, while a QP uses any of them.
+func (set *SRQSet) Destroy() error {
+	for _, s := range set.srqs {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
+	for _, s := range set.srqs {
+		if err := s.destroyable(); err != nil {
+			return fmt.Errorf("SRQ of vector %d: %w", s.vector, err)
+		}
+	}
+	for _, s := range set.srqs {
+		s.kill()
+	}
 	return nil
 }
