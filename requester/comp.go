@@ -78,6 +78,7 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		return
 	}
 	r.catchUp()
+	r.waitCredits(now)
 	if r.progress && r.ack > 0 {
 		// rxe pushes the retransmit timer down the road at the end of each
 		// completer pass while PSNs are outstanding.
@@ -99,6 +100,11 @@ func (r *Requester) OnTimeout(now time.Time) {
 	}
 	if r.rnrWait.Expired(now) {
 		r.rnrWait.Stop()
+	}
+	if r.probe.Expired(now) {
+		// No credit update came: the probe may go (IBA 9.7.7.2.5).
+		r.probe.Stop()
+		r.probeOK = true
 	}
 	if r.retrans.Expired(now) {
 		r.retrans.Stop()
@@ -125,11 +131,14 @@ func (r *Requester) Flush() {
 	r.stopped = true
 	r.retrans.Stop()
 	r.rnrWait.Stop()
+	r.probe.Stop()
 }
 
-// updateCredits takes the end-to-end credits of an ACK-type AETH: the
-// limit sequence number is MSN + credits, and the invalid credit code
-// means no limit from then on (IBA 9.7.7.2; rdmavt rvt_get_credit).
+// updateCredits takes the end-to-end credits of an ACK-type AETH, also of
+// a duplicate or unsolicited ACK that completes nothing: the limit
+// sequence number is MSN + credits, never moved back, and the invalid
+// credit code means no limit from then on (IBA 9.7.7.2.5; rdmavt
+// rvt_get_credit). A raised limit ends the probe wait.
 func (r *Requester) updateCredits(p packet.Packet) {
 	a := p.AETH()
 	if a == nil || !a.Syndrome().IsACK() {
@@ -138,11 +147,17 @@ func (r *Requester) updateCredits(p packet.Packet) {
 	n, unlimited := packet.Credits(a.Syndrome().Value())
 	if unlimited {
 		r.unlimited = true
+		r.probe.Stop()
+		r.probeOK = false
 		return
 	}
 	lsn := (a.MSN() + uint32(n)) & packet.PSNMask
-	if packet.PSN(lsn).After(packet.PSN(r.lsn)) {
+	if !r.credited || packet.PSN(lsn).After(packet.PSN(r.lsn)) {
+		r.credited = true
 		r.lsn = lsn
+		r.c.CreditUpdates++
+		r.probe.Stop()
+		r.probeOK = false
 	}
 }
 
@@ -522,4 +537,5 @@ func (r *Requester) fail(status verbs.WCStatus) {
 	r.stopped = true
 	r.retrans.Stop()
 	r.rnrWait.Stop()
+	r.probe.Stop()
 }

@@ -44,6 +44,11 @@ type Requester struct {
 	ssn       uint32     // next send sequence number (credits)
 	lsn       uint32     // limit sequence number from the peer's credits
 	unlimited bool       // the peer advertised "no credit limit"
+	credited  bool       // the peer has advertised credits at least once
+	probeOK   bool       // the probe wait passed: SSN = LSN + 1 may start
+	stalled   bool       // the WQE at the cursor waits for credits
+	probe     retry.Deadline
+	probeWait time.Duration
 	draining  bool
 	hdr       packet.Headers
 
@@ -89,7 +94,15 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	}
 	c.AckReqEvery = min(c.AckReqEvery, c.Window)
 	c.SQPSN &= packet.PSNMask
+	probeWait := c.CreditProbe
+	if probeWait <= 0 {
+		probeWait = retry.AckTimeout(c.Timeout)
+	}
+	if probeWait <= 0 {
+		probeWait = DefaultCreditProbe
+	}
 	r := &Requester{
+		probeWait:   probeWait,
 		cfg:         c,
 		mem:         mem,
 		cq:          cq,
@@ -142,10 +155,10 @@ func (r *Requester) Drained() bool {
 }
 
 // Deadline returns the earliest time OnTimeout must be called: the
-// retransmit timer or the RNR timer, whichever is earlier; the zero time if
-// neither is armed.
+// retransmit timer, the RNR timer or the credit probe wait, whichever is
+// earliest; the zero time if none is armed.
 func (r *Requester) Deadline() time.Time {
-	return retry.Earliest(r.retrans.When(), r.rnrWait.When())
+	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When())
 }
 
 // Pending reports whether NextPacket would return a packet now. It is false
@@ -178,14 +191,50 @@ func (r *Requester) sendable() *wqe {
 	if int(r.psn.Diff(r.compPSN)) >= r.cfg.Window {
 		return nil
 	}
-	if r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) &&
-		packet.PSN(w.ssn).Diff(packet.PSN(r.lsn+1)) > 0 {
+	r.stalled = false
+	if r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) && !r.creditOK(w) {
 		return nil
 	}
 	if w.kind.rdAtomic() && !w.hasRdAtomic && r.rdInUse >= r.cfg.MaxRdAtomic {
 		return nil
 	}
 	return w
+}
+
+// creditOK reports whether the unstarted WQE w, which needs a credit, may
+// start (IBA 9.7.7.2.5): its SSN is within the limit, or it is the probe
+// (SSN = LSN + 1) and either no credit was ever advertised (the first
+// message after connecting) or the probe wait has passed. A probe that
+// must wait sets stalled; a WQE further beyond the limit waits for the
+// response to the probe already sent, which the retransmit timer covers.
+func (r *Requester) creditOK(w *wqe) bool {
+	switch d := packet.PSN(w.ssn).Diff(packet.PSN(r.lsn)); {
+	case d <= 0:
+		return true
+	case d == 1:
+		if !r.credited || r.probeOK {
+			return true
+		}
+		r.stalled = true
+	}
+	return false
+}
+
+// waitCredits arms the probe wait when the WQE at the cursor is blocked by
+// credits (sendable sets stalled); a credit update stops it.
+func (r *Requester) waitCredits(now time.Time) {
+	if !r.cfg.Credits || r.unlimited || r.sendable() != nil || !r.stalled {
+		return
+	}
+	if r.probe.ArmIfStopped(now.Add(r.probeWait)) {
+		r.c.CreditStalls++
+	}
+}
+
+// isProbe reports whether starting w now sends the credit probe.
+func (r *Requester) isProbe(w *wqe) bool {
+	return r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) &&
+		packet.PSN(w.ssn).Diff(packet.PSN(r.lsn)) == 1
 }
 
 // needsCredit reports whether w consumes a receive WQE at the responder:
@@ -213,9 +262,18 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		}
 		r.rnrWait.Stop()
 	}
+	if r.probe.Expired(now) {
+		r.probe.Stop()
+		r.probeOK = true
+	}
 	w := r.sendable()
 	if w == nil {
+		r.waitCredits(now)
 		return 0
+	}
+	if r.isProbe(w) {
+		r.probeOK = false
+		r.c.CreditProbes++
 	}
 	if len(buf) < int(r.pmtu)+maxHeaders {
 		panic("requester: NextPacket buffer shorter than PMTU+64")

@@ -138,6 +138,8 @@ type Counters struct {
 	// BuildErrors counts queued responses dropped because they could not
 	// be encoded (an invalid pseudo-header).
 	BuildErrors uint64
+	// CreditUpdates counts unsolicited ACKs queued by CreditUpdate.
+	CreditUpdates uint64
 }
 
 // reqKind classifies a request opcode. ATOMIC_WRITE carries MaskWrite in
@@ -211,10 +213,14 @@ type Responder struct {
 	scq SolicitedCompletions // env.CQ, if it implements it
 	mtu int
 
-	epsn    packet.PSN // expected PSN (rxe qp->resp.psn)
-	msn     uint32     // message sequence number, 24 bits
-	nakSent bool       // a sequence (or RNR) NAK is outstanding (rxe sent_psn_nak)
-	inMsg   msgState
+	epsn packet.PSN // expected PSN (rxe qp->resp.psn)
+	msn  uint32     // message sequence number, 24 bits
+	// The newest end-to-end credit advertisement (Config.Credits): the
+	// limit sequence number MSN + credits of the last ACK-type AETH built.
+	advLSN     uint32
+	advertised bool
+	nakSent    bool // a sequence (or RNR) NAK is outstanding (rxe sent_psn_nak)
+	inMsg      msgState
 
 	// RDMA WRITE in progress (rxe qp->resp.va/rkey/resid/length).
 	wva    uint64
