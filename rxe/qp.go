@@ -533,6 +533,10 @@ func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
 	n, err := qp.rq.post(wrs)
 	if qp.state == QPSErr {
 		qp.rq.flush(qp.recvCQ, qp.qpn)
+	} else if n > 0 && qp.resp != nil && qp.resp.CreditUpdate() {
+		// End-to-end credits: an unsolicited ACK tells a requester blocked
+		// by credits of the new WQEs (IBA 9.7.7.2.5).
+		qp.dev.schedule(qp)
 	}
 	return n, err
 }
