@@ -67,9 +67,9 @@ type Config struct {
 	// SigAll is the sq_sig_all attribute: complete every WR, signaled or
 	// not.
 	SigAll bool
-	// MaxWR, MaxSGE and MaxInline size the send queue: WQE slots, SGEs per
-	// WQE and inline data bytes per WQE, all preallocated by New. MaxWR and
-	// MaxSGE below 1 count as 1.
+	// MaxWR, MaxSGE and MaxInline size the send queue: at most MaxWR WQE
+	// slots (allocated as they are first needed), SGEs per WQE and inline
+	// data bytes per WQE. MaxWR and MaxSGE below 1 count as 1.
 	MaxWR, MaxSGE, MaxInline int
 	// Credits makes the requester honour the end-to-end credits the peer
 	// advertises in its ACK AETHs (IBA 9.7.7.2.5). A message that consumes

@@ -28,7 +28,9 @@ type Requester struct {
 
 	// The send queue: WQE i (a running count) lives in ring[i % len].
 	// head is the oldest uncompleted WQE, cur the requester's cursor (the
-	// next WQE to send packets of), tail the next free slot.
+	// next WQE to send packets of), tail the next free slot. The ring and
+	// its SGE and inline stores start empty and grow (grow) up to MaxWR
+	// slots, so an idle QP costs little memory.
 	ring        []wqe
 	sgeStore    []verbs.SGE
 	inlineStore []byte
@@ -74,7 +76,8 @@ type Requester struct {
 	c  Counters
 }
 
-// New returns a Requester for cfg, with its send queue preallocated. It
+// New returns a Requester for cfg, with an empty send queue that grows as
+// work requests are posted, up to cfg.MaxWR. It
 // panics if cfg.PMTU is not a valid IB path MTU (the device validates the
 // QP attribute first).
 func New(cfg *Config, mem Memory, cq Completions) *Requester {
@@ -108,9 +111,6 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		cq:          cq,
 		pmtu:        uint32(c.PMTU),
 		ack:         retry.AckTimeout(c.Timeout),
-		ring:        make([]wqe, c.MaxWR),
-		sgeStore:    make([]verbs.SGE, c.MaxWR*c.MaxSGE),
-		inlineStore: make([]byte, c.MaxWR*c.MaxInline),
 		psn:         c.SQPSN,
 		highPSN:     c.SQPSN,
 		ssn:         1,
@@ -123,7 +123,37 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	return r
 }
 
+// slot returns WQE i; the queue must hold it (the ring is not empty).
 func (r *Requester) slot(i uint64) *wqe { return &r.ring[i%uint64(len(r.ring))] }
+
+// minRing is the first size of the send queue ring.
+const minRing = 4
+
+// grow doubles the send queue ring (from minRing, at most MaxWR slots)
+// and moves the outstanding WQEs, with their SGE lists and inline data, to
+// their slots in the new ring. It allocates only when the QP has more WQEs
+// outstanding than ever before, so a steady stream allocates nothing.
+func (r *Requester) grow() {
+	n := min(r.cfg.MaxWR, max(minRing, 2*len(r.ring)))
+	ring := make([]wqe, n)
+	sges := make([]verbs.SGE, n*r.cfg.MaxSGE)
+	inl := make([]byte, n*r.cfg.MaxInline)
+	for i := r.head; i != r.tail; i++ {
+		old := r.slot(i)
+		j := int(i % uint64(n))
+		w := &ring[j]
+		*w = *old
+		if old.sges != nil {
+			s0 := j * r.cfg.MaxSGE
+			w.sges = append(sges[s0:s0:s0+r.cfg.MaxSGE], old.sges...)
+		}
+		if old.inline != nil {
+			i0 := j * r.cfg.MaxInline
+			w.inline = append(inl[i0:i0:i0+r.cfg.MaxInline], old.inline...)
+		}
+	}
+	r.ring, r.sgeStore, r.inlineStore = ring, sges, inl
+}
 
 // Outstanding returns the number of WQEs posted and not yet completed.
 func (r *Requester) Outstanding() int { return int(r.tail - r.head) }
