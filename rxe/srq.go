@@ -9,24 +9,45 @@ import (
 )
 
 // recvQueue is a receive queue: a QP's own RQ or an SRQ. Receive WQEs are
-// copied into preallocated slots at post time, so the responder's Peek/Pop
-// allocate nothing.
+// copied into slots at post time, so the responder's Peek/Pop allocate
+// nothing. The slots start empty and grow by doubling up to maxWR when
+// more WQEs are posted than ever before: an idle QP that never posted
+// costs no slot memory, and a steady post/consume cycle allocates nothing.
 type recvQueue struct {
 	mu      sync.Mutex // protects everything below
 	slots   []verbs.RecvWR
 	sges    []verbs.SGE // backing store: maxSGE per slot
+	maxWR   int
 	maxSGE  int
 	head, n int
 	limit   int  // SRQ limit (0 = disarmed)
 	srq     *SRQ // nil for a QP's own RQ
 }
 
+// minRecvSlots is the first size of a receive queue's slots.
+const minRecvSlots = 4
+
 func newRecvQueue(maxWR, maxSGE int) *recvQueue {
-	q := &recvQueue{slots: make([]verbs.RecvWR, maxWR), sges: make([]verbs.SGE, maxWR*maxSGE), maxSGE: maxSGE}
-	for i := range q.slots {
-		q.slots[i].SGList = q.sges[i*maxSGE : i*maxSGE : (i+1)*maxSGE]
+	return &recvQueue{maxWR: maxWR, maxSGE: maxSGE}
+}
+
+// grow doubles the slots (from minRecvSlots, at most maxWR) and moves the
+// posted WQEs to the front of the new ones. A WQE the responder is reading
+// (Peek's pointer) stays valid in the old slots, which are never written
+// again.
+func (q *recvQueue) grow() {
+	n := min(q.maxWR, max(minRecvSlots, 2*len(q.slots)))
+	slots := make([]verbs.RecvWR, n)
+	sges := make([]verbs.SGE, n*q.maxSGE)
+	for i := range slots {
+		slots[i].SGList = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
 	}
-	return q
+	for i := range q.n {
+		old := &q.slots[(q.head+i)%len(q.slots)]
+		slots[i].ID = old.ID
+		slots[i].SGList = append(slots[i].SGList, old.SGList...)
+	}
+	q.slots, q.sges, q.head = slots, sges, 0
 }
 
 // post copies wrs in; it returns how many were posted.
@@ -39,7 +60,10 @@ func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 			return i, fmt.Errorf("%w: receive WR %d has %d SGEs, max %d", ErrInvalidArgument, i, len(wr.SGList), q.maxSGE)
 		}
 		if q.n == len(q.slots) {
-			return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, len(q.slots))
+			if len(q.slots) >= q.maxWR {
+				return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, q.maxWR)
+			}
+			q.grow()
 		}
 		j := q.head + q.n
 		if j >= len(q.slots) {
@@ -161,7 +185,7 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
 // SetLimit arms (limit > 0) or disarms the SRQ limit event
 // (ibv_modify_srq with IBV_SRQ_LIMIT).
 func (s *SRQ) SetLimit(limit int) error {
-	if limit < 0 || limit > len(s.q.slots) {
+	if limit < 0 || limit > s.q.maxWR {
 		return fmt.Errorf("%w: SRQ limit %d", ErrInvalidArgument, limit)
 	}
 	s.q.mu.Lock()
