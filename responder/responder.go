@@ -261,8 +261,9 @@ type Responder struct {
 }
 
 // New returns a responder for cfg. It allocates the responder resources
-// (cfg.MaxDestRdAtomic of them) and the bounded output queue. It panics if
-// cfg.PMTU is not one of the IB path MTUs.
+// (cfg.MaxDestRdAtomic of them); the bounded output queue and the copy of
+// the receive WQE in use grow when first needed. It panics if cfg.PMTU is
+// not one of the IB path MTUs.
 func New(cfg *Config, env Env) *Responder {
 	switch cfg.PMTU {
 	case 256, 512, 1024, 2048, 4096:
@@ -281,7 +282,6 @@ func New(cfg *Config, env Env) *Responder {
 	// are bounded by the resources; leave room for as many replays, the
 	// ACKs between them and a few NAKs. A full queue drops requests.
 	r.q.init(4*nres + 16)
-	r.wqe.sges = make([]verbs.SGE, 0, 32) // rxe max_sge
 	if s, ok := env.CQ.(SolicitedCompletions); ok {
 		r.scq = s
 	}
