@@ -105,12 +105,13 @@ func measureManyQPs(tb testing.TB, n int) manyQPStats {
 	return s
 }
 
-// TestManyQPsNoGoroutines: 4096 QPs (256 with -short) connected and idle
+// TestManyQPs: 4096 QPs (256 with -short) connected and idle
 // after moving data cost no goroutine of their own: the process has no
 // more goroutines than before they were created (give or take a timer
 // callback in flight). A QP is driven by its device's goroutines; while
-// requests are outstanding it has a time.Timer, not a goroutine.
-func TestManyQPsNoGoroutines(t *testing.T) {
+// requests are outstanding it has a time.Timer, not a goroutine. Each
+// also costs less than 16 KiB of heap.
+func TestManyQPs(t *testing.T) {
 	n := 4096
 	if testing.Short() {
 		n = 256
@@ -119,6 +120,9 @@ func TestManyQPsNoGoroutines(t *testing.T) {
 	t.Logf("%d QPs: %.0f B/QP created, %.0f connected, %.0f idle after data; goroutines %d before, %d after",
 		n, s.reset, s.rts, s.idle, s.goroutines0, s.idleGoroutines)
 	require.LessOrEqual(t, s.idleGoroutines, s.goroutines0+2, "goroutines grew with %d QPs", n)
+	// Issue 5's target: an idle QP without posted buffers costs at most
+	// 16 KiB (the send and receive queues grow only when used).
+	require.Less(t, s.idle, 16384.0, "bytes per idle QP")
 }
 
 // BenchmarkManyQPs measures the memory of 4096 RC QPs on one device,
