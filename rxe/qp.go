@@ -405,7 +405,10 @@ func (qp *QP) afterEngines() bool {
 	}
 	if qp.req != nil && qp.state != QPSErr {
 		if dl := qp.req.Deadline(); !dl.IsZero() {
-			if !dl.Equal(qp.timerAt) {
+			// A deadline already due is armed again even if unchanged: the
+			// one-shot timer may have fired while the QP was queued for a
+			// pass whose clock, read before the deadline, did not run it.
+			if !dl.Equal(qp.timerAt) || time.Until(dl) <= 0 {
 				qp.timerAt = dl
 				if qp.timer == nil {
 					qp.timer = time.AfterFunc(time.Until(dl), func() { qp.dev.schedule(qp) })
