@@ -38,7 +38,12 @@ type slowPair struct {
 	errMu   sync.Mutex
 	recvErr error
 	elapsed time.Duration // time spent in run
+	cpu     time.Duration // process CPU time spent in run
 	msgs    uint64
+	// The receiver's delays as they happened (owned by the receiver
+	// goroutine until stop).
+	delayed time.Duration
+	delays  int
 }
 
 // sendStream keeps SENDs in flight from a: up to creditsSendDepth
@@ -139,13 +144,16 @@ func (p *slowPair) receive(ctx context.Context, batch []RecvWR) error {
 		}
 		used += n
 		for used >= len(batch) {
+			t0 := time.Now()
 			if *creditsBusy {
 				// A receiver busy with its work: it holds a core.
-				for t0 := time.Now(); time.Since(t0) < *creditsDelay; {
+				for time.Since(t0) < *creditsDelay {
 				}
 			} else {
 				time.Sleep(*creditsDelay)
 			}
+			p.delayed += time.Since(t0)
+			p.delays++
 			if _, err := p.z.qp.PostRecv(batch...); err != nil {
 				return err
 			}
@@ -175,9 +183,10 @@ func (p *slowPair) stop() {
 
 // run sends n SENDs and adds their time to elapsed.
 func (p *slowPair) run(n int) error {
-	t0 := time.Now()
+	t0, c0 := time.Now(), benchCPUTime()
 	err := p.sender.run(n)
 	p.elapsed += time.Since(t0)
+	p.cpu += benchCPUTime() - c0
 	p.msgs += uint64(n)
 	if err == nil {
 		err = p.err()
@@ -199,6 +208,10 @@ func (p *slowPair) run(n int) error {
 //
 //   - credits-msgs/s, rnr-msgs/s: SENDs completed per second by each pair,
 //     and ratio, the first over the second;
+//   - credits-cpu-µs/msg, rnr-cpu-µs/msg: CPU time of the whole process
+//     (both devices, sender and receiver) per SEND while each pair ran;
+//   - credits-delay-µs, rnr-delay-µs: the receiver's mean delay per batch
+//     as it happened (warm-up included; a sleep overshoots);
 //   - credits-rcvd_rnr_err/kmsg, rnr-rcvd_rnr_err/kmsg: RNR NAKs received
 //     by the requester per 1000 SENDs (rxe's rcvd_rnr_err), and
 //     rnr-send_rnr_err/kmsg those sent by the responder (send_rnr_err);
@@ -217,7 +230,7 @@ func BenchmarkCreditsSlowReceiver(b *testing.B) {
 			warm := 4 * creditsSendDepth
 			require.NoError(b, on.run(warm))
 			require.NoError(b, off.run(warm))
-			on.elapsed, off.elapsed, on.msgs, off.msgs = 0, 0, 0, 0
+			on.elapsed, off.elapsed, on.msgs, off.msgs, on.cpu, off.cpu = 0, 0, 0, 0, 0, 0
 			reqOn0, rspOn0 := on.a.qp.Counters().Requester, on.z.qp.Counters().Responder
 			reqOff0, rspOff0 := off.a.qp.Counters().Requester, off.z.qp.Counters().Responder
 			b.ReportAllocs()
@@ -230,6 +243,8 @@ func BenchmarkCreditsSlowReceiver(b *testing.B) {
 				done += n
 			}
 			b.StopTimer()
+			on.stop()
+			off.stop()
 			reqOn, rspOn := on.a.qp.Counters().Requester, on.z.qp.Counters().Responder
 			reqOff, rspOff := off.a.qp.Counters().Requester, off.z.qp.Counters().Responder
 			k := float64(b.N) / 1000
@@ -238,6 +253,10 @@ func BenchmarkCreditsSlowReceiver(b *testing.B) {
 			b.ReportMetric(onRate, "credits-msgs/s")
 			b.ReportMetric(offRate, "rnr-msgs/s")
 			b.ReportMetric(onRate/offRate, "ratio")
+			b.ReportMetric(float64(on.delayed.Microseconds())/float64(max(on.delays, 1)), "credits-delay-µs")
+			b.ReportMetric(float64(off.delayed.Microseconds())/float64(max(off.delays, 1)), "rnr-delay-µs")
+			b.ReportMetric(float64(on.cpu.Nanoseconds())/1e3/float64(on.msgs), "credits-cpu-µs/msg")
+			b.ReportMetric(float64(off.cpu.Nanoseconds())/1e3/float64(off.msgs), "rnr-cpu-µs/msg")
 			b.ReportMetric(float64(reqOn.RcvdRNRErr-reqOn0.RcvdRNRErr)/k, "credits-rcvd_rnr_err/kmsg")
 			b.ReportMetric(float64(rspOn.SendRNRErr-rspOn0.SendRNRErr)/k, "credits-send_rnr_err/kmsg")
 			b.ReportMetric(float64(reqOff.RcvdRNRErr-reqOff0.RcvdRNRErr)/k, "rnr-rcvd_rnr_err/kmsg")
