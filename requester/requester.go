@@ -202,6 +202,7 @@ func (r *Requester) Pending() bool {
 // may be sent: empty queue, SQD, fence, PSN window, credits or
 // max_rd_atomic (rxe_requester's checks, in its order).
 func (r *Requester) sendable() *wqe {
+	r.stalled = false
 	if r.stopped || r.cur == r.tail {
 		return nil
 	}
@@ -221,7 +222,6 @@ func (r *Requester) sendable() *wqe {
 	if int(r.psn.Diff(r.compPSN)) >= r.cfg.Window {
 		return nil
 	}
-	r.stalled = false
 	if r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) && !r.creditOK(w) {
 		return nil
 	}

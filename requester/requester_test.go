@@ -900,6 +900,34 @@ func TestCredits(t *testing.T) {
 	h.recv(resp(packet.RCAcknowledge, 4, packet.SyndromeACKUnlimited, 5, nil))
 	require.Len(t, h.drain(), 1, "unlimited from now on")
 	require.Zero(t, h.r.Counters().RcvdRNRErr)
+	h.recv(resp(packet.RCAcknowledge, 5, packet.SyndromeACKUnlimited, 6, nil))
+	require.Zero(t, h.r.Outstanding())
+	require.True(t, h.r.Deadline().IsZero(), "no timer left")
+	require.Equal(t, uint64(2), h.r.Counters().CreditStalls)
+}
+
+// TestCreditsStallFlagIsFresh: a requester that was waiting to probe, and
+// then gets credits while something else (here SQD draining) holds its next
+// WQE back, arms no new probe wait.
+func TestCreditsStallFlagIsFresh(t *testing.T) {
+	cfg := baseConfig(1024, 0)
+	cfg.Credits = true
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.recv(resp(packet.RCAcknowledge, packet.PSNMask, packet.ACKSyndrome(1), 0, nil)) // LSN 1
+	for i := range 2 {
+		h.post(&verbs.SendWR{ID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
+	}
+	require.Len(t, h.drain(), 1)
+	h.recv(resp(packet.RCAcknowledge, 0, packet.ACKSyndrome(0), 1, nil)) // SSN 1 done, LSN 1
+	require.False(t, h.r.Pending(), "SSN 2 waits to probe")
+	require.Equal(t, uint64(1), h.r.Counters().CreditStalls)
+	h.r.SetDraining(true)
+	h.recv(resp(packet.RCAcknowledge, 0, packet.ACKSyndrome(1), 1, nil)) // LSN 2
+	require.True(t, h.r.Deadline().IsZero(), "draining, not waiting for credits")
+	require.Equal(t, uint64(1), h.r.Counters().CreditStalls)
+	h.r.SetDraining(false)
+	require.Len(t, h.drain(), 1)
 }
 
 // TestCreditsLimit runs messages against the limits of table tests: the
