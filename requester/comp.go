@@ -77,6 +77,7 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		return
 	}
 	r.catchUp()
+	r.waitCredits(now)
 	if r.ack > 0 {
 		// rxe_completer re-arms the retransmit timer at COMPST_EXIT, which
 		// it reaches after every response it has drained, useful or not,
@@ -101,6 +102,11 @@ func (r *Requester) OnTimeout(now time.Time) {
 	}
 	if r.rnrWait.Expired(now) {
 		r.rnrWait.Stop()
+	}
+	if r.probe.Expired(now) {
+		// No credit update came: the probe may go (IBA 9.7.7.2.5).
+		r.probe.Stop()
+		r.probeOK = true
 	}
 	if r.retrans.Expired(now) {
 		r.retrans.Stop()
@@ -127,11 +133,14 @@ func (r *Requester) Flush() {
 	r.stopped = true
 	r.retrans.Stop()
 	r.rnrWait.Stop()
+	r.probe.Stop()
 }
 
-// updateCredits takes the end-to-end credits of an ACK-type AETH: the
-// limit sequence number is MSN + credits, and the invalid credit code
-// means no limit from then on (IBA 9.7.7.2; rdmavt rvt_get_credit).
+// updateCredits takes the end-to-end credits of an ACK-type AETH, also of
+// a duplicate or unsolicited ACK that completes nothing: the limit
+// sequence number is MSN + credits, never moved back, and the invalid
+// credit code means no limit from then on (IBA 9.7.7.2.5; rdmavt
+// rvt_get_credit). A raised limit ends the probe wait.
 func (r *Requester) updateCredits(p packet.Packet) {
 	a := p.AETH()
 	if a == nil || !a.Syndrome().IsACK() {
@@ -140,11 +149,17 @@ func (r *Requester) updateCredits(p packet.Packet) {
 	n, unlimited := packet.Credits(a.Syndrome().Value())
 	if unlimited {
 		r.unlimited = true
+		r.probe.Stop()
+		r.probeOK = false
 		return
 	}
 	lsn := (a.MSN() + uint32(n)) & packet.PSNMask
-	if packet.PSN(lsn).After(packet.PSN(r.lsn)) {
+	if !r.credited || packet.PSN(lsn).After(packet.PSN(r.lsn)) {
+		r.credited = true
 		r.lsn = lsn
+		r.c.CreditUpdates++
+		r.probe.Stop()
+		r.probeOK = false
 	}
 }
 
@@ -523,4 +538,5 @@ func (r *Requester) fail(status verbs.WCStatus) {
 	r.stopped = true
 	r.retrans.Stop()
 	r.rnrWait.Stop()
+	r.probe.Stop()
 }

@@ -2,6 +2,7 @@ package requester
 
 import (
 	"errors"
+	"time"
 
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -18,6 +19,11 @@ const (
 	// last packet of every message, every 64th packet carries AckReq, rxe's
 	// RXE_MAX_PKT_PER_ACK.
 	DefaultAckReqEvery = 64
+
+	// DefaultCreditProbe is the wait before the credit probe when
+	// Config.CreditProbe is 0 and the QP has no local ACK timeout
+	// (timeout 0 means infinite).
+	DefaultCreditProbe = 100 * time.Millisecond
 
 	// MaxMessage is the longest message a work request may describe: the
 	// RETH DMA length rxe accepts (2^31 bytes).
@@ -61,15 +67,26 @@ type Config struct {
 	// SigAll is the sq_sig_all attribute: complete every WR, signaled or
 	// not.
 	SigAll bool
-	// MaxWR, MaxSGE and MaxInline size the send queue: WQE slots, SGEs per
-	// WQE and inline data bytes per WQE, all preallocated by New. MaxWR and
-	// MaxSGE below 1 count as 1.
+	// MaxWR, MaxSGE and MaxInline size the send queue: at most MaxWR WQE
+	// slots (allocated as they are first needed), SGEs per WQE and inline
+	// data bytes per WQE. MaxWR and MaxSGE below 1 count as 1.
 	MaxWR, MaxSGE, MaxInline int
 	// Credits makes the requester honour the end-to-end credits the peer
-	// advertises in its ACK AETHs (IBA 9.7.7.2; the rdmavt rule: a message
-	// that consumes a receive WQE may start while its SSN ≤ LSN + 1). Kernel
-	// rxe ignores credits and relies on RNR NAKs.
+	// advertises in its ACK AETHs (IBA 9.7.7.2.5). A message that consumes
+	// a receive WQE (SEND, RDMA WRITE WITH IMMEDIATE) starts only while its
+	// SSN ≤ LSN (MSN + credits of the newest AETH). The one message
+	// beyond the limit that IBA allows (SSN = LSN + 1, the probe; rdmavt
+	// sends it at once) goes only before any credit was advertised or after
+	// CreditProbe without a credit update: a responder that sends credit
+	// updates when receive WQEs are posted (ours does) then never draws an
+	// RNR NAK, and a lost update costs one probe. Credit code 31 (invalid)
+	// lifts the limit for good (rdmavt rvt_get_credit). Kernel rxe ignores
+	// credits and relies on RNR NAKs.
 	Credits bool
+	// CreditProbe is how long a requester blocked by credits waits for a
+	// credit update before it sends the probe; 0 selects the local ACK
+	// timeout, or DefaultCreditProbe if that is infinite.
+	CreditProbe time.Duration
 	// Window is the most PSNs that may be outstanding; 0 selects
 	// DefaultWindow.
 	Window int
@@ -139,6 +156,10 @@ type Counters struct {
 	CompleterRetryErr   uint64 // completer_retry_err: go-back-N retries started
 	RetryExceededErr    uint64 // retry_exceeded_err: retry_cnt exhausted
 	RNRRetryExceededErr uint64 // rnr_retry_exceeded_err: rnr_retry exhausted
+
+	CreditStalls  uint64 // times a message waited for end-to-end credits
+	CreditProbes  uint64 // messages sent as the credit probe (SSN = LSN + 1)
+	CreditUpdates uint64 // AETHs that raised the limit sequence number
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

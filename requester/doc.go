@@ -2,9 +2,10 @@
 // pair: the work of the kernel rxe driver's requester (rxe_req.c) and
 // completer (rxe_comp.c), without I/O.
 //
-// A Requester owns the send queue: a ring of work queue entries (WQEs)
-// preallocated in New, into which Post copies each work request (its SGE
-// list and inline data). NextPacket segments the WQE at the send cursor by
+// A Requester owns the send queue: a ring of work queue entries (WQEs),
+// into which Post copies each work request (its SGE list and inline data);
+// the ring grows by doubling, up to MaxWR, when more WQEs are outstanding
+// than ever before, so an idle QP costs little memory. NextPacket segments the WQE at the send cursor by
 // path MTU, assigns PSNs (IBA 9.7.1), picks the FIRST/MIDDLE/LAST/ONLY
 // opcode, writes the headers, copies the payload once from the memory
 // region into the caller's buffer folding it into the ICRC as it goes, and
@@ -26,7 +27,7 @@
 // the current time, Deadline says when the caller's single timer should
 // fire, and OnTimeout is called when it does. A Requester is not safe for
 // concurrent use; it belongs to the task that owns its QP. Nothing
-// allocates after New.
+// allocates but the growth of the send queue ring.
 //
 // The completer's states mirror rxe_comp.c (GET_ACK, GET_WQE, CHECK_PSN,
 // CHECK_ACK, READ, ATOMIC, WRITE_SEND, UPDATE_COMP, COMP_ACK, COMP_WQE,

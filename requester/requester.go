@@ -28,7 +28,9 @@ type Requester struct {
 
 	// The send queue: WQE i (a running count) lives in ring[i % len].
 	// head is the oldest uncompleted WQE, cur the requester's cursor (the
-	// next WQE to send packets of), tail the next free slot.
+	// next WQE to send packets of), tail the next free slot. The ring and
+	// its SGE and inline stores start empty and grow (grow) up to MaxWR
+	// slots, so an idle QP costs little memory.
 	ring        []wqe
 	sgeStore    []verbs.SGE
 	inlineStore []byte
@@ -44,6 +46,11 @@ type Requester struct {
 	ssn       uint32     // next send sequence number (credits)
 	lsn       uint32     // limit sequence number from the peer's credits
 	unlimited bool       // the peer advertised "no credit limit"
+	credited  bool       // the peer has advertised credits at least once
+	probeOK   bool       // the probe wait passed: SSN = LSN + 1 may start
+	stalled   bool       // the WQE at the cursor waits for credits
+	probe     retry.Deadline
+	probeWait time.Duration
 	draining  bool
 	hdr       packet.Headers
 
@@ -68,7 +75,8 @@ type Requester struct {
 	c  Counters
 }
 
-// New returns a Requester for cfg, with its send queue preallocated. It
+// New returns a Requester for cfg, with an empty send queue that grows as
+// work requests are posted, up to cfg.MaxWR. It
 // panics if cfg.PMTU is not a valid IB path MTU (the device validates the
 // QP attribute first).
 func New(cfg *Config, mem Memory, cq Completions) *Requester {
@@ -88,15 +96,20 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	}
 	c.AckReqEvery = min(c.AckReqEvery, c.Window)
 	c.SQPSN &= packet.PSNMask
+	probeWait := c.CreditProbe
+	if probeWait <= 0 {
+		probeWait = retry.AckTimeout(c.Timeout)
+	}
+	if probeWait <= 0 {
+		probeWait = DefaultCreditProbe
+	}
 	r := &Requester{
+		probeWait:   probeWait,
 		cfg:         c,
 		mem:         mem,
 		cq:          cq,
 		pmtu:        uint32(c.PMTU),
 		ack:         retry.AckTimeout(c.Timeout),
-		ring:        make([]wqe, c.MaxWR),
-		sgeStore:    make([]verbs.SGE, c.MaxWR*c.MaxSGE),
-		inlineStore: make([]byte, c.MaxWR*c.MaxInline),
 		psn:         c.SQPSN,
 		highPSN:     c.SQPSN,
 		ssn:         1,
@@ -109,7 +122,37 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	return r
 }
 
+// slot returns WQE i; the queue must hold it (the ring is not empty).
 func (r *Requester) slot(i uint64) *wqe { return &r.ring[i%uint64(len(r.ring))] }
+
+// minRing is the first size of the send queue ring.
+const minRing = 4
+
+// grow doubles the send queue ring (from minRing, at most MaxWR slots)
+// and moves the outstanding WQEs, with their SGE lists and inline data, to
+// their slots in the new ring. It allocates only when the QP has more WQEs
+// outstanding than ever before, so a steady stream allocates nothing.
+func (r *Requester) grow() {
+	n := min(r.cfg.MaxWR, max(minRing, 2*len(r.ring)))
+	ring := make([]wqe, n)
+	sges := make([]verbs.SGE, n*r.cfg.MaxSGE)
+	inl := make([]byte, n*r.cfg.MaxInline)
+	for i := r.head; i != r.tail; i++ {
+		old := r.slot(i)
+		j := int(i % uint64(n))
+		w := &ring[j]
+		*w = *old
+		if old.sges != nil {
+			s0 := j * r.cfg.MaxSGE
+			w.sges = append(sges[s0:s0:s0+r.cfg.MaxSGE], old.sges...)
+		}
+		if old.inline != nil {
+			i0 := j * r.cfg.MaxInline
+			w.inline = append(inl[i0:i0:i0+r.cfg.MaxInline], old.inline...)
+		}
+	}
+	r.ring, r.sgeStore, r.inlineStore = ring, sges, inl
+}
 
 // Outstanding returns the number of WQEs posted and not yet completed.
 func (r *Requester) Outstanding() int { return int(r.tail - r.head) }
@@ -141,10 +184,10 @@ func (r *Requester) Drained() bool {
 }
 
 // Deadline returns the earliest time OnTimeout must be called: the
-// retransmit timer or the RNR timer, whichever is earlier; the zero time if
-// neither is armed.
+// retransmit timer, the RNR timer or the credit probe wait, whichever is
+// earliest; the zero time if none is armed.
 func (r *Requester) Deadline() time.Time {
-	return retry.Earliest(r.retrans.When(), r.rnrWait.When())
+	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When())
 }
 
 // Pending reports whether NextPacket would return a packet now. It is false
@@ -158,6 +201,7 @@ func (r *Requester) Pending() bool {
 // may be sent: empty queue, SQD, fence, PSN window, credits or
 // max_rd_atomic (rxe_requester's checks, in its order).
 func (r *Requester) sendable() *wqe {
+	r.stalled = false
 	if r.stopped || r.cur == r.tail {
 		return nil
 	}
@@ -177,14 +221,49 @@ func (r *Requester) sendable() *wqe {
 	if int(r.psn.Diff(r.compPSN)) >= r.cfg.Window {
 		return nil
 	}
-	if r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) &&
-		packet.PSN(w.ssn).Diff(packet.PSN(r.lsn+1)) > 0 {
+	if r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) && !r.creditOK(w) {
 		return nil
 	}
 	if w.kind.rdAtomic() && !w.hasRdAtomic && r.rdInUse >= r.cfg.MaxRdAtomic {
 		return nil
 	}
 	return w
+}
+
+// creditOK reports whether the unstarted WQE w, which needs a credit, may
+// start (IBA 9.7.7.2.5): its SSN is within the limit, or it is the probe
+// (SSN = LSN + 1) and either no credit was ever advertised (the first
+// message after connecting) or the probe wait has passed. A probe that
+// must wait sets stalled; a WQE further beyond the limit waits for the
+// response to the probe already sent, which the retransmit timer covers.
+func (r *Requester) creditOK(w *wqe) bool {
+	switch d := packet.PSN(w.ssn).Diff(packet.PSN(r.lsn)); {
+	case d <= 0:
+		return true
+	case d == 1:
+		if !r.credited || r.probeOK {
+			return true
+		}
+		r.stalled = true
+	}
+	return false
+}
+
+// waitCredits arms the probe wait when the WQE at the cursor is blocked by
+// credits (sendable sets stalled); a credit update stops it.
+func (r *Requester) waitCredits(now time.Time) {
+	if !r.cfg.Credits || r.unlimited || r.sendable() != nil || !r.stalled {
+		return
+	}
+	if r.probe.ArmIfStopped(now.Add(r.probeWait)) {
+		r.c.CreditStalls++
+	}
+}
+
+// isProbe reports whether starting w now sends the credit probe.
+func (r *Requester) isProbe(w *wqe) bool {
+	return r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) &&
+		packet.PSN(w.ssn).Diff(packet.PSN(r.lsn)) == 1
 }
 
 // needsCredit reports whether w consumes a receive WQE at the responder:
@@ -212,9 +291,18 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		}
 		r.rnrWait.Stop()
 	}
+	if r.probe.Expired(now) {
+		r.probe.Stop()
+		r.probeOK = true
+	}
 	w := r.sendable()
 	if w == nil {
+		r.waitCredits(now)
 		return 0
+	}
+	if r.isProbe(w) {
+		r.probeOK = false
+		r.c.CreditProbes++
 	}
 	if len(buf) < int(r.pmtu)+maxHeaders {
 		panic("requester: NextPacket buffer shorter than PMTU+64")

@@ -855,21 +855,119 @@ func TestCredits(t *testing.T) {
 	h := newHarness(t, cfg)
 	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
 	sge := []verbs.SGE{{Addr: baseA, Length: 10, LKey: lkeyA}}
+	wait := retry.AckTimeout(cfg.Timeout)
 	for i := range 3 {
 		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRSend, SGList: sge})
 	}
-	require.Len(t, h.drain(), 1, "one message beyond the (zero) credits")
-	h.recv(resp(packet.RCAcknowledge, 0, packet.ACKSyndrome(0), 1, nil)) // MSN 1, no credits: LSN 1
-	require.Len(t, h.drain(), 1)
-	h.recv(resp(packet.RCAcknowledge, 1, packet.ACKSyndrome(2), 2, nil)) // LSN 4
-	require.Len(t, h.drain(), 1)
+	require.Len(t, h.drain(), 1, "before any credit: one message, the probe")
+	require.Equal(t, uint64(1), h.r.Counters().CreditProbes)
+
+	// MSN 1, no credits: LSN 1. SSN 2 would be the probe: it waits.
+	h.recv(resp(packet.RCAcknowledge, 0, packet.ACKSyndrome(0), 1, nil))
+	require.Empty(t, h.drain(), "no credit: the probe waits for an update")
+	require.Equal(t, h.now.Add(wait), h.r.Deadline(), "the probe wait is armed")
+	require.Equal(t, uint64(1), h.r.Counters().CreditStalls)
+
+	// An unsolicited update (a repeat of the last ACK, MSN 1, 2 credits:
+	// LSN 3) lets SSN 2 and 3 go, and stops the probe wait.
+	h.now = h.now.Add(wait / 2)
+	h.recv(resp(packet.RCAcknowledge, 0, packet.ACKSyndrome(2), 1, nil))
+	require.Len(t, h.drain(), 2)
+	require.Equal(t, h.now.Add(retry.AckTimeout(cfg.Timeout)), h.r.Deadline(), "only the retransmit timer")
+	require.Equal(t, uint64(2), h.r.Counters().CreditUpdates)
+
+	// SSN 4 is beyond the limit: it and the WRITE behind it wait; after
+	// the probe wait with no update, SSN 4 goes as the probe.
 	h.post(&verbs.SendWR{ID: 4, Opcode: verbs.WRSend, SGList: sge})
 	h.post(&verbs.SendWR{ID: 5, Opcode: verbs.WRRDMAWrite, RemoteAddr: rbase, RKey: rkey, SGList: sge})
-	require.Len(t, h.drain(), 2, "SSN 4 ≤ LSN+1; a WRITE needs no credit")
+	h.recv(resp(packet.RCAcknowledge, 2, packet.ACKSyndrome(0), 3, nil)) // LSN 3
+	require.Empty(t, h.drain())
+	dl := h.r.Deadline()
+	require.Equal(t, h.now.Add(wait), dl)
+	h.now = dl.Add(-time.Nanosecond)
+	h.r.OnTimeout(h.now)
+	require.Empty(t, h.drain(), "early firing")
+	h.now = dl
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 2, "the probe (SSN 4), then the WRITE, which needs no credit")
+	require.Equal(t, uint64(2), h.r.Counters().CreditProbes)
+
+	// SSN 6 is two beyond the limit: it waits for the probe's response,
+	// with no probe wait of its own.
 	h.post(&verbs.SendWR{ID: 6, Opcode: verbs.WRSend, SGList: sge})
-	require.False(t, h.r.Pending())
-	h.recv(resp(packet.RCAcknowledge, 2, packet.SyndromeACKUnlimited, 3, nil))
+	require.Empty(t, h.drain())
+	require.Equal(t, h.now.Add(wait), h.r.Deadline(), "only the retransmit timer")
+	h.recv(resp(packet.RCAcknowledge, 4, packet.SyndromeACKUnlimited, 5, nil))
+	require.Len(t, h.drain(), 1, "unlimited from now on")
+	require.Zero(t, h.r.Counters().RcvdRNRErr)
+	h.recv(resp(packet.RCAcknowledge, 5, packet.SyndromeACKUnlimited, 6, nil))
+	require.Zero(t, h.r.Outstanding())
+	require.True(t, h.r.Deadline().IsZero(), "no timer left")
+	require.Equal(t, uint64(2), h.r.Counters().CreditStalls)
+}
+
+// TestCreditsStallFlagIsFresh: a requester that was waiting to probe, and
+// then gets credits while something else (here SQD draining) holds its next
+// WQE back, arms no new probe wait.
+func TestCreditsStallFlagIsFresh(t *testing.T) {
+	cfg := baseConfig(1024, 0)
+	cfg.Credits = true
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.recv(resp(packet.RCAcknowledge, packet.PSNMask, packet.ACKSyndrome(1), 0, nil)) // LSN 1
+	for i := range 2 {
+		h.post(&verbs.SendWR{ID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
+	}
 	require.Len(t, h.drain(), 1)
+	h.recv(resp(packet.RCAcknowledge, 0, packet.ACKSyndrome(0), 1, nil)) // SSN 1 done, LSN 1
+	require.False(t, h.r.Pending(), "SSN 2 waits to probe")
+	require.Equal(t, uint64(1), h.r.Counters().CreditStalls)
+	h.r.SetDraining(true)
+	h.recv(resp(packet.RCAcknowledge, 0, packet.ACKSyndrome(1), 1, nil)) // LSN 2
+	require.True(t, h.r.Deadline().IsZero(), "draining, not waiting for credits")
+	require.Equal(t, uint64(1), h.r.Counters().CreditStalls)
+	h.r.SetDraining(false)
+	require.Len(t, h.drain(), 1)
+}
+
+// TestCreditsLimit runs messages against the limits of table tests: the
+// SSNs that may start for a given newest AETH.
+func TestCreditsLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		syn     packet.Syndrome
+		msn     uint32
+		posted  int
+		want    int
+		stalled bool
+	}{
+		{"zero credits", packet.ACKSyndrome(0), 0, 4, 0, true},
+		{"one credit", packet.ACKSyndrome(1), 0, 4, 1, true},
+		{"code 5 is 6 credits", packet.ACKSyndrome(5), 0, 10, 6, true},
+		{"MSN counts", packet.ACKSyndrome(2), 3, 10, 2, true},
+		{"enough", packet.ACKSyndrome(8), 0, 10, 10, false},
+		{"unlimited", packet.SyndromeACKUnlimited, 0, 40, 40, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(1024, 0)
+			cfg.Credits = true
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+			// An AETH before any message (an unsolicited ACK) sets the limit.
+			h.recv(resp(packet.RCAcknowledge, packet.PSNMask, tc.syn, tc.msn, nil))
+			// The first tc.msn WQEs are WRITEs (they use SSNs, not credits).
+			for i := range int(tc.msn) + tc.posted {
+				wr := verbs.SendWR{ID: uint64(i), Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}}
+				if i < int(tc.msn) {
+					wr.Opcode, wr.RemoteAddr, wr.RKey = verbs.WRRDMAWrite, rbase, rkey
+				}
+				h.post(&wr)
+			}
+			require.Len(t, h.drain(), int(tc.msn)+tc.want)
+			require.Equal(t, tc.stalled, h.r.Counters().CreditStalls == 1, "waiting to probe")
+			require.Zero(t, h.r.Counters().CreditProbes)
+		})
+	}
 }
 
 func TestCQOverflow(t *testing.T) {

@@ -129,7 +129,7 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 	if !ok {
 		return ErrUnsupportedOpcode
 	}
-	if r.tail-r.head >= uint64(len(r.ring)) {
+	if r.tail-r.head >= uint64(len(r.ring)) && len(r.ring) >= r.cfg.MaxWR {
 		return ErrQueueFull
 	}
 	inline := wr.Flags&verbs.SendInline != 0
@@ -165,6 +165,9 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 		}
 	}
 
+	if r.tail-r.head >= uint64(len(r.ring)) {
+		r.grow()
+	}
 	slot := int(r.tail % uint64(len(r.ring)))
 	w := &r.ring[slot]
 	s0, i0 := slot*r.cfg.MaxSGE, slot*r.cfg.MaxInline

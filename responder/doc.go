@@ -32,7 +32,8 @@
 // Atomics operate with sync/atomic on the 64-bit word in native byte order.
 //
 // Steady-state Receive and NextPacket do not allocate: the responder
-// resources and the output queue are allocated by New.
+// resources are allocated by New, and the output queue and the receive
+// WQE's SGE copy grow only when they must hold more than ever before.
 //
 // A Responder is not safe for concurrent use. It belongs to its QP's
 // receive task; the caller holds the QP lock around every method call.

@@ -28,15 +28,32 @@ type outItem struct {
 	resid uint32
 }
 
-// outQueue is a bounded ring of responses in PSN order, allocated once.
+// outQueue is a bounded ring of responses in PSN order. Its items start
+// empty and grow by doubling up to the bound when more responses are
+// queued than ever before, so an idle QP costs little memory and a steady
+// stream allocates nothing.
 type outQueue struct {
 	items    []outItem
+	max      int // the bound
 	start, n int
 }
 
-func (q *outQueue) init(size int) { q.items = make([]outItem, size) }
+// minOut is the first size of the output queue.
+const minOut = 4
 
-func (q *outQueue) free() int { return len(q.items) - q.n }
+func (q *outQueue) init(size int) { q.max = size }
+
+func (q *outQueue) free() int { return q.max - q.n }
+
+// grow doubles the items (at most max) and moves the queued ones to the
+// front.
+func (q *outQueue) grow() {
+	items := make([]outItem, min(q.max, max(minOut, 2*len(q.items))))
+	for i := range q.n {
+		items[i] = *q.at(i)
+	}
+	q.items, q.start = items, 0
+}
 
 func (q *outQueue) at(i int) *outItem { return &q.items[(q.start+i)%len(q.items)] }
 
@@ -46,6 +63,9 @@ func (q *outQueue) tail() *outItem { return q.at(q.n - 1) }
 
 // push appends an item; the caller has checked free() (getReq does).
 func (q *outQueue) push() *outItem {
+	if q.n == len(q.items) {
+		q.grow()
+	}
 	it := q.at(q.n)
 	q.n++
 	*it = outItem{}

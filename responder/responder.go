@@ -138,6 +138,8 @@ type Counters struct {
 	// BuildErrors counts queued responses dropped because they could not
 	// be encoded (an invalid pseudo-header).
 	BuildErrors uint64
+	// CreditUpdates counts unsolicited ACKs queued by CreditUpdate.
+	CreditUpdates uint64
 }
 
 // reqKind classifies a request opcode. ATOMIC_WRITE carries MaskWrite in
@@ -211,10 +213,14 @@ type Responder struct {
 	scq SolicitedCompletions // env.CQ, if it implements it
 	mtu int
 
-	epsn    packet.PSN // expected PSN (rxe qp->resp.psn)
-	msn     uint32     // message sequence number, 24 bits
-	nakSent bool       // a sequence (or RNR) NAK is outstanding (rxe sent_psn_nak)
-	inMsg   msgState
+	epsn packet.PSN // expected PSN (rxe qp->resp.psn)
+	msn  uint32     // message sequence number, 24 bits
+	// The newest end-to-end credit advertisement (Config.Credits): the
+	// limit sequence number MSN + credits of the last ACK-type AETH built.
+	advLSN     uint32
+	advertised bool
+	nakSent    bool // a sequence (or RNR) NAK is outstanding (rxe sent_psn_nak)
+	inMsg      msgState
 
 	// RDMA WRITE in progress (rxe qp->resp.va/rkey/resid/length).
 	wva    uint64
@@ -255,8 +261,9 @@ type Responder struct {
 }
 
 // New returns a responder for cfg. It allocates the responder resources
-// (cfg.MaxDestRdAtomic of them) and the bounded output queue. It panics if
-// cfg.PMTU is not one of the IB path MTUs.
+// (cfg.MaxDestRdAtomic of them); the bounded output queue and the copy of
+// the receive WQE in use grow when first needed. It panics if cfg.PMTU is
+// not one of the IB path MTUs.
 func New(cfg *Config, env Env) *Responder {
 	switch cfg.PMTU {
 	case 256, 512, 1024, 2048, 4096:
@@ -275,7 +282,6 @@ func New(cfg *Config, env Env) *Responder {
 	// are bounded by the resources; leave room for as many replays, the
 	// ACKs between them and a few NAKs. A full queue drops requests.
 	r.q.init(4*nres + 16)
-	r.wqe.sges = make([]verbs.SGE, 0, 32) // rxe max_sge
 	if s, ok := env.CQ.(SolicitedCompletions); ok {
 		r.scq = s
 	}

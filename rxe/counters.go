@@ -9,7 +9,7 @@ type NamedCounter struct {
 }
 
 // Named lists the QP's counters under rxe's names, in rxe's order, then
-// gorxe's own (local drops and back-off).
+// gorxe's own (local drops and back-off, end-to-end credits).
 func (c QPCounters) Named() []NamedCounter {
 	rq, rs := &c.Requester, &c.Responder
 	return []NamedCounter{
@@ -33,6 +33,10 @@ func (c QPCounters) Named() []NamedCounter {
 		{"backoff_delay_ns", uint64(c.BackoffDelay.Nanoseconds())},
 		{"bad_source_pkts", c.BadSource},
 		{"bad_state_pkts", c.BadState},
+		{"credit_stalls", rq.CreditStalls},
+		{"credit_probes", rq.CreditProbes},
+		{"credit_updates_rcvd", rq.CreditUpdates},
+		{"credit_updates_sent", rs.CreditUpdates},
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 
 func TestNamedCounters(t *testing.T) {
 	c := QPCounters{SentPkts: 1, RcvdPkts: 2, LocalDrops: 3, BackoffDelay: 5 * time.Microsecond,
-		Requester: requester.Counters{RcvdSeqErr: 4, RetryExceededErr: 6, Retransmits: 7},
-		Responder: responder.Counters{DuplicateRequest: 8, SendRNRErr: 9}}
+		Requester: requester.Counters{RcvdSeqErr: 4, RetryExceededErr: 6, Retransmits: 7, CreditStalls: 13, CreditProbes: 14, CreditUpdates: 15},
+		Responder: responder.Counters{DuplicateRequest: 8, SendRNRErr: 9, CreditUpdates: 16}}
 	got := map[string]uint64{}
 	for _, n := range c.Named() {
 		_, dup := got[n.Name]
@@ -20,7 +20,8 @@ func TestNamedCounters(t *testing.T) {
 		got[n.Name] = n.Value
 	}
 	want := map[string]uint64{"sent_pkts": 1, "rcvd_pkts": 2, "local_drops": 3, "backoff_delay_ns": 5000,
-		"rcvd_seq_err": 4, "retry_exceeded_err": 6, "retransmitted_pkts": 7, "duplicate_request": 8, "send_rnr_err": 9}
+		"rcvd_seq_err": 4, "retry_exceeded_err": 6, "retransmitted_pkts": 7, "duplicate_request": 8, "send_rnr_err": 9,
+		"credit_stalls": 13, "credit_probes": 14, "credit_updates_rcvd": 15, "credit_updates_sent": 16}
 	for k, v := range want {
 		require.Equal(t, v, got[k], k)
 	}

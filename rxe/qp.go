@@ -397,7 +397,7 @@ func (qp *QP) afterEngines() bool {
 		if dl := qp.req.Deadline(); !dl.IsZero() {
 			// A deadline already past is armed again: the pass that ran
 			// the engines may have read the clock before the timer fired
-			// (Device.transmitPass reads it once), so the expiry was not
+			// (vector.transmitPass reads it once), so the expiry was not
 			// seen and the one-shot timer would never fire again.
 			if !dl.Equal(qp.timerAt) || !time.Now().Before(dl) {
 				qp.timerAt = dl
@@ -527,6 +527,10 @@ func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
 	n, err := qp.rq.post(wrs)
 	if qp.state == QPSErr {
 		qp.rq.flush(qp.recvCQ, qp.qpn)
+	} else if n > 0 && qp.resp != nil && qp.resp.CreditUpdate() {
+		// End-to-end credits: an unsolicited ACK tells a requester blocked
+		// by credits of the new WQEs (IBA 9.7.7.2.5).
+		qp.dev.schedule(qp)
 	}
 	return n, err
 }

@@ -10,32 +10,46 @@ import (
 )
 
 // recvQueue is a receive queue: a QP's own RQ or an SRQ. Receive WQEs are
-// copied into preallocated slots at post time, so the responder's Peek/Pop
-// allocate nothing.
+// copied into slots at post time, so the responder's Peek/Pop allocate
+// nothing. The slots start empty and grow by doubling up to maxWR when
+// more WQEs are posted than ever before: an idle QP that never posted
+// costs no slot memory, and a steady post/consume cycle allocates nothing.
 type recvQueue struct {
 	mu      sync.Mutex // protects everything below
 	slots   []verbs.RecvWR
 	sges    []verbs.SGE // backing store: maxSGE per slot
+	maxWR   int         // capacity; len(slots) <= maxWR
 	maxSGE  int
 	head, n int
 	limit   int  // SRQ limit (0 = disarmed)
 	srq     *SRQ // nil for a QP's own RQ
 }
 
+// minRecvSlots is the first size of a receive queue's slots.
+const minRecvSlots = 4
+
 func newRecvQueue(maxWR, maxSGE int) *recvQueue {
-	q := &recvQueue{maxSGE: maxSGE}
-	q.slots, q.sges = newSlots(maxWR, maxSGE)
-	return q
+	return &recvQueue{maxWR: maxWR, maxSGE: maxSGE}
 }
 
-// newSlots allocates maxWR receive slots whose SGE lists share one backing
-// array of maxWR*maxSGE entries.
-func newSlots(maxWR, maxSGE int) ([]verbs.RecvWR, []verbs.SGE) {
-	slots, sges := make([]verbs.RecvWR, maxWR), make([]verbs.SGE, maxWR*maxSGE)
+// relayout moves the posted WQEs, in order, to the front of n new slots
+// (n >= q.n; caller holds mu). A WQE a QP's responder is reading (Peek's
+// pointer into its own RQ) stays valid in the old slots, which are never
+// written again.
+func (q *recvQueue) relayout(n int) {
+	slots, sges := make([]verbs.RecvWR, n), make([]verbs.SGE, n*q.maxSGE)
 	for i := range slots {
-		slots[i].SGList = sges[i*maxSGE : i*maxSGE : (i+1)*maxSGE]
+		slots[i].SGList = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
 	}
-	return slots, sges
+	for i := range q.n {
+		j := q.head + i
+		if j >= len(q.slots) {
+			j -= len(q.slots)
+		}
+		slots[i].ID = q.slots[j].ID
+		slots[i].SGList = append(slots[i].SGList, q.slots[j].SGList...)
+	}
+	q.slots, q.sges, q.head = slots, sges, 0
 }
 
 // post copies wrs in; it returns how many were posted.
@@ -48,7 +62,10 @@ func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 			return i, fmt.Errorf("%w: receive WR %d has %d SGEs, max %d", ErrInvalidArgument, i, len(wr.SGList), q.maxSGE)
 		}
 		if q.n == len(q.slots) {
-			return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, len(q.slots))
+			if len(q.slots) >= q.maxWR {
+				return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, q.maxWR)
+			}
+			q.relayout(min(q.maxWR, max(minRecvSlots, 2*len(q.slots))))
 		}
 		j := q.head + q.n
 		if j >= len(q.slots) {
@@ -144,16 +161,10 @@ func (q *recvQueue) resize(maxWR int) error {
 	if maxWR < q.n {
 		return fmt.Errorf("%w: SRQ max_wr %d is below the %d posted WQEs", ErrInvalidArgument, maxWR, q.n)
 	}
-	slots, sges := newSlots(maxWR, q.maxSGE)
-	for i := range q.n {
-		j := q.head + i
-		if j >= len(q.slots) {
-			j -= len(q.slots)
-		}
-		slots[i].ID = q.slots[j].ID
-		slots[i].SGList = append(slots[i].SGList, q.slots[j].SGList...)
+	q.maxWR = maxWR
+	if len(q.slots) > maxWR {
+		q.relayout(maxWR) // shrink now; growth stays lazy
 	}
-	q.slots, q.sges, q.head = slots, sges, 0
 	return nil
 }
 
@@ -288,7 +299,7 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	maxWR, limit := len(q.slots), q.limit
+	maxWR, limit := q.maxWR, q.limit
 	if mask&SRQAttrMaxWR != 0 {
 		maxWR = attr.MaxWR
 		if maxWR < 1 || maxWR > s.dev.attr.MaxSRQWR {
@@ -301,7 +312,7 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	if limit < 0 || limit > maxWR {
 		return fmt.Errorf("%w: SRQ limit %d (max_wr %d)", ErrInvalidArgument, limit, maxWR)
 	}
-	if maxWR != len(q.slots) {
+	if maxWR != q.maxWR {
 		if err := q.resize(maxWR); err != nil {
 			return err
 		}
@@ -321,7 +332,7 @@ func (s *SRQ) SetLimit(limit int) error {
 func (s *SRQ) Query() SRQAttr {
 	s.q.mu.Lock()
 	defer s.q.mu.Unlock()
-	return SRQAttr{MaxWR: len(s.q.slots), MaxSGE: s.q.maxSGE, Limit: s.q.limit}
+	return SRQAttr{MaxWR: s.q.maxWR, MaxSGE: s.q.maxSGE, Limit: s.q.limit}
 }
 
 // Len returns the number of posted receive WQEs.

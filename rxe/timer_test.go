@@ -1,0 +1,43 @@
+package rxe
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTimerFiredBeforeStalePass reproduces a stall found by
+// BenchmarkCreditsSlowReceiver: a QP's timer fires while the QP is already
+// on the run queue, and the transmit pass that then takes it read the clock
+// before the deadline (a pass reads it once), so it neither runs the
+// requester's timeout nor, the deadline being unchanged, re-arms the
+// one-shot timer. The requester, in an RNR wait, then waits for ever.
+// The test holds txMu to play the transmit goroutine with a stale clock
+// (white box: it uses the QP's vector's run queue and fill).
+func TestTimerFiredBeforeStalePass(t *testing.T) {
+	o := qpOpts{minRNRTimer: 18} // 5.12 ms RNR wait
+	a, b := smallPair(t, "pipe", o, o)
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr == 1 },
+		5*time.Second, time.Millisecond, "the SEND draws an RNR NAK")
+
+	d := a.qp.vec
+	d.txMu.Lock()
+	stale := time.Now()
+	a.qp.mu.Lock()
+	due := a.qp.req.Deadline()
+	a.qp.mu.Unlock()
+	require.True(t, stale.Before(due), "the RNR wait is still running")
+	time.Sleep(time.Until(due) + 2*time.Millisecond) // the timer fires: the QP is queued
+	require.Eventually(t, d.runnable, 5*time.Second, time.Millisecond)
+	require.Same(t, a.qp, d.nextRunnable())
+	d.fill(stale, a.qp, d.txMsgs, d.txOwners, 0)
+	d.txMu.Unlock()
+
+	_, err = b.qp.PostRecv(RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(0, 64)}})
+	require.NoError(t, err)
+	wc := waitWCs(t, a.cq, 1)
+	require.Equal(t, WCSuccess, wc[0].Status, "the SEND is retried after the RNR wait")
+}
