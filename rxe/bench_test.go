@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/netip"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
@@ -230,17 +229,7 @@ func benchStream(b *testing.B, op WROpcode) {
 // benchPair is newPair (MTU 4096) with Options.NoInlineSend set to
 // noInline.
 func benchPair(b *testing.B, kind string, noInline bool) (*end, *end) {
-	var ca, cb netdev.Conn
-	switch kind {
-	case "pipe":
-		ca, cb = netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	case "udp":
-		a, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), netdev.Options{BlockingWrite: true})
-		require.NoError(b, err)
-		z, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.2:0"), netdev.Options{BlockingWrite: true})
-		require.NoError(b, err)
-		ca, cb = a, z
-	}
+	ca, cb := connPair(b, kind)
 	opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline}
 	da, err := Open(ca, opts)
 	require.NoError(b, err)

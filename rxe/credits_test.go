@@ -1,7 +1,6 @@
 package rxe
 
 import (
-	"net/netip"
 	"sync"
 	"testing"
 
@@ -50,20 +49,7 @@ func (c *aethTap) syndromes() map[packet.Syndrome]int {
 // explicitly: the default is changing), and b's conn tapped.
 func creditDevices(t testing.TB, kind string, credA, credB bool) (*Device, *Device, *aethTap) {
 	t.Helper()
-	var ca, cb netdev.Conn
-	switch kind {
-	case "pipe":
-		a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-		ca, cb = a, b
-	case "udp":
-		a, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), netdev.Options{BlockingWrite: true})
-		require.NoError(t, err)
-		b, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.2:0"), netdev.Options{BlockingWrite: true})
-		require.NoError(t, err)
-		ca, cb = a, b
-	default:
-		t.Fatalf("unknown kind %q", kind)
-	}
+	ca, cb := connPair(t, kind)
 	tap := &aethTap{Conn: cb, seen: map[packet.Syndrome]int{}}
 	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true, Credits: credA, CompVectors: 1})
 	require.NoError(t, err)

@@ -26,24 +26,31 @@ type end struct {
 
 const testBufSize = 8<<20 + 4096
 
-// newDevices returns two devices joined by kind: "pipe" (netdev.NewPipe)
-// or "udp" (real sockets on 127.0.0.1 and 127.0.0.2, ephemeral ports).
-func newDevices(t testing.TB, kind string) (*Device, *Device) {
+// connPair returns two netdevs joined by kind: "pipe" (netdev.NewPipeWith,
+// 4096 datagrams deep) or "udp" (sockets on 127.0.0.1 and 127.0.0.2,
+// ephemeral ports, blocking writes).
+func connPair(t testing.TB, kind string) (netdev.Conn, netdev.Conn) {
 	t.Helper()
-	var ca, cb netdev.Conn
 	switch kind {
 	case "pipe":
 		a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-		ca, cb = a, b
+		return a, b
 	case "udp":
 		a, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), netdev.Options{BlockingWrite: true})
 		require.NoError(t, err)
 		b, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.2:0"), netdev.Options{BlockingWrite: true})
 		require.NoError(t, err)
-		ca, cb = a, b
-	default:
-		t.Fatalf("unknown kind %q", kind)
+		return a, b
 	}
+	t.Fatalf("unknown kind %q", kind)
+	return nil, nil
+}
+
+// newDevices returns two devices joined by kind: "pipe" (netdev.NewPipe)
+// or "udp" (real sockets on 127.0.0.1 and 127.0.0.2, ephemeral ports).
+func newDevices(t testing.TB, kind string) (*Device, *Device) {
+	t.Helper()
+	ca, cb := connPair(t, kind)
 	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
 	require.NoError(t, err)
 	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})

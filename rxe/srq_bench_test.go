@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
 
@@ -277,19 +275,7 @@ func recvMemory(tb testing.TB, d *Device, mode string, n int) (recv, qps int64) 
 // 127.0.0.2, as benchPair).
 func recvDevices(tb testing.TB, kind string) (*Device, *Device) {
 	tb.Helper()
-	var ca, cb netdev.Conn
-	switch kind {
-	case "pipe":
-		ca, cb = netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	case "udp":
-		a, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), netdev.Options{BlockingWrite: true})
-		require.NoError(tb, err)
-		z, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.2:0"), netdev.Options{BlockingWrite: true})
-		require.NoError(tb, err)
-		ca, cb = a, z
-	default:
-		tb.Fatalf("unknown kind %q", kind)
-	}
+	ca, cb := connPair(tb, kind)
 	opts := Options{LinkMTU: 9000, OwnConn: true, CompVectors: recvVectors}
 	da, err := Open(ca, opts)
 	require.NoError(tb, err)
