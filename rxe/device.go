@@ -78,9 +78,10 @@ const (
 	// LocalDropAdaptive (the default) treats a refusal as back-pressure,
 	// not loss: the refused datagram and the later ones of the same QP in
 	// the batch go back to that QP, which keeps them ahead of anything it
-	// would build next and arms a timer for the adaptive delay of its own
+	// would build next and waits out the adaptive delay of its own
 	// retry.Backoff (seed 002: OnDrop on a refusal, OnSent on every
-	// datagram that leaves). When the timer fires the QP is scheduled and
+	// datagram that leaves) on its vector's back-off timer, shared by the
+	// vector's QPs. When the delay has passed the QP is scheduled and
 	// its held datagrams are sent first. The transmit goroutine never
 	// waits: it goes on with the other QPs of the batch at once. The
 	// requester never sees the drop, so it causes no retransmission.
@@ -93,7 +94,7 @@ const (
 	// LocalDropSpin retries the refused write at once, in a loop that
 	// yields the processor (runtime.Gosched) between tries: the busy wait
 	// of the seed 002 patch, kept for comparison only. It holds the
-	// transmit goroutine (every QP) while it spins and burns CPU; after
+	// vector's transmit goroutine (every QP of the vector) while it spins and burns CPU; after
 	// spinLimit tries it discards the datagram as LocalDropTimeout does.
 	LocalDropSpin
 )

@@ -16,9 +16,13 @@
 //	qp, _ := pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: ...})
 //	qp.Modify(&rxe.QPAttr{State: rxe.QPSInit, ...}, rxe.QPAttrState|...)
 //
-// Threading: see docs/threading.md. In short, each Device runs one receive
-// goroutine (it reads batches of datagrams, checks the ICRC and drives the
-// QPs' responder and completer) and one transmit goroutine (it pulls the
-// packets of runnable QPs into batches and sends them). Per-QP timers only
-// mark a QP runnable. Every verbs call is safe for concurrent use.
+// Threading: see docs/threading.md. In short, a Device has completion
+// vectors (Options.CompVectors, default GOMAXPROCS); each has a transmit
+// goroutine (it pulls the packets of its runnable QPs into batches and
+// sends them) and, with one socket per vector (Listen), a receive
+// goroutine (it reads batches of datagrams, checks the ICRC and drives its
+// QPs' responder and completer); the kernel steers each QP's packets to
+// its vector's socket by QPN. A QP belongs to its receive CQ's vector.
+// Per-QP timers only mark a QP runnable. Every verbs call is safe for
+// concurrent use.
 package rxe
