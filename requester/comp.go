@@ -318,8 +318,22 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		r.c.ResponsesDropped++
 		return CompDone
 	case d > 0 && w.kind.rdAtomic():
-		// Read responses and atomic ACKs must arrive in order.
+		// Read responses and atomic ACKs must arrive in order: this one is
+		// dropped. Inside a READ that has been sent, the gap means earlier
+		// responses were lost or overtaken (a veth under a qdisc reorders
+		// across CPUs), and the responses still to come of this train will
+		// all be out of order too. rxe's check_psn leaves recovery to the
+		// retransmit timer, which costs an ACK timeout (67 ms at perftest's
+		// -u 14) and the rest of the train; this requester asks again from
+		// the missing PSN at once, as for an implied NAK: one retry per
+		// episode (errorRetry), a new episode after in-order progress. The
+		// responder restarts the train it is sending at the duplicate's PSN
+		// (responder.readReply), so little is sent twice.
 		r.c.ResponsesDropped++
+		if w.kind == kindRead && w.state == wqePending {
+			r.c.ReadGaps++
+			return CompErrorRetry
+		}
 		return CompDone
 	}
 	return CompCheckAck

@@ -153,6 +153,7 @@ type Counters struct {
 
 	RcvdSeqErr          uint64 // rcvd_seq_err: PSN sequence error NAKs
 	RcvdRNRErr          uint64 // rcvd_rnr_err: RNR NAKs
+	ReadGaps            uint64 // READ responses past a missing one (the first of an episode starts a re-read at once)
 	CompleterRetryErr   uint64 // completer_retry_err: go-back-N retries started
 	RetryExceededErr    uint64 // retry_exceeded_err: retry_cnt exhausted
 	RNRRetryExceededErr uint64 // rnr_retry_exceeded_err: rnr_retry exhausted

@@ -1169,3 +1169,62 @@ func TestRetryWaitsBehindQueuedReadTrains(t *testing.T) {
 	require.Zero(t, h.r.Counters().Timeouts)
 	require.True(t, h.r.Deadline().IsZero())
 }
+
+// TestReadGapRetriesAtOnce: a READ response past a missing one (lost, or
+// overtaken on a path that reorders) makes the requester ask again from
+// the missing PSN at once, without waiting for the ACK timeout; the rest
+// of the old train is dropped without more requests; in-order progress on
+// the re-read starts a new episode, so a second gap is also recovered at
+// once; the READ completes with no timeout.
+func TestReadGapRetriesAtOnce(t *testing.T) {
+	const pmtu, p0, pkts = 256, 0x200, 12
+	cfg := baseConfig(pmtu, p0)
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	data := make([]byte, pkts*pmtu)
+	for i := range data {
+		data[i] = byte(i * 31)
+	}
+	h.post(&verbs.SendWR{ID: 9, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: pkts * pmtu, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1)
+	train := readResp(pmtu, p0, data, 0, false)
+	reRead := func(from int) {
+		t.Helper()
+		out := h.drain()
+		require.Len(t, out, 1, "one READ request from the missing PSN, at once")
+		p := parse(t, out[0])
+		require.Equal(t, packet.RCRDMAReadRequest, p.Opcode())
+		require.Equal(t, packet.PSN(p0).Add(from), p.PSN())
+		require.Equal(t, rbase+uint64(from*pmtu), p.RETH().VA())
+		require.Equal(t, uint32((pkts-from)*pmtu), p.RETH().DMALen())
+	}
+	h.recv(train[0])
+	h.recv(train[1])
+	h.recv(train[3]) // 2 is missing
+	reRead(2)
+	h.recv(train[4])
+	h.recv(train[2]) // late: the re-read is under way
+	require.Empty(t, h.drain(), "one re-read per gap")
+
+	// The re-read's train (our responder restarts with FIRST) goes in
+	// order to 5, then 6 is overtaken by 7: a second episode.
+	second := readResp(pmtu, p0, data, 2, true)
+	for _, b := range second[:4] { // 2..5
+		h.recv(b)
+	}
+	h.recv(second[5]) // 7: 6 is missing
+	reRead(6)
+	for _, b := range readResp(pmtu, p0, data, 6, true) {
+		h.recv(b)
+	}
+	require.Equal(t, []uint64{9}, h.cq.ids())
+	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+	require.Equal(t, data, gatherSGEs(t, h.mem, []verbs.SGE{{Addr: baseA, Length: pkts * pmtu, LKey: lkeyA}}))
+	c := h.r.Counters()
+	require.Zero(t, c.Timeouts)
+	require.Equal(t, uint64(3), c.ReadGaps, "3, then 4 while the re-read was under way, then 7 of the re-read")
+	require.Equal(t, uint64(2), c.CompleterRetryErr)
+	_, failed := h.r.Failed()
+	require.False(t, failed)
+}

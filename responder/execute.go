@@ -252,6 +252,9 @@ func (r *Responder) duplicateRequest() State {
 			r.ctrs.DuplicateDropped++
 			return StateCleanup
 		}
+		if r.restartTrain(res) {
+			return StateCleanup
+		}
 		r.replay = true
 		r.ctrs.ReadReplays++
 		return StateReadReply

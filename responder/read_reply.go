@@ -80,6 +80,34 @@ func (r *Responder) replayRead(res *resource) bool {
 	return true
 }
 
+// restartTrain handles a duplicate READ (r.rd, checked by replayRead)
+// whose original train res is still in the output queue. If the duplicate
+// asks for PSNs the train has not sent yet, the train answers it and the
+// duplicate is dropped; if it asks for PSNs already sent (responses lost,
+// or overtaken so that the requester dropped the rest), the train is
+// rewound to the duplicate's PSN and continues from there with FIRST, so
+// the requester does not wait behind the rest of a train it will discard.
+// rxe does the same: its duplicate_request points the QP's current read
+// resource at the replayed position. It reports whether it handled the
+// duplicate.
+func (r *Responder) restartTrain(res *resource) bool {
+	end := res.first.Add(res.npsn)
+	for i := 0; i < r.q.n; i++ {
+		it := r.q.at(i)
+		if it.kind != outRead || it.rkey != res.rkey || it.psn.Before(res.first) || !it.psn.Before(end) {
+			continue
+		}
+		if !r.rd.psn.Before(it.psn) {
+			r.ctrs.ReadsCovered++
+			return true
+		}
+		it.psn, it.va, it.resid, it.first = r.rd.psn, r.rd.va, r.rd.length, true
+		r.ctrs.ReadRestarts++
+		return true
+	}
+	return false
+}
+
 // readReply mirrors rxe read_reply, except that it only queues the response
 // train; NextPacket builds the packets. A new READ takes a resource and
 // moves ePSN past all its PSNs now, so that later requests are processed

@@ -130,6 +130,10 @@ type Counters struct {
 	ReadResponses uint64
 	// ReadReplays counts duplicate READs answered from a resource.
 	ReadReplays uint64
+	// ReadRestarts counts duplicate READs that rewound the train still
+	// being sent to their PSN; ReadsCovered those the train still being
+	// sent answers anyway (restartTrain).
+	ReadRestarts, ReadsCovered uint64
 	// BytesPlaced counts SEND and RDMA WRITE payload bytes written to
 	// memory.
 	BytesPlaced uint64

@@ -657,3 +657,64 @@ func TestQueueFullDrops(t *testing.T) {
 	require.Len(t, out, 1)
 	expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(psn))
 }
+
+// TestDuplicateReadRestartsTrain: a duplicate READ for PSNs the train has
+// already sent rewinds the train still being sent to the duplicate's PSN
+// (FIRST, the rest of the data), instead of queueing a replay behind the
+// rest of the train; a duplicate for PSNs not sent yet is answered by the
+// train itself and dropped (rxe duplicate_request repositions its current
+// read resource the same way).
+func TestDuplicateReadRestartsTrain(t *testing.T) {
+	const mtu = 1024
+	data := pattern(8*mtu, 5)
+	pull := func(h *harness, k int) []packet.Packet {
+		var out []packet.Packet
+		for range k {
+			n := h.r.NextPacket(t0, h.rxbuf)
+			require.NotZero(t, n)
+			p, err := packet.Parse(append([]byte(nil), h.rxbuf[:n]...))
+			require.NoError(t, err)
+			out = append(out, p)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		dup       packet.PSN
+		wantFirst packet.PSN
+		restarts  uint64
+		covered   uint64
+	}{
+		{"already_sent", 102, 102, 1, 0},
+		{"not_sent_yet", 106, 104, 0, 1},
+		{"next_to_send", 104, 104, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			copy(h.remoteBytes(rva, len(data)), data)
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+			first := pull(h, 4) // 100..103 are on their way
+			require.Equal(t, packet.PSN(103), first[3].PSN())
+			off := uint32(tc.dup-100) * mtu
+			h.rx(packet.RCRDMAReadRequest, tc.dup, nil, reth(rva+uint64(off), rkey, uint32(len(data))-off))
+			rest := h.drain()
+			require.Len(t, rest, int(108-tc.wantFirst), "nothing is sent twice beyond the rewind")
+			for i, p := range rest {
+				psn := tc.wantFirst.Add(i)
+				require.Equal(t, psn, p.PSN())
+				require.Equal(t, data[(psn-100)*mtu:(psn-99)*mtu], p.Payload())
+			}
+			if tc.restarts > 0 {
+				require.Equal(t, packet.RCRDMAReadResponseFirst, rest[0].Opcode(), "a rewound train restarts with FIRST")
+			} else {
+				require.Equal(t, packet.RCRDMAReadResponseMiddle, rest[0].Opcode(), "the train goes on")
+			}
+			require.Equal(t, packet.RCRDMAReadResponseLast, rest[len(rest)-1].Opcode())
+			c := h.r.Counters()
+			require.Equal(t, tc.restarts, c.ReadRestarts)
+			require.Equal(t, tc.covered, c.ReadsCovered)
+			require.Equal(t, uint64(1), c.DuplicateRequest)
+			require.Equal(t, packet.PSN(108), h.r.EPSN())
+		})
+	}
+}
