@@ -395,11 +395,7 @@ func (qp *QP) afterEngines() bool {
 	}
 	if qp.req != nil && qp.state != QPSErr {
 		if dl := qp.req.Deadline(); !dl.IsZero() {
-			// A deadline already past is armed again: the pass that ran
-			// the engines may have read the clock before the timer fired
-			// (vector.transmitPass reads it once), so the expiry was not
-			// seen and the one-shot timer would never fire again.
-			if !dl.Equal(qp.timerAt) || !time.Now().Before(dl) {
+			if !dl.Equal(qp.timerAt) {
 				qp.timerAt = dl
 				if qp.timer == nil {
 					qp.timer = time.AfterFunc(time.Until(dl), func() { qp.dev.schedule(qp) })

@@ -7,14 +7,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestTimerFiredBeforeStalePass reproduces a stall found by
+// TestTimerFiredBeforeStalePass reproduces the setting of a stall found by
 // BenchmarkCreditsSlowReceiver: a QP's timer fires while the QP is already
-// on the run queue, and the transmit pass that then takes it read the clock
-// before the deadline (a pass reads it once), so it neither runs the
-// requester's timeout nor, the deadline being unchanged, re-arms the
-// one-shot timer. The requester, in an RNR wait, then waits for ever.
-// The test holds txMu to play the transmit goroutine with a stale clock
-// (white box: it uses the QP's vector's run queue and fill).
+// on the run queue (its callback's schedule is then a no-op). The pass
+// that takes the QP used to read the clock once, before the deadline, so
+// it neither ran the requester's timeout nor, the deadline being
+// unchanged, re-armed the one-shot timer, and the RNR wait never ended.
+// fill now reads the clock after taking the QP off the run queue; the
+// test plays the transmit goroutine (holding txMu, white box: the QP's
+// vector's run queue and fill) and requires that the expiry is seen and
+// the SEND retried.
 func TestTimerFiredBeforeStalePass(t *testing.T) {
 	o := qpOpts{minRNRTimer: 18} // 5.12 ms RNR wait
 	a, b := smallPair(t, "pipe", o, o)
@@ -33,7 +35,7 @@ func TestTimerFiredBeforeStalePass(t *testing.T) {
 	time.Sleep(time.Until(due) + 2*time.Millisecond) // the timer fires: the QP is queued
 	require.Eventually(t, d.runnable, 5*time.Second, time.Millisecond)
 	require.Same(t, a.qp, d.nextRunnable())
-	d.fill(stale, a.qp, d.txMsgs, d.txOwners, 0)
+	d.fill(a.qp, d.txMsgs, d.txOwners, 0) // reads the clock after dequeuing: the expiry is seen
 	d.txMu.Unlock()
 
 	_, err = b.qp.PostRecv(RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(0, 64)}})

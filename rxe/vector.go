@@ -183,13 +183,12 @@ func (v *vector) routineTransmit() {
 // caller holds txMu.
 func (v *vector) transmitPass(limit int) int {
 	k := 0
-	now := time.Now()
 	for k < limit {
 		qp := v.nextRunnable()
 		if qp == nil {
 			break
 		}
-		k = v.fill(now, qp, v.txMsgs[:limit], v.txOwners, k)
+		k = v.fill(qp, v.txMsgs[:limit], v.txOwners, k)
 	}
 	if k > 0 {
 		v.passes.Add(1)
@@ -205,10 +204,17 @@ func (v *vector) transmitPass(limit int) int {
 // send is queued again. While the QP holds datagrams whose back-off has not
 // expired it builds nothing (they go first); its back-off timer schedules
 // it again. The caller holds txMu.
-func (v *vector) fill(now time.Time, qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
+//
+// The clock is read after the QP leaves the run queue (queued cleared): a
+// QP timer that fires before the reading has its expiry seen here, and
+// one that fires after it queues the QP again, so no expiry is missed
+// (a clock read once per pass, before, could miss one for good: the
+// one-shot timer had fired and the deadline was unchanged).
+func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 	d := v.d
 	qp.mu.Lock()
 	qp.queued.Store(false)
+	now := time.Now()
 	if qp.destroyed || qp.state == QPSReset || qp.tx.epoch != qp.epoch {
 		qp.tx.drop()
 	}
