@@ -221,7 +221,7 @@ func (r *Requester) sendable() *wqe {
 	if int(r.psn.Diff(r.compPSN)) >= r.cfg.Window {
 		return nil
 	}
-	if r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) && !r.creditOK(w) {
+	if r.creditBound(w) && !r.creditOK(w) {
 		return nil
 	}
 	if w.kind.rdAtomic() && !w.hasRdAtomic && r.rdInUse >= r.cfg.MaxRdAtomic {
@@ -250,20 +250,31 @@ func (r *Requester) creditOK(w *wqe) bool {
 }
 
 // waitCredits arms the probe wait when the WQE at the cursor is blocked by
-// credits (sendable sets stalled); a credit update stops it.
+// credits; a credit update stops it. It evaluates sendable, after a
+// response may have changed the credits.
 func (r *Requester) waitCredits(now time.Time) {
-	if !r.cfg.Credits || r.unlimited || r.sendable() != nil || !r.stalled {
-		return
+	if r.cfg.Credits && !r.unlimited && r.sendable() == nil {
+		r.armProbe(now)
 	}
-	if r.probe.ArmIfStopped(now.Add(r.probeWait)) {
+}
+
+// armProbe arms the probe wait if the last sendable found the WQE at the
+// cursor blocked by credits (stalled).
+func (r *Requester) armProbe(now time.Time) {
+	if r.stalled && r.probe.ArmIfStopped(now.Add(r.probeWait)) {
 		r.c.CreditStalls++
 	}
 }
 
+// creditBound reports whether w, not started yet, needs one of the peer's
+// credits to start (Config.Credits, and the peer has a limit).
+func (r *Requester) creditBound(w *wqe) bool {
+	return r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w)
+}
+
 // isProbe reports whether starting w now sends the credit probe.
 func (r *Requester) isProbe(w *wqe) bool {
-	return r.cfg.Credits && !r.unlimited && !w.started && r.needsCredit(w) &&
-		packet.PSN(w.ssn).Diff(packet.PSN(r.lsn)) == 1
+	return r.creditBound(w) && packet.PSN(w.ssn).Diff(packet.PSN(r.lsn)) == 1
 }
 
 // needsCredit reports whether w consumes a receive WQE at the responder:
@@ -297,7 +308,7 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 	}
 	w := r.sendable()
 	if w == nil {
-		r.waitCredits(now)
+		r.armProbe(now) // sendable has just set stalled
 		return 0
 	}
 	if r.isProbe(w) {
