@@ -258,20 +258,29 @@ func (pd *PD) createSRQ(attr SRQAttr, set *SRQSet, vector int) (*SRQ, error) {
 	if d.closed.Load() || pd.closed.Load() {
 		return nil, ErrClosed
 	}
-	if attr.MaxWR < 1 || attr.MaxWR > d.attr.MaxSRQWR {
-		return nil, fmt.Errorf("%w: SRQ max_wr %d not in [1, %d]", ErrInvalidArgument, attr.MaxWR, d.attr.MaxSRQWR)
+	if err := d.checkSRQSize(attr.MaxWR, attr.Limit); err != nil {
+		return nil, err
 	}
 	if attr.MaxSGE < 1 || attr.MaxSGE > d.attr.MaxSRQSGE {
 		return nil, fmt.Errorf("%w: SRQ max_sge %d not in [1, %d]", ErrInvalidArgument, attr.MaxSGE, d.attr.MaxSRQSGE)
-	}
-	if attr.Limit < 0 || attr.Limit > attr.MaxWR {
-		return nil, fmt.Errorf("%w: SRQ limit %d (max_wr %d)", ErrInvalidArgument, attr.Limit, attr.MaxWR)
 	}
 	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE), set: set, vector: vector}
 	s.q.srq = s
 	s.q.limit = attr.Limit
 	pd.users.Add(1)
 	return s, nil
+}
+
+// checkSRQSize checks an SRQ's max_wr against the device limit and its
+// limit against max_wr (rxe_srq_chk_init, rxe_srq_chk_attr).
+func (d *Device) checkSRQSize(maxWR, limit int) error {
+	if maxWR < 1 || maxWR > d.attr.MaxSRQWR {
+		return fmt.Errorf("%w: SRQ max_wr %d not in [1, %d]", ErrInvalidArgument, maxWR, d.attr.MaxSRQWR)
+	}
+	if limit < 0 || limit > maxWR {
+		return fmt.Errorf("%w: SRQ limit %d (max_wr %d)", ErrInvalidArgument, limit, maxWR)
+	}
+	return nil
 }
 
 // PostRecv posts receive WRs (ibv_post_srq_recv); it returns how many were
@@ -302,15 +311,12 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	maxWR, limit := q.maxWR, q.limit
 	if mask&SRQAttrMaxWR != 0 {
 		maxWR = attr.MaxWR
-		if maxWR < 1 || maxWR > s.dev.attr.MaxSRQWR {
-			return fmt.Errorf("%w: SRQ max_wr %d not in [1, %d]", ErrInvalidArgument, maxWR, s.dev.attr.MaxSRQWR)
-		}
 	}
 	if mask&SRQAttrLimit != 0 {
 		limit = attr.Limit
 	}
-	if limit < 0 || limit > maxWR {
-		return fmt.Errorf("%w: SRQ limit %d (max_wr %d)", ErrInvalidArgument, limit, maxWR)
+	if err := s.dev.checkSRQSize(maxWR, limit); err != nil {
+		return err
 	}
 	if maxWR != q.maxWR {
 		if err := q.resize(maxWR); err != nil {
