@@ -68,6 +68,14 @@ type Options struct {
 	LocalDropMode LocalDropMode
 }
 
+// compVectors is CompVectors with its default, GOMAXPROCS.
+func (o Options) compVectors() int {
+	if o.CompVectors == 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return o.CompVectors
+}
+
 // LocalDropMode is what a device does with a datagram the local host
 // refuses; see Options.LocalDropMode. Every mode counts the refusal
 // (Counters.LocalDrops, QPCounters.LocalDrops).
@@ -228,10 +236,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if addr.Port() == 0 {
 		addr = netip.AddrPortFrom(addr.Addr(), packet.UDPPort)
 	}
-	n := opts.CompVectors
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
-	}
+	n := max(opts.compVectors(), 1) // a negative count fails in OpenConns
 	if opts.SingleSocket {
 		n = 1
 	}
@@ -302,9 +307,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 	if opts.CompVectors < 0 {
 		return nil, fmt.Errorf("%w: %d completion vectors", ErrInvalidArgument, opts.CompVectors)
 	}
-	if opts.CompVectors == 0 {
-		opts.CompVectors = runtime.GOMAXPROCS(0)
-	}
+	opts.CompVectors = opts.compVectors()
 	if opts.CompVectors > maxCompVectors {
 		return nil, fmt.Errorf("%w: %d completion vectors (max %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
 	}
