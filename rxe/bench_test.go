@@ -67,12 +67,14 @@ type streamer struct {
 	posted uint64 // work requests posted
 	done   uint64 // work requests completed
 	slot   int
+	slots  int // 64 KiB windows of a's buffer the stream cycles through
 	ctx    context.Context
 }
 
 func newStreamer(ctx context.Context, a, b *end, op WROpcode, size, depth, signal int) *streamer {
 	s := &streamer{a: a, b: b, op: op, size: size, depth: depth, signal: signal,
-		wrs: make([]SendWR, signal), sges: make([]SGE, signal), wcs: make([]WC, 64), ctx: ctx}
+		wrs: make([]SendWR, signal), sges: make([]SGE, signal), wcs: make([]WC, 64), ctx: ctx,
+		slots: max(1, len(a.buf)/benchMsg)}
 	return s
 }
 
@@ -87,7 +89,7 @@ func (s *streamer) run(n int) error {
 				break // wait for a completion rather than post a short chunk
 			}
 			for i := range k {
-				off := (s.slot % benchSlots) * benchMsg
+				off := (s.slot % s.slots) * benchMsg
 				s.slot++
 				s.sges[i] = s.a.mr.SGE(off, s.size)
 				s.wrs[i] = SendWR{Opcode: s.op, SGList: s.sges[i : i+1 : i+1],

@@ -32,7 +32,7 @@ const (
 // creditsDelay and then reposts that many receive WQEs.
 type slowPair struct {
 	a, z    *end
-	sender  *sendStream
+	sender  *streamer
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	errMu   sync.Mutex
@@ -44,52 +44,6 @@ type slowPair struct {
 	// goroutine until stop).
 	delayed time.Duration
 	delays  int
-}
-
-// sendStream keeps SENDs in flight from a: up to creditsSendDepth
-// outstanding, posted in chunks of creditsSignal whose last WR is signaled.
-type sendStream struct {
-	a            *end
-	size         int
-	wrs          []SendWR
-	sges         []SGE
-	wcs          []WC
-	posted, done uint64
-	ctx          context.Context
-}
-
-func (s *sendStream) run(n int) error {
-	target := s.posted + uint64(n)
-	for s.done < target {
-		for s.posted < target {
-			room := creditsSendDepth - int(s.posted-s.done)
-			k := min(creditsSignal, int(target-s.posted), room)
-			if k <= 0 || k < creditsSignal && s.posted+uint64(k) < target {
-				break
-			}
-			for i := range k {
-				s.sges[i] = s.a.mr.SGE(0, s.size)
-				s.wrs[i] = SendWR{Opcode: WRSend, SGList: s.sges[i : i+1 : i+1]}
-			}
-			s.wrs[k-1].Flags = SendSignaled
-			s.wrs[k-1].ID = uint64(k)
-			if _, err := s.a.qp.PostSend(s.wrs[:k]...); err != nil {
-				return err
-			}
-			s.posted += uint64(k)
-		}
-		got, err := s.a.cq.Wait(s.ctx, s.wcs)
-		if err != nil {
-			return fmt.Errorf("waiting for send completions (%d of %d done): %w", s.done, target, err)
-		}
-		for i := range got {
-			if s.wcs[i].Status != WCSuccess {
-				return fmt.Errorf("send completion after %d SENDs: %v", s.done, s.wcs[i].Status)
-			}
-			s.done += s.wcs[i].ID
-		}
-	}
-	return nil
 }
 
 // newSlowPair connects two devices over loopback UDP (127.0.0.1 and
@@ -105,8 +59,7 @@ func newSlowPair(b *testing.B, credits bool, rnrTimer uint8) *slowPair {
 	link(b, a, z, o, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &slowPair{a: a, z: z, cancel: cancel}
-	p.sender = &sendStream{a: a, size: *creditsSize, wrs: make([]SendWR, creditsSignal),
-		sges: make([]SGE, creditsSignal), wcs: make([]WC, 64), ctx: ctx}
+	p.sender = newStreamer(ctx, a, z, WRSend, *creditsSize, creditsSendDepth, creditsSignal)
 	b.Cleanup(p.stop)
 
 	recv := make([]RecvWR, max(*creditsRQ, *creditsBatch))
