@@ -188,6 +188,7 @@ func (h *half) request(r *rec, last time.Time) {
 		case r.psn.After(h.expected) && !h.spanUnknown:
 			if r.psn.After(h.high.Next()) {
 				f.gapAt(r.frame, int(r.psn.Diff(h.high.Next())))
+				h.a.note(r.frame).Gap = int(r.psn.Diff(h.high.Next()))
 				if h.gap == nil {
 					h.gap = &evidence{frame: r.frame, t: r.t}
 				}
@@ -206,6 +207,8 @@ func (h *half) request(r *rec, last time.Time) {
 	}
 	if !dup {
 		h.goodput(r)
+	} else {
+		h.a.note(r.frame).Resent = true
 	}
 	if !dup && !rewound && (r.ackReq || r.mask&(packet.MaskRead|packet.MaskAtomic) != 0) {
 		h.pend = append(h.pend, pending{r.psn, r.t})
@@ -258,6 +261,7 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	if h.ep != nil && !r.psn.After(h.epRound) && !r.psn.Before(h.epLo) {
 		h.ep.Rounds++
 		h.epRound = r.psn
+		h.a.note(r.frame).Resent = true
 		h.dropPending(r.psn)
 		return
 	}
@@ -297,6 +301,8 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 		ep.FirstSentFrame = s.frame
 	}
 	h.ep, h.epLo, h.epRound = ep, r.psn, r.psn
+	n := h.a.note(r.frame)
+	n.Resent, n.Cause, n.Silence = true, ep.Cause, time.Duration(ep.Silence)
 	h.gap, h.why = nil, nil
 	h.dropPending(r.psn)
 }
@@ -396,6 +402,7 @@ func (h *half) response(r *rec, last time.Time) {
 		skip := int(r.psn.Diff(h.rPrev.Next()))
 		if r.psn.After(h.rHigh.Next()) || !first {
 			f.gapAt(r.frame, skip)
+			h.a.note(r.frame).Gap = skip
 			h.why = &evidence{cause: CauseImpliedNAK, frame: r.frame, t: r.t}
 		}
 	}
@@ -416,6 +423,8 @@ func (h *half) response(r *rec, last time.Time) {
 	}
 	if !dup {
 		h.goodput(r)
+	} else if isReadResponse(r.op) {
+		h.a.note(r.frame).Resent = true
 	}
 	if !h.rStarted || r.psn.After(h.rHigh) {
 		h.rHigh = r.psn
@@ -505,4 +514,14 @@ func (f *Flow) gapAt(frame, n int) {
 	if f.FirstGapFrame == 0 {
 		f.FirstGapFrame = frame
 	}
+}
+
+// note returns the Note of frame, creating it.
+func (a *Analyzer) note(frame int) *Note {
+	n := a.notes[frame]
+	if n == nil {
+		n = &Note{}
+		a.notes[frame] = n
+	}
+	return n
 }

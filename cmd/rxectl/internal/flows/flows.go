@@ -77,11 +77,12 @@ type Analyzer struct {
 	recs  []rec
 	flows []*Flow
 	index map[flowKey]int
+	notes map[int]*Note
 }
 
 // NewAnalyzer returns an empty Analyzer.
 func NewAnalyzer(o Options) *Analyzer {
-	return &Analyzer{opts: o, index: map[flowKey]int{}}
+	return &Analyzer{opts: o, index: map[flowKey]int{}, notes: map[int]*Note{}}
 }
 
 // Add records one packet. Packets must come in capture order.
@@ -124,6 +125,20 @@ type Report struct {
 	Connections []*Connection `json:"connections"`
 	// Interval is the width of the goodput intervals.
 	Interval Duration `json:"goodput_interval"`
+	// Notes marks the frames a diagram should colour, by frame number.
+	Notes map[int]*Note `json:"-"`
+}
+
+// Note is what the analysis found about one packet.
+type Note struct {
+	// Resent: the packet's PSN was sent (or answered) before.
+	Resent bool
+	// Gap is the number of PSNs missing just before this packet.
+	Gap int
+	// Cause is set on the packet that opened a recovery episode.
+	Cause Cause
+	// Silence is the quiet time before a timeout's first resent packet.
+	Silence time.Duration
 }
 
 // Connection is one flow, or the two flows of the two directions of a
@@ -299,7 +314,7 @@ func (a *Analyzer) Report() *Report {
 	}
 	conns := a.pair()
 	iv := a.interval()
-	rep := &Report{Interval: Duration(iv)}
+	rep := &Report{Interval: Duration(iv), Notes: a.notes}
 	for _, c := range conns {
 		a.analyse(c, iv)
 		rep.Connections = append(rep.Connections, c.conn)
