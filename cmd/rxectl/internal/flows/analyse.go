@@ -188,7 +188,8 @@ func (h *half) request(r *rec, last time.Time) {
 		case r.psn.After(h.expected) && !h.spanUnknown:
 			if r.psn.After(h.high.Next()) {
 				f.gapAt(r.frame, int(r.psn.Diff(h.high.Next())))
-				h.a.note(r.frame).Gap = int(r.psn.Diff(h.high.Next()))
+				n := h.a.note(r.frame)
+				n.Gap, n.GapPSN = int(r.psn.Diff(h.high.Next())), uint32(h.high.Next())
 				if h.gap == nil {
 					h.gap = &evidence{frame: r.frame, t: r.t}
 				}
@@ -299,6 +300,9 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	ep.FirstFrame, ep.start = first.frame, first.t
 	if s, ok := src[r.psn]; ok && s.frame < r.frame {
 		ep.FirstSentFrame = s.frame
+		if ep.Cause != CauseRNR {
+			h.a.note(s.frame).LostAfter = true
+		}
 	}
 	h.ep, h.epLo, h.epRound = ep, r.psn, r.psn
 	n := h.a.note(r.frame)
@@ -380,7 +384,7 @@ func (h *half) response(r *rec, last time.Time) {
 		h.nak(f, r)
 	}
 	_, dup := h.respSeen[r.psn]
-	if !dup {
+	if !dup && isReadResponse(r.op) {
 		h.respSeen[r.psn] = seen{r.frame, r.t}
 	}
 	if h.ep != nil && !r.psn.Before(h.epLo) && !r.psn.After(h.highAtStart()) {
@@ -402,7 +406,8 @@ func (h *half) response(r *rec, last time.Time) {
 		skip := int(r.psn.Diff(h.rPrev.Next()))
 		if r.psn.After(h.rHigh.Next()) || !first {
 			f.gapAt(r.frame, skip)
-			h.a.note(r.frame).Gap = skip
+			n := h.a.note(r.frame)
+			n.Gap, n.GapPSN = skip, uint32(h.rPrev.Next())
 			h.why = &evidence{cause: CauseImpliedNAK, frame: r.frame, t: r.t}
 		}
 	}

@@ -1,9 +1,13 @@
-package flows
+package flows_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/flows"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/flows/flowstest"
 )
 
 const captures = "../../../../testdata/captures/"
@@ -33,7 +37,7 @@ func TestRealCaptures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			rep := analyse(readPcap(t, captures+tc.file), Options{})
+			rep := flowstest.Analyse(flowstest.ReadPcap(t, captures+tc.file), flows.Options{})
 			require.Len(t, rep.Connections, len(tc.conns))
 			for i, c := range rep.Connections {
 				require.Len(t, c.Flows, len(tc.conns[i]))
@@ -47,4 +51,14 @@ func TestRealCaptures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPreview prints the report of the capture named by $FLOWS_PCAP.
+func TestPreview(t *testing.T) {
+	name := os.Getenv("FLOWS_PCAP")
+	if name == "" {
+		t.Skip("set FLOWS_PCAP to print the report of a capture")
+	}
+	rep := flowstest.Analyse(flowstest.ReadPcap(t, name), flows.Options{})
+	require.NoError(t, rep.WriteText(os.Stdout))
 }

@@ -58,8 +58,8 @@ func lossSentence(h *half, eps []Recovery) string {
 			count(h.resp.PSNMissing, "READ response"), count(h.resp.PSNGaps, "gap"), h.resp.FirstGapFrame))
 	}
 	if h.req.PSNMissing > 0 {
-		parts = append(parts, fmt.Sprintf("%s lost before the capture point (%s, first at frame %d)",
-			count(h.req.PSNMissing, "request packet"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
+		parts = append(parts, fmt.Sprintf("requests lost before the capture point (%s in %s, first at frame %d)",
+			count(h.req.PSNMissing, "PSN"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
 	}
 	after := 0
 	reads := 0

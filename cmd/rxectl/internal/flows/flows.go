@@ -133,8 +133,14 @@ type Report struct {
 type Note struct {
 	// Resent: the packet's PSN was sent (or answered) before.
 	Resent bool
-	// Gap is the number of PSNs missing just before this packet.
-	Gap int
+	// Gap is the number of PSNs missing just before this packet, from
+	// GapPSN on.
+	Gap    int
+	GapPSN uint32
+	// LostAfter: the capture holds this packet, yet its PSN was sent
+	// again: it was lost after the capture point (or, for a request, its
+	// answer was).
+	LostAfter bool
 	// Cause is set on the packet that opened a recovery episode.
 	Cause Cause
 	// Silence is the quiet time before a timeout's first resent packet.
