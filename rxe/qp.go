@@ -29,6 +29,8 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
+	respStates []string // the responder's states since the last trace (Options.Trace)
+
 	// mu protects everything below; the device's receive and transmit
 	// goroutines hold it while they drive the requester and responder.
 	mu        sync.Mutex
@@ -222,6 +224,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	case cur == QPSSQD && next == QPSRTS:
 		qp.req.SetDraining(false)
 	}
+	if qp.tracing() {
+		qp.traceState(cur, next)
+	}
 	qp.state = next
 	qp.syncConfig()
 	qp.mu.Unlock()
@@ -282,7 +287,8 @@ func (qp *QP) startResponder() {
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
 	qp.resp = responder.New(&qp.respCfg, responder.Env{
-		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: qp.sink(qp.recvCQ, "responder"),
+		Trace: qp.responderTrace(),
 	})
 }
 
@@ -295,7 +301,7 @@ func (qp *QP) startRequester() {
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
 		Credits: qp.dev.opts.Credits,
 	}
-	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
 // syncConfig pushes attributes that may change in RTS/SQD into the engines'
@@ -324,6 +330,9 @@ func (qp *QP) reset() {
 func (qp *QP) enterError() {
 	if qp.state == QPSErr {
 		return
+	}
+	if qp.tracing() {
+		qp.traceState(qp.state, QPSErr)
 	}
 	qp.state = QPSErr
 	if qp.req != nil {
@@ -396,6 +405,9 @@ func (qp *QP) afterEngines() bool {
 	if qp.req != nil && qp.state != QPSErr {
 		if dl := qp.req.Deadline(); !dl.IsZero() {
 			if !dl.Equal(qp.timerAt) {
+				if qp.tracing() {
+					qp.traceArm(dl)
+				}
 				qp.timerAt = dl
 				if qp.timer == nil {
 					qp.timer = time.AfterFunc(time.Until(dl), func() { qp.dev.schedule(qp) })
@@ -614,6 +626,9 @@ func (qp *QP) Counters() QPCounters {
 // completer (rxe_rcv's per-QP checks, then dispatch by direction).
 func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
 	qp.mu.Lock()
+	if qp.tracing() {
+		qp.traceRecv(now, p)
+	}
 	ok := true
 	switch {
 	case qp.state == QPSReset || qp.state == QPSInit || qp.state == QPSErr:
@@ -637,6 +652,9 @@ func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
 	if ok {
 		qp.counter.rcvdPkts.Add(1)
 		qp.counter.rcvdBytes.Add(uint64(p.Len()))
+		if qp.tracing() {
+			qp.tracePass(now, p)
+		}
 	}
 	more := qp.afterEngines()
 	qp.mu.Unlock()

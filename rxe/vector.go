@@ -247,11 +247,17 @@ func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
 		qp.timerAt = time.Time{}
 		qp.req.OnTimeout(now)
+		if qp.tracing() {
+			qp.traceTimer(now)
+		}
 	}
 	for k < len(msgs) && qp.resp != nil {
 		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
 			break
+		}
+		if qp.tracing() {
+			qp.traceSend(now, "responder", msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
 		k++
@@ -260,6 +266,9 @@ func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
 			break
+		}
+		if qp.tracing() {
+			qp.traceSend(now, "requester", msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
 		k++
