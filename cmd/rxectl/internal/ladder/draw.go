@@ -160,7 +160,14 @@ func (d *Diagram) legend(c Canvas) {
 		c.Rect(x, legendRowY-9, 22, 12, bandFill)
 		c.Text(x+27, legendRowY+1, "folded run of MIDDLE packets", black, fontSize, Start)
 	}
-	c.Text(20, legendRowY+20, "time goes down; left column: time since the first row and frame number", grey, fontSize, Start)
+	note := "time goes down; left column: time since the first row"
+	for _, it := range d.Items {
+		if it.Frame > 0 {
+			note += " and frame number"
+			break
+		}
+	}
+	c.Text(20, legendRowY+20, note, grey, fontSize, Start)
 }
 
 // drawRow draws one row with its top at y.
