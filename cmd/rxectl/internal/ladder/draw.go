@@ -267,3 +267,4 @@ func (d *Diagram) WriteSVG(w io.Writer) error {
 	fmt.Fprintln(bw, "</svg>")
 	return bw.Flush()
 }
+
