@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -338,51 +339,89 @@ func parsePerftest(t Test, args []string) (*options, error) {
 
 // check validates the options and applies force_dependecies' rules.
 func (o *options) check(t Test) error {
-	if o.size < 1 || o.size > 1<<31 {
-		return fmt.Errorf("size %d not in [1, 2^31]", o.size)
-	}
-	if t.verb == verbAtomic && (o.size != defSizeAtomic || o.all) {
-		return errors.New("the message size of atomic tests is 8 bytes (perftest: \"Message size cannot be changed for Atomic tests\")")
-	}
-	if o.iters < minIters {
-		return fmt.Errorf("iterations %d: at least %d", o.iters, minIters)
-	}
-	if o.mtu != 0 && rxe.MTU(mtuEnum(o.mtu)).Bytes() != o.mtu {
-		return fmt.Errorf("MTU %d: one of 256, 512, 1024, 2048, 4096", o.mtu)
-	}
-	if o.txDepth < 1 || o.txDepth > 8192 {
-		return fmt.Errorf("tx depth %d not in [1, 8192]", o.txDepth)
-	}
-	if o.rxDepth < 1 || o.rxDepth > 16384 {
-		return fmt.Errorf("rx depth %d not in [1, 16384]", o.rxDepth)
-	}
-	if o.cqMod < 1 || o.cqMod > 1024 {
-		return fmt.Errorf("cq-mod %d not in [1, 1024]", o.cqMod)
-	}
-	if o.qps < 1 || o.qps > 1024 {
-		return fmt.Errorf("QPs %d not in [1, 1024]", o.qps)
-	}
-	if t.lat && o.qps != 1 {
-		return errors.New("latency tests use one QP")
-	}
-	if o.outs < 0 || o.outs > 128 {
-		return fmt.Errorf("outstanding reads %d not in [1, 128]", o.outs)
-	}
-	if o.timeout < 0 || o.timeout > 31 {
-		return fmt.Errorf("qp-timeout %d not in [0, 31]", o.timeout)
-	}
-	if o.oobPort < 0 || o.oobPort > 65535 {
-		return fmt.Errorf("port %d not in [0, 65535]", o.oobPort)
-	}
-	if o.udpPort < 0 || o.udpPort > 65535 {
-		return fmt.Errorf("udp-port %d not in [0, 65535]", o.udpPort)
-	}
-	if o.bind != "" {
-		a, err := netip.ParseAddr(o.bind)
-		if err != nil || a.IsUnspecified() {
-			return fmt.Errorf("--bind %q: want the IP address of a local interface", o.bind)
+	for _, v := range validations {
+		if err := v(o, t); err != nil {
+			return err
 		}
 	}
+	if err := o.checkDuration(t); err != nil {
+		return err
+	}
+	if err := o.checkDevice(t); err != nil {
+		return err
+	}
+	if err := o.checkInject(t); err != nil {
+		return err
+	}
+	o.forceDependencies(t)
+	return nil
+}
+
+// validation checks one setting, or a few that depend on each other.
+type validation func(o *options, t Test) error
+
+// inRange is the validation that the setting get reads is in [lo, hi];
+// format gives the error with the value.
+func inRange(get func(o *options) int, lo, hi int, format string) validation {
+	return func(o *options, _ Test) error {
+		if v := get(o); v < lo || v > hi {
+			return fmt.Errorf(format, v)
+		}
+		return nil
+	}
+}
+
+// validations are the checks of the settings that do not depend on the
+// duration mode, in the order their errors are reported.
+var validations = []validation{
+	inRange(func(o *options) int { return o.size }, 1, 1<<31, "size %d not in [1, 2^31]"),
+	func(o *options, t Test) error {
+		if t.verb == verbAtomic && (o.size != defSizeAtomic || o.all) {
+			return errors.New("the message size of atomic tests is 8 bytes (perftest: \"Message size cannot be changed for Atomic tests\")")
+		}
+		return nil
+	},
+	inRange(func(o *options) int { return o.iters }, minIters, math.MaxInt, "iterations %d: at least "+strconv.Itoa(minIters)),
+	func(o *options, _ Test) error {
+		if o.mtu != 0 && rxe.MTU(mtuEnum(o.mtu)).Bytes() != o.mtu {
+			return fmt.Errorf("MTU %d: one of 256, 512, 1024, 2048, 4096", o.mtu)
+		}
+		return nil
+	},
+	inRange(func(o *options) int { return o.txDepth }, 1, 8192, "tx depth %d not in [1, 8192]"),
+	inRange(func(o *options) int { return o.rxDepth }, 1, 16384, "rx depth %d not in [1, 16384]"),
+	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
+	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),
+	func(o *options, t Test) error {
+		if t.lat && o.qps != 1 {
+			return errors.New("latency tests use one QP")
+		}
+		return nil
+	},
+	inRange(func(o *options) int { return o.outs }, 0, 128, "outstanding reads %d not in [1, 128]"),
+	inRange(func(o *options) int { return o.timeout }, 0, 31, "qp-timeout %d not in [0, 31]"),
+	inRange(func(o *options) int { return o.oobPort }, 0, 65535, "port %d not in [0, 65535]"),
+	inRange(func(o *options) int { return o.udpPort }, 0, 65535, "udp-port %d not in [0, 65535]"),
+	func(o *options, _ Test) error {
+		if o.bind == "" {
+			return nil
+		}
+		if a, err := netip.ParseAddr(o.bind); err != nil || a.IsUnspecified() {
+			return fmt.Errorf("--bind %q: want the IP address of a local interface", o.bind)
+		}
+		return nil
+	},
+	(*options).checkOutput,
+	func(o *options, t Test) error {
+		if t.verb == verbAtomic && o.atomicType != "FETCH_AND_ADD" && o.atomicType != "CMP_AND_SWAP" {
+			return fmt.Errorf("atomic type %q: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
+		}
+		return nil
+	},
+}
+
+// checkOutput checks --output and --json.
+func (o *options) checkOutput(t Test) error {
 	switch o.output {
 	case "":
 	case "bandwidth", "message_rate":
@@ -399,37 +438,41 @@ func (o *options) check(t Test) error {
 	if o.json && o.output != "" {
 		return errors.New("--json and --output cannot be combined")
 	}
-	if t.verb == verbAtomic && o.atomicType != "FETCH_AND_ADD" && o.atomicType != "CMP_AND_SWAP" {
-		return fmt.Errorf("atomic type %q: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
-	}
+	return nil
+}
+
+// checkDuration checks -D, -f and --run_infinitely and sets their
+// defaults: a 5 s period for --run_infinitely (DEF_DURATION), a margin of
+// a quarter of the duration, and no peak in duration mode.
+func (o *options) checkDuration(t Test) error {
 	if o.duration < 0 || o.infinitely && o.all || o.duration > 0 && o.all {
 		return errors.New("-D and --run_infinitely cannot be combined with -a")
 	}
 	if o.infinitely && o.duration == 0 {
 		o.duration = 5 // DEF_DURATION
 	}
-	if o.duration > 0 {
-		if t.lat && o.infinitely {
-			return errors.New("--run_infinitely is for bandwidth tests (perftest: latency tests run with -D only)")
-		}
-		if t.lat && t.verb == verbWrite && o.size < 2 {
-			return errors.New("write-lat -D needs -s 2 or more (the first byte carries the end of the run)")
-		}
-		if o.margin < 0 {
-			o.margin = o.duration / 4
-		}
-		if !o.infinitely && o.duration <= 2*o.margin {
-			return fmt.Errorf("-D %d must be more than twice the margin -f %d", o.duration, o.margin)
-		}
-		o.noPeak = true // perftest: no peak in duration mode
+	if o.duration == 0 {
+		return nil
 	}
-	if err := o.checkDevice(t); err != nil {
-		return err
+	if t.lat && o.infinitely {
+		return errors.New("--run_infinitely is for bandwidth tests (perftest: latency tests run with -D only)")
 	}
-	if err := o.checkInject(t); err != nil {
-		return err
+	if t.lat && t.verb == verbWrite && o.size < 2 {
+		return errors.New("write-lat -D needs -s 2 or more (the first byte carries the end of the run)")
 	}
-	// force_dependecies.
+	if o.margin < 0 {
+		o.margin = o.duration / 4
+	}
+	if !o.infinitely && o.duration <= 2*o.margin {
+		return fmt.Errorf("-D %d must be more than twice the margin -f %d", o.duration, o.margin)
+	}
+	o.noPeak = true // perftest: no peak in duration mode
+	return nil
+}
+
+// forceDependencies is force_dependecies: the depths follow the
+// iterations and the verb, cq-mod the size and the tx depth.
+func (o *options) forceDependencies(t Test) {
 	if o.duration == 0 {
 		o.txDepth = min(o.txDepth, o.iters)
 		if t.verb == verbSend {
@@ -449,7 +492,6 @@ func (o *options) check(t Test) error {
 	if !t.lat && o.duration == 0 && o.iters > 20000 {
 		o.noPeak = true
 	}
-	return nil
 }
 
 // checkDevice checks the flags that pick the device, its port, its GID
