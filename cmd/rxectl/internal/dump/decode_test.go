@@ -239,13 +239,54 @@ func FuzzDecodeFrame(f *testing.F) {
 	})
 }
 
-// FuzzNgGuard: the pcapng block follower survives any byte stream and
-// hands on a prefix of it.
+// FuzzNgGuard: the pcapng block follower survives any byte stream, and
+// what it hands on is the stream's first blocks as they are, except the
+// snap length of an Interface Description Block above maxSnaplen, which
+// reads maxSnaplen; every packet block it hands on has a captured length
+// within its block and within maxSnaplen.
 func FuzzNgGuard(f *testing.F) {
 	f.Add(pcapngBytes(276, readPcap(f, cx4Pcap)), uint8(5))
 	f.Add([]byte{0x0A, 0x0D, 0x0D, 0x0A, 0, 0, 0, 0, 0x4D, 0x3C, 0x2B, 0x1A}, uint8(1))
+	big := pcapngBytes(276, readPcap(f, cx4Pcap))
+	binary.LittleEndian.PutUint32(big[28+12:], 0x30303030)
+	f.Add(big, uint8(7))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
 		got, _ := io.ReadAll(&ngGuard{r: &chunkReader{b: data, n: max(int(chunk), 1)}})
-		require.True(t, bytes.HasPrefix(data, got))
+		require.LessOrEqual(t, len(got), len(data))
+		checkNgGuarded(t, data, got)
 	})
+}
+
+// checkNgGuarded walks the blocks of data that ngGuard handed on as got
+// and checks got against them (see FuzzNgGuard).
+func checkNgGuarded(t *testing.T, data, got []byte) {
+	var o binary.ByteOrder = binary.LittleEndian
+	for pos := 0; pos < len(got); {
+		require.GreaterOrEqual(t, len(data)-pos, 8, "a block header at %d is handed on whole", pos)
+		h := data[pos:]
+		if binary.LittleEndian.Uint32(h) == ngBlockSHB {
+			require.GreaterOrEqual(t, len(h), 12)
+			o = binary.ByteOrder(binary.LittleEndian)
+			if binary.BigEndian.Uint32(h[8:]) == ngBOM {
+				o = binary.BigEndian
+			}
+		}
+		typ, length := o.Uint32(h), int(o.Uint32(h[4:]))
+		require.GreaterOrEqual(t, length, 12, "block at %d", pos)
+		end := min(pos+length, len(got))
+		want := slices.Clone(data[pos:end])
+		switch typ {
+		case ngBlockIDB:
+			if snap := o.Uint32(h[12:]); snap > maxSnaplen && len(want) >= 16 {
+				o.PutUint32(want[12:], maxSnaplen)
+			}
+		case ngBlockEPB, ngBlockPB:
+			require.GreaterOrEqual(t, len(h), 28)
+			caplen := int(o.Uint32(h[20:]))
+			require.LessOrEqual(t, caplen, length-32, "EPB at %d", pos)
+			require.LessOrEqual(t, caplen, maxSnaplen, "EPB at %d", pos)
+		}
+		require.Equal(t, want, got[pos:end], "block at %d", pos)
+		pos += length
+	}
 }
