@@ -384,8 +384,13 @@ func interfaceMTU(addr netip.Addr) int {
 }
 
 // Close stops the device: its goroutines end, QP timers stop, and, for a
-// device made by Listen, the socket closes. Objects stay valid but every
-// verbs call fails with ErrClosed.
+// device made by Listen, the socket closes. Every QP not in RESET moves to
+// ERR, so the work requests outstanding at Close complete with
+// WR_FLUSH_ERR (as when a device goes away under a verbs consumer); the CQs
+// stay pollable to collect them. When Close returns the device touches no
+// registered memory again. Objects stay valid but every other verbs call
+// that changes state (posting, Modify, Dereg, Destroy, Dealloc, creating
+// objects) fails with ErrClosed.
 func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return ErrClosed
@@ -398,13 +403,10 @@ func (d *Device) Close() error {
 		}
 	}
 	// A conn we do not own stays open: the receive goroutine exits at its
-	// next wake-up or when the owner closes conn.
-	d.qps.each(func(qp *QP) {
-		qp.mu.Lock()
-		qp.stopTimer()
-		qp.stopDropTimer()
-		qp.mu.Unlock()
-	})
+	// next wake-up or when the owner closes conn. A step already under way
+	// on a QP ends before closeDevice takes the QP's lock, and no later
+	// step runs (QP.dead).
+	d.qps.each(func(qp *QP) { qp.closeDevice() })
 	for _, v := range d.vecs {
 		v.drops.close()
 	}

@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -189,14 +190,15 @@ func (qp *QP) State() QPState {
 
 // Modify changes the QP's attributes and state (ibv_modify_qp): the mask
 // must hold exactly the attributes IBA 10.3.1 requires for the transition
-// and at most the optional ones.
+// and at most the optional ones. After Destroy or Device.Close it fails
+// with ErrClosed.
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	d := qp.dev
 	if err := d.checkValues(attr, mask); err != nil {
 		return err
 	}
 	qp.mu.Lock()
-	if qp.destroyed {
+	if qp.dead() {
 		qp.mu.Unlock()
 		return ErrClosed
 	}
@@ -451,6 +453,27 @@ func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
 	return 0, false, false
 }
 
+// dead reports whether the QP was destroyed or its device closed (caller
+// holds mu): its engines run no more and its verbs fail with ErrClosed.
+func (qp *QP) dead() bool { return qp.destroyed || qp.dev.closed.Load() }
+
+// closeDevice stops the QP for Device.Close (the device is already marked
+// closed): work requests still outstanding complete with WR_FLUSH_ERR, as
+// in ERR, its timers stop, and once it returns no step of the QP runs or
+// is under way, so the QP touches no registered memory again.
+func (qp *QP) closeDevice() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
+		return
+	}
+	if qp.state != QPSReset {
+		qp.enterError()
+	}
+	qp.stopTimer()
+	qp.stopDropTimer()
+}
+
 func (qp *QP) pending() bool {
 	if qp.state == QPSErr || qp.state == QPSReset {
 		return false
@@ -459,11 +482,13 @@ func (qp *QP) pending() bool {
 }
 
 // PostSend posts send work requests (ibv_post_send). It returns how many
-// were posted; on error, wrs[n] is the one refused (bad_wr). The QP must
-// be in RTS or SQD (or ERR, where they complete with WR_FLUSH_ERR).
+// were posted; on error, wrs[n] is the one refused (bad_wr): a full send
+// queue gives ErrNoResources, a malformed WR ErrInvalidArgument. The QP must
+// be in RTS or SQD (or ERR, where they complete with WR_FLUSH_ERR); after
+// Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	qp.mu.Lock()
-	if qp.destroyed {
+	if qp.dead() {
 		qp.mu.Unlock()
 		return 0, ErrClosed
 	}
@@ -489,7 +514,11 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	var err error
 	for i := range wrs {
 		if err = qp.req.Post(&wrs[i]); err != nil {
-			err = fmt.Errorf("%w: send WR %d (%v): %w", ErrInvalidArgument, i, wrs[i].Opcode, err)
+			kind := ErrInvalidArgument
+			if errors.Is(err, requester.ErrQueueFull) {
+				kind = ErrNoResources
+			}
+			err = fmt.Errorf("%w: send WR %d (%v): %w", kind, i, wrs[i].Opcode, err)
 			break
 		}
 		n++
@@ -506,15 +535,16 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 
 // PostRecv posts receive work requests to the QP's own receive queue
 // (ibv_post_recv); a QP with an SRQ takes them from the SRQ instead. It
-// returns how many were posted. Allowed from INIT on; in ERR they complete
-// with WR_FLUSH_ERR.
+// returns how many were posted; a full receive queue gives ErrNoResources.
+// Allowed from INIT on; in ERR they complete with WR_FLUSH_ERR. After
+// Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
 	if qp.srq != nil {
 		return 0, fmt.Errorf("%w: the QP uses an SRQ: post to the SRQ", ErrInvalidArgument)
 	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.destroyed {
+	if qp.dead() {
 		return 0, ErrClosed
 	}
 	if qp.state == QPSReset {
@@ -548,10 +578,10 @@ func (qp *QP) Query() QPAttr {
 }
 
 // Destroy destroys the QP: outstanding work is discarded without
-// completions (ibv_destroy_qp).
+// completions (ibv_destroy_qp). After Device.Close it fails with ErrClosed.
 func (qp *QP) Destroy() error {
 	qp.mu.Lock()
-	if qp.destroyed {
+	if qp.dead() {
 		qp.mu.Unlock()
 		return ErrClosed
 	}
@@ -614,6 +644,10 @@ func (qp *QP) Counters() QPCounters {
 // completer (rxe_rcv's per-QP checks, then dispatch by direction).
 func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
 	qp.mu.Lock()
+	if qp.dead() {
+		qp.mu.Unlock()
+		return
+	}
 	ok := true
 	switch {
 	case qp.state == QPSReset || qp.state == QPSInit || qp.state == QPSErr:

@@ -215,7 +215,7 @@ func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 	qp.mu.Lock()
 	qp.queued.Store(false)
 	now := time.Now()
-	if qp.destroyed || qp.state == QPSReset || qp.tx.epoch != qp.epoch {
+	if qp.dead() || qp.state == QPSReset || qp.tx.epoch != qp.epoch {
 		qp.tx.drop()
 	}
 	if qp.tx.holding() {
@@ -240,7 +240,7 @@ func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 		}
 		qp.tx.drop()
 	}
-	if qp.destroyed || qp.state == QPSReset || qp.state == QPSErr {
+	if qp.dead() || qp.state == QPSReset || qp.state == QPSErr {
 		qp.mu.Unlock()
 		return k
 	}
