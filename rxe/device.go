@@ -94,7 +94,7 @@ func (d *Device) Close() error {
 	// step runs (QP.dead).
 	d.qps.each(func(qp *QP) { qp.closeDevice() })
 	for _, v := range d.vecs {
-		v.drops.close()
+		v.timers.close()
 	}
 	if d.ownConn {
 		d.wg.Wait()
