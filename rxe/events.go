@@ -13,13 +13,29 @@ type AsyncEvent struct {
 	SRQ  *SRQ
 }
 
-// Async event types (re-exported from rxe/verbs).
+// Async event types (re-exported from rxe/verbs). gorxe raises CQ_ERR,
+// QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR, SQ_DRAINED, SRQ_LIMIT_REACHED and
+// QP_LAST_WQE_REACHED; the others complete the enum.
 const (
 	EventCQErr            = verbs.EventCQErr
 	EventQPFatal          = verbs.EventQPFatal
+	EventQPReqErr         = verbs.EventQPReqErr
+	EventQPAccessErr      = verbs.EventQPAccessErr
+	EventCommEst          = verbs.EventCommEst
 	EventSQDrained        = verbs.EventSQDrained
+	EventPathMig          = verbs.EventPathMig
+	EventPathMigErr       = verbs.EventPathMigErr
+	EventDeviceFatal      = verbs.EventDeviceFatal
+	EventPortActive       = verbs.EventPortActive
+	EventPortErr          = verbs.EventPortErr
+	EventLIDChange        = verbs.EventLIDChange
+	EventPKeyChange       = verbs.EventPKeyChange
+	EventSMChange         = verbs.EventSMChange
+	EventSRQErr           = verbs.EventSRQErr
 	EventSRQLimitReached  = verbs.EventSRQLimitReached
 	EventQPLastWQEReached = verbs.EventQPLastWQEReached
+	EventClientReregister = verbs.EventClientReregister
+	EventGIDChange        = verbs.EventGIDChange
 )
 
 // Events delivers asynchronous events. Events that find it full are
