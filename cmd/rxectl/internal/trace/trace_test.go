@@ -47,7 +47,7 @@ func TestTimelineGolden(t *testing.T) {
 func TestTimelineFilter(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteTimeline(&buf, read(t), Filter{Dev: "127.0.0.2:4791"}))
-	require.Equal(t, 6, strings.Count(buf.String(), "\n"), buf.String())
+	require.Equal(t, 7, strings.Count(buf.String(), "\n"), buf.String())
 	require.NotContains(t, buf.String(), "127.0.0.1:4791")
 }
 
