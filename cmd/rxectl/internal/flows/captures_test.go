@@ -37,7 +37,7 @@ func TestRealCaptures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			rep := flowstest.Analyse(flowstest.ReadPcap(t, captures+tc.file), flows.Options{})
+			rep := flowstest.Analyse(readPcap(t, captures+tc.file), flows.Options{})
 			require.Len(t, rep.Connections, len(tc.conns))
 			for i, c := range rep.Connections {
 				require.Len(t, c.Flows, len(tc.conns[i]))
@@ -59,6 +59,13 @@ func TestPreview(t *testing.T) {
 	if name == "" {
 		t.Skip("set FLOWS_PCAP to print the report of a capture")
 	}
-	rep := flowstest.Analyse(flowstest.ReadPcap(t, name), flows.Options{})
+	rep := flowstest.Analyse(readPcap(t, name), flows.Options{})
 	require.NoError(t, rep.WriteText(os.Stdout))
+}
+
+func readPcap(t *testing.T, name string) []flows.Packet {
+	t.Helper()
+	pkts, err := flowstest.ReadPcap(name)
+	require.NoError(t, err)
+	return pkts
 }

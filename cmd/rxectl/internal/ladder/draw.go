@@ -267,4 +267,3 @@ func (d *Diagram) WriteSVG(w io.Writer) error {
 	fmt.Fprintln(bw, "</svg>")
 	return bw.Flush()
 }
-

@@ -24,7 +24,7 @@ const lossy = "testdata/read_lossy.pcap"
 
 func diagram(t *testing.T, name string, sel Selection) *Diagram {
 	t.Helper()
-	pkts := flowstest.ReadPcap(t, name)
+	pkts := readPcap(t, name)
 	d, err := FromCapture(pkts, flowstest.Analyse(pkts, flows.Options{}), sel)
 	require.NoError(t, err)
 	return d
@@ -93,7 +93,7 @@ func TestSelection(t *testing.T) {
 	}
 	d = diagram(t, lossy, Selection{QP: 0x12, HasQP: true, ToTime: 2 * time.Millisecond})
 	require.NotEmpty(t, d.Items)
-	pkts := flowstest.ReadPcap(t, lossy)
+	pkts := readPcap(t, lossy)
 	_, err := FromCapture(pkts, flowstest.Analyse(pkts, flows.Options{}), Selection{QP: 0x99, HasQP: true})
 	require.ErrorContains(t, err, "no flow to QP 0x99")
 	_, err = FromCapture(pkts, flowstest.Analyse(pkts, flows.Options{}), Selection{FromFrame: 1000, ToFrame: 2000})
@@ -118,4 +118,11 @@ func TestPreview(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, diagram(t, in, Selection{}).WriteSVG(f))
 	require.NoError(t, f.Close())
+}
+
+func readPcap(t *testing.T, name string) []flows.Packet {
+	t.Helper()
+	pkts, err := flowstest.ReadPcap(name)
+	require.NoError(t, err)
+	return pkts
 }

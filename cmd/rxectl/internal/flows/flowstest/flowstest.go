@@ -7,13 +7,12 @@ package flowstest
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
-	"testing"
 
 	"github.com/google/gopacket/pcapgo"
-	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/flows"
 	"github.com/gorxe/gorxe/packet"
@@ -21,20 +20,25 @@ import (
 
 // ReadPcap reads the RoCEv2 packets (UDP to port 4791) of a capture,
 // numbering frames from 1 and counting every frame.
-func ReadPcap(t testing.TB, name string) []flows.Packet {
-	t.Helper()
+func ReadPcap(name string) ([]flows.Packet, error) {
 	fh, err := os.Open(name)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	defer fh.Close()
 	r, err := pcapgo.NewReader(fh)
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	var out []flows.Packet
 	for n := 1; ; n++ {
 		data, ci, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
-			return out
+			return out, nil
 		}
-		require.NoError(t, err)
+		if err != nil {
+			return out, err
+		}
 		ip := data
 		switch r.LinkType() {
 		case 1: // Ethernet, without VLAN tags in the test captures
@@ -45,7 +49,7 @@ func ReadPcap(t testing.TB, name string) []flows.Packet {
 			ip = data[14:]
 		case 101, 228, 229:
 		default:
-			t.Fatalf("%s: link type %d", name, r.LinkType())
+			return nil, fmt.Errorf("%s: link type %d", name, r.LinkType())
 		}
 		dg, err := packet.ParseIP(ip)
 		if err != nil || dg.Pseudo.DstPort != packet.UDPPort {
