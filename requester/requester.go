@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/ring"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -26,17 +27,15 @@ type Requester struct {
 	pmtu uint32
 	ack  time.Duration // local ACK timeout; 0 = none
 
-	// The send queue: WQE i (a running count) lives in ring[i % len].
-	// head is the oldest uncompleted WQE, cur the requester's cursor (the
-	// next WQE to send packets of), tail the next free slot. The ring and
-	// its SGE and inline stores start empty and grow (grow) up to MaxWR
-	// slots, so an idle QP costs little memory.
-	ring        []wqe
-	sgeStore    []verbs.SGE
-	inlineStore []byte
-	head        uint64
-	cur         uint64
-	tail        uint64
+	// The send queue: WQE i (a running count) is sq.At(i - head). head
+	// is the oldest uncompleted WQE, cur the requester's cursor (the next
+	// WQE to send packets of), tail the next free slot. The ring starts
+	// empty and grows up to MaxWR slots, each with room for MaxSGE SGEs
+	// and MaxInline inline bytes, so an idle QP costs little memory.
+	sq   ring.Ring[wqe]
+	head uint64
+	cur  uint64
+	tail uint64
 
 	// Requester (rxe qp->req).
 	psn       packet.PSN // next PSN to send
@@ -119,39 +118,23 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		rnrBudget:   retry.NewRNRBudget(c.RNRRetry),
 		state:       CompDone,
 	}
+	r.sq.Init(c.MaxWR, r.freshSlots)
 	return r
 }
 
-// slot returns WQE i; the queue must hold it (the ring is not empty).
-func (r *Requester) slot(i uint64) *wqe { return &r.ring[i%uint64(len(r.ring))] }
+// slot returns WQE i; the queue must hold it (head <= i < tail).
+func (r *Requester) slot(i uint64) *wqe { return r.sq.At(int(i - r.head)) }
 
-// minRing is the first size of the send queue ring.
-const minRing = 4
-
-// grow doubles the send queue ring (from minRing, at most MaxWR slots)
-// and moves the outstanding WQEs, with their SGE lists and inline data, to
-// their slots in the new ring. It allocates only when the QP has more WQEs
-// outstanding than ever before, so a steady stream allocates nothing.
-func (r *Requester) grow() {
-	n := min(r.cfg.MaxWR, max(minRing, 2*len(r.ring)))
-	ring := make([]wqe, n)
-	sges := make([]verbs.SGE, n*r.cfg.MaxSGE)
-	inl := make([]byte, n*r.cfg.MaxInline)
-	for i := r.head; i != r.tail; i++ {
-		old := r.slot(i)
-		j := int(i % uint64(n))
-		w := &ring[j]
-		*w = *old
-		if old.sges != nil {
-			s0 := j * r.cfg.MaxSGE
-			w.sges = append(sges[s0:s0:s0+r.cfg.MaxSGE], old.sges...)
-		}
-		if old.inline != nil {
-			i0 := j * r.cfg.MaxInline
-			w.inline = append(inl[i0:i0:i0+r.cfg.MaxInline], old.inline...)
-		}
+// freshSlots gives the new slots of a grown send queue their SGE and
+// inline stores, in one allocation each.
+func (r *Requester) freshSlots(s []wqe) {
+	sges := make([]verbs.SGE, len(s)*r.cfg.MaxSGE)
+	inl := make([]byte, len(s)*r.cfg.MaxInline)
+	for i := range s {
+		s0, i0 := i*r.cfg.MaxSGE, i*r.cfg.MaxInline
+		s[i].sges = sges[s0 : s0 : s0+r.cfg.MaxSGE]
+		s[i].inline = inl[i0 : i0 : i0+r.cfg.MaxInline]
 	}
-	r.ring, r.sgeStore, r.inlineStore = ring, sges, inl
 }
 
 // Outstanding returns the number of WQEs posted and not yet completed.

@@ -129,7 +129,7 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 	if !ok {
 		return ErrUnsupportedOpcode
 	}
-	if r.tail-r.head >= uint64(len(r.ring)) && len(r.ring) >= r.cfg.MaxWR {
+	if r.sq.Free() == 0 {
 		return ErrQueueFull
 	}
 	inline := wr.Flags&verbs.SendInline != 0
@@ -165,14 +165,8 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 		}
 	}
 
-	if r.tail-r.head >= uint64(len(r.ring)) {
-		r.grow()
-	}
-	slot := int(r.tail % uint64(len(r.ring)))
-	w := &r.ring[slot]
-	s0, i0 := slot*r.cfg.MaxSGE, slot*r.cfg.MaxInline
-	sges := r.sgeStore[s0 : s0 : s0+r.cfg.MaxSGE]
-	inl := r.inlineStore[i0 : i0 : i0+r.cfg.MaxInline]
+	w := r.sq.Push() // not nil: checked above
+	sges, inl := w.sges[:0], w.inline[:0]
 	*w = wqe{
 		id:         wr.ID,
 		op:         wr.Opcode,
@@ -190,8 +184,10 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 	}
 	if inline {
 		w.inline = append(inl, wr.InlineData...)
+		w.sges = sges
 	} else {
 		w.sges = append(sges, wr.SGList...)
+		w.inline = inl
 	}
 	r.ssn = (r.ssn + 1) & packet.PSNMask
 	r.tail++

@@ -17,7 +17,7 @@ func (r *Responder) getReq() State {
 	}
 	// Every request queues at most one output item. With no room, drop the
 	// packet before it changes any state: to the requester it is a loss.
-	if r.q.free() < 1 {
+	if r.q.Free() < 1 {
 		r.ctrs.Dropped++
 		return StateExit
 	}

@@ -92,8 +92,8 @@ func (r *Responder) replayRead(res *resource) bool {
 // duplicate.
 func (r *Responder) restartTrain(res *resource) bool {
 	end := res.first.Add(res.npsn)
-	for i := 0; i < r.q.n; i++ {
-		it := r.q.at(i)
+	for i := range r.q.Len() {
+		it := r.q.At(i)
 		if it.kind != outRead || it.rkey != res.rkey || it.psn.Before(res.first) || !it.psn.Before(end) {
 			continue
 		}
@@ -182,7 +182,7 @@ func (r *Responder) CreditUpdate() bool {
 	if !packet.PSN((r.msn + uint32(n)) & packet.PSNMask).After(packet.PSN(r.advLSN)) {
 		return false // nothing new to advertise
 	}
-	if r.q.n > 0 && r.q.tail().kind == outACK || r.q.free() == 0 {
+	if r.q.Len() > 0 && r.q.Back().kind == outACK || r.q.Free() == 0 {
 		return false // a queued ACK will carry the new credits (or the queue is full)
 	}
 	r.queueACK(r.epsn.Add(-1))
@@ -194,7 +194,7 @@ func (r *Responder) CreditUpdate() bool {
 // returns the packet length and true, or false with n < 0 if buf is too
 // small (the item is kept) and n == 0 if the item was dropped.
 func (r *Responder) emit(buf []byte) (int, bool) {
-	it := r.q.head()
+	it := r.q.Front()
 	h := &r.hdr
 	*h = packet.Headers{}
 	h.BTH = packet.BTHFields{PKey: r.cfg.PKey, DestQP: r.cfg.DestQPN, PSN: it.psn}
@@ -243,7 +243,7 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 			return -1, false
 		}
 		r.ctrs.BuildErrors++
-		r.q.pop()
+		r.q.Pop()
 		return 0, false
 	}
 	switch it.kind {
@@ -264,7 +264,7 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 			return n, true
 		}
 	}
-	r.q.pop()
+	r.q.Pop()
 	return n, true
 }
 
@@ -274,6 +274,6 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 // fails the responder.
 func (r *Responder) readFault(it *outItem) {
 	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.psn, msn: r.msn, fatal: true}
-	r.q.truncate()
+	r.q.Truncate(1)
 	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
 }
