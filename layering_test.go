@@ -24,7 +24,7 @@ type rule struct {
 var (
 	gopacket = []string{"github.com/google/gopacket", "github.com/google/gopacket/layers", "github.com/google/gopacket/pcapgo"}
 	sockets  = []string{"golang.org/x/net/ipv4", "golang.org/x/net/ipv6", "golang.org/x/sys/unix"}
-	vocab    = []string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/internal/ring"}
+	vocab    = []string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/internal/ring", module + "/internal/sge"}
 )
 
 // rules is the dependency direction of DEVELOPERS.md: packet, retry and
@@ -47,6 +47,7 @@ var rules = map[string]rule{
 	"cmd/...":        {allow: slices.Concat([]string{module + "/..."}, gopacket, sockets, []string{"golang.org/x/term"})},
 	"internal/...":   {allow: []string{module + "/packet", module + "/retry"}},
 	"internal/ring":  {},
+	"internal/sge":   {allow: []string{module + "/rxe/verbs"}},
 	"examples/...":   {allow: []string{module + "/rxe", module + "/rxe/...", module + "/netdev/..."}},
 	"testdata/...":   {},
 	"docs/...":       {},

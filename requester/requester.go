@@ -396,11 +396,11 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	crc = packet.ICRCUpdate(crc, buf[packet.BTHSize:hl])
 	end1 := hl + int(payload)
 	if payload > 0 {
-		var ok bool
-		if crc, ok = r.gather(w, buf[hl:end1], crc); !ok {
+		if !r.gather(w, buf[hl:end1]) {
 			r.localError(w, verbs.WCLocProtErr)
 			return 0
 		}
+		crc = packet.ICRCUpdate(crc, buf[hl:end1])
 	}
 	if pad := n - packet.ICRCSize - end1; pad > 0 {
 		clear(buf[end1 : end1+pad])
@@ -446,65 +446,25 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	return n
 }
 
-// gather copies the next len(dst) bytes of w's message into dst, folding
-// them into crc, and advances the send cursor (rxe copy_data from the MR,
-// one SGE chunk at a time).
-func (r *Requester) gather(w *wqe, dst []byte, crc uint32) (uint32, bool) {
+// gather copies the next len(dst) bytes of w's message into dst and
+// advances the send cursor (rxe copy_data from the MR).
+func (r *Requester) gather(w *wqe, dst []byte) bool {
 	if w.isInline {
 		if int(w.off)+len(dst) > len(w.inline) {
-			return crc, false
+			return false
 		}
 		copy(dst, w.inline[w.off:])
-		w.off += uint32(len(dst))
-		return packet.ICRCUpdate(crc, dst), true
+	} else if !w.snd.Gather(r.mem, w.sges, dst) {
+		return false
 	}
-	for len(dst) > 0 {
-		if w.sgeIdx >= len(w.sges) {
-			return crc, false
-		}
-		s := &w.sges[w.sgeIdx]
-		avail := s.Length - w.sgeOff
-		if avail == 0 {
-			w.sgeIdx, w.sgeOff = w.sgeIdx+1, 0
-			continue
-		}
-		n := min(avail, uint32(len(dst)))
-		src, ok := r.mem.Local(s.LKey, s.Addr+uint64(w.sgeOff), n, 0)
-		if !ok || uint32(len(src)) != n {
-			return crc, false
-		}
-		copy(dst[:n], src)
-		crc = packet.ICRCUpdate(crc, dst[:n])
-		dst = dst[n:]
-		w.off += n
-		w.sgeOff += n
-	}
-	return crc, true
+	w.off += uint32(len(dst))
+	return true
 }
 
 // scatter places src at w's placement cursor (read response data, an
 // atomic's original value) and advances it.
 func (r *Requester) scatter(w *wqe, src []byte) bool {
-	for len(src) > 0 {
-		if w.rIdx >= len(w.sges) {
-			return false
-		}
-		s := &w.sges[w.rIdx]
-		avail := s.Length - w.rOff
-		if avail == 0 {
-			w.rIdx, w.rOff = w.rIdx+1, 0
-			continue
-		}
-		n := min(avail, uint32(len(src)))
-		dst, ok := r.mem.Local(s.LKey, s.Addr+uint64(w.rOff), n, verbs.AccessLocalWrite)
-		if !ok || uint32(len(dst)) != n {
-			return false
-		}
-		copy(dst, src[:n])
-		src = src[n:]
-		w.rOff += n
-	}
-	return true
+	return w.place.Scatter(r.mem, w.sges, src)
 }
 
 // segOpcode returns the RC opcode of a SEND or WRITE packet (rxe

@@ -1,6 +1,7 @@
 package requester
 
 import (
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -63,13 +64,11 @@ type wqe struct {
 	lastPSN     packet.PSN
 	origFirst   packet.PSN // READ: the PSN of response byte 0
 	off         uint32     // bytes segmented so far
-	sgeIdx      int        // send cursor: SGE index and offset in it
-	sgeOff      uint32
+	snd         sge.Cursor // send cursor in sges
 
 	// Completer state (READ data, atomic result).
-	rcvd   uint32 // bytes placed
-	rIdx   int    // placement cursor
-	rOff   uint32
+	rcvd   uint32     // bytes placed
+	place  sge.Cursor // placement cursor in sges
 	status verbs.WCStatus
 	vendor uint32 // WC.VendorErr: the AETH syndrome of a NAK
 }
@@ -77,23 +76,14 @@ type wqe struct {
 // resetCursors rewinds the send and placement cursors to the start of the
 // message.
 func (w *wqe) resetCursors() {
-	w.off, w.sgeIdx, w.sgeOff = 0, 0, 0
-	w.rcvd, w.rIdx, w.rOff = 0, 0, 0
+	w.off, w.snd = 0, sge.Cursor{}
+	w.rcvd, w.place = 0, sge.Cursor{}
 }
 
 // seek moves the send cursor to byte off of the message.
 func (w *wqe) seek(off uint32) {
-	w.off, w.sgeIdx, w.sgeOff = off, len(w.sges), 0
-	if w.isInline {
-		return
-	}
-	for i := range w.sges {
-		if off < w.sges[i].Length {
-			w.sgeIdx, w.sgeOff = i, off
-			return
-		}
-		off -= w.sges[i].Length
-	}
+	w.off = off
+	w.snd.Seek(w.sges, off)
 }
 
 // kindOf classifies a work request opcode; ok is false for opcodes an RC
@@ -146,9 +136,7 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 		if len(wr.SGList) > r.cfg.MaxSGE {
 			return ErrTooManySGE
 		}
-		for i := range wr.SGList {
-			length += uint64(wr.SGList[i].Length)
-		}
+		length = wr.Length()
 	}
 	if length > MaxMessage {
 		return ErrMessageTooLong

@@ -3,6 +3,7 @@ package responder
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -204,10 +205,9 @@ type recvWQE struct {
 	valid  bool
 	id     uint64
 	sges   []verbs.SGE
-	total  uint64 // sum of SGE lengths
-	placed uint64 // bytes written so far
-	sge    int    // current SGE
-	off    uint32 // offset in the current SGE
+	total  uint64     // sum of SGE lengths
+	placed uint64     // bytes written so far
+	cur    sge.Cursor // scatter cursor in sges
 }
 
 // Responder is the RC responder of one QP. Create it with New.
