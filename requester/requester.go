@@ -1,7 +1,6 @@
 package requester
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -74,14 +73,17 @@ type Requester struct {
 	c  Counters
 }
 
-// New returns a Requester for cfg, with an empty send queue that grows as
-// work requests are posted, up to cfg.MaxWR. It
-// panics if cfg.PMTU is not a valid IB path MTU (the device validates the
-// QP attribute first).
+// New returns a Requester for a copy of cfg, with an empty send queue that
+// grows as work requests are posted, up to cfg.MaxWR. It panics if
+// cfg.PMTU is not a valid IB path MTU or cfg.Pseudo is not a valid
+// pseudo-header (the device validates the QP attributes first).
 func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	c := *cfg
 	if verbs.MTUFromBytes(c.PMTU).Bytes() != c.PMTU {
 		panic(fmt.Sprintf("requester: PMTU %d is not 256, 512, 1024, 2048 or 4096", c.PMTU))
+	}
+	if !c.Pseudo.Valid() {
+		panic("requester: invalid pseudo-header: " + packet.ErrPseudoHeader.Error())
 	}
 	c.MaxWR = max(c.MaxWR, 1)
 	c.MaxSGE = max(c.MaxSGE, 1)
@@ -387,26 +389,15 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		}
 	}
 	h.Imm, h.IETH = w.imm, w.invRKey
-	hl, err := h.Encode(buf)
+	f, err := packet.Begin(buf, h, int(payload), &r.cfg.Pseudo)
 	if err != nil {
-		panic("requester: " + err.Error()) // unreachable: known opcode, buffer checked
+		panic("requester: " + err.Error()) // unreachable: known opcode, buffer and pseudo-header checked
 	}
-	n := packet.PacketLen(op, int(payload))
-	crc := r.cfg.Pseudo.ICRCStart(buf[:packet.BTHSize], n)
-	crc = packet.ICRCUpdate(crc, buf[packet.BTHSize:hl])
-	end1 := hl + int(payload)
-	if payload > 0 {
-		if !r.gather(w, buf[hl:end1]) {
-			r.localError(w, verbs.WCLocProtErr)
-			return 0
-		}
-		crc = packet.ICRCUpdate(crc, buf[hl:end1])
+	if payload > 0 && !r.gather(w, f.Payload()) {
+		r.localError(w, verbs.WCLocProtErr)
+		return 0
 	}
-	if pad := n - packet.ICRCSize - end1; pad > 0 {
-		clear(buf[end1 : end1+pad])
-		crc = packet.ICRCUpdate(crc, buf[end1:end1+pad])
-	}
-	binary.LittleEndian.PutUint32(buf[n-packet.ICRCSize:], crc)
+	n := f.Seal()
 
 	// Commit (rxe update_wqe_state, update_wqe_psn, update_state).
 	r.noAck = noAck
