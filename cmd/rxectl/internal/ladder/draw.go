@@ -6,7 +6,9 @@ import (
 	"html"
 	"image/color"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/flows"
@@ -266,4 +268,22 @@ func (d *Diagram) WriteSVG(w io.Writer) error {
 	d.Draw(svg{bw})
 	fmt.Fprintln(bw, "</svg>")
 	return bw.Flush()
+}
+
+// Write writes d to the file name: PNG when the name ends in ".png",
+// SVG otherwise.
+func Write(name string, d *Diagram) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if strings.HasSuffix(strings.ToLower(name), ".png") {
+		err = d.WritePNG(f)
+	} else {
+		err = d.WriteSVG(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/xml"
 	"flag"
+	"image"
+	"image/png"
 	"io"
 	"os"
 	"strings"
@@ -125,4 +127,32 @@ func readPcap(t *testing.T, name string) []flows.Packet {
 	pkts, err := flowstest.ReadPcap(name)
 	require.NoError(t, err)
 	return pkts
+}
+
+func TestWritePNGAndSVG(t *testing.T) {
+	d := diagram(t, lossy, Selection{FromFrame: 1, ToFrame: 60})
+	dir := t.TempDir()
+	require.NoError(t, Write(dir+"/l.png", d))
+	f, err := os.Open(dir + "/l.png")
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	w, h := d.Size()
+	require.Equal(t, image.Rect(0, 0, w*pngZoom, h*pngZoom), img.Bounds())
+	// The NAK's red is drawn somewhere.
+	red := false
+	for y := 0; y < img.Bounds().Dy() && !red; y++ {
+		for x := 0; x < img.Bounds().Dx(); x++ {
+			if r, g, b, _ := img.At(x, y).RGBA(); r>>8 == 0xc0 && g>>8 == 0x24 && b>>8 == 0x1b {
+				red = true
+				break
+			}
+		}
+	}
+	require.True(t, red)
+	require.NoError(t, Write(dir+"/l.svg", d))
+	doc, err := os.ReadFile(dir + "/l.svg")
+	require.NoError(t, err)
+	wellFormed(t, doc)
 }

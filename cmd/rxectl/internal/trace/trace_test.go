@@ -76,3 +76,16 @@ func TestReadErrors(t *testing.T) {
 	_, err = Ladder(nil, Filter{})
 	require.ErrorIs(t, err, ErrNoQP)
 }
+
+func TestRun(t *testing.T) {
+	var out, errb bytes.Buffer
+	svg := t.TempDir() + "/l.svg"
+	require.Equal(t, 0, Run([]string{"--qp", "17", "--dev", "127.0.0.1:4791", "--ladder", svg, timeout}, &out, &errb), errb.String())
+	require.Equal(t, 14, strings.Count(out.String(), "\n"), out.String())
+	_, err := os.Stat(svg)
+	require.NoError(t, err)
+	out.Reset()
+	require.Equal(t, 2, Run([]string{"--qp", "x", timeout}, &out, &errb))
+	require.Equal(t, 2, Run(nil, &out, &errb))
+	require.Equal(t, 1, Run([]string{"testdata/missing.jsonl"}, &out, &errb))
+}
