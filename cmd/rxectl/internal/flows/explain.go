@@ -61,23 +61,25 @@ func lossSentence(h *half, eps []Recovery) string {
 		parts = append(parts, fmt.Sprintf("requests lost before the capture point (%s in %s, first at frame %d)",
 			count(h.req.PSNMissing, "PSN"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
 	}
-	after := 0
-	reads := 0
+	var after []Recovery
 	for _, ep := range eps {
 		if ep.FirstSentFrame > 0 && ep.Cause != CauseRNR {
-			after++
-		}
-		if ep.Read {
-			reads++
+			after = append(after, ep)
 		}
 	}
-	if after > 0 {
-		what := "packets"
-		if reads == len(eps) {
-			what = "READ responses"
-		}
-		parts = append(parts, fmt.Sprintf("%s lost after the capture point at %s (the capture holds them, yet they were asked for again)",
-			what, count(after, "point")))
+	switch {
+	case len(after) == 1 && after[0].Read:
+		parts = append(parts, fmt.Sprintf("READ response PSN %d (frame %d) lost after the capture point: the capture holds it, yet it was read again",
+			after[0].PSN, after[0].FirstSentFrame))
+	case len(after) == 1:
+		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) or its ACK lost after the capture point: the capture holds it, yet it was sent again",
+			after[0].PSN, after[0].FirstSentFrame))
+	case len(after) > 1 && after[0].Read:
+		parts = append(parts, fmt.Sprintf("%d READ responses lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were read again",
+			len(after), after[0].PSN, after[0].FirstSentFrame))
+	case len(after) > 1:
+		parts = append(parts, fmt.Sprintf("%d requests or their ACKs lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were sent again",
+			len(after), after[0].PSN, after[0].FirstSentFrame))
 	}
 	return upper(strings.Join(parts, "; "))
 }

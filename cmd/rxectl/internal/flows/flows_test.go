@@ -115,7 +115,7 @@ func TestLossyRC(t *testing.T) {
 	require.Equal(t, 4*1024+2*100, c.Goodput[0].Bytes, "100, 101, 103, 102 once each; 104; 105 once")
 	require.Equal(t, 100+8, c.Goodput[5].Bytes)
 	require.Equal(t, []string{
-		"Requests lost before the capture point (1 PSN in 1 gap, first at frame 3); packets lost after the capture point at 1 point (the capture holds them, yet they were asked for again); recovered by 1 resend after PSN sequence error NAKs in 28 µs, 1 RNR wait (timer code 12) of 710 µs and 1 ACK timeout of 5.0 ms at frame 11.",
+		"Requests lost before the capture point (1 PSN in 1 gap, first at frame 3); request PSN 105 (frame 10) or its ACK lost after the capture point: the capture holds it, yet it was sent again; recovered by 1 resend after PSN sequence error NAKs in 28 µs, 1 RNR wait (timer code 12) of 710 µs and 1 ACK timeout of 5.0 ms at frame 11.",
 		"Remote access error NAK at frame 18 (PSN 107): the requester's QP goes to the error state and flushes its outstanding work requests.",
 	}, c.Explain)
 }
