@@ -13,13 +13,13 @@ import (
 const lossyRead = "../ladder/testdata/read_lossy.pcap"
 
 func TestFlows(t *testing.T) {
-	out, errs, code := runCmd(t, "--flows", lossyRead)
+	out, errs, code := runCmd(t, "dump", "--flows", lossyRead)
 	require.Equal(t, cli.ExitOK, code, errs)
 	require.Contains(t, out, "psn_gaps 1 (16 PSNs missing), psn_rewinds 1, first gap at frame 4")
 	require.Contains(t, out, "1. sequence NAK: frames 4-135")
 	require.Contains(t, out, "explain: Requests lost before the capture point (16 PSNs in 1 gap, first at frame 4); READ response PSN 5843916 (frame 8) lost after the capture point")
 
-	out, errs, code = runCmd(t, lossyRead, "--flows", "--json")
+	out, errs, code = runCmd(t, "dump", lossyRead, "--flows", "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var v struct {
 		Connections []struct {
@@ -44,7 +44,7 @@ func TestLadderFlag(t *testing.T) {
 		{"--ladder", dir + "/c.svg", "--time", "2ms-8ms", lossyRead},
 		{"--ladder", dir + "/d.svg", "--time", "0.002-0.008", "--time", "abs", lossyRead},
 	} {
-		_, errs, code := runCmd(t, args...)
+		_, errs, code := runCmd(t, append([]string{"dump"}, args...)...)
 		require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
 		st, err := os.Stat(args[1])
 		require.NoError(t, err)
@@ -60,11 +60,11 @@ func TestLadderFlag(t *testing.T) {
 		{[]string{"--flows", "-v", lossyRead}, "-v and --flows"},
 		{[]string{"--time", "never", lossyRead}, "want rel, abs or epoch"},
 	} {
-		_, errs, code := runCmd(t, tc.args...)
+		_, errs, code := runCmd(t, append([]string{"dump"}, tc.args...)...)
 		require.Equal(t, cli.ExitUsage, code, tc.args)
 		require.Contains(t, errs, tc.want)
 	}
-	_, errs, code := runCmd(t, "--ladder", dir+"/y.svg", "--qp", "99", lossyRead)
+	_, errs, code := runCmd(t, "dump", "--ladder", dir+"/y.svg", "--qp", "99", lossyRead)
 	require.Equal(t, cli.ExitFail, code)
 	require.Contains(t, errs, "no flow to QP 0x63")
 }
