@@ -54,6 +54,9 @@ func Ladder(evs []Event, f Filter) (*ladder.Diagram, error) {
 	for i := range evs {
 		ev := &evs[i]
 		at := base.Add(time.Duration(ev.T * float64(time.Second)))
+		if f.To != 0 && (ev.T < f.From || ev.T > f.To) {
+			continue
+		}
 		switch (qpID{ev.Dev, ev.QPN}) {
 		case me:
 			if it, ok := myItem(ev, at, &high, &sent); ok {
