@@ -70,7 +70,8 @@ func Ladder(evs []Event, f Filter) (*ladder.Diagram, error) {
 			}
 		case peer:
 			if ev.Ev == "states" {
-				d.Items = append(d.Items, ladder.Item{Kind: ladder.Note, Dir: ladder.OnRight, Time: at, Label: ev.Engine + ": " + compact(ev.States)})
+				label := ev.Engine + ": " + compact(ev.States)
+				d.Items = append(d.Items, ladder.Item{Kind: ladder.Note, Dir: ladder.OnRight, Time: at, Label: label, Fold: label})
 			}
 		}
 	}
