@@ -458,10 +458,11 @@ type QPCounters struct {
 	RcvdBytes uint64
 	BadSource uint64 // packets from an address other than the peer's, dropped
 	BadState  uint64 // packets the QP state did not accept, dropped
-	// LocalDrops counts this QP's datagrams the local host refused
-	// (Options.LocalDropMode); DropRetries, how many times held datagrams
-	// were sent again when the back-off timer fired; BackoffDelay is the
-	// QP's current adaptive back-off delay (zero until it first sent).
+	// LocalDrops counts this QP's local drops, datagrams the local host
+	// refused (Options.LocalDropMode); DropRetries, how many times the QP
+	// sent its locally dropped datagrams again after its local-drop
+	// back-off; BackoffDelay is its current local-drop back-off delay
+	// (zero until the back-off first moved).
 	LocalDrops   uint64
 	DropRetries  uint64
 	BackoffDelay time.Duration

@@ -10,7 +10,7 @@ import (
 	"github.com/gorxe/gorxe/netdev"
 )
 
-// vector is a completion vector (seed 001): the run queue of the QPs whose
+// vector is a completion vector: the run queue of the QPs whose
 // receive CQ is bound to it and the transmit goroutine that drains it,
 // with its own batch buffers, so QPs of different vectors are driven on
 // different cores without sharing a lock. With one netdev.Conn per vector
@@ -198,9 +198,9 @@ func (v *vector) transmitPass(limit int) int {
 // send writes a batch (the caller holds txMu). A datagram the local host
 // refuses (a full qdisc or socket buffer: netdev.ErrLocalDrop) is handled
 // as Options.LocalDropMode says; by default (LocalDropAdaptive) it and the
-// later datagrams of its QP in the batch go back to that QP (hold), which
-// sends them again after its adaptive back-off delay (seed 002,
-// retry.Backoff): back-pressure, not a transport retry. The rest of the
+// later datagrams of its QP in the batch go back to that QP
+// (QP.takeBack), which sends them again after its local-drop back-off
+// (retry.Backoff): back-pressure, not a transport retry. The rest of the
 // batch is written at once, so one QP's refusal holds back no other QP.
 // Any other error drops the datagram (the transport's own retry recovers
 // it) and is counted.
@@ -209,10 +209,11 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 	adaptive := d.opts.LocalDropMode == LocalDropAdaptive
 	spins := 0
 	for len(msgs) > 0 {
-		// A QP's held datagrams lead its part of the batch, so the host
-		// takes them when the call starts: that ends their drop burst, not
-		// the return, which can come milliseconds later when the call also
-		// delivers the batch through a veth pair (docs/seed002.md).
+		// A QP's locally dropped datagrams lead its part of the batch, so
+		// the host takes them when the call starts: that ends their burst
+		// of local drops, not the return, which can come milliseconds
+		// later when the call also delivers the batch through a veth pair
+		// (measured in docs/seed002.md).
 		var start time.Time
 		if adaptive {
 			start = time.Now()
