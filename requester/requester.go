@@ -97,20 +97,11 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	}
 	c.AckReqEvery = min(c.AckReqEvery, c.Window)
 	c.SQPSN &= packet.PSNMask
-	probeWait := c.CreditProbe
-	if probeWait <= 0 {
-		probeWait = retry.AckTimeout(c.Timeout)
-	}
-	if probeWait <= 0 {
-		probeWait = DefaultCreditProbe
-	}
 	r := &Requester{
-		probeWait:   probeWait,
 		cfg:         c,
 		mem:         mem,
 		cq:          cq,
 		pmtu:        uint32(c.PMTU),
-		ack:         retry.AckTimeout(c.Timeout),
 		psn:         c.SQPSN,
 		highPSN:     c.SQPSN,
 		ssn:         1,
@@ -120,6 +111,7 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		rnrBudget:   retry.NewRNRBudget(c.RNRRetry),
 		state:       CompDone,
 	}
+	r.SetTimeout(c.Timeout)
 	r.sq.Init(c.MaxWR, r.freshSlots)
 	return r
 }

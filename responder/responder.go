@@ -8,10 +8,9 @@ import (
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
-// Config is the responder's view of the QP attributes. New keeps the
-// pointer: the owner may change MinRNRTimer and Access between calls (a
-// Modify QP), and the responder reads them when it needs them. PMTU and
-// MaxDestRdAtomic are read by New and must not change afterwards.
+// Config is the responder's view of the QP attributes. New copies it; a
+// Modify QP changes the attributes that may change after RTR through the
+// setters (SetMinRNRTimer, SetAccess, SetPath).
 type Config struct {
 	// QPN is the local QP number; DestQPN the peer's, put in the BTH
 	// DestQP of every response.
@@ -212,7 +211,7 @@ type recvWQE struct {
 
 // Responder is the RC responder of one QP. Create it with New.
 type Responder struct {
-	cfg *Config
+	cfg Config
 	env Env
 	scq SolicitedCompletions // env.CQ, if it implements it
 	mtu int
@@ -264,7 +263,7 @@ type Responder struct {
 	ctrs Counters
 }
 
-// New returns a responder for cfg. It allocates the responder resources
+// New returns a responder for a copy of cfg. It allocates the responder resources
 // (cfg.MaxDestRdAtomic of them); the bounded output queue and the copy of
 // the receive WQE in use grow when first needed. It panics if cfg.PMTU is
 // not one of the IB path MTUs.
@@ -276,7 +275,7 @@ func New(cfg *Config, env Env) *Responder {
 	}
 	nres := max(cfg.MaxDestRdAtomic, 0)
 	r := &Responder{
-		cfg:  cfg,
+		cfg:  *cfg,
 		env:  env,
 		mtu:  cfg.PMTU,
 		epsn: cfg.RQPSN & packet.PSNMask,
