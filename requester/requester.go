@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/internal/ring"
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -21,7 +22,7 @@ const traceLen = 64
 // package documentation.
 type Requester struct {
 	cfg  Config
-	mem  Memory
+	mem  sge.Memory // the Memory given to New, held as what the SGE walk takes
 	cq   Completions
 	pmtu uint32
 	ack  time.Duration // local ACK timeout; 0 = none

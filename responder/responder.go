@@ -211,10 +211,11 @@ type recvWQE struct {
 
 // Responder is the RC responder of one QP. Create it with New.
 type Responder struct {
-	cfg Config
-	env Env
-	scq SolicitedCompletions // env.CQ, if it implements it
-	mtu int
+	cfg  Config
+	env  Env
+	lmem sge.Memory           // env.Mem, held as what the SGE walk takes
+	scq  SolicitedCompletions // env.CQ, if it implements it
+	mtu  int
 
 	epsn packet.PSN // expected PSN (rxe qp->resp.psn)
 	msn  uint32     // message sequence number, 24 bits
@@ -277,6 +278,7 @@ func New(cfg *Config, env Env) *Responder {
 	r := &Responder{
 		cfg:  *cfg,
 		env:  env,
+		lmem: env.Mem,
 		mtu:  cfg.PMTU,
 		epsn: cfg.RQPSN & packet.PSNMask,
 		res:  make([]resource, nres),
