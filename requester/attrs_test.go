@@ -64,3 +64,23 @@ func TestSetTimeoutAndRetry(t *testing.T) {
 	require.Equal(t, verbs.WCRetryExcErr, st)
 	require.Equal(t, uint64(2), h.r.Counters().Timeouts)
 }
+
+// TestSetMaxRdAtomic raises max_rd_atomic while READs wait for a slot: the
+// waiting READ starts at once; lowered to 0, Post refuses READs.
+func TestSetMaxRdAtomic(t *testing.T) {
+	cfg := baseConfig(1024, 100)
+	cfg.MaxRdAtomic = 1
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	read := func(id uint64) *verbs.SendWR {
+		return &verbs.SendWR{ID: id, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + id*64, Length: 16, LKey: lkeyA}}}
+	}
+	h.post(read(1))
+	h.post(read(2))
+	require.Len(t, h.drain(), 1, "one slot")
+	h.r.SetMaxRdAtomic(2)
+	require.Len(t, h.drain(), 1, "the second READ takes the new slot")
+	h.r.SetMaxRdAtomic(0)
+	require.ErrorIs(t, h.r.Post(read(3)), ErrNoRdAtomic)
+}
