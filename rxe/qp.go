@@ -35,8 +35,6 @@ type QP struct {
 	state     QPState
 	attr      QPAttr // the attributes given so far
 	dest      netip.AddrPort
-	reqCfg    requester.Config
-	respCfg   responder.Config
 	req       *requester.Requester
 	resp      *responder.Responder
 	timerAt   time.Time // the requester's deadline (timers.go)
@@ -180,10 +178,10 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.req.SetDraining(false)
 	}
 	qp.state = next
-	qp.syncConfig()
+	err = qp.syncConfig(mask)
 	qp.mu.Unlock()
 	d.schedule(qp)
-	return nil
+	return err
 }
 
 // apply copies the masked attributes.
@@ -231,20 +229,20 @@ func (qp *QP) pseudo() packet.PseudoHeader {
 }
 
 func (qp *QP) startResponder() {
-	qp.respCfg = responder.Config{
+	cfg := responder.Config{
 		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
 		RQPSN: packet.PSN(qp.attr.RQPSN), MinRNRTimer: qp.attr.MinRNRTimer,
 		MaxDestRdAtomic: qp.attr.MaxDestRdAtomic, Access: qp.attr.AccessFlags,
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(),
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
-	qp.resp = responder.New(&qp.respCfg, responder.Env{
+	qp.resp = responder.New(&cfg, responder.Env{
 		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
 	})
 }
 
 func (qp *QP) startRequester() {
-	qp.reqCfg = requester.Config{
+	cfg := requester.Config{
 		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
 		SQPSN: packet.PSN(qp.attr.SQPSN), Timeout: qp.attr.Timeout,
 		RetryCnt: qp.attr.RetryCnt, RNRRetry: qp.attr.RNRRetry, MaxRdAtomic: qp.attr.MaxRdAtomic,
@@ -252,16 +250,43 @@ func (qp *QP) startRequester() {
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
 		Credits: qp.dev.opts.Credits,
 	}
-	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
 }
 
-// syncConfig pushes attributes that may change in RTS/SQD into the engines'
-// configurations (they keep pointers to them).
-func (qp *QP) syncConfig() {
+// syncConfig gives the engines the attributes of mask that a Modify may
+// change once they exist (IBA 10.3.1: RTS→RTS, SQD→RTS, SQD→SQD), as
+// rxe_qp_from_attr updates qp->attr for rxe's requester and responder:
+// min_rnr_timer and the access flags to the responder; timeout, retry_cnt,
+// rnr_retry and max_rd_atomic to the requester; a new address vector's
+// pseudo-header to both, so that their ICRCs cover the new path.
+func (qp *QP) syncConfig(mask QPAttrMask) error {
+	a := &qp.attr
+	var errs []error
 	if qp.resp != nil {
-		qp.respCfg.MinRNRTimer = qp.attr.MinRNRTimer
-		qp.respCfg.Access = qp.attr.AccessFlags
+		qp.resp.SetMinRNRTimer(a.MinRNRTimer)
+		qp.resp.SetAccess(a.AccessFlags)
+		if mask&QPAttrAV != 0 {
+			errs = append(errs, qp.resp.SetPath(qp.pseudo()))
+		}
 	}
+	if qp.req != nil {
+		if mask&QPAttrTimeout != 0 {
+			qp.req.SetTimeout(a.Timeout)
+		}
+		if mask&(QPAttrRetryCnt|QPAttrRNRRetry) != 0 {
+			qp.req.SetRetry(a.RetryCnt, a.RNRRetry)
+		}
+		if mask&QPAttrMaxQPRdAtomic != 0 {
+			qp.req.SetMaxRdAtomic(a.MaxRdAtomic)
+		}
+		if mask&QPAttrAV != 0 {
+			errs = append(errs, qp.req.SetPath(qp.pseudo()))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: address vector: %w", ErrInvalidArgument, err)
+	}
+	return nil
 }
 
 // reset returns the QP to RESET: all queue contents and PSN state go.
