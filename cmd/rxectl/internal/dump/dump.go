@@ -164,8 +164,8 @@ func NewReader(r io.Reader, ports Ports) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.pcap != nil && !supportedLinkType(c.LinkType) {
-		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", linkTypeName(c.LinkType))
+	if c.pcap != nil && !c.LinkType.Supported() {
+		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", c.LinkType.String())
 	}
 	return &Reader{c: c, ports: ports}, nil
 }
@@ -191,7 +191,7 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 		if r.n++; r.n == 1 {
 			r.first = rec.TS
 		}
-		if !supportedLinkType(rec.LinkType) { // pcapng: per interface
+		if !rec.LinkType.Supported() { // pcapng: per interface
 			if !r.warned[rec.LinkType] {
 				if r.warned == nil {
 					r.warned = map[LinkType]bool{}
@@ -222,7 +222,7 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 		return cli.ExitFail
 	}
 	rd.Unsupported = func(lt LinkType, frame int) {
-		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, linkTypeName(lt), frame)
+		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, lt.String(), frame)
 	}
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	var (
