@@ -33,11 +33,7 @@ func Datagram(frame []byte, link gplayers.LinkType) (packet.IPDatagram, error) {
 // gopacket.SerializeLayers, which cannot compute the ICRC: the BTH layer is
 // serialized before the IP and UDP headers the ICRC covers.
 func FixICRC(frame []byte, link gplayers.LinkType) error {
-	d, err := Datagram(frame, link)
-	if err != nil {
-		return err
-	}
-	crc, err := d.ICRC()
+	d, crc, err := datagramICRC(frame, link)
 	if err != nil {
 		return err
 	}
@@ -52,11 +48,7 @@ func FixICRC(frame []byte, link gplayers.LinkType) error {
 // ICRC: it returns nil if so, packet.ErrBadICRC if not, and the error of
 // Datagram or packet.ErrTruncated if frame holds no datagram long enough.
 func CheckICRC(frame []byte, link gplayers.LinkType) error {
-	d, err := Datagram(frame, link)
-	if err != nil {
-		return err
-	}
-	crc, err := d.ICRC()
+	d, crc, err := datagramICRC(frame, link)
 	if err != nil {
 		return err
 	}
@@ -64,4 +56,14 @@ func CheckICRC(frame []byte, link gplayers.LinkType) error {
 		return packet.ErrBadICRC
 	}
 	return nil
+}
+
+// datagramICRC finds the datagram in frame and computes its ICRC.
+func datagramICRC(frame []byte, link gplayers.LinkType) (packet.IPDatagram, uint32, error) {
+	d, err := Datagram(frame, link)
+	if err != nil {
+		return d, 0, err
+	}
+	crc, err := d.ICRC()
+	return d, crc, err
 }
