@@ -13,12 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestDropTimer: the back-off timer fires once per arming, Reset replaces
+// TestWakeTimer: a vector's timer fires once per arming, Reset replaces
 // an earlier arming, Stop disarms it, and Close ends it for good; for the
 // runtime's timer and, on Linux, the timerfd.
-func TestDropTimer(t *testing.T) {
-	kinds := map[string]func(time.Duration, func()) dropTimer{
-		"runtime": func(d time.Duration, fn func()) dropTimer { return newRuntimeTimer(d, fn) },
+func TestWakeTimer(t *testing.T) {
+	kinds := map[string]func(time.Duration, func()) wakeTimer{
+		"runtime": func(d time.Duration, fn func()) wakeTimer { return newRuntimeTimer(d, fn) },
 	}
 	if runtime.GOOS == "linux" {
 		kinds["timerfd"] = newPreciseTimer
@@ -67,80 +67,84 @@ func TestDropTimer(t *testing.T) {
 	}
 }
 
-// TestDropTimerKind: a device on a UDP socket, bare or under decorators,
-// gets the timerfd on Linux; a device on a pipe keeps the runtime's timer
-// (and with it testing/synctest's virtual clock).
-func TestDropTimerKind(t *testing.T) {
+// TestWakeTimerKind: a device on a UDP socket, bare or under decorators,
+// gets the timerfd on Linux through the KernelTimers capability; a device
+// on a pipe keeps the runtime's timer (and with it testing/synctest's
+// virtual clock).
+func TestWakeTimerKind(t *testing.T) {
 	pa, pb := netdev.NewPipe()
 	defer pa.Close()
 	defer pb.Close()
-	require.False(t, onSocket(pa))
-	require.False(t, onSocket(faults.Wrap(pa, faults.Config{})))
-	tm := newDropTimer(pa, time.Hour, func() {})
+	require.False(t, kernelTimers(pa))
+	require.False(t, kernelTimers(faults.Wrap(pa, faults.Config{})))
+	tm := newWakeTimer(pa, time.Hour, func() {})
 	defer tm.Close()
 	require.IsType(t, &runtimeTimer{}, tm)
 
 	udp, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), netdev.Options{})
 	require.NoError(t, err)
 	defer udp.Close()
-	require.True(t, onSocket(udp))
+	require.Implements(t, (*KernelTimers)(nil), udp)
+	require.True(t, kernelTimers(udp))
 	wrapped := faults.Wrap(udp, faults.Config{})
-	require.True(t, onSocket(wrapped))
-	tm2 := newDropTimer(wrapped, time.Hour, func() {})
+	require.True(t, kernelTimers(wrapped))
+	tm2 := newWakeTimer(wrapped, time.Hour, func() {})
 	defer tm2.Close()
 	_, isRuntime := tm2.(*runtimeTimer)
 	require.Equal(t, runtime.GOOS != "linux", isRuntime, "%T", tm2)
 }
 
-// TestDropQueue: a vector's back-offs share one timer; QPs are released in
-// deadline order, each once, a voided arming (stopDropTimer, or a newer
-// arming) releases nothing, and close stops it all.
-func TestDropQueue(t *testing.T) {
+// TestTimerQueue: a vector's wake-ups share one timer; QPs are put on the
+// run queue in wake-up order, each once; a later filing keeps the earlier
+// entry (the QP wakes early), an earlier one moves it; a cancelled QP is
+// not woken, and close stops it all.
+func TestTimerQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pa, pb := netdev.NewPipe()
 		defer pa.Close()
 		defer pb.Close()
 		v := newVector(&Device{}, 0, pa)
-		qps := make([]*QP, 4)
+		qps := make([]*QP, 5)
 		for i := range qps {
 			qps[i] = &QP{vec: v}
+			qps[i].slot.init()
 		}
 		start := time.Now()
-		arm := func(qp *QP, d time.Duration) {
-			gen := qp.dropGen.Add(1)
-			v.drops.arm(time.Now(), time.Now().Add(d), qp, gen)
-		}
-		arm(qps[0], 300*time.Microsecond)
-		arm(qps[1], 100*time.Microsecond)
-		arm(qps[2], 200*time.Microsecond)
-		arm(qps[3], 150*time.Microsecond)
-		qps[2].stopDropTimer()            // voided
-		arm(qps[3], 400*time.Microsecond) // re-armed later: the 150 µs entry is void
+		file := func(i int, d time.Duration) { v.timers.file(qps[i], start.Add(d)) }
+		file(0, 300*time.Microsecond)
+		file(1, 100*time.Microsecond)
+		file(2, 200*time.Microsecond)
+		file(3, 150*time.Microsecond)
+		file(3, 400*time.Microsecond) // later: the 150 µs entry stays
+		file(4, 500*time.Microsecond)
+		file(4, 250*time.Microsecond) // earlier: moves
+		v.timers.cancel(qps[2])
 		var order []int
 		var at []time.Duration
-		for len(order) < 3 {
+		for len(order) < 4 {
 			time.Sleep(10 * time.Microsecond)
 			synctest.Wait()
 			for qp := v.nextRunnable(); qp != nil; qp = v.nextRunnable() {
 				qp.queued.Store(false)
-				require.True(t, qp.dropDue.Load())
 				order = append(order, slices.Index(qps, qp))
 				at = append(at, time.Since(start))
 			}
-			require.Less(t, time.Since(start), time.Second, "released %v so far", order)
+			require.Less(t, time.Since(start), time.Second, "woken %v so far", order)
 		}
-		require.Equal(t, []int{1, 0, 3}, order)
-		require.Equal(t, []time.Duration{100 * time.Microsecond, 300 * time.Microsecond, 400 * time.Microsecond}, at,
-			"released at each deadline (polled every 10 µs of virtual time)")
+		require.Equal(t, []int{1, 3, 4, 0}, order)
+		require.Equal(t, []time.Duration{100 * time.Microsecond, 150 * time.Microsecond, 250 * time.Microsecond, 300 * time.Microsecond}, at,
+			"woken at each wake-up time (polled every 10 µs of virtual time)")
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		require.Nil(t, v.nextRunnable(), "nothing else fires")
-		require.False(t, qps[2].dropDue.Load())
+		for _, qp := range qps {
+			require.Equal(t, -1, qp.slot.index)
+		}
 
-		arm(qps[0], 100*time.Microsecond)
-		v.drops.close()
-		time.Sleep(time.Millisecond)
+		file(0, 2*time.Millisecond)
+		v.timers.close()
+		time.Sleep(2 * time.Millisecond)
 		synctest.Wait()
-		require.Nil(t, v.nextRunnable(), "a closed queue releases nothing")
+		require.Nil(t, v.nextRunnable(), "a closed queue wakes nothing")
 	})
 }

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fdTimer is a dropTimer on a timerfd (CLOCK_MONOTONIC, non-blocking, so
+// fdTimer is a wakeTimer on a timerfd (CLOCK_MONOTONIC, non-blocking, so
 // that the runtime's poller watches it). Its goroutine blocks reading the
 // timerfd and calls fn after each expiry; the expiry wakes the poller
 // within tens of microseconds even when the process is otherwise idle,
@@ -26,15 +26,15 @@ type fdTimer struct {
 	closed   bool
 }
 
-// newPreciseTimer returns a timerfd-based dropTimer armed to call fn after
+// newPreciseTimer returns a timerfd-based wakeTimer armed to call fn after
 // d, or nil if no timerfd can be created (a seccomp filter, a full file
 // table).
-func newPreciseTimer(d time.Duration, fn func()) dropTimer {
+func newPreciseTimer(d time.Duration, fn func()) wakeTimer {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
 		return nil
 	}
-	t := &fdTimer{f: os.NewFile(uintptr(fd), "rxe-droptimer"), fn: fn}
+	t := &fdTimer{f: os.NewFile(uintptr(fd), "rxe-waketimer"), fn: fn}
 	go t.wait()
 	t.Reset(d)
 	return t
