@@ -33,6 +33,20 @@ type Frame struct {
 	Err      error             // why a KindMalformed frame is malformed
 	WantICRC uint32            // the ICRC computed over the captured headers
 	ICRCOK   bool              // the packet's ICRC equals WantICRC
+
+	// Segment and Segments say that the datagram holds Segments RoCE
+	// packets back to back (a GSO buffer or GRO-merged datagrams, see
+	// segments.go) and that Packet is the Segment'th, counting from 1;
+	// both are 0 for a datagram of one packet. Reader.Next returns each
+	// segment as a frame of its own; DecodeFrame leaves the first.
+	Segment, Segments int
+	segs              []segment
+}
+
+// setSegment makes f describe its datagram's segment i (from 0).
+func (f *Frame) setSegment(i int) {
+	f.Packet, f.WantICRC, f.ICRCOK = f.segs[i].pkt, f.segs[i].want, true
+	f.Segment, f.Segments = i+1, len(f.segs)
 }
 
 // Ports is the set of UDP destination ports decoded as RoCEv2.
@@ -94,4 +108,9 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 	}
 	f.WantICRC = want
 	f.ICRCOK = want == pkt.ICRC()
+	if !f.ICRCOK {
+		if f.segs = splitSegments(&dg); f.segs != nil {
+			f.setSegment(0)
+		}
+	}
 }

@@ -151,6 +151,13 @@ func AppendText(b []byte, f *Frame, ts []byte, verbose bool) []byte {
 		b = strconv.AppendInt(b, int64(p.PayloadLen()), 10)
 	}
 	b = appendICRC(b, f)
+	if f.Segments > 0 {
+		b = append(b, " (segment "...)
+		b = strconv.AppendInt(b, int64(f.Segment), 10)
+		b = append(b, " of "...)
+		b = strconv.AppendInt(b, int64(f.Segments), 10)
+		b = append(b, " in one UDP datagram: GSO/GRO)"...)
+	}
 	b = append(b, '\n')
 	if verbose {
 		b = appendVerboseIP(b, f)
@@ -470,6 +477,10 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	b = jsonUint(b, "payload_len", uint64(p.PayloadLen()))
 	b = jsonUint(b, "icrc", uint64(p.ICRC()))
 	b = jsonBool(b, "icrc_ok", f.ICRCOK)
+	if f.Segments > 0 {
+		b = jsonUint(b, "segment", uint64(f.Segment))
+		b = jsonUint(b, "segments", uint64(f.Segments))
+	}
 	return append(b, "}\n"...)
 }
 
