@@ -340,7 +340,12 @@ func TestDataPathLocalDrops(t *testing.T) {
 					db.Close()
 				})
 				a, z := newEnd(t, da, testBufSize), newEnd(t, db, testBufSize)
-				connect(t, a, z, MTU4096)
+				// A 4.3 s ACK timeout (20): the test asserts that no transport
+				// retry happened, which a 67 ms timer cannot promise on a
+				// loaded machine.
+				ia, iz := a.qp.Info(1), z.qp.Info(2)
+				require.NoError(t, a.qp.Connect(ia, iz, ConnectOptions{MTU: MTU4096, Timeout: 20}))
+				require.NoError(t, z.qp.Connect(iz, ia, ConnectOptions{MTU: MTU4096, Timeout: 20}))
 				src, dst := a, z
 				if op == WRRDMARead {
 					src, dst = z, a
