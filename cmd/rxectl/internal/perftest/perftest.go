@@ -229,6 +229,7 @@ type readRetryFlag rxe.LocalDropMode
 // readRetryModes are the --read-retry values.
 var readRetryModes = []rxe.LocalDropMode{rxe.LocalDropAdaptive, rxe.LocalDropTimeout, rxe.LocalDropSpin}
 
+// String is the mode's name.
 func (f *readRetryFlag) String() string { return rxe.LocalDropMode(*f).String() }
 
 // Set accepts adaptive, timeout or spin.

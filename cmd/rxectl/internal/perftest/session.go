@@ -411,8 +411,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, rep)
-		s.printBWRow(rep)
+		s.addBW(rep)
 		if err := s.oob.CloseConnection(s.my[0]); err != nil {
 			return err
 		}
@@ -430,8 +429,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 			return err
 		}
 		last = r
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 	}
 	s.printLine()
 	if err := s.hs("synchronising at the end"); err != nil {
@@ -454,12 +452,11 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	}
 	s.printTableHeader()
 	for _, size := range s.o.sizes() {
-		if !s.client {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		if s.client {
+			if err := s.hs("synchronising before the run"); err != nil {
 				return err
 			}
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
+		} else if err := s.prepareSend(size); err != nil {
 			return err
 		}
 		var r report.BW
@@ -472,8 +469,7 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 		if s.o.all {
 			if err := s.hs("synchronising after the run"); err != nil {
 				return err
@@ -504,10 +500,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
 	for _, size := range s.o.sizes() {
 		if send {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-				return err
-			}
-			if err := s.hs("synchronising before the run"); err != nil {
+			if err := s.prepareSend(size); err != nil {
 				return err
 			}
 		}
@@ -526,8 +519,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 			continue // interrupted before this size
 		}
 		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate}
-		s.bwResults = append(s.bwResults, sum)
-		s.printBWRow(sum)
+		s.addBW(sum)
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -557,30 +549,14 @@ func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
 // flowReadAtomicLat is read_lat.c and atomic_lat.c: the client posts and
 // times each operation; the server only answers.
 func (s *session) flowReadAtomicLat(ctx context.Context) error {
-	if err := s.hs("exchanging QP information"); err != nil {
+	if err := s.latPrologue(); err != nil {
 		return err
 	}
-	if err := s.connectAndPrint(false); err != nil {
-		return err
-	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	if !s.client {
-		if err := s.oob.CloseConnection(s.my[0]); err != nil {
+	if s.client {
+		s.printTableHeader()
+		if err := s.latRuns(ctx, nil, s.runLatReadAtomic); err != nil {
 			return err
 		}
-		s.printLine()
-		return nil
-	}
-	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		r, err := s.runLatReadAtomic(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
 	}
 	if err := s.oob.CloseConnection(s.my[0]); err != nil {
 		return err
@@ -595,19 +571,8 @@ func (s *session) flowSendLat(ctx context.Context) error {
 		return err
 	}
 	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-			return err
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
-			return err
-		}
-		r, err := s.runLatSend(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
+	if err := s.latRuns(ctx, s.prepareSend, s.runLatSend); err != nil {
+		return err
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -617,26 +582,61 @@ func (s *session) flowSendLat(ctx context.Context) error {
 // memory, the server writing first. perftest has no closing exchange here:
 // both ends just close.
 func (s *session) flowWriteLat(ctx context.Context) error {
+	if err := s.latPrologue(); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	if err := s.latRuns(ctx, nil, s.runLatWrite); err != nil {
+		return err
+	}
+	s.printLine()
+	return s.oob.Finish(false)
+}
+
+// latPrologue is read_lat.c's and write_lat.c's exchange before the
+// measurement: a key exchange, connectAndPrint and a synchronisation.
+func (s *session) latPrologue() error {
 	if err := s.hs("exchanging QP information"); err != nil {
 		return err
 	}
 	if err := s.connectAndPrint(false); err != nil {
 		return err
 	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	s.printTableHeader()
+	return s.hs("synchronising after RTR")
+}
+
+// latRuns runs the latency test run for every size of the run, after
+// before (if set), and records and prints each row.
+func (s *session) latRuns(ctx context.Context, before func(size int) error, run func(ctx context.Context, size int) (report.Lat, error)) error {
 	for _, size := range s.o.sizes() {
-		r, err := s.runLatWrite(ctx, size)
+		if before != nil {
+			if err := before(size); err != nil {
+				return err
+			}
+		}
+		r, err := run(ctx, size)
 		if err != nil {
 			return err
 		}
 		s.latResults = append(s.latResults, r)
 		s.printLatRow(r)
 	}
-	s.printLine()
-	return s.oob.Finish(false)
+	return nil
+}
+
+// prepareSend posts the receives of a SEND test's next size and
+// synchronises with the peer before its run.
+func (s *session) prepareSend(size int) error {
+	if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		return err
+	}
+	return s.hs("synchronising before the run")
+}
+
+// addBW records and prints a bandwidth row.
+func (s *session) addBW(r report.BW) {
+	s.bwResults = append(s.bwResults, r)
+	s.printBWRow(r)
 }
 
 // connectAndPrint is the common middle of every program: the per-QP key
