@@ -476,7 +476,7 @@ func TestIPv4DontFragmentIDZero(t *testing.T) {
 			seen := 0
 			buf := make([]byte, 2048)
 			for seen < 3 {
-				k, _, err := unix.Recvfrom(raw, buf, 0)
+				k, err := recvfromRetry(raw, buf)
 				require.NoError(t, err, "raw socket saw %d of 3 datagrams", seen)
 				ip := buf[:k]
 				ihl := int(ip[0]&0x0f) * 4
@@ -637,4 +637,15 @@ func TestUDPErrorsAreNotLocalDrops(t *testing.T) {
 	require.NotErrorIs(t, err, ErrLocalDrop)
 	require.True(t, errors.Is(err, syscall.EMSGSIZE), "%v", err)
 	require.Zero(t, tx.Stats().ICMPErrors)
+}
+
+// recvfromRetry is a blocking unix.Recvfrom that retries EINTR (the Go
+// runtime's preemption signals interrupt blocking system calls).
+func recvfromRetry(fd int, buf []byte) (int, error) {
+	for {
+		k, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != unix.EINTR {
+			return k, err
+		}
+	}
 }

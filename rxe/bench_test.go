@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/rawudp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -131,7 +132,7 @@ func BenchmarkRead64K(b *testing.B) { benchStream(b, WRRDMARead) }
 // that is of both devices' goroutines too, per 64 KiB operation):
 //
 //   - MB/s: RDMA payload bytes per second (10^6 bytes);
-//   - rawUDP-MB/s: UDP payload bytes per second of netdev.MeasureRawUDP,
+//   - rawUDP-MB/s: UDP payload bytes per second of rawudp.Measure,
 //     run in the same process between the timed rounds with datagrams of
 //     benchDatagram bytes (the full-MTU RoCE packets of the stream), sent
 //     and received with the same batching as a device (sendmmsg and
@@ -181,12 +182,12 @@ func benchStream(b *testing.B, op WROpcode) {
 				c1 := benchCPUTime()
 				cpu += c1 - c0
 				done += n
-				var raw netdev.RawUDPResult
+				var raw rawudp.Result
 				var err error
 				// Labelled so that CPU profiles can leave it out
 				// (go tool pprof -tagignore phase=rawUDP).
 				pprof.Do(ctx, pprof.Labels("phase", "rawUDP"), func(ctx context.Context) {
-					raw, err = netdev.MeasureRawUDP(ctx, netdev.RawUDPConfig{
+					raw, err = rawudp.Measure(ctx, rawudp.Config{
 						Size: benchDatagram, Count: max(n*benchPackets, 1024)})
 				})
 				if errors.Is(err, errors.ErrUnsupported) {
