@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"sync"
+	"sync/atomic"
 )
 
 // Recovering the IPv4 Identification of a received packet.
@@ -77,9 +78,10 @@ func (m *gf2) invert() gf2 {
 }
 
 var (
-	zeroByteInv gf2       // inverse of "feed one zero byte" on the raw register
-	topByteIdx  [256]byte // i such that crc32 table[i]>>24 == b
-	unzeroCache sync.Map  // tail length -> *gf2, the inverse of feeding that many zero bytes
+	zeroByteInv gf2                                // inverse of "feed one zero byte" on the raw register
+	topByteIdx  [256]byte                          // i such that crc32 table[i]>>24 == b
+	unzeroCache [maxCachedTail]atomic.Pointer[gf2] // tail length -> the inverse of feeding that many zero bytes
+	unzeroMu    sync.Mutex
 )
 
 func init() {
@@ -97,8 +99,10 @@ func init() {
 
 // unzero returns the inverse of feeding n zero bytes.
 func unzero(n int) *gf2 {
-	if v, ok := unzeroCache.Load(n); ok {
-		return v.(*gf2)
+	if n < maxCachedTail {
+		if m := unzeroCache[n].Load(); m != nil {
+			return m
+		}
 	}
 	r := gf2{}
 	for j := range r {
@@ -111,8 +115,15 @@ func unzero(n int) *gf2 {
 		}
 		p = p.mul(&p)
 	}
-	v, _ := unzeroCache.LoadOrStore(n, &r)
-	return v.(*gf2)
+	if n < maxCachedTail {
+		unzeroMu.Lock()
+		defer unzeroMu.Unlock()
+		if m := unzeroCache[n].Load(); m != nil {
+			return m
+		}
+		unzeroCache[n].Store(&r)
+	}
+	return &r
 }
 
 // RecoverIPv4ID finds the IPv4 Identification that makes pkt's ICRC match,
