@@ -46,6 +46,7 @@ var rules = map[string]rule{
 	"rxe/...":        {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/netdev/...", module + "/requester", module + "/responder"}, sockets)},
 	"cmd/...":        {allow: slices.Concat([]string{module + "/..."}, gopacket, sockets, []string{"golang.org/x/term"})},
 	"internal/...":   {allow: []string{module + "/packet", module + "/retry"}},
+	"internal/netns": {allow: sockets}, // test support: joins namespaces with setns
 	"examples/...":   {allow: []string{module + "/rxe", module + "/rxe/...", module + "/netdev/..."}},
 	"testdata/...":   {},
 	"docs/...":       {},
