@@ -135,8 +135,12 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	return nil
 }
 
-// Destroy destroys the CQ. It fails with ErrInUse while QPs use it.
+// Destroy destroys the CQ. It fails with ErrInUse while QPs use it, and
+// with ErrClosed after Device.Close.
 func (cq *CQ) Destroy() error {
+	if cq.dev.closed.Load() {
+		return ErrClosed
+	}
 	if n := cq.users.Load(); n > 0 {
 		return fmt.Errorf("%w: CQ used by %d QPs", ErrInUse, n)
 	}

@@ -286,7 +286,7 @@ func (d *Device) checkSRQSize(maxWR, limit int) error {
 // PostRecv posts receive WRs (ibv_post_srq_recv); it returns how many were
 // posted before the first failure.
 func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
-	if s.dead.Load() {
+	if s.dead.Load() || s.dev.closed.Load() {
 		return 0, ErrClosed
 	}
 	return s.q.post(wrs)
@@ -302,7 +302,7 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	if mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalidArgument, uint8(mask))
 	}
-	if s.dead.Load() {
+	if s.dead.Load() || s.dev.closed.Load() {
 		return ErrClosed
 	}
 	q := s.q
@@ -394,7 +394,7 @@ func (s *SRQ) Destroy() error {
 
 // destroyable reports why the SRQ cannot be destroyed (caller holds mu).
 func (s *SRQ) destroyable() error {
-	if s.dead.Load() {
+	if s.dead.Load() || s.dev.closed.Load() {
 		return ErrClosed
 	}
 	if s.users > 0 {
