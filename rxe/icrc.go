@@ -8,8 +8,10 @@ import (
 // checkICRC verifies a received packet's ICRC (IBA A17.4.4). The pseudo-
 // header comes from the datagram's addresses; for IPv4 the IP ID is not
 // delivered by the socket: ID 0 with DF is tried first (gorxe peers, many
-// NICs), then, unless StrictICRC, the one ID that makes the CRC match is
-// recovered (kernel rxe sends non-zero IDs); see docs/icrc.md.
+// NICs), then the one ID that makes the CRC match is recovered (kernel rxe
+// sends non-zero IDs, and the k-th datagram of a gorxe peer's UDP GSO send
+// carries ID k); StrictICRC accepts only IDs below gsoMaxID. See
+// docs/icrc.md.
 func (d *Device) checkICRC(pkt []byte, m *netdev.Message) bool {
 	dst := m.Local
 	if !dst.IsValid() || dst.IsUnspecified() {
@@ -22,8 +24,8 @@ func (d *Device) checkICRC(pkt []byte, m *netdev.Message) bool {
 	if ph.CheckICRC(pkt) == nil {
 		return true
 	}
-	if ph.Is4() && !d.opts.StrictICRC {
-		if _, ok := ph.RecoverIPv4ID(pkt); ok {
+	if ph.Is4() {
+		if id, ok := ph.RecoverIPv4ID(pkt); ok && (!d.opts.StrictICRC || id < gsoMaxID) {
 			d.counters.icrcRecovered.Add(1)
 			return true
 		}
@@ -31,3 +33,8 @@ func (d *Device) checkICRC(pkt []byte, m *netdev.Message) bool {
 	d.counters.badICRC.Add(1)
 	return false
 }
+
+// gsoMaxID bounds the IPv4 IDs of the datagrams of one UDP GSO send from an
+// unconnected IP_PMTUDISC_DO socket: 0 to the segment count minus one
+// (netdev's TestGSOSegmentIDs), at most 64 segments.
+const gsoMaxID = 64

@@ -20,7 +20,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if opts.SingleSocket {
 		n = 1
 	}
-	group, err := netdev.ListenUDPGroup(addr, n, netdev.Options{BlockingWrite: true})
+	group, err := netdev.ListenUDPGroup(addr, n, socketOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("rxe: listen on %v: %w", addr, err)
 	}
@@ -161,4 +161,16 @@ func interfaceMTU(addr netip.Addr) int {
 		}
 	}
 	return 1500
+}
+
+// socketOptions are the netdev options of Listen's sockets: blocking
+// writes, and UDP GSO and GRO unless NoGSO, with every ICRC rewritten for
+// the IPv4 ID its GSO segment gets.
+func socketOptions(opts Options) netdev.Options {
+	return netdev.Options{
+		BlockingWrite: true,
+		NoGSO:         opts.NoGSO,
+		NoGRO:         opts.NoGSO,
+		RewriteIPv4ID: packet.RewriteIPv4ID,
+	}
 }
