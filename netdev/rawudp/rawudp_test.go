@@ -47,16 +47,66 @@ func TestMeasure(t *testing.T) {
 // Gbit/s count datagrams received (the baseline for RoCE ratios).
 func BenchmarkUDPLoopback(b *testing.B) {
 	for _, size := range []int{1056, 4128} {
-		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			res, err := Measure(context.Background(), Config{Size: size, Count: b.N})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(res.PacketsPerSecond()/1e6, "Mpps")
-			b.ReportMetric(res.BytesPerSecond()*8/1e9, "Gbit/s")
-			b.ReportMetric(100*res.Loss(), "loss%")
-		})
+		for _, gso := range []bool{false, true} {
+			b.Run(fmt.Sprintf("size=%d/gso=%v", size, gso), func(b *testing.B) {
+				benchLoopback(b, size, gso)
+			})
+		}
 	}
+}
+
+// benchLoopback is one BenchmarkUDPLoopback case; gso adds UDP GSO on
+// send and GRO on receive.
+func benchLoopback(b *testing.B, size int, gso bool) {
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	res, err := Measure(context.Background(), Config{Size: size, Count: b.N, GSO: gso})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(res.PacketsPerSecond()/1e6, "Mpps")
+	b.ReportMetric(res.BytesPerSecond()*8/1e9, "Gbit/s")
+	b.ReportMetric(100*res.Loss(), "loss%")
+}
+
+func TestMeasureGSO(t *testing.T) {
+	res, err := Measure(context.Background(), Config{Size: 4128, Count: 3000, GSO: true})
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	require.Equal(t, uint64(3000), res.Sent)
+	require.Positive(t, res.Sender.GSOBuffers, "the sender coalesced")
+	require.Less(t, res.Sender.GSOBuffers, uint64(3000))
+	t.Logf("GSO+GRO: %.2f Gbit/s, %.3f Mpps, loss %.2f%%, %d GSO buffers, %d GRO buffers",
+		res.BytesPerSecond()*8/1e9, res.PacketsPerSecond()/1e6, 100*res.Loss(), res.Sender.GSOBuffers, res.Receiver.GROBuffers)
+}
+
+func TestPingPong(t *testing.T) {
+	res, err := PingPong(context.Background(), 2, 10, 200)
+	require.NoError(t, err)
+	require.Equal(t, 200, res.Rounds)
+	require.Positive(t, res.Min)
+	require.LessOrEqual(t, res.Min, res.Median)
+	require.LessOrEqual(t, res.Median, res.P99)
+	require.Positive(t, res.Avg)
+	t.Logf("half round trip: min %v, typical %v, avg %v, 99%% %v", res.Min, res.Median, res.Avg, res.P99)
+
+	_, err = PingPong(context.Background(), 0, 0, 1)
+	require.Error(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = PingPong(ctx, 2, 0, 1<<30)
+	require.Error(t, err)
+}
+
+// BenchmarkPingPong reports the raw UDP half round trip of 2-byte
+// datagrams (the floor for send-lat and write-lat's t_typical).
+func BenchmarkPingPong(b *testing.B) {
+	res, err := PingPong(context.Background(), 2, 100, max(b.N, 100))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(res.Median.Nanoseconds())/1e3, "t_typical-µs")
+	b.ReportMetric(float64(res.Avg.Nanoseconds())/1e3, "t_avg-µs")
 }
