@@ -20,7 +20,7 @@ func udpPair(t testing.TB, opts Options) (*end, *end, [2]*netdev.UDPConn) {
 	var conns [2]*netdev.UDPConn
 	var devs [2]*Device
 	for i, addr := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
-		c, err := netdev.ListenUDP(netip.MustParseAddrPort(addr), socketOptions(opts))
+		c, err := netdev.ListenUDP(netip.MustParseAddrPort(addr), SocketOptions(opts))
 		require.NoError(t, err)
 		o := opts
 		o.Name, o.LinkMTU, o.OwnConn = fmt.Sprintf("rxe-%d", i), 9000, true
