@@ -24,7 +24,7 @@ type rule struct {
 var (
 	gopacket = []string{"github.com/google/gopacket", "github.com/google/gopacket/layers", "github.com/google/gopacket/pcapgo"}
 	sockets  = []string{"golang.org/x/net/ipv4", "golang.org/x/net/ipv6", "golang.org/x/sys/unix"}
-	vocab    = []string{module + "/packet", module + "/retry", module + "/rxe/verbs"}
+	vocab    = []string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/internal/ring", module + "/internal/sge"}
 )
 
 // rules is the dependency direction of DEVELOPERS.md: packet, retry and
@@ -43,11 +43,13 @@ var rules = map[string]rule{
 	"rxe/verbs":      {},
 	"requester":      {allow: vocab},
 	"responder":      {allow: vocab},
-	"rxe":            {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/...", module + "/netdev/...", module + "/requester", module + "/responder"}, sockets)},
-	"rxe/...":        {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/netdev/...", module + "/requester", module + "/responder"}, sockets)},
+	"rxe":            {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/...", module + "/netdev/...", module + "/requester", module + "/responder", module + "/internal/ring"}, sockets)},
+	"rxe/...":        {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/netdev/...", module + "/requester", module + "/responder", module + "/internal/ring"}, sockets)},
 	"cmd/...":        {allow: slices.Concat([]string{module + "/..."}, gopacket, sockets, []string{"golang.org/x/term"})},
 	"internal/...":   {allow: []string{module + "/packet", module + "/retry"}},
 	"internal/netns": {allow: sockets}, // test support: joins namespaces with setns
+	"internal/ring":  {},
+	"internal/sge":   {allow: []string{module + "/rxe/verbs"}},
 	"examples/...":   {allow: []string{module + "/rxe", module + "/rxe/...", module + "/netdev/..."}},
 	"testdata/...":   {},
 	"docs/...":       {},
