@@ -48,6 +48,7 @@ var rules = map[string]rule{
 	"rxe/...":        {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/netdev/...", module + "/requester", module + "/responder", module + "/internal/ring"}, sockets)},
 	"cmd/...":        {allow: slices.Concat([]string{module + "/..."}, gopacket, sockets, []string{"golang.org/x/term"})},
 	"internal/...":   {allow: []string{module + "/packet", module + "/retry"}},
+	"internal/netns": {allow: sockets}, // test support: joins namespaces with setns
 	"internal/ring":  {},
 	"internal/sge":   {allow: []string{module + "/rxe/verbs"}},
 	"examples/...":   {allow: []string{module + "/rxe", module + "/rxe/...", module + "/netdev/..."}},

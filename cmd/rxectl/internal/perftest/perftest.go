@@ -131,6 +131,7 @@ type options struct {
 
 	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
 	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
+	noGSO     bool              // --gso=off: the devices' rxe.Options.NoGSO
 	seed      uint64            // --seed
 	pcap      string            // --pcap FILE
 	plot      string            // --plot FILE
@@ -219,8 +220,31 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
 	}
 	fs.Var((*readRetryFlag)(&o.readRetry), "read-retry", "what the device does with a datagram the local host refuses (ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's adaptive back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
+	fs.Var((*gsoFlag)(&o.noGSO), "gso", "on: send runs of equal-size packets to the peer as UDP GSO buffers and receive with UDP GRO (the kernel segments them; a capture on this host shows the unsegmented buffers); off: one datagram per packet, as kernel rxe sends (capture with --gso=off for Wireshark) (default on)")
 	addFaultFlags(fs, o)
 	return fs
+}
+
+// gsoFlag is --gso: on or off, stored as rxe.Options.NoGSO.
+type gsoFlag bool
+
+func (f *gsoFlag) String() string {
+	if f != nil && *f {
+		return "off"
+	}
+	return "on"
+}
+
+func (f *gsoFlag) Set(v string) error {
+	switch v {
+	case "on":
+		*f = false
+	case "off":
+		*f = true
+	default:
+		return fmt.Errorf("--gso: %q is not on or off", v)
+	}
+	return nil
 }
 
 // readRetryFlag is --read-retry: rxe.LocalDropMode by its String name.

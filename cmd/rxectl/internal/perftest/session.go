@@ -150,7 +150,7 @@ func (s *session) openDevice(local netip.Addr) error {
 		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	udp, err := netdev.ListenUDP(addr, rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO}))
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
