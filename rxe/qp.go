@@ -28,6 +28,8 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
+	respStates []string // the responder's states since the last trace (Options.Trace)
+
 	// mu guards the rest: the QP's state is its own, and only the holder
 	// of mu touches it. The holders are the QP's step (qpstep.go), run by
 	// its vector's goroutines, and the verbs calls. See docs/threading.md.
@@ -177,6 +179,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	case cur == QPSSQD && next == QPSRTS:
 		qp.req.SetDraining(false)
 	}
+	if qp.tracing() {
+		qp.traceState(cur, next)
+	}
 	qp.state = next
 	err = qp.syncConfig(mask)
 	qp.mu.Unlock()
@@ -237,7 +242,8 @@ func (qp *QP) startResponder() {
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
 	qp.resp = responder.New(&cfg, responder.Env{
-		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: qp.sink(qp.recvCQ, "responder"),
+		Trace: qp.responderTrace(),
 	})
 }
 
@@ -250,7 +256,7 @@ func (qp *QP) startRequester() {
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
 		Credits: qp.dev.opts.Credits,
 	}
-	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
 // syncConfig gives the engines the attributes of mask that a Modify may
@@ -304,6 +310,9 @@ func (qp *QP) reset() {
 func (qp *QP) enterError() {
 	if qp.state == QPSErr {
 		return
+	}
+	if qp.tracing() {
+		qp.traceState(qp.state, QPSErr)
 	}
 	qp.state = QPSErr
 	if qp.req != nil {

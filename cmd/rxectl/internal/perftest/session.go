@@ -63,8 +63,13 @@ type session struct {
 
 	fconn *faults.Conn   // --drop etc.
 	pconn *pcapdump.Conn // --pcap
-	pfile *os.File       // --pcap
-	final *report.Final  // counters after the device closed
+	// capName is the capture's file (--pcap, or --ladder's temporary
+	// one: capTemp); traceErr the --trace file's error (observe.go).
+	capName  string
+	capTemp  bool
+	traceErr error
+	pfile    *os.File      // --pcap
+	final    *report.Final // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -162,8 +167,14 @@ func (s *session) openDevice(local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
+	sink, err := s.o.traceSink()
 	if err != nil {
+		conn.Close()
+		return err
+	}
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink})
+	if err != nil {
+		s.o.closeTrace()
 		conn.Close()
 		if s.pfile != nil {
 			s.pfile.Close()
