@@ -39,6 +39,8 @@ type QP struct {
 	respCfg   responder.Config
 	req       *requester.Requester
 	resp      *responder.Responder
+	ureq      *requester.Unreliable // UC and UD send side (req is nil)
+	uresp     *responder.Unreliable // UC and UD receive side (resp is nil)
 	timer     *time.Timer
 	timerAt   time.Time
 	drainSent bool
@@ -114,15 +116,14 @@ const (
 	maxInlineData = 400
 )
 
-// CreateQP creates an RC queue pair in RESET. UC and UD QPs are not
-// implemented yet.
+// CreateQP creates an RC, UC or UD queue pair in RESET.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	d := pd.dev
 	if d.closed.Load() || pd.closed.Load() {
 		return nil, ErrClosed
 	}
-	if attr.Type != QPTypeRC {
-		return nil, fmt.Errorf("%w: QP type %v is not supported yet (RC only)", ErrInvalidArgument, attr.Type)
+	if attr.Type != QPTypeRC && attr.Type != QPTypeUC && attr.Type != QPTypeUD {
+		return nil, fmt.Errorf("%w: QP type %v is not supported (RC, UC and UD are)", ErrInvalidArgument, attr.Type)
 	}
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", ErrInvalidArgument)
@@ -201,7 +202,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return ErrClosed
 	}
 	cur := qp.state
-	next, err := checkTransition(cur, attr, mask)
+	next, err := checkTransition(qp.typ, cur, attr, mask)
 	if err != nil {
 		qp.mu.Unlock()
 		return err
@@ -212,6 +213,12 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.reset()
 	case next == QPSErr:
 		qp.enterError()
+	case qp.unreliable():
+		if cur == QPSInit && next == QPSRTR {
+			qp.startUnreliableResponder()
+		} else if cur == QPSRTR && next == QPSRTS {
+			qp.startUnreliableRequester()
+		}
 	case cur == QPSInit && next == QPSRTR:
 		qp.startResponder()
 	case cur == QPSRTR && next == QPSRTS:
@@ -301,6 +308,10 @@ func (qp *QP) startRequester() {
 // syncConfig pushes attributes that may change in RTS/SQD into the engines'
 // configurations (they keep pointers to them).
 func (qp *QP) syncConfig() {
+	if qp.uresp != nil {
+		qp.uresp.SetAccess(qp.attr.AccessFlags)
+		qp.uresp.SetQKey(qp.attr.QKey)
+	}
 	if qp.resp != nil {
 		qp.respCfg.MinRNRTimer = qp.attr.MinRNRTimer
 		qp.respCfg.Access = qp.attr.AccessFlags
@@ -310,6 +321,7 @@ func (qp *QP) syncConfig() {
 // reset returns the QP to RESET: all queue contents and PSN state go.
 func (qp *QP) reset() {
 	qp.req, qp.resp = nil, nil
+	qp.ureq, qp.uresp = nil, nil
 	if qp.srq == nil {
 		qp.rq = newRecvQueue(qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
 	}
@@ -328,6 +340,12 @@ func (qp *QP) enterError() {
 	qp.state = QPSErr
 	if qp.req != nil {
 		qp.req.Flush()
+	}
+	if qp.ureq != nil {
+		qp.ureq.Flush()
+	}
+	if qp.uresp != nil {
+		qp.uresp.Flush()
 	}
 	if qp.resp != nil {
 		qp.resp.Flush()
@@ -448,6 +466,11 @@ func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
 			return st, true, true
 		}
 	}
+	if qp.ureq != nil {
+		if st, ok := qp.ureq.Failed(); ok {
+			return st, false, true
+		}
+	}
 	return 0, false, false
 }
 
@@ -455,7 +478,7 @@ func (qp *QP) pending() bool {
 	if qp.state == QPSErr || qp.state == QPSReset {
 		return false
 	}
-	return qp.resp != nil && qp.resp.Pending() || qp.req != nil && qp.req.Pending()
+	return qp.resp != nil && qp.resp.Pending() || qp.req != nil && qp.req.Pending() || qp.ureq != nil && qp.ureq.Pending()
 }
 
 // PostSend posts send work requests (ibv_post_send). It returns how many
@@ -473,6 +496,9 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		st := qp.state
 		qp.mu.Unlock()
 		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
+	}
+	if qp.ureq != nil {
+		return qp.postUnreliable(wrs)
 	}
 	if qp.req == nil {
 		// ERR reached before RTS: there is no send queue, but the WRs
@@ -544,6 +570,12 @@ func (qp *QP) Query() QPAttr {
 	if qp.resp != nil {
 		a.RQPSN = uint32(qp.resp.EPSN())
 	}
+	if qp.ureq != nil {
+		a.SQPSN = uint32(qp.ureq.SQPSN())
+	}
+	if qp.uresp != nil && qp.typ == QPTypeUC {
+		a.RQPSN = uint32(qp.uresp.EPSN())
+	}
 	return a
 }
 
@@ -561,6 +593,7 @@ func (qp *QP) Destroy() error {
 	qp.epoch++
 	qp.state = QPSReset
 	qp.req, qp.resp = nil, nil
+	qp.ureq, qp.uresp = nil, nil
 	qp.mu.Unlock()
 	qp.dev.qps.remove(qp.qpn)
 	qp.pd.users.Add(-1)
@@ -589,6 +622,9 @@ type QPCounters struct {
 	BackoffDelay time.Duration
 	Requester    requester.Counters
 	Responder    responder.Counters
+	// Unreliable holds the receive side's counters of a UC or UD QP
+	// (its send side's are in Requester).
+	Unreliable responder.UCounters
 }
 
 // Counters returns a snapshot of the QP's counters.
@@ -606,6 +642,12 @@ func (qp *QP) Counters() QPCounters {
 	if qp.resp != nil {
 		c.Responder = qp.resp.Counters()
 	}
+	if qp.ureq != nil {
+		c.Requester = qp.ureq.Counters()
+	}
+	if qp.uresp != nil {
+		c.Unreliable = qp.uresp.Counters()
+	}
 	qp.mu.Unlock()
 	return c
 }
@@ -613,6 +655,10 @@ func (qp *QP) Counters() QPCounters {
 // receive hands one packet addressed to this QP to the responder or the
 // completer (rxe_rcv's per-QP checks, then dispatch by direction).
 func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
+	if qp.unreliable() {
+		qp.receiveUnreliable(now, p, src)
+		return
+	}
 	qp.mu.Lock()
 	ok := true
 	switch {

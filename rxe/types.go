@@ -92,6 +92,7 @@ const (
 	WCRecv            = verbs.WCRecv
 	WCRecvRDMAWithImm = verbs.WCRecvRDMAWithImm
 
+	WCFlagGRH     = verbs.WCFlagGRH
 	WCFlagWithImm = verbs.WCFlagWithImm
 	WCFlagWithInv = verbs.WCFlagWithInv
 

@@ -248,6 +248,7 @@ func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 		qp.timerAt = time.Time{}
 		qp.req.OnTimeout(now)
 	}
+	k = qp.fillUnreliable(now, msgs, owners, k)
 	for k < len(msgs) && qp.resp != nil {
 		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
