@@ -217,6 +217,9 @@ type Device struct {
 	events   chan AsyncEvent
 	counters deviceCounters
 
+	gsiOnce sync.Once
+	gsi     *gsi // QP1 and the connection manager (gsi.go), made on first use
+
 	closed atomic.Bool
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -568,6 +571,10 @@ func (d *Device) receive(now time.Time, m *netdev.Message) {
 	}
 	if p.BTH().PKey()&0x7FFF != packet.DefaultPKey&0x7FFF {
 		d.counters.malformed.Add(1)
+		return
+	}
+	if p.DestQP() == packet.GSIQPN {
+		d.receiveGSI(now, p, m.Addr)
 		return
 	}
 	qp := d.qps.lookup(p.DestQP())

@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"time"
 
@@ -99,4 +100,26 @@ func (a *Agent) recvMRA(now time.Time, msg []byte) {
 	}
 	c.wait = duration(mra.ServiceTimeout) + duration(a.cfg.PacketLifeTime)
 	c.deadline = now.Add(c.wait)
+}
+
+// Abort gives up an active connection attempt whose REQ is unanswered or
+// whose REP the consumer has not confirmed (the consumer's context ended):
+// the peer gets a REJ with reason Timeout (kernel cm_destroy_id in REQ
+// sent), and the connection is forgotten.
+func (a *Agent) Abort(id ID) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	switch {
+	case !c.passive && c.state == StateREQSent:
+		rej := packet.REJ{LocalCommID: uint32(id), MessageRejected: packet.MsgREQ, RejectedInfoLen: 8, Reason: packet.RejTimeout}
+		binary.BigEndian.PutUint64(rej.ARI[:], a.cfg.CAGUID)
+		a.send(c.peer, c.tid, &rej)
+		a.free(id)
+		return nil
+	case !c.passive && c.state == StateREPRcvd:
+		return a.Reject(id, packet.RejTimeout, nil)
+	}
+	return ErrState
 }

@@ -341,3 +341,26 @@ func TestEstablishedByTraffic(t *testing.T) {
 	require.False(t, running)
 	require.ErrorIs(t, w.server.Established(sid), ErrState)
 }
+
+func TestAbort(t *testing.T) {
+	w := newWire(t)
+	w.fate = lose(map[string][]int{"client REQ": {0}})
+	id := w.connect()
+	require.NoError(t, w.client.Abort(id))
+	require.Zero(t, w.client.Len())
+	require.ErrorIs(t, w.client.Abort(id), ErrUnknownID)
+	o, ok := w.client.Poll()
+	require.True(t, ok)
+	var rej packet.REJ
+	_, msg, _ := packet.DecodeCMHeader(o.MAD[:])
+	require.NoError(t, rej.Decode(msg))
+	require.Equal(t, packet.RejTimeout, rej.Reason)
+
+	w = newWire(t)
+	w.autoREP = false
+	id = w.connect()
+	require.NoError(t, w.client.Abort(id))
+	w.pump()
+	require.Equal(t, []EventKind{EventREQ, EventRejected}, w.kinds("server"))
+	require.Zero(t, w.server.Len())
+}
