@@ -85,6 +85,47 @@ func (qp *QP) startUnreliableRequester() {
 	}, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
 }
 
+// startUnreliable creates the engines of a UC or UD QP as it moves from
+// cur to next (caller holds mu).
+func (qp *QP) startUnreliable(cur, next QPState) {
+	switch {
+	case cur == QPSInit && next == QPSRTR:
+		qp.startUnreliableResponder()
+	case cur == QPSRTR && next == QPSRTS:
+		qp.startUnreliableRequester()
+	}
+}
+
+// syncUnreliable pushes the attributes a UC or UD QP may change in RTS
+// into its receive side (caller holds mu).
+func (qp *QP) syncUnreliable() {
+	if qp.uresp != nil {
+		qp.uresp.SetAccess(qp.attr.AccessFlags)
+		qp.uresp.SetQKey(qp.attr.QKey)
+	}
+}
+
+// flushUnreliable stops a UC or UD QP's engines as it enters ERR (caller
+// holds mu); the receive queue is flushed by enterError.
+func (qp *QP) flushUnreliable() {
+	if qp.ureq != nil {
+		qp.ureq.Flush()
+	}
+	if qp.uresp != nil {
+		qp.uresp.Flush()
+	}
+}
+
+// queryUnreliable puts a UC or UD QP's live PSNs into a (caller holds mu).
+func (qp *QP) queryUnreliable(a *QPAttr) {
+	if qp.ureq != nil {
+		a.SQPSN = uint32(qp.ureq.SQPSN())
+	}
+	if qp.uresp != nil && qp.typ == QPTypeUC {
+		a.RQPSN = uint32(qp.uresp.EPSN())
+	}
+}
+
 // postUnreliable posts send work requests to a UC or UD send queue (caller
 // holds mu; it is released here).
 func (qp *QP) postUnreliable(wrs []SendWR) (int, error) {
@@ -116,9 +157,9 @@ func (qp *QP) postUnreliable(wrs []SendWR) (int, error) {
 	return n, err
 }
 
-// fillUnreliable takes a UC or UD QP's packets into msgs[k:] (caller holds
+// stepUnreliable takes a UC or UD QP's packets into msgs[k:] (caller holds
 // mu); it returns the new count.
-func (qp *QP) fillUnreliable(now time.Time, msgs []netdev.Message, owners []*QP, k int) int {
+func (qp *QP) stepUnreliable(now time.Time, msgs []netdev.Message, owners []*QP, k int) int {
 	for k < len(msgs) && qp.ureq != nil && qp.state != QPSRTR {
 		n, dst := qp.ureq.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
