@@ -146,13 +146,15 @@ func (g *gsi) dispatch(e cm.Event) {
 	}
 }
 
-// send writes one MAD as a UD SEND_ONLY from QP1 to QP1 of o.To, on the
+// send writes one MAD as a UD SEND_ONLY from QP1 to QP1 of o.To, with the
+// GSI Q_Key, the default P_Key and AckReq set, on the
 // device's UDP port (CM peers are assumed to listen on the same port as
 // this device: 4791 in RoCE).
 func (g *gsi) send(o *cm.Out) {
 	d := g.d
 	h := packet.Headers{
-		BTH:  packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN, PSN: g.psn},
+		BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN, PSN: g.psn,
+			AckReq: true}, // as kernel rxe's QP1 sends them (testdata/captures/kernel-rxe_rdmacm_send_4KiB.pcap)
 		DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN},
 	}
 	g.psn = g.psn.Next()
