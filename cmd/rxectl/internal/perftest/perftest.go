@@ -213,7 +213,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		fs.StringVar(p, short, def, usage)
 		fs.StringVar(p, long, def, usage)
 	}
-	both2(&o.connType, "c", "connection", "RC", "connection type: RC (UC, UD, XRC, DC and SRD are not supported yet) (same on both sides)")
+	both2(&o.connType, "c", "connection", "RC", "connection type: RC, or UC for the write and send tests (UD, XRC, DC and SRD are not supported yet) (same on both sides)")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
@@ -508,8 +508,12 @@ func (o *options) checkDevice(t Test) error {
 	}
 	switch o.connType {
 	case "RC":
-	case "UC", "UD", "XRC", "DC", "SRD":
-		return fmt.Errorf("-c %s: gorxe supports RC only so far", o.connType)
+	case "UC":
+		if t.verb != verbWrite && t.verb != verbSend {
+			return fmt.Errorf("-c UC: UC has no %s (perftest runs UC with the write and send tests)", t.cmd)
+		}
+	case "UD", "XRC", "DC", "SRD":
+		return fmt.Errorf("-c %s: rxectl supports RC and UC so far", o.connType)
 	default:
 		return fmt.Errorf("-c %q: RC, UC, UD, XRC, DC or SRD", o.connType)
 	}

@@ -295,7 +295,7 @@ func (s *session) allocate() error {
 	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: s.scq, RecvCQ: s.rcq,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
@@ -337,9 +337,19 @@ func (s *session) hs(step string) error {
 	return err
 }
 
+// qpType is the QP type of -c.
+func (s *session) qpType() rxe.QPType {
+	if s.o.connType == "UC" {
+		return rxe.QPTypeUC
+	}
+	return rxe.QPTypeRC
+}
+
 // connect is ctx_connect: INIT with the verb's access right, RTR toward
 // the peer's QP, and RTS on the client (and on both ends of a latency
-// test), with perftest's attributes (protocol reference §5.3).
+// test), with perftest's attributes (protocol reference §5.3). A UC QP
+// takes only the attributes UC has: no responder resources or RNR timer
+// at RTR, no timeout, retry counts or READ depth at RTS.
 func (s *session) connect() error {
 	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
 	if !gid.IsValid() || gid.IsUnspecified() {
@@ -373,6 +383,9 @@ func (s *session) connect() error {
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
 				rxe.QPAttrState | rxe.QPAttrAV | rxe.QPAttrPathMTU | rxe.QPAttrDestQPN | rxe.QPAttrRQPSN | rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic},
 		}
+		if s.qpType() == rxe.QPTypeUC {
+			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
+		}
 		if s.t.lat || s.client || s.o.bidir {
 			steps = append(steps, struct {
 				attr rxe.QPAttr
@@ -380,6 +393,9 @@ func (s *session) connect() error {
 			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
+		}
+		if s.qpType() == rxe.QPTypeUC && len(steps) == 3 {
+			steps[2].mask = rxe.QPAttrState | rxe.QPAttrSQPSN
 		}
 		for _, st := range steps {
 			if err := qp.Modify(&st.attr, st.mask); err != nil {
