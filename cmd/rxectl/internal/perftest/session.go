@@ -44,6 +44,7 @@ type session struct {
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
+	ahs  []*rxe.AddrHandle // -c UD: the address handle of each peer QP
 	my   []oob.KeyMsg
 	rem  []oob.KeyMsg
 	peer oob.PeerVersion
@@ -119,6 +120,7 @@ func (s *session) run(ctx context.Context, local netip.Addr) error {
 	if err := s.exchangeMTU(); err != nil {
 		return err
 	}
+	s.limitUD()
 	if err := s.allocate(); err != nil {
 		return err
 	}
@@ -253,7 +255,7 @@ func (s *session) allocate() error {
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return err
 	}
-	s.buffSize = roundUp(max(o.maxSize(), s.cycleBuffer), 4096)
+	s.buffSize = roundUp(max(s.recvSize(o.maxSize()), s.cycleBuffer), 4096)
 	nq := o.qps
 	// setup_mr_flags: remote rights only for the verb under test, so a
 	// SEND test's rkey is 0 as perftest's is.
@@ -339,8 +341,11 @@ func (s *session) hs(step string) error {
 
 // qpType is the QP type of -c.
 func (s *session) qpType() rxe.QPType {
-	if s.o.connType == "UC" {
+	switch s.o.connType {
+	case "UC":
 		return rxe.QPTypeUC
+	case "UD":
+		return rxe.QPTypeUD
 	}
 	return rxe.QPTypeRC
 }
@@ -370,6 +375,9 @@ func (s *session) connect() error {
 		access = rxe.AccessRemoteWrite
 	case verbSend:
 		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
+	}
+	if s.qpType() == rxe.QPTypeUD {
+		return s.connectUD()
 	}
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
@@ -688,7 +696,7 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 // postRecvs posts n receives of size bytes on every QP (ctx_set_recv_wqes).
 func (s *session) postRecvs(size, n int) error {
 	for i, qp := range s.qps {
-		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), size)}}
+		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), s.recvSize(size))}}
 		for range n {
 			if _, err := qp.PostRecv(wr); err != nil {
 				return fmt.Errorf("post receive: %w", err)
