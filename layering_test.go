@@ -42,6 +42,7 @@ var rules = map[string]rule{
 	"netdev":         {allow: sockets},
 	"netdev/...":     {allow: slices.Concat([]string{module + "/netdev", module + "/packet", module + "/packet/layers"}, sockets, gopacket)},
 	"rxe/verbs":      {},
+	"rxe/cm":         {allow: []string{module + "/packet"}},
 	"requester":      {allow: vocab},
 	"responder":      {allow: vocab},
 	"rxe":            {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/...", module + "/netdev/...", module + "/requester", module + "/responder", module + "/internal/ring"}, sockets)},
