@@ -83,12 +83,20 @@ does not parse is reported as MALFORMED with the reason. A summary (frames,
 RoCEv2 packets including malformed ones, bad ICRCs, malformed) goes to
 standard error.
 
+A UDP datagram that holds several RoCE packets back to back (a GSO buffer
+captured on the sending host before the kernel segments it, or datagrams
+that UDP GRO merged on the receiving host) is split where the ICRCs of its
+pieces say; each piece gets a line of its own, with the datagram's frame
+number and "(segment I of N in one UDP datagram: GSO/GRO)". Wireshark does
+not split them: capture on the wire or run rxectl with GSO off for it.
+
 With --json, each line is an object with the keys frame, src, dst, opcode,
 opcode_num, se, migreq, pad, tver, pkey, fecn, becn, dqpn, ackreq, psn, one
 key per extension header (rdeth, deth {qkey, src_qp}, feth, reth {va, rkey,
 dma_len}, atomiceth {va, rkey, swap_add, compare}, aeth {syndrome, msn},
 atomicacketh {orig}, immdt, ieth), payload_len (without pad), icrc (the
-wire value read little-endian) and icrc_ok; a malformed packet has frame,
+wire value read little-endian) and icrc_ok, and segment and segments
+for a piece of such a datagram; a malformed packet has frame,
 src, dst and error. Integers are unsigned decimal JSON numbers, up to 2^64-1.
 
 With --flows, dump prints the flow analysis instead: the packets grouped by
@@ -182,6 +190,10 @@ type Reader struct {
 	// frames are skipped.
 	Unsupported func(lt LinkType, frame int)
 	warned      map[LinkType]bool
+	// seg is the frame whose further segments Next returns before it
+	// reads on, and rec its record.
+	seg Frame
+	rec Record
 }
 
 // NewReader opens the capture in r (see Open) for decoding UDP datagrams
@@ -192,8 +204,8 @@ func NewReader(r io.Reader, ports Ports) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.pcap != nil && !supportedLinkType(c.LinkType) {
-		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", linkTypeName(c.LinkType))
+	if c.pcap != nil && !c.LinkType.Supported() {
+		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", c.LinkType.String())
 	}
 	return &Reader{c: c, ports: ports}, nil
 }
@@ -208,9 +220,16 @@ func (r *Reader) First() time.Time { return r.first }
 
 // Next decodes the next RoCEv2 frame, or UDP datagram to a RoCEv2 port
 // that is malformed, into f and returns its record (valid until the next
-// call). It returns io.EOF at the clean end of the file and an error
-// wrapping ErrTruncated when the file stops inside a record.
+// call). A datagram that holds several RoCE packets gives one frame per
+// packet, all with the datagram's frame number (see Frame.Segment). It
+// returns io.EOF at the clean end of the file and an error wrapping
+// ErrTruncated when the file stops inside a record.
 func (r *Reader) Next(f *Frame) (Record, error) {
+	if r.seg.Segment > 0 && r.seg.Segment < r.seg.Segments {
+		r.seg.setSegment(r.seg.Segment)
+		*f = r.seg
+		return r.rec, nil
+	}
 	for {
 		rec, err := r.c.Next()
 		if err != nil {
@@ -219,7 +238,7 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 		if r.n++; r.n == 1 {
 			r.first = rec.TS
 		}
-		if !supportedLinkType(rec.LinkType) { // pcapng: per interface
+		if !rec.LinkType.Supported() { // pcapng: per interface
 			if !r.warned[rec.LinkType] {
 				if r.warned == nil {
 					r.warned = map[LinkType]bool{}
@@ -233,6 +252,9 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 		}
 		*f = Frame{Num: r.n, CapLen: rec.CapLen, OrigLen: rec.OrigLen}
 		DecodeFrame(f, rec.Data, rec.LinkType, r.ports)
+		if f.Segments > 0 {
+			r.seg, r.rec = *f, rec
+		}
 		if f.Kind != KindOther {
 			return rec, nil
 		}
@@ -250,7 +272,7 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 		return cli.ExitFail
 	}
 	rd.Unsupported = func(lt LinkType, frame int) {
-		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, linkTypeName(lt), frame)
+		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, lt.String(), frame)
 	}
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	var (
