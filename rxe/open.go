@@ -20,7 +20,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if opts.SingleSocket {
 		n = 1
 	}
-	group, err := netdev.ListenUDPGroup(addr, n, netdev.Options{BlockingWrite: true})
+	group, err := netdev.ListenUDPGroup(addr, n, SocketOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("rxe: listen on %v: %w", addr, err)
 	}
@@ -171,4 +171,17 @@ func interfaceMTU(addr netip.Addr) int {
 		}
 	}
 	return 1500
+}
+
+// SocketOptions returns the netdev options of Listen's sockets, for a
+// caller that opens its own netdev.UDPConn for Open: blocking writes, and
+// UDP GSO and GRO unless opts.NoGSO, with every ICRC rewritten for the IPv4
+// ID its GSO segment gets (packet.RewriteIPv4ID).
+func SocketOptions(opts Options) netdev.Options {
+	return netdev.Options{
+		BlockingWrite: true,
+		NoGSO:         opts.NoGSO,
+		NoGRO:         opts.NoGSO,
+		RewriteIPv4ID: packet.RewriteIPv4ID,
+	}
 }

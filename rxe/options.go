@@ -20,9 +20,18 @@ type Options struct {
 	// of the interface holding Addr, or 1500 if none does.
 	LinkMTU int
 	// StrictICRC drops every received IPv4 packet whose ICRC does not
-	// verify with IP ID 0 and DF, instead of recovering the peer's IP ID
-	// (see docs/icrc.md).
+	// verify with DF and an IP ID below 64 (ID 0, or the ID the kernel
+	// gives the k-th datagram of a UDP GSO send), instead of recovering
+	// any peer IP ID (see docs/icrc.md).
 	StrictICRC bool
+	// NoGSO makes Listen's sockets send one datagram per packet and
+	// receive one per read, instead of handing the kernel runs of equal-
+	// size packets to one peer as one UDP GSO buffer (each packet keeping
+	// its own headers and an ICRC for the IPv4 ID its datagram gets) and
+	// receiving with UDP GRO. A capture on the sending host sees GSO
+	// buffers unsegmented, and on the receiving host GRO-merged ones;
+	// captures for Wireshark are best taken with NoGSO or on the wire.
+	NoGSO bool
 	// Credits turns on end-to-end credits (IBA 9.7.7.2.5): responders
 	// advertise their receive queue depth and requesters honour the
 	// peer's. Off, the device behaves like kernel rxe (always unlimited).
@@ -57,6 +66,13 @@ type Options struct {
 	// from a full socket buffer). The default, LocalDropAdaptive, hands it
 	// back to its QP, which sends it again after its own adaptive delay.
 	LocalDropMode LocalDropMode
+	// Trace, if not nil, receives the events of every QP: packets built
+	// and received, the engines' state passes, timers armed and fired,
+	// retries with their cause, completions and QP state changes (see
+	// TraceEvent; NewTraceWriter writes them as JSON lines). It is called
+	// with the QP's lock held and must not call into the device. Nil
+	// costs one check per event site.
+	Trace func(TraceEvent)
 }
 
 // compVectors is CompVectors with its default, GOMAXPROCS.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/ring"
 	"github.com/gorxe/gorxe/netdev"
 )
 
@@ -21,10 +22,9 @@ type vector struct {
 	id   int
 	conn netdev.Conn // written by this vector (and read by it when it has its own)
 
-	runMu   sync.Mutex // protects runq and runHead
-	runq    []*QP      // runnable QPs are runq[runHead:], in FIFO order
-	runHead int
-	kick    chan struct{}
+	runMu sync.Mutex     // protects runq
+	runq  ring.Ring[*QP] // runnable QPs in FIFO order, each at most once (QP.queued)
+	kick  chan struct{}
 
 	// txMu is held by whichever goroutine pulls packets from the vector's
 	// QPs and writes them (the transmit goroutine, or a receive goroutine
@@ -51,6 +51,7 @@ func newVector(d *Device, id int, conn netdev.Conn) *vector {
 	}
 	v.cpu.Store(-1)
 	v.timers.v = v
+	v.runq.Init(maxQPs, nil)
 	return v
 }
 
@@ -109,13 +110,9 @@ func (v *vector) schedule(qp *QP) {
 		return
 	}
 	v.runMu.Lock()
-	if v.runHead > 0 && len(v.runq) == cap(v.runq) {
-		// Full: reuse the consumed front before growing.
-		n := copy(v.runq, v.runq[v.runHead:])
-		clear(v.runq[n:])
-		v.runq, v.runHead = v.runq[:n], 0
-	}
-	v.runq = append(v.runq, qp)
+	// Not nil: a QP is queued at most once, and a device has at most
+	// maxQPs of them.
+	*v.runq.Push() = qp
 	v.runMu.Unlock()
 	select {
 	case v.kick <- struct{}{}: // wake-ups coalesce, like rxe's task ARMED state
@@ -127,25 +124,20 @@ func (v *vector) schedule(qp *QP) {
 func (v *vector) runnable() bool {
 	v.runMu.Lock()
 	defer v.runMu.Unlock()
-	return v.runHead < len(v.runq)
+	return v.runq.Len() > 0
 }
 
-// nextRunnable pops a runnable QP, or returns nil if none is queued. A pop
-// costs O(1): the queue is a slice consumed from runHead and rewound when
-// it empties, so a busy vector with many QPs does not shift the slice on
-// every pop.
+// nextRunnable pops a runnable QP, or returns nil if none is queued.
 func (v *vector) nextRunnable() *QP {
 	v.runMu.Lock()
 	defer v.runMu.Unlock()
-	if v.runHead == len(v.runq) {
+	if v.runq.Len() == 0 {
 		return nil
 	}
-	qp := v.runq[v.runHead]
-	v.runq[v.runHead] = nil
-	v.runHead++
-	if v.runHead == len(v.runq) {
-		v.runq, v.runHead = v.runq[:0], 0
-	}
+	slot := v.runq.Front()
+	qp := *slot
+	*slot = nil // the slot keeps no destroyed QP alive
+	v.runq.Pop()
 	return qp
 }
 
