@@ -41,6 +41,11 @@ import (
 //
 // The wakeTimer is a timerfd when the vector's netdev.Conn offers the
 // KernelTimers capability (timers_linux.go), else the runtime's timer.
+//
+// One timer stands outside this picture: the device's QP1 (gsi.go) drives
+// the connection manager's agent with a runtime timer of its own, armed
+// at the agent's deadline (MAD retries, tens of milliseconds), created on
+// QP1's first use.
 
 // KernelTimers is an optional capability of a netdev.Conn, found by a type
 // assertion as wireguard-go finds its conn.Bind's optional interfaces;
