@@ -39,7 +39,10 @@ type Device struct {
 
 	closed atomic.Bool
 	done   chan struct{}
-	wg     sync.WaitGroup
+	// stopped is closed once Close has stopped every QP (their flush
+	// completions are in their CQs): it ends CQ.Wait.
+	stopped chan struct{}
+	wg      sync.WaitGroup
 }
 
 // maxPacket is the largest RoCE packet a device sends or accepts: a 4096
@@ -96,6 +99,7 @@ func (d *Device) Close() error {
 	// on a QP ends before closeDevice takes the QP's lock, and no later
 	// step runs (QP.dead).
 	d.qps.each(func(qp *QP) { qp.closeDevice() })
+	close(d.stopped)
 	for _, v := range d.vecs {
 		v.timers.close()
 	}
