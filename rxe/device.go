@@ -79,7 +79,9 @@ type PortAttr struct {
 // device made by Listen, the socket closes. Every QP not in RESET moves to
 // ERR, so the work requests outstanding at Close complete with
 // WR_FLUSH_ERR (as when a device goes away under a verbs consumer); the CQs
-// stay pollable to collect them. When Close returns the device touches no
+// stay pollable to collect them. Receive WQEs posted to an SRQ stay in it
+// and complete no more (the SRQ's, not a QP's: ibv_destroy_srq discards
+// them too). When Close returns the device touches no
 // registered memory again. Objects stay valid but every other verbs call
 // that changes state (posting, Modify, Dereg, Destroy, Dealloc, creating
 // objects) fails with ErrClosed.
