@@ -6,10 +6,10 @@
 //
 // The RoCEv2 ICRC (IBA A17.4.4) covers the IPv4 Identification and flags,
 // which a UDP socket neither chooses nor sees. The headers written are those
-// a gorxe socket sends (package netdev: ID 0, DF, TTL 64), so the ICRC of
-// every datagram gorxe sends checks in the capture. A peer may send other
-// IDs (kernel rxe sends non-zero ones): for each received IPv4 datagram the
-// one ID that makes its ICRC match is recovered
+// a gorxe socket sends (package netdev: ID 0, DF, TTL 64, or ID k below 64
+// for the k-th datagram of a UDP GSO send, which is recovered). A peer may
+// send other IDs (kernel rxe sends non-zero ones): for each received IPv4
+// datagram the one ID that makes its ICRC match is recovered
 // (packet.PseudoHeader.RecoverIPv4ID) and written, with DF or, failing
 // that, without it, so those check too. A received datagram that no ID
 // explains (corrupted on the way, or not RoCE) is written with ID 0 and DF,
@@ -268,7 +268,9 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 	ph := packet.PseudoHeader{Src: src.Addr(), Dst: dst.Addr(), SrcPort: src.Port(), DstPort: dst.Port()}
 	if ph.Is4() {
 		ph.IPFlags = packet.IPv4FlagDF
-		if !sent {
+		if sent {
+			c.gsoID(&ph, payload)
+		} else {
 			c.recoverID(&ph, payload)
 		}
 	} else if !sent && ph.CheckICRC(payload) != nil {
@@ -330,4 +332,13 @@ func (c *Conn) recoverID(ph *packet.PseudoHeader, pkt []byte) {
 	}
 	ph.IPID, ph.IPFlags = 0, packet.IPv4FlagDF
 	c.badICRC.Add(1)
+}
+
+// gsoID sets the IPv4 ID of a sent datagram: ID 0 (with DF), or k below 64
+// when its ICRC was rewritten for the k-th datagram of a UDP GSO send
+// (netdev.Options.RewriteIPv4ID). Sent datagrams are not counted.
+func (c *Conn) gsoID(ph *packet.PseudoHeader, pkt []byte) {
+	if id, ok := ph.RecoverIPv4ID(pkt); ok && id < 64 {
+		ph.IPID = id
+	}
 }

@@ -63,8 +63,13 @@ type session struct {
 
 	fconn *faults.Conn   // --drop etc.
 	pconn *pcapdump.Conn // --pcap
-	pfile *os.File       // --pcap
-	final *report.Final  // counters after the device closed
+	// capName is the capture's file (--pcap, or --ladder's temporary
+	// one: capTemp); traceErr the --trace file's error (observe.go).
+	capName  string
+	capTemp  bool
+	traceErr error
+	pfile    *os.File      // --pcap
+	final    *report.Final // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -150,7 +155,7 @@ func (s *session) openDevice(local netip.Addr) error {
 		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	udp, err := netdev.ListenUDP(addr, rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO}))
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
@@ -162,8 +167,14 @@ func (s *session) openDevice(local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
+	sink, err := s.o.traceSink()
 	if err != nil {
+		conn.Close()
+		return err
+	}
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink})
+	if err != nil {
+		s.o.closeTrace()
 		conn.Close()
 		if s.pfile != nil {
 			s.pfile.Close()
