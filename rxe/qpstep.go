@@ -69,6 +69,10 @@ func (l *localDrop) sent(now time.Time) {
 // receive hands one packet addressed to this QP to the responder or the
 // completer (rxe_rcv's per-QP checks, then dispatch by direction).
 func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
+	if qp.unreliable() {
+		qp.receiveUnreliable(now, p, src)
+		return
+	}
 	qp.mu.Lock()
 	if qp.dead() {
 		qp.mu.Unlock()
@@ -144,6 +148,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 			qp.traceTimer(now)
 		}
 	}
+	k = qp.stepUnreliable(now, msgs, owners, k)
 	for k < len(msgs) && qp.resp != nil {
 		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
@@ -337,6 +342,11 @@ func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
 	if qp.resp != nil {
 		if st, ok := qp.resp.Failed(); ok {
 			return st, true, true
+		}
+	}
+	if qp.ureq != nil {
+		if st, ok := qp.ureq.Failed(); ok {
+			return st, false, true
 		}
 	}
 	return 0, false, false

@@ -135,6 +135,7 @@ func AppendText(b []byte, f *Frame, ts []byte, verbose bool) []byte {
 		b = append(b, " payload="...)
 		b = strconv.AppendInt(b, int64(p.PayloadLen()), 10)
 	}
+	b = appendCM(b, p)
 	b = appendICRC(b, f)
 	if f.Segments > 0 {
 		b = append(b, " (segment "...)

@@ -125,6 +125,7 @@ type options struct {
 	events      bool   // -e: sleep on CQ notifications instead of polling
 	inline      int    // -I: post SEND/WRITE inline up to this size
 	connType    string // -c
+	udMTU       int    // -c UD: the path MTU in bytes, the largest message (set by the session)
 	ipv6        bool   // --ipv6: IPv6 GIDs
 	bidir       bool   // -b
 	host        string
@@ -215,7 +216,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		fs.StringVar(p, short, def, usage)
 		fs.StringVar(p, long, def, usage)
 	}
-	both2(&o.connType, "c", "connection", "RC", "connection type: RC (UC, UD, XRC, DC and SRD are not supported yet) (same on both sides)")
+	both2(&o.connType, "c", "connection", "RC", "connection type: RC, UC for the write and send tests, UD for the send tests (XRC, DC and SRD are not supported yet) (same on both sides)")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
@@ -541,8 +542,16 @@ func (o *options) checkDevice(t Test) error {
 	}
 	switch o.connType {
 	case "RC":
-	case "UC", "UD", "XRC", "DC", "SRD":
-		return fmt.Errorf("-c %s: gorxe supports RC only so far", o.connType)
+	case "UC":
+		if t.verb != verbWrite && t.verb != verbSend {
+			return fmt.Errorf("-c UC: UC has no %s (perftest runs UC with the write and send tests)", t.cmd)
+		}
+	case "UD":
+		if t.verb != verbSend {
+			return fmt.Errorf("-c UD: UD has no %s (perftest runs UD with send-bw and send-lat)", t.cmd)
+		}
+	case "XRC", "DC", "SRD":
+		return fmt.Errorf("-c %s: rxectl supports RC, UC and UD so far", o.connType)
 	default:
 		return fmt.Errorf("-c %q: RC, UC, UD, XRC, DC or SRD", o.connType)
 	}
@@ -567,6 +576,9 @@ func (o *options) checkDevice(t Test) error {
 // maxSize is the largest message size of the run.
 func (o *options) maxSize() int {
 	if o.all {
+		if o.udMTU > 0 {
+			return o.udMTU
+		}
 		return maxAllSize
 	}
 	return o.size
@@ -578,7 +590,7 @@ func (o *options) sizes() []int {
 		return []int{o.size}
 	}
 	var s []int
-	for n := 2; n <= maxAllSize; n *= 2 {
+	for n := 2; n <= o.maxSize(); n *= 2 {
 		s = append(s, n)
 	}
 	return s

@@ -44,6 +44,7 @@ type session struct {
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
+	ahs  []*rxe.AddrHandle // -c UD: the address handle of each peer QP
 	my   []oob.KeyMsg
 	rem  []oob.KeyMsg
 	peer oob.PeerVersion
@@ -124,6 +125,7 @@ func (s *session) run(ctx context.Context, local netip.Addr) error {
 	if err := s.exchangeMTU(); err != nil {
 		return err
 	}
+	s.limitUD()
 	if err := s.allocate(); err != nil {
 		return err
 	}
@@ -264,7 +266,7 @@ func (s *session) allocate() error {
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return err
 	}
-	s.buffSize = roundUp(max(o.maxSize(), s.cycleBuffer), 4096)
+	s.buffSize = roundUp(max(s.recvSize(o.maxSize()), s.cycleBuffer), 4096)
 	nq := o.qps
 	// setup_mr_flags: remote rights only for the verb under test, so a
 	// SEND test's rkey is 0 as perftest's is.
@@ -306,7 +308,7 @@ func (s *session) allocate() error {
 	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: s.scq, RecvCQ: s.rcq,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
@@ -348,9 +350,22 @@ func (s *session) hs(step string) error {
 	return err
 }
 
+// qpType is the QP type of -c.
+func (s *session) qpType() rxe.QPType {
+	switch s.o.connType {
+	case "UC":
+		return rxe.QPTypeUC
+	case "UD":
+		return rxe.QPTypeUD
+	}
+	return rxe.QPTypeRC
+}
+
 // connect is ctx_connect: INIT with the verb's access right, RTR toward
 // the peer's QP, and RTS on the client (and on both ends of a latency
-// test), with perftest's attributes (protocol reference §5.3).
+// test), with perftest's attributes (protocol reference §5.3). A UC QP
+// takes only the attributes UC has: no responder resources or RNR timer
+// at RTR, no timeout, retry counts or READ depth at RTS.
 func (s *session) connect() error {
 	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
 	if !gid.IsValid() || gid.IsUnspecified() {
@@ -372,6 +387,9 @@ func (s *session) connect() error {
 	case verbSend:
 		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
 	}
+	if s.qpType() == rxe.QPTypeUD {
+		return s.connectUD()
+	}
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
@@ -384,6 +402,9 @@ func (s *session) connect() error {
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
 				rxe.QPAttrState | rxe.QPAttrAV | rxe.QPAttrPathMTU | rxe.QPAttrDestQPN | rxe.QPAttrRQPSN | rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic},
 		}
+		if s.qpType() == rxe.QPTypeUC {
+			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
+		}
 		if s.t.lat || s.client || s.o.bidir {
 			steps = append(steps, struct {
 				attr rxe.QPAttr
@@ -391,6 +412,9 @@ func (s *session) connect() error {
 			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
+		}
+		if s.qpType() == rxe.QPTypeUC && len(steps) == 3 {
+			steps[2].mask = rxe.QPAttrState | rxe.QPAttrSQPSN
 		}
 		for _, st := range steps {
 			if err := qp.Modify(&st.attr, st.mask); err != nil {
@@ -683,7 +707,7 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 // postRecvs posts n receives of size bytes on every QP (ctx_set_recv_wqes).
 func (s *session) postRecvs(size, n int) error {
 	for i, qp := range s.qps {
-		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), size)}}
+		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), s.recvSize(size))}}
 		for range n {
 			if _, err := qp.PostRecv(wr); err != nil {
 				return fmt.Errorf("post receive: %w", err)
