@@ -19,7 +19,7 @@ import (
 // WRITE MIDDLE packet per payload size, back to back, each with the ICRC
 // of a datagram of its own length; over IPv4 segment i has IP ID id(i),
 // and the frame's IP header carries id(0).
-func gsoDatagram(t *testing.T, ph packet.PseudoHeader, sizes []int, id func(i int) uint16) []byte {
+func gsoDatagram(t testing.TB, ph packet.PseudoHeader, sizes []int, id func(i int) uint16) []byte {
 	t.Helper()
 	var roce []byte
 	for i, n := range sizes {
