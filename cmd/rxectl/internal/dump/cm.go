@@ -30,6 +30,11 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 	b = append(b, attr.String()...)
 	b = append(b, " tid="...)
 	b = appendHex(b, h.TID, 16)
+	return appendCMMessage(b, attr, msg)
+}
+
+// appendCMMessage appends the fields of the CM message msg of kind attr.
+func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 	ids := func(b []byte, local, remote uint32) []byte {
 		b = append(b, " lcid="...)
 		b = appendHex(b, uint64(local), 8)
