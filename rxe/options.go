@@ -66,6 +66,13 @@ type Options struct {
 	// from a full socket buffer). The default, LocalDropAdaptive, hands it
 	// back to its QP, which sends it again after its own adaptive delay.
 	LocalDropMode LocalDropMode
+	// Trace, if not nil, receives the events of every QP: packets built
+	// and received, the engines' state passes, timers armed and fired,
+	// retries with their cause, completions and QP state changes (see
+	// TraceEvent; NewTraceWriter writes them as JSON lines). It is called
+	// with the QP's lock held and must not call into the device. Nil
+	// costs one check per event site.
+	Trace func(TraceEvent)
 }
 
 // compVectors is CompVectors with its default, GOMAXPROCS.

@@ -28,6 +28,8 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
+	respStates []string // the responder's states since the last trace (Options.Trace)
+
 	// mu guards the rest: the QP's state is its own, and only the holder
 	// of mu touches it. The holders are the QP's step (qpstep.go), run by
 	// its vector's goroutines, and the verbs calls. See docs/threading.md.
@@ -37,8 +39,10 @@ type QP struct {
 	dest      netip.AddrPort
 	req       *requester.Requester
 	resp      *responder.Responder
-	timerAt   time.Time // the requester's deadline (timers.go)
-	localDrop localDrop // datagrams the local host refused, and the back-off
+	ureq      *requester.Unreliable // UC and UD send side (req is nil; unreliable.go)
+	uresp     *responder.Unreliable // UC and UD receive side (resp is nil)
+	timerAt   time.Time             // the requester's deadline (timers.go)
+	localDrop localDrop             // datagrams the local host refused, and the back-off
 	drainSent bool
 	destroyed bool
 	counter   qpCounters
@@ -67,15 +71,14 @@ const (
 	maxInlineData = 400
 )
 
-// CreateQP creates an RC queue pair in RESET. UC and UD QPs are not
-// implemented yet.
+// CreateQP creates an RC, UC or UD queue pair in RESET.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	d := pd.dev
 	if d.closed.Load() || pd.closed.Load() {
 		return nil, ErrClosed
 	}
-	if attr.Type != QPTypeRC {
-		return nil, fmt.Errorf("%w: QP type %v is not supported yet (RC only)", ErrInvalidArgument, attr.Type)
+	if attr.Type != QPTypeRC && attr.Type != QPTypeUC && attr.Type != QPTypeUD {
+		return nil, fmt.Errorf("%w: QP type %v is not supported (RC, UC and UD are)", ErrInvalidArgument, attr.Type)
 	}
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", ErrInvalidArgument)
@@ -156,7 +159,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return ErrClosed
 	}
 	cur := qp.state
-	next, err := checkTransition(cur, attr, mask)
+	next, err := checkTransition(qp.typ, cur, attr, mask)
 	if err != nil {
 		qp.mu.Unlock()
 		return err
@@ -167,6 +170,8 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.reset()
 	case next == QPSErr:
 		qp.enterError()
+	case qp.unreliable():
+		qp.startUnreliable(cur, next)
 	case cur == QPSInit && next == QPSRTR:
 		qp.startResponder()
 	case cur == QPSRTR && next == QPSRTS:
@@ -176,6 +181,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.drainSent = false
 	case cur == QPSSQD && next == QPSRTS:
 		qp.req.SetDraining(false)
+	}
+	if qp.tracing() {
+		qp.traceState(cur, next)
 	}
 	qp.state = next
 	err = qp.syncConfig(mask)
@@ -237,7 +245,8 @@ func (qp *QP) startResponder() {
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
 	qp.resp = responder.New(&cfg, responder.Env{
-		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: qp.sink(qp.recvCQ, "responder"),
+		Trace: qp.responderTrace(),
 	})
 }
 
@@ -250,7 +259,7 @@ func (qp *QP) startRequester() {
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
 		Credits: qp.dev.opts.Credits,
 	}
-	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
 // syncConfig gives the engines the attributes of mask that a Modify may
@@ -262,6 +271,7 @@ func (qp *QP) startRequester() {
 func (qp *QP) syncConfig(mask QPAttrMask) error {
 	a := &qp.attr
 	var errs []error
+	qp.syncUnreliable()
 	if qp.resp != nil {
 		qp.resp.SetMinRNRTimer(a.MinRNRTimer)
 		qp.resp.SetAccess(a.AccessFlags)
@@ -292,6 +302,7 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 // reset returns the QP to RESET: all queue contents and PSN state go.
 func (qp *QP) reset() {
 	qp.req, qp.resp = nil, nil
+	qp.ureq, qp.uresp = nil, nil
 	if qp.srq == nil {
 		qp.rq = newRecvQueue(qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
 	}
@@ -305,10 +316,14 @@ func (qp *QP) enterError() {
 	if qp.state == QPSErr {
 		return
 	}
+	if qp.tracing() {
+		qp.traceState(qp.state, QPSErr)
+	}
 	qp.state = QPSErr
 	if qp.req != nil {
 		qp.req.Flush()
 	}
+	qp.flushUnreliable()
 	if qp.resp != nil {
 		qp.resp.Flush()
 	} else if qp.srq == nil {
@@ -353,7 +368,7 @@ func (qp *QP) pending() bool {
 	if qp.state == QPSErr || qp.state == QPSReset {
 		return false
 	}
-	return qp.resp != nil && qp.resp.Pending() || qp.req != nil && qp.req.Pending()
+	return qp.resp != nil && qp.resp.Pending() || qp.req != nil && qp.req.Pending() || qp.ureq != nil && qp.ureq.Pending()
 }
 
 // PostSend posts send work requests (ibv_post_send). It returns how many
@@ -373,6 +388,9 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		st := qp.state
 		qp.mu.Unlock()
 		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
+	}
+	if qp.ureq != nil {
+		return qp.postUnreliable(wrs)
 	}
 	if qp.req == nil {
 		// ERR reached before RTS: there is no send queue, but the WRs
@@ -449,6 +467,7 @@ func (qp *QP) Query() QPAttr {
 	if qp.resp != nil {
 		a.RQPSN = uint32(qp.resp.EPSN())
 	}
+	qp.queryUnreliable(&a)
 	return a
 }
 
@@ -464,6 +483,7 @@ func (qp *QP) Destroy() error {
 	qp.stopTimers()
 	qp.state = QPSReset
 	qp.req, qp.resp = nil, nil
+	qp.ureq, qp.uresp = nil, nil
 	qp.mu.Unlock()
 	qp.dev.qps.remove(qp.qpn)
 	qp.pd.users.Add(-1)
@@ -493,6 +513,9 @@ type QPCounters struct {
 	BackoffDelay time.Duration
 	Requester    requester.Counters
 	Responder    responder.Counters
+	// Unreliable holds the receive side's counters of a UC or UD QP (its
+	// send side's are in Requester).
+	Unreliable responder.UCounters
 }
 
 // Counters returns a snapshot of the QP's counters.
@@ -509,6 +532,12 @@ func (qp *QP) Counters() QPCounters {
 	}
 	if qp.resp != nil {
 		c.Responder = qp.resp.Counters()
+	}
+	if qp.ureq != nil {
+		c.Requester = qp.ureq.Counters()
+	}
+	if qp.uresp != nil {
+		c.Unreliable = qp.uresp.Counters()
 	}
 	qp.mu.Unlock()
 	return c

@@ -25,6 +25,7 @@ type options struct {
 	strict  bool
 	time    timeMode
 	ports   Ports
+	an      analysis // --flows, --ladder (analyse.go)
 }
 
 // flags defines the flags of rxectl dump on a new FlagSet filling o.
@@ -36,10 +37,13 @@ func flags(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.verbose, "v", false, "print every header field and a hex dump of the RoCE packet")
 	fs.BoolVar(&o.nano, "nano", false, "print timestamps with nanosecond digits (default microseconds)")
 	fs.BoolVar(&o.strict, "strict", false, "exit with status 1 if any packet has a bad ICRC or is malformed")
-	fs.Func("time", "print timestamps as `mode`: rel (seconds since the first frame, the default), abs (UTC date and time) or epoch (seconds since 1970)", func(s string) error {
+	fs.Func("time", "print timestamps as `mode`: rel (seconds since the first frame, the default), abs (UTC date and time) or epoch (seconds since 1970); with --ladder, T1-T2 draws that window (seconds since the first frame, or durations such as 50ms-80ms)", func(s string) error {
 		m, ok := parseTimeMode(s)
+		if !ok && parseWindow(s, &o.an) {
+			return nil
+		}
 		if !ok {
-			return errors.New("want rel, abs or epoch")
+			return errors.New("want rel, abs or epoch (or T1-T2 with --ladder)")
 		}
 		o.time = m
 		return nil
@@ -54,6 +58,7 @@ func flags(o *options) *flag.FlagSet {
 		}
 		return nil
 	})
+	analysisFlags(fs, &o.an)
 	return fs
 }
 
@@ -94,6 +99,23 @@ wire value read little-endian) and icrc_ok, and segment and segments
 for a piece of such a datagram; a malformed packet has frame,
 src, dst and error. Integers are unsigned decimal JSON numbers, up to 2^64-1.
 
+With --flows, dump prints the flow analysis instead: the packets grouped by
+flow (source, destination, destination QP), the two directions of a
+connection paired; per flow the packets and bytes by opcode, the messages
+seen whole (FIRST..LAST or ONLY), psn_gaps (PSNs ahead of the next expected
+one: packets lost before the capture point), psn_rewinds (PSNs behind the
+previous packet: retransmissions) and the NAKs by kind; per connection the
+recovery episodes with their cause as far as the capture shows it (sequence
+NAK, timeout, RNR wait, implied NAK, selective resend), their first and
+last frame and duration, RTT samples, goodput per interval, and sentences
+saying what went wrong. --json prints the same as one JSON object.
+
+--ladder OUT.svg (or .png) draws one connection as a ladder diagram:
+requester and responder as two lanes, each packet an arrow, losses,
+retransmissions, NAKs and timeouts in colour, runs of MIDDLE packets folded.
+--qp N picks the connection, --frames A-B or --time T1-T2 a window. See
+docs/debugging.md.
+
 Exit status: 0 when the file was read to its end, even if packets have a bad
 ICRC or are malformed (see --strict); 1 when the file cannot be opened, is not
 a capture, has an unsupported link type or ends in the middle of a record
@@ -126,6 +148,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil && o.json && o.verbose {
 		err = errors.New("-v and --json cannot be combined")
 	}
+	if err == nil {
+		err = o.an.check(&o)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "rxectl dump: %v\nusage: rxectl dump [flags] FILE (see rxectl help dump)\n", err)
 		return cli.ExitUsage
@@ -146,6 +171,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return cli.ExitFail
 		}
 		in = fh
+	}
+	if o.an.flows || o.an.ladder != "" {
+		return analyse(in, name, &o, stdout, stderr)
 	}
 	return dump(in, name, &o, stdout, stderr, pos[0] == "-")
 }

@@ -44,6 +44,7 @@ type session struct {
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
+	ahs  []*rxe.AddrHandle // -c UD: the address handle of each peer QP
 	my   []oob.KeyMsg
 	rem  []oob.KeyMsg
 	peer oob.PeerVersion
@@ -63,8 +64,13 @@ type session struct {
 
 	fconn *faults.Conn   // --drop etc.
 	pconn *pcapdump.Conn // --pcap
-	pfile *os.File       // --pcap
-	final *report.Final  // counters after the device closed
+	// capName is the capture's file (--pcap, or --ladder's temporary
+	// one: capTemp); traceErr the --trace file's error (observe.go).
+	capName  string
+	capTemp  bool
+	traceErr error
+	pfile    *os.File      // --pcap
+	final    *report.Final // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -119,6 +125,7 @@ func (s *session) run(ctx context.Context, local netip.Addr) error {
 	if err := s.exchangeMTU(); err != nil {
 		return err
 	}
+	s.limitUD()
 	if err := s.allocate(); err != nil {
 		return err
 	}
@@ -162,8 +169,14 @@ func (s *session) openDevice(local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
+	sink, err := s.o.traceSink()
 	if err != nil {
+		conn.Close()
+		return err
+	}
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink})
+	if err != nil {
+		s.o.closeTrace()
 		conn.Close()
 		if s.pfile != nil {
 			s.pfile.Close()
@@ -253,7 +266,7 @@ func (s *session) allocate() error {
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return err
 	}
-	s.buffSize = roundUp(max(o.maxSize(), s.cycleBuffer), 4096)
+	s.buffSize = roundUp(max(s.recvSize(o.maxSize()), s.cycleBuffer), 4096)
 	nq := o.qps
 	// setup_mr_flags: remote rights only for the verb under test, so a
 	// SEND test's rkey is 0 as perftest's is.
@@ -295,7 +308,7 @@ func (s *session) allocate() error {
 	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: s.scq, RecvCQ: s.rcq,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
@@ -337,9 +350,22 @@ func (s *session) hs(step string) error {
 	return err
 }
 
+// qpType is the QP type of -c.
+func (s *session) qpType() rxe.QPType {
+	switch s.o.connType {
+	case "UC":
+		return rxe.QPTypeUC
+	case "UD":
+		return rxe.QPTypeUD
+	}
+	return rxe.QPTypeRC
+}
+
 // connect is ctx_connect: INIT with the verb's access right, RTR toward
 // the peer's QP, and RTS on the client (and on both ends of a latency
-// test), with perftest's attributes (protocol reference §5.3).
+// test), with perftest's attributes (protocol reference §5.3). A UC QP
+// takes only the attributes UC has: no responder resources or RNR timer
+// at RTR, no timeout, retry counts or READ depth at RTS.
 func (s *session) connect() error {
 	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
 	if !gid.IsValid() || gid.IsUnspecified() {
@@ -361,30 +387,49 @@ func (s *session) connect() error {
 	case verbSend:
 		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
 	}
+	if s.qpType() == rxe.QPTypeUD {
+		return s.connectUD()
+	}
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
-		steps := []struct {
-			attr rxe.QPAttr
-			mask rxe.QPAttrMask
-		}{
+		steps := []qpStep{
 			{rxe.QPAttr{State: rxe.QPSInit, Port: 1, AccessFlags: access}, rxe.QPAttrState | rxe.QPAttrPKeyIndex | rxe.QPAttrPort | rxe.QPAttrAccessFlags},
 			{rxe.QPAttr{State: rxe.QPSRTR, AH: rxe.AH{DGID: dgid, UDPPort: s.peerAddr.Port(), HopLimit: 0xFF},
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
 				rxe.QPAttrState | rxe.QPAttrAV | rxe.QPAttrPathMTU | rxe.QPAttrDestQPN | rxe.QPAttrRQPSN | rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic},
 		}
+		if s.qpType() == rxe.QPTypeUC {
+			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
+		}
 		if s.t.lat || s.client || s.o.bidir {
-			steps = append(steps, struct {
-				attr rxe.QPAttr
-				mask rxe.QPAttrMask
-			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
+			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
 		}
-		for _, st := range steps {
-			if err := qp.Modify(&st.attr, st.mask); err != nil {
-				return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
-			}
+		if s.qpType() == rxe.QPTypeUC && len(steps) == 3 {
+			steps[2].mask = rxe.QPAttrState | rxe.QPAttrSQPSN
+		}
+		if err := modifySteps(qp, steps); err != nil {
+			return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
+		}
+	}
+	return nil
+}
+
+// qpStep is one QP transition of ctx_connect: the attributes and their
+// mask.
+type qpStep struct {
+	attr rxe.QPAttr
+	mask rxe.QPAttrMask
+}
+
+// modifySteps makes qp's transitions in order and stops at the first that
+// fails.
+func modifySteps(qp *rxe.QP, steps []qpStep) error {
+	for _, st := range steps {
+		if err := qp.Modify(&st.attr, st.mask); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -672,7 +717,7 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 // postRecvs posts n receives of size bytes on every QP (ctx_set_recv_wqes).
 func (s *session) postRecvs(size, n int) error {
 	for i, qp := range s.qps {
-		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), size)}}
+		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), s.recvSize(size))}}
 		for range n {
 			if _, err := qp.PostRecv(wr); err != nil {
 				return fmt.Errorf("post receive: %w", err)
