@@ -28,8 +28,9 @@ var (
 )
 
 // rules is the dependency direction of DEVELOPERS.md: packet, retry and
-// netdev are leaves; requester and responder see only leaves and the shared
-// vocabulary rxe/verbs, never rxe, netdev or each other; gopacket stays out
+// netdev are leaves; requester and responder see only leaves, the shared
+// vocabulary rxe/verbs and the building blocks internal/ring and
+// internal/sge, never rxe, netdev or each other; gopacket stays out
 // of the library's hot path; nothing imports cmd but a command's own
 // internal packages. A new package must be
 // given a rule here.
@@ -41,6 +42,7 @@ var rules = map[string]rule{
 	"netdev":         {allow: sockets},
 	"netdev/...":     {allow: slices.Concat([]string{module + "/netdev", module + "/packet", module + "/packet/layers"}, sockets, gopacket)},
 	"rxe/verbs":      {},
+	"rxe/cm":         {allow: []string{module + "/packet"}},
 	"requester":      {allow: vocab},
 	"responder":      {allow: vocab},
 	"rxe":            {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/...", module + "/netdev/...", module + "/requester", module + "/responder", module + "/internal/ring"}, sockets)},

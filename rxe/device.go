@@ -34,6 +34,9 @@ type Device struct {
 	events   chan AsyncEvent
 	counters deviceCounters
 
+	gsiOnce sync.Once
+	gsi     *gsi // QP1 and the connection manager (gsi.go), made on first use
+
 	closed atomic.Bool
 	done   chan struct{}
 	wg     sync.WaitGroup

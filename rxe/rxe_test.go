@@ -50,6 +50,7 @@ func connPair(t testing.TB, kind string) (netdev.Conn, netdev.Conn) {
 // or "udp" (real sockets on 127.0.0.1 and 127.0.0.2, ephemeral ports).
 func newDevices(t testing.TB, kind string) (*Device, *Device) {
 	t.Helper()
+	checkGoroutines(t)
 	ca, cb := connPair(t, kind)
 	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
 	require.NoError(t, err)

@@ -35,7 +35,7 @@ func groupDevice(t testing.TB, addr string, vectors int, single bool, pin bool) 
 	return d
 }
 
-// TestVectorsSpreadQPs checks seed 001's placement: CQs created without a
+// TestVectorsSpreadQPs checks the vectors' placement: CQs created without a
 // vector go to the least-used one, each QP runs on its receive CQ's
 // vector, its QPN selects that vector's socket, and the traffic of each
 // QP is received and sent by its own vector only.
@@ -177,7 +177,7 @@ const (
 	vecRounds = 8
 )
 
-// BenchmarkVectors measures seed 001's scaling: Q RC QPs streaming at
+// BenchmarkVectors measures the vectors' scaling: Q RC QPs streaming at
 // once from device A to device B over loopback UDP (127.0.0.1 to
 // 127.0.0.2), each QP with its own CQ, through a pair of devices with one
 // completion vector, through a pair with GOMAXPROCS vectors (one

@@ -294,7 +294,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 		s, d := ph.Src.As4(), ph.Dst.As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(0, ip[:ipLen])))
+		binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip[:ipLen]))
 	} else {
 		binary.BigEndian.PutUint16(f[12:], uint16(layers.EthernetTypeIPv6))
 		ipLen = packet.IPv6HeaderSize
@@ -312,7 +312,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 	udp[6], udp[7] = 0, 0
 	n := copy(udp[packet.UDPHeaderSize:], payload)
 	udp = udp[:packet.UDPHeaderSize+n]
-	binary.BigEndian.PutUint16(udp[6:], udpChecksum(ip[:ipLen], udp))
+	binary.BigEndian.PutUint16(udp[6:], packet.UDPChecksum(ip[:ipLen], udp))
 	return f[:ethHeaderSize+ipLen+len(udp)], true
 }
 
@@ -341,47 +341,4 @@ func (c *Conn) gsoID(ph *packet.PseudoHeader, pkt []byte) {
 	if id, ok := ph.RecoverIPv4ID(pkt); ok && id < 64 {
 		ph.IPID = id
 	}
-}
-
-// udpChecksum computes the UDP checksum (RFC 768; RFC 8200 section 8.1 for
-// IPv6) of udp, whose checksum field is zero, under the IP header ip. It
-// is never 0, which would mean none.
-func udpChecksum(ip, udp []byte) uint16 {
-	var s uint32
-	if ip[0]>>4 == 4 {
-		s = sum(s, ip[12:20])
-	} else {
-		s = sum(s, ip[8:40])
-	}
-	s += 17 + uint32(len(udp))
-	s = sum(s, udp)
-	c := ^fold(s)
-	if c == 0 {
-		c = 0xFFFF
-	}
-	return c
-}
-
-// sum adds b as big-endian 16-bit words (an odd last byte padded with a
-// zero) to the one's complement sum s, folding as it goes.
-func sum(s uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		s += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-		if s >= 1<<31 {
-			s = s&0xFFFF + s>>16
-		}
-	}
-	if len(b) == 1 {
-		s += uint32(b[0]) << 8
-	}
-	return s
-}
-
-// fold folds a one's complement sum to 16 bits.
-func fold(s uint32) uint16 {
-	for s > 0xFFFF {
-		s = s&0xFFFF + s>>16
-	}
-	return uint16(s)
 }

@@ -44,6 +44,7 @@ type session struct {
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
+	ahs  []*rxe.AddrHandle // -c UD: the address handle of each peer QP
 	my   []oob.KeyMsg
 	rem  []oob.KeyMsg
 	peer oob.PeerVersion
@@ -63,8 +64,13 @@ type session struct {
 
 	fconn *faults.Conn   // --drop etc.
 	pconn *pcapdump.Conn // --pcap
-	pfile *os.File       // --pcap
-	final *report.Final  // counters after the device closed
+	// capName is the capture's file (--pcap, or --ladder's temporary
+	// one: capTemp); traceErr the --trace file's error (observe.go).
+	capName  string
+	capTemp  bool
+	traceErr error
+	pfile    *os.File      // --pcap
+	final    *report.Final // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -119,6 +125,7 @@ func (s *session) run(ctx context.Context, local netip.Addr) error {
 	if err := s.exchangeMTU(); err != nil {
 		return err
 	}
+	s.limitUD()
 	if err := s.allocate(); err != nil {
 		return err
 	}
@@ -162,8 +169,14 @@ func (s *session) openDevice(local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
+	sink, err := s.o.traceSink()
 	if err != nil {
+		conn.Close()
+		return err
+	}
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink})
+	if err != nil {
+		s.o.closeTrace()
 		conn.Close()
 		if s.pfile != nil {
 			s.pfile.Close()
@@ -253,7 +266,7 @@ func (s *session) allocate() error {
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return err
 	}
-	s.buffSize = roundUp(max(o.maxSize(), s.cycleBuffer), 4096)
+	s.buffSize = roundUp(max(s.recvSize(o.maxSize()), s.cycleBuffer), 4096)
 	nq := o.qps
 	// setup_mr_flags: remote rights only for the verb under test, so a
 	// SEND test's rkey is 0 as perftest's is.
@@ -295,7 +308,7 @@ func (s *session) allocate() error {
 	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: s.scq, RecvCQ: s.rcq,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
@@ -337,9 +350,22 @@ func (s *session) hs(step string) error {
 	return err
 }
 
+// qpType is the QP type of -c.
+func (s *session) qpType() rxe.QPType {
+	switch s.o.connType {
+	case "UC":
+		return rxe.QPTypeUC
+	case "UD":
+		return rxe.QPTypeUD
+	}
+	return rxe.QPTypeRC
+}
+
 // connect is ctx_connect: INIT with the verb's access right, RTR toward
 // the peer's QP, and RTS on the client (and on both ends of a latency
-// test), with perftest's attributes (protocol reference §5.3).
+// test), with perftest's attributes (protocol reference §5.3). A UC QP
+// takes only the attributes UC has: no responder resources or RNR timer
+// at RTR, no timeout, retry counts or READ depth at RTS.
 func (s *session) connect() error {
 	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
 	if !gid.IsValid() || gid.IsUnspecified() {
@@ -361,6 +387,9 @@ func (s *session) connect() error {
 	case verbSend:
 		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
 	}
+	if s.qpType() == rxe.QPTypeUD {
+		return s.connectUD()
+	}
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
@@ -373,6 +402,9 @@ func (s *session) connect() error {
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
 				rxe.QPAttrState | rxe.QPAttrAV | rxe.QPAttrPathMTU | rxe.QPAttrDestQPN | rxe.QPAttrRQPSN | rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic},
 		}
+		if s.qpType() == rxe.QPTypeUC {
+			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
+		}
 		if s.t.lat || s.client || s.o.bidir {
 			steps = append(steps, struct {
 				attr rxe.QPAttr
@@ -380,6 +412,9 @@ func (s *session) connect() error {
 			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
+		}
+		if s.qpType() == rxe.QPTypeUC && len(steps) == 3 {
+			steps[2].mask = rxe.QPAttrState | rxe.QPAttrSQPSN
 		}
 		for _, st := range steps {
 			if err := qp.Modify(&st.attr, st.mask); err != nil {
@@ -411,8 +446,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, rep)
-		s.printBWRow(rep)
+		s.addBW(rep)
 		if err := s.oob.CloseConnection(s.my[0]); err != nil {
 			return err
 		}
@@ -430,8 +464,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 			return err
 		}
 		last = r
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 	}
 	s.printLine()
 	if err := s.hs("synchronising at the end"); err != nil {
@@ -454,12 +487,11 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	}
 	s.printTableHeader()
 	for _, size := range s.o.sizes() {
-		if !s.client {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		if s.client {
+			if err := s.hs("synchronising before the run"); err != nil {
 				return err
 			}
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
+		} else if err := s.prepareSend(size); err != nil {
 			return err
 		}
 		var r report.BW
@@ -472,8 +504,7 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 		if s.o.all {
 			if err := s.hs("synchronising after the run"); err != nil {
 				return err
@@ -504,10 +535,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
 	for _, size := range s.o.sizes() {
 		if send {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-				return err
-			}
-			if err := s.hs("synchronising before the run"); err != nil {
+			if err := s.prepareSend(size); err != nil {
 				return err
 			}
 		}
@@ -526,8 +554,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 			continue // interrupted before this size
 		}
 		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate}
-		s.bwResults = append(s.bwResults, sum)
-		s.printBWRow(sum)
+		s.addBW(sum)
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -557,30 +584,14 @@ func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
 // flowReadAtomicLat is read_lat.c and atomic_lat.c: the client posts and
 // times each operation; the server only answers.
 func (s *session) flowReadAtomicLat(ctx context.Context) error {
-	if err := s.hs("exchanging QP information"); err != nil {
+	if err := s.latPrologue(); err != nil {
 		return err
 	}
-	if err := s.connectAndPrint(false); err != nil {
-		return err
-	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	if !s.client {
-		if err := s.oob.CloseConnection(s.my[0]); err != nil {
+	if s.client {
+		s.printTableHeader()
+		if err := s.latRuns(ctx, nil, s.runLatReadAtomic); err != nil {
 			return err
 		}
-		s.printLine()
-		return nil
-	}
-	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		r, err := s.runLatReadAtomic(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
 	}
 	if err := s.oob.CloseConnection(s.my[0]); err != nil {
 		return err
@@ -595,19 +606,8 @@ func (s *session) flowSendLat(ctx context.Context) error {
 		return err
 	}
 	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-			return err
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
-			return err
-		}
-		r, err := s.runLatSend(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
+	if err := s.latRuns(ctx, s.prepareSend, s.runLatSend); err != nil {
+		return err
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -617,26 +617,61 @@ func (s *session) flowSendLat(ctx context.Context) error {
 // memory, the server writing first. perftest has no closing exchange here:
 // both ends just close.
 func (s *session) flowWriteLat(ctx context.Context) error {
+	if err := s.latPrologue(); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	if err := s.latRuns(ctx, nil, s.runLatWrite); err != nil {
+		return err
+	}
+	s.printLine()
+	return s.oob.Finish(false)
+}
+
+// latPrologue is read_lat.c's and write_lat.c's exchange before the
+// measurement: a key exchange, connectAndPrint and a synchronisation.
+func (s *session) latPrologue() error {
 	if err := s.hs("exchanging QP information"); err != nil {
 		return err
 	}
 	if err := s.connectAndPrint(false); err != nil {
 		return err
 	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	s.printTableHeader()
+	return s.hs("synchronising after RTR")
+}
+
+// latRuns runs the latency test run for every size of the run, after
+// before (if set), and records and prints each row.
+func (s *session) latRuns(ctx context.Context, before func(size int) error, run func(ctx context.Context, size int) (report.Lat, error)) error {
 	for _, size := range s.o.sizes() {
-		r, err := s.runLatWrite(ctx, size)
+		if before != nil {
+			if err := before(size); err != nil {
+				return err
+			}
+		}
+		r, err := run(ctx, size)
 		if err != nil {
 			return err
 		}
 		s.latResults = append(s.latResults, r)
 		s.printLatRow(r)
 	}
-	s.printLine()
-	return s.oob.Finish(false)
+	return nil
+}
+
+// prepareSend posts the receives of a SEND test's next size and
+// synchronises with the peer before its run.
+func (s *session) prepareSend(size int) error {
+	if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		return err
+	}
+	return s.hs("synchronising before the run")
+}
+
+// addBW records and prints a bandwidth row.
+func (s *session) addBW(r report.BW) {
+	s.bwResults = append(s.bwResults, r)
+	s.printBWRow(r)
 }
 
 // connectAndPrint is the common middle of every program: the per-QP key
@@ -672,7 +707,7 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 // postRecvs posts n receives of size bytes on every QP (ctx_set_recv_wqes).
 func (s *session) postRecvs(size, n int) error {
 	for i, qp := range s.qps {
-		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), size)}}
+		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), s.recvSize(size))}}
 		for range n {
 			if _, err := qp.PostRecv(wr); err != nil {
 				return fmt.Errorf("post receive: %w", err)
