@@ -71,6 +71,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 		vecUses: make([]int, opts.CompVectors),
 		events:  make(chan AsyncEvent, 256),
 		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
 		attr: DeviceAttr{
 			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs,
 			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,

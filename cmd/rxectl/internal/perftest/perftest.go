@@ -231,6 +231,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 // gsoFlag is --gso: on or off, stored as rxe.Options.NoGSO.
 type gsoFlag bool
 
+// String is "on" or "off".
 func (f *gsoFlag) String() string {
 	if f != nil && *f {
 		return "off"
@@ -238,6 +239,7 @@ func (f *gsoFlag) String() string {
 	return "on"
 }
 
+// Set accepts on or off.
 func (f *gsoFlag) Set(v string) error {
 	switch v {
 	case "on":

@@ -393,10 +393,7 @@ func (s *session) connect() error {
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
-		steps := []struct {
-			attr rxe.QPAttr
-			mask rxe.QPAttrMask
-		}{
+		steps := []qpStep{
 			{rxe.QPAttr{State: rxe.QPSInit, Port: 1, AccessFlags: access}, rxe.QPAttrState | rxe.QPAttrPKeyIndex | rxe.QPAttrPort | rxe.QPAttrAccessFlags},
 			{rxe.QPAttr{State: rxe.QPSRTR, AH: rxe.AH{DGID: dgid, UDPPort: s.peerAddr.Port(), HopLimit: 0xFF},
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
@@ -406,20 +403,33 @@ func (s *session) connect() error {
 			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
 		}
 		if s.t.lat || s.client || s.o.bidir {
-			steps = append(steps, struct {
-				attr rxe.QPAttr
-				mask rxe.QPAttrMask
-			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
+			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
 		}
 		if s.qpType() == rxe.QPTypeUC && len(steps) == 3 {
 			steps[2].mask = rxe.QPAttrState | rxe.QPAttrSQPSN
 		}
-		for _, st := range steps {
-			if err := qp.Modify(&st.attr, st.mask); err != nil {
-				return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
-			}
+		if err := modifySteps(qp, steps); err != nil {
+			return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
+		}
+	}
+	return nil
+}
+
+// qpStep is one QP transition of ctx_connect: the attributes and their
+// mask.
+type qpStep struct {
+	attr rxe.QPAttr
+	mask rxe.QPAttrMask
+}
+
+// modifySteps makes qp's transitions in order and stops at the first that
+// fails.
+func modifySteps(qp *rxe.QP, steps []qpStep) error {
+	for _, st := range steps {
+		if err := qp.Modify(&st.attr, st.mask); err != nil {
+			return err
 		}
 	}
 	return nil
