@@ -17,12 +17,13 @@
 //   - Backoff: an adaptive delay estimator for re-sending a packet that the
 //     local network stack refused (a full socket buffer), after the
 //     read_retry_delay() idea of the 2023 rxe patch "RDMA-rxe: Allow retry
-//     sends for rdma read responses" (seed 002), made timer-driven.
+//     sends for rdma read responses", made timer-driven.
 //   - Deadline and Earliest: a tiny armed/stopped deadline value and a
 //     minimum over deadlines, so a QP task can keep one real timer set to the
 //     earliest of all its deadlines.
 //
 // The package is a leaf: it imports only the standard library. Nothing here
 // allocates after construction, and nothing is safe for concurrent use by
-// itself; each value belongs to the one task that owns its QP state.
+// itself; each value belongs to one QP and is used only from that QP's
+// step, which the device runs for one QP at a time (rxe's per-QP tasks).
 package retry

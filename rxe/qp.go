@@ -28,6 +28,8 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
+	respStates []string // the responder's states since the last trace (Options.Trace)
+
 	// mu guards the rest: the QP's state is its own, and only the holder
 	// of mu touches it. The holders are the QP's step (qpstep.go), run by
 	// its vector's goroutines, and the verbs calls. See docs/threading.md.
@@ -35,8 +37,6 @@ type QP struct {
 	state     QPState
 	attr      QPAttr // the attributes given so far
 	dest      netip.AddrPort
-	reqCfg    requester.Config
-	respCfg   responder.Config
 	req       *requester.Requester
 	resp      *responder.Responder
 	ureq      *requester.Unreliable // UC and UD send side (req is nil; unreliable.go)
@@ -182,11 +182,14 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	case cur == QPSSQD && next == QPSRTS:
 		qp.req.SetDraining(false)
 	}
+	if qp.tracing() {
+		qp.traceState(cur, next)
+	}
 	qp.state = next
-	qp.syncConfig()
+	err = qp.syncConfig(mask)
 	qp.mu.Unlock()
 	d.schedule(qp)
-	return nil
+	return err
 }
 
 // apply copies the masked attributes.
@@ -234,20 +237,21 @@ func (qp *QP) pseudo() packet.PseudoHeader {
 }
 
 func (qp *QP) startResponder() {
-	qp.respCfg = responder.Config{
+	cfg := responder.Config{
 		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
 		RQPSN: packet.PSN(qp.attr.RQPSN), MinRNRTimer: qp.attr.MinRNRTimer,
 		MaxDestRdAtomic: qp.attr.MaxDestRdAtomic, Access: qp.attr.AccessFlags,
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(),
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
-	qp.resp = responder.New(&qp.respCfg, responder.Env{
-		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
+	qp.resp = responder.New(&cfg, responder.Env{
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: qp.sink(qp.recvCQ, "responder"),
+		Trace: qp.responderTrace(),
 	})
 }
 
 func (qp *QP) startRequester() {
-	qp.reqCfg = requester.Config{
+	cfg := requester.Config{
 		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
 		SQPSN: packet.PSN(qp.attr.SQPSN), Timeout: qp.attr.Timeout,
 		RetryCnt: qp.attr.RetryCnt, RNRRetry: qp.attr.RNRRetry, MaxRdAtomic: qp.attr.MaxRdAtomic,
@@ -255,17 +259,44 @@ func (qp *QP) startRequester() {
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
 		Credits: qp.dev.opts.Credits,
 	}
-	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
-// syncConfig pushes attributes that may change in RTS/SQD into the engines'
-// configurations (they keep pointers to them).
-func (qp *QP) syncConfig() {
+// syncConfig gives the engines the attributes of mask that a Modify may
+// change once they exist (IBA 10.3.1: RTS→RTS, SQD→RTS, SQD→SQD), as
+// rxe_qp_from_attr updates qp->attr for rxe's requester and responder:
+// min_rnr_timer and the access flags to the responder; timeout, retry_cnt,
+// rnr_retry and max_rd_atomic to the requester; a new address vector's
+// pseudo-header to both, so that their ICRCs cover the new path.
+func (qp *QP) syncConfig(mask QPAttrMask) error {
+	a := &qp.attr
+	var errs []error
 	qp.syncUnreliable()
 	if qp.resp != nil {
-		qp.respCfg.MinRNRTimer = qp.attr.MinRNRTimer
-		qp.respCfg.Access = qp.attr.AccessFlags
+		qp.resp.SetMinRNRTimer(a.MinRNRTimer)
+		qp.resp.SetAccess(a.AccessFlags)
+		if mask&QPAttrAV != 0 {
+			errs = append(errs, qp.resp.SetPath(qp.pseudo()))
+		}
 	}
+	if qp.req != nil {
+		if mask&QPAttrTimeout != 0 {
+			qp.req.SetTimeout(a.Timeout)
+		}
+		if mask&(QPAttrRetryCnt|QPAttrRNRRetry) != 0 {
+			qp.req.SetRetry(a.RetryCnt, a.RNRRetry)
+		}
+		if mask&QPAttrMaxQPRdAtomic != 0 {
+			qp.req.SetMaxRdAtomic(a.MaxRdAtomic)
+		}
+		if mask&QPAttrAV != 0 {
+			errs = append(errs, qp.req.SetPath(qp.pseudo()))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: address vector: %w", ErrInvalidArgument, err)
+	}
+	return nil
 }
 
 // reset returns the QP to RESET: all queue contents and PSN state go.
@@ -284,6 +315,9 @@ func (qp *QP) reset() {
 func (qp *QP) enterError() {
 	if qp.state == QPSErr {
 		return
+	}
+	if qp.tracing() {
+		qp.traceState(qp.state, QPSErr)
 	}
 	qp.state = QPSErr
 	if qp.req != nil {
@@ -469,10 +503,11 @@ type QPCounters struct {
 	RcvdBytes uint64
 	BadSource uint64 // packets from an address other than the peer's, dropped
 	BadState  uint64 // packets the QP state did not accept, dropped
-	// LocalDrops counts this QP's datagrams the local host refused
-	// (Options.LocalDropMode); DropRetries, how many times held datagrams
-	// were sent again when the back-off timer fired; BackoffDelay is the
-	// QP's current adaptive back-off delay (zero until it first sent).
+	// LocalDrops counts this QP's local drops, datagrams the local host
+	// refused (Options.LocalDropMode); DropRetries, how many times the QP
+	// sent its locally dropped datagrams again after its local-drop
+	// back-off; BackoffDelay is its current local-drop back-off delay
+	// (zero until the back-off first moved).
 	LocalDrops   uint64
 	DropRetries  uint64
 	BackoffDelay time.Duration

@@ -132,9 +132,11 @@ type options struct {
 
 	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
 	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
+	noGSO     bool              // --gso=off: the devices' rxe.Options.NoGSO
 	seed      uint64            // --seed
 	pcap      string            // --pcap FILE
 	plot      string            // --plot FILE
+	obs       *observe          // --trace, --ladder (observe.go)
 
 	set map[string]bool // flags given on the command line (long names)
 
@@ -220,8 +222,32 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
 	}
 	fs.Var((*readRetryFlag)(&o.readRetry), "read-retry", "what the device does with a datagram the local host refuses (ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's adaptive back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
+	fs.Var((*gsoFlag)(&o.noGSO), "gso", "on: send runs of equal-size packets to the peer as UDP GSO buffers and receive with UDP GRO (the kernel segments them; a capture on this host shows the unsegmented buffers); off: one datagram per packet, as kernel rxe sends (capture with --gso=off for Wireshark) (default on)")
 	addFaultFlags(fs, o)
+	addObserveFlags(fs, o)
 	return fs
+}
+
+// gsoFlag is --gso: on or off, stored as rxe.Options.NoGSO.
+type gsoFlag bool
+
+func (f *gsoFlag) String() string {
+	if f != nil && *f {
+		return "off"
+	}
+	return "on"
+}
+
+func (f *gsoFlag) Set(v string) error {
+	switch v {
+	case "on":
+		*f = false
+	case "off":
+		*f = true
+	default:
+		return fmt.Errorf("--gso: %q is not on or off", v)
+	}
+	return nil
 }
 
 // readRetryFlag is --read-retry: rxe.LocalDropMode by its String name.
@@ -230,6 +256,7 @@ type readRetryFlag rxe.LocalDropMode
 // readRetryModes are the --read-retry values.
 var readRetryModes = []rxe.LocalDropMode{rxe.LocalDropAdaptive, rxe.LocalDropTimeout, rxe.LocalDropSpin}
 
+// String is the mode's name.
 func (f *readRetryFlag) String() string { return rxe.LocalDropMode(*f).String() }
 
 // Set accepts adaptive, timeout or spin.
@@ -272,6 +299,9 @@ func (t Test) Usage(w io.Writer) {
 	fmt.Fprintf(w, "into this side's RoCE datagrams (RULE: PROB or [OPCODE]#N, e.g. --drop=0.01 or\n")
 	fmt.Fprintf(w, "--drop=RC_RDMA_READ_RESPONSE_MIDDLE#3; see docs/rxectl.md), --pcap records them,\n")
 	fmt.Fprintf(w, "--plot draws a -a run. With faults or --pcap the counters follow on stderr (or in --json).\n")
+	fmt.Fprintf(w, "--ladder draws the run's connection as a ladder diagram and --trace writes each QP's\n")
+	fmt.Fprintf(w, "events as JSON lines (rxectl trace reads them); with a capture, what went wrong is said\n")
+	fmt.Fprintf(w, "in words after the counters (see docs/debugging.md).\n")
 	fmt.Fprintln(w, "\nFlags:")
 	fs := perftestFlags(t, &options{})
 	fs.SetOutput(w)
@@ -349,6 +379,9 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	if err := o.checkDevice(t); err != nil {
+		return err
+	}
+	if err := o.checkObserve(); err != nil {
 		return err
 	}
 	if err := o.checkInject(t); err != nil {
@@ -645,6 +678,9 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 	}
 	so.output, so.json = "", false
 	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
+	if o.obs != nil { // the server shares the trace file, draws no ladder
+		so.obs = &observe{trace: o.obs.trace}
+	}
 	var ss, cs *session
 	so.hooks.held, co.hooks.held = &ss, &cs
 	// The server follows the client: an interrupt ends the client's

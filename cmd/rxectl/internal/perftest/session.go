@@ -64,8 +64,13 @@ type session struct {
 
 	fconn *faults.Conn   // --drop etc.
 	pconn *pcapdump.Conn // --pcap
-	pfile *os.File       // --pcap
-	final *report.Final  // counters after the device closed
+	// capName is the capture's file (--pcap, or --ladder's temporary
+	// one: capTemp); traceErr the --trace file's error (observe.go).
+	capName  string
+	capTemp  bool
+	traceErr error
+	pfile    *os.File      // --pcap
+	final    *report.Final // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -152,7 +157,7 @@ func (s *session) openDevice(local netip.Addr) error {
 		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	udp, err := netdev.ListenUDP(addr, rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO}))
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
@@ -164,8 +169,14 @@ func (s *session) openDevice(local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
+	sink, err := s.o.traceSink()
 	if err != nil {
+		conn.Close()
+		return err
+	}
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink})
+	if err != nil {
+		s.o.closeTrace()
 		conn.Close()
 		if s.pfile != nil {
 			s.pfile.Close()
@@ -435,8 +446,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, rep)
-		s.printBWRow(rep)
+		s.addBW(rep)
 		if err := s.oob.CloseConnection(s.my[0]); err != nil {
 			return err
 		}
@@ -454,8 +464,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 			return err
 		}
 		last = r
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 	}
 	s.printLine()
 	if err := s.hs("synchronising at the end"); err != nil {
@@ -478,12 +487,11 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	}
 	s.printTableHeader()
 	for _, size := range s.o.sizes() {
-		if !s.client {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		if s.client {
+			if err := s.hs("synchronising before the run"); err != nil {
 				return err
 			}
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
+		} else if err := s.prepareSend(size); err != nil {
 			return err
 		}
 		var r report.BW
@@ -496,8 +504,7 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 		if s.o.all {
 			if err := s.hs("synchronising after the run"); err != nil {
 				return err
@@ -528,10 +535,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
 	for _, size := range s.o.sizes() {
 		if send {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-				return err
-			}
-			if err := s.hs("synchronising before the run"); err != nil {
+			if err := s.prepareSend(size); err != nil {
 				return err
 			}
 		}
@@ -550,8 +554,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 			continue // interrupted before this size
 		}
 		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate}
-		s.bwResults = append(s.bwResults, sum)
-		s.printBWRow(sum)
+		s.addBW(sum)
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -581,30 +584,14 @@ func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
 // flowReadAtomicLat is read_lat.c and atomic_lat.c: the client posts and
 // times each operation; the server only answers.
 func (s *session) flowReadAtomicLat(ctx context.Context) error {
-	if err := s.hs("exchanging QP information"); err != nil {
+	if err := s.latPrologue(); err != nil {
 		return err
 	}
-	if err := s.connectAndPrint(false); err != nil {
-		return err
-	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	if !s.client {
-		if err := s.oob.CloseConnection(s.my[0]); err != nil {
+	if s.client {
+		s.printTableHeader()
+		if err := s.latRuns(ctx, nil, s.runLatReadAtomic); err != nil {
 			return err
 		}
-		s.printLine()
-		return nil
-	}
-	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		r, err := s.runLatReadAtomic(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
 	}
 	if err := s.oob.CloseConnection(s.my[0]); err != nil {
 		return err
@@ -619,19 +606,8 @@ func (s *session) flowSendLat(ctx context.Context) error {
 		return err
 	}
 	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-			return err
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
-			return err
-		}
-		r, err := s.runLatSend(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
+	if err := s.latRuns(ctx, s.prepareSend, s.runLatSend); err != nil {
+		return err
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -641,26 +617,61 @@ func (s *session) flowSendLat(ctx context.Context) error {
 // memory, the server writing first. perftest has no closing exchange here:
 // both ends just close.
 func (s *session) flowWriteLat(ctx context.Context) error {
+	if err := s.latPrologue(); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	if err := s.latRuns(ctx, nil, s.runLatWrite); err != nil {
+		return err
+	}
+	s.printLine()
+	return s.oob.Finish(false)
+}
+
+// latPrologue is read_lat.c's and write_lat.c's exchange before the
+// measurement: a key exchange, connectAndPrint and a synchronisation.
+func (s *session) latPrologue() error {
 	if err := s.hs("exchanging QP information"); err != nil {
 		return err
 	}
 	if err := s.connectAndPrint(false); err != nil {
 		return err
 	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	s.printTableHeader()
+	return s.hs("synchronising after RTR")
+}
+
+// latRuns runs the latency test run for every size of the run, after
+// before (if set), and records and prints each row.
+func (s *session) latRuns(ctx context.Context, before func(size int) error, run func(ctx context.Context, size int) (report.Lat, error)) error {
 	for _, size := range s.o.sizes() {
-		r, err := s.runLatWrite(ctx, size)
+		if before != nil {
+			if err := before(size); err != nil {
+				return err
+			}
+		}
+		r, err := run(ctx, size)
 		if err != nil {
 			return err
 		}
 		s.latResults = append(s.latResults, r)
 		s.printLatRow(r)
 	}
-	s.printLine()
-	return s.oob.Finish(false)
+	return nil
+}
+
+// prepareSend posts the receives of a SEND test's next size and
+// synchronises with the peer before its run.
+func (s *session) prepareSend(size int) error {
+	if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		return err
+	}
+	return s.hs("synchronising before the run")
+}
+
+// addBW records and prints a bandwidth row.
+func (s *session) addBW(r report.BW) {
+	s.bwResults = append(s.bwResults, r)
+	s.printBWRow(r)
 }
 
 // connectAndPrint is the common middle of every program: the per-QP key

@@ -279,7 +279,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		now := time.Now()
 		if o.infinitely && !now.Before(win.end) {
 			status.Clear()
-			s.printPeriod(win.row(size, now, o.gbits))
+			s.addBW(win.row(size, now, o.gbits)) // one --run_infinitely period
 			win = bwWindow{start: now, end: now.Add(dur)}
 		}
 		if !stopped && (ctx.Err() != nil || !o.infinitely && !now.Before(end)) {
@@ -312,12 +312,6 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		return win.row(size, time.Now(), o.gbits), nil // interrupted: the partial period's row
 	}
 	return win.row(size, earliest(win.end, time.Now()), o.gbits), nil // cut short when interrupted early
-}
-
-// printPeriod records and prints the row of one --run_infinitely period.
-func (s *session) printPeriod(r report.BW) {
-	s.bwResults = append(s.bwResults, r)
-	s.printBWRow(r)
 }
 
 // runBWServer is run_iter_bw_server (send-bw's server): count the
