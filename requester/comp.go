@@ -72,7 +72,9 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 	if r.cfg.Credits {
 		r.updateCredits(p)
 	}
+	oldComp, oldHead, retries := r.compPSN, r.head, r.c.CompleterRetryErr
 	r.run(&p, now, false)
+	r.onResponse(now, oldComp, oldHead, retries)
 	if r.stopped {
 		return
 	}
@@ -112,6 +114,12 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.retrans.Stop()
 		r.c.Timeouts++
 		r.run(nil, now, true)
+		r.lossSeen(now)
+		r.noteFailure()
+		r.rec.probeDue = false
+		r.rearmRecovery(now)
+	} else if r.rec.due.Expired(now) {
+		r.onRecoveryTimeout(now)
 	}
 }
 
@@ -134,6 +142,7 @@ func (r *Requester) Flush() {
 	r.retrans.Stop()
 	r.rnrWait.Stop()
 	r.probe.Stop()
+	r.rec.due.Stop()
 }
 
 // updateCredits takes the end-to-end credits of an ACK-type AETH, also of
@@ -553,4 +562,5 @@ func (r *Requester) fail(status verbs.WCStatus) {
 	r.retrans.Stop()
 	r.rnrWait.Stop()
 	r.probe.Stop()
+	r.rec.due.Stop()
 }

@@ -90,6 +90,9 @@ type Config struct {
 	// Window is the most PSNs that may be outstanding; 0 selects
 	// DefaultWindow.
 	Window int
+	// Recovery tunes loss recovery in round trips: the RTT estimate, the
+	// recovery timer and tail-loss probe, the adaptive window.
+	Recovery RecoveryConfig
 	// AckReqEvery sets AckReq on every n-th packet without one, besides
 	// the last packet of every message; 0 selects DefaultAckReqEvery. It is
 	// capped at Window so that a full window always asks for an ACK.
@@ -161,6 +164,8 @@ type Counters struct {
 	CreditStalls  uint64 // times a message waited for end-to-end credits
 	CreditProbes  uint64 // messages sent as the credit probe (SSN = LSN + 1)
 	CreditUpdates uint64 // AETHs that raised the limit sequence number
+
+	Recovery RecoveryCounters // RTT estimate, recovery timer, probes, window
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

@@ -71,6 +71,8 @@ type Requester struct {
 	failed     bool
 	failStatus verbs.WCStatus
 
+	rec recovery // loss recovery in round trips (recovery.go)
+
 	wc verbs.WC
 	c  Counters
 }
@@ -119,6 +121,7 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		rnrBudget:   retry.NewRNRBudget(c.RNRRetry),
 		state:       CompDone,
 	}
+	r.initRecovery(&c)
 	return r
 }
 
@@ -161,7 +164,11 @@ func (r *Requester) Outstanding() int { return int(r.tail - r.head) }
 func (r *Requester) SQPSN() packet.PSN { return r.psn }
 
 // Counters returns a snapshot of the statistics.
-func (r *Requester) Counters() Counters { return r.c }
+func (r *Requester) Counters() Counters {
+	c := r.c
+	c.Recovery = r.recoveryCounters()
+	return c
+}
 
 // Failed reports whether a fatal error happened — a remote error NAK, an
 // exhausted retry budget, a local protection error, a bad response or a
@@ -187,14 +194,14 @@ func (r *Requester) Drained() bool {
 // retransmit timer, the RNR timer or the credit probe wait, whichever is
 // earliest; the zero time if none is armed.
 func (r *Requester) Deadline() time.Time {
-	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When())
+	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When(), r.rec.due.When())
 }
 
 // Pending reports whether NextPacket would return a packet now. It is false
 // during an RNR wait even after its deadline has passed, until OnTimeout (or
 // a NextPacket call with a later now) ends it.
 func (r *Requester) Pending() bool {
-	return !r.rnrWait.Armed() && r.sendable() != nil
+	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sendable() != nil)
 }
 
 // sendable returns the WQE the next packet belongs to, or nil if nothing
@@ -218,7 +225,7 @@ func (r *Requester) sendable() *wqe {
 			}
 		}
 	}
-	if int(r.psn.Diff(r.compPSN)) >= r.cfg.Window {
+	if int(r.psn.Diff(r.compPSN)) >= r.sendWindow() {
 		return nil
 	}
 	if r.creditBound(w) && !r.creditOK(w) {
@@ -306,6 +313,14 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		r.probe.Stop()
 		r.probeOK = true
 	}
+	if len(buf) < int(r.pmtu)+maxHeaders {
+		panic("requester: NextPacket buffer shorter than PMTU+64")
+	}
+	if r.rec.probeDue {
+		if n := r.buildProbe(now, buf); n > 0 {
+			return n
+		}
+	}
 	w := r.sendable()
 	if w == nil {
 		r.armProbe(now) // sendable has just set stalled
@@ -315,10 +330,11 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		r.probeOK = false
 		r.c.CreditProbes++
 	}
-	if len(buf) < int(r.pmtu)+maxHeaders {
-		panic("requester: NextPacket buffer shorter than PMTU+64")
-	}
+	high := r.highPSN
 	n := r.build(w, buf)
+	if n > 0 {
+		r.onSent(now, r.hdr.BTH.PSN, r.hdr.BTH.AckReq, high)
+	}
 	if n > 0 && r.ack > 0 {
 		// rxe update_state: arm the retransmit timer if it is not pending.
 		r.retrans.ArmIfStopped(now.Add(r.ack))
@@ -371,7 +387,7 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	// AckReq on the last packet of a message and on every AckReqEvery-th
 	// packet (rxe init_req_packet, RXE_MAX_PKT_PER_ACK).
 	noAck := r.noAck + 1
-	ackReq := end || noAck >= r.cfg.AckReqEvery
+	ackReq := end || noAck >= r.cfg.AckReqEvery || r.forceAckReq(psn)
 	if ackReq {
 		noAck = 0
 	}

@@ -852,6 +852,7 @@ func TestDraining(t *testing.T) {
 func TestCredits(t *testing.T) {
 	cfg := baseConfig(1024, 0)
 	cfg.Credits = true
+	cfg.Recovery.Off = true // the deadlines below are the credit and IB timers only
 	h := newHarness(t, cfg)
 	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
 	sge := []verbs.SGE{{Addr: baseA, Length: 10, LKey: lkeyA}}

@@ -5,10 +5,11 @@ import "time"
 // Bounds of the recovery timer.
 const (
 	// DefaultRecoveryFloor is the shortest recovery timeout when
-	// RecoveryTimer.Floor is zero. Below a millisecond a Go timer on a
-	// loaded machine fires late or the peer's goroutine has not run yet,
-	// and every early firing of a go-back-N sender resends a window.
-	DefaultRecoveryFloor = time.Millisecond
+	// RecoveryTimer.Floor is zero: twice DefaultBackoffMax, so that a peer
+	// holding its answers for one local-drop back-off (Backoff) is not
+	// taken for a loss, and well above the wake-up latency of a Go timer
+	// on a loaded machine.
+	DefaultRecoveryFloor = 2 * DefaultBackoffMax
 
 	// maxRecoveryBackoff bounds the doublings of the recovery timeout
 	// (2^16 × the floor is above every ceiling that matters).

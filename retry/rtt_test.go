@@ -68,13 +68,13 @@ func TestRecoveryTimer(t *testing.T) {
 	}{
 		{"off without ceiling", RecoveryTimer{}, &r, 0, 0},
 		{"ceiling before a sample", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &none, 0, 67 * time.Millisecond},
-		{"floor", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &r, 0, time.Millisecond},
+		{"floor", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &r, 0, DefaultRecoveryFloor},
 		{"explicit floor", RecoveryTimer{Floor: 100 * us, Ceiling: 67 * time.Millisecond}, &r, 0, 300 * us},
 		{"RTO above floor", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &slow, 0, 30 * time.Millisecond},
 		{"never above the IB timeout", RecoveryTimer{Ceiling: 4 * time.Millisecond}, &slow, 0, 4 * time.Millisecond},
 		{"floor above ceiling", RecoveryTimer{Floor: time.Second, Ceiling: 4 * time.Millisecond}, &r, 0, 4 * time.Millisecond},
-		{"one back-off doubles", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &r, 1, 2 * time.Millisecond},
-		{"three back-offs", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &r, 3, 8 * time.Millisecond},
+		{"one back-off doubles", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &r, 1, 2 * DefaultRecoveryFloor},
+		{"three back-offs", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &r, 3, 8 * DefaultRecoveryFloor},
 		{"back-off capped", RecoveryTimer{Ceiling: 67 * time.Millisecond}, &r, 40, 67 * time.Millisecond},
 	}
 	for _, tc := range tests {

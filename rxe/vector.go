@@ -233,6 +233,9 @@ func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
 			qp.tx.head++
 			k++
 		}
+		if qp.req != nil {
+			qp.req.DeferRecovery(now) // the held requests leave only now
+		}
 		if qp.tx.holding() {
 			qp.mu.Unlock()
 			v.schedule(qp)
