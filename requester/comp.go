@@ -116,8 +116,8 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.run(nil, now, true)
 		r.lossSeen(now)
 		r.noteFailure()
-		r.rec.probeDue = false
-		r.rearmRecovery(now)
+		r.rec.probing = false
+		r.rec.due.Stop() // the resend arms it again
 	} else if r.rec.due.Expired(now) {
 		r.onRecoveryTimeout(now)
 	}

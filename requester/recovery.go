@@ -57,9 +57,9 @@ type recovery struct {
 	timing bool           // a first transmission with AckReq is being timed
 	timed  packet.PSN     // its PSN
 	sentAt time.Time      // and when it left
-	// probeDue asks NextPacket to send the tail-loss probe next;
-	// probing is set while the probe is built (it forces AckReq).
-	probeDue, probing bool
+	// probing limits sending to the one probe packet (the oldest
+	// unacknowledged PSN, with AckReq) until the peer answers.
+	probing bool
 	sinceProgress     uint64 // responses since the last progress
 	c                 RecoveryCounters
 }
@@ -73,8 +73,12 @@ func (r *Requester) initRecovery(c *Config) {
 }
 
 // sendWindow returns how many PSNs may be outstanding now: the adaptive
-// window, or Config.Window.
+// window (or Config.Window), and while a probe waits for its answer only
+// the probe itself.
 func (r *Requester) sendWindow() int {
+	if r.rec.probing && r.psn != r.compPSN {
+		return 0
+	}
 	if r.rec.cfg.FixedWindow {
 		return r.cfg.Window
 	}
@@ -97,6 +101,9 @@ func (r *Requester) forceAckReq(psn packet.PSN) bool {
 // rule). The recovery timer is armed if it is not running.
 func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefore packet.PSN) {
 	rec := &r.rec
+	if rec.probing && psn == r.compPSN {
+		rec.c.TailProbes++
+	}
 	if psn.Before(highBefore) {
 		if rec.timing && !psn.After(rec.timed) {
 			rec.timing = false
@@ -125,6 +132,7 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retries uint64) {
 	rec := &r.rec
 	rec.sinceProgress++
+	rec.probing = false
 	if d := r.compPSN.Diff(oldComp); d > 0 || r.head != oldHead {
 		rec.sinceProgress = 0
 		rec.timer.Progress()
@@ -147,7 +155,7 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 // outstanding, and stops it otherwise.
 func (r *Requester) rearmRecovery(now time.Time) {
 	rec := &r.rec
-	if rec.cfg.Off || r.stopped || !r.psn.After(r.compPSN) && r.cur == r.head {
+	if rec.cfg.Off || r.stopped || r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		rec.due.Stop()
 		return
 	}
@@ -174,13 +182,19 @@ func (r *Requester) noteFailure() {
 
 // onRecoveryTimeout handles an expired recovery timer at now: nothing has
 // been heard for a recovery timeout while PSNs are outstanding, so the
-// tail of the window, a NAK, a re-read or the acknowledgement was lost.
-// The requester sends one tail-loss probe with AckReq (buildProbe); its
-// answer is an ACK (only acknowledgements were lost: nothing else is
-// resent), a PSN sequence error NAK (the tail was lost: go-back-N from
-// the PSN the responder expects) or the missing READ responses. The
-// window shrinks and the timer backs off; retry_cnt is not consumed (the
-// IB timer alone spends it).
+// tail of the window, a NAK, a re-read or an acknowledgement was lost. The
+// requester goes back to the oldest unacknowledged PSN and sends that one
+// packet as a probe, with AckReq — for a READ a re-read of only the bytes
+// not yet received (rxe req_retry's rule) — and sends nothing more until
+// the peer answers. The probe is the oldest packet rather than the last
+// (RFC 8985 7.3) because an IB responder that has NAKed a gap drops later
+// packets silently until the missing PSN arrives (IBA 9.7.5.1.2; rxe
+// check_psn), while the oldest packet is always answered: executed and
+// ACKed if it was lost, re-ACKed as a duplicate if only its ACK was. Every
+// PSN sent before the probe and still unacknowledged when its answer
+// arrives was lost, so the go-back-N then resumes after the answer
+// (onResponse ends the probe). The window shrinks and the timer backs
+// off; retry_cnt is not consumed (the IB timer alone spends it).
 func (r *Requester) onRecoveryTimeout(now time.Time) {
 	rec := &r.rec
 	rec.due.Stop()
@@ -188,74 +202,19 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 		return
 	}
 	if w := r.slot(r.head); !w.started || !r.highPSN.After(r.compPSN) || w.state == wqePosted {
-		// Nothing outstanding, or a retry is already under way.
+		// Nothing outstanding, or a retry is already waiting to go.
 		r.rearmRecovery(now)
 		return
 	}
 	rec.c.RTOExpiries++
 	rec.timer.Expired()
 	r.lossSeen(now)
-	rec.probeDue = true
+	r.rewind()
+	r.startedRetry = true
+	rec.probing = true
 	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
 		rec.due.Arm(now.Add(d))
 	}
-}
-
-// probeTarget picks the packet the tail-loss probe repeats: for a READ or
-// atomic at the head of the queue that packet itself (a READ asks again
-// for only the bytes not yet received, rxe req_retry's rule), otherwise
-// the last packet sent (RFC 8985 7.3), whose answer tells whether
-// anything before it is missing. It returns the WQE index and the PSN, or
-// ok false if no sent packet qualifies.
-func (r *Requester) probeTarget() (idx uint64, psn packet.PSN, ok bool) {
-	if w := r.slot(r.head); w.kind.rdAtomic() {
-		return r.head, r.compPSN, true
-	}
-	last := r.highPSN.Add(-1)
-	for i := r.head; i != r.tail; i++ {
-		w := r.slot(i)
-		if !w.started {
-			break
-		}
-		if w.kind.segmented() && !last.Before(w.firstPSN) && !last.After(w.lastPSN) {
-			return i, last, true
-		}
-	}
-	return 0, 0, false
-}
-
-// buildProbe builds the tail-loss probe into buf and returns its length,
-// or 0 if there is none to send. The send cursor, the WQE's segmentation
-// cursor and the AckReq count are left as they were, so the probe is an
-// extra packet and normal sending resumes where it stood. A READ probe
-// keeps the PSN range it was sent with: its responses start at that PSN.
-func (r *Requester) buildProbe(now time.Time, buf []byte) int {
-	r.rec.probeDue = false
-	i, psn, ok := r.probeTarget()
-	if !ok {
-		return 0
-	}
-	w := r.slot(i)
-	saved := *w
-	cur, next, noAck, high := r.cur, r.psn, r.noAck, r.highPSN
-	r.cur, r.psn = i, psn
-	if w.kind.segmented() {
-		r.seekPSN(w, psn)
-	}
-	r.rec.probing = true
-	n := r.build(w, buf)
-	r.rec.probing = false
-	if w.kind.segmented() {
-		*w = saved
-	} else {
-		w.state, w.sentAll = saved.state, saved.sentAll
-	}
-	r.cur, r.psn, r.noAck = cur, next, noAck
-	if n > 0 {
-		r.rec.c.TailProbes++
-		r.onSent(now, psn, true, high)
-	}
-	return n
 }
 
 // DeferRecovery restarts a running recovery timer from now. The owner

@@ -66,6 +66,9 @@ type Options struct {
 	// from a full socket buffer). The default, LocalDropAdaptive, hands it
 	// back to its QP, which sends it again after its own adaptive delay.
 	LocalDropMode LocalDropMode
+	// Recovery tunes loss recovery in round trips (RTT estimate, recovery
+	// timer and tail-loss probe, adaptive window); the zero value is on.
+	Recovery RecoveryConfig
 }
 
 // compVectors is CompVectors with its default, GOMAXPROCS.

@@ -293,7 +293,7 @@ func (qp *QP) startRequester() {
 		RetryCnt: qp.attr.RetryCnt, RNRRetry: qp.attr.RNRRetry, MaxRdAtomic: qp.attr.MaxRdAtomic,
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(), SigAll: qp.sigAll,
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
-		Credits: qp.dev.opts.Credits,
+		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
 	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
 }
