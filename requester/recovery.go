@@ -59,9 +59,9 @@ type recovery struct {
 	sentAt time.Time      // and when it left
 	// probing limits sending to the one probe packet (the oldest
 	// unacknowledged PSN, with AckReq) until the peer answers.
-	probing bool
-	sinceProgress     uint64 // responses since the last progress
-	c                 RecoveryCounters
+	probing       bool
+	sinceProgress uint64 // responses since the last progress
+	c             RecoveryCounters
 }
 
 // initRecovery sets up loss recovery for the configuration c and the local
