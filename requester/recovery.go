@@ -57,6 +57,9 @@ type recovery struct {
 	timing bool           // a first transmission with AckReq is being timed
 	timed  packet.PSN     // its PSN
 	sentAt time.Time      // and when it left
+	// firstSent is when the first packet left: until the first RTT
+	// sample, the first response gives an upper bound (bootstrap).
+	firstSent time.Time
 	// probing limits sending to the one probe packet (the oldest
 	// unacknowledged PSN, with AckReq) until the peer answers.
 	probing       bool
@@ -112,6 +115,9 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 	} else if ackReq && !rec.timing {
 		rec.timing, rec.timed, rec.sentAt = true, psn, now
 	}
+	if rec.firstSent.IsZero() {
+		rec.firstSent = now
+	}
 	if rec.cfg.Off {
 		return
 	}
@@ -140,9 +146,17 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 			rec.win.OnAck(int(d))
 		}
 	}
-	if rec.timing && r.compPSN.After(rec.timed) {
+	switch {
+	case rec.timing && r.compPSN.After(rec.timed):
 		rec.timing = false
 		rec.rtt.Sample(now.Sub(rec.sentAt), false)
+	case !rec.rtt.Valid() && !rec.firstSent.IsZero() && r.c.Retransmits == 0:
+		// No sample yet (the timed packet's answer was lost, or Karn
+		// voided it): the first response, to a packet sent no earlier
+		// than the first one and never sent twice, bounds the RTT from
+		// above. Without it the recovery timer would stay at the IB
+		// timeout until a new packet is timed.
+		rec.rtt.Sample(now.Sub(rec.firstSent), false)
 	}
 	if r.c.CompleterRetryErr != retries {
 		r.lossSeen(now)

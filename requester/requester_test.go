@@ -482,6 +482,7 @@ func TestTimeoutRetransmit(t *testing.T) {
 	const pmtu, p0 = 1024, 0xFFFFFF
 	cfg := baseConfig(pmtu, p0)
 	cfg.Timeout = 10
+	cfg.Recovery.Off = true // this test is about the IB timer alone
 	T := retry.AckTimeout(10)
 	h := newHarness(t, cfg)
 	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
