@@ -339,7 +339,7 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		// responder restarts the train it is sending at the duplicate's PSN
 		// (responder.readReply), so little is sent twice.
 		r.c.ResponsesDropped++
-		if w.kind == kindRead && w.state == wqePending {
+		if w.kind == kindRead && w.state != wqePosted {
 			r.c.ReadGaps++
 			return CompErrorRetry
 		}
@@ -461,7 +461,7 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 			return r.badResponse(w)
 		}
 	default: // LAST, ONLY
-		if n != resid || resid > r.pmtu {
+		if (n != resid || resid > r.pmtu) && !r.chunkEnd(n, resid) {
 			return r.badResponse(w)
 		}
 	}
@@ -471,7 +471,7 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 	}
 	w.rcvd += n
 	r.c.ReadBytes += uint64(n)
-	if p.Mask()&packet.MaskEnd != 0 {
+	if p.Mask()&packet.MaskEnd != 0 && w.rcvd == w.length {
 		return CompCompAck
 	}
 	return CompUpdateComp

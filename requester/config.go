@@ -90,6 +90,12 @@ type Config struct {
 	// Window is the most PSNs that may be outstanding; 0 selects
 	// DefaultWindow.
 	Window int
+	// MaxReadPkts splits a READ work request whose response would be
+	// longer than this many packets into READ requests of at most this
+	// many packets each (the requester's own receive buffer holds no
+	// more); each asks for the next part once the PSN window has room for
+	// it. 0 sends every READ as one request, as rxe does.
+	MaxReadPkts int
 	// Recovery tunes loss recovery in round trips: the RTT estimate, the
 	// recovery timer and tail-loss probe, the adaptive window.
 	Recovery RecoveryConfig

@@ -225,7 +225,7 @@ func (r *Requester) sendable() *wqe {
 			}
 		}
 	}
-	if int(r.psn.Diff(r.compPSN)) >= r.sendWindow() {
+	if int(r.psn.Diff(r.compPSN)) >= r.sendWindow() || !r.readFits(w) {
 		return nil
 	}
 	if r.creditBound(w) && !r.creditOK(w) {
@@ -354,6 +354,7 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		op      packet.Opcode
 		payload uint32
 		npkts   uint32 // PSNs from this packet to the end of the message
+		readLen uint32 // READ: the bytes this request asks for
 		start   = true
 		end     = true
 	)
@@ -367,7 +368,7 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		op = segOpcode(w.op, start, end)
 	case kindRead:
 		op = packet.RCRDMAReadRequest
-		npkts = r.pkts(w.length - w.rcvd)
+		readLen, npkts, end = r.readChunk(w)
 	case kindAtomic:
 		op = packet.RCFetchAdd
 		if w.op == verbs.WRAtomicCmpAndSwp {
@@ -406,7 +407,9 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: w.length - w.off}
 	case kindRead:
 		// A retried READ asks only for what has not arrived (rxe req_retry).
-		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.rcvd), RKey: w.rkey, DMALen: w.length - w.rcvd}
+		// A READ asks from its request cursor (rewind sets it to the bytes
+		// received, rxe req_retry), all the rest or a chunk (readChunk).
+		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: readLen}
 	case kindAtomic:
 		// AtomicETH: swap (or add) data before compare data on the wire.
 		h.AtomicETH = packet.AtomicETHFields{VA: w.remote, RKey: w.rkey, SwapAdd: w.compareAdd}
@@ -441,12 +444,16 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	if start {
 		w.firstPSN = psn
 		w.lastPSN = psn.Add(int(npkts) - 1)
-		if w.kind == kindRead && w.rcvd == 0 {
-			w.origFirst = psn
+		if w.kind == kindRead {
+			w.lastPSN = psn.Add(int(r.pkts(w.length-w.off)) - 1)
+			if w.off == 0 {
+				w.origFirst = psn
+			}
 		}
 	}
 	if w.kind == kindRead {
 		r.psn = psn.Add(int(npkts))
+		w.off += readLen
 	} else {
 		r.psn = psn.Next()
 	}
@@ -581,6 +588,7 @@ func (r *Requester) rewind() {
 			r.seekPSN(w, r.compPSN)
 		case i == r.head && w.kind == kindRead:
 			// Keep the received data; build asks for the rest.
+			w.off = w.rcvd
 		default:
 			w.resetCursors()
 		}

@@ -111,12 +111,14 @@ func TestReadAgainstRxe61Lossy(t *testing.T) {
 	const pmtu, n, size = 1024, 32, 64 << 10
 	for _, tc := range []struct {
 		loss  float64
+		parts int // Config.MaxReadPkts
 		seeds []uint64
-	}{{0.01, []uint64{1, 2, 3}}, {0.05, []uint64{1, 2}}} {
+	}{{0.01, 0, []uint64{1, 2, 3}}, {0.05, 0, []uint64{1, 2}}, {0.01, 24, []uint64{1, 2}}, {0.05, 24, []uint64{1}}} {
 		for _, seed := range tc.seeds {
-			t.Run(fmt.Sprintf("loss%v/seed%d", tc.loss, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("loss%v/parts%d/seed%d", tc.loss, tc.parts, seed), func(t *testing.T) {
 				cfg := baseConfig(pmtu, 0x300)
 				cfg.Timeout, cfg.RetryCnt = 14, 7
+				cfg.MaxReadPkts = tc.parts
 				h := newHarness(t, cfg)
 				h.mem.add(lkeyA, baseA, n*size, verbs.AccessLocalWrite, 0)
 				f := newResponder(t, pmtu, 0x300)
