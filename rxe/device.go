@@ -69,6 +69,15 @@ type Options struct {
 	// Recovery tunes loss recovery in round trips (RTT estimate, recovery
 	// timer and tail-loss probe, adaptive window); the zero value is on.
 	Recovery RecoveryConfig
+	// RecvBuffer is the socket receive buffer Listen asks for; 0 means
+	// netdev.DefaultRecvBuffer (64 MiB). NoForceBuffers makes Listen ask
+	// without SO_RCVBUFFORCE / SO_SNDBUFFORCE, as a process without
+	// CAP_NET_ADMIN must (the kernel then caps at net.core.rmem_max).
+	RecvBuffer     int
+	NoForceBuffers bool
+	// Warnf receives Listen's one warning about capped socket buffers
+	// (Device.BufferCapWarning); nil means log.Printf.
+	Warnf func(format string, args ...any)
 }
 
 // compVectors is CompVectors with its default, GOMAXPROCS.
@@ -243,7 +252,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if opts.SingleSocket {
 		n = 1
 	}
-	group, err := netdev.ListenUDPGroup(addr, n, netdev.Options{BlockingWrite: true})
+	group, err := netdev.ListenUDPGroup(addr, n, netdev.Options{BlockingWrite: true, RecvBuffer: opts.RecvBuffer, NoForce: opts.NoForceBuffers})
 	if err != nil {
 		return nil, fmt.Errorf("rxe: listen on %v: %w", addr, err)
 	}
@@ -259,6 +268,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 		}
 		return nil, err
 	}
+	d.warnCapped()
 	return d, nil
 }
 

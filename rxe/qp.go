@@ -43,6 +43,7 @@ type QP struct {
 	timerAt   time.Time
 	drainSent bool
 	destroyed bool
+	peerBuf   peerBuffer // the peer's announced receive buffer (recvbuf.go)
 	// epoch counts resets and Destroy: datagrams held from an earlier
 	// epoch are discarded, not sent.
 	epoch   uint32
@@ -295,6 +296,7 @@ func (qp *QP) startRequester() {
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
 		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
+	qp.reqCfg.Window, qp.reqCfg.MaxReadPkts = qp.bufferLimits(qp.reqCfg.PMTU)
 	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
 }
 
