@@ -97,39 +97,78 @@ func (h *Headers) Encode(b []byte) (int, error) {
 	return info.Length, nil
 }
 
+// Frame is a packet being built in place in a caller's buffer, the one
+// way both transport engines write packets: Begin writes the headers, the
+// caller fills Payload (copying straight from a memory region, so that the
+// payload is copied once), and Seal writes the pad bytes and the ICRC. A
+// Frame is a small value; building allocates nothing.
+type Frame struct {
+	b   []byte // the packet, BTH through ICRC
+	off int    // payload offset
+	n   int    // payload length
+	ph  *PseudoHeader
+}
+
+// Begin checks a packet of opcode h.BTH.Opcode with n payload bytes as
+// Parse would (the opcode is known, carries a payload if n > 0, exactly 8
+// bytes for ATOMIC_WRITE), checks that b holds it and that ph is valid
+// (nil: the ICRC slot is zeroed, for a caller that computes it later), and
+// writes the headers of h into b with the BTH pad count computed from n.
+func Begin(b []byte, h *Headers, n int, ph *PseudoHeader) (Frame, error) {
+	info := &opTable[h.BTH.Opcode]
+	if info.Length == 0 {
+		return Frame{}, ErrUnknownOpcode
+	}
+	if n < 0 || info.Mask&MaskPayload == 0 && n != 0 ||
+		info.Mask&MaskAtomicWrite != 0 && n != 8 {
+		return Frame{}, ErrBadLength
+	}
+	if ph != nil && !ph.valid() {
+		return Frame{}, ErrPseudoHeader
+	}
+	total := PacketLen(h.BTH.Opcode, n)
+	if len(b) < total {
+		return Frame{}, ErrBufferTooSmall
+	}
+	off, _ := h.Encode(b)
+	BTH(b).SetPadCnt(PadLen(n))
+	return Frame{b: b[:total], off: off, n: n, ph: ph}, nil
+}
+
+// Payload returns the payload bytes of the packet, for the caller to fill
+// before Seal.
+func (f Frame) Payload() []byte { return f.b[f.off : f.off+f.n] }
+
+// Seal writes the zero pad bytes and the ICRC (IBA 9.2, Annex A17.4) and
+// returns the packet length, BTH through ICRC.
+func (f Frame) Seal() int {
+	end := f.off + f.n
+	icrc := len(f.b) - ICRCSize
+	clear(f.b[end:icrc])
+	if f.ph == nil {
+		clear(f.b[icrc:])
+		return len(f.b)
+	}
+	crc := f.ph.ICRCStart(f.b[:BTHSize], len(f.b))
+	crc = ICRCUpdate(crc, f.b[BTHSize:icrc])
+	binary.LittleEndian.PutUint32(f.b[icrc:], crc)
+	return len(f.b)
+}
+
+// Valid reports whether ph can cover a packet: both addresses valid and
+// of one family.
+func (ph *PseudoHeader) Valid() bool { return ph.valid() }
+
 // Build writes a whole packet into b: the headers of h (with the BTH pad
 // count computed from the payload length), the payload, zero pad bytes, and
 // the ICRC computed over ph. With a nil ph the ICRC slot is zeroed, for a
 // caller that computes it later. It returns the packet length. Build checks
 // the opcode's payload rules as Parse does, so whatever it builds parses.
 func Build(b []byte, h *Headers, payload []byte, ph *PseudoHeader) (int, error) {
-	op := h.BTH.Opcode
-	info := &opTable[op]
-	if info.Length == 0 {
-		return 0, ErrUnknownOpcode
+	f, err := Begin(b, h, len(payload), ph)
+	if err != nil {
+		return 0, err
 	}
-	if info.Mask&MaskPayload == 0 && len(payload) != 0 ||
-		info.Mask&MaskAtomicWrite != 0 && len(payload) != 8 {
-		return 0, ErrBadLength
-	}
-	if ph != nil && !ph.valid() {
-		return 0, ErrPseudoHeader
-	}
-	n := PacketLen(op, len(payload))
-	if len(b) < n {
-		return 0, ErrBufferTooSmall
-	}
-	pad := PadLen(len(payload))
-	off, _ := h.Encode(b)
-	BTH(b).SetPadCnt(pad)
-	off += copy(b[off:], payload)
-	clear(b[off : off+pad])
-	if ph == nil {
-		clear(b[n-ICRCSize : n])
-		return n, nil
-	}
-	crc := ph.ICRCStart(b[:BTHSize], n)
-	crc = ICRCUpdate(crc, b[BTHSize:n-ICRCSize])
-	binary.LittleEndian.PutUint32(b[n-ICRCSize:], crc)
-	return n, nil
+	copy(f.Payload(), payload)
+	return f.Seal(), nil
 }

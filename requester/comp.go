@@ -551,6 +551,7 @@ func (r *Requester) finish(w *wqe, status verbs.WCStatus) {
 		}
 	}
 	r.head++
+	r.sq.Pop()
 }
 
 // fail records the first fatal error and stops the requester.

@@ -22,7 +22,7 @@ func TestSendQueueGrows(t *testing.T) {
 			h := newHarness(t, cfg)
 			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
 			h.mem.add(lkeyB, baseB, 1<<16, verbs.AccessLocalWrite, 2)
-			require.Zero(t, len(h.r.ring), "nothing allocated before the first post")
+			require.Zero(t, h.r.sq.Slots(), "nothing allocated before the first post")
 
 			// Message i: a 3-packet WRITE from three SGEs, or an inline SEND.
 			want := map[uint64][]byte{}
@@ -64,7 +64,7 @@ func TestSendQueueGrows(t *testing.T) {
 				}
 				require.ErrorIs(t, post(next), ErrQueueFull)
 				delete(want, next)
-				require.Len(t, h.r.ring, maxWR)
+				require.Equal(t, maxWR, h.r.sq.Slots())
 				for _, b := range h.drain() {
 					take(b)
 				}

@@ -1,10 +1,10 @@
 package requester
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/ring"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -26,17 +26,15 @@ type Requester struct {
 	pmtu uint32
 	ack  time.Duration // local ACK timeout; 0 = none
 
-	// The send queue: WQE i (a running count) lives in ring[i % len].
-	// head is the oldest uncompleted WQE, cur the requester's cursor (the
-	// next WQE to send packets of), tail the next free slot. The ring and
-	// its SGE and inline stores start empty and grow (grow) up to MaxWR
-	// slots, so an idle QP costs little memory.
-	ring        []wqe
-	sgeStore    []verbs.SGE
-	inlineStore []byte
-	head        uint64
-	cur         uint64
-	tail        uint64
+	// The send queue: WQE i (a running count) is sq.At(i - head). head
+	// is the oldest uncompleted WQE, cur the requester's cursor (the next
+	// WQE to send packets of), tail the next free slot. The ring starts
+	// empty and grows up to MaxWR slots, each with room for MaxSGE SGEs
+	// and MaxInline inline bytes, so an idle QP costs little memory.
+	sq   ring.Ring[wqe]
+	head uint64
+	cur  uint64
+	tail uint64
 
 	// Requester (rxe qp->req).
 	psn       packet.PSN // next PSN to send
@@ -77,14 +75,17 @@ type Requester struct {
 	c  Counters
 }
 
-// New returns a Requester for cfg, with an empty send queue that grows as
-// work requests are posted, up to cfg.MaxWR. It
-// panics if cfg.PMTU is not a valid IB path MTU (the device validates the
-// QP attribute first).
+// New returns a Requester for a copy of cfg, with an empty send queue that
+// grows as work requests are posted, up to cfg.MaxWR. It panics if
+// cfg.PMTU is not a valid IB path MTU or cfg.Pseudo is not a valid
+// pseudo-header (the device validates the QP attributes first).
 func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	c := *cfg
 	if verbs.MTUFromBytes(c.PMTU).Bytes() != c.PMTU {
 		panic(fmt.Sprintf("requester: PMTU %d is not 256, 512, 1024, 2048 or 4096", c.PMTU))
+	}
+	if !c.Pseudo.Valid() {
+		panic("requester: invalid pseudo-header: " + packet.ErrPseudoHeader.Error())
 	}
 	c.MaxWR = max(c.MaxWR, 1)
 	c.MaxSGE = max(c.MaxSGE, 1)
@@ -121,40 +122,24 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		rnrBudget:   retry.NewRNRBudget(c.RNRRetry),
 		state:       CompDone,
 	}
+	r.sq.Init(c.MaxWR, r.freshSlots)
 	r.initRecovery(&c)
 	return r
 }
 
-// slot returns WQE i; the queue must hold it (the ring is not empty).
-func (r *Requester) slot(i uint64) *wqe { return &r.ring[i%uint64(len(r.ring))] }
+// slot returns WQE i; the queue must hold it (head <= i < tail).
+func (r *Requester) slot(i uint64) *wqe { return r.sq.At(int(i - r.head)) }
 
-// minRing is the first size of the send queue ring.
-const minRing = 4
-
-// grow doubles the send queue ring (from minRing, at most MaxWR slots)
-// and moves the outstanding WQEs, with their SGE lists and inline data, to
-// their slots in the new ring. It allocates only when the QP has more WQEs
-// outstanding than ever before, so a steady stream allocates nothing.
-func (r *Requester) grow() {
-	n := min(r.cfg.MaxWR, max(minRing, 2*len(r.ring)))
-	ring := make([]wqe, n)
-	sges := make([]verbs.SGE, n*r.cfg.MaxSGE)
-	inl := make([]byte, n*r.cfg.MaxInline)
-	for i := r.head; i != r.tail; i++ {
-		old := r.slot(i)
-		j := int(i % uint64(n))
-		w := &ring[j]
-		*w = *old
-		if old.sges != nil {
-			s0 := j * r.cfg.MaxSGE
-			w.sges = append(sges[s0:s0:s0+r.cfg.MaxSGE], old.sges...)
-		}
-		if old.inline != nil {
-			i0 := j * r.cfg.MaxInline
-			w.inline = append(inl[i0:i0:i0+r.cfg.MaxInline], old.inline...)
-		}
+// freshSlots gives the new slots of a grown send queue their SGE and
+// inline stores, in one allocation each.
+func (r *Requester) freshSlots(s []wqe) {
+	sges := make([]verbs.SGE, len(s)*r.cfg.MaxSGE)
+	inl := make([]byte, len(s)*r.cfg.MaxInline)
+	for i := range s {
+		s0, i0 := i*r.cfg.MaxSGE, i*r.cfg.MaxInline
+		s[i].sges = sges[s0 : s0 : s0+r.cfg.MaxSGE]
+		s[i].inline = inl[i0 : i0 : i0+r.cfg.MaxInline]
 	}
-	r.ring, r.sgeStore, r.inlineStore = ring, sges, inl
 }
 
 // Outstanding returns the number of WQEs posted and not yet completed.
@@ -406,7 +391,6 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		// The RETH (on FIRST/ONLY only) carries the whole length.
 		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: w.length - w.off}
 	case kindRead:
-		// A retried READ asks only for what has not arrived (rxe req_retry).
 		// A READ asks from its request cursor (rewind sets it to the bytes
 		// received, rxe req_retry), all the rest or a chunk (readChunk).
 		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: readLen}
@@ -418,26 +402,15 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		}
 	}
 	h.Imm, h.IETH = w.imm, w.invRKey
-	hl, err := h.Encode(buf)
+	f, err := packet.Begin(buf, h, int(payload), &r.cfg.Pseudo)
 	if err != nil {
-		panic("requester: " + err.Error()) // unreachable: known opcode, buffer checked
+		panic("requester: " + err.Error()) // unreachable: known opcode, buffer and pseudo-header checked
 	}
-	n := packet.PacketLen(op, int(payload))
-	crc := r.cfg.Pseudo.ICRCStart(buf[:packet.BTHSize], n)
-	crc = packet.ICRCUpdate(crc, buf[packet.BTHSize:hl])
-	end1 := hl + int(payload)
-	if payload > 0 {
-		var ok bool
-		if crc, ok = r.gather(w, buf[hl:end1], crc); !ok {
-			r.localError(w, verbs.WCLocProtErr)
-			return 0
-		}
+	if payload > 0 && !r.gather(w, f.Payload()) {
+		r.localError(w, verbs.WCLocProtErr)
+		return 0
 	}
-	if pad := n - packet.ICRCSize - end1; pad > 0 {
-		clear(buf[end1 : end1+pad])
-		crc = packet.ICRCUpdate(crc, buf[end1:end1+pad])
-	}
-	binary.LittleEndian.PutUint32(buf[n-packet.ICRCSize:], crc)
+	n := f.Seal()
 
 	// Commit (rxe update_wqe_state, update_wqe_psn, update_state).
 	r.noAck = noAck
@@ -481,65 +454,25 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	return n
 }
 
-// gather copies the next len(dst) bytes of w's message into dst, folding
-// them into crc, and advances the send cursor (rxe copy_data from the MR,
-// one SGE chunk at a time).
-func (r *Requester) gather(w *wqe, dst []byte, crc uint32) (uint32, bool) {
+// gather copies the next len(dst) bytes of w's message into dst and
+// advances the send cursor (rxe copy_data from the MR).
+func (r *Requester) gather(w *wqe, dst []byte) bool {
 	if w.isInline {
 		if int(w.off)+len(dst) > len(w.inline) {
-			return crc, false
+			return false
 		}
 		copy(dst, w.inline[w.off:])
-		w.off += uint32(len(dst))
-		return packet.ICRCUpdate(crc, dst), true
+	} else if !w.snd.Gather(r.mem, w.sges, dst) {
+		return false
 	}
-	for len(dst) > 0 {
-		if w.sgeIdx >= len(w.sges) {
-			return crc, false
-		}
-		s := &w.sges[w.sgeIdx]
-		avail := s.Length - w.sgeOff
-		if avail == 0 {
-			w.sgeIdx, w.sgeOff = w.sgeIdx+1, 0
-			continue
-		}
-		n := min(avail, uint32(len(dst)))
-		src, ok := r.mem.Local(s.LKey, s.Addr+uint64(w.sgeOff), n, 0)
-		if !ok || uint32(len(src)) != n {
-			return crc, false
-		}
-		copy(dst[:n], src)
-		crc = packet.ICRCUpdate(crc, dst[:n])
-		dst = dst[n:]
-		w.off += n
-		w.sgeOff += n
-	}
-	return crc, true
+	w.off += uint32(len(dst))
+	return true
 }
 
 // scatter places src at w's placement cursor (read response data, an
 // atomic's original value) and advances it.
 func (r *Requester) scatter(w *wqe, src []byte) bool {
-	for len(src) > 0 {
-		if w.rIdx >= len(w.sges) {
-			return false
-		}
-		s := &w.sges[w.rIdx]
-		avail := s.Length - w.rOff
-		if avail == 0 {
-			w.rIdx, w.rOff = w.rIdx+1, 0
-			continue
-		}
-		n := min(avail, uint32(len(src)))
-		dst, ok := r.mem.Local(s.LKey, s.Addr+uint64(w.rOff), n, verbs.AccessLocalWrite)
-		if !ok || uint32(len(dst)) != n {
-			return false
-		}
-		copy(dst, src[:n])
-		src = src[n:]
-		w.rOff += n
-	}
-	return true
+	return w.place.Scatter(r.mem, w.sges, src)
 }
 
 // segOpcode returns the RC opcode of a SEND or WRITE packet (rxe

@@ -1,6 +1,7 @@
 package requester
 
 import (
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -63,13 +64,11 @@ type wqe struct {
 	lastPSN     packet.PSN
 	origFirst   packet.PSN // READ: the PSN of response byte 0
 	off         uint32     // bytes segmented so far
-	sgeIdx      int        // send cursor: SGE index and offset in it
-	sgeOff      uint32
+	snd         sge.Cursor // send cursor in sges
 
 	// Completer state (READ data, atomic result).
-	rcvd   uint32 // bytes placed
-	rIdx   int    // placement cursor
-	rOff   uint32
+	rcvd   uint32     // bytes placed
+	place  sge.Cursor // placement cursor in sges
 	status verbs.WCStatus
 	vendor uint32 // WC.VendorErr: the AETH syndrome of a NAK
 }
@@ -77,23 +76,14 @@ type wqe struct {
 // resetCursors rewinds the send and placement cursors to the start of the
 // message.
 func (w *wqe) resetCursors() {
-	w.off, w.sgeIdx, w.sgeOff = 0, 0, 0
-	w.rcvd, w.rIdx, w.rOff = 0, 0, 0
+	w.off, w.snd = 0, sge.Cursor{}
+	w.rcvd, w.place = 0, sge.Cursor{}
 }
 
 // seek moves the send cursor to byte off of the message.
 func (w *wqe) seek(off uint32) {
-	w.off, w.sgeIdx, w.sgeOff = off, len(w.sges), 0
-	if w.isInline {
-		return
-	}
-	for i := range w.sges {
-		if off < w.sges[i].Length {
-			w.sgeIdx, w.sgeOff = i, off
-			return
-		}
-		off -= w.sges[i].Length
-	}
+	w.off = off
+	w.snd.Seek(w.sges, off)
 }
 
 // kindOf classifies a work request opcode; ok is false for opcodes an RC
@@ -129,7 +119,7 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 	if !ok {
 		return ErrUnsupportedOpcode
 	}
-	if r.tail-r.head >= uint64(len(r.ring)) && len(r.ring) >= r.cfg.MaxWR {
+	if r.sq.Free() == 0 {
 		return ErrQueueFull
 	}
 	inline := wr.Flags&verbs.SendInline != 0
@@ -146,9 +136,7 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 		if len(wr.SGList) > r.cfg.MaxSGE {
 			return ErrTooManySGE
 		}
-		for i := range wr.SGList {
-			length += uint64(wr.SGList[i].Length)
-		}
+		length = wr.Length()
 	}
 	if length > MaxMessage {
 		return ErrMessageTooLong
@@ -165,14 +153,8 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 		}
 	}
 
-	if r.tail-r.head >= uint64(len(r.ring)) {
-		r.grow()
-	}
-	slot := int(r.tail % uint64(len(r.ring)))
-	w := &r.ring[slot]
-	s0, i0 := slot*r.cfg.MaxSGE, slot*r.cfg.MaxInline
-	sges := r.sgeStore[s0 : s0 : s0+r.cfg.MaxSGE]
-	inl := r.inlineStore[i0 : i0 : i0+r.cfg.MaxInline]
+	w := r.sq.Push() // not nil: checked above
+	sges, inl := w.sges[:0], w.inline[:0]
 	*w = wqe{
 		id:         wr.ID,
 		op:         wr.Opcode,
@@ -190,8 +172,10 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 	}
 	if inline {
 		w.inline = append(inl, wr.InlineData...)
+		w.sges = sges
 	} else {
 		w.sges = append(sges, wr.SGList...)
+		w.inline = inl
 	}
 	r.ssn = (r.ssn + 1) & packet.PSNMask
 	r.tail++

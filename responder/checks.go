@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -17,7 +18,7 @@ func (r *Responder) getReq() State {
 	}
 	// Every request queues at most one output item. With no room, drop the
 	// packet before it changes any state: to the requester it is a loss.
-	if r.q.free() < 1 {
+	if r.q.Free() < 1 {
 		r.ctrs.Dropped++
 		return StateExit
 	}
@@ -140,11 +141,8 @@ func (r *Responder) takeWQE(wr *verbs.RecvWR) {
 	w.valid = true
 	w.id = wr.ID
 	w.sges = append(w.sges[:0], wr.SGList...)
-	w.total = 0
-	for i := range w.sges {
-		w.total += uint64(w.sges[i].Length)
-	}
-	w.placed, w.sge, w.off = 0, 0, 0
+	w.total = wr.Length()
+	w.placed, w.cur = 0, sge.Cursor{}
 }
 
 // checkLength mirrors rxe check_length (IBA 9.7.5.1.4, C9-92..C9-94):

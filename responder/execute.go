@@ -71,28 +71,11 @@ func (r *Responder) scatter(data []byte) State {
 		r.lenLocal = true
 		return StateErrLength
 	}
-	for len(data) > 0 {
-		if w.sge >= len(w.sges) {
-			return StateErrMalformedWQE
-		}
-		s := &w.sges[w.sge]
-		room := s.Length - w.off
-		if room == 0 {
-			w.sge++
-			w.off = 0
-			continue
-		}
-		n := min(uint32(len(data)), room)
-		dst, ok := r.env.Mem.Local(s.LKey, s.Addr+uint64(w.off), n, verbs.AccessLocalWrite)
-		if !ok || len(dst) != int(n) {
-			return StateErrMalformedWQE
-		}
-		copy(dst, data[:n])
-		data = data[n:]
-		w.off += n
-		w.placed += uint64(n)
-		r.ctrs.BytesPlaced += uint64(n)
+	if !w.cur.Scatter(r.env.Mem, w.sges, data) {
+		return StateErrMalformedWQE
 	}
+	w.placed += uint64(len(data))
+	r.ctrs.BytesPlaced += uint64(len(data))
 	return StateNone
 }
 

@@ -1,6 +1,9 @@
 package responder
 
-import "github.com/gorxe/gorxe/packet"
+import (
+	"github.com/gorxe/gorxe/internal/ring"
+	"github.com/gorxe/gorxe/packet"
+)
 
 // outKind is the kind of an output queue item.
 type outKind uint8
@@ -28,77 +31,37 @@ type outItem struct {
 	resid uint32
 }
 
-// outQueue is a bounded ring of responses in PSN order. Its items start
-// empty and grow by doubling up to the bound when more responses are
-// queued than ever before, so an idle QP costs little memory and a steady
-// stream allocates nothing.
-type outQueue struct {
-	items    []outItem
-	max      int // the bound
-	start, n int
-}
+// outQueue is the bounded ring of responses in PSN order (ring.Ring: it
+// grows up to its bound only when more responses are queued than ever
+// before).
+type outQueue struct{ ring.Ring[outItem] }
 
-// minOut is the first size of the output queue.
-const minOut = 4
-
-func (q *outQueue) init(size int) { q.max = size }
-
-func (q *outQueue) free() int { return q.max - q.n }
-
-// grow doubles the items (at most max) and moves the queued ones to the
-// front.
-func (q *outQueue) grow() {
-	items := make([]outItem, min(q.max, max(minOut, 2*len(q.items))))
-	for i := range q.n {
-		items[i] = *q.at(i)
-	}
-	q.items, q.start = items, 0
-}
-
-func (q *outQueue) at(i int) *outItem { return &q.items[(q.start+i)%len(q.items)] }
-
-func (q *outQueue) head() *outItem { return &q.items[q.start] }
-
-func (q *outQueue) tail() *outItem { return q.at(q.n - 1) }
-
-// push appends an item; the caller has checked free() (getReq does).
+// push appends a zeroed item; the caller has checked Free (getReq does).
 func (q *outQueue) push() *outItem {
-	if q.n == len(q.items) {
-		q.grow()
-	}
-	it := q.at(q.n)
-	q.n++
+	it := q.Push()
 	*it = outItem{}
 	return it
 }
-
-func (q *outQueue) pop() {
-	q.start = (q.start + 1) % len(q.items)
-	q.n--
-}
-
-// truncate drops every item behind the head.
-func (q *outQueue) truncate() { q.n = min(q.n, 1) }
 
 // keepFatal drops every item but a fatal NAK.
 func (q *outQueue) keepFatal() {
 	var fatal outItem
 	found := false
-	for i := 0; i < q.n; i++ {
-		if it := q.at(i); it.kind == outNAK && it.fatal {
+	for i := range q.Len() {
+		if it := q.At(i); it.kind == outNAK && it.fatal {
 			fatal, found = *it, true
 			break
 		}
 	}
-	q.start, q.n = 0, 0
+	q.Clear()
 	if found {
 		*q.push() = fatal
 	}
 }
 
 func (q *outQueue) hasRead() bool {
-	for i := 0; i < q.n; i++ {
-		if q.at(i).kind == outRead {
+	for i := range q.Len() {
+		if q.At(i).kind == outRead {
 			return true
 		}
 	}
@@ -109,8 +72,8 @@ func (q *outQueue) hasRead() bool {
 // queued item is a plain ACK it is replaced: ACKs are cumulative
 // (IBA 9.7.5.1.1, coalescing).
 func (r *Responder) queueACK(psn packet.PSN) {
-	if r.q.n > 0 {
-		if t := r.q.tail(); t.kind == outACK {
+	if r.q.Len() > 0 {
+		if t := r.q.Back(); t.kind == outACK {
 			t.psn, t.msn = psn, r.msn
 			r.ctrs.AcksCoalesced++
 			return

@@ -1,10 +1,7 @@
 package responder
 
 import (
-	"errors"
-
 	"github.com/gorxe/gorxe/packet"
-	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
 // resource is a responder resource (rxe struct resp_res; IBA 9.7.5.1.3):
@@ -92,8 +89,8 @@ func (r *Responder) replayRead(res *resource) bool {
 // duplicate.
 func (r *Responder) restartTrain(res *resource) bool {
 	end := res.first.Add(res.npsn)
-	for i := 0; i < r.q.n; i++ {
-		it := r.q.at(i)
+	for i := range r.q.Len() {
+		it := r.q.At(i)
 		if it.kind != outRead || it.rkey != res.rkey || it.psn.Before(res.first) || !it.psn.Before(end) {
 			continue
 		}
@@ -124,156 +121,4 @@ func (r *Responder) readReply() State {
 	}
 	r.queueRead(r.rd, r.msn)
 	return StateCleanup
-}
-
-// ackSyndrome returns the syndrome of an ACK-type AETH carrying MSN msn:
-// credit code 31 ("invalid", no flow control) as rxe always sends, or with
-// Config.Credits the IBA credit code of the receive WQEs available (IBA
-// 9.7.7.2.5), rounded down by the credit table. It records the limit
-// sequence number it advertises (MSN + credits) for CreditUpdate.
-func (r *Responder) ackSyndrome(msn uint32) packet.Syndrome {
-	if !r.creditsOn() {
-		return packet.SyndromeACKUnlimited
-	}
-	code := packet.CreditCode(r.available())
-	n, _ := packet.Credits(code)
-	r.advLSN, r.advertised = (msn+uint32(n))&packet.PSNMask, true
-	return packet.ACKSyndrome(code)
-}
-
-// creditsOn reports whether the AETHs carry real credits: Config.Credits
-// on an own receive queue (a QP on an SRQ always advertises 31).
-func (r *Responder) creditsOn() bool {
-	return r.cfg.Credits && !r.cfg.SRQ && r.env.RQ != nil
-}
-
-// available counts the receive WQEs not used by completed messages: those
-// posted and the one taken by the SEND in progress, whose message the MSN
-// does not count yet. MSN + available is then the SSN of the last message
-// the WQEs can take, however late the AETH is built after its MSN was
-// recorded (MSN + available never decreases).
-func (r *Responder) available() int {
-	n := r.env.RQ.Len()
-	if r.wqe.valid {
-		n++
-	}
-	return n
-}
-
-// CreditUpdate is called by the owner after receive WQEs were posted to
-// the QP's own receive queue. If the requester may be blocked by credits —
-// the newest advertised limit has been reached: every message it allowed
-// has arrived, so no further ACK would tell the requester of the new WQEs —
-// and the new WQEs raise the limit, it queues an unsolicited ACK repeating
-// the acknowledgement of the last PSN received with the current MSN and
-// credits (IBA 9.7.7.2.5: credits are updated by any ACK, a duplicate
-// one included), unless an ACK is queued already (it will carry them). It
-// reports whether it queued one: the owner must then have NextPacket
-// called. Nothing is sent before the first advertisement: until then the
-// requester may send its first message (the probe) anyway.
-func (r *Responder) CreditUpdate() bool {
-	if !r.creditsOn() || !r.advertised || r.failed || r.flushed {
-		return false
-	}
-	if packet.PSN(r.advLSN).Diff(packet.PSN(r.msn)) > 0 {
-		return false // the requester still has credits; its ACKs will carry more
-	}
-	n, _ := packet.Credits(packet.CreditCode(r.available()))
-	if !packet.PSN((r.msn + uint32(n)) & packet.PSNMask).After(packet.PSN(r.advLSN)) {
-		return false // nothing new to advertise
-	}
-	if r.q.n > 0 && r.q.tail().kind == outACK || r.q.free() == 0 {
-		return false // a queued ACK will carry the new credits (or the queue is full)
-	}
-	r.queueACK(r.epsn.Add(-1))
-	r.ctrs.CreditUpdates++
-	return true
-}
-
-// emit builds the packet at the head of the output queue into buf. It
-// returns the packet length and true, or false with n < 0 if buf is too
-// small (the item is kept) and n == 0 if the item was dropped.
-func (r *Responder) emit(buf []byte) (int, bool) {
-	it := r.q.head()
-	h := &r.hdr
-	*h = packet.Headers{}
-	h.BTH = packet.BTHFields{PKey: r.cfg.PKey, DestQP: r.cfg.DestQPN, PSN: it.psn}
-	h.AETH.MSN = it.msn
-	var payload []byte
-	switch it.kind {
-	case outACK:
-		h.BTH.Opcode = packet.RCAcknowledge
-		h.AETH.Syndrome = r.ackSyndrome(it.msn)
-	case outNAK:
-		h.BTH.Opcode = packet.RCAcknowledge
-		h.AETH.Syndrome = it.syn
-	case outAtomicACK:
-		h.BTH.Opcode = packet.RCAtomicAcknowledge
-		h.AETH.Syndrome = r.ackSyndrome(it.msn)
-		h.AtomicAck = it.orig
-	case outRead:
-		n := min(it.resid, uint32(r.mtu))
-		switch {
-		case it.first && it.resid <= uint32(r.mtu):
-			h.BTH.Opcode = packet.RCRDMAReadResponseOnly
-		case it.first:
-			h.BTH.Opcode = packet.RCRDMAReadResponseFirst
-		case it.resid > uint32(r.mtu):
-			h.BTH.Opcode = packet.RCRDMAReadResponseMiddle
-		default:
-			h.BTH.Opcode = packet.RCRDMAReadResponseLast
-		}
-		if h.BTH.Opcode != packet.RCRDMAReadResponseMiddle {
-			h.AETH.Syndrome = r.ackSyndrome(it.msn)
-		}
-		if n > 0 {
-			// Re-validate the region for every packet (rxe
-			// rxe_recheck_mr): a deregistration mid-read fails cleanly.
-			mem, ok := r.env.Mem.Remote(it.rkey, it.va, n, verbs.AccessRemoteRead)
-			if !ok || len(mem) != int(n) {
-				r.readFault(it)
-				return r.emit(buf)
-			}
-			payload = mem
-		}
-	}
-	n, err := packet.Build(buf, h, payload, &r.cfg.Pseudo)
-	if err != nil {
-		if errors.Is(err, packet.ErrBufferTooSmall) {
-			return -1, false
-		}
-		r.ctrs.BuildErrors++
-		r.q.pop()
-		return 0, false
-	}
-	switch it.kind {
-	case outACK:
-		r.ctrs.AcksSent++
-	case outNAK:
-		r.ctrs.NaksSent++
-	case outAtomicACK:
-		r.ctrs.AtomicAcksSent++
-	case outRead:
-		r.ctrs.ReadResponses++
-		r.ctrs.BytesRead += uint64(len(payload))
-		it.first = false
-		it.psn = it.psn.Next()
-		it.va += uint64(len(payload))
-		it.resid -= uint32(len(payload))
-		if it.resid > 0 {
-			return n, true
-		}
-	}
-	r.q.pop()
-	return n, true
-}
-
-// readFault turns a read train whose memory has gone into a Remote Access
-// Error NAK for the response PSN that could not be sent (rxe read_reply ->
-// ERR_RKEY_VIOLATION, class C), drops everything queued behind it, and
-// fails the responder.
-func (r *Responder) readFault(it *outItem) {
-	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.psn, msn: r.msn, fatal: true}
-	r.q.truncate()
-	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
 }

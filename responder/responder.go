@@ -3,6 +3,7 @@ package responder
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -204,10 +205,9 @@ type recvWQE struct {
 	valid  bool
 	id     uint64
 	sges   []verbs.SGE
-	total  uint64 // sum of SGE lengths
-	placed uint64 // bytes written so far
-	sge    int    // current SGE
-	off    uint32 // offset in the current SGE
+	total  uint64     // sum of SGE lengths
+	placed uint64     // bytes written so far
+	cur    sge.Cursor // scatter cursor in sges
 }
 
 // Responder is the RC responder of one QP. Create it with New.
@@ -285,7 +285,7 @@ func New(cfg *Config, env Env) *Responder {
 	// Every request queues at most one item. Read trains and atomic ACKs
 	// are bounded by the resources; leave room for as many replays, the
 	// ACKs between them and a few NAKs. A full queue drops requests.
-	r.q.init(4*nres + 16)
+	r.q.Init(4*nres+16, nil)
 	if s, ok := env.CQ.(SolicitedCompletions); ok {
 		r.scq = s
 	}
@@ -445,7 +445,7 @@ func (r *Responder) fail(status verbs.WCStatus, st State) {
 // fails (check Failed after NextPacket too).
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
 	_ = now
-	for r.q.n > 0 {
+	for r.q.Len() > 0 {
 		n, ok := r.emit(buf)
 		if ok {
 			return n
@@ -458,7 +458,7 @@ func (r *Responder) NextPacket(now time.Time, buf []byte) int {
 }
 
 // Pending reports whether NextPacket would return a packet.
-func (r *Responder) Pending() bool { return r.q.n > 0 }
+func (r *Responder) Pending() bool { return r.q.Len() > 0 }
 
 // Failed reports whether the responder hit a fatal error (IBA classes A, C,
 // G and J; §3.4 of the protocol notes) and the QP must move to ERR, with

@@ -639,7 +639,7 @@ func TestBufferTooSmallKeepsPacket(t *testing.T) {
 func TestQueueFullDrops(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxDestRdAtomic = 1 })
 	psn := packet.PSN(100)
-	for i := 0; h.r.q.free() > 0; i++ {
+	for i := 0; h.r.q.Free() > 0; i++ {
 		require.Less(t, i, 100)
 		if i%2 == 0 {
 			h.rx(packet.RCRDMAReadRequest, psn, nil, reth(rva, rkey, 8))

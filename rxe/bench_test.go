@@ -330,7 +330,12 @@ func TestDataPathLocalDrops(t *testing.T) {
 		for _, op := range []WROpcode{WRRDMAWrite, WRRDMARead} {
 			t.Run(fmt.Sprintf("NoInlineSend=%v/%v", noInline, op), func(t *testing.T) {
 				ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 16})
-				opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline}
+				// The recovery timer's floor is raised as the ACK timeout is
+				// (below): the test asserts that local drops cause no
+				// transport retry, and a loaded machine's scheduling delays
+				// must not fire either timer.
+				opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline,
+					Recovery: RecoveryConfig{Floor: time.Second}}
 				da, err := Open(ca, opts)
 				require.NoError(t, err)
 				db, err := Open(cb, opts)
@@ -340,7 +345,12 @@ func TestDataPathLocalDrops(t *testing.T) {
 					db.Close()
 				})
 				a, z := newEnd(t, da, testBufSize), newEnd(t, db, testBufSize)
-				connect(t, a, z, MTU4096)
+				// A 4.3 s ACK timeout (20): the test asserts that no transport
+				// retry happened, which a 67 ms timer cannot promise on a
+				// loaded machine.
+				ia, iz := a.qp.Info(1), z.qp.Info(2)
+				require.NoError(t, a.qp.Connect(ia, iz, ConnectOptions{MTU: MTU4096, Timeout: 20}))
+				require.NoError(t, z.qp.Connect(iz, ia, ConnectOptions{MTU: MTU4096, Timeout: 20}))
 				src, dst := a, z
 				if op == WRRDMARead {
 					src, dst = z, a

@@ -1,5 +1,7 @@
 package rxe
 
+import "sync/atomic"
+
 // NamedCounter is one counter under the name kernel rxe gives it in
 // /sys/class/infiniband/rxe0/ports/1/hw_counters (rxe_hw_counters.c), or,
 // for gorxe's own counters, a name in the same style.
@@ -64,5 +66,52 @@ func (c Counters) Named() []NamedCounter {
 		{"events_dropped", c.EventsDropped},
 		{"notify_dropped", c.NotifyDropped},
 		{"receive_errors", c.ReceiveErrors},
+	}
+}
+
+// Counters are device-wide counters; the names follow rxe's hw counters
+// (rxe_hw_counters.c) where one exists.
+type Counters struct {
+	SentPkts      uint64 // sent_pkts
+	RcvdPkts      uint64 // rcvd_pkts: accepted and handed to a QP
+	BadICRC       uint64 // packets dropped for a bad ICRC
+	ICRCRecovered uint64 // IPv4 packets verified after recovering a non-zero IP ID
+	Malformed     uint64 // packets packet.Parse rejected
+	UnknownQP     uint64 // packets for no QP of ours
+	CNPs          uint64 // congestion notifications received (ignored)
+	SendErr       uint64 // send_err: datagrams the netdev refused for good
+	LocalDrops    uint64 // datagrams refused by the local host (see Options.LocalDropMode)
+	QPErrors      uint64 // QPs moved to ERR by an engine error
+	EventsDropped uint64 // async events lost because nobody read Events
+	NotifyDropped uint64 // CQ notifications lost to a full CompChannel
+	ReceiveErrors uint64 // netdev read errors
+	PinErrors     uint64 // vector goroutines that could not be pinned (Options.PinVectors)
+}
+
+type deviceCounters struct {
+	badICRC, icrcRecovered                  atomic.Uint64
+	malformed, unknownQP, cnps, sendErr     atomic.Uint64
+	localDrops, qpErrors, eventsDropped     atomic.Uint64
+	notifyDropped, receiveErrors, pinErrors atomic.Uint64
+
+	// System calls (ReadBatch and WriteBatch calls), for the benchmarks'
+	// datagrams-per-call figures; not exported.
+	readBatches, writeBatches atomic.Uint64
+}
+
+// Counters returns a snapshot of the device counters.
+func (d *Device) Counters() Counters {
+	c := &d.counters
+	var sent, rcvd uint64
+	for _, v := range d.vecs {
+		sent += v.sentPkts.Load()
+		rcvd += v.rcvdPkts.Load()
+	}
+	return Counters{
+		SentPkts: sent, RcvdPkts: rcvd, BadICRC: c.badICRC.Load(),
+		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
+		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(),
+		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
+		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(),
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gorxe/gorxe/internal/ring"
 )
 
 // CompChannel delivers completion notifications (ibv_comp_channel): a CQ
@@ -38,9 +40,8 @@ type CQ struct {
 	vector int
 	ch     *CompChannel
 
-	mu            sync.Mutex // protects the fields below
-	ring          []WC
-	head, n       int
+	mu            sync.Mutex    // protects the fields below
+	wcs           ring.Ring[WC] // grows up to cqe only as completions wait in it
 	armed         bool
 	solicitedOnly bool
 	overflowed    bool
@@ -71,27 +72,25 @@ func (d *Device) CreateCQWith(attr CQAttr) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CQ{dev: d, vector: v, ch: attr.Channel, ring: make([]WC, attr.CQE), wake: make(chan struct{}, 1)}, nil
+	cq := &CQ{dev: d, vector: v, ch: attr.Channel, wake: make(chan struct{}, 1)}
+	cq.wcs.Init(attr.CQE, nil)
+	return cq, nil
 }
 
 // Vector returns the completion vector servicing the CQ.
 func (cq *CQ) Vector() int { return cq.vector }
 
 // Cap returns the number of completions the CQ holds.
-func (cq *CQ) Cap() int { return len(cq.ring) }
+func (cq *CQ) Cap() int { return cq.wcs.Max() }
 
 // Poll moves up to len(wcs) completions into wcs, oldest first, and
 // returns how many. It never blocks.
 func (cq *CQ) Poll(wcs []WC) int {
 	cq.mu.Lock()
 	k := 0
-	for k < len(wcs) && cq.n > 0 {
-		wcs[k] = cq.ring[cq.head]
-		cq.head++
-		if cq.head == len(cq.ring) {
-			cq.head = 0
-		}
-		cq.n--
+	for k < len(wcs) && cq.wcs.Len() > 0 {
+		wcs[k] = *cq.wcs.Front()
+		cq.wcs.Pop()
 		k++
 	}
 	cq.mu.Unlock()
@@ -135,8 +134,12 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	return nil
 }
 
-// Destroy destroys the CQ. It fails with ErrInUse while QPs use it.
+// Destroy destroys the CQ. It fails with ErrInUse while QPs use it, and
+// with ErrClosed after Device.Close.
 func (cq *CQ) Destroy() error {
+	if cq.dev.closed.Load() {
+		return ErrClosed
+	}
 	if n := cq.users.Load(); n > 0 {
 		return fmt.Errorf("%w: CQ used by %d QPs", ErrInUse, n)
 	}
@@ -158,7 +161,7 @@ func (cq *CQ) Destroy() error {
 func (cq *CQ) Len() int {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return cq.n
+	return cq.wcs.Len()
 }
 
 // cqSink adapts a CQ to the Completions interfaces of requester and
@@ -176,7 +179,11 @@ func (s cqSink) CompleteSolicited(wc *WC, solicited bool) bool { return s.cq.pus
 // caller moves the QP to ERR and the device raises CQ_ERR).
 func (cq *CQ) push(wc *WC, solicited bool) bool {
 	cq.mu.Lock()
-	if cq.destroyed || cq.n == len(cq.ring) {
+	var slot *WC
+	if !cq.destroyed {
+		slot = cq.wcs.Push()
+	}
+	if slot == nil {
 		first := !cq.overflowed
 		cq.overflowed = true
 		cq.mu.Unlock()
@@ -185,12 +192,7 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		}
 		return false
 	}
-	i := cq.head + cq.n
-	if i >= len(cq.ring) {
-		i -= len(cq.ring)
-	}
-	cq.ring[i] = *wc
-	cq.n++
+	*slot = *wc
 	// A solicited-only arm fires on a solicited receive completion or an
 	// error completion (IBA 11.4.2.2).
 	fire := cq.armed && (!cq.solicitedOnly || solicited || wc.Status != WCSuccess)

@@ -28,8 +28,11 @@ func (d *Device) AllocPD() (*PD, error) {
 }
 
 // Dealloc frees the PD. It fails with ErrInUse while MRs, QPs or SRQs
-// created on it exist.
+// created on it exist, and with ErrClosed after Device.Close.
 func (pd *PD) Dealloc() error {
+	if pd.dev.closed.Load() {
+		return ErrClosed
+	}
 	if n := pd.users.Load(); n > 0 {
 		return fmt.Errorf("%w: PD has %d MRs, QPs or SRQs", ErrInUse, n)
 	}
@@ -192,15 +195,44 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 	return mr, nil
 }
 
-// Dereg deregisters the MR; later accesses by its keys fail.
+// Dereg deregisters the MR (ibv_dereg_mr). Later accesses by its keys
+// fail: a peer's gets a Remote Access NAK, a local SGE a local protection
+// error. Dereg returns only once the device no longer touches the buffer,
+// as rxe_dereg_mr waits until no requester or responder holds the region:
+// every QP of the MR's PD copies registered memory only inside one step
+// under its lock, so Dereg waits, after the region stops resolving, until
+// each of those QPs is outside a step (see quiesce). After Device.Close it
+// returns ErrClosed: Close already stopped every QP.
 func (mr *MR) Dereg() error {
+	d := mr.pd.dev
+	if d.closed.Load() {
+		return ErrClosed
+	}
 	if mr.dereg.Swap(true) {
 		return ErrClosed
 	}
 	mr.valid.Store(false)
-	mr.pd.dev.mrs.remove(mr.lkey)
+	d.mrs.remove(mr.lkey)
+	d.quiesce(mr.pd)
 	mr.pd.users.Add(-1)
 	return nil
+}
+
+// quiesce waits until every QP of pd is outside a step, so that a region
+// of pd that no longer resolves is no longer being copied (the grace
+// period of an RCU-style removal). A step holds its QP's lock for a bounded
+// amount of work, at most one batch of packets and never across I/O or a
+// wait, so quiesce waits that long per QP at most; it takes no context.
+func (d *Device) quiesce(pd *PD) {
+	d.qps.each(func(qp *QP) {
+		if qp.pd == pd {
+			// An empty critical section: it waits for the step that
+			// holds the lock.
+			qp.mu.Lock()
+			qp.mu.Unlock() //nolint:staticcheck // SA2001: intended
+
+		}
+	})
 }
 
 // LKey returns the local key, for SGEs.

@@ -1,17 +1,16 @@
 package rxe
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/requester"
 	"github.com/gorxe/gorxe/responder"
-	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
@@ -29,8 +28,9 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
-	// mu protects everything below; the device's receive and transmit
-	// goroutines hold it while they drive the requester and responder.
+	// mu guards the rest: the QP's state is its own, and only the holder
+	// of mu touches it. The holders are the QP's step (qpstep.go), run by
+	// its vector's goroutines, and the verbs calls. See docs/threading.md.
 	mu        sync.Mutex
 	state     QPState
 	attr      QPAttr // the attributes given so far
@@ -39,62 +39,17 @@ type QP struct {
 	respCfg   responder.Config
 	req       *requester.Requester
 	resp      *responder.Responder
-	timer     *time.Timer
-	timerAt   time.Time
+	timerAt   time.Time // the requester's deadline (timers.go)
+	localDrop localDrop // datagrams the local host refused, and the back-off
 	drainSent bool
 	destroyed bool
 	peerBuf   peerBuffer // the peer's announced receive buffer (recvbuf.go)
-	// epoch counts resets and Destroy: datagrams held from an earlier
-	// epoch are discarded, not sent.
-	epoch   uint32
-	dropDue atomic.Bool   // the back-off passed: the held datagrams may go
-	dropGen atomic.Uint32 // arming count; a vector's dropQueue entry of an older one is void
-	queued  atomic.Bool   // on the device's run queue
-	counter qpCounters
+	counter   qpCounters
 
-	// tx is protected by the device's txMu, not by mu.
-	tx qpTx
-}
-
-// qpTx is a QP's transmit state after local drops (LocalDropAdaptive),
-// used only under Device.txMu: the datagrams the local host refused, held
-// in order until the QP's back-off timer fires, and the QP's adaptive
-// back-off estimator (seed 002), so that one QP's delay follows its own
-// bursts.
-type qpTx struct {
-	held    []netdev.Message // held[head:n] wait; buffers are kept for reuse
-	head, n int
-	epoch   uint32 // QP.epoch when the datagrams were held
-	backoff retry.Backoff
-	delay   atomic.Int64 // backoff's current delay, for QP.Counters
-	shown   int64        // the value last stored in delay
-}
-
-// holding reports whether datagrams are held.
-func (t *qpTx) holding() bool { return t.head < t.n }
-
-// drop forgets the held datagrams (their buffers stay for reuse).
-func (t *qpTx) drop() { t.head, t.n = 0, 0 }
-
-// push appends a copy of m to the held datagrams. A buffer is allocated
-// only when the QP holds more datagrams than ever before.
-func (t *qpTx) push(m *netdev.Message) {
-	if t.n == len(t.held) {
-		t.held = append(t.held, netdev.Message{Buf: make([]byte, maxPacket)})
-	}
-	h := &t.held[t.n]
-	h.N = copy(h.Buf[:cap(h.Buf)], m.Buf[:m.N])
-	h.Addr, h.Local = m.Addr, m.Local
-	t.n++
-}
-
-// sent records that one of the QP's datagrams left (retry.Backoff.OnSent).
-func (t *qpTx) sent(now time.Time) {
-	t.backoff.OnSent(now)
-	if d := int64(t.backoff.Delay()); d != t.shown {
-		t.shown = d
-		t.delay.Store(d)
-	}
+	// slot is the QP's entry in its vector's timerQueue, guarded by the
+	// queue's lock; queued marks it on its vector's run queue.
+	slot   timerSlot
+	queued atomic.Bool
 }
 
 // qpCounters are per-QP counters kept by the device (the engines keep
@@ -144,6 +99,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 	qp := &QP{dev: d, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, sigAll: attr.SigAll}
+	qp.slot.init()
 	if attr.SRQ != nil {
 		if err := attr.SRQ.attach(pd, attr.RecvCQ); err != nil {
 			return nil, err
@@ -190,14 +146,15 @@ func (qp *QP) State() QPState {
 
 // Modify changes the QP's attributes and state (ibv_modify_qp): the mask
 // must hold exactly the attributes IBA 10.3.1 requires for the transition
-// and at most the optional ones.
+// and at most the optional ones. After Destroy or Device.Close it fails
+// with ErrClosed.
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	d := qp.dev
 	if err := d.checkValues(attr, mask); err != nil {
 		return err
 	}
 	qp.mu.Lock()
-	if qp.destroyed {
+	if qp.dead() {
 		qp.mu.Unlock()
 		return ErrClosed
 	}
@@ -315,9 +272,7 @@ func (qp *QP) reset() {
 	if qp.srq == nil {
 		qp.rq = newRecvQueue(qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
 	}
-	qp.stopTimer()
-	qp.stopDropTimer()
-	qp.epoch++
+	qp.stopTimers()
 	qp.attr = QPAttr{}
 }
 
@@ -339,118 +294,36 @@ func (qp *QP) enterError() {
 	if qp.srq != nil {
 		qp.dev.raise(AsyncEvent{Type: EventQPLastWQEReached, QP: qp})
 	}
-	qp.stopTimer()
+	qp.timerAt = time.Time{} // held datagrams (a NAK) still go
 }
 
-// armDropTimer arms the back-off after a local drop on the vector's
-// dropQueue (caller holds mu and the vector's txMu).
-func (qp *QP) armDropTimer(delay time.Duration) {
-	qp.dropDue.Store(false)
-	gen := qp.dropGen.Add(1)
-	now := time.Now()
-	qp.vec.drops.arm(now, now.Add(delay), qp, gen)
-}
-
-// stopDropTimer voids the pending back-off, if any (caller holds mu).
-func (qp *QP) stopDropTimer() { qp.dropGen.Add(1) }
-
-func (qp *QP) stopTimer() {
-	if qp.timer != nil {
-		qp.timer.Stop()
-	}
+// stopTimers forgets the requester's deadline and the held datagrams and
+// takes the QP out of its vector's timer queue (reset, Destroy, Close;
+// caller holds mu).
+func (qp *QP) stopTimers() {
 	qp.timerAt = time.Time{}
+	qp.localDrop.drop()
+	qp.vec.timers.cancel(qp)
 }
 
-// afterEngines runs after the engines were driven (caller holds mu): it
-// moves the QP to ERR on a fatal engine error, reports SQ drain, and
-// re-arms the QP's timer at the requester's earliest deadline. It returns
-// whether the QP has packets to send.
-//
-// A responder error is answered with a NAK that the transmit goroutine has
-// yet to take; rxe sends that NAK before its QP enters ERR (rxe_resp.c:
-// ACKNOWLEDGE, then ERROR), and the transmit goroutine sends nothing for a
-// QP in ERR, so the QP keeps its state until the NAK is out. Meanwhile the
-// requester is stopped (flushed), so no request leaves after the error.
-func (qp *QP) afterEngines() bool {
-	if qp.state != QPSErr {
-		if st, resp, failed := qp.failed(); failed {
-			if resp && qp.resp.Pending() {
-				if qp.req != nil {
-					qp.req.Flush()
-				}
-				qp.stopTimer()
-				return true
-			}
-			qp.dev.counters.qpErrors.Add(1)
-			if resp {
-				qp.raiseResponderError(st)
-			}
-			qp.enterError()
-			return false
-		}
-	}
-	if qp.state == QPSSQD && !qp.drainSent && qp.req != nil && qp.req.Drained() {
-		qp.drainSent = true
-		if qp.attr.SQDrainNotify {
-			qp.dev.raise(AsyncEvent{Type: verbs.EventSQDrained, QP: qp})
-		}
-	}
-	if qp.req != nil && qp.state != QPSErr {
-		if dl := qp.req.Deadline(); !dl.IsZero() {
-			if !dl.Equal(qp.timerAt) {
-				qp.timerAt = dl
-				if qp.timer == nil {
-					qp.timer = time.AfterFunc(time.Until(dl), func() { qp.dev.schedule(qp) })
-				} else {
-					qp.timer.Reset(time.Until(dl))
-				}
-			}
-		} else if !qp.timerAt.IsZero() {
-			qp.stopTimer()
-		}
-	}
-	return qp.pending()
-}
+// dead reports whether the QP was destroyed or its device closed (caller
+// holds mu): its engines run no more and its verbs fail with ErrClosed.
+func (qp *QP) dead() bool { return qp.destroyed || qp.dev.closed.Load() }
 
-// raiseResponderError raises the affiliated asynchronous error of a
-// responder failure (IBA 11.6.3.1; mlx4/mlx5 WQ_INVAL_REQ_ERROR,
-// WQ_ACCESS_ERROR and WQ_CATAS_ERROR): an R_Key, range or rights violation
-// is a Local Access Violation Work Queue Error (QP_ACCESS_ERR); an invalid
-// request (opcode, QP rights, length, misaligned atomic, failed
-// invalidation) an Invalid Request Local Work Queue Error (QP_REQ_ERR); a
-// malformed receive WQE a Local Work Queue Catastrophic Error (QP_FATAL).
-// A receive CQ overflow raises only the CQ's CQ_ERR. The requester side
-// raises nothing: its error is in the failed WQE's completion. (Kernel rxe
-// raises none of these.)
-func (qp *QP) raiseResponderError(st verbs.WCStatus) {
-	var ev AsyncEventType
-	switch st {
-	case verbs.WCRemAccessErr:
-		ev = verbs.EventQPAccessErr
-	case verbs.WCRemInvReqErr, verbs.WCLocLenErr:
-		ev = verbs.EventQPReqErr
-	case verbs.WCLocQPOpErr:
-		ev = verbs.EventQPFatal
-	default:
+// closeDevice stops the QP for Device.Close (the device is already marked
+// closed): work requests still outstanding complete with WR_FLUSH_ERR, as
+// in ERR, its timers stop, and once it returns no step of the QP runs or
+// is under way, so the QP touches no registered memory again.
+func (qp *QP) closeDevice() {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.destroyed {
 		return
 	}
-	qp.dev.raise(AsyncEvent{Type: ev, QP: qp})
-}
-
-// failed reports a fatal engine error, its status, and whether the
-// responder (rather than the requester) failed.
-func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
-	if qp.req != nil {
-		if st, ok := qp.req.Failed(); ok {
-			return st, false, true
-		}
+	if qp.state != QPSReset {
+		qp.enterError()
 	}
-	if qp.resp != nil {
-		if st, ok := qp.resp.Failed(); ok {
-			return st, true, true
-		}
-	}
-	return 0, false, false
+	qp.stopTimers()
 }
 
 func (qp *QP) pending() bool {
@@ -461,11 +334,13 @@ func (qp *QP) pending() bool {
 }
 
 // PostSend posts send work requests (ibv_post_send). It returns how many
-// were posted; on error, wrs[n] is the one refused (bad_wr). The QP must
-// be in RTS or SQD (or ERR, where they complete with WR_FLUSH_ERR).
+// were posted; on error, wrs[n] is the one refused (bad_wr): a full send
+// queue gives ErrNoResources, a malformed WR ErrInvalidArgument. The QP must
+// be in RTS or SQD (or ERR, where they complete with WR_FLUSH_ERR); after
+// Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	qp.mu.Lock()
-	if qp.destroyed {
+	if qp.dead() {
 		qp.mu.Unlock()
 		return 0, ErrClosed
 	}
@@ -491,7 +366,11 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	var err error
 	for i := range wrs {
 		if err = qp.req.Post(&wrs[i]); err != nil {
-			err = fmt.Errorf("%w: send WR %d (%v): %w", ErrInvalidArgument, i, wrs[i].Opcode, err)
+			kind := ErrInvalidArgument
+			if errors.Is(err, requester.ErrQueueFull) {
+				kind = ErrNoResources
+			}
+			err = fmt.Errorf("%w: send WR %d (%v): %w", kind, i, wrs[i].Opcode, err)
 			break
 		}
 		n++
@@ -508,15 +387,16 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 
 // PostRecv posts receive work requests to the QP's own receive queue
 // (ibv_post_recv); a QP with an SRQ takes them from the SRQ instead. It
-// returns how many were posted. Allowed from INIT on; in ERR they complete
-// with WR_FLUSH_ERR.
+// returns how many were posted; a full receive queue gives ErrNoResources.
+// Allowed from INIT on; in ERR they complete with WR_FLUSH_ERR. After
+// Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
 	if qp.srq != nil {
 		return 0, fmt.Errorf("%w: the QP uses an SRQ: post to the SRQ", ErrInvalidArgument)
 	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
-	if qp.destroyed {
+	if qp.dead() {
 		return 0, ErrClosed
 	}
 	if qp.state == QPSReset {
@@ -550,17 +430,15 @@ func (qp *QP) Query() QPAttr {
 }
 
 // Destroy destroys the QP: outstanding work is discarded without
-// completions (ibv_destroy_qp).
+// completions (ibv_destroy_qp). After Device.Close it fails with ErrClosed.
 func (qp *QP) Destroy() error {
 	qp.mu.Lock()
-	if qp.destroyed {
+	if qp.dead() {
 		qp.mu.Unlock()
 		return ErrClosed
 	}
 	qp.destroyed = true
-	qp.stopTimer()
-	qp.stopDropTimer()
-	qp.epoch++
+	qp.stopTimers()
 	qp.state = QPSReset
 	qp.req, qp.resp = nil, nil
 	qp.mu.Unlock()
@@ -599,9 +477,9 @@ func (qp *QP) Counters() QPCounters {
 		RcvdPkts: qp.counter.rcvdPkts.Load(), SentPkts: qp.counter.sentPkts.Load(),
 		RcvdBytes: qp.counter.rcvdBytes.Load(), BadSource: qp.counter.badSrc.Load(), BadState: qp.counter.badState.Load(),
 		LocalDrops: qp.counter.localDrops.Load(), DropRetries: qp.counter.dropRetries.Load(),
-		BackoffDelay: time.Duration(qp.tx.delay.Load()),
 	}
 	qp.mu.Lock()
+	c.BackoffDelay = qp.localDrop.delay
 	if qp.req != nil {
 		c.Requester = qp.req.Counters()
 	}
@@ -610,39 +488,4 @@ func (qp *QP) Counters() QPCounters {
 	}
 	qp.mu.Unlock()
 	return c
-}
-
-// receive hands one packet addressed to this QP to the responder or the
-// completer (rxe_rcv's per-QP checks, then dispatch by direction).
-func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
-	qp.mu.Lock()
-	ok := true
-	switch {
-	case qp.state == QPSReset || qp.state == QPSInit || qp.state == QPSErr:
-		qp.counter.badState.Add(1)
-		ok = false
-	case src.Addr().Unmap() != qp.dest.Addr():
-		// rxe check_addr: RC packets must come from the peer's GID.
-		qp.counter.badSrc.Add(1)
-		ok = false
-	case p.Opcode().Transport() != packet.TransportRC:
-		qp.counter.badState.Add(1)
-		ok = false
-	case p.Mask()&packet.MaskReq != 0:
-		qp.resp.Receive(now, p)
-	case qp.req != nil:
-		qp.req.Receive(now, p)
-	default: // a response before RTS
-		qp.counter.badState.Add(1)
-		ok = false
-	}
-	if ok {
-		qp.counter.rcvdPkts.Add(1)
-		qp.counter.rcvdBytes.Add(uint64(p.Len()))
-	}
-	more := qp.afterEngines()
-	qp.mu.Unlock()
-	if more {
-		qp.dev.schedule(qp)
-	}
 }

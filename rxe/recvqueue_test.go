@@ -15,7 +15,7 @@ func TestRecvQueueGrows(t *testing.T) {
 	for _, maxWR := range []int{1, 5, 64} {
 		t.Run(fmt.Sprint(maxWR), func(t *testing.T) {
 			q := newRecvQueue(maxWR, 3)
-			require.Empty(t, q.slots, "no slot before the first post")
+			require.Zero(t, q.wqes.Slots(), "no slot before the first post")
 			wr := func(id int) RecvWR {
 				sges := make([]SGE, 1+id%3)
 				for i := range sges {
@@ -47,7 +47,7 @@ func TestRecvQueueGrows(t *testing.T) {
 				n, err := q.post([]RecvWR{wr(next)})
 				require.ErrorIs(t, err, ErrNoResources)
 				require.Zero(t, n)
-				require.Len(t, q.slots, maxWR)
+				require.Equal(t, maxWR, q.wqes.Slots())
 				for q.Len() > 0 {
 					got, ok := q.Peek()
 					require.True(t, ok)

@@ -5,51 +5,37 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gorxe/gorxe/internal/ring"
 	"github.com/gorxe/gorxe/responder"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
 // recvQueue is a receive queue: a QP's own RQ or an SRQ. Receive WQEs are
-// copied into slots at post time, so the responder's Peek/Pop allocate
-// nothing. The slots start empty and grow by doubling up to maxWR when
-// more WQEs are posted than ever before: an idle QP that never posted
-// costs no slot memory, and a steady post/consume cycle allocates nothing.
+// copied into the slots of a ring.Ring at post time, so the responder's
+// Peek/Pop allocate nothing; the slots grow up to max_wr only when more
+// WQEs are posted than ever before, each with room for maxSGE SGEs.
 type recvQueue struct {
-	mu      sync.Mutex // protects everything below
-	slots   []verbs.RecvWR
-	sges    []verbs.SGE // backing store: maxSGE per slot
-	maxWR   int         // capacity; len(slots) <= maxWR
-	maxSGE  int
-	head, n int
-	limit   int  // SRQ limit (0 = disarmed)
-	srq     *SRQ // nil for a QP's own RQ
+	mu     sync.Mutex // protects everything below
+	wqes   ring.Ring[verbs.RecvWR]
+	maxSGE int
+	limit  int  // SRQ limit (0 = disarmed)
+	srq    *SRQ // nil for a QP's own RQ
 }
-
-// minRecvSlots is the first size of a receive queue's slots.
-const minRecvSlots = 4
 
 func newRecvQueue(maxWR, maxSGE int) *recvQueue {
-	return &recvQueue{maxWR: maxWR, maxSGE: maxSGE}
+	q := &recvQueue{maxSGE: maxSGE}
+	q.wqes.Init(maxWR, q.freshSlots)
+	return q
 }
 
-// relayout moves the posted WQEs, in order, to the front of n new slots
-// (n >= q.n; caller holds mu). A WQE a QP's responder is reading (Peek's
-// pointer into its own RQ) stays valid in the old slots, which are never
-// written again.
-func (q *recvQueue) relayout(n int) {
-	slots, sges := make([]verbs.RecvWR, n), make([]verbs.SGE, n*q.maxSGE)
-	for i := range slots {
-		slots[i].SGList = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
+// freshSlots gives the new slots of a grown queue their SGE stores, in one
+// allocation. A WQE a QP's responder is reading (Peek's pointer into its
+// own RQ) stays valid across growth: the old slots are never written again.
+func (q *recvQueue) freshSlots(s []verbs.RecvWR) {
+	sges := make([]verbs.SGE, len(s)*q.maxSGE)
+	for i := range s {
+		s[i].SGList = sges[i*q.maxSGE : i*q.maxSGE : (i+1)*q.maxSGE]
 	}
-	for i := range q.n {
-		j := q.head + i
-		if j >= len(q.slots) {
-			j -= len(q.slots)
-		}
-		slots[i].ID = q.slots[j].ID
-		slots[i].SGList = append(slots[i].SGList, q.slots[j].SGList...)
-	}
-	q.slots, q.sges, q.head = slots, sges, 0
 }
 
 // post copies wrs in; it returns how many were posted.
@@ -61,20 +47,12 @@ func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 		if len(wr.SGList) > q.maxSGE {
 			return i, fmt.Errorf("%w: receive WR %d has %d SGEs, max %d", ErrInvalidArgument, i, len(wr.SGList), q.maxSGE)
 		}
-		if q.n == len(q.slots) {
-			if len(q.slots) >= q.maxWR {
-				return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, q.maxWR)
-			}
-			q.relayout(min(q.maxWR, max(minRecvSlots, 2*len(q.slots))))
+		s := q.wqes.Push()
+		if s == nil {
+			return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, q.wqes.Max())
 		}
-		j := q.head + q.n
-		if j >= len(q.slots) {
-			j -= len(q.slots)
-		}
-		s := &q.slots[j]
 		s.ID = wr.ID
 		s.SGList = append(s.SGList[:0], wr.SGList...)
-		q.n++
 	}
 	return len(wrs), nil
 }
@@ -85,28 +63,19 @@ func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 func (q *recvQueue) Peek() (*verbs.RecvWR, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n == 0 {
+	if q.wqes.Len() == 0 {
 		return nil, false
 	}
-	return &q.slots[q.head], true
+	return q.wqes.Front(), true
 }
 
 // Pop implements responder.RecvQueue for a QP's own RQ.
 func (q *recvQueue) Pop() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n > 0 {
-		q.advance()
+	if q.wqes.Len() > 0 {
+		q.wqes.Pop()
 	}
-}
-
-// advance drops the oldest WQE (caller holds mu, n > 0).
-func (q *recvQueue) advance() {
-	q.head++
-	if q.head == len(q.slots) {
-		q.head = 0
-	}
-	q.n--
 }
 
 // take moves the oldest WQE into dst (whose SGList has room for maxSGE
@@ -116,15 +85,15 @@ func (q *recvQueue) advance() {
 // disarms it, as rxe's get_srq_wqe does after it takes a WQE.
 func (q *recvQueue) take(dst *verbs.RecvWR) bool {
 	q.mu.Lock()
-	if q.n == 0 {
+	if q.wqes.Len() == 0 {
 		q.mu.Unlock()
 		return false
 	}
-	s := &q.slots[q.head]
+	s := q.wqes.Front()
 	dst.ID = s.ID
 	dst.SGList = append(dst.SGList[:0], s.SGList...)
-	q.advance()
-	fire := q.srq != nil && q.limit > 0 && q.n < q.limit
+	q.wqes.Pop()
+	fire := q.srq != nil && q.limit > 0 && q.wqes.Len() < q.limit
 	if fire {
 		q.limit = 0
 	}
@@ -139,7 +108,7 @@ func (q *recvQueue) take(dst *verbs.RecvWR) bool {
 func (q *recvQueue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.n
+	return q.wqes.Len()
 }
 
 // flush completes every WQE with WR_FLUSH_ERR on cq (a QP's own RQ when
@@ -147,10 +116,10 @@ func (q *recvQueue) Len() int {
 func (q *recvQueue) flush(cq *CQ, qpn uint32) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.n > 0 {
-		wc := WC{ID: q.slots[q.head].ID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: qpn}
+	for q.wqes.Len() > 0 {
+		wc := WC{ID: q.wqes.Front().ID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: qpn}
 		cq.push(&wc, false)
-		q.advance()
+		q.wqes.Pop()
 	}
 }
 
@@ -158,12 +127,8 @@ func (q *recvQueue) flush(cq *CQ, qpn uint32) {
 // order (caller holds mu). rxe refuses to shrink a queue below the WQEs it
 // holds (rxe_queue_resize); so does gorxe.
 func (q *recvQueue) resize(maxWR int) error {
-	if maxWR < q.n {
-		return fmt.Errorf("%w: SRQ max_wr %d is below the %d posted WQEs", ErrInvalidArgument, maxWR, q.n)
-	}
-	q.maxWR = maxWR
-	if len(q.slots) > maxWR {
-		q.relayout(maxWR) // shrink now; growth stays lazy
+	if !q.wqes.SetMax(maxWR) { // shrinks now; growth stays lazy
+		return fmt.Errorf("%w: SRQ max_wr %d is below the %d posted WQEs", ErrInvalidArgument, maxWR, q.wqes.Len())
 	}
 	return nil
 }
@@ -286,7 +251,7 @@ func (d *Device) checkSRQSize(maxWR, limit int) error {
 // PostRecv posts receive WRs (ibv_post_srq_recv); it returns how many were
 // posted before the first failure.
 func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
-	if s.dead.Load() {
+	if s.dead.Load() || s.dev.closed.Load() {
 		return 0, ErrClosed
 	}
 	return s.q.post(wrs)
@@ -302,13 +267,13 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	if mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalidArgument, uint8(mask))
 	}
-	if s.dead.Load() {
+	if s.dead.Load() || s.dev.closed.Load() {
 		return ErrClosed
 	}
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	maxWR, limit := q.maxWR, q.limit
+	maxWR, limit := q.wqes.Max(), q.limit
 	if mask&SRQAttrMaxWR != 0 {
 		maxWR = attr.MaxWR
 	}
@@ -318,7 +283,7 @@ func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	if err := s.dev.checkSRQSize(maxWR, limit); err != nil {
 		return err
 	}
-	if maxWR != q.maxWR {
+	if maxWR != q.wqes.Max() {
 		if err := q.resize(maxWR); err != nil {
 			return err
 		}
@@ -338,7 +303,7 @@ func (s *SRQ) SetLimit(limit int) error {
 func (s *SRQ) Query() SRQAttr {
 	s.q.mu.Lock()
 	defer s.q.mu.Unlock()
-	return SRQAttr{MaxWR: s.q.maxWR, MaxSGE: s.q.maxSGE, Limit: s.q.limit}
+	return SRQAttr{MaxWR: s.q.wqes.Max(), MaxSGE: s.q.maxSGE, Limit: s.q.limit}
 }
 
 // Len returns the number of posted receive WQEs.
@@ -394,7 +359,7 @@ func (s *SRQ) Destroy() error {
 
 // destroyable reports why the SRQ cannot be destroyed (caller holds mu).
 func (s *SRQ) destroyable() error {
-	if s.dead.Load() {
+	if s.dead.Load() || s.dev.closed.Load() {
 		return ErrClosed
 	}
 	if s.users > 0 {

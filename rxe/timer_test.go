@@ -7,16 +7,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestTimerFiredBeforeStalePass reproduces the setting of a stall found by
-// BenchmarkCreditsSlowReceiver: a QP's timer fires while the QP is already
-// on the run queue (its callback's schedule is then a no-op). The pass
-// that takes the QP used to read the clock once, before the deadline, so
-// it neither ran the requester's timeout nor, the deadline being
-// unchanged, re-armed the one-shot timer, and the RNR wait never ended.
-// fill now reads the clock after taking the QP off the run queue; the
-// test plays the transmit goroutine (holding txMu, white box: the QP's
-// vector's run queue and fill) and requires that the expiry is seen and
-// the SEND retried.
+// TestTimerFiredBeforeStalePass: a QP's wake-up fires while the QP is
+// already on the run queue (its schedule is then a no-op), and the pass
+// that takes the QP started before the deadline. A pass that read the
+// clock once, before the deadline, would neither run the requester's
+// timeout nor file a new wake-up, and the RNR wait would never end; the
+// step reads the clock after taking the QP off the run queue. The test
+// plays the transmit goroutine (holding txMu, white box: the QP's vector's
+// run queue and the QP's step) and requires that the expiry is seen and the
+// SEND retried.
 func TestTimerFiredBeforeStalePass(t *testing.T) {
 	o := qpOpts{minRNRTimer: 18} // 5.12 ms RNR wait
 	a, b := smallPair(t, "pipe", o, o)
@@ -35,7 +34,7 @@ func TestTimerFiredBeforeStalePass(t *testing.T) {
 	time.Sleep(time.Until(due) + 2*time.Millisecond) // the timer fires: the QP is queued
 	require.Eventually(t, d.runnable, 5*time.Second, time.Millisecond)
 	require.Same(t, a.qp, d.nextRunnable())
-	d.fill(a.qp, d.txMsgs, d.txOwners, 0) // reads the clock after dequeuing: the expiry is seen
+	a.qp.step(d.txMsgs, d.txOwners, 0) // reads the clock after dequeuing: the expiry is seen
 	d.txMu.Unlock()
 
 	_, err = b.qp.PostRecv(RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(0, 64)}})

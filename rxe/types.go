@@ -38,7 +38,10 @@ type (
 	MTU = verbs.MTU
 )
 
-// Re-exported constants (see package rxe/verbs for their documentation).
+// Re-exported constants: the whole vocabulary of package rxe/verbs (see
+// it for their documentation), including the values the engines produce
+// and gorxe does not post itself (WCBadRespErr, WCGeneralErr, the FLUSH and
+// ATOMIC_WRITE opcodes). TestVerbsReexported keeps the list complete.
 const (
 	QPSReset = verbs.QPSReset
 	QPSInit  = verbs.QPSInit
@@ -52,11 +55,17 @@ const (
 	QPTypeUC = verbs.QPTypeUC
 	QPTypeUD = verbs.QPTypeUD
 
-	AccessLocalWrite   = verbs.AccessLocalWrite
-	AccessRemoteWrite  = verbs.AccessRemoteWrite
-	AccessRemoteRead   = verbs.AccessRemoteRead
-	AccessRemoteAtomic = verbs.AccessRemoteAtomic
-	AccessZeroBased    = verbs.AccessZeroBased
+	AccessLocalWrite      = verbs.AccessLocalWrite
+	AccessRemoteWrite     = verbs.AccessRemoteWrite
+	AccessRemoteRead      = verbs.AccessRemoteRead
+	AccessRemoteAtomic    = verbs.AccessRemoteAtomic
+	AccessMWBind          = verbs.AccessMWBind
+	AccessZeroBased       = verbs.AccessZeroBased
+	AccessOnDemand        = verbs.AccessOnDemand
+	AccessHugeTLB         = verbs.AccessHugeTLB
+	AccessFlushGlobal     = verbs.AccessFlushGlobal
+	AccessFlushPersistent = verbs.AccessFlushPersistent
+	AccessRemote          = verbs.AccessRemote
 
 	WRRDMAWrite         = verbs.WRRDMAWrite
 	WRRDMAWriteWithImm  = verbs.WRRDMAWriteWithImm
@@ -65,48 +74,65 @@ const (
 	WRRDMARead          = verbs.WRRDMARead
 	WRAtomicCmpAndSwp   = verbs.WRAtomicCmpAndSwp
 	WRAtomicFetchAndAdd = verbs.WRAtomicFetchAndAdd
+	WRLocalInv          = verbs.WRLocalInv
+	WRBindMW            = verbs.WRBindMW
 	WRSendWithInv       = verbs.WRSendWithInv
+	WRTSO               = verbs.WRTSO
+	WRFlush             = verbs.WRFlush
+	WRAtomicWrite       = verbs.WRAtomicWrite
 
 	SendFence     = verbs.SendFence
 	SendSignaled  = verbs.SendSignaled
 	SendSolicited = verbs.SendSolicited
 	SendInline    = verbs.SendInline
+	SendIPCsum    = verbs.SendIPCsum
 
 	WCSuccess        = verbs.WCSuccess
 	WCLocLenErr      = verbs.WCLocLenErr
 	WCLocQPOpErr     = verbs.WCLocQPOpErr
+	WCLocEECOpErr    = verbs.WCLocEECOpErr
 	WCLocProtErr     = verbs.WCLocProtErr
 	WCWRFlushErr     = verbs.WCWRFlushErr
+	WCMWBindErr      = verbs.WCMWBindErr
+	WCBadRespErr     = verbs.WCBadRespErr
+	WCLocAccessErr   = verbs.WCLocAccessErr
 	WCRemInvReqErr   = verbs.WCRemInvReqErr
 	WCRemAccessErr   = verbs.WCRemAccessErr
 	WCRemOpErr       = verbs.WCRemOpErr
 	WCRetryExcErr    = verbs.WCRetryExcErr
 	WCRNRRetryExcErr = verbs.WCRNRRetryExcErr
+	WCLocRDDViolErr  = verbs.WCLocRDDViolErr
+	WCRemInvRDReqErr = verbs.WCRemInvRDReqErr
+	WCRemAbortErr    = verbs.WCRemAbortErr
+	WCInvEECNErr     = verbs.WCInvEECNErr
+	WCInvEECStateErr = verbs.WCInvEECStateErr
 	WCFatalErr       = verbs.WCFatalErr
+	WCRespTimeoutErr = verbs.WCRespTimeoutErr
+	WCGeneralErr     = verbs.WCGeneralErr
 
 	WCSend            = verbs.WCSend
 	WCRDMAWrite       = verbs.WCRDMAWrite
 	WCRDMARead        = verbs.WCRDMARead
 	WCCompSwap        = verbs.WCCompSwap
 	WCFetchAdd        = verbs.WCFetchAdd
+	WCBindMW          = verbs.WCBindMW
+	WCLocalInv        = verbs.WCLocalInv
+	WCTSO             = verbs.WCTSO
+	WCFlush           = verbs.WCFlush
+	WCAtomicWrite     = verbs.WCAtomicWrite
 	WCRecv            = verbs.WCRecv
 	WCRecvRDMAWithImm = verbs.WCRecvRDMAWithImm
 
-	WCFlagWithImm = verbs.WCFlagWithImm
-	WCFlagWithInv = verbs.WCFlagWithInv
+	WCFlagGRH      = verbs.WCFlagGRH
+	WCFlagWithImm  = verbs.WCFlagWithImm
+	WCFlagIPCsumOK = verbs.WCFlagIPCsumOK
+	WCFlagWithInv  = verbs.WCFlagWithInv
 
 	MTU256  = verbs.MTU256
 	MTU512  = verbs.MTU512
 	MTU1024 = verbs.MTU1024
 	MTU2048 = verbs.MTU2048
 	MTU4096 = verbs.MTU4096
-
-	// EventQPReqErr (Invalid Request Local Work Queue Error) and
-	// EventQPAccessErr (Local Access Violation Work Queue Error) are raised
-	// on a responder QP that fails on an invalid request or an access
-	// violation; see also the events re-exported in device.go.
-	EventQPReqErr    = verbs.EventQPReqErr
-	EventQPAccessErr = verbs.EventQPAccessErr
 )
 
 // Errors returned by verbs calls. Calls wrap them with detail; test with

@@ -29,14 +29,12 @@ type vector struct {
 	// txMu is held by whichever goroutine pulls packets from the vector's
 	// QPs and writes them (the transmit goroutine, or a receive goroutine
 	// sending inline), from the pull through the write: datagrams leave in
-	// the order they were pulled. It protects the fields below and each of
-	// the vector's QPs' tx fields (datagrams held back after a local drop,
-	// back-off).
+	// the order they were pulled. It protects the batch below.
 	txMu     sync.Mutex
 	txMsgs   []netdev.Message // the batch being built and written
 	txOwners []*QP            // the QP of each datagram in txMsgs
 
-	drops dropQueue // back-offs of the vector's QPs after local drops
+	timers timerQueue // the wake-up times of the vector's QPs (timers.go)
 
 	cpu      atomic.Int32  // the CPU the vector's goroutines are pinned to, or -1
 	rcvdPkts atomic.Uint64 // packets of the vector's QPs received
@@ -52,7 +50,7 @@ func newVector(d *Device, id int, conn netdev.Conn) *vector {
 		v.txMsgs[i].Buf = make([]byte, maxPacket)
 	}
 	v.cpu.Store(-1)
-	v.drops.v = v
+	v.timers.v = v
 	return v
 }
 
@@ -188,89 +186,11 @@ func (v *vector) transmitPass(limit int) int {
 		if qp == nil {
 			break
 		}
-		k = v.fill(qp, v.txMsgs[:limit], v.txOwners, k)
+		k = qp.step(v.txMsgs[:limit], v.txOwners, k)
 	}
 	if k > 0 {
 		v.passes.Add(1)
 		v.send(v.txMsgs[:k], v.txOwners[:k])
-	}
-	return k
-}
-
-// fill drives qp's engines: it first puts the datagrams the QP holds after
-// a local drop, once its back-off timer fired, then runs an expired timer,
-// then takes the responder's packets (ACKs, read responses) and the
-// requester's, into msgs[k:]. It returns the new count; a QP with more to
-// send is queued again. While the QP holds datagrams whose back-off has not
-// expired it builds nothing (they go first); its back-off timer schedules
-// it again. The caller holds txMu.
-//
-// The clock is read after the QP leaves the run queue (queued cleared): a
-// QP timer that fires before the reading has its expiry seen here, and
-// one that fires after it queues the QP again, so no expiry is missed
-// (a clock read once per pass, before, could miss one for good: the
-// one-shot timer had fired and the deadline was unchanged).
-func (v *vector) fill(qp *QP, msgs []netdev.Message, owners []*QP, k int) int {
-	d := v.d
-	qp.mu.Lock()
-	qp.queued.Store(false)
-	now := time.Now()
-	if qp.destroyed || qp.state == QPSReset || qp.tx.epoch != qp.epoch {
-		qp.tx.drop()
-	}
-	if qp.tx.holding() {
-		if !qp.dropDue.Load() {
-			qp.mu.Unlock()
-			return k
-		}
-		if qp.tx.head == 0 {
-			qp.counter.dropRetries.Add(1)
-		}
-		for k < len(msgs) && qp.tx.holding() {
-			h := &qp.tx.held[qp.tx.head]
-			msgs[k].N = copy(msgs[k].Buf[:cap(msgs[k].Buf)], h.Buf[:h.N])
-			msgs[k].Addr, msgs[k].Local, owners[k] = h.Addr, h.Local, qp
-			qp.tx.head++
-			k++
-		}
-		if qp.req != nil {
-			qp.req.DeferRecovery(now) // the held requests leave only now
-		}
-		if qp.tx.holding() {
-			qp.mu.Unlock()
-			v.schedule(qp)
-			return k
-		}
-		qp.tx.drop()
-	}
-	if qp.destroyed || qp.state == QPSReset || qp.state == QPSErr {
-		qp.mu.Unlock()
-		return k
-	}
-	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
-		qp.timerAt = time.Time{}
-		qp.req.OnTimeout(now)
-	}
-	for k < len(msgs) && qp.resp != nil {
-		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
-		if n == 0 {
-			break
-		}
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
-		k++
-	}
-	for k < len(msgs) && qp.req != nil && qp.state != QPSRTR {
-		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
-		if n == 0 {
-			break
-		}
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, d.addr, qp
-		k++
-	}
-	more := qp.afterEngines()
-	qp.mu.Unlock()
-	if more {
-		v.schedule(qp)
 	}
 	return k
 }
@@ -304,10 +224,7 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 			spins = 0
 			v.sentPkts.Add(uint64(n))
 			if adaptive {
-				for _, qp := range owners[:n] {
-					qp.counter.sentPkts.Add(1)
-					qp.tx.sent(start)
-				}
+				backoffSent(owners[:n], start)
 			} else {
 				for _, qp := range owners[:n] {
 					qp.counter.sentPkts.Add(1)
@@ -323,7 +240,7 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 			owners[0].counter.localDrops.Add(1)
 			switch d.opts.LocalDropMode {
 			case LocalDropAdaptive:
-				msgs, owners = v.hold(msgs, owners)
+				msgs, owners = owners[0].takeBack(msgs, owners)
 				continue
 			case LocalDropSpin:
 				if spins < spinLimit {
@@ -344,53 +261,17 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 	}
 }
 
-// hold gives msgs[0], which the local host refused, and every later
-// datagram of the same QP back to that QP, in order, and arms the QP's
-// back-off timer; it returns the other datagrams, in order, to be written
-// at once. Datagrams are moved by swapping Message values, so every slot of
-// the vector's batch keeps a buffer. The caller holds txMu.
-func (v *vector) hold(msgs []netdev.Message, owners []*QP) ([]netdev.Message, []*QP) {
-	qp := owners[0]
-	now := time.Now()
-	delay := qp.tx.backoff.OnDrop(now)
-	qp.tx.shown = int64(delay)
-	qp.tx.delay.Store(qp.tx.shown)
-	t := &qp.tx
-	start, older := t.head, t.n-t.head // held datagrams not yet sent again: they go after these
-	w := 0
-	for i := range msgs {
-		if owners[i] == qp {
-			t.push(&msgs[i])
-			continue
+// backoffSent counts the datagrams of owners as sent at start and feeds
+// each QP's local-drop back-off (localDrop.sent), taking each QP's lock
+// once per run of its datagrams.
+func backoffSent(owners []*QP, start time.Time) {
+	for i := 0; i < len(owners); {
+		qp := owners[i]
+		qp.mu.Lock()
+		for ; i < len(owners) && owners[i] == qp; i++ {
+			qp.counter.sentPkts.Add(1)
+			qp.localDrop.sent(start)
 		}
-		msgs[w], msgs[i] = msgs[i], msgs[w]
-		owners[w] = owners[i]
-		w++
+		qp.mu.Unlock()
 	}
-	clear(owners[w:])
-	if older > 0 {
-		rotate(t.held[start:t.n], older)
-	}
-	qp.mu.Lock()
-	qp.tx.epoch = qp.epoch
-	if qp.destroyed || qp.state == QPSReset {
-		qp.tx.drop()
-	} else {
-		qp.armDropTimer(delay)
-	}
-	qp.mu.Unlock()
-	return msgs[:w], owners[:w]
-}
-
-// rotate moves the first k messages of ms to its end, in order, by
-// swapping (every Message keeps its buffer).
-func rotate(ms []netdev.Message, k int) {
-	reverse := func(a []netdev.Message) {
-		for i, j := 0, len(a)-1; i < j; i, j = i+1, j-1 {
-			a[i], a[j] = a[j], a[i]
-		}
-	}
-	reverse(ms[:k])
-	reverse(ms[k:])
-	reverse(ms)
 }

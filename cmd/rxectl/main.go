@@ -24,38 +24,42 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/dump"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/perftest"
 )
 
-// Exit statuses shared by every command.
-const (
-	exitOK    = 0 // success
-	exitFail  = 1 // the command ran and failed (unreadable input, findings with --strict)
-	exitUsage = 2 // bad command line
-)
-
-// command is one rxectl subcommand. Perftest-like commands (read-bw,
-// write-bw, ...) are added to the commands table the same way.
+// command is one rxectl subcommand.
 type command struct {
 	name    string
-	args    string // argument synopsis, after the command name
 	summary string // one line for the command list
 	run     func(args []string, stdout, stderr io.Writer) int
 	help    func(w io.Writer) // writes the command's detailed help
 }
 
-// commands lists the subcommands in the order "rxectl help" shows them.
-var commands = []command{
-	{name: "dump", args: "[flags] FILE", summary: "decode the RoCEv2 packets of a pcap or pcapng capture", run: runDump, help: dumpUsage},
+// commands lists the subcommands in the order "rxectl help" shows them:
+// dump, then the perftest-style ones.
+var commands = func() []command {
+	cs := []command{{name: "dump", summary: "decode the RoCEv2 packets of a pcap or pcapng capture",
+		run: func(args []string, stdout, stderr io.Writer) int { return dump.Run(args, os.Stdin, stdout, stderr) }, help: dump.Usage}}
+	for _, t := range perftest.Tests {
+		cs = append(cs, command{name: t.Name(), summary: t.Summary(),
+			run:  func(args []string, stdout, stderr io.Writer) int { return t.Run(args, stdout, stderr, interrupt) },
+			help: t.Usage})
+	}
+	return cs
+}()
+
+// interrupt is the context of a measurement: the first Ctrl-C ends it
+// cleanly (what was measured is printed); a second one kills the process.
+func interrupt() context.Context {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	context.AfterFunc(ctx, stop)
+	return ctx
 }
 
 func main() {
-	// The first Ctrl-C ends a measurement cleanly (what was measured is
-	// printed); a second one kills the process.
-	interruptContext = func() context.Context {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-		context.AfterFunc(ctx, stop)
-		return ctx
-	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -64,7 +68,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	name, rest := args[0], args[1:]
 	switch name {
@@ -72,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runHelp(rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "rxectl", version())
-		return exitOK
+		return cli.ExitOK
 	}
 	for _, c := range commands {
 		if c.name == name {
@@ -81,28 +85,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "rxectl: unknown command %q\n\n", name)
 	usage(stderr)
-	return exitUsage
+	return cli.ExitUsage
 }
 
 // runHelp implements "rxectl help [command]".
 func runHelp(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stdout)
-		return exitOK
+		return cli.ExitOK
 	}
 	if len(args) > 1 {
 		fmt.Fprintln(stderr, "usage: rxectl help [command]")
-		return exitUsage
+		return cli.ExitUsage
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
 			c.help(stdout)
-			return exitOK
+			return cli.ExitOK
 		}
 	}
 	fmt.Fprintf(stderr, "rxectl help: unknown command %q\n\n", args[0])
 	usage(stderr)
-	return exitUsage
+	return cli.ExitUsage
 }
 
 // usage writes the top-level usage text.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,16 +24,16 @@ func TestDispatch(t *testing.T) {
 		wantStdout string // substring; "" means stdout must be empty
 		wantStderr string // substring; "" means stderr must be empty
 	}{
-		{name: "no command", args: nil, code: exitUsage, wantStderr: "Usage:"},
-		{name: "unknown command", args: []string{"bogus"}, code: exitUsage, wantStderr: "rxectl: unknown command \"bogus\"\n\nrxectl is the command-line tool"},
-		{name: "help", args: []string{"help"}, code: exitOK, wantStdout: "\tdump        decode the RoCEv2 packets"},
-		{name: "--help", args: []string{"--help"}, code: exitOK, wantStdout: "Commands:"},
-		{name: "help dump", args: []string{"help", "dump"}, code: exitOK, wantStdout: "usage: rxectl dump [flags] FILE"},
-		{name: "help unknown", args: []string{"help", "bogus"}, code: exitUsage, wantStderr: "unknown command \"bogus\""},
-		{name: "help too many", args: []string{"help", "dump", "x"}, code: exitUsage, wantStderr: "usage: rxectl help [command]"},
-		{name: "version", args: []string{"version"}, code: exitOK, wantStdout: "rxectl "},
-		{name: "dump -h", args: []string{"dump", "-h"}, code: exitOK, wantStdout: "-json"},
-		{name: "dump --help lists flags", args: []string{"dump", "--help"}, code: exitOK, wantStdout: "-port N"},
+		{name: "no command", args: nil, code: cli.ExitUsage, wantStderr: "Usage:"},
+		{name: "unknown command", args: []string{"bogus"}, code: cli.ExitUsage, wantStderr: "rxectl: unknown command \"bogus\"\n\nrxectl is the command-line tool"},
+		{name: "help", args: []string{"help"}, code: cli.ExitOK, wantStdout: "\tdump        decode the RoCEv2 packets"},
+		{name: "--help", args: []string{"--help"}, code: cli.ExitOK, wantStdout: "Commands:"},
+		{name: "help dump", args: []string{"help", "dump"}, code: cli.ExitOK, wantStdout: "usage: rxectl dump [flags] FILE"},
+		{name: "help unknown", args: []string{"help", "bogus"}, code: cli.ExitUsage, wantStderr: "unknown command \"bogus\""},
+		{name: "help too many", args: []string{"help", "dump", "x"}, code: cli.ExitUsage, wantStderr: "usage: rxectl help [command]"},
+		{name: "version", args: []string{"version"}, code: cli.ExitOK, wantStdout: "rxectl "},
+		{name: "dump -h", args: []string{"dump", "-h"}, code: cli.ExitOK, wantStdout: "-json"},
+		{name: "dump --help lists flags", args: []string{"dump", "--help"}, code: cli.ExitOK, wantStdout: "-port N"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,224 @@
+package dump
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcapgo"
+)
+
+// maxSnaplen bounds the length of one record of a pcap or pcapng file, like
+// tcpdump's MAXIMUM_SNAPLEN: a corrupt record length must not make pcapgo
+// allocate gigabytes.
+const maxSnaplen = 262144
+
+// File magics, read little-endian from the first four bytes of a file.
+const (
+	magicPcapNgSHB = 0x0A0D0D0A // pcapng section header block (either byte order)
+	magicPcapUsLE  = 0xA1B2C3D4 // classic pcap, microseconds, little-endian file
+	magicPcapUsBE  = 0xD4C3B2A1 // classic pcap, microseconds, big-endian file
+	magicPcapNsLE  = 0xA1B23C4D // classic pcap, nanoseconds, little-endian file
+	magicPcapNsBE  = 0x4D3CB2A1 // classic pcap, nanoseconds, big-endian file
+	gzipMagic0     = 0x1F
+	gzipMagic1     = 0x8B
+)
+
+// errNotCaptureFmt is the message for a file of unknown format.
+const errNotCaptureFmt = "not a pcap or pcapng capture (starts with %s)"
+
+// LinkType is a pcap LINKTYPE_ value (https://www.tcpdump.org/linktypes.html).
+// It is 16 bits wide: gopacket v1.1.19's layers.LinkType is a uint8, which
+// turns LINUX_SLL2 (276) into 20, so rxectl reads link types itself.
+type LinkType uint16
+
+// Link types rxectl decodes.
+const (
+	linkNull     LinkType = 0   // BSD loopback, host-order address family
+	linkEthernet LinkType = 1   // Ethernet, with 802.1Q / 802.1ad tags
+	linkRawDLT12 LinkType = 12  // DLT_RAW as some systems wrote it
+	linkRawDLT14 LinkType = 14  // DLT_RAW on OpenBSD
+	linkRaw      LinkType = 101 // raw IPv4 or IPv6
+	linkLoop     LinkType = 108 // OpenBSD loopback, network-order family
+	linkSLL      LinkType = 113 // Linux cooked capture v1
+	linkIPv4     LinkType = 228 // raw IPv4
+	linkIPv6     LinkType = 229 // raw IPv6
+	linkSLL2     LinkType = 276 // Linux cooked capture v2
+)
+
+// linkTypeName names the link types rxectl knows, and gives the number of
+// any other.
+func linkTypeName(lt LinkType) string {
+	switch lt {
+	case linkNull:
+		return "NULL"
+	case linkEthernet:
+		return "EN10MB"
+	case linkRaw, linkRawDLT12, linkRawDLT14:
+		return "RAW"
+	case linkLoop:
+		return "LOOP"
+	case linkSLL:
+		return "LINUX_SLL"
+	case linkIPv4:
+		return "IPV4"
+	case linkIPv6:
+		return "IPV6"
+	case linkSLL2:
+		return "LINUX_SLL2"
+	}
+	return "link type " + strconv.Itoa(int(lt))
+}
+
+// supportedLinkType reports whether decodeLink understands lt.
+func supportedLinkType(lt LinkType) bool {
+	switch lt {
+	case linkNull, linkEthernet, linkRaw, linkRawDLT12, linkRawDLT14, linkLoop, linkSLL, linkIPv4, linkIPv6, linkSLL2:
+		return true
+	}
+	return false
+}
+
+// Record is one frame read from a capture. Data is only valid until the
+// next call to Capture.Next.
+type Record struct {
+	Data     []byte
+	TS       time.Time
+	CapLen   int // bytes captured (len(Data))
+	OrigLen  int // length on the wire
+	LinkType LinkType
+}
+
+// Capture reads the frames of a pcap or pcapng file.
+type Capture struct {
+	// LinkType is the link type of a classic pcap file; a pcapng file
+	// gives one per record.
+	LinkType LinkType
+	pcap     *pcapgo.Reader
+	ng       *pcapgo.NgReader
+	ngGuard  *ngGuard
+}
+
+// ErrTruncated reports a capture file that ends in the middle of a record.
+var ErrTruncated = errors.New("capture file ends in the middle of a record")
+
+// Open detects the format of r from its magic (classic pcap in either
+// byte order and time resolution, pcapng, either of them gzip-compressed) and
+// reads the file header.
+func Open(r io.Reader) (c *Capture, err error) {
+	defer func() {
+		if p := recover(); p != nil { // a reader bug on corrupt input
+			c, err = nil, fmt.Errorf("corrupt capture file header (%v)", p)
+		}
+	}()
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, err := br.Peek(4)
+	if err != nil {
+		if len(magic) == 0 {
+			return nil, errors.New("empty file, not a capture")
+		}
+		return nil, fmt.Errorf(errNotCaptureFmt, quoteMagic(magic))
+	}
+	c = &Capture{}
+	if magic[0] == gzipMagic0 && magic[1] == gzipMagic1 {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		br = bufio.NewReaderSize(zr, 64<<10)
+		if magic, err = br.Peek(4); err != nil {
+			if len(magic) == 0 {
+				return nil, fmt.Errorf("gzip-compressed, but the content is empty or unreadable (%w)", err)
+			}
+			return nil, fmt.Errorf("gzip-compressed, but the content is "+errNotCaptureFmt, quoteMagic(magic))
+		}
+	}
+	switch binary.LittleEndian.Uint32(magic) {
+	case magicPcapNgSHB:
+		c.ngGuard = &ngGuard{r: br}
+		c.ng, err = pcapgo.NewNgReader(c.ngGuard, pcapgo.NgReaderOptions{WantMixedLinkType: true})
+		if err != nil {
+			return nil, fmt.Errorf("reading pcapng section header: %w", unexpected(err))
+		}
+	case magicPcapUsLE, magicPcapUsBE, magicPcapNsLE, magicPcapNsBE:
+		hdr, err := br.Peek(pcapFileHeaderLen)
+		if err != nil {
+			return nil, fmt.Errorf("reading pcap file header: %w", unexpected(err))
+		}
+		c.LinkType = pcapLinkType(hdr) // before pcapgo reads: Peek's bytes do not last
+		c.pcap, err = pcapgo.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("reading pcap file header: %w", unexpected(err))
+		}
+		c.pcap.SetSnaplen(maxSnaplen)
+	default:
+		return nil, fmt.Errorf(errNotCaptureFmt, quoteMagic(magic))
+	}
+	return c, nil
+}
+
+// pcapFileHeaderLen is the length of a classic pcap file header.
+const pcapFileHeaderLen = 24
+
+// pcapLinkType reads the link type of a classic pcap file header: the low
+// 16 bits of its last word (the high bits carry FCS information).
+func pcapLinkType(hdr []byte) LinkType {
+	var order binary.ByteOrder = binary.BigEndian
+	if m := binary.LittleEndian.Uint32(hdr); m == magicPcapUsLE || m == magicPcapNsLE {
+		order = binary.LittleEndian
+	}
+	return LinkType(order.Uint32(hdr[20:24]) & 0xFFFF)
+}
+
+// quoteMagic shows the first bytes of a file.
+func quoteMagic(b []byte) string {
+	return fmt.Sprintf("% x", b)
+}
+
+// unexpected turns the io.EOF of a short header into io.ErrUnexpectedEOF.
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// next returns the next record; io.EOF at the clean end of the file,
+// ErrTruncated (wrapped) when the file stops inside a record.
+func (c *Capture) Next() (rec Record, err error) {
+	defer func() {
+		if p := recover(); p != nil { // a reader bug on corrupt input
+			rec, err = Record{}, fmt.Errorf("corrupt capture record (%v)", p)
+		}
+	}()
+	if c.pcap != nil {
+		data, ci, err := c.pcap.ZeroCopyReadPacketData()
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return rec, ErrTruncated
+			}
+			return rec, err
+		}
+		return Record{Data: data, TS: ci.Timestamp, CapLen: len(data), OrigLen: ci.Length, LinkType: c.LinkType}, nil
+	}
+	data, ci, err := c.ng.ZeroCopyReadPacketData()
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return rec, ErrTruncated
+		}
+		return rec, err
+	}
+	lt := linkEthernet
+	if len(ci.AncillaryData) > 0 {
+		if t, ok := ci.AncillaryData[0].(layers.LinkType); ok {
+			lt = c.ngGuard.full(t)
+		}
+	}
+	return Record{Data: data, TS: ci.Timestamp, CapLen: len(data), OrigLen: ci.Length, LinkType: lt}, nil
+}

@@ -1,0 +1,280 @@
+// Package dump is rxectl dump: it reads pcap and pcapng captures (Open,
+// Capture), decodes their RoCEv2 frames (DecodeFrame, Reader) and prints
+// them as text or JSON lines (AppendText, AppendJSON, Run).
+package dump
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// options are the flags of rxectl dump.
+type options struct {
+	json    bool
+	verbose bool
+	nano    bool
+	strict  bool
+	time    timeMode
+	ports   Ports
+}
+
+// flags defines the flags of rxectl dump on a new FlagSet filling o.
+func flags(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by Run
+	o.ports = Ports{packet.UDPPort}
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per line instead of text")
+	fs.BoolVar(&o.verbose, "v", false, "print every header field and a hex dump of the RoCE packet")
+	fs.BoolVar(&o.nano, "nano", false, "print timestamps with nanosecond digits (default microseconds)")
+	fs.BoolVar(&o.strict, "strict", false, "exit with status 1 if any packet has a bad ICRC or is malformed")
+	fs.Func("time", "print timestamps as `mode`: rel (seconds since the first frame, the default), abs (UTC date and time) or epoch (seconds since 1970)", func(s string) error {
+		m, ok := parseTimeMode(s)
+		if !ok {
+			return errors.New("want rel, abs or epoch")
+		}
+		o.time = m
+		return nil
+	})
+	fs.Func("port", "also decode UDP destination port `N` as RoCEv2 (besides 4791); may be repeated", func(s string) error {
+		n, err := strconv.ParseUint(s, 10, 16)
+		if err != nil || n == 0 {
+			return errors.New("want a port number 1..65535")
+		}
+		if !o.ports.has(uint16(n)) {
+			o.ports = append(o.ports, uint16(n))
+		}
+		return nil
+	})
+	return fs
+}
+
+// Usage writes the help of rxectl dump.
+func Usage(w io.Writer) {
+	var o options
+	fs := flags(&o)
+	fmt.Fprint(w, `usage: rxectl dump [flags] FILE
+
+Dump decodes the RoCEv2 packets of a capture file: classic pcap or pcapng,
+either of them gzip-compressed ("-" reads standard input). Link types:
+Ethernet (with 802.1Q/QinQ tags), Linux cooked SLL and SLL2, raw IP, BSD
+loopback. A frame is RoCEv2 when it is UDP to destination port 4791 (or a
+--port); other frames are skipped. Flags may come before or after FILE.
+
+Each packet gives one line: frame number (counting every frame of the file,
+as Wireshark does), time (by default in seconds since the first frame),
+source → destination, opcode, destination QP, PSN, the BTH flags that are set
+(SE M AckReq FECN BECN), P_Key when not 0xffff, the extension headers, the
+payload length and the ICRC verdict. A UDP datagram to a RoCEv2 port that
+does not parse is reported as MALFORMED with the reason. A summary (frames,
+RoCEv2 packets including malformed ones, bad ICRCs, malformed) goes to
+standard error.
+
+With --json, each line is an object with the keys frame, src, dst, opcode,
+opcode_num, se, migreq, pad, tver, pkey, fecn, becn, dqpn, ackreq, psn, one
+key per extension header (rdeth, deth {qkey, src_qp}, feth, reth {va, rkey,
+dma_len}, atomiceth {va, rkey, swap_add, compare}, aeth {syndrome, msn},
+atomicacketh {orig}, immdt, ieth), payload_len (without pad), icrc (the
+wire value read little-endian) and icrc_ok; a malformed packet has frame,
+src, dst and error. Integers are unsigned decimal JSON numbers, up to 2^64-1.
+
+Exit status: 0 when the file was read to its end, even if packets have a bad
+ICRC or are malformed (see --strict); 1 when the file cannot be opened, is not
+a capture, has an unsupported link type or ends in the middle of a record
+(the frames before are still printed); 2 for a usage error.
+
+Flags:
+`)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// stats counts what rxectl dump saw.
+type stats struct {
+	frames, roce, badICRC, malformed int
+}
+
+// Run implements "rxectl dump [flags] FILE"; "-" reads stdin. It returns
+// the exit status.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var o options
+	fs := flags(&o)
+	pos, err := cli.ParseIntermixed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		Usage(stdout)
+		return cli.ExitOK
+	}
+	if err == nil && len(pos) != 1 {
+		err = fmt.Errorf("want exactly one FILE, got %d arguments", len(pos))
+	}
+	if err == nil && o.json && o.verbose {
+		err = errors.New("-v and --json cannot be combined")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl dump: %v\nusage: rxectl dump [flags] FILE (see rxectl help dump)\n", err)
+		return cli.ExitUsage
+	}
+	name := pos[0]
+	var in io.Reader
+	if name == "-" {
+		in, name = stdin, "standard input"
+	} else {
+		fh, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "rxectl dump: %v\n", err)
+			return cli.ExitFail
+		}
+		defer fh.Close()
+		if st, err := fh.Stat(); err == nil && st.IsDir() {
+			fmt.Fprintf(stderr, "rxectl dump: %s: is a directory, not a capture\n", name)
+			return cli.ExitFail
+		}
+		in = fh
+	}
+	return dump(in, name, &o, stdout, stderr, pos[0] == "-")
+}
+
+// Reader decodes the frames of a capture one after the other, skipping
+// those that are not RoCEv2.
+type Reader struct {
+	c     *Capture
+	ports Ports
+	n     int       // frames read, RoCEv2 or not
+	first time.Time // timestamp of frame 1
+	// Unsupported, when set, is called for the first frame of each
+	// unsupported link type of a pcapng file (frame is its number); such
+	// frames are skipped.
+	Unsupported func(lt LinkType, frame int)
+	warned      map[LinkType]bool
+}
+
+// NewReader opens the capture in r (see Open) for decoding UDP datagrams
+// to the given ports as RoCEv2. It fails for a classic pcap file of an
+// unsupported link type.
+func NewReader(r io.Reader, ports Ports) (*Reader, error) {
+	c, err := Open(r)
+	if err != nil {
+		return nil, err
+	}
+	if c.pcap != nil && !supportedLinkType(c.LinkType) {
+		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", linkTypeName(c.LinkType))
+	}
+	return &Reader{c: c, ports: ports}, nil
+}
+
+// Frames is the number of frames read so far, RoCEv2 or not: the number
+// of the last frame Next returned or skipped.
+func (r *Reader) Frames() int { return r.n }
+
+// First is the timestamp of the file's first frame, RoCEv2 or not (zero
+// before Next has read it): the origin of relative times.
+func (r *Reader) First() time.Time { return r.first }
+
+// Next decodes the next RoCEv2 frame, or UDP datagram to a RoCEv2 port
+// that is malformed, into f and returns its record (valid until the next
+// call). It returns io.EOF at the clean end of the file and an error
+// wrapping ErrTruncated when the file stops inside a record.
+func (r *Reader) Next(f *Frame) (Record, error) {
+	for {
+		rec, err := r.c.Next()
+		if err != nil {
+			return rec, err
+		}
+		if r.n++; r.n == 1 {
+			r.first = rec.TS
+		}
+		if !supportedLinkType(rec.LinkType) { // pcapng: per interface
+			if !r.warned[rec.LinkType] {
+				if r.warned == nil {
+					r.warned = map[LinkType]bool{}
+				}
+				r.warned[rec.LinkType] = true
+				if r.Unsupported != nil {
+					r.Unsupported(rec.LinkType, r.n)
+				}
+			}
+			continue
+		}
+		*f = Frame{Num: r.n, CapLen: rec.CapLen, OrigLen: rec.OrigLen}
+		DecodeFrame(f, rec.Data, rec.LinkType, r.ports)
+		if f.Kind != KindOther {
+			return rec, nil
+		}
+	}
+}
+
+// dump decodes the capture in r (named name in messages) and writes the
+// report to stdout and the summary to stderr. It returns the exit status.
+// With live set (standard input, maybe a running tcpdump -w -) every
+// frame's output is flushed at once.
+func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live bool) int {
+	rd, err := NewReader(r, o.ports)
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl dump: %s: %v\n", name, err)
+		return cli.ExitFail
+	}
+	rd.Unsupported = func(lt LinkType, frame int) {
+		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, linkTypeName(lt), frame)
+	}
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	var (
+		st      stats
+		buf     []byte
+		tsBuf   []byte
+		readErr error
+		f       Frame
+	)
+	for {
+		rec, err := rd.Next(&f)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+		st.roce++
+		if f.Kind == KindMalformed {
+			st.malformed++
+		} else if !f.ICRCOK {
+			st.badICRC++
+		}
+		if o.json {
+			buf = AppendJSON(buf[:0], &f)
+		} else {
+			tsBuf = appendTime(tsBuf[:0], rec.TS, rd.First(), o.time, o.nano)
+			buf = AppendText(buf[:0], &f, tsBuf, o.verbose)
+		}
+		w.Write(buf)
+		if live {
+			w.Flush()
+		}
+	}
+	st.frames = rd.Frames()
+	status := cli.ExitOK
+	if err := w.Flush(); err != nil {
+		fmt.Fprintf(stderr, "rxectl dump: writing output: %v\n", err)
+		status = cli.ExitFail
+	}
+	if readErr != nil {
+		if errors.Is(readErr, ErrTruncated) {
+			fmt.Fprintf(stderr, "rxectl dump: %s: %v after frame %d\n", name, readErr, st.frames)
+		} else {
+			fmt.Fprintf(stderr, "rxectl dump: %s: reading frame %d: %v\n", name, st.frames+1, readErr)
+		}
+		status = cli.ExitFail
+	}
+	fmt.Fprintf(stderr, "rxectl dump: %d frames, %d RoCEv2 packets, %d bad ICRC, %d malformed\n", st.frames, st.roce, st.badICRC, st.malformed)
+	if status == cli.ExitOK && o.strict && st.badICRC+st.malformed > 0 {
+		status = cli.ExitFail
+	}
+	return status
+}

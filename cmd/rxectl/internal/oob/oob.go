@@ -1,0 +1,372 @@
+// Package oob speaks perftest's out-of-band exchange over TCP ("Ethernet"
+// data exchange method, protocol reference §5.2): fixed-size messages
+// without framing, the client writing first and the server reading first in
+// every exchange (perftest_communication.c: ctx_xchg_data_ethernet,
+// ctx_hand_shake).
+package oob
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+)
+
+// Message sizes and constants of the exchange.
+const (
+	// VersionMsgSize is the size of the version message (perftest's
+	// MAX_VERSION char array).
+	VersionMsgSize = 16
+	// KeyMsgSize is KEY_MSG_SIZE_GID: the key message with a GID, used
+	// whenever a GID index is set, i.e. always on RoCE.
+	KeyMsgSize = 108
+	// MTUMsgSize is the MTU message size for peers of version >= 5.31.
+	MTUMsgSize = 2
+	// OurCycleBuffer and OurCacheLine are the system data we send: the
+	// page size and the cache line size perftest reads from the system.
+	OurCycleBuffer = 4096
+	OurCacheLine   = 64
+	// rxectlMarker follows the NUL of our version string, then our RoCE
+	// UDP port (big-endian). perftest reads the version with atof, which
+	// stops at the NUL, so the marker is invisible to it; two rxectl ends
+	// use it to learn each other's UDP port (perftest always uses 4791).
+	rxectlMarker = "rxectl"
+)
+
+// AdvertisedVersion is the perftest version we announce. perftest 6.28 and
+// later exchange a raw binary parameter block (negotiate_params, with a
+// build-dependent struct ibv_device_attr inside) when the *peer's* version
+// is at least 6.28; below 5.70 they refuse to talk. "6.27" is the newest
+// version that keeps every perftest from 5.70 up on the textual exchange.
+const AdvertisedVersion = "6.27"
+
+// MinPeerVersion is the oldest peer version whose exchange we speak:
+// check_version_compatibility refuses older peers.
+const MinPeerVersion = 5.70
+
+// doneMsg is what perftest before 6.28-ish writes after the last key
+// exchange ("done" with its NUL); newer versions just close.
+var doneMsg = []byte("done\x00")
+
+// KeyMsg is perftest's struct pingpong_dest as the key message carries it:
+// "LID:OUT_READS:QPN:PSN:RKEY:VADDR:" then the 16 GID bytes "XX:" each,
+// then "SRQN:", lowercase hex, sent with its NUL (KEY_PRINT_FMT_GID).
+type KeyMsg struct {
+	LID      uint16
+	OutReads uint16
+	QPN      uint32 // 24 bits
+	PSN      uint32 // 24 bits
+	RKey     uint32
+	VAddr    uint64
+	GID      [16]byte
+	SRQN     uint32
+}
+
+// Marshal formats k as the 108-byte key message.
+func (k KeyMsg) Marshal() []byte {
+	var b strings.Builder
+	b.Grow(KeyMsgSize)
+	fmt.Fprintf(&b, "%04x:%04x:%06x:%06x:%08x:%016x:", k.LID, k.OutReads, k.QPN&0xFFFFFF, k.PSN&0xFFFFFF, k.RKey, k.VAddr)
+	for _, x := range k.GID {
+		fmt.Fprintf(&b, "%02x:", x)
+	}
+	fmt.Fprintf(&b, "%08x:", k.SRQN)
+	b.WriteByte(0)
+	return []byte(b.String())
+}
+
+// keyFieldWidths are the hex widths of the key message's fields: LID, OUT,
+// QPN, PSN, RKEY, VADDR, 16 GID bytes, SRQN.
+var keyFieldWidths = []int{4, 4, 6, 6, 8, 16, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 8}
+
+// ParseKeyMsg parses a key message. perftest parses each field with
+// strtol, so any case is accepted; the layout itself must be exact,
+// because a message of another size desynchronises the exchange.
+func ParseKeyMsg(b []byte) (KeyMsg, error) {
+	var k KeyMsg
+	if len(b) != KeyMsgSize {
+		return k, fmt.Errorf("key message of %d bytes, want %d", len(b), KeyMsgSize)
+	}
+	if b[KeyMsgSize-1] != 0 {
+		return k, fmt.Errorf("key message %q does not end with NUL", b)
+	}
+	fields := strings.Split(string(b[:KeyMsgSize-1]), ":")
+	if len(fields) != len(keyFieldWidths)+1 || fields[len(fields)-1] != "" {
+		return k, fmt.Errorf("key message %q: want %d colon-terminated fields", b[:KeyMsgSize-1], len(keyFieldWidths))
+	}
+	vals := make([]uint64, len(keyFieldWidths))
+	for i, w := range keyFieldWidths {
+		if len(fields[i]) != w {
+			return k, fmt.Errorf("key message %q: field %d is %q, want %d hex digits", b[:KeyMsgSize-1], i, fields[i], w)
+		}
+		v, err := strconv.ParseUint(fields[i], 16, 64)
+		if err != nil {
+			return k, fmt.Errorf("key message %q: field %d: %v", b[:KeyMsgSize-1], i, err)
+		}
+		vals[i] = v
+	}
+	k.LID, k.OutReads, k.QPN, k.PSN = uint16(vals[0]), uint16(vals[1]), uint32(vals[2]), uint32(vals[3])
+	k.RKey, k.VAddr = uint32(vals[4]), vals[5]
+	for i := range k.GID {
+		k.GID[i] = byte(vals[6+i])
+	}
+	k.SRQN = uint32(vals[22])
+	return k, nil
+}
+
+// VersionMsg is our version message: AdvertisedVersion, NUL, the rxectl
+// marker and our RoCE UDP port.
+func VersionMsg(udpPort uint16) []byte {
+	b := make([]byte, VersionMsgSize)
+	n := copy(b, AdvertisedVersion)
+	n++ // the NUL
+	n += copy(b[n:], rxectlMarker)
+	binary.BigEndian.PutUint16(b[n:], udpPort)
+	return b
+}
+
+// PeerVersion is what a peer's version message says.
+type PeerVersion struct {
+	Text  string  // up to the NUL, e.g. "6.06"
+	Value float64 // atof(Text)
+	// RxeCtl is true when the peer is rxectl; UDPPort is then its RoCE
+	// UDP port.
+	RxeCtl  bool
+	UDPPort uint16
+}
+
+// ParseVersionMsg reads a peer's version message as perftest does (atof of
+// the NUL-terminated string) and looks for the rxectl marker after the NUL.
+func ParseVersionMsg(b []byte) PeerVersion {
+	var v PeerVersion
+	end := bytes.IndexByte(b, 0)
+	if end < 0 {
+		end = len(b)
+	}
+	v.Text = string(b[:end])
+	v.Value = atof(v.Text)
+	rest := b[min(end+1, len(b)):]
+	if len(rest) >= len(rxectlMarker)+2 && string(rest[:len(rxectlMarker)]) == rxectlMarker {
+		v.RxeCtl = true
+		v.UDPPort = binary.BigEndian.Uint16(rest[len(rxectlMarker):])
+	}
+	return v
+}
+
+// atof parses the longest leading decimal number of s, like C's atof
+// (0 when there is none).
+func atof(s string) float64 {
+	s = strings.TrimLeft(s, " \t\n\r\v\f")
+	end := 0
+	if end < len(s) && (s[end] == '+' || s[end] == '-') {
+		end++
+	}
+	digits := 0
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+		digits++
+	}
+	if end < len(s) && s[end] == '.' {
+		end++
+		for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+			end++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s[:end], "."), 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// Int32Msg and Uint64Msg encode the system data and report values
+// (perftest's hton_int / hton_long: big-endian).
+func Int32Msg(v int) []byte { return binary.BigEndian.AppendUint32(nil, uint32(v)) }
+
+// Uint64Msg encodes a 64-bit report value (hton_long).
+func Uint64Msg(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// DoubleMsg encodes a double as perftest's hton_double: the IEEE-754 bits
+// byte-swapped to big-endian on a little-endian host.
+func DoubleMsg(v float64) []byte { return Uint64Msg(math.Float64bits(v)) }
+
+// MTUMsg is the MTU message: the ibv_mtu enum in decimal and a NUL
+// (sprintf("%d") into a char array of which the first 2 bytes are sent).
+func MTUMsg(enum int) []byte {
+	b := make([]byte, MTUMsgSize)
+	copy(b, strconv.Itoa(enum))
+	return b
+}
+
+// ParseMTUMsg is strtol(msg, NULL, 10) of an MTU message.
+func ParseMTUMsg(b []byte) int {
+	end := bytes.IndexByte(b, 0)
+	if end < 0 {
+		end = len(b)
+	}
+	return int(atof(string(b[:end])))
+}
+
+// Pipe carries whole messages: one Write per message (perftest issues
+// one read() per message and treats a short read as fatal) and a full
+// read per message.
+type Pipe interface {
+	// Send writes one message.
+	Send(b []byte) error
+	// Recv reads one message of len(b) bytes.
+	Recv(b []byte) error
+	// Finish ends the connection: with done, it sends "done\0" and reads
+	// the peer's, then it half-closes and waits (briefly) for the peer to
+	// close.
+	Finish(done bool) error
+	// Close closes the connection at once.
+	Close() error
+}
+
+// TCPPipe is the Pipe over a TCP connection.
+type TCPPipe struct{ c net.Conn }
+
+// NewTCPPipe returns the Pipe over c.
+func NewTCPPipe(c net.Conn) TCPPipe { return TCPPipe{c} }
+
+// Send writes b in one Write.
+func (p TCPPipe) Send(b []byte) error {
+	_, err := p.c.Write(b)
+	return err
+}
+
+// Recv reads exactly len(b) bytes.
+func (p TCPPipe) Recv(b []byte) error {
+	_, err := io.ReadFull(p.c, b)
+	return err
+}
+
+// finishTimeout bounds how long finish waits for the peer's "done" and
+// its close.
+const finishTimeout = 3 * time.Second
+
+// Finish ends the connection as perftest's ends do (see Pipe).
+func (p TCPPipe) Finish(done bool) error {
+	defer p.c.Close()
+	p.c.SetDeadline(time.Now().Add(finishTimeout))
+	if done {
+		// perftest up to 6.2x writes "done" and closes without reading
+		// ours; newer ones just close. Neither is an error.
+		p.c.Write(doneMsg)
+		buf := make([]byte, len(doneMsg))
+		io.ReadFull(p.c, buf)
+	}
+	if tc, ok := p.c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	io.Copy(io.Discard, p.c)
+	return nil
+}
+
+// Close closes the connection.
+func (p TCPPipe) Close() error { return p.c.Close() }
+
+// Conn is one end of the exchange.
+type Conn struct {
+	p      Pipe
+	client bool
+}
+
+// NewConn returns the client's or the server's end of the exchange over p.
+func NewConn(p Pipe, client bool) *Conn { return &Conn{p: p, client: client} }
+
+// Finish ends the connection (Pipe.Finish).
+func (o *Conn) Finish(done bool) error { return o.p.Finish(done) }
+
+// Close closes the connection at once.
+func (o *Conn) Close() error { return o.p.Close() }
+
+// Exchange is perftest's symmetric exchange primitive: the client writes then
+// reads, the server reads then writes. rem must have the size of my.
+func (o *Conn) Exchange(step string, my, rem []byte) error {
+	var err error
+	if o.client {
+		if err = o.p.Send(my); err == nil {
+			err = o.p.Recv(rem)
+		}
+	} else {
+		if err = o.p.Recv(rem); err == nil {
+			err = o.p.Send(my)
+		}
+	}
+	if err != nil {
+		return oobError(step, err)
+	}
+	return nil
+}
+
+// Handshake exchanges key messages (ctx_hand_shake).
+func (o *Conn) Handshake(step string, my KeyMsg) (KeyMsg, error) {
+	rem := make([]byte, KeyMsgSize)
+	if err := o.Exchange(step, my.Marshal(), rem); err != nil {
+		return KeyMsg{}, err
+	}
+	k, err := ParseKeyMsg(rem)
+	if err != nil {
+		return KeyMsg{}, fmt.Errorf("%s: %w (is the peer perftest or rxectl, in Ethernet exchange mode, without -R/-z?)", step, err)
+	}
+	return k, nil
+}
+
+// ExchangeReports is xchg_bw_reports for peers of version >= 5.33: size,
+// iterations (u64), peak, average and message rate, each exchanged on its
+// own.
+func (o *Conn) ExchangeReports(my report.BW) (report.BW, error) {
+	var rem report.BW
+	msgs := []struct {
+		name string
+		my   []byte
+		set  func([]byte)
+	}{
+		{"size", Uint64Msg(my.Size), func(b []byte) { rem.Size = binary.BigEndian.Uint64(b) }},
+		{"iterations", Uint64Msg(my.Iters), func(b []byte) { rem.Iters = binary.BigEndian.Uint64(b) }},
+		{"BW peak", DoubleMsg(my.Peak), func(b []byte) { rem.Peak = math.Float64frombits(binary.BigEndian.Uint64(b)) }},
+		{"BW average", DoubleMsg(my.Avg), func(b []byte) { rem.Avg = math.Float64frombits(binary.BigEndian.Uint64(b)) }},
+		{"message rate", DoubleMsg(my.MsgRate), func(b []byte) { rem.MsgRate = math.Float64frombits(binary.BigEndian.Uint64(b)) }},
+	}
+	for _, m := range msgs {
+		b := make([]byte, 8)
+		if err := o.Exchange("exchanging the "+m.name+" report", m.my, b); err != nil {
+			return rem, err
+		}
+		m.set(b)
+	}
+	return rem, nil
+}
+
+// CloseConnection is ctx_close_connection: a last key exchange, then "done".
+func (o *Conn) CloseConnection(my KeyMsg) error {
+	if _, err := o.Handshake("closing the connection", my); err != nil {
+		return err
+	}
+	return o.p.Finish(true)
+}
+
+// oobError explains a failed exchange step.
+func oobError(step string, err error) error {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return fmt.Errorf("%s: the peer closed the connection (it probably failed or runs a different test or options: see its output)", step)
+	case errors.Is(err, net.ErrClosed):
+		return fmt.Errorf("%s: interrupted", step)
+	}
+	return fmt.Errorf("%s: %w", step, err)
+}

@@ -1,0 +1,247 @@
+package perftest
+
+// Fault injection (--drop, --dup, --reorder, --delay, --corrupt,
+// --local-drop, --seed) and packet capture (--pcap) around the RoCE
+// device's netdev.Conn, and the statistics printed after a run.
+//
+// The device's Conn is stacked as
+//
+//	rxe.Device → faults.Conn → pcapdump.Conn → netdev.UDPConn
+//
+// so the capture shows what the network carried: a datagram the faults
+// drop on send is not in it, a corrupted one is (with a bad ICRC), a
+// duplicate is there twice; a datagram the faults drop or corrupt on
+// receive is in it as it arrived.
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/plot"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/gorxe/gorxe/netdev/pcapdump"
+)
+
+// faultFlags are the fault-injection flags, one per action, each taking
+// the trigger and options of faults.ParseRule's grammar.
+var faultFlags = []struct {
+	action faults.Action
+	usage  string
+}{
+	{faults.Drop, "drop RoCE datagrams: `RULE` is PROB (0.01, 1%) or [OPCODE]#N[-M], then ,dir=send|recv ,op=OPCODE|...; repeatable"},
+	{faults.Duplicate, "deliver RoCE datagrams twice: `RULE` as for --drop; repeatable"},
+	{faults.Reorder, "hold RoCE datagrams back behind later ones: `RULE` as for --drop, plus ,by=K (datagrams, default 1) ,max=DURATION (default 10ms); repeatable"},
+	{faults.Delay, "delay RoCE datagrams: `RULE` as for --drop, plus ,by=DURATION (default 1ms); repeatable"},
+	{faults.Corrupt, "flip one bit after the BTH of RoCE datagrams (their ICRC then fails): `RULE` as for --drop; repeatable"},
+	{faults.LocalDrop, "make sends fail as a full qdisc does (ENOBUFS; the device retries): `RULE` as for --drop, sends only; repeatable"},
+}
+
+// addFaultFlags defines the fault-injection flags, --seed and --pcap.
+func addFaultFlags(fs *flag.FlagSet, o *options) {
+	for _, f := range faultFlags {
+		fs.Var(faults.RuleFlag(f.action, &o.rules), f.action.String(), f.usage)
+	}
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the fault injection's random decisions (the same seed and traffic make the same decisions)")
+	fs.StringVar(&o.pcap, "pcap", "", "write every RoCE datagram this side sends and receives to `FILE` (pcap; with --loopback the client's, which is every datagram of the test)")
+	fs.StringVar(&o.plot, "plot", "", "with -a: draw bandwidth or latency against message size into `FILE` (.svg or .png)")
+}
+
+// injecting reports whether this side injects faults or captures, the
+// cases in which statistics are printed after the run.
+func (o *options) injecting() bool { return len(o.rules) > 0 || o.pcap != "" }
+
+// ruleList is the fault rules as the flags give them.
+func (o *options) ruleList() string {
+	s := make([]string, len(o.rules))
+	for i, r := range o.rules {
+		s[i] = r.String()
+	}
+	return strings.Join(s, " ")
+}
+
+// wrapConn stacks the capture and the fault injection on the device's
+// netdev.Conn (see the top of this file). On error it closes conn.
+func (s *session) wrapConn(conn netdev.Conn) (netdev.Conn, error) {
+	if s.o.pcap != "" {
+		f, err := os.Create(s.o.pcap)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("--pcap: %w", err)
+		}
+		pc, err := pcapdump.Wrap(conn, f, pcapdump.Options{})
+		if err != nil {
+			f.Close()
+			conn.Close()
+			return nil, fmt.Errorf("--pcap %s: %w", s.o.pcap, err)
+		}
+		s.pfile, s.pconn, conn = f, pc, pc
+	}
+	if len(s.o.rules) > 0 {
+		s.fconn = faults.Wrap(conn, faults.Config{Seed: s.o.seed, Rules: s.o.rules})
+		conn = s.fconn
+	}
+	return conn, nil
+}
+
+// closeDevice closes the device (and with it the stacked Conns, which
+// flushes the capture), closes the capture file and records the final
+// statistics.
+func (s *session) closeDevice() {
+	if s.dev == nil {
+		return
+	}
+	s.dev.Close()
+	st := &report.Final{Device: deviceStats(s), Transport: transportStats(s)}
+	if s.fconn != nil {
+		fs := s.fconn.Stats()
+		st.Faults = &report.Faults{Seed: s.o.seed, Rules: strings.Fields(s.o.ruleList()),
+			Send: report.NewDirStats(fs.Send), Recv: report.NewDirStats(fs.Recv)}
+	}
+	if s.pconn != nil {
+		ps := s.pconn.Stats()
+		c := &report.Capture{File: s.o.pcap, Sent: ps.Sent, Received: ps.Received, Skipped: ps.Skipped, BadICRC: ps.BadICRC}
+		err := s.pconn.Err()
+		if cerr := s.pfile.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("pcapdump: %w", cerr)
+		}
+		if err != nil {
+			c.Error = err.Error()
+		}
+		for _, p := range []uint16{s.dev.Addr().Port(), s.peerAddr.Port()} {
+			if p != 0 && p != defRoCEPort && !slices.Contains(c.Ports, p) {
+				c.Ports = append(c.Ports, p)
+			}
+		}
+		st.Capture = c
+	}
+	s.final = st
+}
+
+// deviceStats is the device's counters.
+func deviceStats(s *session) report.Device {
+	c := s.dev.Counters()
+	return report.Device{Name: s.dev.Name(), Addr: s.dev.Addr().String(),
+		SentPkts: c.SentPkts, RcvdPkts: c.RcvdPkts, BadICRC: c.BadICRC, ICRCRecovered: c.ICRCRecovered,
+		Malformed: c.Malformed, UnknownQP: c.UnknownQP, LocalDrops: c.LocalDrops, SendErr: c.SendErr, QPErrors: c.QPErrors}
+}
+
+// transportStats sums the QPs' counters.
+func transportStats(s *session) report.Transport {
+	var t report.Transport
+	for _, qp := range s.qps {
+		c := qp.Counters()
+		t.Retransmits += c.Requester.Retransmits
+		t.Timeouts += c.Requester.Timeouts
+		t.RcvdSeqErr += c.Requester.RcvdSeqErr
+		t.RcvdRNRErr += c.Requester.RcvdRNRErr
+		t.DuplicateRequest += c.Responder.DuplicateRequest
+		t.OutOfSeqRequest += c.Responder.OutOfSeqRequest
+		t.LocalDropRetries += c.DropRetries
+		t.BackoffDelayNs = max(t.BackoffDelayNs, c.BackoffDelay.Nanoseconds())
+	}
+	return t
+}
+
+// report prints what follows the tables once the run is over: the JSON
+// document (--json), the plot (--plot) and, with faults or a capture, the
+// statistics (on stderr, or in the JSON document). peer is the loopback
+// server's session (nil otherwise). It returns runErr, or the error of
+// the capture, the JSON or the plot.
+func (s *session) report(stdout io.Writer, peer *session, runErr error) error {
+	if s.final == nil {
+		return runErr
+	}
+	if runErr == nil {
+		if err := s.printJSON(stdout, peer); err != nil {
+			return err
+		}
+	}
+	if s.o.injecting() && (!s.o.json || runErr != nil) {
+		s.writeStats(s.errw, peer)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if c := s.final.Capture; c != nil && c.Error != "" {
+		return fmt.Errorf("--pcap %s: the capture is incomplete: %s", c.File, c.Error)
+	}
+	if s.o.plot != "" {
+		if err := plot.Write(s.o.plot, s.plotData()); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeStats writes the statistics of faults, devices and capture of
+// this side and of the loopback peer.
+func (s *session) writeStats(w io.Writer, peer *session) {
+	var pf *report.Final
+	if peer != nil {
+		pf = peer.final
+	}
+	report.WriteStats(w, s.final, pf)
+}
+
+// printJSON prints the results with --json.
+func (s *session) printJSON(w io.Writer, peer *session) error {
+	if !s.o.json {
+		return nil
+	}
+	role := "server"
+	if s.client {
+		role = "client"
+	}
+	doc := map[string]any{
+		"test": s.testTitle(), "role": role, "mtu": s.mtu.Bytes(), "qps": s.o.qps,
+		"peer_version": s.peer.Text, "peer_rxectl": s.peer.RxeCtl, "local": s.dev.Addr().String(), "peer": s.peerAddr.String(),
+		"device": s.final.Device, "transport": s.final.Transport,
+		"read_retry": s.o.readRetry.String(),
+	}
+	if s.final.Faults != nil {
+		doc["faults"] = s.final.Faults
+	}
+	if s.final.Capture != nil {
+		doc["capture"] = s.final.Capture
+	}
+	if peer != nil && peer.final != nil {
+		doc["peer_device"] = peer.final.Device
+		doc["peer_transport"] = peer.final.Transport
+	}
+	if s.t.lat {
+		doc["unit"] = "usec"
+		doc["results"] = s.latResults
+	} else {
+		doc["unit"] = report.BWUnit(s.o.gbits)
+		doc["results"] = s.bwResults
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+// checkInject validates --pcap and --plot.
+func (o *options) checkInject(t Test) error {
+	if o.plot != "" {
+		switch {
+		case !strings.HasSuffix(strings.ToLower(o.plot), ".svg") && !strings.HasSuffix(strings.ToLower(o.plot), ".png"):
+			return fmt.Errorf("--plot %q: the file name must end in .svg or .png", o.plot)
+		case !o.all:
+			return errors.New("--plot draws one point per message size: use it with -a")
+		case o.host == "" && !o.loopback && (t.lat || t.verb != verbSend):
+			return fmt.Errorf("--plot: the server of %s does not measure; draw the plot on the client", t.cmd)
+		}
+	}
+	if o.pcap != "" && o.pcap == o.plot {
+		return errors.New("--pcap and --plot name the same file")
+	}
+	return nil
+}

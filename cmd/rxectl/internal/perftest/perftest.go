@@ -1,0 +1,660 @@
+// Package perftest is rxectl's perftest-compatible subcommands: read-bw,
+// write-bw, send-bw, atomic-bw, read-lat, write-lat, send-lat and
+// atomic-lat. Flags, defaults and their dependencies are perftest's
+// (protocol reference §5.1; perftest_parameters.c: init_perftest_params,
+// force_dependecies); the exchange is package oob's, the tables package
+// report's.
+package perftest
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// verb is perftest's VerbType (the operations we support).
+type verb int
+
+const (
+	verbSend verb = iota
+	verbWrite
+	verbRead
+	verbAtomic
+)
+
+// title is perftest's testsStr entry.
+func (v verb) title() string {
+	return [...]string{"Send", "RDMA_Write", "RDMA_Read", "Atomic"}[v]
+}
+
+// Test is one perftest-style subcommand.
+type Test struct {
+	cmd  string // subcommand name
+	verb verb
+	lat  bool // latency test (else bandwidth)
+}
+
+// perftestName is the perftest program the subcommand mirrors.
+func (t Test) perftestName() string { return "ib_" + strings.ReplaceAll(t.cmd, "-", "_") }
+
+// Tests are the perftest-style subcommands in the order rxectl lists them.
+var Tests = []Test{
+	{"read-bw", verbRead, false},
+	{"write-bw", verbWrite, false},
+	{"send-bw", verbSend, false},
+	{"atomic-bw", verbAtomic, false},
+	{"read-lat", verbRead, true},
+	{"write-lat", verbWrite, true},
+	{"send-lat", verbSend, true},
+	{"atomic-lat", verbAtomic, true},
+}
+
+// Name is the subcommand's name, e.g. "read-bw".
+func (t Test) Name() string { return t.cmd }
+
+// Summary is the subcommand's line in rxectl's command list.
+func (t Test) Summary() string {
+	kind := "bandwidth"
+	if t.lat {
+		kind = "latency"
+	}
+	return fmt.Sprintf("perftest's %s: %s %s test, server or client", t.perftestName(), t.verb.title(), kind)
+}
+
+// Defaults (perftest_parameters.h).
+const (
+	defOOBPort    = 18515
+	defRoCEPort   = 4791
+	defIters      = 1000
+	defItersWB    = 5000 // write BW
+	defSizeBW     = 65536
+	defSizeLat    = 2
+	defSizeAtomic = 8
+	defTxBW       = 128
+	defTxLat      = 1
+	defRxSend     = 512
+	defRxRDMA     = 1
+	defCQMod      = 100
+	defQPTimeout  = 14
+	maxAllSize    = 8 << 20 // -a runs 2 .. 2^23
+	minIters      = 5
+)
+
+// options are a test's settings after perftest's dependencies are applied.
+type options struct {
+	size        int
+	all         bool
+	iters       int
+	mtu         int // bytes; 0: the port's active MTU
+	txDepth     int
+	rxDepth     int
+	cqMod       int
+	qps         int
+	outs        int // 0: the device maximum
+	noPeak      bool
+	gbits       bool
+	timeout     int
+	oobPort     int
+	bind        string
+	udpPort     int
+	loopback    bool
+	json        bool
+	output      string
+	atomicType  string
+	duration    int
+	margin      int
+	infinitely  bool
+	devName     string
+	gidIndex    int
+	cpuFreqWarn bool // -F: accepted for compatibility (no cpufreq warning here)
+	ibPort      int
+	events      bool   // -e: sleep on CQ notifications instead of polling
+	inline      int    // -I: post SEND/WRITE inline up to this size
+	connType    string // -c
+	ipv6        bool   // --ipv6: IPv6 GIDs
+	bidir       bool   // -b
+	host        string
+
+	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
+	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
+	seed      uint64            // --seed
+	pcap      string            // --pcap FILE
+	plot      string            // --plot FILE
+
+	set map[string]bool // flags given on the command line (long names)
+
+	// stderr receives the statistics after a run with faults or a
+	// capture (nil: discarded).
+	stderr io.Writer
+	hooks  hooks
+}
+
+// hooks are what a test, or runLoopback, changes in how a session runs.
+type hooks struct {
+	// pipe, when set, makes the message pipe over the exchange's TCP
+	// connection (default oob.NewTCPPipe).
+	pipe func(net.Conn) oob.Pipe
+	// held, when set, receives the session instead of the session
+	// printing its JSON, plot and statistics itself.
+	held **session
+}
+
+func perftestFlags(t Test, o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet(t.cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	both := func(p *int, short, long string, def int, usage string) {
+		fs.IntVar(p, short, def, usage)
+		fs.IntVar(p, long, def, usage)
+	}
+	bothBool := func(p *bool, short, long, usage string) {
+		fs.BoolVar(p, short, false, usage)
+		fs.BoolVar(p, long, false, usage)
+	}
+	defSize, defIt, defTx, defRx := defSizeBW, defIters, defTxBW, defRxRDMA
+	if t.lat {
+		defSize, defTx = defSizeLat, defTxLat
+	}
+	if t.verb == verbAtomic {
+		defSize = defSizeAtomic
+	}
+	if t.verb == verbWrite && !t.lat {
+		defIt = defItersWB
+	}
+	if t.verb == verbSend {
+		defRx = defRxSend
+	}
+	both(&o.size, "s", "size", defSize, "message size in bytes (same on both sides)")
+	bothBool(&o.all, "a", "all", "run sizes 2 B to 8 MiB (same on both sides)")
+	both(&o.iters, "n", "iters", defIt, "iterations, at least 5 (same on both sides)")
+	both(&o.mtu, "m", "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096; the smaller of both sides' is used (default: the port's active MTU)")
+	both(&o.txDepth, "t", "tx-depth", defTx, "send queue depth (clipped to the iterations)")
+	both(&o.rxDepth, "r", "rx-depth", defRx, "receive queue depth (send tests)")
+	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given)")
+	both(&o.qps, "q", "qp", 1, "number of QPs (bandwidth tests; same on both sides)")
+	both(&o.outs, "o", "outs", 0, "outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default: the device maximum, 128)")
+	bothBool(&o.noPeak, "N", "noPeak", "do not compute the peak bandwidth")
+	fs.BoolVar(&o.gbits, "report_gbits", false, "report Gb/s (10^9 bit/s) instead of MiB/s (same on both sides)")
+	both(&o.timeout, "u", "qp-timeout", defQPTimeout, "local ACK timeout exponent: 4.096 us * 2^N")
+	both(&o.oobPort, "p", "port", defOOBPort, "TCP port of the out-of-band exchange (same on both sides)")
+	fs.StringVar(&o.bind, "bind", "", "local IP address for RoCE (default: the address the out-of-band TCP connection uses locally)")
+	fs.IntVar(&o.udpPort, "udp-port", defRoCEPort, "local RoCE UDP port; perftest peers always use 4791 (0: ephemeral, rxectl peers only)")
+	fs.BoolVar(&o.loopback, "loopback", false, "run server and client in this process (127.0.0.1 and 127.0.0.2; with --ipv6 both on ::1, the client on another UDP port), printing the client's side")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+	fs.StringVar(&o.output, "output", "", "print one figure only: bandwidth, message_rate (BW tests) or latency (LAT tests)")
+	both(&o.duration, "D", "duration", 0, "run for N seconds instead of -n iterations (same on both sides)")
+	both(&o.margin, "f", "margin", -1, "with -D: seconds of warm-up and cool-down left out of the measurement (default: duration/4)")
+	fs.BoolVar(&o.infinitely, "run_infinitely", false, "run until interrupted, printing a row every -D seconds (default 5)")
+	if t.verb == verbAtomic {
+		fs.StringVar(&o.atomicType, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
+		fs.StringVar(&o.atomicType, "atomic_type", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
+	}
+	fs.StringVar(&o.devName, "d", devName, "RDMA device: rxectl's one device is "+devName)
+	fs.StringVar(&o.devName, "ib-dev", devName, "RDMA device: rxectl's one device is "+devName)
+	both(&o.gidIndex, "x", "gid-index", 0, "GID index: a gorxe device has one GID (its IP address) at index 0")
+	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility, a no-op: rxectl has no cpufreq warning to suppress")
+	both(&o.ibPort, "i", "ib-port", 1, "device port: a gorxe device has port 1 only")
+	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
+	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
+	both2 := func(p *string, short, long, def, usage string) {
+		fs.StringVar(p, short, def, usage)
+		fs.StringVar(p, long, def, usage)
+	}
+	both2(&o.connType, "c", "connection", "RC", "connection type: RC (UC, UD, XRC, DC and SRD are not supported yet) (same on both sides)")
+	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
+	if !t.lat {
+		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
+	}
+	fs.Var((*readRetryFlag)(&o.readRetry), "read-retry", "what the device does with a datagram the local host refuses (ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's adaptive back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
+	addFaultFlags(fs, o)
+	return fs
+}
+
+// readRetryFlag is --read-retry: rxe.LocalDropMode by its String name.
+type readRetryFlag rxe.LocalDropMode
+
+// readRetryModes are the --read-retry values.
+var readRetryModes = []rxe.LocalDropMode{rxe.LocalDropAdaptive, rxe.LocalDropTimeout, rxe.LocalDropSpin}
+
+func (f *readRetryFlag) String() string { return rxe.LocalDropMode(*f).String() }
+
+// Set accepts adaptive, timeout or spin.
+func (f *readRetryFlag) Set(v string) error {
+	for _, m := range readRetryModes {
+		if v == m.String() {
+			*f = readRetryFlag(m)
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: adaptive, timeout or spin", v)
+}
+
+// longNames maps short flags to their long names for options.set.
+var longNames = map[string]string{
+	"s": "size", "a": "all", "n": "iters", "m": "mtu", "t": "tx-depth", "r": "rx-depth", "Q": "cq-mod",
+	"q": "qp", "o": "outs", "N": "noPeak", "u": "qp-timeout", "p": "port", "D": "duration", "f": "margin",
+	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
+	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional",
+}
+
+// devName is the name of rxectl's device (perftest's -d).
+const devName = "rxe0"
+
+// maxInline is the device's max_inline_data (-I).
+const maxInline = 400
+
+// Usage writes the subcommand's help.
+func (t Test) Usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: rxectl %s [flags] [HOST]\n\n", t.cmd)
+	kind := "bandwidth"
+	if t.lat {
+		kind = "latency"
+	}
+	fmt.Fprintf(w, "Measures %s %s like perftest's %s, with its flags, tables and out-of-band\n", t.verb.title(), kind, t.perftestName())
+	fmt.Fprintf(w, "exchange: without HOST it is the server (it waits on TCP port -p for one client),\n")
+	fmt.Fprintf(w, "with HOST the client. Either end may be real perftest (RoCE on UDP port 4791).\n")
+	fmt.Fprintf(w, "With --loopback, server and client run in this process on 127.0.0.1 and 127.0.0.2.\n")
+	fmt.Fprintf(w, "\n--drop, --dup, --reorder, --delay, --corrupt and --local-drop inject seeded faults\n")
+	fmt.Fprintf(w, "into this side's RoCE datagrams (RULE: PROB or [OPCODE]#N, e.g. --drop=0.01 or\n")
+	fmt.Fprintf(w, "--drop=RC_RDMA_READ_RESPONSE_MIDDLE#3; see docs/rxectl.md), --pcap records them,\n")
+	fmt.Fprintf(w, "--plot draws a -a run. With faults or --pcap the counters follow on stderr (or in --json).\n")
+	fmt.Fprintln(w, "\nFlags:")
+	fs := perftestFlags(t, &options{})
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// Run runs the subcommand with the command line args and returns its exit
+// status. interrupt, called once the command line is checked, gives the
+// context whose end stops a measurement early (what was measured is
+// printed); nil means none.
+func (t Test) Run(args []string, stdout, stderr io.Writer, interrupt func() context.Context) int {
+	o, err := parsePerftest(t, args)
+	if errors.Is(err, flag.ErrHelp) {
+		t.Usage(stdout)
+		return cli.ExitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl %s: %v\n", t.cmd, err)
+		return cli.ExitUsage
+	}
+	o.stderr = stderr
+	ctx := context.Background()
+	if interrupt != nil {
+		ctx = interrupt()
+	}
+	if o.loopback {
+		err = runLoopback(ctx, t, o, stdout)
+	} else if o.host == "" {
+		err = runServer(ctx, t, o, stdout, nil)
+	} else {
+		err = runClient(ctx, t, o, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl %s: %v\n", t.cmd, err)
+		return cli.ExitFail
+	}
+	return cli.ExitOK
+}
+
+// parsePerftest parses and checks the command line and applies perftest's
+// dependencies between settings.
+func parsePerftest(t Test, args []string) (*options, error) {
+	o := &options{set: map[string]bool{}}
+	fs := perftestFlags(t, o)
+	pos, err := cli.ParseIntermixed(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		name := f.Name
+		if l, ok := longNames[name]; ok {
+			name = l
+		}
+		o.set[name] = true
+	})
+	switch {
+	case len(pos) > 1:
+		return nil, fmt.Errorf("at most one HOST argument, got %q", pos)
+	case len(pos) == 1 && o.loopback:
+		return nil, errors.New("--loopback takes no HOST")
+	case len(pos) == 1:
+		o.host = pos[0]
+	}
+	return o, o.check(t)
+}
+
+// check validates the options and applies force_dependecies' rules.
+func (o *options) check(t Test) error {
+	for _, v := range validations {
+		if err := v(o, t); err != nil {
+			return err
+		}
+	}
+	if err := o.checkDuration(t); err != nil {
+		return err
+	}
+	if err := o.checkDevice(t); err != nil {
+		return err
+	}
+	if err := o.checkInject(t); err != nil {
+		return err
+	}
+	o.forceDependencies(t)
+	return nil
+}
+
+// validation checks one setting, or a few that depend on each other.
+type validation func(o *options, t Test) error
+
+// inRange is the validation that the setting get reads is in [lo, hi];
+// format gives the error with the value.
+func inRange(get func(o *options) int, lo, hi int, format string) validation {
+	return func(o *options, _ Test) error {
+		if v := get(o); v < lo || v > hi {
+			return fmt.Errorf(format, v)
+		}
+		return nil
+	}
+}
+
+// validations are the checks of the settings that do not depend on the
+// duration mode, in the order their errors are reported.
+var validations = []validation{
+	inRange(func(o *options) int { return o.size }, 1, 1<<31, "size %d not in [1, 2^31]"),
+	func(o *options, t Test) error {
+		if t.verb == verbAtomic && (o.size != defSizeAtomic || o.all) {
+			return errors.New("the message size of atomic tests is 8 bytes (perftest: \"Message size cannot be changed for Atomic tests\")")
+		}
+		return nil
+	},
+	inRange(func(o *options) int { return o.iters }, minIters, math.MaxInt, "iterations %d: at least "+strconv.Itoa(minIters)),
+	func(o *options, _ Test) error {
+		if o.mtu != 0 && rxe.MTU(mtuEnum(o.mtu)).Bytes() != o.mtu {
+			return fmt.Errorf("MTU %d: one of 256, 512, 1024, 2048, 4096", o.mtu)
+		}
+		return nil
+	},
+	inRange(func(o *options) int { return o.txDepth }, 1, 8192, "tx depth %d not in [1, 8192]"),
+	inRange(func(o *options) int { return o.rxDepth }, 1, 16384, "rx depth %d not in [1, 16384]"),
+	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
+	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),
+	func(o *options, t Test) error {
+		if t.lat && o.qps != 1 {
+			return errors.New("latency tests use one QP")
+		}
+		return nil
+	},
+	inRange(func(o *options) int { return o.outs }, 0, 128, "outstanding reads %d not in [1, 128]"),
+	inRange(func(o *options) int { return o.timeout }, 0, 31, "qp-timeout %d not in [0, 31]"),
+	inRange(func(o *options) int { return o.oobPort }, 0, 65535, "port %d not in [0, 65535]"),
+	inRange(func(o *options) int { return o.udpPort }, 0, 65535, "udp-port %d not in [0, 65535]"),
+	func(o *options, _ Test) error {
+		if o.bind == "" {
+			return nil
+		}
+		if a, err := netip.ParseAddr(o.bind); err != nil || a.IsUnspecified() {
+			return fmt.Errorf("--bind %q: want the IP address of a local interface", o.bind)
+		}
+		return nil
+	},
+	(*options).checkOutput,
+	func(o *options, t Test) error {
+		if t.verb == verbAtomic && o.atomicType != "FETCH_AND_ADD" && o.atomicType != "CMP_AND_SWAP" {
+			return fmt.Errorf("atomic type %q: FETCH_AND_ADD or CMP_AND_SWAP", o.atomicType)
+		}
+		return nil
+	},
+}
+
+// checkOutput checks --output and --json.
+func (o *options) checkOutput(t Test) error {
+	switch o.output {
+	case "":
+	case "bandwidth", "message_rate":
+		if t.lat {
+			return fmt.Errorf("--output %s is for bandwidth tests; latency tests print --output latency", o.output)
+		}
+	case "latency":
+		if !t.lat {
+			return errors.New("--output latency is for latency tests; bandwidth tests print --output bandwidth or message_rate")
+		}
+	default:
+		return fmt.Errorf("--output %q: bandwidth, message_rate or latency", o.output)
+	}
+	if o.json && o.output != "" {
+		return errors.New("--json and --output cannot be combined")
+	}
+	return nil
+}
+
+// checkDuration checks -D, -f and --run_infinitely and sets their
+// defaults: a 5 s period for --run_infinitely (DEF_DURATION), a margin of
+// a quarter of the duration, and no peak in duration mode.
+func (o *options) checkDuration(t Test) error {
+	if o.duration < 0 || o.infinitely && o.all || o.duration > 0 && o.all {
+		return errors.New("-D and --run_infinitely cannot be combined with -a")
+	}
+	if o.infinitely && o.duration == 0 {
+		o.duration = 5 // DEF_DURATION
+	}
+	if o.duration == 0 {
+		return nil
+	}
+	if t.lat && o.infinitely {
+		return errors.New("--run_infinitely is for bandwidth tests (perftest: latency tests run with -D only)")
+	}
+	if t.lat && t.verb == verbWrite && o.size < 2 {
+		return errors.New("write-lat -D needs -s 2 or more (the first byte carries the end of the run)")
+	}
+	if o.margin < 0 {
+		o.margin = o.duration / 4
+	}
+	if !o.infinitely && o.duration <= 2*o.margin {
+		return fmt.Errorf("-D %d must be more than twice the margin -f %d", o.duration, o.margin)
+	}
+	o.noPeak = true // perftest: no peak in duration mode
+	return nil
+}
+
+// forceDependencies is force_dependecies: the depths follow the
+// iterations and the verb, cq-mod the size and the tx depth.
+func (o *options) forceDependencies(t Test) {
+	if o.duration == 0 {
+		o.txDepth = min(o.txDepth, o.iters)
+		if t.verb == verbSend {
+			o.rxDepth = min(o.rxDepth, o.iters)
+		}
+	}
+	if t.verb == verbWrite {
+		o.rxDepth = defRxRDMA
+	}
+	if t.verb == verbSend && o.rxDepth%2 == 1 && !o.all && o.duration == 0 {
+		o.rxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
+	}
+	if o.size > 8192 && !o.all && !o.set["cq-mod"] {
+		o.cqMod = 1 // MSG_SIZE_CQ_MOD_LIMIT: no moderation for large messages
+	}
+	o.cqMod = min(o.cqMod, o.txDepth)
+	if !t.lat && o.duration == 0 && o.iters > 20000 {
+		o.noPeak = true
+	}
+}
+
+// checkDevice checks the flags that pick the device, its port, its GID
+// and the connection, and -e, -I and -b.
+func (o *options) checkDevice(t Test) error {
+	if o.devName != devName {
+		return fmt.Errorf("-d %s: no such device (rxectl has one device, %s)", o.devName, devName)
+	}
+	if o.ibPort != 1 {
+		return fmt.Errorf("-i %d: a gorxe device has port 1 only", o.ibPort)
+	}
+	if o.gidIndex != 0 {
+		return fmt.Errorf("-x %d: a gorxe device has one GID, at index 0 (its IP address; --ipv6 for an IPv6 one)", o.gidIndex)
+	}
+	switch o.connType {
+	case "RC":
+	case "UC", "UD", "XRC", "DC", "SRD":
+		return fmt.Errorf("-c %s: gorxe supports RC only so far", o.connType)
+	default:
+		return fmt.Errorf("-c %q: RC, UC, UD, XRC, DC or SRD", o.connType)
+	}
+	if o.set["inline_size"] && (t.verb == verbRead || t.verb == verbAtomic) {
+		return fmt.Errorf("-I: inline data is for SEND and WRITE tests; %s posts no data to inline", t.cmd)
+	}
+	if o.inline < 0 || o.inline > maxInline {
+		return fmt.Errorf("-I %d: the device's max inline data is %d bytes", o.inline, maxInline)
+	}
+	if o.bind != "" && o.ipv6 != !netip.MustParseAddr(o.bind).Unmap().Is4() {
+		if o.ipv6 {
+			return fmt.Errorf("--ipv6 with --bind %s: give an IPv6 address", o.bind)
+		}
+		return fmt.Errorf("--bind %s is an IPv6 address: add --ipv6", o.bind)
+	}
+	if o.bidir && o.duration > 0 {
+		return errors.New("-b with -D or --run_infinitely is not implemented yet")
+	}
+	return nil
+}
+
+// maxSize is the largest message size of the run.
+func (o *options) maxSize() int {
+	if o.all {
+		return maxAllSize
+	}
+	return o.size
+}
+
+// sizes lists the message sizes of the run.
+func (o *options) sizes() []int {
+	if !o.all {
+		return []int{o.size}
+	}
+	var s []int
+	for n := 2; n <= maxAllSize; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+func mtuEnum(b int) int {
+	for m := 1; m <= 5; m++ {
+		if 128<<m == b {
+			return m
+		}
+	}
+	return 0
+}
+
+// fullOutput is perftest's FULL_VERBOSITY: the header, address lines and
+// tables (not --output, not --json).
+func (o *options) fullOutput() bool { return o.output == "" && !o.json }
+
+// runServer waits for one client on the TCP port and runs the test. With
+// ln set it uses that listener.
+func runServer(ctx context.Context, t Test, o *options, stdout io.Writer, ln net.Listener) error {
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", ":"+strconv.Itoa(o.oobPort))
+		if err != nil {
+			return fmt.Errorf("listen on TCP port %d: %w (another server running? try -p)", o.oobPort, err)
+		}
+	}
+	defer ln.Close()
+	if o.fullOutput() {
+		io.WriteString(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+	}
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	conn, err := ln.Accept()
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.New("interrupted while waiting for a client")
+		}
+		return fmt.Errorf("accept: %w", err)
+	}
+	ln.Close()
+	return runSession(ctx, t, o, conn, false, stdout)
+}
+
+// dialTimeout bounds the client's TCP connect.
+const dialTimeout = 10 * time.Second
+
+// runClient connects to the server and runs the test.
+func runClient(ctx context.Context, t Test, o *options, stdout io.Writer) error {
+	addr := net.JoinHostPort(o.host, strconv.Itoa(o.oobPort))
+	d := net.Dialer{Timeout: dialTimeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("connect to %s: connection refused — is a server running?", addr)
+		}
+		return fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	return runSession(ctx, t, o, conn, true, stdout)
+}
+
+// runLoopback runs a server and a client in this process: the exchange
+// over TCP on 127.0.0.1, RoCE between 127.0.0.1 (server) and 127.0.0.2
+// (client). The client's output is printed. Faults and the capture apply
+// to the client's device only: it sends and receives every RoCE datagram
+// of the test, so one capture file holds both directions once, and a rule
+// for both directions hits requests and responses alike. The statistics
+// show both devices.
+func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	so, co := *o, *o
+	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	if o.ipv6 {
+		// IPv6 has one loopback address: both devices bind ::1, the
+		// client on another UDP port, which the exchange tells the server
+		// (rxectl to rxectl).
+		so.bind, co.bind = "::1", "::1"
+		if co.udpPort == so.udpPort && co.udpPort != 0 {
+			co.udpPort = 0
+		}
+	}
+	so.output, so.json = "", false
+	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
+	var ss, cs *session
+	so.hooks.held, co.hooks.held = &ss, &cs
+	// The server follows the client: an interrupt ends the client's
+	// measurement, which then finishes the exchange with the server.
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- runServer(sctx, t, &so, io.Discard, ln) }()
+	co.host, co.oobPort = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	cerr := runClient(ctx, t, &co, stdout)
+	if cerr != nil {
+		cancel()
+	}
+	serr := <-srvErr
+	if cs != nil {
+		cerr = cs.report(stdout, ss, cerr)
+	}
+	switch {
+	case cerr != nil:
+		return cerr
+	case serr != nil:
+		return fmt.Errorf("server: %w", serr)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package perftest
+
+// What perftest prints (protocol reference §5.4; perftest_parameters.c:
+// ctx_print_test_info, print_report_bw, print_full_bw_report,
+// print_report_lat; perftest_communication.c: ctx_print_pingpong_data),
+// with C printf semantics (package report).
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+)
+
+func (s *session) testTitle() string {
+	t := s.t.verb.title() + " "
+	if s.t.verb == verbAtomic {
+		t += s.o.atomicType + " "
+	}
+	if s.t.lat {
+		return t + "Latency Test"
+	}
+	if s.o.bidir {
+		t += "Bidirectional "
+	}
+	return t + "BW Test"
+}
+func (s *session) printHeader() {
+	o := s.o
+	var b strings.Builder
+	b.WriteString(report.ResultLine + "\n")
+	b.WriteString("                    " + s.testTitle() + "\n")
+	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
+	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.qps)
+	b.WriteString(" Connection type : RC\t\tUsing SRQ      : OFF\n")
+	b.WriteString(" PCIe relax order: ON\t\tLock-free      : OFF\n")
+	b.WriteString(" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF\n")
+	if s.client || o.bidir {
+		fmt.Fprintf(&b, " TX depth        : %d\n", o.txDepth)
+	}
+	if s.t.verb == verbSend && (!s.client || o.bidir) {
+		fmt.Fprintf(&b, " RX depth        : %d\n", o.rxDepth)
+	}
+	if !s.t.lat {
+		fmt.Fprintf(&b, " CQ Moderation   : %d\n", o.cqMod)
+		b.WriteString(" CQE Poll Batch  : Dynamic\n")
+	}
+	fmt.Fprintf(&b, " Mtu             : %d[B]\n", s.mtu.Bytes())
+	b.WriteString(" Link type       : Ethernet\n")
+	fmt.Fprintf(&b, " GID index       : %d\n", o.gidIndex)
+	if s.t.verb == verbRead || s.t.verb == verbAtomic {
+		fmt.Fprintf(&b, " Outstand reads  : %d\n", s.outReads)
+	} else {
+		fmt.Fprintf(&b, " Max inline data : %d[B]\n", o.inline)
+	}
+	b.WriteString(" rdma_cm QPs\t : OFF\n")
+	b.WriteString(" Data ex. method : Ethernet\n")
+	fmt.Fprintf(&b, " Read retry      : %s\n", o.readRetry)
+	if len(o.rules) > 0 {
+		fmt.Fprintf(&b, " Faults          : %s (seed %d)\n", o.ruleList(), o.seed)
+	}
+	b.WriteString(report.ResultLine + "\n")
+	io.WriteString(s.out, b.String())
+}
+func (s *session) printAddr(side string, k oob.KeyMsg) {
+	io.WriteString(s.out, addrLines(side, s.t.verb, k))
+}
+
+// addrLines formats the address and GID lines of k.
+func addrLines(side string, v verb, k oob.KeyMsg) string {
+	line := fmt.Sprintf(" %s address: LID %s QPN %s PSN %s", side, report.CHexAlt(uint64(k.LID), 4), report.CHexAlt(uint64(k.QPN), 6), report.CHexAlt(uint64(k.PSN), 6))
+	if v == verbRead {
+		line += " OUT " + report.CHexAlt(uint64(k.OutReads), 4)
+	}
+	if v == verbRead || v == verbWrite {
+		line += " RKey " + report.CHexAlt(uint64(k.RKey), 8) + " VAddr " + report.CHexAlt(k.VAddr, 16)
+	}
+	return line + "\n GID: " + report.GIDString(k.GID) + "\n"
+}
+func (s *session) printTableHeader() {
+	h := report.BWHeaderMiB
+	switch {
+	case s.t.lat && s.o.duration > 0:
+		h = report.LatDurHeader
+	case s.t.lat:
+		h = report.LatHeader
+	case s.o.gbits:
+		h = report.BWHeaderGb
+	}
+	io.WriteString(s.out, report.ResultLine+"\n"+h+"\n")
+}
+
+// printLine prints RESULT_LINE.
+func (s *session) printLine() { io.WriteString(s.out, report.ResultLine+"\n") }
+func (s *session) printBWRow(r report.BW) {
+	switch s.o.output {
+	case "bandwidth":
+		fmt.Fprintf(s.stdoutFigure(), "%.6f\n", r.Avg) // printf("%lf\n")
+	case "message_rate":
+		fmt.Fprintf(s.stdoutFigure(), "%.6f\n", r.MsgRate)
+	default:
+		io.WriteString(s.out, report.BWRow(r, s.o.gbits))
+	}
+}
+func (s *session) stdoutFigure() io.Writer {
+	if s.figures != nil {
+		return s.figures
+	}
+	return io.Discard
+}
+func (s *session) printLatRow(r report.Lat) {
+	if s.o.output == "latency" {
+		fmt.Fprintf(s.stdoutFigure(), "%.6f\n", r.Avg) // printf("%lf\n", average)
+		return
+	}
+	if s.o.duration > 0 {
+		io.WriteString(s.out, report.LatDurRow(r))
+		return
+	}
+	io.WriteString(s.out, report.LatRow(r))
+}

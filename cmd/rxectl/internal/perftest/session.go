@@ -1,0 +1,683 @@
+package perftest
+
+// One end of a perftest-style test: the out-of-band exchange in the order
+// each perftest program does it (read_bw.c, write_bw.c, send_bw.c,
+// atomic_bw.c, read_lat.c, write_lat.c, send_lat.c, atomic_lat.c), the
+// verbs resources, the QP transitions of ctx_connect and the output.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/gorxe/gorxe/netdev/pcapdump"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// minRNRTimer is perftest's MIN_RNR_TIMER (12: 0.64 ms).
+const minRNRTimer = 12
+
+// session is one end of a test.
+type session struct {
+	t      Test
+	o      *options
+	client bool
+	oob    *oob.Conn
+	out    io.Writer // FULL_VERBOSITY output
+	errw   io.Writer // statistics after a run with faults or a capture
+
+	dev  *rxe.Device
+	pd   *rxe.PD
+	mr   *rxe.MR
+	scq  *rxe.CQ
+	rcq  *rxe.CQ          // receive CQ (send tests)
+	ch   *rxe.CompChannel // -e: both CQs' notifications
+	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
+	qps  []*rxe.QP
+	my   []oob.KeyMsg
+	rem  []oob.KeyMsg
+	peer oob.PeerVersion
+
+	mtu         rxe.MTU
+	cycleBuffer int
+	buffSize    int // per-QP region: max(largest size, cycle buffer)
+	outReads    int
+	peerAddr    netip.AddrPort // the peer's RoCE address
+
+	rqPSN    uint32      // the PSN the peer's next request will carry (write-lat)
+	figures  io.Writer   // where --output figures go
+	softStop atomic.Bool // an interrupt ends the measurement, not the exchange
+
+	bwResults  []report.BW
+	latResults []report.Lat
+
+	fconn *faults.Conn   // --drop etc.
+	pconn *pcapdump.Conn // --pcap
+	pfile *os.File       // --pcap
+	final *report.Final  // counters after the device closed
+}
+
+// runSession runs one end of the test over conn and closes conn.
+func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client bool, stdout io.Writer) error {
+	var pipe oob.Pipe = oob.NewTCPPipe(conn)
+	if o.hooks.pipe != nil {
+		pipe = o.hooks.pipe(conn)
+	}
+	s := &session{t: t, o: o, client: client, out: stdout, errw: o.stderr, oob: oob.NewConn(pipe, client)}
+	if s.errw == nil {
+		s.errw = io.Discard
+	}
+	if !o.fullOutput() {
+		s.out = io.Discard
+	}
+	if o.output != "" {
+		s.figures = stdout
+	}
+	stop := context.AfterFunc(ctx, func() {
+		if !s.softStop.Load() {
+			conn.Close()
+		}
+	})
+	defer stop()
+	defer s.oob.Close()
+	local := netip.MustParseAddr("0.0.0.0")
+	if ta, ok := conn.LocalAddr().(*net.TCPAddr); ok {
+		local, _ = netip.AddrFromSlice(ta.IP)
+	}
+	err := s.run(ctx, local.Unmap())
+	s.closeDevice()
+	if err != nil && ctx.Err() != nil && !s.softStop.Load() && !errors.Is(err, errPeerQP) {
+		err = fmt.Errorf("interrupted: %w", err)
+	}
+	if o.hooks.held != nil {
+		*o.hooks.held = s // runLoopback reports, with the server's counters
+		return err
+	}
+	return s.report(stdout, nil, err)
+}
+
+func (s *session) run(ctx context.Context, local netip.Addr) error {
+	if err := s.openDevice(local); err != nil {
+		return err
+	}
+	if err := s.exchangeVersions(); err != nil {
+		return err
+	}
+	if err := s.exchangeSysData(); err != nil {
+		return err
+	}
+	if err := s.exchangeMTU(); err != nil {
+		return err
+	}
+	if err := s.allocate(); err != nil {
+		return err
+	}
+	s.printHeader()
+	switch {
+	case !s.t.lat && s.t.verb == verbSend:
+		return s.flowSendBW(ctx)
+	case !s.t.lat:
+		return s.flowRDMABW(ctx)
+	case s.t.verb == verbSend:
+		return s.flowSendLat(ctx)
+	case s.t.verb == verbWrite:
+		return s.flowWriteLat(ctx)
+	default:
+		return s.flowReadAtomicLat(ctx)
+	}
+}
+
+// openDevice opens the RoCE device on --bind or the local address of the
+// exchange's TCP connection.
+func (s *session) openDevice(local netip.Addr) error {
+	if s.o.bind != "" {
+		local = netip.MustParseAddr(s.o.bind).Unmap()
+	}
+	if s.o.ipv6 && local.Is4() {
+		return fmt.Errorf("--ipv6: this end reached the peer over IPv4 (%v): give --bind an IPv6 address of this host, or HOST an IPv6 address", local)
+	}
+	if !s.o.ipv6 && local.Is6() && s.o.bind == "" {
+		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
+	}
+	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
+	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	if err != nil {
+		hint := "is it a local address? (--bind)"
+		if errors.Is(err, errAddrInUse) {
+			hint = fmt.Sprintf("UDP port %d is taken, e.g. by the rdma_rxe kernel module or another rxectl", s.o.udpPort)
+		}
+		return fmt.Errorf("open the RoCE device on %v: %w (%s)", addr, err, hint)
+	}
+	conn, err := s.wrapConn(udp)
+	if err != nil {
+		return err
+	}
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
+	if err != nil {
+		conn.Close()
+		if s.pfile != nil {
+			s.pfile.Close()
+		}
+		return err
+	}
+	s.dev = dev
+	return nil
+}
+
+// exchangeVersions is exchange_versions and check_version_compatibility.
+func (s *session) exchangeVersions() error {
+	rem := make([]byte, oob.VersionMsgSize)
+	if err := s.oob.Exchange("exchanging versions", oob.VersionMsg(s.dev.Addr().Port()), rem); err != nil {
+		return err
+	}
+	s.peer = oob.ParseVersionMsg(rem)
+	if s.peer.Value < oob.MinPeerVersion {
+		return fmt.Errorf("the peer's perftest version %q is older than 5.70, whose exchange differs (perftest 4.4-0.3x or newer is needed)", s.peer.Text)
+	}
+	port := uint16(defRoCEPort)
+	if s.peer.RxeCtl {
+		port = s.peer.UDPPort
+	} else if s.dev.Addr().Port() != defRoCEPort {
+		return fmt.Errorf("the peer is perftest %s, which sends RoCE to UDP port %d only: run without --udp-port (this end uses %d)", s.peer.Text, defRoCEPort, s.dev.Addr().Port())
+	}
+	s.peerAddr = netip.AddrPortFrom(netip.Addr{}, port)
+	return nil
+}
+
+// exchangeSysData is check_sys_data: page size and cache line size, each
+// side keeping the larger.
+func (s *session) exchangeSysData() error {
+	rem := make([]byte, 4)
+	if err := s.oob.Exchange("exchanging the page size", oob.Int32Msg(oob.OurCycleBuffer), rem); err != nil {
+		return err
+	}
+	s.cycleBuffer = max(oob.OurCycleBuffer, int(int32(beUint32(rem))))
+	if err := s.oob.Exchange("exchanging the cache line size", oob.Int32Msg(oob.OurCacheLine), rem); err != nil {
+		return err
+	}
+	if s.cycleBuffer > 1<<24 {
+		return fmt.Errorf("the peer's page size %d is implausible", s.cycleBuffer)
+	}
+	return nil
+}
+
+// exchangeMTU is check_mtu: both sides send their MTU enum and use the
+// smaller (perftest reduces silently; with -m we insist, since the user
+// asked for that MTU).
+func (s *session) exchangeMTU() error {
+	active := s.dev.ActiveMTU()
+	local := active
+	if s.o.mtu != 0 {
+		local = rxe.MTU(mtuEnum(s.o.mtu))
+		if local > active {
+			return fmt.Errorf("MTU mismatch: -m %d is above this port's active MTU %d (link MTU %d minus RoCE headers): use -m %d or less on both sides",
+				s.o.mtu, active.Bytes(), s.dev.PortAttr().LinkMTU, active.Bytes())
+		}
+	}
+	rem := make([]byte, oob.MTUMsgSize)
+	if err := s.oob.Exchange("exchanging the MTU", oob.MTUMsg(int(local)), rem); err != nil {
+		return err
+	}
+	r := oob.ParseMTUMsg(rem)
+	s.mtu = local
+	if r >= 1 && r <= 5 && rxe.MTU(r) < local {
+		if s.o.mtu != 0 {
+			return fmt.Errorf("MTU mismatch: -m %d here, the peer's MTU is %d (its -m or port MTU): give both sides the same -m", s.o.mtu, rxe.MTU(r).Bytes())
+		}
+		s.mtu = rxe.MTU(r)
+	}
+	return nil
+}
+
+func beUint32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// allocate makes the PD, the buffer and its MR, the CQs and the QPs, and
+// this side's key messages (set_up_connection). The buffer holds, per QP,
+// a local region (what we send from) and, after all of those, the region
+// the peer targets, whose address we advertise.
+func (s *session) allocate() error {
+	o := s.o
+	var err error
+	if s.pd, err = s.dev.AllocPD(); err != nil {
+		return err
+	}
+	s.buffSize = roundUp(max(o.maxSize(), s.cycleBuffer), 4096)
+	nq := o.qps
+	// setup_mr_flags: remote rights only for the verb under test, so a
+	// SEND test's rkey is 0 as perftest's is.
+	access := rxe.AccessLocalWrite
+	switch s.t.verb {
+	case verbWrite:
+		access |= rxe.AccessRemoteWrite
+	case verbRead:
+		access |= rxe.AccessRemoteRead
+	case verbAtomic:
+		access |= rxe.AccessRemoteAtomic
+	}
+	if s.mr, err = s.pd.RegMR(make([]byte, 2*nq*s.buffSize), access); err != nil {
+		return err
+	}
+	if o.events {
+		s.ch = rxe.NewCompChannel(4)
+	}
+	if s.scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + 16, Vector: -1, Channel: s.ch}); err != nil {
+		return err
+	}
+	s.rcq = s.scq
+	if s.t.verb == verbSend {
+		rch := s.ch
+		if o.events && o.bidir {
+			s.rch = rxe.NewCompChannel(4)
+			rch = s.rch
+		}
+		if s.rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + 16, Vector: -1, Channel: rch}); err != nil {
+			return err
+		}
+	}
+	s.outReads = 1
+	if s.t.verb == verbRead || s.t.verb == verbAtomic {
+		s.outReads = s.dev.Attr().MaxQPRdAtom
+		if o.outs > 0 {
+			s.outReads = min(o.outs, s.outReads)
+		}
+	}
+	gid := s.dev.GID().As16()
+	for i := range nq {
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
+			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
+		if err != nil {
+			return err
+		}
+		s.qps = append(s.qps, qp)
+		s.my = append(s.my, oob.KeyMsg{OutReads: uint16(s.outReads), QPN: qp.QPN(), PSN: rand.Uint32() & 0xFFFFFF,
+			RKey: s.mr.RKey(), VAddr: s.remoteRegion(i), GID: gid})
+	}
+	s.rem = make([]oob.KeyMsg, nq)
+	return nil
+}
+
+func roundUp(v, a int) int { return (v + a - 1) / a * a }
+
+// localRegion and remoteRegion are the buffer offsets of QP i's regions;
+// remoteRegion returns the advertised virtual address.
+func (s *session) localRegion(i int) int { return i * s.buffSize }
+
+func (s *session) remoteRegion(i int) uint64 {
+	return s.mr.Addr() + uint64((s.o.qps+i)*s.buffSize)
+}
+
+// hsQPs exchanges every QP's key message; the first time it learns the
+// peer's.
+func (s *session) hsQPs(step string) error {
+	for i := range s.my {
+		k, err := s.oob.Handshake(step, s.my[i])
+		if err != nil {
+			return err
+		}
+		s.rem[i] = k
+	}
+	return nil
+}
+
+// hs is one more key exchange of QP 0's messages, a synchronisation point.
+func (s *session) hs(step string) error {
+	_, err := s.oob.Handshake(step, s.my[0])
+	return err
+}
+
+// connect is ctx_connect: INIT with the verb's access right, RTR toward
+// the peer's QP, and RTS on the client (and on both ends of a latency
+// test), with perftest's attributes (protocol reference §5.3).
+func (s *session) connect() error {
+	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
+	if !gid.IsValid() || gid.IsUnspecified() {
+		return fmt.Errorf("the peer sent GID %v, not an IP address", netip.AddrFrom16(s.rem[0].GID))
+	}
+	s.peerAddr = netip.AddrPortFrom(gid, s.peerAddr.Port())
+	s.rqPSN = s.rem[0].PSN
+	if gid.Is4() != s.dev.Addr().Addr().Is4() {
+		return fmt.Errorf("the peer's GID %v and ours %v are of different IP versions (ctx_check_gid_compatibility)", gid, s.dev.Addr().Addr())
+	}
+	var access rxe.AccessFlags
+	switch s.t.verb {
+	case verbAtomic:
+		access = rxe.AccessRemoteAtomic
+	case verbRead:
+		access = rxe.AccessRemoteRead
+	case verbWrite:
+		access = rxe.AccessRemoteWrite
+	case verbSend:
+		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
+	}
+	for i, qp := range s.qps {
+		rem, my := s.rem[i], s.my[i]
+		dgid := netip.AddrFrom16(rem.GID).Unmap()
+		steps := []struct {
+			attr rxe.QPAttr
+			mask rxe.QPAttrMask
+		}{
+			{rxe.QPAttr{State: rxe.QPSInit, Port: 1, AccessFlags: access}, rxe.QPAttrState | rxe.QPAttrPKeyIndex | rxe.QPAttrPort | rxe.QPAttrAccessFlags},
+			{rxe.QPAttr{State: rxe.QPSRTR, AH: rxe.AH{DGID: dgid, UDPPort: s.peerAddr.Port(), HopLimit: 0xFF},
+				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
+				rxe.QPAttrState | rxe.QPAttrAV | rxe.QPAttrPathMTU | rxe.QPAttrDestQPN | rxe.QPAttrRQPSN | rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic},
+		}
+		if s.t.lat || s.client || s.o.bidir {
+			steps = append(steps, struct {
+				attr rxe.QPAttr
+				mask rxe.QPAttrMask
+			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
+				MaxRdAtomic: max(int(rem.OutReads), 1)},
+				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
+		}
+		for _, st := range steps {
+			if err := qp.Modify(&st.attr, st.mask); err != nil {
+				return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
+			}
+		}
+	}
+	return nil
+}
+
+// flowRDMABW is read_bw.c, write_bw.c and atomic_bw.c without -b: the
+// client runs, the server only answers and waits at the end.
+func (s *session) flowRDMABW(ctx context.Context) error {
+	if s.o.bidir {
+		return s.flowBidirBW(ctx)
+	}
+	if err := s.connectAndPrint(false); err != nil {
+		return err
+	}
+	if err := s.hs("synchronising after RTR"); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	if !s.client {
+		if err := s.hs("waiting for the client to finish"); err != nil {
+			return err
+		}
+		rep, err := s.oob.ExchangeReports(report.BW{Size: uint64(s.o.size), Iters: uint64(s.o.iters * s.o.qps)})
+		if err != nil {
+			return err
+		}
+		s.bwResults = append(s.bwResults, rep)
+		s.printBWRow(rep)
+		if err := s.oob.CloseConnection(s.my[0]); err != nil {
+			return err
+		}
+		s.printLine()
+		return nil
+	}
+	var last report.BW
+	s.softStop.Store(true) // from here an interrupt ends the run and reports it
+	for _, size := range s.o.sizes() {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := s.runBWClient(ctx, size)
+		if err != nil {
+			return err
+		}
+		last = r
+		s.bwResults = append(s.bwResults, r)
+		s.printBWRow(r)
+	}
+	s.printLine()
+	if err := s.hs("synchronising at the end"); err != nil {
+		return err
+	}
+	if _, err := s.oob.ExchangeReports(last); err != nil {
+		return err
+	}
+	return s.oob.CloseConnection(s.my[0])
+}
+
+// flowSendBW is send_bw.c without -b: the server receives and measures
+// too.
+func (s *session) flowSendBW(ctx context.Context) error {
+	if s.o.bidir {
+		return s.flowBidirBW(ctx)
+	}
+	if err := s.connectAndPrint(true); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	for _, size := range s.o.sizes() {
+		if !s.client {
+			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+				return err
+			}
+		}
+		if err := s.hs("synchronising before the run"); err != nil {
+			return err
+		}
+		var r report.BW
+		var err error
+		if s.client {
+			r, err = s.runBWClient(ctx, size)
+		} else {
+			r, err = s.runBWServer(ctx, size)
+		}
+		if err != nil {
+			return err
+		}
+		s.bwResults = append(s.bwResults, r)
+		s.printBWRow(r)
+		if s.o.all {
+			if err := s.hs("synchronising after the run"); err != nil {
+				return err
+			}
+		}
+	}
+	s.printLine()
+	return s.oob.CloseConnection(s.my[0])
+}
+
+// flowBidirBW is the BW programs with -b (duplex): both ends are in RTS
+// and run the traffic loop at once (run_iter_bi), each timing its own
+// requests; then, per size, a key exchange, xchg_bw_reports, and both
+// print print_full_bw_report with the peer's report added: the size and
+// iterations are this end's, peak, average and message rate the sums of
+// both directions, so both ends print the same BW.
+func (s *session) flowBidirBW(ctx context.Context) error {
+	send := s.t.verb == verbSend
+	if err := s.connectAndPrint(send); err != nil {
+		return err
+	}
+	if !send {
+		if err := s.hs("synchronising after RTR"); err != nil {
+			return err
+		}
+	}
+	s.printTableHeader()
+	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
+	for _, size := range s.o.sizes() {
+		if send {
+			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+				return err
+			}
+			if err := s.hs("synchronising before the run"); err != nil {
+				return err
+			}
+		}
+		r, err := s.runBidir(ctx, size)
+		if err != nil {
+			return err
+		}
+		if err := s.hs("synchronising after the run"); err != nil {
+			return err
+		}
+		rem, err := s.oob.ExchangeReports(r)
+		if err != nil {
+			return err
+		}
+		if r.Iters == 0 && rem.Iters == 0 {
+			continue // interrupted before this size
+		}
+		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate}
+		s.bwResults = append(s.bwResults, sum)
+		s.printBWRow(sum)
+	}
+	s.printLine()
+	return s.oob.CloseConnection(s.my[0])
+}
+
+// runBidir is run_iter_bi: this end's requests, timed as runBWClient
+// times them, and for send-bw at once the receives of the peer's
+// messages (not timed: the peer reports its direction).
+func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
+	if s.t.verb != verbSend {
+		return s.runBWClient(ctx, size)
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		// The peer sends all its messages even if we are interrupted.
+		_, err := s.runBWServer(context.Background(), size)
+		recvErr <- err
+	}()
+	r, err := s.runBWClient(ctx, size)
+	rerr := <-recvErr
+	if err != nil {
+		return r, err
+	}
+	return r, rerr
+}
+
+// flowReadAtomicLat is read_lat.c and atomic_lat.c: the client posts and
+// times each operation; the server only answers.
+func (s *session) flowReadAtomicLat(ctx context.Context) error {
+	if err := s.hs("exchanging QP information"); err != nil {
+		return err
+	}
+	if err := s.connectAndPrint(false); err != nil {
+		return err
+	}
+	if err := s.hs("synchronising after RTR"); err != nil {
+		return err
+	}
+	if !s.client {
+		if err := s.oob.CloseConnection(s.my[0]); err != nil {
+			return err
+		}
+		s.printLine()
+		return nil
+	}
+	s.printTableHeader()
+	for _, size := range s.o.sizes() {
+		r, err := s.runLatReadAtomic(ctx, size)
+		if err != nil {
+			return err
+		}
+		s.latResults = append(s.latResults, r)
+		s.printLatRow(r)
+	}
+	if err := s.oob.CloseConnection(s.my[0]); err != nil {
+		return err
+	}
+	s.printLine()
+	return nil
+}
+
+// flowSendLat is send_lat.c: SEND ping-pong, the client sending first.
+func (s *session) flowSendLat(ctx context.Context) error {
+	if err := s.connectAndPrint(true); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	for _, size := range s.o.sizes() {
+		if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+			return err
+		}
+		if err := s.hs("synchronising before the run"); err != nil {
+			return err
+		}
+		r, err := s.runLatSend(ctx, size)
+		if err != nil {
+			return err
+		}
+		s.latResults = append(s.latResults, r)
+		s.printLatRow(r)
+	}
+	s.printLine()
+	return s.oob.CloseConnection(s.my[0])
+}
+
+// flowWriteLat is write_lat.c: RDMA WRITE ping-pong, both sides polling
+// memory, the server writing first. perftest has no closing exchange here:
+// both ends just close.
+func (s *session) flowWriteLat(ctx context.Context) error {
+	if err := s.hs("exchanging QP information"); err != nil {
+		return err
+	}
+	if err := s.connectAndPrint(false); err != nil {
+		return err
+	}
+	if err := s.hs("synchronising after RTR"); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	for _, size := range s.o.sizes() {
+		r, err := s.runLatWrite(ctx, size)
+		if err != nil {
+			return err
+		}
+		s.latResults = append(s.latResults, r)
+		s.printLatRow(r)
+	}
+	s.printLine()
+	return s.oob.Finish(false)
+}
+
+// connectAndPrint is the common middle of every program: the per-QP key
+// exchange, ctx_connect, the local address lines, the second per-QP
+// exchange and the remote address lines. syncAfterConnect adds send_bw's
+// and send_lat's exchange right after ctx_connect.
+func (s *session) connectAndPrint(syncAfterConnect bool) error {
+	if err := s.hsQPs("exchanging QP information"); err != nil {
+		return err
+	}
+	if err := s.connect(); err != nil {
+		return err
+	}
+	if syncAfterConnect {
+		if err := s.hs("synchronising after connecting"); err != nil {
+			return err
+		}
+	}
+	for i := range s.my {
+		s.printAddr("local", s.my[i])
+	}
+	for i := range s.my {
+		k, err := s.oob.Handshake("exchanging remote addresses", s.my[i])
+		if err != nil {
+			return err
+		}
+		s.rem[i] = k
+		s.printAddr("remote", k)
+	}
+	return nil
+}
+
+// postRecvs posts n receives of size bytes on every QP (ctx_set_recv_wqes).
+func (s *session) postRecvs(size, n int) error {
+	for i, qp := range s.qps {
+		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), size)}}
+		for range n {
+			if _, err := qp.PostRecv(wr); err != nil {
+				return fmt.Errorf("post receive: %w", err)
+			}
+		}
+	}
+	return nil
+}

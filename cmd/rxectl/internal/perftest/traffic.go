@@ -1,0 +1,742 @@
+package perftest
+
+// The measured data phase of each test, as perftest_resources.c runs it:
+// run_iter_bw (the BW client), run_iter_bw_server (the send-bw server),
+// run_iter_lat (read/atomic latency), run_iter_lat_send and
+// run_iter_lat_write. Times are in nanoseconds, which play the role of
+// perftest's CPU cycles (1000 per microsecond).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// errAddrInUse is what binding a taken UDP port fails with.
+var errAddrInUse = syscall.EADDRINUSE
+
+// errPeerQP marks completion errors caused by the peer or the path.
+var errPeerQP = errors.New("peer")
+
+// stallTimeout is how long a side waits for the peer without any progress
+// before giving up (perftest's send-bw server gives up after 60 s too).
+const stallTimeout = 60 * time.Second
+
+// clock returns monotonic nanoseconds since its creation.
+type clock struct{ t0 time.Time }
+
+func newClock() clock      { return clock{time.Now()} }
+func (c clock) now() int64 { return int64(time.Since(c.t0)) }
+
+// sendWR builds the work request of the test's verb for QP q.
+func (s *session) sendWR(q, size int) rxe.SendWR {
+	wr := rxe.SendWR{SGList: []rxe.SGE{s.mr.SGE(s.localRegion(q), size)},
+		RemoteAddr: s.rem[q].VAddr, RKey: s.rem[q].RKey}
+	if s.o.inline > 0 && size <= s.o.inline && (s.t.verb == verbSend || s.t.verb == verbWrite) {
+		off := s.localRegion(q)
+		wr.Flags, wr.InlineData, wr.SGList = rxe.SendInline, s.mr.Bytes()[off:off+size], nil
+	}
+	switch s.t.verb {
+	case verbSend:
+		wr.Opcode = rxe.WRSend
+	case verbWrite:
+		wr.Opcode = rxe.WRRDMAWrite
+	case verbRead:
+		wr.Opcode = rxe.WRRDMARead
+	case verbAtomic:
+		wr.Opcode, wr.CompareAdd = rxe.WRAtomicFetchAndAdd, 1
+		if s.o.atomicType == "CMP_AND_SWAP" {
+			wr.Opcode, wr.CompareAdd, wr.Swap = rxe.WRAtomicCmpAndSwp, 0, 1
+		}
+	}
+	return wr
+}
+
+// checkWC turns an error completion into an error a user can act on.
+func (s *session) checkWC(wc rxe.WC) error {
+	if wc.Status == rxe.WCSuccess {
+		return nil
+	}
+	head := fmt.Sprintf("completion with status %v (vendor_err %#x) on QP %#x", wc.Status, wc.VendorErr, wc.QPNum)
+	var why string
+	switch wc.Status {
+	case rxe.WCRetryExcErr:
+		why = fmt.Sprintf("transport retry counter exceeded: %v never answered. Likely causes: a wrong address or GID (the peer sent GID %v; check --bind on both ends), "+
+			"an MTU above what the path carries (try -m 1024 on both ends), UDP port %d blocked by a firewall, or the peer's QP in error or gone",
+			s.peerAddr, s.peerAddr.Addr(), s.peerAddr.Port())
+		if len(s.o.rules) > 0 {
+			why += fmt.Sprintf("; or the faults injected here (%s): see their counters above", s.o.ruleList())
+		}
+	case rxe.WCRNRRetryExcErr:
+		why = "receiver-not-ready retries exceeded: the receiver is not posting receive work requests (a different test or size on the other end?)"
+	case rxe.WCRemAccessErr:
+		why = "the peer refused the access: its memory region lacks the right or the rkey/address is wrong (the other end runs a different test?)"
+	case rxe.WCRemInvReqErr:
+		why = "the peer's QP rejected the request as invalid (the other end runs a different test or message size?)"
+	case rxe.WCRemOpErr:
+		why = "the peer's QP failed to execute the request: its QP is in error"
+	case rxe.WCWRFlushErr:
+		why = "flushed: this QP had already gone to the error state"
+	default:
+		return errors.New(head)
+	}
+	return fmt.Errorf("%s: %s: %w", head, why, errPeerQP)
+}
+
+// runBWClient is run_iter_bw: keep tx-depth work requests outstanding per
+// QP, signal every cq-mod'th and the last, and time every post and every
+// signaled completion. A cancelled ctx ends the run early, reporting what
+// was measured.
+func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) {
+	o := s.o
+	if o.duration > 0 {
+		return s.runBWClientDuration(ctx, size)
+	}
+	nq := len(s.qps)
+	total := o.iters * nq
+	tposted := make([]int64, total)
+	tcompleted := make([]int64, total)
+	scnt, ccnt := make([]int, nq), make([]int, nq)
+	wrs := make([]rxe.SendWR, nq)
+	for q := range nq {
+		wrs[q] = s.sendWR(q, size)
+	}
+	totscnt, totccnt := 0, 0
+	wcs := make([]rxe.WC, 64)
+	clk := newClock()
+	stopped := false
+	for totccnt < total {
+		if !stopped && ctx.Err() != nil {
+			stopped = true // stop posting; drain what is outstanding
+		}
+		for q, qp := range s.qps {
+			for !stopped && scnt[q] < o.iters && scnt[q]-ccnt[q] < o.txDepth {
+				i := scnt[q]
+				wr := wrs[q]
+				wr.ID = uint64(q)<<32 | uint64(i)
+				if (i+1)%o.cqMod == 0 || i == o.iters-1 {
+					wr.Flags |= rxe.SendSignaled
+				}
+				tposted[totscnt] = clk.now()
+				if _, err := qp.PostSend(wr); err != nil {
+					return report.BW{}, fmt.Errorf("post send: %w", err)
+				}
+				scnt[q]++
+				totscnt++
+			}
+		}
+		if stopped && totccnt == s.signaledBefore(scnt) {
+			break
+		}
+		n, err := s.waitSendCQ(wcs)
+		if err != nil {
+			return report.BW{}, err
+		}
+		now := clk.now()
+		for _, wc := range wcs[:n] {
+			if err := s.checkWC(wc); err != nil {
+				return report.BW{}, err
+			}
+			q, i := int(wc.ID>>32), int(uint32(wc.ID))
+			totccnt += i + 1 - ccnt[q]
+			ccnt[q] = i + 1
+			tcompleted[totccnt-1] = now
+		}
+	}
+	if totccnt == 0 {
+		return report.BW{Size: uint64(size)}, nil
+	}
+	elapsed := tcompleted[totccnt-1] - tposted[0]
+	r := report.BW{Size: uint64(size), Iters: uint64(totccnt)}
+	if elapsed > 0 {
+		r.Avg = float64(size) * float64(totccnt) * 1e9 / float64(elapsed) / report.BWFactor(o.gbits)
+		r.MsgRate = float64(totccnt) * 1e9 / float64(elapsed) / 1e6
+	}
+	if !o.noPeak && totccnt == total {
+		r.Peak = report.PeakBW(size, tposted, tcompleted, o.cqMod) / report.BWFactor(o.gbits)
+	}
+	return r, nil
+}
+
+// signaledBefore is how many work requests the completions of everything
+// posted so far account for: up to each QP's last signaled request.
+func (s *session) signaledBefore(scnt []int) int {
+	n := 0
+	for _, c := range scnt {
+		n += c / s.o.cqMod * s.o.cqMod
+		if c == s.o.iters {
+			n += c % s.o.cqMod
+		}
+	}
+	return n
+}
+
+// waitSendCQ waits for completions on the send CQ for at most stallTimeout
+// and explains the stall when none come.
+func (s *session) waitSendCQ(wcs []rxe.WC) (int, error) {
+	wctx, cancel := context.WithTimeout(context.Background(), stallTimeout)
+	n, err := s.waitCQ(wctx, s.scq, wcs)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("no completion for %v: the peer stopped answering (%v)", stallTimeout, err)
+	}
+	return n, nil
+}
+
+// bwPoster keeps tx-depth work requests of one size outstanding on every
+// QP of a run in duration mode, signalling every cq-mod'th.
+type bwPoster struct {
+	s          *session
+	wrs        []rxe.SendWR
+	scnt, ccnt []int // posted and completed per QP
+}
+
+// newBWPoster returns the poster of size-byte messages.
+func (s *session) newBWPoster(size int) *bwPoster {
+	nq := len(s.qps)
+	p := &bwPoster{s: s, wrs: make([]rxe.SendWR, nq), scnt: make([]int, nq), ccnt: make([]int, nq)}
+	for q := range nq {
+		p.wrs[q] = s.sendWR(q, size)
+	}
+	return p
+}
+
+// fill posts up to tx-depth outstanding requests per QP unless stopped,
+// and returns how many signaled requests are outstanding.
+func (p *bwPoster) fill(stopped bool) (outstanding int, err error) {
+	o := p.s.o
+	for q, qp := range p.s.qps {
+		for !stopped && p.scnt[q]-p.ccnt[q] < o.txDepth {
+			wr := p.wrs[q]
+			wr.ID = uint64(q)<<32 | uint64(p.scnt[q])
+			if (p.scnt[q]+1)%o.cqMod == 0 {
+				wr.Flags |= rxe.SendSignaled
+			}
+			if _, err := qp.PostSend(wr); err != nil {
+				return 0, fmt.Errorf("post send: %w", err)
+			}
+			p.scnt[q]++
+		}
+		outstanding += p.scnt[q]/o.cqMod*o.cqMod - p.ccnt[q]
+	}
+	return outstanding, nil
+}
+
+// complete accounts for the completions wcs.
+func (p *bwPoster) complete(wcs []rxe.WC) error {
+	for _, wc := range wcs {
+		if err := p.s.checkWC(wc); err != nil {
+			return err
+		}
+		q, i := int(wc.ID>>32), int(uint32(wc.ID))
+		p.ccnt[q] = i + 1
+	}
+	return nil
+}
+
+// bwWindow is the sample window of a bandwidth run in duration mode: the
+// completions counted between start and end.
+type bwWindow struct {
+	start, end time.Time
+	counted    uint64
+}
+
+// row is the window's row for messages of size bytes, measured up to to.
+func (w *bwWindow) row(size int, to time.Time, gbits bool) report.BW {
+	return report.NewBW(size, w.counted, to.Sub(w.start), gbits)
+}
+
+// runBWClientDuration is run_iter_bw in duration mode (-D): warm up for
+// the margin, count the completed requests of the sample window, cool
+// down for the margin. With --run_infinitely it prints a row every
+// duration instead and runs until interrupted.
+func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW, error) {
+	o := s.o
+	p := s.newBWPoster(size)
+	wcs := make([]rxe.WC, 64)
+	start := time.Now()
+	margin := time.Duration(o.margin) * time.Second
+	dur := time.Duration(o.duration) * time.Second
+	win := bwWindow{start: start.Add(margin), end: start.Add(dur - margin)}
+	if o.infinitely {
+		win = bwWindow{start: start, end: start.Add(dur)}
+	}
+	status := report.NewStatusLine(s.out, report.BWUnit(o.gbits), o.fullOutput())
+	defer status.Clear()
+	nextStatus := start.Add(time.Second)
+	end := start.Add(dur)
+	stopped := false
+	for {
+		now := time.Now()
+		if o.infinitely && !now.Before(win.end) {
+			status.Clear()
+			s.printPeriod(win.row(size, now, o.gbits))
+			win = bwWindow{start: now, end: now.Add(dur)}
+		}
+		if !stopped && (ctx.Err() != nil || !o.infinitely && !now.Before(end)) {
+			stopped = true
+		}
+		outstanding, err := p.fill(stopped)
+		if err != nil {
+			return report.BW{}, err
+		}
+		if stopped && outstanding == 0 {
+			break
+		}
+		n, err := s.waitSendCQ(wcs)
+		if err != nil {
+			return report.BW{}, err
+		}
+		if err := p.complete(wcs[:n]); err != nil {
+			return report.BW{}, err
+		}
+		if now = time.Now(); !now.Before(win.start) && now.Before(win.end) {
+			win.counted += uint64(n * o.cqMod) // perftest counts cq_mod per CQE in the sample window
+		}
+		if now.After(nextStatus) {
+			status.Show(win.row(size, now, o.gbits))
+			nextStatus = now.Add(time.Second)
+		}
+	}
+	status.Clear()
+	if o.infinitely {
+		return win.row(size, time.Now(), o.gbits), nil // interrupted: the partial period's row
+	}
+	return win.row(size, earliest(win.end, time.Now()), o.gbits), nil // cut short when interrupted early
+}
+
+// printPeriod records and prints the row of one --run_infinitely period.
+func (s *session) printPeriod(r report.BW) {
+	s.bwResults = append(s.bwResults, r)
+	s.printBWRow(r)
+}
+
+// runBWServer is run_iter_bw_server (send-bw's server): count the
+// receives, keep posting until every iteration has a receive, and time
+// from the first receive to the last (no peak: perftest disables it here).
+func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) {
+	o := s.o
+	if o.duration > 0 {
+		return s.runBWServerDuration(ctx, size)
+	}
+	nq := len(s.qps)
+	total := o.iters * nq
+	posted := make([]int, nq)
+	for q := range posted {
+		posted[q] = min(o.rxDepth, o.iters)
+	}
+	wcs := make([]rxe.WC, 64)
+	clk := newClock()
+	var first int64
+	rcnt := 0
+	for rcnt < total {
+		wctx, cancel := context.WithTimeout(ctx, stallTimeout)
+		n, err := s.waitCQ(wctx, s.rcq, wcs)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return report.BW{}, errors.New("interrupted while receiving")
+			}
+			return report.BW{}, fmt.Errorf("received %d of %d messages, then nothing for %v: the client stopped sending", rcnt, total, stallTimeout)
+		}
+		if rcnt == 0 {
+			first = clk.now()
+		}
+		for _, wc := range wcs[:n] {
+			if err := s.checkWC(wc); err != nil {
+				return report.BW{}, err
+			}
+			rcnt++
+			q := int(wc.ID)
+			if q < nq && posted[q] < o.iters {
+				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), size)}}
+				if _, err := s.qps[q].PostRecv(wr); err != nil {
+					return report.BW{}, fmt.Errorf("post receive: %w", err)
+				}
+				posted[q]++
+			}
+		}
+	}
+	elapsed := clk.now() - first
+	r := report.BW{Size: uint64(size), Iters: uint64(total)}
+	if elapsed > 0 {
+		r.Avg = float64(size) * float64(total) * 1e9 / float64(elapsed) / report.BWFactor(o.gbits)
+		r.MsgRate = float64(total) * 1e9 / float64(elapsed) / 1e6
+	}
+	return r, nil
+}
+
+// sendBWQuiet is how long send-bw's server in duration mode waits, once
+// its own duration is over, for the client's last messages.
+const sendBWQuiet = 300 * time.Millisecond
+
+// runBWServerDuration is send-bw's server with -D: repost every receive,
+// count those completed in the sample window, and end once the duration
+// is over and the client has stopped sending.
+func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW, error) {
+	o := s.o
+	start := time.Now()
+	margin := time.Duration(o.margin) * time.Second
+	dur := time.Duration(o.duration) * time.Second
+	sampleStart, sampleEnd, end := start.Add(margin), start.Add(dur-margin), start.Add(dur)
+	wcs := make([]rxe.WC, 64)
+	var counted uint64
+	for {
+		wait := sendBWQuiet
+		if left := time.Until(end); left > 0 {
+			wait = min(left+sendBWQuiet, stallTimeout)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		n, err := s.waitCQ(wctx, s.rcq, wcs)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil || !time.Now().Before(end) {
+				break // interrupted, or the client is done
+			}
+			return report.BW{}, fmt.Errorf("received nothing for %v: the client stopped sending", stallTimeout)
+		}
+		now := time.Now()
+		for _, wc := range wcs[:n] {
+			if err := s.checkWC(wc); err != nil {
+				return report.BW{}, err
+			}
+			if !now.Before(sampleStart) && now.Before(sampleEnd) {
+				counted++
+			}
+			if q := int(wc.ID); q < len(s.qps) {
+				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), size)}}
+				if _, err := s.qps[q].PostRecv(wr); err != nil {
+					return report.BW{}, fmt.Errorf("post receive: %w", err)
+				}
+			}
+		}
+	}
+	to := earliest(sampleEnd, time.Now())
+	r := report.BW{Size: uint64(size), Iters: counted}
+	if el := to.Sub(sampleStart).Seconds(); el > 0 {
+		r.Avg = float64(size) * float64(counted) / el / report.BWFactor(o.gbits)
+		r.MsgRate = float64(counted) / el / 1e6
+	}
+	return r, nil
+}
+
+// latWindow is a latency test's duration mode (-D): warm up for the
+// margin, count the round trips begun in the sample window, cool down for
+// the margin.
+type latWindow struct {
+	on                          bool
+	sampleStart, sampleEnd, end time.Time
+	count                       int
+}
+
+func (s *session) newLatWindow() *latWindow {
+	o := s.o
+	if o.duration == 0 {
+		return &latWindow{}
+	}
+	now := time.Now()
+	margin := time.Duration(o.margin) * time.Second
+	dur := time.Duration(o.duration) * time.Second
+	return &latWindow{on: true, sampleStart: now.Add(margin), sampleEnd: now.Add(dur - margin), end: now.Add(dur)}
+}
+
+// tick counts a round trip begun now and reports whether time is up.
+func (w *latWindow) tick() bool {
+	now := time.Now()
+	if !now.Before(w.sampleStart) && now.Before(w.sampleEnd) {
+		w.count++
+	}
+	return !now.Before(w.end)
+}
+
+// post prepares ping scnt of a ping-pong. In iterations mode it
+// timestamps the post. In duration mode it counts the round trip and, on
+// the client once time is up or the run is interrupted, flags the message
+// as the last one (buf[stopByte] = 1) and reports that it is.
+func (w *latWindow) post(ctx context.Context, client bool, buf []byte, stopByte int, tposted []int64, scnt int, clk clock) (stopping bool) {
+	if !w.on {
+		tposted[scnt] = clk.now()
+		return false
+	}
+	up := w.tick()
+	if stopping = client && (up || ctx.Err() != nil); stopping {
+		buf[stopByte] = 1
+	}
+	return stopping
+}
+
+// result is print_report_lat_duration: the sample window's length over
+// the round trips in it (halved for SEND and WRITE, rtt 2), and the
+// round trips per second.
+func (w *latWindow) result(size, rtt int) report.Lat {
+	el := earliest(w.sampleEnd, time.Now()).Sub(w.sampleStart)
+	r := report.Lat{Size: size, Iters: w.count}
+	if w.count > 0 && el > 0 {
+		r.Avg = float64(el) / 1e3 / float64(rtt) / float64(w.count)
+		r.TPS = float64(w.count) / el.Seconds()
+	}
+	return r
+}
+
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// spinPoll waits for one completion. perftest busy-polls; a Go program
+// that spins keeps the runtime from polling the network on a small machine
+// (it does so only when a processor is idle), so we block on the CQ, which
+// wakes us as soon as the device completes.
+func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
+	wctx, cancel := context.WithTimeout(ctx, stallTimeout)
+	defer cancel()
+	n, err := s.waitCQ(wctx, cq, wc[:1])
+	if n == 1 {
+		return s.checkWC(wc[0])
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted while waiting for %s", what)
+	}
+	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", stallTimeout, what, err)
+}
+
+// waitCQ waits for completions on cq: with -e it sleeps on the completion
+// channel (arm, poll, sleep, and after each event arm again and poll, as
+// perftest's ctx_notify_events does), else it blocks in CQ.Wait.
+func (s *session) waitCQ(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC) (int, error) {
+	if s.ch == nil {
+		return cq.Wait(ctx, wcs)
+	}
+	ch := s.ch
+	if cq == s.rcq && s.rch != nil {
+		ch = s.rch
+	}
+	for {
+		if n := cq.Poll(wcs); n > 0 {
+			return n, nil
+		}
+		// Arm, then poll again: a completion that came between the poll
+		// and the arm is found now, any later one sends an event.
+		if err := cq.ReqNotify(false); err != nil {
+			return 0, err
+		}
+		if n := cq.Poll(wcs); n > 0 {
+			return n, nil
+		}
+		select {
+		case <-ch.C: // ours or the other CQ's: poll again
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// runLatReadAtomic is run_iter_lat: post one READ or atomic, wait for its
+// completion, repeat; each sample is a full round trip.
+func (s *session) runLatReadAtomic(ctx context.Context, size int) (report.Lat, error) {
+	iters := s.o.iters
+	tposted := make([]int64, iters)
+	wr := s.sendWR(0, size)
+	wr.Flags |= rxe.SendSignaled
+	wc := make([]rxe.WC, 1)
+	w := s.newLatWindow()
+	if w.on {
+		tposted = nil
+	}
+	clk := newClock()
+	for i := 0; w.on || i < iters; i++ {
+		if w.on {
+			if w.tick() || ctx.Err() != nil {
+				break
+			}
+		} else {
+			tposted[i] = clk.now()
+		}
+		if _, err := s.qps[0].PostSend(wr); err != nil {
+			return report.Lat{}, fmt.Errorf("post send: %w", err)
+		}
+		if err := s.spinPoll(ctx, s.scq, wc, "a completion"); err != nil {
+			return report.Lat{}, err
+		}
+	}
+	if w.on {
+		return w.result(size, 1), nil
+	}
+	return report.LatStats(size, tposted, 1), nil
+}
+
+// runLatSend is run_iter_lat_send: SEND ping-pong, the client sending
+// first; each side times its posts, one round trip apart.
+func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) {
+	o := s.o
+	iters := o.iters
+	rxPosted := min(o.rxDepth, iters)
+	tposted := make([]int64, iters)
+	wr := s.sendWR(0, size)
+	recv := rxe.RecvWR{SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(0)-s.mr.Addr()), size)}}
+	wc := make([]rxe.WC, 1)
+	// With -D the client ends the run: its last SEND has 1 in its first
+	// byte, and the server stops on it without answering.
+	lw := s.newLatWindow()
+	buf := s.mr.Bytes()
+	stopByte, peerStopByte := s.localRegion(0), int(s.remoteRegion(0)-s.mr.Addr())
+	if lw.on {
+		buf[stopByte] = 0
+	}
+	clk := newClock()
+	scnt, rcnt := 0, 0
+	for lw.on || scnt < iters || rcnt < iters {
+		if (lw.on || rcnt < iters) && !(scnt < 1 && s.client) {
+			if err := s.spinPoll(ctx, s.rcq, wc, fmt.Sprintf("the peer's SEND %d", rcnt+1)); err != nil {
+				return report.Lat{}, err
+			}
+			rcnt++
+			if lw.on && !s.client && buf[peerStopByte] == 1 {
+				break
+			}
+			if lw.on || rcnt+rxPosted <= iters {
+				if _, err := s.qps[0].PostRecv(recv); err != nil {
+					return report.Lat{}, fmt.Errorf("post receive: %w", err)
+				}
+			}
+		}
+		if lw.on || scnt < iters {
+			stopping := lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
+			scnt++
+			w := wr
+			signaled := scnt%o.cqMod == 0 || scnt == iters && !lw.on || stopping
+			if signaled {
+				w.Flags |= rxe.SendSignaled
+			}
+			if _, err := s.qps[0].PostSend(w); err != nil {
+				return report.Lat{}, fmt.Errorf("post send: %w", err)
+			}
+			if signaled {
+				if err := s.spinPoll(ctx, s.scq, wc, "a send completion"); err != nil {
+					return report.Lat{}, err
+				}
+			}
+			if stopping {
+				break
+			}
+		}
+	}
+	if lw.on {
+		return lw.result(size, 2), nil
+	}
+	return report.LatStats(size, tposted, 2), nil
+}
+
+// runLatWrite is run_iter_lat_write: RDMA WRITE ping-pong, the server
+// writing first. Each WRITE carries its sequence number in its last byte,
+// which the other side polls. We learn that the peer's WRITE has landed
+// from the QP's expected PSN (QP.Query synchronises with the device, so
+// the byte may then be read without a data race) and check the byte.
+func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error) {
+	iters := s.o.iters
+	qp := s.qps[0]
+	pkts := uint32(max(1, (size+s.mtu.Bytes()-1)/s.mtu.Bytes()))
+	buf := s.mr.Bytes()
+	postByte := s.localRegion(0) + size - 1
+	pollByte := int(s.remoteRegion(0)-s.mr.Addr()) + size - 1
+	wr := s.sendWR(0, size)
+	wr.Flags |= rxe.SendSignaled
+	wc := make([]rxe.WC, 1)
+	tposted := make([]int64, iters)
+	// With -D the client ends the run: its last WRITE has 1 in its first
+	// byte (-s 2 or more), and the server stops on it without answering.
+	lw := s.newLatWindow()
+	stopByte, peerStopByte := s.localRegion(0), int(s.remoteRegion(0)-s.mr.Addr())
+	if lw.on {
+		tposted = nil
+		buf[stopByte] = 0
+	}
+	base := s.rqPSN
+	clk := newClock()
+	scnt, ccnt, rcnt := 0, 0, 0
+	for lw.on || scnt < iters || ccnt < iters || rcnt < iters {
+		if (lw.on || rcnt < iters) && !(scnt < 1 && !s.client) {
+			rcnt++
+			if err := s.waitWrite(ctx, qp, base, uint32(rcnt)*pkts, rcnt); err != nil {
+				return report.Lat{}, err
+			}
+			if got := buf[pollByte]; got != byte(rcnt) {
+				return report.Lat{}, fmt.Errorf("the peer's RDMA WRITE %d ends with byte %d, not %d: is the other end running write-lat with -s %d?", rcnt, got, byte(rcnt), size)
+			}
+			if lw.on && !s.client && buf[peerStopByte] == 1 {
+				break
+			}
+		}
+		stopping := false
+		if lw.on || scnt < iters {
+			stopping = lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
+			scnt++
+			buf[postByte] = byte(scnt)
+			if _, err := qp.PostSend(wr); err != nil {
+				return report.Lat{}, fmt.Errorf("post send: %w", err)
+			}
+		}
+		if lw.on || ccnt < iters {
+			if err := s.spinPoll(ctx, s.scq, wc, "a WRITE completion"); err != nil {
+				return report.Lat{}, err
+			}
+			ccnt++
+		}
+		if stopping {
+			break
+		}
+	}
+	s.rqPSN = (base + uint32(rcnt)*pkts) & 0xFFFFFF
+	if lw.on {
+		return lw.result(size, 2), nil
+	}
+	return report.LatStats(size, tposted, 2), nil
+}
+
+// writeSpins and writePollSleep shape the wait for the peer's WRITE: a
+// few yields, then short sleeps, which let the runtime poll the network
+// (pure spinning starves it on a two-CPU machine: see spinPoll).
+const (
+	writeSpins     = 50
+	writePollSleep = 20 * time.Microsecond
+)
+
+// waitWrite waits until the QP's responder has accepted want packets past
+// base, i.e. the peer's WRITE number n has landed.
+func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, n int) error {
+	var deadline time.Time
+	for spins := 0; ; spins++ {
+		a := qp.Query()
+		if (a.RQPSN-base)&0xFFFFFF >= want {
+			return nil
+		}
+		if a.State == rxe.QPSErr {
+			return fmt.Errorf("our QP %#x went to the error state while waiting for the peer's RDMA WRITE %d (see the peer's output)", qp.QPN(), n)
+		}
+		if spins&1023 == 1023 {
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted while waiting for the peer's RDMA WRITE %d", n)
+			}
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(stallTimeout)
+			} else if now.After(deadline) {
+				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, stallTimeout)
+			}
+		}
+		if spins < writeSpins {
+			runtime.Gosched()
+		} else {
+			time.Sleep(writePollSleep)
+		}
+	}
+}

@@ -1,0 +1,34 @@
+package report
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestCFormats checks the helpers against what glibc's printf prints for
+// the same format and value.
+func TestCFormats(t *testing.T) {
+	tests := []struct {
+		v     uint64
+		width int
+		want  string
+	}{
+		{0, 4, "0000"},      // printf("%#04x", 0): no 0x for zero
+		{0x11, 4, "0x11"},   // printf("%#04x", 0x11)
+		{0x11, 6, "0x0011"}, // printf("%#06x", 0x11)
+		{0x8d6a0b, 6, "0x8d6a0b"},
+		{0x80, 4, "0x80"},
+		{0x1234, 8, "0x001234"},
+		{0x7f2e5f64b000, 16, "0x007f2e5f64b000"},
+		{0x123456789, 4, "0x123456789"}, // wider than the field
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, CHexAlt(tc.v, tc.width))
+	}
+	require.Equal(t, "10934.23", CFloat(10934.234, 7, 2))
+	require.Equal(t, "0.50   ", CFloat(0.5, 7, 2))
+	require.Equal(t, "65536  ", CUint(65536, 7))
+	require.Equal(t, "00:00:00:00:00:00:00:00:00:00:255:255:192:168:01:07",
+		GIDString([16]byte{10: 255, 11: 255, 12: 192, 13: 168, 14: 1, 15: 7}))
+}

@@ -1,0 +1,167 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/gorxe/gorxe/netdev/faults"
+)
+
+// Final is one side's counters after a run: what the fault injection did
+// (nil without faults), the device's and the QPs' counters, and the capture
+// (nil without --pcap).
+type Final struct {
+	Faults    *Faults
+	Device    Device
+	Transport Transport
+	Capture   *Capture
+}
+
+// Faults is faults.Stats with the rules and the seed.
+type Faults struct {
+	Seed  uint64   `json:"seed"`
+	Rules []string `json:"rules"`
+	Send  DirStats `json:"send"`
+	Recv  DirStats `json:"recv"`
+}
+
+// DirStats is faults.DirStats with JSON names.
+type DirStats struct {
+	Dropped    uint64 `json:"dropped"`
+	Duplicated uint64 `json:"duplicated"`
+	Reordered  uint64 `json:"reordered"`
+	Delayed    uint64 `json:"delayed"`
+	Corrupted  uint64 `json:"corrupted"`
+	LocalDrops uint64 `json:"local_drops"`
+	Lost       uint64 `json:"lost"`
+}
+
+// NewDirStats converts one direction of faults.Stats.
+func NewDirStats(d faults.DirStats) DirStats { return DirStats(d) }
+
+// Device is rxe.Counters with the device's name and address.
+type Device struct {
+	Name          string `json:"name"`
+	Addr          string `json:"addr"`
+	SentPkts      uint64 `json:"sent_pkts"`
+	RcvdPkts      uint64 `json:"rcvd_pkts"`
+	BadICRC       uint64 `json:"bad_icrc"`
+	ICRCRecovered uint64 `json:"icrc_recovered"`
+	Malformed     uint64 `json:"malformed"`
+	UnknownQP     uint64 `json:"unknown_qp"`
+	LocalDrops    uint64 `json:"local_drops"`
+	SendErr       uint64 `json:"send_err"`
+	QPErrors      uint64 `json:"qp_errors"`
+}
+
+// Transport sums the QPs' counters that show recovery at work.
+type Transport struct {
+	Retransmits      uint64 `json:"retransmits"`        // request packets sent again
+	Timeouts         uint64 `json:"timeouts"`           // retransmit timer expiries
+	RcvdSeqErr       uint64 `json:"rcvd_seq_err"`       // PSN sequence error NAKs received
+	RcvdRNRErr       uint64 `json:"rcvd_rnr_err"`       // RNR NAKs received
+	DuplicateRequest uint64 `json:"duplicate_request"`  // requests received again
+	OutOfSeqRequest  uint64 `json:"out_of_seq_request"` // PSN sequence error NAKs sent
+	// LocalDropRetries counts held datagrams sent again after their QP's
+	// back-off (--read-retry=adaptive); BackoffDelayNs is the largest
+	// back-off delay a QP has at the end of the run.
+	LocalDropRetries uint64 `json:"local_drop_retries"`
+	BackoffDelayNs   int64  `json:"backoff_delay_ns"`
+}
+
+// Capture describes the --pcap file.
+type Capture struct {
+	File     string   `json:"file"`
+	Sent     uint64   `json:"sent"`
+	Received uint64   `json:"received"`
+	Skipped  uint64   `json:"skipped"`
+	BadICRC  uint64   `json:"bad_icrc_received"`
+	Ports    []uint16 `json:"udp_ports,omitempty"` // RoCE ports other than 4791, for rxectl dump --port
+	Error    string   `json:"error,omitempty"`
+}
+
+// DumpCommand is the rxectl dump command line that decodes the capture.
+func (c *Capture) DumpCommand() string {
+	var b strings.Builder
+	b.WriteString("rxectl dump")
+	for _, p := range c.Ports {
+		fmt.Fprintf(&b, " --port %d", p)
+	}
+	return b.String() + " " + c.File
+}
+
+// WriteStats writes the statistics of faults, devices and capture as text:
+// st's, then the peer device's of a loopback run (peer may be nil).
+func WriteStats(w io.Writer, st, peer *Final) {
+	var b strings.Builder
+	if f := st.Faults; f != nil {
+		fmt.Fprintf(&b, " Faults (seed %d): %s\n", f.Seed, strings.Join(f.Rules, " "))
+		dirLine := func(name string, d DirStats) {
+			fmt.Fprintf(&b, "   %-9s dropped %d, duplicated %d, reordered %d, delayed %d, corrupted %d, local drops %d, lost %d\n",
+				name+":", d.Dropped, d.Duplicated, d.Reordered, d.Delayed, d.Corrupted, d.LocalDrops, d.Lost)
+		}
+		dirLine("sent", f.Send)
+		dirLine("received", f.Recv)
+	}
+	devLines := func(label string, st *Final) {
+		d, t := st.Device, st.Transport
+		fmt.Fprintf(&b, " %s %s %s: sent %d packets, received %d; bad ICRC %d, ICRC recovered %d, malformed %d, unknown QP %d, local drops %d, send errors %d, QP errors %d\n",
+			label, d.Name, d.Addr, d.SentPkts, d.RcvdPkts, d.BadICRC, d.ICRCRecovered, d.Malformed, d.UnknownQP, d.LocalDrops, d.SendErr, d.QPErrors)
+		fmt.Fprintf(&b, "   transport: %d packets retransmitted, %d timeouts, %d sequence-error NAKs and %d RNR NAKs received; %d duplicate and %d out-of-sequence requests received\n",
+			t.Retransmits, t.Timeouts, t.RcvdSeqErr, t.RcvdRNRErr, t.DuplicateRequest, t.OutOfSeqRequest)
+	}
+	devLines("Device", st)
+	if peer != nil {
+		devLines("Peer device", peer)
+	}
+	if c := st.Capture; c != nil {
+		fmt.Fprintf(&b, " Capture %s: %d packets (%d sent, %d received)", c.File, c.Sent+c.Received, c.Sent, c.Received)
+		if c.Skipped > 0 {
+			fmt.Fprintf(&b, ", %d not recorded", c.Skipped)
+		}
+		if c.Error != "" {
+			fmt.Fprintf(&b, ", stopped: %s", c.Error)
+		}
+		fmt.Fprintf(&b, "\n   decode with: %s\n", c.DumpCommand())
+	}
+	io.WriteString(w, b.String())
+}
+
+// StatusLine is the live status of a -D run on a terminal.
+type StatusLine struct {
+	w     io.Writer
+	unit  string
+	shown bool
+}
+
+// NewStatusLine returns the status line of a run printing to w in unit;
+// it shows nothing unless enabled and w is a terminal.
+func NewStatusLine(w io.Writer, unit string, enabled bool) *StatusLine {
+	f, ok := w.(*os.File)
+	if !ok || !enabled {
+		return &StatusLine{}
+	}
+	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return &StatusLine{}
+	}
+	return &StatusLine{w: w, unit: unit}
+}
+
+// Show replaces the status line with r's figures so far.
+func (l *StatusLine) Show(r BW) {
+	if l.w == nil {
+		return
+	}
+	fmt.Fprintf(l.w, "\r %d bytes: %d iterations, %.2f %s, %.6f Mpps so far ", r.Size, r.Iters, r.Avg, l.unit, r.MsgRate)
+	l.shown = true
+}
+
+// Clear erases the status line if one is shown.
+func (l *StatusLine) Clear() {
+	if l.shown {
+		fmt.Fprintf(l.w, "\r%s\r", strings.Repeat(" ", 79))
+		l.shown = false
+	}
+}

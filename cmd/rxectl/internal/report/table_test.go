@@ -1,0 +1,92 @@
+package report
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// posts builds post times (ns) whose consecutive gaps are deltas.
+func posts(deltas ...int64) []int64 {
+	t := []int64{0}
+	for _, d := range deltas {
+		t = append(t, t[len(t)-1]+d)
+	}
+	return t
+}
+
+// TestLatStats checks print_report_lat's statistics against values
+// computed by hand.
+func TestLatStats(t *testing.T) {
+	// SEND/WRITE (halved): 8 iterations, 7 samples, m = 8 - 3 = 5.
+	// Sorted ns: 1000 1500 2000 3000 4000 | 9000 20000 (dropped), /2000.
+	r := LatStats(2, posts(3000, 1000, 2000, 9000, 4000, 1500, 20000), 2)
+	require.Equal(t, 2, r.Size)
+	require.Equal(t, 8, r.Iters)
+	require.InDelta(t, 0.5, r.Min, 1e-12)
+	require.InDelta(t, 4.5, r.Max, 1e-12)     // delta[m] = 9000: the smaller of the two dropped samples
+	require.InDelta(t, 1.0, r.Typical, 1e-12) // m odd: delta[m/2] = 2000
+	require.InDelta(t, 1.15, r.Avg, 1e-12)    // (0.5+0.75+1+1.5+2)/5
+	// Deviations 0.65 0.4 0.15 -0.35 -0.85 all truncate to 0: the quirk
+	// prints 0 where the true deviation is 0.53.
+	require.Equal(t, 0.0, r.Stdev)
+	require.InDelta(t, 4.5, r.P99, 1e-12)  // delta[ceil(4.95)] = delta[5]
+	require.InDelta(t, 4.5, r.P999, 1e-12) // delta[ceil(4.995)] = delta[5]
+
+	// READ/atomic (full round trip): 7 iterations, 6 samples, m = 4.
+	// Sorted ns: 2000 3001 4000 7000 | 10000 50000, /1000.
+	r = LatStats(64, posts(10000, 2000, 4000, 3001, 50000, 7000), 1)
+	require.InDelta(t, 2.0, r.Min, 1e-12)
+	require.InDelta(t, 10.0, r.Max, 1e-12)
+	require.InDelta(t, 3.5, r.Typical, 1e-12) // m even: (4000+3001)/2 in integer cycles = 3500
+	require.InDelta(t, 4.00025, r.Avg, 1e-12) // 16.001/4
+	// Deviations 2.00025 0.99925 0.00025 -2.99975 truncate to 2 0 0 -2
+	// (toward zero, not -3): sqrt((4+0+0+4)/4).
+	require.InDelta(t, math.Sqrt(2), r.Stdev, 1e-12)
+	require.InDelta(t, 10.0, r.P99, 1e-12)
+	require.InDelta(t, 10.0, r.P999, 1e-12)
+
+	// 1000 iterations of 1 us: m = 997, 99% = delta[988], 99.9% = delta[997].
+	d := make([]int64, 999)
+	for i := range d {
+		d[i] = int64(1000 + i) // sorted already: 1.000 .. 1.998 us
+	}
+	r = LatStats(2, posts(d...), 1)
+	require.InDelta(t, 1.0, r.Min, 1e-12)
+	require.InDelta(t, 1.997, r.Max, 1e-12)
+	require.InDelta(t, 1.498, r.Typical, 1e-12) // m = 997 odd: delta[498]
+	require.InDelta(t, 1.988, r.P99, 1e-12)     // ceil(987.03) = 988
+	require.InDelta(t, 1.997, r.P999, 1e-12)    // ceil(996.003) = 997
+	require.Equal(t, " 2       1000          1.00           2.00         1.50     \t       1.50        \t0.00   \t\t1.99    \t\t2.00   \n", LatRow(r))
+}
+
+func TestPeakBW(t *testing.T) {
+	s := int64(1e9)
+	posted := []int64{1, s, 2 * s, 3 * s}
+	completed := make([]int64, 4)
+	completed[1] = 4 * s // cq-mod 2: completions at 1 and 3
+	completed[3] = 5 * s
+	// Windows: (0..1) 4s/2, (0..3) 5s/4, (1..1) 3s/1, (1..3) 4s/3,
+	// (2..3) 3s/2, (3..3) 2s/1. The best is 1.25 s per message.
+	require.InDelta(t, 100/1.25, PeakBW(100, posted, completed, 2), 1e-6)
+
+	// Five requests, cq-mod 2: the last is signaled explicitly and its
+	// windows count too: (4..4) 0.5 s.
+	posted = append(posted, 4*s)
+	completed = append(completed, 4*s+s/2)
+	require.InDelta(t, 100/0.5, PeakBW(100, posted, completed, 2), 1e-6)
+	require.Zero(t, PeakBW(100, posted, make([]int64, 5), 2))
+}
+
+func TestBWRow(t *testing.T) {
+	r := BW{Size: 65536, Iters: 1000, Peak: 10934.23, Avg: 10930.11, MsgRate: 0.174882}
+	require.Equal(t, " 65536      1000             10934.23            10930.11\t\t     0.174882\n", BWRow(r, false))
+	// Gb/s below 0.1: REPORT_FMT_EXT.
+	r = BW{Size: 8, Iters: 20, Peak: 0.0184, Avg: 0.0166, MsgRate: 0.002179}
+	require.Equal(t, " 8          20           0.018400            0.016600            0.002179\n", BWRow(r, true))
+}
+
+func TestLatDurRow(t *testing.T) {
+	require.Equal(t, " 2             17632            28.36          17632.00\n", LatDurRow(Lat{Size: 2, Iters: 17632, Avg: 28.36, TPS: 17632}))
+}

@@ -1,0 +1,131 @@
+package sge
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+// mem is one region per L_Key, based at address 0x1000 × key.
+type mem struct {
+	regions  map[uint32][]byte
+	readOnly map[uint32]bool
+}
+
+func (m *mem) Local(lkey uint32, addr uint64, length uint32, need verbs.AccessFlags) ([]byte, bool) {
+	b, ok := m.regions[lkey]
+	if !ok || need&verbs.AccessLocalWrite != 0 && m.readOnly[lkey] {
+		return nil, false
+	}
+	base := 0x1000 * uint64(lkey)
+	if addr < base || addr-base+uint64(length) > uint64(len(b)) {
+		return nil, false
+	}
+	return b[addr-base : addr-base+uint64(length)], true
+}
+
+func newMem() *mem {
+	m := &mem{regions: map[uint32][]byte{}, readOnly: map[uint32]bool{3: true}}
+	for k := uint32(1); k <= 3; k++ {
+		b := make([]byte, 64)
+		for i := range b {
+			b[i] = byte(k)<<6 | byte(i)
+		}
+		m.regions[k] = b
+	}
+	return m
+}
+
+var list = []verbs.SGE{
+	{Addr: 0x1000 + 4, Length: 10, LKey: 1},
+	{Addr: 0x2000, Length: 0, LKey: 2}, // empty: skipped
+	{Addr: 0x2000 + 60, Length: 4, LKey: 2},
+	{Addr: 0x3000, Length: 6, LKey: 3},
+}
+
+// flat returns the message list describes, read directly.
+func flat(m *mem) []byte {
+	var out []byte
+	for _, s := range list {
+		base := 0x1000 * uint64(s.LKey)
+		out = append(out, m.regions[s.LKey][s.Addr-base:s.Addr-base+uint64(s.Length)]...)
+	}
+	return out
+}
+
+// TestGatherInChunks gathers the message in pieces of every size and
+// checks it equals the SGEs' bytes in order.
+func TestGatherInChunks(t *testing.T) {
+	m := newMem()
+	want := flat(m)
+	require.Len(t, want, 20)
+	for step := 1; step <= len(want); step++ {
+		var c Cursor
+		var got []byte
+		for len(got) < len(want) {
+			b := make([]byte, min(step, len(want)-len(got)))
+			require.True(t, c.Gather(m, list, b), "step %d", step)
+			got = append(got, b...)
+		}
+		require.Equal(t, want, got, "step %d", step)
+		require.False(t, c.Gather(m, list, make([]byte, 1)), "past the end")
+	}
+}
+
+// TestScatterThenSeek scatters a message into the writable SGEs, then
+// gathers it back from an offset found by Seek.
+func TestScatterThenSeek(t *testing.T) {
+	m := newMem()
+	w := list[:3] // LKey 3 is read-only
+	src := []byte("0123456789abcd")
+	var c Cursor
+	require.True(t, c.Scatter(m, w, src[:7]))
+	require.True(t, c.Scatter(m, w, src[7:]))
+	require.False(t, c.Scatter(m, w, []byte{1}), "the list is full")
+	for off := range uint32(len(src)) {
+		var r Cursor
+		r.Seek(w, off)
+		b := make([]byte, len(src)-int(off))
+		require.True(t, r.Gather(m, w, b))
+		require.Equal(t, src[off:], b)
+	}
+	var end Cursor
+	end.Seek(w, 14)
+	require.Equal(t, Cursor{Index: 3}, end)
+}
+
+// TestFailures covers a bad L_Key, a region too short and a write to a
+// read-only region: each reports false with the cursor at the chunk that
+// failed and the bytes before it copied.
+func TestFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		sges    []verbs.SGE
+		scatter bool
+		at      Cursor // where the walk stops
+	}{
+		{"unknown lkey", []verbs.SGE{{Addr: 0x1000, Length: 4, LKey: 1}, {Addr: 0x9000, Length: 4, LKey: 9}}, false, Cursor{Index: 1}},
+		{"beyond the region", []verbs.SGE{{Addr: 0x1000 + 60, Length: 8, LKey: 1}}, false, Cursor{}},
+		{"read-only", []verbs.SGE{{Addr: 0x2000, Length: 2, LKey: 2}, {Addr: 0x3000, Length: 4, LKey: 3}}, true, Cursor{Index: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMem()
+			b := bytes.Repeat([]byte{0xEE}, 6)
+			var c Cursor
+			if tc.scatter {
+				require.False(t, c.Scatter(m, tc.sges, b))
+				require.Equal(t, []byte{0xEE, 0xEE}, m.regions[2][:2], "the first SGE was written")
+				require.Equal(t, byte(3<<6), m.regions[3][0], "the read-only region was not")
+			} else {
+				require.False(t, c.Gather(m, tc.sges, b))
+				if tc.at.Index > 0 {
+					require.Equal(t, m.regions[1][:4], b[:4], "the first SGE was read")
+				}
+			}
+			require.Equal(t, tc.at, c)
+		})
+	}
+}

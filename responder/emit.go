@@ -1,0 +1,98 @@
+package responder
+
+import (
+	"errors"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// emit builds the packet at the head of the output queue into buf. It
+// returns the packet length and true, or false with n < 0 if buf is too
+// small (the item is kept) and n == 0 if the item was dropped.
+func (r *Responder) emit(buf []byte) (int, bool) {
+	it := r.q.Front()
+	h := &r.hdr
+	*h = packet.Headers{}
+	h.BTH = packet.BTHFields{PKey: r.cfg.PKey, DestQP: r.cfg.DestQPN, PSN: it.psn}
+	h.AETH.MSN = it.msn
+	var mem []byte // read response payload
+	switch it.kind {
+	case outACK:
+		h.BTH.Opcode = packet.RCAcknowledge
+		h.AETH.Syndrome = r.ackSyndrome(it.msn)
+	case outNAK:
+		h.BTH.Opcode = packet.RCAcknowledge
+		h.AETH.Syndrome = it.syn
+	case outAtomicACK:
+		h.BTH.Opcode = packet.RCAtomicAcknowledge
+		h.AETH.Syndrome = r.ackSyndrome(it.msn)
+		h.AtomicAck = it.orig
+	case outRead:
+		n := min(it.resid, uint32(r.mtu))
+		switch {
+		case it.first && it.resid <= uint32(r.mtu):
+			h.BTH.Opcode = packet.RCRDMAReadResponseOnly
+		case it.first:
+			h.BTH.Opcode = packet.RCRDMAReadResponseFirst
+		case it.resid > uint32(r.mtu):
+			h.BTH.Opcode = packet.RCRDMAReadResponseMiddle
+		default:
+			h.BTH.Opcode = packet.RCRDMAReadResponseLast
+		}
+		if h.BTH.Opcode != packet.RCRDMAReadResponseMiddle {
+			h.AETH.Syndrome = r.ackSyndrome(it.msn)
+		}
+		if n > 0 {
+			// Re-validate the region for every packet (rxe
+			// rxe_recheck_mr): a deregistration mid-read fails cleanly.
+			var ok bool
+			mem, ok = r.env.Mem.Remote(it.rkey, it.va, n, verbs.AccessRemoteRead)
+			if !ok || len(mem) != int(n) {
+				r.readFault(it)
+				return r.emit(buf)
+			}
+		}
+	}
+	f, err := packet.Begin(buf, h, len(mem), &r.cfg.Pseudo)
+	if err != nil {
+		if errors.Is(err, packet.ErrBufferTooSmall) {
+			return -1, false
+		}
+		r.ctrs.BuildErrors++
+		r.q.Pop()
+		return 0, false
+	}
+	copy(f.Payload(), mem)
+	n := f.Seal()
+	switch it.kind {
+	case outACK:
+		r.ctrs.AcksSent++
+	case outNAK:
+		r.ctrs.NaksSent++
+	case outAtomicACK:
+		r.ctrs.AtomicAcksSent++
+	case outRead:
+		r.ctrs.ReadResponses++
+		r.ctrs.BytesRead += uint64(len(mem))
+		it.first = false
+		it.psn = it.psn.Next()
+		it.va += uint64(len(mem))
+		it.resid -= uint32(len(mem))
+		if it.resid > 0 {
+			return n, true
+		}
+	}
+	r.q.Pop()
+	return n, true
+}
+
+// readFault turns a read train whose memory has gone into a Remote Access
+// Error NAK for the response PSN that could not be sent (rxe read_reply ->
+// ERR_RKEY_VIOLATION, class C), drops everything queued behind it, and
+// fails the responder.
+func (r *Responder) readFault(it *outItem) {
+	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.psn, msn: r.msn, fatal: true}
+	r.q.Truncate(1)
+	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
+}

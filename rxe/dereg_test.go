@@ -1,0 +1,101 @@
+package rxe
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDeregWaitsForDevice deregisters a region while a peer streams an
+// 8 MiB READ from it or WRITE into it, then reuses the buffer at once. Once
+// Dereg returns the device must not touch the buffer again: no later READ
+// response carries the bytes written after Dereg, no WRITE data lands after
+// it, and the peer's access gets a Remote Access NAK. Under -race a device
+// copy that outlives Dereg is also reported as a data race with the
+// caller's access; it shows only when Dereg lands while a transmit or
+// receive pass copies, so each case runs several rounds. A round whose
+// transfer completed before Dereg checks the same properties but does not
+// count: each case needs two rounds in which Dereg cut the transfer.
+func TestDeregWaitsForDevice(t *testing.T) {
+	const n = 8 << 20
+	old, fresh := bytes.Repeat([]byte{0xAA}, n), bytes.Repeat([]byte{0x55}, n)
+	cases := []struct {
+		op WROpcode
+		wc WCOpcode
+	}{
+		{WRRDMARead, WCRDMARead},
+		{WRRDMAWrite, WCRDMAWrite},
+	}
+	for _, kind := range []string{"pipe", "udp"} {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/%v", kind, c.op), func(t *testing.T) {
+				cut := 0
+				for round := 0; cut < 2; round++ {
+					require.Less(t, round, 20, "Dereg never landed during the transfer")
+					if deregDuringTransfer(t, kind, c.op, c.wc, old, fresh) {
+						cut++
+					}
+				}
+			})
+		}
+	}
+}
+
+// deregDuringTransfer is one round of TestDeregWaitsForDevice: op moves
+// the bytes of old between two fresh devices of kind; b deregisters its
+// region once the transfer is under way, then (for a READ) overwrites the
+// source with fresh. It reports whether Dereg cut the transfer (the peer's
+// access failed) rather than came after it.
+func deregDuringTransfer(t *testing.T, kind string, op WROpcode, wcOp WCOpcode, old, fresh []byte) bool {
+	n := len(old)
+	a, b := newPair(t, kind, MTU4096)
+	copy(a.buf, old)
+	copy(b.buf, old)
+	if op == WRRDMAWrite {
+		clear(b.buf[:n])
+	}
+	syncMem(a, b)
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: op, Flags: SendSignaled,
+		SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	require.NoError(t, err)
+
+	// Wait for the stream to be under way at b (packets counted per
+	// vector, with no QP lock taken), then deregister.
+	moved := &b.qp.vec.sentPkts
+	if op == WRRDMAWrite {
+		moved = &b.qp.vec.rcvdPkts
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for moved.Load() < 16 {
+		require.True(t, time.Now().Before(deadline), "the transfer did not start")
+		time.Sleep(20 * time.Microsecond)
+	}
+	require.NoError(t, b.mr.Dereg())
+
+	// The buffer is the caller's again.
+	var after []byte
+	if op == WRRDMARead {
+		copy(b.buf, fresh)
+	} else {
+		after = bytes.Clone(b.buf[:n])
+	}
+
+	wc := waitWC(t, a.cq)
+	cut := wc.Status != WCSuccess
+	if cut {
+		require.Equal(t, wcBrief{1, WCRemAccessErr, wcOp}, wcBrief{wc.ID, wc.Status, wc.Opcode},
+			"the peer's access after Dereg")
+		waitState(t, b.qp, QPSErr)
+	}
+	syncMem(a, b)
+	if op == WRRDMARead {
+		require.Equal(t, -1, bytes.IndexByte(a.buf[:n], 0x55),
+			"a READ response carried bytes written after Dereg returned")
+	} else {
+		require.True(t, bytes.Equal(after, b.buf[:n]), "WRITE data landed after Dereg returned")
+	}
+	return cut
+}

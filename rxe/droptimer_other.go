@@ -1,9 +1,0 @@
-//go:build !linux
-
-package rxe
-
-import "time"
-
-// newPreciseTimer returns nil: there is no timerfd here, and newDropTimer
-// uses the runtime's timer.
-func newPreciseTimer(time.Duration, func()) dropTimer { return nil }

@@ -1,0 +1,165 @@
+package rxe
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// Listen opens a UDP socket on addr (port 0 means 4791) and a device on it.
+// Closing the device closes the socket.
+func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
+	if addr.Port() == 0 {
+		addr = netip.AddrPortFrom(addr.Addr(), packet.UDPPort)
+	}
+	n := max(opts.compVectors(), 1) // a negative count fails in OpenConns
+	if opts.SingleSocket {
+		n = 1
+	}
+	group, err := netdev.ListenUDPGroup(addr, n, netdev.Options{BlockingWrite: true, RecvBuffer: opts.RecvBuffer, NoForce: opts.NoForceBuffers})
+	if err != nil {
+		return nil, fmt.Errorf("rxe: listen on %v: %w", addr, err)
+	}
+	conns := make([]netdev.Conn, len(group))
+	for i, c := range group {
+		conns[i] = c
+	}
+	opts.OwnConn = true
+	d, err := OpenConns(conns, opts)
+	if err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil, err
+	}
+	d.warnCapped()
+	return d, nil
+}
+
+// Open starts a device on conn. The device reads from and writes to conn
+// until Close; it does not close conn itself (Listen's device does). One
+// goroutine reads conn for every completion vector; each vector writes to
+// it from its own transmit goroutine.
+func Open(conn netdev.Conn, opts Options) (*Device, error) {
+	return OpenConns([]netdev.Conn{conn}, opts)
+}
+
+// OpenConns starts a device on one conn, as Open does, or on one conn per
+// completion vector: conns[i] is read and written by vector i's goroutines
+// only, and must receive exactly the datagrams for QPNs equal to i modulo
+// len(conns) (netdev.ListenUDPGroup steers them so). Every conn must be
+// bound to the same address. Options.CompVectors defaults to len(conns)
+// when there are several, and must then equal it.
+func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
+	if len(conns) == 0 {
+		return nil, fmt.Errorf("%w: no netdev", ErrInvalidArgument)
+	}
+	local := conns[0].LocalAddr()
+	for _, c := range conns[1:] {
+		if c.LocalAddr() != local {
+			return nil, fmt.Errorf("%w: netdevs bound to %v and %v", ErrInvalidArgument, local, c.LocalAddr())
+		}
+	}
+	if len(conns) > 1 {
+		if opts.CompVectors == 0 {
+			opts.CompVectors = len(conns)
+		}
+		if opts.CompVectors != len(conns) {
+			return nil, fmt.Errorf("%w: %d completion vectors on %d netdevs (one per vector, or one for all)", ErrInvalidArgument, opts.CompVectors, len(conns))
+		}
+	}
+	addr := opts.Addr.Unmap()
+	if !addr.IsValid() {
+		addr = local.Addr().Unmap()
+	}
+	if !addr.IsValid() || addr.IsUnspecified() {
+		return nil, fmt.Errorf("%w: the device needs a specific address (Options.Addr) when the netdev is bound to %v", ErrInvalidArgument, local)
+	}
+	if opts.Name == "" {
+		opts.Name = "rxe0"
+	}
+	if opts.LocalDropMode > LocalDropSpin {
+		return nil, fmt.Errorf("%w: local drop mode %v", ErrInvalidArgument, opts.LocalDropMode)
+	}
+	if opts.CompVectors < 0 {
+		return nil, fmt.Errorf("%w: %d completion vectors", ErrInvalidArgument, opts.CompVectors)
+	}
+	opts.CompVectors = opts.compVectors()
+	if opts.CompVectors > maxCompVectors {
+		return nil, fmt.Errorf("%w: %d completion vectors (max %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
+	}
+	link := opts.LinkMTU
+	if link == 0 {
+		link = interfaceMTU(addr)
+	}
+	active := verbs.MTUFromBytes(min(link-80, 4096))
+	if active == 0 {
+		return nil, fmt.Errorf("%w: link MTU %d is too small for RoCE", ErrInvalidArgument, link)
+	}
+	d := &Device{
+		conns: conns, ownConn: opts.OwnConn, opts: opts, addr: addr, port: local.Port(), linkMTU: link, activeMTU: active,
+		vecUses: make([]int, opts.CompVectors),
+		events:  make(chan AsyncEvent, 256),
+		done:    make(chan struct{}),
+		attr: DeviceAttr{
+			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs,
+			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,
+			MaxSRQSGE: maxSGE, MaxInlineData: maxInlineData, MaxMsgSize: 1 << 31, LocalCAAckDelay: 15,
+			NumCompVectors: opts.CompVectors,
+		},
+	}
+	if opts.PinVectors {
+		cpus, err := allowedCPUs()
+		if err != nil {
+			return nil, fmt.Errorf("rxe: PinVectors: %w", err)
+		}
+		d.cpus = cpus
+	}
+	d.vecs = make([]*vector, opts.CompVectors)
+	for i := range d.vecs {
+		d.vecs[i] = newVector(d, i, conns[i%len(conns)])
+	}
+	for i, c := range conns {
+		served := d.vecs
+		if len(conns) > 1 {
+			served = d.vecs[i : i+1]
+		}
+		d.wg.Add(1)
+		go d.routineReceive(c, served)
+	}
+	for _, v := range d.vecs {
+		d.wg.Add(1)
+		go v.routineTransmit()
+	}
+	return d, nil
+}
+
+// maxCompVectors bounds Options.CompVectors.
+const maxCompVectors = 1024
+
+// interfaceMTU returns the MTU of the interface whose network holds addr,
+// or 1500.
+func interfaceMTU(addr netip.Addr) int {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 1500
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if p, err := netip.ParsePrefix(n.String()); err == nil && p.Contains(addr) {
+					return ifc.MTU
+				}
+			}
+		}
+	}
+	return 1500
+}

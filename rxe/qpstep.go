@@ -1,0 +1,327 @@
+package rxe
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// The QP's step: everything the device does to a QP happens here, under
+// the QP's lock, in one of two entries (rxe's per-QP tasks: rxe_responder
+// and rxe_completer on receive, rxe_requester on transmit):
+//
+//   - receive: a packet for the QP (from its vector's receive goroutine)
+//     goes to the responder (requests) or the completer (responses);
+//   - step: its vector's transmit pass (the transmit goroutine, or a
+//     receive goroutine sending inline) takes the QP off the run queue and
+//     asks it for datagrams: first those it holds after a local drop, once
+//     their back-off has passed, then, after running an expired requester
+//     deadline, the responder's (ACKs, READ responses) and the
+//     requester's packets.
+//
+// Both end in afterEngines, which moves the QP to ERR on an engine failure,
+// files its wake-up time (timers.go) and reports whether it has more to
+// send, so that the caller puts it back on the run queue. The QP owns its
+// requester, responder, deadlines and held datagrams; its vector owns only
+// the run queue, the batch being written and the timer queue.
+
+// localDrop is what a QP keeps after local drops (LocalDropAdaptive): the
+// datagrams the local host refused, taken back in order and sent again
+// when the back-off ends, and the QP's adaptive back-off estimator
+// (retry.Backoff), so that one QP's delay follows its own bursts. It is
+// guarded by the QP's lock.
+type localDrop struct {
+	held    []netdev.Message // held[head:n] wait; buffers are kept for reuse
+	head, n int
+	until   time.Time // end of the back-off: held datagrams go from then on
+	backoff retry.Backoff
+	delay   time.Duration // the back-off's current delay once it has moved, for QP.Counters
+}
+
+// holding reports whether datagrams are held.
+func (l *localDrop) holding() bool { return l.head < l.n }
+
+// drop forgets the held datagrams (their buffers stay for reuse).
+func (l *localDrop) drop() { l.head, l.n = 0, 0 }
+
+// push appends a copy of m to the held datagrams. A buffer is allocated
+// only when the QP holds more datagrams than ever before.
+func (l *localDrop) push(m *netdev.Message) {
+	if l.n == len(l.held) {
+		l.held = append(l.held, netdev.Message{Buf: make([]byte, maxPacket)})
+	}
+	h := &l.held[l.n]
+	h.N = copy(h.Buf[:cap(h.Buf)], m.Buf[:m.N])
+	h.Addr, h.Local = m.Addr, m.Local
+	l.n++
+}
+
+// sent records that one of the QP's datagrams left (retry.Backoff.OnSent).
+func (l *localDrop) sent(now time.Time) {
+	l.backoff.OnSent(now)
+	l.delay = l.backoff.Delay()
+}
+
+// receive hands one packet addressed to this QP to the responder or the
+// completer (rxe_rcv's per-QP checks, then dispatch by direction).
+func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
+	qp.mu.Lock()
+	if qp.dead() {
+		qp.mu.Unlock()
+		return
+	}
+	ok := true
+	switch {
+	case qp.state == QPSReset || qp.state == QPSInit || qp.state == QPSErr:
+		qp.counter.badState.Add(1)
+		ok = false
+	case src.Addr().Unmap() != qp.dest.Addr():
+		// rxe check_addr: RC packets must come from the peer's GID.
+		qp.counter.badSrc.Add(1)
+		ok = false
+	case p.Opcode().Transport() != packet.TransportRC:
+		qp.counter.badState.Add(1)
+		ok = false
+	case p.Mask()&packet.MaskReq != 0:
+		qp.resp.Receive(now, p)
+	case qp.req != nil:
+		qp.req.Receive(now, p)
+	default: // a response before RTS
+		qp.counter.badState.Add(1)
+		ok = false
+	}
+	if ok {
+		qp.counter.rcvdPkts.Add(1)
+		qp.counter.rcvdBytes.Add(uint64(p.Len()))
+	}
+	more := qp.afterEngines()
+	qp.mu.Unlock()
+	if more {
+		qp.vec.schedule(qp)
+	}
+}
+
+// step puts the QP's datagrams into msgs[k:] (owners[k:] get the QP) and
+// returns the new count; a QP with more to send is queued again. The
+// caller holds its vector's txMu and has just taken the QP off the run
+// queue.
+//
+// The clock is read after queued is cleared: a wake-up that comes before
+// the reading has its expiry seen here, and one that comes after it
+// queues the QP again, so no expiry is missed.
+func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
+	qp.mu.Lock()
+	qp.queued.Store(false)
+	now := time.Now()
+	if qp.dead() || qp.state == QPSReset {
+		qp.localDrop.drop()
+	}
+	if qp.localDrop.holding() {
+		var done bool
+		if k, done = qp.stepHeld(now, msgs, owners, k); !done {
+			qp.mu.Unlock()
+			return k
+		}
+	}
+	if qp.dead() || qp.state == QPSReset || qp.state == QPSErr {
+		qp.mu.Unlock()
+		return k
+	}
+	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
+		qp.timerAt = time.Time{}
+		qp.req.OnTimeout(now)
+	}
+	for k < len(msgs) && qp.resp != nil {
+		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
+		k++
+	}
+	for k < len(msgs) && qp.req != nil && qp.state != QPSRTR {
+		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
+		k++
+	}
+	more := qp.afterEngines()
+	qp.mu.Unlock()
+	if more {
+		qp.vec.schedule(qp)
+	}
+	return k
+}
+
+// stepHeld is step's part for held datagrams (caller holds mu): before
+// the back-off ends it files the QP's wake-up and reports not done (the
+// QP builds nothing new: its held datagrams go first); after it, it puts
+// them into msgs[k:] and reports done once all are out, else queues the
+// QP again for the rest.
+func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int) (int, bool) {
+	l := &qp.localDrop
+	if now.Before(l.until) {
+		qp.armTimers()
+		return k, false
+	}
+	if l.head == 0 {
+		qp.counter.dropRetries.Add(1)
+	}
+	for k < len(msgs) && l.holding() {
+		h := &l.held[l.head]
+		msgs[k].N = copy(msgs[k].Buf[:cap(msgs[k].Buf)], h.Buf[:h.N])
+		msgs[k].Addr, msgs[k].Local, owners[k] = h.Addr, h.Local, qp
+		l.head++
+		k++
+	}
+	if qp.req != nil {
+		qp.req.DeferRecovery(now) // the held requests leave only now
+	}
+	if l.holding() {
+		qp.vec.schedule(qp)
+		return k, false
+	}
+	l.drop()
+	return k, true
+}
+
+// takeBack is the QP's side of a local drop (LocalDropAdaptive): msgs[0],
+// which the local host refused, and every later datagram of this QP in the
+// batch come back to the QP, in order after any it still holds, and its
+// back-off starts; the other datagrams are returned, in order, to be
+// written at once. Datagrams are moved by swapping Message values, so
+// every slot of the vector's batch keeps a buffer. The caller holds the
+// vector's txMu.
+func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP) ([]netdev.Message, []*QP) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	now := time.Now()
+	l := &qp.localDrop
+	delay := l.backoff.OnDrop(now)
+	l.delay = delay
+	start, older := l.head, l.n-l.head // held datagrams not yet sent again: they go after these
+	keep := !qp.dead() && qp.state != QPSReset
+	w := 0
+	for i := range msgs {
+		if owners[i] == qp {
+			if keep {
+				l.push(&msgs[i])
+			}
+			continue
+		}
+		msgs[w], msgs[i] = msgs[i], msgs[w]
+		owners[w] = owners[i]
+		w++
+	}
+	clear(owners[w:])
+	if !keep {
+		return msgs[:w], owners[:w]
+	}
+	if older > 0 {
+		rotate(l.held[start:l.n], older)
+	}
+	l.until = now.Add(delay)
+	qp.armTimers()
+	return msgs[:w], owners[:w]
+}
+
+// rotate moves the first k messages of ms to its end, in order, by
+// swapping (every Message keeps its buffer).
+func rotate(ms []netdev.Message, k int) {
+	reverse := func(a []netdev.Message) {
+		for i, j := 0, len(a)-1; i < j; i, j = i+1, j-1 {
+			a[i], a[j] = a[j], a[i]
+		}
+	}
+	reverse(ms[:k])
+	reverse(ms[k:])
+	reverse(ms)
+}
+
+// afterEngines runs at the end of a step (caller holds mu): it moves the
+// QP to ERR on a fatal engine error, reports SQ drain, takes the
+// requester's deadline and files the QP's wake-up (timers.go). It returns
+// whether the QP has packets to send.
+//
+// A responder error is answered with a NAK that the transmit pass has yet
+// to take; rxe sends that NAK before its QP enters ERR (rxe_resp.c:
+// ACKNOWLEDGE, then ERROR), and a step builds nothing for a QP in ERR, so
+// the QP keeps its state until the NAK is out. Meanwhile the requester is
+// stopped (flushed), so no request leaves after the error.
+func (qp *QP) afterEngines() bool {
+	if qp.state != QPSErr {
+		if st, resp, failed := qp.failed(); failed {
+			if resp && qp.resp.Pending() {
+				if qp.req != nil {
+					qp.req.Flush()
+				}
+				qp.timerAt = time.Time{}
+				return true
+			}
+			qp.dev.counters.qpErrors.Add(1)
+			if resp {
+				qp.raiseResponderError(st)
+			}
+			qp.enterError()
+			return false
+		}
+	}
+	if qp.state == QPSSQD && !qp.drainSent && qp.req != nil && qp.req.Drained() {
+		qp.drainSent = true
+		if qp.attr.SQDrainNotify {
+			qp.dev.raise(AsyncEvent{Type: verbs.EventSQDrained, QP: qp})
+		}
+	}
+	if qp.req != nil && qp.state != QPSErr {
+		qp.timerAt = qp.req.Deadline()
+		qp.armTimers()
+	}
+	return qp.pending()
+}
+
+// raiseResponderError raises the affiliated asynchronous error of a
+// responder failure (IBA 11.6.3.1; mlx4/mlx5 WQ_INVAL_REQ_ERROR,
+// WQ_ACCESS_ERROR and WQ_CATAS_ERROR): an R_Key, range or rights violation
+// is a Local Access Violation Work Queue Error (QP_ACCESS_ERR); an invalid
+// request (opcode, QP rights, length, misaligned atomic, failed
+// invalidation) an Invalid Request Local Work Queue Error (QP_REQ_ERR); a
+// malformed receive WQE a Local Work Queue Catastrophic Error (QP_FATAL).
+// A receive CQ overflow raises only the CQ's CQ_ERR. The requester side
+// raises nothing: its error is in the failed WQE's completion. (Kernel rxe
+// raises none of these.)
+func (qp *QP) raiseResponderError(st verbs.WCStatus) {
+	var ev AsyncEventType
+	switch st {
+	case verbs.WCRemAccessErr:
+		ev = verbs.EventQPAccessErr
+	case verbs.WCRemInvReqErr, verbs.WCLocLenErr:
+		ev = verbs.EventQPReqErr
+	case verbs.WCLocQPOpErr:
+		ev = verbs.EventQPFatal
+	default:
+		return
+	}
+	qp.dev.raise(AsyncEvent{Type: ev, QP: qp})
+}
+
+// failed reports a fatal engine error, its status, and whether the
+// responder (rather than the requester) failed.
+func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
+	if qp.req != nil {
+		if st, ok := qp.req.Failed(); ok {
+			return st, false, true
+		}
+	}
+	if qp.resp != nil {
+		if st, ok := qp.resp.Failed(); ok {
+			return st, true, true
+		}
+	}
+	return 0, false, false
+}
