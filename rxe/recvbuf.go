@@ -49,7 +49,17 @@ func (d *Device) SocketBuffers() (b netdev.BufferSizes, ok bool) {
 // loss.
 func (d *Device) BufferCapWarning() string {
 	b, ok := d.SocketBuffers()
-	if !ok || !b.RecvCapped() && !b.SendCapped() {
+	if !ok {
+		return ""
+	}
+	return CapWarning(d.opts.Name, b)
+}
+
+// CapWarning returns the warning BufferCapWarning gives for the socket
+// buffers b of the device named name, for a program (rxectl) that opens
+// its sockets itself; "" if nothing was capped.
+func CapWarning(name string, b netdev.BufferSizes) string {
+	if !b.RecvCapped() && !b.SendCapped() {
 		return ""
 	}
 	var parts []string
@@ -64,7 +74,7 @@ func (d *Device) BufferCapWarning() string {
 	return fmt.Sprintf("rxe: %s: the kernel capped the socket buffers: %s. Senders are paced to the smaller buffer, "+
 		"which limits throughput; to lift the cap run `sysctl -w net.core.rmem_max=%d net.core.wmem_max=%d` "+
 		"or give the process CAP_NET_ADMIN (SO_RCVBUFFORCE / SO_SNDBUFFORCE)",
-		d.opts.Name, strings.Join(parts, ", "), max(b.RecvAsked, netdev.DefaultRecvBuffer), max(b.SendAsked, netdev.DefaultSendBuffer))
+		name, strings.Join(parts, ", "), max(b.RecvAsked, netdev.DefaultRecvBuffer), max(b.SendAsked, netdev.DefaultSendBuffer))
 }
 
 // kib formats a byte count in KiB or MiB.

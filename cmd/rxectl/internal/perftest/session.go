@@ -61,7 +61,8 @@ type session struct {
 	bwResults  []report.BW
 	latResults []report.Lat
 
-	fconn *faults.Conn   // --drop etc.
+	bufs  netdev.BufferSizes // the socket buffers the kernel granted
+	fconn *faults.Conn       // --drop etc.
 	pconn *pcapdump.Conn // --pcap
 	pfile *os.File       // --pcap
 	final *report.Final  // counters after the device closed
@@ -150,7 +151,7 @@ func (s *session) openDevice(local netip.Addr) error {
 		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true})
+	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true, NoForce: s.o.noForce})
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
@@ -158,11 +159,16 @@ func (s *session) openDevice(local netip.Addr) error {
 		}
 		return fmt.Errorf("open the RoCE device on %v: %w (%s)", addr, err, hint)
 	}
+	s.bufs = udp.BufferSizes()
+	if w := rxe.CapWarning(s.o.devName, s.bufs); w != "" {
+		capWarnOnce.Do(func() { fmt.Fprintf(s.errw, "rxectl: %s\n", w) })
+	}
 	conn, err := s.wrapConn(udp)
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry})
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry,
+		Recovery: s.o.recovery.config()})
 	if err != nil {
 		conn.Close()
 		if s.pfile != nil {
@@ -177,7 +183,7 @@ func (s *session) openDevice(local netip.Addr) error {
 // exchangeVersions is exchange_versions and check_version_compatibility.
 func (s *session) exchangeVersions() error {
 	rem := make([]byte, oob.VersionMsgSize)
-	if err := s.oob.Exchange("exchanging versions", oob.VersionMsg(s.dev.Addr().Port()), rem); err != nil {
+	if err := s.oob.Exchange("exchanging versions", oob.VersionMsgBuffer(s.dev.Addr().Port(), s.bufs.Recv, 1), rem); err != nil {
 		return err
 	}
 	s.peer = oob.ParseVersionMsg(rem)
@@ -364,6 +370,11 @@ func (s *session) connect() error {
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
+		// An rxectl peer announced its receive buffer (zero from perftest
+		// or an older rxectl: nothing changes on the wire then).
+		if err := qp.SetPeerReceiveBuffer(s.peer.RecvBuffer, s.peer.RecvSockets); err != nil {
+			return err
+		}
 		steps := []struct {
 			attr rxe.QPAttr
 			mask rxe.QPAttrMask
