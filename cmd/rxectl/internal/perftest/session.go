@@ -63,9 +63,9 @@ type session struct {
 
 	bufs  netdev.BufferSizes // the socket buffers the kernel granted
 	fconn *faults.Conn       // --drop etc.
-	pconn *pcapdump.Conn // --pcap
-	pfile *os.File       // --pcap
-	final *report.Final  // counters after the device closed
+	pconn *pcapdump.Conn     // --pcap
+	pfile *os.File           // --pcap
+	final *report.Final      // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
