@@ -116,7 +116,7 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.run(nil, now, true)
 		r.lossSeen(now)
 		r.noteFailure()
-		r.rec.probing = false
+		r.rec.probeDue, r.rec.probeOut = false, false
 		r.rec.due.Stop() // the resend arms it again
 	} else if r.rec.due.Expired(now) {
 		r.onRecoveryTimeout(now)
@@ -360,9 +360,11 @@ func (r *Requester) checkAck(p *packet.Packet, w *wqe) CompState {
 	} else if op != packet.RCRDMAReadResponseMiddle && op != packet.RCRDMAReadResponseLast &&
 		op != packet.RCAcknowledge {
 		// A retried READ may be answered from the retry PSN with FIRST or
-		// ONLY (rdmavt, and our responder) as well as with MIDDLE/LAST (rxe).
-		if !(op == packet.RCRDMAReadResponseFirst && psn == w.firstPSN ||
-			op == packet.RCRDMAReadResponseOnly && w.firstPSN == w.lastPSN) {
+		// ONLY (rdmavt, and our responder) as well as with MIDDLE/LAST (rxe);
+		// a READ asked in parts (readchunk.go) restarts at any part's PSN.
+		restart := psn == w.firstPSN || r.readInParts(w)
+		if !(op == packet.RCRDMAReadResponseFirst && restart ||
+			op == packet.RCRDMAReadResponseOnly && (w.firstPSN == w.lastPSN || restart)) {
 			return r.badResponse(w)
 		}
 	}

@@ -50,3 +50,10 @@ func (r *Requester) readFits(w *wqe) bool {
 func (r *Requester) chunkEnd(n, resid uint32) bool {
 	return r.cfg.MaxReadPkts > 0 && n == r.pmtu && resid > r.pmtu
 }
+
+// readInParts reports whether w is a READ asked in parts: its responses
+// may start again (FIRST or ONLY) at the PSN of any part, which checkPSN
+// has already matched with the oldest unacknowledged PSN.
+func (r *Requester) readInParts(w *wqe) bool {
+	return w.kind == kindRead && r.cfg.MaxReadPkts > 0
+}

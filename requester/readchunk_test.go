@@ -41,3 +41,42 @@ func TestReadChunks(t *testing.T) {
 	require.Equal(t, src.buf, h.mem[lkeyA].buf[:size])
 	require.Equal(t, packet.PSN(p0+40), h.r.SQPSN())
 }
+
+// TestReadChunkRereadOnly: a READ part's last response is lost; the
+// re-read from it asks for one packet, which a responder restarting its
+// train answers with READ_RESPONSE_ONLY carrying a full PMTU: it is the
+// end of the part, not a bad response.
+func TestReadChunkRereadOnly(t *testing.T) {
+	const pmtu, p0, size = 256, 0x700, 4 * 256
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = 2
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, pmtu, p0)
+	f.rdmavt = true
+	src := f.mem.add(rkey, rbase, size, verbs.AccessRemoteRead, 5)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: size, LKey: lkeyA}}})
+	reqs := h.drain()
+	require.Len(t, reqs, 2, "two parts of two packets")
+	for _, b := range reqs {
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, 4)
+	h.recv(out[0]) // FIRST of part 1; its LAST (out[1]) is lost
+	h.recv(out[2]) // a gap: the part is asked for again from the lost packet
+	again := h.drain()
+	require.NotEmpty(t, again)
+	require.Equal(t, uint32(pmtu), parse(t, again[0]).RETH().DMALen(), "only the rest of the part")
+	for _, b := range again {
+		f.handle(b)
+	}
+	for _, o := range f.take() {
+		h.recv(o)
+	}
+	pumpLink(h, f)
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+	require.Equal(t, src.buf, h.mem[lkeyA].buf[:size])
+}

@@ -60,9 +60,11 @@ type recovery struct {
 	// firstSent is when the first packet left: until the first RTT
 	// sample, the first response gives an upper bound (bootstrap).
 	firstSent time.Time
-	// probing limits sending to the one probe packet (the oldest
-	// unacknowledged PSN, with AckReq) until the peer answers.
-	probing       bool
+	// probeDue asks NextPacket to send the tail-loss probe next;
+	// probing is set while it is built (it forces AckReq); probeOut
+	// while it waits for its answer, probePSN being its PSN.
+	probeDue, probing, probeOut bool
+	probePSN                    packet.PSN
 	sinceProgress uint64 // responses since the last progress
 	c             RecoveryCounters
 }
@@ -76,12 +78,8 @@ func (r *Requester) initRecovery(c *Config) {
 }
 
 // sendWindow returns how many PSNs may be outstanding now: the adaptive
-// window (or Config.Window), and while a probe waits for its answer only
-// the probe itself.
+// window, or Config.Window.
 func (r *Requester) sendWindow() int {
-	if r.rec.probing && r.psn != r.compPSN {
-		return 0
-	}
 	if r.rec.cfg.FixedWindow {
 		return r.cfg.Window
 	}
@@ -104,9 +102,6 @@ func (r *Requester) forceAckReq(psn packet.PSN) bool {
 // rule). The recovery timer is armed if it is not running.
 func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefore packet.PSN) {
 	rec := &r.rec
-	if rec.probing && psn == r.compPSN {
-		rec.c.TailProbes++
-	}
 	if psn.Before(highBefore) {
 		if rec.timing && !psn.After(rec.timed) {
 			rec.timing = false
@@ -138,7 +133,10 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retries uint64) {
 	rec := &r.rec
 	rec.sinceProgress++
-	rec.probing = false
+	if rec.probeOut {
+		rec.probeOut = false
+		r.probeAnswered(now, oldComp)
+	}
 	if d := r.compPSN.Diff(oldComp); d > 0 || r.head != oldHead {
 		rec.sinceProgress = 0
 		rec.timer.Progress()
@@ -196,19 +194,17 @@ func (r *Requester) noteFailure() {
 
 // onRecoveryTimeout handles an expired recovery timer at now: nothing has
 // been heard for a recovery timeout while PSNs are outstanding, so the
-// tail of the window, a NAK, a re-read or an acknowledgement was lost. The
-// requester goes back to the oldest unacknowledged PSN and sends that one
-// packet as a probe, with AckReq — for a READ a re-read of only the bytes
-// not yet received (rxe req_retry's rule) — and sends nothing more until
-// the peer answers. The probe is the oldest packet rather than the last
-// (RFC 8985 7.3) because an IB responder that has NAKed a gap drops later
-// packets silently until the missing PSN arrives (IBA 9.7.5.1.2; rxe
-// check_psn), while the oldest packet is always answered: executed and
-// ACKed if it was lost, re-ACKed as a duplicate if only its ACK was. Every
-// PSN sent before the probe and still unacknowledged when its answer
-// arrives was lost, so the go-back-N then resumes after the answer
-// (onResponse ends the probe). The window shrinks and the timer backs
-// off; retry_cnt is not consumed (the IB timer alone spends it).
+// tail of the window, a NAK, a re-read or an acknowledgement was lost, or
+// the peer (or this process) was only slow. The requester sends one
+// tail-loss probe (buildProbe), with AckReq, without moving its send
+// cursor: a slow peer costs one packet and nothing else. The probe is the
+// oldest unacknowledged packet rather than the last (RFC 8985 7.3)
+// because an IB responder that has NAKed a gap drops later packets
+// silently until the missing PSN arrives (IBA 9.7.5.1.2; rxe check_psn),
+// while the oldest packet is always answered: executed and ACKed if it
+// was lost, re-ACKed as a duplicate if only its ACK was (probeAnswered).
+// The timer backs off; retry_cnt is not consumed (the IB timer alone
+// spends it).
 func (r *Requester) onRecoveryTimeout(now time.Time) {
 	rec := &r.rec
 	rec.due.Stop()
@@ -222,13 +218,75 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 	}
 	rec.c.RTOExpiries++
 	rec.timer.Expired()
-	r.lossSeen(now)
-	r.rewind()
-	r.startedRetry = true
-	rec.probing = true
+	rec.probeDue = true
 	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
 		rec.due.Arm(now.Add(d))
 	}
+}
+
+// probeAnswered runs on the first response after a probe, oldComp being
+// the oldest unacknowledged PSN before it. A response that acknowledges
+// exactly the probe's PSN (and nothing after it) means the responder was
+// waiting for that very packet: every later PSN sent before the probe
+// reached it before the probe did and was lost or dropped out of
+// sequence, so the go-back-N starts at once from the next PSN, as a PSN
+// sequence error NAK would start it (one retry episode, no retry_cnt
+// spent; the window shrinks). A READ probe's answer is its responses;
+// gaps after it are found as usual.
+func (r *Requester) probeAnswered(now time.Time, oldComp packet.PSN) {
+	if oldComp != r.rec.probePSN || r.compPSN != r.rec.probePSN.Next() || r.stopped || r.head == r.tail {
+		return
+	}
+	if r.slot(r.head).kind == kindRead || !r.highPSN.After(r.compPSN) {
+		return
+	}
+	r.lossSeen(now)
+	r.c.CompleterRetryErr++
+	r.rewind()
+	r.startedRetry = true
+}
+
+// buildProbe builds the tail-loss probe into buf and returns its length,
+// or 0 if there is none: the packet with the oldest unacknowledged PSN,
+// with AckReq; for a READ at the head of the queue a READ request for the
+// bytes not yet received (rxe req_retry's rule). The send cursor, the
+// WQE's cursors and the AckReq count are left as they were, so the probe
+// is one extra packet and normal sending resumes where it stood. A READ
+// probe keeps the PSN it was sent with as the WQE's first PSN: its
+// responses start there.
+func (r *Requester) buildProbe(now time.Time, buf []byte) int {
+	r.rec.probeDue = false
+	if r.head == r.tail || !r.highPSN.After(r.compPSN) {
+		return 0
+	}
+	w := r.slot(r.head)
+	if !w.started || w.state == wqePosted {
+		return 0
+	}
+	saved := *w
+	cur, next, noAck, high := r.cur, r.psn, r.noAck, r.highPSN
+	r.cur, r.psn = r.head, r.compPSN
+	switch {
+	case w.kind.segmented():
+		r.seekPSN(w, r.compPSN)
+	case w.kind == kindRead:
+		w.off = w.rcvd
+	}
+	r.rec.probing = true
+	n := r.build(w, buf)
+	r.rec.probing = false
+	first := w.firstPSN
+	*w = saved
+	if w.kind == kindRead {
+		w.firstPSN = first
+	}
+	r.cur, r.psn, r.noAck = cur, next, noAck
+	if n > 0 {
+		r.rec.c.TailProbes++
+		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
+		r.onSent(now, r.compPSN, true, high)
+	}
+	return n
 }
 
 // DeferRecovery restarts a running recovery timer from now. The owner

@@ -186,7 +186,7 @@ func (r *Requester) Deadline() time.Time {
 // during an RNR wait even after its deadline has passed, until OnTimeout (or
 // a NextPacket call with a later now) ends it.
 func (r *Requester) Pending() bool {
-	return !r.rnrWait.Armed() && r.sendable() != nil
+	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sendable() != nil)
 }
 
 // sendable returns the WQE the next packet belongs to, or nil if nothing
@@ -300,6 +300,11 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 	}
 	if len(buf) < int(r.pmtu)+maxHeaders {
 		panic("requester: NextPacket buffer shorter than PMTU+64")
+	}
+	if r.rec.probeDue {
+		if n := r.buildProbe(now, buf); n > 0 {
+			return n
+		}
 	}
 	w := r.sendable()
 	if w == nil {
