@@ -65,8 +65,8 @@ type recovery struct {
 	// while it waits for its answer, probePSN being its PSN.
 	probeDue, probing, probeOut bool
 	probePSN                    packet.PSN
-	sinceProgress uint64 // responses since the last progress
-	c             RecoveryCounters
+	sinceProgress               uint64 // responses since the last progress
+	c                           RecoveryCounters
 }
 
 // initRecovery sets up loss recovery for the configuration c and the local
