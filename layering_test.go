@@ -28,8 +28,9 @@ var (
 )
 
 // rules is the dependency direction of DEVELOPERS.md: packet, retry and
-// netdev are leaves; requester and responder see only leaves and the shared
-// vocabulary rxe/verbs, never rxe, netdev or each other; gopacket stays out
+// netdev are leaves; requester and responder see only leaves, the shared
+// vocabulary rxe/verbs and the building blocks internal/ring and
+// internal/sge, never rxe, netdev or each other; gopacket stays out
 // of the library's hot path; nothing imports cmd but a command's own
 // internal packages. A new package must be
 // given a rule here.
@@ -41,12 +42,14 @@ var rules = map[string]rule{
 	"netdev":         {allow: sockets},
 	"netdev/...":     {allow: slices.Concat([]string{module + "/netdev", module + "/packet", module + "/packet/layers"}, sockets, gopacket)},
 	"rxe/verbs":      {},
+	"rxe/cm":         {allow: []string{module + "/packet"}},
 	"requester":      {allow: vocab},
 	"responder":      {allow: vocab},
 	"rxe":            {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/...", module + "/netdev/...", module + "/requester", module + "/responder", module + "/internal/ring"}, sockets)},
 	"rxe/...":        {allow: slices.Concat([]string{module + "/packet", module + "/retry", module + "/rxe/verbs", module + "/netdev/...", module + "/requester", module + "/responder", module + "/internal/ring"}, sockets)},
 	"cmd/...":        {allow: slices.Concat([]string{module + "/..."}, gopacket, sockets, []string{"golang.org/x/term"})},
 	"internal/...":   {allow: []string{module + "/packet", module + "/retry"}},
+	"internal/netns": {allow: sockets}, // test support: joins namespaces with setns
 	"internal/ring":  {},
 	"internal/sge":   {allow: []string{module + "/rxe/verbs"}},
 	"examples/...":   {allow: []string{module + "/rxe", module + "/rxe/...", module + "/netdev/..."}},
@@ -57,14 +60,17 @@ var rules = map[string]rule{
 	// rxectl's parts: the command table sees the commands; the report,
 	// the exchange, the plots and the argument helpers are leaves below
 	// the perftest commands; dump reads captures with packet's parsers.
-	"cmd/rxectl":                        {allow: []string{rxectl + "cli", rxectl + "dump", rxectl + "perftest"}},
+	"cmd/rxectl":                        {allow: []string{rxectl + "cli", rxectl + "dump", rxectl + "perftest", rxectl + "trace"}},
+	"cmd/rxectl/internal/flows":         {allow: []string{module + "/packet"}},
+	"cmd/rxectl/internal/ladder":        {allow: []string{rxectl + "flows", rxectl + "plot", module + "/packet"}},
+	"cmd/rxectl/internal/trace":         {allow: []string{rxectl + "flows", rxectl + "ladder"}},
 	"cmd/rxectl/internal/cli":           {},
 	"cmd/rxectl/internal/report":        {allow: []string{module + "/netdev/faults"}},
 	"cmd/rxectl/internal/oob":           {allow: []string{rxectl + "report"}},
 	"cmd/rxectl/internal/plot":          {},
 	"cmd/rxectl/internal/plot/plottest": {allow: []string{rxectl + "plot"}},
-	"cmd/rxectl/internal/dump":          {allow: slices.Concat([]string{rxectl + "cli", module + "/packet"}, gopacket)},
-	"cmd/rxectl/internal/perftest":      {allow: []string{rxectl + "cli", rxectl + "oob", rxectl + "report", rxectl + "plot", module + "/rxe", module + "/netdev", module + "/netdev/faults", module + "/netdev/pcapdump"}},
+	"cmd/rxectl/internal/dump":          {allow: slices.Concat([]string{rxectl + "cli", rxectl + "flows", rxectl + "ladder", module + "/packet"}, gopacket)},
+	"cmd/rxectl/internal/perftest":      {allow: []string{rxectl + "cli", rxectl + "dump", rxectl + "flows", rxectl + "ladder", rxectl + "oob", rxectl + "report", rxectl + "plot", module + "/rxe", module + "/netdev", module + "/netdev/faults", module + "/netdev/pcapdump"}},
 }
 
 // rxectl is the import path prefix of rxectl's internal packages.

@@ -5,9 +5,10 @@
 // There are two implementations of the small Conn interface:
 //
 //   - UDPConn (ListenUDP): a real IPv4 or IPv6 UDP socket, read and written
-//     with recvmmsg/sendmmsg through golang.org/x/net's ipv4/ipv6
-//     PacketConn.ReadBatch and WriteBatch, with message arrays allocated once
-//     per connection.
+//     with the recvmmsg and sendmmsg system calls (golang.org/x/sys/unix),
+//     with every message header, I/O vector, socket address and control
+//     buffer allocated once per connection, and with UDP GSO on send and
+//     UDP GRO on receive where the kernel offers them.
 //   - PipeConn (NewPipe): an in-memory pair of endpoints over channels, with
 //     the copy semantics and the local-drop errors of a socket but no file
 //     descriptor, so tests can run inside testing/synctest bubbles.
@@ -51,18 +52,18 @@
 // errors.Is(err, syscall.EAGAIN) tells which. ENOBUFS means a full qdisc or
 // device queue. EAGAIN means a full socket send buffer and is reported only
 // when Options.BlockingWrite is false (the default): the write path then
-// passes MSG_DONTWAIT to sendmmsg, so x/net returns EAGAIN at once instead of
-// parking the goroutine in the runtime poller as net.UDPConn does. A
+// reports EAGAIN from sendmmsg at once instead of parking the goroutine in
+// the runtime poller as net.UDPConn does. A
 // PipeConn whose queue is full returns the ENOBUFS form of the same error,
 // so back-pressure code paths can be tested without sockets. The caller
 // decides what a local drop means (a RoCE sender re-sends after a short
 // timer; see package retry).
 //
-// WriteBatch also hides two quirks of x/net's WriteBatch on Linux: it
-// returns n = -1 with the error when the first datagram fails, and a short
-// count with no error when a later one fails (sendmmsg drops that error).
-// WriteBatch turns the first into n = 0 and answers the second by sending
-// the rest again, so either the rest goes out or its error is reported.
+// WriteBatch also hides two quirks of sendmmsg: it returns -1 with the
+// error when the first datagram fails, and a short count with no error when
+// a later one fails (the kernel drops that error). WriteBatch turns the
+// first into n = 0 and answers the second by sending the rest again, so
+// either the rest goes out or its error is reported.
 //
 // With IP_RECVERR, an ICMP error caused by an earlier datagram (port
 // unreachable from a peer that went away, host unreachable, fragmentation
@@ -76,10 +77,27 @@
 // Close unblocks a pending ReadBatch and WriteBatch; they return an error
 // wrapping net.ErrClosed.
 //
+// # Segmentation offload
+//
+// With UDP GSO (UDP_SEGMENT, Linux 4.18) WriteBatch hands the kernel a run
+// of consecutive messages with the same destination, source and size (the
+// last may be shorter) as one buffer of up to 64 datagrams, described by an
+// I/O vector per message (no copy), and the kernel splits it into those
+// datagrams: one pass through the stack instead of one per datagram. The
+// kernel gives the k-th datagram of a GSO send the IPv4 ID k (the unsegmented
+// buffer has ID 0; TestGSOSegmentIDs captures it on a veth), so a payload
+// that covers the ID is corrected through Options.RewriteIPv4ID; IPv4 runs
+// are coalesced only with it. A GSO send the kernel refuses (EIO, EINVAL)
+// turns GSO off for the connection and the datagrams go one by one.
+//
+// With UDP GRO (UDP_GRO, Linux 5.0) the kernel may deliver several datagrams
+// of one flow as one buffer, with the segment size in a control message;
+// ReadBatch receives into 64 KiB buffers of its own and returns each
+// datagram as a slice of one, valid until the next ReadBatch.
+//
 // # Allocations
 //
-// WriteBatch allocates nothing in steady state (errors aside).
-// ReadBatch inherits two small allocations per datagram from x/net (the
-// sender's net.IP and *net.UDPAddr), which it converts to netip.AddrPort at
-// once; a raw recvmmsg path could remove them behind the same interface.
+// ReadBatch and WriteBatch allocate nothing in steady state (errors and
+// link-local IPv6 zones aside): the system calls run in RawConn.Read and
+// Write with function values made once per connection.
 package netdev

@@ -31,7 +31,7 @@ func (c errClass) String() string {
 	return "other"
 }
 
-// classify maps an error from x/net's ReadBatch or WriteBatch (a
+// classify maps an error from ReadBatch's or WriteBatch's system call (a
 // *net.OpError around an *os.SyscallError around a syscall.Errno, or around
 // poll's "use of closed network connection") to its class and errno (0 if
 // there is none). It is a pure function.

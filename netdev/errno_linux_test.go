@@ -120,7 +120,7 @@ func TestParseRecvCmsgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dst, drops, have := parseRecvCmsgs(tc.oob)
+			dst, drops, have, _ := parseRecvCmsgs(tc.oob)
 			require.Equal(t, tc.dst, dst)
 			require.Equal(t, tc.drops, drops)
 			require.Equal(t, tc.haveDrops, have)

@@ -25,7 +25,11 @@ const (
 // IPV6_PKTINFO when a UDPConn is bound to a wildcard address, else the bound
 // address; a PipeConn's own address). It never changes Buf itself,
 // so a slice of buffers can be reused call after call. A datagram longer than
-// cap(Buf) is dropped and counted in Stats.Truncated.
+// cap(Buf) is dropped and counted in Stats.Truncated. The exception is a
+// UDPConn with UDP GRO (the default on Linux): it receives into buffers of
+// its own, sets Buf to the datagram's place in one of them (len and cap N),
+// and reuses that memory at the next ReadBatch, so a datagram must be
+// consumed or copied before then.
 //
 // WriteBatch sends Buf[:N] to Addr; N must be in [0, cap(Buf)]. If Local is
 // valid and not unspecified, it selects the source address of the datagram
@@ -138,6 +142,14 @@ type Stats struct {
 	// Unroutable counts datagrams a PipeConn discarded because their Addr
 	// was not the peer's address, as a network would. Always 0 for UDPConn.
 	Unroutable uint64
+
+	// GSOBuffers counts GSO sends: buffers of several datagrams that the
+	// kernel segments (their datagrams count in PacketsSent).
+	// GROBuffers counts received buffers that the kernel had coalesced
+	// (their datagrams count in PacketsReceived). GSOFallbacks is 1 once a
+	// UDPConn has stopped using GSO after the kernel refused a GSO send.
+	// Always 0 for PipeConn.
+	GSOBuffers, GROBuffers, GSOFallbacks uint64
 }
 
 // LocalDrops is the number of datagrams the local host refused to send.
@@ -150,6 +162,8 @@ type counters struct {
 	noBufs, wouldBlock             atomic.Uint64
 	icmpErrors, truncated          atomic.Uint64
 	recvOverflows, unroutable      atomic.Uint64
+	gsoBuffers, groBuffers         atomic.Uint64
+	gsoFallbacks                   atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -164,6 +178,9 @@ func (c *counters) snapshot() Stats {
 		Truncated:       c.truncated.Load(),
 		RecvOverflows:   c.recvOverflows.Load(),
 		Unroutable:      c.unroutable.Load(),
+		GSOBuffers:      c.gsoBuffers.Load(),
+		GROBuffers:      c.groBuffers.Load(),
+		GSOFallbacks:    c.gsoFallbacks.Load(),
 	}
 }
 

@@ -45,6 +45,36 @@ type Options struct {
 	// DropError with EAGAIN, so the caller can apply its own back-pressure.
 	// Drops with ENOBUFS are reported either way.
 	BlockingWrite bool
+
+	// NoGSO turns off UDP generic segmentation offload on send. By
+	// default (where the kernel offers UDP_SEGMENT) WriteBatch sends a run
+	// of consecutive messages with the same destination, source and size
+	// (the last may be shorter) as one buffer that the kernel splits into
+	// those datagrams: one pass through the stack for up to 64 datagrams.
+	// IPv4 runs are coalesced only with RewriteIPv4ID set. If the kernel
+	// refuses a GSO send (EIO from a device without checksum offload,
+	// EINVAL), the UDPConn stops using GSO and sends the datagrams one by
+	// one (Stats.GSOFallbacks).
+	NoGSO bool
+
+	// NoGRO turns off UDP generic receive offload. By default (where the
+	// kernel offers UDP_GRO) the kernel may deliver several datagrams of a
+	// flow as one buffer, and ReadBatch splits it into its datagrams
+	// without copying; see Message.
+	NoGRO bool
+
+	// RewriteIPv4ID lets an IPv4 UDPConn coalesce datagrams with GSO when
+	// their payload depends on the IPv4 Identification the datagram is sent
+	// with (the RoCEv2 ICRC covers it). The datagrams are built for ID 0,
+	// the ID an unconnected socket with IP_PMTUDISC_DO gives each datagram;
+	// the kernel gives the k-th segment of a GSO send (from 0) the ID k
+	// (measured by TestGSOSegmentIDs). WriteBatch calls
+	// RewriteIPv4ID(dgram, 0, k) on each segment with k > 0 before sending,
+	// and RewriteIPv4ID(dgram, k, 0) on those it did not send before it
+	// returns, so the caller may send them again. It must only change
+	// dgram in place. Without it, IPv4 datagrams are never coalesced. IPv6
+	// has no ID.
+	RewriteIPv4ID func(dgram []byte, from, to uint16)
 }
 
 func (o Options) recvBuffer() int {

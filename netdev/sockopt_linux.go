@@ -16,6 +16,7 @@ type socketSetup struct {
 	reusePort    bool // SO_REUSEPORT (ListenUDPGroup)
 	opts         Options
 	got          BufferSizes
+	gso, gro     bool // UDP_SEGMENT is available; UDP_GRO is on
 }
 
 func (s *socketSetup) apply(fd int) error {
@@ -71,6 +72,7 @@ func (s *socketSetup) apply(fd int) error {
 			return fmt.Errorf("netdev: setsockopt %s=%d: %w", o.name, o.value, err)
 		}
 	}
+	s.gso, s.gro = probeOffloads(fd, !s.opts.NoGSO, !s.opts.NoGRO)
 	return nil
 }
 
@@ -106,10 +108,13 @@ const (
 var (
 	// cmsgDataOff is where a control message's data starts.
 	cmsgDataOff = unix.CmsgLen(0)
-	// recvOOBSize fits IPV6_PKTINFO (the larger pktinfo) and SO_RXQ_OVFL.
-	recvOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + unix.CmsgSpace(4)
+	// recvOOBSize fits IPV6_PKTINFO (the larger pktinfo), SO_RXQ_OVFL and
+	// UDP_GRO.
+	recvOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + 2*unix.CmsgSpace(4)
 	// sendOOBSize fits one IP_PKTINFO or IPV6_PKTINFO.
 	sendOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo)
+	// gsoOOBSize fits UDP_SEGMENT (a 16-bit segment size).
+	gsoOOBSize = unix.CmsgSpace(2)
 )
 
 // cmsg is one parsed control message.
@@ -162,10 +167,11 @@ func putCmsgHdr(b []byte, level, typ int32, dataLen int) []byte {
 }
 
 // parseRecvCmsgs reads the control messages of one received datagram: the
-// destination address from IP_PKTINFO or IPV6_PKTINFO (invalid if absent)
-// and the socket's receive-drop counter from SO_RXQ_OVFL (haveDrops false if
+// destination address from IP_PKTINFO or IPV6_PKTINFO (invalid if absent),
+// the socket's receive-drop counter from SO_RXQ_OVFL (haveDrops false if
+// absent) and the segment size of a GRO-coalesced buffer from UDP_GRO (0 if
 // absent).
-func parseRecvCmsgs(oob []byte) (dst netip.Addr, drops uint32, haveDrops bool) {
+func parseRecvCmsgs(oob []byte) (dst netip.Addr, drops uint32, haveDrops bool, gso int) {
 	for len(oob) > 0 {
 		m, rest, ok := nextCmsg(oob)
 		if !ok {
@@ -181,10 +187,23 @@ func parseRecvCmsgs(oob []byte) (dst netip.Addr, drops uint32, haveDrops bool) {
 			dst = netip.AddrFrom16([16]byte(m.data[0:16]))
 		case m.level == unix.SOL_SOCKET && m.typ == unix.SO_RXQ_OVFL && len(m.data) >= 4:
 			drops, haveDrops = binary.NativeEndian.Uint32(m.data), true
+		case m.level == unix.SOL_UDP && m.typ == unix.UDP_GRO && len(m.data) >= 4:
+			// udp_cmsg_recv puts the skb's gso_size as an int.
+			gso = int(int32(binary.NativeEndian.Uint32(m.data)))
+		case m.level == unix.SOL_UDP && m.typ == unix.UDP_GRO && len(m.data) >= 2:
+			gso = int(binary.NativeEndian.Uint16(m.data))
 		}
 		oob = rest
 	}
-	return dst, drops, haveDrops
+	return dst, drops, haveDrops, gso
+}
+
+// putSegmentCmsg writes a UDP_SEGMENT control message (the segment size of a
+// GSO send) into b (at least gsoOOBSize bytes) and returns its length.
+func putSegmentCmsg(b []byte, size int) int {
+	data := putCmsgHdr(b, unix.SOL_UDP, unix.UDP_SEGMENT, 2)
+	binary.NativeEndian.PutUint16(data, uint16(size))
+	return gsoOOBSize
 }
 
 // putSourceCmsg writes an IP_PKTINFO (v4) or IPV6_PKTINFO control message

@@ -6,21 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 )
-
-// batchConn is what UDPConn needs from x/net's ipv4.PacketConn and
-// ipv6.PacketConn (ipv4.Message and ipv6.Message are the same type).
-type batchConn interface {
-	ReadBatch(ms []ipv4.Message, flags int) (int, error)
-	WriteBatch(ms []ipv4.Message, flags int) (int, error)
-}
 
 // maxICMPRetries bounds how many queued ICMP errors in a row one send may
 // absorb before the error is returned.
@@ -31,27 +23,25 @@ const maxICMPRetries = 8
 type UDPConn struct {
 	uc       *net.UDPConn
 	rc       syscall.RawConn
-	pc       batchConn
 	local    netip.AddrPort
 	v6       bool
 	wildcard bool
 	batch    int
-	wflags   int
 	bufs     BufferSizes
 	closed   atomic.Bool
 	stats    counters
+	gso      atomic.Bool // UDP_SEGMENT is available and has not failed
+	gro      bool        // UDP_GRO is on
+	rewrite  func(dgram []byte, from, to uint16)
 
-	rmu   sync.Mutex // serialises ReadBatch; guards the fields below
-	rm    []ipv4.Message
-	rbufs [][]byte // rm[i].Buffers is rbufs[i : i+1]
-	roob  []byte   // recvOOBSize bytes per message
+	rmu sync.Mutex // serialises ReadBatch; guards the fields below
+	rx  *mmsg
+	grx groReader // with gro
 
-	wmu   sync.Mutex // serialises WriteBatch; guards the fields below
-	wm    []ipv4.Message
-	wbufs [][]byte
-	waddr []net.UDPAddr
-	wip   [][16]byte // backing arrays of waddr[i].IP
-	woob  []byte     // sendOOBSize bytes per message
+	wmu     sync.Mutex // serialises WriteBatch; guards the fields below
+	tx      *mmsg
+	hdrMsgs []int    // messages per sendmmsg header
+	ids     []uint16 // the IPv4 ID each packed message was rewritten for
 }
 
 // ListenUDP opens a UDP socket bound to addr. An IPv4 address (or an
@@ -107,27 +97,29 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		wildcard: setup.wildcard,
 		batch:    n,
 		bufs:     setup.got,
-		rm:       make([]ipv4.Message, n),
-		rbufs:    make([][]byte, n),
-		roob:     make([]byte, n*recvOOBSize),
-		wm:       make([]ipv4.Message, n),
-		wbufs:    make([][]byte, n),
-		waddr:    make([]net.UDPAddr, n),
-		wip:      make([][16]byte, n),
-		woob:     make([]byte, n*sendOOBSize),
+		gro:      setup.gro,
+		tx:       newMmsg(n, n, sendOOBSize+gsoOOBSize, unix.SYS_SENDMMSG),
+		hdrMsgs:  make([]int, n),
+		ids:      make([]uint16, n),
 	}
-	if v6 {
-		c.pc = ipv6.NewPacketConn(uc)
-	} else {
-		c.pc = ipv4.NewPacketConn(uc)
+	c.gso.Store(setup.gso && (v6 || opts.RewriteIPv4ID != nil))
+	if !v6 {
+		c.rewrite = opts.RewriteIPv4ID
 	}
-	if !opts.BlockingWrite {
-		c.wflags = unix.MSG_DONTWAIT
+	c.tx.block = opts.BlockingWrite
+	c.tx.flags = unix.MSG_DONTWAIT
+	rxHdrs := n
+	if c.gro {
+		rxHdrs = groEntries(n)
+		c.grx.init(rxHdrs)
 	}
-	for i := range n {
-		c.rm[i].Buffers = c.rbufs[i : i+1 : i+1]
-		c.wm[i].Buffers = c.wbufs[i : i+1 : i+1]
-		c.wm[i].Addr = &c.waddr[i]
+	c.rx = newMmsg(rxHdrs, rxHdrs, recvOOBSize, unix.SYS_RECVMMSG)
+	c.rx.block = true
+	c.rx.flags = unix.MSG_DONTWAIT
+	for i := range rxHdrs {
+		h := &c.rx.hdrs[i].Hdr
+		h.Iov = &c.rx.iovs[i]
+		h.SetIovlen(1)
 	}
 	return c, nil
 }
@@ -160,47 +152,72 @@ func (c *UDPConn) ReadBatch(msgs []Message) (int, error) {
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	rm := c.rm[:min(len(msgs), len(c.rm))]
-	defer func() {
-		for i := range rm {
-			c.rbufs[i] = nil // keep no reference to the caller's buffers
-			rm[i].Addr = nil
-		}
-	}()
+	if c.gro {
+		return c.readGRO(msgs)
+	}
+	r := c.rx
+	k := min(len(msgs), len(r.hdrs))
+	defer r.clearIovs(k) // keep no reference to the caller's buffers
 	for {
-		for i := range rm {
-			c.rbufs[i] = msgs[i].Buf[:cap(msgs[i].Buf)]
-			rm[i].OOB = c.roob[i*recvOOBSize : (i+1)*recvOOBSize]
+		for i := range k {
+			r.setIov(i, msgs[i].Buf[:cap(msgs[i].Buf)])
 		}
-		got, err := c.pc.ReadBatch(rm, 0)
+		got, err := c.recv(k)
 		if err != nil {
-			cls, _ := classify(err)
-			if cls == classICMP {
-				icmp, _ := drainErrQueue(c.rc)
-				c.stats.icmpErrors.Add(uint64(max(icmp, 1)))
-				continue
-			}
 			return 0, err
 		}
-		if n := c.finishRead(msgs, rm[:got]); n > 0 {
+		if n := c.finishRead(msgs, got); n > 0 {
 			return n, nil
 		}
 	}
 }
 
-// finishRead converts the received messages to msgs, dropping truncated
-// ones by moving the good ones to the front, and returns how many are good.
-func (c *UDPConn) finishRead(msgs []Message, rm []ipv4.Message) int {
-	good, bytes := 0, 0
-	var drops uint32
-	haveDrops := false
-	for i := range rm {
-		r := &rm[i]
-		dst, d, hd := parseRecvCmsgs(r.OOB[:r.NN])
-		if hd {
-			drops, haveDrops = d, true
+// recv runs recvmmsg over the first k headers of c.rx, whose I/O vectors are
+// set, absorbing queued ICMP errors, and returns how many it filled.
+func (c *UDPConn) recv(k int) (int, error) {
+	r := c.rx
+	for {
+		for i := range k {
+			h := &r.hdrs[i].Hdr
+			h.Name = &r.names[i][0]
+			h.Namelen = sockaddrSize
+			oob := r.oobAt(i)
+			h.Control = &oob[0]
+			h.SetControllen(len(oob))
+			h.Flags = 0
 		}
-		if r.Flags&unix.MSG_TRUNC != 0 {
+		r.n = k
+		if err := c.rc.Read(r.run); err != nil {
+			return 0, err // closed: a *net.OpError wrapping net.ErrClosed
+		}
+		if r.errno == 0 {
+			return r.got, nil
+		}
+		err := opError("read", "recvmmsg", r.errno)
+		if cls, _ := classify(err); cls == classICMP {
+			icmp, _ := drainErrQueue(c.rc)
+			c.stats.icmpErrors.Add(uint64(max(icmp, 1)))
+			continue
+		}
+		return 0, err
+	}
+}
+
+// opError wraps a system call's errno as net.UDPConn reports errors.
+func opError(op, call string, errno unix.Errno) error {
+	return &net.OpError{Op: op, Net: "udp", Err: os.NewSyscallError(call, errno)}
+}
+
+// finishRead converts the first got received headers to msgs, dropping
+// truncated datagrams by moving the good ones to the front, and returns how
+// many are good.
+func (c *UDPConn) finishRead(msgs []Message, got int) int {
+	r := c.rx
+	good, bytes := 0, 0
+	for i := range got {
+		h := &r.hdrs[i]
+		dst, _ := c.recvInfo(i)
+		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
 			c.stats.truncated.Add(1)
 			continue
 		}
@@ -209,36 +226,29 @@ func (c *UDPConn) finishRead(msgs []Message, rm []ipv4.Message) int {
 		}
 		m := &msgs[good]
 		good++
-		m.N = r.N
-		bytes += r.N
-		m.Addr = udpAddrPort(r.Addr)
-		if !c.wildcard || !dst.IsValid() {
-			dst = c.local.Addr()
-		}
+		m.N = int(h.Len)
+		bytes += m.N
+		m.Addr = sockaddrAddrPort(&r.names[i], int(h.Hdr.Namelen))
 		m.Local = dst
-	}
-	if haveDrops {
-		c.stats.recvOverflows.Store(uint64(drops))
 	}
 	c.stats.packetsReceived.Add(uint64(good))
 	c.stats.bytesReceived.Add(uint64(bytes))
 	return good
 }
 
-// udpAddrPort converts the sender address x/net reports.
-func udpAddrPort(a net.Addr) netip.AddrPort {
-	ua, ok := a.(*net.UDPAddr)
-	if !ok {
-		return netip.AddrPort{}
+// recvInfo reads received header i's control messages: it records the drop
+// counter and returns the datagram's destination address and GRO segment
+// size (0 if none).
+func (c *UDPConn) recvInfo(i int) (netip.Addr, int) {
+	h := &c.rx.hdrs[i].Hdr
+	dst, drops, haveDrops, seg := parseRecvCmsgs(c.rx.oobAt(i)[:h.Controllen])
+	if haveDrops {
+		c.stats.recvOverflows.Store(uint64(drops))
 	}
-	ip, ok := netip.AddrFromSlice(ua.IP)
-	if !ok {
-		return netip.AddrPort{}
+	if !c.wildcard || !dst.IsValid() {
+		dst = c.local.Addr()
 	}
-	if ip.Is6() && ua.Zone != "" {
-		ip = ip.WithZone(ua.Zone)
-	}
-	return netip.AddrPortFrom(ip.Unmap(), uint16(ua.Port))
+	return dst, seg
 }
 
 // WriteBatch implements Conn.
@@ -246,24 +256,27 @@ func udpAddrPort(a net.Addr) netip.AddrPort {
 // A local drop returns a DropError (ENOBUFS; EAGAIN unless
 // Options.BlockingWrite). Queued ICMP errors from earlier datagrams are
 // absorbed, counted and the datagram is sent again. Other errors (EMSGSIZE
-// for a datagram over the path MTU, no route, closed) are returned as x/net
-// reports them: a *net.OpError wrapping the errno or net.ErrClosed.
+// for a datagram over the path MTU, no route, closed) are returned as
+// net.UDPConn reports them: a *net.OpError wrapping the errno or
+// net.ErrClosed.
 func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	sent := 0
 	for sent < len(msgs) {
-		chunk := msgs[sent:min(len(msgs), sent+len(c.wm))]
-		k, verr := c.pack(chunk)
-		if k > 0 {
-			n, err := c.send(c.wm[:k], chunk[:k])
+		chunk := msgs[sent:]
+		k, h, verr := c.pack(chunk)
+		if h > 0 {
+			n, err := c.send(chunk[:k], h)
 			sent += n
+			if err == errGSORefused {
+				continue // the rest again, one datagram per header
+			}
 			if err != nil {
-				c.unpack(k)
 				return sent, err
 			}
 		}
-		c.unpack(k)
+		c.tx.clearIovs(k)
 		if verr != nil {
 			return sent, verr
 		}
@@ -271,70 +284,42 @@ func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
 	return sent, nil
 }
 
-// pack fills c.wm from chunk. It stops at the first invalid message and
-// returns how many it packed, and the error for the invalid one.
-func (c *UDPConn) pack(chunk []Message) (int, error) {
-	for i := range chunk {
-		m := &chunk[i]
-		if m.N < 0 || m.N > cap(m.Buf) {
-			return i, fmt.Errorf("%w: N = %d, cap(Buf) = %d", ErrInvalidMessage, m.N, cap(m.Buf))
+// errGSORefused is send's report that the kernel refused a GSO send and GSO
+// is now off.
+var errGSORefused = errors.New("netdev: GSO refused")
+
+// send hands the h packed headers (holding ms) to the kernel, working around
+// the sendmmsg quirks, and returns how many messages went out. Before it
+// returns, the messages that did not go out have their IPv4 ID rewrite
+// undone.
+func (c *UDPConn) send(ms []Message, h int) (int, error) {
+	w := c.tx
+	doneHdrs, done, icmpRetries := 0, 0, 0
+	defer func() { c.unrewrite(ms, done) }()
+	for doneHdrs < h {
+		w.start, w.n = doneHdrs, h-doneHdrs
+		if err := c.rc.Write(w.run); err != nil {
+			return done, err // closed
 		}
-		ip := m.Addr.Addr()
-		ua := &c.waddr[i]
-		switch {
-		case !m.Addr.IsValid():
-			return i, fmt.Errorf("%w: no destination address", ErrInvalidMessage)
-		case c.v6 && ip.Is6() && !ip.Is4In6():
-			c.wip[i] = ip.As16()
-			ua.IP = c.wip[i][:16]
-			ua.Zone = ip.Zone()
-		case !c.v6 && (ip.Is4() || ip.Is4In6()):
-			a := ip.Unmap().As4()
-			copy(c.wip[i][:4], a[:])
-			ua.IP = c.wip[i][:4]
-			ua.Zone = ""
-		default:
-			return i, fmt.Errorf("%w: destination %v on a socket bound to %v", ErrInvalidMessage, m.Addr, c.local)
-		}
-		ua.Port = int(m.Addr.Port())
-		c.wbufs[i] = m.Buf[:m.N]
-		c.wm[i].OOB = nil
-		if src := m.Local; src.IsValid() && !src.IsUnspecified() {
-			if c.v6 != (src.Is6() && !src.Is4In6()) {
-				return i, fmt.Errorf("%w: source %v on a socket bound to %v", ErrInvalidMessage, src, c.local)
+		if w.got > 0 {
+			n, bytes := 0, 0
+			for i := doneHdrs; i < doneHdrs+w.got; i++ {
+				n += c.hdrMsgs[i]
+				if c.hdrMsgs[i] > 1 {
+					c.stats.gsoBuffers.Add(1)
+				}
 			}
-			oob := c.woob[i*sendOOBSize : (i+1)*sendOOBSize]
-			c.wm[i].OOB = oob[:putSourceCmsg(oob, src.Unmap())]
-		}
-	}
-	return len(chunk), nil
-}
-
-// unpack drops the references pack took to the caller's buffers.
-func (c *UDPConn) unpack(k int) {
-	for i := range k {
-		c.wbufs[i] = nil
-	}
-}
-
-// send hands all of wm (packed from ms) to the kernel, working around the
-// x/net and sendmmsg quirks, and returns how many went out.
-func (c *UDPConn) send(wm []ipv4.Message, ms []Message) (int, error) {
-	done, icmpRetries := 0, 0
-	for done < len(wm) {
-		n, err := c.pc.WriteBatch(wm[done:], c.wflags)
-		if n > 0 { // x/net returns n = -1 with an error on the first message
-			bytes := 0
 			for i := done; i < done+n; i++ {
 				bytes += ms[i].N
 			}
 			c.stats.packetsSent.Add(uint64(n))
 			c.stats.bytesSent.Add(uint64(bytes))
 			done += n
+			doneHdrs += w.got
 			icmpRetries = 0
 		}
-		if err == nil {
-			if n <= 0 {
+		if w.errno == 0 {
+			if w.got <= 0 {
 				return done, errors.New("netdev: sendmmsg sent nothing and reported no error")
 			}
 			// A short count without an error: sendmmsg stopped at a
@@ -342,6 +327,12 @@ func (c *UDPConn) send(wm []ipv4.Message, ms []Message) (int, error) {
 			// again, so it either goes out or reports its error.
 			continue
 		}
+		if c.hdrMsgs[doneHdrs] > 1 && gsoRefusal(w.errno) {
+			c.gso.Store(false)
+			c.stats.gsoFallbacks.Store(1)
+			return done, errGSORefused
+		}
+		err := opError("write", "sendmmsg", w.errno)
 		cls, errno := classify(err)
 		switch cls {
 		case classNoBufs:

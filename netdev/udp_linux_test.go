@@ -155,8 +155,10 @@ func TestUDPConnRefusedIsNotFatal(t *testing.T) {
 			if fam.needsIPv6 {
 				skipNoIPv6(t)
 			}
-			a := listen(t, fam.lo, Options{})
-			b := listen(t, fam.lo, Options{})
+			// One ICMP error per datagram: without GSO (a GSO buffer to a
+			// closed port draws one error for all its datagrams).
+			a := listen(t, fam.lo, Options{NoGSO: true})
+			b := listen(t, fam.lo, Options{NoGSO: true})
 			dead := closedPort(t, fam.lo)
 			toDead := func(k int) {
 				t.Helper()
@@ -309,7 +311,7 @@ func TestUDPInvalidMessages(t *testing.T) {
 }
 
 func TestUDPTruncatedDropped(t *testing.T) {
-	rx := listen(t, lo4, Options{})
+	rx := listen(t, lo4, Options{NoGRO: true}) // with GRO the Conn's own 64 KiB buffers receive
 	tx := listen(t, lo4, Options{})
 	big := make([]byte, 200)
 	send := []Message{
@@ -489,43 +491,51 @@ func procInt(t *testing.T, path string) int {
 // the RoCE ICRC covers that the sender does not otherwise control.
 func TestIPv4DontFragmentIDZero(t *testing.T) {
 	skipUnlessRoot(t)
-	raw, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
-	require.NoError(t, err)
-	defer unix.Close(raw)
-	require.NoError(t, unix.SetsockoptTimeval(raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}))
+	// In a private namespace: a raw UDP socket sees every UDP datagram of
+	// its namespace, and other programs' traffic on the host's lo could
+	// fill its buffer.
+	inNewNetns(t, func(func(args ...string)) {
+		raw, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		require.NoError(t, err)
+		defer unix.Close(raw)
+		require.NoError(t, unix.SetsockoptTimeval(raw, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}))
+		for _, bind := range []netip.Addr{lo4, any4} {
+			checkDFIDZero(t, raw, bind)
+		}
+	})
+}
 
-	for _, bind := range []netip.Addr{lo4, any4} {
-		t.Run(bind.String(), func(t *testing.T) {
-			rx := listen(t, lo4, Options{})
-			tx := listen(t, bind, Options{})
-			msgs := make([]Message, 3)
-			for i := range msgs {
-				msgs[i] = Message{Buf: []byte("df-id-zero"), N: 10, Addr: rx.LocalAddr()}
-			}
-			n, err := tx.WriteBatch(msgs)
-			require.NoError(t, err)
-			require.Equal(t, 3, n)
-			seen := 0
-			buf := make([]byte, 2048)
-			for seen < 3 {
-				k, _, err := unix.Recvfrom(raw, buf, 0)
-				require.NoError(t, err, "raw socket saw %d of 3 datagrams", seen)
-				ip := buf[:k]
-				ihl := int(ip[0]&0x0f) * 4
-				if len(ip) < ihl+8 {
-					continue
-				}
-				udp := ip[ihl:]
-				if binary.BigEndian.Uint16(udp[0:2]) != tx.LocalAddr().Port() ||
-					binary.BigEndian.Uint16(udp[2:4]) != rx.LocalAddr().Port() {
-					continue // someone else's datagram
-				}
-				seen++
-				flagsFrag := binary.BigEndian.Uint16(ip[6:8])
-				require.Equal(t, uint16(0x4000), flagsFrag, "DF set, MF clear, offset 0")
-				require.Zero(t, binary.BigEndian.Uint16(ip[4:6]), "IP ID")
-			}
-		})
+// checkDFIDZero sends three datagrams from a socket bound to bind and checks
+// their DF flag and ID as the raw socket raw sees them.
+func checkDFIDZero(t *testing.T, raw int, bind netip.Addr) {
+	rx := listen(t, lo4, Options{})
+	tx := listen(t, bind, Options{})
+	msgs := make([]Message, 3)
+	for i := range msgs {
+		msgs[i] = Message{Buf: []byte("df-id-zero"), N: 10, Addr: rx.LocalAddr()}
+	}
+	n, err := tx.WriteBatch(msgs)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	seen := 0
+	buf := make([]byte, 2048)
+	for seen < 3 {
+		k, err := recvfromRetry(raw, buf)
+		require.NoError(t, err, "bound to %v: raw socket saw %d of 3 datagrams", bind, seen)
+		ip := buf[:k]
+		ihl := int(ip[0]&0x0f) * 4
+		if len(ip) < ihl+8 {
+			continue
+		}
+		udp := ip[ihl:]
+		if binary.BigEndian.Uint16(udp[0:2]) != tx.LocalAddr().Port() ||
+			binary.BigEndian.Uint16(udp[2:4]) != rx.LocalAddr().Port() {
+			continue // someone else's datagram
+		}
+		seen++
+		flagsFrag := binary.BigEndian.Uint16(ip[6:8])
+		require.Equal(t, uint16(0x4000), flagsFrag, "DF set, MF clear, offset 0")
+		require.Zero(t, binary.BigEndian.Uint16(ip[4:6]), "IP ID")
 	}
 }
 
@@ -669,4 +679,15 @@ func TestUDPErrorsAreNotLocalDrops(t *testing.T) {
 	require.NotErrorIs(t, err, ErrLocalDrop)
 	require.True(t, errors.Is(err, syscall.EMSGSIZE), "%v", err)
 	require.Zero(t, tx.Stats().ICMPErrors)
+}
+
+// recvfromRetry is a blocking unix.Recvfrom that retries EINTR (the Go
+// runtime's preemption signals interrupt blocking system calls).
+func recvfromRetry(fd int, buf []byte) (int, error) {
+	for {
+		k, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != unix.EINTR {
+			return k, err
+		}
+	}
 }

@@ -3,7 +3,9 @@
 // AtomicAckETH, ImmDt, IETH, FETH), the opcode table that says which headers
 // each opcode carries, 24-bit PSN serial arithmetic, the AETH syndrome and
 // credit encodings, and the invariant CRC (ICRC) over the IPv4 and IPv6
-// pseudo-headers.
+// pseudo-headers. It also holds the management datagrams that travel on
+// QP1 (mad.go: the MAD header and the communication-management messages of
+// IBA 12.6) and the IP addressing of RDMA CM (rdmacm.go, IBTA Annex A11).
 //
 // A RoCEv2 packet, as a UDP socket hands it over (IBA Annex A17):
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"sync"
+	"sync/atomic"
 )
 
 // Recovering the IPv4 Identification of a received packet.
@@ -77,9 +78,10 @@ func (m *gf2) invert() gf2 {
 }
 
 var (
-	zeroByteInv gf2       // inverse of "feed one zero byte" on the raw register
-	topByteIdx  [256]byte // i such that crc32 table[i]>>24 == b
-	unzeroCache sync.Map  // tail length -> *gf2, the inverse of feeding that many zero bytes
+	zeroByteInv gf2                                // inverse of "feed one zero byte" on the raw register
+	topByteIdx  [256]byte                          // i such that crc32 table[i]>>24 == b
+	unzeroCache [maxCachedTail]atomic.Pointer[gf2] // tail length -> the inverse of feeding that many zero bytes
+	unzeroMu    sync.Mutex
 )
 
 func init() {
@@ -97,8 +99,10 @@ func init() {
 
 // unzero returns the inverse of feeding n zero bytes.
 func unzero(n int) *gf2 {
-	if v, ok := unzeroCache.Load(n); ok {
-		return v.(*gf2)
+	if n < maxCachedTail {
+		if m := unzeroCache[n].Load(); m != nil {
+			return m
+		}
 	}
 	r := gf2{}
 	for j := range r {
@@ -111,15 +115,22 @@ func unzero(n int) *gf2 {
 		}
 		p = p.mul(&p)
 	}
-	v, _ := unzeroCache.LoadOrStore(n, &r)
-	return v.(*gf2)
+	if n < maxCachedTail {
+		unzeroMu.Lock()
+		defer unzeroMu.Unlock()
+		if m := unzeroCache[n].Load(); m != nil {
+			return m
+		}
+		unzeroCache[n].Store(&r)
+	}
+	return &r
 }
 
 // RecoverIPv4ID finds the IPv4 Identification that makes pkt's ICRC match,
 // with ph's other fields (IPID is ignored). It reports false if no ID
 // does (a corrupted packet, a wrong pseudo-header, or IPv6). The cost is
-// one extra CRC pass over the packet plus, once per packet length, a small
-// matrix inversion.
+// one CRC pass over the packet (the ICRC for ID 0, which also answers ID 0
+// itself) plus, once per packet length, a small matrix inversion.
 func (ph *PseudoHeader) RecoverIPv4ID(pkt []byte) (id uint16, ok bool) {
 	if !ph.Is4() || len(pkt) < BTHSize+ICRCSize || !ph.valid() {
 		return 0, false
@@ -150,11 +161,8 @@ func (ph *PseudoHeader) RecoverIPv4ID(pkt []byte) (id uint16, ok bool) {
 		return 0, false
 	}
 	lo := i2 ^ byte(c1)
-	id = uint16(hi)<<8 | uint16(lo)
-	check := *ph
-	check.IPID = id
-	if check.CheckICRC(pkt) != nil {
-		return 0, false
-	}
-	return id, true
+	// The two bytes hi, lo now produce exactly v from a zero register
+	// (tab[byte(c1)^lo] ^ c1>>8 = tab[i2] ^ rest = v), so by linearity the
+	// ICRC for this ID equals the packet's: no confirming pass is needed.
+	return uint16(hi)<<8 | uint16(lo), true
 }

@@ -179,7 +179,9 @@ func (r *Requester) resetBudgets() {
 }
 
 // run is one pass of the completer state machine (rxe_completer) over the
-// response p, or over no response after a retransmit timeout.
+// response p, or over no response after a retransmit timeout. Each state
+// has its method, as in rxe_comp.c; run only moves between them and
+// records the trace.
 func (r *Requester) run(p *packet.Packet, now time.Time, timeout bool) {
 	r.ntrace = 0
 	var w *wqe
@@ -194,107 +196,135 @@ func (r *Requester) run(p *packet.Packet, now time.Time, timeout bool) {
 		switch st {
 		case CompGetAck:
 			st = CompGetWQE
-
 		case CompGetWQE:
-			w = nil
-			if r.head != r.tail && !r.stopped {
-				w = r.slot(r.head)
-			}
-			switch {
-			case w == nil || !w.started:
-				st = CompExit
-				if p != nil {
-					st = CompDone
-					r.c.ResponsesDropped++
-				}
-			case w.state == wqeErrored:
-				st = CompError
-			case p == nil:
-				st = CompExit
-			default:
-				st = CompCheckPSN
-			}
-
+			w, st = r.getWQE(p)
 		case CompCheckPSN:
 			st = r.checkPSN(p, w)
-
 		case CompCheckAck:
 			st = r.checkAck(p, w)
-
 		case CompRead:
 			st = r.doRead(p, w)
-
 		case CompAtomic:
-			var b [8]byte
-			// The original value, in the local machine's byte order
-			// (rxe do_atomic copies the host u64).
-			binary.NativeEndian.PutUint64(b[:], p.AtomicAckETH().Orig())
-			st = CompCompAck
-			if !r.scatter(w, b[:]) {
-				w.status = verbs.WCLocProtErr
-				st = CompError
-			}
-
+			st = r.doAtomic(p, w)
 		case CompWriteSend:
-			st = CompUpdateComp
-			if w.sentAll && p.PSN() == w.lastPSN {
-				st = CompCompAck
-			}
-
+			st = r.writeSend(p, w)
 		case CompCompAck:
-			// rxe complete_ack.
-			r.finish(w, verbs.WCSuccess)
-			st = CompDone
-			if !p.PSN().Before(r.compPSN) {
-				st = CompUpdateComp
-			}
-
+			st = r.completeAck(p, w)
 		case CompCompWQE:
-			// rxe complete_wqe: a later PSN acknowledged all of w.
-			if p != nil && !w.lastPSN.Before(r.compPSN) {
-				r.compPSN = w.lastPSN.Next()
-				r.compOp = compOpNone
-			}
-			r.finish(w, verbs.WCSuccess)
-			st = CompGetWQE
-
+			st = r.completeWQE(p, w)
 		case CompUpdateComp:
-			if p.Mask()&packet.MaskEnd != 0 {
-				r.compOp = compOpNone
-			} else {
-				r.compOp = uint8(p.Opcode())
-			}
-			if !p.PSN().Before(r.compPSN) {
-				r.compPSN = p.PSN().Next()
-			}
-			st = CompDone
-
+			st = r.updateComp(p)
 		case CompErrorRetry:
 			st = r.errorRetry(w, timeout)
-
 		case CompRNRRetry:
 			st = r.rnrRetry(p, w, now)
-
 		case CompError:
-			r.fail(w.status)
-			r.finish(w, w.status)
-			r.state = CompError
+			r.doError(w)
 			return
-
 		case CompExit:
 			if timeout && w != nil && !exited {
 				exited = true
 				st = CompErrorRetry
-				break
+				continue
 			}
-			if r.ack > 0 && !r.stopped && r.psn.After(r.compPSN) {
-				r.retrans.Arm(now.Add(r.ack))
-			}
+			r.exit(now)
 			return
-
 		case CompDone:
 			return
 		}
+	}
+}
+
+// getWQE finds the oldest outstanding WQE (rxe get_wqe): with none started,
+// a response is stale and a timeout pass has nothing to retry.
+func (r *Requester) getWQE(p *packet.Packet) (*wqe, CompState) {
+	var w *wqe
+	if r.head != r.tail && !r.stopped {
+		w = r.slot(r.head)
+	}
+	switch {
+	case w == nil || !w.started:
+		if p != nil {
+			r.c.ResponsesDropped++
+			return w, CompDone
+		}
+		return w, CompExit
+	case w.state == wqeErrored:
+		return w, CompError
+	case p == nil:
+		return w, CompExit
+	}
+	return w, CompCheckPSN
+}
+
+// doAtomic places an atomic's original value, in the local machine's byte
+// order (rxe do_atomic copies the host u64).
+func (r *Requester) doAtomic(p *packet.Packet, w *wqe) CompState {
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], p.AtomicAckETH().Orig())
+	if !r.scatter(w, b[:]) {
+		w.status = verbs.WCLocProtErr
+		return CompError
+	}
+	return CompCompAck
+}
+
+// writeSend handles an ACK for SEND/WRITE packets: it completes the WQE if
+// it acknowledges the WQE's last PSN (rxe COMPST_WRITE_SEND).
+func (r *Requester) writeSend(p *packet.Packet, w *wqe) CompState {
+	if w.sentAll && p.PSN() == w.lastPSN {
+		return CompCompAck
+	}
+	return CompUpdateComp
+}
+
+// completeAck completes the WQE the response ends (rxe complete_ack).
+func (r *Requester) completeAck(p *packet.Packet, w *wqe) CompState {
+	r.finish(w, verbs.WCSuccess)
+	if !p.PSN().Before(r.compPSN) {
+		return CompUpdateComp
+	}
+	return CompDone
+}
+
+// completeWQE completes w, which a later PSN acknowledged (rxe
+// complete_wqe), and looks at the next WQE.
+func (r *Requester) completeWQE(p *packet.Packet, w *wqe) CompState {
+	if p != nil && !w.lastPSN.Before(r.compPSN) {
+		r.compPSN = w.lastPSN.Next()
+		r.compOp = compOpNone
+	}
+	r.finish(w, verbs.WCSuccess)
+	return CompGetWQE
+}
+
+// updateComp advances the oldest unacknowledged PSN past p and records the
+// read response in progress (rxe COMPST_UPDATE_COMP).
+func (r *Requester) updateComp(p *packet.Packet) CompState {
+	if p.Mask()&packet.MaskEnd != 0 {
+		r.compOp = compOpNone
+	} else {
+		r.compOp = uint8(p.Opcode())
+	}
+	if !p.PSN().Before(r.compPSN) {
+		r.compPSN = p.PSN().Next()
+	}
+	return CompDone
+}
+
+// doError completes w with its error status and fails the requester (rxe
+// COMPST_ERROR): the owner moves the QP to the error state.
+func (r *Requester) doError(w *wqe) {
+	r.fail(w.status)
+	r.finish(w, w.status)
+	r.state = CompError
+}
+
+// exit re-arms the retransmit timer while PSNs are outstanding (rxe
+// COMPST_EXIT).
+func (r *Requester) exit(now time.Time) {
+	if r.ack > 0 && !r.stopped && r.psn.After(r.compPSN) {
+		r.retrans.Arm(now.Add(r.ack))
 	}
 }
 

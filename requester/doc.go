@@ -3,21 +3,22 @@
 // completer (rxe_comp.c), without I/O.
 //
 // A Requester owns the send queue: a ring of work queue entries (WQEs),
-// into which Post copies each work request (its SGE list and inline data);
-// the ring grows by doubling, up to MaxWR, when more WQEs are outstanding
-// than ever before, so an idle QP costs little memory. NextPacket segments the WQE at the send cursor by
+// (package internal/ring), into which Post copies each work request (its
+// SGE list and inline data); the ring grows by doubling, up to MaxWR, when
+// more WQEs are outstanding than ever before, so an idle QP costs little
+// memory. NextPacket segments the WQE at the send cursor by
 // path MTU, assigns PSNs (IBA 9.7.1), picks the FIRST/MIDDLE/LAST/ONLY
-// opcode, writes the headers, copies the payload once from the memory
-// region into the caller's buffer folding it into the ICRC as it goes, and
-// returns the packet. Receive is the completer: it matches ACKs, NAKs, RNR
+// opcode, writes the headers (packet.Begin), copies the payload once from
+// the memory regions into the caller's buffer (internal/sge, rxe
+// copy_data), adds the ICRC (Frame.Seal) and returns the packet. Receive is the completer: it matches ACKs, NAKs, RNR
 // NAKs, read responses and atomic acknowledgements to the oldest
 // outstanding WQE (IBA 9.7), places read data and atomic results, and
 // posts send completions in order through Completions.
 //
 // Reliability follows IBA 9.7 and rxe: a retransmit timer (local ACK
 // timeout, 4.096 µs × 2^timeout) pushed forward by every response while
-// PSNs are outstanding (rxe_completer, COMPST_EXIT); go-back-N from the oldest unacknowledged PSN after a timeout, a
-// PSN sequence error NAK or an implied NAK, regenerating the packets from
+// PSNs are outstanding (rxe_completer, COMPST_EXIT); go-back-N from the
+// oldest unacknowledged PSN after a timeout, a PSN sequence error NAK or an implied NAK, regenerating the packets from
 // the WQE (rxe req_retry); an RNR timer after an RNR NAK; the retry_cnt and
 // rnr_retry budgets of package retry; and fatal errors (remote NAKs,
 // exhausted budgets, local protection errors) that the owner turns into
@@ -26,8 +27,15 @@
 // There is no I/O, no goroutine and no real timer here: every call takes
 // the current time, Deadline says when the caller's single timer should
 // fire, and OnTimeout is called when it does. A Requester is not safe for
-// concurrent use; it belongs to the task that owns its QP. Nothing
-// allocates but the growth of the send queue ring.
+// concurrent use. Its owner (package rxe: the QP's step, qpstep.go) calls
+// it for one QP at a time, under that QP's lock, as kernel rxe runs one
+// requester and one completer task per QP: Post from the verbs call,
+// Receive for each response, OnTimeout once Deadline has passed,
+// NextPacket while Pending, and after each call it checks Failed (then
+// moves the QP to ERR and calls Flush), Drained and Deadline. Modify QP
+// changes reach it through the setters (SetTimeout, SetRetry,
+// SetMaxRdAtomic, SetPath, SetDraining). Nothing allocates but the growth
+// of the send queue ring.
 //
 // The completer's states mirror rxe_comp.c (GET_ACK, GET_WQE, CHECK_PSN,
 // CHECK_ACK, READ, ATOMIC, WRITE_SEND, UPDATE_COMP, COMP_ACK, COMP_WQE,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/internal/ring"
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -21,7 +22,7 @@ const traceLen = 64
 // package documentation.
 type Requester struct {
 	cfg  Config
-	mem  Memory
+	mem  sge.Memory // the Memory given to New, held as what the SGE walk takes
 	cq   Completions
 	pmtu uint32
 	ack  time.Duration // local ACK timeout; 0 = none
@@ -99,20 +100,11 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	}
 	c.AckReqEvery = min(c.AckReqEvery, c.Window)
 	c.SQPSN &= packet.PSNMask
-	probeWait := c.CreditProbe
-	if probeWait <= 0 {
-		probeWait = retry.AckTimeout(c.Timeout)
-	}
-	if probeWait <= 0 {
-		probeWait = DefaultCreditProbe
-	}
 	r := &Requester{
-		probeWait:   probeWait,
 		cfg:         c,
 		mem:         mem,
 		cq:          cq,
 		pmtu:        uint32(c.PMTU),
-		ack:         retry.AckTimeout(c.Timeout),
 		psn:         c.SQPSN,
 		highPSN:     c.SQPSN,
 		ssn:         1,
@@ -122,6 +114,7 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		rnrBudget:   retry.NewRNRBudget(c.RNRRetry),
 		state:       CompDone,
 	}
+	r.SetTimeout(c.Timeout)
 	r.sq.Init(c.MaxWR, r.freshSlots)
 	r.initRecovery(&c)
 	return r
@@ -336,56 +329,81 @@ func (r *Requester) pkts(n uint32) uint32 {
 	return (n-1)/r.pmtu + 1
 }
 
+// seg is the packet of a WQE that build sends next.
+type seg struct {
+	op         packet.Opcode
+	payload    uint32
+	npkts      uint32 // PSNs from this packet to the end of the message (of the READ part)
+	readLen    uint32 // READ: the bytes this request asks for
+	start, end bool   // the packet starts / ends the message
+}
+
 // build writes the next packet of w into buf and advances the requester;
 // rxe init_req_packet, finish_packet and update_*.
 func (r *Requester) build(w *wqe, buf []byte) int {
 	psn := r.psn
-	var (
-		op      packet.Opcode
-		payload uint32
-		npkts   uint32 // PSNs from this packet to the end of the message
-		readLen uint32 // READ: the bytes this request asks for
-		start   = true
-		end     = true
-	)
-	switch w.kind {
-	case kindSend, kindWrite:
-		resid := w.length - w.off
-		start = w.off == 0
-		end = resid <= r.pmtu
-		payload = min(resid, r.pmtu)
-		npkts = r.pkts(resid)
-		op = segOpcode(w.op, start, end)
-	case kindRead:
-		op = packet.RCRDMAReadRequest
-		readLen, npkts, end = r.readChunk(w)
-	case kindAtomic:
-		op = packet.RCFetchAdd
-		if w.op == verbs.WRAtomicCmpAndSwp {
-			op = packet.RCCompareSwap
-		}
-		npkts = 1
-	case kindAtomicWrite:
-		op = packet.RCAtomicWrite
-		payload, npkts = 8, 1
-	}
-
+	sg := r.nextSeg(w)
 	// AckReq on the last packet of a message and on every AckReqEvery-th
 	// packet (rxe init_req_packet, RXE_MAX_PKT_PER_ACK).
 	noAck := r.noAck + 1
-	ackReq := end || noAck >= r.cfg.AckReqEvery || r.forceAckReq(psn)
+	ackReq := sg.end || noAck >= r.cfg.AckReqEvery || r.forceAckReq(psn)
 	if ackReq {
 		noAck = 0
 	}
-	// SE only on the last packet of a SEND or WRITE WITH IMMEDIATE.
-	se := end && w.flags&verbs.SendSolicited != 0 &&
-		(w.kind == kindSend || w.op == verbs.WRRDMAWriteWithImm)
+	r.setHeaders(w, sg, psn, ackReq)
+	f, err := packet.Begin(buf, &r.hdr, int(sg.payload), &r.cfg.Pseudo)
+	if err != nil {
+		panic("requester: " + err.Error()) // unreachable: known opcode, buffer and pseudo-header checked
+	}
+	if sg.payload > 0 && !r.gather(w, f.Payload()) {
+		r.localError(w, verbs.WCLocProtErr)
+		return 0
+	}
+	n := f.Seal()
+	r.noAck = noAck
+	r.commit(w, sg, psn)
+	r.c.PacketsSent++
+	r.c.BytesSent += uint64(n)
+	r.c.PayloadSent += uint64(sg.payload)
+	return n
+}
 
+// nextSeg returns the opcode, payload length and position in the message
+// of w's next packet (rxe next_opcode).
+func (r *Requester) nextSeg(w *wqe) seg {
+	sg := seg{start: true, end: true, npkts: 1}
+	switch w.kind {
+	case kindSend, kindWrite:
+		resid := w.length - w.off
+		sg.start = w.off == 0
+		sg.end = resid <= r.pmtu
+		sg.payload = min(resid, r.pmtu)
+		sg.npkts = r.pkts(resid)
+		sg.op = segOpcode(w.op, sg.start, sg.end)
+	case kindRead:
+		sg.op = packet.RCRDMAReadRequest
+		sg.readLen, sg.npkts, sg.end = r.readChunk(w)
+	case kindAtomic:
+		sg.op = packet.RCFetchAdd
+		if w.op == verbs.WRAtomicCmpAndSwp {
+			sg.op = packet.RCCompareSwap
+		}
+	case kindAtomicWrite:
+		sg.op = packet.RCAtomicWrite
+		sg.payload = 8
+	}
+	return sg
+}
+
+// setHeaders fills r.hdr for the packet sg of w with PSN psn (rxe
+// init_req_packet).
+func (r *Requester) setHeaders(w *wqe, sg seg, psn packet.PSN, ackReq bool) {
 	h := &r.hdr
 	h.BTH = packet.BTHFields{
-		Opcode: op,
-		SE:     se,
-		PadCnt: uint8(packet.PadLen(int(payload))),
+		Opcode: sg.op,
+		// SE only on the last packet of a SEND or WRITE WITH IMMEDIATE.
+		SE: sg.end && w.flags&verbs.SendSolicited != 0 &&
+			(w.kind == kindSend || w.op == verbs.WRRDMAWriteWithImm),
 		PKey:   r.cfg.PKey,
 		DestQP: r.cfg.DestQPN,
 		AckReq: ackReq,
@@ -397,31 +415,24 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: w.length - w.off}
 	case kindRead:
 		// A READ asks from its request cursor (rewind sets it to the bytes
-		// received, rxe req_retry), all the rest or a chunk (readChunk).
-		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: readLen}
+		// received, rxe req_retry), all the rest or a part (readChunk).
+		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: sg.readLen}
 	case kindAtomic:
 		// AtomicETH: swap (or add) data before compare data on the wire.
 		h.AtomicETH = packet.AtomicETHFields{VA: w.remote, RKey: w.rkey, SwapAdd: w.compareAdd}
-		if op == packet.RCCompareSwap {
+		if sg.op == packet.RCCompareSwap {
 			h.AtomicETH.SwapAdd, h.AtomicETH.Compare = w.swap, w.compareAdd
 		}
 	}
 	h.Imm, h.IETH = w.imm, w.invRKey
-	f, err := packet.Begin(buf, h, int(payload), &r.cfg.Pseudo)
-	if err != nil {
-		panic("requester: " + err.Error()) // unreachable: known opcode, buffer and pseudo-header checked
-	}
-	if payload > 0 && !r.gather(w, f.Payload()) {
-		r.localError(w, verbs.WCLocProtErr)
-		return 0
-	}
-	n := f.Seal()
+}
 
-	// Commit (rxe update_wqe_state, update_wqe_psn, update_state).
-	r.noAck = noAck
-	if start {
+// commit advances w and the requester past the packet sg sent with PSN
+// psn (rxe update_wqe_state, update_wqe_psn, update_state).
+func (r *Requester) commit(w *wqe, sg seg, psn packet.PSN) {
+	if sg.start {
 		w.firstPSN = psn
-		w.lastPSN = psn.Add(int(npkts) - 1)
+		w.lastPSN = psn.Add(int(sg.npkts) - 1)
 		if w.kind == kindRead {
 			w.lastPSN = psn.Add(int(r.pkts(w.length-w.off)) - 1)
 			if w.off == 0 {
@@ -430,13 +441,13 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		}
 	}
 	if w.kind == kindRead {
-		r.psn = psn.Add(int(npkts))
-		w.off += readLen
+		r.psn = psn.Add(int(sg.npkts))
+		w.off += sg.readLen
 	} else {
 		r.psn = psn.Next()
 	}
 	w.started = true
-	if end {
+	if sg.end {
 		w.state = wqePending
 		w.sentAll = true
 		r.cur++
@@ -447,16 +458,12 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		w.hasRdAtomic = true
 		r.rdInUse++
 	}
-	r.c.PacketsSent++
-	r.c.BytesSent += uint64(n)
-	r.c.PayloadSent += uint64(payload)
 	if psn.Before(r.highPSN) {
 		r.c.Retransmits++
 	}
 	if r.psn.After(r.highPSN) {
 		r.highPSN = r.psn
 	}
-	return n
 }
 
 // gather copies the next len(dst) bytes of w's message into dst and

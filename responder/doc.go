@@ -8,7 +8,7 @@
 // ACKs, ICRC included — through NextPacket. Memory, the receive queue and
 // the completion queue are reached through the small interfaces of Env. It
 // has no goroutines, no timers and does no I/O; the current time is passed
-// in (it is not needed today and is there for pacing).
+// in (the responder does not read it; it is there for pacing).
 //
 // Receive runs a state machine whose states carry rxe's RESPST_* names
 // (GET_REQ, CHK_PSN, CHK_OP_SEQ, CHK_OP_VALID, CHK_RESOURCE, CHK_LENGTH,
@@ -32,9 +32,16 @@
 // Atomics operate with sync/atomic on the 64-bit word in native byte order.
 //
 // Steady-state Receive and NextPacket do not allocate: the responder
-// resources are allocated by New, and the output queue and the receive
-// WQE's SGE copy grow only when they must hold more than ever before.
+// resources are allocated by New, and the output queue (internal/ring) and
+// the receive WQE's SGE copy grow only when they must hold more than ever
+// before. Every response is built in place by emit with packet.Begin and
+// Frame.Seal, the builder the requester uses too.
 //
-// A Responder is not safe for concurrent use. It belongs to its QP's
-// receive task; the caller holds the QP lock around every method call.
+// A Responder is not safe for concurrent use. Its owner (package rxe: the
+// QP's step, qpstep.go) calls it for one QP at a time, under that QP's
+// lock, as kernel rxe runs one responder task per QP: Receive for each
+// request, NextPacket while Pending, CreditUpdate after receive WQEs are
+// posted, and after each call it checks Failed (then, once the error NAK
+// is out, moves the QP to ERR and calls Flush). Modify QP changes reach it
+// through the setters (SetMinRNRTimer, SetAccess, SetPath).
 package responder

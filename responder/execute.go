@@ -71,7 +71,7 @@ func (r *Responder) scatter(data []byte) State {
 		r.lenLocal = true
 		return StateErrLength
 	}
-	if !w.cur.Scatter(r.env.Mem, w.sges, data) {
+	if !w.cur.Scatter(r.lmem, w.sges, data) {
 		return StateErrMalformedWQE
 	}
 	w.placed += uint64(len(data))

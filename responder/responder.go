@@ -8,10 +8,9 @@ import (
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
-// Config is the responder's view of the QP attributes. New keeps the
-// pointer: the owner may change MinRNRTimer and Access between calls (a
-// Modify QP), and the responder reads them when it needs them. PMTU and
-// MaxDestRdAtomic are read by New and must not change afterwards.
+// Config is the responder's view of the QP attributes. New copies it; a
+// Modify QP changes the attributes that may change after RTR through the
+// setters (SetMinRNRTimer, SetAccess, SetPath).
 type Config struct {
 	// QPN is the local QP number; DestQPN the peer's, put in the BTH
 	// DestQP of every response.
@@ -212,10 +211,11 @@ type recvWQE struct {
 
 // Responder is the RC responder of one QP. Create it with New.
 type Responder struct {
-	cfg *Config
-	env Env
-	scq SolicitedCompletions // env.CQ, if it implements it
-	mtu int
+	cfg  Config
+	env  Env
+	lmem sge.Memory           // env.Mem, held as what the SGE walk takes
+	scq  SolicitedCompletions // env.CQ, if it implements it
+	mtu  int
 
 	epsn packet.PSN // expected PSN (rxe qp->resp.psn)
 	msn  uint32     // message sequence number, 24 bits
@@ -264,7 +264,7 @@ type Responder struct {
 	ctrs Counters
 }
 
-// New returns a responder for cfg. It allocates the responder resources
+// New returns a responder for a copy of cfg. It allocates the responder resources
 // (cfg.MaxDestRdAtomic of them); the bounded output queue and the copy of
 // the receive WQE in use grow when first needed. It panics if cfg.PMTU is
 // not one of the IB path MTUs.
@@ -276,8 +276,9 @@ func New(cfg *Config, env Env) *Responder {
 	}
 	nres := max(cfg.MaxDestRdAtomic, 0)
 	r := &Responder{
-		cfg:  cfg,
+		cfg:  *cfg,
 		env:  env,
+		lmem: env.Mem,
 		mtu:  cfg.PMTU,
 		epsn: cfg.RQPSN & packet.PSNMask,
 		res:  make([]resource, nres),
@@ -338,49 +339,6 @@ func (r *Responder) Receive(now time.Time, p packet.Packet) {
 			st = r.cleanup()
 		case StateDuplicateRequest:
 			st = r.duplicateRequest()
-		case StateErrPSNOutOfSeq:
-			// Class B: one NAK carrying the expected PSN, packet dropped.
-			r.queueNAK(packet.NAKSyndrome(packet.NAKPSNSeqError), r.epsn, false)
-			st = StateCleanup
-		case StateErrRNR:
-			// Class B: RNR NAK for this PSN, packet dropped, QP stays up.
-			// Like hfi1/rdmavt (and unlike rxe) the NAK also opens a
-			// "NAK sent" window, so the packets already in flight behind
-			// it are dropped silently instead of drawing a sequence NAK
-			// that would cost the requester a retry.
-			r.ctrs.SendRNRErr++
-			r.nakSent = true
-			r.queueNAK(packet.RNRSyndrome(r.cfg.MinRNRTimer), r.psn, false)
-			st = StateCleanup
-		case StateErrTooManyRDMAAtmReq, StateErrMissingOpcodeFirst, StateErrMissingOpcodeLastC,
-			StateErrUnsupportedOpcode, StateErrMisalignedAtomic:
-			st = r.classC(st, packet.NAKInvalidRequest, verbs.WCRemInvReqErr)
-		case StateErrRKeyViolation:
-			st = r.classC(st, packet.NAKRemoteAccess, verbs.WCRemAccessErr)
-		case StateErrLength:
-			status := verbs.WCRemInvReqErr
-			if r.lenLocal {
-				// A receive buffer too small for the message: the
-				// verbs status is local length error (ibv_poll_cq(3));
-				// rxe reports REM_INV_REQ_ERR for it too.
-				status = verbs.WCLocLenErr
-			}
-			st = r.classC(st, packet.NAKInvalidRequest, status)
-		case StateErrMalformedWQE:
-			// Class A.
-			st = r.classC(st, packet.NAKRemoteOperation, verbs.WCLocQPOpErr)
-		case StateErrInvalidateRKey:
-			// Class J: the message is acknowledged, then the QP fails.
-			r.errState, r.gotoErr, r.status = st, true, verbs.WCRemInvReqErr
-			st = StateComplete
-		case StateErrCQOverflow:
-			// Class G: no NAK.
-			r.errState, r.gotoErr, r.status = st, true, verbs.WCGeneralErr
-			st = StateError
-		case StateError:
-			r.fail(r.status, r.errState)
-			r.gotoErr = false
-			st = StateExit
 		case StateDone, StateExit:
 			if r.gotoErr {
 				st = StateError
@@ -388,10 +346,62 @@ func (r *Responder) Receive(now time.Time, p packet.Packet) {
 			}
 			r.end()
 			return
-		default:
-			panic("responder: bad state " + st.String())
+		default: // the ERR_* states and ERROR
+			st = r.onError(st)
 		}
 	}
+}
+
+// onError handles the ERR_* states and ERROR (rxe_resp.c's error cases):
+// the NAK each error class sends, the completion status it reports, and
+// the responder failure that classes A, C, G and J cause.
+func (r *Responder) onError(st State) State {
+	switch st {
+	case StateErrPSNOutOfSeq:
+		// Class B: one NAK carrying the expected PSN, packet dropped.
+		r.queueNAK(packet.NAKSyndrome(packet.NAKPSNSeqError), r.epsn, false)
+		return StateCleanup
+	case StateErrRNR:
+		// Class B: RNR NAK for this PSN, packet dropped, QP stays up.
+		// Like hfi1/rdmavt (and unlike rxe) the NAK also opens a
+		// "NAK sent" window, so the packets already in flight behind
+		// it are dropped silently instead of drawing a sequence NAK
+		// that would cost the requester a retry.
+		r.ctrs.SendRNRErr++
+		r.nakSent = true
+		r.queueNAK(packet.RNRSyndrome(r.cfg.MinRNRTimer), r.psn, false)
+		return StateCleanup
+	case StateErrTooManyRDMAAtmReq, StateErrMissingOpcodeFirst, StateErrMissingOpcodeLastC,
+		StateErrUnsupportedOpcode, StateErrMisalignedAtomic:
+		return r.classC(st, packet.NAKInvalidRequest, verbs.WCRemInvReqErr)
+	case StateErrRKeyViolation:
+		return r.classC(st, packet.NAKRemoteAccess, verbs.WCRemAccessErr)
+	case StateErrLength:
+		status := verbs.WCRemInvReqErr
+		if r.lenLocal {
+			// A receive buffer too small for the message: the
+			// verbs status is local length error (ibv_poll_cq(3));
+			// rxe reports REM_INV_REQ_ERR for it too.
+			status = verbs.WCLocLenErr
+		}
+		return r.classC(st, packet.NAKInvalidRequest, status)
+	case StateErrMalformedWQE:
+		// Class A.
+		return r.classC(st, packet.NAKRemoteOperation, verbs.WCLocQPOpErr)
+	case StateErrInvalidateRKey:
+		// Class J: the message is acknowledged, then the QP fails.
+		r.errState, r.gotoErr, r.status = st, true, verbs.WCRemInvReqErr
+		return StateComplete
+	case StateErrCQOverflow:
+		// Class G: no NAK.
+		r.errState, r.gotoErr, r.status = st, true, verbs.WCGeneralErr
+		return StateError
+	case StateError:
+		r.fail(r.status, r.errState)
+		r.gotoErr = false
+		return StateExit
+	}
+	panic("responder: bad state " + st.String())
 }
 
 // begin loads the per-packet state.

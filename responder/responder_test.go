@@ -225,6 +225,7 @@ func TestAtomics(t *testing.T) {
 func TestAtomicWriteAndFlush(t *testing.T) {
 	h := newHarness(t)
 	h.cfg.Access |= verbs.AccessFlushGlobal
+	h.r.SetAccess(h.cfg.Access)
 	va := uint64(rva + 128)
 	val := []byte{1, 2, 3, 4, 5, 6, 7, 8}
 	h.rx(packet.RCAtomicWrite, 100, val, reth(va, rkey, 8))
@@ -413,8 +414,8 @@ func TestRNR(t *testing.T) {
 	require.Equal(t, packet.PSN(100), h.r.EPSN())
 	require.True(t, h.seen(StateErrRNR))
 
-	// The timer code is read from the config at each RNR (Modify QP).
-	h.cfg.MinRNRTimer = 5
+	// A Modify QP sets a new timer code for the next RNR NAK.
+	h.r.SetMinRNRTimer(5)
 	h.rx(packet.RCSendOnly, 100, []byte("hi"), ackReq)
 	out = h.drain()
 	require.Len(t, out, 1)

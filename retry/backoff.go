@@ -3,29 +3,29 @@ package retry
 import "time"
 
 // Parameters of the Backoff estimator, from read_retry_delay() in the 2023
-// rxe patch "RDMA-rxe: Allow retry sends for rdma read responses" (seed 002).
+// rxe patch "RDMA-rxe: Allow retry sends for rdma read responses".
 const (
-	// BackoffFloor is the smallest delay Backoff ever returns. The patch
-	// keeps its delay at 1 µs or more because a zero delay would also zero
+	// BackoffFloor is the smallest delay Backoff ever returns.
+	// read_retry_delay() keeps its delay at 1 µs or more because a zero delay would also zero
 	// every later burst sample and the estimator could never climb again.
 	BackoffFloor = time.Microsecond
 
 	// BackoffStep is one "step down": how much the delay shrinks after
-	// BackoffGoodRun consecutive good packets. The patch decrements its
-	// delay, kept in microseconds, by one, so one step is 1 µs.
+	// BackoffGoodRun consecutive good packets. read_retry_delay()
+	// decrements its delay, kept in microseconds, by one, so one step is 1 µs.
 	BackoffStep = time.Microsecond
 
 	// BackoffWindow is the number of most recent bursts whose lengths are
-	// averaged (the patch's 128 = 1 << 7).
+	// averaged (read_retry_delay()'s 128 = 1 << 7).
 	BackoffWindow = 128
 
 	// BackoffGoodRun is the number of consecutive good packets after which
-	// the delay steps down by BackoffStep (the patch's 512).
+	// the delay steps down by BackoffStep (read_retry_delay()'s 512).
 	BackoffGoodRun = 512
 
 	// DefaultBackoffMax is the cap used when BackoffConfig.Max is zero.
-	// The patch saw the estimator settle near 50 µs on 1 GbE; 1 ms leaves
-	// twenty times that head-room, and stays at or below the local ACK
+	// The rxe patch reports the estimator settling near 50 µs on 1 GbE;
+	// 1 ms leaves twenty times that head-room, and stays at or below the local ACK
 	// timeout of every timeout attribute t ≥ 8 (AckTimeout(8) ≈ 1.05 ms;
 	// perftest uses t = 14, 67 ms), so the responder retries its own send
 	// before the requester gives up on it and re-reads (protocol.md §4.8).
@@ -39,7 +39,7 @@ const (
 // BackoffConfig configures a Backoff. The zero value selects the defaults.
 type BackoffConfig struct {
 	// Initial is the delay used before the first burst has been measured.
-	// Zero means BackoffFloor (1 µs), the patch's starting point: the
+	// Zero means BackoffFloor (1 µs), read_retry_delay()'s starting point: the
 	// first burst then costs a few cheap early retries, and its measured
 	// length sets the delay from then on. Values are clamped to
 	// [BackoffFloor, Max].
@@ -69,15 +69,15 @@ type BackoffStats struct {
 // a full netdev queue), so that the responder re-sends a READ response itself
 // instead of leaving the loss to the requester's retransmit timeout and a
 // go-back-N re-read. It is the read_retry_delay() estimator of the 2023 rxe
-// patch "RDMA-rxe: Allow retry sends for rdma read responses" (seed 002;
-// protocol.md §4.8), reshaped along the reviewer's request: the caller arms a
-// timer (a Deadline) for Delay instead of busy-waiting in udelay.
+// patch "RDMA-rxe: Allow retry sends for rdma read responses" (protocol.md
+// §4.8), made timer-driven: the caller arms a timer (a Deadline) for Delay
+// instead of busy-waiting in udelay.
 //
 // Use: after each send attempt of the packet, call OnDrop(now) if the local
 // stack refused it, then arm a Deadline at now+Delay() and try the same
 // packet again when it expires; call OnSent(now) if it went out.
 //
-// Definitions (the seed leaves some of these implicit; these are ours):
+// Definitions (read_retry_delay() leaves some of these implicit):
 //
 //   - A burst is a maximal run of drops ended by a successful send: it opens
 //     at the first OnDrop after a successful send (or after construction or
@@ -85,14 +85,14 @@ type BackoffStats struct {
 //     OnSent closes it.
 //   - The burst delay (burst length) is the wall time from the first drop of
 //     the burst to the OnSent that closes it: how long the local stack needed
-//     to accept packets again, timer slack included. The patch summed the
-//     delays it inserted instead; with a timer-driven retry the elapsed time
+//     to accept packets again, timer slack included. read_retry_delay()
+//     sums the delays it inserts instead; with a timer-driven retry the elapsed time
 //     is the honest measure, and it also counts the time the retry spent
 //     waiting for the task to run.
 //   - The delay is half the mean burst delay over the last BackoffWindow
-//     (128) closed bursts, recomputed each time a burst closes, as in the
-//     patch (total >> 8 over 128 bursts). Unlike the patch, which
-//     recomputed only once per 128 bursts, the window slides (a ring of 128
+//     (128) closed bursts, recomputed each time a burst closes, as in
+//     read_retry_delay() (total >> 8 over 128 bursts). Unlike
+//     read_retry_delay(), which recomputes only once per 128 bursts, the window slides (a ring of 128
 //     samples with a running sum), and before 128 bursts have been seen the
 //     mean is over those there are, so the estimator is useful from its first
 //     burst rather than after its 128th. The factor ½ keeps the estimate from
@@ -101,9 +101,9 @@ type BackoffStats struct {
 //     about R and a delay of R/2, so the delay settles between R/2 and R.
 //   - A good packet is an OnSent that does not close a burst. The send that
 //     closes a burst is the retry of a dropped packet and says nothing yet
-//     about a healthy path; it is not counted, as in the patch.
+//     about a healthy path; it is not counted, as in read_retry_delay().
 //   - One step down: after BackoffGoodRun (512) consecutive good packets the
-//     delay shrinks by BackoffStep (1 µs, the patch's unit), and the run
+//     delay shrinks by BackoffStep (1 µs, read_retry_delay()'s unit), and the run
 //     starts counting again. A drop ends the run. The step applies to the
 //     current delay only; the window is untouched, so the next closed burst
 //     recomputes the delay from the measured mean again. The decay thus

@@ -17,7 +17,7 @@
 //   - Backoff: an adaptive delay estimator for re-sending a packet that the
 //     local network stack refused (a full socket buffer), after the
 //     read_retry_delay() idea of the 2023 rxe patch "RDMA-rxe: Allow retry
-//     sends for rdma read responses" (seed 002), made timer-driven.
+//     sends for rdma read responses", made timer-driven.
 //   - RTT, RecoveryTimer and Window: loss recovery in round trips. RTT is an
 //     RFC 6298 estimator (SRTT, RTTVAR, Karn's rule); RecoveryTimer turns
 //     it into a probe/recovery timeout with a floor, never above the IB
@@ -31,5 +31,6 @@
 //
 // The package is a leaf: it imports only the standard library. Nothing here
 // allocates after construction, and nothing is safe for concurrent use by
-// itself; each value belongs to the one task that owns its QP state.
+// itself; each value belongs to one QP and is used only from that QP's
+// step, which the device runs for one QP at a time (rxe's per-QP tasks).
 package retry

@@ -11,6 +11,12 @@ const (
 	// on a loaded machine.
 	DefaultRecoveryFloor = 2 * DefaultBackoffMax
 
+	// ceilingShare makes the floor at least 1/64 of the IB timeout: a
+	// user who sets a long local ACK timeout says the path (or the
+	// machine) can hold an answer that long, and probes a hundred times
+	// earlier would mostly be spurious.
+	ceilingShare = 64
+
 	// maxRecoveryBackoff bounds the doublings of the recovery timeout
 	// (2^16 × the floor is above every ceiling that matters).
 	maxRecoveryBackoff = 16
@@ -22,8 +28,8 @@ const (
 //
 // The timeout is max(RFC 6298 RTO, 2·SRTT) — the RTO of RFC 6298 2.3 and
 // the probe timeout of RFC 8985 7.2, whichever is longer — doubled after
-// each expiry without progress (RFC 6298 5.5), never below Floor and never
-// above Ceiling, the QP's IB local ACK timeout (4.096 µs × 2^timeout):
+// each expiry without progress (RFC 6298 5.5), never below Floor (nor
+// below 1/64 of Ceiling) and never above Ceiling, the QP's IB local ACK timeout (4.096 µs × 2^timeout):
 // the recovery timer only ever fires earlier than the IB timer. Before the
 // first RTT sample it is Ceiling, so a QP behaves as it did without it.
 // A zero Ceiling (timeout 0: no retransmit timer, IBTA 9.7.6.1.3) turns
@@ -62,6 +68,7 @@ func (t *RecoveryTimer) Timeout(rtt *RTT) time.Duration {
 	if floor <= 0 {
 		floor = DefaultRecoveryFloor
 	}
+	floor = max(floor, t.Ceiling/ceilingShare)
 	d := max(rtt.RTO(), 2*rtt.SRTT(), floor)
 	for range t.backoff {
 		if d >= t.Ceiling {

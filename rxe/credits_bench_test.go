@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The slow-receiver scenario of seed 000 (a receiver that reposts its
+// The slow-receiver scenario (a receiver that reposts its
 // receive WQEs in batches, after a delay, and many small SENDs); see
 // BenchmarkCreditsSlowReceiver.
 var (
@@ -147,7 +147,7 @@ func (p *slowPair) run(n int) error {
 	return err
 }
 
-// BenchmarkCreditsSlowReceiver is seed 000's scenario over loopback UDP: a
+// BenchmarkCreditsSlowReceiver is the slow-receiver scenario over loopback UDP: a
 // sender keeps up to 128 small SENDs in flight (-rxe.credits.size, 64 B)
 // to a receiver whose receive queue holds -rxe.credits.rq WQEs (64) and
 // which reposts them -rxe.credits.batch (32) at a time, each batch after

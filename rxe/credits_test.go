@@ -73,6 +73,8 @@ func creditDevices(t testing.TB, kind string, credA, credB bool) (*Device, *Devi
 // never needs its probe after the first message: each stall ends with the
 // responder's credit update when the receiver posts (the requester's
 // timeout, hence its probe wait, is 4.3 s, and waitWCs gives up after 5).
+// Most of its length is the table of the four combinations and what each
+// must show, which reads best next to the loop that checks it.
 func TestCreditsSlowReceiver(t *testing.T) {
 	const (
 		batch = 4

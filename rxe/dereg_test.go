@@ -99,3 +99,70 @@ func deregDuringTransfer(t *testing.T, kind string, op WROpcode, wcOp WCOpcode, 
 	}
 	return cut
 }
+
+// TestCloseWaitsForDevice is TestDeregWaitsForDevice for Device.Close: b's
+// device, on a netdev it does not own (so Close does not wait for its
+// goroutines to end), closes while a's 8 MiB READ streams from b's region,
+// then b overwrites the region at once. No READ response built after Close
+// returned may carry the new bytes (under -race, no device copy may race
+// with the caller's write); a's READ fails (its retries go unanswered).
+func TestCloseWaitsForDevice(t *testing.T) {
+	const n = 8 << 20
+	old, fresh := bytes.Repeat([]byte{0xAA}, n), bytes.Repeat([]byte{0x55}, n)
+	for _, kind := range []string{"pipe", "udp"} {
+		t.Run(kind, func(t *testing.T) {
+			a, b := unownedPair(t, kind, n, qpOpts{timeout: 8, retryCnt: 1, mtu: MTU4096}, qpOpts{mtu: MTU4096})
+			copy(b.buf, old)
+			syncMem(a, b)
+			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled,
+				SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			require.NoError(t, err)
+			deadline := time.Now().Add(10 * time.Second)
+			for b.qp.vec.sentPkts.Load() < 16 {
+				require.True(t, time.Now().Before(deadline), "the transfer did not start")
+				time.Sleep(20 * time.Microsecond)
+			}
+			require.NoError(t, b.dev.Close())
+			copy(b.buf, fresh)
+			wc := waitWC(t, a.cq)
+			require.Equal(t, uint64(1), wc.ID)
+			syncMem(a, a)
+			if wc.Status == WCSuccess {
+				t.Log("the READ completed before Close")
+			} else {
+				require.Equal(t, WCRetryExcErr, wc.Status)
+			}
+			require.Equal(t, -1, bytes.IndexByte(a.buf[:n], 0x55),
+				"a READ response carried bytes written after Close returned")
+		})
+	}
+}
+
+// unownedPair is smallPair on devices that do not own their netdevs, with
+// a registered buffer of size bytes on each side.
+func unownedPair(t *testing.T, kind string, size int, oa, ob qpOpts) (*end, *end) {
+	t.Helper()
+	checkGoroutines(t)
+	ca, cb := connPair(t, kind)
+	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000})
+	require.NoError(t, err)
+	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+		ca.Close()
+		cb.Close()
+		da.Wait()
+		db.Wait()
+	})
+	a, b := smallEnd(t, da, nil, oa), smallEnd(t, db, nil, ob)
+	link(t, a, b, oa, ob)
+	for _, e := range []*end{a, b} {
+		e.buf = make([]byte, size)
+		mr, err := e.pd.RegMR(e.buf, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead)
+		require.NoError(t, err)
+		e.mr = mr
+	}
+	return a, b
+}

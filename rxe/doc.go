@@ -22,7 +22,8 @@
 // sends them) and, with one socket per vector (Listen), a receive
 // goroutine (it reads batches of datagrams, checks the ICRC and drives its
 // QPs' responder and completer); the kernel steers each QP's packets to
-// its vector's socket by QPN. A QP belongs to its receive CQ's vector.
-// Per-QP timers only mark a QP runnable. Every verbs call is safe for
-// concurrent use.
+// its vector's socket by QPN. A QP belongs to its receive CQ's vector and
+// owns its state under one lock: the device drives it only through its
+// step (qpstep.go). One timer per vector only marks QPs runnable
+// (timers.go). Every verbs call is safe for concurrent use.
 package rxe

@@ -277,6 +277,7 @@ type localMRs struct {
 // TestLocalErrors checks the requester's own SGEs (rxe copy_data/
 // lookup_mr failures: LOC_PROT_ERR) and a responder receive WQE with a bad
 // SGE (rxe class A, malformed WQE: LOC_QP_OP_ERR there, REM_OP_ERR here).
+// It is a table test; the table is most of its length.
 func TestLocalErrors(t *testing.T) {
 	type local struct {
 		name string

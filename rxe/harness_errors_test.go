@@ -21,6 +21,7 @@ import (
 // beside the device's own writer).
 func pipeDevices(t testing.TB) (*Device, *Device, *netdev.PipeConn, *netdev.PipeConn) {
 	t.Helper()
+	checkGoroutines(t)
 	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if opts.SingleSocket {
 		n = 1
 	}
-	group, err := netdev.ListenUDPGroup(addr, n, netdev.Options{BlockingWrite: true, RecvBuffer: opts.RecvBuffer, NoForce: opts.NoForceBuffers})
+	group, err := netdev.ListenUDPGroup(addr, n, SocketOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("rxe: listen on %v: %w", addr, err)
 	}
@@ -55,42 +55,9 @@ func Open(conn netdev.Conn, opts Options) (*Device, error) {
 // bound to the same address. Options.CompVectors defaults to len(conns)
 // when there are several, and must then equal it.
 func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
-	if len(conns) == 0 {
-		return nil, fmt.Errorf("%w: no netdev", ErrInvalidArgument)
-	}
-	local := conns[0].LocalAddr()
-	for _, c := range conns[1:] {
-		if c.LocalAddr() != local {
-			return nil, fmt.Errorf("%w: netdevs bound to %v and %v", ErrInvalidArgument, local, c.LocalAddr())
-		}
-	}
-	if len(conns) > 1 {
-		if opts.CompVectors == 0 {
-			opts.CompVectors = len(conns)
-		}
-		if opts.CompVectors != len(conns) {
-			return nil, fmt.Errorf("%w: %d completion vectors on %d netdevs (one per vector, or one for all)", ErrInvalidArgument, opts.CompVectors, len(conns))
-		}
-	}
-	addr := opts.Addr.Unmap()
-	if !addr.IsValid() {
-		addr = local.Addr().Unmap()
-	}
-	if !addr.IsValid() || addr.IsUnspecified() {
-		return nil, fmt.Errorf("%w: the device needs a specific address (Options.Addr) when the netdev is bound to %v", ErrInvalidArgument, local)
-	}
-	if opts.Name == "" {
-		opts.Name = "rxe0"
-	}
-	if opts.LocalDropMode > LocalDropSpin {
-		return nil, fmt.Errorf("%w: local drop mode %v", ErrInvalidArgument, opts.LocalDropMode)
-	}
-	if opts.CompVectors < 0 {
-		return nil, fmt.Errorf("%w: %d completion vectors", ErrInvalidArgument, opts.CompVectors)
-	}
-	opts.CompVectors = opts.compVectors()
-	if opts.CompVectors > maxCompVectors {
-		return nil, fmt.Errorf("%w: %d completion vectors (max %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
+	addr, err := checkConns(conns, &opts)
+	if err != nil {
+		return nil, err
 	}
 	link := opts.LinkMTU
 	if link == 0 {
@@ -101,10 +68,11 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("%w: link MTU %d is too small for RoCE", ErrInvalidArgument, link)
 	}
 	d := &Device{
-		conns: conns, ownConn: opts.OwnConn, opts: opts, addr: addr, port: local.Port(), linkMTU: link, activeMTU: active,
+		conns: conns, ownConn: opts.OwnConn, opts: opts, addr: addr, port: conns[0].LocalAddr().Port(), linkMTU: link, activeMTU: active,
 		vecUses: make([]int, opts.CompVectors),
 		events:  make(chan AsyncEvent, 256),
 		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
 		attr: DeviceAttr{
 			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs,
 			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,
@@ -138,6 +106,49 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 	return d, nil
 }
 
+// checkConns validates OpenConns' arguments and fills opts' defaults
+// (Name, CompVectors); it returns the device's address.
+func checkConns(conns []netdev.Conn, opts *Options) (netip.Addr, error) {
+	if len(conns) == 0 {
+		return netip.Addr{}, fmt.Errorf("%w: no netdev", ErrInvalidArgument)
+	}
+	local := conns[0].LocalAddr()
+	for _, c := range conns[1:] {
+		if c.LocalAddr() != local {
+			return netip.Addr{}, fmt.Errorf("%w: netdevs bound to %v and %v", ErrInvalidArgument, local, c.LocalAddr())
+		}
+	}
+	if len(conns) > 1 {
+		if opts.CompVectors == 0 {
+			opts.CompVectors = len(conns)
+		}
+		if opts.CompVectors != len(conns) {
+			return netip.Addr{}, fmt.Errorf("%w: %d completion vectors on %d netdevs (one per vector, or one for all)", ErrInvalidArgument, opts.CompVectors, len(conns))
+		}
+	}
+	addr := opts.Addr.Unmap()
+	if !addr.IsValid() {
+		addr = local.Addr().Unmap()
+	}
+	if !addr.IsValid() || addr.IsUnspecified() {
+		return netip.Addr{}, fmt.Errorf("%w: the device needs a specific address (Options.Addr) when the netdev is bound to %v", ErrInvalidArgument, local)
+	}
+	if opts.Name == "" {
+		opts.Name = "rxe0"
+	}
+	if opts.LocalDropMode > LocalDropSpin {
+		return netip.Addr{}, fmt.Errorf("%w: local drop mode %v", ErrInvalidArgument, opts.LocalDropMode)
+	}
+	if opts.CompVectors < 0 {
+		return netip.Addr{}, fmt.Errorf("%w: %d completion vectors", ErrInvalidArgument, opts.CompVectors)
+	}
+	opts.CompVectors = opts.compVectors()
+	if opts.CompVectors > maxCompVectors {
+		return netip.Addr{}, fmt.Errorf("%w: %d completion vectors (max %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
+	}
+	return addr, nil
+}
+
 // maxCompVectors bounds Options.CompVectors.
 const maxCompVectors = 1024
 
@@ -162,4 +173,19 @@ func interfaceMTU(addr netip.Addr) int {
 		}
 	}
 	return 1500
+}
+
+// SocketOptions returns the netdev options of Listen's sockets, for a
+// caller that opens its own netdev.UDPConn for Open: blocking writes, and
+// UDP GSO and GRO unless opts.NoGSO, with every ICRC rewritten for the IPv4
+// ID its GSO segment gets (packet.RewriteIPv4ID).
+func SocketOptions(opts Options) netdev.Options {
+	return netdev.Options{
+		BlockingWrite: true,
+		NoGSO:         opts.NoGSO,
+		NoGRO:         opts.NoGSO,
+		RewriteIPv4ID: packet.RewriteIPv4ID,
+		RecvBuffer:    opts.RecvBuffer,
+		NoForce:       opts.NoForceBuffers,
+	}
 }

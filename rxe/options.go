@@ -20,14 +20,23 @@ type Options struct {
 	// of the interface holding Addr, or 1500 if none does.
 	LinkMTU int
 	// StrictICRC drops every received IPv4 packet whose ICRC does not
-	// verify with IP ID 0 and DF, instead of recovering the peer's IP ID
-	// (see docs/icrc.md).
+	// verify with DF and an IP ID below 64 (ID 0, or the ID the kernel
+	// gives the k-th datagram of a UDP GSO send), instead of recovering
+	// any peer IP ID (see docs/icrc.md).
 	StrictICRC bool
+	// NoGSO makes Listen's sockets send one datagram per packet and
+	// receive one per read, instead of handing the kernel runs of equal-
+	// size packets to one peer as one UDP GSO buffer (each packet keeping
+	// its own headers and an ICRC for the IPv4 ID its datagram gets) and
+	// receiving with UDP GRO. A capture on the sending host sees GSO
+	// buffers unsegmented, and on the receiving host GRO-merged ones;
+	// captures for Wireshark are best taken with NoGSO or on the wire.
+	NoGSO bool
 	// Credits turns on end-to-end credits (IBA 9.7.7.2.5): responders
 	// advertise their receive queue depth and requesters honour the
 	// peer's. Off, the device behaves like kernel rxe (always unlimited).
 	Credits bool
-	// CompVectors is the number of completion vectors (seed 001); default
+	// CompVectors is the number of completion vectors; default
 	// runtime.GOMAXPROCS(0). Each vector has its own run queue and
 	// transmit goroutine, and (with Listen, or OpenConns with one conn per
 	// vector) its own socket and receive goroutine; it serves the QPs
@@ -57,6 +66,13 @@ type Options struct {
 	// from a full socket buffer). The default, LocalDropAdaptive, hands it
 	// back to its QP, which sends it again after its own adaptive delay.
 	LocalDropMode LocalDropMode
+	// Trace, if not nil, receives the events of every QP: packets built
+	// and received, the engines' state passes, timers armed and fired,
+	// retries with their cause, completions and QP state changes (see
+	// TraceEvent; NewTraceWriter writes them as JSON lines). It is called
+	// with the QP's lock held and must not call into the device. Nil
+	// costs one check per event site.
+	Trace func(TraceEvent)
 	// Recovery tunes loss recovery in round trips (RTT estimate, recovery
 	// timer and tail-loss probe, adaptive window); the zero value is on.
 	Recovery RecoveryConfig
@@ -79,23 +95,24 @@ func (o Options) compVectors() int {
 	return o.CompVectors
 }
 
-// LocalDropMode is what a device does with a datagram the local host
-// refuses; see Options.LocalDropMode. Every mode counts the refusal
-// (Counters.LocalDrops, QPCounters.LocalDrops).
+// LocalDropMode is what a device does after a local drop: a datagram the
+// local host refuses (netdev.ErrLocalDrop); see Options.LocalDropMode.
+// Every mode counts the local drop (Counters.LocalDrops,
+// QPCounters.LocalDrops).
 type LocalDropMode uint8
 
 // Local drop modes.
 const (
-	// LocalDropAdaptive (the default) treats a refusal as back-pressure,
-	// not loss: the refused datagram and the later ones of the same QP in
-	// the batch go back to that QP, which keeps them ahead of anything it
-	// would build next and waits out the adaptive delay of its own
-	// retry.Backoff (seed 002: OnDrop on a refusal, OnSent on every
-	// datagram that leaves) on its vector's back-off timer, shared by the
-	// vector's QPs. When the delay has passed the QP is scheduled and
-	// its held datagrams are sent first. The transmit goroutine never
-	// waits: it goes on with the other QPs of the batch at once. The
-	// requester never sees the drop, so it causes no retransmission.
+	// LocalDropAdaptive (the default) treats a local drop as
+	// back-pressure, not loss: the refused datagram and the later ones of
+	// the same QP in the batch go back to that QP, which keeps them ahead
+	// of anything it would build next for its local-drop back-off, the
+	// adaptive delay of its own retry.Backoff (OnDrop on a local drop,
+	// OnSent on every datagram that leaves), filed in its vector's timer
+	// queue (timers.go). When the back-off has passed the QP's step sends
+	// them first. The transmit goroutine never waits: it goes on with the
+	// other QPs of the batch at once. The requester never sees the drop,
+	// so it causes no retransmission.
 	LocalDropAdaptive LocalDropMode = iota
 	// LocalDropTimeout discards the refused datagram, as kernel rxe does
 	// since Linux 6.10: the requester's ACK timeout (or a later NAK
@@ -103,10 +120,10 @@ const (
 	// of the batch is tried at once.
 	LocalDropTimeout
 	// LocalDropSpin retries the refused write at once, in a loop that
-	// yields the processor (runtime.Gosched) between tries: the busy wait
-	// of the seed 002 patch, kept for comparison only. It holds the
-	// vector's transmit goroutine (every QP of the vector) while it spins and burns CPU; after
-	// spinLimit tries it discards the datagram as LocalDropTimeout does.
+	// yields the processor (runtime.Gosched) between tries: a busy wait,
+	// for comparison only. It holds the vector's transmit goroutine (every
+	// QP of the vector) while it spins and burns CPU; after spinLimit
+	// tries it discards the datagram as LocalDropTimeout does.
 	LocalDropSpin
 )
 

@@ -77,7 +77,10 @@ func procSum(b []byte) string {
 // ephemeral port. They exchange ConnInfo over the child's stdin and stdout,
 // then the parent runs an RDMA WRITE, an RDMA READ and a SEND; the child
 // reports SHA-256 sums of its memory, and the data is checked byte for
-// byte. The child is killed if anything fails or takes too long.
+// byte. The child is killed if anything fails or takes too long. It is one
+// scripted session, kept in one function so that it reads in the order
+// the two processes act (helperServe is the child's half, in the same
+// order).
 func TestTwoProcesses(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -225,6 +228,9 @@ func TestHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
+// helperServe is the child's half of TestTwoProcesses: it opens a device,
+// exchanges ConnInfo over in and out, then serves the parent's steps one
+// by one, in the parent's order (hence its length).
 func helperServe(in io.Reader, out io.Writer) error {
 	conn, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.2:0"), netdev.Options{BlockingWrite: true})
 	if err != nil {

@@ -28,6 +28,8 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
+	respStates []string // the responder's states since the last trace (Options.Trace)
+
 	// mu guards the rest: the QP's state is its own, and only the holder
 	// of mu touches it. The holders are the QP's step (qpstep.go), run by
 	// its vector's goroutines, and the verbs calls. See docs/threading.md.
@@ -35,12 +37,12 @@ type QP struct {
 	state     QPState
 	attr      QPAttr // the attributes given so far
 	dest      netip.AddrPort
-	reqCfg    requester.Config
-	respCfg   responder.Config
 	req       *requester.Requester
 	resp      *responder.Responder
-	timerAt   time.Time // the requester's deadline (timers.go)
-	localDrop localDrop // datagrams the local host refused, and the back-off
+	ureq      *requester.Unreliable // UC and UD send side (req is nil; unreliable.go)
+	uresp     *responder.Unreliable // UC and UD receive side (resp is nil)
+	timerAt   time.Time             // the requester's deadline (timers.go)
+	localDrop localDrop             // datagrams the local host refused, and the back-off
 	drainSent bool
 	destroyed bool
 	peerBuf   peerBuffer // the peer's announced receive buffer (recvbuf.go)
@@ -70,15 +72,14 @@ const (
 	maxInlineData = 400
 )
 
-// CreateQP creates an RC queue pair in RESET. UC and UD QPs are not
-// implemented yet.
+// CreateQP creates an RC, UC or UD queue pair in RESET.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	d := pd.dev
 	if d.closed.Load() || pd.closed.Load() {
 		return nil, ErrClosed
 	}
-	if attr.Type != QPTypeRC {
-		return nil, fmt.Errorf("%w: QP type %v is not supported yet (RC only)", ErrInvalidArgument, attr.Type)
+	if attr.Type != QPTypeRC && attr.Type != QPTypeUC && attr.Type != QPTypeUD {
+		return nil, fmt.Errorf("%w: QP type %v is not supported (RC, UC and UD are)", ErrInvalidArgument, attr.Type)
 	}
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("%w: a QP needs a send CQ and a receive CQ", ErrInvalidArgument)
@@ -159,7 +160,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return ErrClosed
 	}
 	cur := qp.state
-	next, err := checkTransition(cur, attr, mask)
+	next, err := checkTransition(qp.typ, cur, attr, mask)
 	if err != nil {
 		qp.mu.Unlock()
 		return err
@@ -170,6 +171,8 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.reset()
 	case next == QPSErr:
 		qp.enterError()
+	case qp.unreliable():
+		qp.startUnreliable(cur, next)
 	case cur == QPSInit && next == QPSRTR:
 		qp.startResponder()
 	case cur == QPSRTR && next == QPSRTS:
@@ -180,11 +183,14 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	case cur == QPSSQD && next == QPSRTS:
 		qp.req.SetDraining(false)
 	}
+	if qp.tracing() {
+		qp.traceState(cur, next)
+	}
 	qp.state = next
-	qp.syncConfig()
+	err = qp.syncConfig(mask)
 	qp.mu.Unlock()
 	d.schedule(qp)
-	return nil
+	return err
 }
 
 // apply copies the masked attributes.
@@ -232,20 +238,21 @@ func (qp *QP) pseudo() packet.PseudoHeader {
 }
 
 func (qp *QP) startResponder() {
-	qp.respCfg = responder.Config{
+	cfg := responder.Config{
 		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
 		RQPSN: packet.PSN(qp.attr.RQPSN), MinRNRTimer: qp.attr.MinRNRTimer,
 		MaxDestRdAtomic: qp.attr.MaxDestRdAtomic, Access: qp.attr.AccessFlags,
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(),
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
-	qp.resp = responder.New(&qp.respCfg, responder.Env{
-		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ},
+	qp.resp = responder.New(&cfg, responder.Env{
+		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: qp.sink(qp.recvCQ, "responder"),
+		Trace: qp.responderTrace(),
 	})
 }
 
 func (qp *QP) startRequester() {
-	qp.reqCfg = requester.Config{
+	cfg := requester.Config{
 		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
 		SQPSN: packet.PSN(qp.attr.SQPSN), Timeout: qp.attr.Timeout,
 		RetryCnt: qp.attr.RetryCnt, RNRRetry: qp.attr.RNRRetry, MaxRdAtomic: qp.attr.MaxRdAtomic,
@@ -253,22 +260,51 @@ func (qp *QP) startRequester() {
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
 		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
-	qp.reqCfg.Window, qp.reqCfg.MaxReadPkts = qp.bufferLimits(qp.reqCfg.PMTU)
-	qp.req = requester.New(&qp.reqCfg, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+	cfg.Window, cfg.MaxReadPkts = qp.bufferLimits(cfg.PMTU)
+	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
-// syncConfig pushes attributes that may change in RTS/SQD into the engines'
-// configurations (they keep pointers to them).
-func (qp *QP) syncConfig() {
+// syncConfig gives the engines the attributes of mask that a Modify may
+// change once they exist (IBA 10.3.1: RTS→RTS, SQD→RTS, SQD→SQD), as
+// rxe_qp_from_attr updates qp->attr for rxe's requester and responder:
+// min_rnr_timer and the access flags to the responder; timeout, retry_cnt,
+// rnr_retry and max_rd_atomic to the requester; a new address vector's
+// pseudo-header to both, so that their ICRCs cover the new path.
+func (qp *QP) syncConfig(mask QPAttrMask) error {
+	a := &qp.attr
+	var errs []error
+	qp.syncUnreliable()
 	if qp.resp != nil {
-		qp.respCfg.MinRNRTimer = qp.attr.MinRNRTimer
-		qp.respCfg.Access = qp.attr.AccessFlags
+		qp.resp.SetMinRNRTimer(a.MinRNRTimer)
+		qp.resp.SetAccess(a.AccessFlags)
+		if mask&QPAttrAV != 0 {
+			errs = append(errs, qp.resp.SetPath(qp.pseudo()))
+		}
 	}
+	if qp.req != nil {
+		if mask&QPAttrTimeout != 0 {
+			qp.req.SetTimeout(a.Timeout)
+		}
+		if mask&(QPAttrRetryCnt|QPAttrRNRRetry) != 0 {
+			qp.req.SetRetry(a.RetryCnt, a.RNRRetry)
+		}
+		if mask&QPAttrMaxQPRdAtomic != 0 {
+			qp.req.SetMaxRdAtomic(a.MaxRdAtomic)
+		}
+		if mask&QPAttrAV != 0 {
+			errs = append(errs, qp.req.SetPath(qp.pseudo()))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: address vector: %w", ErrInvalidArgument, err)
+	}
+	return nil
 }
 
 // reset returns the QP to RESET: all queue contents and PSN state go.
 func (qp *QP) reset() {
 	qp.req, qp.resp = nil, nil
+	qp.ureq, qp.uresp = nil, nil
 	if qp.srq == nil {
 		qp.rq = newRecvQueue(qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
 	}
@@ -282,10 +318,14 @@ func (qp *QP) enterError() {
 	if qp.state == QPSErr {
 		return
 	}
+	if qp.tracing() {
+		qp.traceState(qp.state, QPSErr)
+	}
 	qp.state = QPSErr
 	if qp.req != nil {
 		qp.req.Flush()
 	}
+	qp.flushUnreliable()
 	if qp.resp != nil {
 		qp.resp.Flush()
 	} else if qp.srq == nil {
@@ -330,7 +370,7 @@ func (qp *QP) pending() bool {
 	if qp.state == QPSErr || qp.state == QPSReset {
 		return false
 	}
-	return qp.resp != nil && qp.resp.Pending() || qp.req != nil && qp.req.Pending()
+	return qp.resp != nil && qp.resp.Pending() || qp.req != nil && qp.req.Pending() || qp.ureq != nil && qp.ureq.Pending()
 }
 
 // PostSend posts send work requests (ibv_post_send). It returns how many
@@ -350,6 +390,9 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		st := qp.state
 		qp.mu.Unlock()
 		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
+	}
+	if qp.ureq != nil {
+		return qp.postUnreliable(wrs)
 	}
 	if qp.req == nil {
 		// ERR reached before RTS: there is no send queue, but the WRs
@@ -426,6 +469,7 @@ func (qp *QP) Query() QPAttr {
 	if qp.resp != nil {
 		a.RQPSN = uint32(qp.resp.EPSN())
 	}
+	qp.queryUnreliable(&a)
 	return a
 }
 
@@ -441,6 +485,7 @@ func (qp *QP) Destroy() error {
 	qp.stopTimers()
 	qp.state = QPSReset
 	qp.req, qp.resp = nil, nil
+	qp.ureq, qp.uresp = nil, nil
 	qp.mu.Unlock()
 	qp.dev.qps.remove(qp.qpn)
 	qp.pd.users.Add(-1)
@@ -460,15 +505,19 @@ type QPCounters struct {
 	RcvdBytes uint64
 	BadSource uint64 // packets from an address other than the peer's, dropped
 	BadState  uint64 // packets the QP state did not accept, dropped
-	// LocalDrops counts this QP's datagrams the local host refused
-	// (Options.LocalDropMode); DropRetries, how many times held datagrams
-	// were sent again when the back-off timer fired; BackoffDelay is the
-	// QP's current adaptive back-off delay (zero until it first sent).
+	// LocalDrops counts this QP's local drops, datagrams the local host
+	// refused (Options.LocalDropMode); DropRetries, how many times the QP
+	// sent its locally dropped datagrams again after its local-drop
+	// back-off; BackoffDelay is its current local-drop back-off delay
+	// (zero until the back-off first moved).
 	LocalDrops   uint64
 	DropRetries  uint64
 	BackoffDelay time.Duration
 	Requester    requester.Counters
 	Responder    responder.Counters
+	// Unreliable holds the receive side's counters of a UC or UD QP (its
+	// send side's are in Requester).
+	Unreliable responder.UCounters
 }
 
 // Counters returns a snapshot of the QP's counters.
@@ -485,6 +534,12 @@ func (qp *QP) Counters() QPCounters {
 	}
 	if qp.resp != nil {
 		c.Responder = qp.resp.Counters()
+	}
+	if qp.ureq != nil {
+		c.Requester = qp.ureq.Counters()
+	}
+	if qp.uresp != nil {
+		c.Unreliable = qp.uresp.Counters()
 	}
 	qp.mu.Unlock()
 	return c

@@ -150,11 +150,11 @@ var rcTransitions = map[[2]QPState]transition{
 		QPAttrRNRRetry | QPAttrMaxQPRdAtomic | QPAttrMaxDestRdAtomic | QPAttrAltPath | QPAttrMinRNRTimer | QPAttrPathMigState},
 }
 
-// checkTransition validates a Modify of an RC QP in state cur (IBA
+// checkTransition validates a Modify of a QP of type typ in state cur (IBA
 // 10.3.1): RESET and ERR are reachable from every state with no other
 // attribute; other transitions need exactly their required attributes and
 // at most their optional ones.
-func checkTransition(cur QPState, attr *QPAttr, mask QPAttrMask) (QPState, error) {
+func checkTransition(typ QPType, cur QPState, attr *QPAttr, mask QPAttrMask) (QPState, error) {
 	next := cur
 	if mask&QPAttrState != 0 {
 		next = attr.State
@@ -173,9 +173,9 @@ func checkTransition(cur QPState, attr *QPAttr, mask QPAttrMask) (QPState, error
 		}
 		return next, nil
 	}
-	t, ok := rcTransitions[[2]QPState{cur, next}]
+	t, ok := transitionsOf(typ)[[2]QPState{cur, next}]
 	if !ok {
-		return 0, fmt.Errorf("%w: RC QP cannot go from %v to %v", ErrInvalidState, cur, next)
+		return 0, fmt.Errorf("%w: %v QP cannot go from %v to %v", ErrInvalidState, typ, cur, next)
 	}
 	rest := mask &^ QPAttrState
 	if missing := t.req &^ rest; missing != 0 {

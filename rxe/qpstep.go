@@ -69,10 +69,17 @@ func (l *localDrop) sent(now time.Time) {
 // receive hands one packet addressed to this QP to the responder or the
 // completer (rxe_rcv's per-QP checks, then dispatch by direction).
 func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
+	if qp.unreliable() {
+		qp.receiveUnreliable(now, p, src)
+		return
+	}
 	qp.mu.Lock()
 	if qp.dead() {
 		qp.mu.Unlock()
 		return
+	}
+	if qp.tracing() {
+		qp.traceRecv(now, p)
 	}
 	ok := true
 	switch {
@@ -97,6 +104,9 @@ func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
 	if ok {
 		qp.counter.rcvdPkts.Add(1)
 		qp.counter.rcvdBytes.Add(uint64(p.Len()))
+		if qp.tracing() {
+			qp.tracePass(now, p)
+		}
 	}
 	more := qp.afterEngines()
 	qp.mu.Unlock()
@@ -134,11 +144,18 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
 		qp.timerAt = time.Time{}
 		qp.req.OnTimeout(now)
+		if qp.tracing() {
+			qp.traceTimer(now)
+		}
 	}
+	k = qp.stepUnreliable(now, msgs, owners, k)
 	for k < len(msgs) && qp.resp != nil {
 		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
 			break
+		}
+		if qp.tracing() {
+			qp.traceSend(now, "responder", msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
 		k++
@@ -147,6 +164,9 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
 			break
+		}
+		if qp.tracing() {
+			qp.traceSend(now, "requester", msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
 		k++
@@ -279,7 +299,11 @@ func (qp *QP) afterEngines() bool {
 		}
 	}
 	if qp.req != nil && qp.state != QPSErr {
-		qp.timerAt = qp.req.Deadline()
+		dl := qp.req.Deadline()
+		if qp.tracing() && !dl.IsZero() && !dl.Equal(qp.timerAt) {
+			qp.traceArm(dl)
+		}
+		qp.timerAt = dl
 		qp.armTimers()
 	}
 	return qp.pending()
@@ -321,6 +345,11 @@ func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
 	if qp.resp != nil {
 		if st, ok := qp.resp.Failed(); ok {
 			return st, true, true
+		}
+	}
+	if qp.ureq != nil {
+		if st, ok := qp.ureq.Failed(); ok {
+			return st, false, true
 		}
 	}
 	return 0, false, false

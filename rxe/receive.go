@@ -84,6 +84,10 @@ func (d *Device) receive(now time.Time, m *netdev.Message) {
 		d.counters.malformed.Add(1)
 		return
 	}
+	if p.DestQP() == packet.GSIQPN {
+		d.receiveGSI(now, p, m.Addr)
+		return
+	}
 	qp := d.qps.lookup(p.DestQP())
 	if qp == nil {
 		d.counters.unknownQP.Add(1)

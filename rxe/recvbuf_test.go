@@ -109,10 +109,11 @@ func TestPeerAnnouncingNothing(t *testing.T) {
 	ib.RecvBuffer, ib.RecvSockets = 0, 0
 	require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096}))
 	a.qp.mu.Lock()
-	cfg := a.qp.reqCfg
+	window, parts := a.qp.bufferLimits(4096)
 	a.qp.mu.Unlock()
-	require.Zero(t, cfg.Window, "default window")
-	require.Zero(t, cfg.MaxReadPkts, "READs in one request")
+	require.Zero(t, window, "default window")
+	require.Zero(t, parts, "READs in one request")
+	require.Equal(t, requester.DefaultWindow, a.qp.Counters().Requester.Recovery.Window)
 	require.ErrorIs(t, a.qp.SetPeerReceiveBuffer(1<<20, 1), ErrInvalidState, "fixed once in RTS")
 }
 

@@ -36,9 +36,9 @@ func connPair(t testing.TB, kind string) (netdev.Conn, netdev.Conn) {
 		a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 		return a, b
 	case "udp":
-		a, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), netdev.Options{BlockingWrite: true})
+		a, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions(Options{}))
 		require.NoError(t, err)
-		b, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.2:0"), netdev.Options{BlockingWrite: true})
+		b, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.2:0"), SocketOptions(Options{}))
 		require.NoError(t, err)
 		return a, b
 	}
@@ -50,6 +50,7 @@ func connPair(t testing.TB, kind string) (netdev.Conn, netdev.Conn) {
 // or "udp" (real sockets on 127.0.0.1 and 127.0.0.2, ephemeral ports).
 func newDevices(t testing.TB, kind string) (*Device, *Device) {
 	t.Helper()
+	checkGoroutines(t)
 	ca, cb := connPair(t, kind)
 	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
 	require.NoError(t, err)

@@ -375,8 +375,8 @@ func (s *SRQ) kill() {
 }
 
 // SRQSet is one SRQ per completion vector of a device: each QP takes its
-// receive WQEs from the SRQ of its receive CQ's vector (seed 003, as
-// nvmet-rdma's SRQ per completion vector). Each SRQ of the set is used by
+// receive WQEs from the SRQ of its receive CQ's vector (as nvmet-rdma has
+// an SRQ per completion vector). Each SRQ of the set is used by
 // one vector's QPs only, so where a vector's QPs are handled by that
 // vector's own goroutines no SRQ is shared between them, and a vector's
 // buffers stay with the goroutines that fill and poll them, while the

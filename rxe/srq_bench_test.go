@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The workload of the SRQ benchmarks (seed 003), shaped like NVMe-oF over
+// The workload of the SRQ benchmarks, shaped like NVMe-oF over
 // RDMA: a client sends 4 KiB requests (SEND) on n RC QPs to a server; the
 // server takes each into a 4 KiB receive buffer, posts the buffer again,
 // and answers with a 0-byte SEND; a request is done when its answer
@@ -470,7 +470,7 @@ func (r *recvRig) rnrNAKs() (sent, rcvd uint64) {
 	return sent, rcvd
 }
 
-// BenchmarkSRQSend measures request throughput of the seed-003 workload
+// BenchmarkSRQSend measures request throughput of the SRQ workload
 // (see recvSizing) over loopback UDP for each mode and 8 to 1024 QPs. The
 // three modes of one QP count stream in alternate rounds of the same run,
 // each through its own pair of devices, so their ratios see the same
@@ -568,7 +568,7 @@ func TestSRQWorkload(t *testing.T) {
 	})
 }
 
-// TestSRQDataPathAllocs requires that a request of the seed-003 workload
+// TestSRQDataPathAllocs requires that a request of the SRQ workload
 // over the in-memory pipe (the SEND into an SRQ or a QP's own receive
 // queue, the buffer posted again, the answer, both completions) allocates
 // nothing once warmed up, in every mode.

@@ -563,7 +563,8 @@ func vectorDevices(t testing.TB, vectors int) (*Device, *Device) {
 }
 
 // TestSRQSet: with one SRQ per completion vector, every QP's receives land
-// in the SRQ of its receive CQ's vector and complete on that CQ (seed 003).
+// in the SRQ of its receive CQ's vector and complete on that CQ. One
+// scenario per vector count, read top to bottom (hence its length).
 func TestSRQSet(t *testing.T) {
 	for _, vectors := range []int{1, 3} {
 		t.Run(fmt.Sprintf("vectors=%d", vectors), func(t *testing.T) {

@@ -24,6 +24,9 @@ type (
 	SendWR = verbs.SendWR
 	// RecvWR is a receive work request.
 	RecvWR = verbs.RecvWR
+	// AddressHandle is what a UD SendWR's AH field takes: *AddrHandle
+	// implements it.
+	AddressHandle = verbs.AddressHandle
 	// WC is a work completion.
 	WC = verbs.WC
 	// WCStatus is a work completion status.

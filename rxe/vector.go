@@ -7,10 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/ring"
 	"github.com/gorxe/gorxe/netdev"
 )
 
-// vector is a completion vector (seed 001): the run queue of the QPs whose
+// vector is a completion vector: the run queue of the QPs whose
 // receive CQ is bound to it and the transmit goroutine that drains it,
 // with its own batch buffers, so QPs of different vectors are driven on
 // different cores without sharing a lock. With one netdev.Conn per vector
@@ -21,10 +22,9 @@ type vector struct {
 	id   int
 	conn netdev.Conn // written by this vector (and read by it when it has its own)
 
-	runMu   sync.Mutex // protects runq and runHead
-	runq    []*QP      // runnable QPs are runq[runHead:], in FIFO order
-	runHead int
-	kick    chan struct{}
+	runMu sync.Mutex     // protects runq
+	runq  ring.Ring[*QP] // runnable QPs in FIFO order, each at most once (QP.queued)
+	kick  chan struct{}
 
 	// txMu is held by whichever goroutine pulls packets from the vector's
 	// QPs and writes them (the transmit goroutine, or a receive goroutine
@@ -51,6 +51,7 @@ func newVector(d *Device, id int, conn netdev.Conn) *vector {
 	}
 	v.cpu.Store(-1)
 	v.timers.v = v
+	v.runq.Init(maxQPs, nil)
 	return v
 }
 
@@ -109,13 +110,9 @@ func (v *vector) schedule(qp *QP) {
 		return
 	}
 	v.runMu.Lock()
-	if v.runHead > 0 && len(v.runq) == cap(v.runq) {
-		// Full: reuse the consumed front before growing.
-		n := copy(v.runq, v.runq[v.runHead:])
-		clear(v.runq[n:])
-		v.runq, v.runHead = v.runq[:n], 0
-	}
-	v.runq = append(v.runq, qp)
+	// Not nil: a QP is queued at most once, and a device has at most
+	// maxQPs of them.
+	*v.runq.Push() = qp
 	v.runMu.Unlock()
 	select {
 	case v.kick <- struct{}{}: // wake-ups coalesce, like rxe's task ARMED state
@@ -127,25 +124,20 @@ func (v *vector) schedule(qp *QP) {
 func (v *vector) runnable() bool {
 	v.runMu.Lock()
 	defer v.runMu.Unlock()
-	return v.runHead < len(v.runq)
+	return v.runq.Len() > 0
 }
 
-// nextRunnable pops a runnable QP, or returns nil if none is queued. A pop
-// costs O(1): the queue is a slice consumed from runHead and rewound when
-// it empties, so a busy vector with many QPs does not shift the slice on
-// every pop.
+// nextRunnable pops a runnable QP, or returns nil if none is queued.
 func (v *vector) nextRunnable() *QP {
 	v.runMu.Lock()
 	defer v.runMu.Unlock()
-	if v.runHead == len(v.runq) {
+	if v.runq.Len() == 0 {
 		return nil
 	}
-	qp := v.runq[v.runHead]
-	v.runq[v.runHead] = nil
-	v.runHead++
-	if v.runHead == len(v.runq) {
-		v.runq, v.runHead = v.runq[:0], 0
-	}
+	slot := v.runq.Front()
+	qp := *slot
+	*slot = nil // the slot keeps no destroyed QP alive
+	v.runq.Pop()
 	return qp
 }
 
@@ -198,9 +190,9 @@ func (v *vector) transmitPass(limit int) int {
 // send writes a batch (the caller holds txMu). A datagram the local host
 // refuses (a full qdisc or socket buffer: netdev.ErrLocalDrop) is handled
 // as Options.LocalDropMode says; by default (LocalDropAdaptive) it and the
-// later datagrams of its QP in the batch go back to that QP (hold), which
-// sends them again after its adaptive back-off delay (seed 002,
-// retry.Backoff): back-pressure, not a transport retry. The rest of the
+// later datagrams of its QP in the batch go back to that QP
+// (QP.takeBack), which sends them again after its local-drop back-off
+// (retry.Backoff): back-pressure, not a transport retry. The rest of the
 // batch is written at once, so one QP's refusal holds back no other QP.
 // Any other error drops the datagram (the transport's own retry recovers
 // it) and is counted.
@@ -209,10 +201,11 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 	adaptive := d.opts.LocalDropMode == LocalDropAdaptive
 	spins := 0
 	for len(msgs) > 0 {
-		// A QP's held datagrams lead its part of the batch, so the host
-		// takes them when the call starts: that ends their drop burst, not
-		// the return, which can come milliseconds later when the call also
-		// delivers the batch through a veth pair (docs/seed002.md).
+		// A QP's locally dropped datagrams lead its part of the batch, so
+		// the host takes them when the call starts: that ends their burst
+		// of local drops, not the return, which can come milliseconds
+		// later when the call also delivers the batch through a veth pair
+		// (measured in docs/seed002.md).
 		var start time.Time
 		if adaptive {
 			start = time.Now()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/rawudp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,7 +35,7 @@ func groupDevice(t testing.TB, addr string, vectors int, single bool, pin bool) 
 	return d
 }
 
-// TestVectorsSpreadQPs checks seed 001's placement: CQs created without a
+// TestVectorsSpreadQPs checks the vectors' placement: CQs created without a
 // vector go to the least-used one, each QP runs on its receive CQ's
 // vector, its QPN selects that vector's socket, and the traffic of each
 // QP is received and sent by its own vector only.
@@ -176,7 +177,7 @@ const (
 	vecRounds = 8
 )
 
-// BenchmarkVectors measures seed 001's scaling: Q RC QPs streaming at
+// BenchmarkVectors measures the vectors' scaling: Q RC QPs streaming at
 // once from device A to device B over loopback UDP (127.0.0.1 to
 // 127.0.0.2), each QP with its own CQ, through a pair of devices with one
 // completion vector, through a pair with GOMAXPROCS vectors (one
@@ -185,7 +186,7 @@ const (
 // GOMAXPROCS vectors sharing one socket and receive goroutine
 // (Options.SingleSocket: the receive work is not spread), for RDMA WRITE
 // and SEND of 4 to 64 KiB. Each b.N is split into rounds that alternate
-// between the three pairs and a raw-UDP baseline (netdev.MeasureRawUDP, full-MTU
+// between the three pairs and a raw-UDP baseline (rawudp.Measure, full-MTU
 // datagrams, one flow), so all three see the same machine state. It
 // reports, for each pair, MB/s (payload, 10^6 bytes), msgs/s, the ratio to
 // raw UDP and CPU µs per message (whole process), the speedup of N vectors
@@ -337,7 +338,7 @@ func benchVectors(b *testing.B, op WROpcode, size, qps, nvec int) {
 		require.NoError(b, many.run(perRound))
 		require.NoError(b, shared.run(perRound))
 		pkts := perRound * qps * ((size + 4095) / 4096)
-		raw, err := netdev.MeasureRawUDP(ctx, netdev.RawUDPConfig{Size: benchDatagram, Count: max(pkts, 1024)})
+		raw, err := rawudp.Measure(ctx, rawudp.Config{Size: benchDatagram, Count: max(pkts, 1024)})
 		require.NoError(b, err)
 		rawBytes += float64(raw.Received) * float64(raw.Size)
 		rawTime += raw.Elapsed

@@ -7,6 +7,7 @@
 // Commands:
 //
 //	dump        decode the RoCEv2 packets of a pcap or pcapng capture
+//	trace       print a QP trace (--trace) as a timeline, or draw it as a ladder
 //	read-bw     perftest's ib_read_bw (also write-bw, send-bw, atomic-bw)
 //	read-lat    perftest's ib_read_lat (also write-lat, send-lat, atomic-lat)
 //	help        show help for rxectl or one command
@@ -28,6 +29,7 @@ import (
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/dump"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/perftest"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/trace"
 )
 
 // command is one rxectl subcommand.
@@ -39,10 +41,12 @@ type command struct {
 }
 
 // commands lists the subcommands in the order "rxectl help" shows them:
-// dump, then the perftest-style ones.
+// dump and trace, then the perftest-style ones.
 var commands = func() []command {
 	cs := []command{{name: "dump", summary: "decode the RoCEv2 packets of a pcap or pcapng capture",
-		run: func(args []string, stdout, stderr io.Writer) int { return dump.Run(args, os.Stdin, stdout, stderr) }, help: dump.Usage}}
+		run: func(args []string, stdout, stderr io.Writer) int { return dump.Run(args, os.Stdin, stdout, stderr) }, help: dump.Usage},
+		{name: "trace", summary: "print a QP trace (--trace) as a timeline, or draw it as a ladder",
+			run: trace.Run, help: trace.Usage}}
 	for _, t := range perftest.Tests {
 		cs = append(cs, command{name: t.Name(), summary: t.Summary(),
 			run:  func(args []string, stdout, stderr io.Writer) int { return t.Run(args, stdout, stderr, interrupt) },

@@ -129,3 +129,55 @@ func TestFailures(t *testing.T) {
 		})
 	}
 }
+
+// FuzzWalk builds an SGE list over one region from the input (lengths of
+// 0..31 bytes, each SGE after a gap), then gathers the message in chunks
+// of the given sizes from a cursor Seek put at an offset: the bytes equal
+// the flat message from that offset, Gather fails exactly when a chunk
+// runs past the end, and Scatter of the gathered bytes writes them back
+// unchanged.
+func FuzzWalk(f *testing.F) {
+	f.Add([]byte{4, 0, 7, 31, 1}, []byte{3, 5, 1, 30}, uint8(2))
+	f.Add([]byte{0, 0}, []byte{1}, uint8(0))
+	f.Fuzz(func(t *testing.T, lens, chunks []byte, seek uint8) {
+		if len(lens) > 32 || len(chunks) > 64 {
+			return
+		}
+		m := &mem{regions: map[uint32][]byte{1: make([]byte, 32*64)}}
+		region := m.regions[1]
+		for i := range region {
+			region[i] = byte(i * 7)
+		}
+		var sges []verbs.SGE
+		var msg []byte
+		addr := uint64(0)
+		for i, l := range lens {
+			n := uint32(l % 32)
+			addr += uint64(i % 3) // gaps between SGEs
+			sges = append(sges, verbs.SGE{Addr: 0x1000 + addr, Length: n, LKey: 1})
+			msg = append(msg, region[addr:addr+uint64(n)]...)
+			addr += uint64(n)
+		}
+		off := min(int(seek), len(msg))
+		var c Cursor
+		c.Seek(sges, uint32(off))
+		got := []byte{}
+		for _, ch := range chunks {
+			b := make([]byte, int(ch%40))
+			ok := c.Gather(m, sges, b)
+			if off+len(got)+len(b) > len(msg) {
+				require.False(t, ok, "a chunk past the end fails")
+				break
+			}
+			require.True(t, ok)
+			got = append(got, b...)
+		}
+		require.True(t, bytes.Equal(msg[off:off+len(got)], got), "gathered %x, message %x from %d", got, msg, off)
+
+		var w Cursor
+		w.Seek(sges, uint32(off))
+		before := append([]byte(nil), region...)
+		require.True(t, w.Scatter(m, sges, got))
+		require.Equal(t, before, region, "writing back the same bytes changes nothing")
+	})
+}

@@ -6,10 +6,10 @@
 //
 // The RoCEv2 ICRC (IBA A17.4.4) covers the IPv4 Identification and flags,
 // which a UDP socket neither chooses nor sees. The headers written are those
-// a gorxe socket sends (package netdev: ID 0, DF, TTL 64), so the ICRC of
-// every datagram gorxe sends checks in the capture. A peer may send other
-// IDs (kernel rxe sends non-zero ones): for each received IPv4 datagram the
-// one ID that makes its ICRC match is recovered
+// a gorxe socket sends (package netdev: ID 0, DF, TTL 64, or ID k below 64
+// for the k-th datagram of a UDP GSO send, which is recovered). A peer may
+// send other IDs (kernel rxe sends non-zero ones): for each received IPv4
+// datagram the one ID that makes its ICRC match is recovered
 // (packet.PseudoHeader.RecoverIPv4ID) and written, with DF or, failing
 // that, without it, so those check too. A received datagram that no ID
 // explains (corrupted on the way, or not RoCE) is written with ID 0 and DF,
@@ -268,7 +268,9 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 	ph := packet.PseudoHeader{Src: src.Addr(), Dst: dst.Addr(), SrcPort: src.Port(), DstPort: dst.Port()}
 	if ph.Is4() {
 		ph.IPFlags = packet.IPv4FlagDF
-		if !sent {
+		if sent {
+			c.gsoID(&ph, payload)
+		} else {
 			c.recoverID(&ph, payload)
 		}
 	} else if !sent && ph.CheckICRC(payload) != nil {
@@ -292,7 +294,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 		s, d := ph.Src.As4(), ph.Dst.As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
-		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(0, ip[:ipLen])))
+		binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip[:ipLen]))
 	} else {
 		binary.BigEndian.PutUint16(f[12:], uint16(layers.EthernetTypeIPv6))
 		ipLen = packet.IPv6HeaderSize
@@ -310,7 +312,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 	udp[6], udp[7] = 0, 0
 	n := copy(udp[packet.UDPHeaderSize:], payload)
 	udp = udp[:packet.UDPHeaderSize+n]
-	binary.BigEndian.PutUint16(udp[6:], udpChecksum(ip[:ipLen], udp))
+	binary.BigEndian.PutUint16(udp[6:], packet.UDPChecksum(ip[:ipLen], udp))
 	return f[:ethHeaderSize+ipLen+len(udp)], true
 }
 
@@ -332,45 +334,11 @@ func (c *Conn) recoverID(ph *packet.PseudoHeader, pkt []byte) {
 	c.badICRC.Add(1)
 }
 
-// udpChecksum computes the UDP checksum (RFC 768; RFC 8200 section 8.1 for
-// IPv6) of udp, whose checksum field is zero, under the IP header ip. It
-// is never 0, which would mean none.
-func udpChecksum(ip, udp []byte) uint16 {
-	var s uint32
-	if ip[0]>>4 == 4 {
-		s = sum(s, ip[12:20])
-	} else {
-		s = sum(s, ip[8:40])
+// gsoID sets the IPv4 ID of a sent datagram: ID 0 (with DF), or k below 64
+// when its ICRC was rewritten for the k-th datagram of a UDP GSO send
+// (netdev.Options.RewriteIPv4ID). Sent datagrams are not counted.
+func (c *Conn) gsoID(ph *packet.PseudoHeader, pkt []byte) {
+	if id, ok := ph.RecoverIPv4ID(pkt); ok && id < 64 {
+		ph.IPID = id
 	}
-	s += 17 + uint32(len(udp))
-	s = sum(s, udp)
-	c := ^fold(s)
-	if c == 0 {
-		c = 0xFFFF
-	}
-	return c
-}
-
-// sum adds b as big-endian 16-bit words (an odd last byte padded with a
-// zero) to the one's complement sum s, folding as it goes.
-func sum(s uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		s += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-		if s >= 1<<31 {
-			s = s&0xFFFF + s>>16
-		}
-	}
-	if len(b) == 1 {
-		s += uint32(b[0]) << 8
-	}
-	return s
-}
-
-// fold folds a one's complement sum to 16 bits.
-func fold(s uint32) uint16 {
-	for s > 0xFFFF {
-		s = s&0xFFFF + s>>16
-	}
-	return uint16(s)
 }

@@ -63,31 +63,10 @@ func (r *RoCE) ext(h packet.Hdr) extLayer {
 	}
 }
 
-// newExt returns a new layer for extension header h.
-func newExt(h packet.Hdr) extLayer {
-	switch h {
-	case packet.HdrRDETH:
-		return &RDETH{}
-	case packet.HdrDETH:
-		return &DETH{}
-	case packet.HdrFETH:
-		return &FETH{}
-	case packet.HdrRETH:
-		return &RETH{}
-	case packet.HdrAtomicETH:
-		return &AtomicETH{}
-	case packet.HdrAETH:
-		return &AETH{}
-	case packet.HdrAtomicAckETH:
-		return &AtomicAckETH{}
-	case packet.HdrImmDt:
-		return &ImmDt{}
-	case packet.HdrIETH:
-		return &IETH{}
-	default:
-		return &CNP{}
-	}
-}
+// newExt returns a new layer for extension header h: one of a fresh
+// RoCE's, so that ext alone maps headers to layers (gopacket's decoding
+// path allocates its layers anyway).
+func newExt(h packet.Hdr) extLayer { return new(RoCE).ext(h) }
 
 // extLayer is what every extension-header layer implements.
 type extLayer interface {

@@ -6,7 +6,10 @@
 // these types re-exported by package rxe.
 package verbs
 
-import "strconv"
+import (
+	"net/netip"
+	"strconv"
+)
 
 // QPState is a queue pair state (IBA 10.3.1; enum ibv_qp_state).
 type QPState uint8
@@ -163,6 +166,20 @@ type SendWR struct {
 	// InlineData, when Flags has SendInline, is the payload itself (copied
 	// at post time); SGList is then ignored.
 	InlineData []byte
+	// AH, RemoteQPN and RemoteQKey address a UD send (wr.ud of struct
+	// ibv_send_wr): where the datagram goes, the destination QP and its
+	// Q_Key. A RemoteQKey with the high-order bit set (controlled) is
+	// replaced by the sending QP's own Q_Key (IBA 10.2.5).
+	AH         AddressHandle
+	RemoteQPN  uint32
+	RemoteQKey uint32
+}
+
+// AddressHandle is the destination of a UD work request (struct ibv_ah):
+// the IP address and UDP port its datagrams go to. rxe's address handles
+// implement it.
+type AddressHandle interface {
+	Dest() netip.AddrPort
 }
 
 // Length returns the message length of the WR: the inline data length or

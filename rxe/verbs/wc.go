@@ -1,6 +1,9 @@
 package verbs
 
-import "strconv"
+import (
+	"net/netip"
+	"strconv"
+)
 
 // WCStatus is a work completion status (enum ibv_wc_status).
 type WCStatus uint8
@@ -141,6 +144,9 @@ type WC struct {
 	SrcQP     uint32
 	Flags     WCFlags
 	PKeyIndex uint16
+	// Src is where a UD receive came from: the sender's IP address and
+	// UDP port (the GRH area of the buffer holds its IP header as well).
+	Src netip.AddrPort
 }
 
 // AsyncEventType is an asynchronous event (enum ibv_event_type).

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
+
+	"github.com/gorxe/gorxe/packet"
 )
 
 // maxSnaplen bounds the length of one record of a pcap or pcapng file, like
@@ -33,57 +34,10 @@ const (
 // errNotCaptureFmt is the message for a file of unknown format.
 const errNotCaptureFmt = "not a pcap or pcapng capture (starts with %s)"
 
-// LinkType is a pcap LINKTYPE_ value (https://www.tcpdump.org/linktypes.html).
-// It is 16 bits wide: gopacket v1.1.19's layers.LinkType is a uint8, which
-// turns LINUX_SLL2 (276) into 20, so rxectl reads link types itself.
-type LinkType uint16
-
-// Link types rxectl decodes.
-const (
-	linkNull     LinkType = 0   // BSD loopback, host-order address family
-	linkEthernet LinkType = 1   // Ethernet, with 802.1Q / 802.1ad tags
-	linkRawDLT12 LinkType = 12  // DLT_RAW as some systems wrote it
-	linkRawDLT14 LinkType = 14  // DLT_RAW on OpenBSD
-	linkRaw      LinkType = 101 // raw IPv4 or IPv6
-	linkLoop     LinkType = 108 // OpenBSD loopback, network-order family
-	linkSLL      LinkType = 113 // Linux cooked capture v1
-	linkIPv4     LinkType = 228 // raw IPv4
-	linkIPv6     LinkType = 229 // raw IPv6
-	linkSLL2     LinkType = 276 // Linux cooked capture v2
-)
-
-// linkTypeName names the link types rxectl knows, and gives the number of
-// any other.
-func linkTypeName(lt LinkType) string {
-	switch lt {
-	case linkNull:
-		return "NULL"
-	case linkEthernet:
-		return "EN10MB"
-	case linkRaw, linkRawDLT12, linkRawDLT14:
-		return "RAW"
-	case linkLoop:
-		return "LOOP"
-	case linkSLL:
-		return "LINUX_SLL"
-	case linkIPv4:
-		return "IPV4"
-	case linkIPv6:
-		return "IPV6"
-	case linkSLL2:
-		return "LINUX_SLL2"
-	}
-	return "link type " + strconv.Itoa(int(lt))
-}
-
-// supportedLinkType reports whether decodeLink understands lt.
-func supportedLinkType(lt LinkType) bool {
-	switch lt {
-	case linkNull, linkEthernet, linkRaw, linkRawDLT12, linkRawDLT14, linkLoop, linkSLL, linkIPv4, linkIPv6, linkSLL2:
-		return true
-	}
-	return false
-}
+// LinkType is a pcap LINKTYPE_ value, 16 bits wide: gopacket v1.1.19's
+// layers.LinkType is a uint8, which turns LINUX_SLL2 (276) into 20, so
+// rxectl reads link types itself.
+type LinkType = packet.LinkType
 
 // Record is one frame read from a capture. Data is only valid until the
 // next call to Capture.Next.
@@ -214,7 +168,7 @@ func (c *Capture) Next() (rec Record, err error) {
 		}
 		return rec, err
 	}
-	lt := linkEthernet
+	lt := packet.LinkEthernet
 	if len(ci.AncillaryData) > 0 {
 		if t, ok := ci.AncillaryData[0].(layers.LinkType); ok {
 			lt = c.ngGuard.full(t)

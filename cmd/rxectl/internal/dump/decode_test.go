@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"net/netip"
 	"slices"
 	"testing"
 	"testing/iotest"
@@ -32,54 +33,54 @@ func TestDecodeFrame(t *testing.T) {
 		err     error  // for KindMalformed: errors.Is
 		errText string // for KindMalformed: exact message
 	}{
-		{name: "RC SEND_FIRST", frame: func(t *testing.T) []byte { return scapyFrame(t, 1) }, lt: linkEthernet, kind: KindRoCE},
-		{name: "DNS", frame: func(t *testing.T) []byte { return scapyFrame(t, 70) }, lt: linkEthernet, kind: KindOther},
-		{name: "8 bytes of BTH", frame: func(t *testing.T) []byte { return scapyFrame(t, 71) }, lt: linkEthernet, kind: KindMalformed, err: packet.ErrTruncated},
+		{name: "RC SEND_FIRST", frame: func(t *testing.T) []byte { return scapyFrame(t, 1) }, lt: packet.LinkEthernet, kind: KindRoCE},
+		{name: "DNS", frame: func(t *testing.T) []byte { return scapyFrame(t, 70) }, lt: packet.LinkEthernet, kind: KindOther},
+		{name: "8 bytes of BTH", frame: func(t *testing.T) []byte { return scapyFrame(t, 71) }, lt: packet.LinkEthernet, kind: KindMalformed, err: packet.ErrTruncated},
 		{name: "ARP", frame: func(t *testing.T) []byte {
 			return cat(macs, be16(0x0806), make([]byte, 28))
-		}, lt: linkEthernet, kind: KindOther},
-		{name: "short Ethernet", frame: func(t *testing.T) []byte { return macs }, lt: linkEthernet, kind: KindOther},
-		{name: "VLAN tag cut", frame: func(t *testing.T) []byte { return cat(macs, be16(0x8100), []byte{0}) }, lt: linkEthernet, kind: KindOther},
-		{name: "short SLL", frame: func(t *testing.T) []byte { return make([]byte, 15) }, lt: linkSLL, kind: KindOther},
-		{name: "short SLL2", frame: func(t *testing.T) []byte { return make([]byte, 19) }, lt: linkSLL2, kind: KindOther},
+		}, lt: packet.LinkEthernet, kind: KindOther},
+		{name: "short Ethernet", frame: func(t *testing.T) []byte { return macs }, lt: packet.LinkEthernet, kind: KindOther},
+		{name: "VLAN tag cut", frame: func(t *testing.T) []byte { return cat(macs, be16(0x8100), []byte{0}) }, lt: packet.LinkEthernet, kind: KindOther},
+		{name: "short SLL", frame: func(t *testing.T) []byte { return make([]byte, 15) }, lt: packet.LinkSLL, kind: KindOther},
+		{name: "short SLL2", frame: func(t *testing.T) []byte { return make([]byte, 19) }, lt: packet.LinkSLL2, kind: KindOther},
 		{name: "null, unknown family", frame: func(t *testing.T) []byte {
 			return cat([]byte{7, 0, 0, 0}, scapyFrame(t, 1)[14:])
-		}, lt: linkNull, kind: KindOther},
-		{name: "empty raw", frame: func(t *testing.T) []byte { return nil }, lt: linkRaw, kind: KindOther},
+		}, lt: packet.LinkNull, kind: KindOther},
+		{name: "empty raw", frame: func(t *testing.T) []byte { return nil }, lt: packet.LinkRaw, kind: KindOther},
 		{name: "TCP", frame: func(t *testing.T) []byte {
 			f := scapyFrame(t, 1)
 			f[14+9] = 6
 			return f
-		}, lt: linkEthernet, kind: KindOther},
+		}, lt: packet.LinkEthernet, kind: KindOther},
 		{name: "IPv4 first fragment to 4791", frame: func(t *testing.T) []byte {
 			f := scapyFrame(t, 1)
 			f[14+6] |= 0x20 // MF
 			return f
-		}, lt: linkEthernet, kind: KindMalformed, err: errFragment},
+		}, lt: packet.LinkEthernet, kind: KindMalformed, err: errFragment},
 		{name: "IPv4 later fragment", frame: func(t *testing.T) []byte {
 			f := scapyFrame(t, 1)
 			f[14+7] = 1 // offset 8
 			return f
-		}, lt: linkEthernet, kind: KindOther},
-		{name: "cut by the snaplen", frame: func(t *testing.T) []byte { return scapyFrame(t, 1)[:14+20+8+6] }, origLen: 314, lt: linkEthernet, kind: KindMalformed,
+		}, lt: packet.LinkEthernet, kind: KindOther},
+		{name: "cut by the snaplen", frame: func(t *testing.T) []byte { return scapyFrame(t, 1)[:14+20+8+6] }, origLen: 314, lt: packet.LinkEthernet, kind: KindMalformed,
 			errText: "packet: malformed IP/UDP header (frame cut by the capture: 48 of 314 bytes)"},
-		{name: "IPv6 cut", frame: func(t *testing.T) []byte { return scapyFrame(t, 40)[:14+40+8+6] }, lt: linkEthernet, kind: KindMalformed, err: packet.ErrBadIPHeader},
-		{name: "cut before the destination port", frame: func(t *testing.T) []byte { return scapyFrame(t, 1)[:14+20+3] }, lt: linkEthernet, kind: KindOther},
+		{name: "IPv6 cut", frame: func(t *testing.T) []byte { return scapyFrame(t, 40)[:14+40+8+6] }, lt: packet.LinkEthernet, kind: KindMalformed, err: packet.ErrBadIPHeader},
+		{name: "cut before the destination port", frame: func(t *testing.T) []byte { return scapyFrame(t, 1)[:14+20+3] }, lt: packet.LinkEthernet, kind: KindOther},
 		{name: "UDP length too short", frame: func(t *testing.T) []byte {
 			f := scapyFrame(t, 1)
 			f[14+20+4], f[14+20+5] = 0, 4
 			return f
-		}, lt: linkEthernet, kind: KindMalformed, err: packet.ErrBadIPHeader},
+		}, lt: packet.LinkEthernet, kind: KindMalformed, err: packet.ErrBadIPHeader},
 		{name: "TVer 1", frame: func(t *testing.T) []byte {
 			f := scapyFrame(t, 1)
 			f[14+20+8+1] |= 1
 			return f
-		}, lt: linkEthernet, kind: KindMalformed, err: packet.ErrBadTransportVersion},
+		}, lt: packet.LinkEthernet, kind: KindMalformed, err: packet.ErrBadTransportVersion},
 		{name: "XRC opcode", frame: func(t *testing.T) []byte {
 			f := scapyFrame(t, 1)
 			f[14+20+8] = 0xA0
 			return f
-		}, lt: linkEthernet, kind: KindMalformed, err: packet.ErrUnknownOpcode},
+		}, lt: packet.LinkEthernet, kind: KindMalformed, err: packet.ErrUnknownOpcode},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,7 +114,9 @@ func TestDecodeFrame(t *testing.T) {
 	}
 }
 
-func TestIPFromLinkSLLProtocols(t *testing.T) {
+// TestDecodeFrameLinkTypes: the link layers dump decodes through packet's
+// parser; a frame of another protocol or link type is not RoCE.
+func TestDecodeFrameLinkTypes(t *testing.T) {
 	ip := scapyFrame(t, 1)[14:]
 	for _, tc := range []struct {
 		name string
@@ -121,22 +124,26 @@ func TestIPFromLinkSLLProtocols(t *testing.T) {
 		data []byte
 		ok   bool
 	}{
-		{"SLL IPv4", linkSLL, cat(make([]byte, 14), be16(0x0800), ip), true},
-		{"SLL ARP", linkSLL, cat(make([]byte, 14), be16(0x0806), ip), false},
-		{"SLL2 IPv6 type", linkSLL2, cat(be16(0x86DD), make([]byte, 18), ip), true},
-		{"SLL2 802.2", linkSLL2, cat(be16(0x0004), make([]byte, 18), ip), false},
-		{"Ethernet 802.3 length", linkEthernet, cat(macs, be16(100), ip), false},
-		{"loop AF_INET6 Linux", linkLoop, cat([]byte{0, 0, 0, 10}, ip), true},
-		{"null AF_INET big-endian host", linkNull, cat([]byte{0, 0, 0, 2}, ip), true},
-		{"IPv4 link type", linkIPv4, ip, true},
+		{"SLL IPv4", packet.LinkSLL, cat(make([]byte, 14), be16(0x0800), ip), true},
+		{"SLL ARP", packet.LinkSLL, cat(make([]byte, 14), be16(0x0806), ip), false},
+		{"SLL2 IPv6 type", packet.LinkSLL2, cat(be16(0x86DD), make([]byte, 18), ip), true},
+		{"SLL2 802.2", packet.LinkSLL2, cat(be16(0x0004), make([]byte, 18), ip), false},
+		{"Ethernet 802.3 length", packet.LinkEthernet, cat(macs, be16(100), ip), false},
+		{"loop AF_INET6 Linux", packet.LinkLoop, cat([]byte{0, 0, 0, 10}, ip), true},
+		{"null AF_INET big-endian host", packet.LinkNull, cat([]byte{0, 0, 0, 2}, ip), true},
+		{"IPv4 link type", packet.LinkIPv4, ip, true},
 		{"unknown link type", 220, ip, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := ipFromLink(tc.data, tc.lt)
-			require.Equal(t, tc.ok, ok)
-			if ok {
-				require.Equal(t, ip, got)
+			f := Frame{Num: 1, CapLen: len(tc.data), OrigLen: len(tc.data)}
+			DecodeFrame(&f, tc.data, tc.lt, Ports{packet.UDPPort})
+			if !tc.ok {
+				require.Equal(t, KindOther, f.Kind)
+				return
 			}
+			require.Equal(t, KindRoCE, f.Kind)
+			require.Equal(t, ip, f.IP)
+			require.True(t, f.ICRCOK)
 		})
 	}
 }
@@ -164,8 +171,8 @@ func TestNgGuard(t *testing.T) {
 		got, err := io.ReadAll(iotest.OneByteReader(g))
 		require.NoError(t, err)
 		require.Equal(t, file, got, "passes every byte through")
-		require.Equal(t, []LinkType{linkSLL2}, g.seen, "chunk %d", chunk)
-		require.Equal(t, linkSLL2, g.full(layers.LinkType(276&0xFF)))
+		require.Equal(t, []LinkType{packet.LinkSLL2}, g.seen, "chunk %d", chunk)
+		require.Equal(t, packet.LinkSLL2, g.full(layers.LinkType(276&0xFF)))
 		require.Equal(t, LinkType(1), g.full(layers.LinkTypeEthernet), "not seen: kept as is")
 
 		g = &ngGuard{r: &chunkReader{b: file, n: chunk}}
@@ -213,7 +220,7 @@ func TestAppendJSONString(t *testing.T) {
 // FuzzDecodeFrame: any bytes, any supported link type, decoded and printed
 // in every format, never panic, and the JSON is always valid.
 func FuzzDecodeFrame(f *testing.F) {
-	lts := []LinkType{linkEthernet, linkSLL, linkSLL2, linkRaw, linkNull, linkLoop, linkIPv4, linkIPv6}
+	lts := []LinkType{packet.LinkEthernet, packet.LinkSLL, packet.LinkSLL2, packet.LinkRaw, packet.LinkNull, packet.LinkLoop, packet.LinkIPv4, packet.LinkIPv6}
 	for _, fr := range readPcap(f, scapyPcap) {
 		f.Add(fr.data, uint8(0))
 		f.Add(fr.data[14:], uint8(3))
@@ -222,6 +229,8 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add(fr.data, uint8(0))
 	}
 	f.Add(cat(be16(0x0800), make([]byte, 18), scapyFrame(f, 65)[14:]), uint8(2))
+	ph := packet.PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 1, DstPort: packet.UDPPort, IPFlags: packet.IPv4FlagDF}
+	f.Add(gsoDatagram(f, ph, []int{256, 256, 100}, func(i int) uint16 { return uint16(i) }), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, sel uint8) {
 		lt := lts[int(sel)%len(lts)]
 		fr := Frame{Num: 1, CapLen: len(data), OrigLen: len(data) + int(sel&1)}
@@ -231,6 +240,18 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		if fr.Kind == KindMalformed {
 			require.Error(t, fr.Err)
+		}
+		if fr.Segments > 0 {
+			// The segments tile the UDP payload, each checked.
+			var all []byte
+			for i := range fr.Segments {
+				fr.setSegment(i)
+				require.True(t, fr.ICRCOK)
+				require.Equal(t, fr.segs[0].pkt.DestQP(), fr.Packet.DestQP())
+				all = append(all, fr.Packet.Bytes()...)
+			}
+			require.GreaterOrEqual(t, fr.Segments, 2)
+			require.Equal(t, fr.Datagram.Payload, all)
 		}
 		j := AppendJSON(nil, &fr)
 		require.True(t, json.Valid(j), "%s", j)

@@ -25,6 +25,7 @@ type options struct {
 	strict  bool
 	time    timeMode
 	ports   Ports
+	an      analysis // --flows, --ladder (analyse.go)
 }
 
 // flags defines the flags of rxectl dump on a new FlagSet filling o.
@@ -36,10 +37,13 @@ func flags(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.verbose, "v", false, "print every header field and a hex dump of the RoCE packet")
 	fs.BoolVar(&o.nano, "nano", false, "print timestamps with nanosecond digits (default microseconds)")
 	fs.BoolVar(&o.strict, "strict", false, "exit with status 1 if any packet has a bad ICRC or is malformed")
-	fs.Func("time", "print timestamps as `mode`: rel (seconds since the first frame, the default), abs (UTC date and time) or epoch (seconds since 1970)", func(s string) error {
+	fs.Func("time", "print timestamps as `mode`: rel (seconds since the first frame, the default), abs (UTC date and time) or epoch (seconds since 1970); with --ladder, T1-T2 draws that window (seconds since the first frame, or durations such as 50ms-80ms)", func(s string) error {
 		m, ok := parseTimeMode(s)
+		if !ok && parseWindow(s, &o.an) {
+			return nil
+		}
 		if !ok {
-			return errors.New("want rel, abs or epoch")
+			return errors.New("want rel, abs or epoch (or T1-T2 with --ladder)")
 		}
 		o.time = m
 		return nil
@@ -54,6 +58,7 @@ func flags(o *options) *flag.FlagSet {
 		}
 		return nil
 	})
+	analysisFlags(fs, &o.an)
 	return fs
 }
 
@@ -78,13 +83,38 @@ does not parse is reported as MALFORMED with the reason. A summary (frames,
 RoCEv2 packets including malformed ones, bad ICRCs, malformed) goes to
 standard error.
 
+A UDP datagram that holds several RoCE packets back to back (a GSO buffer
+captured on the sending host before the kernel segments it, or datagrams
+that UDP GRO merged on the receiving host) is split where the ICRCs of its
+pieces say; each piece gets a line of its own, with the datagram's frame
+number and "(segment I of N in one UDP datagram: GSO/GRO)". Wireshark does
+not split them: capture on the wire or run rxectl with GSO off for it.
+
 With --json, each line is an object with the keys frame, src, dst, opcode,
 opcode_num, se, migreq, pad, tver, pkey, fecn, becn, dqpn, ackreq, psn, one
 key per extension header (rdeth, deth {qkey, src_qp}, feth, reth {va, rkey,
 dma_len}, atomiceth {va, rkey, swap_add, compare}, aeth {syndrome, msn},
 atomicacketh {orig}, immdt, ieth), payload_len (without pad), icrc (the
-wire value read little-endian) and icrc_ok; a malformed packet has frame,
+wire value read little-endian) and icrc_ok, and segment and segments
+for a piece of such a datagram; a malformed packet has frame,
 src, dst and error. Integers are unsigned decimal JSON numbers, up to 2^64-1.
+
+With --flows, dump prints the flow analysis instead: the packets grouped by
+flow (source, destination, destination QP), the two directions of a
+connection paired; per flow the packets and bytes by opcode, the messages
+seen whole (FIRST..LAST or ONLY), psn_gaps (PSNs ahead of the next expected
+one: packets lost before the capture point), psn_rewinds (PSNs behind the
+previous packet: retransmissions) and the NAKs by kind; per connection the
+recovery episodes with their cause as far as the capture shows it (sequence
+NAK, timeout, RNR wait, implied NAK, selective resend), their first and
+last frame and duration, RTT samples, goodput per interval, and sentences
+saying what went wrong. --json prints the same as one JSON object.
+
+--ladder OUT.svg (or .png) draws one connection as a ladder diagram:
+requester and responder as two lanes, each packet an arrow, losses,
+retransmissions, NAKs and timeouts in colour, runs of MIDDLE packets folded.
+--qp N picks the connection, --frames A-B or --time T1-T2 a window. See
+docs/debugging.md.
 
 Exit status: 0 when the file was read to its end, even if packets have a bad
 ICRC or are malformed (see --strict); 1 when the file cannot be opened, is not
@@ -118,6 +148,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil && o.json && o.verbose {
 		err = errors.New("-v and --json cannot be combined")
 	}
+	if err == nil {
+		err = o.an.check(&o)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "rxectl dump: %v\nusage: rxectl dump [flags] FILE (see rxectl help dump)\n", err)
 		return cli.ExitUsage
@@ -139,6 +172,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		in = fh
 	}
+	if o.an.flows || o.an.ladder != "" {
+		return analyse(in, name, &o, stdout, stderr)
+	}
 	return dump(in, name, &o, stdout, stderr, pos[0] == "-")
 }
 
@@ -154,6 +190,10 @@ type Reader struct {
 	// frames are skipped.
 	Unsupported func(lt LinkType, frame int)
 	warned      map[LinkType]bool
+	// seg is the frame whose further segments Next returns before it
+	// reads on, and rec its record.
+	seg Frame
+	rec Record
 }
 
 // NewReader opens the capture in r (see Open) for decoding UDP datagrams
@@ -164,8 +204,8 @@ func NewReader(r io.Reader, ports Ports) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.pcap != nil && !supportedLinkType(c.LinkType) {
-		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", linkTypeName(c.LinkType))
+	if c.pcap != nil && !c.LinkType.Supported() {
+		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", c.LinkType.String())
 	}
 	return &Reader{c: c, ports: ports}, nil
 }
@@ -180,9 +220,16 @@ func (r *Reader) First() time.Time { return r.first }
 
 // Next decodes the next RoCEv2 frame, or UDP datagram to a RoCEv2 port
 // that is malformed, into f and returns its record (valid until the next
-// call). It returns io.EOF at the clean end of the file and an error
-// wrapping ErrTruncated when the file stops inside a record.
+// call). A datagram that holds several RoCE packets gives one frame per
+// packet, all with the datagram's frame number (see Frame.Segment). It
+// returns io.EOF at the clean end of the file and an error wrapping
+// ErrTruncated when the file stops inside a record.
 func (r *Reader) Next(f *Frame) (Record, error) {
+	if r.seg.Segment > 0 && r.seg.Segment < r.seg.Segments {
+		r.seg.setSegment(r.seg.Segment)
+		*f = r.seg
+		return r.rec, nil
+	}
 	for {
 		rec, err := r.c.Next()
 		if err != nil {
@@ -191,7 +238,7 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 		if r.n++; r.n == 1 {
 			r.first = rec.TS
 		}
-		if !supportedLinkType(rec.LinkType) { // pcapng: per interface
+		if !rec.LinkType.Supported() { // pcapng: per interface
 			if !r.warned[rec.LinkType] {
 				if r.warned == nil {
 					r.warned = map[LinkType]bool{}
@@ -205,6 +252,9 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 		}
 		*f = Frame{Num: r.n, CapLen: rec.CapLen, OrigLen: rec.OrigLen}
 		DecodeFrame(f, rec.Data, rec.LinkType, r.ports)
+		if f.Segments > 0 {
+			r.seg, r.rec = *f, rec
+		}
 		if f.Kind != KindOther {
 			return rec, nil
 		}
@@ -222,7 +272,7 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 		return cli.ExitFail
 	}
 	rd.Unsupported = func(lt LinkType, frame int) {
-		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, linkTypeName(lt), frame)
+		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, lt.String(), frame)
 	}
 	w := bufio.NewWriterSize(stdout, 64<<10)
 	var (

@@ -30,6 +30,8 @@ const (
 	scapyPcap  = "../../../../testdata/scapy/scapy_fixtures.pcap"
 	scapyJSONL = "../../../../testdata/scapy/scapy_fixtures.jsonl"
 	cx4Pcap    = "../../../../testdata/captures/scapy_uts_cx4lx_cnp_and_uc_example.pcap"
+	rdmacmPcap = "../../../../testdata/captures/kernel-rxe_rdmacm_send_4KiB.pcap"
+	udPcap     = "../../../../testdata/captures/kernel-rxe_ud_send_512B.pcap"
 	huaweiPcap = "../../../../testdata/captures/huawei_hiroce_oferby_proxy.pcap"
 )
 
@@ -305,6 +307,8 @@ func TestDumpGolden(t *testing.T) {
 		{"cx4lx", func(t *testing.T) []string { return []string{"dump", cx4Pcap} }},
 		{"cx4lx_v", func(t *testing.T) []string { return []string{"dump", "-v", cx4Pcap} }},
 		{"scapy", func(t *testing.T) []string { return []string{"dump", scapyPcap} }},
+		{"kernel_rdmacm", func(t *testing.T) []string { return []string{"dump", rdmacmPcap} }},
+		{"kernel_ud", func(t *testing.T) []string { return []string{"dump", udPcap} }},
 		{"scapy_some_v_abs", func(t *testing.T) []string {
 			return []string{"dump", someScapy(t), "-v", "--time", "abs"}
 		}},

@@ -101,22 +101,7 @@ func AppendText(b []byte, f *Frame, ts []byte, verbose bool) []byte {
 	b = append(b, " → "...)
 	b = appendEndpoint(b, f.Dst)
 	if f.Kind == KindMalformed {
-		b = append(b, " MALFORMED: "...)
-		b = append(b, f.Err.Error()...)
-		raw := f.IP
-		if f.Datagram.UDPHeader != nil {
-			raw = f.Datagram.Payload
-			b = append(b, " ("...)
-			b = strconv.AppendInt(b, int64(len(raw)), 10)
-			b = append(b, " bytes)"...)
-		}
-		b = append(b, '\n')
-		if verbose {
-			b = appendVerboseIP(b, f)
-			b = appendHexDump(b, raw)
-			b = append(b, '\n')
-		}
-		return b
+		return appendMalformed(b, f, verbose)
 	}
 	p := &f.Packet
 	bth := p.BTH()
@@ -150,25 +135,61 @@ func AppendText(b []byte, f *Frame, ts []byte, verbose bool) []byte {
 		b = append(b, " payload="...)
 		b = strconv.AppendInt(b, int64(p.PayloadLen()), 10)
 	}
+	b = appendCM(b, p)
 	b = appendICRC(b, f)
+	if f.Segments > 0 {
+		b = append(b, " (segment "...)
+		b = strconv.AppendInt(b, int64(f.Segment), 10)
+		b = append(b, " of "...)
+		b = strconv.AppendInt(b, int64(f.Segments), 10)
+		b = append(b, " in one UDP datagram: GSO/GRO)"...)
+	}
+	b = append(b, '\n')
+	if verbose {
+		b = appendVerbose(b, f)
+	}
+	return b
+}
+
+// appendMalformed appends the rest of a malformed frame's line: the
+// reason and, with verbose, the IP and UDP fields and a hex dump.
+func appendMalformed(b []byte, f *Frame, verbose bool) []byte {
+	b = append(b, " MALFORMED: "...)
+	b = append(b, f.Err.Error()...)
+	raw := f.IP
+	if f.Datagram.UDPHeader != nil {
+		raw = f.Datagram.Payload
+		b = append(b, " ("...)
+		b = strconv.AppendInt(b, int64(len(raw)), 10)
+		b = append(b, " bytes)"...)
+	}
 	b = append(b, '\n')
 	if verbose {
 		b = appendVerboseIP(b, f)
-		b = appendVerboseBTH(b, p)
-		b = appendExtHeaders(b, p, '\n')
-		b = append(b, "\n      payload="...)
-		b = strconv.AppendInt(b, int64(p.PayloadLen()), 10)
-		b = append(b, " pad="...)
-		b = strconv.AppendInt(b, int64(p.PadCnt()), 10)
-		b = append(b, " icrc="...)
-		b = appendHex(b, uint64(p.ICRC()), 8)
-		b = append(b, " want="...)
-		b = appendHex(b, uint64(f.WantICRC), 8)
-		b = append(b, '\n')
-		b = appendHexDump(b, p.Bytes())
+		b = appendHexDump(b, raw)
 		b = append(b, '\n')
 	}
 	return b
+}
+
+// appendVerbose appends the verbose lines of a RoCE packet: every header
+// field, the payload, pad and ICRC figures, and a hex dump.
+func appendVerbose(b []byte, f *Frame) []byte {
+	p := &f.Packet
+	b = appendVerboseIP(b, f)
+	b = appendVerboseBTH(b, p)
+	b = appendExtHeaders(b, p, '\n')
+	b = append(b, "\n      payload="...)
+	b = strconv.AppendInt(b, int64(p.PayloadLen()), 10)
+	b = append(b, " pad="...)
+	b = strconv.AppendInt(b, int64(p.PadCnt()), 10)
+	b = append(b, " icrc="...)
+	b = appendHex(b, uint64(p.ICRC()), 8)
+	b = append(b, " want="...)
+	b = appendHex(b, uint64(f.WantICRC), 8)
+	b = append(b, '\n')
+	b = appendHexDump(b, p.Bytes())
+	return append(b, '\n')
 }
 
 // appendICRC appends the ICRC verdict.
@@ -423,6 +444,19 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	b = jsonUint(b, "dqpn", uint64(h.DestQP))
 	b = jsonBool(b, "ackreq", h.AckReq)
 	b = jsonUint(b, "psn", uint64(h.PSN))
+	b = appendJSONExt(b, p)
+	b = jsonUint(b, "payload_len", uint64(p.PayloadLen()))
+	b = jsonUint(b, "icrc", uint64(p.ICRC()))
+	b = jsonBool(b, "icrc_ok", f.ICRCOK)
+	if f.Segments > 0 {
+		b = jsonUint(b, "segment", uint64(f.Segment))
+		b = jsonUint(b, "segments", uint64(f.Segments))
+	}
+	return append(b, "}\n"...)
+}
+
+// appendJSONExt appends the keys of p's extension headers.
+func appendJSONExt(b []byte, p *packet.Packet) []byte {
 	if x := p.RDETH(); x != nil {
 		b = jsonUint(b, "rdeth", uint64(x.EEC()))
 	}
@@ -467,10 +501,7 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	if x := p.IETH(); x != nil {
 		b = jsonUint(b, "ieth", uint64(x.RKey()))
 	}
-	b = jsonUint(b, "payload_len", uint64(p.PayloadLen()))
-	b = jsonUint(b, "icrc", uint64(p.ICRC()))
-	b = jsonBool(b, "icrc_ok", f.ICRCOK)
-	return append(b, "}\n"...)
+	return b
 }
 
 // jsonUint appends ,"key":v.

@@ -70,8 +70,13 @@ func (o *options) ruleList() string {
 // wrapConn stacks the capture and the fault injection on the device's
 // netdev.Conn (see the top of this file). On error it closes conn.
 func (s *session) wrapConn(conn netdev.Conn) (netdev.Conn, error) {
-	if s.o.pcap != "" {
-		f, err := os.Create(s.o.pcap)
+	name, temp, err := s.o.capturePath()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if name != "" {
+		f, err := os.Create(name)
 		if err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("--pcap: %w", err)
@@ -80,9 +85,10 @@ func (s *session) wrapConn(conn netdev.Conn) (netdev.Conn, error) {
 		if err != nil {
 			f.Close()
 			conn.Close()
-			return nil, fmt.Errorf("--pcap %s: %w", s.o.pcap, err)
+			return nil, fmt.Errorf("--pcap %s: %w", name, err)
 		}
 		s.pfile, s.pconn, conn = f, pc, pc
+		s.capName, s.capTemp = name, temp
 	}
 	if len(s.o.rules) > 0 {
 		s.fconn = faults.Wrap(conn, faults.Config{Seed: s.o.seed, Rules: s.o.rules})
@@ -99,6 +105,7 @@ func (s *session) closeDevice() {
 		return
 	}
 	s.dev.Close()
+	s.traceErr = s.o.closeTrace()
 	st := &report.Final{Device: deviceStats(s), Transport: transportStats(s)}
 	if s.fconn != nil {
 		fs := s.fconn.Stats()
@@ -114,13 +121,16 @@ func (s *session) closeDevice() {
 		}
 		if err != nil {
 			c.Error = err.Error()
+			s.capName = "" // nothing to analyse
 		}
 		for _, p := range []uint16{s.dev.Addr().Port(), s.peerAddr.Port()} {
 			if p != 0 && p != defRoCEPort && !slices.Contains(c.Ports, p) {
 				c.Ports = append(c.Ports, p)
 			}
 		}
-		st.Capture = c
+		if !s.capTemp { // --ladder's own capture is not reported
+			st.Capture = c
+		}
 	}
 	s.final = st
 }
@@ -187,7 +197,10 @@ func (s *session) report(stdout io.Writer, peer *session, runErr error) error {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
-	return nil
+	if s.traceErr != nil {
+		return s.traceErr
+	}
+	return s.observeAfter(s.errw)
 }
 
 // writeStats writes the statistics of faults, devices and capture of

@@ -125,17 +125,20 @@ type options struct {
 	events      bool   // -e: sleep on CQ notifications instead of polling
 	inline      int    // -I: post SEND/WRITE inline up to this size
 	connType    string // -c
+	udMTU       int    // -c UD: the path MTU in bytes, the largest message (set by the session)
 	ipv6        bool   // --ipv6: IPv6 GIDs
 	bidir       bool   // -b
 	host        string
 
 	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
 	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
+	noGSO     bool              // --gso=off: the devices' rxe.Options.NoGSO
 	noForce   bool              // --no-force-buffers: ask for socket buffers as without CAP_NET_ADMIN
 	recovery  recoveryFlag      // --recovery
 	seed      uint64            // --seed
 	pcap      string            // --pcap FILE
 	plot      string            // --plot FILE
+	obs       *observe          // --trace, --ladder (observe.go)
 
 	set map[string]bool // flags given on the command line (long names)
 
@@ -215,7 +218,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		fs.StringVar(p, short, def, usage)
 		fs.StringVar(p, long, def, usage)
 	}
-	both2(&o.connType, "c", "connection", "RC", "connection type: RC (UC, UD, XRC, DC and SRD are not supported yet) (same on both sides)")
+	both2(&o.connType, "c", "connection", "RC", "connection type: RC, UC for the write and send tests, UD for the send tests (XRC, DC and SRD are not supported yet) (same on both sides)")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
@@ -223,8 +226,34 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs.BoolVar(&o.noForce, "no-force-buffers", false, "ask for the socket buffers without SO_RCVBUFFORCE/SO_SNDBUFFORCE, as a user without CAP_NET_ADMIN must: the kernel caps them at net.core.rmem_max/wmem_max")
 	fs.Var(&o.recovery, "recovery", "loss recovery: on (round trips: RTT-based recovery timer, tail-loss probe, adaptive window), fixed-window (the same with the fixed 128-PSN window) or off (the IB ACK timeout only, as kernel rxe) (default on)")
 	fs.Var((*readRetryFlag)(&o.readRetry), "read-retry", "what the device does with a datagram the local host refuses (ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's adaptive back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
+	fs.Var((*gsoFlag)(&o.noGSO), "gso", "on: send runs of equal-size packets to the peer as UDP GSO buffers and receive with UDP GRO (the kernel segments them; a capture on this host shows the unsegmented buffers); off: one datagram per packet, as kernel rxe sends (capture with --gso=off for Wireshark) (default on)")
 	addFaultFlags(fs, o)
+	addObserveFlags(fs, o)
 	return fs
+}
+
+// gsoFlag is --gso: on or off, stored as rxe.Options.NoGSO.
+type gsoFlag bool
+
+// String is "on" or "off".
+func (f *gsoFlag) String() string {
+	if f != nil && *f {
+		return "off"
+	}
+	return "on"
+}
+
+// Set accepts on or off.
+func (f *gsoFlag) Set(v string) error {
+	switch v {
+	case "on":
+		*f = false
+	case "off":
+		*f = true
+	default:
+		return fmt.Errorf("--gso: %q is not on or off", v)
+	}
+	return nil
 }
 
 // readRetryFlag is --read-retry: rxe.LocalDropMode by its String name.
@@ -233,6 +262,7 @@ type readRetryFlag rxe.LocalDropMode
 // readRetryModes are the --read-retry values.
 var readRetryModes = []rxe.LocalDropMode{rxe.LocalDropAdaptive, rxe.LocalDropTimeout, rxe.LocalDropSpin}
 
+// String is the mode's name.
 func (f *readRetryFlag) String() string { return rxe.LocalDropMode(*f).String() }
 
 // Set accepts adaptive, timeout or spin.
@@ -275,6 +305,9 @@ func (t Test) Usage(w io.Writer) {
 	fmt.Fprintf(w, "into this side's RoCE datagrams (RULE: PROB or [OPCODE]#N, e.g. --drop=0.01 or\n")
 	fmt.Fprintf(w, "--drop=RC_RDMA_READ_RESPONSE_MIDDLE#3; see docs/rxectl.md), --pcap records them,\n")
 	fmt.Fprintf(w, "--plot draws a -a run. With faults or --pcap the counters follow on stderr (or in --json).\n")
+	fmt.Fprintf(w, "--ladder draws the run's connection as a ladder diagram and --trace writes each QP's\n")
+	fmt.Fprintf(w, "events as JSON lines (rxectl trace reads them); with a capture, what went wrong is said\n")
+	fmt.Fprintf(w, "in words after the counters (see docs/debugging.md).\n")
 	fmt.Fprintln(w, "\nFlags:")
 	fs := perftestFlags(t, &options{})
 	fs.SetOutput(w)
@@ -352,6 +385,9 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	if err := o.checkDevice(t); err != nil {
+		return err
+	}
+	if err := o.checkObserve(); err != nil {
 		return err
 	}
 	if err := o.checkInject(t); err != nil {
@@ -512,8 +548,16 @@ func (o *options) checkDevice(t Test) error {
 	}
 	switch o.connType {
 	case "RC":
-	case "UC", "UD", "XRC", "DC", "SRD":
-		return fmt.Errorf("-c %s: gorxe supports RC only so far", o.connType)
+	case "UC":
+		if t.verb != verbWrite && t.verb != verbSend {
+			return fmt.Errorf("-c UC: UC has no %s (perftest runs UC with the write and send tests)", t.cmd)
+		}
+	case "UD":
+		if t.verb != verbSend {
+			return fmt.Errorf("-c UD: UD has no %s (perftest runs UD with send-bw and send-lat)", t.cmd)
+		}
+	case "XRC", "DC", "SRD":
+		return fmt.Errorf("-c %s: rxectl supports RC, UC and UD so far", o.connType)
 	default:
 		return fmt.Errorf("-c %q: RC, UC, UD, XRC, DC or SRD", o.connType)
 	}
@@ -538,6 +582,9 @@ func (o *options) checkDevice(t Test) error {
 // maxSize is the largest message size of the run.
 func (o *options) maxSize() int {
 	if o.all {
+		if o.udMTU > 0 {
+			return o.udMTU
+		}
 		return maxAllSize
 	}
 	return o.size
@@ -549,7 +596,7 @@ func (o *options) sizes() []int {
 		return []int{o.size}
 	}
 	var s []int
-	for n := 2; n <= maxAllSize; n *= 2 {
+	for n := 2; n <= o.maxSize(); n *= 2 {
 		s = append(s, n)
 	}
 	return s
@@ -637,6 +684,9 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 	}
 	so.output, so.json = "", false
 	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
+	if o.obs != nil { // the server shares the trace file, draws no ladder
+		so.obs = &observe{trace: o.obs.trace}
+	}
 	var ss, cs *session
 	so.hooks.held, co.hooks.held = &ss, &cs
 	// The server follows the client: an interrupt ends the client's

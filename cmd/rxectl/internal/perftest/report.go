@@ -34,7 +34,7 @@ func (s *session) printHeader() {
 	b.WriteString("                    " + s.testTitle() + "\n")
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
 	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.qps)
-	b.WriteString(" Connection type : RC\t\tUsing SRQ      : OFF\n")
+	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : OFF\n", o.connType)
 	b.WriteString(" PCIe relax order: ON\t\tLock-free      : OFF\n")
 	b.WriteString(" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF\n")
 	if s.client || o.bidir {

@@ -44,6 +44,7 @@ type session struct {
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
+	ahs  []*rxe.AddrHandle // -c UD: the address handle of each peer QP
 	my   []oob.KeyMsg
 	rem  []oob.KeyMsg
 	peer oob.PeerVersion
@@ -64,8 +65,13 @@ type session struct {
 	bufs  netdev.BufferSizes // the socket buffers the kernel granted
 	fconn *faults.Conn       // --drop etc.
 	pconn *pcapdump.Conn     // --pcap
-	pfile *os.File           // --pcap
-	final *report.Final      // counters after the device closed
+	// capName is the capture's file (--pcap, or --ladder's temporary
+	// one: capTemp); traceErr the --trace file's error (observe.go).
+	capName  string
+	capTemp  bool
+	traceErr error
+	pfile    *os.File      // --pcap
+	final    *report.Final // counters after the device closed
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -120,6 +126,7 @@ func (s *session) run(ctx context.Context, local netip.Addr) error {
 	if err := s.exchangeMTU(); err != nil {
 		return err
 	}
+	s.limitUD()
 	if err := s.allocate(); err != nil {
 		return err
 	}
@@ -151,7 +158,9 @@ func (s *session) openDevice(local netip.Addr) error {
 		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	udp, err := netdev.ListenUDP(addr, netdev.Options{BlockingWrite: true, NoForce: s.o.noForce})
+	sockOpts := rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO})
+	sockOpts.NoForce = s.o.noForce
+	udp, err := netdev.ListenUDP(addr, sockOpts)
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
@@ -167,9 +176,15 @@ func (s *session) openDevice(local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry,
+	sink, err := s.o.traceSink()
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink,
 		Recovery: s.o.recovery.config()})
 	if err != nil {
+		s.o.closeTrace()
 		conn.Close()
 		if s.pfile != nil {
 			s.pfile.Close()
@@ -259,7 +274,7 @@ func (s *session) allocate() error {
 	if s.pd, err = s.dev.AllocPD(); err != nil {
 		return err
 	}
-	s.buffSize = roundUp(max(o.maxSize(), s.cycleBuffer), 4096)
+	s.buffSize = roundUp(max(s.recvSize(o.maxSize()), s.cycleBuffer), 4096)
 	nq := o.qps
 	// setup_mr_flags: remote rights only for the verb under test, so a
 	// SEND test's rkey is 0 as perftest's is.
@@ -301,7 +316,7 @@ func (s *session) allocate() error {
 	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: s.scq, RecvCQ: s.rcq,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
@@ -343,9 +358,22 @@ func (s *session) hs(step string) error {
 	return err
 }
 
+// qpType is the QP type of -c.
+func (s *session) qpType() rxe.QPType {
+	switch s.o.connType {
+	case "UC":
+		return rxe.QPTypeUC
+	case "UD":
+		return rxe.QPTypeUD
+	}
+	return rxe.QPTypeRC
+}
+
 // connect is ctx_connect: INIT with the verb's access right, RTR toward
 // the peer's QP, and RTS on the client (and on both ends of a latency
-// test), with perftest's attributes (protocol reference §5.3).
+// test), with perftest's attributes (protocol reference §5.3). A UC QP
+// takes only the attributes UC has: no responder resources or RNR timer
+// at RTR, no timeout, retry counts or READ depth at RTS.
 func (s *session) connect() error {
 	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
 	if !gid.IsValid() || gid.IsUnspecified() {
@@ -367,6 +395,9 @@ func (s *session) connect() error {
 	case verbSend:
 		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
 	}
+	if s.qpType() == rxe.QPTypeUD {
+		return s.connectUD()
+	}
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
@@ -375,27 +406,43 @@ func (s *session) connect() error {
 		if err := qp.SetPeerReceiveBuffer(s.peer.RecvBuffer, s.peer.RecvSockets); err != nil {
 			return err
 		}
-		steps := []struct {
-			attr rxe.QPAttr
-			mask rxe.QPAttrMask
-		}{
+		steps := []qpStep{
 			{rxe.QPAttr{State: rxe.QPSInit, Port: 1, AccessFlags: access}, rxe.QPAttrState | rxe.QPAttrPKeyIndex | rxe.QPAttrPort | rxe.QPAttrAccessFlags},
 			{rxe.QPAttr{State: rxe.QPSRTR, AH: rxe.AH{DGID: dgid, UDPPort: s.peerAddr.Port(), HopLimit: 0xFF},
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
 				rxe.QPAttrState | rxe.QPAttrAV | rxe.QPAttrPathMTU | rxe.QPAttrDestQPN | rxe.QPAttrRQPSN | rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic},
 		}
+		if s.qpType() == rxe.QPTypeUC {
+			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
+		}
 		if s.t.lat || s.client || s.o.bidir {
-			steps = append(steps, struct {
-				attr rxe.QPAttr
-				mask rxe.QPAttrMask
-			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
+			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
 		}
-		for _, st := range steps {
-			if err := qp.Modify(&st.attr, st.mask); err != nil {
-				return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
-			}
+		if s.qpType() == rxe.QPTypeUC && len(steps) == 3 {
+			steps[2].mask = rxe.QPAttrState | rxe.QPAttrSQPSN
+		}
+		if err := modifySteps(qp, steps); err != nil {
+			return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
+		}
+	}
+	return nil
+}
+
+// qpStep is one QP transition of ctx_connect: the attributes and their
+// mask.
+type qpStep struct {
+	attr rxe.QPAttr
+	mask rxe.QPAttrMask
+}
+
+// modifySteps makes qp's transitions in order and stops at the first that
+// fails.
+func modifySteps(qp *rxe.QP, steps []qpStep) error {
+	for _, st := range steps {
+		if err := qp.Modify(&st.attr, st.mask); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -422,8 +469,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, rep)
-		s.printBWRow(rep)
+		s.addBW(rep)
 		if err := s.oob.CloseConnection(s.my[0]); err != nil {
 			return err
 		}
@@ -441,8 +487,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 			return err
 		}
 		last = r
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 	}
 	s.printLine()
 	if err := s.hs("synchronising at the end"); err != nil {
@@ -465,12 +510,11 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	}
 	s.printTableHeader()
 	for _, size := range s.o.sizes() {
-		if !s.client {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		if s.client {
+			if err := s.hs("synchronising before the run"); err != nil {
 				return err
 			}
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
+		} else if err := s.prepareSend(size); err != nil {
 			return err
 		}
 		var r report.BW
@@ -483,8 +527,7 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.bwResults = append(s.bwResults, r)
-		s.printBWRow(r)
+		s.addBW(r)
 		if s.o.all {
 			if err := s.hs("synchronising after the run"); err != nil {
 				return err
@@ -515,10 +558,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
 	for _, size := range s.o.sizes() {
 		if send {
-			if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-				return err
-			}
-			if err := s.hs("synchronising before the run"); err != nil {
+			if err := s.prepareSend(size); err != nil {
 				return err
 			}
 		}
@@ -537,8 +577,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 			continue // interrupted before this size
 		}
 		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate}
-		s.bwResults = append(s.bwResults, sum)
-		s.printBWRow(sum)
+		s.addBW(sum)
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -568,30 +607,14 @@ func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
 // flowReadAtomicLat is read_lat.c and atomic_lat.c: the client posts and
 // times each operation; the server only answers.
 func (s *session) flowReadAtomicLat(ctx context.Context) error {
-	if err := s.hs("exchanging QP information"); err != nil {
+	if err := s.latPrologue(); err != nil {
 		return err
 	}
-	if err := s.connectAndPrint(false); err != nil {
-		return err
-	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	if !s.client {
-		if err := s.oob.CloseConnection(s.my[0]); err != nil {
+	if s.client {
+		s.printTableHeader()
+		if err := s.latRuns(ctx, nil, s.runLatReadAtomic); err != nil {
 			return err
 		}
-		s.printLine()
-		return nil
-	}
-	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		r, err := s.runLatReadAtomic(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
 	}
 	if err := s.oob.CloseConnection(s.my[0]); err != nil {
 		return err
@@ -606,19 +629,8 @@ func (s *session) flowSendLat(ctx context.Context) error {
 		return err
 	}
 	s.printTableHeader()
-	for _, size := range s.o.sizes() {
-		if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
-			return err
-		}
-		if err := s.hs("synchronising before the run"); err != nil {
-			return err
-		}
-		r, err := s.runLatSend(ctx, size)
-		if err != nil {
-			return err
-		}
-		s.latResults = append(s.latResults, r)
-		s.printLatRow(r)
+	if err := s.latRuns(ctx, s.prepareSend, s.runLatSend); err != nil {
+		return err
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
@@ -628,26 +640,61 @@ func (s *session) flowSendLat(ctx context.Context) error {
 // memory, the server writing first. perftest has no closing exchange here:
 // both ends just close.
 func (s *session) flowWriteLat(ctx context.Context) error {
+	if err := s.latPrologue(); err != nil {
+		return err
+	}
+	s.printTableHeader()
+	if err := s.latRuns(ctx, nil, s.runLatWrite); err != nil {
+		return err
+	}
+	s.printLine()
+	return s.oob.Finish(false)
+}
+
+// latPrologue is read_lat.c's and write_lat.c's exchange before the
+// measurement: a key exchange, connectAndPrint and a synchronisation.
+func (s *session) latPrologue() error {
 	if err := s.hs("exchanging QP information"); err != nil {
 		return err
 	}
 	if err := s.connectAndPrint(false); err != nil {
 		return err
 	}
-	if err := s.hs("synchronising after RTR"); err != nil {
-		return err
-	}
-	s.printTableHeader()
+	return s.hs("synchronising after RTR")
+}
+
+// latRuns runs the latency test run for every size of the run, after
+// before (if set), and records and prints each row.
+func (s *session) latRuns(ctx context.Context, before func(size int) error, run func(ctx context.Context, size int) (report.Lat, error)) error {
 	for _, size := range s.o.sizes() {
-		r, err := s.runLatWrite(ctx, size)
+		if before != nil {
+			if err := before(size); err != nil {
+				return err
+			}
+		}
+		r, err := run(ctx, size)
 		if err != nil {
 			return err
 		}
 		s.latResults = append(s.latResults, r)
 		s.printLatRow(r)
 	}
-	s.printLine()
-	return s.oob.Finish(false)
+	return nil
+}
+
+// prepareSend posts the receives of a SEND test's next size and
+// synchronises with the peer before its run.
+func (s *session) prepareSend(size int) error {
+	if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+		return err
+	}
+	return s.hs("synchronising before the run")
+}
+
+// addBW records and prints a bandwidth row.
+func (s *session) addBW(r report.BW) {
+	s.bwResults = append(s.bwResults, r)
+	s.printBWRow(r)
 }
 
 // connectAndPrint is the common middle of every program: the per-QP key
@@ -683,7 +730,7 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 // postRecvs posts n receives of size bytes on every QP (ctx_set_recv_wqes).
 func (s *session) postRecvs(size, n int) error {
 	for i, qp := range s.qps {
-		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), size)}}
+		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), s.recvSize(size))}}
 		for range n {
 			if _, err := qp.PostRecv(wr); err != nil {
 				return fmt.Errorf("post receive: %w", err)

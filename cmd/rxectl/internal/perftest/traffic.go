@@ -42,6 +42,9 @@ func (s *session) sendWR(q, size int) rxe.SendWR {
 		off := s.localRegion(q)
 		wr.Flags, wr.InlineData, wr.SGList = rxe.SendInline, s.mr.Bytes()[off:off+size], nil
 	}
+	if s.ahs != nil {
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ahs[q], s.rem[q].QPN, udQKey
+	}
 	switch s.t.verb {
 	case verbSend:
 		wr.Opcode = rxe.WRSend
@@ -274,7 +277,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		now := time.Now()
 		if o.infinitely && !now.Before(win.end) {
 			status.Clear()
-			s.printPeriod(win.row(size, now, o.gbits))
+			s.addBW(win.row(size, now, o.gbits)) // one --run_infinitely period
 			win = bwWindow{start: now, end: now.Add(dur)}
 		}
 		if !stopped && (ctx.Err() != nil || !o.infinitely && !now.Before(end)) {
@@ -307,12 +310,6 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		return win.row(size, time.Now(), o.gbits), nil // interrupted: the partial period's row
 	}
 	return win.row(size, earliest(win.end, time.Now()), o.gbits), nil // cut short when interrupted early
-}
-
-// printPeriod records and prints the row of one --run_infinitely period.
-func (s *session) printPeriod(r report.BW) {
-	s.bwResults = append(s.bwResults, r)
-	s.printBWRow(r)
 }
 
 // runBWServer is run_iter_bw_server (send-bw's server): count the
@@ -353,7 +350,7 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 			rcnt++
 			q := int(wc.ID)
 			if q < nq && posted[q] < o.iters {
-				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), size)}}
+				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), s.recvSize(size))}}
 				if _, err := s.qps[q].PostRecv(wr); err != nil {
 					return report.BW{}, fmt.Errorf("post receive: %w", err)
 				}
@@ -408,7 +405,7 @@ func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW,
 				counted++
 			}
 			if q := int(wc.ID); q < len(s.qps) {
-				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), size)}}
+				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), s.recvSize(size))}}
 				if _, err := s.qps[q].PostRecv(wr); err != nil {
 					return report.BW{}, fmt.Errorf("post receive: %w", err)
 				}
@@ -580,7 +577,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 	rxPosted := min(o.rxDepth, iters)
 	tposted := make([]int64, iters)
 	wr := s.sendWR(0, size)
-	recv := rxe.RecvWR{SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(0)-s.mr.Addr()), size)}}
+	recv := rxe.RecvWR{SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(0)-s.mr.Addr()), s.recvSize(size))}}
 	wc := make([]rxe.WC, 1)
 	// With -D the client ends the run: its last SEND has 1 in its first
 	// byte, and the server stops on it without answering.

@@ -1,0 +1,161 @@
+package dump
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/flows"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/ladder"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// analysis holds the flags of dump --flows and --ladder.
+type analysis struct {
+	flows  bool
+	ladder string // --ladder OUT
+	sel    ladder.Selection
+	window bool // --time T1-T2 was given
+}
+
+// analysisFlags adds --flows, --ladder, --qp and --frames to fs; --time
+// T1-T2 goes through timeFlag.
+func analysisFlags(fs *flag.FlagSet, a *analysis) {
+	fs.BoolVar(&a.flows, "flows", false, "print the flow analysis instead of the packets: per flow (source, destination, destination QP) packets and bytes by opcode, messages, PSN gaps and rewinds, NAKs, recovery episodes, RTT, goodput, and what went wrong (with --json: one JSON object)")
+	fs.StringVar(&a.ladder, "ladder", "", "draw one connection as a ladder diagram into `FILE` (.svg, or .png)")
+	fs.Func("qp", "--ladder: draw the connection of destination QP `N` (decimal or 0x hex; default: the busiest)", func(s string) error {
+		n, err := strconv.ParseUint(s, 0, 24)
+		if err != nil {
+			return errors.New("want a QP number below 2^24")
+		}
+		a.sel.QP, a.sel.HasQP = uint32(n), true
+		return nil
+	})
+	fs.Func("frames", "--ladder: draw frames `A-B` only (Wireshark's numbers)", func(s string) error {
+		lo, hi, ok := strings.Cut(s, "-")
+		x, err1 := strconv.Atoi(lo)
+		y, err2 := strconv.Atoi(hi)
+		if !ok || err1 != nil || err2 != nil || x < 1 || y < x {
+			return errors.New("want A-B with 1 <= A <= B")
+		}
+		a.sel.FromFrame, a.sel.ToFrame = x, y
+		return nil
+	})
+}
+
+// parseWindow reads --time T1-T2: seconds since the first frame ("0.05-0.1")
+// or durations ("50ms-100ms").
+func parseWindow(s string, a *analysis) bool {
+	lo, hi, ok := strings.Cut(s, "-")
+	if !ok {
+		return false
+	}
+	t1, ok1 := parseSeconds(lo)
+	t2, ok2 := parseSeconds(hi)
+	if !ok1 || !ok2 || t2 <= t1 {
+		return false
+	}
+	a.sel.FromTime, a.sel.ToTime, a.window = t1, t2, true
+	return true
+}
+
+func parseSeconds(s string) (time.Duration, bool) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 {
+		return time.Duration(f * float64(time.Second)), true
+	}
+	d, err := time.ParseDuration(s)
+	return d, err == nil && d >= 0
+}
+
+// check reports flags that do not go together.
+func (a *analysis) check(o *options) error {
+	switch {
+	case a.ladder == "" && (a.sel.HasQP || a.sel.ToFrame > 0 || a.window):
+		return errors.New("--qp, --frames and --time T1-T2 choose what --ladder draws: give --ladder")
+	case a.sel.ToFrame > 0 && a.window:
+		return errors.New("--frames and --time T1-T2 cannot be combined")
+	case a.flows && o.verbose:
+		return errors.New("-v and --flows cannot be combined")
+	case !a.flows && a.ladder != "" && o.json:
+		return errors.New("--json with --ladder needs --flows (the report to print)")
+	}
+	return nil
+}
+
+// ReadPackets reads every RoCEv2 packet of a capture as the flow analysis
+// takes them, each with its own copy of the bytes. Malformed datagrams and
+// packets with a bad ICRC are left out; frames keep their numbers.
+func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
+	rd, err := NewReader(r, ports)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []flows.Packet
+		f   Frame
+	)
+	for {
+		rec, err := rd.Next(&f)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("after frame %d: %w", rd.Frames(), err)
+		}
+		if f.Kind != KindRoCE || !f.ICRCOK {
+			continue
+		}
+		p, err := packet.Parse(append([]byte(nil), f.Packet.Bytes()...))
+		if err != nil {
+			continue // cannot happen: it parsed before
+		}
+		out = append(out, flows.Packet{Frame: f.Num, Time: rec.TS, Src: f.Src, Dst: f.Dst, Pkt: p})
+	}
+}
+
+// analyse runs dump --flows and --ladder on the capture in r.
+func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int {
+	pkts, err := ReadPackets(r, o.ports)
+	if err != nil && pkts == nil {
+		fmt.Fprintf(stderr, "rxectl dump: %s: %v\n", name, err)
+		return cli.ExitFail
+	}
+	status := cli.ExitOK
+	if err != nil { // analyse what was read
+		fmt.Fprintf(stderr, "rxectl dump: %s: %v\n", name, err)
+		status = cli.ExitFail
+	}
+	an := flows.NewAnalyzer(flows.Options{})
+	for _, p := range pkts {
+		an.Add(p)
+	}
+	rep := an.Report()
+	if o.an.flows {
+		if o.json {
+			err = rep.WriteJSON(stdout)
+		} else {
+			err = rep.WriteText(stdout)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rxectl dump: writing output: %v\n", err)
+			return cli.ExitFail
+		}
+	}
+	if o.an.ladder != "" {
+		d, err := ladder.FromCapture(pkts, rep, o.an.sel)
+		if err == nil {
+			err = ladder.Write(o.an.ladder, d)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rxectl dump: --ladder %s: %v\n", o.an.ladder, err)
+			return cli.ExitFail
+		}
+		fmt.Fprintf(stderr, "rxectl dump: %s: %s\n", o.an.ladder, d.Title)
+	}
+	return status
+}

@@ -1,0 +1,70 @@
+package dump
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+)
+
+const lossyRead = "../ladder/testdata/read_lossy.pcap"
+
+func TestFlows(t *testing.T) {
+	out, errs, code := runCmd(t, "dump", "--flows", lossyRead)
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, out, "psn_gaps 1 (16 PSNs missing), psn_rewinds 1, first gap at frame 4")
+	require.Contains(t, out, "1. sequence NAK: frames 4-135")
+	require.Contains(t, out, "explain: Requests lost before the capture point (16 PSNs in 1 gap, first at frame 4); READ response PSN 5843916 (frame 8) lost after the capture point")
+
+	out, errs, code = runCmd(t, "dump", lossyRead, "--flows", "--json")
+	require.Equal(t, cli.ExitOK, code, errs)
+	var v struct {
+		Connections []struct {
+			Recoveries []struct {
+				Cause      string `json:"cause"`
+				FirstFrame int    `json:"first_frame"`
+			} `json:"recoveries"`
+			Explain []string `json:"explain"`
+		} `json:"connections"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Equal(t, "sequence NAK", v.Connections[0].Recoveries[0].Cause)
+	require.Equal(t, 4, v.Connections[0].Recoveries[0].FirstFrame)
+	require.Len(t, v.Connections[0].Explain, 1)
+}
+
+func TestLadderFlag(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"--ladder", dir + "/a.svg", lossyRead},
+		{"--ladder", dir + "/b.png", "--qp", "0x12", "--frames", "40-70", lossyRead},
+		{"--ladder", dir + "/c.svg", "--time", "2ms-8ms", lossyRead},
+		{"--ladder", dir + "/d.svg", "--time", "0.002-0.008", "--time", "abs", lossyRead},
+	} {
+		_, errs, code := runCmd(t, append([]string{"dump"}, args...)...)
+		require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
+		st, err := os.Stat(args[1])
+		require.NoError(t, err)
+		require.Positive(t, st.Size())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--qp", "3", lossyRead}, "give --ladder"},
+		{[]string{"--ladder", dir + "/x.svg", "--frames", "5-2", lossyRead}, "want A-B"},
+		{[]string{"--ladder", dir + "/x.svg", "--frames", "1-2", "--time", "0-1", lossyRead}, "cannot be combined"},
+		{[]string{"--flows", "-v", lossyRead}, "-v and --flows"},
+		{[]string{"--time", "never", lossyRead}, "want rel, abs or epoch"},
+	} {
+		_, errs, code := runCmd(t, append([]string{"dump"}, tc.args...)...)
+		require.Equal(t, cli.ExitUsage, code, tc.args)
+		require.Contains(t, errs, tc.want)
+	}
+	_, errs, code := runCmd(t, "dump", "--ladder", dir+"/y.svg", "--qp", "99", lossyRead)
+	require.Equal(t, cli.ExitFail, code)
+	require.Contains(t, errs, "no flow to QP 0x63")
+}

@@ -1,0 +1,168 @@
+package dump
+
+import (
+	"net/netip"
+	"strconv"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// appendCM appends a summary of the CM MAD a QP1 packet carries (IBA
+// 12.6): the message, the transaction ID, the local and remote
+// communication IDs and, by message, the service ID (with RDMA CM's port),
+// the QPN, the starting PSN, the path MTU, the REJ reason and the IP
+// addresses of RDMA CM's private-data header. It appends nothing for a
+// packet that is not a UD SEND to QP1 carrying a CM MAD.
+func appendCM(b []byte, p *packet.Packet) []byte {
+	if p.DestQP() != packet.GSIQPN || p.Opcode().Transport() != packet.TransportUD {
+		return b
+	}
+	h, msg, err := packet.DecodeCMHeader(p.Payload())
+	if err != nil {
+		if len(p.Payload()) >= 4 && p.Payload()[1] != packet.MgmtClassCM {
+			b = append(b, " mad class="...)
+			return appendHex(b, uint64(p.Payload()[1]), 2)
+		}
+		return append(b, " mad MALFORMED"...)
+	}
+	attr := packet.CMAttr(h.AttrID)
+	b = append(b, " cm="...)
+	b = append(b, attr.String()...)
+	b = append(b, " tid="...)
+	b = appendHex(b, h.TID, 16)
+	return appendCMMessage(b, attr, msg)
+}
+
+// appendCMMessage appends the fields of the CM message msg of kind attr.
+func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
+	ids := func(b []byte, local, remote uint32) []byte {
+		b = append(b, " lcid="...)
+		b = appendHex(b, uint64(local), 8)
+		b = append(b, " rcid="...)
+		return appendHex(b, uint64(remote), 8)
+	}
+	switch attr {
+	case packet.AttrREQ:
+		var m packet.REQ
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = append(b, " lcid="...)
+		b = appendHex(b, uint64(m.LocalCommID), 8)
+		b = appendServiceID(b, m.ServiceID)
+		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
+		b = append(b, " mtu="...)
+		b = strconv.AppendInt(b, int64(128<<m.PathMTU), 10)
+		var ip packet.CMIPHeader
+		if ip.Decode(m.PrivateData[:]) == nil {
+			b = append(b, " ip="...)
+			b = netip.AddrPortFrom(ip.Src, ip.SrcPort).AppendTo(b)
+			b = append(b, "→"...)
+			b = ip.Dst.AppendTo(b)
+		}
+	case packet.AttrREP:
+		var m packet.REP
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
+	case packet.AttrRTU:
+		var m packet.RTU
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
+	case packet.AttrDREQ:
+		var m packet.DREQ
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = append(b, " rqpn="...)
+		b = appendHex(b, uint64(m.RemoteQPN), 6)
+	case packet.AttrDREP:
+		var m packet.DREP
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
+	case packet.AttrREJ:
+		var m packet.REJ
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = append(b, " reason="...)
+		b = strconv.AppendUint(b, uint64(m.Reason), 10)
+		b = append(b, " ("...)
+		b = append(b, m.Reason.String()...)
+		b = append(b, ')')
+	case packet.AttrMRA:
+		var m packet.MRA
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = append(b, " timeout="...)
+		b = strconv.AppendUint(b, uint64(m.ServiceTimeout), 10)
+	case packet.AttrSIDRREQ:
+		var m packet.SIDRREQ
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = append(b, " reqid="...)
+		b = appendHex(b, uint64(m.RequestID), 8)
+		b = appendServiceID(b, m.ServiceID)
+	case packet.AttrSIDRREP:
+		var m packet.SIDRREP
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = append(b, " reqid="...)
+		b = appendHex(b, uint64(m.RequestID), 8)
+		b = append(b, " status="...)
+		b = strconv.AppendUint(b, uint64(m.Status), 10)
+		b = append(b, " qpn="...)
+		b = appendHex(b, uint64(m.QPN), 6)
+		b = append(b, " qkey="...)
+		b = appendHex(b, uint64(m.QKey), 8)
+	}
+	return b
+}
+
+// appendCMErr marks a CM message whose fields do not decode.
+func appendCMErr(b []byte, err error) []byte {
+	b = append(b, " MALFORMED ("...)
+	b = append(b, err.Error()...)
+	return append(b, ')')
+}
+
+// appendServiceID appends a service ID and, for an RDMA CM one, its port
+// space and port.
+func appendServiceID(b []byte, id uint64) []byte {
+	b = append(b, " sid="...)
+	b = appendHex(b, id, 16)
+	if proto, port, ok := packet.ParseRDMACMServiceID(id); ok {
+		switch proto {
+		case packet.RDMACMProtoTCP:
+			b = append(b, " (tcp:"...)
+		case packet.RDMACMProtoUDP:
+			b = append(b, " (udp:"...)
+		default:
+			b = append(b, " (ps="...)
+			b = appendHex(b, uint64(proto), 2)
+			b = append(b, ':')
+		}
+		b = strconv.AppendUint(b, uint64(port), 10)
+		b = append(b, ')')
+	}
+	return b
+}
+
+func appendQPNPSN(b []byte, qpn, psn uint32) []byte {
+	b = append(b, " qpn="...)
+	b = appendHex(b, uint64(qpn), 6)
+	b = append(b, " spsn="...)
+	return strconv.AppendUint(b, uint64(psn), 10)
+}

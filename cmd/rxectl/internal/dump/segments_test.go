@@ -1,0 +1,147 @@
+package dump
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
+)
+
+// gsoDatagram builds an Ethernet frame whose UDP datagram holds one RDMA
+// WRITE MIDDLE packet per payload size, back to back, each with the ICRC
+// of a datagram of its own length; over IPv4 segment i has IP ID id(i),
+// and the frame's IP header carries id(0).
+func gsoDatagram(t testing.TB, ph packet.PseudoHeader, sizes []int, id func(i int) uint16) []byte {
+	t.Helper()
+	var roce []byte
+	for i, n := range sizes {
+		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCRDMAWriteMiddle, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: packet.PSN(100 + i)}}
+		payload := make([]byte, n)
+		for j := range payload {
+			payload[j] = byte(i*7 + j)
+		}
+		seg := ph
+		seg.IPID = id(i)
+		b := make([]byte, packet.PacketLen(h.BTH.Opcode, n))
+		_, err := packet.Build(b, &h, payload, &seg)
+		require.NoError(t, err)
+		roce = append(roce, b...)
+	}
+	udp := binary.BigEndian.AppendUint16(nil, ph.SrcPort)
+	udp = binary.BigEndian.AppendUint16(udp, ph.DstPort)
+	udp = binary.BigEndian.AppendUint16(udp, uint16(packet.UDPHeaderSize+len(roce)))
+	udp = append(append(udp, 0, 0), roce...)
+	var ip []byte
+	et := uint16(0x0800)
+	if ph.Is4() {
+		ip = []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0}
+		binary.BigEndian.PutUint16(ip[2:], uint16(packet.IPv4HeaderSize+len(udp)))
+		binary.BigEndian.PutUint16(ip[4:], id(0))
+		s, d := ph.Src.As4(), ph.Dst.As4()
+		ip = append(append(ip, s[:]...), d[:]...)
+		binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip))
+	} else {
+		et = 0x86DD
+		ip = []byte{0x60, 0, 0, 0, 0, 0, 17, 64}
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(udp)))
+		s, d := ph.Src.As16(), ph.Dst.As16()
+		ip = append(append(ip, s[:]...), d[:]...)
+	}
+	binary.BigEndian.PutUint16(udp[6:], packet.UDPChecksum(ip, udp))
+	eth := append(make([]byte, 12), byte(et>>8), byte(et))
+	return append(append(eth, ip...), udp...)
+}
+
+// TestDumpSplitsSegments: a datagram holding several RoCE packets (a GSO
+// buffer or GRO-merged datagrams) gives one line per packet, each with a
+// valid ICRC and saying which segment it is; a corrupted one stays one
+// packet with a bad ICRC.
+func TestDumpSplitsSegments(t *testing.T) {
+	ph4 := packet.PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 49152, DstPort: packet.UDPPort, IPFlags: packet.IPv4FlagDF}
+	ph6 := packet.PseudoHeader{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 49152, DstPort: packet.UDPPort}
+	counting := func(i int) uint16 { return 0x1234 + uint16(i) }
+	fixed := func(int) uint16 { return 0 }
+	scattered := func(i int) uint16 { return uint16(i * 7919) }
+	tests := []struct {
+		name    string
+		ph      packet.PseudoHeader
+		sizes   []int
+		id      func(int) uint16
+		corrupt int  // byte of the RoCE payload to flip, 0 for none
+		want    int  // lines, each a segment when > 1
+		bad     bool // one line with a bad ICRC: not split
+	}{
+		{"IPv4 GSO, counting IDs, shorter last", ph4, []int{1024, 1024, 1024, 512}, counting, 0, 4, false},
+		{"IPv4, one ID for all", ph4, []int{256, 256, 256}, fixed, 0, 3, false},
+		{"IPv4, IDs neither counting nor fixed", ph4, []int{4096, 4096}, scattered, 0, 1, true},
+		{"IPv6 GRO", ph6, []int{2048, 2048, 100}, fixed, 0, 3, false},
+		{"one packet", ph4, []int{1024}, fixed, 0, 1, false},
+		{"corrupted second segment", ph4, []int{1024, 1024, 1024}, counting, 1024 + 12 + 4 + 100, 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			frame := gsoDatagram(t, tc.ph, tc.sizes, tc.id)
+			if tc.corrupt > 0 {
+				roce := len(frame) - 1
+				for _, n := range tc.sizes {
+					roce -= n + 12 + 4 // RoCE packets from the end: BTH, payload, ICRC
+				}
+				frame[roce+1+tc.corrupt] ^= 0x20
+			}
+			first := capFrame{data: frame, ci: gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, 0), CaptureLength: len(frame), Length: len(frame)}}
+			path := writeFile(t, "gso.pcap", pcapBytes(1, []capFrame{first}))
+			out, errs, code := runCmd(t, "dump", "--json", path)
+			require.Equal(t, cli.ExitOK, code, errs)
+			lines := decodeJSONLines(t, out)
+			require.Len(t, lines, tc.want)
+			for i, m := range lines {
+				require.Equal(t, 1, frameNum(t, m), "every segment has the datagram's frame number")
+				require.Equal(t, "RC_RDMA_WRITE_MIDDLE", m["opcode"])
+				if tc.bad {
+					require.Equal(t, false, m["icrc_ok"])
+					require.NotContains(t, m, "segment")
+					require.Equal(t, tc.sizes[0]*len(tc.sizes)+(len(tc.sizes)-1)*16, jsonInt(t, m["payload_len"]), "the whole datagram as one packet")
+					continue
+				}
+				require.Equal(t, true, m["icrc_ok"], "%v", m)
+				require.Equal(t, 100+i, jsonInt(t, m["psn"]))
+				require.Equal(t, tc.sizes[i], jsonInt(t, m["payload_len"]))
+				if tc.want == 1 {
+					require.NotContains(t, m, "segment")
+				} else {
+					require.Equal(t, i+1, jsonInt(t, m["segment"]))
+					require.Equal(t, tc.want, jsonInt(t, m["segments"]))
+				}
+			}
+			text, errs, code := runCmd(t, "dump", path)
+			require.Equal(t, cli.ExitOK, code)
+			summary := fmt.Sprintf("rxectl dump: 1 frames, %d RoCEv2 packets, 0 bad ICRC, 0 malformed\n", tc.want)
+			if tc.bad {
+				summary = "rxectl dump: 1 frames, 1 RoCEv2 packets, 1 bad ICRC, 0 malformed\n"
+			}
+			require.Equal(t, summary, errs)
+			if tc.want > 1 {
+				require.Equal(t, tc.want, strings.Count(text, " in one UDP datagram: GSO/GRO)\n"))
+				require.Contains(t, text, "ICRC ok (segment 2 of ")
+			}
+		})
+	}
+}
+
+// jsonInt is a JSON number of decodeJSONLines as an int.
+func jsonInt(t *testing.T, v any) int {
+	t.Helper()
+	n, ok := v.(json.Number)
+	require.True(t, ok, "%v is not a number", v)
+	i, err := n.Int64()
+	require.NoError(t, err)
+	return int(i)
+}

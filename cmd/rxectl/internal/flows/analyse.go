@@ -1,0 +1,532 @@
+package flows
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// seen is where a PSN was first seen.
+type seen struct {
+	frame int
+	t     time.Time
+}
+
+// evidence is a sign of trouble that a later rewind may be the answer to.
+type evidence struct {
+	cause    Cause
+	frame    int
+	t        time.Time
+	rnrTimer uint8
+}
+
+// pending is a request waiting for its first response (an RTT sample).
+type pending struct {
+	psn packet.PSN
+	t   time.Time
+}
+
+// half is one requester's side of a connection: its requests in one flow
+// and the responder's responses in the other. PSNs of both are in the
+// requester's send-queue PSN space.
+type half struct {
+	a        *Analyzer
+	c        *Connection
+	req      *Flow // the requester's flow (requests)
+	resp     *Flow // the responder's flow (responses); nil if not captured
+	pmtu     int
+	silence  time.Duration
+	interval time.Duration
+
+	// Request stream.
+	started     bool
+	prevEnd     packet.PSN // last PSN the previous request consumed
+	expected    packet.PSN // next PSN in order
+	high        packet.PSN // highest PSN consumed so far
+	spanUnknown bool       // the previous request was a READ of unknown span
+	msgOpen     bool
+	ePSN        packet.PSN // the responder's expected PSN, for messages
+	reqSeen     map[packet.PSN]seen
+	readStarts  map[packet.PSN]bool
+
+	// Response stream (READ responses).
+	rStarted bool
+	rPrev    packet.PSN
+	rHigh    packet.PSN
+	rOpen    bool
+	respSeen map[packet.PSN]seen
+
+	gap, why *evidence
+	ep       *Recovery
+	epLo     packet.PSN // the episode's first rewind PSN
+	epRound  packet.PSN // the PSN of its latest round
+	fatal    []fatalNAK
+	pend     []pending
+	rtts     []time.Duration
+	lastT    time.Time
+}
+
+// fatalNAK is a NAK that ends the connection (IBA 9.7.5.2: remote access,
+// invalid request, remote operational error).
+type fatalNAK struct {
+	frame int
+	psn   packet.PSN
+	code  packet.NAKCode
+}
+
+// analyse runs the analysis of one connection.
+func (a *Analyzer) analyse(g *group, iv time.Duration) {
+	c := g.conn
+	c.PMTU = a.opts.PMTU
+	if c.PMTU == 0 {
+		c.PMTU = a.inferPMTU(g.flows)
+	}
+	halves := map[int]*half{} // by requester flow index
+	get := func(reqFlow int) *half {
+		h := halves[reqFlow]
+		if h == nil {
+			h = &half{a: a, c: c, req: a.flows[reqFlow], pmtu: c.PMTU, silence: a.opts.Silence, interval: iv,
+				reqSeen: map[packet.PSN]seen{}, respSeen: map[packet.PSN]seen{}, readStarts: map[packet.PSN]bool{}}
+			for _, fi := range g.flows {
+				if fi != reqFlow {
+					h.resp = a.flows[fi]
+				}
+			}
+			halves[reqFlow] = h
+		}
+		return h
+	}
+	other := func(fi int) int {
+		for _, o := range g.flows {
+			if o != fi {
+				return o
+			}
+		}
+		return fi // a lone flow of responses: its own half
+	}
+	in := func(fi int) bool { return slices.Contains(g.flows, fi) }
+	var last time.Time
+	for i := range a.recs {
+		r := &a.recs[i]
+		if !in(r.flow) {
+			continue
+		}
+		if c.start.IsZero() {
+			c.start = r.t
+		}
+		switch {
+		case r.mask&packet.MaskReq != 0:
+			get(r.flow).request(r, last)
+		case r.mask&packet.MaskAck != 0:
+			get(other(r.flow)).response(r, last)
+		}
+		for _, h := range halves {
+			h.lastT = r.t
+		}
+		last = r.t
+	}
+	var rtts []time.Duration
+	for _, fi := range g.flows {
+		h := halves[fi]
+		if h == nil {
+			continue
+		}
+		h.closeEpisode()
+		rtts = append(rtts, h.rtts...)
+	}
+	c.RTT = summarise(rtts)
+	if c.Recoveries == nil {
+		c.Recoveries = []Recovery{}
+	}
+	c.Explain = explain(c, halves, g.flows)
+}
+
+// inferPMTU is the largest payload of a FIRST or MIDDLE packet of the
+// connection (they carry exactly one PMTU), or 0.
+func (a *Analyzer) inferPMTU(flows []int) int {
+	m := 0
+	for _, r := range a.recs {
+		first := r.mask&packet.MaskStart != 0 && r.mask&packet.MaskEnd == 0
+		if (first || r.mask&packet.MaskMiddle != 0) && slices.Contains(flows, r.flow) {
+			m = max(m, r.payload)
+		}
+	}
+	return m
+}
+
+// span is the number of PSNs a request consumes: a READ one per response
+// packet (IBA 9.7.2), anything else one. ok is false for a READ when the
+// PMTU is unknown.
+func (h *half) span(r *rec) (n int, ok bool) {
+	if r.mask&packet.MaskRead == 0 {
+		return 1, true
+	}
+	if h.pmtu == 0 {
+		return 1, false
+	}
+	return max(1, (int(r.dmaLen)+h.pmtu-1)/h.pmtu), true
+}
+
+// request handles a packet of the requester; last is the time of the
+// connection's previous packet.
+func (h *half) request(r *rec, last time.Time) {
+	f := h.req
+	n, known := h.span(r)
+	end := r.psn.Add(n - 1)
+	_, dup := h.reqSeen[r.psn]
+	if !dup {
+		h.reqSeen[r.psn] = seen{r.frame, r.t}
+	}
+	rewound := false
+	if h.started {
+		switch {
+		case r.psn.Diff(h.prevEnd) <= 0:
+			f.PSNRewinds++
+			rewound = true
+			h.rewind(r, last, true)
+		case r.psn.After(h.expected) && !h.spanUnknown:
+			if r.psn.After(h.high.Next()) {
+				f.gapAt(r.frame, int(r.psn.Diff(h.high.Next())))
+				n := h.a.note(r.frame)
+				n.Gap, n.GapPSN = int(r.psn.Diff(h.high.Next())), uint32(h.high.Next())
+				if h.gap == nil {
+					h.gap = &evidence{frame: r.frame, t: r.t}
+				}
+			} else if h.ep != nil && h.ep.Cause == CauseUnknown {
+				h.ep.Cause = CauseSelective
+			}
+		}
+	}
+	if h.ep != nil && !r.psn.After(h.highAtStart()) {
+		h.ep.Resent++
+		h.ep.LastFrame = r.frame
+	}
+	h.message(f, r, end)
+	if r.mask&packet.MaskRead != 0 {
+		h.readStarts[r.psn] = true
+	}
+	if !dup {
+		h.goodput(r)
+	} else {
+		h.a.note(r.frame).Resent = true
+	}
+	if !dup && !rewound && (r.ackReq || r.mask&(packet.MaskRead|packet.MaskAtomic) != 0) {
+		h.pend = append(h.pend, pending{r.psn, r.t})
+	}
+	if !h.started || end.After(h.high) {
+		h.high = end
+	}
+	h.started = true
+	h.prevEnd, h.expected, h.spanUnknown = end, end.Next(), !known
+}
+
+// message counts the messages of the request stream as the responder
+// would accept them: a packet is accepted when its PSN is the responder's
+// expected PSN (ePSN), which only accepted packets advance (IBA 9.7.5.1.1);
+// a message is complete when its FIRST..LAST or ONLY were accepted.
+func (h *half) message(f *Flow, r *rec, end packet.PSN) {
+	switch {
+	case !h.started, r.psn == h.ePSN:
+	case h.spanUnknown && r.psn.After(h.ePSN): // after a READ of unknown span
+	default:
+		return
+	}
+	h.ePSN = end.Next()
+	switch {
+	case r.mask&packet.MaskStart != 0 && r.mask&packet.MaskEnd != 0:
+		f.Messages++
+		h.msgOpen = false
+	case r.mask&packet.MaskStart != 0:
+		h.msgOpen = true
+	case r.mask&packet.MaskEnd != 0 && h.msgOpen:
+		f.Messages++
+		h.msgOpen = false
+	}
+}
+
+// highAtStart is the highest PSN sent before the open episode.
+func (h *half) highAtStart() packet.PSN { return packet.PSN(h.ep.HighPSN) }
+
+// rewind opens an episode, or adds a round to the open one, for a resent
+// packet r (a request when isReq, else a READ response). A request that
+// goes back again to the open episode's last rewind PSN or before is a new
+// round of the same episode; a later one starts a new episode. A resent
+// READ response opens an episode only when the capture holds no requests
+// (their re-read is what counts; the capture may even record the answer
+// before the request when both ends share it).
+func (h *half) rewind(r *rec, last time.Time, isReq bool) {
+	if !isReq && h.started {
+		return
+	}
+	if h.ep != nil && !r.psn.After(h.epRound) && !r.psn.Before(h.epLo) {
+		h.ep.Rounds++
+		h.epRound = r.psn
+		h.a.note(r.frame).Resent = true
+		h.dropPending(r.psn)
+		return
+	}
+	h.closeEpisode()
+	high := h.high
+	if !isReq && h.rHigh.After(high) {
+		high = h.rHigh
+	}
+	ep := &Recovery{Requester: h.req.Src, RewindFrame: r.frame, PSN: uint32(r.psn), HighPSN: uint32(high),
+		Rounds: 1, Read: r.mask&packet.MaskRead != 0 || !isReq, FirstFrame: r.frame, LastFrame: r.frame, start: r.t}
+	silence := r.t.Sub(last)
+	switch {
+	case h.why != nil:
+		ep.Cause, ep.RNRTimer = h.why.cause, h.why.rnrTimer
+		ep.FirstFrame, ep.start = h.why.frame, h.why.t
+	case silence >= h.silenceThreshold():
+		ep.Cause, ep.Silence = CauseTimeout, Duration(silence)
+	case isReq && r.mask&packet.MaskRead != 0 && (h.insideRead(r.psn) || h.rStarted && h.rHigh.After(r.psn)):
+		ep.Cause = CauseImpliedNAK
+	default:
+		ep.Cause = CauseUnknown
+	}
+	// The first evidence: a gap, or the lost PSN's first transmission.
+	first := seen{ep.FirstFrame, ep.start}
+	if h.gap != nil && h.gap.frame < first.frame {
+		first = seen{h.gap.frame, h.gap.t}
+	}
+	src := h.reqSeen
+	if !isReq || r.mask&packet.MaskRead != 0 {
+		src = h.respSeen
+	}
+	if s, ok := src[r.psn]; ok && s.frame < first.frame {
+		first = s
+	}
+	ep.FirstFrame, ep.start = first.frame, first.t
+	if s, ok := src[r.psn]; ok && s.frame < r.frame {
+		ep.FirstSentFrame = s.frame
+		if ep.Cause != CauseRNR {
+			h.a.note(s.frame).LostAfter = true
+		}
+	}
+	h.ep, h.epLo, h.epRound = ep, r.psn, r.psn
+	n := h.a.note(r.frame)
+	n.Resent, n.Cause, n.Silence = true, ep.Cause, time.Duration(ep.Silence)
+	h.gap, h.why = nil, nil
+	h.dropPending(r.psn)
+}
+
+// insideRead reports whether psn lies inside an earlier READ's responses
+// but is not that READ's first PSN: a re-read of the rest, after the
+// requester saw a later response than the one it waited for.
+func (h *half) insideRead(psn packet.PSN) bool {
+	if h.readStarts[psn] {
+		return false
+	}
+	for p := range h.readStarts {
+		if psn.After(p) && !psn.After(h.high) {
+			return true
+		}
+	}
+	return false
+}
+
+// silenceThreshold is the quiet time that makes a rewind a timeout.
+func (h *half) silenceThreshold() time.Duration {
+	if h.silence > 0 {
+		return h.silence
+	}
+	t := time.Millisecond
+	if len(h.rtts) > 0 {
+		s := slices.Clone(h.rtts)
+		slices.Sort(s)
+		t = max(t, 4*s[len(s)/2])
+	}
+	return t
+}
+
+// dropPending forgets the RTT samples of resent PSNs (Karn's rule).
+func (h *half) dropPending(from packet.PSN) {
+	h.pend = slices.DeleteFunc(h.pend, func(p pending) bool { return !p.psn.Before(from) })
+}
+
+// closeEpisode records the open episode.
+func (h *half) closeEpisode() {
+	if h.ep == nil {
+		return
+	}
+	ep := *h.ep
+	var endT time.Time
+	for i := range h.a.recs { // the time of LastFrame
+		if h.a.recs[i].frame == ep.LastFrame {
+			endT = h.a.recs[i].t
+			break
+		}
+	}
+	ep.Duration = Duration(endT.Sub(ep.start))
+	h.c.Recoveries = append(h.c.Recoveries, ep)
+	h.ep = nil
+}
+
+// isReadResponse reports whether op is an RC or RD READ response.
+func isReadResponse(op packet.Opcode) bool {
+	switch op {
+	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseMiddle, packet.RCRDMAReadResponseLast, packet.RCRDMAReadResponseOnly,
+		packet.RDRDMAReadResponseFirst, packet.RDRDMAReadResponseMiddle, packet.RDRDMAReadResponseLast, packet.RDRDMAReadResponseOnly:
+		return true
+	}
+	return false
+}
+
+// response handles a packet of the responder; last is the time of the
+// connection's previous packet.
+func (h *half) response(r *rec, last time.Time) {
+	f := h.resp
+	if f == nil {
+		f = h.req // responses whose requests the capture does not hold
+	}
+	if r.mask&packet.MaskAETH != 0 && !r.syn.IsACK() {
+		h.nak(f, r)
+	}
+	_, dup := h.respSeen[r.psn]
+	if !dup && isReadResponse(r.op) {
+		h.respSeen[r.psn] = seen{r.frame, r.t}
+	}
+	if h.ep != nil && !r.psn.Before(h.epLo) && !r.psn.After(h.highAtStart()) {
+		h.ep.LastFrame = r.frame
+	}
+	if r.mask&packet.MaskStart != 0 {
+		h.sample(r)
+	}
+	if !isReadResponse(r.op) {
+		return
+	}
+	first := r.mask&packet.MaskStart != 0
+	switch {
+	case !h.rStarted:
+	case !r.psn.After(h.rPrev):
+		f.PSNRewinds++
+		h.rewind(r, last, false)
+	case r.psn.After(h.rPrev.Next()) && (!first || h.rOpen):
+		skip := int(r.psn.Diff(h.rPrev.Next()))
+		if r.psn.After(h.rHigh.Next()) || !first {
+			f.gapAt(r.frame, skip)
+			n := h.a.note(r.frame)
+			n.Gap, n.GapPSN = skip, uint32(h.rPrev.Next())
+			h.why = &evidence{cause: CauseImpliedNAK, frame: r.frame, t: r.t}
+		}
+	}
+	inOrder := !h.rStarted || r.psn == h.rPrev.Next()
+	switch {
+	case first && r.mask&packet.MaskEnd != 0:
+		f.Messages++
+		h.rOpen = false
+	case first:
+		h.rOpen = true
+	case r.mask&packet.MaskEnd != 0:
+		if h.rOpen && inOrder {
+			f.Messages++
+		}
+		h.rOpen = false
+	case !inOrder:
+		h.rOpen = false
+	}
+	if !dup {
+		h.goodput(r)
+	} else if isReadResponse(r.op) {
+		h.a.note(r.frame).Resent = true
+	}
+	if !h.rStarted || r.psn.After(h.rHigh) {
+		h.rHigh = r.psn
+	}
+	h.rStarted = true
+	h.rPrev = r.psn
+}
+
+// nak counts a NAK or RNR NAK and keeps it as evidence.
+func (h *half) nak(f *Flow, r *rec) {
+	ev := &evidence{frame: r.frame, t: r.t}
+	switch {
+	case r.syn.IsRNR():
+		f.NAKs.RNR++
+		if !slices.Contains(f.NAKs.RNRTimers, r.syn.Value()) {
+			f.NAKs.RNRTimers = append(f.NAKs.RNRTimers, r.syn.Value())
+		}
+		ev.cause, ev.rnrTimer = CauseRNR, r.syn.Value()
+	case r.syn.IsNAK() && r.syn.NAKCode() == packet.NAKPSNSeqError:
+		f.NAKs.SequenceError++
+		ev.cause = CauseSequenceNAK
+	case r.syn.IsNAK():
+		switch r.syn.NAKCode() {
+		case packet.NAKRemoteAccess:
+			f.NAKs.RemoteAccess++
+		case packet.NAKInvalidRequest:
+			f.NAKs.InvalidRequest++
+		case packet.NAKRemoteOperation:
+			f.NAKs.RemoteOperation++
+		default:
+			f.NAKs.Other++
+		}
+		h.fatal = append(h.fatal, fatalNAK{r.frame, r.psn, r.syn.NAKCode()})
+		return
+	default:
+		f.NAKs.Other++
+		return
+	}
+	if h.why == nil {
+		h.why = ev
+	}
+}
+
+// sample takes an RTT sample for the request a response answers.
+func (h *half) sample(r *rec) {
+	if r.mask&packet.MaskAETH != 0 && !r.syn.IsACK() {
+		return
+	}
+	n := 0
+	for n < len(h.pend) && !h.pend[n].psn.After(r.psn) {
+		if h.pend[n].psn == r.psn {
+			h.rtts = append(h.rtts, r.t.Sub(h.pend[n].t))
+		}
+		n++
+	}
+	h.pend = h.pend[n:]
+}
+
+// goodput adds r's payload to its interval.
+func (h *half) goodput(r *rec) {
+	if r.payload == 0 {
+		return
+	}
+	i := int(r.t.Sub(h.c.start) / h.interval)
+	for len(h.c.Goodput) <= i {
+		h.c.Goodput = append(h.c.Goodput, Interval{Start: Duration(time.Duration(len(h.c.Goodput)) * h.interval)})
+	}
+	iv := &h.c.Goodput[i]
+	iv.Bytes += r.payload
+	iv.Gbps = float64(iv.Bytes) * 8 / h.interval.Seconds() / 1e9
+}
+
+// summarise computes min, median and max of samples.
+func summarise(s []time.Duration) RTT {
+	if len(s) == 0 {
+		return RTT{}
+	}
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return RTT{Samples: len(s), Min: Duration(s[0]), Median: Duration(s[len(s)/2]), Max: Duration(s[len(s)-1])}
+}
+
+// gapAt counts a gap of n PSNs at frame.
+func (f *Flow) gapAt(frame, n int) {
+	f.PSNGaps++
+	f.PSNMissing += n
+	if f.FirstGapFrame == 0 {
+		f.FirstGapFrame = frame
+	}
+}
+
+// note returns the Note of frame, creating it.
+func (a *Analyzer) note(frame int) *Note {
+	n := a.notes[frame]
+	if n == nil {
+		n = &Note{}
+		a.notes[frame] = n
+	}
+	return n
+}

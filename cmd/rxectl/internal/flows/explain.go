@@ -1,0 +1,210 @@
+package flows
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// explain says in sentences what went wrong on a connection: what was lost,
+// what recovered it and how long that took, and any NAK that ended it.
+func explain(c *Connection, halves map[int]*half, order []int) []string {
+	var out []string
+	var hs []*half
+	for _, fi := range order {
+		if h := halves[fi]; h != nil {
+			hs = append(hs, h)
+		}
+	}
+	for _, h := range hs {
+		var eps []Recovery
+		for _, ep := range c.Recoveries {
+			if ep.Requester == h.req.Src {
+				eps = append(eps, ep)
+			}
+		}
+		s := lossSentence(h, eps)
+		if r := recoverySentence(eps); r != "" {
+			if s != "" {
+				s += "; recovered by " + r
+			} else {
+				s = "Recovered by " + r
+			}
+		}
+		if s != "" {
+			if len(hs) > 1 {
+				s = h.req.Src.String() + " → " + h.req.Dst.String() + ": " + s
+			}
+			out = append(out, s+".")
+		}
+		for _, f := range h.fatal {
+			out = append(out, fmt.Sprintf("%s NAK at frame %d (PSN %d): the requester's QP goes to the error state and flushes its outstanding work requests.",
+				nakName(f.code), f.frame, f.psn))
+		}
+		if h.resp != nil && h.resp.NAKs.RNR > 0 && !slices.ContainsFunc(eps, func(e Recovery) bool { return e.Cause == CauseRNR }) {
+			out = append(out, fmt.Sprintf("%d RNR NAKs: the responder had no receive WQE posted.", h.resp.NAKs.RNR))
+		}
+	}
+	return out
+}
+
+// lossSentence says what the capture shows lost for one requester.
+func lossSentence(h *half, eps []Recovery) string {
+	var parts []string
+	if h.resp != nil && h.resp.PSNMissing > 0 {
+		parts = append(parts, fmt.Sprintf("%s lost before the capture point (%s, first at frame %d)",
+			count(h.resp.PSNMissing, "READ response"), count(h.resp.PSNGaps, "gap"), h.resp.FirstGapFrame))
+	}
+	if h.req.PSNMissing > 0 {
+		parts = append(parts, fmt.Sprintf("requests lost before the capture point (%s in %s, first at frame %d)",
+			count(h.req.PSNMissing, "PSN"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
+	}
+	var after []Recovery
+	for _, ep := range eps {
+		if ep.FirstSentFrame > 0 && ep.Cause != CauseRNR {
+			after = append(after, ep)
+		}
+	}
+	switch {
+	case len(after) == 1 && after[0].Read:
+		parts = append(parts, fmt.Sprintf("READ response PSN %d (frame %d) lost after the capture point: the capture holds it, yet it was read again",
+			after[0].PSN, after[0].FirstSentFrame))
+	case len(after) == 1:
+		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) or its ACK lost after the capture point: the capture holds it, yet it was sent again",
+			after[0].PSN, after[0].FirstSentFrame))
+	case len(after) > 1 && after[0].Read:
+		parts = append(parts, fmt.Sprintf("%d READ responses lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were read again",
+			len(after), after[0].PSN, after[0].FirstSentFrame))
+	case len(after) > 1:
+		parts = append(parts, fmt.Sprintf("%d requests or their ACKs lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were sent again",
+			len(after), after[0].PSN, after[0].FirstSentFrame))
+	}
+	return upper(strings.Join(parts, "; "))
+}
+
+// recoverySentence groups the episodes by cause.
+func recoverySentence(eps []Recovery) string {
+	var parts []string
+	by := map[Cause][]Recovery{}
+	for _, ep := range eps {
+		by[ep.Cause] = append(by[ep.Cause], ep)
+	}
+	for _, cause := range []Cause{CauseImpliedNAK, CauseSequenceNAK, CauseSelective, CauseRNR, CauseTimeout, CauseUnknown} {
+		g := by[cause]
+		if len(g) == 0 {
+			continue
+		}
+		read := g[0].Read
+		resend := "resend"
+		if read {
+			resend = "re-read"
+		}
+		d := medianDuration(g)
+		switch cause {
+		case CauseImpliedNAK:
+			parts = append(parts, fmt.Sprintf("%s after implied NAKs in %s%s", count(len(g), resend), Human(d), medianWord(g)))
+		case CauseSequenceNAK:
+			parts = append(parts, fmt.Sprintf("%s after PSN sequence error NAKs in %s%s", count(len(g), resend), Human(d), medianWord(g)))
+		case CauseSelective:
+			parts = append(parts, fmt.Sprintf("%s in %s%s", count(len(g), "selective "+resend), Human(d), medianWord(g)))
+		case CauseRNR:
+			parts = append(parts, fmt.Sprintf("%s (timer code %d) of %s%s", count(len(g), "RNR wait"), g[0].RNRTimer, Human(d), medianWord(g)))
+		case CauseTimeout:
+			if len(g) <= 3 {
+				for _, ep := range g {
+					parts = append(parts, fmt.Sprintf("1 ACK timeout of %s at frame %d", Human(time.Duration(ep.Silence)), ep.RewindFrame))
+				}
+			} else {
+				parts = append(parts, fmt.Sprintf("%d ACK timeouts (silences of %s median, first at frame %d)", len(g), Human(medianSilence(g)), g[0].RewindFrame))
+			}
+		case CauseUnknown:
+			frames := make([]string, 0, 3)
+			for _, ep := range g[:min(3, len(g))] {
+				frames = append(frames, strconv.Itoa(ep.RewindFrame))
+			}
+			parts = append(parts, fmt.Sprintf("%s with no cause in the capture (at frame %s)", count(len(g), resend), strings.Join(frames, ", ")))
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+func medianWord(g []Recovery) string {
+	if len(g) > 1 {
+		return " (median)"
+	}
+	return ""
+}
+
+func medianDuration(g []Recovery) time.Duration {
+	d := make([]time.Duration, len(g))
+	for i, ep := range g {
+		d[i] = time.Duration(ep.Duration)
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+func medianSilence(g []Recovery) time.Duration {
+	d := make([]time.Duration, len(g))
+	for i, ep := range g {
+		d[i] = time.Duration(ep.Silence)
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// count writes "1 gap", "3 gaps", "2 re-reads", "1 RNR wait".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+func upper(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// nakName names a NAK code in words.
+func nakName(c interface{ String() string }) string {
+	switch c.String() {
+	case "INVALID_REQ":
+		return "Invalid request"
+	case "REM_ACCESS_ERR":
+		return "Remote access error"
+	case "REM_OP_ERR":
+		return "Remote operational error"
+	}
+	return c.String()
+}
+
+// Human writes d for a person: "140 µs", "1.3 ms", "67 ms", "2.5 s".
+func Human(d time.Duration) string {
+	switch {
+	case d < 10*time.Microsecond:
+		return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) + " µs"
+	case d < time.Millisecond:
+		return strconv.FormatInt(int64((d+500)/time.Microsecond), 10) + " µs"
+	case d < 10*time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + " ms"
+	case d < time.Second:
+		return strconv.FormatInt(int64((d+500*time.Microsecond)/time.Millisecond), 10) + " ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
+}
+
+// formatSeconds writes d in seconds, as a JSON number.
+func formatSeconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+}

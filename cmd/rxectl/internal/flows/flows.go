@@ -1,0 +1,350 @@
+// Package flows analyses the RoCEv2 packets of a capture: it groups them by
+// flow (source, destination, destination QP), pairs the two directions of a
+// connection, and reports per flow what was sent and what went wrong: PSN
+// gaps and rewinds, NAKs, recovery episodes with their cause, RTT samples,
+// goodput over time, and sentences that explain it.
+//
+// The analysis sees only what the capture point saw. A packet captured and
+// then lost (by a receiver, or by a fault injector behind the capture) shows
+// no gap; its retransmission still shows as a rewind, and the episode says
+// so. Frame numbers are the caller's, counted as Wireshark counts them.
+package flows
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// Packet is one decoded RoCEv2 packet of a capture.
+type Packet struct {
+	// Frame is the packet's frame number: 1-based, counting every frame of
+	// the capture, RoCE or not, as Wireshark does.
+	Frame int
+	// Time is the capture time stamp.
+	Time time.Time
+	// Src and Dst are the IP addresses and UDP ports.
+	Src, Dst netip.AddrPort
+	// Pkt is the parsed packet (BTH through ICRC). Analyze copies what it
+	// needs, so the buffer may be reused after Add returns.
+	Pkt packet.Packet
+}
+
+// Options tune the analysis.
+type Options struct {
+	// PMTU is the path MTU in bytes, used to know how many PSNs a READ
+	// request consumes. 0 infers it per connection from the payload of
+	// FIRST and MIDDLE packets (which carry exactly one PMTU).
+	PMTU int
+	// Interval is the width of a goodput interval; 0 picks a round width
+	// giving at most 20 intervals over the capture.
+	Interval time.Duration
+	// Silence is the shortest quiet time before a rewind that counts as a
+	// retransmission timeout; 0 means 1 ms or 4 median RTTs, whichever is
+	// larger.
+	Silence time.Duration
+}
+
+// rec is what the analysis keeps of one packet.
+type rec struct {
+	frame   int
+	t       time.Time
+	flow    int // index into Analyzer.flows
+	op      packet.Opcode
+	mask    packet.Mask
+	psn     packet.PSN
+	ackReq  bool
+	syn     packet.Syndrome
+	msn     uint32
+	dmaLen  uint32 // RETH DMA length of a READ request
+	payload int
+	size    int // BTH through ICRC
+}
+
+// flowKey identifies a flow: source and destination address and the
+// destination QP.
+type flowKey struct {
+	src, dst netip.Addr
+	qp       uint32
+}
+
+// Analyzer collects packets; Report analyses them.
+type Analyzer struct {
+	opts  Options
+	recs  []rec
+	flows []*Flow
+	index map[flowKey]int
+	notes map[int]*Note
+}
+
+// NewAnalyzer returns an empty Analyzer.
+func NewAnalyzer(o Options) *Analyzer {
+	return &Analyzer{opts: o, index: map[flowKey]int{}, notes: map[int]*Note{}}
+}
+
+// Add records one packet. Packets must come in capture order.
+func (a *Analyzer) Add(p Packet) {
+	k := flowKey{p.Src.Addr(), p.Dst.Addr(), p.Pkt.DestQP()}
+	fi, ok := a.index[k]
+	if !ok {
+		fi = len(a.flows)
+		a.index[k] = fi
+		a.flows = append(a.flows, &Flow{Src: p.Src, Dst: p.Dst, DestQP: k.qp, FirstFrame: p.Frame, byOp: map[packet.Opcode]*OpcodeCount{}})
+	}
+	r := rec{
+		frame: p.Frame, t: p.Time, flow: fi,
+		op: p.Pkt.Opcode(), mask: p.Pkt.Mask(), psn: p.Pkt.PSN(), ackReq: p.Pkt.AckReq(),
+		payload: p.Pkt.PayloadLen(), size: p.Pkt.Len(),
+	}
+	if a := p.Pkt.AETH(); a != nil {
+		r.syn, r.msn = a.Syndrome(), a.MSN()
+	}
+	if r.mask&packet.MaskRead != 0 {
+		r.dmaLen = p.Pkt.RETH().DMALen()
+	}
+	a.recs = append(a.recs, r)
+	f := a.flows[fi]
+	f.LastFrame = p.Frame
+	f.Packets++
+	f.Bytes += r.size
+	c := f.byOp[r.op]
+	if c == nil {
+		c = &OpcodeCount{Opcode: r.op.String()}
+		f.byOp[r.op] = c
+	}
+	c.Packets++
+	c.Bytes += r.size
+}
+
+// Report is the result of an analysis.
+type Report struct {
+	// Connections are the connections in the order of their first packet.
+	Connections []*Connection `json:"connections"`
+	// Interval is the width of the goodput intervals.
+	Interval Duration `json:"goodput_interval"`
+	// Notes marks the frames a diagram should colour, by frame number.
+	Notes map[int]*Note `json:"-"`
+}
+
+// Note is what the analysis found about one packet.
+type Note struct {
+	// Resent: the packet's PSN was sent (or answered) before.
+	Resent bool
+	// Gap is the number of PSNs missing just before this packet, from
+	// GapPSN on.
+	Gap    int
+	GapPSN uint32
+	// LostAfter: the capture holds this packet, yet its PSN was sent
+	// again: it was lost after the capture point (or, for a request, its
+	// answer was).
+	LostAfter bool
+	// Cause is set on the packet that opened a recovery episode.
+	Cause Cause
+	// Silence is the quiet time before a timeout's first resent packet.
+	Silence time.Duration
+}
+
+// Connection is one flow, or the two flows of the two directions of a
+// connection.
+type Connection struct {
+	// Flows holds one or two flows; with two, Flows[0] is the one that
+	// carries more requests (the requester's direction).
+	Flows []*Flow `json:"flows"`
+	// Recoveries are the recovery episodes, in capture order.
+	Recoveries []Recovery `json:"recoveries"`
+	// RTT summarises the request-to-response times.
+	RTT RTT `json:"rtt"`
+	// Goodput is the new payload delivered per interval (retransmitted
+	// PSNs are counted once).
+	Goodput []Interval `json:"goodput"`
+	// Explain says in sentences what went wrong; empty when nothing did.
+	Explain []string `json:"explain"`
+	// PMTU is the path MTU used for READ spans (0: unknown).
+	PMTU int `json:"pmtu"`
+
+	start time.Time
+}
+
+// Flow is the packets from one address to another for one destination QP.
+type Flow struct {
+	Src    netip.AddrPort `json:"src"`
+	Dst    netip.AddrPort `json:"dst"`
+	DestQP uint32         `json:"dest_qp"`
+	// Packets and Bytes count every packet (Bytes: BTH through ICRC).
+	Packets int `json:"packets"`
+	Bytes   int `json:"bytes"`
+	// ByOpcode counts packets and bytes per opcode, in opcode order.
+	ByOpcode []OpcodeCount `json:"by_opcode"`
+	// Messages counts messages seen whole and in order: FIRST through
+	// LAST, or ONLY (READ responses included; ACKs are not messages).
+	Messages int `json:"messages"`
+	// PSNGaps counts packets whose PSN is ahead of the next expected PSN
+	// (READ requests consume their responses' PSNs; ACKs, which skip
+	// legitimately, are not counted); PSNMissing is the PSNs skipped.
+	PSNGaps    int `json:"psn_gaps"`
+	PSNMissing int `json:"psn_missing"`
+	// FirstGapFrame is the frame of the first gap (0: none).
+	FirstGapFrame int `json:"first_gap_frame,omitempty"`
+	// PSNRewinds counts packets whose PSN is not after the last PSN of the
+	// flow's previous packet (modulo 2^24): retransmissions.
+	PSNRewinds int `json:"psn_rewinds"`
+	// NAKs counts the NAKs the flow carries, by kind.
+	NAKs NAKs `json:"naks"`
+	// FirstFrame and LastFrame are the flow's first and last frames.
+	FirstFrame int `json:"first_frame"`
+	LastFrame  int `json:"last_frame"`
+
+	byOp map[packet.Opcode]*OpcodeCount
+}
+
+// OpcodeCount is the packets and bytes of one opcode.
+type OpcodeCount struct {
+	Opcode  string `json:"opcode"`
+	Packets int    `json:"packets"`
+	Bytes   int    `json:"bytes"`
+}
+
+// NAKs counts NAKs by kind (IBA 9.3.5 table 43).
+type NAKs struct {
+	SequenceError   int `json:"sequence_error"`
+	RNR             int `json:"rnr"`
+	RemoteAccess    int `json:"remote_access"`
+	InvalidRequest  int `json:"invalid_request"`
+	RemoteOperation int `json:"remote_operation"`
+	Other           int `json:"other"`
+	// RNRTimers lists the distinct RNR timer codes seen (IBA 9.7.5.2.8).
+	RNRTimers []uint8 `json:"rnr_timers,omitempty"`
+}
+
+// Total is the number of NAKs of every kind.
+func (n NAKs) Total() int {
+	return n.SequenceError + n.RNR + n.RemoteAccess + n.InvalidRequest + n.RemoteOperation + n.Other
+}
+
+// Cause is why a recovery episode started, as far as the capture shows.
+type Cause string
+
+// Causes of a recovery episode.
+const (
+	// CauseSequenceNAK: the responder sent a PSN sequence error NAK.
+	CauseSequenceNAK Cause = "sequence NAK"
+	// CauseTimeout: the connection was silent, then the requester went
+	// back (the retransmission timer fired).
+	CauseTimeout Cause = "timeout"
+	// CauseRNR: the responder sent an RNR NAK; the requester waited.
+	CauseRNR Cause = "RNR wait"
+	// CauseImpliedNAK: a response arrived for a later PSN than a READ's
+	// missing response (IBA 9.7.5.1.1: an implied NAK), and the
+	// requester read the rest again.
+	CauseImpliedNAK Cause = "implied NAK"
+	// CauseSelective: the requester resent some PSNs and went on from
+	// where it was (selective resend), with no NAK or silence before.
+	CauseSelective Cause = "selective resend"
+	// CauseUnknown: a rewind the capture shows no reason for.
+	CauseUnknown Cause = "unknown"
+)
+
+// Recovery is one recovery episode: the requester going back to resend.
+type Recovery struct {
+	Cause Cause `json:"cause"`
+	// Requester is the address of the side that resent.
+	Requester netip.AddrPort `json:"requester"`
+	// FirstFrame is the first evidence (the gap, the NAK, or the rewind);
+	// LastFrame the last packet of the episode's PSN range before the
+	// requester moved on.
+	FirstFrame int      `json:"first_frame"`
+	LastFrame  int      `json:"last_frame"`
+	Duration   Duration `json:"duration"`
+	// RewindFrame is the frame of the first resent packet.
+	RewindFrame int `json:"rewind_frame"`
+	// PSN is the first resent PSN; HighPSN the highest PSN sent before.
+	PSN     uint32 `json:"psn"`
+	HighPSN uint32 `json:"high_psn"`
+	// Rounds counts the times the requester went back within the episode
+	// (re-reads for READs); Resent the packets resent.
+	Rounds int `json:"rounds"`
+	Resent int `json:"resent"`
+	// Read is true when the resent requests were READs.
+	Read bool `json:"read"`
+	// Silence is the quiet time before the rewind (timeouts).
+	Silence Duration `json:"silence,omitempty"`
+	// RNRTimer is the RNR NAK's timer code (RNR waits).
+	RNRTimer uint8 `json:"rnr_timer,omitempty"`
+	// FirstSentFrame is the frame where the capture first holds the
+	// first resent PSN (the READ response, for a re-read), 0 if it never
+	// saw it before the rewind: when it did, the packet (or its answer)
+	// was lost after the capture point.
+	FirstSentFrame int `json:"first_sent_frame"`
+
+	start time.Time
+}
+
+// RTT summarises request-to-response times: from a request that asks for
+// a response (AckReq, READ, atomic) to its ACK or first response.
+// Requests that were resent are not sampled (Karn's rule).
+type RTT struct {
+	Samples int      `json:"samples"`
+	Min     Duration `json:"min"`
+	Median  Duration `json:"median"`
+	Max     Duration `json:"max"`
+}
+
+// Interval is the goodput of one interval.
+type Interval struct {
+	// Start is the interval's start, relative to the connection's first
+	// packet.
+	Start Duration `json:"start"`
+	Bytes int      `json:"bytes"`
+	// Gbps is Bytes over the interval in 10^9 bits per second.
+	Gbps float64 `json:"gbps"`
+}
+
+// Duration is a time.Duration that marshals to JSON as seconds.
+type Duration time.Duration
+
+// MarshalJSON writes d in seconds.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(formatSeconds(time.Duration(d))), nil
+}
+
+// Report analyses the packets added so far.
+func (a *Analyzer) Report() *Report {
+	for _, f := range a.flows {
+		f.ByOpcode = f.ByOpcode[:0]
+		for _, op := range slices.Sorted(maps.Keys(f.byOp)) {
+			f.ByOpcode = append(f.ByOpcode, *f.byOp[op])
+		}
+	}
+	conns := a.pair()
+	iv := a.interval()
+	rep := &Report{Interval: Duration(iv), Notes: a.notes}
+	for _, c := range conns {
+		a.analyse(c, iv)
+		rep.Connections = append(rep.Connections, c.conn)
+	}
+	return rep
+}
+
+// interval is the goodput interval: Options.Interval, or a 1-2-5 step
+// giving at most 20 intervals over the capture.
+func (a *Analyzer) interval() time.Duration {
+	if a.opts.Interval > 0 {
+		return a.opts.Interval
+	}
+	if len(a.recs) == 0 {
+		return time.Millisecond
+	}
+	span := a.recs[len(a.recs)-1].t.Sub(a.recs[0].t)
+	step := time.Microsecond
+	for {
+		for _, m := range []time.Duration{1, 2, 5} {
+			if span/(m*step) < 20 {
+				return m * step
+			}
+		}
+		step *= 10
+	}
+}

@@ -1,0 +1,172 @@
+package flows
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+var (
+	hostA = netip.MustParseAddrPort("10.0.0.1:49152")
+	hostB = netip.MustParseAddrPort("10.0.0.2:4791")
+	t0    = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// pk is one packet of a hand-written fixture.
+type pk struct {
+	us      int  // time in microseconds
+	fromB   bool // B→A (to QP 0x11) instead of A→B (to QP 0x22)
+	op      packet.Opcode
+	psn     uint32
+	payload int
+	ackReq  bool
+	syn     packet.Syndrome
+	dmaLen  uint32
+}
+
+// build turns a fixture into Packets, frame numbers from 1.
+func build(t testing.TB, ps []pk) []Packet {
+	t.Helper()
+	var out []Packet
+	for i, p := range ps {
+		h := packet.Headers{BTH: packet.BTHFields{Opcode: p.op, PKey: 0xFFFF, DestQP: 0x22, PSN: packet.PSN(p.psn), AckReq: p.ackReq}}
+		src, dst := hostA, hostB
+		if p.fromB {
+			h.BTH.DestQP, src, dst = 0x11, hostB, hostA
+		}
+		h.AETH = packet.AETHFields{Syndrome: p.syn, MSN: 1}
+		h.RETH = packet.RETHFields{VA: 0x1000, RKey: 7, DMALen: p.dmaLen}
+		b := make([]byte, packet.PacketLen(p.op, p.payload))
+		n, err := packet.Build(b, &h, make([]byte, p.payload), nil)
+		require.NoError(t, err)
+		pkt, err := packet.Parse(b[:n])
+		require.NoError(t, err)
+		out = append(out, Packet{Frame: i + 1, Time: t0.Add(time.Duration(p.us) * time.Microsecond), Src: src, Dst: dst, Pkt: pkt})
+	}
+	return out
+}
+
+var (
+	ack     = packet.SyndromeACKUnlimited
+	seqNAK  = packet.NAKSyndrome(packet.NAKPSNSeqError)
+	rnr12   = packet.RNRSyndrome(12)
+	accNAK  = packet.NAKSyndrome(packet.NAKRemoteAccess)
+	lossyRC = []pk{
+		{us: 0, op: packet.RCSendFirst, psn: 100, payload: 1024},                   // 1
+		{us: 1, op: packet.RCSendMiddle, psn: 101, payload: 1024},                  // 2
+		{us: 2, op: packet.RCSendLast, psn: 103, payload: 1024, ackReq: true},      // 3: 102 lost
+		{us: 10, fromB: true, op: packet.RCAcknowledge, psn: 102, syn: seqNAK},     // 4
+		{us: 20, op: packet.RCSendMiddle, psn: 102, payload: 1024},                 // 5: rewind
+		{us: 21, op: packet.RCSendLast, psn: 103, payload: 1024, ackReq: true},     // 6
+		{us: 30, fromB: true, op: packet.RCAcknowledge, psn: 103, syn: ack},        // 7
+		{us: 40, op: packet.RCSendOnly, psn: 104, payload: 100, ackReq: true},      // 8
+		{us: 50, fromB: true, op: packet.RCAcknowledge, psn: 104, syn: ack},        // 9: RTT 10 µs
+		{us: 60, op: packet.RCSendOnly, psn: 105, payload: 100, ackReq: true},      // 10
+		{us: 5060, op: packet.RCSendOnly, psn: 105, payload: 100, ackReq: true},    // 11: timeout
+		{us: 5070, fromB: true, op: packet.RCAcknowledge, psn: 105, syn: ack},      // 12
+		{us: 5100, op: packet.RCSendOnly, psn: 106, payload: 100, ackReq: true},    // 13
+		{us: 5110, fromB: true, op: packet.RCAcknowledge, psn: 106, syn: rnr12},    // 14
+		{us: 5800, op: packet.RCSendOnly, psn: 106, payload: 100, ackReq: true},    // 15: RNR retry
+		{us: 5810, fromB: true, op: packet.RCAcknowledge, psn: 106, syn: ack},      // 16
+		{us: 5900, op: packet.RCRDMAWriteOnly, psn: 107, payload: 8, ackReq: true}, // 17
+		{us: 5910, fromB: true, op: packet.RCAcknowledge, psn: 107, syn: accNAK},   // 18
+	}
+	lossyRead = []pk{
+		{us: 0, op: packet.RCRDMAReadRequest, psn: 10, dmaLen: 4096, ackReq: true},                  // 1: PSNs 10..13
+		{us: 5, fromB: true, op: packet.RCRDMAReadResponseFirst, psn: 10, payload: 1024, syn: ack},  // 2: RTT 5 µs
+		{us: 6, fromB: true, op: packet.RCRDMAReadResponseMiddle, psn: 11, payload: 1024},           // 3
+		{us: 8, fromB: true, op: packet.RCRDMAReadResponseLast, psn: 13, payload: 1024, syn: ack},   // 4: 12 lost
+		{us: 9, op: packet.RCRDMAReadRequest, psn: 12, dmaLen: 2048, ackReq: true},                  // 5: re-read
+		{us: 15, fromB: true, op: packet.RCRDMAReadResponseFirst, psn: 12, payload: 1024, syn: ack}, // 6
+		{us: 16, fromB: true, op: packet.RCRDMAReadResponseLast, psn: 13, payload: 1024, syn: ack},  // 7
+		{us: 20, op: packet.RCSendOnly, psn: 14, payload: 64, ackReq: true},                         // 8
+		{us: 25, fromB: true, op: packet.RCAcknowledge, psn: 14, syn: ack},                          // 9: RTT 5 µs
+	}
+)
+
+func TestLossyRC(t *testing.T) {
+	rep := analyse(build(t, lossyRC), Options{Interval: time.Millisecond})
+	require.Len(t, rep.Connections, 1)
+	c := rep.Connections[0]
+	require.Len(t, c.Flows, 2)
+	a, b := c.Flows[0], c.Flows[1]
+	require.Equal(t, hostA, a.Src)
+	require.Equal(t, 11, a.Packets)
+	require.Equal(t, 7, b.Packets)
+	require.Equal(t, 5, a.Messages, "FIRST 100, MIDDLE 101, MIDDLE 102, LAST 103; ONLY 104, 105, 106; WRITE 107")
+	require.Equal(t, 0, b.Messages)
+	require.Equal(t, []int{1, 1, 3, 3}, []int{a.PSNGaps, a.PSNMissing, a.FirstGapFrame, a.PSNRewinds})
+	require.Equal(t, NAKs{SequenceError: 1, RNR: 1, RemoteAccess: 1, RNRTimers: []uint8{12}}, b.NAKs)
+	require.Equal(t, NAKs{}, a.NAKs)
+	us := func(n int) Duration { return Duration(time.Duration(n) * time.Microsecond) }
+	require.Equal(t, []Recovery{
+		{Cause: CauseSequenceNAK, Requester: hostA, FirstFrame: 3, LastFrame: 7, Duration: us(28), RewindFrame: 5, PSN: 102, HighPSN: 103, Rounds: 1, Resent: 2},
+		{Cause: CauseTimeout, Requester: hostA, FirstFrame: 10, LastFrame: 12, Duration: us(5010), RewindFrame: 11, PSN: 105, HighPSN: 105, Rounds: 1, Resent: 1, Silence: us(5000), FirstSentFrame: 10},
+		{Cause: CauseRNR, Requester: hostA, FirstFrame: 13, LastFrame: 16, Duration: us(710), RewindFrame: 15, PSN: 106, HighPSN: 106, Rounds: 1, Resent: 1, RNRTimer: 12, FirstSentFrame: 13},
+	}, stripStart(c.Recoveries))
+	require.Equal(t, RTT{Samples: 1, Min: us(10), Median: us(10), Max: us(10)}, c.RTT)
+	require.Len(t, c.Goodput, 6)
+	require.Equal(t, 4*1024+2*100, c.Goodput[0].Bytes, "100, 101, 103, 102 once each; 104; 105 once")
+	require.Equal(t, 100+8, c.Goodput[5].Bytes)
+	require.Equal(t, []string{
+		"Requests lost before the capture point (1 PSN in 1 gap, first at frame 3); request PSN 105 (frame 10) or its ACK lost after the capture point: the capture holds it, yet it was sent again; recovered by 1 resend after PSN sequence error NAKs in 28 µs, 1 RNR wait (timer code 12) of 710 µs and 1 ACK timeout of 5.0 ms at frame 11.",
+		"Remote access error NAK at frame 18 (PSN 107): the requester's QP goes to the error state and flushes its outstanding work requests.",
+	}, c.Explain)
+}
+
+func TestLossyRead(t *testing.T) {
+	rep := analyse(build(t, lossyRead), Options{})
+	require.Len(t, rep.Connections, 1)
+	c := rep.Connections[0]
+	require.Equal(t, 1024, c.PMTU, "inferred from FIRST and MIDDLE payloads")
+	a, b := c.Flows[0], c.Flows[1]
+	require.Equal(t, []int{2, 0, 0, 1}, []int{a.Messages, a.PSNGaps, a.PSNMissing, a.PSNRewinds}, "READ 10 and SEND 14; the re-read is behind ePSN")
+	require.Equal(t, []int{1, 1, 1, 4, 1}, []int{b.Messages, b.PSNGaps, b.PSNMissing, b.FirstGapFrame, b.PSNRewinds})
+	require.Equal(t, []Recovery{{Cause: CauseImpliedNAK, Requester: hostA, FirstFrame: 4, LastFrame: 7,
+		Duration: Duration(8 * time.Microsecond), RewindFrame: 5, PSN: 12, HighPSN: 13, Rounds: 1, Resent: 1, Read: true}}, stripStart(c.Recoveries))
+	require.Equal(t, 2, c.RTT.Samples)
+	require.Equal(t, Duration(5*time.Microsecond), c.RTT.Max)
+	require.Equal(t, []string{"1 READ response lost before the capture point (1 gap, first at frame 4); recovered by 1 re-read after implied NAKs in 8.0 µs."}, c.Explain)
+}
+
+func stripStart(eps []Recovery) []Recovery {
+	out := make([]Recovery, len(eps))
+	for i, ep := range eps {
+		ep.start = time.Time{}
+		out[i] = ep
+	}
+	return out
+}
+
+func TestCleanFlowHasNoExplanation(t *testing.T) {
+	var ps []pk
+	for i := range 10 {
+		ps = append(ps, pk{us: 10 * i, op: packet.RCSendOnly, psn: uint32(packet.PSNMask - 4 + i), payload: 64, ackReq: true},
+			pk{us: 10*i + 3, fromB: true, op: packet.RCAcknowledge, psn: uint32(packet.PSN(packet.PSNMask - 4).Add(i)), syn: ack})
+	}
+	ps[0].psn = packet.PSNMask - 4
+	rep := analyse(build(t, ps), Options{})
+	c := rep.Connections[0]
+	require.Equal(t, 10, c.Flows[0].Messages, "PSNs wrap at 2^24 without a gap or rewind")
+	require.Zero(t, c.Flows[0].PSNGaps+c.Flows[0].PSNRewinds+c.Flows[1].PSNGaps+c.Flows[1].PSNRewinds)
+	require.Empty(t, c.Recoveries)
+	require.Empty(t, c.Explain)
+	require.Equal(t, 10, c.RTT.Samples)
+}
+
+func TestJSONIsValid(t *testing.T) {
+	rep := analyse(build(t, lossyRC), Options{})
+	var buf bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&buf))
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &v))
+	conn := v["connections"].([]any)[0].(map[string]any)
+	require.Equal(t, "10.0.0.1:49152", conn["flows"].([]any)[0].(map[string]any)["src"])
+	require.Equal(t, 0.000028, conn["recoveries"].([]any)[0].(map[string]any)["duration"])
+}

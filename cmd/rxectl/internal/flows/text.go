@@ -1,0 +1,125 @@
+package flows
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// WriteJSON writes the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report for a person: one block per connection.
+func (r *Report) WriteText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	if len(r.Connections) == 0 {
+		fmt.Fprintln(b, "no RoCEv2 flows")
+	}
+	for i, c := range r.Connections {
+		if i > 0 {
+			fmt.Fprintln(b)
+		}
+		c.writeText(b, i+1, time.Duration(r.Interval))
+	}
+	return b.Flush()
+}
+
+// Title names the connection: "A QP x ⇄ B QP y" or "A → B QP y".
+func (c *Connection) Title() string {
+	f := c.Flows[0]
+	if len(c.Flows) == 1 {
+		return fmt.Sprintf("%v → %v QP %#06x", f.Src, f.Dst, f.DestQP)
+	}
+	g := c.Flows[1]
+	return fmt.Sprintf("%v QP %#06x ⇄ %v QP %#06x", f.Src, g.DestQP, f.Dst, f.DestQP)
+}
+
+func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
+	fmt.Fprintf(b, "connection %d: %s", n, c.Title())
+	if c.PMTU > 0 {
+		fmt.Fprintf(b, " (PMTU %d)", c.PMTU)
+	}
+	fmt.Fprintln(b)
+	for _, f := range c.Flows {
+		fmt.Fprintf(b, "  %v → %v QP %#06x: %d packets, %d bytes, frames %d-%d\n", f.Src, f.Dst, f.DestQP, f.Packets, f.Bytes, f.FirstFrame, f.LastFrame)
+		for _, o := range f.ByOpcode {
+			fmt.Fprintf(b, "    %-34s %8d packets %12d bytes\n", o.Opcode, o.Packets, o.Bytes)
+		}
+		fmt.Fprintf(b, "    messages %d, psn_gaps %d (%d PSNs missing), psn_rewinds %d", f.Messages, f.PSNGaps, f.PSNMissing, f.PSNRewinds)
+		if f.FirstGapFrame > 0 {
+			fmt.Fprintf(b, ", first gap at frame %d", f.FirstGapFrame)
+		}
+		fmt.Fprintln(b)
+		if n := f.NAKs; n.Total() > 0 {
+			fmt.Fprintf(b, "    NAKs: sequence error %d, RNR %d", n.SequenceError, n.RNR)
+			if len(n.RNRTimers) > 0 {
+				fmt.Fprintf(b, " (timer codes %v)", n.RNRTimers)
+			}
+			fmt.Fprintf(b, ", remote access %d, invalid request %d, remote operational %d", n.RemoteAccess, n.InvalidRequest, n.RemoteOperation)
+			if n.Other > 0 {
+				fmt.Fprintf(b, ", other %d", n.Other)
+			}
+			fmt.Fprintln(b)
+		}
+	}
+	if len(c.Recoveries) > 0 {
+		fmt.Fprintf(b, "  recoveries: %d\n", len(c.Recoveries))
+		for i, ep := range c.Recoveries {
+			fmt.Fprintf(b, "    %d. %s: frames %d-%d (%s), rewind at frame %d to PSN %d (highest sent %d), %s, %s resent",
+				i+1, ep.Cause, ep.FirstFrame, ep.LastFrame, Human(time.Duration(ep.Duration)), ep.RewindFrame, ep.PSN, ep.HighPSN,
+				count(ep.Rounds, "round"), count(ep.Resent, "packet"))
+			if ep.Silence > 0 {
+				fmt.Fprintf(b, ", after %s of silence", Human(time.Duration(ep.Silence)))
+			}
+			if ep.Cause == CauseRNR {
+				fmt.Fprintf(b, ", RNR timer code %d", ep.RNRTimer)
+			}
+			fmt.Fprintln(b)
+		}
+	}
+	if c.RTT.Samples > 0 {
+		fmt.Fprintf(b, "  RTT: %d samples, min %s, median %s, max %s\n", c.RTT.Samples,
+			Human(time.Duration(c.RTT.Min)), Human(time.Duration(c.RTT.Median)), Human(time.Duration(c.RTT.Max)))
+	}
+	if len(c.Goodput) > 0 {
+		peak := 0.0
+		for _, g := range c.Goodput {
+			peak = max(peak, g.Gbps)
+		}
+		unit, scale := "Gbit/s", 1.0
+		if peak < 1 {
+			unit, scale = "Mbit/s", 1e3
+		}
+		fmt.Fprintf(b, "  goodput in %s per %s:", unit, Human(iv))
+		for i, g := range c.Goodput {
+			if i%10 == 0 {
+				fmt.Fprint(b, "\n   ")
+			}
+			fmt.Fprintf(b, " %6s", rate(g.Gbps*scale))
+		}
+		fmt.Fprintln(b)
+	}
+	for _, s := range c.Explain {
+		fmt.Fprintf(b, "  explain: %s\n", s)
+	}
+}
+
+// rate writes v with 3 significant digits at most.
+func rate(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v < 10:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
+}

@@ -1,0 +1,73 @@
+package perftest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/stretchr/testify/require"
+)
+
+// TestUCLoopback runs the four programs perftest offers with -c UC, in
+// loopback: the header names the connection type and the row counts the
+// iterations.
+func TestUCLoopback(t *testing.T) {
+	for _, prog := range []string{"write-bw", "write-lat", "send-bw", "send-lat"} {
+		t.Run(prog, func(t *testing.T) {
+			t.Parallel()
+			out, errs, code := runCmd(t, prog, "-c", "UC", "-s", "4096", "--loopback", "--udp-port", "0", "-n", "20")
+			require.Equal(t, cli.ExitOK, code, errs)
+			require.Contains(t, out, " Connection type : UC\t\tUsing SRQ      : OFF\n")
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			row := fmtReport
+			if strings.HasSuffix(prog, "lat") {
+				row = fmtReportLat
+			}
+			f := fields(t, cFormatRE(row), lines[len(lines)-2])
+			require.Equal(t, "4096", f[0])
+			require.Equal(t, "20", f[1])
+		})
+	}
+}
+
+func TestUCRefusedForReadAndAtomic(t *testing.T) {
+	for _, prog := range []string{"read-bw", "atomic-lat"} {
+		_, errs, code := runCmd(t, prog, "-c", "UC", "--loopback")
+		require.Equal(t, cli.ExitUsage, code)
+		require.Contains(t, errs, "UC has no")
+	}
+	_, errs, code := runCmd(t, "write-bw", "-c", "UD", "--loopback")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, errs, "UD has no")
+	_, errs, code = runCmd(t, "send-bw", "-c", "XRC", "--loopback")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, errs, "RC, UC and UD")
+}
+
+// TestUDLoopback runs send-bw and send-lat with -c UD in loopback, 2 B and
+// 4 KiB (the loopback MTU); a larger size is cut to the MTU as perftest
+// does.
+func TestUDLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		prog, size, want, note string
+	}{
+		{"send-bw", "2", "2", ""}, {"send-bw", "4096", "4096", ""}, {"send-lat", "2", "2", ""},
+		{"send-lat", "4096", "4096", ""}, {"send-bw", "65536", "4096", " Max msg size in UD is MTU 4096\n"},
+	} {
+		t.Run(tc.prog+"/"+tc.size, func(t *testing.T) {
+			t.Parallel()
+			out, errs, code := runCmd(t, tc.prog, "-c", "UD", "-s", tc.size, "--loopback", "--udp-port", "0", "-n", "20")
+			require.Equal(t, cli.ExitOK, code, errs)
+			require.Contains(t, out, " Connection type : UD\t\tUsing SRQ      : OFF\n")
+			require.Contains(t, errs, tc.note)
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			row := fmtReport
+			if strings.HasSuffix(tc.prog, "lat") {
+				row = fmtReportLat
+			}
+			f := fields(t, cFormatRE(row), lines[len(lines)-2])
+			require.Equal(t, tc.want, f[0])
+			require.Equal(t, "20", f[1])
+		})
+	}
+}

@@ -1,0 +1,98 @@
+package trace
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/ladder"
+)
+
+// Exit statuses of Run.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// Usage writes the help of rxectl trace.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, `usage: rxectl trace [--qp N] [--dev ADDR] [--ladder OUT.svg|OUT.png] FILE
+
+Trace prints a QP trace (the JSON lines --trace writes on the perftest
+commands, or rxe.NewTraceWriter in a program) as a timeline: time in
+seconds since the first event, device, QP, engine (requester, completer,
+responder, qp) and the event: packets sent (→) and received (←) with
+opcode and PSN, the state passes of the completer (rxe_comp.c COMPST_*)
+and the responder (rxe_resp.c RESPST_*), timers armed and fired, retries
+with their cause, completions and QP state changes.
+
+--qp and --dev keep one QP's events. --ladder also draws the QP (the
+--qp, or the first that sent a request) as a ladder diagram: its packets as
+arrows, its timers, retries, completions and states beside its lane, and
+its peer's responder states beside the other lane when the trace holds
+the peer's device too.
+`)
+}
+
+// Run implements "rxectl trace [flags] FILE".
+func Run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f Filter
+	var out string
+	fs.StringVar(&out, "ladder", "", "draw the QP as a ladder diagram into `FILE` (.svg or .png)")
+	fs.StringVar(&f.Dev, "dev", "", "keep the events of the device at `ADDR` (ip:port)")
+	fs.Func("qp", "keep the events of QP `N` (decimal or 0x hex)", func(s string) error {
+		n, err := strconv.ParseUint(s, 0, 24)
+		if err != nil {
+			return errors.New("want a QP number below 2^24")
+		}
+		f.QPN, f.HasQPN = uint32(n), true
+		return nil
+	})
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		Usage(stdout)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return exitOK
+	}
+	if err == nil && fs.NArg() != 1 {
+		err = fmt.Errorf("want exactly one FILE, got %d arguments", fs.NArg())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl trace: %v\nusage: rxectl trace [--qp N] [--dev ADDR] [--ladder OUT] FILE\n", err)
+		return exitUsage
+	}
+	fh, err := os.Open(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl trace: %v\n", err)
+		return exitFail
+	}
+	defer fh.Close()
+	evs, err := Read(fh)
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl trace: %s: %v\n", fs.Arg(0), err)
+		return exitFail
+	}
+	if err := WriteTimeline(stdout, evs, f); err != nil {
+		fmt.Fprintf(stderr, "rxectl trace: %v\n", err)
+		return exitFail
+	}
+	if out == "" {
+		return exitOK
+	}
+	d, err := Ladder(evs, f)
+	if err == nil {
+		err = ladder.Write(out, d)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rxectl trace: --ladder %s: %v\n", out, err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,120 @@
+// Package trace reads the JSON lines of an rxe trace (rxe.Options.Trace,
+// rxe.NewTraceWriter, rxectl's --trace), prints them as a readable
+// timeline, and turns one QP's events into a ladder diagram.
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/flows"
+)
+
+// Event is one line of a trace: rxe.TraceEvent as NewTraceWriter writes
+// it, with T the seconds since the trace's first event.
+type Event struct {
+	T        float64  `json:"t"`
+	Dev      string   `json:"dev"`
+	QPN      uint32   `json:"qpn"`
+	Ev       string   `json:"ev"`
+	Engine   string   `json:"engine"`
+	Op       string   `json:"op"`
+	PSN      *uint32  `json:"psn"`
+	Syndrome string   `json:"syndrome"`
+	MSN      uint32   `json:"msn"`
+	States   []string `json:"states"`
+	Deadline int64    `json:"deadline_ns"`
+	Cause    string   `json:"cause"`
+	From     string   `json:"from"`
+	To       string   `json:"to"`
+	Status   string   `json:"status"`
+	WCOp     string   `json:"wc_opcode"`
+	WRID     uint64   `json:"wr_id"`
+}
+
+// Read reads a trace. A line that is not a JSON object is an error naming
+// its line number; blank lines are skipped.
+func Read(r io.Reader) ([]Event, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var out []Event
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var ev Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			return out, fmt.Errorf("line %d: %w", n, err)
+		}
+		if ev.Ev == "" {
+			return out, fmt.Errorf("line %d: no \"ev\": not an rxe trace event", n)
+		}
+		out = append(out, ev)
+	}
+	return out, sc.Err()
+}
+
+// Filter keeps the events of one QP (Dev may be empty: any device).
+type Filter struct {
+	Dev    string
+	QPN    uint32
+	HasQPN bool
+}
+
+func (f Filter) keep(ev *Event) bool {
+	return (!f.HasQPN || ev.QPN == f.QPN) && (f.Dev == "" || ev.Dev == f.Dev)
+}
+
+// WriteTimeline writes the events as lines: time, device and QP, engine,
+// and what happened.
+func WriteTimeline(w io.Writer, evs []Event, f Filter) error {
+	b := bufio.NewWriter(w)
+	for i := range evs {
+		ev := &evs[i]
+		if !f.keep(ev) {
+			continue
+		}
+		fmt.Fprintf(b, "%12.6f  %-21s QP %-5d %-9s  %s\n", ev.T, ev.Dev, ev.QPN, ev.Engine, describe(ev))
+	}
+	return b.Flush()
+}
+
+// describe says what one event is.
+func describe(ev *Event) string {
+	switch ev.Ev {
+	case "send":
+		return "→ " + packetText(ev)
+	case "recv":
+		return "← " + packetText(ev)
+	case "states":
+		return strings.Join(ev.States, " → ")
+	case "timer_arm":
+		return "timer armed: fires in " + flows.Human(time.Duration(ev.Deadline))
+	case "timer_fire":
+		return "timer fired"
+	case "retry":
+		return "RETRY (" + ev.Cause + "): go back and resend"
+	case "complete":
+		return fmt.Sprintf("completion %s %s wr_id %d", ev.Status, ev.WCOp, ev.WRID)
+	case "qp_state":
+		return "QP " + ev.From + " → " + ev.To
+	}
+	return ev.Ev
+}
+
+// packetText is "RC_ACKNOWLEDGE PSN 100 (ACK unlimited, MSN 1)".
+func packetText(ev *Event) string {
+	s := ev.Op
+	if ev.PSN != nil {
+		s += fmt.Sprintf(" PSN %d", *ev.PSN)
+	}
+	if ev.Syndrome != "" {
+		s += fmt.Sprintf(" (%s, MSN %d)", ev.Syndrome, ev.MSN)
+	}
+	return s
+}

@@ -1,0 +1,258 @@
+package netdev
+
+import (
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDP segmentation offload on send (UDP_SEGMENT, Linux 4.18) and receive
+// offload (UDP_GRO, Linux 5.0).
+
+const (
+	// maxGSOSegments is the most datagrams in one GSO send: the kernel's
+	// UDP_MAX_SEGMENTS (64; later kernels allow more).
+	maxGSOSegments = 64
+	// maxGSOBytes bounds the payload of one GSO send: an IP datagram of
+	// at most 65535 bytes with the IPv4 or IPv6 and UDP headers, with room
+	// to spare.
+	maxGSOBytes = 65535 - 40 - 8
+	// groBufSize holds the largest buffer GRO delivers (one IP datagram's
+	// worth of payload).
+	groBufSize = 65536
+)
+
+// probeOffloads reports whether the kernel accepts UDP_SEGMENT and UDP_GRO
+// on fd; asking for UDP_GRO also turns it on.
+func probeOffloads(fd int, wantGSO, wantGRO bool) (gso, gro bool) {
+	if wantGSO {
+		gso = unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_SEGMENT, 0) == nil
+	}
+	if wantGRO {
+		gro = unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1) == nil
+	}
+	return gso, gro
+}
+
+// gsoRefusal reports whether errno from a GSO send means the kernel cannot
+// segment this socket's datagrams (udp_send_skb: EIO without checksum
+// offload, EINVAL for a segment size or count it does not take), so that
+// sending them one by one is the way on.
+func gsoRefusal(errno unix.Errno) bool {
+	return errno == unix.EIO || errno == unix.EINVAL || errno == unix.EOPNOTSUPP || errno == unix.ENOPROTOOPT
+}
+
+// pack fills c.tx's headers from the front of chunk: a run of messages that
+// GSO may send as one buffer shares a header, every other message has its
+// own. It returns how many messages (k) and headers (h) it packed, and the
+// error for an invalid message at chunk[k], if it stopped there.
+func (c *UDPConn) pack(chunk []Message) (k, h int, err error) {
+	w := c.tx
+	gso := c.gso.Load()
+	for k < len(chunk) && h < len(w.hdrs) && k < len(w.iovs) {
+		m := &chunk[k]
+		if err := c.checkMessage(m); err != nil {
+			return k, h, err
+		}
+		run := 1
+		if gso {
+			run = c.runLength(chunk[k:], len(w.iovs)-k)
+		}
+		hdr := &w.hdrs[h].Hdr
+		hdr.Name = &w.names[h][0]
+		hdr.Namelen = uint32(putSockaddr(&w.names[h], m.Addr, c.v6))
+		hdr.Iov = &w.iovs[k]
+		hdr.SetIovlen(run)
+		hdr.Flags = 0
+		oob := w.oobAt(h)
+		n := 0
+		if src := m.Local; src.IsValid() && !src.IsUnspecified() {
+			n = putSourceCmsg(oob, src.Unmap())
+		}
+		if run > 1 {
+			n += putSegmentCmsg(oob[n:], m.N)
+		}
+		if n > 0 {
+			hdr.Control = &oob[0]
+		} else {
+			hdr.Control = nil
+		}
+		hdr.SetControllen(n)
+		for j := range run {
+			d := &chunk[k+j]
+			w.setIov(k+j, d.Buf[:d.N])
+			c.ids[k+j] = 0
+			if j > 0 && c.rewrite != nil {
+				c.rewrite(d.Buf[:d.N], 0, uint16(j))
+				c.ids[k+j] = uint16(j)
+			}
+		}
+		c.hdrMsgs[h] = run
+		k += run
+		h++
+	}
+	return k, h, nil
+}
+
+// checkMessage checks that m can be sent on c.
+func (c *UDPConn) checkMessage(m *Message) error {
+	if m.N < 0 || m.N > cap(m.Buf) {
+		return fmt.Errorf("%w: N = %d, cap(Buf) = %d", ErrInvalidMessage, m.N, cap(m.Buf))
+	}
+	ip := m.Addr.Addr()
+	switch {
+	case !m.Addr.IsValid():
+		return fmt.Errorf("%w: no destination address", ErrInvalidMessage)
+	case c.v6 && ip.Is6() && !ip.Is4In6():
+	case !c.v6 && (ip.Is4() || ip.Is4In6()):
+	default:
+		return fmt.Errorf("%w: destination %v on a socket bound to %v", ErrInvalidMessage, m.Addr, c.local)
+	}
+	if src := m.Local; src.IsValid() && !src.IsUnspecified() && c.v6 != (src.Is6() && !src.Is4In6()) {
+		return fmt.Errorf("%w: source %v on a socket bound to %v", ErrInvalidMessage, src, c.local)
+	}
+	return nil
+}
+
+// runLength is how many messages from the front of ms (at most limit) one
+// GSO send can carry: the same destination and source, the first one's
+// size for all but the last, which may be shorter, all valid and non-empty,
+// within the kernel's segment and byte limits.
+func (c *UDPConn) runLength(ms []Message, limit int) int {
+	first := &ms[0]
+	seg := first.N
+	if seg == 0 {
+		return 1
+	}
+	n, bytes := 1, seg
+	limit = min(limit, maxGSOSegments, len(ms))
+	for n < limit {
+		m := &ms[n]
+		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > maxGSOBytes ||
+			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || c.checkMessage(m) != nil {
+			break
+		}
+		n++
+		bytes += m.N
+		if m.N < seg {
+			break // a shorter datagram ends a run
+		}
+	}
+	return n
+}
+
+// sameSource reports whether two Message.Local values select the same source.
+func sameSource(a, b netip.Addr) bool {
+	aSet := a.IsValid() && !a.IsUnspecified()
+	bSet := b.IsValid() && !b.IsUnspecified()
+	if !aSet || !bSet {
+		return aSet == bSet
+	}
+	return a.Unmap() == b.Unmap()
+}
+
+// unrewrite undoes the IPv4 ID rewrite of ms[from:], the messages not sent.
+func (c *UDPConn) unrewrite(ms []Message, from int) {
+	if c.rewrite == nil {
+		return
+	}
+	for i := from; i < len(ms); i++ {
+		if id := c.ids[i]; id != 0 {
+			c.rewrite(ms[i].Buf[:ms[i].N], id, 0)
+			c.ids[i] = 0
+		}
+	}
+}
+
+// groEntries is how many 64 KiB buffers a GRO reader with batch size n
+// receives into per recvmmsg: each may hold many datagrams.
+func groEntries(n int) int { return max(1, min(n, 16)) }
+
+// groReader holds a UDPConn's GRO receive buffers and the datagrams of the
+// last recvmmsg not yet returned.
+type groReader struct {
+	bufs [][]byte
+	got  int // buffers filled by the last recvmmsg
+	next int // the buffer being split
+	off  int // where its next datagram starts
+	seg  []int
+	size []int
+	from []netip.AddrPort
+	to   []netip.Addr
+}
+
+func (g *groReader) init(n int) {
+	g.bufs = make([][]byte, n)
+	for i := range g.bufs {
+		g.bufs[i] = make([]byte, groBufSize)
+	}
+	g.seg = make([]int, n)
+	g.size = make([]int, n)
+	g.from = make([]netip.AddrPort, n)
+	g.to = make([]netip.Addr, n)
+}
+
+// readGRO is ReadBatch with UDP_GRO: it returns the datagrams left from the
+// last recvmmsg, or receives into the GRO buffers and splits them.
+func (c *UDPConn) readGRO(msgs []Message) (int, error) {
+	g := &c.grx
+	for g.next >= g.got {
+		r := c.rx
+		for i := range r.hdrs {
+			r.setIov(i, g.bufs[i])
+		}
+		got, err := c.recv(len(r.hdrs))
+		if err != nil {
+			return 0, err
+		}
+		g.got, g.next, g.off = 0, 0, 0
+		for i := range got {
+			h := &r.hdrs[i]
+			dst, seg := c.recvInfo(i)
+			if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
+				c.stats.truncated.Add(1)
+				continue
+			}
+			j := g.got
+			g.got++
+			g.bufs[i], g.bufs[j] = g.bufs[j], g.bufs[i]
+			g.size[j] = int(h.Len)
+			if seg <= 0 || seg >= g.size[j] {
+				seg = g.size[j]
+			} else {
+				c.stats.groBuffers.Add(1)
+			}
+			g.seg[j] = seg
+			g.from[j] = sockaddrAddrPort(&r.names[i], int(h.Hdr.Namelen))
+			g.to[j] = dst
+		}
+	}
+	return c.splitGRO(msgs), nil
+}
+
+// splitGRO fills msgs with the next datagrams of the received buffers, as
+// slices of them, and returns how many.
+func (c *UDPConn) splitGRO(msgs []Message) int {
+	g := &c.grx
+	n, bytes := 0, 0
+	for n < len(msgs) && g.next < g.got {
+		j := g.next
+		end := min(g.off+g.seg[j], g.size[j])
+		m := &msgs[n]
+		m.Buf = g.bufs[j][g.off:end:end]
+		m.N = end - g.off
+		m.Addr = g.from[j]
+		m.Local = g.to[j]
+		bytes += m.N
+		n++
+		g.off = end
+		if g.off >= g.size[j] {
+			g.next++
+			g.off = 0
+		}
+	}
+	c.stats.packetsReceived.Add(uint64(n))
+	c.stats.bytesReceived.Add(uint64(bytes))
+	return n
+}

@@ -1,0 +1,96 @@
+package packet
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"sync"
+	"sync/atomic"
+)
+
+// Rewriting the ICRC for another IPv4 Identification.
+//
+// A sender that hands the kernel a run of packets as one UDP GSO buffer
+// does not send them all with the same IPv4 ID: the kernel gives the k-th
+// segment the ID of the first plus k. By the linearity that RecoverIPv4ID
+// uses, the ICRC for ID y is the ICRC for ID x XOR the CRC register
+// contribution of x^y in the two ID bytes, carried through the bytes that
+// follow them: a matrix over GF(2) per packet length, cached, so the rewrite
+// costs no pass over the packet.
+
+// zeroByteOp is "feed one zero byte" on the raw CRC register.
+var zeroByteOp = func() gf2 {
+	var m gf2
+	tab := crc32.IEEETable
+	for j := range m {
+		c := uint32(1) << j
+		m[j] = tab[byte(c)] ^ c>>8
+	}
+	return m
+}()
+
+// maxCachedTail bounds the tail lengths whose operator is cached (every
+// packet of an IB MTU of 4096 has a shorter tail).
+const maxCachedTail = 8192
+
+var (
+	zerosOps   [maxCachedTail]atomic.Pointer[gf2] // tail length -> feeding that many zero bytes
+	zerosOpsMu sync.Mutex
+)
+
+// feedZeros returns the operator of feeding n zero bytes.
+func feedZeros(n int) *gf2 {
+	if n < maxCachedTail {
+		if m := zerosOps[n].Load(); m != nil {
+			return m
+		}
+	}
+	r := gf2{}
+	for j := range r {
+		r[j] = 1 << j
+	}
+	p := zeroByteOp
+	for k := n; k > 0; k >>= 1 {
+		if k&1 != 0 {
+			r = r.mul(&p)
+		}
+		p = p.mul(&p)
+	}
+	if n < maxCachedTail {
+		zerosOpsMu.Lock()
+		defer zerosOpsMu.Unlock()
+		if m := zerosOps[n].Load(); m != nil {
+			return m
+		}
+		zerosOps[n].Store(&r)
+	}
+	return &r
+}
+
+// ipv4IDTail is the number of ICRC input bytes after the IPv4 ID for a
+// RoCE packet of n bytes (BTH through ICRC): the rest of the masked LRH's
+// eight bytes come before it; after it, the IPv4 header's last 14 bytes,
+// the UDP header and the packet without its ICRC.
+func ipv4IDTail(n int) int {
+	return IPv4HeaderSize - 6 + UDPHeaderSize + n - ICRCSize
+}
+
+// ipv4IDDelta is the change of the ICRC of an n-byte packet when its IPv4
+// ID changes by x (XOR).
+func ipv4IDDelta(n int, x uint16) uint32 {
+	tab := crc32.IEEETable
+	c := tab[byte(x>>8)]
+	c = tab[byte(c)^byte(x)] ^ c>>8
+	return feedZeros(ipv4IDTail(n)).apply(c)
+}
+
+// RewriteIPv4ID changes the ICRC at the end of pkt (a RoCEv2 packet over
+// IPv4, BTH through ICRC) from the one for IPv4 ID from to the one for ID
+// to, everything else being equal. It does nothing to a packet too short to
+// hold a BTH and an ICRC. It reads only pkt's length, not its bytes.
+func RewriteIPv4ID(pkt []byte, from, to uint16) {
+	if from == to || len(pkt) < BTHSize+ICRCSize {
+		return
+	}
+	tail := pkt[len(pkt)-ICRCSize:]
+	binary.LittleEndian.PutUint32(tail, binary.LittleEndian.Uint32(tail)^ipv4IDDelta(len(pkt), from^to))
+}

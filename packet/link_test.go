@@ -1,0 +1,228 @@
+package packet
+
+import (
+	"encoding/binary"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// wrapLink puts the IP packet ip in a frame of link type lt; et is the
+// EtherType (or SLL protocol) to claim.
+func wrapLink(lt LinkType, et uint16, ip []byte) []byte {
+	be := func(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+	var hdr []byte
+	switch lt {
+	case LinkEthernet:
+		hdr = append(make([]byte, 12), be(et)...)
+	case LinkSLL:
+		hdr = append(make([]byte, 14), be(et)...)
+	case LinkSLL2:
+		hdr = append(be(et), make([]byte, 18)...)
+	case LinkNull:
+		hdr = []byte{2, 0, 0, 0}
+	case LinkLoop:
+		hdr = []byte{0, 0, 0, 10}
+	}
+	return append(hdr, ip...)
+}
+
+func TestIPFromLink(t *testing.T) {
+	ip := loadVectors(t)[0].ip
+	be := func(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+	cat := func(parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	macs := make([]byte, 12)
+	tests := []struct {
+		name  string
+		lt    LinkType
+		frame []byte
+		err   error
+	}{
+		{"Ethernet IPv4", LinkEthernet, wrapLink(LinkEthernet, 0x0800, ip), nil},
+		{"Ethernet IPv6 type", LinkEthernet, wrapLink(LinkEthernet, 0x86DD, ip), nil},
+		{"802.1Q", LinkEthernet, cat(macs, be(0x8100), be(7), be(0x0800), ip), nil},
+		{"QinQ 802.1ad", LinkEthernet, cat(macs, be(0x88A8), be(3), be(0x8100), be(7), be(0x0800), ip), nil},
+		{"QinQ 0x9100", LinkEthernet, cat(macs, be(0x9100), be(3), be(0x0800), ip), nil},
+		{"QinQ 0x9200", LinkEthernet, cat(macs, be(0x9200), be(3), be(0x86DD), ip), nil},
+		{"VLAN tag cut", LinkEthernet, cat(macs, be(0x8100), []byte{0}), ErrNotIP},
+		{"ARP", LinkEthernet, wrapLink(LinkEthernet, 0x0806, ip), ErrNotIP},
+		{"802.3 length", LinkEthernet, cat(macs, be(100), ip), ErrNotIP},
+		{"short Ethernet", LinkEthernet, macs, ErrNotIP},
+		{"SLL IPv4", LinkSLL, wrapLink(LinkSLL, 0x0800, ip), nil},
+		{"SLL ARP", LinkSLL, wrapLink(LinkSLL, 0x0806, ip), ErrNotIP},
+		{"SLL VLAN", LinkSLL, cat(make([]byte, 14), be(0x8100), be(1), be(0x0800), ip), nil},
+		{"short SLL", LinkSLL, make([]byte, 15), ErrNotIP},
+		{"SLL2 IPv6 type", LinkSLL2, wrapLink(LinkSLL2, 0x86DD, ip), nil},
+		{"SLL2 802.2", LinkSLL2, wrapLink(LinkSLL2, 0x0004, ip), ErrNotIP},
+		{"short SLL2", LinkSLL2, make([]byte, 19), ErrNotIP},
+		{"null AF_INET little-endian host", LinkNull, wrapLink(LinkNull, 0, ip), nil},
+		{"null AF_INET big-endian host", LinkNull, cat([]byte{0, 0, 0, 2}, ip), nil},
+		{"loop AF_INET6 Linux", LinkLoop, wrapLink(LinkLoop, 0, ip), nil},
+		{"null AF_INET6 Darwin", LinkNull, cat([]byte{30, 0, 0, 0}, ip), nil},
+		{"null unknown family", LinkNull, cat([]byte{0, 0, 0, 99}, ip), ErrNotIP},
+		{"short null", LinkNull, []byte{2, 0}, ErrNotIP},
+		{"raw", LinkRaw, ip, nil},
+		{"DLT 12", LinkRawDLT12, ip, nil},
+		{"DLT 14", LinkRawDLT14, ip, nil},
+		{"IPv4 link type", LinkIPv4, ip, nil},
+		{"IPv6 link type", LinkIPv6, ip, nil},
+		{"empty raw", LinkRaw, nil, ErrNotIP},
+		{"USB", LinkType(220), ip, ErrLinkType},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := IPFromLink(tc.frame, tc.lt)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				require.Nil(t, got)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, ip, got)
+			require.Equal(t, tc.err == nil, tc.lt.Supported())
+			d, err := ParseFrame(tc.frame, tc.lt)
+			require.NoError(t, err)
+			want, err := ParseIP(ip)
+			require.NoError(t, err)
+			require.Equal(t, want.Pseudo, d.Pseudo)
+		})
+	}
+	require.False(t, LinkType(220).Supported())
+	require.Equal(t, "link type 220", LinkType(220).String())
+	require.Equal(t, "LINUX_SLL2", LinkSLL2.String())
+	require.Equal(t, "RAW", LinkRawDLT14.String())
+	_, err := ParseFrame(wrapLink(LinkEthernet, 0x0806, ip), LinkEthernet)
+	require.ErrorIs(t, err, ErrNotIP)
+}
+
+func TestPeekUDP(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		d, err := ParseIP(v.ip)
+		require.NoError(t, err, v.name)
+		src, dst, frag, ok := PeekUDP(v.ip)
+		require.True(t, ok, v.name)
+		require.Equal(t, d.Pseudo.SrcPort, src.Port())
+		require.Equal(t, d.Pseudo.Dst, dst.Addr())
+		require.Equal(t, d.Pseudo.DstPort, dst.Port())
+		require.False(t, frag)
+		// Cut after the ports: ParseIP refuses, PeekUDP still reads them.
+		cut := v.ip[:len(d.IPHeader)+4]
+		_, err = ParseIP(cut)
+		require.Error(t, err)
+		_, dst, _, ok = PeekUDP(cut)
+		require.True(t, ok)
+		require.Equal(t, d.Pseudo.DstPort, dst.Port())
+		_, _, _, ok = PeekUDP(cut[:len(cut)-1])
+		require.False(t, ok, "a destination port cut in half")
+		if v.ip[0]>>4 == 4 {
+			first := append([]byte(nil), v.ip...)
+			binary.BigEndian.PutUint16(first[6:], ipv4FlagMF)
+			_, _, frag, ok = PeekUDP(first)
+			require.True(t, ok && frag, "the first fragment")
+			binary.BigEndian.PutUint16(first[6:], 100)
+			_, _, _, ok = PeekUDP(first)
+			require.False(t, ok, "a later fragment")
+			binary.BigEndian.PutUint16(first[6:], 0)
+			first[9] = 6
+			_, _, _, ok = PeekUDP(first)
+			require.False(t, ok, "TCP")
+			_, _, _, ok = PeekUDP(v.ip[:0])
+			require.False(t, ok, "nothing")
+		}
+	}
+}
+
+// TestUDPChecksum: the checksum of a real capture's IPv4 datagram (frame
+// 2 of the ConnectX-4 Lx capture) is the one on the wire, and so is its IPv4
+// header checksum; a datagram with the computed checksum sums to 0xFFFF.
+func TestUDPChecksum(t *testing.T) {
+	raw, err := os.ReadFile("../testdata/captures/scapy_uts_cx4lx_cnp_and_uc_example.pcap")
+	require.NoError(t, err)
+	off := 24
+	var frame []byte
+	for range 2 {
+		n := int(binary.LittleEndian.Uint32(raw[off+8:]))
+		frame, off = raw[off+16:off+16+n], off+16+n
+	}
+	d, err := ParseFrame(frame, LinkEthernet)
+	require.NoError(t, err)
+	require.True(t, d.Pseudo.Is4())
+	require.Equal(t, uint16(0xaca2), d.Checksum)
+	require.Equal(t, d.Checksum, d.UDPChecksum())
+	udp := frame[14+len(d.IPHeader) : 14+len(d.IPHeader)+UDPHeaderSize+len(d.Payload)]
+	require.Equal(t, d.Checksum, UDPChecksum(d.IPHeader, udp))
+	require.Equal(t, binary.BigEndian.Uint16(d.IPHeader[10:]), IPv4HeaderChecksum(d.IPHeader))
+
+	for _, v := range loadVectors(t) {
+		ip := append([]byte(nil), v.ip...)
+		d, err := ParseIP(ip)
+		require.NoError(t, err)
+		c := d.UDPChecksum()
+		require.NotZero(t, c)
+		binary.BigEndian.PutUint16(d.UDPHeader[6:], c)
+		require.Equal(t, uint16(0xFFFF), verifySum(&d), v.name)
+		d.Payload[0] ^= 0x10
+		require.NotEqual(t, uint16(0xFFFF), verifySum(&d), v.name)
+	}
+}
+
+// verifySum is the one's complement sum of d's pseudo-header, UDP header
+// (checksum included) and payload: 0xFFFF when the checksum is right.
+func verifySum(d *IPDatagram) uint16 {
+	var s uint32
+	if d.Pseudo.Is4() {
+		s = onesSum(s, d.IPHeader[12:20])
+	} else {
+		s = onesSum(s, d.IPHeader[8:40])
+	}
+	s += 17 + uint32(UDPHeaderSize+len(d.Payload))
+	s = onesSum(s, d.UDPHeader)
+	s = onesSum(s, d.Payload)
+	return foldSum(s)
+}
+
+// FuzzParseFrame: any bytes of any link type. IPFromLink returns a tail
+// of the frame; ParseFrame agrees with ParseIP on it; a datagram it
+// accepts has its headers and payload inside the frame, and PeekUDP reads
+// the same ports from it.
+func FuzzParseFrame(f *testing.F) {
+	lts := []LinkType{LinkEthernet, LinkSLL, LinkSLL2, LinkRaw, LinkNull, LinkLoop, LinkIPv4, LinkIPv6, 220}
+	for _, v := range loadVectors(f) {
+		for i, lt := range lts {
+			f.Add(wrapLink(lt, 0x0800, v.ip), uint8(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, frame []byte, sel uint8) {
+		lt := lts[int(sel)%len(lts)]
+		ip, err := IPFromLink(frame, lt)
+		d, derr := ParseFrame(frame, lt)
+		if err != nil {
+			require.ErrorIs(t, derr, err)
+			return
+		}
+		if len(ip) > 0 {
+			require.Equal(t, unsafe.SliceData(frame[len(frame)-len(ip):]), unsafe.SliceData(ip), "a tail of the frame")
+		}
+		want, werr := ParseIP(ip)
+		require.Equal(t, werr, derr)
+		if derr != nil {
+			return
+		}
+		require.Equal(t, want.Pseudo, d.Pseudo)
+		require.LessOrEqual(t, len(d.IPHeader)+len(d.UDPHeader)+len(d.Payload), len(ip))
+		src, dst, frag, ok := PeekUDP(ip)
+		require.True(t, ok)
+		require.False(t, frag)
+		require.Equal(t, d.Pseudo.SrcPort, src.Port())
+		require.Equal(t, d.Pseudo.DstPort, dst.Port())
+		require.NotZero(t, d.UDPChecksum())
+	})
+}

@@ -1,0 +1,313 @@
+package requester
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// UConfig describes the send side of an unreliable QP: UC (IBA 9.8.3) or
+// UD (IBA 9.8.4).
+type UConfig struct {
+	// UD selects datagram service; false is UC.
+	UD bool
+	// QPN is this QP's number; DestQPN the UC peer's (UD takes it from
+	// each work request).
+	QPN, DestQPN uint32
+	// Dest is where a UC QP's packets go (UD: each work request's AH).
+	Dest netip.AddrPort
+	// PMTU is the path MTU in bytes; a UD message may not exceed it.
+	PMTU int
+	// SQPSN is the first PSN to send.
+	SQPSN packet.PSN
+	// PKey is the partition key of every BTH.
+	PKey uint16
+	// QKey is a UD QP's own Q_Key, sent in place of a work request's
+	// controlled Q_Key (high-order bit set; IBA 10.2.5).
+	QKey uint32
+	// Pseudo is the ICRC pseudo-header of the packets this QP sends; for
+	// UD its destination is replaced by each work request's.
+	Pseudo packet.PseudoHeader
+	// SigAll completes every work request, signaled or not.
+	SigAll bool
+	// MaxWR, MaxSGE and MaxInline size the send queue.
+	MaxWR, MaxSGE, MaxInline int
+}
+
+// Errors returned by Unreliable.Post.
+var (
+	// ErrUDTooLong: a UD message longer than the path MTU (IBA C10-93.1.1).
+	ErrUDTooLong = errors.New("requester: UD message longer than the path MTU")
+	// ErrNoAH: a UD work request without an address handle.
+	ErrNoAH = errors.New("requester: UD work request without an address handle")
+)
+
+// uwqe is one posted work request of an unreliable send queue.
+type uwqe struct {
+	id       uint64
+	op       verbs.WROpcode
+	flags    verbs.SendFlags
+	imm      uint32
+	remote   uint64
+	rkey     uint32
+	length   uint32
+	sent     uint32 // payload bytes already put in packets
+	started  bool
+	sges     []verbs.SGE
+	inline   []byte
+	isInline bool
+	dest     netip.AddrPort
+	destQPN  uint32
+	qkey     uint32
+}
+
+// Unreliable is the send side of a UC or UD QP (rxe_req.c for those QP
+// types): it segments each work request into packets of the path MTU and
+// completes it when its last packet is built. Nothing is acknowledged or
+// retransmitted. It is sans-IO and not safe for concurrent use.
+type Unreliable struct {
+	cfg  UConfig
+	mem  Memory
+	cq   Completions
+	ring []uwqe
+	head uint64 // oldest WQE (being sent)
+	tail uint64 // next free slot
+	psn  packet.PSN
+	hdr  packet.Headers
+	wc   verbs.WC
+	c    Counters
+
+	failed     bool
+	failStatus verbs.WCStatus
+}
+
+// NewUnreliable returns the send side of a UC or UD QP.
+func NewUnreliable(cfg UConfig, mem Memory, cq Completions) *Unreliable {
+	cfg.MaxWR, cfg.MaxSGE = max(cfg.MaxWR, 1), max(cfg.MaxSGE, 1)
+	return &Unreliable{cfg: cfg, mem: mem, cq: cq, ring: make([]uwqe, cfg.MaxWR), psn: cfg.SQPSN & packet.PSNMask}
+}
+
+// SQPSN returns the next PSN to send.
+func (u *Unreliable) SQPSN() packet.PSN { return u.psn }
+
+// Counters returns the send statistics (the fields a UC/UD send side has).
+func (u *Unreliable) Counters() Counters { return u.c }
+
+// Failed reports a local error that stopped the send queue, and its status.
+func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return u.failStatus, u.failed }
+
+// Pending reports whether a work request waits to be sent.
+func (u *Unreliable) Pending() bool { return !u.failed && u.head != u.tail }
+
+// Deadline returns the zero time: an unreliable QP has no timer.
+func (u *Unreliable) Deadline() time.Time { return time.Time{} }
+
+// Post validates a send work request and queues a copy (rxe_post_send's
+// checks for UC and UD): UC sends SEND and RDMA WRITE with or without
+// immediate data, UD only SEND with or without immediate data, no longer
+// than the path MTU, to an address handle.
+func (u *Unreliable) Post(wr *verbs.SendWR) error {
+	switch wr.Opcode {
+	case verbs.WRSend, verbs.WRSendWithImm:
+	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
+		if u.cfg.UD {
+			return ErrUnsupportedOpcode
+		}
+	default:
+		return ErrUnsupportedOpcode
+	}
+	if u.tail-u.head >= uint64(len(u.ring)) {
+		return ErrQueueFull
+	}
+	inline := wr.Flags&verbs.SendInline != 0
+	if inline && len(wr.InlineData) > u.cfg.MaxInline {
+		return ErrInlineTooLong
+	}
+	if !inline && len(wr.SGList) > u.cfg.MaxSGE {
+		return ErrTooManySGE
+	}
+	length := wr.Length()
+	if length > MaxMessage {
+		return ErrMessageTooLong
+	}
+	if u.cfg.UD {
+		if length > uint64(u.cfg.PMTU) {
+			return ErrUDTooLong
+		}
+		if wr.AH == nil {
+			return ErrNoAH
+		}
+	}
+	w := &u.ring[u.tail%uint64(len(u.ring))]
+	*w = uwqe{id: wr.ID, op: wr.Opcode, flags: wr.Flags, imm: wr.Imm, remote: wr.RemoteAddr, rkey: wr.RKey,
+		length: uint32(length), isInline: inline, sges: w.sges[:0], inline: w.inline[:0],
+		dest: u.cfg.Dest, destQPN: u.cfg.DestQPN}
+	if inline {
+		w.inline = append(w.inline, wr.InlineData...)
+	} else {
+		w.sges = append(w.sges, wr.SGList...)
+	}
+	if u.cfg.UD {
+		w.dest, w.destQPN, w.qkey = wr.AH.Dest(), wr.RemoteQPN&packet.QPNMask, wr.RemoteQKey
+		if w.qkey&packet.QKeyControlled != 0 {
+			w.qkey = u.cfg.QKey
+		}
+	}
+	u.tail++
+	return nil
+}
+
+// NextPacket builds the next packet into buf and returns its length and
+// destination; 0 when nothing waits. buf must hold a packet of the path
+// MTU. A work request whose memory cannot be read fails with LOC_PROT_ERR
+// and stops the queue (Failed).
+func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort) {
+	if !u.Pending() {
+		return 0, netip.AddrPort{}
+	}
+	w := &u.ring[u.head%uint64(len(u.ring))]
+	n := min(w.length-w.sent, uint32(u.cfg.PMTU))
+	start, end := !w.started, w.sent+n == w.length
+	op := u.opcode(w.op, start, end)
+	h := &u.hdr
+	*h = packet.Headers{}
+	h.BTH = packet.BTHFields{Opcode: op, PKey: u.cfg.PKey, DestQP: w.destQPN, PSN: u.psn,
+		SE: end && w.flags&verbs.SendSolicited != 0 && (w.op == verbs.WRSend || w.op == verbs.WRSendWithImm || w.op == verbs.WRRDMAWriteWithImm)}
+	h.BTH.PadCnt = uint8(packet.PadLen(int(n)))
+	h.DETH = packet.DETHFields{QKey: w.qkey, SrcQP: u.cfg.QPN}
+	h.RETH = packet.RETHFields{VA: w.remote, RKey: w.rkey, DMALen: w.length}
+	h.Imm = w.imm
+	total := packet.PacketLen(op, int(n))
+	off, err := h.Encode(buf)
+	if err != nil || total > len(buf) {
+		u.fail(w, verbs.WCLocLenErr)
+		return 0, netip.AddrPort{}
+	}
+	if !u.gather(w, buf[off:off+int(n)]) {
+		u.fail(w, verbs.WCLocProtErr)
+		return 0, netip.AddrPort{}
+	}
+	clear(buf[off+int(n) : total-packet.ICRCSize])
+	ph := u.cfg.Pseudo
+	if u.cfg.UD {
+		ph.Dst, ph.DstPort = w.dest.Addr().Unmap(), w.dest.Port()
+	}
+	if ph.SetICRC(buf[:total]) != nil {
+		u.fail(w, verbs.WCLocQPOpErr)
+		return 0, netip.AddrPort{}
+	}
+	u.psn = u.psn.Add(1)
+	w.started, w.sent = true, w.sent+n
+	u.c.PacketsSent++
+	u.c.BytesSent += uint64(total)
+	u.c.PayloadSent += uint64(n)
+	if end {
+		u.complete(w, verbs.WCSuccess)
+		u.head++
+	}
+	return total, w.dest
+}
+
+// opcode returns the UC or UD opcode of a packet (rxe next_opcode_uc,
+// next_opcode_ud).
+func (u *Unreliable) opcode(op verbs.WROpcode, start, end bool) packet.Opcode {
+	imm := op == verbs.WRSendWithImm || op == verbs.WRRDMAWriteWithImm
+	if u.cfg.UD {
+		if imm {
+			return packet.UDSendOnlyWithImmediate
+		}
+		return packet.UDSendOnly
+	}
+	send := op == verbs.WRSend || op == verbs.WRSendWithImm
+	switch {
+	case send && start && end && imm:
+		return packet.UCSendOnlyWithImmediate
+	case send && start && end:
+		return packet.UCSendOnly
+	case send && start:
+		return packet.UCSendFirst
+	case send && end && imm:
+		return packet.UCSendLastWithImmediate
+	case send && end:
+		return packet.UCSendLast
+	case send:
+		return packet.UCSendMiddle
+	case start && end && imm:
+		return packet.UCRDMAWriteOnlyWithImm
+	case start && end:
+		return packet.UCRDMAWriteOnly
+	case start:
+		return packet.UCRDMAWriteFirst
+	case end && imm:
+		return packet.UCRDMAWriteLastWithImm
+	case end:
+		return packet.UCRDMAWriteLast
+	}
+	return packet.UCRDMAWriteMiddle
+}
+
+// gather copies the next len(dst) payload bytes of w into dst.
+func (u *Unreliable) gather(w *uwqe, dst []byte) bool {
+	if w.isInline {
+		copy(dst, w.inline[w.sent:])
+		return true
+	}
+	skip := w.sent
+	for i := range w.sges {
+		s := &w.sges[i]
+		if skip >= s.Length {
+			skip -= s.Length
+			continue
+		}
+		take := min(s.Length-skip, uint32(len(dst)))
+		src, ok := u.mem.Local(s.LKey, s.Addr+uint64(skip), take, 0)
+		if !ok {
+			return false
+		}
+		dst = dst[copy(dst, src):]
+		skip = 0
+		if len(dst) == 0 {
+			break
+		}
+	}
+	return len(dst) == 0
+}
+
+func (u *Unreliable) complete(w *uwqe, st verbs.WCStatus) {
+	if st == verbs.WCSuccess && !u.cfg.SigAll && w.flags&verbs.SendSignaled == 0 {
+		return
+	}
+	u.wc = verbs.WC{ID: w.id, Status: st, Opcode: verbs.WCOpcodeOf(w.op), QPNum: u.cfg.QPN}
+	if st == verbs.WCSuccess {
+		u.wc.ByteLen = w.length
+	}
+	u.c.Completions++
+	if !u.cq.Complete(&u.wc) {
+		u.c.CQOverflow++
+	}
+}
+
+// fail completes w with a local error and stops the queue: the QP's owner
+// moves it to ERR, whose Flush completes the rest.
+func (u *Unreliable) fail(w *uwqe, st verbs.WCStatus) {
+	u.c.LocalErrors++
+	u.complete(w, st)
+	u.head++
+	u.failed, u.failStatus = true, st
+}
+
+// Flush completes every queued work request with WR_FLUSH_ERR (the QP is
+// in ERR).
+func (u *Unreliable) Flush() {
+	for ; u.head != u.tail; u.head++ {
+		w := &u.ring[u.head%uint64(len(u.ring))]
+		u.complete(w, verbs.WCWRFlushErr)
+	}
+	u.failed = true
+	if u.failStatus == 0 {
+		u.failStatus = verbs.WCWRFlushErr
+	}
+}

@@ -1,0 +1,132 @@
+package requester
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+type testAH netip.AddrPort
+
+func (a testAH) Dest() netip.AddrPort { return netip.AddrPort(a) }
+
+var udDest = testAH(netip.MustParseAddrPort("192.0.2.9:4791"))
+
+func newUnreliable(ud bool) (*Unreliable, fakeMem, *fakeCQ) {
+	mem, cq := fakeMem{}, &fakeCQ{}
+	mem.add(1, 0x1000, 64<<10, 0, 3)
+	u := NewUnreliable(UConfig{UD: ud, QPN: testQPN, DestQPN: peerQPN, Dest: netip.AddrPortFrom(pseudo.Dst, packet.UDPPort),
+		PMTU: 1024, SQPSN: 50, PKey: testPKey, QKey: 0x8000_0007, Pseudo: pseudo, MaxWR: 8, MaxSGE: 2, MaxInline: 16}, mem, cq)
+	return u, mem, cq
+}
+
+// drain returns every packet the send queue builds, parsed and with its
+// ICRC checked against the pseudo-header of its destination.
+func drain(t *testing.T, u *Unreliable) []packet.Packet {
+	var out []packet.Packet
+	for {
+		buf := make([]byte, 2048)
+		n, dst := u.NextPacket(t0, buf)
+		if n == 0 {
+			return out
+		}
+		p, err := packet.Parse(buf[:n])
+		require.NoError(t, err)
+		ph := pseudo
+		ph.Dst, ph.DstPort = dst.Addr(), dst.Port()
+		require.NoError(t, ph.CheckICRC(buf[:n]))
+		out = append(out, p)
+	}
+}
+
+func TestUnreliableUCSegments(t *testing.T) {
+	u, mem, cq := newUnreliable(false)
+	require.NoError(t, u.Post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, Imm: 9,
+		RemoteAddr: 0xABC, RKey: 5, SGList: []verbs.SGE{{Addr: 0x1000, Length: 2500, LKey: 1}}}))
+	require.NoError(t, u.Post(&verbs.SendWR{ID: 2, Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: 0x1000, Length: 10, LKey: 1}}}))
+	ps := drain(t, u)
+	var ops []packet.Opcode
+	var pay []byte
+	for i, p := range ps {
+		ops = append(ops, p.Opcode())
+		require.Equal(t, packet.PSN(50+i), p.PSN())
+		require.Equal(t, uint32(peerQPN), p.DestQP())
+		require.False(t, p.AckReq(), "UC asks for no ACK")
+		if i < 3 {
+			pay = append(pay, p.Payload()...)
+		}
+	}
+	require.Equal(t, []packet.Opcode{packet.UCRDMAWriteFirst, packet.UCRDMAWriteMiddle, packet.UCRDMAWriteLastWithImm, packet.UCSendOnly}, ops)
+	require.Equal(t, uint32(2500), ps[0].RETH().DMALen())
+	require.True(t, bytes.Equal(mem[1].buf[:2500], pay))
+	require.Equal(t, []uint64{1}, cq.ids(), "only the signaled WR completes")
+	require.Equal(t, packet.PSN(54), u.SQPSN())
+}
+
+func TestUnreliableUD(t *testing.T) {
+	u, _, cq := newUnreliable(true)
+	require.ErrorIs(t, u.Post(&verbs.SendWR{Opcode: verbs.WRSend, AH: udDest, SGList: []verbs.SGE{{Addr: 0x1000, Length: 1025, LKey: 1}}}), ErrUDTooLong)
+	require.ErrorIs(t, u.Post(&verbs.SendWR{Opcode: verbs.WRRDMAWrite, AH: udDest}), ErrUnsupportedOpcode)
+	require.ErrorIs(t, u.Post(&verbs.SendWR{Opcode: verbs.WRSend}), ErrNoAH)
+	require.NoError(t, u.Post(&verbs.SendWR{ID: 7, Opcode: verbs.WRSendWithImm, Imm: 4, AH: udDest, RemoteQPN: 0x99, RemoteQKey: 0x1111,
+		Flags: verbs.SendSignaled | verbs.SendInline, InlineData: []byte("hello")}))
+	require.NoError(t, u.Post(&verbs.SendWR{ID: 8, Opcode: verbs.WRSend, AH: udDest, RemoteQPN: 0x99, RemoteQKey: 0x8000_0000,
+		Flags: verbs.SendSignaled, SGList: []verbs.SGE{{Addr: 0x1000, Length: 1024, LKey: 1}}}))
+	require.NoError(t, u.Post(&verbs.SendWR{ID: 9, Opcode: verbs.WRSend, AH: udDest, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: 0x1000, Length: 8, LKey: 77}}}))
+	ps := drain(t, u)
+	require.Len(t, ps, 2)
+	require.Equal(t, packet.UDSendOnlyWithImmediate, ps[0].Opcode())
+	require.Equal(t, uint32(0x1111), ps[0].DETH().QKey())
+	require.Equal(t, uint32(testQPN), ps[0].DETH().SrcQP())
+	require.Equal(t, uint32(0x99), ps[0].DestQP())
+	require.Equal(t, []byte("hello"), ps[0].Payload())
+	require.Equal(t, uint32(0x8000_0007), ps[1].DETH().QKey(), "a controlled Q_Key is replaced by the QP's")
+	require.Equal(t, []uint64{7, 8, 9}, cq.ids())
+	require.Equal(t, verbs.WCLocProtErr, cq.wcs[2].Status, "a bad L_Key fails the WR")
+	st, failed := u.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCLocProtErr, st)
+}
+
+// FuzzUnreliablePost: any sequence of work requests either is refused by
+// Post or yields packets that parse, carry consecutive PSNs and a valid
+// ICRC; every signaled WR completes exactly once.
+func FuzzUnreliablePost(f *testing.F) {
+	f.Add(false, []byte{0, 10, 1, 200, 3, 4})
+	f.Add(true, []byte{0, 4, 1, 255})
+	f.Fuzz(func(t *testing.T, ud bool, prog []byte) {
+		u, _, cq := newUnreliable(ud)
+		ops := []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead}
+		posted := 0
+		for len(prog) >= 2 {
+			wr := verbs.SendWR{ID: uint64(posted), Opcode: ops[int(prog[0])%len(ops)], Flags: verbs.SendSignaled, AH: udDest,
+				SGList: []verbs.SGE{{Addr: 0x1000, Length: uint32(prog[1]) * 16, LKey: 1}}}
+			if prog[0]&0x80 != 0 {
+				wr.SGList[0].LKey = 2
+			}
+			if u.Post(&wr) == nil {
+				posted++
+			}
+			prog = prog[2:]
+			if prog == nil || len(prog)%4 == 0 {
+				psn := u.SQPSN()
+				for _, p := range drain(t, u) {
+					if p.PSN() != psn {
+						t.Fatalf("PSN %v, want %v", p.PSN(), psn)
+					}
+					psn = psn.Next()
+				}
+			}
+		}
+		drain(t, u)
+		u.Flush()
+		if len(cq.wcs) != posted {
+			t.Fatalf("%d completions for %d posted WRs", len(cq.wcs), posted)
+		}
+	})
+}

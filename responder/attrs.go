@@ -1,0 +1,31 @@
+package responder
+
+import (
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// The setters below change the QP attributes that a Modify QP may change
+// after INIT→RTR (IBA 10.3.1: RTR→RTS, RTS→RTS, SQD→RTS and SQD→SQD). The
+// owner calls them between engine calls, as kernel rxe's rxe_qp_from_attr
+// updates qp->attr, which the responder reads at its next packet.
+
+// SetMinRNRTimer sets the 5-bit RNR timer code of the RNR NAKs sent from
+// then on (min_rnr_timer).
+func (r *Responder) SetMinRNRTimer(code uint8) { r.cfg.MinRNRTimer = code & 0x1F }
+
+// SetAccess sets the QP's remote access flags (qp_access_flags), checked
+// for every request from then on (CHK_OP_VALID).
+func (r *Responder) SetAccess(a verbs.AccessFlags) { r.cfg.Access = a }
+
+// SetPath sets the pseudo-header of the packets the responder sends, after
+// a change of the primary path's address vector: every response built from
+// then on, queued ones included, carries an ICRC computed for it. It
+// returns packet.ErrPseudoHeader, changing nothing, for an invalid one.
+func (r *Responder) SetPath(ph packet.PseudoHeader) error {
+	if !ph.Valid() {
+		return packet.ErrPseudoHeader
+	}
+	r.cfg.Pseudo = ph
+	return nil
+}

@@ -1,0 +1,334 @@
+package responder
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// GRHSize is the size of the area at the start of every UD receive buffer
+// that holds the Global Route Header of the datagram (IBA 11.4.1.1); on
+// RoCEv2 over IPv4 its last 20 bytes are the IPv4 header and the first 20
+// are zero, as libibverbs applications expect.
+const GRHSize = 40
+
+// UConfig is the receive side's view of an unreliable QP: UC (IBA 9.8.3)
+// or UD (IBA 9.8.4).
+type UConfig struct {
+	// UD selects datagram service; false is UC.
+	UD bool
+	// QPN is the local QP number.
+	QPN uint32
+	// PMTU is the path MTU in bytes (UD: the largest datagram accepted).
+	PMTU int
+	// RQPSN is the first expected PSN (UC).
+	RQPSN packet.PSN
+	// QKey is the UD QP's Q_Key: datagrams with another one are dropped
+	// (IBA 9.6.1.1; rxe check_keys).
+	QKey uint32
+	// Access is the QP's remote access flags (UC RDMA WRITE).
+	Access verbs.AccessFlags
+}
+
+// UCounters are the statistics of an unreliable receive side.
+type UCounters struct {
+	RDMARecvs       uint64 // receive completions (rdma_recvs)
+	BytesPlaced     uint64 // payload bytes written to memory
+	OutOfSeq        uint64 // UC packets dropped after a PSN gap or out of sequence
+	MessagesDropped uint64 // UC messages abandoned part-way
+	QKeyMismatch    uint64 // UD datagrams with another Q_Key, dropped
+	NoWQE           uint64 // SENDs dropped for want of a receive WQE
+	TooLong         uint64 // payloads longer than the path MTU or the receive buffer, dropped
+	AccessErr       uint64 // UC RDMA WRITEs whose R_Key or range failed, dropped
+	Dropped         uint64 // packets of the wrong transport or opcode, or after Flush
+}
+
+// Unreliable is the receive side of a UC or UD QP (rxe_resp.c for those QP
+// types). It sends nothing: no ACK, no NAK. UC places SENDs and RDMA
+// WRITEs and, on a lost or out-of-sequence packet, drops the rest of that
+// message silently and resynchronises on the next FIRST or ONLY packet
+// (rxe check_psn, check_op_seq); UD places each datagram, behind its GRH
+// area, into the next receive WQE. It is sans-IO and not safe for
+// concurrent use.
+type Unreliable struct {
+	cfg  UConfig
+	env  Env
+	epsn packet.PSN
+
+	drop  bool          // UC: dropping until the next FIRST/ONLY
+	inMsg packet.Opcode // UC: the FIRST/MIDDLE just accepted, 0 between messages
+	off   uint32        // UC: bytes of the message placed so far
+	va    uint64        // UC WRITE: next remote address
+	rkey  uint32        // UC WRITE: the message's R_Key
+	wlen  uint32        // UC WRITE: the DMA length
+
+	wc      verbs.WC
+	c       UCounters
+	flushed bool
+}
+
+// NewUnreliable returns the receive side of a UC or UD QP.
+func NewUnreliable(cfg UConfig, env Env) *Unreliable {
+	return &Unreliable{cfg: cfg, env: env, epsn: cfg.RQPSN & packet.PSNMask}
+}
+
+// Counters returns the receive statistics.
+func (u *Unreliable) Counters() UCounters { return u.c }
+
+// EPSN returns the next expected PSN (UC).
+func (u *Unreliable) EPSN() packet.PSN { return u.epsn }
+
+// SetAccess changes the QP's remote access flags (Modify in RTS).
+func (u *Unreliable) SetAccess(a verbs.AccessFlags) { u.cfg.Access = a }
+
+// SetQKey changes the UD QP's Q_Key (Modify in RTS).
+func (u *Unreliable) SetQKey(q uint32) { u.cfg.QKey = q }
+
+// Flush stops the receive side (the QP entered ERR): later packets are
+// dropped. The owner flushes the receive queue.
+func (u *Unreliable) Flush() { u.flushed = true }
+
+// Receive handles one packet addressed to this QP; src and dst are the
+// datagram's addresses (for the UD GRH area and completion).
+func (u *Unreliable) Receive(now time.Time, p packet.Packet, src, dst netip.AddrPort) {
+	want := packet.TransportUC
+	if u.cfg.UD {
+		want = packet.TransportUD
+	}
+	if u.flushed || p.Opcode().Transport() != want || p.Mask()&packet.MaskReq == 0 {
+		u.c.Dropped++
+		return
+	}
+	if u.cfg.UD {
+		u.receiveUD(p, src, dst)
+		return
+	}
+	u.receiveUC(p)
+}
+
+// receiveUD places one datagram (rxe_resp.c for IB_QPT_UD: check_keys,
+// then send_data_in of the GRH and the payload).
+func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
+	if p.DETH().QKey() != u.cfg.QKey {
+		u.c.QKeyMismatch++
+		return
+	}
+	pay := p.Payload()
+	if len(pay) > u.cfg.PMTU {
+		u.c.TooLong++
+		return
+	}
+	wr, ok := u.env.RQ.Peek()
+	if !ok {
+		u.c.NoWQE++
+		return
+	}
+	var grh [GRHSize]byte
+	fillGRH(&grh, src.Addr(), dst.Addr(), p.Len())
+	if !u.scatterAt(wr.SGList, 0, grh[:]) || !u.scatterAt(wr.SGList, GRHSize, pay) {
+		u.c.TooLong++
+		return
+	}
+	id := wr.ID
+	u.env.RQ.Pop()
+	u.wc = verbs.WC{ID: id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(GRHSize + len(pay)),
+		QPNum: u.cfg.QPN, SrcQP: p.DETH().SrcQP(), Flags: verbs.WCFlagGRH, Src: src}
+	if p.Mask()&packet.MaskImmDt != 0 {
+		u.wc.Flags |= verbs.WCFlagWithImm
+		u.wc.Imm = p.ImmDt().Imm()
+	}
+	u.c.BytesPlaced += uint64(len(pay))
+	u.post(p.BTH().SE())
+}
+
+// fillGRH writes the GRH area of a RoCEv2 datagram of pktLen bytes (BTH
+// through ICRC): for IPv4, 20 zero bytes and the IPv4 header (DF, TTL 64,
+// UDP, a valid checksum); for IPv6, the IPv6 header.
+func fillGRH(g *[GRHSize]byte, src, dst netip.Addr, pktLen int) {
+	*g = [GRHSize]byte{}
+	udpLen := packet.UDPHeaderSize + pktLen
+	if src.Unmap().Is4() {
+		h := g[20:]
+		h[0] = 0x45
+		binary.BigEndian.PutUint16(h[2:], uint16(20+udpLen))
+		binary.BigEndian.PutUint16(h[6:], 0x4000) // DF
+		h[8], h[9] = 64, 17
+		s, d := src.Unmap().As4(), dst.Unmap().As4()
+		copy(h[12:16], s[:])
+		copy(h[16:20], d[:])
+		var sum uint32
+		for i := 0; i < 20; i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(h[i:]))
+		}
+		for sum > 0xFFFF {
+			sum = sum&0xFFFF + sum>>16
+		}
+		binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+		return
+	}
+	g[0] = 0x60
+	binary.BigEndian.PutUint16(g[4:], uint16(udpLen))
+	g[6], g[7] = 17, 64
+	s, d := src.As16(), dst.As16()
+	copy(g[8:24], s[:])
+	copy(g[24:40], d[:])
+}
+
+// scatterAt writes data into the buffer an SGE list describes, starting
+// off bytes into it; false if the list is too short or a key fails.
+func (u *Unreliable) scatterAt(sges []verbs.SGE, off uint32, data []byte) bool {
+	for i := 0; len(data) > 0; i++ {
+		if i == len(sges) {
+			return false
+		}
+		s := &sges[i]
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		n := min(uint32(len(data)), s.Length-off)
+		mem, ok := u.env.Mem.Local(s.LKey, s.Addr+uint64(off), n, verbs.AccessLocalWrite)
+		if !ok {
+			return false
+		}
+		copy(mem, data[:n])
+		data, off = data[n:], 0
+	}
+	return true
+}
+
+func (u *Unreliable) post(solicited bool) {
+	u.c.RDMARecvs++
+	if sc, ok := u.env.CQ.(SolicitedCompletions); ok {
+		sc.CompleteSolicited(&u.wc, solicited)
+		return
+	}
+	u.env.CQ.Complete(&u.wc)
+}
+
+// receiveUC handles one UC packet: the PSN and opcode-sequence checks of
+// rxe check_psn and check_op_seq for UC, then the SEND or WRITE.
+func (u *Unreliable) receiveUC(p packet.Packet) {
+	m := p.Mask()
+	start := m&packet.MaskStart != 0
+	if u.drop || p.PSN() != u.epsn {
+		if !start {
+			u.c.OutOfSeq++
+			u.abandon()
+			return
+		}
+		u.abandon() // a FIRST/ONLY resynchronises
+	} else if (u.inMsg != 0) == start || u.inMsg != 0 && !sameOp(u.inMsg, p.Opcode()) {
+		// A FIRST/ONLY inside a message, or a MIDDLE/LAST outside one or
+		// of another operation: the message is dropped.
+		u.c.OutOfSeq++
+		u.abandon()
+		return
+	}
+	u.epsn = p.PSN().Next()
+	var ok bool
+	if m&packet.MaskSend != 0 {
+		ok = u.ucSend(p, start)
+	} else {
+		ok = u.ucWrite(p, start)
+	}
+	if !ok {
+		u.abandon()
+		return
+	}
+	if m&packet.MaskEnd != 0 {
+		u.inMsg, u.off = 0, 0
+	} else {
+		u.inMsg = p.Opcode()
+	}
+}
+
+// sameOp reports whether b continues the message a began (SEND after
+// SEND, WRITE after WRITE).
+func sameOp(a, b packet.Opcode) bool {
+	return a.Info().Mask&packet.MaskSend == b.Info().Mask&packet.MaskSend
+}
+
+// abandon drops the rest of the current message until the next FIRST or
+// ONLY packet (rxe drop_msg).
+func (u *Unreliable) abandon() {
+	if u.inMsg != 0 || !u.drop {
+		u.c.MessagesDropped++
+	}
+	u.drop, u.inMsg, u.off = true, 0, 0
+}
+
+// ucSend places a SEND packet into the receive WQE at the head of the
+// queue, which is consumed only when the message completes: an abandoned
+// message leaves it for the next one (rxe takes the WQE in do_complete).
+func (u *Unreliable) ucSend(p packet.Packet, start bool) bool {
+	wr, ok := u.env.RQ.Peek()
+	if !ok {
+		u.c.NoWQE++
+		return false
+	}
+	pay := p.Payload()
+	if len(pay) > u.cfg.PMTU || !u.scatterAt(wr.SGList, u.off, pay) {
+		u.c.TooLong++
+		return false
+	}
+	u.drop = false
+	u.off += uint32(len(pay))
+	u.c.BytesPlaced += uint64(len(pay))
+	if p.Mask()&packet.MaskEnd != 0 {
+		u.finish(p, wr.ID, u.off)
+	}
+	return true
+}
+
+// ucWrite places an RDMA WRITE packet; a LAST/ONLY with immediate data
+// consumes a receive WQE for its completion.
+func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
+	if start {
+		r := p.RETH()
+		u.va, u.rkey, u.wlen, u.off = r.VA(), r.RKey(), r.DMALen(), 0
+	}
+	pay := p.Payload()
+	if u.cfg.Access&verbs.AccessRemoteWrite == 0 || u.off+uint32(len(pay)) > u.wlen {
+		u.c.AccessErr++
+		return false
+	}
+	if len(pay) > 0 {
+		mem, ok := u.env.Mem.Remote(u.rkey, u.va+uint64(u.off), uint32(len(pay)), verbs.AccessRemoteWrite)
+		if !ok {
+			u.c.AccessErr++
+			return false
+		}
+		copy(mem, pay)
+	}
+	u.off += uint32(len(pay))
+	u.c.BytesPlaced += uint64(len(pay))
+	u.drop = false
+	if p.Mask()&packet.MaskEnd != 0 && p.Mask()&packet.MaskImmDt != 0 {
+		wr, ok := u.env.RQ.Peek()
+		if !ok {
+			u.c.NoWQE++
+			return false
+		}
+		u.finish(p, wr.ID, u.wlen)
+	}
+	return true
+}
+
+// finish completes the receive WQE at the head of the queue for the
+// message whose last packet is p.
+func (u *Unreliable) finish(p packet.Packet, id uint64, n uint32) {
+	u.env.RQ.Pop()
+	u.wc = verbs.WC{ID: id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: n, QPNum: u.cfg.QPN}
+	if p.Mask()&packet.MaskWrite != 0 {
+		u.wc.Opcode = verbs.WCRecvRDMAWithImm
+	}
+	if p.Mask()&packet.MaskImmDt != 0 {
+		u.wc.Flags |= verbs.WCFlagWithImm
+		u.wc.Imm = p.ImmDt().Imm()
+	}
+	u.post(p.BTH().SE())
+}

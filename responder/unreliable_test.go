@@ -1,0 +1,171 @@
+package responder
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	uSrc = netip.MustParseAddrPort("192.0.2.1:4791")
+	uDst = netip.MustParseAddrPort("192.0.2.2:4791")
+)
+
+// uHarness wires an Unreliable receive side to fakes: one 64 KiB local MR
+// (key 1) cut into 4 KiB receive WQEs, one 64 KiB remote MR (key 2).
+type uHarness struct {
+	t   testing.TB
+	u   *Unreliable
+	rq  *fakeRQ
+	cq  *fakeCQ
+	loc *fakeMR
+	rem *fakeMR
+	buf []byte
+}
+
+func newUHarness(t testing.TB, ud bool, wqes int) *uHarness {
+	h := &uHarness{t: t, rq: newFakeRQ(64), cq: &fakeCQ{}, buf: make([]byte, 1024),
+		loc: &fakeMR{key: 1, va: 0x10000, buf: make([]byte, 64<<10), access: verbs.AccessLocalWrite, valid: true},
+		rem: &fakeMR{key: 2, va: 0x80000, buf: make([]byte, 64<<10), access: verbs.AccessRemoteWrite, valid: true}}
+	for i := range wqes {
+		h.rq.post(verbs.RecvWR{ID: uint64(i), SGList: []verbs.SGE{{Addr: 0x10000 + uint64(i)*4096, Length: 4096, LKey: 1}}})
+	}
+	h.u = NewUnreliable(UConfig{UD: ud, QPN: ourQPN, PMTU: 256, RQPSN: 100, QKey: 9, Access: verbs.AccessRemoteWrite},
+		Env{Mem: &fakeMem{mrs: []*fakeMR{h.loc, h.rem}}, RQ: h.rq, CQ: h.cq})
+	return h
+}
+
+func (h *uHarness) rx(op packet.Opcode, psn packet.PSN, n int, mods ...reqMod) {
+	pay := make([]byte, n)
+	for i := range pay {
+		pay[i] = byte(psn)
+	}
+	h.u.Receive(t0, build(h.t, h.buf, op, psn, pay, mods...), uSrc, uDst)
+}
+
+func TestUCSequences(t *testing.T) {
+	type pkt struct {
+		op  packet.Opcode
+		psn packet.PSN
+	}
+	f, m, l, o := packet.UCSendFirst, packet.UCSendMiddle, packet.UCSendLast, packet.UCSendOnly
+	for _, tc := range []struct {
+		name    string
+		pkts    []pkt
+		lens    []uint32 // receive completions' byte counts
+		dropped uint64   // MessagesDropped
+		epsn    packet.PSN
+	}{
+		{"one message", []pkt{{f, 100}, {m, 101}, {l, 102}}, []uint32{768}, 0, 103},
+		{"a lost MIDDLE drops the message, the next FIRST resyncs",
+			[]pkt{{f, 100}, {l, 102}, {f, 103}, {l, 104}}, []uint32{512}, 1, 105},
+		{"a MIDDLE outside a message is dropped", []pkt{{m, 100}, {o, 101}}, []uint32{256}, 1, 102},
+		{"an ONLY after a gap resyncs", []pkt{{o, 100}, {o, 150}}, []uint32{256, 256}, 1, 151},
+		{"a FIRST inside a message drops it (rxe check_op_seq)", []pkt{{f, 100}, {f, 101}, {l, 102}, {o, 103}}, []uint32{256}, 1, 104},
+		{"a duplicate ONLY (old PSN) is dropped", []pkt{{o, 100}, {m, 100}}, []uint32{256}, 1, 101},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newUHarness(t, false, 4)
+			for _, p := range tc.pkts {
+				h.rx(p.op, p.psn, 256)
+			}
+			var lens []uint32
+			for _, wc := range h.cq.wcs {
+				require.Equal(t, verbs.WCSuccess, wc.Status)
+				lens = append(lens, wc.ByteLen)
+			}
+			require.Equal(t, tc.lens, lens)
+			require.Equal(t, tc.dropped, h.u.Counters().MessagesDropped)
+			require.Equal(t, tc.epsn, h.u.EPSN())
+			if len(h.cq.wcs) > 0 {
+				require.Equal(t, uint64(0), h.cq.wcs[0].ID, "an abandoned message leaves its WQE for the next one")
+			}
+		})
+	}
+}
+
+func TestUCWrite(t *testing.T) {
+	h := newUHarness(t, false, 1)
+	h.rx(packet.UCRDMAWriteFirst, 100, 256, reth(0x80000, 2, 512))
+	h.rx(packet.UCRDMAWriteLastWithImm, 101, 256, imm(5))
+	require.Len(t, h.cq.wcs, 1)
+	require.Equal(t, verbs.WCRecvRDMAWithImm, h.cq.wcs[0].Opcode)
+	require.Equal(t, uint32(512), h.cq.wcs[0].ByteLen)
+	require.Equal(t, byte(101), h.rem.buf[300])
+	// A bad R_Key drops the message silently.
+	h.rx(packet.UCRDMAWriteOnly, 102, 8, reth(0x80000, 99, 8))
+	require.Equal(t, uint64(1), h.u.Counters().AccessErr)
+	require.Len(t, h.cq.wcs, 1)
+}
+
+func TestUDReceive(t *testing.T) {
+	h := newUHarness(t, true, 2)
+	h.rx(packet.UDSendOnly, 1, 100, func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 8, SrcQP: 0x33} })
+	require.Equal(t, uint64(1), h.u.Counters().QKeyMismatch)
+	h.rx(packet.UDSendOnlyWithImmediate, 2, 100, imm(3), func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 9, SrcQP: 0x33} })
+	require.Len(t, h.cq.wcs, 1)
+	wc := h.cq.wcs[0]
+	require.Equal(t, uint32(GRHSize+100), wc.ByteLen)
+	require.Equal(t, uint32(0x33), wc.SrcQP)
+	require.Equal(t, verbs.WCFlagGRH|verbs.WCFlagWithImm, wc.Flags)
+	require.Equal(t, uSrc, wc.Src)
+	grh := h.loc.buf[:GRHSize]
+	require.Equal(t, make([]byte, 20), grh[:20])
+	require.Equal(t, []byte{0x45, 0, 0, byte(20 + 8 + packet.PacketLen(packet.UDSendOnlyWithImmediate, 100))}, grh[20:24])
+	require.Equal(t, []byte{192, 0, 2, 1, 192, 0, 2, 2}, grh[32:40])
+	// The IPv4 header checksum verifies.
+	var sum uint32
+	for i := 20; i < 40; i += 2 {
+		sum += uint32(grh[i])<<8 | uint32(grh[i+1])
+	}
+	for sum > 0xFFFF {
+		sum = sum&0xFFFF + sum>>16
+	}
+	require.Equal(t, uint32(0xFFFF), sum)
+	h.rx(packet.UDSendOnly, 3, 300, func(hd *packet.Headers) { hd.DETH.QKey = 9 })
+	require.Equal(t, uint64(1), h.u.Counters().TooLong, "longer than the path MTU")
+	h.rx(packet.UCSendOnly, 4, 10)
+	require.Equal(t, uint64(1), h.u.Counters().Dropped, "a UC packet on a UD QP")
+}
+
+// FuzzUnreliableReceive: random UC and UD packets never panic the receive
+// side, never complete more WQEs than were posted, and every completion
+// fits its WQE.
+func FuzzUnreliableReceive(f *testing.F) {
+	f.Add(false, []byte{0, 0, 1, 1, 2, 2, 4, 9})
+	f.Add(true, []byte{0x40, 9, 0x41, 9})
+	ops := []packet.Opcode{packet.UCSendFirst, packet.UCSendMiddle, packet.UCSendLast, packet.UCSendLastWithImmediate,
+		packet.UCSendOnly, packet.UCSendOnlyWithImmediate, packet.UCRDMAWriteFirst, packet.UCRDMAWriteMiddle,
+		packet.UCRDMAWriteLast, packet.UCRDMAWriteLastWithImm, packet.UCRDMAWriteOnly, packet.UCRDMAWriteOnlyWithImm,
+		packet.UDSendOnly, packet.UDSendOnlyWithImmediate, packet.RCSendOnly}
+	f.Fuzz(func(t *testing.T, ud bool, prog []byte) {
+		h := newUHarness(t, ud, 8)
+		psn := packet.PSN(100)
+		for len(prog) >= 2 {
+			op := ops[int(prog[0])%len(ops)]
+			psn = psn.Add(int(prog[0]>>4) - 2)
+			n := int(prog[1]) * 2
+			if op.Info().Mask&packet.MaskPayload == 0 {
+				n = 0
+			}
+			qkey := uint32(9)
+			if prog[1]&1 != 0 {
+				qkey = 8
+			}
+			h.rx(op, psn, n, reth(0x80000+uint64(prog[1])*64, 2, uint32(prog[1])*4), imm(1),
+				func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: qkey, SrcQP: 5} })
+			prog = prog[2:]
+		}
+		if len(h.cq.wcs) > 8 {
+			t.Fatalf("%d completions for 8 WQEs", len(h.cq.wcs))
+		}
+		for _, wc := range h.cq.wcs {
+			if wc.Opcode == verbs.WCRecv && wc.ByteLen > 4096 {
+				t.Fatalf("completion of %d bytes in a 4096-byte WQE", wc.ByteLen)
+			}
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package cm
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// Connect starts a connection to the node at peer (IBA 12.9.5.1, active
+// side): it sends req, with LocalCommID and LocalCAGUID filled in by the
+// agent, and waits for the REP. The caller fills every other field (the
+// service ID, its QPN and starting PSN, the path, the timeouts and retry
+// counts, the private data).
+func (a *Agent) Connect(now time.Time, peer netip.Addr, req *packet.REQ) (ID, error) {
+	if len(a.conns) >= a.cfg.MaxConns {
+		return 0, ErrTooMany
+	}
+	id := a.allocID()
+	c := &conn{id: id, state: StateREQSent, peer: peer, tid: a.tid(id), req: *req}
+	c.req.LocalCommID = uint32(id)
+	c.req.LocalCAGUID = a.cfg.CAGUID
+	a.conns[id] = c
+	a.send(peer, c.tid, &c.req)
+	a.arm(now, c)
+	return id, nil
+}
+
+// recvREP handles a REP (IBA 12.9.5.1): the answer to our REQ, or a
+// duplicate of it after our RTU was lost.
+func (a *Agent) recvREP(from netip.Addr, tid uint64, msg []byte) {
+	var rep packet.REP
+	_ = rep.Decode(msg)
+	c := a.conns[ID(rep.RemoteCommID)]
+	if c == nil || c.passive {
+		// kernel ib_cm (cm_rep_handler): a REP for no connection of ours
+		// is rejected with "invalid communication ID".
+		a.send(from, tid, &packet.REJ{LocalCommID: rep.RemoteCommID, RemoteCommID: rep.LocalCommID,
+			MessageRejected: packet.MsgREP, Reason: packet.RejInvalidCommID})
+		a.ctr.RejectsSent++
+		return
+	}
+	switch c.state {
+	case StateREQSent:
+		c.rep = rep
+		c.state = StateREPRcvd
+		c.deadline = time.Time{}
+		r := rep
+		a.emit(Event{Kind: EventREP, ID: c.id, Peer: c.peer, REP: &r})
+	case StateEstablished:
+		if rep.LocalCommID != c.rep.LocalCommID {
+			a.ctr.Dropped++
+			return
+		}
+		// Our RTU was lost and the passive side resent its REP.
+		a.send(c.peer, c.tid, &c.rtu)
+		a.ctr.Duplicates++
+	case StateREPRcvd:
+		a.ctr.Duplicates++ // the consumer is about to answer
+	default:
+		a.ctr.Dropped++
+	}
+}
+
+// ConfirmREP ends the active side's handshake once the consumer has moved
+// its QP to RTR and RTS with the REP's values: it sends the RTU with
+// privateData (at most 224 bytes) and the connection is established.
+func (a *Agent) ConfirmREP(id ID, privateData []byte) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	if c.state != StateREPRcvd {
+		return ErrState
+	}
+	c.rtu = packet.RTU{LocalCommID: uint32(id), RemoteCommID: c.rep.LocalCommID}
+	copy(c.rtu.PrivateData[:], privateData)
+	a.send(c.peer, c.tid, &c.rtu)
+	c.state = StateEstablished
+	return nil
+}
+
+// recvMRA handles an MRA (IBA 12.6.6): the peer received our REQ (or REP)
+// and needs up to its service timeout to answer, so the response timer
+// is pushed out to that plus the packet life time.
+func (a *Agent) recvMRA(now time.Time, msg []byte) {
+	var mra packet.MRA
+	_ = mra.Decode(msg)
+	c := a.conns[ID(mra.RemoteCommID)]
+	if c == nil {
+		a.ctr.Dropped++
+		return
+	}
+	ok := c.state == StateREQSent && !c.passive && mra.MessageMRAed == packet.MsgREQ ||
+		c.state == StateREPSent && c.passive && mra.MessageMRAed == packet.MsgREP && mra.LocalCommID == c.remoteCommID()
+	if !ok {
+		a.ctr.Dropped++
+		return
+	}
+	c.wait = duration(mra.ServiceTimeout) + duration(a.cfg.PacketLifeTime)
+	c.deadline = now.Add(c.wait)
+}
+
+// Abort gives up an active connection attempt whose REQ is unanswered or
+// whose REP the consumer has not confirmed (the consumer's context ended):
+// the peer gets a REJ with reason Timeout (kernel cm_destroy_id in REQ
+// sent), and the connection is forgotten.
+func (a *Agent) Abort(id ID) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	switch {
+	case !c.passive && c.state == StateREQSent:
+		rej := packet.REJ{LocalCommID: uint32(id), MessageRejected: packet.MsgREQ, RejectedInfoLen: 8, Reason: packet.RejTimeout}
+		binary.BigEndian.PutUint64(rej.ARI[:], a.cfg.CAGUID)
+		a.send(c.peer, c.tid, &rej)
+		a.free(id)
+		return nil
+	case !c.passive && c.state == StateREPRcvd:
+		return a.Reject(id, packet.RejTimeout, nil)
+	}
+	return ErrState
+}

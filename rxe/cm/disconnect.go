@@ -1,0 +1,83 @@
+package cm
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// Disconnect starts tearing down an established connection (IBA 12.9.6):
+// it sends a DREQ with privateData (at most 220 bytes) and waits for the
+// DREP, resending the DREQ up to the REQ's MaxCMRetries times.
+// EventDisconnected reports the end.
+func (a *Agent) Disconnect(now time.Time, id ID, privateData []byte) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	if c.state != StateEstablished {
+		return ErrState
+	}
+	c.dreq = packet.DREQ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), RemoteQPN: c.remoteQPN()}
+	copy(c.dreq.PrivateData[:], privateData)
+	c.state = StateDREQSent
+	a.send(c.peer, a.tid(id), &c.dreq)
+	a.arm(now, c)
+	return nil
+}
+
+// recvDREQ handles a DREQ (IBA 12.9.6): it is always answered with a DREP,
+// even for a connection this agent does not know (kernel cm_dreq_handler),
+// so that the peer's retries end.
+func (a *Agent) recvDREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) {
+	var dreq packet.DREQ
+	_ = dreq.Decode(msg)
+	c := a.conns[ID(dreq.RemoteCommID)]
+	if c == nil || c.remoteCommID() != dreq.LocalCommID || c.localQPN() != dreq.RemoteQPN {
+		a.send(from, tid, &packet.DREP{LocalCommID: dreq.RemoteCommID, RemoteCommID: dreq.LocalCommID})
+		a.ctr.Dropped++
+		return
+	}
+	drep := packet.DREP{LocalCommID: uint32(c.id), RemoteCommID: dreq.LocalCommID}
+	pd := clonePD(dreq.PrivateData[:])
+	switch c.state {
+	case StateEstablished, StateREPSent:
+		// A DREQ in REP sent means the RTU was lost on its way (IBA
+		// 12.9.5.2): the connection was established and now ends.
+		a.send(c.peer, tid, &drep)
+		a.enterTimeWait(now, c)
+		a.emit(Event{Kind: EventDisconnect, ID: c.id, Peer: c.peer, PrivateData: pd})
+	case StateDREQSent:
+		// Simultaneous disconnect: both sides sent a DREQ. Answer the
+		// peer's; ours is answered too, or times out harmlessly.
+		a.send(c.peer, tid, &drep)
+		a.enterTimeWait(now, c)
+		a.emit(Event{Kind: EventDisconnected, ID: c.id, Peer: c.peer, PrivateData: pd})
+	case StateTimeWait:
+		a.send(c.peer, tid, &drep) // our DREP was lost
+		a.ctr.Duplicates++
+	default:
+		a.ctr.Dropped++
+	}
+}
+
+// recvDREP handles a DREP: the answer to our DREQ.
+func (a *Agent) recvDREP(now time.Time, msg []byte) {
+	var drep packet.DREP
+	_ = drep.Decode(msg)
+	c := a.conns[ID(drep.RemoteCommID)]
+	if c == nil || drep.LocalCommID != c.remoteCommID() {
+		a.ctr.Dropped++
+		return
+	}
+	switch c.state {
+	case StateDREQSent:
+		a.enterTimeWait(now, c)
+		a.emit(Event{Kind: EventDisconnected, ID: c.id, Peer: c.peer, PrivateData: clonePD(drep.PrivateData[:])})
+	case StateTimeWait:
+		a.ctr.Duplicates++
+	default:
+		a.ctr.Dropped++
+	}
+}

@@ -1,0 +1,44 @@
+// Package cm is gorxe's InfiniBand communication manager (IBA chapter 12):
+// the state machines that set up and tear down connections by exchanging
+// CM MADs (REQ, MRA, REJ, REP, RTU, DREQ, DREP) over QP1.
+//
+// It is sans-IO, like the engines: an Agent takes the MADs that arrived
+// (Receive), the consumer's decisions (Connect, Accept, ConfirmREP, Reject,
+// Disconnect) and the passing of time (Tick), each with an explicit now;
+// it returns what to send (Poll) and what happened (NextEvent), and tells
+// when it next needs the time (Deadline). The rxe package owns the socket,
+// the QP1 datagrams and the timer that drive it.
+//
+// One connection, active side on the left (IBA 12.6, 12.9):
+//
+//	active                         passive
+//	Connect  ── REQ ──────────────▶ EventREQ   (Accept or Reject)
+//	         ◀─────────────── MRA ─  (duplicate REQ while the consumer decides)
+//	EventREP ◀─────────────── REP ─  Accept
+//	ConfirmREP ── RTU ────────────▶ EventEstablished
+//	Disconnect ── DREQ ───────────▶ EventDisconnect
+//	EventDisconnected ◀────── DREP ─
+//
+// Timeouts and retries follow the REQ: the active side waits for a REP for
+// 4.096 µs · 2^RemoteCMResponseTimeout plus twice the packet life time, and
+// resends the REQ up to MaxCMRetries times; the passive side waits for the
+// RTU for the active side's LocalCMResponseTimeout plus twice the packet
+// life time and resends the REP as often; a DREQ is resent the same way.
+// When retries run out, the side that timed out sends a REJ with reason
+// Timeout (or, for a DREQ, gives up) and reports EventTimeout.
+//
+// Duplicates and late MADs are handled as IBA 12.9 and kernel ib_cm do: a
+// duplicate REQ is answered with an MRA while the consumer decides and with
+// the REP once it has; a duplicate REP with the RTU; a DREQ for a connection
+// in time-wait, or one this agent does not know, with a DREP; a REP for an
+// unknown connection with a REJ (invalid communication ID); a REQ for a
+// service nobody listens on with a REJ (invalid service ID); a duplicate REQ
+// for a connection in time-wait with a REJ (stale connection). Anything
+// else that does not fit the state is dropped and counted.
+//
+// Transaction IDs follow kernel ib_cm's layout, so a capture of gorxe reads
+// like one of the kernel: the high 32 bits are the agent's number
+// (Config.TIDHigh), the low 32 bits the sender's local communication ID in
+// little-endian byte order. Replies (MRA, REJ, REP, RTU for a REQ; DREP for
+// a DREQ) carry the transaction ID of the message they answer.
+package cm

@@ -1,0 +1,184 @@
+package cm
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// recvREQ handles a REQ (IBA 12.9.5.2, passive side): a new request for a
+// listened service becomes EventREQ; a duplicate is answered by the state
+// its connection is in.
+func (a *Agent) recvREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) {
+	var req packet.REQ
+	_ = req.Decode(msg)
+	if id, ok := a.byRemote[remoteKey{req.LocalCommID, req.LocalCAGUID}]; ok {
+		a.dupREQ(a.conns[id], from, tid)
+		return
+	}
+	reject := func(r packet.REJReason) {
+		a.send(from, tid, &packet.REJ{RemoteCommID: req.LocalCommID, MessageRejected: packet.MsgREQ, Reason: r})
+		a.ctr.RejectsSent++
+	}
+	if _, ok := a.listeners[req.ServiceID]; !ok {
+		reject(packet.RejInvalidServiceID)
+		return
+	}
+	if req.TransportServiceType != packet.CMTransportRC && req.TransportServiceType != packet.CMTransportUC {
+		reject(packet.RejInvalidTransportType)
+		return
+	}
+	if len(a.conns) >= a.cfg.MaxConns {
+		reject(packet.RejNoResources)
+		return
+	}
+	id := a.allocID()
+	c := &conn{id: id, state: StateREQRcvd, passive: true, peer: from, tid: tid, req: req}
+	a.conns[id] = c
+	a.byRemote[c.remoteKey()] = id
+	r := req
+	a.emit(Event{Kind: EventREQ, ID: id, Peer: from, REQ: &r})
+}
+
+// dupREQ answers a REQ that repeats one already received: the active side
+// did not hear our answer in time (IBA 12.9.5.2; kernel cm_dup_req_handler).
+// In REP sent the REP's own timer resends it, so the duplicate is dropped.
+// The MRA while the consumer decides is sent on the first duplicate (kernel
+// ib_cm sends one only when its consumer asks for it).
+func (a *Agent) dupREQ(c *conn, from netip.Addr, tid uint64) {
+	a.ctr.Duplicates++
+	switch c.state {
+	case StateREQRcvd, StateMRASent:
+		// The consumer has not decided yet: ask for patience.
+		c.mra = packet.MRA{LocalCommID: uint32(c.id), RemoteCommID: c.req.LocalCommID,
+			MessageMRAed: packet.MsgREQ, ServiceTimeout: a.cfg.ServiceTimeout}
+		c.state = StateMRASent
+		a.send(c.peer, c.tid, &c.mra)
+	case StateTimeWait:
+		a.send(from, tid, &packet.REJ{LocalCommID: uint32(c.id), RemoteCommID: c.req.LocalCommID,
+			MessageRejected: packet.MsgREQ, Reason: packet.RejStaleConn})
+		a.ctr.RejectsSent++
+	}
+}
+
+// Accept answers the REQ of connection id with rep (IBA 12.9.5.2): the
+// agent fills LocalCommID, RemoteCommID and LocalCAGUID; the caller fills
+// its QPN, starting PSN, resources, RNR retry count, target ACK delay and
+// private data, having moved its QP to RTR with the REQ's values. The REP is
+// resent until the RTU arrives or the REQ's MaxCMRetries run out.
+func (a *Agent) Accept(now time.Time, id ID, rep *packet.REP) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	if c.state != StateREQRcvd && c.state != StateMRASent {
+		return ErrState
+	}
+	c.rep = *rep
+	c.rep.LocalCommID = uint32(id)
+	c.rep.RemoteCommID = c.req.LocalCommID
+	c.rep.LocalCAGUID = a.cfg.CAGUID
+	c.state = StateREPSent
+	a.send(c.peer, c.tid, &c.rep)
+	a.arm(now, c)
+	return nil
+}
+
+// Reject refuses connection id with reason and privateData (at most 148
+// bytes): the REQ on the passive side (before Accept), the REP on the
+// active side (before ConfirmREP). The connection is forgotten.
+func (a *Agent) Reject(id ID, reason packet.REJReason, privateData []byte) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	rej := packet.REJ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), Reason: reason}
+	switch {
+	case c.passive && (c.state == StateREQRcvd || c.state == StateMRASent):
+		rej.MessageRejected = packet.MsgREQ
+	case !c.passive && c.state == StateREPRcvd:
+		rej.MessageRejected = packet.MsgREP
+	default:
+		return ErrState
+	}
+	copy(rej.PrivateData[:], privateData)
+	a.send(c.peer, c.tid, &rej)
+	a.free(id)
+	return nil
+}
+
+// recvRTU handles an RTU (IBA 12.9.5.2): the passive side is established.
+func (a *Agent) recvRTU(msg []byte) {
+	var rtu packet.RTU
+	_ = rtu.Decode(msg)
+	c := a.conns[ID(rtu.RemoteCommID)]
+	if c == nil || !c.passive || rtu.LocalCommID != c.req.LocalCommID {
+		a.ctr.Dropped++
+		return
+	}
+	switch c.state {
+	case StateREPSent:
+		c.state = StateEstablished
+		c.deadline = time.Time{}
+		a.emit(Event{Kind: EventEstablished, ID: c.id, Peer: c.peer, PrivateData: clonePD(rtu.PrivateData[:])})
+	case StateEstablished, StateDREQSent, StateTimeWait:
+		a.ctr.Duplicates++
+	default:
+		a.ctr.Dropped++
+	}
+}
+
+// Established moves a passive connection whose RTU is late to established,
+// because its QP has already received a packet from the peer (the
+// communication-established event, IBA 11.6.3.1, 12.9.5.2).
+func (a *Agent) Established(id ID) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	if !c.passive || c.state != StateREPSent {
+		return ErrState
+	}
+	c.state = StateEstablished
+	c.deadline = time.Time{}
+	a.emit(Event{Kind: EventEstablished, ID: id, Peer: c.peer})
+	return nil
+}
+
+// recvREJ handles a REJ (IBA 12.6.7): the peer refused, or gave up.
+func (a *Agent) recvREJ(now time.Time, msg []byte) {
+	var rej packet.REJ
+	_ = rej.Decode(msg)
+	c := a.conns[ID(rej.RemoteCommID)]
+	if c == nil || rej.LocalCommID != 0 && c.remoteCommID() != 0 && rej.LocalCommID != c.remoteCommID() {
+		a.ctr.Dropped++
+		return
+	}
+	ev := Event{Kind: EventRejected, ID: c.id, Peer: c.peer, Reason: rej.Reason, PrivateData: clonePD(rej.PrivateData[:])}
+	switch c.state {
+	case StateREQSent, StateREPRcvd, StateREQRcvd, StateMRASent, StateREPSent:
+		a.emit(ev)
+		a.free(c.id)
+	case StateEstablished:
+		// The peer timed out waiting for our RTU and gave up: the
+		// connection is gone (kernel cm_rej_handler).
+		a.emit(ev)
+		a.enterTimeWait(now, c)
+	default:
+		a.ctr.Dropped++
+	}
+}
+
+// clonePD returns a copy of private data without its trailing zeros (the
+// wire carries no length), or nil if it is all zero.
+func clonePD(b []byte) []byte {
+	n := len(b)
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	if n == 0 {
+		return nil
+	}
+	return append([]byte(nil), b[:n]...)
+}

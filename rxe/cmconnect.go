@@ -1,0 +1,307 @@
+package rxe
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/cm"
+)
+
+// Dial connects an RC QP to the RDMA CM listener at addr ("host:port",
+// port being the RDMA CM port, as rdma_resolve_addr and rdma_connect take
+// it), as librdmacm's active side does: it creates the QP on opts.PD,
+// sends a CM REQ with RDMA CM's IP header in its private data, moves the
+// QP to RTR and RTS with the peer's REP, and answers with an RTU. It
+// honours ctx (deadline, cancel). The errors say what went wrong: a
+// *RejectError (refused: a REJ with its reason), ErrCMTimeout (nobody
+// answered), ErrUnreachable, or ctx's error.
+func Dial(ctx context.Context, d *Device, addr string, opts CMOptions) (*CMConn, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := opts.defaults(d); err != nil {
+		return nil, err
+	}
+	if len(opts.PrivateData) > packet.CMIPPrivateDataSize {
+		return nil, fmt.Errorf("%w: %d bytes of private data (a REQ carries %d)", ErrInvalidArgument, len(opts.PrivateData), packet.CMIPPrivateDataSize)
+	}
+	to, err := resolve(ctx, d, addr)
+	if err != nil {
+		return nil, err
+	}
+	qp, err := newCMQP(&opts)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dialQP(ctx, d, qp, to, &opts)
+	if err != nil {
+		qp.Destroy()
+		return nil, err
+	}
+	return c, nil
+}
+
+// buildREQ fills the REQ of a Dial from QP qp to "to".
+func buildREQ(d *Device, qp *QP, from, to netip.AddrPort, psn uint32, o *CMOptions) packet.REQ {
+	req := packet.REQ{
+		ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoTCP, to.Port()), LocalQPN: qp.qpn,
+		ResponderResources: uint8(o.ResponderResources), InitiatorDepth: uint8(o.InitiatorDepth),
+		RemoteCMResponseTimeout: o.CMResponseTimeout, LocalCMResponseTimeout: o.CMResponseTimeout,
+		TransportServiceType: packet.CMTransportRC, StartingPSN: psn, RetryCount: o.RetryCnt,
+		PKey: packet.DefaultPKey, PathMTU: uint8(o.MTU), RNRRetryCount: o.RNRRetry, MaxCMRetries: o.MaxCMRetries,
+		SRQ: o.SRQ != nil,
+		Primary: packet.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: packet.GIDFromAddr(from.Addr()),
+			RemoteGID: packet.GIDFromAddr(to.Addr()), HopLimit: 64, LocalACKTimeout: o.Timeout},
+	}
+	ip := packet.CMIPHeader{SrcPort: from.Port(), Src: from.Addr(), Dst: to.Addr()}
+	ip.Encode(req.PrivateData[:])
+	copy(req.PrivateData[packet.CMIPHeaderSize:], o.PrivateData)
+	return req
+}
+
+// dialQP runs the active side's exchange for a QP in INIT.
+func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOptions) (*CMConn, error) {
+	lport := o.LocalPort
+	if lport == 0 {
+		lport = uint16(32768 + rand.N(28232)) // Linux's ephemeral range
+	}
+	from := netip.AddrPortFrom(d.addr, lport)
+	psn := rand.Uint32() & packet.PSNMask
+	req := buildREQ(d, qp, from, to, psn, o)
+	g := d.gsiOf()
+	g.mu.Lock()
+	now := time.Now()
+	id, err := g.agent.Connect(now, to.Addr(), &req)
+	if err != nil {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrNoResources, err)
+	}
+	events := g.wait(id)
+	g.step(now)
+	g.mu.Unlock()
+	c := &CMConn{QP: qp, LocalAddr: from, RemoteAddr: to, dev: d, id: id, events: events, done: make(chan struct{})}
+	c.Local = ConnInfo{GID: d.GID(), UDPPort: d.port, QPN: qp.qpn, PSN: psn, MTU: o.MTU, MaxRdAtomic: o.ResponderResources}
+	for {
+		select {
+		case <-ctx.Done():
+			g.mu.Lock()
+			_ = g.agent.Abort(id)
+			delete(g.waiters, id)
+			g.step(time.Now())
+			g.mu.Unlock()
+			return nil, ctx.Err()
+		case e := <-events:
+			done, err := c.activeEvent(e, o)
+			if err != nil || done {
+				if err != nil {
+					g.mu.Lock()
+					delete(g.waiters, id)
+					g.mu.Unlock()
+				}
+				return c, err
+			}
+		}
+	}
+}
+
+// activeEvent handles one event of a Dial in progress; it reports whether
+// the connection is up.
+func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
+	g := c.dev.gsiOf()
+	switch e.Kind {
+	case cm.EventREP:
+		rep := e.REP
+		c.Remote = ConnInfo{GID: netip.AddrFrom16(packet.GIDFromAddr(c.RemoteAddr.Addr())), UDPPort: c.dev.port,
+			QPN: rep.LocalQPN, PSN: rep.StartingPSN, MTU: o.MTU,
+			MaxRdAtomic: min(int(rep.ResponderResources), o.InitiatorDepth)}
+		c.Local.MaxRdAtomic = min(o.ResponderResources, max(int(rep.InitiatorDepth), 1))
+		c.PrivateData = append([]byte(nil), rep.PrivateData[:]...)
+		if err := toRTS(c.QP, c.Local, c.Remote, o, rep.RNRRetryCount); err != nil {
+			g.mu.Lock()
+			_ = g.agent.Reject(c.id, packet.RejConsumerReject, nil)
+			g.step(time.Now())
+			g.mu.Unlock()
+			return false, err
+		}
+		g.mu.Lock()
+		err := g.agent.ConfirmREP(c.id, nil)
+		g.step(time.Now())
+		g.mu.Unlock()
+		if err != nil {
+			return false, err
+		}
+		go c.watch()
+		return true, nil
+	case cm.EventRejected:
+		return false, &RejectError{Reason: e.Reason, PrivateData: e.PrivateData}
+	case cm.EventTimeout:
+		return false, ErrCMTimeout
+	}
+	return false, nil
+}
+
+// CMListener takes the RDMA CM connection requests for one port (an
+// rdma_listen on the device's address).
+type CMListener struct {
+	d       *Device
+	port    uint16
+	service uint64
+	opts    CMOptions
+	reqs    chan cm.Event
+	closed  chan struct{}
+}
+
+// ListenCM listens for RDMA CM connection requests to the device's
+// address on port (the service ID of the TCP port space, RDMA_PS_TCP).
+// Accept creates each connection's QP with opts. A request while no
+// Accept is waiting stays queued (up to 64; beyond, it is rejected with
+// "no resources"); the peer's CM is told to wait (MRA) if it asks again.
+func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
+	if d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := opts.defaults(d); err != nil {
+		return nil, err
+	}
+	if len(opts.PrivateData) > packet.REPPrivateDataSize {
+		return nil, fmt.Errorf("%w: %d bytes of private data (a REP carries %d)", ErrInvalidArgument, len(opts.PrivateData), packet.REPPrivateDataSize)
+	}
+	l := &CMListener{d: d, port: port, service: packet.RDMACMServiceID(packet.RDMACMProtoTCP, port), opts: opts,
+		reqs: make(chan cm.Event, 64), closed: make(chan struct{})}
+	g := d.gsiOf()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.agent.Listen(l.service); err != nil {
+		return nil, fmt.Errorf("%w: port %d: %w", ErrInvalidArgument, port, err)
+	}
+	g.listeners[l.service] = l
+	return l, nil
+}
+
+// Addr returns the address and port the listener serves.
+func (l *CMListener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.d.addr, l.port) }
+
+// Close stops listening: later requests are rejected with "invalid service
+// ID" and pending Accepts return ErrClosed.
+func (l *CMListener) Close() error {
+	g := l.d.gsiOf()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-l.closed:
+		return ErrClosed
+	default:
+	}
+	close(l.closed)
+	g.agent.Unlisten(l.service)
+	delete(g.listeners, l.service)
+	for {
+		select {
+		case e := <-l.reqs:
+			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil)
+		default:
+			g.step(time.Now())
+			return nil
+		}
+	}
+}
+
+// Accept waits for a connection request and accepts it: it creates the
+// QP, moves it to RTR and RTS with the REQ's values, sends the REP (with
+// the listener's private data) and waits for the RTU. It honours ctx.
+func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
+	for {
+		var e cm.Event
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.closed:
+			return nil, ErrClosed
+		case e = <-l.reqs:
+		}
+		return l.accept(ctx, e)
+	}
+}
+
+// accept answers one REQ.
+func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
+	d, o, req := l.d, l.opts, e.REQ
+	g := d.gsiOf()
+	reject := func(r packet.REJReason) {
+		g.mu.Lock()
+		_ = g.agent.Reject(e.ID, r, nil)
+		g.step(time.Now())
+		g.mu.Unlock()
+	}
+	var ip packet.CMIPHeader
+	if err := ip.Decode(req.PrivateData[:]); err != nil {
+		reject(packet.RejConsumerReject)
+		return nil, fmt.Errorf("%w: a REQ without RDMA CM's IP header: %w", ErrInvalidArgument, err)
+	}
+	qp, err := newCMQP(&o)
+	if err != nil {
+		reject(packet.RejNoResources)
+		return nil, err
+	}
+	o.MTU = mtuOf(req.PathMTU, o.MTU)
+	o.RetryCnt = req.RetryCount
+	psn := rand.Uint32() & packet.PSNMask
+	c := &CMConn{QP: qp, LocalAddr: netip.AddrPortFrom(d.addr, l.port), RemoteAddr: netip.AddrPortFrom(e.Peer, ip.SrcPort),
+		PrivateData: append([]byte(nil), req.PrivateData[packet.CMIPHeaderSize:]...), dev: d, id: e.ID, done: make(chan struct{})}
+	c.Local = ConnInfo{GID: d.GID(), UDPPort: d.port, QPN: qp.qpn, PSN: psn, MTU: o.MTU,
+		MaxRdAtomic: min(o.ResponderResources, max(int(req.InitiatorDepth), 1))}
+	c.Remote = ConnInfo{GID: netip.AddrFrom16(packet.GIDFromAddr(e.Peer)), UDPPort: d.port, QPN: req.LocalQPN,
+		PSN: req.StartingPSN, MTU: o.MTU, MaxRdAtomic: min(int(req.ResponderResources), o.InitiatorDepth)}
+	if err := toRTS(qp, c.Local, c.Remote, &o, req.RNRRetryCount); err != nil {
+		reject(packet.RejConsumerReject)
+		qp.Destroy()
+		return nil, err
+	}
+	rep := packet.REP{LocalQPN: qp.qpn, StartingPSN: psn, ResponderResources: uint8(c.Local.MaxRdAtomic),
+		InitiatorDepth: uint8(c.Remote.MaxRdAtomic), TargetACKDelay: d.attr.LocalCAAckDelay, RNRRetryCount: o.RNRRetry,
+		SRQ: o.SRQ != nil}
+	copy(rep.PrivateData[:], o.PrivateData)
+	g.mu.Lock()
+	now := time.Now()
+	c.events = g.wait(e.ID)
+	err = g.agent.Accept(now, e.ID, &rep)
+	g.step(now)
+	g.mu.Unlock()
+	if err == nil {
+		err = c.passiveWait(ctx)
+	}
+	if err != nil {
+		g.mu.Lock()
+		delete(g.waiters, e.ID)
+		g.mu.Unlock()
+		qp.Destroy()
+		return nil, err
+	}
+	go c.watch()
+	return c, nil
+}
+
+// passiveWait waits for the RTU of an accepted connection.
+func (c *CMConn) passiveWait(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e := <-c.events:
+			switch e.Kind {
+			case cm.EventEstablished:
+				return nil
+			case cm.EventRejected:
+				return &RejectError{Reason: e.Reason, PrivateData: e.PrivateData}
+			case cm.EventTimeout:
+				return ErrCMTimeout
+			case cm.EventDisconnect:
+				return fmt.Errorf("%w: the peer disconnected before its RTU", ErrCMTimeout)
+			}
+		}
+	}
+}

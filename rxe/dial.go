@@ -1,0 +1,244 @@
+package rxe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/cm"
+)
+
+// Errors of Dial and Accept besides *RejectError.
+var (
+	// ErrCMTimeout: the peer's CM did not answer within the retries.
+	ErrCMTimeout = errors.New("rxe: connection manager timed out")
+	// ErrUnreachable: the address cannot be reached from this device (it
+	// does not resolve, or is of the other IP family).
+	ErrUnreachable = errors.New("rxe: address unreachable")
+)
+
+// RejectError is the peer's refusal of a connection (a CM REJ): Reason
+// says why (packet.RejInvalidServiceID: nobody listens on that port;
+// packet.RejConsumerReject: the application refused).
+type RejectError struct {
+	Reason      packet.REJReason
+	PrivateData []byte
+}
+
+// Error describes the rejection.
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("rxe: connection rejected by the peer: %v (%d)", e.Reason, uint16(e.Reason))
+}
+
+// CMOptions are the resources and parameters of a connection set up by
+// Dial or accepted by a CMListener. PD and CQ are required; zero values
+// elsewhere take the defaults of rdma_cm and perftest.
+type CMOptions struct {
+	PD     *PD
+	SendCQ *CQ // also the receive CQ unless RecvCQ is set
+	RecvCQ *CQ
+	SRQ    *SRQ
+	Cap    QPCap // default: 128 send and receive WRs, 1 SGE each
+	SigAll bool
+	Access AccessFlags // default: local write, remote read, write and atomic
+	MTU    MTU         // default: the device's active MTU (the smaller of both ends')
+	// ResponderResources and InitiatorDepth bound outstanding READ and
+	// atomic requests (default 16 each, as perftest asks).
+	ResponderResources, InitiatorDepth int
+	Timeout                            uint8 // local ACK timeout exponent; default 14
+	RetryCnt, RNRRetry                 uint8 // default 7, 7
+	// CMResponseTimeout is the CM response timeout exponent announced in
+	// the REQ (default 20, about 4.3 s, as rdma_cm); MaxCMRetries the REQ,
+	// REP and DREQ retries (default 15).
+	CMResponseTimeout, MaxCMRetries uint8
+	// PrivateData goes to the peer: at most 56 bytes in a REQ (after RDMA
+	// CM's IP header), 196 in a REP.
+	PrivateData []byte
+	// LocalPort is the RDMA CM source port of a Dial; 0 picks one.
+	LocalPort uint16
+}
+
+func (o *CMOptions) defaults(d *Device) error {
+	if o.PD == nil || o.SendCQ == nil {
+		return fmt.Errorf("%w: CMOptions needs a PD and a CQ", ErrInvalidArgument)
+	}
+	if o.RecvCQ == nil {
+		o.RecvCQ = o.SendCQ
+	}
+	if o.Cap.MaxSendWR == 0 {
+		o.Cap.MaxSendWR = 128
+	}
+	if o.Cap.MaxRecvWR == 0 && o.SRQ == nil {
+		o.Cap.MaxRecvWR = 128
+	}
+	if o.Access == 0 {
+		o.Access = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+	}
+	if o.MTU == 0 || o.MTU > d.activeMTU {
+		o.MTU = d.activeMTU
+	}
+	setDefault := func(p *uint8, v uint8) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setDefault(&o.Timeout, 14)
+	setDefault(&o.RetryCnt, 7)
+	setDefault(&o.RNRRetry, 7)
+	setDefault(&o.CMResponseTimeout, 20)
+	setDefault(&o.MaxCMRetries, 15)
+	if o.ResponderResources == 0 {
+		o.ResponderResources = 16
+	}
+	if o.InitiatorDepth == 0 {
+		o.InitiatorDepth = 16
+	}
+	o.ResponderResources = min(o.ResponderResources, d.attr.MaxQPRdAtom, 255)
+	o.InitiatorDepth = min(o.InitiatorDepth, d.attr.MaxQPInitRdAtom, 255)
+	return nil
+}
+
+// CMConn is an RC connection set up by the communication manager.
+type CMConn struct {
+	// QP is the connected RC QP, in RTS.
+	QP *QP
+	// Local and Remote describe the two ends as the out-of-band exchange
+	// would (GID, UDP port, QPN, first PSN, MTU, READ/atomic depth).
+	Local, Remote ConnInfo
+	// LocalAddr and RemoteAddr are the IP addresses and RDMA CM ports.
+	LocalAddr, RemoteAddr netip.AddrPort
+	// PrivateData is what the peer sent: the REP's private data (Dial) or
+	// the REQ's after its IP header (Accept), as the wire carries it.
+	PrivateData []byte
+
+	dev    *Device
+	id     cm.ID
+	events chan cm.Event
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Done is closed when the connection ends: the peer disconnected (the QP
+// is then in ERR), or Disconnect returned.
+func (c *CMConn) Done() <-chan struct{} { return c.done }
+
+// watch follows the connection's events once it is established: a DREQ
+// from the peer, or a REJ, moves the QP to ERR and closes Done.
+func (c *CMConn) watch() {
+	for {
+		select {
+		case <-c.dev.done:
+			return
+		case e := <-c.events:
+			switch e.Kind {
+			case cm.EventDisconnect, cm.EventRejected, cm.EventTimeout, cm.EventDisconnected:
+				c.end()
+				return
+			}
+		}
+	}
+}
+
+func (c *CMConn) end() {
+	c.once.Do(func() {
+		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState)
+		g := c.dev.gsiOf()
+		g.mu.Lock()
+		delete(g.waiters, c.id)
+		g.mu.Unlock()
+		close(c.done)
+	})
+}
+
+// Disconnect ends the connection (a CM DREQ) and waits for the peer's DREP
+// or ctx; the QP is then in ERR, its outstanding work requests flushed.
+// Destroying the QP is the caller's.
+func (c *CMConn) Disconnect(ctx context.Context) error {
+	g := c.dev.gsiOf()
+	g.mu.Lock()
+	err := g.agent.Disconnect(time.Now(), c.id, nil)
+	g.step(time.Now())
+	g.mu.Unlock()
+	if err != nil { // the peer already ended it
+		c.end()
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		c.end()
+		return ctx.Err()
+	}
+}
+
+// resolve turns "host:port" into an address of the device's family.
+func resolve(ctx context.Context, d *Device, addr string) (netip.AddrPort, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%w: %q: %w", ErrInvalidArgument, addr, err)
+	}
+	port, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%w: port %q", ErrInvalidArgument, ps)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%w: %q: %w", ErrUnreachable, host, err)
+	}
+	for _, ip := range ips {
+		if ip = ip.Unmap(); ip.Is4() == d.addr.Is4() {
+			return netip.AddrPortFrom(ip, uint16(port)), nil
+		}
+	}
+	return netip.AddrPort{}, fmt.Errorf("%w: %q has no address of the device's family (%v)", ErrUnreachable, host, d.addr)
+}
+
+// newCMQP creates the connection's RC QP and takes it to INIT.
+func newCMQP(o *CMOptions) (*QP, error) {
+	qp, err := o.PD.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: o.SendCQ, RecvCQ: o.RecvCQ, SRQ: o.SRQ, Cap: o.Cap, SigAll: o.SigAll})
+	if err != nil {
+		return nil, err
+	}
+	if err := qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: o.Access},
+		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags); err != nil {
+		qp.Destroy()
+		return nil, err
+	}
+	return qp, nil
+}
+
+// toRTS takes a QP in INIT to RTR and RTS against remote.
+func toRTS(qp *QP, local, remote ConnInfo, o *CMOptions, rnrRetry uint8) error {
+	steps := []struct {
+		attr QPAttr
+		mask QPAttrMask
+	}{
+		{QPAttr{State: QPSRTR, AH: AH{DGID: remote.GID, UDPPort: remote.UDPPort, HopLimit: 64}, PathMTU: local.MTU,
+			DestQPN: remote.QPN, RQPSN: remote.PSN, MaxDestRdAtomic: local.MaxRdAtomic, MinRNRTimer: 12},
+			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
+		{QPAttr{State: QPSRTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: rnrRetry,
+			MaxRdAtomic: remote.MaxRdAtomic}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
+	}
+	for _, s := range steps {
+		if err := qp.Modify(&s.attr, s.mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mtuOf returns the MTU of a 4-bit IBA MTU code, capped at max.
+func mtuOf(code uint8, max MTU) MTU {
+	m := MTU(code)
+	if m.Bytes() == 0 || m > max {
+		return max
+	}
+	return m
+}

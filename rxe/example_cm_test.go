@@ -1,0 +1,103 @@
+package rxe_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// cmHost is one host of the Dial/Accept example: a device with a PD, a CQ
+// and a registered buffer.
+type cmHost struct {
+	dev *rxe.Device
+	pd  *rxe.PD
+	cq  *rxe.CQ
+	mr  *rxe.MR
+	buf []byte
+}
+
+func newCMHost(conn netdev.Conn) cmHost {
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(64, -1)
+	buf := make([]byte, 4096)
+	mr, err := pd.RegMR(buf, rxe.AccessLocalWrite|rxe.AccessRemoteWrite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return cmHost{dev, pd, cq, mr, buf}
+}
+
+func (h cmHost) wait(ctx context.Context) rxe.WC {
+	wc := make([]rxe.WC, 1)
+	if _, err := h.cq.Wait(ctx, wc); err != nil {
+		log.Fatal(err)
+	}
+	return wc[0]
+}
+
+// A client and a server connect through the connection manager (CM MADs
+// on QP1, as librdmacm applications do), then the client SENDs a message
+// and the server RDMA WRITEs its answer into the client's buffer, at the
+// address and R_Key the client put in the connection's private data.
+func ExampleDial() {
+	a, b := netdev.NewPipe() // 127.0.0.1:4791 and 127.0.0.2:4791
+	client, server := newCMHost(a), newCMHost(b)
+	defer client.dev.Close()
+	defer server.dev.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	l, err := server.dev.ListenCM(7471, rxe.CMOptions{PD: server.pd, SendCQ: server.cq})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		sc, err := l.Accept(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		sc.QP.PostRecv(rxe.RecvWR{ID: 1, SGList: []rxe.SGE{{Addr: server.mr.Addr(), Length: 64, LKey: server.mr.LKey()}}})
+		wc := server.wait(ctx)
+		fmt.Printf("server received %q\n", server.buf[:wc.ByteLen])
+		// The client's private data: the address and R_Key of its buffer.
+		var addr uint64
+		var rkey uint32
+		fmt.Sscanf(string(sc.PrivateData), "%x %x", &addr, &rkey)
+		n := copy(server.buf[1024:], "pong")
+		sc.QP.PostSend(rxe.SendWR{ID: 2, Opcode: rxe.WRRDMAWriteWithImm, Flags: rxe.SendSignaled, RemoteAddr: addr, RKey: rkey,
+			SGList: []rxe.SGE{{Addr: server.mr.Addr() + 1024, Length: uint32(n), LKey: server.mr.LKey()}}})
+		server.wait(ctx)
+	}()
+
+	pd := fmt.Sprintf("%x %x", client.mr.Addr()+2048, client.mr.RKey())
+	cc, err := rxe.Dial(ctx, client.dev, "127.0.0.2:7471",
+		rxe.CMOptions{PD: client.pd, SendCQ: client.cq, PrivateData: []byte(pd)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cc.QP.PostRecv(rxe.RecvWR{ID: 3}) // for the WRITE's immediate data
+	n := copy(client.buf, "ping")
+	cc.QP.PostSend(rxe.SendWR{ID: 4, Opcode: rxe.WRSend, Flags: rxe.SendSignaled,
+		SGList: []rxe.SGE{{Addr: client.mr.Addr(), Length: uint32(n), LKey: client.mr.LKey()}}})
+	client.wait(ctx) // the SEND
+	wc := client.wait(ctx)
+	cc.QP.Query() // orders this goroutine after the device's write into buf
+	fmt.Printf("client's buffer holds %q after a %v\n", client.buf[2048:2048+wc.ByteLen], wc.Opcode)
+	if err := cc.Disconnect(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("disconnected; the QP is in", cc.QP.State())
+	// Output:
+	// server received "ping"
+	// client's buffer holds "pong" after a RECV_RDMA_WITH_IMM
+	// disconnected; the QP is in ERR
+}

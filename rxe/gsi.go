@@ -1,0 +1,208 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/cm"
+)
+
+// gsi is the device's QP1, the General Services Interface (IBA 13.5): it
+// receives and sends the MADs of the communication manager as UD
+// SEND_ONLY packets with the GSI Q_Key, on the device's own UDP port, and
+// drives the sans-IO CM agent (package rxe/cm) with the device's clock and
+// one timer. A device creates it on first use (a MAD arriving, Dial,
+// ListenCM).
+type gsi struct {
+	d     *Device
+	mu    sync.Mutex // protects everything below
+	agent *cm.Agent
+	timer *time.Timer
+	at    time.Time // the timer's deadline, zero when stopped
+	psn   packet.PSN
+	buf   []byte
+	// waiters get the events of the connections Dial and Accept drive;
+	// listeners the REQs of their service IDs.
+	waiters   map[cm.ID]chan cm.Event
+	listeners map[uint64]*CMListener
+	counters  gsiCounters
+}
+
+// gsiCounters count QP1 traffic.
+type gsiCounters struct {
+	rcvd, sent, badQKey, malformed, sendErr uint64
+}
+
+// gsiOf returns the device's GSI, creating it on first use.
+func (d *Device) gsiOf() *gsi {
+	d.gsiOnce.Do(func() {
+		a := d.addr.As16()
+		guid := binary.BigEndian.Uint64(a[8:]) ^ uint64(d.port)<<48 | 0x0200_0000_0000_0000
+		g := &gsi{d: d, buf: make([]byte, maxPacket), waiters: map[cm.ID]chan cm.Event{},
+			listeners: map[uint64]*CMListener{}, psn: packet.PSN(rand.Uint32() & packet.PSNMask)}
+		g.agent = cm.NewAgent(cm.Config{CAGUID: guid, TIDHigh: rand.Uint32(), PacketLifeTime: gsiPacketLifeTime,
+			NextCommID: rand.Uint32})
+		d.gsi = g
+	})
+	return d.gsi
+}
+
+// gsiPacketLifeTime is the packet life time exponent the device assumes
+// for every path (4.096 µs · 2^12 ≈ 17 ms): RoCE has no subnet manager to
+// ask, and kernel rdma_cm uses a value of this order for RoCE paths.
+const gsiPacketLifeTime = 12
+
+// receiveGSI handles a packet for QP1 (caller: the device's receive loop).
+func (d *Device) receiveGSI(now time.Time, p packet.Packet, src netip.AddrPort) {
+	g := d.gsiOf()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case p.Opcode() != packet.UDSendOnly || len(p.Payload()) < packet.MADSize:
+		g.counters.malformed++
+	case p.DETH().QKey() != packet.GSIQKey:
+		g.counters.badQKey++ // IBA 13.5.3.3: QP1 accepts only the GSI Q_Key
+	default:
+		g.counters.rcvd++
+		g.agent.Receive(now, src.Addr().Unmap(), p.Payload()[:packet.MADSize])
+		g.step(now)
+	}
+}
+
+// step sends what the agent queued, hands its events out and re-arms the
+// timer (caller holds mu).
+func (g *gsi) step(now time.Time) {
+	for {
+		o, ok := g.agent.Poll()
+		if !ok {
+			break
+		}
+		g.send(&o)
+	}
+	for {
+		e, ok := g.agent.NextEvent()
+		if !ok {
+			break
+		}
+		g.dispatch(e)
+	}
+	dl, ok := g.agent.Deadline()
+	switch {
+	case !ok:
+		if g.timer != nil {
+			g.timer.Stop()
+		}
+		g.at = time.Time{}
+	case !dl.Equal(g.at):
+		g.at = dl
+		if g.timer == nil {
+			g.timer = time.AfterFunc(dl.Sub(now), g.fire)
+		} else {
+			g.timer.Reset(dl.Sub(now))
+		}
+	}
+}
+
+// fire runs the agent's timers.
+func (g *gsi) fire() {
+	if g.d.closed.Load() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	g.at = time.Time{}
+	g.agent.Tick(now)
+	g.step(now)
+}
+
+// dispatch routes an agent event to whoever waits for it: a REQ to the
+// listener of its service ID, anything else to the connection's waiter.
+// An event nobody waits for is dropped (its connection was abandoned).
+func (g *gsi) dispatch(e cm.Event) {
+	if e.Kind == cm.EventREQ {
+		l := g.listeners[e.REQ.ServiceID]
+		if l == nil {
+			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil)
+			return
+		}
+		select {
+		case l.reqs <- e:
+		default:
+			_ = g.agent.Reject(e.ID, packet.RejNoResources, nil) // the backlog is full
+		}
+		return
+	}
+	if ch := g.waiters[e.ID]; ch != nil {
+		select {
+		case ch <- e:
+		default:
+		}
+	}
+}
+
+// send writes one MAD as a UD SEND_ONLY from QP1 to QP1 of o.To, with the
+// GSI Q_Key, the default P_Key and AckReq set, on the
+// device's UDP port (CM peers are assumed to listen on the same port as
+// this device: 4791 in RoCE).
+func (g *gsi) send(o *cm.Out) {
+	d := g.d
+	h := packet.Headers{
+		BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN, PSN: g.psn,
+			AckReq: true}, // as kernel rxe's QP1 sends them (testdata/captures/kernel-rxe_rdmacm_send_4KiB.pcap)
+		DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN},
+	}
+	g.psn = g.psn.Next()
+	ph := packet.PseudoHeader{Src: d.addr, Dst: o.To, SrcPort: d.port, DstPort: d.port}
+	if ph.Is4() {
+		ph.IPFlags = packet.IPv4FlagDF
+	}
+	n, err := packet.Build(g.buf, &h, o.MAD[:], &ph)
+	if err != nil {
+		g.counters.sendErr++
+		return
+	}
+	msg := []netdev.Message{{Buf: g.buf, N: n, Addr: netip.AddrPortFrom(o.To, d.port), Local: d.addr}}
+	v := d.vecs[0]
+	v.txMu.Lock()
+	_, err = v.conn.WriteBatch(msg)
+	v.txMu.Unlock()
+	if err != nil {
+		g.counters.sendErr++
+		return
+	}
+	g.counters.sent++
+}
+
+// wait registers a waiter for connection id's events (caller holds mu).
+func (g *gsi) wait(id cm.ID) chan cm.Event {
+	ch := make(chan cm.Event, 8)
+	g.waiters[id] = ch
+	return ch
+}
+
+// GSICounters count the device's QP1 traffic and its connection manager's
+// work.
+type GSICounters struct {
+	RcvdMADs, SentMADs uint64 // CM MADs received and sent on QP1
+	BadQKey            uint64 // QP1 packets with a Q_Key other than the GSI's, dropped
+	Malformed          uint64 // QP1 packets that are not a UD SEND_ONLY of a whole MAD, dropped
+	SendErrors         uint64 // MADs the netdev refused
+	CM                 cm.Counters
+}
+
+// GSICounters returns a snapshot of the QP1 counters (all zero until QP1
+// is first used).
+func (d *Device) GSICounters() GSICounters {
+	g := d.gsiOf()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.counters
+	return GSICounters{RcvdMADs: c.rcvd, SentMADs: c.sent, BadQKey: c.badQKey, Malformed: c.malformed,
+		SendErrors: c.sendErr, CM: g.agent.Counters()}
+}

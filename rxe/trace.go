@@ -1,0 +1,303 @@
+package rxe
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/requester"
+	"github.com/gorxe/gorxe/responder"
+)
+
+// TraceKind is the kind of a TraceEvent.
+type TraceKind string
+
+// Trace event kinds.
+const (
+	// TraceSend: an engine built a packet (Engine, Opcode, PSN).
+	TraceSend TraceKind = "send"
+	// TraceRecv: the QP received a packet (Engine: the one it went to).
+	TraceRecv TraceKind = "recv"
+	// TraceStates: the states one pass of the completer (rxe_comp.c
+	// COMPST_*) or the responder (rxe_resp.c RESPST_*) went through.
+	TraceStates TraceKind = "states"
+	// TraceTimerArm: the retransmission or RNR timer was armed (Deadline).
+	TraceTimerArm TraceKind = "timer_arm"
+	// TraceTimerFire: the timer expired and the completer ran.
+	TraceTimerFire TraceKind = "timer_fire"
+	// TraceRetry: the requester goes back to resend (Cause).
+	TraceRetry TraceKind = "retry"
+	// TraceComplete: a completion was posted (WC).
+	TraceComplete TraceKind = "complete"
+	// TraceQPState: the QP changed state (From, To).
+	TraceQPState TraceKind = "qp_state"
+)
+
+// Retry causes of a TraceRetry event.
+const (
+	RetryTimeout    = "timeout"
+	RetrySeqNAK     = "sequence NAK"
+	RetryImpliedNAK = "implied NAK"
+	RetryRNR        = "RNR NAK"
+)
+
+// TraceEvent is one event of a QP, as Options.Trace receives it.
+type TraceEvent struct {
+	// Time is when it happened (time.Now, with its monotonic reading).
+	Time time.Time `json:"-"`
+	// Device is the device's address; QPN the QP's number.
+	Device string    `json:"dev"`
+	QPN    uint32    `json:"qpn"`
+	Kind   TraceKind `json:"ev"`
+	// Engine is "requester", "completer" or "responder" ("qp" for QP
+	// state changes).
+	Engine string `json:"engine,omitempty"`
+	// Opcode and PSN of a sent or received packet; Syndrome and MSN of
+	// its AETH.
+	Opcode   string `json:"op,omitempty"`
+	PSN      uint32 `json:"-"`
+	Syndrome string `json:"syndrome,omitempty"`
+	MSN      uint32 `json:"msn,omitempty"`
+	// States a pass went through, with rxe's names.
+	States []string `json:"states,omitempty"`
+	// Deadline of an armed timer, from Time.
+	Deadline time.Duration `json:"deadline_ns,omitempty"`
+	// Cause of a retry.
+	Cause string `json:"cause,omitempty"`
+	// From and To of a QP state change.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// WC of a completion: its status, opcode and work request ID.
+	Status string `json:"status,omitempty"`
+	WCOp   string `json:"wc_opcode,omitempty"`
+	WRID   uint64 `json:"wr_id,omitempty"`
+}
+
+// NewTraceWriter returns an Options.Trace sink that writes one JSON
+// object per line to w, with "t", the seconds since the first event
+// (monotonic), first. It is safe for concurrent use by several devices;
+// write errors after the first are dropped, and the first is returned by
+// the error func.
+func NewTraceWriter(w io.Writer) (sink func(TraceEvent), err func() error) {
+	var (
+		mu    sync.Mutex
+		first time.Time
+		buf   []byte
+		werr  error
+	)
+	sink = func(ev TraceEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		if werr != nil {
+			return
+		}
+		if first.IsZero() {
+			first = ev.Time
+		}
+		line := traceLine{TraceEvent: ev}
+		if ev.Kind == TraceSend || ev.Kind == TraceRecv {
+			line.PSN = &ev.PSN
+		}
+		body, _ := json.Marshal(line) // a struct of strings and numbers
+		buf = append(buf[:0], `{"t":`...)
+		buf = appendSeconds(buf, ev.Time.Sub(first))
+		buf = append(buf, ',')
+		buf = append(buf, body[1:]...)
+		buf = append(buf, '\n')
+		_, werr = w.Write(buf)
+	}
+	return sink, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return werr
+	}
+}
+
+// traceLine is a TraceEvent as NewTraceWriter writes it: the PSN only for
+// packets (its field shadows the event's).
+type traceLine struct {
+	TraceEvent
+	PSN *uint32 `json:"psn,omitempty"`
+}
+
+// appendSeconds appends d in seconds with nanosecond digits.
+func appendSeconds(b []byte, d time.Duration) []byte {
+	if d < 0 {
+		b = append(b, '-')
+		d = -d
+	}
+	s := int64(d / time.Second)
+	ns := int64(d % time.Second)
+	b = appendInt(b, s)
+	b = append(b, '.')
+	for div := int64(100000000); div > 0; div /= 10 {
+		b = append(b, byte('0'+ns/div%10))
+	}
+	return b
+}
+
+func appendInt(b []byte, v int64) []byte {
+	if v >= 10 {
+		b = appendInt(b, v/10)
+	}
+	return append(b, byte('0'+v%10))
+}
+
+// tracing reports whether the device traces (the hot path's only cost).
+func (qp *QP) tracing() bool { return qp.dev.opts.Trace != nil }
+
+// emit fills in the QP's identity and hands ev to the sink.
+func (qp *QP) emit(ev TraceEvent) {
+	ev.Device = qp.dev.Addr().String()
+	ev.QPN = qp.qpn
+	qp.dev.opts.Trace(ev)
+}
+
+// tracePacket describes the packet b (BTH onwards) into ev.
+func tracePacket(ev *TraceEvent, b []byte) {
+	p, err := packet.Parse(b)
+	if err != nil {
+		ev.Opcode = "MALFORMED"
+		return
+	}
+	ev.Opcode, ev.PSN = p.Opcode().String(), uint32(p.PSN())
+	if a := p.AETH(); a != nil {
+		ev.Syndrome, ev.MSN = a.Syndrome().String(), a.MSN()
+	}
+}
+
+// traceSend records a packet an engine built (caller holds mu).
+func (qp *QP) traceSend(now time.Time, engine string, b []byte) {
+	ev := TraceEvent{Time: now, Kind: TraceSend, Engine: engine}
+	tracePacket(&ev, b)
+	qp.emit(ev)
+}
+
+// traceRecv records a received packet, before the engine takes it
+// (caller holds mu).
+func (qp *QP) traceRecv(now time.Time, p packet.Packet) {
+	ev := TraceEvent{Time: now, Kind: TraceRecv, Engine: "responder"}
+	if p.Mask()&packet.MaskReq == 0 {
+		ev.Engine = "completer"
+	}
+	tracePacket(&ev, p.Bytes())
+	qp.emit(ev)
+}
+
+// tracePass records the pass of the engine that took p (caller holds mu).
+func (qp *QP) tracePass(now time.Time, p packet.Packet) {
+	if p.Mask()&packet.MaskReq == 0 {
+		if qp.req != nil {
+			qp.traceCompleter(now, &p)
+		}
+		return
+	}
+	qp.traceResponder(now)
+}
+
+// traceCompleter records the completer's last pass and, when it went
+// back to resend, a retry with its cause: the pass ran for p, or for the
+// timer when p is nil.
+func (qp *QP) traceCompleter(now time.Time, p *packet.Packet) {
+	states := qp.req.Trace(nil)
+	if len(states) == 0 {
+		return
+	}
+	names := make([]string, len(states))
+	cause := ""
+	for i, s := range states {
+		names[i] = s.String()
+		switch s {
+		case requester.CompErrorRetry:
+			switch {
+			case p == nil:
+				cause = RetryTimeout
+			case p.AETH() != nil && p.AETH().Syndrome().IsNAK():
+				cause = RetrySeqNAK
+			default:
+				cause = RetryImpliedNAK
+			}
+		case requester.CompRNRRetry:
+			cause = RetryRNR
+		}
+	}
+	qp.emit(TraceEvent{Time: now, Kind: TraceStates, Engine: "completer", States: names})
+	if cause != "" {
+		qp.emit(TraceEvent{Time: now, Kind: TraceRetry, Engine: "requester", Cause: cause})
+	}
+}
+
+// traceTimer records a timer expiry and the completer pass it ran.
+func (qp *QP) traceTimer(now time.Time) {
+	qp.emit(TraceEvent{Time: now, Kind: TraceTimerFire, Engine: "completer"})
+	qp.traceCompleter(now, nil)
+}
+
+// traceArm records the timer being armed for dl.
+func (qp *QP) traceArm(dl time.Time) {
+	now := time.Now()
+	qp.emit(TraceEvent{Time: now, Kind: TraceTimerArm, Engine: "requester", Deadline: dl.Sub(now)})
+}
+
+// traceState records a QP state change.
+func (qp *QP) traceState(from, to QPState) {
+	if from != to {
+		qp.emit(TraceEvent{Time: time.Now(), Kind: TraceQPState, Engine: "qp", From: from.String(), To: to.String()})
+	}
+}
+
+// responderTrace is the responder's Env.Trace when tracing: it collects the
+// states of one pass, which traceResponder then emits.
+func (qp *QP) responderTrace() func(responder.State) {
+	if !qp.tracing() {
+		return nil
+	}
+	return func(s responder.State) { qp.respStates = append(qp.respStates, s.String()) }
+}
+
+// traceResponder emits the responder's collected states (caller holds mu).
+func (qp *QP) traceResponder(now time.Time) {
+	if len(qp.respStates) == 0 {
+		return
+	}
+	qp.emit(TraceEvent{Time: now, Kind: TraceStates, Engine: "responder", States: qp.respStates})
+	qp.respStates = nil
+}
+
+// tracedSink is the CQ sink of a traced QP: it records each completion.
+type tracedSink struct {
+	cqSink
+	qp     *QP
+	engine string
+}
+
+// sink returns the completion sink for cq: cqSink, or tracedSink when the
+// device traces.
+func (qp *QP) sink(cq *CQ, engine string) interface {
+	Complete(*WC) bool
+	CompleteSolicited(*WC, bool) bool
+} {
+	if !qp.tracing() {
+		return cqSink{cq}
+	}
+	return tracedSink{cqSink{cq}, qp, engine}
+}
+
+func (s tracedSink) record(wc *WC) {
+	s.qp.emit(TraceEvent{Time: time.Now(), Kind: TraceComplete, Engine: s.engine,
+		Status: wc.Status.String(), WCOp: wc.Opcode.String(), WRID: wc.ID})
+}
+
+// Complete implements the engines' completion sink.
+func (s tracedSink) Complete(wc *WC) bool {
+	s.record(wc)
+	return s.cqSink.Complete(wc)
+}
+
+// CompleteSolicited implements responder.SolicitedCompletions.
+func (s tracedSink) CompleteSolicited(wc *WC, solicited bool) bool {
+	s.record(wc)
+	return s.cqSink.CompleteSolicited(wc, solicited)
+}

@@ -1,0 +1,107 @@
+package rxe
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
+)
+
+var updateTrace = flag.Bool("rxe.update-trace", false, "rewrite testdata/trace_*.jsonl")
+
+// lockedBuffer is a bytes.Buffer for a trace sink written by two devices.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// tracedPair connects two traced devices through a pipe whose a-side drops
+// as rules say, on synctest's virtual clock.
+func tracedPair(t *testing.T, w *lockedBuffer, rules ...string) (*end, *end) {
+	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 64})
+	var rs []faults.Rule
+	for _, s := range rules {
+		r, err := faults.ParseRule(s)
+		require.NoError(t, err, s)
+		rs = append(rs, r)
+	}
+	sink, _ := NewTraceWriter(w)
+	da, err := Open(faults.Wrap(pa, faults.Config{Seed: 1, Rules: rs}), Options{Name: "trace-a", LinkMTU: 1500, OwnConn: true, Trace: sink, CompVectors: 1})
+	require.NoError(t, err)
+	db, err := Open(pb, Options{Name: "trace-b", LinkMTU: 1500, OwnConn: true, Trace: sink, CompVectors: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+	})
+	a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
+	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7}
+	require.NoError(t, a.qp.Connect(a.qp.Info(100), b.qp.Info(500), o))
+	require.NoError(t, b.qp.Connect(b.qp.Info(500), a.qp.Info(100), o))
+	return a, b
+}
+
+// TestTraceTimeout: a WRITE whose only packet is lost is resent when the
+// ACK timer fires; the trace shows the send, the timer armed for the
+// timeout (4.096 µs × 2^10) and fired, the completer's pass through
+// ERROR_RETRY, the retry with its cause, the resend, the responder's
+// states, the ACK and the completion, at exact virtual times.
+func TestTraceTimeout(t *testing.T) {
+	var w lockedBuffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_ONLY#1,dir=send")
+		_, err := a.qp.PostSend(SendWR{ID: 7, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 100)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		wc := waitVirtual(t, a.cq)
+		require.Equal(t, WCSuccess, wc.Status)
+		synctest.Wait()
+	})
+	got := w.b.String()
+	var kinds []string
+	sc := bufio.NewScanner(strings.NewReader(got))
+	for sc.Scan() {
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &ev), sc.Text())
+		require.Contains(t, ev, "t")
+		kinds = append(kinds, ev["ev"].(string))
+	}
+	require.Contains(t, kinds, string(TraceTimerFire))
+	require.Contains(t, got, `"ev":"retry","engine":"requester","cause":"timeout"`)
+	require.Contains(t, got, `"states":["GET_ACK","GET_WQE","CHECK_PSN","CHECK_ACK","WRITE_SEND"`)
+	require.Contains(t, got, `"ev":"complete","engine":"completer","status":"SUCCESS","wc_opcode":"RDMA_WRITE","wr_id":7`)
+	const golden = "testdata/trace_write_timeout.jsonl"
+	if *updateTrace {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+}
+
+// TestTraceOffIsNil: without Options.Trace no sink is wrapped around the
+// CQs and the responder collects no states.
+func TestTraceOffIsNil(t *testing.T) {
+	a, b := newPair(t, "pipe", MTU1024)
+	_, ok := a.qp.sink(a.cq, "completer").(cqSink)
+	require.True(t, ok)
+	require.Nil(t, b.qp.responderTrace())
+	transfer(t, a, b, WRSend, 100, 1)
+	require.Nil(t, b.qp.respStates)
+}

@@ -1,0 +1,251 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/requester"
+	"github.com/gorxe/gorxe/responder"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// GRHSize is the size of the GRH area at the start of every UD receive
+// buffer (IBA 11.4.1.1): post receive buffers 40 bytes longer than the
+// datagrams they take. On IPv4 its last 20 bytes are the IPv4 header.
+const GRHSize = responder.GRHSize
+
+// The transition tables of IBA 10.3.1 (kernel ib_modify_qp_is_ok) for UC
+// and UD: UC has no retry, RNR, READ or atomic attributes; UD has no
+// address vector, destination QP or PSN on the receive side, but a Q_Key.
+// SQD (send queue drain) is not offered for UC and UD QPs.
+var (
+	ucTransitions = map[[2]QPState]transition{
+		{QPSReset, QPSInit}: {req: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
+		{QPSInit, QPSInit}:  {opt: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
+		{QPSInit, QPSRTR}: {
+			req: QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN,
+			opt: QPAttrAltPath | QPAttrAccessFlags | QPAttrPKeyIndex,
+		},
+		{QPSRTR, QPSRTS}: {req: QPAttrSQPSN, opt: QPAttrCurState | QPAttrAltPath | QPAttrAccessFlags | QPAttrPathMigState},
+		{QPSRTS, QPSRTS}: {opt: QPAttrCurState | QPAttrAccessFlags | QPAttrAltPath | QPAttrPathMigState},
+	}
+	udTransitions = map[[2]QPState]transition{
+		{QPSReset, QPSInit}: {req: QPAttrPKeyIndex | QPAttrPort | QPAttrQKey},
+		{QPSInit, QPSInit}:  {opt: QPAttrPKeyIndex | QPAttrPort | QPAttrQKey},
+		{QPSInit, QPSRTR}:   {opt: QPAttrPKeyIndex | QPAttrQKey},
+		{QPSRTR, QPSRTS}:    {req: QPAttrSQPSN, opt: QPAttrCurState | QPAttrQKey},
+		{QPSRTS, QPSRTS}:    {opt: QPAttrCurState | QPAttrQKey},
+	}
+)
+
+// transitionsOf returns the Modify table of a QP type.
+func transitionsOf(t QPType) map[[2]QPState]transition {
+	switch t {
+	case QPTypeUC:
+		return ucTransitions
+	case QPTypeUD:
+		return udTransitions
+	}
+	return rcTransitions
+}
+
+// unreliable reports whether the QP is UC or UD.
+func (qp *QP) unreliable() bool { return qp.typ == QPTypeUC || qp.typ == QPTypeUD }
+
+// startUnreliableResponder creates the receive side of a UC or UD QP
+// (INIT→RTR; caller holds mu).
+func (qp *QP) startUnreliableResponder() {
+	mtu := qp.attr.PathMTU.Bytes()
+	if qp.typ == QPTypeUD {
+		mtu = qp.dev.activeMTU.Bytes()
+	}
+	qp.uresp = responder.NewUnreliable(responder.UConfig{
+		UD: qp.typ == QPTypeUD, QPN: qp.qpn, PMTU: mtu, RQPSN: packet.PSN(qp.attr.RQPSN),
+		QKey: qp.attr.QKey, Access: qp.attr.AccessFlags,
+	}, responder.Env{Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ}})
+}
+
+// startUnreliableRequester creates the send side of a UC or UD QP
+// (RTR→RTS; caller holds mu).
+func (qp *QP) startUnreliableRequester() {
+	mtu := qp.attr.PathMTU.Bytes()
+	ph := qp.pseudo()
+	if qp.typ == QPTypeUD {
+		mtu = qp.dev.activeMTU.Bytes()
+		ph.Dst, ph.DstPort = qp.dev.addr, packet.UDPPort // replaced per work request
+	}
+	qp.ureq = requester.NewUnreliable(requester.UConfig{
+		UD: qp.typ == QPTypeUD, QPN: qp.qpn, DestQPN: qp.attr.DestQPN, Dest: qp.dest, PMTU: mtu,
+		SQPSN: packet.PSN(qp.attr.SQPSN), PKey: packet.DefaultPKey, QKey: qp.attr.QKey, Pseudo: ph,
+		SigAll: qp.sigAll, MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
+	}, pdMemory{qp.dev, qp.pd}, cqSink{qp.sendCQ})
+}
+
+// startUnreliable creates the engines of a UC or UD QP as it moves from
+// cur to next (caller holds mu).
+func (qp *QP) startUnreliable(cur, next QPState) {
+	switch {
+	case cur == QPSInit && next == QPSRTR:
+		qp.startUnreliableResponder()
+	case cur == QPSRTR && next == QPSRTS:
+		qp.startUnreliableRequester()
+	}
+}
+
+// syncUnreliable pushes the attributes a UC or UD QP may change in RTS
+// into its receive side (caller holds mu).
+func (qp *QP) syncUnreliable() {
+	if qp.uresp != nil {
+		qp.uresp.SetAccess(qp.attr.AccessFlags)
+		qp.uresp.SetQKey(qp.attr.QKey)
+	}
+}
+
+// flushUnreliable stops a UC or UD QP's engines as it enters ERR (caller
+// holds mu); the receive queue is flushed by enterError.
+func (qp *QP) flushUnreliable() {
+	if qp.ureq != nil {
+		qp.ureq.Flush()
+	}
+	if qp.uresp != nil {
+		qp.uresp.Flush()
+	}
+}
+
+// queryUnreliable puts a UC or UD QP's live PSNs into a (caller holds mu).
+func (qp *QP) queryUnreliable(a *QPAttr) {
+	if qp.ureq != nil {
+		a.SQPSN = uint32(qp.ureq.SQPSN())
+	}
+	if qp.uresp != nil && qp.typ == QPTypeUC {
+		a.RQPSN = uint32(qp.uresp.EPSN())
+	}
+}
+
+// postUnreliable posts send work requests to a UC or UD send queue (caller
+// holds mu; it is released here).
+func (qp *QP) postUnreliable(wrs []SendWR) (int, error) {
+	n := 0
+	var err error
+	for i := range wrs {
+		if wrs[i].AH != nil {
+			if ah, ok := wrs[i].AH.(*AddrHandle); ok && ah.pd != qp.pd {
+				err = fmt.Errorf("%w: send WR %d: address handle of another PD", ErrInvalidArgument, i)
+				break
+			}
+		}
+		if e := qp.ureq.Post(&wrs[i]); e != nil {
+			err = fmt.Errorf("%w: send WR %d (%v): %w", ErrInvalidArgument, i, wrs[i].Opcode, e)
+			if errors.Is(e, requester.ErrQueueFull) {
+				err = fmt.Errorf("%w: send WR %d: %w", ErrNoResources, i, e)
+			}
+			break
+		}
+		n++
+	}
+	if qp.state == QPSErr {
+		qp.ureq.Flush()
+	}
+	qp.mu.Unlock()
+	if n > 0 {
+		qp.dev.schedule(qp)
+	}
+	return n, err
+}
+
+// stepUnreliable takes a UC or UD QP's packets into msgs[k:] (caller holds
+// mu); it returns the new count.
+func (qp *QP) stepUnreliable(now time.Time, msgs []netdev.Message, owners []*QP, k int) int {
+	for k < len(msgs) && qp.ureq != nil && qp.state != QPSRTR {
+		n, dst := qp.ureq.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, dst, qp.dev.addr, qp
+		k++
+	}
+	return k
+}
+
+// receiveUnreliable hands a packet to a UC or UD QP's receive side.
+func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPort) {
+	qp.mu.Lock()
+	switch {
+	case qp.dead():
+	case qp.uresp == nil || qp.state == QPSErr:
+		qp.counter.badState.Add(1)
+	case qp.typ == QPTypeUC && src.Addr().Unmap() != qp.dest.Addr():
+		qp.counter.badSrc.Add(1) // rxe check_addr: connected QPs take only their peer's packets
+	default:
+		qp.counter.rcvdPkts.Add(1)
+		qp.counter.rcvdBytes.Add(uint64(p.Len()))
+		qp.uresp.Receive(now, p, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(qp.dev.addr, qp.dev.port))
+	}
+	qp.mu.Unlock()
+}
+
+// AddrHandle is an address handle (struct ibv_ah): the destination of UD
+// work requests, created on a PD. It implements verbs.AddressHandle.
+type AddrHandle struct {
+	pd   *PD
+	attr AH
+	dest netip.AddrPort
+}
+
+// Dest returns the IP address and UDP port the handle's datagrams go to.
+func (a *AddrHandle) Dest() netip.AddrPort { return a.dest }
+
+// Attr returns the attributes the handle was created with.
+func (a *AddrHandle) Attr() AH { return a.attr }
+
+// CreateAH creates an address handle from address attributes
+// (ibv_create_ah): the destination GID (or plain IP address) and UDP port.
+// Multicast destinations are refused: gorxe does not join multicast
+// groups.
+func (pd *PD) CreateAH(attr AH) (*AddrHandle, error) {
+	d := pd.dev
+	if d.closed.Load() || pd.closed.Load() {
+		return nil, ErrClosed
+	}
+	g := attr.DGID.Unmap()
+	if !g.IsValid() || g.IsUnspecified() || g.Is4() != d.addr.Is4() {
+		return nil, fmt.Errorf("%w: destination GID %v (the device is on %v)", ErrInvalidArgument, attr.DGID, d.addr)
+	}
+	if g.IsMulticast() {
+		return nil, fmt.Errorf("%w: multicast destination %v: UD multicast is not supported", ErrInvalidArgument, g)
+	}
+	if attr.SGIDIndex != 0 && attr.SGIDIndex != 1 {
+		return nil, fmt.Errorf("%w: source GID index %d", ErrInvalidArgument, attr.SGIDIndex)
+	}
+	port := attr.UDPPort
+	if port == 0 {
+		port = packet.UDPPort
+	}
+	return &AddrHandle{pd: pd, attr: attr, dest: netip.AddrPortFrom(g, port)}, nil
+}
+
+// CreateAHFromWC creates an address handle that answers the sender of a UD
+// receive completion (ibv_create_ah_from_wc): the completion's source
+// address, or, if it has none, the source address of the IP header in the
+// buffer's GRH area grh (port 4791).
+func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
+	if wc.Flags&verbs.WCFlagGRH == 0 {
+		return nil, fmt.Errorf("%w: the completion has no GRH", ErrInvalidArgument)
+	}
+	src := wc.Src
+	if !src.IsValid() {
+		if len(grh) < GRHSize {
+			return nil, fmt.Errorf("%w: GRH area of %d bytes", ErrInvalidArgument, len(grh))
+		}
+		if grh[20]>>4 == 4 {
+			src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(grh[32:36])), packet.UDPPort)
+		} else {
+			src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(grh[8:24])), packet.UDPPort)
+		}
+	}
+	return pd.CreateAH(AH{DGID: src.Addr(), UDPPort: src.Port(), HopLimit: 64})
+}

@@ -1,0 +1,324 @@
+package rxe
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/requester"
+	"github.com/stretchr/testify/require"
+)
+
+// lossyConn drops the outgoing datagrams for which drop returns true.
+type lossyConn struct {
+	netdev.Conn
+	mu      sync.Mutex
+	drop    func(b []byte) bool
+	scratch []netdev.Message
+}
+
+func (c *lossyConn) WriteBatch(msgs []netdev.Message) (int, error) {
+	c.mu.Lock()
+	keep := c.scratch[:0]
+	for _, m := range msgs {
+		if c.drop == nil || !c.drop(m.Buf[:m.N]) {
+			keep = append(keep, m)
+		}
+	}
+	c.scratch = keep[:0]
+	c.mu.Unlock()
+	if len(keep) > 0 {
+		if n, err := c.Conn.WriteBatch(keep); err != nil {
+			return min(n, len(msgs)), err
+		}
+	}
+	return len(msgs), nil
+}
+
+// newLossyDevices returns two devices over kind whose first one's sends
+// pass through a lossyConn.
+func newLossyDevices(t *testing.T, kind string) (*Device, *Device, *lossyConn) {
+	ca, cb := connPair(t, kind)
+	lc := &lossyConn{Conn: ca}
+	da, err := Open(lc, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
+	require.NoError(t, err)
+	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+	})
+	return da, db, lc
+}
+
+func newTypedEnd(t *testing.T, d *Device, typ QPType) *end {
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	cq, err := d.CreateCQ(1024, -1)
+	require.NoError(t, err)
+	qp, err := pd.CreateQP(QPInitAttr{Type: typ, SendCQ: cq, RecvCQ: cq,
+		Cap: QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}})
+	require.NoError(t, err)
+	buf := make([]byte, 1<<20)
+	mr, err := pd.RegMR(buf, AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, err)
+	return &end{dev: d, pd: pd, cq: cq, qp: qp, mr: mr, buf: buf}
+}
+
+// connectUC takes two UC QPs to RTS, each aimed at the other.
+func connectUC(t *testing.T, a, b *end) {
+	for _, p := range [][2]*end{{a, b}, {b, a}} {
+		me, peer := p[0], p[1]
+		require.NoError(t, me.qp.Modify(&QPAttr{State: QPSInit, PKeyIndex: 0, Port: 1, AccessFlags: AccessRemoteWrite},
+			QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+		require.NoError(t, me.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: peer.dev.GID(), UDPPort: peer.dev.Addr().Port()},
+			PathMTU: MTU1024, DestQPN: peer.qp.QPN(), RQPSN: 100},
+			QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
+		require.NoError(t, me.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
+	}
+}
+
+// readyUD takes a UD QP to RTS with Q_Key qkey.
+func readyUD(t *testing.T, e *end, qkey uint32) {
+	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, QKey: qkey}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrQKey))
+	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSRTR}, QPAttrState))
+	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 7}, QPAttrState|QPAttrSQPSN))
+}
+
+func postRecvs(t *testing.T, e *end, n, size int) {
+	for i := range n {
+		_, err := e.qp.PostRecv(RecvWR{ID: uint64(1000 + i), SGList: []SGE{{Addr: e.mr.Addr() + uint64(i*size), Length: uint32(size), LKey: e.mr.LKey()}}})
+		require.NoError(t, err)
+	}
+}
+
+func TestUCSendAndWrite(t *testing.T) {
+	for _, kind := range []string{"pipe", "udp"} {
+		t.Run(kind, func(t *testing.T) {
+			da, db := newDevices(t, kind)
+			a, b := newTypedEnd(t, da, QPTypeUC), newTypedEnd(t, db, QPTypeUC)
+			connectUC(t, a, b)
+			const slot = 8192
+			postRecvs(t, b, 4, slot)
+			fill(a.buf[:64<<10], 1)
+			for i, tc := range []struct {
+				op  WROpcode
+				n   int
+				imm bool
+			}{{WRSend, 2, false}, {WRSend, 4096, false}, {WRSendWithImm, 3000, true}} {
+				_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: tc.op, Imm: 0xABCD, Flags: SendSignaled,
+					SGList: []SGE{{Addr: a.mr.Addr() + uint64(i*slot), Length: uint32(tc.n), LKey: a.mr.LKey()}}})
+				require.NoError(t, err)
+				wc := waitWC(t, a.cq)
+				require.Equal(t, WCSuccess, wc.Status)
+				rwc := waitWC(t, b.cq)
+				require.Equal(t, WCSuccess, rwc.Status)
+				require.Equal(t, uint64(1000+i), rwc.ID)
+				require.Equal(t, uint32(tc.n), rwc.ByteLen)
+				require.Equal(t, tc.imm, rwc.Flags&WCFlagWithImm != 0)
+				syncMem(a, b)
+				require.Equal(t, a.buf[i*slot:i*slot+tc.n], b.buf[i*slot:i*slot+tc.n])
+			}
+			// RDMA WRITE (no receive WQE, no receive completion), then
+			// WRITE WITH IMM (one receive completion, the write's length).
+			dst := b.mr.Addr() + 256<<10
+			_, err := a.qp.PostSend(SendWR{ID: 10, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: dst, RKey: b.mr.RKey(),
+				SGList: []SGE{{Addr: a.mr.Addr(), Length: 5000, LKey: a.mr.LKey()}}},
+				SendWR{ID: 11, Opcode: WRRDMAWriteWithImm, Flags: SendSignaled, Imm: 7, RemoteAddr: dst + 8192, RKey: b.mr.RKey(),
+					SGList: []SGE{{Addr: a.mr.Addr() + 8192, Length: 2048, LKey: a.mr.LKey()}}})
+			require.NoError(t, err)
+			require.Equal(t, uint64(10), waitWC(t, a.cq).ID)
+			require.Equal(t, uint64(11), waitWC(t, a.cq).ID)
+			rwc := waitWC(t, b.cq)
+			require.Equal(t, WCRecvRDMAWithImm, rwc.Opcode)
+			require.Equal(t, uint32(2048), rwc.ByteLen)
+			require.Equal(t, uint32(7), rwc.Imm)
+			syncMem(a, b)
+			require.Equal(t, a.buf[:5000], b.buf[256<<10:256<<10+5000])
+			require.Equal(t, a.buf[8192:8192+2048], b.buf[256<<10+8192:256<<10+8192+2048])
+			require.Equal(t, uint32(100+1+4+3+5+2), a.qp.Query().SQPSN, "one PSN per packet, MTU 1024")
+			require.Equal(t, a.qp.Query().SQPSN, b.qp.Query().RQPSN)
+		})
+	}
+}
+
+// TestUCLossDropsMessage: losing the second packet of a 4 KiB SEND drops
+// that message at the receiver (the rest of its packets are discarded);
+// the next message resynchronises and lands in the same receive WQE,
+// intact. The sender completes both: UC has no acknowledgements.
+func TestUCLossDropsMessage(t *testing.T) {
+	da, db, lc := newLossyDevices(t, "pipe")
+	a, b := newTypedEnd(t, da, QPTypeUC), newTypedEnd(t, db, QPTypeUC)
+	connectUC(t, a, b)
+	lc.mu.Lock()
+	lc.drop = func(p []byte) bool { return packet.BTH(p).PSN() == 101 }
+	lc.mu.Unlock()
+	postRecvs(t, b, 2, 8192)
+	fill(a.buf[:16384], 2)
+	for i := range 2 {
+		_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled,
+			SGList: []SGE{{Addr: a.mr.Addr() + uint64(i*8192), Length: 4096, LKey: a.mr.LKey()}}})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+	}
+	rwc := waitWC(t, b.cq)
+	require.Equal(t, uint64(1000), rwc.ID, "the first WQE takes the second message")
+	syncMem(a, b)
+	require.Equal(t, a.buf[8192:8192+4096], b.buf[:4096])
+	noWC(t, b.cq, 50*time.Millisecond)
+	c := b.qp.Counters().Unreliable
+	require.Equal(t, uint64(1), c.MessagesDropped)
+	require.Equal(t, uint64(2), c.OutOfSeq, "the two packets after the gap")
+	require.Equal(t, uint64(1), c.RDMARecvs)
+}
+
+func TestUCModifyAttributes(t *testing.T) {
+	da, _ := newDevices(t, "pipe")
+	e := newTypedEnd(t, da, QPTypeUC)
+	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+	av := QPAttr{State: QPSRTR, AH: AH{DGID: da.GID()}, PathMTU: MTU1024, DestQPN: 0x20, RQPSN: 1, MaxDestRdAtomic: 1, MinRNRTimer: 1}
+	err := e.qp.Modify(&av, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer)
+	require.ErrorIs(t, err, ErrInvalidArgument, "UC takes no responder resources nor RNR timer")
+	require.NoError(t, e.qp.Modify(&av, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
+	err = e.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7}, QPAttrState|QPAttrSQPSN|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry)
+	require.ErrorIs(t, err, ErrInvalidArgument, "UC has no retry")
+	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 1}, QPAttrState|QPAttrSQPSN))
+	_, err = e.qp.PostSend(SendWR{Opcode: WRRDMARead, SGList: []SGE{{Addr: e.mr.Addr(), Length: 8, LKey: e.mr.LKey()}}})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, requester.ErrUnsupportedOpcode)
+}
+
+func TestUDSendRecv(t *testing.T) {
+	for _, kind := range []string{"pipe", "udp"} {
+		t.Run(kind, func(t *testing.T) {
+			da, db := newDevices(t, kind)
+			a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+			const qkey = 0x11223344
+			readyUD(t, a, qkey)
+			readyUD(t, b, qkey)
+			ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+			require.NoError(t, err)
+			const slot = 8192 // room for the GRH area and a 4096-byte datagram
+			postRecvs(t, b, 3, slot)
+			fill(a.buf[:3*slot], 3)
+			mtu := da.ActiveMTU().Bytes()
+			for i, n := range []int{2, 1000, mtu} {
+				wr := SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: qkey,
+					SGList: []SGE{{Addr: a.mr.Addr() + uint64(i*slot), Length: uint32(n), LKey: a.mr.LKey()}}}
+				if i == 1 {
+					wr.Opcode, wr.Imm = WRSendWithImm, 0x55
+				}
+				_, err := a.qp.PostSend(wr)
+				require.NoError(t, err)
+				require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+				wc := waitWC(t, b.cq)
+				require.Equal(t, WCSuccess, wc.Status)
+				require.Equal(t, uint32(GRHSize+n), wc.ByteLen)
+				require.Equal(t, a.qp.QPN(), wc.SrcQP)
+				require.NotZero(t, wc.Flags&WCFlagGRH)
+				require.Equal(t, i == 1, wc.Flags&WCFlagWithImm != 0)
+				require.Equal(t, da.Addr(), wc.Src)
+				syncMem(a, b)
+				got := b.buf[i*slot : i*slot+GRHSize+n]
+				require.Equal(t, make([]byte, 20), got[:20], "IPv4: the first 20 bytes of the GRH area are zero")
+				ip := got[20:40]
+				require.Equal(t, byte(0x45), ip[0])
+				require.Equal(t, byte(17), ip[9])
+				require.Equal(t, da.Addr().Addr().As4(), [4]byte(ip[12:16]))
+				require.Equal(t, db.Addr().Addr().As4(), [4]byte(ip[16:20]))
+				require.Equal(t, uint16(20+8+packet.PacketLen(packet.UDSendOnly, n)+4*btoi(i == 1)), binary.BigEndian.Uint16(ip[2:]))
+				require.Equal(t, a.buf[i*slot:i*slot+n], got[GRHSize:])
+				if i == 0 {
+					// Answer through an AH made from the completion.
+					back, err := b.pd.CreateAHFromWC(&wc, got[:GRHSize])
+					require.NoError(t, err)
+					require.Equal(t, da.Addr(), back.Dest())
+				}
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestUDQKeyAndSize: a datagram with another Q_Key is dropped and counted;
+// a work request's controlled Q_Key is replaced by the QP's own; a message
+// longer than the path MTU is refused at post time; multicast is refused.
+func TestUDQKeyAndSize(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+	readyUD(t, a, 0x80000042) // a controlled Q_Key
+	readyUD(t, b, 0x80000042)
+	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.NoError(t, err)
+	postRecvs(t, b, 2, 2048)
+	send := func(id uint64, qkey uint32, n int) error {
+		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: qkey,
+			SGList: []SGE{{Addr: a.mr.Addr(), Length: uint32(n), LKey: a.mr.LKey()}}})
+		return err
+	}
+	require.NoError(t, send(1, 0x1234, 16))
+	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status, "the sender completes: UD has no acknowledgement")
+	noWC(t, b.cq, 50*time.Millisecond)
+	require.Equal(t, uint64(1), b.qp.Counters().Unreliable.QKeyMismatch)
+	require.NoError(t, send(2, 0x80000000, 16), "controlled bit: the QP's Q_Key goes out")
+	waitWC(t, a.cq)
+	require.Equal(t, uint32(16+GRHSize), waitWC(t, b.cq).ByteLen)
+
+	err = send(3, 0x1234, da.ActiveMTU().Bytes()+1)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, requester.ErrUDTooLong)
+	_, err = a.qp.PostSend(SendWR{Opcode: WRRDMAWrite, AH: ah})
+	require.ErrorIs(t, err, requester.ErrUnsupportedOpcode)
+	_, err = a.qp.PostSend(SendWR{Opcode: WRSend})
+	require.ErrorIs(t, err, requester.ErrNoAH)
+	_, err = a.pd.CreateAH(AH{DGID: netip.MustParseAddr("239.1.2.3")})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "multicast")
+	err = a.qp.Modify(&QPAttr{State: QPSInit}, QPAttrState)
+	require.Error(t, err)
+	c, err := da.AllocPD()
+	require.NoError(t, err)
+	q, err := c.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: a.cq, RecvCQ: a.cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+	require.NoError(t, err)
+	require.ErrorIs(t, q.Modify(&QPAttr{State: QPSInit, Port: 1}, QPAttrState|QPAttrPKeyIndex|QPAttrPort), ErrInvalidArgument, "UD needs a Q_Key")
+}
+
+// TestUDLossDropsDatagram: a lost datagram is simply missing; the others
+// arrive intact, each in its own WQE.
+func TestUDLossDropsDatagram(t *testing.T) {
+	da, db, lc := newLossyDevices(t, "pipe")
+	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+	readyUD(t, a, 5)
+	readyUD(t, b, 5)
+	lc.mu.Lock()
+	lc.drop = func(p []byte) bool { return packet.BTH(p).PSN() == 8 } // the second datagram
+	lc.mu.Unlock()
+	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.NoError(t, err)
+	postRecvs(t, b, 3, 2048)
+	fill(a.buf[:4096], 4)
+	for i := range 3 {
+		_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 5,
+			SGList: []SGE{{Addr: a.mr.Addr() + uint64(i*1000), Length: 1000, LKey: a.mr.LKey()}}})
+		require.NoError(t, err)
+	}
+	for _, src := range []int{0, 2} {
+		wc := waitWC(t, b.cq)
+		require.Equal(t, WCSuccess, wc.Status)
+		slot := int(wc.ID - 1000)
+		syncMem(a, b)
+		require.True(t, bytes.Equal(a.buf[src*1000:src*1000+1000], b.buf[slot*2048+GRHSize:slot*2048+GRHSize+1000]))
+	}
+	noWC(t, b.cq, 50*time.Millisecond)
+}
