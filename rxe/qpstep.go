@@ -203,6 +203,9 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 		l.head++
 		k++
 	}
+	if qp.req != nil {
+		qp.req.DeferRecovery(now) // the held requests leave only now
+	}
 	if l.holding() {
 		qp.vec.schedule(qp)
 		return k, false
