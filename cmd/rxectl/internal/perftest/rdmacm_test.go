@@ -57,12 +57,12 @@ func TestRDMACMLoopback(t *testing.T) {
 
 // runCMEnds runs an -R server and client in this process (RoCE between
 // 127.0.0.1 and 127.0.0.2) and returns both outputs.
-func runCMEnds(t *testing.T, cmd string, srvArgs, cliArgs []string) (srvOut, cliOut string, srvErr, cliErr error) {
+func runCMEnds(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []string) (srvOut, cliOut string, srvErr, cliErr error) {
 	t.Helper()
-	pt := findTest(t, cmd)
+	pt, ct := findTest(t, srvCmd), findTest(t, cliCmd)
 	so, err := parsePerftest(pt, srvArgs)
 	require.NoError(t, err)
-	co, err := parsePerftest(pt, cliArgs)
+	co, err := parsePerftest(ct, cliArgs)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -72,7 +72,7 @@ func runCMEnds(t *testing.T, cmd string, srvArgs, cliArgs []string) (srvOut, cli
 	go func() { done <- runCMReady(ctx, pt, so, false, &sb, ready) }()
 	select {
 	case <-ready:
-		cliErr = runCMReady(ctx, pt, co, true, &cb, nil)
+		cliErr = runCMReady(ctx, ct, co, true, &cb, nil)
 	case err := <-done:
 		done <- err
 	}
@@ -89,7 +89,7 @@ func TestRDMACMClientServer(t *testing.T) {
 	port := sharedUDPPort(t)
 	pcap := filepath.Join(t.TempDir(), "cm.pcap")
 	common := []string{"-R", "--udp-port", port, "-n", "50", "-s", "4096", "-q", "2", "--gso=off"}
-	srvOut, cliOut, serr, cerr := runCMEnds(t, "send-bw",
+	srvOut, cliOut, serr, cerr := runCMEnds(t, "send-bw", "send-bw",
 		append([]string{"--bind", "127.0.0.1"}, common...),
 		append([]string{"127.0.0.1", "--bind", "127.0.0.2", "--pcap", pcap}, common...))
 	require.NoError(t, cerr)
@@ -171,4 +171,18 @@ func TestRDMACMOptions(t *testing.T) {
 		require.Equal(t, cli.ExitUsage, code, tc.args)
 		require.Contains(t, errs, tc.want)
 	}
+}
+
+// TestRDMACMPeerFails: the ends run different tests; the one that fails
+// first disconnects, so the other fails too instead of waiting.
+func TestRDMACMPeerFails(t *testing.T) {
+	port := sharedUDPPort(t)
+	common := []string{"-R", "--udp-port", port, "-n", "20"}
+	start := time.Now()
+	_, _, serr, cerr := runCMEnds(t, "send-bw", "write-bw",
+		append([]string{"--bind", "127.0.0.1"}, common...),
+		append([]string{"127.0.0.1", "--bind", "127.0.0.2"}, common...))
+	require.Error(t, cerr)
+	require.ErrorContains(t, serr, "the peer closed the connection")
+	require.Less(t, time.Since(start), 30*time.Second)
 }
