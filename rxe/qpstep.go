@@ -127,6 +127,9 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 	qp.mu.Lock()
 	qp.queued.Store(false)
 	now := time.Now()
+	if qp.tracing() {
+		qp.traceNow = now
+	}
 	if qp.dead() || qp.state == QPSReset {
 		qp.localDrop.drop()
 	}

@@ -188,6 +188,9 @@ func (d *Diagram) drawRow(c Canvas, r *row, y float64, t0 time.Time) {
 		c.Text(mid, y+h/2+4, r.label(), col, fontSize, Middle)
 		return
 	case OnLeft, OnRight:
+		if r.n > 1 {
+			c.Rect(laneLeft+1, y+2, laneRight-laneLeft-2, h-4, bandFill)
+		}
 		x, a, tip := float64(laneLeft)+12, Start, float64(laneLeft)+8
 		if r.Dir == OnRight {
 			x, a, tip = laneRight-12, End, laneRight-8
