@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
-	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe"
 )
 
@@ -33,6 +32,9 @@ const (
 	cmDialTimeout = 10 * time.Second
 	// cmEndTimeout bounds the disconnection at the end.
 	cmEndTimeout = 3 * time.Second
+	// rejInvalidServiceID is the REJ reason "invalid service ID" (IBA
+	// 12.6.7.2, table 112: nobody listens on the service ID, the port).
+	rejInvalidServiceID = 8
 	// cmSlot is the size of one message buffer of the exchange's
 	// connection (the largest message, a TCP key message, is 108 bytes);
 	// cmRecvs receives are posted at once.
@@ -222,7 +224,7 @@ func (st *cmState) dial(ctx context.Context, d *rxe.Device, opts rxe.CMOptions) 
 			return c, nil
 		}
 		var rej *rxe.RejectError
-		refused := errors.As(err, &rej) && rej.Reason == packet.RejInvalidServiceID
+		refused := errors.As(err, &rej) && uint16(rej.Reason) == rejInvalidServiceID
 		if !refused || try == cmDialAttempts {
 			return nil, st.dialError(ctx, err, refused, try)
 		}
