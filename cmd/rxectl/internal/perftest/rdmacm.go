@@ -144,10 +144,14 @@ func cmLocalAddr(ctx context.Context, o *options, client bool) (netip.Addr, erro
 	return netip.Addr{}, errors.New("-R: this host has no address to serve RoCE on: give --bind")
 }
 
-// connectComm makes the exchange's rdma_cm connection: its own PD, buffer,
-// CQs and a shared receive queue whose receives are posted before the
-// connection exists (perftest posts its receive before rdma_accept), then
-// Dial (client) or ListenCM and Accept (server).
+// connectComm makes the exchange's rdma_cm connection: its own PD, buffer
+// and CQs, then Dial (client) or ListenCM and Accept (server), and the
+// receives. perftest's server posts its receive before rdma_accept; Accept
+// creates the QP and answers at once, so a client message that comes
+// before the receives meets an RNR NAK and is sent again 0.64 ms later
+// (RNR retry 7 retries for ever). A shared receive queue would avoid
+// that but shows in the REQ and REP (their SRQ bit), which perftest's
+// have clear.
 func (s *session) connectComm(ctx context.Context) error {
 	pd, err := s.dev.AllocPD()
 	if err != nil {
@@ -164,16 +168,8 @@ func (s *session) connectComm(ctx context.Context) error {
 	if p.rcq, err = s.dev.CreateCQ(cmRecvs, -1); err != nil {
 		return err
 	}
-	if p.srq, err = pd.CreateSRQ(rxe.SRQAttr{MaxWR: cmRecvs, MaxSGE: 1}); err != nil {
-		return err
-	}
-	for i := 1; i <= cmRecvs; i++ {
-		if err := p.post(i); err != nil {
-			return err
-		}
-	}
-	opts := rxe.CMOptions{PD: pd, SendCQ: p.scq, RecvCQ: p.rcq, SRQ: p.srq, Access: rxe.AccessLocalWrite,
-		Cap: rxe.QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}, Timeout: uint8(s.o.timeout), MTU: s.dev.ActiveMTU()}
+	opts := rxe.CMOptions{PD: pd, SendCQ: p.scq, RecvCQ: p.rcq, Access: rxe.AccessLocalWrite,
+		Cap: rxe.QPCap{MaxSendWR: 4, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}, Timeout: uint8(s.o.timeout), MTU: s.dev.ActiveMTU()}
 	var c *rxe.CMConn
 	if s.client {
 		c, err = s.cm.dial(ctx, s.dev, opts)
@@ -199,6 +195,11 @@ func (s *session) connectComm(ctx context.Context) error {
 	}
 	p.conn = c
 	p.stop = ctx
+	for i := 1; i <= cmRecvs; i++ {
+		if err := p.post(i); err != nil {
+			return err
+		}
+	}
 	s.cm.pipe = p
 	s.oob = oob.NewCMConn(p, s.client, s.o.gidIndex)
 	return nil
@@ -330,7 +331,6 @@ type cmPipe struct {
 	st       *cmState
 	conn     *rxe.CMConn
 	mr       *rxe.MR
-	srq      *rxe.SRQ
 	scq, rcq *rxe.CQ
 	stop     context.Context
 	finished bool
@@ -338,7 +338,7 @@ type cmPipe struct {
 
 // post posts the receive of slot i.
 func (p *cmPipe) post(i int) error {
-	_, err := p.srq.PostRecv(rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{p.mr.SGE(i*cmSlot, cmSlot)}})
+	_, err := p.conn.QP.PostRecv(rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{p.mr.SGE(i*cmSlot, cmSlot)}})
 	return err
 }
 
