@@ -489,23 +489,6 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// spinPoll waits for one completion. perftest busy-polls; a Go program
-// that spins keeps the runtime from polling the network on a small machine
-// (it does so only when a processor is idle), so we block on the CQ, which
-// wakes us as soon as the device completes.
-func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
-	wctx, cancel := context.WithTimeout(ctx, stallTimeout)
-	defer cancel()
-	n, err := s.waitCQ(wctx, cq, wc[:1])
-	if n == 1 {
-		return s.checkWC(wc[0])
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("interrupted while waiting for %s", what)
-	}
-	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", stallTimeout, what, err)
-}
-
 // waitCQ waits for completions on cq: with -e it sleeps on the completion
 // channel (arm, poll, sleep, and after each event arm again and poll, as
 // perftest's ctx_notify_events does), else it blocks in CQ.Wait.
@@ -725,9 +708,9 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 			}
 			now := time.Now()
 			if deadline.IsZero() {
-				deadline = now.Add(stallTimeout)
+				deadline = now.Add(s.stall())
 			} else if now.After(deadline) {
-				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, stallTimeout)
+				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, s.stall())
 			}
 		}
 		if spins < writeSpins {
