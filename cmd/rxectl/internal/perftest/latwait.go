@@ -10,16 +10,6 @@ import (
 	"github.com/gorxe/gorxe/rxe"
 )
 
-// latSpin is how long a latency test busy-polls its CQ for one completion
-// before it sleeps in CQ.Wait. perftest spins on ibv_poll_cq for as long as
-// it takes; here each empty poll yields the processor (runtime.Gosched),
-// so the device's transmit and receive goroutines still run, and the spin
-// is bounded because the Go runtime polls the network only from an idle
-// processor (or every 10 ms from sysmon): with both ends of --loopback
-// spinning on a two-CPU machine no processor is idle, and the packet that
-// would complete the wait lies unread until the spin ends.
-const latSpin = 20 * time.Microsecond
-
 // spinners counts the goroutines of this process in busyPoll. At most
 // GOMAXPROCS-1 spin at once, so that a processor stays free to poll the
 // network and run the device's goroutines (with --loopback both ends run
@@ -38,17 +28,25 @@ func (s *session) stall() time.Duration {
 	return stallTimeout
 }
 
-// spinPoll waits for one completion on cq. Without -e it busy-polls the
-// CQ for up to latSpin (as perftest spins on ibv_poll_cq), then sleeps in
-// CQ.Wait; with -e it sleeps on the completion channel (waitCQ). Either
-// way it gives up with an error after the stall bound without a
+// spinPoll waits for one completion on cq. With --busy-poll D it first
+// spins on CQ.Poll for up to D (as perftest spins on ibv_poll_cq), then
+// sleeps in CQ.Wait; with -e it sleeps on the completion channel
+// (waitCQ). It gives up with an error after the stall bound without a
 // completion, or when ctx is done.
+//
+// Spinning is off by default: the Go runtime polls the network only from
+// an idle processor (or every 10 ms from sysmon), and each empty poll
+// yields the processor (runtime.Gosched) to the device's goroutines, but
+// on a small or loaded machine the spinning thread still takes CPU time
+// from the threads that move the packets (docs/performance.md, "Latency:
+// busy-polling the CQ", has the figures).
 func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
-	if s.ch == nil && busyPoll(ctx, cq, wc[:1], latSpin) == 1 {
+	bound := s.stall()
+	spin := min(s.o.busyPoll, bound) // the spin counts against the bound
+	if s.ch == nil && spin > 0 && busyPoll(ctx, cq, wc[:1], spin) == 1 {
 		return s.checkWC(wc[0])
 	}
-	bound := s.stall()
-	wctx, cancel := context.WithTimeout(ctx, bound)
+	wctx, cancel := context.WithTimeout(ctx, bound-spin)
 	defer cancel()
 	n, err := s.waitCQ(wctx, cq, wc[:1])
 	if n == 1 {

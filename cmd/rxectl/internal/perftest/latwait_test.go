@@ -42,8 +42,9 @@ func latTestSession(t *testing.T, verb string, client, events bool) *session {
 }
 
 // TestLatDeadPeer: a latency test whose peer sends nothing ends with an
-// error once its stall bound has passed, busy-polling or (-e) sleeping on
-// the completion channel, and promptly with "interrupted" when its
+// error once its stall bound has passed, whether it waits in CQ.Wait,
+// busy-polls (--busy-poll) or sleeps on the completion channel (-e), and
+// promptly with "interrupted" when its
 // context ends.
 func TestLatDeadPeer(t *testing.T) {
 	const bound = 300 * time.Millisecond
@@ -55,13 +56,12 @@ func TestLatDeadPeer(t *testing.T) {
 		{"send-lat", false, "the peer stopped"},
 		{"write-lat", true, "no RDMA WRITE 1 from the peer"},
 	} {
-		for _, events := range []bool{false, true} {
-			name := tc.verb
-			if events {
-				name += "/events"
-			}
-			t.Run(name, func(t *testing.T) {
-				s := latTestSession(t, tc.verb, tc.client, events)
+		for _, mode := range []string{"wait", "busy-poll", "events"} {
+			t.Run(tc.verb+"/"+mode, func(t *testing.T) {
+				s := latTestSession(t, tc.verb, tc.client, mode == "events")
+				if mode == "busy-poll" {
+					s.o.busyPoll = time.Second // longer than the bound: the spin ends at ctx
+				}
 				s.latStall = bound
 				run := s.runLatSend
 				if tc.verb == "write-lat" {
@@ -109,5 +109,25 @@ func TestLatEventsSleep(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the -e wait did not sleep: its hour-long bound never passed on the bubble's clock")
+	}
+}
+
+// TestBusyPollFlag: --busy-poll runs the latency tests to the end, and is
+// refused when negative or together with -e.
+func TestBusyPollFlag(t *testing.T) {
+	for _, cmd := range []string{"send-lat", "write-lat", "read-lat"} {
+		out, errOut, code := runCmd(t, cmd, "--loopback", "--udp-port", "0", "-n", "200", "--busy-poll", "50us")
+		require.Zero(t, code, errOut)
+		require.Contains(t, out, "t_typical")
+	}
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"--busy-poll", "-1ms"}, []string{"not negative"}},
+		{[]string{"--busy-poll", "1ms", "-e"}, []string{"give one of them"}},
+	} {
+		_, errOut, code := runCmd(t, append([]string{"send-lat", "--loopback", "--udp-port", "0", "-n", "200"}, tc.args...)...)
+		require.NotZero(t, code)
+		for _, w := range tc.want {
+			require.Contains(t, errOut, w)
+		}
 	}
 }

@@ -702,7 +702,7 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 		if a.State == rxe.QPSErr {
 			return fmt.Errorf("our QP %#x went to the error state while waiting for the peer's RDMA WRITE %d (see the peer's output)", qp.QPN(), n)
 		}
-		if spins&1023 == 1023 {
+		if spins >= writeSpins { // sleeping: a look at ctx and the clock costs little
 			if ctx.Err() != nil {
 				return fmt.Errorf("interrupted while waiting for the peer's RDMA WRITE %d", n)
 			}
