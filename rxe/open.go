@@ -36,6 +36,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 		}
 		return nil, err
 	}
+	d.warnCapped()
 	return d, nil
 }
 
@@ -184,5 +185,7 @@ func SocketOptions(opts Options) netdev.Options {
 		NoGSO:         opts.NoGSO,
 		NoGRO:         opts.NoGSO,
 		RewriteIPv4ID: packet.RewriteIPv4ID,
+		RecvBuffer:    opts.RecvBuffer,
+		NoForce:       opts.NoForceBuffers,
 	}
 }

@@ -28,7 +28,8 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
-	respStates []string // the responder's states since the last trace (Options.Trace)
+	respStates []string  // the responder's states since the last trace (Options.Trace)
+	traceNow   time.Time // the clock reading of the pass being traced (trace.go)
 
 	// mu guards the rest: the QP's state is its own, and only the holder
 	// of mu touches it. The holders are the QP's step (qpstep.go), run by
@@ -45,6 +46,7 @@ type QP struct {
 	localDrop localDrop             // datagrams the local host refused, and the back-off
 	drainSent bool
 	destroyed bool
+	peerBuf   peerBuffer // the peer's announced receive buffer (recvbuf.go)
 	counter   qpCounters
 
 	// slot is the QP's entry in its vector's timerQueue, guarded by the
@@ -257,8 +259,9 @@ func (qp *QP) startRequester() {
 		RetryCnt: qp.attr.RetryCnt, RNRRetry: qp.attr.RNRRetry, MaxRdAtomic: qp.attr.MaxRdAtomic,
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(), SigAll: qp.sigAll,
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
-		Credits: qp.dev.opts.Credits,
+		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
+	cfg.Window, cfg.MaxReadPkts = qp.bufferLimits(cfg.PMTU)
 	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
@@ -389,10 +392,13 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		qp.mu.Unlock()
 		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
 	}
-	if qp.ureq != nil {
-		return qp.postUnreliable(wrs)
-	}
-	if qp.req == nil {
+	var sq sendQueue
+	switch {
+	case qp.ureq != nil:
+		sq = qp.ureq
+	case qp.req != nil:
+		sq = qp.req
+	default:
 		// ERR reached before RTS: there is no send queue, but the WRs
 		// still complete with WR_FLUSH_ERR (rxe_post_send accepts WRs in
 		// ERR and flushes them; protocol.md §6.5).
@@ -406,7 +412,11 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	n := 0
 	var err error
 	for i := range wrs {
-		if err = qp.req.Post(&wrs[i]); err != nil {
+		if ah, ok := wrs[i].AH.(*AddrHandle); ok && ah.pd != qp.pd {
+			err = fmt.Errorf("%w: send WR %d: address handle of another PD", ErrInvalidArgument, i)
+			break
+		}
+		if err = sq.Post(&wrs[i]); err != nil {
 			kind := ErrInvalidArgument
 			if errors.Is(err, requester.ErrQueueFull) {
 				kind = ErrNoResources
@@ -417,13 +427,20 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		n++
 	}
 	if qp.state == QPSErr {
-		qp.req.Flush()
+		sq.Flush()
 	}
 	qp.mu.Unlock()
 	if n > 0 {
 		qp.dev.schedule(qp)
 	}
 	return n, err
+}
+
+// sendQueue is what PostSend needs of a send engine: the RC requester or
+// the UC/UD one.
+type sendQueue interface {
+	Post(wr *SendWR) error
+	Flush()
 }
 
 // PostRecv posts receive work requests to the QP's own receive queue

@@ -30,6 +30,11 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 	b = append(b, attr.String()...)
 	b = append(b, " tid="...)
 	b = appendHex(b, h.TID, 16)
+	return appendCMMessage(b, attr, msg)
+}
+
+// appendCMMessage appends the fields of the CM message msg of kind attr.
+func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 	ids := func(b []byte, local, remote uint32) []byte {
 		b = append(b, " lcid="...)
 		b = appendHex(b, uint64(local), 8)
@@ -39,7 +44,9 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 	switch attr {
 	case packet.AttrREQ:
 		var m packet.REQ
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = append(b, " lcid="...)
 		b = appendHex(b, uint64(m.LocalCommID), 8)
 		b = appendServiceID(b, m.ServiceID)
@@ -55,26 +62,36 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 		}
 	case packet.AttrREP:
 		var m packet.REP
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
 	case packet.AttrRTU:
 		var m packet.RTU
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = ids(b, m.LocalCommID, m.RemoteCommID)
 	case packet.AttrDREQ:
 		var m packet.DREQ
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " rqpn="...)
 		b = appendHex(b, uint64(m.RemoteQPN), 6)
 	case packet.AttrDREP:
 		var m packet.DREP
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = ids(b, m.LocalCommID, m.RemoteCommID)
 	case packet.AttrREJ:
 		var m packet.REJ
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " reason="...)
 		b = strconv.AppendUint(b, uint64(m.Reason), 10)
@@ -83,19 +100,25 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 		b = append(b, ')')
 	case packet.AttrMRA:
 		var m packet.MRA
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " timeout="...)
 		b = strconv.AppendUint(b, uint64(m.ServiceTimeout), 10)
 	case packet.AttrSIDRREQ:
 		var m packet.SIDRREQ
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = append(b, " reqid="...)
 		b = appendHex(b, uint64(m.RequestID), 8)
 		b = appendServiceID(b, m.ServiceID)
 	case packet.AttrSIDRREP:
 		var m packet.SIDRREP
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = append(b, " reqid="...)
 		b = appendHex(b, uint64(m.RequestID), 8)
 		b = append(b, " status="...)
@@ -106,6 +129,13 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 		b = appendHex(b, uint64(m.QKey), 8)
 	}
 	return b
+}
+
+// appendCMErr marks a CM message whose fields do not decode.
+func appendCMErr(b []byte, err error) []byte {
+	b = append(b, " MALFORMED ("...)
+	b = append(b, err.Error()...)
+	return append(b, ')')
 }
 
 // appendServiceID appends a service ID and, for an RDMA CM one, its port
