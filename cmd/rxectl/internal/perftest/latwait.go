@@ -11,9 +11,11 @@ import (
 )
 
 // spinners counts the goroutines of this process in busyPoll. At most
-// GOMAXPROCS-1 spin at once, so that a processor stays free to poll the
-// network and run the device's goroutines (with --loopback both ends run
-// in this process, and on a two-CPU machine only one of them spins).
+// GOMAXPROCS-1 spin at once (with --loopback both ends run in this
+// process, and on a two-CPU machine only one of them spins), so that
+// spinning never keeps every processor from reading the network for long.
+// It reserves no processor: a spinner that yields goes to the global run
+// queue, from which the other processor may take it.
 var spinners atomic.Int32
 
 // latCheckEvery is how many empty polls pass between two looks at the
