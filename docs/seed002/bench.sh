@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seed 002 reproduction: rxectl read-bw across a veth pair whose responder side
 # has a tbf qdisc small enough that the kernel refuses sends (ENOBUFS), once per
-# --read-retry mode (adaptive, timeout, spin). Prints a markdown table of BW
+# --local-drop-mode (adaptive, timeout, spin). Prints a markdown table of BW
 # average per message size and the CPU seconds each mode cost. See docs/seed002.md.
 #
 # Usage (from anywhere in the repository, as root):
@@ -84,7 +84,7 @@ one() {
 	local mode=$1 size=$2 n
 	local k=$mode.$size.r$3
 	n=$(iters_for "$size")
-	local args=(read-bw --read-retry="$mode" -s "$size" -n "$n" --json)
+	local args=(read-bw --local-drop-mode="$mode" -s "$size" -n "$n" --json)
 	ip netns exec "$ns_s" timeout "$RUN_TIMEOUT" /usr/bin/time -f "%U %S" -o "$tmp/cpu.srv.$k" \
 		"$tmp/rxectl" "${args[@]}" >"$tmp/srv.$k.json" 2>"$tmp/srv.$k.err" &
 	local spid=$! ok=0

@@ -226,8 +226,8 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"test": s.testTitle(), "role": role, "mtu": s.mtu.Bytes(), "qps": s.o.qps,
 		"peer_version": s.peer.Text, "peer_rxectl": s.peer.RxeCtl, "local": s.dev.Addr().String(), "peer": s.peerAddr.String(),
 		"device": s.final.Device, "transport": s.final.Transport,
-		"read_retry":  s.o.readRetry.String(),
-		"recv_buffer": s.bufs.Recv, "recv_buffer_capped": s.bufs.RecvCapped(),
+		"local_drop_mode": s.o.localDropMode.String(),
+		"recv_buffer":     s.bufs.Recv, "recv_buffer_capped": s.bufs.RecvCapped(),
 		"peer_recv_buffer": s.peer.RecvBuffer, "recovery": s.o.recovery.String(),
 	}
 	if s.final.Faults != nil {

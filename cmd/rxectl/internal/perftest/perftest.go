@@ -132,15 +132,15 @@ type options struct {
 	host        string
 	rdmaCM      bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
 
-	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
-	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
-	noGSO     bool              // --gso=off: the devices' rxe.Options.NoGSO
-	noForce   bool              // --no-force-buffers: ask for socket buffers as without CAP_NET_ADMIN
-	recovery  recoveryFlag      // --recovery
-	seed      uint64            // --seed
-	pcap      string            // --pcap FILE
-	plot      string            // --plot FILE
-	obs       *observe          // --trace, --ladder (observe.go)
+	rules         []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
+	localDropMode rxe.LocalDropMode // --local-drop-mode: the devices' rxe.Options.LocalDropMode
+	noGSO         bool              // --gso=off: the devices' rxe.Options.NoGSO
+	noForce       bool              // --no-force-buffers: ask for socket buffers as without CAP_NET_ADMIN
+	recovery      recoveryFlag      // --recovery
+	seed          uint64            // --seed
+	pcap          string            // --pcap FILE
+	plot          string            // --plot FILE
+	obs           *observe          // --trace, --ladder (observe.go)
 
 	set map[string]bool // flags given on the command line (long names)
 
@@ -229,7 +229,9 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	}
 	fs.BoolVar(&o.noForce, "no-force-buffers", false, "ask for the socket buffers without SO_RCVBUFFORCE/SO_SNDBUFFORCE, as a user without CAP_NET_ADMIN must: the kernel caps them at net.core.rmem_max/wmem_max")
 	fs.Var(&o.recovery, "recovery", "loss recovery: on (round trips: RTT-based recovery timer, tail-loss probe, adaptive window), fixed-window (the same with the fixed 128-PSN window) or off (the IB ACK timeout only, as kernel rxe) (default on)")
-	fs.Var((*readRetryFlag)(&o.readRetry), "read-retry", "what the device does with a datagram the local host refuses (ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's adaptive back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
+	ldm := (*localDropModeFlag)(&o.localDropMode)
+	fs.Var(ldm, "local-drop-mode", "what the device does with a datagram the local host refuses (a local drop: ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's local-drop back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
+	fs.Var(ldm, "read-retry", "the older name of --local-drop-mode")
 	fs.Var((*gsoFlag)(&o.noGSO), "gso", "on: send runs of equal-size packets to the peer as UDP GSO buffers and receive with UDP GRO (the kernel segments them; a capture on this host shows the unsegmented buffers); off: one datagram per packet, as kernel rxe sends (capture with --gso=off for Wireshark) (default on)")
 	addFaultFlags(fs, o)
 	addObserveFlags(fs, o)
@@ -260,20 +262,21 @@ func (f *gsoFlag) Set(v string) error {
 	return nil
 }
 
-// readRetryFlag is --read-retry: rxe.LocalDropMode by its String name.
-type readRetryFlag rxe.LocalDropMode
+// localDropModeFlag is --local-drop-mode (also --read-retry):
+// rxe.LocalDropMode by its String name.
+type localDropModeFlag rxe.LocalDropMode
 
-// readRetryModes are the --read-retry values.
-var readRetryModes = []rxe.LocalDropMode{rxe.LocalDropAdaptive, rxe.LocalDropTimeout, rxe.LocalDropSpin}
+// localDropModes are the --local-drop-mode values.
+var localDropModes = []rxe.LocalDropMode{rxe.LocalDropAdaptive, rxe.LocalDropTimeout, rxe.LocalDropSpin}
 
 // String is the mode's name.
-func (f *readRetryFlag) String() string { return rxe.LocalDropMode(*f).String() }
+func (f *localDropModeFlag) String() string { return rxe.LocalDropMode(*f).String() }
 
 // Set accepts adaptive, timeout or spin.
-func (f *readRetryFlag) Set(v string) error {
-	for _, m := range readRetryModes {
+func (f *localDropModeFlag) Set(v string) error {
+	for _, m := range localDropModes {
 		if v == m.String() {
-			*f = readRetryFlag(m)
+			*f = localDropModeFlag(m)
 			return nil
 		}
 	}

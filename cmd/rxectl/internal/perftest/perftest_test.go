@@ -43,7 +43,7 @@ func clientLines(pt Test, title string, rows int) []string {
 	} else {
 		lines = append(lines, " Max inline data : %d[B]")
 	}
-	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", " Read retry      : %s", report.ResultLine)
+	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", " Local drop mode : %s", report.ResultLine)
 	addr := fmtBasicAddr
 	if pt.verb == verbRead {
 		addr += fmtReadAddr
@@ -551,7 +551,7 @@ func TestIPv6(t *testing.T) {
 	require.Contains(t, errs, "add --ipv6")
 }
 
-// TestReadRetryFlag: --read-retry takes adaptive, timeout or spin (default
+// TestReadRetryFlag: --local-drop-mode (or its older name --read-retry) takes adaptive, timeout or spin (default
 // adaptive) and refuses anything else.
 func TestReadRetryFlag(t *testing.T) {
 	t.Parallel()
@@ -560,16 +560,17 @@ func TestReadRetryFlag(t *testing.T) {
 		want rxe.LocalDropMode
 	}{
 		{nil, rxe.LocalDropAdaptive},
-		{[]string{"--read-retry=adaptive"}, rxe.LocalDropAdaptive},
+		{[]string{"--local-drop-mode=adaptive"}, rxe.LocalDropAdaptive},
+		{[]string{"--read-retry=spin"}, rxe.LocalDropSpin}, // the older name
 		{[]string{"--read-retry", "timeout"}, rxe.LocalDropTimeout},
 		{[]string{"--read-retry=spin"}, rxe.LocalDropSpin},
 	} {
 		o, err := parsePerftest(findTest(t, "read-bw"), tc.args)
 		require.NoError(t, err, tc.args)
-		require.Equal(t, tc.want, o.readRetry, tc.args)
+		require.Equal(t, tc.want, o.localDropMode, tc.args)
 	}
 	for _, bad := range []string{"", "Adaptive", "udelay", "1"} {
-		_, err := parsePerftest(findTest(t, "read-bw"), []string{"--read-retry=" + bad})
+		_, err := parsePerftest(findTest(t, "read-bw"), []string{"--local-drop-mode=" + bad})
 		require.ErrorContains(t, err, "adaptive, timeout or spin", bad)
 	}
 	_, errs, code := runCmd(t, "write-bw", "--loopback", "--read-retry=busy")
@@ -578,7 +579,7 @@ func TestReadRetryFlag(t *testing.T) {
 }
 
 // TestReadRetryModes: a loopback READ test whose client device refuses 5%
-// of its sends completes in every --read-retry mode. Adaptive and spin
+// of its sends completes in every --local-drop-mode. Adaptive and spin
 // send the refused datagrams again themselves (no retransmission); timeout
 // discards them and the requester retransmits.
 func TestReadRetryModes(t *testing.T) {
@@ -588,7 +589,7 @@ func TestReadRetryModes(t *testing.T) {
 			t.Parallel()
 			const iters = 200
 			args := []string{"read-bw", "-n", strconv.Itoa(iters), "-s", "4096",
-				"--local-drop=5%", "--read-retry=" + mode}
+				"--local-drop=5%", "--local-drop-mode=" + mode}
 			if mode != "timeout" {
 				// A 4.3 s ACK timeout (-u 20) and no recovery timer: on a
 				// machine loaded by other tests a 67 ms timeout or a 2 ms
@@ -597,7 +598,7 @@ func TestReadRetryModes(t *testing.T) {
 				args = append(args, "-u", "20", "--recovery=off")
 			}
 			r := runJSON(t, args...)
-			require.Equal(t, mode, r.ReadRetry)
+			require.Equal(t, mode, r.LocalDropMode)
 			require.Len(t, r.Results, 1)
 			require.Equal(t, uint64(iters), r.Results[0].Iters)
 			require.Positive(t, r.Faults.Send.LocalDrops)

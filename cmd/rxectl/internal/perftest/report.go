@@ -62,7 +62,7 @@ func (s *session) printHeader() {
 		b.WriteString(" rdma_cm QPs\t : OFF\n")
 		b.WriteString(" Data ex. method : Ethernet\n")
 	}
-	fmt.Fprintf(&b, " Read retry      : %s\n", o.readRetry)
+	fmt.Fprintf(&b, " Local drop mode : %s\n", o.localDropMode)
 	if len(o.rules) > 0 {
 		fmt.Fprintf(&b, " Faults          : %s (seed %d)\n", o.ruleList(), o.seed)
 	}

@@ -204,7 +204,7 @@ func (s *session) openDevice(local netip.Addr) error {
 		conn.Close()
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink,
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.localDropMode, Trace: sink,
 		Recovery: s.o.recovery.config()})
 	if err != nil {
 		s.o.closeTrace()

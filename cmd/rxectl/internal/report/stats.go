@@ -65,7 +65,7 @@ type Transport struct {
 	DuplicateRequest uint64 `json:"duplicate_request"`  // requests received again
 	OutOfSeqRequest  uint64 `json:"out_of_seq_request"` // PSN sequence error NAKs sent
 	// LocalDropRetries counts held datagrams sent again after their QP's
-	// back-off (--read-retry=adaptive); BackoffDelayNs is the largest
+	// back-off (--local-drop-mode=adaptive); BackoffDelayNs is the largest
 	// back-off delay a QP has at the end of the run.
 	LocalDropRetries uint64 `json:"local_drop_retries"`
 	BackoffDelayNs   int64  `json:"backoff_delay_ns"`
