@@ -724,7 +724,14 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 	if cerr != nil {
 		cancel()
 	}
-	serr := <-srvErr
+	return endLoopback(stdout, cs, ss, cerr, <-srvErr)
+}
+
+// endLoopback reports a loopback run once both ends have returned (cerr
+// the client's error, serr the server's): the client's session prints the
+// final report with the server's counters, and the client's error, else the
+// server's, is the run's.
+func endLoopback(stdout io.Writer, cs, ss *session, cerr, serr error) error {
 	if cs != nil {
 		cerr = cs.report(stdout, ss, cerr)
 	}

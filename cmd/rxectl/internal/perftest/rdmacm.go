@@ -257,17 +257,7 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 // exchange, so the client's requests never find the port closed.
 func (s *session) connectCMQPs() error {
 	o := s.o
-	var access rxe.AccessFlags
-	switch s.t.verb {
-	case verbAtomic:
-		access = rxe.AccessRemoteAtomic
-	case verbRead:
-		access = rxe.AccessRemoteRead
-	case verbWrite:
-		access = rxe.AccessRemoteWrite
-	case verbSend:
-		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
-	}
+	access := s.remoteAccess()
 	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, Access: access, MTU: s.mtu,
 		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
 		ResponderResources: s.outReads, InitiatorDepth: s.outReads, Timeout: uint8(o.timeout),
@@ -488,15 +478,5 @@ func runLoopbackCM(ctx context.Context, t Test, o *options, stdout io.Writer) er
 		}
 		return fmt.Errorf("server: %w", err)
 	}
-	serr := <-srvErr
-	if cs != nil {
-		cerr = cs.report(stdout, ss, cerr)
-	}
-	switch {
-	case cerr != nil:
-		return cerr
-	case serr != nil:
-		return fmt.Errorf("server: %w", serr)
-	}
-	return nil
+	return endLoopback(stdout, cs, ss, cerr, <-srvErr)
 }

@@ -413,17 +413,7 @@ func (s *session) connect() error {
 	if gid.Is4() != s.dev.Addr().Addr().Is4() {
 		return fmt.Errorf("the peer's GID %v and ours %v are of different IP versions (ctx_check_gid_compatibility)", gid, s.dev.Addr().Addr())
 	}
-	var access rxe.AccessFlags
-	switch s.t.verb {
-	case verbAtomic:
-		access = rxe.AccessRemoteAtomic
-	case verbRead:
-		access = rxe.AccessRemoteRead
-	case verbWrite:
-		access = rxe.AccessRemoteWrite
-	case verbSend:
-		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
-	}
+	access := s.remoteAccess()
 	if s.qpType() == rxe.QPTypeUD {
 		return s.connectUD()
 	}
@@ -767,4 +757,20 @@ func (s *session) postRecvs(size, n int) error {
 		}
 	}
 	return nil
+}
+
+// remoteAccess is the access the test's verb needs on the QPs (the
+// flags perftest's ctx_modify_qp_to_init sets).
+func (s *session) remoteAccess() rxe.AccessFlags {
+	switch s.t.verb {
+	case verbAtomic:
+		return rxe.AccessRemoteAtomic
+	case verbRead:
+		return rxe.AccessRemoteRead
+	case verbWrite:
+		return rxe.AccessRemoteWrite
+	case verbSend:
+		return rxe.AccessRemoteWrite | rxe.AccessLocalWrite
+	}
+	return 0
 }
