@@ -152,27 +152,13 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 		}
 	}
 	k = qp.stepUnreliable(now, msgs, owners, k)
-	for k < len(msgs) && qp.resp != nil {
-		n := qp.resp.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
-		if n == 0 {
-			break
-		}
-		if qp.tracing() {
-			qp.traceSend(now, "responder", msgs[k].Buf[:n])
-		}
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
-		k++
+	// Responses first, then requests (in RTR the send queue does not run
+	// yet).
+	if qp.resp != nil {
+		k = qp.takePackets(now, qp.resp, "responder", msgs, owners, k)
 	}
-	for k < len(msgs) && qp.req != nil && qp.state != QPSRTR {
-		n := qp.req.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
-		if n == 0 {
-			break
-		}
-		if qp.tracing() {
-			qp.traceSend(now, "requester", msgs[k].Buf[:n])
-		}
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
-		k++
+	if qp.req != nil && qp.state != QPSRTR {
+		k = qp.takePackets(now, qp.req, "requester", msgs, owners, k)
 	}
 	more := qp.afterEngines()
 	qp.mu.Unlock()
@@ -356,4 +342,27 @@ func (qp *QP) failed() (st verbs.WCStatus, resp, failed bool) {
 		}
 	}
 	return 0, false, false
+}
+
+// packetSource is an RC engine's send side: the responder's responses or
+// the requester's requests.
+type packetSource interface {
+	NextPacket(now time.Time, buf []byte) int
+}
+
+// takePackets takes src's packets into msgs[k:] (owners[k:] get the QP) until src
+// has none or msgs is full, and returns the new k (caller holds mu). who
+// names src in the trace.
+func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []netdev.Message, owners []*QP, k int) int {
+	for ; k < len(msgs); k++ {
+		n := src.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		if qp.tracing() {
+			qp.traceSend(now, who, msgs[k].Buf[:n])
+		}
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
+	}
+	return k
 }
