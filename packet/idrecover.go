@@ -3,8 +3,6 @@ package packet
 import (
 	"encoding/binary"
 	"hash/crc32"
-	"sync"
-	"sync/atomic"
 )
 
 // Recovering the IPv4 Identification of a received packet.
@@ -78,53 +76,21 @@ func (m *gf2) invert() gf2 {
 }
 
 var (
-	zeroByteInv gf2                                // inverse of "feed one zero byte" on the raw register
-	topByteIdx  [256]byte                          // i such that crc32 table[i]>>24 == b
-	unzeroCache [maxCachedTail]atomic.Pointer[gf2] // tail length -> the inverse of feeding that many zero bytes
-	unzeroMu    sync.Mutex
+	zeroByteInv gf2       // inverse of "feed one zero byte" on the raw register
+	topByteIdx  [256]byte // i such that crc32 table[i]>>24 == b
+	unzeroOps   powCache  // tail length -> the inverse of feeding that many zero bytes
 )
 
 func init() {
 	tab := crc32.IEEETable
-	var m gf2
-	for j := range m {
-		c := uint32(1) << j
-		m[j] = tab[byte(c)] ^ c>>8
-	}
-	zeroByteInv = m.invert()
+	zeroByteInv = zeroByteOp.invert()
 	for i := range 256 {
 		topByteIdx[tab[i]>>24] = byte(i)
 	}
 }
 
 // unzero returns the inverse of feeding n zero bytes.
-func unzero(n int) *gf2 {
-	if n < maxCachedTail {
-		if m := unzeroCache[n].Load(); m != nil {
-			return m
-		}
-	}
-	r := gf2{}
-	for j := range r {
-		r[j] = 1 << j
-	}
-	p := zeroByteInv
-	for k := n; k > 0; k >>= 1 {
-		if k&1 != 0 {
-			r = r.mul(&p)
-		}
-		p = p.mul(&p)
-	}
-	if n < maxCachedTail {
-		unzeroMu.Lock()
-		defer unzeroMu.Unlock()
-		if m := unzeroCache[n].Load(); m != nil {
-			return m
-		}
-		unzeroCache[n].Store(&r)
-	}
-	return &r
-}
+func unzero(n int) *gf2 { return unzeroOps.pow(&zeroByteInv, n) }
 
 // RecoverIPv4ID finds the IPv4 Identification that makes pkt's ICRC match,
 // with ph's other fields (IPID is ignored). It reports false if no ID

@@ -32,15 +32,18 @@ var zeroByteOp = func() gf2 {
 // packet of an IB MTU of 4096 has a shorter tail).
 const maxCachedTail = 8192
 
-var (
-	zerosOps   [maxCachedTail]atomic.Pointer[gf2] // tail length -> feeding that many zero bytes
-	zerosOpsMu sync.Mutex
-)
+// powCache holds the powers of one operator by exponent, below
+// maxCachedTail: the operator of feeding n zero bytes, or its inverse.
+type powCache struct {
+	ops [maxCachedTail]atomic.Pointer[gf2]
+	mu  sync.Mutex
+}
 
-// feedZeros returns the operator of feeding n zero bytes.
-func feedZeros(n int) *gf2 {
+// pow returns base to the n-th power (square and multiply), cached for n
+// below maxCachedTail. base must be the same on every call.
+func (c *powCache) pow(base *gf2, n int) *gf2 {
 	if n < maxCachedTail {
-		if m := zerosOps[n].Load(); m != nil {
+		if m := c.ops[n].Load(); m != nil {
 			return m
 		}
 	}
@@ -48,7 +51,7 @@ func feedZeros(n int) *gf2 {
 	for j := range r {
 		r[j] = 1 << j
 	}
-	p := zeroByteOp
+	p := *base
 	for k := n; k > 0; k >>= 1 {
 		if k&1 != 0 {
 			r = r.mul(&p)
@@ -56,15 +59,21 @@ func feedZeros(n int) *gf2 {
 		p = p.mul(&p)
 	}
 	if n < maxCachedTail {
-		zerosOpsMu.Lock()
-		defer zerosOpsMu.Unlock()
-		if m := zerosOps[n].Load(); m != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if m := c.ops[n].Load(); m != nil {
 			return m
 		}
-		zerosOps[n].Store(&r)
+		c.ops[n].Store(&r)
 	}
 	return &r
 }
+
+// zerosOps caches feeding n zero bytes.
+var zerosOps powCache
+
+// feedZeros returns the operator of feeding n zero bytes.
+func feedZeros(n int) *gf2 { return zerosOps.pow(&zeroByteOp, n) }
 
 // ipv4IDTail is the number of ICRC input bytes after the IPv4 ID for a
 // RoCE packet of n bytes (BTH through ICRC): the rest of the masked LRH's

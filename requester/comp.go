@@ -421,43 +421,52 @@ func (r *Requester) checkAck(p *packet.Packet, w *wqe) CompState {
 		return CompAtomic
 
 	case packet.RCAcknowledge:
-		syn := p.AETH().Syndrome()
-		switch syn.Type() {
-		case packet.SyndromeTypeACK:
-			if w.kind.rdAtomic() {
-				// An ACK cannot answer a READ or an atomic.
-				r.c.ResponsesDropped++
-				return CompDone
-			}
-			r.resetBudgets()
-			return CompWriteSend
-		case packet.SyndromeTypeRNR:
-			r.c.RcvdRNRErr++
-			return CompRNRRetry
-		case packet.SyndromeTypeNAK:
-			w.vendor = uint32(syn)
-			switch syn.NAKCode() {
-			case packet.NAKPSNSeqError:
-				// A sequence NAK implicitly acknowledges the PSNs before it.
-				// If that moves the oldest unacknowledged PSN, it is forward
-				// progress: the retry budget is refilled and this retry is a
-				// new episode (rxe leaves both alone, so under steady loss a
-				// long message could exhaust retry_cnt while advancing).
-				r.c.RcvdSeqErr++
-				if psn.After(r.compPSN) {
-					r.compPSN = psn
-					r.resetBudgets()
-				}
-				return CompErrorRetry
-			case packet.NAKInvalidRequest:
-				w.status = verbs.WCRemInvReqErr
-			case packet.NAKRemoteAccess:
-				w.status = verbs.WCRemAccessErr
-			default: // remote operational error, and unknown codes (rxe)
-				w.status = verbs.WCRemOpErr
-			}
-			return CompError
+		return r.checkAETH(p, w)
+	}
+	return r.badResponse(w)
+}
+
+// checkAETH dispatches an ACKNOWLEDGE on its AETH syndrome (rxe
+// check_ack, IB_OPCODE_RC_ACKNOWLEDGE): an ACK of SEND/WRITE packets, an
+// RNR NAK, a PSN sequence error NAK (a retry) or a fatal NAK.
+func (r *Requester) checkAETH(p *packet.Packet, w *wqe) CompState {
+	psn := p.PSN()
+	syn := p.AETH().Syndrome()
+	switch syn.Type() {
+	case packet.SyndromeTypeACK:
+		if w.kind.rdAtomic() {
+			// An ACK cannot answer a READ or an atomic.
+			r.c.ResponsesDropped++
+			return CompDone
 		}
+		r.resetBudgets()
+		return CompWriteSend
+	case packet.SyndromeTypeRNR:
+		r.c.RcvdRNRErr++
+		return CompRNRRetry
+	case packet.SyndromeTypeNAK:
+		w.vendor = uint32(syn)
+		switch syn.NAKCode() {
+		case packet.NAKPSNSeqError:
+			// A sequence NAK implicitly acknowledges the PSNs before it.
+			// If that moves the oldest unacknowledged PSN, it is forward
+			// progress: the retry budget is refilled and this retry is a
+			// new episode (rxe leaves both alone, so under steady loss a
+			// long message could exhaust retry_cnt while advancing).
+			r.c.RcvdSeqErr++
+			if psn.After(r.compPSN) {
+				r.compPSN = psn
+				r.resetBudgets()
+			}
+			return CompErrorRetry
+		case packet.NAKInvalidRequest:
+			w.status = verbs.WCRemInvReqErr
+		case packet.NAKRemoteAccess:
+			w.status = verbs.WCRemAccessErr
+		default: // remote operational error, and unknown codes (rxe)
+			w.status = verbs.WCRemOpErr
+		}
+		return CompError
 	}
 	return r.badResponse(w)
 }

@@ -392,10 +392,13 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		qp.mu.Unlock()
 		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
 	}
-	if qp.ureq != nil {
-		return qp.postUnreliable(wrs)
-	}
-	if qp.req == nil {
+	var sq sendQueue
+	switch {
+	case qp.ureq != nil:
+		sq = qp.ureq
+	case qp.req != nil:
+		sq = qp.req
+	default:
 		// ERR reached before RTS: there is no send queue, but the WRs
 		// still complete with WR_FLUSH_ERR (rxe_post_send accepts WRs in
 		// ERR and flushes them; protocol.md §6.5).
@@ -409,7 +412,11 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	n := 0
 	var err error
 	for i := range wrs {
-		if err = qp.req.Post(&wrs[i]); err != nil {
+		if ah, ok := wrs[i].AH.(*AddrHandle); ok && ah.pd != qp.pd {
+			err = fmt.Errorf("%w: send WR %d: address handle of another PD", ErrInvalidArgument, i)
+			break
+		}
+		if err = sq.Post(&wrs[i]); err != nil {
 			kind := ErrInvalidArgument
 			if errors.Is(err, requester.ErrQueueFull) {
 				kind = ErrNoResources
@@ -420,13 +427,20 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		n++
 	}
 	if qp.state == QPSErr {
-		qp.req.Flush()
+		sq.Flush()
 	}
 	qp.mu.Unlock()
 	if n > 0 {
 		qp.dev.schedule(qp)
 	}
 	return n, err
+}
+
+// sendQueue is what PostSend needs of a send engine: the RC requester or
+// the UC/UD one.
+type sendQueue interface {
+	Post(wr *SendWR) error
+	Flush()
 }
 
 // PostRecv posts receive work requests to the QP's own receive queue

@@ -1,7 +1,6 @@
 package rxe
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -124,37 +123,6 @@ func (qp *QP) queryUnreliable(a *QPAttr) {
 	if qp.uresp != nil && qp.typ == QPTypeUC {
 		a.RQPSN = uint32(qp.uresp.EPSN())
 	}
-}
-
-// postUnreliable posts send work requests to a UC or UD send queue (caller
-// holds mu; it is released here).
-func (qp *QP) postUnreliable(wrs []SendWR) (int, error) {
-	n := 0
-	var err error
-	for i := range wrs {
-		if wrs[i].AH != nil {
-			if ah, ok := wrs[i].AH.(*AddrHandle); ok && ah.pd != qp.pd {
-				err = fmt.Errorf("%w: send WR %d: address handle of another PD", ErrInvalidArgument, i)
-				break
-			}
-		}
-		if e := qp.ureq.Post(&wrs[i]); e != nil {
-			err = fmt.Errorf("%w: send WR %d (%v): %w", ErrInvalidArgument, i, wrs[i].Opcode, e)
-			if errors.Is(e, requester.ErrQueueFull) {
-				err = fmt.Errorf("%w: send WR %d: %w", ErrNoResources, i, e)
-			}
-			break
-		}
-		n++
-	}
-	if qp.state == QPSErr {
-		qp.ureq.Flush()
-	}
-	qp.mu.Unlock()
-	if n > 0 {
-		qp.dev.schedule(qp)
-	}
-	return n, err
 }
 
 // stepUnreliable takes a UC or UD QP's packets into msgs[k:] (caller holds

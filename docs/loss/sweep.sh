@@ -31,7 +31,7 @@ print(json.dumps({\"op\": \"$op\", \"size\": $size, \"p\": $p, \"mode\": \"$m\",
   \"sent\": d[\"device\"][\"sent_pkts\"] + d[\"peer_device\"][\"sent_pkts\"],
   \"rto\": t.get(\"rto_expiries\", 0), \"ib\": t[\"timeouts\"] + d[\"peer_transport\"][\"timeouts\"],
   \"probes\": t.get(\"tail_probes\", 0), \"srtt_us\": t.get(\"srtt_us\", 0)}))
-" || echo "{\"op\": \"$op\", \"size\": $size, \"p\": $p, \"mode\": \"$m\", \"failed\": true}"
+" || echo "{\"op\": \"$op\", \"size\": $size, \"p\": $p, \"mode\": \"$m\", \"failed\": true}" >&2
 			done
 		done
 	done

@@ -61,6 +61,8 @@ func (s *sendSide) mark(i int) {
 	s.eng.save()
 }
 
+// write applies the rules to msgs in order and sends what they let
+// through, holding reordered and delayed datagrams (caller: Conn.WriteBatch).
 func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -94,39 +96,13 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 		if f, err := s.flush(msgs); err != nil {
 			return f, err
 		}
-		a := d.rule.Action
-		switch a {
-		case Drop:
-			s.q.tick(s.emitHeld)
-		case LocalDrop:
+		if d.rule.Action == LocalDrop {
 			// The caller sends msgs[i:] again later: a new datagram
 			// for the rules, so the decision stands.
-			s.c.act(Send, a, b)
+			s.c.act(Send, LocalDrop, b)
 			return i, errLocalDrop
-		case Duplicate:
-			s.push(*m, i, nil)
-			s.push(*m, fromExtra, nil)
-			s.q.tick(s.emitHeld)
-		case Corrupt:
-			cp := s.q.get(m)
-			flip(cp.data, d.bit)
-			s.push(netdev.Message{Buf: cp.data, N: len(cp.data), Addr: m.Addr, Local: m.Local}, i, cp)
-			s.q.tick(s.emitHeld)
-		case Reorder, Delay:
-			s.q.tick(s.emitHeld)
-			cp := s.q.get(m)
-			now := time.Now()
-			cp.due = now.Add(d.rule.delay())
-			if a == Reorder {
-				cp.left = d.rule.depth()
-			}
-			if !s.q.hold(cp) {
-				s.q.put(cp)
-				s.c.lost(Send, 1)
-				a = 0
-			}
-			s.arm(now)
 		}
+		a := s.apply(d, m, i)
 		if len(s.out) > 0 {
 			if f, err := s.flush(msgs); err != nil {
 				return f, err
@@ -243,4 +219,39 @@ func (s *sendSide) close() {
 		s.timer.Stop()
 	}
 	s.c.lost(Send, s.q.drain())
+}
+
+// apply carries out the fault d chose for msgs[i] = *m, other than a local
+// drop (caller holds mu). It returns the action taken, or 0 when a datagram
+// to hold found no room and was counted lost.
+func (s *sendSide) apply(d decision, m *netdev.Message, i int) Action {
+	a := d.rule.Action
+	switch a {
+	case Drop:
+		s.q.tick(s.emitHeld)
+	case Duplicate:
+		s.push(*m, i, nil)
+		s.push(*m, fromExtra, nil)
+		s.q.tick(s.emitHeld)
+	case Corrupt:
+		cp := s.q.get(m)
+		flip(cp.data, d.bit)
+		s.push(netdev.Message{Buf: cp.data, N: len(cp.data), Addr: m.Addr, Local: m.Local}, i, cp)
+		s.q.tick(s.emitHeld)
+	case Reorder, Delay:
+		s.q.tick(s.emitHeld)
+		cp := s.q.get(m)
+		now := time.Now()
+		cp.due = now.Add(d.rule.delay())
+		if a == Reorder {
+			cp.left = d.rule.depth()
+		}
+		if !s.q.hold(cp) {
+			s.q.put(cp)
+			s.c.lost(Send, 1)
+			a = 0
+		}
+		s.arm(now)
+	}
+	return a
 }
