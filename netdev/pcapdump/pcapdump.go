@@ -101,6 +101,15 @@ type Conn struct {
 	local netip.AddrPort // the inner Conn's, with Options.LocalAddr applied
 	flush bool
 
+	// order keeps the file in causal order: a WriteBatch holds it from
+	// before its socket write until its records are written, and a
+	// ReadBatch takes it before recording, so an answer read while the
+	// write that caused it is still in its system call waits for that
+	// write's records and is written after them. The write never waits for
+	// this Conn's reads (a socket write does not depend on a local read),
+	// so the lock cannot deadlock.
+	order sync.Mutex
+
 	mu      sync.Mutex // everything below
 	bw      *bufio.Writer
 	pw      *pcapgo.Writer
@@ -137,18 +146,24 @@ func Wrap(inner netdev.Conn, w io.Writer, opts Options) (*Conn, error) {
 	return c, nil
 }
 
-// ReadBatch implements netdev.Conn and records the datagrams received.
+// ReadBatch implements netdev.Conn and records the datagrams received,
+// after the records of any write in progress (see Conn.order).
 func (c *Conn) ReadBatch(msgs []netdev.Message) (int, error) {
 	n, err := c.inner.ReadBatch(msgs)
 	if n > 0 {
+		c.order.Lock()
 		c.record(msgs[:n], false)
+		c.order.Unlock()
 	}
 	return n, err
 }
 
 // WriteBatch implements netdev.Conn and records the datagrams that went
-// out (msgs[:n]), after they did.
+// out (msgs[:n]), after they did and before any datagram read meanwhile.
+// Concurrent WriteBatch calls are serialised while capturing.
 func (c *Conn) WriteBatch(msgs []netdev.Message) (int, error) {
+	c.order.Lock()
+	defer c.order.Unlock()
 	n, err := c.inner.WriteBatch(msgs)
 	if n > 0 {
 		c.record(msgs[:n], true)

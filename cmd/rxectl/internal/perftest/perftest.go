@@ -122,12 +122,13 @@ type options struct {
 	gidIndex    int
 	cpuFreqWarn bool // -F: accepted for compatibility (no cpufreq warning here)
 	ibPort      int
-	events      bool   // -e: sleep on CQ notifications instead of polling
-	inline      int    // -I: post SEND/WRITE inline up to this size
-	connType    string // -c
-	udMTU       int    // -c UD: the path MTU in bytes, the largest message (set by the session)
-	ipv6        bool   // --ipv6: IPv6 GIDs
-	bidir       bool   // -b
+	events      bool          // -e: sleep on CQ notifications instead of polling
+	busyPoll    time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
+	inline      int           // -I: post SEND/WRITE inline up to this size
+	connType    string        // -c
+	udMTU       int           // -c UD: the path MTU in bytes, the largest message (set by the session)
+	ipv6        bool          // --ipv6: IPv6 GIDs
+	bidir       bool          // -b
 	host        string
 
 	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
@@ -213,6 +214,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility, a no-op: rxectl has no cpufreq warning to suppress")
 	both(&o.ibPort, "i", "ib-port", 1, "device port: a gorxe device has port 1 only")
 	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
+	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "latency tests: spin on the CQ (CQ.Poll) this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; not with -e)")
 	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
 	both2 := func(p *string, short, long, def, usage string) {
 		fs.StringVar(p, short, def, usage)
@@ -414,6 +416,15 @@ func inRange(get func(o *options) int, lo, hi int, format string) validation {
 // validations are the checks of the settings that do not depend on the
 // duration mode, in the order their errors are reported.
 var validations = []validation{
+	func(o *options, _ Test) error {
+		switch {
+		case o.busyPoll < 0:
+			return fmt.Errorf("--busy-poll %v: not negative", o.busyPoll)
+		case o.busyPoll > 0 && o.events:
+			return errors.New("--busy-poll spins on the CQ, -e sleeps on CQ events: give one of them")
+		}
+		return nil
+	},
 	inRange(func(o *options) int { return o.size }, 1, 1<<31, "size %d not in [1, 2^31]"),
 	func(o *options, t Test) error {
 		if t.verb == verbAtomic && (o.size != defSizeAtomic || o.all) {

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
@@ -57,9 +58,10 @@ type session struct {
 	outReads    int
 	peerAddr    netip.AddrPort // the peer's RoCE address
 
-	rqPSN    uint32      // the PSN the peer's next request will carry (write-lat)
-	figures  io.Writer   // where --output figures go
-	softStop atomic.Bool // an interrupt ends the measurement, not the exchange
+	rqPSN    uint32        // the PSN the peer's next request will carry (write-lat)
+	latStall time.Duration // a latency test's bound on a wait for the peer; 0: stallTimeout
+	figures  io.Writer     // where --output figures go
+	softStop atomic.Bool   // an interrupt ends the measurement, not the exchange
 
 	bwResults  []report.BW
 	latResults []report.Lat

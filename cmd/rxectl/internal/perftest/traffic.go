@@ -487,23 +487,6 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// spinPoll waits for one completion. perftest busy-polls; a Go program
-// that spins keeps the runtime from polling the network on a small machine
-// (it does so only when a processor is idle), so we block on the CQ, which
-// wakes us as soon as the device completes.
-func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
-	wctx, cancel := context.WithTimeout(ctx, stallTimeout)
-	defer cancel()
-	n, err := s.waitCQ(wctx, cq, wc[:1])
-	if n == 1 {
-		return s.checkWC(wc[0])
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("interrupted while waiting for %s", what)
-	}
-	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", stallTimeout, what, err)
-}
-
 // waitCQ waits for completions on cq: with -e it sleeps on the completion
 // channel (arm, poll, sleep, and after each event arm again and poll, as
 // perftest's ctx_notify_events does), else it blocks in CQ.Wait.
@@ -717,15 +700,15 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 		if a.State == rxe.QPSErr {
 			return fmt.Errorf("our QP %#x went to the error state while waiting for the peer's RDMA WRITE %d (see the peer's output)", qp.QPN(), n)
 		}
-		if spins&1023 == 1023 {
+		if spins >= writeSpins { // sleeping: a look at ctx and the clock costs little
 			if ctx.Err() != nil {
 				return fmt.Errorf("interrupted while waiting for the peer's RDMA WRITE %d", n)
 			}
 			now := time.Now()
 			if deadline.IsZero() {
-				deadline = now.Add(stallTimeout)
+				deadline = now.Add(s.stall())
 			} else if now.After(deadline) {
-				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, stallTimeout)
+				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, s.stall())
 			}
 		}
 		if spins < writeSpins {

@@ -1,0 +1,133 @@
+package perftest
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// latTestSession is one end of a latency test whose peer never answers:
+// a device on one end of a pipe nobody serves, its CQs, a QP in RESET
+// and a registered buffer.
+func latTestSession(t *testing.T, verb string, client, events bool) *session {
+	t.Helper()
+	conn, _ := netdev.NewPipe()
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { dev.Close() })
+	s := &session{t: findTest(t, verb), o: &options{iters: 100, rxDepth: 16, cqMod: 1, qps: 1},
+		client: client, dev: dev, rem: make([]oob.KeyMsg, 1), buffSize: 64, mtu: 3}
+	if events {
+		s.ch = rxe.NewCompChannel(4)
+	}
+	s.pd, err = dev.AllocPD()
+	require.NoError(t, err)
+	s.mr, err = s.pd.RegMR(make([]byte, 2*s.buffSize), rxe.AccessLocalWrite|rxe.AccessRemoteWrite)
+	require.NoError(t, err)
+	s.scq, err = dev.CreateCQWith(rxe.CQAttr{CQE: 16, Vector: -1, Channel: s.ch})
+	require.NoError(t, err)
+	s.rcq = s.scq
+	qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: s.scq, RecvCQ: s.rcq,
+		Cap: rxe.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	require.NoError(t, err)
+	s.qps = []*rxe.QP{qp}
+	return s
+}
+
+// TestLatDeadPeer: a latency test whose peer sends nothing ends with an
+// error once its stall bound has passed, whether it waits in CQ.Wait,
+// busy-polls (--busy-poll) or sleeps on the completion channel (-e), and
+// promptly with "interrupted" when its
+// context ends.
+func TestLatDeadPeer(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	for _, tc := range []struct {
+		verb   string
+		client bool // the side that waits for the peer first
+		want   string
+	}{
+		{"send-lat", false, "the peer stopped"},
+		{"write-lat", true, "no RDMA WRITE 1 from the peer"},
+	} {
+		for _, mode := range []string{"wait", "busy-poll", "events"} {
+			t.Run(tc.verb+"/"+mode, func(t *testing.T) {
+				s := latTestSession(t, tc.verb, tc.client, mode == "events")
+				if mode == "busy-poll" {
+					s.o.busyPoll = time.Second // longer than the bound: the spin ends at ctx
+				}
+				s.latStall = bound
+				run := s.runLatSend
+				if tc.verb == "write-lat" {
+					run = s.runLatWrite
+				}
+				start := time.Now()
+				_, err := run(context.Background(), 2)
+				require.ErrorContains(t, err, tc.want)
+				require.ErrorContains(t, err, bound.String())
+				require.Less(t, time.Since(start), 30*time.Second, "the run outlived its stall bound by far")
+
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				s.latStall = time.Hour
+				_, err = run(ctx, 2)
+				require.ErrorContains(t, err, "interrupted")
+			})
+		}
+	}
+}
+
+// TestLatEventsSleep: with -e a latency test's wait sleeps on the
+// completion channel; it never spins. In a synctest bubble the fake clock
+// moves only once every goroutine is durably blocked, so the hour-long
+// stall bound passes at once if and only if the wait sleeps (a spinning
+// wait would keep the clock still and never return).
+func TestLatEventsSleep(t *testing.T) {
+	s := latTestSession(t, "send-lat", false, false)
+	done := make(chan error, 1)
+	go func() {
+		synctest.Test(t, func(t *testing.T) {
+			ch := rxe.NewCompChannel(4)
+			cq, err := s.dev.CreateCQWith(rxe.CQAttr{CQE: 4, Vector: -1, Channel: ch})
+			require.NoError(t, err)
+			es := &session{o: s.o, ch: ch, latStall: time.Hour}
+			start := time.Now()
+			err = es.spinPoll(context.Background(), cq, make([]rxe.WC, 1), "the peer's SEND 1")
+			require.ErrorContains(t, err, "nothing for 1h0m0s while waiting for the peer's SEND 1")
+			require.Equal(t, time.Hour, time.Since(start))
+			require.NoError(t, cq.Destroy())
+		})
+		done <- nil
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the -e wait did not sleep: its hour-long bound never passed on the bubble's clock")
+	}
+}
+
+// TestBusyPollFlag: --busy-poll runs the latency tests to the end, and is
+// refused when negative or together with -e.
+func TestBusyPollFlag(t *testing.T) {
+	for _, cmd := range []string{"send-lat", "write-lat", "read-lat"} {
+		out, errOut, code := runCmd(t, cmd, "--loopback", "--udp-port", "0", "-n", "200", "--busy-poll", "50us")
+		require.Zero(t, code, errOut)
+		require.Contains(t, out, "t_typical")
+	}
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"--busy-poll", "-1ms"}, []string{"not negative"}},
+		{[]string{"--busy-poll", "1ms", "-e"}, []string{"give one of them"}},
+	} {
+		_, errOut, code := runCmd(t, append([]string{"send-lat", "--loopback", "--udp-port", "0", "-n", "200"}, tc.args...)...)
+		require.NotZero(t, code)
+		for _, w := range tc.want {
+			require.Contains(t, errOut, w)
+		}
+	}
+}
