@@ -86,7 +86,9 @@ func TestMultiQPVectors(t *testing.T) {
 	} {
 		t.Run(tc.cmd+"/q"+strconv.Itoa(tc.qps)+"/"+strconv.Itoa(len(tc.args)), func(t *testing.T) {
 			t.Parallel()
-			args := append([]string{"-q", strconv.Itoa(tc.qps), "-s", "4096", "-n", strconv.Itoa(iters)}, tc.args...)
+			// -u 20 (a 4.3 s ACK timeout): a machine loaded by other tests
+			// can stall the peer past 7 retries of the default 67 ms.
+			args := append([]string{"-q", strconv.Itoa(tc.qps), "-s", "4096", "-n", strconv.Itoa(iters), "-u", "20"}, tc.args...)
 			cs, ss := loopbackSessions(t, tc.cmd, args...)
 			for _, s := range []*session{cs, ss} {
 				require.Len(t, s.sset.cqs, tc.qps)
