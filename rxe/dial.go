@@ -62,6 +62,10 @@ type CMOptions struct {
 	PrivateData []byte
 	// LocalPort is the RDMA CM source port of a Dial; 0 picks one.
 	LocalPort uint16
+	// PeerRecvBuffer and PeerRecvSockets are the receive buffer a gorxe
+	// peer announced out of band, given to the QP before RTS
+	// (QP.SetPeerReceiveBuffer); zero: none, the wire as without.
+	PeerRecvBuffer, PeerRecvSockets int
 }
 
 func (o *CMOptions) defaults(d *Device) error {
@@ -210,6 +214,12 @@ func newCMQP(o *CMOptions) (*QP, error) {
 		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags); err != nil {
 		qp.Destroy()
 		return nil, err
+	}
+	if o.PeerRecvBuffer != 0 || o.PeerRecvSockets != 0 {
+		if err := qp.SetPeerReceiveBuffer(o.PeerRecvBuffer, o.PeerRecvSockets); err != nil {
+			qp.Destroy()
+			return nil, err
+		}
 	}
 	return qp, nil
 }

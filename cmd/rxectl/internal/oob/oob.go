@@ -306,10 +306,21 @@ func (p TCPPipe) Close() error { return p.c.Close() }
 type Conn struct {
 	p      Pipe
 	client bool
+	// cm: the key messages are rdma_cm's binary ones (MarshalCM), sent
+	// with gidIndex.
+	cm       bool
+	gidIndex int
 }
 
 // NewConn returns the client's or the server's end of the exchange over p.
 func NewConn(p Pipe, client bool) *Conn { return &Conn{p: p, client: client} }
+
+// NewCMConn returns the client's or the server's end of the exchange over
+// p, a pipe over an rdma_cm connection (perftest -R): the messages are
+// those of NewConn except the key messages, binary (MarshalCM).
+func NewCMConn(p Pipe, client bool, gidIndex int) *Conn {
+	return &Conn{p: p, client: client, cm: true, gidIndex: gidIndex}
+}
 
 // Finish ends the connection (Pipe.Finish).
 func (o *Conn) Finish(done bool) error { return o.p.Finish(done) }
@@ -338,6 +349,17 @@ func (o *Conn) Exchange(step string, my, rem []byte) error {
 
 // Handshake exchanges key messages (ctx_hand_shake).
 func (o *Conn) Handshake(step string, my KeyMsg) (KeyMsg, error) {
+	if o.cm {
+		rem := make([]byte, CMKeyMsgSize)
+		if err := o.Exchange(step, my.MarshalCM(o.gidIndex), rem); err != nil {
+			return KeyMsg{}, err
+		}
+		k, err := ParseCMKeyMsg(rem)
+		if err != nil {
+			return KeyMsg{}, fmt.Errorf("%s: %w (does the peer run with -R too?)", step, err)
+		}
+		return k, nil
+	}
 	rem := make([]byte, KeyMsgSize)
 	if err := o.Exchange(step, my.Marshal(), rem); err != nil {
 		return KeyMsg{}, err

@@ -77,19 +77,20 @@ func (s *session) waitCQs(ctx context.Context, set *cqSet, wcs []rxe.WC) (int, e
 	return set.wait(ctx, wcs)
 }
 
-// createCQs makes the CQs of nq QPs. With one QP it makes one CQ for
-// sends, and a second one for receives in a SEND test, as perftest does.
-// With more, each QP gets its own: the receive CQ on the least-used
+// createCQs makes the CQs of nq QPs. With one QP, or with -R (whose QPs
+// rdma_cm creates on the session's first CQs: rdmacm.go), it makes one CQ
+// for sends, and a second one for receives in a SEND test, as perftest
+// does. Otherwise each QP gets its own: the receive CQ on the least-used
 // completion vector and the send CQ (the same CQ unless in a SEND test)
 // on that vector too.
 func (s *session) createCQs(nq int) error {
 	o := s.o
 	send := s.t.verb == verbSend
-	if nq == 1 {
+	if nq == 1 || o.rdmaCM {
 		if o.events {
 			s.ch = rxe.NewCompChannel(4)
 		}
-		scq, err := s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + 16, Vector: -1, Channel: s.ch})
+		scq, err := s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + 16, Vector: -1, Channel: s.ch})
 		if err != nil {
 			return err
 		}
@@ -100,7 +101,7 @@ func (s *session) createCQs(nq int) error {
 				s.rch = rxe.NewCompChannel(4)
 				rch = s.rch
 			}
-			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.rxDepth + 16, Vector: -1, Channel: rch}); err != nil {
+			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + 16, Vector: -1, Channel: rch}); err != nil {
 				return err
 			}
 		}
@@ -148,4 +149,9 @@ func (s *session) createCQs(nq int) error {
 	}
 	s.scq, s.rcq = s.sset.cqs[0], s.rset.cqs[0]
 	return nil
+}
+
+// qpCQs returns the send and receive CQ of QP i.
+func (s *session) qpCQs(i int) (scq, rcq *rxe.CQ) {
+	return s.sset.cqs[i%len(s.sset.cqs)], s.rset.cqs[i%len(s.rset.cqs)]
 }

@@ -130,6 +130,7 @@ type options struct {
 	ipv6        bool          // --ipv6: IPv6 GIDs
 	bidir       bool          // -b
 	host        string
+	rdmaCM      bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
 
 	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
 	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
@@ -221,6 +222,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		fs.StringVar(p, long, def, usage)
 	}
 	both2(&o.connType, "c", "connection", "RC", "connection type: RC, UC for the write and send tests, UD for the send tests (XRC, DC and SRD are not supported yet) (same on both sides)")
+	bothBool(&o.rdmaCM, "R", "rdma_cm", "connect the QPs with the RDMA connection manager and run the exchange over an rdma_cm connection, as perftest -R (RDMA CM port: -p; same on both sides)")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
@@ -283,7 +285,7 @@ var longNames = map[string]string{
 	"s": "size", "a": "all", "n": "iters", "m": "mtu", "t": "tx-depth", "r": "rx-depth", "Q": "cq-mod",
 	"q": "qp", "o": "outs", "N": "noPeak", "u": "qp-timeout", "p": "port", "D": "duration", "f": "margin",
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
-	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional",
+	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -337,6 +339,8 @@ func (t Test) Run(args []string, stdout, stderr io.Writer, interrupt func() cont
 	}
 	if o.loopback {
 		err = runLoopback(ctx, t, o, stdout)
+	} else if o.rdmaCM {
+		err = runCM(ctx, t, o, o.host == "", stdout)
 	} else if o.host == "" {
 		err = runServer(ctx, t, o, stdout, nil)
 	} else {
@@ -390,6 +394,9 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	if err := o.checkObserve(); err != nil {
+		return err
+	}
+	if err := o.checkCM(); err != nil {
 		return err
 	}
 	if err := o.checkInject(t); err != nil {
@@ -678,6 +685,9 @@ func runClient(ctx context.Context, t Test, o *options, stdout io.Writer) error 
 // for both directions hits requests and responses alike. The statistics
 // show both devices.
 func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) error {
+	if o.rdmaCM {
+		return runLoopbackCM(ctx, t, o, stdout)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -55,8 +55,13 @@ func (s *session) printHeader() {
 	} else {
 		fmt.Fprintf(&b, " Max inline data : %d[B]\n", o.inline)
 	}
-	b.WriteString(" rdma_cm QPs\t : OFF\n")
-	b.WriteString(" Data ex. method : Ethernet\n")
+	if o.rdmaCM {
+		b.WriteString(" rdma_cm QPs\t : ON\n")
+		b.WriteString(" Data ex. method : rdma_cm\n")
+	} else {
+		b.WriteString(" rdma_cm QPs\t : OFF\n")
+		b.WriteString(" Data ex. method : Ethernet\n")
+	}
 	fmt.Fprintf(&b, " Read retry      : %s\n", o.readRetry)
 	if len(o.rules) > 0 {
 		fmt.Fprintf(&b, " Faults          : %s (seed %d)\n", o.ruleList(), o.seed)

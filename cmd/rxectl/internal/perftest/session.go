@@ -51,6 +51,7 @@ type session struct {
 	my   []oob.KeyMsg
 	rem  []oob.KeyMsg
 	peer oob.PeerVersion
+	cm   *cmState // -R: the rdma_cm connections (rdmacm.go)
 
 	mtu         rxe.MTU
 	cycleBuffer int
@@ -84,16 +85,8 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	if o.hooks.pipe != nil {
 		pipe = o.hooks.pipe(conn)
 	}
-	s := &session{t: t, o: o, client: client, out: stdout, errw: o.stderr, oob: oob.NewConn(pipe, client)}
-	if s.errw == nil {
-		s.errw = io.Discard
-	}
-	if !o.fullOutput() {
-		s.out = io.Discard
-	}
-	if o.output != "" {
-		s.figures = stdout
-	}
+	s := newSession(t, o, client, stdout)
+	s.oob = oob.NewConn(pipe, client)
 	stop := context.AfterFunc(ctx, func() {
 		if !s.softStop.Load() {
 			conn.Close()
@@ -107,11 +100,33 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	}
 	err := s.run(ctx, local.Unmap())
 	s.closeDevice()
+	return s.end(ctx, stdout, err)
+}
+
+// newSession returns one end of a test; its exchange (s.oob) is the
+// caller's to set.
+func newSession(t Test, o *options, client bool, stdout io.Writer) *session {
+	s := &session{t: t, o: o, client: client, out: stdout, errw: o.stderr}
+	if s.errw == nil {
+		s.errw = io.Discard
+	}
+	if !o.fullOutput() {
+		s.out = io.Discard
+	}
+	if o.output != "" {
+		s.figures = stdout
+	}
+	return s
+}
+
+// end reports the session's result err after its device closed: to
+// runLoopback (hooks.held), or printed.
+func (s *session) end(ctx context.Context, stdout io.Writer, err error) error {
 	if err != nil && ctx.Err() != nil && !s.softStop.Load() && !errors.Is(err, errPeerQP) {
 		err = fmt.Errorf("interrupted: %w", err)
 	}
-	if o.hooks.held != nil {
-		*o.hooks.held = s // runLoopback reports, with the server's counters
+	if s.o.hooks.held != nil {
+		*s.o.hooks.held = s // runLoopback reports, with the server's counters
 		return err
 	}
 	return s.report(stdout, nil, err)
@@ -121,6 +136,12 @@ func (s *session) run(ctx context.Context, local netip.Addr) error {
 	if err := s.openDevice(local); err != nil {
 		return err
 	}
+	return s.runOpen(ctx)
+}
+
+// runOpen runs the test on the open device, from the exchange of versions
+// on.
+func (s *session) runOpen(ctx context.Context) error {
 	if err := s.exchangeVersions(); err != nil {
 		return err
 	}
@@ -304,9 +325,13 @@ func (s *session) allocate() error {
 			s.outReads = min(o.outs, s.outReads)
 		}
 	}
+	if s.cm != nil {
+		return s.connectCMQPs() // the QPs come from the rdma_cm connections
+	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: s.sset.cqs[i], RecvCQ: s.rset.cqs[i],
+		scq, rcq := s.qpCQs(i)
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: scq, RecvCQ: rcq,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
@@ -365,6 +390,9 @@ func (s *session) qpType() rxe.QPType {
 // takes only the attributes UC has: no responder resources or RNR timer
 // at RTR, no timeout, retry counts or READ depth at RTS.
 func (s *session) connect() error {
+	if s.cm != nil {
+		return s.connectCM()
+	}
 	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
 	if !gid.IsValid() || gid.IsUnspecified() {
 		return fmt.Errorf("the peer sent GID %v, not an IP address", netip.AddrFrom16(s.rem[0].GID))

@@ -1,0 +1,502 @@
+package perftest
+
+// -R (perftest's --rdma_cm): the QPs are connected by the RDMA connection
+// manager and the out-of-band exchange runs over an rdma_cm connection of
+// its own, as perftest does (perftest_communication.c: rdma_server_connect
+// and rdma_client_connect make the exchange's connection, whose messages
+// are RC SENDs (rdma_write_data, rdma_read_data); create_rdma_cm_connection
+// connects the test QPs between two key exchanges of zeroed messages).
+// Both connections go to the RDMA CM port -p (18515).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+const (
+	// cmDialAttempts and cmDialPause are rdma_cm_client_connection's
+	// retries: a connection refused because the server does not listen
+	// yet is tried again, up to 10 times 100 ms apart.
+	cmDialAttempts = 10
+	cmDialPause    = 100 * time.Millisecond
+	// cmDialTimeout bounds one connection attempt (REQ retries included).
+	cmDialTimeout = 10 * time.Second
+	// cmEndTimeout bounds the disconnection at the end.
+	cmEndTimeout = 3 * time.Second
+	// rejInvalidServiceID is the REJ reason "invalid service ID" (IBA
+	// 12.6.7.2, table 112: nobody listens on the service ID, the port).
+	rejInvalidServiceID = 8
+	// cmSlot is the size of one message buffer of the exchange's
+	// connection (the largest message, a TCP key message, is 108 bytes);
+	// cmRecvs receives are posted at once.
+	cmSlot  = 128
+	cmRecvs = 4
+)
+
+// cmState is an -R session's rdma_cm side.
+type cmState struct {
+	client bool
+	target string // the server's host:port (client)
+	port   uint16 // the RDMA CM port
+	// stop ends the exchange's waits: the interrupt before the
+	// measurement (once softStop is set, an interrupt lets it finish).
+	stop  context.Context
+	pipe  *cmPipe
+	conns []*rxe.CMConn // the test QPs' connections
+	// ready, when set, is closed once the server listens (runLoopbackCM).
+	ready chan struct{}
+}
+
+// checkCM checks the settings -R supports.
+func (o *options) checkCM() error {
+	if !o.rdmaCM {
+		return nil
+	}
+	if o.connType != "RC" {
+		return fmt.Errorf("-R with -c %s: rxectl connects RC QPs only through rdma_cm", o.connType)
+	}
+	if o.loopback && o.ipv6 {
+		return errors.New("-R with --loopback --ipv6: both ends would share ::1 and the RDMA CM talks to the peer's UDP port 4791 only; use IPv4 for the loopback")
+	}
+	return nil
+}
+
+// runCM runs one end of an -R test: the server (no HOST) or the client.
+func runCM(ctx context.Context, t Test, o *options, server bool, stdout io.Writer) error {
+	return runCMReady(ctx, t, o, !server, stdout, nil)
+}
+
+func runCMReady(ctx context.Context, t Test, o *options, client bool, stdout io.Writer, ready chan struct{}) error {
+	local, err := cmLocalAddr(ctx, o, client)
+	if err != nil {
+		return err
+	}
+	s := newSession(t, o, client, stdout)
+	stop, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	after := context.AfterFunc(ctx, func() {
+		if !s.softStop.Load() {
+			cancel()
+		}
+	})
+	defer after()
+	s.cm = &cmState{client: client, port: uint16(o.oobPort), stop: stop, ready: ready,
+		target: net.JoinHostPort(o.host, strconv.Itoa(o.oobPort))}
+	err = s.openDevice(local)
+	if err == nil {
+		err = s.connectComm(stop)
+	}
+	if err == nil {
+		err = s.runOpen(ctx)
+	}
+	if s.oob != nil {
+		s.oob.Close()
+	}
+	s.closeDevice()
+	return s.end(ctx, stdout, err)
+}
+
+// cmLocalAddr is the address of the end's RoCE device: --bind, else the
+// client's source address toward HOST, else (server) this host's first
+// address of the IP version.
+func cmLocalAddr(ctx context.Context, o *options, client bool) (netip.Addr, error) {
+	if o.bind != "" {
+		return netip.MustParseAddr(o.bind).Unmap(), nil
+	}
+	network := "udp4"
+	if o.ipv6 {
+		network = "udp6"
+	}
+	if client {
+		// A connected UDP socket sends nothing; it asks the kernel for
+		// the route's source address.
+		var d net.Dialer
+		c, err := d.DialContext(ctx, network, net.JoinHostPort(o.host, strconv.Itoa(defRoCEPort)))
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("-R: no route to %s: %w (give --bind)", o.host, err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("-R: list this host's addresses: %w (give --bind)", err)
+	}
+	for _, a := range addrs {
+		p, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, _ := netip.AddrFromSlice(p.IP)
+		if ip = ip.Unmap(); ip.IsGlobalUnicast() && ip.Is4() != o.ipv6 {
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, errors.New("-R: this host has no address to serve RoCE on: give --bind")
+}
+
+// connectComm makes the exchange's rdma_cm connection: its own PD, buffer
+// and CQs, then Dial (client) or ListenCM and Accept (server), and the
+// receives. perftest's server posts its receive before rdma_accept; Accept
+// creates the QP and answers at once, so a client message that comes
+// before the receives meets an RNR NAK and is sent again 0.64 ms later
+// (RNR retry 7 retries for ever). A shared receive queue would avoid
+// that but shows in the REQ and REP (their SRQ bit), which perftest's
+// have clear.
+func (s *session) connectComm(ctx context.Context) error {
+	pd, err := s.dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	mr, err := pd.RegMR(make([]byte, (1+cmRecvs)*cmSlot), rxe.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	p := &cmPipe{st: s.cm, mr: mr}
+	if p.scq, err = s.dev.CreateCQ(4, -1); err != nil {
+		return err
+	}
+	if p.rcq, err = s.dev.CreateCQ(cmRecvs, -1); err != nil {
+		return err
+	}
+	opts := rxe.CMOptions{PD: pd, SendCQ: p.scq, RecvCQ: p.rcq, Access: rxe.AccessLocalWrite,
+		Cap: rxe.QPCap{MaxSendWR: 4, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}, Timeout: uint8(s.o.timeout), MTU: s.dev.ActiveMTU()}
+	var c *rxe.CMConn
+	if s.client {
+		c, err = s.cm.dial(ctx, s.dev, opts)
+	} else {
+		var ln *rxe.CMListener
+		if ln, err = s.cm.listen(s.dev, opts); err != nil {
+			return err
+		}
+		if s.o.fullOutput() {
+			io.WriteString(s.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+		}
+		if s.cm.ready != nil {
+			close(s.cm.ready)
+		}
+		c, err = ln.Accept(ctx)
+		ln.Close()
+		if err != nil && ctx.Err() != nil {
+			err = errors.New("interrupted while waiting for a client")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	p.conn = c
+	p.stop = ctx
+	for i := 1; i <= cmRecvs; i++ {
+		if err := p.post(i); err != nil {
+			return err
+		}
+	}
+	s.cm.pipe = p
+	s.oob = oob.NewCMConn(p, s.client, s.o.gidIndex)
+	return nil
+}
+
+// listen starts an RDMA CM listener on the port.
+func (st *cmState) listen(d *rxe.Device, opts rxe.CMOptions) (*rxe.CMListener, error) {
+	ln, err := d.ListenCM(st.port, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listen on RDMA CM port %d: %w (another server running? try -p)", st.port, err)
+	}
+	return ln, nil
+}
+
+// dial connects to the server, retrying while it refuses because nobody
+// listens on the port yet.
+func (st *cmState) dial(ctx context.Context, d *rxe.Device, opts rxe.CMOptions) (*rxe.CMConn, error) {
+	for try := 1; ; try++ {
+		dctx, cancel := context.WithTimeout(ctx, cmDialTimeout)
+		c, err := rxe.Dial(dctx, d, st.target, opts)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		var rej *rxe.RejectError
+		refused := errors.As(err, &rej) && uint16(rej.Reason) == rejInvalidServiceID
+		if !refused || try == cmDialAttempts {
+			return nil, st.dialError(ctx, err, refused, try)
+		}
+		select {
+		case <-time.After(cmDialPause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("rdma_cm connect to %s: interrupted", st.target)
+		}
+	}
+}
+
+// dialError explains a failed connection.
+func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries int) error {
+	switch {
+	case refused:
+		return fmt.Errorf("rdma_cm connect to %s: refused %d times, nobody listens on RDMA CM port %d (%w) — is a server running with -R and the same -p?", st.target, tries, st.port, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("rdma_cm connect to %s: interrupted", st.target)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, rxe.ErrCMTimeout):
+		return fmt.Errorf("rdma_cm connect to %s: no answer within %v (%w) — is an RDMA device (rxectl or kernel rxe) on UDP %d there?", st.target, cmDialTimeout, err, defRoCEPort)
+	}
+	return fmt.Errorf("rdma_cm connect to %s: %w", st.target, err)
+}
+
+// connectCMQPs is create_rdma_cm_connection: a key exchange of zeroed
+// messages, one rdma_cm connection per test QP (the client dials, the
+// server accepts), another zeroed exchange; then this end's key messages
+// describe the connected QPs. The server listens before the first
+// exchange, so the client's requests never find the port closed.
+func (s *session) connectCMQPs() error {
+	o := s.o
+	var access rxe.AccessFlags
+	switch s.t.verb {
+	case verbAtomic:
+		access = rxe.AccessRemoteAtomic
+	case verbRead:
+		access = rxe.AccessRemoteRead
+	case verbWrite:
+		access = rxe.AccessRemoteWrite
+	case verbSend:
+		access = rxe.AccessRemoteWrite | rxe.AccessLocalWrite
+	}
+	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, Access: access, MTU: s.mtu,
+		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
+		ResponderResources: s.outReads, InitiatorDepth: s.outReads, Timeout: uint8(o.timeout),
+		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets}
+	var ln *rxe.CMListener
+	if !s.client {
+		var err error
+		if ln, err = s.cm.listen(s.dev, opts); err != nil {
+			return err
+		}
+		defer ln.Close()
+	}
+	s.my = make([]oob.KeyMsg, 1) // zero, as perftest's my_dest is until the QPs exist
+	if err := s.hs("synchronising before the rdma_cm connections"); err != nil {
+		return err
+	}
+	for range o.qps {
+		var c *rxe.CMConn
+		var err error
+		if s.client {
+			c, err = s.cm.dial(s.cm.stop, s.dev, opts)
+		} else {
+			c, err = ln.Accept(s.cm.stop)
+		}
+		if err != nil {
+			return fmt.Errorf("rdma_cm connection of test QP %d: %w", len(s.cm.conns), err)
+		}
+		s.cm.conns = append(s.cm.conns, c)
+	}
+	if err := s.hs("synchronising after the rdma_cm connections"); err != nil {
+		return err
+	}
+	gid := s.dev.GID().As16()
+	s.my = s.my[:0]
+	for i, c := range s.cm.conns {
+		s.qps = append(s.qps, c.QP)
+		s.my = append(s.my, oob.KeyMsg{OutReads: uint16(s.outReads), QPN: c.QP.QPN(), PSN: c.Local.PSN,
+			RKey: s.mr.RKey(), VAddr: s.remoteRegion(i), GID: gid})
+	}
+	s.rem = make([]oob.KeyMsg, o.qps)
+	return nil
+}
+
+// connectCM stands for ctx_connect under -R, which perftest skips: the
+// rdma_cm connections moved the QPs to RTS. It takes the peer's address
+// from the connection (connectCMQPs gave the QPs its receive buffer).
+func (s *session) connectCM() error {
+	c := s.cm.conns[0]
+	s.peerAddr = netip.AddrPortFrom(c.RemoteAddr.Addr(), c.Remote.UDPPort)
+	if c.Remote.UDPPort == 0 {
+		s.peerAddr = netip.AddrPortFrom(c.RemoteAddr.Addr(), defRoCEPort)
+	}
+	s.rqPSN = c.Remote.PSN
+	return nil
+}
+
+// cmPipe is the exchange over the rdma_cm connection: each message one
+// signalled RC SEND from slot 0 of the buffer, received into one of the
+// other slots (perftest's rdma_write_data and rdma_read_data).
+type cmPipe struct {
+	st       *cmState
+	conn     *rxe.CMConn
+	mr       *rxe.MR
+	scq, rcq *rxe.CQ
+	stop     context.Context
+	finished bool
+}
+
+// post posts the receive of slot i.
+func (p *cmPipe) post(i int) error {
+	_, err := p.conn.QP.PostRecv(rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{p.mr.SGE(i*cmSlot, cmSlot)}})
+	return err
+}
+
+// wait waits for one completion on cq, the connection's end (io.EOF) or
+// the stop context.
+func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
+	ctx, cancel := context.WithCancel(p.stop)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.conn.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	wc := make([]rxe.WC, 1)
+	if _, err := cq.Wait(ctx, wc); err != nil {
+		if n := cq.Poll(wc); n == 1 {
+			return wc[0], nil
+		}
+		if p.stop.Err() != nil {
+			return rxe.WC{}, net.ErrClosed // oobError: "interrupted"
+		}
+		return rxe.WC{}, io.EOF
+	}
+	return wc[0], nil
+}
+
+// Send sends b as one SEND and waits for its completion.
+func (p *cmPipe) Send(b []byte) error {
+	if len(b) > cmSlot {
+		return fmt.Errorf("message of %d bytes, above the %d-byte slot", len(b), cmSlot)
+	}
+	copy(p.mr.Bytes()[:cmSlot], b)
+	wr := rxe.SendWR{ID: 0, Opcode: rxe.WRSend, Flags: rxe.SendSignaled, SGList: []rxe.SGE{p.mr.SGE(0, len(b))}}
+	if _, err := p.conn.QP.PostSend(wr); err != nil {
+		return err
+	}
+	wc, err := p.wait(p.scq)
+	if err != nil {
+		return err
+	}
+	if wc.Status != rxe.WCSuccess {
+		return fmt.Errorf("send: %v", wc.Status)
+	}
+	return nil
+}
+
+// Recv receives one message of len(b) bytes and posts its slot again.
+func (p *cmPipe) Recv(b []byte) error {
+	wc, err := p.wait(p.rcq)
+	if err != nil {
+		return err
+	}
+	if wc.Status == rxe.WCWRFlushErr {
+		return io.EOF
+	}
+	if wc.Status != rxe.WCSuccess {
+		return fmt.Errorf("receive: %v", wc.Status)
+	}
+	i := int(wc.ID)
+	if i < 1 || i > cmRecvs {
+		return fmt.Errorf("receive completion of unknown slot %d", i)
+	}
+	if int(wc.ByteLen) != len(b) {
+		err := fmt.Errorf("a message of %d bytes, want %d (does the peer run the same test with -R and the same options?)", wc.ByteLen, len(b))
+		return errors.Join(err, p.post(i))
+	}
+	copy(b, p.mr.Bytes()[i*cmSlot:])
+	return p.post(i)
+}
+
+// Finish ends the connections as perftest -R does: no "done" message; the
+// client disconnects the test QPs' connections, the server waits for
+// that, then disconnects the exchange's connection, which the client
+// waits for. Each wait is bounded; the test is over, so a peer that does
+// not answer a DREQ in time is not an error (perftest ignores it too).
+func (p *cmPipe) Finish(bool) error {
+	p.finished = true
+	ctx, cancel := context.WithTimeout(context.Background(), cmEndTimeout)
+	defer cancel()
+	if p.st.client {
+		for _, c := range p.st.conns {
+			c.Disconnect(ctx)
+		}
+		select {
+		case <-p.conn.Done():
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	for _, c := range p.st.conns {
+		select {
+		case <-c.Done():
+		case <-ctx.Done():
+		}
+	}
+	p.conn.Disconnect(ctx)
+	return nil
+}
+
+// Close disconnects every connection at once unless Finish did: the peer
+// learns at once that this end stopped.
+func (p *cmPipe) Close() error {
+	if p.finished {
+		return nil
+	}
+	p.finished = true
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, c := range p.st.conns {
+		c.Disconnect(ctx)
+	}
+	p.conn.Disconnect(ctx)
+	return nil
+}
+
+// runLoopbackCM is --loopback with -R: the server on 127.0.0.1, the
+// client on 127.0.0.2, both rxectl devices on UDP 4791 (or --udp-port),
+// the client's output printed.
+func runLoopbackCM(ctx context.Context, t Test, o *options, stdout io.Writer) error {
+	so, co := *o, *o
+	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	so.output, so.json = "", false
+	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
+	if o.obs != nil {
+		so.obs = &observe{trace: o.obs.trace}
+	}
+	var ss, cs *session
+	so.hooks.held, co.hooks.held = &ss, &cs
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan struct{})
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- runCMReady(sctx, t, &so, false, io.Discard, ready) }()
+	var cerr error
+	select {
+	case <-ready:
+		co.host = "127.0.0.1"
+		cerr = runCMReady(ctx, t, &co, true, stdout, nil)
+		if cerr != nil {
+			cancel()
+		}
+	case err := <-srvErr:
+		if ss != nil {
+			err = ss.report(io.Discard, nil, err)
+		}
+		return fmt.Errorf("server: %w", err)
+	}
+	serr := <-srvErr
+	if cs != nil {
+		cerr = cs.report(stdout, ss, cerr)
+	}
+	switch {
+	case cerr != nil:
+		return cerr
+	case serr != nil:
+		return fmt.Errorf("server: %w", serr)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package perftest
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// sharedUDPPort returns a UDP port free on both 127.0.0.1 and 127.0.0.2:
+// the RDMA CM sends to the peer's UDP port as its own, so both ends of an
+// -R test use the same one.
+func sharedUDPPort(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		a, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := a.LocalAddr().(*net.UDPAddr).Port
+		b, err := net.ListenPacket("udp4", "127.0.0.2:"+strconv.Itoa(port))
+		a.Close()
+		if err == nil {
+			b.Close()
+			return strconv.Itoa(port)
+		}
+	}
+	t.Fatal("no UDP port free on both 127.0.0.1 and 127.0.0.2")
+	return ""
+}
+
+// TestRDMACMLoopback runs every program with -R --loopback: the header says
+// rdma_cm, and a result row follows.
+func TestRDMACMLoopback(t *testing.T) {
+	port := sharedUDPPort(t)
+	for _, pt := range Tests {
+		t.Run(pt.cmd, func(t *testing.T) {
+			out, errs, code := runCmd(t, pt.cmd, "-R", "--loopback", "--udp-port", port, "-n", "20")
+			require.Equal(t, cli.ExitOK, code, errs)
+			require.Contains(t, out, "\n rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n")
+			require.Regexp(t, regexp.MustCompile(`(?m)^ \d+\s+20\s+\d`), out)
+			require.Contains(t, out, " local address: LID 0000 QPN ")
+			require.Contains(t, out, " remote address: LID 0000 QPN ")
+		})
+	}
+}
+
+// runCMEnds runs an -R server and client in this process (RoCE between
+// 127.0.0.1 and 127.0.0.2) and returns both outputs.
+func runCMEnds(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []string) (srvOut, cliOut string, srvErr, cliErr error) {
+	t.Helper()
+	pt, ct := findTest(t, srvCmd), findTest(t, cliCmd)
+	so, err := parsePerftest(pt, srvArgs)
+	require.NoError(t, err)
+	co, err := parsePerftest(ct, cliArgs)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var sb, cb bytes.Buffer
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- runCMReady(ctx, pt, so, false, &sb, ready) }()
+	select {
+	case <-ready:
+		cliErr = runCMReady(ctx, ct, co, true, &cb, nil)
+	case err := <-done:
+		done <- err
+	}
+	srvErr = <-done
+	return sb.String(), cb.String(), srvErr, cliErr
+}
+
+// TestRDMACMClientServer: an -R server and client, two QPs, with the
+// client's capture showing the exchange as perftest -R puts it on the
+// wire: CM REQ/REP/RTU of the exchange's connection, its SENDs of the
+// version (16 B), page and cache line sizes (4 B), MTU (2 B) and the
+// binary key messages (56 B), then the test QPs' connections.
+func TestRDMACMClientServer(t *testing.T) {
+	port := sharedUDPPort(t)
+	pcap := filepath.Join(t.TempDir(), "cm.pcap")
+	common := []string{"-R", "--udp-port", port, "-n", "50", "-s", "4096", "-q", "2", "--gso=off"}
+	srvOut, cliOut, serr, cerr := runCMEnds(t, "send-bw", "send-bw",
+		append([]string{"--bind", "127.0.0.1"}, common...),
+		append([]string{"127.0.0.1", "--bind", "127.0.0.2", "--pcap", pcap}, common...))
+	require.NoError(t, cerr)
+	require.NoError(t, serr)
+	for _, out := range []string{srvOut, cliOut} {
+		require.Contains(t, out, " rdma_cm QPs\t : ON\n")
+		require.Regexp(t, regexp.MustCompile(`(?m)^ 4096\s+(50|100)\s+\d`), out)
+		require.Equal(t, 2, strings.Count(out, " remote address:"))
+	}
+	dumped, errs, code := runCmd(t, "dump", "--port", port, pcap)
+	require.Equal(t, cli.ExitOK, code, errs)
+	var seq []string
+	seen := map[string]bool{} // a retransmitted SEND counts once
+	cmRE, sendRE := regexp.MustCompile(`cm=(\w+)`), regexp.MustCompile(`(\S+ → \S+) RC_SEND_ONLY .*psn=(\d+) .*payload=(\d+) `)
+	for _, line := range strings.Split(dumped, "\n") {
+		if m := cmRE.FindStringSubmatch(line); m != nil {
+			seq = append(seq, m[1])
+		} else if m := sendRE.FindStringSubmatch(line); m != nil && m[3] != "4096" && !seen[m[1]+m[2]] {
+			seen[m[1]+m[2]] = true
+			seq = append(seq, m[3])
+		}
+	}
+	// The capture orders a datagram sent and one received at about the
+	// same time either way, so the CM messages of a connection are
+	// checked by where their REQs fall, not their exact order.
+	var sizes []string
+	var reqAt []int // the number of SENDs before each REQ
+	for _, e := range seq {
+		switch e {
+		case "REQ":
+			reqAt = append(reqAt, len(sizes))
+		case "REP", "RTU", "DREQ", "DREP":
+		default:
+			sizes = append(sizes, e)
+		}
+	}
+	require.GreaterOrEqual(t, len(sizes), 12, dumped)
+	require.Equal(t, []string{"16", "16", "4", "4", "4", "4", "2", "2", "56", "56", "56", "56"}, sizes[:12])
+	require.Len(t, reqAt, 3)
+	require.Equal(t, 0, reqAt[0], "the exchange's connection comes first")
+	for _, at := range reqAt[1:] {
+		// After the zeroed key exchange (the peer's message may be
+		// captured just after the REQ it caused).
+		require.Contains(t, []int{9, 10}, at, "the test QPs' connections follow the first key exchange")
+	}
+	require.Equal(t, 3, strings.Count(strings.Join(seq, " "), "RTU"))
+	require.Contains(t, seq, "DREQ")
+	require.Contains(t, seq, "DREP")
+}
+
+// TestRDMACMRefused: a client toward a device where no -R server listens
+// fails at once with the REJ's reason, after perftest's retries.
+func TestRDMACMRefused(t *testing.T) {
+	port := sharedUDPPort(t)
+	p, _ := strconv.Atoi(port)
+	conn, err := netdev.ListenUDP(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(p)), netdev.Options{})
+	require.NoError(t, err)
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true})
+	require.NoError(t, err)
+	defer dev.Close()
+	start := time.Now()
+	_, errs, code := runCmd(t, "send-bw", "127.0.0.1", "-R", "--bind", "127.0.0.2", "--udp-port", port)
+	require.Equal(t, cli.ExitFail, code)
+	require.Contains(t, errs, "rdma_cm connect to 127.0.0.1:18515: refused 10 times, nobody listens on RDMA CM port 18515")
+	require.Less(t, time.Since(start), 30*time.Second)
+}
+
+// TestRDMACMOptions: what -R refuses.
+func TestRDMACMOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"send-bw", "-R", "-c", "UD", "--loopback"}, "-R with -c UD"},
+		{[]string{"write-bw", "-R", "-c", "UC", "--loopback"}, "-R with -c UC"},
+		{[]string{"send-bw", "-R", "--loopback", "--ipv6"}, "-R with --loopback --ipv6"},
+	} {
+		_, errs, code := runCmd(t, tc.args...)
+		require.Equal(t, cli.ExitUsage, code, tc.args)
+		require.Contains(t, errs, tc.want)
+	}
+}
+
+// TestRDMACMPeerFails: the ends run different tests; the one that fails
+// first disconnects, so the other fails too instead of waiting.
+func TestRDMACMPeerFails(t *testing.T) {
+	port := sharedUDPPort(t)
+	common := []string{"-R", "--udp-port", port, "-n", "20"}
+	start := time.Now()
+	_, _, serr, cerr := runCMEnds(t, "send-bw", "write-bw",
+		append([]string{"--bind", "127.0.0.1"}, common...),
+		append([]string{"127.0.0.1", "--bind", "127.0.0.2"}, common...))
+	require.Error(t, cerr)
+	require.ErrorContains(t, serr, "the peer closed the connection")
+	require.Less(t, time.Since(start), 30*time.Second)
+}
