@@ -40,8 +40,10 @@ type session struct {
 	dev  *rxe.Device
 	pd   *rxe.PD
 	mr   *rxe.MR
-	scq  *rxe.CQ
-	rcq  *rxe.CQ          // receive CQ (send tests)
+	scq  *rxe.CQ          // the first QP's send CQ (the latency tests')
+	rcq  *rxe.CQ          // the first QP's receive CQ (send tests)
+	sset cqSet            // every QP's send CQ (cqs.go)
+	rset cqSet            // every QP's receive CQ
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
@@ -313,22 +315,8 @@ func (s *session) allocate() error {
 	if s.mr, err = s.pd.RegMR(make([]byte, 2*nq*s.buffSize), access); err != nil {
 		return err
 	}
-	if o.events {
-		s.ch = rxe.NewCompChannel(4)
-	}
-	if s.scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + 16, Vector: -1, Channel: s.ch}); err != nil {
+	if err := s.createCQs(nq); err != nil {
 		return err
-	}
-	s.rcq = s.scq
-	if s.t.verb == verbSend {
-		rch := s.ch
-		if o.events && o.bidir {
-			s.rch = rxe.NewCompChannel(4)
-			rch = s.rch
-		}
-		if s.rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + 16, Vector: -1, Channel: rch}); err != nil {
-			return err
-		}
 	}
 	s.outReads = 1
 	if s.t.verb == verbRead || s.t.verb == verbAtomic {
@@ -342,7 +330,8 @@ func (s *session) allocate() error {
 	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: s.scq, RecvCQ: s.rcq,
+		scq, rcq := s.qpCQs(i)
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: scq, RecvCQ: rcq,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err

@@ -178,11 +178,11 @@ func (s *session) signaledBefore(scnt []int) int {
 	return n
 }
 
-// waitSendCQ waits for completions on the send CQ for at most stallTimeout
+// waitSendCQ waits for completions on the send CQs for at most stallTimeout
 // and explains the stall when none come.
 func (s *session) waitSendCQ(wcs []rxe.WC) (int, error) {
 	wctx, cancel := context.WithTimeout(context.Background(), stallTimeout)
-	n, err := s.waitCQ(wctx, s.scq, wcs)
+	n, err := s.waitCQs(wctx, &s.sset, wcs)
 	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("no completion for %v: the peer stopped answering (%v)", stallTimeout, err)
@@ -332,7 +332,7 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 	rcnt := 0
 	for rcnt < total {
 		wctx, cancel := context.WithTimeout(ctx, stallTimeout)
-		n, err := s.waitCQ(wctx, s.rcq, wcs)
+		n, err := s.waitCQs(wctx, &s.rset, wcs)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -388,7 +388,7 @@ func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW,
 			wait = min(left+sendBWQuiet, stallTimeout)
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		n, err := s.waitCQ(wctx, s.rcq, wcs)
+		n, err := s.waitCQs(wctx, &s.rset, wcs)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil || !time.Now().Before(end) {

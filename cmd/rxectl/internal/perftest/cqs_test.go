@@ -1,0 +1,143 @@
+package perftest
+
+import (
+	"context"
+	"io"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// loopbackSessions runs cmd with args between a server and a client in
+// this process, as --loopback does, and returns both ends' sessions (their
+// devices closed, their counters kept).
+func loopbackSessions(t *testing.T, cmd string, args ...string) (client, server *session) {
+	t.Helper()
+	pt := findTest(t, cmd)
+	o, err := parsePerftest(pt, append([]string{"--udp-port", "0"}, args...))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	so, co := *o, *o
+	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	so.hooks.held, co.hooks.held = &server, &client
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- runServer(ctx, pt, &so, io.Discard, ln) }()
+	co.host, co.oobPort = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, runClient(ctx, pt, &co, io.Discard))
+	require.NoError(t, <-srvErr)
+	require.NotNil(t, client)
+	require.NotNil(t, server)
+	return client, server
+}
+
+// vectorsOf returns the distinct completion vectors of cqs.
+func vectorsOf(cqs []*rxe.CQ) map[int]bool {
+	m := map[int]bool{}
+	for _, cq := range cqs {
+		m[cq.Vector()] = true
+	}
+	return m
+}
+
+// busyVectors counts the device's vectors that sent datagrams.
+func busyVectors(s *session) int {
+	n := 0
+	for _, v := range s.dev.Vectors() {
+		if v.SentPkts > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestMultiQPVectors runs the BW tests with -q 2 and -q 4: every QP has
+// CQs of its own, the QPs are spread over the device's vectors (one per
+// core by default: GOMAXPROCS), the loop serves them all and counts every
+// iteration.
+func TestMultiQPVectors(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("GOMAXPROCS 1: the device has one completion vector")
+	}
+	const iters = 300
+	for _, tc := range []struct {
+		cmd  string
+		qps  int
+		args []string
+	}{
+		{"write-bw", 2, nil},
+		{"write-bw", 4, nil},
+		{"read-bw", 2, nil},
+		{"read-bw", 4, []string{"-D", "1"}},
+		{"send-bw", 2, nil},
+		{"send-bw", 4, []string{"-e"}},
+		{"write-bw", 3, []string{"-e"}},
+		{"send-bw", 2, []string{"-b"}},
+		{"send-bw", 2, []string{"-b", "-e"}},
+	} {
+		t.Run(tc.cmd+"/q"+strconv.Itoa(tc.qps)+"/"+strconv.Itoa(len(tc.args)), func(t *testing.T) {
+			t.Parallel()
+			// -u 20 (a 4.3 s ACK timeout): a machine loaded by other tests
+			// can stall the peer past 7 retries of the default 67 ms.
+			args := append([]string{"-q", strconv.Itoa(tc.qps), "-s", "4096", "-n", strconv.Itoa(iters), "-u", "20"}, tc.args...)
+			cs, ss := loopbackSessions(t, tc.cmd, args...)
+			for _, s := range []*session{cs, ss} {
+				require.Len(t, s.sset.cqs, tc.qps)
+				require.Len(t, s.rset.cqs, tc.qps)
+				distinct := map[*rxe.CQ]bool{}
+				for i, qp := range s.qps {
+					distinct[s.sset.cqs[i]] = true
+					require.Equal(t, s.sset.cqs[i].Vector(), s.rset.cqs[i].Vector(), "QP %d: send and receive CQ on one vector", qp.QPN())
+				}
+				require.Len(t, distinct, tc.qps, "one send CQ per QP")
+				require.Greater(t, len(vectorsOf(s.rset.cqs)), 1)
+				require.Greater(t, busyVectors(s), 1, "%+v", s.dev.Vectors())
+			}
+			if slices.Contains(tc.args, "-D") {
+				require.Len(t, cs.bwResults, 1)
+				require.Positive(t, cs.bwResults[0].Iters)
+				return
+			}
+			require.Len(t, cs.bwResults, 1)
+			want := uint64(iters * tc.qps)
+			require.Equal(t, want, cs.bwResults[0].Iters)
+			if tc.cmd == "send-bw" && !slices.Contains(tc.args, "-b") {
+				require.Equal(t, want, ss.bwResults[0].Iters, "the server received every message")
+			}
+		})
+	}
+}
+
+// TestSingleQPCQs checks that -q 1 keeps one send CQ (and, in a SEND test,
+// one receive CQ), each on the least-used vector at its creation, as before
+// CQs per QP.
+func TestSingleQPCQs(t *testing.T) {
+	for _, cmd := range []string{"write-bw", "send-bw", "send-lat"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			cs, ss := loopbackSessions(t, cmd, "-n", "50")
+			for _, s := range []*session{cs, ss} {
+				require.Len(t, s.sset.cqs, 1)
+				require.Len(t, s.rset.cqs, 1)
+				require.Same(t, s.scq, s.sset.cqs[0])
+				require.Same(t, s.rcq, s.rset.cqs[0])
+				require.Equal(t, 0, s.scq.Vector())
+				if s.t.verb == verbSend && s.dev.Attr().NumCompVectors > 1 {
+					require.NotSame(t, s.scq, s.rcq)
+					require.Equal(t, 1, s.rcq.Vector())
+				} else if s.t.verb != verbSend {
+					require.Same(t, s.scq, s.rcq)
+				}
+			}
+		})
+	}
+}
