@@ -155,7 +155,7 @@ func DecodeCMHeader(b []byte) (MADHeader, []byte, error) {
 	if len(b) < MADSize {
 		return h, nil, ErrMADTruncated
 	}
-	_ = h.Decode(b)
+	_ = h.Decode(b) // cannot fail: len(b) >= MADSize was checked above
 	if h.BaseVersion != MADBaseVersion {
 		return h, nil, ErrMADVersion
 	}

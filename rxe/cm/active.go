@@ -31,7 +31,7 @@ func (a *Agent) Connect(now time.Time, peer netip.Addr, req *packet.REQ) (ID, er
 // duplicate of it after our RTU was lost.
 func (a *Agent) recvREP(from netip.Addr, tid uint64, msg []byte) {
 	var rep packet.REP
-	_ = rep.Decode(msg)
+	_ = rep.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(rep.RemoteCommID)]
 	if c == nil || c.passive {
 		// kernel ib_cm (cm_rep_handler): a REP for no connection of ours
@@ -86,7 +86,7 @@ func (a *Agent) ConfirmREP(id ID, privateData []byte) error {
 // is pushed out to that plus the packet life time.
 func (a *Agent) recvMRA(now time.Time, msg []byte) {
 	var mra packet.MRA
-	_ = mra.Decode(msg)
+	_ = mra.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(mra.RemoteCommID)]
 	if c == nil {
 		a.ctr.Dropped++

@@ -32,7 +32,7 @@ func (a *Agent) Disconnect(now time.Time, id ID, privateData []byte) error {
 // so that the peer's retries end.
 func (a *Agent) recvDREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) {
 	var dreq packet.DREQ
-	_ = dreq.Decode(msg)
+	_ = dreq.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(dreq.RemoteCommID)]
 	if c == nil || c.remoteCommID() != dreq.LocalCommID || c.localQPN() != dreq.RemoteQPN {
 		a.send(from, tid, &packet.DREP{LocalCommID: dreq.RemoteCommID, RemoteCommID: dreq.LocalCommID})
@@ -65,7 +65,7 @@ func (a *Agent) recvDREQ(now time.Time, from netip.Addr, tid uint64, msg []byte)
 // recvDREP handles a DREP: the answer to our DREQ.
 func (a *Agent) recvDREP(now time.Time, msg []byte) {
 	var drep packet.DREP
-	_ = drep.Decode(msg)
+	_ = drep.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(drep.RemoteCommID)]
 	if c == nil || drep.LocalCommID != c.remoteCommID() {
 		a.ctr.Dropped++
