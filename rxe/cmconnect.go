@@ -89,7 +89,7 @@ func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOpti
 		select {
 		case <-ctx.Done():
 			g.mu.Lock()
-			_ = g.agent.Abort(id)
+			_ = g.agent.Abort(id) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			delete(g.waiters, id)
 			g.step(time.Now())
 			g.mu.Unlock()
@@ -122,7 +122,7 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 		c.PrivateData = append([]byte(nil), rep.PrivateData[:]...)
 		if err := toRTS(c.QP, c.Local, c.Remote, o, rep.RNRRetryCount); err != nil {
 			g.mu.Lock()
-			_ = g.agent.Reject(c.id, packet.RejConsumerReject, nil)
+			_ = g.agent.Reject(c.id, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			g.step(time.Now())
 			g.mu.Unlock()
 			return false, err
@@ -202,7 +202,7 @@ func (l *CMListener) Close() error {
 	for {
 		select {
 		case e := <-l.reqs:
-			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil)
+			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 		default:
 			g.step(time.Now())
 			return nil
@@ -233,7 +233,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 	g := d.gsiOf()
 	reject := func(r packet.REJReason) {
 		g.mu.Lock()
-		_ = g.agent.Reject(e.ID, r, nil)
+		_ = g.agent.Reject(e.ID, r, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 		g.step(time.Now())
 		g.mu.Unlock()
 	}

@@ -151,7 +151,7 @@ func (c *CMConn) watch() {
 
 func (c *CMConn) end() {
 	c.once.Do(func() {
-		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState)
+		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState) // fails only after Device.Close, which flushed the QP already
 		g := c.dev.gsiOf()
 		g.mu.Lock()
 		delete(g.waiters, c.id)

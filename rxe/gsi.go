@@ -128,7 +128,7 @@ func (g *gsi) dispatch(e cm.Event) {
 	if e.Kind == cm.EventREQ {
 		l := g.listeners[e.REQ.ServiceID]
 		if l == nil {
-			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil)
+			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			return
 		}
 		select {
