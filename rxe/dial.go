@@ -151,7 +151,7 @@ func (c *CMConn) watch() {
 
 func (c *CMConn) end() {
 	c.once.Do(func() {
-		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState) // fails only after Device.Close, which flushed the QP already
+		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState) // fails only for a QP already destroyed or closed with its device, which has nothing left to flush
 		g := c.dev.gsiOf()
 		g.mu.Lock()
 		delete(g.waiters, c.id)
