@@ -652,25 +652,12 @@ type DREP struct {
 // Attr returns AttrDREP.
 func (*DREP) Attr() CMAttr { return AttrDREP }
 
-// Decode fills m from a CM message area of at least CMDataSize bytes.
-func (m *DREP) Decode(b []byte) error {
-	if len(b) < CMDataSize {
-		return ErrMADTruncated
-	}
-	m.LocalCommID = binary.BigEndian.Uint32(b)
-	m.RemoteCommID = binary.BigEndian.Uint32(b[4:])
-	copy(m.PrivateData[:], b[8:CMDataSize])
-	return nil
-}
+// Decode fills m from a CM message area of at least CMDataSize bytes. A
+// DREP is laid out as an RTU (IBA tables 111 and 113).
+func (m *DREP) Decode(b []byte) error { return (*RTU)(m).Decode(b) }
 
-// Encode writes m into b[:CMDataSize].
-func (m *DREP) Encode(b []byte) {
-	b = b[:CMDataSize]
-	clearBytes(b)
-	binary.BigEndian.PutUint32(b, m.LocalCommID)
-	binary.BigEndian.PutUint32(b[4:], m.RemoteCommID)
-	copy(b[8:], m.PrivateData[:])
-}
+// Encode writes m into b[:CMDataSize], laid out as an RTU.
+func (m *DREP) Encode(b []byte) { (*RTU)(m).Encode(b) }
 
 // SIDRREQ is the Service ID Resolution Request (IBA 12.11.1, table 119).
 type SIDRREQ struct {
