@@ -30,12 +30,20 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 	b = append(b, attr.String()...)
 	b = append(b, " tid="...)
 	b = appendHex(b, h.TID, 16)
-	ids := func(b []byte, local, remote uint32) []byte {
-		b = append(b, " lcid="...)
-		b = appendHex(b, uint64(local), 8)
-		b = append(b, " rcid="...)
-		return appendHex(b, uint64(remote), 8)
-	}
+	return appendCMBody(b, attr, msg)
+}
+
+// appendIDs appends a message's local and remote communication IDs.
+func appendIDs(b []byte, local, remote uint32) []byte {
+	b = append(b, " lcid="...)
+	b = appendHex(b, uint64(local), 8)
+	b = append(b, " rcid="...)
+	return appendHex(b, uint64(remote), 8)
+}
+
+// appendCMBody appends the fields of the CM message msg of attribute
+// attr: the connection messages here, the others in appendCMOther.
+func appendCMBody(b []byte, attr packet.CMAttr, msg []byte) []byte {
 	switch attr {
 	case packet.AttrREQ:
 		var m packet.REQ
@@ -56,26 +64,35 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 	case packet.AttrREP:
 		var m packet.REP
 		_ = m.Decode(msg)
-		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
 		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
 	case packet.AttrRTU:
 		var m packet.RTU
 		_ = m.Decode(msg)
-		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
 	case packet.AttrDREQ:
 		var m packet.DREQ
 		_ = m.Decode(msg)
-		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " rqpn="...)
 		b = appendHex(b, uint64(m.RemoteQPN), 6)
 	case packet.AttrDREP:
 		var m packet.DREP
 		_ = m.Decode(msg)
-		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
+	default:
+		return appendCMOther(b, attr, msg)
+	}
+	return b
+}
+
+// appendCMOther appends the fields of a REJ, MRA or SIDR message.
+func appendCMOther(b []byte, attr packet.CMAttr, msg []byte) []byte {
+	switch attr {
 	case packet.AttrREJ:
 		var m packet.REJ
 		_ = m.Decode(msg)
-		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " reason="...)
 		b = strconv.AppendUint(b, uint64(m.Reason), 10)
 		b = append(b, " ("...)
@@ -84,7 +101,7 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 	case packet.AttrMRA:
 		var m packet.MRA
 		_ = m.Decode(msg)
-		b = ids(b, m.LocalCommID, m.RemoteCommID)
+		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " timeout="...)
 		b = strconv.AppendUint(b, uint64(m.ServiceTimeout), 10)
 	case packet.AttrSIDRREQ:
