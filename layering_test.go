@@ -30,10 +30,9 @@ var (
 // rules is the dependency direction of DEVELOPERS.md: packet, retry and
 // netdev are leaves; requester and responder see only leaves, the shared
 // vocabulary rxe/verbs and the building blocks internal/ring and
-// internal/sge, never rxe, netdev or each other; gopacket stays out
-// of the library's hot path; nothing imports cmd but a command's own
-// internal packages. A new package must be
-// given a rule here.
+// internal/sge, never rxe, netdev or each other; gopacket stays out of
+// the library's hot path; nothing imports cmd but a command's own internal
+// packages. A new package must be given a rule here.
 var rules = map[string]rule{
 	"":               {},
 	"packet":         {},

@@ -18,9 +18,9 @@ import (
 // user-space dispatcher. A datagram too short to hold a BTH goes to
 // conns[0].
 //
-// Port 0 means an ephemeral port, chosen at the first bind and shared by
-// the others. Before binding, the address is checked to be free (a plain
-// bind without SO_REUSEPORT), so a group never joins sockets another
+// Port 0 means an ephemeral port, chosen by a plain bind (without
+// SO_REUSEPORT) and then shared by the group. Any other port is first
+// checked to be free the same way, so a group never joins sockets another
 // program of the same user bound with SO_REUSEPORT; the check and the
 // group's binds are not atomic, so a program binding the same port at the
 // same instant can still join. n = 1 gives a single socket with
@@ -29,13 +29,16 @@ func ListenUDPGroup(addr netip.AddrPort, n int, opts Options) ([]*UDPConn, error
 	if n < 1 || n > maxGroup {
 		return nil, fmt.Errorf("netdev: ListenUDPGroup: %d sockets (want 1 to %d)", n, maxGroup)
 	}
-	if addr.Port() != 0 {
-		probe, err := listenUDP(addr, Options{BatchSize: 1, RecvBuffer: -1, SendBuffer: -1}, false)
-		if err != nil {
-			return nil, fmt.Errorf("netdev: ListenUDPGroup: %v is in use: %w", addr, err)
-		}
-		probe.Close()
+	// The probe is a plain bind (no SO_REUSEPORT): it fails if any socket
+	// holds the port, and for port 0 it picks a port no socket holds.
+	// Binding port 0 with SO_REUSEPORT would not: the kernel may hand out
+	// a port that another reuseport group of the same user already has.
+	probe, err := listenUDP(addr, Options{BatchSize: 1, RecvBuffer: -1, SendBuffer: -1, NoGSO: true, NoGRO: true}, false)
+	if err != nil {
+		return nil, fmt.Errorf("netdev: ListenUDPGroup: %v is in use: %w", addr, err)
 	}
+	addr = netip.AddrPortFrom(addr.Addr(), probe.local.Port())
+	probe.Close()
 	conns := make([]*UDPConn, 0, n)
 	fail := func(err error) ([]*UDPConn, error) {
 		for _, c := range conns {
@@ -49,9 +52,6 @@ func ListenUDPGroup(addr netip.AddrPort, n int, opts Options) ([]*UDPConn, error
 			return fail(fmt.Errorf("netdev: ListenUDPGroup socket %d of %d: %w", i+1, n, err))
 		}
 		conns = append(conns, c)
-		if i == 0 {
-			addr = c.local // an ephemeral port is now fixed
-		}
 	}
 	if n > 1 {
 		prog := steerByQPN(uint32(n))

@@ -166,8 +166,9 @@ func (c *UDPConn) unrewrite(ms []Message, from int) {
 }
 
 // groEntries is how many 64 KiB buffers a GRO reader with batch size n
-// receives into per recvmmsg: each may hold many datagrams.
-func groEntries(n int) int { return max(1, min(n, 16)) }
+// receives into per recvmmsg: each may hold up to 64 datagrams, so 8 cover
+// the largest batches of full datagrams, in 512 KiB per socket.
+func groEntries(n int) int { return max(1, min(n, 8)) }
 
 // groReader holds a UDPConn's GRO receive buffers and the datagrams of the
 // last recvmmsg not yet returned.
@@ -182,11 +183,10 @@ type groReader struct {
 	to   []netip.Addr
 }
 
+// init sizes the reader for n buffers; the buffers themselves are made at
+// the first read, so a socket that only sends never holds them.
 func (g *groReader) init(n int) {
 	g.bufs = make([][]byte, n)
-	for i := range g.bufs {
-		g.bufs[i] = make([]byte, groBufSize)
-	}
 	g.seg = make([]int, n)
 	g.size = make([]int, n)
 	g.from = make([]netip.AddrPort, n)
@@ -200,6 +200,9 @@ func (c *UDPConn) readGRO(msgs []Message) (int, error) {
 	for g.next >= g.got {
 		r := c.rx
 		for i := range r.hdrs {
+			if g.bufs[i] == nil {
+				g.bufs[i] = make([]byte, groBufSize)
+			}
 			r.setIov(i, g.bufs[i])
 		}
 		got, err := c.recv(len(r.hdrs))

@@ -28,6 +28,12 @@ type Options struct {
 	// UDPConn.BufferSizes reports the result.
 	RecvBuffer, SendBuffer int
 
+	// NoForce skips SO_RCVBUFFORCE / SO_SNDBUFFORCE and asks with the
+	// plain options only, which the kernel caps at net.core.rmem_max /
+	// wmem_max: what a process without CAP_NET_ADMIN gets, for tests and
+	// measurements run as root.
+	NoForce bool
+
 	// TOS is the IPv4 Type of Service byte or the IPv6 Traffic Class
 	// (DSCP << 2 | ECN) of every datagram sent. Zero leaves the kernel's
 	// default, which is also zero.
@@ -91,4 +97,16 @@ func (o Options) sendBuffer() int {
 type BufferSizes struct {
 	Recv, Send             int
 	RecvForced, SendForced bool // the FORCE option was accepted (CAP_NET_ADMIN)
+	// RecvAsked and SendAsked are the sizes asked for (0: the kernel's
+	// default was kept).
+	RecvAsked, SendAsked int
 }
+
+// RecvCapped reports whether the kernel granted less receive buffer than
+// was asked for: without CAP_NET_ADMIN it caps SO_RCVBUF at
+// net.core.rmem_max (and reports twice the capped size).
+func (b BufferSizes) RecvCapped() bool { return b.RecvAsked > 0 && b.Recv < 2*b.RecvAsked }
+
+// SendCapped reports whether the send buffer was capped
+// (net.core.wmem_max).
+func (b BufferSizes) SendCapped() bool { return b.SendAsked > 0 && b.Send < 2*b.SendAsked }

@@ -21,11 +21,16 @@ type socketSetup struct {
 
 func (s *socketSetup) apply(fd int) error {
 	var err error
-	s.got.Recv, s.got.RecvForced, err = setBuffer(fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, s.opts.recvBuffer())
+	rforce, sforce := unix.SO_RCVBUFFORCE, unix.SO_SNDBUFFORCE
+	if s.opts.NoForce {
+		rforce, sforce = -1, -1
+	}
+	s.got.RecvAsked, s.got.SendAsked = max(s.opts.recvBuffer(), 0), max(s.opts.sendBuffer(), 0)
+	s.got.Recv, s.got.RecvForced, err = setBuffer(fd, rforce, unix.SO_RCVBUF, s.opts.recvBuffer())
 	if err != nil {
 		return err
 	}
-	s.got.Send, s.got.SendForced, err = setBuffer(fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, s.opts.sendBuffer())
+	s.got.Send, s.got.SendForced, err = setBuffer(fd, sforce, unix.SO_SNDBUF, s.opts.sendBuffer())
 	if err != nil {
 		return err
 	}
@@ -72,13 +77,14 @@ func (s *socketSetup) apply(fd int) error {
 }
 
 // setBuffer asks for a socket buffer of size bytes, with the FORCE option
-// first (it needs CAP_NET_ADMIN and ignores rmem_max/wmem_max) and the plain
-// one as fallback (silently capped by the kernel). size <= 0 keeps the
+// first (it needs CAP_NET_ADMIN and ignores rmem_max/wmem_max; forceOpt < 0
+// skips it) and the plain one as fallback (silently capped by the kernel).
+// size <= 0 keeps the
 // kernel's default. It returns the size getsockopt reports afterwards (Linux
 // doubles the request to account for bookkeeping).
 func setBuffer(fd, forceOpt, plainOpt, size int) (got int, forced bool, err error) {
 	if size > 0 {
-		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, forceOpt, size) == nil {
+		if forceOpt >= 0 && unix.SetsockoptInt(fd, unix.SOL_SOCKET, forceOpt, size) == nil {
 			forced = true
 		} else if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, plainOpt, size); err != nil {
 			return 0, false, fmt.Errorf("netdev: setsockopt buffer size %d: %w", size, err)

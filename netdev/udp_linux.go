@@ -268,6 +268,7 @@ func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
 		k, h, verr := c.pack(chunk)
 		if h > 0 {
 			n, err := c.send(chunk[:k], h)
+			c.tx.clearIovs(k) // keep no reference to the caller's buffers
 			sent += n
 			if err == errGSORefused {
 				continue // the rest again, one datagram per header
@@ -276,7 +277,6 @@ func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
 				return sent, err
 			}
 		}
-		c.tx.clearIovs(k)
 		if verr != nil {
 			return sent, verr
 		}

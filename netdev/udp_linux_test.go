@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -446,12 +448,42 @@ func TestUDPBufferSizesForced(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := listen(t, lo4, Options{RecvBuffer: tc.recv, SendBuffer: tc.send})
 			got := c.BufferSizes()
-			require.Equal(t, BufferSizes{Recv: tc.wantRecv, Send: tc.wantSn, RecvForced: true, SendForced: true}, got)
+			require.Equal(t, BufferSizes{Recv: tc.wantRecv, Send: tc.wantSn, RecvForced: true, SendForced: true,
+				RecvAsked: tc.wantRecv / 2, SendAsked: tc.wantSn / 2}, got)
+			require.False(t, got.RecvCapped())
+			require.False(t, got.SendCapped())
 		})
 	}
 	c := listen(t, lo4, Options{RecvBuffer: -1, SendBuffer: -1})
 	require.False(t, c.BufferSizes().RecvForced)
 	require.False(t, c.BufferSizes().SendForced)
+}
+
+// TestUDPBufferSizesCapped asks, without the FORCE options, for more
+// than net.core.rmem_max / wmem_max allow: the kernel caps the request
+// and BufferSizes says so, as for a process without CAP_NET_ADMIN.
+func TestUDPBufferSizesCapped(t *testing.T) {
+	rmax, wmax := procInt(t, "/proc/sys/net/core/rmem_max"), procInt(t, "/proc/sys/net/core/wmem_max")
+	c := listen(t, lo4, Options{RecvBuffer: 2*rmax + 4096, SendBuffer: 2*wmax + 4096, NoForce: true})
+	got := c.BufferSizes()
+	require.False(t, got.RecvForced)
+	require.False(t, got.SendForced)
+	require.Equal(t, 2*rmax, got.Recv, "capped at rmem_max, reported doubled")
+	require.Equal(t, 2*wmax, got.Send)
+	require.True(t, got.RecvCapped())
+	require.True(t, got.SendCapped())
+
+	small := listen(t, lo4, Options{RecvBuffer: 64 << 10, SendBuffer: 64 << 10, NoForce: true})
+	require.False(t, small.BufferSizes().RecvCapped(), "a request below the cap is granted")
+}
+
+func procInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	return n
 }
 
 // TestIPv4DontFragmentIDZero checks, with a raw socket on loopback, that an

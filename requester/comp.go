@@ -72,7 +72,9 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 	if r.cfg.Credits {
 		r.updateCredits(p)
 	}
+	oldComp, oldHead, retries := r.compPSN, r.head, r.c.CompleterRetryErr
 	r.run(&p, now, false)
+	r.onResponse(now, oldComp, oldHead, retries)
 	if r.stopped {
 		return
 	}
@@ -112,6 +114,12 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.retrans.Stop()
 		r.c.Timeouts++
 		r.run(nil, now, true)
+		r.lossSeen(now)
+		r.noteFailure()
+		r.rec.probeDue, r.rec.probeOut = false, false
+		r.rec.due.Stop() // the resend arms it again
+	} else if r.rec.due.Expired(now) {
+		r.onRecoveryTimeout(now)
 	}
 }
 
@@ -134,6 +142,7 @@ func (r *Requester) Flush() {
 	r.retrans.Stop()
 	r.rnrWait.Stop()
 	r.probe.Stop()
+	r.rec.due.Stop()
 }
 
 // updateCredits takes the end-to-end credits of an ACK-type AETH, also of
@@ -360,7 +369,7 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		// responder restarts the train it is sending at the duplicate's PSN
 		// (responder.readReply), so little is sent twice.
 		r.c.ResponsesDropped++
-		if w.kind == kindRead && w.state == wqePending {
+		if w.kind == kindRead && w.state != wqePosted {
 			r.c.ReadGaps++
 			return CompErrorRetry
 		}
@@ -381,9 +390,11 @@ func (r *Requester) checkAck(p *packet.Packet, w *wqe) CompState {
 	} else if op != packet.RCRDMAReadResponseMiddle && op != packet.RCRDMAReadResponseLast &&
 		op != packet.RCAcknowledge {
 		// A retried READ may be answered from the retry PSN with FIRST or
-		// ONLY (rdmavt, and our responder) as well as with MIDDLE/LAST (rxe).
-		if !(op == packet.RCRDMAReadResponseFirst && psn == w.firstPSN ||
-			op == packet.RCRDMAReadResponseOnly && w.firstPSN == w.lastPSN) {
+		// ONLY (rdmavt, and our responder) as well as with MIDDLE/LAST (rxe);
+		// a READ asked in parts (readchunk.go) restarts at any part's PSN.
+		restart := psn == w.firstPSN || r.readInParts(w)
+		if !(op == packet.RCRDMAReadResponseFirst && restart ||
+			op == packet.RCRDMAReadResponseOnly && (w.firstPSN == w.lastPSN || restart)) {
 			return r.badResponse(w)
 		}
 	}
@@ -482,7 +493,7 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 			return r.badResponse(w)
 		}
 	default: // LAST, ONLY
-		if n != resid || resid > r.pmtu {
+		if (n != resid || resid > r.pmtu) && !r.chunkEnd(n, resid) {
 			return r.badResponse(w)
 		}
 	}
@@ -492,7 +503,7 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 	}
 	w.rcvd += n
 	r.c.ReadBytes += uint64(n)
-	if p.Mask()&packet.MaskEnd != 0 {
+	if p.Mask()&packet.MaskEnd != 0 && w.rcvd == w.length {
 		return CompCompAck
 	}
 	return CompUpdateComp
@@ -584,4 +595,5 @@ func (r *Requester) fail(status verbs.WCStatus) {
 	r.retrans.Stop()
 	r.rnrWait.Stop()
 	r.probe.Stop()
+	r.rec.due.Stop()
 }

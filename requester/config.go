@@ -90,6 +90,15 @@ type Config struct {
 	// Window is the most PSNs that may be outstanding; 0 selects
 	// DefaultWindow.
 	Window int
+	// MaxReadPkts splits a READ work request whose response would be
+	// longer than this many packets into READ requests of at most this
+	// many packets each (the requester's own receive buffer holds no
+	// more); each asks for the next part once the PSN window has room for
+	// it. 0 sends every READ as one request, as rxe does.
+	MaxReadPkts int
+	// Recovery tunes loss recovery in round trips: the RTT estimate, the
+	// recovery timer and tail-loss probe, the adaptive window.
+	Recovery RecoveryConfig
 	// AckReqEvery sets AckReq on every n-th packet without one, besides
 	// the last packet of every message; 0 selects DefaultAckReqEvery. It is
 	// capped at Window so that a full window always asks for an ACK.
@@ -161,6 +170,8 @@ type Counters struct {
 	CreditStalls  uint64 // times a message waited for end-to-end credits
 	CreditProbes  uint64 // messages sent as the credit probe (SSN = LSN + 1)
 	CreditUpdates uint64 // AETHs that raised the limit sequence number
+
+	Recovery RecoveryCounters // RTT estimate, recovery timer, probes, window
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

@@ -101,6 +101,12 @@ func FuzzReceive(f *testing.F) {
 			if h.r.rdInUse < 0 || h.r.rdInUse > 8 || h.r.Outstanding() < 0 || h.r.Outstanding() > 8 {
 				t.Fatalf("rdInUse %d outstanding %d", h.r.rdInUse, h.r.Outstanding())
 			}
+			if w := h.r.Counters().Recovery.Window; w < 1 || w > h.r.cfg.Window {
+				t.Fatalf("window %d outside [1, %d]", w, h.r.cfg.Window)
+			}
+			if due := h.r.rec.due.When(); !due.IsZero() && due.After(h.now.Add(h.r.ack)) {
+				t.Fatalf("recovery timer %v beyond the IB timeout %v", due.Sub(h.now), h.r.ack)
+			}
 		}
 		// Nothing outside the READ and atomic destinations changed.
 		for i := range rg.buf {

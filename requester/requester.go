@@ -70,6 +70,8 @@ type Requester struct {
 	failed     bool
 	failStatus verbs.WCStatus
 
+	rec recovery // loss recovery in round trips (recovery.go)
+
 	wc verbs.WC
 	c  Counters
 }
@@ -114,6 +116,7 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	}
 	r.SetTimeout(c.Timeout)
 	r.sq.Init(c.MaxWR, r.freshSlots)
+	r.initRecovery(&c)
 	return r
 }
 
@@ -139,7 +142,11 @@ func (r *Requester) Outstanding() int { return int(r.tail - r.head) }
 func (r *Requester) SQPSN() packet.PSN { return r.psn }
 
 // Counters returns a snapshot of the statistics.
-func (r *Requester) Counters() Counters { return r.c }
+func (r *Requester) Counters() Counters {
+	c := r.c
+	c.Recovery = r.recoveryCounters()
+	return c
+}
 
 // Failed reports whether a fatal error happened — a remote error NAK, an
 // exhausted retry budget, a local protection error, a bad response or a
@@ -165,14 +172,14 @@ func (r *Requester) Drained() bool {
 // retransmit timer, the RNR timer or the credit probe wait, whichever is
 // earliest; the zero time if none is armed.
 func (r *Requester) Deadline() time.Time {
-	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When())
+	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When(), r.rec.due.When())
 }
 
 // Pending reports whether NextPacket would return a packet now. It is false
 // during an RNR wait even after its deadline has passed, until OnTimeout (or
 // a NextPacket call with a later now) ends it.
 func (r *Requester) Pending() bool {
-	return !r.rnrWait.Armed() && r.sendable() != nil
+	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sendable() != nil)
 }
 
 // sendable returns the WQE the next packet belongs to, or nil if nothing
@@ -196,7 +203,7 @@ func (r *Requester) sendable() *wqe {
 			}
 		}
 	}
-	if int(r.psn.Diff(r.compPSN)) >= r.cfg.Window {
+	if int(r.psn.Diff(r.compPSN)) >= r.sendWindow() || !r.readFits(w) {
 		return nil
 	}
 	if r.creditBound(w) && !r.creditOK(w) {
@@ -284,6 +291,14 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		r.probe.Stop()
 		r.probeOK = true
 	}
+	if len(buf) < int(r.pmtu)+maxHeaders {
+		panic("requester: NextPacket buffer shorter than PMTU+64")
+	}
+	if r.rec.probeDue {
+		if n := r.buildProbe(now, buf); n > 0 {
+			return n
+		}
+	}
 	w := r.sendable()
 	if w == nil {
 		r.armProbe(now) // sendable has just set stalled
@@ -293,10 +308,11 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		r.probeOK = false
 		r.c.CreditProbes++
 	}
-	if len(buf) < int(r.pmtu)+maxHeaders {
-		panic("requester: NextPacket buffer shorter than PMTU+64")
-	}
+	high := r.highPSN
 	n := r.build(w, buf)
+	if n > 0 {
+		r.onSent(now, r.hdr.BTH.PSN, r.hdr.BTH.AckReq, high)
+	}
 	if n > 0 && r.ack > 0 {
 		// rxe update_state: arm the retransmit timer if it is not pending.
 		r.retrans.ArmIfStopped(now.Add(r.ack))
@@ -317,7 +333,8 @@ func (r *Requester) pkts(n uint32) uint32 {
 type seg struct {
 	op         packet.Opcode
 	payload    uint32
-	npkts      uint32 // PSNs from this packet to the end of the message
+	npkts      uint32 // PSNs from this packet to the end of the message (of the READ part)
+	readLen    uint32 // READ: the bytes this request asks for
 	start, end bool   // the packet starts / ends the message
 }
 
@@ -329,7 +346,7 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	// AckReq on the last packet of a message and on every AckReqEvery-th
 	// packet (rxe init_req_packet, RXE_MAX_PKT_PER_ACK).
 	noAck := r.noAck + 1
-	ackReq := sg.end || noAck >= r.cfg.AckReqEvery
+	ackReq := sg.end || noAck >= r.cfg.AckReqEvery || r.forceAckReq(psn)
 	if ackReq {
 		noAck = 0
 	}
@@ -365,7 +382,7 @@ func (r *Requester) nextSeg(w *wqe) seg {
 		sg.op = segOpcode(w.op, sg.start, sg.end)
 	case kindRead:
 		sg.op = packet.RCRDMAReadRequest
-		sg.npkts = r.pkts(w.length - w.rcvd)
+		sg.readLen, sg.npkts, sg.end = r.readChunk(w)
 	case kindAtomic:
 		sg.op = packet.RCFetchAdd
 		if w.op == verbs.WRAtomicCmpAndSwp {
@@ -397,8 +414,9 @@ func (r *Requester) setHeaders(w *wqe, sg seg, psn packet.PSN, ackReq bool) {
 		// The RETH (on FIRST/ONLY only) carries the whole length.
 		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: w.length - w.off}
 	case kindRead:
-		// A retried READ asks only for what has not arrived (rxe req_retry).
-		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.rcvd), RKey: w.rkey, DMALen: w.length - w.rcvd}
+		// A READ asks from its request cursor (rewind sets it to the bytes
+		// received, rxe req_retry), all the rest or a part (readChunk).
+		h.RETH = packet.RETHFields{VA: w.remote + uint64(w.off), RKey: w.rkey, DMALen: sg.readLen}
 	case kindAtomic:
 		// AtomicETH: swap (or add) data before compare data on the wire.
 		h.AtomicETH = packet.AtomicETHFields{VA: w.remote, RKey: w.rkey, SwapAdd: w.compareAdd}
@@ -415,12 +433,16 @@ func (r *Requester) commit(w *wqe, sg seg, psn packet.PSN) {
 	if sg.start {
 		w.firstPSN = psn
 		w.lastPSN = psn.Add(int(sg.npkts) - 1)
-		if w.kind == kindRead && w.rcvd == 0 {
-			w.origFirst = psn
+		if w.kind == kindRead {
+			w.lastPSN = psn.Add(int(r.pkts(w.length-w.off)) - 1)
+			if w.off == 0 {
+				w.origFirst = psn
+			}
 		}
 	}
 	if w.kind == kindRead {
 		r.psn = psn.Add(int(sg.npkts))
+		w.off += sg.readLen
 	} else {
 		r.psn = psn.Next()
 	}
@@ -511,6 +533,7 @@ func (r *Requester) rewind() {
 			r.seekPSN(w, r.compPSN)
 		case i == r.head && w.kind == kindRead:
 			// Keep the received data; build asks for the rest.
+			w.off = w.rcvd
 		default:
 			w.resetCursors()
 		}

@@ -482,6 +482,7 @@ func TestTimeoutRetransmit(t *testing.T) {
 	const pmtu, p0 = 1024, 0xFFFFFF
 	cfg := baseConfig(pmtu, p0)
 	cfg.Timeout = 10
+	cfg.Recovery.Off = true // this test is about the IB timer alone
 	T := retry.AckTimeout(10)
 	h := newHarness(t, cfg)
 	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
@@ -852,6 +853,7 @@ func TestDraining(t *testing.T) {
 func TestCredits(t *testing.T) {
 	cfg := baseConfig(1024, 0)
 	cfg.Credits = true
+	cfg.Recovery.Off = true // the deadlines below are the credit and IB timers only
 	h := newHarness(t, cfg)
 	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
 	sge := []verbs.SGE{{Addr: baseA, Length: 10, LKey: lkeyA}}

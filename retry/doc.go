@@ -18,6 +18,13 @@
 //     local network stack refused (a full socket buffer), after the
 //     read_retry_delay() idea of the 2023 rxe patch "RDMA-rxe: Allow retry
 //     sends for rdma read responses", made timer-driven.
+//   - RTT, RecoveryTimer and Window: loss recovery in round trips. RTT is an
+//     RFC 6298 estimator (SRTT, RTTVAR, Karn's rule); RecoveryTimer turns
+//     it into a probe/recovery timeout with a floor, never above the IB
+//     local ACK timeout, which with retry_cnt stays the failure budget;
+//     Window is the adaptive go-back-N window (halved after a loss at most
+//     once per round trip, grown on clean round trips, bounded by the QP's
+//     window). See docs/recovery.md.
 //   - Deadline and Earliest: a tiny armed/stopped deadline value and a
 //     minimum over deadlines, so a QP task can keep one real timer set to the
 //     earliest of all its deadlines.

@@ -344,7 +344,12 @@ func TestDataPathLocalDrops(t *testing.T) {
 		for _, op := range []WROpcode{WRRDMAWrite, WRRDMARead} {
 			t.Run(fmt.Sprintf("NoInlineSend=%v/%v", noInline, op), func(t *testing.T) {
 				ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 16})
-				opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline}
+				// The recovery timer's floor is raised as the ACK timeout is
+				// (below): the test asserts that local drops cause no
+				// transport retry, and a loaded machine's scheduling delays
+				// must not fire either timer.
+				opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline,
+					Recovery: RecoveryConfig{Floor: time.Second}}
 				da, err := Open(ca, opts)
 				require.NoError(t, err)
 				db, err := Open(cb, opts)

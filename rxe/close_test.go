@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -25,13 +26,30 @@ func TestVerbsAfterClose(t *testing.T) {
 	require.Eventually(t, func() bool { return b.qp.Counters().Responder.SendRNRErr > 0 }, 5*time.Second, time.Millisecond,
 		"b never refused the SEND")
 
+	// A Wait on an empty CQ, blocked when the device closes, ends.
+	idle, err := a.dev.CreateCQ(4, -1)
+	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := idle.Wait(context.Background(), make([]WC, 1))
+		waited <- err
+	}()
+
 	require.NoError(t, a.dev.Close())
 	require.ErrorIs(t, a.dev.Close(), ErrClosed)
+	select {
+	case err := <-waited:
+		require.ErrorIs(t, err, ErrClosed, "a Wait blocked at Close")
+	case <-time.After(5 * time.Second):
+		t.Fatal("a Wait blocked at Close did not end")
+	}
 
 	got := briefs(waitWCs(t, a.cq, 3))
 	require.ElementsMatch(t, []wcBrief{{1, WCWRFlushErr, WCRecv}, {2, WCWRFlushErr, WCRecv}, {3, WCWRFlushErr, WCSend}}, got,
 		"the work requests outstanding at Close")
 	require.Equal(t, QPSErr, a.qp.State())
+	_, err = a.cq.Wait(context.Background(), make([]WC, 1))
+	require.ErrorIs(t, err, ErrClosed, "Wait on a drained CQ of a closed device")
 
 	wr := SendWR{ID: 4, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}}
 	rwr := RecvWR{ID: 5, SGList: []SGE{a.mr.SGE(0, 64)}}
@@ -58,7 +76,7 @@ func TestVerbsAfterClose(t *testing.T) {
 			require.ErrorIs(t, c.call(), ErrClosed)
 		})
 	}
-	noWC(t, a.cq, 20*time.Millisecond)
+	require.Zero(t, a.cq.Poll(make([]WC, 4)), "completions after the calls refused")
 }
 
 // TestPostFullQueue: a full send queue refuses further work requests with

@@ -17,6 +17,13 @@ type ConnInfo struct {
 	// MaxRdAtomic is how many RDMA READ/atomic requests this side's
 	// responder accepts outstanding (its max_dest_rd_atomic).
 	MaxRdAtomic int
+	// RecvBuffer is the socket receive buffer this side's device was
+	// granted, in bytes as getsockopt reports it, and RecvSockets the
+	// number of its receive sockets (one per completion vector, or one);
+	// 0 if unknown. A gorxe peer keeps its packets in flight within what
+	// the buffer absorbs (QP.SetPeerReceiveBuffer); it is not part of
+	// perftest's exchange, so a kernel or NIC peer announces nothing.
+	RecvBuffer, RecvSockets int
 }
 
 // ConnectOptions tune Connect; zero fields take perftest's defaults.
@@ -33,8 +40,9 @@ type ConnectOptions struct {
 // Info returns this QP's half of the connection information, with psn as
 // the first PSN it will send.
 func (qp *QP) Info(psn uint32) ConnInfo {
+	buf, socks := qp.dev.recvBufferInfo()
 	return ConnInfo{GID: qp.dev.GID(), UDPPort: qp.dev.port, QPN: qp.qpn, PSN: psn & 0xFFFFFF,
-		MTU: qp.dev.activeMTU, MaxRdAtomic: 16}
+		MTU: qp.dev.activeMTU, MaxRdAtomic: 16, RecvBuffer: buf, RecvSockets: socks}
 }
 
 // Connect takes an RC QP from RESET through INIT and RTR to RTS against
@@ -67,6 +75,9 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 	}
 	if remote.MaxRdAtomic > 0 {
 		o.MaxRdAtomic = min(o.MaxRdAtomic, remote.MaxRdAtomic)
+	}
+	if err := qp.SetPeerReceiveBuffer(remote.RecvBuffer, remote.RecvSockets); err != nil {
+		return fmt.Errorf("rxe: connect QP %#x: %w", qp.qpn, err)
 	}
 	steps := []struct {
 		attr QPAttr

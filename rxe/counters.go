@@ -39,6 +39,13 @@ func (c QPCounters) Named() []NamedCounter {
 		{"credit_probes", rq.CreditProbes},
 		{"credit_updates_rcvd", rq.CreditUpdates},
 		{"credit_updates_sent", rs.CreditUpdates},
+		// Loss recovery (docs/recovery.md).
+		{"srtt_us", uint64(rq.Recovery.SRTT.Microseconds())},
+		{"rto_expiries", rq.Recovery.RTOExpiries},
+		{"ib_timeouts", rq.Timeouts},
+		{"tail_probes", rq.Recovery.TailProbes},
+		{"window_pkts", uint64(rq.Recovery.Window)},
+		{"window_decreases", rq.Recovery.WindowDecr},
 	}
 }
 

@@ -16,7 +16,11 @@ import (
 func TestCountersCleanTransfer(t *testing.T) {
 	for _, kind := range []string{"pipe", "udp"} {
 		t.Run(kind, func(t *testing.T) {
-			a, b := smallPair(t, kind, qpOpts{}, qpOpts{})
+			// A 4.3 s ACK timeout (20): the test asserts that no transport
+			// retry happened, and a loaded machine can hold a packet past
+			// the default 67 ms.
+			o := qpOpts{timeout: 20}
+			a, b := smallPair(t, kind, o, o)
 			_, err := b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{b.mr.SGE(0, 4096)}})
 			require.NoError(t, err)
 			_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 3000)}})

@@ -98,7 +98,9 @@ func (cq *CQ) Poll(wcs []WC) int {
 }
 
 // Wait polls like Poll but blocks until at least one completion is there,
-// ctx is done (it returns ctx.Err()), or the CQ is destroyed (ErrClosed).
+// ctx is done (it returns ctx.Err()), or the CQ is destroyed or its device
+// closed (ErrClosed, once the completions queued by then, the flush
+// completions of Device.Close included, have been taken).
 func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 	if len(wcs) == 0 {
 		return 0, fmt.Errorf("%w: empty slice", ErrInvalidArgument)
@@ -115,6 +117,11 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 		}
 		select {
 		case <-cq.wake:
+		case <-cq.dev.stopped:
+			if n := cq.Poll(wcs); n > 0 {
+				return n, nil
+			}
+			return 0, ErrClosed
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}

@@ -39,7 +39,10 @@ type Device struct {
 
 	closed atomic.Bool
 	done   chan struct{}
-	wg     sync.WaitGroup
+	// stopped is closed once Close has stopped every QP (their flush
+	// completions are in their CQs): it ends CQ.Wait.
+	stopped chan struct{}
+	wg      sync.WaitGroup
 }
 
 // maxPacket is the largest RoCE packet a device sends or accepts: a 4096
@@ -76,7 +79,9 @@ type PortAttr struct {
 // device made by Listen, the socket closes. Every QP not in RESET moves to
 // ERR, so the work requests outstanding at Close complete with
 // WR_FLUSH_ERR (as when a device goes away under a verbs consumer); the CQs
-// stay pollable to collect them. When Close returns the device touches no
+// stay pollable to collect them. Receive WQEs posted to an SRQ stay in it
+// and complete no more (the SRQ's, not a QP's: ibv_destroy_srq discards
+// them too). When Close returns the device touches no
 // registered memory again. Objects stay valid but every other verbs call
 // that changes state (posting, Modify, Dereg, Destroy, Dealloc, creating
 // objects) fails with ErrClosed.
@@ -96,6 +101,7 @@ func (d *Device) Close() error {
 	// on a QP ends before closeDevice takes the QP's lock, and no later
 	// step runs (QP.dead).
 	d.qps.each(func(qp *QP) { qp.closeDevice() })
+	close(d.stopped)
 	for _, v := range d.vecs {
 		v.timers.close()
 	}

@@ -36,6 +36,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 		}
 		return nil, err
 	}
+	d.warnCapped()
 	return d, nil
 }
 
@@ -71,6 +72,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 		vecUses: make([]int, opts.CompVectors),
 		events:  make(chan AsyncEvent, 256),
 		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
 		attr: DeviceAttr{
 			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs,
 			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,
@@ -183,5 +185,7 @@ func SocketOptions(opts Options) netdev.Options {
 		NoGSO:         opts.NoGSO,
 		NoGRO:         opts.NoGSO,
 		RewriteIPv4ID: packet.RewriteIPv4ID,
+		RecvBuffer:    opts.RecvBuffer,
+		NoForce:       opts.NoForceBuffers,
 	}
 }

@@ -73,6 +73,18 @@ type Options struct {
 	// with the QP's lock held and must not call into the device. Nil
 	// costs one check per event site.
 	Trace func(TraceEvent)
+	// Recovery tunes loss recovery in round trips (RTT estimate, recovery
+	// timer and tail-loss probe, adaptive window); the zero value is on.
+	Recovery RecoveryConfig
+	// RecvBuffer is the socket receive buffer Listen asks for; 0 means
+	// netdev.DefaultRecvBuffer (64 MiB). NoForceBuffers makes Listen ask
+	// without SO_RCVBUFFORCE / SO_SNDBUFFORCE, as a process without
+	// CAP_NET_ADMIN must (the kernel then caps at net.core.rmem_max).
+	RecvBuffer     int
+	NoForceBuffers bool
+	// Warnf receives Listen's one warning about capped socket buffers
+	// (Device.BufferCapWarning); nil means log.Printf.
+	Warnf func(format string, args ...any)
 }
 
 // compVectors is CompVectors with its default, GOMAXPROCS.

@@ -28,7 +28,8 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
-	respStates []string // the responder's states since the last trace (Options.Trace)
+	respStates []string  // the responder's states since the last trace (Options.Trace)
+	traceNow   time.Time // the clock reading of the pass being traced (trace.go)
 
 	// mu guards the rest: the QP's state is its own, and only the holder
 	// of mu touches it. The holders are the QP's step (qpstep.go), run by
@@ -45,6 +46,7 @@ type QP struct {
 	localDrop localDrop             // datagrams the local host refused, and the back-off
 	drainSent bool
 	destroyed bool
+	peerBuf   peerBuffer // the peer's announced receive buffer (recvbuf.go)
 	counter   qpCounters
 
 	// slot is the QP's entry in its vector's timerQueue, guarded by the
@@ -257,8 +259,9 @@ func (qp *QP) startRequester() {
 		RetryCnt: qp.attr.RetryCnt, RNRRetry: qp.attr.RNRRetry, MaxRdAtomic: qp.attr.MaxRdAtomic,
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(), SigAll: qp.sigAll,
 		MaxWR: qp.cap.MaxSendWR, MaxSGE: qp.cap.MaxSendSGE, MaxInline: qp.cap.MaxInlineData,
-		Credits: qp.dev.opts.Credits,
+		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
+	cfg.Window, cfg.MaxReadPkts = qp.bufferLimits(cfg.PMTU)
 	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 

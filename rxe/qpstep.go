@@ -127,6 +127,9 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 	qp.mu.Lock()
 	qp.queued.Store(false)
 	now := time.Now()
+	if qp.tracing() {
+		qp.traceNow = now
+	}
 	if qp.dead() || qp.state == QPSReset {
 		qp.localDrop.drop()
 	}
@@ -199,6 +202,9 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 		msgs[k].Addr, msgs[k].Local, owners[k] = h.Addr, h.Local, qp
 		l.head++
 		k++
+	}
+	if qp.req != nil {
+		qp.req.DeferRecovery(now) // the held requests leave only now
 	}
 	if l.holding() {
 		qp.vec.schedule(qp)

@@ -21,10 +21,12 @@ import (
 //	                 the step sends the datagrams the QP holds once now
 //	                 reaches it
 //
-// Neither has a timer of its own. The QP's wake-up time, the earlier of
-// the two, is filed in its vector's timerQueue: a min-heap of QPs (each at
-// most once, by its index, so filing allocates nothing) under one
-// wakeTimer armed for the earliest entry. When that timer fires, every QP
+// Neither has a timer of its own. The QP's wake-up time (the end of the
+// back-off while it holds datagrams, since its step does nothing else
+// before they are out; else the requester's deadline) is filed in its
+// vector's timerQueue: a min-heap of QPs (each at most once, by its index,
+// so filing allocates nothing) under one wakeTimer armed for the earliest
+// entry. When that timer fires, every QP
 // whose wake-up time has come is put on the vector's run queue; its step
 // reads the clock and does whatever is due. So the whole device has one
 // timer per vector, and a timer only ever marks a QP runnable.
@@ -39,6 +41,11 @@ import (
 //
 // The wakeTimer is a timerfd when the vector's netdev.Conn offers the
 // KernelTimers capability (timers_linux.go), else the runtime's timer.
+//
+// One timer stands outside this picture: the device's QP1 (gsi.go) drives
+// the connection manager's agent with a runtime timer of its own, armed
+// at the agent's deadline (MAD retries, tens of milliseconds), created on
+// QP1's first use.
 
 // KernelTimers is an optional capability of a netdev.Conn, found by a type
 // assertion as wireguard-go finds its conn.Bind's optional interfaces;
@@ -149,13 +156,15 @@ type timerQueue struct {
 	closed  bool
 }
 
-// armTimers files the QP's wake-up time, the earlier of its requester
-// deadline and the end of its local-drop back-off (caller holds mu). With
-// neither, nothing is filed: an entry already filed stays and wakes the
-// QP for nothing, once.
+// armTimers files the QP's wake-up time (caller holds mu): the end of its
+// local-drop back-off while it holds datagrams (its step acts on nothing
+// else before they are out, the requester's deadline included, which then
+// waits at most the back-off), else its requester deadline. With neither,
+// nothing is filed: an entry already filed stays and wakes the QP for
+// nothing, once.
 func (qp *QP) armTimers() {
 	at := qp.timerAt
-	if qp.localDrop.holding() && (at.IsZero() || qp.localDrop.until.Before(at)) {
+	if qp.localDrop.holding() {
 		at = qp.localDrop.until
 	}
 	if at.IsZero() {

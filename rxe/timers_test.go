@@ -148,3 +148,39 @@ func TestTimerQueue(t *testing.T) {
 		require.Nil(t, v.nextRunnable(), "a closed queue wakes nothing")
 	})
 }
+
+// TestHeldQPWakesAtBackoffEnd: a QP that holds datagrams after a local
+// drop wakes once, at the end of its back-off, even when its requester
+// deadline has already passed (the step acts on the deadline only after
+// the held datagrams are out, so filing the deadline would wake the QP
+// again and again for nothing).
+func TestHeldQPWakesAtBackoffEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pa, pb := netdev.NewPipe()
+		defer pa.Close()
+		defer pb.Close()
+		v := newVector(&Device{}, 0, pa)
+		qp := &QP{dev: &Device{}, vec: v, state: QPSRTS}
+		qp.slot.init()
+		start := time.Now()
+		qp.mu.Lock()
+		qp.localDrop.push(&netdev.Message{Buf: make([]byte, 64), N: 64})
+		qp.localDrop.until = start.Add(time.Millisecond)
+		qp.timerAt = start.Add(-time.Microsecond)
+		qp.armTimers()
+		qp.mu.Unlock()
+		wakes, sent := 0, 0
+		for sent == 0 {
+			time.Sleep(10 * time.Microsecond)
+			synctest.Wait()
+			for q := v.nextRunnable(); q != nil; q = v.nextRunnable() {
+				wakes++
+				sent = q.step(v.txMsgs, v.txOwners, 0)
+			}
+			require.Less(t, time.Since(start), time.Second)
+		}
+		require.Equal(t, 1, wakes, "woken before the back-off ended")
+		require.Equal(t, 1, sent)
+		require.GreaterOrEqual(t, time.Since(start), time.Millisecond)
+	})
+}

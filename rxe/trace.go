@@ -178,6 +178,7 @@ func (qp *QP) traceSend(now time.Time, engine string, b []byte) {
 // traceRecv records a received packet, before the engine takes it
 // (caller holds mu).
 func (qp *QP) traceRecv(now time.Time, p packet.Packet) {
+	qp.traceNow = now
 	ev := TraceEvent{Time: now, Kind: TraceRecv, Engine: "responder"}
 	if p.Mask()&packet.MaskReq == 0 {
 		ev.Engine = "completer"
@@ -237,15 +238,25 @@ func (qp *QP) traceTimer(now time.Time) {
 
 // traceArm records the timer being armed for dl.
 func (qp *QP) traceArm(dl time.Time) {
-	now := time.Now()
+	now := qp.traceClock()
 	qp.emit(TraceEvent{Time: now, Kind: TraceTimerArm, Engine: "requester", Deadline: dl.Sub(now)})
 }
 
 // traceState records a QP state change.
 func (qp *QP) traceState(from, to QPState) {
+	qp.traceNow = time.Now()
 	if from != to {
-		qp.emit(TraceEvent{Time: time.Now(), Kind: TraceQPState, Engine: "qp", From: from.String(), To: to.String()})
+		qp.emit(TraceEvent{Time: qp.traceNow, Kind: TraceQPState, Engine: "qp", From: from.String(), To: to.String()})
 	}
+}
+
+// traceClock is the time of the QP's current pass (the clock reading its
+// receive or step took, so a pass's events share one time), or now.
+func (qp *QP) traceClock() time.Time {
+	if qp.traceNow.IsZero() {
+		return time.Now()
+	}
+	return qp.traceNow
 }
 
 // responderTrace is the responder's Env.Trace when tracing: it collects the
@@ -286,7 +297,7 @@ func (qp *QP) sink(cq *CQ, engine string) interface {
 }
 
 func (s tracedSink) record(wc *WC) {
-	s.qp.emit(TraceEvent{Time: time.Now(), Kind: TraceComplete, Engine: s.engine,
+	s.qp.emit(TraceEvent{Time: s.qp.traceClock(), Kind: TraceComplete, Engine: s.engine,
 		Status: wc.Status.String(), WCOp: wc.Opcode.String(), WRID: wc.ID})
 }
 

@@ -175,6 +175,7 @@ func (qp *QP) stepUnreliable(now time.Time, msgs []netdev.Message, owners []*QP,
 func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPort) {
 	qp.mu.Lock()
 	switch {
+	case qp.dead():
 	case qp.uresp == nil || qp.state == QPSErr:
 		qp.counter.badState.Add(1)
 	case qp.typ == QPTypeUC && src.Addr().Unmap() != qp.dest.Addr():

@@ -31,24 +31,23 @@ func appendCM(b []byte, p *packet.Packet) []byte {
 	b = append(b, attr.String()...)
 	b = append(b, " tid="...)
 	b = appendHex(b, h.TID, 16)
-	return appendCMBody(b, attr, msg)
+	return appendCMMessage(b, attr, msg)
 }
 
-// appendIDs appends a message's local and remote communication IDs.
-func appendIDs(b []byte, local, remote uint32) []byte {
-	b = append(b, " lcid="...)
-	b = appendHex(b, uint64(local), 8)
-	b = append(b, " rcid="...)
-	return appendHex(b, uint64(remote), 8)
-}
-
-// appendCMBody appends the fields of the CM message msg of attribute
-// attr: the connection messages here, the others in appendCMOther.
-func appendCMBody(b []byte, attr packet.CMAttr, msg []byte) []byte {
+// appendCMMessage appends the fields of the CM message msg of kind attr.
+func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
+	ids := func(b []byte, local, remote uint32) []byte {
+		b = append(b, " lcid="...)
+		b = appendHex(b, uint64(local), 8)
+		b = append(b, " rcid="...)
+		return appendHex(b, uint64(remote), 8)
+	}
 	switch attr {
 	case packet.AttrREQ:
 		var m packet.REQ
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = append(b, " lcid="...)
 		b = appendHex(b, uint64(m.LocalCommID), 8)
 		b = appendServiceID(b, m.ServiceID)
@@ -64,36 +63,37 @@ func appendCMBody(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		}
 	case packet.AttrREP:
 		var m packet.REP
-		_ = m.Decode(msg)
-		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
 	case packet.AttrRTU:
 		var m packet.RTU
-		_ = m.Decode(msg)
-		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
 	case packet.AttrDREQ:
 		var m packet.DREQ
-		_ = m.Decode(msg)
-		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " rqpn="...)
 		b = appendHex(b, uint64(m.RemoteQPN), 6)
 	case packet.AttrDREP:
 		var m packet.DREP
-		_ = m.Decode(msg)
-		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
-	default:
-		return appendCMOther(b, attr, msg)
-	}
-	return b
-}
-
-// appendCMOther appends the fields of a REJ, MRA or SIDR message.
-func appendCMOther(b []byte, attr packet.CMAttr, msg []byte) []byte {
-	switch attr {
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
 	case packet.AttrREJ:
 		var m packet.REJ
-		_ = m.Decode(msg)
-		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " reason="...)
 		b = strconv.AppendUint(b, uint64(m.Reason), 10)
 		b = append(b, " ("...)
@@ -101,19 +101,25 @@ func appendCMOther(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = append(b, ')')
 	case packet.AttrMRA:
 		var m packet.MRA
-		_ = m.Decode(msg)
-		b = appendIDs(b, m.LocalCommID, m.RemoteCommID)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
+		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = append(b, " timeout="...)
 		b = strconv.AppendUint(b, uint64(m.ServiceTimeout), 10)
 	case packet.AttrSIDRREQ:
 		var m packet.SIDRREQ
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = append(b, " reqid="...)
 		b = appendHex(b, uint64(m.RequestID), 8)
 		b = appendServiceID(b, m.ServiceID)
 	case packet.AttrSIDRREP:
 		var m packet.SIDRREP
-		_ = m.Decode(msg)
+		if err := m.Decode(msg); err != nil {
+			return appendCMErr(b, err)
+		}
 		b = append(b, " reqid="...)
 		b = appendHex(b, uint64(m.RequestID), 8)
 		b = append(b, " status="...)
@@ -124,6 +130,13 @@ func appendCMOther(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = appendHex(b, uint64(m.QKey), 8)
 	}
 	return b
+}
+
+// appendCMErr marks a CM message whose fields do not decode.
+func appendCMErr(b []byte, err error) []byte {
+	b = append(b, " MALFORMED ("...)
+	b = append(b, err.Error()...)
+	return append(b, ')')
 }
 
 // appendServiceID appends a service ID and, for an RDMA CM one, its port

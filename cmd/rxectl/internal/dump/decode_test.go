@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"net/netip"
 	"slices"
 	"testing"
 	"testing/iotest"
@@ -228,6 +229,8 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add(fr.data, uint8(0))
 	}
 	f.Add(cat(be16(0x0800), make([]byte, 18), scapyFrame(f, 65)[14:]), uint8(2))
+	ph := packet.PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 1, DstPort: packet.UDPPort, IPFlags: packet.IPv4FlagDF}
+	f.Add(gsoDatagram(f, ph, []int{256, 256, 100}, func(i int) uint16 { return uint16(i) }), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, sel uint8) {
 		lt := lts[int(sel)%len(lts)]
 		fr := Frame{Num: 1, CapLen: len(data), OrigLen: len(data) + int(sel&1)}
@@ -237,6 +240,18 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		if fr.Kind == KindMalformed {
 			require.Error(t, fr.Err)
+		}
+		if fr.Segments > 0 {
+			// The segments tile the UDP payload, each checked.
+			var all []byte
+			for i := range fr.Segments {
+				fr.setSegment(i)
+				require.True(t, fr.ICRCOK)
+				require.Equal(t, fr.segs[0].pkt.DestQP(), fr.Packet.DestQP())
+				all = append(all, fr.Packet.Bytes()...)
+			}
+			require.GreaterOrEqual(t, fr.Segments, 2)
+			require.Equal(t, fr.Datagram.Payload, all)
 		}
 		j := AppendJSON(nil, &fr)
 		require.True(t, json.Valid(j), "%s", j)

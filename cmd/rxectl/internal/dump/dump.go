@@ -108,7 +108,8 @@ previous packet: retransmissions) and the NAKs by kind; per connection the
 recovery episodes with their cause as far as the capture shows it (sequence
 NAK, timeout, RNR wait, implied NAK, selective resend), their first and
 last frame and duration, RTT samples, goodput per interval, and sentences
-saying what went wrong. --json prints the same as one JSON object.
+saying what went wrong. --json prints the same as one JSON object. Packets
+with a bad ICRC, which a receiver drops, are left out of the analysis.
 
 --ladder OUT.svg (or .png) draws one connection as a ladder diagram:
 requester and responder as two lanes, each packet an arrow, losses,

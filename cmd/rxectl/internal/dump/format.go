@@ -444,6 +444,19 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	b = jsonUint(b, "dqpn", uint64(h.DestQP))
 	b = jsonBool(b, "ackreq", h.AckReq)
 	b = jsonUint(b, "psn", uint64(h.PSN))
+	b = appendJSONExt(b, p)
+	b = jsonUint(b, "payload_len", uint64(p.PayloadLen()))
+	b = jsonUint(b, "icrc", uint64(p.ICRC()))
+	b = jsonBool(b, "icrc_ok", f.ICRCOK)
+	if f.Segments > 0 {
+		b = jsonUint(b, "segment", uint64(f.Segment))
+		b = jsonUint(b, "segments", uint64(f.Segments))
+	}
+	return append(b, "}\n"...)
+}
+
+// appendJSONExt appends the keys of p's extension headers.
+func appendJSONExt(b []byte, p *packet.Packet) []byte {
 	if x := p.RDETH(); x != nil {
 		b = jsonUint(b, "rdeth", uint64(x.EEC()))
 	}
@@ -488,14 +501,7 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	if x := p.IETH(); x != nil {
 		b = jsonUint(b, "ieth", uint64(x.RKey()))
 	}
-	b = jsonUint(b, "payload_len", uint64(p.PayloadLen()))
-	b = jsonUint(b, "icrc", uint64(p.ICRC()))
-	b = jsonBool(b, "icrc_ok", f.ICRCOK)
-	if f.Segments > 0 {
-		b = jsonUint(b, "segment", uint64(f.Segment))
-		b = jsonUint(b, "segments", uint64(f.Segments))
-	}
-	return append(b, "}\n"...)
+	return b
 }
 
 // jsonUint appends ,"key":v.

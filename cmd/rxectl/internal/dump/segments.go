@@ -73,9 +73,11 @@ func splitAt(d *packet.IPDatagram, n int) []segment {
 
 // segmentICRC checks segment i of a datagram with pseudo-header ph against
 // its trailing ICRC and returns the ICRC that matches. Over IPv4 the
-// segment's IP ID is the datagram's plus i (the kernel numbers the
-// segments it makes, and GRO merges only such runs) or the datagram's
-// own; failing both, any ID that makes it check (RecoverIPv4ID).
+// segment's IP ID is the datagram's plus i (the kernel gives the k-th
+// segment of a GSO send the ID k, from the buffer's 0: netdev's
+// TestGSOSegmentIDs; GRO merges such runs under the first one's header)
+// or the datagram's own (a run of datagrams sent with one fixed ID). No
+// other ID is tried: any corrupted segment would check with one of 2^16.
 func segmentICRC(ph packet.PseudoHeader, b []byte, i int) (uint32, bool) {
 	wire := binary.LittleEndian.Uint32(b[len(b)-packet.ICRCSize:])
 	if !ph.Is4() {
@@ -88,9 +90,6 @@ func segmentICRC(ph packet.PseudoHeader, b []byte, i int) (uint32, bool) {
 		if crc, err := ph.ICRC(b); err == nil && crc == wire {
 			return crc, true
 		}
-	}
-	if _, ok := ph.RecoverIPv4ID(b); ok {
-		return wire, true
 	}
 	return 0, false
 }

@@ -19,7 +19,7 @@ import (
 // WRITE MIDDLE packet per payload size, back to back, each with the ICRC
 // of a datagram of its own length; over IPv4 segment i has IP ID id(i),
 // and the frame's IP header carries id(0).
-func gsoDatagram(t *testing.T, ph packet.PseudoHeader, sizes []int, id func(i int) uint16) []byte {
+func gsoDatagram(t testing.TB, ph packet.PseudoHeader, sizes []int, id func(i int) uint16) []byte {
 	t.Helper()
 	var roce []byte
 	for i, n := range sizes {
@@ -75,15 +75,16 @@ func TestDumpSplitsSegments(t *testing.T) {
 		ph      packet.PseudoHeader
 		sizes   []int
 		id      func(int) uint16
-		corrupt int // byte of the RoCE payload to flip, 0 for none
-		want    int // lines, each a segment when > 1
+		corrupt int  // byte of the RoCE payload to flip, 0 for none
+		want    int  // lines, each a segment when > 1
+		bad     bool // one line with a bad ICRC: not split
 	}{
-		{"IPv4 GSO, counting IDs, shorter last", ph4, []int{1024, 1024, 1024, 512}, counting, 0, 4},
-		{"IPv4, one ID for all", ph4, []int{256, 256, 256}, fixed, 0, 3},
-		{"IPv4, IDs found by recovery", ph4, []int{4096, 4096}, scattered, 0, 2},
-		{"IPv6 GRO", ph6, []int{2048, 2048, 100}, fixed, 0, 3},
-		{"one packet", ph4, []int{1024}, fixed, 0, 1},
-		{"corrupted second segment", ph4, []int{1024, 1024, 1024}, counting, 1024 + 12 + 4 + 100, 1},
+		{"IPv4 GSO, counting IDs, shorter last", ph4, []int{1024, 1024, 1024, 512}, counting, 0, 4, false},
+		{"IPv4, one ID for all", ph4, []int{256, 256, 256}, fixed, 0, 3, false},
+		{"IPv4, IDs neither counting nor fixed", ph4, []int{4096, 4096}, scattered, 0, 1, true},
+		{"IPv6 GRO", ph6, []int{2048, 2048, 100}, fixed, 0, 3, false},
+		{"one packet", ph4, []int{1024}, fixed, 0, 1, false},
+		{"corrupted second segment", ph4, []int{1024, 1024, 1024}, counting, 1024 + 12 + 4 + 100, 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,9 +105,10 @@ func TestDumpSplitsSegments(t *testing.T) {
 			for i, m := range lines {
 				require.Equal(t, 1, frameNum(t, m), "every segment has the datagram's frame number")
 				require.Equal(t, "RC_RDMA_WRITE_MIDDLE", m["opcode"])
-				if tc.corrupt > 0 {
+				if tc.bad {
 					require.Equal(t, false, m["icrc_ok"])
 					require.NotContains(t, m, "segment")
+					require.Equal(t, tc.sizes[0]*len(tc.sizes)+(len(tc.sizes)-1)*16, jsonInt(t, m["payload_len"]), "the whole datagram as one packet")
 					continue
 				}
 				require.Equal(t, true, m["icrc_ok"], "%v", m)
@@ -122,7 +124,7 @@ func TestDumpSplitsSegments(t *testing.T) {
 			text, errs, code := runCmd(t, "dump", path)
 			require.Equal(t, cli.ExitOK, code)
 			summary := fmt.Sprintf("rxectl dump: 1 frames, %d RoCEv2 packets, 0 bad ICRC, 0 malformed\n", tc.want)
-			if tc.corrupt > 0 {
+			if tc.bad {
 				summary = "rxectl dump: 1 frames, 1 RoCEv2 packets, 1 bad ICRC, 0 malformed\n"
 			}
 			require.Equal(t, summary, errs)

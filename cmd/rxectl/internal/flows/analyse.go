@@ -274,6 +274,14 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	ep := &Recovery{Requester: h.req.Src, RewindFrame: r.frame, PSN: uint32(r.psn), HighPSN: uint32(high),
 		Rounds: 1, Read: r.mask&packet.MaskRead != 0 || !isReq, FirstFrame: r.frame, LastFrame: r.frame, start: r.t}
 	silence := r.t.Sub(last)
+	// A first transmission counts only if the capture holds it before the
+	// trouble began: a capture that records a datagram once its write
+	// returned may hold the answer to the resent request before the
+	// request itself.
+	cutoff := r.frame
+	if h.why != nil {
+		cutoff = h.why.frame
+	}
 	switch {
 	case h.why != nil:
 		ep.Cause, ep.RNRTimer = h.why.cause, h.why.rnrTimer
@@ -294,11 +302,11 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	if !isReq || r.mask&packet.MaskRead != 0 {
 		src = h.respSeen
 	}
-	if s, ok := src[r.psn]; ok && s.frame < first.frame {
+	if s, ok := src[r.psn]; ok && s.frame < first.frame && s.frame < cutoff {
 		first = s
 	}
 	ep.FirstFrame, ep.start = first.frame, first.t
-	if s, ok := src[r.psn]; ok && s.frame < r.frame {
+	if s, ok := src[r.psn]; ok && s.frame < cutoff {
 		ep.FirstSentFrame = s.frame
 		if ep.Cause != CauseRNR {
 			h.a.note(s.frame).LostAfter = true

@@ -14,8 +14,36 @@ type group struct {
 // direction, a flow that carries responses is paired even without a PSN
 // match (its requests may be outside the capture).
 func (a *Analyzer) pair() []*group {
-	reqPSNs := make([]map[packet.PSN]bool, len(a.flows))
-	respPSNs := make([]map[packet.PSN]bool, len(a.flows))
+	reqPSNs, respPSNs := a.psnSets()
+	partner := a.partners(reqPSNs, respPSNs)
+	var out []*group
+	done := make([]bool, len(a.flows))
+	for i := range a.flows { // flows are in order of their first packet
+		if done[i] {
+			continue
+		}
+		g := &group{flows: []int{i}}
+		done[i] = true
+		if j := partner[i]; j >= 0 {
+			done[j] = true
+			g.flows = append(g.flows, j)
+			if len(reqPSNs[j]) > len(reqPSNs[i]) {
+				g.flows[0], g.flows[1] = j, i
+			}
+		}
+		g.conn = &Connection{}
+		for _, fi := range g.flows {
+			g.conn.Flows = append(g.conn.Flows, a.flows[fi])
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// psnSets returns, per flow, the PSNs of its requests and of its responses.
+func (a *Analyzer) psnSets() (reqPSNs, respPSNs []map[packet.PSN]bool) {
+	reqPSNs = make([]map[packet.PSN]bool, len(a.flows))
+	respPSNs = make([]map[packet.PSN]bool, len(a.flows))
 	for i := range a.flows {
 		reqPSNs[i], respPSNs[i] = map[packet.PSN]bool{}, map[packet.PSN]bool{}
 	}
@@ -27,6 +55,12 @@ func (a *Analyzer) pair() []*group {
 			respPSNs[r.flow][r.psn] = true
 		}
 	}
+	return reqPSNs, respPSNs
+}
+
+// partners pairs each flow with the reversed flow whose responses answer
+// most of its requests (and the other way round), or -1.
+func (a *Analyzer) partners(reqPSNs, respPSNs []map[packet.PSN]bool) []int {
 	score := func(i, j int) int {
 		n := 0
 		for p := range respPSNs[j] {
@@ -74,26 +108,5 @@ func (a *Analyzer) pair() []*group {
 			partner[i], partner[best] = best, i
 		}
 	}
-	var out []*group
-	done := make([]bool, len(a.flows))
-	for i := range a.flows { // flows are in order of their first packet
-		if done[i] {
-			continue
-		}
-		g := &group{flows: []int{i}}
-		done[i] = true
-		if j := partner[i]; j >= 0 {
-			done[j] = true
-			g.flows = append(g.flows, j)
-			if len(reqPSNs[j]) > len(reqPSNs[i]) {
-				g.flows[0], g.flows[1] = j, i
-			}
-		}
-		g.conn = &Connection{}
-		for _, fi := range g.flows {
-			g.conn.Flows = append(g.conn.Flows, a.flows[fi])
-		}
-		out = append(out, g)
-	}
-	return out
+	return partner
 }

@@ -188,6 +188,9 @@ func (d *Diagram) drawRow(c Canvas, r *row, y float64, t0 time.Time) {
 		c.Text(mid, y+h/2+4, r.label(), col, fontSize, Middle)
 		return
 	case OnLeft, OnRight:
+		if r.n > 1 {
+			c.Rect(laneLeft+1, y+2, laneRight-laneLeft-2, h-4, bandFill)
+		}
 		x, a, tip := float64(laneLeft)+12, Start, float64(laneLeft)+8
 		if r.Dir == OnRight {
 			x, a, tip = laneRight-12, End, laneRight-8
@@ -234,6 +237,7 @@ func (d *Diagram) drawRow(c Canvas, r *row, y float64, t0 time.Time) {
 // svg is a Canvas writing SVG elements.
 type svg struct{ w *bufio.Writer }
 
+// Line writes a <line>.
 func (s svg) Line(x1, y1, x2, y2 float64, c color.RGBA, width float64, dashed bool) {
 	dash := ""
 	if dashed {
@@ -242,14 +246,17 @@ func (s svg) Line(x1, y1, x2, y2 float64, c color.RGBA, width float64, dashed bo
 	fmt.Fprintf(s.w, `<line x1="%s" y1="%s" x2="%s" y2="%s" stroke="%s" stroke-width="%s"%s/>`+"\n", f(x1), f(y1), f(x2), f(y2), hex(c), f(width), dash)
 }
 
+// Rect writes a filled <rect>.
 func (s svg) Rect(x, y, w, h float64, c color.RGBA) {
 	fmt.Fprintf(s.w, `<rect x="%s" y="%s" width="%s" height="%s" fill="%s"/>`+"\n", f(x), f(y), f(w), f(h), hex(c))
 }
 
+// Triangle writes a filled <polygon>.
 func (s svg) Triangle(x1, y1, x2, y2, x3, y3 float64, c color.RGBA) {
 	fmt.Fprintf(s.w, `<polygon points="%s,%s %s,%s %s,%s" fill="%s"/>`+"\n", f(x1), f(y1), f(x2), f(y2), f(x3), f(y3), hex(c))
 }
 
+// Text writes an escaped <text>.
 func (s svg) Text(x, y float64, t string, c color.RGBA, size int, a Anchor) {
 	anchor := [...]string{"start", "middle", "end"}[a]
 	fmt.Fprintf(s.w, `<text x="%s" y="%s" font-size="%d" fill="%s" text-anchor="%s">%s</text>`+"\n", f(x), f(y), size, hex(c), anchor, html.EscapeString(t))

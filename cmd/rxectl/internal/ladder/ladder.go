@@ -133,5 +133,8 @@ func (r *row) label() string {
 	if r.n == 1 {
 		return r.Label
 	}
+	if r.Dir == OnLeft || r.Dir == OnRight {
+		return fmt.Sprintf("%s ×%d", r.Fold, r.n)
+	}
 	return fmt.Sprintf("%s ×%d, PSN %d-%d", r.Fold, r.n, r.PSN, r.lastPSN)
 }

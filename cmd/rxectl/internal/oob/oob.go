@@ -124,13 +124,28 @@ func ParseKeyMsg(b []byte) (KeyMsg, error) {
 }
 
 // VersionMsg is our version message: AdvertisedVersion, NUL, the rxectl
-// marker and our RoCE UDP port.
-func VersionMsg(udpPort uint16) []byte {
+// marker and our RoCE UDP port, announcing no receive buffer.
+func VersionMsg(udpPort uint16) []byte { return VersionMsgBuffer(udpPort, 0, 0) }
+
+// recvBufUnit is the unit of the receive buffer in the version message.
+const recvBufUnit = 4096
+
+// VersionMsgBuffer is VersionMsg that also announces, in its last three
+// bytes, the socket receive buffer this end's device was granted (in
+// bytes as getsockopt reports it; sent in 4 KiB units, big-endian, at most
+// 65535 units) and its number of receive sockets (at most 255): the peer
+// keeps its packets in flight within that buffer
+// (rxe.QP.SetPeerReceiveBuffer). A perftest peer reads only up to the NUL;
+// an older rxectl sends zeros there, which mean "nothing announced".
+func VersionMsgBuffer(udpPort uint16, recvBuf, sockets int) []byte {
 	b := make([]byte, VersionMsgSize)
 	n := copy(b, AdvertisedVersion)
 	n++ // the NUL
 	n += copy(b[n:], rxectlMarker)
 	binary.BigEndian.PutUint16(b[n:], udpPort)
+	n += 2
+	binary.BigEndian.PutUint16(b[n:], uint16(min(max(recvBuf/recvBufUnit, 0), 0xFFFF)))
+	b[n+2] = byte(min(max(sockets, 0), 0xFF))
 	return b
 }
 
@@ -142,6 +157,10 @@ type PeerVersion struct {
 	// UDP port.
 	RxeCtl  bool
 	UDPPort uint16
+	// RecvBuffer (bytes, a multiple of 4 KiB) and RecvSockets are the
+	// receive buffer and socket count an rxectl peer announced; 0 if it
+	// announced none (VersionMsgBuffer).
+	RecvBuffer, RecvSockets int
 }
 
 // ParseVersionMsg reads a peer's version message as perftest does (atof of
@@ -158,6 +177,10 @@ func ParseVersionMsg(b []byte) PeerVersion {
 	if len(rest) >= len(rxectlMarker)+2 && string(rest[:len(rxectlMarker)]) == rxectlMarker {
 		v.RxeCtl = true
 		v.UDPPort = binary.BigEndian.Uint16(rest[len(rxectlMarker):])
+		if x := rest[len(rxectlMarker)+2:]; len(x) >= 3 {
+			v.RecvBuffer = int(binary.BigEndian.Uint16(x)) * recvBufUnit
+			v.RecvSockets = int(x[2])
+		}
 	}
 	return v
 }

@@ -56,6 +56,13 @@ func TestVersionAndScalarMessages(t *testing.T) {
 	require.GreaterOrEqual(t, v.Value, 5.70)
 	require.Less(t, v.Value, 6.28)
 
+	b = VersionMsgBuffer(4791, 425984, 2)
+	require.Equal(t, "6.27\x00rxectl\x12\xb7\x00\x68\x02", string(b))
+	require.Equal(t, PeerVersion{Text: "6.27", Value: 6.27, RxeCtl: true, UDPPort: 4791, RecvBuffer: 425984, RecvSockets: 2}, ParseVersionMsg(b))
+	huge := ParseVersionMsg(VersionMsgBuffer(1, 1<<40, 1000))
+	require.Equal(t, 0xFFFF*4096, huge.RecvBuffer, "saturates")
+	require.Equal(t, 255, huge.RecvSockets)
+
 	perftest, _ := hex.DecodeString("362e3036000000000000000000000000")
 	require.Equal(t, PeerVersion{Text: "6.06", Value: 6.06}, ParseVersionMsg(perftest))
 	for s, want := range map[string]float64{"6.29": 6.29, "5.1x": 5.1, "": 0, "x": 0, " 6": 6, "7.": 7} {

@@ -156,6 +156,15 @@ func transportStats(s *session) report.Transport {
 		t.OutOfSeqRequest += c.Responder.OutOfSeqRequest
 		t.LocalDropRetries += c.DropRetries
 		t.BackoffDelayNs = max(t.BackoffDelayNs, c.BackoffDelay.Nanoseconds())
+		rc := c.Requester.Recovery
+		t.SRTTMicros = max(t.SRTTMicros, rc.SRTT.Microseconds())
+		t.RTOExpiries += rc.RTOExpiries
+		t.IBTimeouts += c.Requester.Timeouts
+		t.TailProbes += rc.TailProbes
+		t.WindowDecr += rc.WindowDecr
+		if t.Window == 0 || rc.Window < t.Window {
+			t.Window = rc.Window
+		}
 	}
 	return t
 }
@@ -217,7 +226,9 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"test": s.testTitle(), "role": role, "mtu": s.mtu.Bytes(), "qps": s.o.qps,
 		"peer_version": s.peer.Text, "peer_rxectl": s.peer.RxeCtl, "local": s.dev.Addr().String(), "peer": s.peerAddr.String(),
 		"device": s.final.Device, "transport": s.final.Transport,
-		"read_retry": s.o.readRetry.String(),
+		"read_retry":  s.o.readRetry.String(),
+		"recv_buffer": s.bufs.Recv, "recv_buffer_capped": s.bufs.RecvCapped(),
+		"peer_recv_buffer": s.peer.RecvBuffer, "recovery": s.o.recovery.String(),
 	}
 	if s.final.Faults != nil {
 		doc["faults"] = s.final.Faults

@@ -133,6 +133,8 @@ type options struct {
 	rules     []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
 	readRetry rxe.LocalDropMode // --read-retry: the devices' rxe.Options.LocalDropMode
 	noGSO     bool              // --gso=off: the devices' rxe.Options.NoGSO
+	noForce   bool              // --no-force-buffers: ask for socket buffers as without CAP_NET_ADMIN
+	recovery  recoveryFlag      // --recovery
 	seed      uint64            // --seed
 	pcap      string            // --pcap FILE
 	plot      string            // --plot FILE
@@ -221,6 +223,8 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
 	}
+	fs.BoolVar(&o.noForce, "no-force-buffers", false, "ask for the socket buffers without SO_RCVBUFFORCE/SO_SNDBUFFORCE, as a user without CAP_NET_ADMIN must: the kernel caps them at net.core.rmem_max/wmem_max")
+	fs.Var(&o.recovery, "recovery", "loss recovery: on (round trips: RTT-based recovery timer, tail-loss probe, adaptive window), fixed-window (the same with the fixed 128-PSN window) or off (the IB ACK timeout only, as kernel rxe) (default on)")
 	fs.Var((*readRetryFlag)(&o.readRetry), "read-retry", "what the device does with a datagram the local host refuses (ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's adaptive back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
 	fs.Var((*gsoFlag)(&o.noGSO), "gso", "on: send runs of equal-size packets to the peer as UDP GSO buffers and receive with UDP GRO (the kernel segments them; a capture on this host shows the unsegmented buffers); off: one datagram per packet, as kernel rxe sends (capture with --gso=off for Wireshark) (default on)")
 	addFaultFlags(fs, o)
@@ -231,6 +235,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 // gsoFlag is --gso: on or off, stored as rxe.Options.NoGSO.
 type gsoFlag bool
 
+// String is "on" or "off".
 func (f *gsoFlag) String() string {
 	if f != nil && *f {
 		return "off"
@@ -238,6 +243,7 @@ func (f *gsoFlag) String() string {
 	return "on"
 }
 
+// Set accepts on or off.
 func (f *gsoFlag) Set(v string) error {
 	switch v {
 	case "on":

@@ -62,8 +62,9 @@ type session struct {
 	bwResults  []report.BW
 	latResults []report.Lat
 
-	fconn *faults.Conn   // --drop etc.
-	pconn *pcapdump.Conn // --pcap
+	bufs  netdev.BufferSizes // the socket buffers the kernel granted
+	fconn *faults.Conn       // --drop etc.
+	pconn *pcapdump.Conn     // --pcap
 	// capName is the capture's file (--pcap, or --ladder's temporary
 	// one: capTemp); traceErr the --trace file's error (observe.go).
 	capName  string
@@ -157,13 +158,19 @@ func (s *session) openDevice(local netip.Addr) error {
 		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	udp, err := netdev.ListenUDP(addr, rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO}))
+	sockOpts := rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO})
+	sockOpts.NoForce = s.o.noForce
+	udp, err := netdev.ListenUDP(addr, sockOpts)
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
 			hint = fmt.Sprintf("UDP port %d is taken, e.g. by the rdma_rxe kernel module or another rxectl", s.o.udpPort)
 		}
 		return fmt.Errorf("open the RoCE device on %v: %w (%s)", addr, err, hint)
+	}
+	s.bufs = udp.BufferSizes()
+	if w := rxe.CapWarning(s.o.devName, s.bufs); w != "" {
+		capWarnOnce.Do(func() { fmt.Fprintf(s.errw, "rxectl: %s\n", w) })
 	}
 	conn, err := s.wrapConn(udp)
 	if err != nil {
@@ -174,7 +181,8 @@ func (s *session) openDevice(local netip.Addr) error {
 		conn.Close()
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink})
+	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.readRetry, Trace: sink,
+		Recovery: s.o.recovery.config()})
 	if err != nil {
 		s.o.closeTrace()
 		conn.Close()
@@ -190,7 +198,7 @@ func (s *session) openDevice(local netip.Addr) error {
 // exchangeVersions is exchange_versions and check_version_compatibility.
 func (s *session) exchangeVersions() error {
 	rem := make([]byte, oob.VersionMsgSize)
-	if err := s.oob.Exchange("exchanging versions", oob.VersionMsg(s.dev.Addr().Port()), rem); err != nil {
+	if err := s.oob.Exchange("exchanging versions", oob.VersionMsgBuffer(s.dev.Addr().Port(), s.bufs.Recv, 1), rem); err != nil {
 		return err
 	}
 	s.peer = oob.ParseVersionMsg(rem)
@@ -393,10 +401,12 @@ func (s *session) connect() error {
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
-		steps := []struct {
-			attr rxe.QPAttr
-			mask rxe.QPAttrMask
-		}{
+		// An rxectl peer announced its receive buffer (zero from perftest
+		// or an older rxectl: nothing changes on the wire then).
+		if err := qp.SetPeerReceiveBuffer(s.peer.RecvBuffer, s.peer.RecvSockets); err != nil {
+			return err
+		}
+		steps := []qpStep{
 			{rxe.QPAttr{State: rxe.QPSInit, Port: 1, AccessFlags: access}, rxe.QPAttrState | rxe.QPAttrPKeyIndex | rxe.QPAttrPort | rxe.QPAttrAccessFlags},
 			{rxe.QPAttr{State: rxe.QPSRTR, AH: rxe.AH{DGID: dgid, UDPPort: s.peerAddr.Port(), HopLimit: 0xFF},
 				PathMTU: s.mtu, DestQPN: rem.QPN, RQPSN: rem.PSN, MaxDestRdAtomic: int(my.OutReads), MinRNRTimer: minRNRTimer},
@@ -406,20 +416,33 @@ func (s *session) connect() error {
 			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
 		}
 		if s.t.lat || s.client || s.o.bidir {
-			steps = append(steps, struct {
-				attr rxe.QPAttr
-				mask rxe.QPAttrMask
-			}{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
+			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
 		}
 		if s.qpType() == rxe.QPTypeUC && len(steps) == 3 {
 			steps[2].mask = rxe.QPAttrState | rxe.QPAttrSQPSN
 		}
-		for _, st := range steps {
-			if err := qp.Modify(&st.attr, st.mask); err != nil {
-				return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
-			}
+		if err := modifySteps(qp, steps); err != nil {
+			return fmt.Errorf("connect QP %#x to %v QP %#x: %w", qp.QPN(), s.peerAddr, rem.QPN, err)
+		}
+	}
+	return nil
+}
+
+// qpStep is one QP transition of ctx_connect: the attributes and their
+// mask.
+type qpStep struct {
+	attr rxe.QPAttr
+	mask rxe.QPAttrMask
+}
+
+// modifySteps makes qp's transitions in order and stops at the first that
+// fails.
+func modifySteps(qp *rxe.QP, steps []qpStep) error {
+	for _, st := range steps {
+		if err := qp.Modify(&st.attr, st.mask); err != nil {
+			return err
 		}
 	}
 	return nil

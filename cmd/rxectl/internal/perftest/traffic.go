@@ -70,9 +70,7 @@ func (s *session) checkWC(wc rxe.WC) error {
 	var why string
 	switch wc.Status {
 	case rxe.WCRetryExcErr:
-		why = fmt.Sprintf("transport retry counter exceeded: %v never answered. Likely causes: a wrong address or GID (the peer sent GID %v; check --bind on both ends), "+
-			"an MTU above what the path carries (try -m 1024 on both ends), UDP port %d blocked by a firewall, or the peer's QP in error or gone",
-			s.peerAddr, s.peerAddr.Addr(), s.peerAddr.Port())
+		why = s.retryExcWhy(wc.QPNum)
 		if len(s.o.rules) > 0 {
 			why += fmt.Sprintf("; or the faults injected here (%s): see their counters above", s.o.ruleList())
 		}
@@ -736,4 +734,27 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 			time.Sleep(writePollSleep)
 		}
 	}
+}
+
+// retryExcWhy explains RETRY_EXC_ERR on QP qpn by whether the peer was
+// answering at all during the retries (rxe.QPCounters.PeerAnswered): a
+// silent peer points at the address, the MTU, a firewall or a peer that
+// is gone; a peer that answered without progress points at loss or at a
+// peer busy resending older responses.
+func (s *session) retryExcWhy(qpn uint32) string {
+	answered, n := false, uint64(0)
+	for _, qp := range s.qps {
+		if qp.QPN() == qpn {
+			answered, n, _ = qp.Counters().PeerAnswered()
+		}
+	}
+	if answered {
+		return fmt.Sprintf("transport retry counter exceeded: %v kept answering (%d responses during the retries) but acknowledged nothing new "+
+			"within the ACK timeout (-u %d) %d+1 times. Likely causes: heavy packet loss on the path, or a peer that answers older requests first "+
+			"(kernel rxe resends whole READ responses): a longer timeout (-u) or a lossless path helps",
+			s.peerAddr, n, s.o.timeout, 7)
+	}
+	return fmt.Sprintf("transport retry counter exceeded: %v never answered during the retries. Likely causes: a wrong address or GID (the peer sent GID %v; check --bind on both ends), "+
+		"an MTU above what the path carries (try -m 1024 on both ends), UDP port %d blocked by a firewall, or the peer's QP in error or gone",
+		s.peerAddr, s.peerAddr.Addr(), s.peerAddr.Port())
 }

@@ -40,18 +40,13 @@ func (s *session) connectUD() error {
 	for i, qp := range s.qps {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
-		steps := []struct {
-			attr rxe.QPAttr
-			mask rxe.QPAttrMask
-		}{
+		steps := []qpStep{
 			{rxe.QPAttr{State: rxe.QPSInit, Port: 1, QKey: udQKey}, rxe.QPAttrState | rxe.QPAttrPKeyIndex | rxe.QPAttrPort | rxe.QPAttrQKey},
 			{rxe.QPAttr{State: rxe.QPSRTR}, rxe.QPAttrState},
 			{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN}, rxe.QPAttrState | rxe.QPAttrSQPSN},
 		}
-		for _, st := range steps {
-			if err := qp.Modify(&st.attr, st.mask); err != nil {
-				return fmt.Errorf("ready UD QP %#x: %w", qp.QPN(), err)
-			}
+		if err := modifySteps(qp, steps); err != nil {
+			return fmt.Errorf("ready UD QP %#x: %w", qp.QPN(), err)
 		}
 		ah, err := s.pd.CreateAH(rxe.AH{DGID: dgid, UDPPort: s.peerAddr.Port(), HopLimit: 0xFF})
 		if err != nil {

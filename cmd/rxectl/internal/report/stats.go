@@ -69,6 +69,17 @@ type Transport struct {
 	// back-off delay a QP has at the end of the run.
 	LocalDropRetries uint64 `json:"local_drop_retries"`
 	BackoffDelayNs   int64  `json:"backoff_delay_ns"`
+	// Loss recovery in round trips (docs/recovery.md): the largest
+	// smoothed RTT of a QP, recovery timer expiries (each sends a
+	// tail-loss probe), IB local ACK timeouts (the failure budget; the
+	// same as Timeouts), probes sent, the smallest go-back-N window in
+	// effect at the end and the times a window shrank.
+	SRTTMicros  int64  `json:"srtt_us"`
+	RTOExpiries uint64 `json:"rto_expiries"`
+	IBTimeouts  uint64 `json:"ib_timeouts"`
+	TailProbes  uint64 `json:"tail_probes"`
+	Window      int    `json:"window_pkts"`
+	WindowDecr  uint64 `json:"window_decreases"`
 }
 
 // Capture describes the --pcap file.
@@ -111,6 +122,8 @@ func WriteStats(w io.Writer, st, peer *Final) {
 			label, d.Name, d.Addr, d.SentPkts, d.RcvdPkts, d.BadICRC, d.ICRCRecovered, d.Malformed, d.UnknownQP, d.LocalDrops, d.SendErr, d.QPErrors)
 		fmt.Fprintf(&b, "   transport: %d packets retransmitted, %d timeouts, %d sequence-error NAKs and %d RNR NAKs received; %d duplicate and %d out-of-sequence requests received\n",
 			t.Retransmits, t.Timeouts, t.RcvdSeqErr, t.RcvdRNRErr, t.DuplicateRequest, t.OutOfSeqRequest)
+		fmt.Fprintf(&b, "   recovery: srtt %d µs, %d recovery timer expiries (%d tail probes), %d IB ACK timeouts; window %d packets, %d decreases\n",
+			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
 	}
 	devLines("Device", st)
 	if peer != nil {

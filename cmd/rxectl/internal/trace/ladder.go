@@ -54,18 +54,47 @@ func Ladder(evs []Event, f Filter) (*ladder.Diagram, error) {
 	for i := range evs {
 		ev := &evs[i]
 		at := base.Add(time.Duration(ev.T * float64(time.Second)))
+		if f.To != 0 && (ev.T < f.From || ev.T > f.To) {
+			if ev.Ev == "send" && ev.Engine == "requester" && (qpID{ev.Dev, ev.QPN}) == me {
+				myItem(ev, at, &high, &sent) // what was sent before the window
+			}
+			continue
+		}
 		switch (qpID{ev.Dev, ev.QPN}) {
 		case me:
+			if ev.Ev == "states" && ev.Engine == "completer" && attachPass(d, ev) {
+				continue
+			}
 			if it, ok := myItem(ev, at, &high, &sent); ok {
 				d.Items = append(d.Items, it)
 			}
 		case peer:
 			if ev.Ev == "states" {
-				d.Items = append(d.Items, ladder.Item{Kind: ladder.Note, Dir: ladder.OnRight, Time: at, Label: ev.Engine + ": " + compact(ev.States)})
+				label := ev.Engine + ": " + compact(ev.States)
+				d.Items = append(d.Items, ladder.Item{Kind: ladder.Note, Dir: ladder.OnRight, Time: at, Label: label, Fold: label})
 			}
 		}
 	}
 	return d, nil
+}
+
+// attachPass writes a completer pass into the label of the response it
+// processed, the diagram's last item, and reports whether it did. A
+// MIDDLE response folds with its neighbours only when their passes match.
+func attachPass(d *ladder.Diagram, ev *Event) bool {
+	if len(d.Items) == 0 {
+		return false
+	}
+	last := &d.Items[len(d.Items)-1]
+	if last.Dir != ladder.ToLeft || strings.Contains(last.Label, " | ") {
+		return false
+	}
+	pass := compact(ev.States)
+	last.Label += " | " + pass
+	if last.Fold != "" {
+		last.Fold += " | " + pass
+	}
+	return true
 }
 
 // findPeer is the QP of another device that received a packet this QP

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/ladder"
 )
@@ -20,7 +21,7 @@ const (
 
 // Usage writes the help of rxectl trace.
 func Usage(w io.Writer) {
-	fmt.Fprint(w, `usage: rxectl trace [--qp N] [--dev ADDR] [--ladder OUT.svg|OUT.png] FILE
+	fmt.Fprint(w, `usage: rxectl trace [--qp N] [--dev ADDR] [--time T1-T2] [--ladder OUT.svg|OUT.png] FILE
 
 Trace prints a QP trace (the JSON lines --trace writes on the perftest
 commands, or rxe.NewTraceWriter in a program) as a timeline: time in
@@ -30,7 +31,7 @@ opcode and PSN, the state passes of the completer (rxe_comp.c COMPST_*)
 and the responder (rxe_resp.c RESPST_*), timers armed and fired, retries
 with their cause, completions and QP state changes.
 
---qp and --dev keep one QP's events. --ladder also draws the QP (the
+--qp and --dev keep one QP's events, --time T1-T2 those of a window. --ladder also draws the QP (the
 --qp, or the first that sent a request) as a ladder diagram: its packets as
 arrows, its timers, retries, completions and states beside its lane, and
 its peer's responder states beside the other lane when the trace holds
@@ -54,6 +55,16 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		f.QPN, f.HasQPN = uint32(n), true
 		return nil
 	})
+	fs.Func("time", "keep the events from `T1-T2` seconds after the trace's first", func(s string) error {
+		lo, hi, ok := strings.Cut(s, "-")
+		a, err1 := strconv.ParseFloat(lo, 64)
+		b, err2 := strconv.ParseFloat(hi, 64)
+		if !ok || err1 != nil || err2 != nil || a < 0 || b <= a {
+			return errors.New("want T1-T2 in seconds, T1 < T2")
+		}
+		f.From, f.To = a, b
+		return nil
+	})
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		Usage(stdout)
@@ -65,7 +76,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("want exactly one FILE, got %d arguments", fs.NArg())
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "rxectl trace: %v\nusage: rxectl trace [--qp N] [--dev ADDR] [--ladder OUT] FILE\n", err)
+		fmt.Fprintf(stderr, "rxectl trace: %v\nusage: rxectl trace [--qp N] [--dev ADDR] [--time T1-T2] [--ladder OUT] FILE\n", err)
 		return exitUsage
 	}
 	fh, err := os.Open(fs.Arg(0))

@@ -59,15 +59,18 @@ func Read(r io.Reader) ([]Event, error) {
 	return out, sc.Err()
 }
 
-// Filter keeps the events of one QP (Dev may be empty: any device).
+// Filter keeps the events of one QP (Dev may be empty: any device) and,
+// when To is not zero, those from From to To seconds.
 type Filter struct {
-	Dev    string
-	QPN    uint32
-	HasQPN bool
+	Dev      string
+	QPN      uint32
+	HasQPN   bool
+	From, To float64
 }
 
 func (f Filter) keep(ev *Event) bool {
-	return (!f.HasQPN || ev.QPN == f.QPN) && (f.Dev == "" || ev.Dev == f.Dev)
+	return (!f.HasQPN || ev.QPN == f.QPN) && (f.Dev == "" || ev.Dev == f.Dev) &&
+		(f.To == 0 || ev.T >= f.From && ev.T <= f.To)
 }
 
 // WriteTimeline writes the events as lines: time, device and QP, engine,

@@ -87,5 +87,9 @@ func TestRun(t *testing.T) {
 	out.Reset()
 	require.Equal(t, 2, Run([]string{"--qp", "x", timeout}, &out, &errb))
 	require.Equal(t, 2, Run(nil, &out, &errb))
+	require.Equal(t, 2, Run([]string{"--time", "2-1", timeout}, &out, &errb))
+	out.Reset()
+	require.Equal(t, 0, Run([]string{"--time", "0.004-0.005", "--dev", "127.0.0.2:4791", timeout}, &out, &errb))
+	require.Equal(t, 4, strings.Count(out.String(), "\n"), out.String())
 	require.Equal(t, 1, Run([]string{"testdata/missing.jsonl"}, &out, &errb))
 }

@@ -1,0 +1,320 @@
+package requester
+
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// RecoveryConfig tunes loss recovery in round trips (docs/recovery.md). The
+// zero value turns everything on with the defaults; nothing here changes
+// the wire format, so it works against any IBTA peer.
+type RecoveryConfig struct {
+	// Off turns the recovery timer and the tail-loss probe off: losses
+	// that no NAK reports are then recovered by the IB local ACK timeout
+	// only, as kernel rxe does.
+	Off bool
+	// FixedWindow keeps the go-back-N window at Config.Window instead of
+	// adapting it to loss (retry.Window).
+	FixedWindow bool
+	// Floor is the shortest recovery timeout; 0 selects
+	// retry.DefaultRecoveryFloor.
+	Floor time.Duration
+	// MinWindow is the smallest adaptive window; 0 selects
+	// retry.DefaultWindowMin.
+	MinWindow int
+}
+
+// RecoveryCounters count loss recovery (docs/recovery.md).
+type RecoveryCounters struct {
+	SRTT        time.Duration // smoothed round-trip time; 0 before the first sample
+	RTTVar      time.Duration // its mean deviation
+	RTTSamples  uint64        // round-trip samples taken
+	KarnSkipped uint64        // samples refused because the timed PSN was sent again
+	RTOExpiries uint64        // recovery timer expiries (each sends a tail-loss probe)
+	TailProbes  uint64        // probes sent: the oldest unacknowledged packet (or re-read) with AckReq
+	Window      int           // the go-back-N window in effect, in PSNs
+	WindowDecr  uint64        // times the adaptive window shrank after a loss
+	// RetryResponses is the number of responses received from the peer
+	// between the last progress and the RETRY_EXC_ERR that failed the QP:
+	// zero means the peer did not answer at all during the retries.
+	RetryResponses uint64
+	// RetryFailed is set once the requester failed with RETRY_EXC_ERR, so
+	// that RetryResponses can be told from "not failed".
+	RetryFailed bool
+}
+
+// recovery is the requester's loss recovery state: the RTT estimator, the
+// recovery timer and the tail-loss probe, and the adaptive window.
+type recovery struct {
+	cfg    RecoveryConfig
+	rtt    retry.RTT
+	timer  retry.RecoveryTimer
+	win    retry.Window
+	due    retry.Deadline // the recovery timer
+	timing bool           // a first transmission with AckReq is being timed
+	timed  packet.PSN     // its PSN
+	sentAt time.Time      // and when it left
+	// firstSent is when the first packet left: until the first RTT
+	// sample, the first response gives an upper bound (bootstrap).
+	firstSent time.Time
+	// probeDue asks NextPacket to send the tail-loss probe next;
+	// probing is set while it is built (it forces AckReq); probeOut
+	// while it waits for its answer, probePSN being its PSN.
+	probeDue, probing, probeOut bool
+	probePSN                    packet.PSN
+	sinceProgress               uint64 // responses since the last progress
+	c                           RecoveryCounters
+}
+
+// initRecovery sets up loss recovery for the configuration c and the local
+// ACK timeout ack (called by New).
+func (r *Requester) initRecovery(c *Config) {
+	r.rec.cfg = c.Recovery
+	r.rec.timer = retry.RecoveryTimer{Floor: c.Recovery.Floor, Ceiling: r.ack}
+	r.rec.win.Init(retry.WindowConfig{Max: c.Window, Min: c.Recovery.MinWindow})
+}
+
+// sendWindow returns how many PSNs may be outstanding now: the adaptive
+// window, or Config.Window.
+func (r *Requester) sendWindow() int {
+	if r.rec.cfg.FixedWindow {
+		return r.cfg.Window
+	}
+	return min(r.cfg.Window, r.rec.win.Size())
+}
+
+// forceAckReq reports whether the packet with PSN psn must ask for an
+// acknowledgement besides the requester's usual rule: the probe does, and
+// so does the packet that fills the window, so that a window smaller than
+// AckReqEvery is still answered.
+func (r *Requester) forceAckReq(psn packet.PSN) bool {
+	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= r.sendWindow()
+}
+
+// onSent records a packet just built at now: its PSN, whether it asked for
+// an acknowledgement and whether it was sent before (its PSN is below
+// highBefore, the high-water mark before it was built). A first
+// transmission with AckReq starts an RTT measurement if none is running; a
+// retransmission at or before the timed PSN voids the running one (Karn's
+// rule). The recovery timer is armed if it is not running.
+func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefore packet.PSN) {
+	rec := &r.rec
+	if psn.Before(highBefore) {
+		if rec.timing && !psn.After(rec.timed) {
+			rec.timing = false
+			rec.rtt.Sample(0, true)
+		}
+	} else if ackReq && !rec.timing {
+		rec.timing, rec.timed, rec.sentAt = true, psn, now
+	}
+	if rec.firstSent.IsZero() {
+		rec.firstSent = now
+	}
+	if rec.cfg.Off {
+		return
+	}
+	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
+		if ackReq {
+			rec.due.Arm(now.Add(d))
+		} else {
+			rec.due.ArmIfStopped(now.Add(d))
+		}
+	}
+}
+
+// onResponse runs after the completer processed one response at now:
+// oldComp and oldHead are the oldest unacknowledged PSN and the oldest WQE
+// before it, retries the number of go-back-N retries started before it. It
+// takes the RTT sample, grows or shrinks the window, ends a probe, and
+// re-arms or stops the recovery timer.
+func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retries uint64) {
+	rec := &r.rec
+	rec.sinceProgress++
+	if rec.probeOut {
+		rec.probeOut = false
+		r.probeAnswered(now, oldComp)
+	}
+	if d := r.compPSN.Diff(oldComp); d > 0 || r.head != oldHead {
+		rec.sinceProgress = 0
+		rec.timer.Progress()
+		if d > 0 {
+			rec.win.OnAck(int(d))
+		}
+	}
+	switch {
+	case rec.timing && r.compPSN.After(rec.timed):
+		rec.timing = false
+		rec.rtt.Sample(now.Sub(rec.sentAt), false)
+	case !rec.rtt.Valid() && !rec.firstSent.IsZero() && r.c.Retransmits == 0:
+		// No sample yet (the timed packet's answer was lost, or Karn
+		// voided it): the first response, to a packet sent no earlier
+		// than the first one and never sent twice, bounds the RTT from
+		// above. Without it the recovery timer would stay at the IB
+		// timeout until a new packet is timed.
+		rec.rtt.Sample(now.Sub(rec.firstSent), false)
+	}
+	if r.c.CompleterRetryErr != retries {
+		r.lossSeen(now)
+	}
+	r.noteFailure()
+	r.rearmRecovery(now)
+}
+
+// rearmRecovery arms the recovery timer a timeout from now while PSNs are
+// outstanding, and stops it otherwise.
+func (r *Requester) rearmRecovery(now time.Time) {
+	rec := &r.rec
+	if rec.cfg.Off || r.stopped || r.head == r.tail || !r.highPSN.After(r.compPSN) {
+		rec.due.Stop()
+		return
+	}
+	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
+		rec.due.Arm(now.Add(d))
+	}
+}
+
+// lossSeen shrinks the adaptive window after a loss detected at now.
+func (r *Requester) lossSeen(now time.Time) {
+	if r.rec.win.OnLoss(now, r.rec.rtt.SRTT()) {
+		r.rec.c.WindowDecr++
+	}
+}
+
+// noteFailure records, once, how many responses the peer sent since the
+// last progress when the requester failed with RETRY_EXC_ERR.
+func (r *Requester) noteFailure() {
+	if r.failed && r.failStatus == verbs.WCRetryExcErr && !r.rec.c.RetryFailed {
+		r.rec.c.RetryFailed = true
+		r.rec.c.RetryResponses = r.rec.sinceProgress
+	}
+}
+
+// onRecoveryTimeout handles an expired recovery timer at now: nothing has
+// been heard for a recovery timeout while PSNs are outstanding, so the
+// tail of the window, a NAK, a re-read or an acknowledgement was lost, or
+// the peer (or this process) was only slow. The requester sends one
+// tail-loss probe (buildProbe), with AckReq, without moving its send
+// cursor: a slow peer costs one packet and nothing else. The probe is the
+// oldest unacknowledged packet rather than the last (RFC 8985 7.3)
+// because an IB responder that has NAKed a gap drops later packets
+// silently until the missing PSN arrives (IBA 9.7.5.1.2; rxe check_psn),
+// while the oldest packet is always answered: executed and ACKed if it
+// was lost, re-ACKed as a duplicate if only its ACK was (probeAnswered).
+// The timer backs off; retry_cnt is not consumed (the IB timer alone
+// spends it).
+func (r *Requester) onRecoveryTimeout(now time.Time) {
+	rec := &r.rec
+	rec.due.Stop()
+	if r.stopped || r.rnrWait.Armed() || r.head == r.tail {
+		return
+	}
+	if w := r.slot(r.head); !w.started || !r.highPSN.After(r.compPSN) || w.state == wqePosted {
+		// Nothing outstanding, or a retry is already waiting to go.
+		r.rearmRecovery(now)
+		return
+	}
+	rec.c.RTOExpiries++
+	rec.timer.Expired()
+	rec.probeDue = true
+	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
+		rec.due.Arm(now.Add(d))
+	}
+}
+
+// probeAnswered runs on the first response after a probe, oldComp being
+// the oldest unacknowledged PSN before it. A response that acknowledges
+// exactly the probe's PSN (and nothing after it) means the responder was
+// waiting for that very packet: every later PSN sent before the probe
+// reached it before the probe did and was lost or dropped out of
+// sequence, so the go-back-N starts at once from the next PSN, as a PSN
+// sequence error NAK would start it (one retry episode, no retry_cnt
+// spent; the window shrinks). A READ probe's answer is its responses;
+// gaps after it are found as usual.
+func (r *Requester) probeAnswered(now time.Time, oldComp packet.PSN) {
+	if oldComp != r.rec.probePSN || r.compPSN != r.rec.probePSN.Next() || r.stopped || r.head == r.tail {
+		return
+	}
+	if r.slot(r.head).kind == kindRead || !r.highPSN.After(r.compPSN) {
+		return
+	}
+	r.lossSeen(now)
+	r.c.CompleterRetryErr++
+	r.rewind()
+	r.startedRetry = true
+}
+
+// buildProbe builds the tail-loss probe into buf and returns its length,
+// or 0 if there is none: the packet with the oldest unacknowledged PSN,
+// with AckReq; for a READ at the head of the queue a READ request for the
+// bytes not yet received (rxe req_retry's rule). The send cursor, the
+// WQE's cursors and the AckReq count are left as they were, so the probe
+// is one extra packet and normal sending resumes where it stood. A READ
+// probe keeps the PSN it was sent with as the WQE's first PSN: its
+// responses start there.
+func (r *Requester) buildProbe(now time.Time, buf []byte) int {
+	r.rec.probeDue = false
+	if r.head == r.tail || !r.highPSN.After(r.compPSN) {
+		return 0
+	}
+	w := r.slot(r.head)
+	if !w.started || w.state == wqePosted {
+		return 0
+	}
+	saved := *w
+	cur, next, noAck, high := r.cur, r.psn, r.noAck, r.highPSN
+	r.cur, r.psn = r.head, r.compPSN
+	switch {
+	case w.kind.segmented():
+		r.seekPSN(w, r.compPSN)
+	case w.kind == kindRead:
+		w.off = w.rcvd
+	}
+	r.rec.probing = true
+	n := r.build(w, buf)
+	r.rec.probing = false
+	first := w.firstPSN
+	*w = saved
+	if w.kind == kindRead {
+		w.firstPSN = first
+	}
+	r.cur, r.psn, r.noAck = cur, next, noAck
+	if n > 0 {
+		r.rec.c.TailProbes++
+		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
+		r.onSent(now, r.compPSN, true, high)
+	}
+	return n
+}
+
+// DeferRecovery restarts a running recovery timer from now. The owner
+// calls it when packets the requester built earlier actually leave (after
+// a local-drop back-off held them): the peer cannot have answered them
+// before.
+func (r *Requester) DeferRecovery(now time.Time) {
+	if !r.rec.due.Armed() {
+		return
+	}
+	if d := r.rec.timer.Timeout(&r.rec.rtt); d > 0 {
+		r.rec.due.Arm(now.Add(d))
+	}
+}
+
+// recoveryCounters returns the recovery counters with the live estimates.
+func (r *Requester) recoveryCounters() RecoveryCounters {
+	c := r.rec.c
+	st := r.rec.rtt.Stats()
+	c.SRTT, c.RTTVar, c.RTTSamples, c.KarnSkipped = st.SRTT, st.RTTVar, st.Samples, st.Discarded
+	c.Window = r.sendWindowSize()
+	return c
+}
+
+// sendWindowSize is the window in effect, ignoring a probe in progress.
+func (r *Requester) sendWindowSize() int {
+	if r.rec.cfg.FixedWindow {
+		return r.cfg.Window
+	}
+	return min(r.cfg.Window, r.rec.win.Size())
+}

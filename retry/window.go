@@ -1,0 +1,130 @@
+package retry
+
+import "time"
+
+// DefaultWindowMin is the smallest adaptive window when WindowConfig.Min
+// is zero: enough packets to keep a path with a few packets of
+// bandwidth-delay product busy, and to carry the AckReq the responder
+// answers.
+const DefaultWindowMin = 8
+
+// WindowConfig bounds an adaptive Window.
+type WindowConfig struct {
+	// Max is the largest window, in PSNs: the QP's fixed window (128,
+	// rxe's RXE_MAX_UNACKED_PSNS). Values below 1 count as 1.
+	Max int
+	// Min is the smallest window the decrease goes to; 0 means
+	// DefaultWindowMin. It is capped at Max.
+	Min int
+	// Initial is the window before any loss; 0 means Max.
+	Initial int
+}
+
+// Window is the number of PSNs a go-back-N requester may have outstanding,
+// adapted to loss: after a loss a go-back-N sender resends everything it
+// had in flight behind the lost packet, so a smaller window resends less.
+//
+//   - Decrease: OnLoss halves the window (not below Min), at most once per
+//     round trip: the losses of one window are one congestion event
+//     (RFC 5681 3.1, RFC 6582).
+//   - Increase: OnAck counts newly acknowledged PSNs. Below the threshold
+//     (half-way between the window before the last decrease and the one
+//     after it) every acknowledged PSN adds one (the window doubles per
+//     clean round trip, RFC 5681 slow start); at or above it each full
+//     window acknowledged without a loss adds an eighth of the window (at
+//     least one). The window never exceeds Max. Under steady random loss
+//     the window thus settles where a round trip of data rarely sees more
+//     than one loss.
+//
+// The zero value is a window of 1 PSN; use Init or NewWindow. Window never
+// allocates and is not safe for concurrent use.
+type Window struct {
+	cfg       WindowConfig
+	cur       int
+	threshold int
+	acked     int       // PSNs acknowledged since the last increase above the threshold
+	quietTill time.Time // no further decrease before this time
+	losses    uint64    // decreases
+	ignored   uint64    // losses inside the round trip of a decrease
+	increases uint64
+}
+
+// WindowStats is a snapshot of a Window.
+type WindowStats struct {
+	Size, Threshold int
+	Decreases       uint64 // OnLoss calls that shrank (or would have shrunk, at Min) the window
+	Ignored         uint64 // OnLoss calls within a round trip of a decrease
+	Increases       uint64 // times the window grew
+}
+
+// NewWindow returns a Window configured by cfg.
+func NewWindow(cfg WindowConfig) *Window {
+	w := new(Window)
+	w.Init(cfg)
+	return w
+}
+
+// Init (re)configures w and resets it to its initial size.
+func (w *Window) Init(cfg WindowConfig) {
+	cfg.Max = max(cfg.Max, 1)
+	if cfg.Min <= 0 {
+		cfg.Min = DefaultWindowMin
+	}
+	cfg.Min = min(cfg.Min, cfg.Max)
+	if cfg.Initial <= 0 {
+		cfg.Initial = cfg.Max
+	}
+	cfg.Initial = min(max(cfg.Initial, cfg.Min), cfg.Max)
+	*w = Window{cfg: cfg, cur: cfg.Initial, threshold: cfg.Max}
+}
+
+// Config returns the configuration after defaults and clamping.
+func (w *Window) Config() WindowConfig { return w.cfg }
+
+// Size returns the current window, in PSNs: always within [Min, Max]
+// (1 for the zero value).
+func (w *Window) Size() int { return max(w.cur, 1) }
+
+// OnLoss records a loss detected at now (a sequence error NAK, a gap in
+// READ responses, a recovery timer expiry). Unless an earlier decrease
+// happened less than rtt ago, the window halves (not below Min) and the
+// threshold becomes the midpoint of the old and the new size. It reports whether the window was
+// decreased.
+func (w *Window) OnLoss(now time.Time, rtt time.Duration) bool {
+	if now.Before(w.quietTill) {
+		w.ignored++
+		return false
+	}
+	w.losses++
+	old := w.cur
+	w.cur = max(w.cur/2, w.cfg.Min)
+	w.threshold = (old + w.cur) / 2
+	w.acked = 0
+	w.quietTill = now.Add(max(rtt, 0))
+	return true
+}
+
+// OnAck records n newly acknowledged PSNs (n ≤ 0 is ignored) and grows the
+// window as described on Window.
+func (w *Window) OnAck(n int) {
+	if n <= 0 || w.cur >= w.cfg.Max {
+		return
+	}
+	if w.cur < w.threshold {
+		w.cur = min(w.cur+n, w.threshold, w.cfg.Max)
+		w.increases++
+		return
+	}
+	w.acked += n
+	if w.acked >= w.cur {
+		w.acked = 0
+		w.cur = min(w.cur+max(w.cur/8, 1), w.cfg.Max)
+		w.increases++
+	}
+}
+
+// Stats returns a snapshot.
+func (w *Window) Stats() WindowStats {
+	return WindowStats{Size: w.Size(), Threshold: w.threshold, Decreases: w.losses,
+		Ignored: w.ignored, Increases: w.increases}
+}

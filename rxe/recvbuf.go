@@ -1,0 +1,196 @@
+package rxe
+
+import (
+	"fmt"
+	"log"
+	"math/bits"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/requester"
+)
+
+// bufferReporter is the optional capability of a netdev.Conn that reports
+// the socket buffers the kernel granted (netdev.UDPConn has it).
+type bufferReporter interface {
+	BufferSizes() netdev.BufferSizes
+}
+
+// SocketBuffers returns the socket buffers of the device's netdevs: the
+// smallest receive and send buffers over its sockets, whether any was
+// capped, and ok false if no netdev reports its buffers (a pipe, or a
+// decorator that hides them).
+func (d *Device) SocketBuffers() (b netdev.BufferSizes, ok bool) {
+	for _, c := range d.conns {
+		r, is := c.(bufferReporter)
+		if !is {
+			continue
+		}
+		s := r.BufferSizes()
+		if !ok {
+			b, ok = s, true
+			continue
+		}
+		b.Recv, b.Send = min(b.Recv, s.Recv), min(b.Send, s.Send)
+		b.RecvForced, b.SendForced = b.RecvForced && s.RecvForced, b.SendForced && s.SendForced
+		b.RecvAsked, b.SendAsked = max(b.RecvAsked, s.RecvAsked), max(b.SendAsked, s.SendAsked)
+	}
+	return b, ok
+}
+
+// BufferCapWarning returns a one-paragraph warning if the kernel granted
+// the device's sockets less buffer than was asked for, naming the sysctl
+// (net.core.rmem_max / wmem_max) and the capability (CAP_NET_ADMIN, for
+// SO_RCVBUFFORCE) that lift the cap; "" if nothing was capped. The peer
+// learns the buffer actually granted (ConnInfo.RecvBuffer) and keeps its
+// bytes in flight within it, so a capped buffer costs throughput, not
+// loss.
+func (d *Device) BufferCapWarning() string {
+	b, ok := d.SocketBuffers()
+	if !ok {
+		return ""
+	}
+	return CapWarning(d.opts.Name, b)
+}
+
+// CapWarning returns the warning BufferCapWarning gives for the socket
+// buffers b of the device named name, for a program (rxectl) that opens
+// its sockets itself; "" if nothing was capped.
+func CapWarning(name string, b netdev.BufferSizes) string {
+	if !b.RecvCapped() && !b.SendCapped() {
+		return ""
+	}
+	var parts []string
+	if b.RecvCapped() {
+		parts = append(parts, fmt.Sprintf("receive buffer %s of %s asked (net.core.rmem_max = %s)",
+			kib(b.Recv/2), kib(b.RecvAsked), sysctl("rmem_max")))
+	}
+	if b.SendCapped() {
+		parts = append(parts, fmt.Sprintf("send buffer %s of %s asked (net.core.wmem_max = %s)",
+			kib(b.Send/2), kib(b.SendAsked), sysctl("wmem_max")))
+	}
+	return fmt.Sprintf("rxe: %s: the kernel capped the socket buffers: %s. Senders are paced to the smaller buffer, "+
+		"which limits throughput; to lift the cap run `sysctl -w net.core.rmem_max=%d net.core.wmem_max=%d` "+
+		"or give the process CAP_NET_ADMIN (SO_RCVBUFFORCE / SO_SNDBUFFORCE)",
+		name, strings.Join(parts, ", "), max(b.RecvAsked, netdev.DefaultRecvBuffer), max(b.SendAsked, netdev.DefaultSendBuffer))
+}
+
+// kib formats a byte count in KiB or MiB.
+func kib(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// sysctl reads /proc/sys/net/core/name, or "?".
+func sysctl(name string) string {
+	b, err := os.ReadFile("/proc/sys/net/core/" + name)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// capWarnOnce makes Listen warn about capped buffers once per process.
+var capWarnOnce sync.Once
+
+// warnCapped writes BufferCapWarning through Options.Warnf (log.Printf by
+// default), once per process.
+func (d *Device) warnCapped() {
+	w := d.BufferCapWarning()
+	if w == "" {
+		return
+	}
+	capWarnOnce.Do(func() {
+		if d.opts.Warnf != nil {
+			d.opts.Warnf("%s", w)
+			return
+		}
+		log.Printf("%s", w)
+	})
+}
+
+// recvBufferInfo returns what Info announces: the receive buffer granted
+// to the device's smallest socket, in bytes as getsockopt reports it, and
+// the number of receive sockets (completion vectors with a socket each);
+// 0, 0 if the netdev does not report its buffers.
+func (d *Device) recvBufferInfo() (bytes, sockets int) {
+	b, ok := d.SocketBuffers()
+	if !ok {
+		return 0, 0
+	}
+	return b.Recv, len(d.conns)
+}
+
+// truesize estimates the kernel memory one received datagram of n bytes
+// is charged against a socket receive buffer (skb->truesize): the data
+// with headroom and struct skb_shared_info rounded up to the power of two
+// kmalloc gives, plus struct sk_buff. Loopback and most drivers allocate
+// so; a driver using page fragments charges less.
+func truesize(n int) int {
+	return 1<<bits.Len(uint(n+448-1)) + 256
+}
+
+// windowFor returns the PSN window that keeps a burst of PMTU-sized
+// packets within three quarters of a receive buffer of buf bytes (as
+// getsockopt reports it), between requester's minimum useful window (8)
+// and DefaultWindow; 0 if buf is 0 (unknown: the default window).
+func windowFor(buf, pmtu int) int {
+	if buf <= 0 {
+		return 0
+	}
+	n := buf * 3 / 4 / truesize(pmtu+maxHeaderBytes)
+	return min(max(n, 8), requester.DefaultWindow)
+}
+
+// maxHeaderBytes is what a RoCE datagram adds to its payload on the wire
+// into a socket: IP, UDP, BTH, RETH, ICRC and pad, rounded up.
+const maxHeaderBytes = 96
+
+// peerBuffer is what the peer announced of its receive buffer
+// (ConnInfo.RecvBuffer, or SetPeerReceiveBuffer); 0 means nothing.
+type peerBuffer struct {
+	recv    int
+	sockets int
+}
+
+// SetPeerReceiveBuffer records the receive buffer (in bytes, as
+// getsockopt reports it) and socket count a gorxe peer announced out of
+// band (ConnInfo.RecvBuffer and RecvSockets; rxectl's gorxe-only exchange
+// data). Before RTS only; Connect calls it. With it, the requester keeps
+// its PSN window within what the peer's buffer absorbs, and asks long
+// READs in parts its own receive buffer absorbs. Without it (a peer that
+// announced nothing) the wire is exactly as before.
+func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
+	if bytes < 0 || sockets < 0 {
+		return fmt.Errorf("%w: peer receive buffer %d bytes, %d sockets", ErrInvalidArgument, bytes, sockets)
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.state == QPSRTS || qp.state == QPSSQD {
+		return fmt.Errorf("%w: the peer's receive buffer is set before RTS", ErrInvalidState)
+	}
+	qp.peerBuf = peerBuffer{recv: bytes, sockets: sockets}
+	return nil
+}
+
+// bufferLimits returns the requester's Window and MaxReadPkts for a path
+// MTU of pmtu bytes: toward a peer that announced its receive buffer, the
+// window its buffer and ours absorb and READ parts of that window; zeros
+// (the defaults) otherwise.
+func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
+	if qp.peerBuf.recv <= 0 {
+		return 0, 0
+	}
+	window = windowFor(qp.peerBuf.recv, pmtu)
+	if own, _ := qp.dev.recvBufferInfo(); own > 0 {
+		window = min(window, windowFor(own, pmtu))
+	}
+	if window >= requester.DefaultWindow {
+		return 0, 0
+	}
+	return window, window
+}

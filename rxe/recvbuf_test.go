@@ -1,0 +1,153 @@
+package rxe
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/requester"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWindowFor(t *testing.T) {
+	tests := []struct {
+		buf, pmtu, want int
+	}{
+		{0, 4096, 0}, // unknown: the default
+		{2 * 212992, 4096, 425984 * 3 / 4 / (8192 + 256)}, // stock rmem_max, loopback truesize 8 KiB
+		{2 * 212992, 1024, requester.DefaultWindow},       // 138 fit: capped at the default
+		{2 * 212992 / 4, 1024, 106496 * 3 / 4 / (2048 + 256)},
+		{4096, 4096, 8}, // never below 8
+		{128 << 20, 4096, requester.DefaultWindow},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, windowFor(tc.buf, tc.pmtu), "%d bytes, PMTU %d", tc.buf, tc.pmtu)
+	}
+}
+
+// smallBufDevice opens a device on a socket that asks for a stock
+// rmem_max-sized receive buffer without SO_RCVBUFFORCE, as a process
+// without CAP_NET_ADMIN gets.
+func smallBufDevice(t *testing.T, ip, name string) (*Device, *netdev.UDPConn) {
+	t.Helper()
+	c, err := netdev.ListenUDP(netip.MustParseAddrPort(ip+":0"),
+		netdev.Options{BlockingWrite: true, RecvBuffer: 212992, SendBuffer: 212992, NoForce: true})
+	require.NoError(t, err)
+	d, err := Open(c, Options{Name: name, OwnConn: true, CompVectors: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	return d, c
+}
+
+// TestSmallReceiveBufferPaced: two devices whose sockets got a stock
+// 208 KiB receive buffer announce it in ConnInfo; each requester keeps its
+// PSN window (and its READ parts) within what the peer's buffer and its
+// own absorb, so 1 MiB WRITEs and READs arrive whole, and the sockets drop
+// nothing that the requesters did not send twice.
+func TestSmallReceiveBufferPaced(t *testing.T) {
+	for _, op := range []WROpcode{WRRDMAWrite, WRRDMARead} {
+		t.Run(op.String(), func(t *testing.T) {
+			da, ca := smallBufDevice(t, "127.0.0.1", "small-a")
+			db, cb := smallBufDevice(t, "127.0.0.2", "small-b")
+			a, b := newEnd(t, da, testBufSize), newEnd(t, db, testBufSize)
+			ia, ib := a.qp.Info(1000), b.qp.Info(2000)
+			require.Equal(t, ca.BufferSizes().Recv, ia.RecvBuffer)
+			require.Equal(t, 1, ia.RecvSockets)
+			require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096}))
+			require.NoError(t, b.qp.Connect(ib, ia, ConnectOptions{MTU: MTU4096}))
+			want := windowFor(min(ia.RecvBuffer, ib.RecvBuffer), 4096)
+			require.Less(t, want, requester.DefaultWindow, "the test needs a buffer smaller than a full window")
+
+			src, dst := a, b
+			if op == WRRDMARead {
+				src, dst = b, a
+			}
+			fill(src.buf, 77)
+			syncMem(a, b)
+			const size, n = 1 << 20, 16
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for i := range n {
+				off := i % 8 * size
+				_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: op, Flags: SendSignaled,
+					SGList: []SGE{a.mr.SGE(off, size)}, RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey()})
+				require.NoError(t, err)
+				wc := make([]WC, 1)
+				_, err = a.cq.Wait(ctx, wc)
+				require.NoError(t, err)
+				require.Equal(t, WCSuccess, wc[0].Status)
+			}
+			syncMem(a, b)
+			require.True(t, bytes.Equal(src.buf[:8*size], dst.buf[:8*size]), "data differs")
+			rc := a.qp.Counters().Requester
+			require.LessOrEqual(t, rc.Recovery.Window, want)
+			over := ca.Stats().RecvOverflows + cb.Stats().RecvOverflows
+			t.Logf("window %d (bound %d), socket overflows %d, retransmits %d", rc.Recovery.Window, want, over, rc.Retransmits)
+			// Each packet sent twice (a WRITE packet, a READ request asking
+			// for up to a window of responses again) may meet its first copy
+			// still in the buffer; nothing else may overflow it.
+			require.LessOrEqual(t, over, rc.Retransmits*uint64(want), "the sockets overflowed beyond what was sent twice")
+		})
+	}
+}
+
+// TestPeerAnnouncingNothing: toward a peer that announces no receive
+// buffer (a kernel rxe or perftest peer) the requester keeps the default
+// window and sends every READ as one request: the wire is as before.
+func TestPeerAnnouncingNothing(t *testing.T) {
+	da, _ := smallBufDevice(t, "127.0.0.1", "quiet-a")
+	db, _ := smallBufDevice(t, "127.0.0.2", "quiet-b")
+	a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
+	ia, ib := a.qp.Info(1), b.qp.Info(2)
+	ib.RecvBuffer, ib.RecvSockets = 0, 0
+	require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096}))
+	a.qp.mu.Lock()
+	window, parts := a.qp.bufferLimits(4096)
+	a.qp.mu.Unlock()
+	require.Zero(t, window, "default window")
+	require.Zero(t, parts, "READs in one request")
+	require.Equal(t, requester.DefaultWindow, a.qp.Counters().Requester.Recovery.Window)
+	require.ErrorIs(t, a.qp.SetPeerReceiveBuffer(1<<20, 1), ErrInvalidState, "fixed once in RTS")
+}
+
+// TestBufferCapWarning asks for more receive buffer than rmem_max allows,
+// without forcing: the device says so once, naming the sysctl and the
+// capability that lift the cap.
+func TestBufferCapWarning(t *testing.T) {
+	raw, err := os.ReadFile("/proc/sys/net/core/rmem_max")
+	require.NoError(t, err)
+	rmax, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	var got []string
+	warnf := func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) }
+	addr := netip.MustParseAddrPort("127.0.0.9:0") // Listen's port 0 is 4791
+	d, err := Listen(addr, Options{Name: "capped", CompVectors: 2, RecvBuffer: 2*rmax + 4096, NoForceBuffers: true, Warnf: warnf})
+	if err != nil {
+		t.Skipf("cannot bind %v:4791 (in use by another test process?): %v", addr.Addr(), err)
+	}
+	defer d.Close()
+	w := d.BufferCapWarning()
+	require.Contains(t, w, "net.core.rmem_max")
+	require.Contains(t, w, "CAP_NET_ADMIN")
+	require.Equal(t, []string{w}, got, "Listen warned once")
+	b, ok := d.SocketBuffers()
+	require.True(t, ok)
+	require.True(t, b.RecvCapped())
+	require.Equal(t, 2*rmax, d.qpInfoBuffer())
+
+	small, _ := smallBufDevice(t, "127.0.0.1", "small")
+	require.Empty(t, small.BufferCapWarning(), "a request below the cap is no warning")
+}
+
+// qpInfoBuffer is the receive buffer Info announces.
+func (d *Device) qpInfoBuffer() int {
+	n, _ := d.recvBufferInfo()
+	return n
+}
