@@ -12,7 +12,8 @@ import (
 // communication IDs and, by message, the service ID (with RDMA CM's port),
 // the QPN, the starting PSN, the path MTU, the REJ reason and the IP
 // addresses of RDMA CM's private-data header. It appends nothing for a
-// packet that is not a UD SEND to QP1 carrying a CM MAD.
+// packet that is not a UD packet to QP1; a MAD of another management class
+// shows its class, a truncated one MALFORMED.
 func appendCM(b []byte, p *packet.Packet) []byte {
 	if p.DestQP() != packet.GSIQPN || p.Opcode().Transport() != packet.TransportUD {
 		return b
