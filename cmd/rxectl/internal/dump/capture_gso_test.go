@@ -2,7 +2,6 @@ package dump
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -44,7 +43,7 @@ func TestGSOWireCapture(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "veth.pcap")
 	td := startNetnsTcpdump(t, p.A, p.IfA, file)
 
-	var a, b *gsoEnd
+	var a, b *loEnd
 	require.NoError(t, netns.In(p.A, func() error { a = newGSOEnd(t, p.AddrA, "rxe-a"); return nil }))
 	require.NoError(t, netns.In(p.B, func() error { b = newGSOEnd(t, p.AddrB, "rxe-b"); return nil }))
 	const mtu = rxe.MTU1024 // the veth's 1500 bytes
@@ -61,8 +60,7 @@ func TestGSOWireCapture(t *testing.T) {
 		_, err := a.qp.PostSend(rxe.SendWR{ID: uint64(i), Opcode: op, Flags: rxe.SendSignaled,
 			SGList: []rxe.SGE{a.mr.SGE(0, msg)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 		require.NoError(t, err)
-		wc := gsoWait(t, a.cq, op.String())
-		require.Equal(t, rxe.WCSuccess, wc.Status, "%v", op)
+		loWait(t, a, op.String())
 	}
 
 	// Wait until the file holds every packet both devices sent and has
@@ -112,40 +110,12 @@ func TestGSOWireCapture(t *testing.T) {
 	}
 }
 
-// gsoEnd is one side of TestGSOWireCapture.
-type gsoEnd struct {
-	dev *rxe.Device
-	cq  *rxe.CQ
-	qp  *rxe.QP
-	mr  *rxe.MR
-}
-
 // newGSOEnd listens on addr:4791 in the calling thread's namespace with
 // rxe.Listen's defaults (GSO and GRO on) and makes an RC QP and an MR.
-func newGSOEnd(t *testing.T, addr netip.Addr, name string) *gsoEnd {
+func newGSOEnd(t *testing.T, addr netip.Addr, name string) *loEnd {
 	dev, err := rxe.Listen(netip.AddrPortFrom(addr, packet.UDPPort), rxe.Options{Name: name, LinkMTU: 1500})
 	require.NoError(t, err)
-	t.Cleanup(func() { dev.Close() })
-	pd, err := dev.AllocPD()
-	require.NoError(t, err)
-	cq, err := dev.CreateCQ(256, -1)
-	require.NoError(t, err)
-	qp, err := pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: cq, RecvCQ: cq,
-		Cap: rxe.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	require.NoError(t, err)
-	mr, err := pd.RegMR(make([]byte, 64<<10), rxe.AccessLocalWrite|rxe.AccessRemoteWrite|rxe.AccessRemoteRead)
-	require.NoError(t, err)
-	return &gsoEnd{dev: dev, cq: cq, qp: qp, mr: mr}
-}
-
-func gsoWait(t *testing.T, cq *rxe.CQ, what string) rxe.WC {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	wc := make([]rxe.WC, 1)
-	_, err := cq.Wait(ctx, wc)
-	require.NoError(t, err, "waiting for the completion of %s", what)
-	return wc[0]
+	return newRCEnd(t, dev)
 }
 
 // startNetnsTcpdump starts tcpdump on iface in namespace ns, writing UDP

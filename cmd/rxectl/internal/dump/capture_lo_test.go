@@ -30,7 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// loEnd is one side of the RC connection of TestLoopbackCaptureICRC.
+// loEnd is one side of the RC connection of the capture tests.
 type loEnd struct {
 	dev *rxe.Device
 	cq  *rxe.CQ
@@ -50,6 +50,13 @@ func newLoEnd(t *testing.T, addr, name string) *loEnd {
 		conn.Close()
 		require.NoError(t, err)
 	}
+	return newRCEnd(t, dev)
+}
+
+// newRCEnd gives dev (closed at the end of the test) one CQ, one RC QP and
+// one 64 KiB MR open to every remote access.
+func newRCEnd(t *testing.T, dev *rxe.Device) *loEnd {
+	t.Helper()
 	t.Cleanup(func() { dev.Close() })
 	pd, err := dev.AllocPD()
 	require.NoError(t, err)
