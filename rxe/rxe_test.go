@@ -52,6 +52,13 @@ func newDevices(t testing.TB, kind string) (*Device, *Device) {
 	t.Helper()
 	checkGoroutines(t)
 	ca, cb := connPair(t, kind)
+	return openPair(t, ca, cb)
+}
+
+// openPair opens devices rxe-a on ca and rxe-b on cb (they own them),
+// closed at the end of the test.
+func openPair(t testing.TB, ca, cb netdev.Conn) (*Device, *Device) {
+	t.Helper()
 	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
 	require.NoError(t, err)
 	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})

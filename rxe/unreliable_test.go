@@ -45,14 +45,7 @@ func (c *lossyConn) WriteBatch(msgs []netdev.Message) (int, error) {
 func newLossyDevices(t *testing.T, kind string) (*Device, *Device, *lossyConn) {
 	ca, cb := connPair(t, kind)
 	lc := &lossyConn{Conn: ca}
-	da, err := Open(lc, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
+	da, db := openPair(t, lc, cb)
 	return da, db, lc
 }
 
