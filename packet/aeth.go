@@ -28,6 +28,15 @@ const (
 	NAKRemoteAccess     NAKCode = 2 // remote access error
 	NAKRemoteOperation  NAKCode = 3 // remote operational error
 	NAKInvalidRDRequest NAKCode = 4 // invalid RD request
+
+	// NAKSelectiveRepeat is a value IBA 9.3.5 table 43 reserves, which
+	// gorxe uses for its selective-repeat hole report and sends only to a
+	// peer that offered selective repeat in the connection setup
+	// (docs/recovery.md, "Selective repeat"). In such an ACKNOWLEDGE packet
+	// the BTH PSN is the first missing PSN of the hole and the AETH MSN
+	// field holds the PSN just past it (the first PSN the responder holds
+	// after the hole); it acknowledges nothing.
+	NAKSelectiveRepeat NAKCode = 0x10
 )
 
 // String names the NAK code.
@@ -43,6 +52,8 @@ func (c NAKCode) String() string {
 		return "REM_OP_ERR"
 	case NAKInvalidRDRequest:
 		return "INVALID_RD_REQ"
+	case NAKSelectiveRepeat:
+		return "SR_HOLE"
 	}
 	return "NAK_RESERVED_" + strconv.Itoa(int(c))
 }

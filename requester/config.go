@@ -103,6 +103,13 @@ type Config struct {
 	// the last packet of every message; 0 selects DefaultAckReqEvery. It is
 	// capped at Window so that a full window always asks for an ACK.
 	AckReqEvery int
+	// SelectiveRepeat says the peer's responder negotiated selective
+	// repeat (docs/recovery.md): it buffers out-of-order requests and
+	// reports holes with packet.NAKSelectiveRepeat, so the requester
+	// resends only the reported PSNs, and it places READ responses out of
+	// order and re-reads only the missing ranges. False is IBTA go-back-N,
+	// what kernel rxe and NICs expect.
+	SelectiveRepeat bool
 }
 
 // Memory gives the requester access to local memory regions.

@@ -40,7 +40,20 @@ type Config struct {
 	// SRQ says the receive queue is a shared receive queue: credits are
 	// always 31 and Flush leaves the queue alone.
 	SRQ bool
+	// SelectiveRepeat says the peer's requester negotiated selective
+	// repeat (docs/recovery.md): out-of-order requests are kept in a
+	// bounded buffer and executed in PSN order once the hole before them
+	// is filled, and each hole is reported with packet.NAKSelectiveRepeat
+	// instead of a PSN Sequence Error NAK. False is IBTA go-back-N.
+	SelectiveRepeat bool
+	// OOOLimit bounds the bytes of out-of-order packets buffered under
+	// SelectiveRepeat; 0 selects DefaultOOOLimit.
+	OOOLimit int
 }
+
+// DefaultOOOLimit is the default Config.OOOLimit: a full 128-PSN window of
+// 4096-byte packets.
+const DefaultOOOLimit = 128 * 4096
 
 // Memory resolves keys to bytes. Implementations check the key, the QP's
 // protection domain, the access rights and that [addr, addr+length) lies in
