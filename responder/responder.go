@@ -426,7 +426,6 @@ func (r *Responder) onError(st State) State {
 		r.ctrs.SendRNRErr++
 		r.nakSent = true
 		r.ctrs.OOODropped += uint64(r.ooo.clear())
-		r.ctrs.OOOBuffered = 0
 		r.queueNAK(packet.RNRSyndrome(r.cfg.MinRNRTimer), r.psn, false)
 		return StateCleanup
 	case StateErrTooManyRDMAAtmReq, StateErrMissingOpcodeFirst, StateErrMissingOpcodeLastC,
@@ -569,7 +568,6 @@ func (r *Responder) Flush() {
 	r.inMsg = msgNone
 	r.q.keepFatal()
 	r.ctrs.OOODropped += uint64(r.ooo.n)
-	r.ctrs.OOOBuffered = 0
 	r.ooo.reset()
 }
 
@@ -587,7 +585,11 @@ func (r *Responder) post(wc *verbs.WC, solicited bool) bool {
 }
 
 // Counters returns a snapshot of the statistics.
-func (r *Responder) Counters() Counters { return r.ctrs }
+func (r *Responder) Counters() Counters {
+	c := r.ctrs
+	c.OOOBuffered = uint64(r.ooo.n)
+	return c
+}
 
 // EPSN returns the expected PSN of the next new request.
 func (r *Responder) EPSN() packet.PSN { return r.epsn }

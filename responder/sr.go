@@ -27,7 +27,6 @@ func (r *Responder) receiveOOO() State {
 	}
 	switch o.hold(r.pkt.Bytes(), r.psn, r.epsn, r.span()) {
 	case holdKept:
-		r.ctrs.OOOBuffered = uint64(o.n)
 		r.ctrs.OOOPeak = max(r.ctrs.OOOPeak, uint64(o.n))
 		r.ctrs.OOOBytesPeak = max(r.ctrs.OOOBytesPeak, uint64(o.bytes))
 		if r.psn.After(prev) {
@@ -116,7 +115,6 @@ func (r *Responder) drainOOO() {
 			break
 		}
 	}
-	r.ctrs.OOOBuffered = uint64(o.n)
 	if r.epsn != start && !r.failed && !r.flushed {
 		r.ackDrained()
 	}
