@@ -298,6 +298,20 @@ func TestSRHoleReports(t *testing.T) {
 	require.Equal(t, uint64(5), c.OOOPeak)
 }
 
+// A hole report goes out next, ahead of a READ train still being sent.
+func TestSRHoleReportAheadOfTrain(t *testing.T) {
+	h := newHarness(t, withPMTU(256), withSR(0))
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 1024)) // 100..103
+	require.NotZero(t, h.r.NextPacket(t0, h.rxbuf))                 // 100 leaves
+	h.rx(packet.RCRDMAWriteOnly, 105, []byte{1}, reth(rva+9000, rkey, 1), ackReq)
+	out := h.drain()
+	require.Len(t, out, 4)
+	expect(t, out[0], holeCheck(104, 105))
+	for i, p := range out[1:] {
+		expect(t, p, psnIs(packet.PSN(101+i)))
+	}
+}
+
 // While the hole at ePSN persists, it is reported again after every
 // SRReReport further out-of-order arrivals, duplicates and drops
 // included; a new ePSN starts the count afresh.
