@@ -496,11 +496,13 @@ func (r *Responder) classC(st State, code packet.NAKCode, status verbs.WCStatus)
 }
 
 // fail moves the responder to its failed state. The first failure wins.
+// The out-of-order buffer is emptied: nothing held executes any more.
 func (r *Responder) fail(status verbs.WCStatus, st State) {
 	if r.failed {
 		return
 	}
 	r.failed, r.failStatus, r.failState = true, status, st
+	r.ctrs.OOODropped += uint64(r.ooo.clear())
 }
 
 // NextPacket writes the next outgoing packet — ACK, NAK, RDMA READ

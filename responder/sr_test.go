@@ -480,6 +480,8 @@ func TestSRInvalidAtExecution(t *testing.T) {
 	require.Equal(t, verbs.WCRemAccessErr, status)
 	require.Equal(t, byte(6), h.remoteBytes(rva+2, 1)[0])
 	require.Zero(t, h.remoteBytes(rva+1, 1)[0], "102 never executes")
+	require.Zero(t, h.r.Counters().OOOBuffered, "failing empties the buffer")
+	require.Equal(t, uint64(2), h.r.Counters().OOODropped)
 	h.r.Flush()
 	require.Zero(t, h.r.ooo.n)
 	require.Zero(t, h.r.ooo.allocated(), "Flush frees the buffer")
