@@ -421,8 +421,9 @@ func (r *Responder) onError(st State) State {
 		// it are dropped silently instead of drawing a sequence NAK
 		// that would cost the requester a retry. Under selective
 		// repeat the out-of-order buffer is emptied too: the
-		// requester resends from this PSN after the RNR delay
-		// (IBA 9.7.5.2.8), as go-back-N does.
+		// requester resends from this PSN after the RNR delay (rxe
+		// completer RNR_RETRY, then req_retry; protocol notes §3.5),
+		// so that whatever was held behind it comes again.
 		r.ctrs.SendRNRErr++
 		r.nakSent = true
 		r.ctrs.OOODropped += uint64(r.ooo.clear())
