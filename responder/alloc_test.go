@@ -170,3 +170,35 @@ func BenchmarkSendAck(b *testing.B) {
 		l.step(b)
 	}
 }
+
+// BenchmarkSRInOrder: requests in order with selective repeat off and on
+// (the in-order path must not pay for it): a 4 KiB WRITE ONLY with
+// AckReq, a 64-byte SEND ONLY with AckReq, a 64 KiB READ.
+func BenchmarkSRInOrder(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		op      packet.Opcode
+		payload []byte
+		mods    []reqMod
+		bytes   int64
+	}{
+		{"write4k", packet.RCRDMAWriteOnly, pattern(4096, 0), []reqMod{reth(rva, rkey, 4096), ackReq}, 4096},
+		{"send64", packet.RCSendOnly, pattern(64, 0), []reqMod{ackReq}, 64},
+		{"read64k", packet.RCRDMAReadRequest, nil, []reqMod{reth(rva, rkey, 64<<10)}, 64 << 10},
+	} {
+		for _, sr := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/sr=%v", tc.name, sr), func(b *testing.B) {
+				var cfg []cfgMod
+				if sr {
+					cfg = append(cfg, withSR(0))
+				}
+				l := newLoopWith(b, cfg, 4096, tc.op, tc.payload, tc.mods...)
+				b.SetBytes(tc.bytes)
+				b.ReportAllocs()
+				for b.Loop() {
+					l.step(b)
+				}
+			})
+		}
+	}
+}
