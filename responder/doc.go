@@ -32,9 +32,9 @@
 // Atomics operate with sync/atomic on the 64-bit word in native byte order.
 //
 // Steady-state Receive and NextPacket do not allocate: the responder
-// resources are allocated by New, and the output queue (internal/ring) and
-// the receive WQE's SGE copy grow only when they must hold more than ever
-// before. Every response is built in place by emit with packet.Begin and
+// resources are allocated by New, and the output queue (internal/ring),
+// the receive WQE's SGE copy and the slots of the out-of-order buffer grow
+// only when they must hold more than ever before. Every response is built in place by emit with packet.Begin and
 // Frame.Seal, the builder the requester uses too.
 //
 // Selective repeat (Config.SelectiveRepeat, negotiated between two gorxe
