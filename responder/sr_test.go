@@ -32,6 +32,7 @@ type script struct {
 	mtu  int
 	psn  packet.PSN
 	reqs []srReq
+	wqes int // receive WQEs the script's messages take
 }
 
 func (s *script) add(op packet.Opcode, payload []byte, mods ...reqMod) {
@@ -71,6 +72,13 @@ func (s *script) read(va uint64, length uint32) {
 // atomics, a WRITE WITH IMMEDIATE, a SEND with immediate and a 2-PSN READ.
 func mixedScript(t testing.TB, start packet.PSN) *script {
 	s := &script{t: t, mtu: 256, psn: start}
+	s.mixed()
+	return s
+}
+
+// mixed appends mixedScript's requests; they take three receive WQEs.
+func (s *script) mixed() {
+	s.wqes += 3
 	s.message(sendOps, pattern(600, 1))
 	s.message(writeOps, pattern(700, 2), reth(rva+1000, rkey, 700))
 	s.read(rva+5000, 600)
@@ -79,7 +87,6 @@ func mixedScript(t testing.TB, start packet.PSN) *script {
 	s.message(writeImmOps, pattern(100, 3), reth(rva+3000, rkey, 100), imm(0xABCD))
 	s.message(sendImmOps, pattern(300, 4), imm(0x1234))
 	s.read(rva+1000, 400)
-	return s
 }
 
 // srOutcome is what a run leaves behind, independent of the order of
@@ -99,12 +106,7 @@ type srOutcome struct {
 // srRun prepares a harness (remote memory seeded, three receive WQEs),
 // delivers the script's packets in order idx, and returns the outcome.
 func srRun(t *testing.T, s *script, idx []int, mods ...cfgMod) (*harness, srOutcome) {
-	h := newHarness(t, append([]cfgMod{withPMTU(s.mtu), withPSN(s.reqs[0].psn)}, mods...)...)
-	copy(h.remote.buf, pattern(len(h.remote.buf), 9))
-	for i := range 3 {
-		h.postRecv(uint64(i+1), 700)
-	}
-	o := srOutcome{reads: map[packet.PSN][]byte{}, atomics: map[packet.PSN]uint64{}}
+	h, o := srStart(t, s, mods...)
 	for _, i := range idx {
 		p, err := packet.Parse(s.reqs[i].b)
 		require.NoError(t, err)
@@ -113,11 +115,26 @@ func srRun(t *testing.T, s *script, idx []int, mods ...cfgMod) (*harness, srOutc
 			o.record(t, q)
 		}
 	}
+	return h, o.end(t, h)
+}
+
+// srStart prepares a harness for a script.
+func srStart(t *testing.T, s *script, mods ...cfgMod) (*harness, *srOutcome) {
+	h := newHarness(t, append([]cfgMod{withPMTU(s.mtu), withPSN(s.reqs[0].psn)}, mods...)...)
+	copy(h.remote.buf, pattern(len(h.remote.buf), 9))
+	for i := range s.wqes {
+		h.postRecv(uint64(i+1), 700)
+	}
+	return h, &srOutcome{reads: map[packet.PSN][]byte{}, atomics: map[packet.PSN]uint64{}}
+}
+
+// end completes the outcome with the harness's final state.
+func (o *srOutcome) end(t *testing.T, h *harness) srOutcome {
 	o.remote, o.local = h.remote.buf, h.local.buf
 	o.wcs, o.epsn, o.msn = h.cq.wcs, h.r.EPSN(), h.r.MSN()
 	_, failed := h.r.Failed()
 	require.False(t, failed)
-	return h, o
+	return *o
 }
 
 func (o *srOutcome) record(t *testing.T, q packet.Packet) {
@@ -628,5 +645,136 @@ func TestSRWrap(t *testing.T) {
 	require.Equal(t, packet.PSN(3), h.r.EPSN())
 	for _, p := range []packet.PSN{0xFFFFFD, 0xFFFFFE, 0xFFFFFF, 0, 1, 2} {
 		require.Equal(t, byte(p)|0x80, h.remoteBytes(rva+uint64(p&0xF), 1)[0])
+	}
+}
+
+// lossyRequester models a selective-repeat requester driving the
+// responder over a link that loses and reorders requests and loses ACKs
+// and hole reports (READ responses and atomic ACKs arrive): it sends in
+// PSN order within a 64-PSN window, resends the requests of each hole
+// report it receives, and on a timeout (no progress for 30 ticks) resends
+// the oldest unacknowledged request.
+type lossyRequester struct {
+	t             *testing.T
+	s             *script
+	h             *harness
+	o             *srOutcome
+	rng           *rand.Rand
+	loss, reorder float64
+
+	byPSN   map[packet.PSN]int
+	next    int        // the next new request
+	acked   packet.PSN // newest PSN acknowledged
+	resend  []int
+	delayed []byte // a request the link delivers after the next one
+	idle    int
+
+	lost, resent, timeouts, delays int
+}
+
+func (l *lossyRequester) tick() {
+	var i int
+	switch {
+	case len(l.resend) > 0:
+		i, l.resend = l.resend[0], l.resend[1:]
+		l.resent++
+	case l.next < len(l.s.reqs) && l.s.reqs[l.next].psn.Diff(l.acked) <= 64:
+		i = l.next
+		l.next++
+	default:
+		if l.delayed != nil {
+			l.deliver(l.delayed)
+			l.delayed = nil
+		}
+		if l.idle++; l.idle >= 30 {
+			l.idle, l.timeouts = 0, l.timeouts+1
+			for k, rq := range l.s.reqs {
+				if rq.psn.After(l.acked) {
+					l.resend = append(l.resend, k)
+					break
+				}
+			}
+		}
+		return
+	}
+	switch b := l.s.reqs[i].b; {
+	case l.rng.Float64() < l.loss:
+		l.lost++
+	case l.delayed == nil && l.rng.Float64() < l.reorder:
+		l.delayed = b
+		l.delays++
+	default:
+		l.deliver(b)
+		if l.delayed != nil {
+			l.deliver(l.delayed)
+			l.delayed = nil
+		}
+	}
+}
+
+func (l *lossyRequester) deliver(b []byte) {
+	p, err := packet.Parse(b)
+	require.NoError(l.t, err)
+	l.h.r.Receive(t0, p)
+	for _, q := range l.h.drain() {
+		a := q.AETH()
+		if q.Opcode() == packet.RCAcknowledge && l.rng.Float64() < l.loss {
+			continue // an ACK or hole report lost
+		}
+		l.o.record(l.t, q)
+		switch {
+		case a != nil && a.Syndrome() == packet.NAKSyndrome(packet.NAKSelectiveRepeat):
+			for psn := q.PSN(); psn.Before(packet.PSN(a.MSN())); psn = psn.Next() {
+				if k, ok := l.byPSN[psn]; ok && !slices.Contains(l.resend, k) {
+					l.resend = append(l.resend, k)
+				}
+			}
+		case q.PSN().After(l.acked):
+			l.acked, l.idle = q.PSN(), 0
+		}
+	}
+}
+
+// Over a lossy, reordering link a requester that resends only what the
+// hole reports name (and the oldest request on a timeout) completes, with
+// the outcome of in-order delivery.
+func TestSRLossyLink(t *testing.T) {
+	s := &script{t: t, mtu: 256, psn: 0xFFFF00}
+	for range 20 {
+		s.mixed()
+	}
+	_, want := srRun(t, s, orders(len(s.reqs))["in_order"])
+	for _, tc := range []struct{ loss, reorder float64 }{
+		{0.01, 0}, {0.05, 0}, {0.2, 0}, {0.01, 0.02}, {0.05, 0.1}, {0.2, 0.2},
+	} {
+		for seed := range uint64(3) {
+			t.Run(fmt.Sprintf("loss=%v/reorder=%v/seed=%d", tc.loss, tc.reorder, seed), func(t *testing.T) {
+				h, o := srStart(t, s, withSR(0))
+				l := &lossyRequester{t: t, s: s, h: h, o: o, rng: rand.New(rand.NewPCG(seed, 7)),
+					loss: tc.loss, reorder: tc.reorder, byPSN: map[packet.PSN]int{}, acked: s.reqs[0].psn.Add(-1)}
+				for k, rq := range s.reqs {
+					l.byPSN[rq.psn] = k
+				}
+				last := s.psn.Add(-1)
+				for n := 0; l.acked != last; n++ {
+					require.Less(t, n, 100*len(s.reqs), "no completion")
+					l.tick()
+				}
+				got := o.end(t, h)
+				require.Equal(t, want.remote, got.remote)
+				require.Equal(t, want.local, got.local)
+				require.Equal(t, want.wcs, got.wcs)
+				require.Equal(t, want.reads, got.reads)
+				require.Equal(t, want.atomics, got.atomics)
+				c := h.r.Counters()
+				require.Zero(t, c.OutOfSeqRequest)
+				require.Zero(t, c.OOODropped)
+				// Each resend answers a loss (the hole reports name only
+				// lost PSNs), a reordered packet or a timeout.
+				require.LessOrEqual(t, l.resent, l.lost+l.delays+l.timeouts)
+				t.Logf("requests %d lost %d resent %d timeouts %d; holes %d (%d PSNs), peak %d",
+					len(s.reqs), l.lost, l.resent, l.timeouts, c.SRHolesReported, c.SRHolePSNs, c.OOOPeak)
+			})
+		}
 	}
 }
