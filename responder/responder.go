@@ -296,7 +296,8 @@ type Responder struct {
 	failState  State
 	flushed    bool
 
-	ooo oooBuf // Config.SelectiveRepeat's out-of-order buffer
+	ooo      oooBuf // Config.SelectiveRepeat's out-of-order buffer
+	draining bool   // drainOOO is running held requests through Receive
 
 	wc   verbs.WC
 	hdr  packet.Headers
@@ -344,15 +345,6 @@ func New(cfg *Config, env Env) *Responder {
 // after it. After Receive, Pending says whether there is something to send,
 // and Failed whether the QP must go to the error state.
 func (r *Responder) Receive(now time.Time, p packet.Packet) {
-	_ = now
-	r.run(p)
-	if r.ooo.n > 0 {
-		r.drainOOO()
-	}
-}
-
-// run takes one request through the state machine.
-func (r *Responder) run(p packet.Packet) {
 	r.begin(p)
 	st := StateGetReq
 	for {
@@ -363,7 +355,9 @@ func (r *Responder) run(p packet.Packet) {
 		case StateGetReq:
 			st = r.getReq()
 		case StateCheckPSN:
-			st = r.checkPSN()
+			if st = r.checkPSN(); st == StateErrPSNOutOfSeq {
+				st = r.outOfSequence()
+			}
 		case StateCheckOpSeq:
 			st = r.checkOpSeq()
 		case StateCheckOpValid:
@@ -398,6 +392,9 @@ func (r *Responder) run(p packet.Packet) {
 				continue
 			}
 			r.end()
+			if r.ooo.n > 0 && !r.draining {
+				r.drainOOO(now)
+			}
 			return
 		default: // the ERR_* states and ERROR
 			st = r.onError(st)
@@ -515,9 +512,8 @@ func (r *Responder) fail(status verbs.WCStatus, st State) {
 // it is gone the train is replaced by a Remote Access NAK and the responder
 // fails (check Failed after NextPacket too).
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
-	_ = now
 	if r.ooo.n > 0 && r.oooReady() {
-		r.drainOOO()
+		r.drainOOO(now)
 	}
 	for r.q.Len() > 0 {
 		n, ok := r.emit(buf)
