@@ -307,8 +307,8 @@ type Responder struct {
 // New returns a responder for a copy of cfg. It allocates the responder resources
 // (cfg.MaxDestRdAtomic of them); the bounded output queue, the copy of
 // the receive WQE in use and the out-of-order buffer of selective repeat
-// grow when first needed. It panics if cfg.PMTU is
-// not one of the IB path MTUs.
+// grow when first needed. It panics if cfg.PMTU is not one of the IB path
+// MTUs.
 func New(cfg *Config, env Env) *Responder {
 	switch cfg.PMTU {
 	case 256, 512, 1024, 2048, 4096:
@@ -508,9 +508,10 @@ func (r *Responder) fail(status verbs.WCStatus, st State) {
 // length, or 0 if there is nothing to send. buf must hold at least
 // PMTU + 64 bytes; if it is too small NextPacket returns 0 and keeps the
 // packet. Under selective repeat it first resumes executing buffered
-// requests that waited for room in the output queue. Read responses re-validate the memory region for every packet: if
-// it is gone the train is replaced by a Remote Access NAK and the responder
-// fails (check Failed after NextPacket too).
+// requests that waited for room in the output queue. Read responses
+// re-validate the memory region for every packet: if it is gone the train
+// is replaced by a Remote Access NAK and the responder fails (check Failed
+// after NextPacket too).
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
 	if r.ooo.n > 0 && r.oooReady() {
 		r.drainOOO(now)
