@@ -778,3 +778,22 @@ func TestSRLossyLink(t *testing.T) {
 		}
 	}
 }
+
+// With the default limit a whole 128-PSN window of full 4096-byte packets
+// behind one lost packet is held.
+func TestSRFullWindowFits(t *testing.T) {
+	h := newHarness(t, withPMTU(4096), withSR(0))
+	payload := pattern(4096, 3)
+	for i := 127; i >= 0; i-- { // the worst order: everything waits for 100
+		h.rx(packet.RCRDMAWriteOnly, packet.PSN(100+i), payload, reth(rva, rkey, 4096))
+	}
+	out := h.drain()
+	c := h.r.Counters()
+	require.Zero(t, c.OOODropped)
+	require.Equal(t, uint64(127), c.OOOPeak)
+	require.Equal(t, uint64(127*(packet.BTHSize+packet.RETHSize+4096+packet.ICRCSize)), c.OOOBytesPeak)
+	require.Equal(t, DefaultOOOLimit, h.r.ooo.allocated()+4096+oooOverhead, "one slot to spare")
+	require.Equal(t, packet.PSN(228), h.r.EPSN())
+	expect(t, out[0], holeCheck(100, 227))
+	expectACK(t, out[len(out)-1], 227, 128)
+}
