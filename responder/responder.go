@@ -162,9 +162,10 @@ type Counters struct {
 	CreditUpdates uint64
 
 	// Selective repeat (Config.SelectiveRepeat; docs/sr-responder.md).
-	// SRHolesReported counts hole reports queued, re-reports included
-	// (sr_holes_reported).
-	SRHolesReported uint64
+	// SRHolesReported counts hole reports sent, re-reports included
+	// (sr_holes_reported); SRHolesFilled those withdrawn before they were
+	// sent because the hole had filled meanwhile (reordering).
+	SRHolesReported, SRHolesFilled uint64
 	// SRHolePSNs counts the PSNs first seen missing, the PSNs of each new
 	// hole (sr_hole_psns): the packets lost, except that a lost READ
 	// request counts all the PSNs it spans.

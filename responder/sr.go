@@ -90,7 +90,32 @@ func (r *Responder) queueHole(first, past packet.PSN) {
 	it.kind, it.syn, it.psn = outNAK, packet.NAKSyndrome(packet.NAKSelectiveRepeat), first
 	it.msn = uint32(past)
 	r.jumpQueue()
-	r.ctrs.SRHolesReported++
+}
+
+// withdrawFilled removes the hole reports still queued whose hole has
+// filled: every PSN before ePSN has executed, so a report for a hole that
+// ends at or before ePSN would only make the requester resend what the
+// responder has (packets merely reordered within one receive batch). The
+// hole reports are at the head of the queue (jumpQueue), behind at most an
+// extra READ stream.
+func (r *Responder) withdrawFilled() {
+	w := 0
+	for i := range r.q.Len() {
+		it := r.q.At(i)
+		if !it.urgent {
+			if w == i {
+				return // nothing withdrawn: the rest stays where it is
+			}
+		} else if it.kind == outNAK && !packet.PSN(it.msn).After(r.epsn) {
+			r.ctrs.SRHolesFilled++
+			continue
+		}
+		if w != i {
+			*r.q.At(w) = *it
+		}
+		w++
+	}
+	r.q.Truncate(w)
 }
 
 // jumpQueue marks the newest queued item urgent and moves it ahead of
@@ -137,6 +162,7 @@ func (r *Responder) drainOOO(now time.Time) {
 	}
 	r.draining = false
 	if r.epsn != start && !r.failed && !r.flushed {
+		r.withdrawFilled()
 		r.ackDrained()
 	}
 }
