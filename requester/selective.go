@@ -29,12 +29,22 @@ const (
 	srReorder = 3
 )
 
-// srSlot is the resend state of one PSN: whether it is due to be resent
-// and when it was last resent (Unix nanoseconds, 0 never).
+// srSlot is the resend state of one PSN: whether it is due to be resent,
+// when it was last resent (Unix nanoseconds, 0 never) and how often.
 type srSlot struct {
-	psn packet.PSN
-	due bool
-	at  int64
+	psn   packet.PSN
+	due   bool
+	tries uint8
+	at    int64
+}
+
+// srMaxBackoff is how many times a PSN's resend interval doubles.
+const srMaxBackoff = 1
+
+// sent records that the PSN of sl was resent at now.
+func (sl *srSlot) sent(now time.Time) {
+	sl.at = now.UnixNano()
+	sl.tries = min(sl.tries+1, srMaxBackoff+1)
 }
 
 // selective is the requester's selective-repeat state.
@@ -280,14 +290,16 @@ func (r *Requester) srReady(now time.Time) bool {
 }
 
 // srMark puts psn on the resend list unless it was resent less than an
-// interval ago (force ignores that); it reports whether it did.
+// interval ago; after its second resend, two intervals (an answer queued
+// behind a long READ stream is not asked for again every RTT). force
+// ignores that. It reports whether it did.
 func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 	s := &r.sr
 	sl := s.slot(psn)
 	if sl.due {
 		return false
 	}
-	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now)) {
+	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
 		return false
 	}
 	sl.due = true

@@ -108,7 +108,7 @@ func (f *fakeResponder) srDrain() {
 // PSN and by how many times that PSN went that way.
 type srLink struct {
 	h        *harness
-	f        *fakeResponder
+	f        srPeer
 	delay    time.Duration
 	gap      time.Duration
 	toResp   []timedPkt
@@ -126,9 +126,16 @@ type srLink struct {
 	got               [][]byte // every response the requester received
 }
 
-func newSRLink(h *harness, f *fakeResponder) *srLink {
+func newSRLink(h *harness, f srPeer) *srLink {
 	return &srLink{h: h, f: f, delay: 20 * time.Microsecond, gap: time.Microsecond,
 		seenReq: map[packet.PSN]int{}, seenResp: map[packet.PSN]int{}}
+}
+
+// srPeer is the responder end of an srLink: the fake responder, or the
+// responder engine (srengines_test.go).
+type srPeer interface {
+	handle(b []byte) // one request arrives
+	take() [][]byte  // the responses to send now
 }
 
 // insert adds a packet to a queue kept in arrival order.

@@ -192,7 +192,7 @@ func (r *Requester) srResend(now time.Time, buf []byte) int {
 			npkts = r.srRereadRange(now, w, x)
 			r.c.ReadHoleRereads++
 		}
-		r.sr.slot(x).at = now.UnixNano()
+		r.sr.slot(x).sent(now)
 		if n := r.srBuild(now, buf, i, x, npkts); n > 0 {
 			r.c.SRPacketsResent++
 			return n
@@ -211,7 +211,7 @@ func (r *Requester) srRereadRange(now time.Time, w *wqe, x packet.PSN) uint32 {
 	n := uint32(1)
 	for y := x.Next(); y.Before(end) && r.sr.isDue(y) && !r.sr.srGot(y); y = y.Next() {
 		r.sr.clearDue(y)
-		r.sr.slot(y).at = now.UnixNano()
+		r.sr.slot(y).sent(now)
 		n++
 	}
 	return n
