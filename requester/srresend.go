@@ -3,6 +3,7 @@ package requester
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 )
 
@@ -231,6 +232,8 @@ func (r *Requester) srBuild(now time.Time, buf []byte, i uint64, x packet.PSN, n
 	case w.kind == kindRead:
 		w.off = uint32(x.Diff(w.origFirst)) * r.pmtu
 		r.sr.rereadPkts = npkts
+	default:
+		w.off, w.snd = 0, sge.Cursor{} // an ATOMIC_WRITE's 8 bytes again
 	}
 	last := r.sr.ndue == 0
 	r.sr.forceAck = last
