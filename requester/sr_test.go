@@ -424,3 +424,31 @@ func TestProbeAtomicWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestSRReadBeyondTracked: a READ of more response packets than the
+// requester tracks past a hole (srTrack) misses its first response until
+// the responses beyond the tracked PSNs arrive: those are dropped and,
+// once the hole is filled, re-read with one request; the data arrives
+// intact.
+func TestSRReadBeyondTracked(t *testing.T) {
+	const pkts = srTrack + 900
+	h, f, l := srSetup(t)
+	h.mem.add(lkeyB, baseB, pkts*srPMTU, verbs.AccessLocalWrite, 2)
+	src := f.mem.add(rkey+1, rbase, pkts*srPMTU, verbs.AccessRemoteRead, 9)
+	start := h.now
+	l.dropResp = func(p packet.Packet, _ int) bool {
+		return p.PSN() == srSQ && h.now.Before(start.Add(pkts*time.Microsecond))
+	}
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey + 1,
+		SGList: []verbs.SGE{{Addr: baseB, Length: pkts * srPMTU, LKey: lkeyB}}})
+	l.run(time.Second)
+	requireClean(t, h, 1)
+	require.True(t, bytes.Equal(src.buf, h.mem[lkeyB].buf), "READ data")
+	reqs := l.readRequests(srSQ, rbase)
+	require.Equal(t, reread{0, 0, pkts}, reqs[0])
+	require.Equal(t, reread{srTrack, srTrack, pkts - srTrack}, reqs[len(reqs)-1], "the rest in one re-read")
+	for _, rr := range reqs[1 : len(reqs)-1] {
+		require.Equal(t, reread{0, 0, 1}, rr, "re-reads of the hole")
+	}
+	require.Positive(t, h.r.Counters().ResponsesDropped)
+}

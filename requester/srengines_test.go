@@ -73,16 +73,14 @@ func (e *engineResponder) handle(b []byte) {
 	e.r.Receive(e.h.now, p)
 }
 
-func (e *engineResponder) take() [][]byte {
-	var out [][]byte
-	for e.r.Pending() {
-		n := e.r.NextPacket(e.h.now, e.buf)
-		if n == 0 {
-			break
-		}
-		out = append(out, append([]byte(nil), e.buf[:n]...))
+func (e *engineResponder) pending() bool { return e.r.Pending() }
+
+func (e *engineResponder) next() []byte {
+	n := e.r.NextPacket(e.h.now, e.buf)
+	if n == 0 {
+		return nil
 	}
-	return out
+	return append([]byte(nil), e.buf[:n]...)
 }
 
 // TestSREngines runs the requester against the responder engine, both with
