@@ -34,6 +34,8 @@ type RecoveryCounters struct {
 	RTTSamples  uint64        // round-trip samples taken
 	KarnSkipped uint64        // samples refused because the timed PSN was sent again
 	RTOExpiries uint64        // recovery timer expiries (each sends a tail-loss probe)
+	RTODeferred uint64        // late expiries timed again instead (retry.RecoveryTimer.OnExpiry)
+	RTOSpurious uint64        // expiries whose probe was answered for packets sent before it
 	TailProbes  uint64        // probes sent: the oldest unacknowledged packet (or re-read) with AckReq
 	Window      int           // the go-back-N window in effect, in PSNs
 	WindowDecr  uint64        // times the adaptive window shrank after a loss
@@ -65,7 +67,8 @@ type recovery struct {
 	// while it waits for its answer, probePSN being its PSN.
 	probeDue, probing, probeOut bool
 	probePSN                    packet.PSN
-	sinceProgress               uint64 // responses since the last progress
+	sinceProgress               uint64    // responses since the last progress
+	heard                       time.Time // when the last response came
 	c                           RecoveryCounters
 }
 
@@ -135,8 +138,14 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	rec.sinceProgress++
 	if rec.probeOut {
 		rec.probeOut = false
+		if r.compPSN.After(rec.probePSN.Next()) && !rec.heard.IsZero() {
+			// Packets sent before the probe are acknowledged: the
+			// peer had them and was only slow (retry.RecoveryTimer.Spurious).
+			rec.timer.Spurious(now, now.Sub(rec.heard))
+		}
 		r.probeAnswered(now, oldComp)
 	}
+	rec.heard = now
 	if d := r.compPSN.Diff(oldComp); d > 0 || r.head != oldHead {
 		rec.sinceProgress = 0
 		rec.timer.Progress()
@@ -167,6 +176,7 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 // outstanding, and stops it otherwise.
 func (r *Requester) rearmRecovery(now time.Time) {
 	rec := &r.rec
+	rec.timer.Decay(now)
 	if rec.cfg.Off || r.stopped || r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		rec.due.Stop()
 		return
@@ -207,12 +217,18 @@ func (r *Requester) noteFailure() {
 // spends it).
 func (r *Requester) onRecoveryTimeout(now time.Time) {
 	rec := &r.rec
+	due := rec.due.When()
 	rec.due.Stop()
 	if r.stopped || r.rnrWait.Armed() || r.head == r.tail {
 		return
 	}
 	if w := r.slot(r.head); !w.started || !r.highPSN.After(r.compPSN) || w.state == wqePosted {
 		// Nothing outstanding, or a retry is already waiting to go.
+		r.rearmRecovery(now)
+		return
+	}
+	if !rec.timer.OnExpiry(&rec.rtt, due, now) {
+		// Late: this end was not running; time the silence again.
 		r.rearmRecovery(now)
 		return
 	}
@@ -307,6 +323,7 @@ func (r *Requester) recoveryCounters() RecoveryCounters {
 	c := r.rec.c
 	st := r.rec.rtt.Stats()
 	c.SRTT, c.RTTVar, c.RTTSamples, c.KarnSkipped = st.SRTT, st.RTTVar, st.Samples, st.Discarded
+	c.RTODeferred, c.RTOSpurious = r.rec.timer.Deferrals(), r.rec.timer.SpuriousExpiries()
 	c.Window = r.sendWindowSize()
 	return c
 }
