@@ -67,6 +67,7 @@ type recovery struct {
 	// while it waits for its answer, probePSN being its PSN.
 	probeDue, probing, probeOut bool
 	probePSN                    packet.PSN
+	probeAt                     time.Time // when the probe left
 	sinceProgress               uint64    // responses since the last progress
 	heard                       time.Time // when the last response came
 	c                           RecoveryCounters
@@ -138,9 +139,7 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	rec.sinceProgress++
 	if rec.probeOut {
 		rec.probeOut = false
-		if r.compPSN.After(rec.probePSN.Next()) && !rec.heard.IsZero() {
-			// Packets sent before the probe are acknowledged: the
-			// peer had them and was only slow (retry.RecoveryTimer.Spurious).
+		if r.spuriousExpiry(now) {
 			rec.timer.Spurious(now, now.Sub(rec.heard))
 		}
 		r.probeAnswered(now, oldComp)
@@ -170,6 +169,21 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	}
 	r.noteFailure()
 	r.rearmRecovery(now)
+}
+
+// spuriousExpiry reports whether the first response after a probe, at
+// now, proves the expiry spurious: it acknowledges packets sent before
+// the probe, and it came sooner after the probe than the fastest round
+// trip measured, so it cannot be the peer's answer to the probe: the
+// peer had the packets and answered them late (a stall), rather than an
+// acknowledgement being lost (then the probe's own answer, a round trip
+// later, acknowledges them).
+func (r *Requester) spuriousExpiry(now time.Time) bool {
+	rec := &r.rec
+	if rec.heard.IsZero() || !rec.rtt.Valid() || !r.compPSN.After(rec.probePSN.Next()) {
+		return false
+	}
+	return now.Sub(rec.probeAt) < rec.rtt.Stats().Min
 }
 
 // rearmRecovery arms the recovery timer a timeout from now while PSNs are
@@ -299,7 +313,7 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 	r.cur, r.psn, r.noAck = cur, next, noAck
 	if n > 0 {
 		r.rec.c.TailProbes++
-		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
+		r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now
 		r.onSent(now, r.compPSN, true, high)
 	}
 	return n

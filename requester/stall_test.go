@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
 	"github.com/stretchr/testify/require"
@@ -73,10 +74,11 @@ func TestRecoveryLateExpiryProbesOnce(t *testing.T) {
 
 // TestRecoverySpuriousExpiryLearns: the peer stalls for 6 ms (its process
 // descheduled) with the requester running on time: the timer fires and
-// probes, and the answer acknowledges the packets sent before the probe,
-// so the expiry was spurious. The next timeouts are at least that
-// silence, so the same stall does not fire the timer again; a real loss
-// is still recovered by the probe, and the learned delay decays.
+// probes, backs off and probes again, and 100 µs after the second probe
+// (sooner than any round trip) the answer acknowledges the packets sent
+// before it: the expiries were spurious. The next timeouts are at least
+// that silence, so the same stall does not fire the timer again; a real
+// loss is still recovered by the probe, and the learned delay decays.
 func TestRecoverySpuriousExpiryLearns(t *testing.T) {
 	const p0 = 0x300
 	h := newHarness(t, baseConfig(1024, p0))
@@ -87,15 +89,21 @@ func TestRecoverySpuriousExpiryLearns(t *testing.T) {
 	h.now = h.r.Deadline()
 	h.r.OnTimeout(h.now)
 	require.Len(t, h.drain(), 1, "an on-time expiry probes")
-	h.now = heard.Add(6 * time.Millisecond)
+	h.now = h.r.Deadline()
+	require.Equal(t, heard.Add(3*retry.DefaultRecoveryFloor), h.now, "backed off")
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 1, "and probes again")
+	h.now = h.now.Add(100 * time.Microsecond)
 	h.recv(ack(p + 3)) // the peer answers the original packets at last
 	require.Equal(t, []uint64{1}, h.cq.ids())
 	rc := h.r.Counters().Recovery
 	require.Equal(t, uint64(1), rc.RTOSpurious)
+	require.Equal(t, uint64(2), rc.RTOExpiries)
+	silence := h.now.Sub(heard)
 
 	start := h.now
 	postWrite4K(t, h, 2)
-	require.Equal(t, start.Add(6*time.Millisecond), h.r.Deadline(), "the timeout covers the stall just seen")
+	require.Equal(t, start.Add(silence), h.r.Deadline(), "the timeout covers the stall just seen")
 	h.now = start.Add(5 * time.Millisecond)
 	h.r.OnTimeout(h.now)
 	require.Empty(t, h.drain(), "a 5 ms stall fires nothing")
@@ -118,8 +126,38 @@ func TestRecoverySpuriousExpiryLearns(t *testing.T) {
 	require.Len(t, probe, 1)
 	require.Equal(t, p+8, parse(t, probe[0]).PSN())
 	h.now = h.now.Add(rttTest)
-	h.recv(ack(p + 8)) // exactly the probe: the rest was lost
+	h.recv(ack(p + 8)) // exactly the probe, a round trip later: the rest was lost
 	require.Len(t, h.drain(), 3, "go-back-N resends the lost tail")
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p + 11))
+	require.Equal(t, []uint64{1, 2, 3}, h.cq.ids())
 	require.Equal(t, uint64(1), h.r.Counters().Recovery.RTOSpurious)
 	require.Zero(t, h.r.rec.timer.Learned())
+}
+
+// TestRecoveryLostAckTeachesNothing: only the ACK of a WRITE was lost; the
+// probe's own answer, a round trip after it, acknowledges the packets sent
+// before it. That expiry was a loss (of the ACK), not a stall: the timeout
+// stays where the RTT puts it, so losses do not ratchet it up.
+func TestRecoveryLostAckTeachesNothing(t *testing.T) {
+	const p0 = 0x400
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	for i := range 3 {
+		postWrite4K(t, h, uint64(i+1))
+		h.now = h.r.Deadline()
+		h.r.OnTimeout(h.now)
+		require.Len(t, h.drain(), 1)
+		h.now = h.now.Add(rttTest)
+		h.recv(ack(p + packet.PSN(4*i+3)))
+	}
+	require.Equal(t, []uint64{1, 2, 3}, h.cq.ids())
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(3), rc.RTOExpiries)
+	require.Zero(t, rc.RTOSpurious)
+	require.Zero(t, h.r.rec.timer.Learned())
+	start := h.now
+	postWrite4K(t, h, 4)
+	require.Equal(t, start.Add(retry.DefaultRecoveryFloor), h.r.Deadline())
 }

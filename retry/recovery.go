@@ -147,7 +147,9 @@ func (t *RecoveryTimer) Expired() {
 func (t *RecoveryTimer) Progress() { t.backoff, t.deferred = 0, false }
 
 // Spurious records, at now, that an expiry proved spurious: the first
-// answer after the probe acknowledged packets sent before it, so the peer
+// answer after the probe acknowledged packets sent before it and came
+// sooner after the probe than any round trip (so it was not the answer
+// to the probe, as it is when only an acknowledgement was lost): the peer
 // had them and was only slow to answer (its process not running, a
 // machine with more busy threads than cores). silence is how long
 // nothing was heard before that answer. The RTT samples (one timed packet
