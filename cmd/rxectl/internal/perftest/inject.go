@@ -229,6 +229,8 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"local_drop_mode": s.o.localDropMode.String(),
 		"recv_buffer":     s.bufs.Recv, "recv_buffer_capped": s.bufs.RecvCapped(),
 		"peer_recv_buffer": s.peer.RecvBuffer, "recovery": s.o.recovery.String(),
+		"selective_repeat": s.o.noSR.String(), "peer_selective_repeat": s.peer.SelectiveRepeat,
+		"selective_repeat_used": s.srUsed(),
 	}
 	if s.final.Faults != nil {
 		doc["faults"] = s.final.Faults

@@ -176,7 +176,7 @@ func TestFaultsLocalDrop(t *testing.T) {
 	t.Parallel()
 	out, errs, code := runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-n", "100", "--local-drop=0.05")
 	require.Equal(t, cli.ExitOK, code, errs)
-	require.Contains(t, out, "\n Data ex. method : Ethernet\n Local drop mode : adaptive\n Faults          : local-drop=0.05 (seed 1)\n"+report.ResultLine+"\n")
+	require.Contains(t, out, "\n Data ex. method : Ethernet\n Local drop mode : adaptive\n Selective repeat: on, in use (the peer offers it too)\n Faults          : local-drop=0.05 (seed 1)\n"+report.ResultLine+"\n")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	require.Regexp(t, cFormatRE(fmtReport), lines[len(lines)-2])
 	require.Contains(t, errs, " Faults (seed 1): local-drop=0.05\n")
