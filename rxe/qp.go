@@ -308,6 +308,7 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 
 // reset returns the QP to RESET: all queue contents and PSN state go.
 func (qp *QP) reset() {
+	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	if qp.srq == nil {
@@ -503,6 +504,7 @@ func (qp *QP) Destroy() error {
 	qp.destroyed = true
 	qp.stopTimers()
 	qp.state = QPSReset
+	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	qp.mu.Unlock()

@@ -3,6 +3,7 @@ package rxe
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/responder"
@@ -170,4 +171,22 @@ func TestCMSelectiveRepeat(t *testing.T) {
 			require.Equal(t, tc.cli.PeerSelectiveRepeat, cc.Remote.SelectiveRepeat)
 		})
 	}
+}
+
+// TestDeviceLossTotals: a device's loss counters sum its QPs' and keep
+// those of a QP once it is destroyed.
+func TestDeviceLossTotals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, _ := faultyPairSR(t, 3, []string{"drop=5%"}, false)
+		for i := range 20 {
+			soakOne(t, a, b, WRRDMAWrite, 20000, uint64(i))
+		}
+		qa := a.qp.Counters().Loss()
+		require.Positive(t, qa.RTOExpiries+qa.IBTimeouts, "the losses were recovered by a timer at least once")
+		require.Equal(t, qa, a.dev.Counters().Loss, "one QP: the device's totals are its counters")
+		require.NoError(t, a.qp.Destroy())
+		got := a.dev.Counters().Loss
+		qa.SRTT = 0
+		require.Equal(t, qa, got, "a destroyed QP's counters stay in the totals")
+	})
 }

@@ -165,6 +165,12 @@ func transportStats(s *session) report.Transport {
 		if t.Window == 0 || rc.Window < t.Window {
 			t.Window = rc.Window
 		}
+		l := c.Loss()
+		t.SRHolesReported += l.SRHolesReported
+		t.SRHolePSNs += l.SRHolePSNs
+		t.OOOPeak = max(t.OOOPeak, l.OOOPeak)
+		t.OOOBytesPeak = max(t.OOOBytesPeak, l.OOOBytesPeak)
+		t.OOODropped += l.OOODropped
 	}
 	return t
 }
