@@ -16,6 +16,10 @@ type LossCounters struct {
 	// IB local ACK timeouts (ib_timeouts, the retry_cnt budget) and
 	// TailProbes the tail-loss probes sent (tail_probes).
 	RTOExpiries, IBTimeouts, TailProbes uint64
+	// Requester side of selective repeat.
+	SRHolesReceived uint64 // sr_holes_received: hole reports received
+	SRPacketsResent uint64 // sr_packets_resent: packets resent for them (READ re-reads included)
+	ReadHoleRereads uint64 // read_holes_rereads: READ requests re-reading a missing range
 	// Responder side of selective repeat.
 	SRHolesReported uint64 // sr_holes_reported: hole reports sent, re-reports included
 	SRHolePSNs      uint64 // sr_hole_psns: PSNs first seen missing (packets lost)
@@ -31,6 +35,7 @@ func (c QPCounters) Loss() LossCounters {
 	l := LossCounters{
 		SRTT: rq.Recovery.SRTT, RTOExpiries: rq.Recovery.RTOExpiries, IBTimeouts: rq.Timeouts,
 		TailProbes:      rq.Recovery.TailProbes,
+		SRHolesReceived: rq.SRHolesReceived, SRPacketsResent: rq.SRPacketsResent, ReadHoleRereads: rq.ReadHoleRereads,
 		SRHolesReported: rs.SRHolesReported, SRHolePSNs: rs.SRHolePSNs, OOOBuffered: rs.OOOBuffered,
 		OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
 	}
@@ -43,6 +48,9 @@ func (l *LossCounters) add(o LossCounters) {
 	l.RTOExpiries += o.RTOExpiries
 	l.IBTimeouts += o.IBTimeouts
 	l.TailProbes += o.TailProbes
+	l.SRHolesReceived += o.SRHolesReceived
+	l.SRPacketsResent += o.SRPacketsResent
+	l.ReadHoleRereads += o.ReadHoleRereads
 	l.SRHolesReported += o.SRHolesReported
 	l.SRHolePSNs += o.SRHolePSNs
 	l.OOOBuffered += o.OOOBuffered
@@ -58,6 +66,9 @@ func (l LossCounters) named() []NamedCounter {
 		{"rto_expiries", l.RTOExpiries},
 		{"ib_timeouts", l.IBTimeouts},
 		{"tail_probes", l.TailProbes},
+		{"sr_holes_received", l.SRHolesReceived},
+		{"sr_packets_resent", l.SRPacketsResent},
+		{"read_holes_rereads", l.ReadHoleRereads},
 		{"sr_holes_reported", l.SRHolesReported},
 		{"sr_hole_psns", l.SRHolePSNs},
 		{"ooo_buffered", l.OOOBuffered},

@@ -6,6 +6,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/responder"
 	"github.com/stretchr/testify/require"
 )
@@ -189,4 +191,46 @@ func TestDeviceLossTotals(t *testing.T) {
 		qa.SRTT = 0
 		require.Equal(t, qa, got, "a destroyed QP's counters stay in the totals")
 	})
+}
+
+// TestOOOFloodBound: a hostile peer floods a QP with future PSNs; the
+// responder's out-of-order buffer never holds more than the bound the QP
+// announced, drops and counts the rest, and the QP stays up.
+func TestOOOFloodBound(t *testing.T) {
+	da, db, ca, cb := pipeDevices(t)
+	a, b := newEnd(t, da, 4096), newEnd(t, db, 4096)
+	const limit = 16 << 10
+	ia, ib := a.qp.Info(100), b.qp.Info(200)
+	ib.OOOLimit = limit
+	o := ConnectOptions{MTU: MTU1024}
+	require.NoError(t, a.qp.Connect(ia, ib, o))
+	require.NoError(t, b.qp.Connect(ib, ia, o))
+	require.True(t, b.qp.Query().SelectiveRepeat)
+	require.Equal(t, limit, b.qp.Query().OOOLimit)
+
+	ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
+		SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
+	const flood = 2000
+	payload := make([]byte, 1024)
+	buf := make([]byte, 2048)
+	for i := range flood {
+		// PSNs after the expected one (100), inside the 2^22 window:
+		// each would be buffered if there were room.
+		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCSendOnly, PKey: packet.DefaultPKey,
+			DestQP: b.qp.QPN(), PSN: packet.PSN(101 + i*7)}}
+		n, err := packet.Build(buf, &h, payload, &ph)
+		require.NoError(t, err)
+		w, err := ca.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: cb.LocalAddr()}})
+		require.NoError(t, err)
+		require.Equal(t, 1, w)
+	}
+	require.Eventually(t, func() bool { return b.qp.Counters().RcvdPkts >= flood }, 10*time.Second, time.Millisecond)
+	rs := b.qp.Counters().Responder
+	slots := uint64(limit / (1024 + 64))
+	require.LessOrEqual(t, rs.OOOBytesPeak, uint64(limit), "the bytes held stay within the bound")
+	require.LessOrEqual(t, rs.OOOPeak, slots)
+	require.Positive(t, rs.OOOPeak)
+	require.Equal(t, uint64(flood), rs.OOOBuffered+rs.OOODropped, "every packet is held or dropped and counted")
+	require.Equal(t, rs.OOODropped, db.Counters().Loss.OOODropped, "the device totals count them too")
+	require.Equal(t, QPSRTS, b.qp.State())
 }

@@ -128,7 +128,17 @@ func soak(t *testing.T, seed uint64, rules []string, sr bool) {
 	syncMem(a, b)
 	require.Equal(t, uint64(adds), binary.NativeEndian.Uint64(b.buf[counter:]), "each atomic executed exactly once")
 	st := fa.Stats()
-	t.Logf("faults: send %+v recv %+v; a %+v", st.Send, st.Recv, a.dev.Counters())
+	la, lb := a.dev.Counters().Loss, b.dev.Counters().Loss
+	t.Logf("faults: send %+v recv %+v; loss a %+v b %+v", st.Send, st.Recv, la, lb)
+	srWork := la.SRHolesReceived + la.ReadHoleRereads + la.SRHolesReported + lb.SRHolesReported + lb.SRHolesReceived + lb.ReadHoleRereads
+	if !sr {
+		require.Zero(t, srWork, "go-back-N: no hole report, no hole re-read")
+		require.Zero(t, lb.OOOPeak, "go-back-N: nothing buffered out of order")
+		return
+	}
+	if st.Send.Dropped+st.Recv.Dropped > 20 {
+		require.Positive(t, srWork, "selective repeat recovered at least one of %d losses", st.Send.Dropped+st.Recv.Dropped)
+	}
 }
 
 func soakOne(t *testing.T, a, b *end, op WROpcode, n int, id uint64) {

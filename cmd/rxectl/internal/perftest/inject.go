@@ -166,6 +166,9 @@ func transportStats(s *session) report.Transport {
 			t.Window = rc.Window
 		}
 		l := c.Loss()
+		t.SRHolesReceived += l.SRHolesReceived
+		t.SRPacketsResent += l.SRPacketsResent
+		t.ReadHoleRereads += l.ReadHoleRereads
 		t.SRHolesReported += l.SRHolesReported
 		t.SRHolePSNs += l.SRHolePSNs
 		t.OOOPeak = max(t.OOOPeak, l.OOOPeak)
