@@ -374,7 +374,7 @@ func (f *fakeResponder) handleInOrder(b []byte) {
 		return
 	}
 	f.epsn = psn.Next()
-	if p.AckReq() || f.ackAll {
+	if (p.AckReq() || f.ackAll) && !f.sr.draining {
 		f.send(resp(packet.RCAcknowledge, psn, packet.SyndromeACKUnlimited, f.msn, nil))
 	}
 }

@@ -235,7 +235,7 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 // gaps after it are found as usual.
 func (r *Requester) probeAnswered(now time.Time, oldComp packet.PSN) {
 	if r.cfg.SelectiveRepeat {
-		r.srProbeAnswered(now, oldComp)
+		r.srProbeAnswered(oldComp)
 		return
 	}
 	if oldComp != r.rec.probePSN || r.compPSN != r.rec.probePSN.Next() || r.stopped || r.head == r.tail {

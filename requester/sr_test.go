@@ -2,6 +2,9 @@ package requester
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
 	"testing"
 	"time"
 
@@ -236,4 +239,156 @@ func TestSRReorderNoResend(t *testing.T) {
 			require.Zero(t, c.ReadHoleRereads)
 		})
 	}
+}
+
+// srHoleReport builds a hole report [a, b).
+func srHoleReport(a, b packet.PSN) []byte {
+	return resp(packet.RCAcknowledge, a, packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(b&packet.PSNMask), nil)
+}
+
+// TestSRHostileReports sends hole reports that do not fit what is
+// outstanding, and floods of valid ones: the bad ones are ignored and
+// counted, and a flood resends no more than the unacknowledged window
+// once per interval.
+func TestSRHostileReports(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		ackFirst    int // ACK this PSN offset first (-1: none)
+		a, b        int // offsets from the first PSN
+		n           int // reports sent
+		ignored     uint64
+		maxResent   uint64
+		wantResends bool
+	}{
+		{name: "beyond", ackFirst: -1, a: 50, b: 60, n: 1, ignored: 1},
+		{name: "past-sent", ackFirst: -1, a: 10, b: 41, n: 1, ignored: 1},
+		{name: "empty", ackFirst: -1, a: 10, b: 10, n: 1, ignored: 1},
+		{name: "inverted", ackFirst: -1, a: 20, b: 10, n: 1, ignored: 1},
+		{name: "huge", ackFirst: -1, a: 0, b: packet.PSNWindow - 1, n: 1, ignored: 1},
+		{name: "stale", ackFirst: 19, a: 5, b: 10, n: 1, ignored: 1},
+		{name: "partly-stale", ackFirst: 19, a: 5, b: 25, n: 1, maxResent: 5, wantResends: true},
+		{name: "flood", ackFirst: -1, a: 0, b: 40, n: 1000, maxResent: 40, wantResends: true},
+		{name: "flood-small", ackFirst: -1, a: 7, b: 8, n: 1000, maxResent: 1, wantResends: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := srSetup(t)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			require.Len(t, h.drain(), srPkts)
+			h.now = h.now.Add(time.Millisecond)
+			if tc.ackFirst >= 0 {
+				h.recv(ack(srSQ.Add(tc.ackFirst)))
+			}
+			resent := 0
+			for round := range 2 {
+				for range tc.n {
+					h.recv(srHoleReport(srSQ.Add(tc.a), srSQ.Add(tc.b)))
+				}
+				// Past the reorder window, short of the recovery timer.
+				h.now = h.now.Add(300 * time.Microsecond)
+				h.r.OnTimeout(h.now)
+				for _, b := range h.drain() {
+					p := parse(t, b)
+					require.True(t, p.PSN().InRange(srSQ.Add(max(tc.a, tc.ackFirst+1)), tc.b-max(tc.a, tc.ackFirst+1)),
+						"resent PSN %#x outside the hole", p.PSN())
+					resent++
+				}
+				if round == 0 && tc.wantResends {
+					require.Positive(t, resent)
+				}
+			}
+			c := h.r.Counters()
+			require.Equal(t, uint64(2*tc.n), c.SRHolesReceived)
+			require.Equal(t, 2*uint64(tc.n)*tc.ignored, c.SRHolesIgnored)
+			require.LessOrEqual(t, uint64(resent), tc.maxResent, "resent within one interval")
+			require.Equal(t, uint64(resent), c.SRPacketsResent)
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+		})
+	}
+}
+
+// TestSRReportWithoutSR: without selective repeat a NAK with code 0x10 is
+// an unknown NAK code, which fails the WQE with REM_OP_ERR as rxe does.
+func TestSRReportWithoutSR(t *testing.T) {
+	h := newHarness(t, baseConfig(srPMTU, srSQ))
+	h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+	h.drain()
+	h.recv(srHoleReport(srSQ.Add(3), srSQ.Add(4)))
+	st, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRemOpErr, st)
+	require.Len(t, h.cq.wcs, 1)
+	require.Equal(t, verbs.WCRemOpErr, h.cq.wcs[0].Status)
+	require.Zero(t, h.r.Counters().SRHolesReceived)
+}
+
+// TestSRAtomicLostAck loses an atomic's acknowledgement (once or twice)
+// ahead of a WRITE: the atomic is sent again once later PSNs are answered,
+// the responder replays it, and it is executed exactly once.
+func TestSRAtomicLostAck(t *testing.T) {
+	for _, lost := range []int{1, 2} {
+		t.Run(fmt.Sprint(lost), func(t *testing.T) {
+			h, f, l := srSetup(t)
+			const atomOff = 3 * srSize
+			orig := binary.NativeEndian.Uint64(f.mem[rkey].buf[atomOff:])
+			l.dropResp = dropNth(srSQ, map[int]int{0: lost})
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled, RemoteAddr: rbase + atomOff,
+				RKey: rkey, CompareAdd: 5, SGList: []verbs.SGE{{Addr: baseA + 2*srSize, Length: 8, LKey: lkeyA}}})
+			h.post(&verbs.SendWR{ID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: 8 * srPMTU, LKey: lkeyA}}})
+			l.run(time.Second)
+			requireClean(t, h, 2)
+			require.Equal(t, orig+5, binary.NativeEndian.Uint64(f.mem[rkey].buf[atomOff:]), "executed once")
+			require.Equal(t, orig, binary.NativeEndian.Uint64(h.mem[lkeyA].buf[2*srSize:]), "original value")
+			require.Equal(t, 1+lost, l.sentCount(srSQ))
+		})
+	}
+}
+
+// TestSRDeadPeer: against a peer that answers nothing, selective repeat
+// keeps the IB budget: RETRY_EXC_ERR after retry_cnt + 1 IB timeouts,
+// probes in between, never a go-back-N.
+func TestSRDeadPeer(t *testing.T) {
+	h, _, l := srSetup(t)
+	l.dropReq = func(packet.Packet, int) bool { return true }
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 4 * srPMTU, LKey: lkeyA}}})
+	l.run(10 * time.Second)
+	st, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRetryExcErr, st)
+	c := h.r.Counters()
+	require.Equal(t, uint64(h.r.cfg.RetryCnt)+1, c.Timeouts)
+	require.Zero(t, c.CompleterRetryErr)
+	for k := 1; k < 4; k++ {
+		require.Equal(t, 1, l.sentCount(srSQ.Add(k)), "PSN offset %d: only the oldest is probed", k)
+	}
+	require.True(t, c.Recovery.RetryFailed)
+	require.Zero(t, c.Recovery.RetryResponses)
+}
+
+// srCheck verifies the selective-repeat bookkeeping: the counts of
+// received-response bits and of due resend slots match what is stored.
+func (r *Requester) srCheck() error {
+	s := &r.sr
+	n := 0
+	for _, w := range s.got {
+		n += bits.OnesCount64(w)
+	}
+	if n != s.ngot {
+		return fmt.Errorf("%d response bits set, %d counted", n, s.ngot)
+	}
+	d := 0
+	for _, sl := range s.slots {
+		if sl.due {
+			d++
+		}
+	}
+	if d != s.ndue {
+		return fmt.Errorf("%d resend slots due, %d counted", d, s.ndue)
+	}
+	return nil
 }

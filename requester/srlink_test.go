@@ -20,6 +20,7 @@ type srResponder struct {
 	ooo      map[packet.PSN][]byte
 	high     packet.PSN // one past the highest PSN buffered
 	arrivals int        // out-of-order arrivals
+	draining bool       // executing buffered requests: one ACK at the end
 	reports  [][2]packet.PSN
 }
 
@@ -91,7 +92,9 @@ func (f *fakeResponder) srDrain() {
 			break
 		}
 		delete(f.sr.ooo, f.epsn)
+		f.sr.draining = true
 		f.handleInOrder(b)
+		f.sr.draining = false
 		drained = true
 	}
 	if drained {

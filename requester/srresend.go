@@ -283,24 +283,17 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 
 // srProbeAnswered runs on the first response after a probe, oldComp
 // being the oldest unacknowledged PSN before it (probeAnswered). If the
-// oldest WQE is a SEND or WRITE and PSNs sent before the probe are still
-// unacknowledged:
-//   - an answer that acknowledges exactly the probe's PSN means the
-//     responder holds nothing after it: the PSNs sent after it before the
-//     probe were lost and go on the resend list (once per interval);
-//   - an answer that acknowledges more than before, but not all, comes
-//     from a responder that had the probe's PSN already: the oldest PSN
-//     it still misses, sent before the probe, was lost, and is probed at
-//     once, so that a lost tail costs round trips, not recovery timeouts.
-//
-// READ and atomic responses have their own loss detection (srDetect).
-// Nothing changes the window.
-func (r *Requester) srProbeAnswered(now time.Time, oldComp packet.PSN) {
+// answer acknowledged something new but PSNs sent before the probe are
+// still unacknowledged, the oldest of them is missing at the responder
+// (it was sent before the probe, so it would have arrived first) and is
+// probed at once: a lost tail costs a round trip per lost packet, not a
+// recovery timeout each. Unlike go-back-N (probeAnswered), an answer that
+// acknowledges exactly the probe's PSN does not send everything after it:
+// under selective repeat the responder may hold those PSNs, and the ACK of
+// its drain may merely have been lost. READ and atomic responses have
+// their own loss detection (srDetect). Nothing changes the window.
+func (r *Requester) srProbeAnswered(oldComp packet.PSN) {
 	if r.stopped || r.head == r.tail || !r.sr.probeHigh.After(r.compPSN) || r.slot(r.head).kind.rdAtomic() {
-		return
-	}
-	if oldComp == r.rec.probePSN && r.compPSN == r.rec.probePSN.Next() {
-		r.srMarkHeld(now, r.compPSN, r.sr.probeHigh)
 		return
 	}
 	if r.compPSN.After(oldComp) && r.sr.ndue == 0 {

@@ -197,14 +197,14 @@ func (o *oooBuf) clear() int {
 	return n
 }
 
-// firstHeldAfter returns the lowest held PSN after psn, searching the
-// window; ok is false if none is held.
+// firstHeldAfter returns the lowest held PSN after psn, searching up to
+// next (past every held PSN); ok is false if none is held.
 func (o *oooBuf) firstHeldAfter(psn packet.PSN) (packet.PSN, bool) {
 	if o.n == 0 {
 		return 0, false
 	}
-	for k := 1; k < o.window; k++ {
-		if q := psn.Add(k); o.lookup(q) >= 0 {
+	for q := psn.Next(); q.Before(o.next) && q.Diff(psn) < int32(o.window); q = q.Next() {
+		if o.lookup(q) >= 0 {
 			return q, true
 		}
 	}

@@ -421,12 +421,12 @@ func (r *Responder) onError(st State) State {
 		// it are dropped silently instead of drawing a sequence NAK
 		// that would cost the requester a retry. Under selective
 		// repeat the out-of-order buffer is emptied too: the
-		// requester resends from this PSN after the RNR delay
-		// (IBA 9.7.5.2.8), as go-back-N does.
+		// requester resends from this PSN after the RNR delay (rxe
+		// completer RNR_RETRY, then req_retry; protocol notes §3.5),
+		// so that whatever was held behind it comes again.
 		r.ctrs.SendRNRErr++
 		r.nakSent = true
 		r.ctrs.OOODropped += uint64(r.ooo.clear())
-		r.ctrs.OOOBuffered = 0
 		r.queueNAK(packet.RNRSyndrome(r.cfg.MinRNRTimer), r.psn, false)
 		return StateCleanup
 	case StateErrTooManyRDMAAtmReq, StateErrMissingOpcodeFirst, StateErrMissingOpcodeLastC,
@@ -497,11 +497,13 @@ func (r *Responder) classC(st State, code packet.NAKCode, status verbs.WCStatus)
 }
 
 // fail moves the responder to its failed state. The first failure wins.
+// The out-of-order buffer is emptied: nothing held executes any more.
 func (r *Responder) fail(status verbs.WCStatus, st State) {
 	if r.failed {
 		return
 	}
 	r.failed, r.failStatus, r.failState = true, status, st
+	r.ctrs.OOODropped += uint64(r.ooo.clear())
 }
 
 // NextPacket writes the next outgoing packet — ACK, NAK, RDMA READ
@@ -569,7 +571,6 @@ func (r *Responder) Flush() {
 	r.inMsg = msgNone
 	r.q.keepFatal()
 	r.ctrs.OOODropped += uint64(r.ooo.n)
-	r.ctrs.OOOBuffered = 0
 	r.ooo.reset()
 }
 
@@ -587,7 +588,11 @@ func (r *Responder) post(wc *verbs.WC, solicited bool) bool {
 }
 
 // Counters returns a snapshot of the statistics.
-func (r *Responder) Counters() Counters { return r.ctrs }
+func (r *Responder) Counters() Counters {
+	c := r.ctrs
+	c.OOOBuffered = uint64(r.ooo.n)
+	return c
+}
 
 // EPSN returns the expected PSN of the next new request.
 func (r *Responder) EPSN() packet.PSN { return r.epsn }

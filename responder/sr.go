@@ -27,7 +27,6 @@ func (r *Responder) receiveOOO() State {
 	}
 	switch o.hold(r.pkt.Bytes(), r.psn, r.epsn, r.span()) {
 	case holdKept:
-		r.ctrs.OOOBuffered = uint64(o.n)
 		r.ctrs.OOOPeak = max(r.ctrs.OOOPeak, uint64(o.n))
 		r.ctrs.OOOBytesPeak = max(r.ctrs.OOOBytesPeak, uint64(o.bytes))
 		if r.psn.After(prev) {
@@ -77,13 +76,28 @@ func (r *Responder) reReport() {
 
 // queueHole queues a hole report (docs/sr-responder.md): an ACKNOWLEDGE
 // with NAK code packet.NAKSelectiveRepeat, the BTH PSN the first missing PSN
-// and the AETH MSN field the first PSN held after the hole. The caller has
+// and the AETH MSN field the first PSN held after the hole. It acknowledges
+// nothing, so it goes out ahead of everything but the hole reports and
+// extra READ streams queued before it (jumpQueue), READ response trains
+// included: the requester learns of the loss without waiting for them. The caller has
 // checked that the output queue has room.
 func (r *Responder) queueHole(first, past packet.PSN) {
 	it := r.q.push()
 	it.kind, it.syn, it.psn = outNAK, packet.NAKSyndrome(packet.NAKSelectiveRepeat), first
 	it.msn = uint32(past)
+	r.jumpQueue()
 	r.ctrs.SRHolesReported++
+}
+
+// jumpQueue marks the newest queued item urgent and moves it ahead of
+// every item that is not, behind the urgent ones queued before it, keeping
+// the order of the others.
+func (r *Responder) jumpQueue() {
+	r.q.Back().urgent = true
+	for i := r.q.Len() - 1; i > 0 && !r.q.At(i-1).urgent; i-- {
+		a, b := r.q.At(i-1), r.q.At(i)
+		*a, *b = *b, *a
+	}
 }
 
 // drainOOO executes the buffered requests that have become in order, in PSN
@@ -116,7 +130,6 @@ func (r *Responder) drainOOO() {
 			break
 		}
 	}
-	r.ctrs.OOOBuffered = uint64(o.n)
 	if r.epsn != start && !r.failed && !r.flushed {
 		r.ackDrained()
 	}
@@ -150,16 +163,14 @@ func (r *Responder) oooReady() bool {
 }
 
 // queueReadFront queues the response stream of a duplicate READ under
-// selective repeat at the head of the output queue: it goes out next,
-// ahead of the rest of the train being sent, which then continues where
+// selective repeat ahead of everything but the hole reports and extra
+// streams queued before it (jumpQueue): it goes out next, ahead of the
+// rest of the train being sent, which then continues where
 // it was, neither rewound nor stopped. The caller has checked that the
 // queue has room.
 func (r *Responder) queueReadFront(rd readReq, msn uint32) {
 	r.queueRead(rd, msn)
-	for i := r.q.Len() - 1; i > 0; i-- {
-		a, b := r.q.At(i-1), r.q.At(i)
-		*a, *b = *b, *a
-	}
+	r.jumpQueue()
 }
 
 // coveredRead reports whether the duplicate READ r.rd asks only for
