@@ -157,6 +157,9 @@ func (s *selective) clearAllDue() {
 // never lag behind it (so that they never wrap).
 func (r *Requester) srSync() {
 	s := &r.sr
+	if s.base == r.compPSN {
+		return // the marks were synced to it and only move forward
+	}
 	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.ndue > 0) {
 		if d >= srTrack {
 			s.got, s.ngot = [srTrack / 64]uint64{}, 0
