@@ -3,12 +3,22 @@ as an SVG: one panel per operation and direction of loss, one line per
 size and selective-repeat mode (solid: on, dashed: off), goodput as a
 ratio to the loss-free run of the same mode.
 
-usage: python3 docs/loss/plot.py < runs.jsonl > docs/loss/goodput.svg"""
+Repeated sweeps may be concatenated: each point is the median goodput of
+its repeats.
+
+usage: cat runs*.jsonl | python3 docs/loss/plot.py > docs/loss/goodput.svg"""
 import json
+import statistics
 import sys
+from collections import defaultdict
 
 runs = [json.loads(l) for l in sys.stdin if l.strip().startswith("{")]
-base = {(r["op"], r["size"], r["mode"]): r["bw"] for r in runs if r["p"] == 0 and not r.get("failed")}
+groups = defaultdict(list)
+for r in runs:
+    if not r.get("failed"):
+        groups[(r["op"], r["size"], r["mode"], r["p"], r.get("dir"))].append(r["bw"])
+bw = {k: statistics.median(v) for k, v in groups.items()}
+base = {(op, size, mode): v for (op, size, mode, p, _), v in bw.items() if p == 0}
 ps = [0] + sorted({r["p"] for r in runs if r["p"] > 0})
 ops = [o for o in ("write", "read", "send") if any(r["op"] == o for r in runs)]
 dirs = [d for d in ("req", "resp") if any(r.get("dir") == d for r in runs)]
@@ -43,10 +53,10 @@ for i, op in enumerate(ops):
                     continue
                 pts = [(px(0), py(1.0))]
                 for k, p in enumerate(ps[1:], 1):
-                    r = next((x for x in runs if (x["op"], x["size"], x["mode"], x["p"], x.get("dir")) == (op, size, mode, p, d)), None)
-                    if r is None or r.get("failed"):
+                    v = bw.get((op, size, mode, p, d))
+                    if v is None:
                         continue
-                    pts.append((px(k), py(r["bw"] / b)))
+                    pts.append((px(k), py(v / b)))
                 dash = "" if mode == "on" else ' stroke-dasharray="5,3"'
                 path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
                 out.append(f'<polyline points="{path}" fill="none" stroke="{colors.get(size, "black")}" stroke-width="2"{dash}/>')

@@ -1,7 +1,8 @@
 """Reduces one rxectl --json document of docs/loss/sweep.sh to one JSON
 line: goodput, iterations, packets lost (dropped by the fault injector, both
-directions), packets both devices sent, and the recovery and selective-repeat
-counters of both ends.
+directions), packets each device sent (the client is the requester, the
+server the responder), and the recovery and selective-repeat counters of
+both ends.
 
 usage: rxectl X-bw --loopback ... --json | python3 run.py OP SIZE P DIR MODE"""
 import json
@@ -24,6 +25,8 @@ print(json.dumps({
     "bw": r["bw_average"], "iters": r["iterations"],
     "lost": f["send"]["dropped"] + f["recv"]["dropped"],
     "sent": d["device"]["sent_pkts"] + d["peer_device"]["sent_pkts"],
+    "client_sent": d["device"]["sent_pkts"], "server_sent": d["peer_device"]["sent_pkts"],
+    "server_holes": pt.get("sr_holes_reported", 0),
     "retransmits": both("retransmits"),
     "rto": both("rto_expiries"), "ib": both("ib_timeouts"), "probes": both("tail_probes"),
     "holes_reported": both("sr_holes_reported"), "hole_psns": both("sr_hole_psns"),
