@@ -2,6 +2,9 @@ package perftest
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
@@ -58,3 +61,33 @@ func TestSRSummary(t *testing.T) {
 		require.Equal(t, tc.want, s.srSummary())
 	}
 }
+
+// TestSRCaptureDecodes: a lossy WRITE run with selective repeat carries
+// hole reports; rxectl dump --strict decodes every datagram (ICRCs valid,
+// nothing unknown) and names the hole reports' NAK code.
+func TestSRCaptureDecodes(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "sr.pcap")
+	r := runJSON(t, "write-bw", "-n", "20", "-s", "65536", "--drop=0.03,dir=send", "--seed", "3", "--pcap", file)
+	require.Positive(t, r.PeerTransport.SRHolesReported, "the server's responder reported holes")
+	require.Positive(t, r.Transport.SRHolesReceived)
+	require.Equal(t, r.PeerTransport.SRHolesReported, r.Transport.SRHolesReceived+lostHoleReports(r), "every hole report sent arrives (no loss on responses)")
+	holes := 0
+	for _, p := range dumpPackets(t, r.Capture) {
+		// AETH syndrome 0x70: a NAK (0x60) with code 0x10.
+		if a, ok := p["aeth"].(map[string]any); ok && a["syndrome"] == float64(0x70) {
+			holes++
+		}
+	}
+	require.Equal(t, int(r.PeerTransport.SRHolesReported), holes, "each hole report is in the capture")
+	args := []string{"dump"}
+	for _, p := range r.Capture.Ports {
+		args = append(args, "--port", strconv.Itoa(int(p)))
+	}
+	out, errs, code := runCmd(t, append(args, file)...)
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Equal(t, holes, strings.Count(out, "SR_HOLE"), "rxectl dump names the NAK code")
+}
+
+// lostHoleReports is zero: the test drops only what the client sends.
+func lostHoleReports(r runReport) uint64 { return r.Faults.Recv.Dropped }
