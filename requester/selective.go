@@ -162,6 +162,20 @@ func (s *selective) clearDue(psn packet.PSN) {
 	}
 }
 
+// forget drops the resend state of psn, now acknowledged: when the PSN
+// comes round again (2^24 PSNs later) it is a new packet.
+func (s *selective) forget(psn packet.PSN) {
+	if s.slots == nil {
+		return
+	}
+	if sl := &s.slots[srIndex(psn)]; sl.psn == psn {
+		if sl.due {
+			s.ndue--
+		}
+		*sl = srSlot{}
+	}
+}
+
 // clearAllDue empties the resend list.
 func (s *selective) clearAllDue() {
 	for i := range s.slots {
@@ -178,14 +192,15 @@ func (r *Requester) srSync() {
 	if s.base == r.compPSN {
 		return // the marks were synced to it and only move forward
 	}
-	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.ndue > 0) {
+	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.slots != nil) {
 		if d >= srTrack {
 			s.got, s.ngot = [srTrack / 64]uint64{}, 0
-			s.clearAllDue()
+			clear(s.slots)
+			s.ndue = 0
 		} else {
 			for x := s.base; x != r.compPSN; x = x.Next() {
 				s.clearGot(x)
-				s.clearDue(x)
+				s.forget(x)
 			}
 		}
 	}
