@@ -3,6 +3,7 @@ package netdev
 import (
 	"errors"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -81,6 +82,29 @@ type Conn interface {
 	// calls, which then return an error wrapping net.ErrClosed, as do all
 	// later calls. Closing twice is harmless.
 	Close() error
+}
+
+// SharedReader is a Conn whose datagrams two goroutines can read in turn:
+// one that blocks until datagrams arrive (ReadBatchGated) and one that
+// polls (TryReadBatch), such as a device's receive goroutine and a caller
+// busy-polling a completion queue. Both readers share the Conn's receive
+// state under a lock of the caller's, the gate: each reads with the gate
+// held and handles what it read before unlocking it, so datagrams are
+// handled in the order they arrived. ReadBatch must not be used on the
+// same Conn while they are. UDPConn implements it on Linux.
+type SharedReader interface {
+	Conn
+
+	// ReadBatchGated is ReadBatch, except that it waits for datagrams
+	// without holding gate and returns holding gate when n > 0 (the
+	// caller unlocks it once it has handled msgs[:n]); when it returns an
+	// error it does not hold gate.
+	ReadBatchGated(msgs []Message, gate sync.Locker) (n int, err error)
+
+	// TryReadBatch reads like ReadBatch but never waits: with no
+	// datagram there it returns 0 and a nil error. The caller holds the
+	// gate it gives ReadBatchGated.
+	TryReadBatch(msgs []Message) (n int, err error)
 }
 
 // ErrLocalDrop matches (with errors.Is) every error that reports a datagram
