@@ -52,6 +52,10 @@ type CQ struct {
 	// Poll does not contend with the goroutine completing work.
 	queued atomic.Int32
 
+	// busy is set by the first BusyPoll: PostSend on the CQ's QPs then
+	// sends on the poster's goroutine (busypoll.go).
+	busy atomic.Bool
+
 	wake  chan struct{} // 1-slot: a completion arrived (for Wait)
 	users atomic.Int32  // QPs and SRQs using this CQ
 }

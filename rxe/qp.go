@@ -431,7 +431,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	}
 	qp.mu.Unlock()
 	if n > 0 {
-		qp.dev.schedule(qp)
+		qp.schedulePosted()
 	}
 	return n, err
 }

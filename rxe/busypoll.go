@@ -1,0 +1,184 @@
+package rxe
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+)
+
+// Busy polling: a caller that spins on a CQ (CQ.BusyPoll, as perftest
+// spins on ibv_poll_cq) reads the socket itself and does the receive
+// goroutine's work on its own goroutine, so a response reaches it without
+// a goroutine wake-up; and PostSend on a QP whose CQ is busy-polled sends
+// on the caller's goroutine when the vector's transmit path is free, as
+// kernel rxe's rxe_post_send runs the requester task inline. With a
+// blocking waiter (CQ.Wait, a completion channel) the hand-offs stay: a
+// goroutine woken by a channel send then runs next on the same processor,
+// which is cheap, while an inline send would hold the transmit path when
+// the receive goroutine wants it (docs/performance.md, "Inline PostSend").
+
+// connReader is the receiving side of one of the device's netdevs: the
+// receive goroutine, which blocks until datagrams arrive, and busy-polling
+// callers, which read without waiting. When the netdev is a
+// netdev.SharedReader they take its datagrams in turn under gate, each
+// handling what it read (the QP steps, completions) before unlocking, so a
+// QP sees its packets in the order the socket delivered them. Otherwise
+// only the receive goroutine reads, and busy polling spins on the CQ.
+type connReader struct {
+	d      *Device
+	conn   netdev.Conn
+	shared netdev.SharedReader // conn, if it is one; else nil
+	served []*vector           // the vectors whose QPs' packets conn receives
+
+	gate sync.Mutex       // with shared: held by the goroutine reading and handling a batch
+	msgs []netdev.Message // the batch being read and handled (under gate with shared)
+
+	polls      atomic.Uint64 // inline reads by busy-polling callers that found datagrams
+	polledPkts atomic.Uint64 // the datagrams they handled
+}
+
+func newConnReader(d *Device, conn netdev.Conn, served []*vector) *connReader {
+	r := &connReader{d: d, conn: conn, served: served, msgs: make([]netdev.Message, conn.BatchSize())}
+	r.shared, _ = conn.(netdev.SharedReader)
+	for i := range r.msgs {
+		r.msgs[i].Buf = make([]byte, rxBufSize)
+	}
+	for _, v := range served {
+		v.reader = r
+	}
+	return r
+}
+
+// readBlocking is the receive goroutine's read: it waits for a batch and,
+// with a shared netdev, returns holding gate when it returns datagrams.
+func (r *connReader) readBlocking() (int, error) {
+	if r.shared != nil {
+		return r.shared.ReadBatchGated(r.msgs, &r.gate)
+	}
+	return r.conn.ReadBatch(r.msgs)
+}
+
+// handle checks and dispatches the n datagrams just read (the QP steps
+// and completions run here), releases gate if the netdev is shared, and
+// then sends what became ready as the receive goroutine does.
+func (r *connReader) handle(n int) {
+	now := time.Now()
+	for i := range n {
+		r.d.receive(now, &r.msgs[i])
+	}
+	if r.shared != nil {
+		r.gate.Unlock()
+	}
+	r.sendInline()
+}
+
+// sendInline runs one transmit pass for each served vector that has
+// runnable QPs and whose transmit path is free: up to a batch of their
+// packets (ACKs, READ responses, the next requests) goes out on this
+// goroutine without waking the transmit goroutine, which still gets its
+// kick and takes what is left. Options.NoInlineSend turns it off.
+func (r *connReader) sendInline() {
+	if r.d.opts.NoInlineSend {
+		return
+	}
+	for _, v := range r.served {
+		if v.runnable() && v.txMu.TryLock() {
+			v.transmitPass(len(v.txMsgs))
+			v.txMu.Unlock()
+		}
+	}
+}
+
+// poll reads the netdev once without waiting, on the calling goroutine,
+// and handles what arrived as the receive goroutine would. It returns how
+// many datagrams it handled: 0 when the netdev is not shared, another
+// goroutine is reading it, or nothing was there.
+func (r *connReader) poll() int {
+	if r.shared == nil || !r.gate.TryLock() {
+		return 0
+	}
+	n, err := r.shared.TryReadBatch(r.msgs)
+	if err != nil || n == 0 {
+		// An error is the receive goroutine's to count and act on: it
+		// meets the same socket at its next read.
+		r.gate.Unlock()
+		return 0
+	}
+	r.polls.Add(1)
+	r.polledPkts.Add(uint64(n))
+	r.d.counters.readBatches.Add(1)
+	r.handle(n)
+	return n
+}
+
+// BusyPoll moves up to len(wcs) completions into wcs like Poll. When the
+// CQ is empty it first reads the socket of the CQ's completion vector once,
+// without waiting, and does the receive goroutine's work on the calling
+// goroutine (packet checks, the QP steps, their completions and the ACKs
+// or responses they send), then polls again; so a caller spinning on
+// BusyPoll, as perftest spins on ibv_poll_cq, gets its completion with no
+// goroutine wake-up and without the Go runtime's network poller. It never
+// blocks. Once BusyPoll has been called on a CQ, PostSend on a QP using it
+// sends on the caller's goroutine when the QP's vector is not already
+// transmitting.
+//
+// The socket is read only where the device's netdev can be shared with the
+// receive goroutine (netdev.SharedReader: a netdev.UDPConn, as Listen
+// opens; not a PipeConn or a wrapping Conn); otherwise BusyPoll is Poll.
+// The receive goroutine keeps serving the socket whenever no caller polls.
+func (cq *CQ) BusyPoll(wcs []WC) int {
+	if n := cq.Poll(wcs); n > 0 || len(wcs) == 0 {
+		return n
+	}
+	if !cq.busy.Load() {
+		cq.busy.Store(true)
+	}
+	if cq.dev.closed.Load() {
+		return 0
+	}
+	if cq.dev.vecs[cq.vector].reader.poll() == 0 {
+		return 0
+	}
+	return cq.Poll(wcs)
+}
+
+// schedulePosted queues a QP that has new work requests. If one of its
+// CQs is busy-polled, its packets go out on the calling goroutine when the
+// vector's transmit path is free (sendNow); otherwise the transmit
+// goroutine is woken.
+func (qp *QP) schedulePosted() {
+	if qp.sendCQ.busy.Load() || qp.recvCQ.busy.Load() {
+		qp.vec.sendNow(qp)
+		return
+	}
+	qp.vec.schedule(qp)
+}
+
+// sendNow puts qp on the run queue and, if no other goroutine is
+// transmitting for the vector, runs a transmit pass on the calling
+// goroutine; the transmit goroutine is woken only if the pass could not
+// run or left runnable QPs.
+func (v *vector) sendNow(qp *QP) {
+	if v.d.opts.NoInlineSend {
+		v.schedule(qp)
+		return
+	}
+	if !qp.queued.Swap(true) {
+		v.runMu.Lock()
+		*v.runq.Push() = qp // not nil: see schedule
+		v.runMu.Unlock()
+	}
+	if v.txMu.TryLock() {
+		v.transmitPass(len(v.txMsgs))
+		v.txMu.Unlock()
+		if !v.runnable() {
+			return
+		}
+	}
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
+}
