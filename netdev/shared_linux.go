@@ -1,8 +1,6 @@
 package netdev
 
 import (
-	"sync"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -21,31 +19,45 @@ import (
 // per UDPConn so that an attempt allocates nothing.
 type gatedRead struct {
 	c      *UDPConn
-	gate   sync.Locker
+	gate   *Gate
 	msgs   []Message
 	k      int  // receive headers readied by the last attempt
 	locked bool // the attempt holds gate
+	left   bool // the attempt found GRO datagrams left by the last read
 	run    func(fd uintptr) bool
 }
 
 // attempt is one receive attempt inside RawConn.Read: it takes the gate,
 // readies the receive state for msgs and runs recvmmsg. It keeps the gate
-// when the call got datagrams or an error and releases it before the
-// runtime waits for readability (EAGAIN).
+// when it found datagrams (or an error) and releases it before the runtime
+// waits for readability (EAGAIN). When another reader holds the gate it
+// does not wait for it: it leaves the socket to that reader (Gate.take)
+// and waits for readability.
 func (g *gatedRead) attempt(fd uintptr) bool {
-	if !g.locked {
-		g.gate.Lock()
-		g.locked = true
+	c := g.c
+	for {
+		if !g.locked {
+			if !g.gate.take() {
+				return false
+			}
+			g.locked = true
+		}
+		if c.gro && c.grx.next < c.grx.got {
+			g.left = true
+			return true
+		}
+		g.k = c.prepIovs(g.msgs)
+		c.rx.prepRecv(g.k)
+		if c.rx.call(fd) {
+			return true
+		}
+		c.rx.clearIovs(g.k)
+		if !g.gate.Unlock() {
+			g.locked = false
+			return false
+		}
+		// Retaken: a poller meanwhile left the socket to us. Read again.
 	}
-	g.k = g.c.prepIovs(g.msgs)
-	g.c.rx.prepRecv(g.k)
-	if g.c.rx.call(fd) {
-		return true
-	}
-	g.c.rx.clearIovs(g.k)
-	g.locked = false
-	g.gate.Unlock()
-	return false
 }
 
 // prepIovs points the receive I/O vectors at msgs' buffers (or, with GRO,
@@ -67,8 +79,10 @@ func (c *UDPConn) prepIovs(msgs []Message) int {
 // readable without holding gate, holds gate for each receive attempt, and
 // returns holding it when n > 0, so that the caller handles the datagrams
 // before another reader (TryReadBatch) runs; it returns without it when
-// it returns an error. It must not run concurrently with ReadBatch.
-func (c *UDPConn) ReadBatchGated(msgs []Message, gate sync.Locker) (int, error) {
+// it returns an error. It never waits for gate: while another reader
+// holds it, that reader reads what arrives (Gate.Unlock). It must not run
+// concurrently with ReadBatch.
+func (c *UDPConn) ReadBatchGated(msgs []Message, gate *Gate) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
@@ -79,24 +93,23 @@ func (c *UDPConn) ReadBatchGated(msgs []Message, gate sync.Locker) (int, error) 
 		g.c, g.run = c, g.attempt
 	}
 	for {
-		gate.Lock()
-		if c.gro && c.grx.next < c.grx.got {
-			return c.splitGRO(msgs), nil // left by the last read, gated or polled
-		}
-		g.gate, g.msgs, g.locked = gate, msgs, true
+		g.gate, g.msgs, g.locked, g.left = gate, msgs, false, false
 		err := c.rc.Read(g.run)
 		g.msgs = nil
 		if err != nil {
 			if g.locked {
-				gate.Unlock()
+				gate.release()
 			}
 			return 0, err // closed: a *net.OpError wrapping net.ErrClosed
+		}
+		if g.left {
+			return c.splitGRO(msgs), nil
 		}
 		n, err := c.finishShared(msgs, g.k)
 		if n > 0 {
 			return n, nil
 		}
-		gate.Unlock()
+		gate.release() // the next attempt reads until the socket is empty
 		if err != nil {
 			return 0, err
 		}

@@ -17,12 +17,15 @@ import (
 // they read under the gate.
 type sharedReaders struct {
 	c    *UDPConn
-	gate sync.Mutex
+	gate Gate
+	mu   sync.Mutex // guards seq and by for the test's own looks
 	seq  []uint32 // under gate, in the order handled
 	by   [2]int   // datagrams read: [0] blocking, [1] polling
 }
 
 func (s *sharedReaders) record(msgs []Message, n, who int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, m := range msgs[:n] {
 		s.seq = append(s.seq, binary.BigEndian.Uint32(m.Buf[:m.N]))
 	}
@@ -30,15 +33,34 @@ func (s *sharedReaders) record(msgs []Message, n, who int) {
 }
 
 func (s *sharedReaders) count() int {
-	s.gate.Lock()
-	defer s.gate.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return len(s.seq)
 }
 
 func (s *sharedReaders) polled() int {
-	s.gate.Lock()
-	defer s.gate.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.by[1]
+}
+
+// unlock unlocks the gate; when Unlock takes it back, it reads and records
+// until the socket is empty, as Gate.Unlock asks.
+func (s *sharedReaders) unlock(msgs []Message, who int) error {
+	for s.gate.Unlock() {
+		for {
+			n, err := s.c.TryReadBatch(msgs)
+			if err != nil {
+				s.gate.release()
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			s.record(msgs, n, who)
+		}
+	}
+	return nil
 }
 
 // blocking reads with ReadBatchGated until the conn is closed, and sends
@@ -52,7 +74,10 @@ func (s *sharedReaders) blocking(done chan<- error) {
 			return
 		}
 		s.record(msgs, n, 0)
-		s.gate.Unlock()
+		if err := s.unlock(msgs, 0); err != nil {
+			done <- err
+			return
+		}
 	}
 }
 
@@ -73,8 +98,10 @@ func (s *sharedReaders) polling(stop <-chan struct{}, done chan<- error) {
 		n, err := s.c.TryReadBatch(msgs)
 		if err == nil {
 			s.record(msgs, n, 1)
+			err = s.unlock(msgs, 1)
+		} else {
+			s.gate.release()
 		}
-		s.gate.Unlock()
 		if err != nil {
 			done <- err
 			return
@@ -153,7 +180,7 @@ func TestTryReadBatchEmptyAndClosed(t *testing.T) {
 	c.Close()
 	_, err = c.TryReadBatch(msgs)
 	require.ErrorIs(t, err, net.ErrClosed)
-	var gate sync.Mutex
+	var gate Gate
 	_, err = c.ReadBatchGated(msgs, &gate)
 	require.ErrorIs(t, err, net.ErrClosed)
 	require.True(t, gate.TryLock(), "ReadBatchGated failed holding the gate")

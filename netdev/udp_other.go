@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 )
 
 // UDPConn is a Conn over a UDP socket. It is implemented on Linux only;
@@ -40,7 +39,7 @@ func (c *UDPConn) ReadBatch(msgs []Message) (int, error) { return 0, errors.ErrU
 func (c *UDPConn) WriteBatch(msgs []Message) (int, error) { return 0, errors.ErrUnsupported }
 
 // ReadBatchGated implements SharedReader (Linux only).
-func (c *UDPConn) ReadBatchGated(msgs []Message, gate sync.Locker) (int, error) {
+func (c *UDPConn) ReadBatchGated(msgs []Message, gate *Gate) (int, error) {
 	return 0, errors.ErrUnsupported
 }
 

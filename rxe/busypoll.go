@@ -1,7 +1,6 @@
 package rxe
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +31,7 @@ type connReader struct {
 	shared netdev.SharedReader // conn, if it is one; else nil
 	served []*vector           // the vectors whose QPs' packets conn receives
 
-	gate sync.Mutex       // with shared: held by the goroutine reading and handling a batch
+	gate netdev.Gate      // with shared: held by the goroutine reading and handling a batch
 	msgs []netdev.Message // the batch being read and handled (under gate with shared)
 
 	polls      atomic.Uint64 // inline reads by busy-polling callers that found datagrams
@@ -64,14 +63,35 @@ func (r *connReader) readBlocking() (int, error) {
 // and completions run here), releases gate if the netdev is shared, and
 // then sends what became ready as the receive goroutine does.
 func (r *connReader) handle(n int) {
+	r.dispatch(n)
+	if r.shared != nil {
+		r.unlock()
+	}
+	r.sendInline()
+}
+
+// dispatch checks and dispatches msgs[:n].
+func (r *connReader) dispatch(n int) {
 	now := time.Now()
 	for i := range n {
 		r.d.receive(now, &r.msgs[i])
 	}
-	if r.shared != nil {
-		r.gate.Unlock()
+}
+
+// unlock releases gate. When it is taken back for us (a reader found it
+// held and left the socket to us: netdev.Gate.Unlock), the socket is read
+// and handled until it is empty, then released again.
+func (r *connReader) unlock() {
+	for r.gate.Unlock() {
+		for {
+			n, err := r.shared.TryReadBatch(r.msgs)
+			if err != nil || n == 0 {
+				break
+			}
+			r.polledPkts.Add(uint64(n))
+			r.dispatch(n)
+		}
 	}
-	r.sendInline()
 }
 
 // sendInline runs one transmit pass for each served vector that has
@@ -91,26 +111,40 @@ func (r *connReader) sendInline() {
 	}
 }
 
-// poll reads the netdev once without waiting, on the calling goroutine,
-// and handles what arrived as the receive goroutine would. It returns how
+// poll reads the netdev without waiting, on the calling goroutine, and
+// handles what arrived as the receive goroutine would; a full batch is
+// followed by another read, so that no datagram the netdev has already
+// taken from the socket (a GRO buffer's) is left behind. It returns how
 // many datagrams it handled: 0 when the netdev is not shared, another
 // goroutine is reading it, or nothing was there.
 func (r *connReader) poll() int {
 	if r.shared == nil || !r.gate.TryLock() {
 		return 0
 	}
-	n, err := r.shared.TryReadBatch(r.msgs)
-	if err != nil || n == 0 {
-		// An error is the receive goroutine's to count and act on: it
-		// meets the same socket at its next read.
-		r.gate.Unlock()
-		return 0
+	total := 0
+	for {
+		n, err := r.shared.TryReadBatch(r.msgs)
+		if err != nil || n == 0 {
+			// An error is the receive goroutine's to count and act on:
+			// it meets the same socket at its next read.
+			break
+		}
+		total += n
+		r.d.counters.readBatches.Add(1)
+		r.dispatch(n)
+		if n < len(r.msgs) {
+			break
+		}
 	}
-	r.polls.Add(1)
-	r.polledPkts.Add(uint64(n))
-	r.d.counters.readBatches.Add(1)
-	r.handle(n)
-	return n
+	if total > 0 {
+		r.polls.Add(1)
+		r.polledPkts.Add(uint64(total))
+	}
+	r.unlock()
+	if total > 0 {
+		r.sendInline()
+	}
+	return total
 }
 
 // BusyPoll moves up to len(wcs) completions into wcs like Poll. When the

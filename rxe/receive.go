@@ -45,7 +45,7 @@ func (d *Device) routineReceive(r *connReader) {
 		}
 		if d.closed.Load() {
 			if r.shared != nil {
-				r.gate.Unlock()
+				r.unlock()
 			}
 			return
 		}
