@@ -19,8 +19,8 @@ type sharedReaders struct {
 	c    *UDPConn
 	gate Gate
 	mu   sync.Mutex // guards seq and by for the test's own looks
-	seq  []uint32 // under gate, in the order handled
-	by   [2]int   // datagrams read: [0] blocking, [1] polling
+	seq  []uint32   // under gate, in the order handled
+	by   [2]int     // datagrams read: [0] blocking, [1] polling
 }
 
 func (s *sharedReaders) record(msgs []Message, n, who int) {
