@@ -185,3 +185,21 @@ func TestTryReadBatchEmptyAndClosed(t *testing.T) {
 	require.ErrorIs(t, err, net.ErrClosed)
 	require.True(t, gate.TryLock(), "ReadBatchGated failed holding the gate")
 }
+
+// TestGateHandBack checks the gate's rule against lost datagrams: a
+// blocking reader that finds the gate held records the miss and leaves,
+// and the holder's Unlock takes the gate back (once) so that the holder
+// reads what the reader left; without a miss Unlock just unlocks.
+func TestGateHandBack(t *testing.T) {
+	var g Gate
+	require.True(t, g.TryLock())
+	require.False(t, g.Unlock(), "no miss: plain unlock")
+	require.True(t, g.TryLock())
+	require.False(t, g.take(), "held: the blocking reader is turned away")
+	require.True(t, g.Unlock(), "the miss is handed back to the holder")
+	require.False(t, g.TryLock(), "the holder has the gate again")
+	require.False(t, g.Unlock(), "the miss was served")
+	require.True(t, g.take(), "free: the blocking reader takes it")
+	g.release()
+	require.True(t, g.TryLock())
+}
