@@ -216,3 +216,9 @@ func (v *vector) sendNow(qp *QP) {
 	default:
 	}
 }
+
+// PollsSocket reports whether BusyPoll on the CQ reads its vector's socket
+// itself (the device's netdev is a netdev.SharedReader); if not, BusyPoll
+// is Poll and a spinning caller depends on the device's goroutines, which
+// the Go runtime wakes only from a processor with nothing else to run.
+func (cq *CQ) PollsSocket() bool { return cq.dev.vecs[cq.vector].reader.shared != nil }
