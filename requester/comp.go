@@ -73,7 +73,11 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		r.updateCredits(p)
 	}
 	oldComp, oldHead, retries := r.compPSN, r.head, r.c.CompleterRetryErr
-	r.run(&p, now, false)
+	if r.srHandles(&p) {
+		r.srReceive(now, &p)
+	} else {
+		r.run(&p, now, false)
+	}
 	r.onResponse(now, oldComp, oldHead, retries)
 	if r.stopped {
 		return
@@ -110,6 +114,9 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.probe.Stop()
 		r.probeOK = true
 	}
+	if r.sr.hold.Expired(now) {
+		r.sr.hold.Stop() // the held resends may go
+	}
 	if r.retrans.Expired(now) {
 		r.retrans.Stop()
 		r.c.Timeouts++
@@ -117,6 +124,10 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.lossSeen(now)
 		r.noteFailure()
 		r.rec.probeDue, r.rec.probeOut = false, false
+		if r.cfg.SelectiveRepeat && !r.stopped {
+			// Selective repeat resends the oldest packet only (errorRetry).
+			r.rec.probeDue = true
+		}
 		r.rec.due.Stop() // the resend arms it again
 	} else if r.rec.due.Expired(now) {
 		r.onRecoveryTimeout(now)
@@ -143,6 +154,7 @@ func (r *Requester) Flush() {
 	r.rnrWait.Stop()
 	r.probe.Stop()
 	r.rec.due.Stop()
+	r.sr.hold.Stop()
 }
 
 // updateCredits takes the end-to-end credits of an ACK-type AETH, also of
@@ -533,6 +545,11 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 		w.status = verbs.WCRetryExcErr
 		return CompError
 	}
+	if timeout && r.cfg.SelectiveRepeat {
+		// Selective repeat never goes back N: the timeout resends the
+		// oldest unacknowledged packet only (OnTimeout, srProbe).
+		return CompDone
+	}
 	if r.psn.After(r.compPSN) {
 		r.c.CompleterRetryErr++
 		r.rewind()
@@ -605,4 +622,5 @@ func (r *Requester) fail(status verbs.WCStatus) {
 	r.rnrWait.Stop()
 	r.probe.Stop()
 	r.rec.due.Stop()
+	r.sr.hold.Stop()
 }

@@ -180,6 +180,11 @@ type Counters struct {
 
 	Recovery RecoveryCounters // RTT estimate, recovery timer, probes, window
 
+	SRHolesReceived uint64 // sr_holes_received: selective-repeat hole reports received
+	SRHolesIgnored  uint64 // hole reports ignored: PSNs never sent, or none outstanding
+	SRPacketsResent uint64 // sr_packets_resent: packets resent under selective repeat (READ re-reads included)
+	ReadHoleRereads uint64 // read_holes_rereads: READ requests for a missing range under selective repeat
+
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused
 	LocalErrors uint64 // WQEs failed by a local error (bad L_Key or access)

@@ -21,8 +21,9 @@ const (
 // the READ and atomic destinations.
 var fuzzWritable = [][2]int{{1000, 1300}, {2000, 2400}, {3000, 3008}, {3100, 3108}, {3200, 3200}}
 
-func fuzzSetup(t testing.TB) (*harness, *region, []byte) {
+func fuzzSetup(t testing.TB, sr bool) (*harness, *region, []byte) {
 	cfg := baseConfig(fuzzPMTU, fuzzPSN)
+	cfg.SelectiveRepeat = sr
 	cfg.MaxRdAtomic = 8
 	cfg.Timeout = 8
 	cfg.RetryCnt = 2
@@ -65,7 +66,8 @@ func fuzzInput(pkts ...[]byte) []byte {
 	return b
 }
 
-func FuzzReceive(f *testing.F) {
+// fuzzSeeds adds the seed corpus of the response fuzz targets.
+func fuzzSeeds(f *testing.F, sr bool) {
 	p := packet.PSN(fuzzPSN)
 	rdata := bytes.Repeat([]byte{0x5A}, 700)
 	good := [][]byte{ack(p.Add(2))}
@@ -85,51 +87,89 @@ func FuzzReceive(f *testing.F) {
 	f.Add(fuzzInput(ack(p.Add(7))))
 	f.Add(fuzzInput(nak(p.Add(3), packet.NAKRemoteAccess)))
 	f.Add(fuzzInput(resp(packet.RCRDMAReadResponseMiddle, p.Add(4), 0, 0, rdata[:fuzzPMTU])))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		h, rg, orig := fuzzSetup(t)
-		for len(data) >= 2 {
-			n := min(int(binary.BigEndian.Uint16(data)), len(data)-2)
-			chunk := data[2 : 2+n]
-			data = data[2+n:]
-			if p, err := packet.Parse(chunk); err == nil {
-				h.r.Receive(h.now, p)
-			}
-			for h.r.NextPacket(h.now, h.buf) > 0 {
-			}
-			h.now = h.now.Add(100 * time.Millisecond)
-			h.r.OnTimeout(h.now)
-			if h.r.rdInUse < 0 || h.r.rdInUse > 8 || h.r.Outstanding() < 0 || h.r.Outstanding() > 8 {
-				t.Fatalf("rdInUse %d outstanding %d", h.r.rdInUse, h.r.Outstanding())
-			}
-			if w := h.r.Counters().Recovery.Window; w < 1 || w > h.r.cfg.Window {
-				t.Fatalf("window %d outside [1, %d]", w, h.r.cfg.Window)
-			}
-			if due := h.r.rec.due.When(); !due.IsZero() && due.After(h.now.Add(h.r.ack)) {
-				t.Fatalf("recovery timer %v beyond the IB timeout %v", due.Sub(h.now), h.r.ack)
-			}
+	if sr {
+		hole := func(a, b packet.PSN) []byte {
+			return resp(packet.RCAcknowledge, a, packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(b), nil)
 		}
-		// Nothing outside the READ and atomic destinations changed.
-		for i := range rg.buf {
-			writable := false
-			for _, w := range fuzzWritable {
-				writable = writable || i >= w[0] && i < w[1]
-			}
-			if !writable && rg.buf[i] != orig[i] {
-				t.Fatalf("byte %d of the region written", i)
-			}
+		rs := readResp(fuzzPMTU, p.Add(3), rdata, 0, false)
+		f.Add(fuzzInput(hole(p, p.Add(2)), ack(p.Add(12))))
+		f.Add(fuzzInput(hole(p.Add(3), p.Add(6)), rs[2], rs[1], rs[0]))
+		f.Add(fuzzInput(rs[2], ack(p.Add(8)), hole(p.Add(6), p.Add(7)), rs[0]))
+		f.Add(fuzzInput(hole(p.Add(1), p.Add(40)), hole(p.Add(12), p.Add(3))))
+	}
+}
+
+// FuzzReceive feeds arbitrary responses to a requester with one WQE of
+// every kind outstanding and checks the invariants after each.
+func FuzzReceive(f *testing.F) {
+	fuzzSeeds(f, false)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false) })
+}
+
+// FuzzReceiveSR is FuzzReceive with selective repeat on: hole reports,
+// READ responses in any order, re-reads. Besides FuzzReceive's
+// invariants, a step never sends more than twice the PSNs outstanding
+// (a go-back-N after an RNR NAK plus the resend list) and a probe, and
+// the selective-repeat bookkeeping stays consistent (srCheck).
+func FuzzReceiveSR(f *testing.F) {
+	fuzzSeeds(f, true)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, true) })
+}
+
+// fuzzResponses is the body of the response fuzz targets.
+func fuzzResponses(t *testing.T, data []byte, sr bool) {
+	h, rg, orig := fuzzSetup(t, sr)
+	for len(data) >= 2 {
+		n := min(int(binary.BigEndian.Uint16(data)), len(data)-2)
+		chunk := data[2 : 2+n]
+		data = data[2+n:]
+		if p, err := packet.Parse(chunk); err == nil {
+			h.r.Receive(h.now, p)
 		}
-		ids := len(h.cq.wcs)
-		h.r.Flush()
-		if h.r.Outstanding() != 0 {
-			t.Fatal("Flush left WQEs")
+		out := int(h.r.highPSN.Diff(h.r.compPSN))
+		sent := 0
+		for h.r.NextPacket(h.now, h.buf) > 0 {
+			sent++
 		}
-		if len(h.cq.wcs) < ids {
-			t.Fatal("completions lost")
+		if sr && sent > 2*out+2 {
+			t.Fatalf("%d packets sent for %d PSNs outstanding", sent, out)
 		}
-		for i := 1; i < len(h.cq.wcs); i++ {
-			if h.cq.wcs[i].ID <= h.cq.wcs[i-1].ID {
-				t.Fatalf("completions out of order: %v", h.cq.ids())
-			}
+		if err := h.r.srCheck(); err != nil {
+			t.Fatal(err)
 		}
-	})
+		h.now = h.now.Add(100 * time.Millisecond)
+		h.r.OnTimeout(h.now)
+		if h.r.rdInUse < 0 || h.r.rdInUse > 8 || h.r.Outstanding() < 0 || h.r.Outstanding() > 8 {
+			t.Fatalf("rdInUse %d outstanding %d", h.r.rdInUse, h.r.Outstanding())
+		}
+		if w := h.r.Counters().Recovery.Window; w < 1 || w > h.r.cfg.Window {
+			t.Fatalf("window %d outside [1, %d]", w, h.r.cfg.Window)
+		}
+		if due := h.r.rec.due.When(); !due.IsZero() && due.After(h.now.Add(h.r.ack)) {
+			t.Fatalf("recovery timer %v beyond the IB timeout %v", due.Sub(h.now), h.r.ack)
+		}
+	}
+	// Nothing outside the READ and atomic destinations changed.
+	for i := range rg.buf {
+		writable := false
+		for _, w := range fuzzWritable {
+			writable = writable || i >= w[0] && i < w[1]
+		}
+		if !writable && rg.buf[i] != orig[i] {
+			t.Fatalf("byte %d of the region written", i)
+		}
+	}
+	ids := len(h.cq.wcs)
+	h.r.Flush()
+	if h.r.Outstanding() != 0 {
+		t.Fatal("Flush left WQEs")
+	}
+	if len(h.cq.wcs) < ids {
+		t.Fatal("completions lost")
+	}
+	for i := 1; i < len(h.cq.wcs); i++ {
+		if h.cq.wcs[i].ID <= h.cq.wcs[i-1].ID {
+			t.Fatalf("completions out of order: %v", h.cq.ids())
+		}
+	}
 }

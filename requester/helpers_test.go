@@ -243,6 +243,7 @@ type fakeResponder struct {
 	reads   []readRes
 	atomics map[packet.PSN]uint64
 	out     [][]byte // responses to deliver
+	sr      srResponder
 }
 
 type readRes struct {
@@ -265,8 +266,21 @@ func (f *fakeResponder) take() [][]byte {
 	return o
 }
 
-// handle processes one request packet.
+// handle processes one request packet; under selective repeat (sr.on)
+// future PSNs are buffered and executed in order (srFuture, srDrain).
 func (f *fakeResponder) handle(b []byte) {
+	if f.sr.on && f.srFuture(b) {
+		return
+	}
+	before := f.epsn
+	f.handleInOrder(b)
+	if f.sr.on && f.epsn != before {
+		f.srDrain()
+	}
+}
+
+// handleInOrder processes one request packet as an IBTA responder does.
+func (f *fakeResponder) handleInOrder(b []byte) {
 	p, err := packet.Parse(b)
 	require.NoError(f.t, err)
 	require.NoError(f.t, pseudo.CheckICRC(b))
@@ -360,7 +374,7 @@ func (f *fakeResponder) handle(b []byte) {
 		return
 	}
 	f.epsn = psn.Next()
-	if p.AckReq() || f.ackAll {
+	if (p.AckReq() || f.ackAll) && !f.sr.draining {
 		f.send(resp(packet.RCAcknowledge, psn, packet.SyndromeACKUnlimited, f.msn, nil))
 	}
 }

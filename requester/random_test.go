@@ -23,7 +23,16 @@ import (
 // opcode, payload and RETH as the originals.
 func TestRequesterRandomized(t *testing.T) {
 	for seed := uint64(1); seed <= *randomSeeds; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { testRandomized(t, seed) })
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { testRandomized(t, seed, false) })
+	}
+}
+
+// TestRequesterRandomizedSR is TestRequesterRandomized with selective
+// repeat on both ends: besides its checks, a READ request sent again at a
+// PSN asks for a sub-range of the original (a re-read of a missing range).
+func TestRequesterRandomizedSR(t *testing.T) {
+	for seed := uint64(1); seed <= *randomSeeds; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { testRandomized(t, seed, true) })
 	}
 }
 
@@ -35,7 +44,7 @@ type sentRecord struct {
 	reth    []byte
 }
 
-func testRandomized(t *testing.T, seed uint64) {
+func testRandomized(t *testing.T, seed uint64, sr bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x9E3779B97F4A7C15))
 	pmtu := []int{256, 1024, 4096}[rng.IntN(3)]
 	sq := packet.PSN(rng.Uint32() & packet.PSNMask)
@@ -49,6 +58,7 @@ func testRandomized(t *testing.T, seed uint64) {
 	cfg.SigAll = true
 	cfg.MaxWR = 16
 	cfg.MaxSGE = 3
+	cfg.SelectiveRepeat = sr
 	h := newHarness(t, cfg)
 	la := h.mem.add(lkeyA, baseA, 4<<20, verbs.AccessLocalWrite, 1)
 	h.mem.add(lkeyB, baseB, 1<<20, verbs.AccessLocalWrite, 2)
@@ -56,6 +66,7 @@ func testRandomized(t *testing.T, seed uint64) {
 	f.rdmavt = rng.IntN(2) == 0
 	f.ackAll = rng.IntN(3) == 0
 	f.rnrCode = 1
+	f.sr.on = sr
 	const (
 		writeArea = 0
 		readArea  = 2 << 20
@@ -184,7 +195,11 @@ func testRandomized(t *testing.T, seed uint64) {
 			if old, ok := seen[p.PSN()]; ok {
 				require.Equal(t, old.op, rec.op, "retransmitted opcode at PSN %#x", p.PSN())
 				require.True(t, bytes.Equal(old.payload, rec.payload), "retransmitted payload at PSN %#x", p.PSN())
-				require.True(t, bytes.Equal(old.reth, rec.reth), "retransmitted RETH at PSN %#x", p.PSN())
+				if sr && rec.op == packet.RCRDMAReadRequest {
+					requireSubRange(t, old.reth, rec.reth)
+				} else {
+					require.True(t, bytes.Equal(old.reth, rec.reth), "retransmitted RETH at PSN %#x", p.PSN())
+				}
 			} else {
 				seen[p.PSN()] = rec
 			}
@@ -243,6 +258,17 @@ func testRandomized(t *testing.T, seed uint64) {
 		}
 	}
 	c := h.r.Counters()
-	t.Logf("pmtu %d loss %.2f: %d packets, %d retransmitted, %d timeouts, %d seq NAKs, %d RNR NAKs, %d retries",
-		pmtu, loss, c.PacketsSent, c.Retransmits, c.Timeouts, c.RcvdSeqErr, c.RcvdRNRErr, c.CompleterRetryErr)
+	t.Logf("pmtu %d loss %.2f: %d packets, %d retransmitted, %d timeouts, %d seq NAKs, %d RNR NAKs, %d retries; "+
+		"SR: %d holes, %d ignored, %d resent, %d re-reads",
+		pmtu, loss, c.PacketsSent, c.Retransmits, c.Timeouts, c.RcvdSeqErr, c.RcvdRNRErr, c.CompleterRetryErr,
+		c.SRHolesReceived, c.SRHolesIgnored, c.SRPacketsResent, c.ReadHoleRereads)
+}
+
+// requireSubRange checks that the READ RETH got asks, as orig did, with
+// the same R_Key from the same address (a PSN maps to one offset); its
+// length is that of the range missing then.
+func requireSubRange(t *testing.T, orig, got []byte) {
+	o, g := packet.RETH(orig), packet.RETH(got)
+	require.Equal(t, o.RKey(), g.RKey(), "re-read R_Key")
+	require.Equal(t, o.VA(), g.VA(), "re-read VA at the same PSN")
 }

@@ -234,6 +234,10 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 // spent; the window shrinks). A READ probe's answer is its responses;
 // gaps after it are found as usual.
 func (r *Requester) probeAnswered(now time.Time, oldComp packet.PSN) {
+	if r.cfg.SelectiveRepeat {
+		r.srProbeAnswered(oldComp)
+		return
+	}
 	if oldComp != r.rec.probePSN || r.compPSN != r.rec.probePSN.Next() || r.stopped || r.head == r.tail {
 		return
 	}

@@ -70,7 +70,8 @@ type Requester struct {
 	failed     bool
 	failStatus verbs.WCStatus
 
-	rec recovery // loss recovery in round trips (recovery.go)
+	rec recovery  // loss recovery in round trips (recovery.go)
+	sr  selective // selective repeat (selective.go, srresend.go)
 
 	wc verbs.WC
 	c  Counters
@@ -117,6 +118,7 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	r.SetTimeout(c.Timeout)
 	r.sq.Init(c.MaxWR, r.freshSlots)
 	r.initRecovery(&c)
+	r.initSelective()
 	return r
 }
 
@@ -172,14 +174,14 @@ func (r *Requester) Drained() bool {
 // retransmit timer, the RNR timer or the credit probe wait, whichever is
 // earliest; the zero time if none is armed.
 func (r *Requester) Deadline() time.Time {
-	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When(), r.rec.due.When())
+	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When(), r.rec.due.When(), r.sr.hold.When())
 }
 
 // Pending reports whether NextPacket would return a packet now. It is false
 // during an RNR wait even after its deadline has passed, until OnTimeout (or
 // a NextPacket call with a later now) ends it.
 func (r *Requester) Pending() bool {
-	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sendable() != nil)
+	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sr.ndue > 0 && !r.sr.hold.Armed() && !r.stopped || r.sendable() != nil)
 }
 
 // sendable returns the WQE the next packet belongs to, or nil if nothing
@@ -295,7 +297,12 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		panic("requester: NextPacket buffer shorter than PMTU+64")
 	}
 	if r.rec.probeDue {
-		if n := r.buildProbe(now, buf); n > 0 {
+		if n := r.nextProbe(now, buf); n > 0 {
+			return n
+		}
+	}
+	if r.srReady(now) {
+		if n := r.srResend(now, buf); n > 0 {
 			return n
 		}
 	}
@@ -318,6 +325,15 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 		r.retrans.ArmIfStopped(now.Add(r.ack))
 	}
 	return n
+}
+
+// nextProbe builds the tail-loss probe: buildProbe's, or under selective
+// repeat srProbe's.
+func (r *Requester) nextProbe(now time.Time, buf []byte) int {
+	if r.cfg.SelectiveRepeat {
+		return r.srProbe(now, buf)
+	}
+	return r.buildProbe(now, buf)
 }
 
 // pkts returns the number of packets (and PSNs) of a message of n bytes:
@@ -346,7 +362,7 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	// AckReq on the last packet of a message and on every AckReqEvery-th
 	// packet (rxe init_req_packet, RXE_MAX_PKT_PER_ACK).
 	noAck := r.noAck + 1
-	ackReq := sg.end || noAck >= r.cfg.AckReqEvery || r.forceAckReq(psn)
+	ackReq := sg.end || noAck >= r.cfg.AckReqEvery || r.forceAckReq(psn) || r.sr.forceAck
 	if ackReq {
 		noAck = 0
 	}
@@ -382,6 +398,12 @@ func (r *Requester) nextSeg(w *wqe) seg {
 		sg.op = segOpcode(w.op, sg.start, sg.end)
 	case kindRead:
 		sg.op = packet.RCRDMAReadRequest
+		if k := r.sr.rereadPkts; k > 0 {
+			// A re-read of a missing range (srResend).
+			sg.readLen = min(k*r.pmtu, w.length-w.off)
+			sg.npkts, sg.end = k, w.off+sg.readLen == w.length
+			break
+		}
 		sg.readLen, sg.npkts, sg.end = r.readChunk(w)
 	case kindAtomic:
 		sg.op = packet.RCFetchAdd

@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,7 +22,12 @@ type loop struct {
 }
 
 func newLoop(tb testing.TB, mtu int, op packet.Opcode, payload []byte, mods ...reqMod) *loop {
-	h := newHarness(tb, withPMTU(mtu))
+	return newLoopWith(tb, nil, mtu, op, payload, mods...)
+}
+
+// newLoopWith is newLoop with configuration changes.
+func newLoopWith(tb testing.TB, cfg []cfgMod, mtu int, op packet.Opcode, payload []byte, mods ...reqMod) *loop {
+	h := newHarness(tb, append([]cfgMod{withPMTU(mtu)}, cfg...)...)
 	h.r = New(&h.cfg, Env{Mem: h.mem, RQ: h.rq, CQ: h.cq}) // no Trace
 	l := &loop{h: h, req: make([]byte, 8192), out: make([]byte, mtu+64)}
 	p := build(tb, l.req, op, 100, payload, mods...)
@@ -65,14 +71,69 @@ func TestNoAllocs(t *testing.T) {
 		{"read", packet.RCRDMAReadRequest, nil, []reqMod{reth(rva, rkey, 4096)}, 4},
 		{"fetch_add", packet.RCFetchAdd, nil, []reqMod{atomicETH(rva, rkey, 1, 0)}, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := newLoop(t, 1024, tc.op, tc.payload, tc.mods...)
-			require.Equal(t, tc.pkts, l.step(t))
-			allocs := testing.AllocsPerRun(200, func() { l.step(t) })
-			require.Zero(t, allocs)
-			_, failed := l.h.r.Failed()
-			require.False(t, failed)
-		})
+		for _, sr := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sr=%v", tc.name, sr), func(t *testing.T) {
+				var cfg []cfgMod
+				if sr {
+					cfg = append(cfg, withSR(0))
+				}
+				l := newLoopWith(t, cfg, 1024, tc.op, tc.payload, tc.mods...)
+				require.Equal(t, tc.pkts, l.step(t))
+				allocs := testing.AllocsPerRun(200, func() { l.step(t) })
+				require.Zero(t, allocs)
+				_, failed := l.h.r.Failed()
+				require.False(t, failed)
+			})
+		}
+	}
+}
+
+// stepSwapped delivers two requests in swapped order, ePSN+1 then ePSN,
+// from the same buffer (the responder must have copied the first), and
+// pulls every response: one hole report and one ACK.
+func (l *loop) stepSwapped(tb testing.TB) int {
+	h := l.h
+	e := h.r.EPSN()
+	for _, psn := range []packet.PSN{e.Next(), e} {
+		packet.BTH(l.req).SetPSN(psn)
+		p, err := packet.Parse(l.req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		h.r.Receive(t0, p)
+	}
+	n := 0
+	for h.r.NextPacket(t0, l.out) > 0 {
+		n++
+	}
+	if h.r.EPSN() != e.Add(2) {
+		tb.Fatalf("ePSN %v, want %v", h.r.EPSN(), e.Add(2))
+	}
+	return n
+}
+
+// Under a steady loss rate the out-of-order path allocates nothing once
+// its slots exist.
+func TestSROutOfOrderNoAllocs(t *testing.T) {
+	l := newLoopWith(t, []cfgMod{withSR(0)}, 1024, packet.RCRDMAWriteOnly, pattern(1024, 0), reth(rva, rkey, 1024))
+	require.Equal(t, 2, l.stepSwapped(t))
+	allocs := testing.AllocsPerRun(200, func() { l.stepSwapped(t) })
+	require.Zero(t, allocs)
+	c := l.h.r.Counters()
+	require.Equal(t, uint64(1), c.OOOPeak)
+	require.Equal(t, c.SRHolesReported, c.AcksSent)
+	require.Equal(t, 1024+oooOverhead, l.h.r.ooo.allocated())
+}
+
+// BenchmarkWrite4KSwapped: two 4 KiB RDMA WRITE ONLY packets per op, the
+// second PSN first (held, hole report), then the first (both execute, one
+// ACK), under selective repeat.
+func BenchmarkWrite4KSwapped(b *testing.B) {
+	l := newLoopWith(b, []cfgMod{withSR(0)}, 4096, packet.RCRDMAWriteOnly, pattern(4096, 0), reth(rva, rkey, 4096))
+	b.SetBytes(2 * 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.stepSwapped(b)
 	}
 }
 
@@ -107,5 +168,37 @@ func BenchmarkSendAck(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.step(b)
+	}
+}
+
+// BenchmarkSRInOrder: requests in order with selective repeat off and on
+// (the in-order path must not pay for it): a 4 KiB WRITE ONLY with
+// AckReq, a 64-byte SEND ONLY with AckReq, a 64 KiB READ.
+func BenchmarkSRInOrder(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		op      packet.Opcode
+		payload []byte
+		mods    []reqMod
+		bytes   int64
+	}{
+		{"write4k", packet.RCRDMAWriteOnly, pattern(4096, 0), []reqMod{reth(rva, rkey, 4096), ackReq}, 4096},
+		{"send64", packet.RCSendOnly, pattern(64, 0), []reqMod{ackReq}, 64},
+		{"read64k", packet.RCRDMAReadRequest, nil, []reqMod{reth(rva, rkey, 64<<10)}, 64 << 10},
+	} {
+		for _, sr := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/sr=%v", tc.name, sr), func(b *testing.B) {
+				var cfg []cfgMod
+				if sr {
+					cfg = append(cfg, withSR(0))
+				}
+				l := newLoopWith(b, cfg, 4096, tc.op, tc.payload, tc.mods...)
+				b.SetBytes(tc.bytes)
+				b.ReportAllocs()
+				for b.Loop() {
+					l.step(b)
+				}
+			})
+		}
 	}
 }

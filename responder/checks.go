@@ -26,9 +26,15 @@ func (r *Responder) getReq() State {
 }
 
 // checkPSN mirrors rxe check_psn for RC (IBA 9.7.5.1.1, C9-98..C9-100).
+// Under selective repeat a PSN after the expected one goes to the
+// out-of-order buffer instead of drawing a PSN Sequence Error NAK, except
+// while an RNR NAK is outstanding.
 func (r *Responder) checkPSN() State {
 	switch d := r.psn.Diff(r.epsn); {
 	case d > 0:
+		if r.cfg.SelectiveRepeat && !r.nakSent {
+			return r.receiveOOO()
+		}
 		if r.nakSent {
 			r.ctrs.OutOfSeqDropped++
 			return StateCleanup

@@ -32,10 +32,19 @@
 // Atomics operate with sync/atomic on the 64-bit word in native byte order.
 //
 // Steady-state Receive and NextPacket do not allocate: the responder
-// resources are allocated by New, and the output queue (internal/ring) and
-// the receive WQE's SGE copy grow only when they must hold more than ever
-// before. Every response is built in place by emit with packet.Begin and
+// resources are allocated by New, and the output queue (internal/ring),
+// the receive WQE's SGE copy and the slots of the out-of-order buffer grow
+// only when they must hold more than ever before. Every response is built in place by emit with packet.Begin and
 // Frame.Seal, the builder the requester uses too.
+//
+// Selective repeat (Config.SelectiveRepeat, negotiated between two gorxe
+// ends; docs/sr-responder.md): a request after the expected PSN is copied
+// into a bounded per-QP out-of-order buffer instead of drawing a PSN
+// Sequence Error NAK, and runs through the same state machine once the
+// hole before it is filled; holes are reported with the reserved NAK code
+// packet.NAKSelectiveRepeat; a duplicate READ is served as an extra stream
+// of just its range. Without it the wire is go-back-N as above, byte for
+// byte.
 //
 // A Responder is not safe for concurrent use. Its owner (package rxe: the
 // QP's step, qpstep.go) calls it for one QP at a time, under that QP's

@@ -222,7 +222,9 @@ func (r *Responder) cleanup() State {
 // duplicateRequest mirrors rxe duplicate_request (IBA 9.7.5.1.1, C9-105,
 // C9-106): SEND and WRITE are acknowledged again, never re-executed; READ
 // and the atomics are answered from their responder resource; anything
-// without a resource is dropped (class D).
+// without a resource is dropped (class D). Under selective repeat a
+// duplicate READ is served as an extra stream of just its range, ahead of
+// the train being sent, which it neither rewinds nor stops.
 func (r *Responder) duplicateRequest() State {
 	switch r.kind {
 	case kindSend, kindWrite:
@@ -235,7 +237,12 @@ func (r *Responder) duplicateRequest() State {
 			r.ctrs.DuplicateDropped++
 			return StateCleanup
 		}
-		if r.restartTrain(res) {
+		if r.cfg.SelectiveRepeat {
+			if r.coveredRead(res) {
+				r.ctrs.ReadsCovered++
+				return StateCleanup
+			}
+		} else if r.restartTrain(res) {
 			return StateCleanup
 		}
 		r.replay = true

@@ -13,7 +13,8 @@ import (
 // Fuzz input layout:
 //
 //	byte 0: configuration (bits 0-1 PMTU 256<<n, bit 2 credits, bit 3 SRQ,
-//	        bit 4 no resources, bit 5 no remote access, bit 6 tiny RQ buffers)
+//	        bit 4 no resources, bit 5 no remote access, bit 6 tiny RQ buffers,
+//	        bit 7 selective repeat with a 3-slot out-of-order buffer)
 //	then records: [mode][len hi][len lo][len bytes]
 //	mode bit 0: rewrite the PSN to ePSN + (mode>>2) - 16
 //	mode bit 1: call Flush after the record
@@ -47,6 +48,10 @@ func FuzzReceive(f *testing.F) {
 		}
 		if conf&32 != 0 {
 			cfg.Access = 0
+		}
+		sr := conf&128 != 0
+		if sr {
+			cfg.SelectiveRepeat, cfg.OOOLimit = true, 3*(cfg.PMTU+oooOverhead)
 		}
 		// Each MR sits inside a larger buffer whose guard bytes must never
 		// change: the responder must not write outside the regions.
@@ -101,8 +106,17 @@ func FuzzReceive(f *testing.F) {
 				require.NoError(t, cfg.Pseudo.CheckICRC(buf[:k]))
 				require.True(t, p.Mask()&packet.MaskAck != 0, "responses only")
 				require.LessOrEqual(t, p.PayloadLen(), cfg.PMTU)
+				if a := p.AETH(); !sr && a != nil {
+					require.NotEqual(t, packet.NAKSyndrome(packet.NAKSelectiveRepeat), a.Syndrome(),
+						"no hole report without selective repeat")
+				}
 			}
 			require.False(t, r.Pending())
+			c := r.Counters()
+			require.LessOrEqual(t, r.ooo.allocated(), max(cfg.OOOLimit, 0))
+			require.LessOrEqual(t, c.OOOBytesPeak, uint64(max(cfg.OOOLimit, 0)))
+			require.LessOrEqual(t, c.OOOPeak, uint64(3))
+			require.Equal(t, uint64(r.ooo.n), c.OOOBuffered)
 		}
 		for i := range guard {
 			require.Equal(t, byte(0xA5), rback[i])
@@ -145,5 +159,14 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		seq(0, rec(inSeq, packet.RCSendOnlyWithInvalidate, pattern(9, 0), ieth(lkey), ackReq),
 			rec(1|20<<2, packet.RCSendOnly, nil), rec(2|inSeq, packet.RCSendOnly, nil)),
 		seq(64, rec(inSeq, packet.RCSendOnly, pattern(200, 0), ackReq)),
+		// Selective repeat: PSNs ePSN+2, ePSN+1, then ePSN fills the hole.
+		seq(128, rec(1|18<<2, packet.RCRDMAWriteOnly, pattern(8, 0), reth(rva+8, rkey, 8)),
+			rec(1|17<<2, packet.RCSendOnly, pattern(20, 0), ackReq),
+			rec(inSeq, packet.RCFetchAdd, nil, atomicETH(rva, rkey, 1, 0))),
+		seq(128|1, rec(1|19<<2, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 600)),
+			rec(1|17<<2, packet.RCRDMAWriteFirst, pattern(512, 0), reth(rva+100, rkey, 1000)),
+			rec(1|18<<2, packet.RCRDMAWriteLast, pattern(488, 0), ackReq),
+			rec(inSeq, packet.RCCompareSwap, nil, atomicETH(rva+8, rkey, 1, 0)),
+			rec(1|12<<2, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 100))),
 	}
 }

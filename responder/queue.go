@@ -20,11 +20,14 @@ const (
 type outItem struct {
 	kind  outKind
 	fatal bool // the error NAK of a failure (kept by Flush)
-	first bool // outRead: the next packet is FIRST or ONLY
-	syn   packet.Syndrome
-	psn   packet.PSN // PSN of the next packet
-	msn   uint32
-	orig  uint64 // outAtomicACK
+	// urgent: a selective-repeat hole report or extra READ stream, queued
+	// ahead of the other items (jumpQueue).
+	urgent bool
+	first  bool // outRead: the next packet is FIRST or ONLY
+	syn    packet.Syndrome
+	psn    packet.PSN // PSN of the next packet
+	msn    uint32
+	orig   uint64 // outAtomicACK
 	// outRead: what is left to send.
 	va    uint64
 	rkey  uint32

@@ -110,7 +110,8 @@ func (r *Responder) restartTrain(res *resource) bool {
 // moves ePSN past all its PSNs now, so that later requests are processed
 // while the train is still being sent. A replay restarts at the duplicate's
 // PSN with FIRST/ONLY, as rdmavt does (rxe sends MIDDLE/LAST there); both
-// rxe's and rdmavt's requesters accept it.
+// rxe's and rdmavt's requesters accept it. Under selective repeat a replay
+// goes to the head of the output queue (queueReadFront).
 func (r *Responder) readReply() State {
 	if !r.replay {
 		n := r.readPSNs(r.rd.length)
@@ -118,6 +119,9 @@ func (r *Responder) readReply() State {
 		res.va, res.rkey, res.length = r.rd.va, r.rd.rkey, r.rd.length
 		r.epsn = r.psn.Add(n)
 		r.inMsg = msgNone
+	} else if r.cfg.SelectiveRepeat {
+		r.queueReadFront(r.rd, r.msn)
+		return StateCleanup
 	}
 	r.queueRead(r.rd, r.msn)
 	return StateCleanup

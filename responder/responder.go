@@ -46,14 +46,17 @@ type Config struct {
 	// is filled, and each hole is reported with packet.NAKSelectiveRepeat
 	// instead of a PSN Sequence Error NAK. False is IBTA go-back-N.
 	SelectiveRepeat bool
-	// OOOLimit bounds the bytes of out-of-order packets buffered under
-	// SelectiveRepeat; 0 selects DefaultOOOLimit.
+	// OOOLimit bounds the memory of the out-of-order buffer under
+	// SelectiveRepeat, in bytes; 0 selects DefaultOOOLimit. The buffer
+	// holds up to OOOLimit / (PMTU + 64) packets, each in a slot of
+	// PMTU + 64 bytes (room for any request's headers, pad and ICRC); a
+	// limit below one slot holds nothing.
 	OOOLimit int
 }
 
 // DefaultOOOLimit is the default Config.OOOLimit: a full 128-PSN window of
-// 4096-byte packets.
-const DefaultOOOLimit = 128 * 4096
+// 4096-byte packets, 128 slots of 4096 + 64 bytes.
+const DefaultOOOLimit = 128 * (4096 + oooOverhead)
 
 // Memory resolves keys to bytes. Implementations check the key, the QP's
 // protection domain, the access rights and that [addr, addr+length) lies in
@@ -157,6 +160,27 @@ type Counters struct {
 	BuildErrors uint64
 	// CreditUpdates counts unsolicited ACKs queued by CreditUpdate.
 	CreditUpdates uint64
+
+	// Selective repeat (Config.SelectiveRepeat; docs/sr-responder.md).
+	// SRHolesReported counts hole reports queued, re-reports included
+	// (sr_holes_reported).
+	SRHolesReported uint64
+	// SRHolePSNs counts the PSNs first seen missing, the PSNs of each new
+	// hole (sr_hole_psns): the packets lost, except that a lost READ
+	// request counts all the PSNs it spans.
+	SRHolePSNs uint64
+	// OOOBuffered is the number of out-of-order requests held now
+	// (ooo_buffered); OOOPeak the most held at once (ooo_peak) and
+	// OOOBytesPeak the most bytes held at once (ooo_bytes_peak).
+	OOOBuffered, OOOPeak, OOOBytesPeak uint64
+	// OOODropped counts out-of-order requests dropped (ooo_dropped): the
+	// buffer full, a PSN beyond its window, a packet larger than a slot,
+	// or a held request passed over without executing (inside a READ's
+	// PSN span, or its PSN executed from another copy).
+	OOODropped uint64
+	// OOODuplicates counts out-of-order requests dropped because a copy
+	// of the same PSN was held already.
+	OOODuplicates uint64
 }
 
 // reqKind classifies a request opcode. ATOMIC_WRITE carries MaskWrite in
@@ -272,14 +296,17 @@ type Responder struct {
 	failState  State
 	flushed    bool
 
+	ooo oooBuf // Config.SelectiveRepeat's out-of-order buffer
+
 	wc   verbs.WC
 	hdr  packet.Headers
 	ctrs Counters
 }
 
 // New returns a responder for a copy of cfg. It allocates the responder resources
-// (cfg.MaxDestRdAtomic of them); the bounded output queue and the copy of
-// the receive WQE in use grow when first needed. It panics if cfg.PMTU is
+// (cfg.MaxDestRdAtomic of them); the bounded output queue, the copy of
+// the receive WQE in use and the out-of-order buffer of selective repeat
+// grow when first needed. It panics if cfg.PMTU is
 // not one of the IB path MTUs.
 func New(cfg *Config, env Env) *Responder {
 	switch cfg.PMTU {
@@ -300,6 +327,9 @@ func New(cfg *Config, env Env) *Responder {
 	// are bounded by the resources; leave room for as many replays, the
 	// ACKs between them and a few NAKs. A full queue drops requests.
 	r.q.Init(4*nres+16, nil)
+	if cfg.SelectiveRepeat {
+		r.ooo.init(cfg.PMTU, cfg.OOOLimit)
+	}
 	if s, ok := env.CQ.(SolicitedCompletions); ok {
 		r.scq = s
 	}
@@ -309,10 +339,20 @@ func New(cfg *Config, env Env) *Responder {
 // Receive processes one RC request packet, already ICRC-checked and
 // addressed to this QP. It never blocks and, in steady state, does not
 // allocate. Packets that are not RC requests are counted and dropped.
-// After Receive, Pending says whether there is something to send, and
-// Failed whether the QP must go to the error state.
+// Under selective repeat a request after the expected PSN is copied into
+// the out-of-order buffer, and the buffered requests it makes in order run
+// after it. After Receive, Pending says whether there is something to send,
+// and Failed whether the QP must go to the error state.
 func (r *Responder) Receive(now time.Time, p packet.Packet) {
 	_ = now
+	r.run(p)
+	if r.ooo.n > 0 {
+		r.drainOOO()
+	}
+}
+
+// run takes one request through the state machine.
+func (r *Responder) run(p packet.Packet) {
 	r.begin(p)
 	st := StateGetReq
 	for {
@@ -379,9 +419,14 @@ func (r *Responder) onError(st State) State {
 		// Like hfi1/rdmavt (and unlike rxe) the NAK also opens a
 		// "NAK sent" window, so the packets already in flight behind
 		// it are dropped silently instead of drawing a sequence NAK
-		// that would cost the requester a retry.
+		// that would cost the requester a retry. Under selective
+		// repeat the out-of-order buffer is emptied too: the
+		// requester resends from this PSN after the RNR delay (rxe
+		// completer RNR_RETRY, then req_retry; protocol notes §3.5),
+		// so that whatever was held behind it comes again.
 		r.ctrs.SendRNRErr++
 		r.nakSent = true
+		r.ctrs.OOODropped += uint64(r.ooo.clear())
 		r.queueNAK(packet.RNRSyndrome(r.cfg.MinRNRTimer), r.psn, false)
 		return StateCleanup
 	case StateErrTooManyRDMAAtmReq, StateErrMissingOpcodeFirst, StateErrMissingOpcodeLastC,
@@ -452,22 +497,28 @@ func (r *Responder) classC(st State, code packet.NAKCode, status verbs.WCStatus)
 }
 
 // fail moves the responder to its failed state. The first failure wins.
+// The out-of-order buffer is emptied: nothing held executes any more.
 func (r *Responder) fail(status verbs.WCStatus, st State) {
 	if r.failed {
 		return
 	}
 	r.failed, r.failStatus, r.failState = true, status, st
+	r.ctrs.OOODropped += uint64(r.ooo.clear())
 }
 
 // NextPacket writes the next outgoing packet — ACK, NAK, RDMA READ
 // response, ATOMIC ACKNOWLEDGE — with its ICRC into buf and returns its
 // length, or 0 if there is nothing to send. buf must hold at least
 // PMTU + 64 bytes; if it is too small NextPacket returns 0 and keeps the
-// packet. Read responses re-validate the memory region for every packet: if
+// packet. Under selective repeat it first resumes executing buffered
+// requests that waited for room in the output queue. Read responses re-validate the memory region for every packet: if
 // it is gone the train is replaced by a Remote Access NAK and the responder
 // fails (check Failed after NextPacket too).
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
 	_ = now
+	if r.ooo.n > 0 && r.oooReady() {
+		r.drainOOO()
+	}
 	for r.q.Len() > 0 {
 		n, ok := r.emit(buf)
 		if ok {
@@ -481,7 +532,7 @@ func (r *Responder) NextPacket(now time.Time, buf []byte) int {
 }
 
 // Pending reports whether NextPacket would return a packet.
-func (r *Responder) Pending() bool { return r.q.Len() > 0 }
+func (r *Responder) Pending() bool { return r.q.Len() > 0 || r.ooo.n > 0 && r.oooReady() }
 
 // Failed reports whether the responder hit a fatal error (IBA classes A, C,
 // G and J; §3.4 of the protocol notes) and the QP must move to ERR, with
@@ -519,6 +570,8 @@ func (r *Responder) Flush() {
 	}
 	r.inMsg = msgNone
 	r.q.keepFatal()
+	r.ctrs.OOODropped += uint64(r.ooo.n)
+	r.ooo.reset()
 }
 
 func (r *Responder) postFlush(id uint64) {
@@ -535,7 +588,11 @@ func (r *Responder) post(wc *verbs.WC, solicited bool) bool {
 }
 
 // Counters returns a snapshot of the statistics.
-func (r *Responder) Counters() Counters { return r.ctrs }
+func (r *Responder) Counters() Counters {
+	c := r.ctrs
+	c.OOOBuffered = uint64(r.ooo.n)
+	return c
+}
 
 // EPSN returns the expected PSN of the next new request.
 func (r *Responder) EPSN() packet.PSN { return r.epsn }

@@ -1,0 +1,529 @@
+package requester
+
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/internal/sge"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// Selective repeat (Config.SelectiveRepeat; docs/sr-requester.md): the
+// responder buffers out-of-order requests, executes them in PSN order and
+// reports holes with packet.NAKSelectiveRepeat; the requester resends only
+// the PSNs reported, places READ responses where they belong whatever
+// their order, and re-reads only the ranges missing.
+
+const (
+	// srTrack is how many PSNs from the oldest unacknowledged one the
+	// requester tracks under selective repeat: responses received (a
+	// bitmap) and resend times (a ring). Responses further ahead are
+	// dropped and asked for again once the oldest PSN has moved.
+	srTrack = 4096
+
+	// srReorder is the reorder threshold: a READ response or atomic
+	// acknowledgement is taken as lost once a response for a PSN this far
+	// after it has arrived (RACK's idea, RFC 8985; reordering by one or two
+	// PSNs is not loss).
+	srReorder = 3
+)
+
+// srSlot is the resend state of one PSN: whether it is due to be resent
+// and when it was last resent (Unix nanoseconds, 0 never).
+type srSlot struct {
+	psn packet.PSN
+	due bool
+	at  int64
+}
+
+// selective is the requester's selective-repeat state.
+type selective struct {
+	// got has the bit of each READ response or atomic acknowledgement PSN
+	// received and not yet passed by the oldest unacknowledged PSN, indexed
+	// by PSN mod srTrack; ngot counts the bits set.
+	got  [srTrack / 64]uint64
+	ngot int
+	// base is the oldest unacknowledged PSN the state was last synced to
+	// (srSync): nothing before it is tracked.
+	base packet.PSN
+	// slots is the per-PSN resend state (allocated at the first resend);
+	// ndue counts the due slots, none of them before dueLo.
+	slots []srSlot
+	ndue  int
+	dueLo packet.PSN
+	// done: the responder has executed every request before it (an ACK is
+	// cumulative, and a response proves the requests before its own).
+	done packet.PSN
+	// high is one past the highest PSN any response was seen for.
+	high packet.PSN
+	// scanned: response holes before it have been looked at (srDetect);
+	// rescan is when they are looked at again from the oldest PSN.
+	scanned packet.PSN
+	rescan  int64
+	// hint is the WQE index where the last PSN lookup ended.
+	hint uint64
+	// rereadPkts is set while a re-read is built: the packets it asks
+	// for; forceAck while a resend that must ask for an ACK is built.
+	rereadPkts uint32
+	forceAck   bool
+	// probeHigh is the next PSN to send when the last probe was built.
+	probeHigh packet.PSN
+	// hold keeps the resends of a hole report back for a reorder window
+	// (srReorderWindow): a request merely overtaken by the ones after it
+	// fills the hole in that time, and the cumulative ACK that follows
+	// takes its PSNs off the list.
+	hold retry.Deadline
+}
+
+// initSelective sets the selective-repeat marks to the first PSN.
+func (r *Requester) initSelective() {
+	s := &r.sr
+	s.base, s.dueLo, s.done, s.high, s.scanned = r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN
+}
+
+// srIndex returns the bitmap and ring index of psn.
+func srIndex(psn packet.PSN) uint32 { return uint32(psn) % srTrack }
+
+// srGot reports whether the response of psn has been received.
+func (s *selective) srGot(psn packet.PSN) bool {
+	i := srIndex(psn)
+	return s.got[i/64]&(1<<(i%64)) != 0
+}
+
+// setGot records the response of psn.
+func (s *selective) setGot(psn packet.PSN) {
+	i := srIndex(psn)
+	if s.got[i/64]&(1<<(i%64)) == 0 {
+		s.got[i/64] |= 1 << (i % 64)
+		s.ngot++
+	}
+}
+
+// clearGot forgets the response of psn.
+func (s *selective) clearGot(psn packet.PSN) {
+	i := srIndex(psn)
+	if s.got[i/64]&(1<<(i%64)) != 0 {
+		s.got[i/64] &^= 1 << (i % 64)
+		s.ngot--
+	}
+}
+
+// slot returns psn's resend slot, claiming it if it holds another PSN.
+func (s *selective) slot(psn packet.PSN) *srSlot {
+	if s.slots == nil {
+		s.slots = make([]srSlot, srTrack)
+	}
+	sl := &s.slots[srIndex(psn)]
+	if sl.psn != psn {
+		if sl.due {
+			s.ndue--
+		}
+		*sl = srSlot{psn: psn}
+	}
+	return sl
+}
+
+// isDue reports whether psn is due to be resent.
+func (s *selective) isDue(psn packet.PSN) bool {
+	if s.slots == nil {
+		return false
+	}
+	sl := &s.slots[srIndex(psn)]
+	return sl.psn == psn && sl.due
+}
+
+// clearDue takes psn off the resend list.
+func (s *selective) clearDue(psn packet.PSN) {
+	if s.slots == nil {
+		return
+	}
+	if sl := &s.slots[srIndex(psn)]; sl.psn == psn && sl.due {
+		sl.due = false
+		s.ndue--
+	}
+}
+
+// clearAllDue empties the resend list.
+func (s *selective) clearAllDue() {
+	for i := range s.slots {
+		s.slots[i].due = false
+	}
+	s.ndue = 0
+}
+
+// srSync brings the state up to the oldest unacknowledged PSN: the marks
+// and resend requests of PSNs before it are dropped, and the PSN marks
+// never lag behind it (so that they never wrap).
+func (r *Requester) srSync() {
+	s := &r.sr
+	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.ndue > 0) {
+		if d >= srTrack {
+			s.got, s.ngot = [srTrack / 64]uint64{}, 0
+			s.clearAllDue()
+		} else {
+			for x := s.base; x != r.compPSN; x = x.Next() {
+				s.clearGot(x)
+				s.clearDue(x)
+			}
+		}
+	}
+	s.base = r.compPSN
+	if s.ndue == 0 {
+		s.hold.Stop()
+	}
+	for _, p := range [...]*packet.PSN{&s.done, &s.high, &s.scanned, &s.dueLo} {
+		if p.Before(r.compPSN) {
+			*p = r.compPSN
+		}
+	}
+}
+
+// srSpan returns the first PSN of the started WQE w and one past its last:
+// for a READ the PSNs of its whole response, for the others their request
+// packets.
+func (r *Requester) srSpan(w *wqe) (first, end packet.PSN) {
+	if w.kind == kindRead {
+		return w.origFirst, w.origFirst.Add(int(r.pkts(w.length)))
+	}
+	return w.firstPSN, w.lastPSN.Next()
+}
+
+// srFind returns the index of the started WQE whose PSNs include psn.
+// Lookups mostly move forward, so it starts at the last one found.
+func (r *Requester) srFind(psn packet.PSN) (uint64, bool) {
+	i := r.head
+	if h := r.sr.hint; h > r.head && h < r.tail {
+		if first, _ := r.srSpan(r.slot(h)); !psn.Before(first) && r.slot(h).started {
+			i = h
+		}
+	}
+	for ; i != r.tail; i++ {
+		w := r.slot(i)
+		if !w.started {
+			break
+		}
+		first, end := r.srSpan(w)
+		if psn.Before(first) {
+			break
+		}
+		if psn.Before(end) {
+			r.sr.hint = i
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// srRequested returns how many response PSNs of the READ w have been
+// asked for: all of them once the last part went out, else its whole parts.
+func (r *Requester) srRequested(w *wqe) uint32 {
+	if w.sentAll {
+		return r.pkts(w.length)
+	}
+	return w.off / r.pmtu
+}
+
+// srPartEnd returns one past the last PSN of the READ part (readChunk)
+// holding response k of the READ w.
+func (r *Requester) srPartEnd(w *wqe, k uint32) packet.PSN {
+	n := r.pkts(w.length)
+	if m := uint32(r.cfg.MaxReadPkts); m > 0 {
+		n = min(n, (k/m+1)*m)
+	}
+	return w.origFirst.Add(int(n))
+}
+
+// srInterval is how long a resent PSN is not resent again: about an RTT
+// with its variation (RFC 6298's RTO without floor), so that the answer to
+// the resend had time to come; before the first sample the time since the
+// first packet left (an upper bound of the RTT).
+func (r *Requester) srInterval(now time.Time) time.Duration {
+	if r.rec.rtt.Valid() {
+		return r.rec.rtt.RTO()
+	}
+	return r.sinceFirst(now)
+}
+
+// sinceFirst returns the time since the first packet left, 0 before.
+func (r *Requester) sinceFirst(now time.Time) time.Duration {
+	if r.rec.firstSent.IsZero() {
+		return 0
+	}
+	return now.Sub(r.rec.firstSent)
+}
+
+// srReorderWindow is how long the resends of a hole report wait for the
+// hole to fill by itself: a quarter of the smoothed RTT (RFC 8985's
+// reordering window), at most srMaxReorderWindow.
+func (r *Requester) srReorderWindow(now time.Time) time.Duration {
+	srtt := r.rec.rtt.SRTT()
+	if !r.rec.rtt.Valid() {
+		srtt = r.sinceFirst(now)
+	}
+	return min(srtt/4, srMaxReorderWindow)
+}
+
+// srMaxReorderWindow caps srReorderWindow.
+const srMaxReorderWindow = time.Millisecond
+
+// srReady reports whether a resend may go now: the list is not empty and
+// no reorder window holds it back (an expired one ends).
+func (r *Requester) srReady(now time.Time) bool {
+	if r.sr.hold.Expired(now) {
+		r.sr.hold.Stop()
+	}
+	return r.sr.ndue > 0 && !r.sr.hold.Armed() && !r.stopped
+}
+
+// srMark puts psn on the resend list unless it was resent less than an
+// interval ago (force ignores that); it reports whether it did.
+func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
+	s := &r.sr
+	sl := s.slot(psn)
+	if sl.due {
+		return false
+	}
+	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now)) {
+		return false
+	}
+	sl.due = true
+	s.ndue++
+	if psn.Before(s.dueLo) || s.ndue == 1 {
+		s.dueLo = psn
+	}
+	return true
+}
+
+// srFail fails the requester with status found on w's response (a bad
+// response, a local protection error): w completes with it when Flush
+// (or, as the oldest WQE, now) reaches it.
+func (r *Requester) srFail(w *wqe, status verbs.WCStatus) {
+	w.state = wqeErrored
+	w.status = status
+	r.fail(status)
+	if r.slot(r.head) == w {
+		r.finish(w, status)
+	}
+	r.state = CompError
+}
+
+// srHandles reports whether the response p goes through the
+// selective-repeat completer: ACKs, hole reports, READ responses and
+// atomic acknowledgements. RNR NAKs, sequence NAKs and the error NAKs take
+// the IBTA path (run).
+func (r *Requester) srHandles(p *packet.Packet) bool {
+	if !r.cfg.SelectiveRepeat {
+		return false
+	}
+	if p.Opcode() != packet.RCAcknowledge {
+		return true
+	}
+	syn := p.AETH().Syndrome()
+	return syn.IsACK() || syn.IsNAK() && syn.NAKCode() == packet.NAKSelectiveRepeat
+}
+
+// srReceive is the completer of a response under selective repeat: it
+// records what p proves received or executed, completes the WQEs that are
+// done, in send queue order, and looks for lost READ responses.
+func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
+	r.ntrace = 0
+	r.state = CompDone
+	r.srSync()
+	switch op := p.Opcode(); {
+	case op == packet.RCAcknowledge && p.AETH().Syndrome().IsNAK():
+		r.srHole(now, p)
+	case op == packet.RCAcknowledge:
+		r.srAck(p)
+	case op == packet.RCAtomicAcknowledge:
+		r.srAtomic(p)
+	default:
+		r.srRead(p)
+	}
+	if r.stopped {
+		return
+	}
+	r.srAdvance()
+	if r.stopped {
+		return
+	}
+	r.srSync()
+	r.srDetect(now)
+}
+
+// srResponded records that the responder executed every request before
+// done and answered PSN psn.
+func (r *Requester) srResponded(done, psn packet.PSN) {
+	s := &r.sr
+	if done.After(s.done) {
+		s.done = done
+	}
+	if psn.Next().After(s.high) {
+		s.high = psn.Next()
+	}
+	r.resetBudgets()
+}
+
+// srAck takes a cumulative ACK: every request up to its PSN was executed.
+// An ACK for a PSN never sent is dropped.
+func (r *Requester) srAck(p *packet.Packet) {
+	psn := p.PSN()
+	if !psn.Before(r.highPSN) || psn.Next().Before(r.compPSN) {
+		r.c.ResponsesDropped++
+		return
+	}
+	r.srResponded(psn.Next(), psn)
+}
+
+// srAtomic takes an atomic acknowledgement: the original value goes to the
+// atomic's local buffer, once.
+func (r *Requester) srAtomic(p *packet.Packet) {
+	psn := p.PSN()
+	i, ok := r.srFind(psn)
+	if !ok || psn.Before(r.compPSN) || r.sr.srGot(psn) || int(psn.Diff(r.compPSN)) >= srTrack {
+		r.c.ResponsesDropped++
+		return
+	}
+	w := r.slot(i)
+	if w.kind != kindAtomic || !p.AETH().Syndrome().IsACK() {
+		r.srFail(w, verbs.WCBadRespErr)
+		return
+	}
+	if r.doAtomic(p, w) == CompError {
+		r.srFail(w, verbs.WCLocProtErr)
+		return
+	}
+	r.sr.setGot(psn)
+	r.srResponded(psn.Next(), psn)
+}
+
+// srRead places a READ response at its offset in the WQE's SGEs, whatever
+// the order it arrives in: response PSN origFirst + k carries bytes
+// k × PMTU on. The response to an ATOMIC_WRITE is an empty ONLY.
+// Duplicates, responses to what was not asked for and responses beyond
+// the tracked PSNs are dropped; a malformed one fails the requester.
+func (r *Requester) srRead(p *packet.Packet) {
+	psn := p.PSN()
+	i, ok := r.srFind(psn)
+	if !ok || psn.Before(r.compPSN) || r.sr.srGot(psn) || int(psn.Diff(r.compPSN)) >= srTrack {
+		r.c.ResponsesDropped++
+		return
+	}
+	w := r.slot(i)
+	data := p.Payload()
+	n := uint32(len(data))
+	op := p.Opcode()
+	if op != packet.RCRDMAReadResponseMiddle && !p.AETH().Syndrome().IsACK() {
+		r.srFail(w, verbs.WCBadRespErr)
+		return
+	}
+	if w.kind == kindAtomicWrite {
+		if op != packet.RCRDMAReadResponseOnly || n != 0 {
+			r.srFail(w, verbs.WCBadRespErr)
+			return
+		}
+		r.sr.setGot(psn)
+		r.srResponded(psn.Next(), psn)
+		return
+	}
+	k := uint32(psn.Diff(w.origFirst))
+	if w.kind != kindRead {
+		r.srFail(w, verbs.WCBadRespErr)
+		return
+	}
+	if k >= r.srRequested(w) {
+		r.c.ResponsesDropped++
+		return
+	}
+	off := k * r.pmtu
+	if !r.srReadShape(op, n, w.length-off) {
+		r.srFail(w, verbs.WCBadRespErr)
+		return
+	}
+	if !r.srPlace(w, off, data) {
+		r.srFail(w, verbs.WCLocProtErr)
+		return
+	}
+	r.c.ReadBytes += uint64(n)
+	r.sr.setGot(psn)
+	r.srResponded(r.srPartEnd(w, k), psn)
+}
+
+// srReadShape reports whether a READ response with opcode op and n bytes
+// fits a place with resid bytes of the message left from it: FIRST and
+// MIDDLE carry a full PMTU and are not the last packet of the message;
+// LAST and ONLY carry the rest up to a PMTU (a re-read or a READ part may
+// end before the message does).
+func (r *Requester) srReadShape(op packet.Opcode, n, resid uint32) bool {
+	switch op {
+	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseMiddle:
+		return n == r.pmtu && resid > r.pmtu
+	case packet.RCRDMAReadResponseLast, packet.RCRDMAReadResponseOnly:
+		return n == min(resid, r.pmtu)
+	}
+	return false
+}
+
+// srPlace copies data to byte off of w's message: with the placement
+// cursor if it continues the bytes placed in order, else from a cursor
+// sought to off.
+func (r *Requester) srPlace(w *wqe, off uint32, data []byte) bool {
+	if off == w.rcvd {
+		if !r.scatter(w, data) {
+			return false
+		}
+		w.rcvd += uint32(len(data))
+		return true
+	}
+	var c sge.Cursor
+	c.Seek(w.sges, off)
+	return c.Scatter(r.mem, w.sges, data)
+}
+
+// srAdvance completes, in send queue order, the WQEs whose PSNs are all
+// acknowledged, and moves the oldest unacknowledged PSN over what is.
+func (r *Requester) srAdvance() {
+	for r.head != r.tail && !r.stopped {
+		w := r.slot(r.head)
+		if !w.started || w.state == wqeErrored || !r.srConsume(w) {
+			return
+		}
+		r.finish(w, verbs.WCSuccess)
+	}
+}
+
+// srConsume moves the oldest unacknowledged PSN over the acknowledged PSNs
+// of w, the oldest WQE, and reports whether w is complete: a SEND or WRITE
+// once the responder executed it, a READ or atomic once every response
+// arrived.
+func (r *Requester) srConsume(w *wqe) bool {
+	s := &r.sr
+	if w.kind.segmented() {
+		if w.sentAll && w.lastPSN.Before(s.done) {
+			r.compPSN = w.lastPSN.Next()
+			return true
+		}
+		if s.done.After(r.compPSN) {
+			r.compPSN = s.done
+		}
+		return false
+	}
+	first, end := r.srSpan(w)
+	if w.kind == kindRead {
+		end = first.Add(int(r.srRequested(w)))
+	}
+	if r.compPSN.Before(first) {
+		r.compPSN = first
+	}
+	for r.compPSN.Before(end) && s.srGot(r.compPSN) {
+		s.clearGot(r.compPSN)
+		r.compPSN = r.compPSN.Next()
+	}
+	if w.kind == kindRead {
+		if rcvd := min(w.length, uint32(r.compPSN.Diff(first))*r.pmtu); rcvd != w.rcvd {
+			w.rcvd = rcvd
+			w.place.Seek(w.sges, rcvd)
+		}
+	}
+	return w.sentAll && r.compPSN == end
+}

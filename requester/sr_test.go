@@ -1,0 +1,394 @@
+package requester
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	srPMTU = 256
+	srSQ   = packet.PSN(packet.PSNMask - 10) // wraps inside the tests' messages
+	srPkts = 40
+	srSize = srPkts * srPMTU
+)
+
+// srSetup returns a requester with selective repeat on, a fake responder
+// speaking the contract, and the timed link between them.
+func srSetup(t *testing.T) (*harness, *fakeResponder, *srLink) {
+	cfg := baseConfig(srPMTU, srSQ)
+	cfg.SelectiveRepeat = true
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 4*srSize, verbs.AccessLocalWrite, 1)
+	f := newResponder(t, srPMTU, srSQ)
+	f.sr.on = true
+	f.mem.add(rkey, rbase, 4*srSize, verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic, 7)
+	return h, f, newSRLink(h, f)
+}
+
+// requireClean checks that every WR completed successfully, in order, and
+// that nothing went back N or hit the IB timeout.
+func requireClean(t *testing.T, h *harness, n int) {
+	t.Helper()
+	_, failed := h.r.Failed()
+	require.False(t, failed, "requester failed: %+v", h.r.Counters())
+	require.Len(t, h.cq.wcs, n)
+	for i, wc := range h.cq.wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+		require.Equal(t, uint64(i+1), wc.ID, "completion order")
+	}
+	c := h.r.Counters()
+	require.Zero(t, c.CompleterRetryErr, "go-back-N retries")
+	require.Zero(t, c.Timeouts, "IB timeouts")
+	require.Zero(t, h.r.Outstanding())
+}
+
+// TestSRWriteSendHoles loses request packets of a 40-packet WRITE or SEND
+// (scripted: PSN offset → times lost) and checks that exactly the lost
+// packets are sent again, the data arrives intact, and the last resend
+// of a reported hole asks for an ACK.
+func TestSRWriteSendHoles(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     verbs.WROpcode
+		drops  map[int]int
+		ackReq []int // PSN offsets whose resend carries AckReq
+	}{
+		{name: "single", op: verbs.WRRDMAWrite, drops: map[int]int{5: 1}, ackReq: []int{5}},
+		{name: "multiple", op: verbs.WRRDMAWrite, drops: map[int]int{3: 1, 10: 1, 11: 1, 12: 1, 30: 1}, ackReq: []int{12, 30}},
+		{name: "first", op: verbs.WRRDMAWrite, drops: map[int]int{0: 1}},
+		{name: "tail", op: verbs.WRRDMAWrite, drops: map[int]int{39: 1}},
+		{name: "tail-two", op: verbs.WRRDMAWrite, drops: map[int]int{38: 1, 39: 1}},
+		{name: "lost-resend", op: verbs.WRRDMAWrite, drops: map[int]int{5: 2}},
+		{name: "lost-resend-twice", op: verbs.WRRDMAWrite, drops: map[int]int{20: 3}},
+		{name: "send-holes", op: verbs.WRSend, drops: map[int]int{0: 1, 7: 1, 8: 1, 39: 1}},
+		{name: "send-clean", op: verbs.WRSend},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, f, l := srSetup(t)
+			// A one-packet message first: the RTT is known when the
+			// message under test goes.
+			base := srSQ.Add(1)
+			l.dropReq = dropNth(base, tc.drops)
+			h.post(&verbs.SendWR{ID: 1, Opcode: tc.op, Flags: verbs.SendSignaled, RemoteAddr: rbase + srSize, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
+			l.run(time.Second)
+			h.post(&verbs.SendWR{ID: 2, Opcode: tc.op, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize / 2, LKey: lkeyA}, {Addr: baseA + srSize, Length: srSize / 2, LKey: lkeyA}}})
+			l.run(time.Second)
+			requireClean(t, h, 2)
+			want := gatherSGEs(t, h.mem, []verbs.SGE{{Addr: baseA, Length: srSize / 2, LKey: lkeyA}, {Addr: baseA + srSize, Length: srSize / 2, LKey: lkeyA}})
+			if tc.op == verbs.WRSend {
+				require.Len(t, f.msgs, 2)
+				require.True(t, bytes.Equal(want, f.msgs[1]), "SEND data")
+			} else {
+				require.True(t, bytes.Equal(want, f.mem[rkey].buf[:srSize]), "WRITE data")
+			}
+			// Each lost packet is sent again as often as it was lost;
+			// besides, only tail-loss probes (the oldest unacknowledged
+			// packet) are sent twice: no go-back-N.
+			lost := 0
+			c := h.r.Counters()
+			for k := range srPkts {
+				n := l.sentCount(base.Add(k))
+				require.GreaterOrEqual(t, n, 1+tc.drops[k], "PSN offset %d sent", k)
+				if c.Recovery.TailProbes == 0 {
+					require.Equal(t, 1+tc.drops[k], n, "PSN offset %d sent", k)
+				}
+				lost += tc.drops[k]
+			}
+			require.LessOrEqual(t, c.Retransmits, uint64(lost)+c.Recovery.TailProbes)
+			for _, k := range tc.ackReq {
+				require.True(t, l.resendAckReq(base.Add(k)), "resend of PSN offset %d without AckReq", k)
+			}
+			t.Logf("holes %d, resent %d, probes %d, rto %d", c.SRHolesReceived, c.SRPacketsResent,
+				c.Recovery.TailProbes, c.Recovery.RTOExpiries)
+		})
+	}
+}
+
+// resendAckReq reports whether the second packet built with PSN psn asks
+// for an ACK.
+func (l *srLink) resendAckReq(psn packet.PSN) bool {
+	n := 0
+	for _, b := range l.sent {
+		if p := parse(l.h.t, b); p.PSN() == psn {
+			if n++; n == 2 {
+				return p.AckReq()
+			}
+		}
+	}
+	return false
+}
+
+// reread is a READ request as the tests expect it: PSN offset, response
+// packet offset of its VA, and its length in packets.
+type reread struct{ psn, at, pkts int }
+
+// readRequests returns the READ requests the requester built, relative to
+// the READ at PSN base and remote address va.
+func (l *srLink) readRequests(base packet.PSN, va uint64) []reread {
+	var out []reread
+	for _, b := range l.sent {
+		p := parse(l.h.t, b)
+		if p.Opcode() != packet.RCRDMAReadRequest {
+			continue
+		}
+		reth := p.RETH()
+		out = append(out, reread{int(p.PSN().Diff(base)), int(reth.VA()-va) / srPMTU,
+			(int(reth.DMALen()) + srPMTU - 1) / srPMTU})
+	}
+	return out
+}
+
+// TestSRReadHoles loses READ responses (scripted by PSN offset) and
+// checks that the responses are placed out of order and that only the
+// missing ranges are re-read, each with the hole's first PSN, VA and
+// length.
+func TestSRReadHoles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		drops map[int]int
+		reqs  []reread // after the READ itself
+		parts int      // Config.MaxReadPkts
+	}{
+		{name: "clean"},
+		{name: "single", drops: map[int]int{7: 1}, reqs: []reread{{7, 7, 1}}},
+		{name: "range", drops: map[int]int{7: 1, 8: 1, 9: 1}, reqs: []reread{{7, 7, 3}}},
+		{name: "two-holes", drops: map[int]int{5: 1, 20: 1, 21: 1}, reqs: []reread{{5, 5, 1}, {20, 20, 2}}},
+		{name: "first", drops: map[int]int{0: 1}, reqs: []reread{{0, 0, 1}}},
+		{name: "tail", drops: map[int]int{39: 1}, reqs: []reread{{39, 39, 1}}},
+		{name: "lost-reread", drops: map[int]int{7: 2}, reqs: []reread{{7, 7, 1}, {7, 7, 1}}},
+		{name: "parts", parts: 16, drops: map[int]int{15: 1, 16: 1}, reqs: []reread{{16, 16, 16}, {32, 32, 8}, {15, 15, 1}, {16, 16, 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, f, l := srSetup(t)
+			h.r.cfg.MaxReadPkts = tc.parts
+			l.dropResp = dropNth(srSQ, tc.drops)
+			sges := []verbs.SGE{{Addr: baseA + 3, Length: 1000, LKey: lkeyA}, {Addr: baseA + srSize, Length: srSize - 1000, LKey: lkeyA}}
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase + 64, RKey: rkey, SGList: sges})
+			l.run(time.Second)
+			requireClean(t, h, 1)
+			require.True(t, bytes.Equal(f.mem[rkey].buf[64:64+srSize], gatherSGEs(t, h.mem, sges)), "READ data")
+			first := reread{0, 0, srPkts}
+			if tc.parts > 0 {
+				first.pkts = tc.parts
+			}
+			want := append([]reread{first}, tc.reqs...)
+			got := l.readRequests(srSQ, rbase+64)
+			if tc.parts > 0 {
+				// The parts and the re-reads interleave by timing; compare
+				// as sets of requests.
+				require.ElementsMatch(t, want, got)
+			} else {
+				require.Equal(t, want, got)
+			}
+			c := h.r.Counters()
+			require.Equal(t, uint64(srSize), c.ReadBytes)
+			t.Logf("rereads %d, probes %d, dropped responses %d", c.ReadHoleRereads, c.Recovery.TailProbes, c.ResponsesDropped)
+		})
+	}
+}
+
+// TestSRReorderNoResend reorders one packet by one or two positions in
+// either direction: nothing is sent twice.
+func TestSRReorderNoResend(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		read  bool
+		at    int
+		delay time.Duration
+	}{
+		{"write-by-1", false, 3, 1500 * time.Nanosecond},
+		{"write-by-2", false, 3, 2500 * time.Nanosecond},
+		{"write-late-by-2", false, 30, 2500 * time.Nanosecond},
+		{"read-by-1", true, 3, 1500 * time.Nanosecond},
+		{"read-by-2", true, 10, 2500 * time.Nanosecond},
+		{"read-first-by-2", true, 0, 2500 * time.Nanosecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, l := srSetup(t)
+			extra := func(p packet.Packet, nth int) time.Duration {
+				if nth == 1 && int(p.PSN().Diff(srSQ)) == srPkts+tc.at {
+					return tc.delay
+				}
+				return 0
+			}
+			op := verbs.WRRDMAWrite
+			if tc.read {
+				op, l.extraResp = verbs.WRRDMARead, extra
+			} else {
+				l.extraReq = extra
+			}
+			// A clean message first, then the one reordered.
+			h.post(&verbs.SendWR{ID: 1, Opcode: op, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			h.post(&verbs.SendWR{ID: 2, Opcode: op, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			l.run(time.Second)
+			requireClean(t, h, 2)
+			c := h.r.Counters()
+			require.Zero(t, c.Retransmits, "packets sent twice")
+			require.Zero(t, c.ReadHoleRereads)
+		})
+	}
+}
+
+// srHoleReport builds a hole report [a, b).
+func srHoleReport(a, b packet.PSN) []byte {
+	return resp(packet.RCAcknowledge, a, packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(b&packet.PSNMask), nil)
+}
+
+// TestSRHostileReports sends hole reports that do not fit what is
+// outstanding, and floods of valid ones: the bad ones are ignored and
+// counted, and a flood resends no more than the unacknowledged window
+// once per interval.
+func TestSRHostileReports(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		ackFirst    int // ACK this PSN offset first (-1: none)
+		a, b        int // offsets from the first PSN
+		n           int // reports sent
+		ignored     uint64
+		maxResent   uint64
+		wantResends bool
+	}{
+		{name: "beyond", ackFirst: -1, a: 50, b: 60, n: 1, ignored: 1},
+		{name: "past-sent", ackFirst: -1, a: 10, b: 41, n: 1, ignored: 1},
+		{name: "empty", ackFirst: -1, a: 10, b: 10, n: 1, ignored: 1},
+		{name: "inverted", ackFirst: -1, a: 20, b: 10, n: 1, ignored: 1},
+		{name: "huge", ackFirst: -1, a: 0, b: packet.PSNWindow - 1, n: 1, ignored: 1},
+		{name: "stale", ackFirst: 19, a: 5, b: 10, n: 1, ignored: 1},
+		{name: "partly-stale", ackFirst: 19, a: 5, b: 25, n: 1, maxResent: 5, wantResends: true},
+		{name: "flood", ackFirst: -1, a: 0, b: 40, n: 1000, maxResent: 40, wantResends: true},
+		{name: "flood-small", ackFirst: -1, a: 7, b: 8, n: 1000, maxResent: 1, wantResends: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := srSetup(t)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			require.Len(t, h.drain(), srPkts)
+			h.now = h.now.Add(time.Millisecond)
+			if tc.ackFirst >= 0 {
+				h.recv(ack(srSQ.Add(tc.ackFirst)))
+			}
+			resent := 0
+			for round := range 2 {
+				for range tc.n {
+					h.recv(srHoleReport(srSQ.Add(tc.a), srSQ.Add(tc.b)))
+				}
+				// Past the reorder window, short of the recovery timer.
+				h.now = h.now.Add(300 * time.Microsecond)
+				h.r.OnTimeout(h.now)
+				for _, b := range h.drain() {
+					p := parse(t, b)
+					require.True(t, p.PSN().InRange(srSQ.Add(max(tc.a, tc.ackFirst+1)), tc.b-max(tc.a, tc.ackFirst+1)),
+						"resent PSN %#x outside the hole", p.PSN())
+					resent++
+				}
+				if round == 0 && tc.wantResends {
+					require.Positive(t, resent)
+				}
+			}
+			c := h.r.Counters()
+			require.Equal(t, uint64(2*tc.n), c.SRHolesReceived)
+			require.Equal(t, 2*uint64(tc.n)*tc.ignored, c.SRHolesIgnored)
+			require.LessOrEqual(t, uint64(resent), tc.maxResent, "resent within one interval")
+			require.Equal(t, uint64(resent), c.SRPacketsResent)
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+		})
+	}
+}
+
+// TestSRReportWithoutSR: without selective repeat a NAK with code 0x10 is
+// an unknown NAK code, which fails the WQE with REM_OP_ERR as rxe does.
+func TestSRReportWithoutSR(t *testing.T) {
+	h := newHarness(t, baseConfig(srPMTU, srSQ))
+	h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+	h.drain()
+	h.recv(srHoleReport(srSQ.Add(3), srSQ.Add(4)))
+	st, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRemOpErr, st)
+	require.Len(t, h.cq.wcs, 1)
+	require.Equal(t, verbs.WCRemOpErr, h.cq.wcs[0].Status)
+	require.Zero(t, h.r.Counters().SRHolesReceived)
+}
+
+// TestSRAtomicLostAck loses an atomic's acknowledgement (once or twice)
+// ahead of a WRITE: the atomic is sent again once later PSNs are answered,
+// the responder replays it, and it is executed exactly once.
+func TestSRAtomicLostAck(t *testing.T) {
+	for _, lost := range []int{1, 2} {
+		t.Run(fmt.Sprint(lost), func(t *testing.T) {
+			h, f, l := srSetup(t)
+			const atomOff = 3 * srSize
+			orig := binary.NativeEndian.Uint64(f.mem[rkey].buf[atomOff:])
+			l.dropResp = dropNth(srSQ, map[int]int{0: lost})
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRAtomicFetchAndAdd, Flags: verbs.SendSignaled, RemoteAddr: rbase + atomOff,
+				RKey: rkey, CompareAdd: 5, SGList: []verbs.SGE{{Addr: baseA + 2*srSize, Length: 8, LKey: lkeyA}}})
+			h.post(&verbs.SendWR{ID: 2, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: 8 * srPMTU, LKey: lkeyA}}})
+			l.run(time.Second)
+			requireClean(t, h, 2)
+			require.Equal(t, orig+5, binary.NativeEndian.Uint64(f.mem[rkey].buf[atomOff:]), "executed once")
+			require.Equal(t, orig, binary.NativeEndian.Uint64(h.mem[lkeyA].buf[2*srSize:]), "original value")
+			require.Equal(t, 1+lost, l.sentCount(srSQ))
+		})
+	}
+}
+
+// TestSRDeadPeer: against a peer that answers nothing, selective repeat
+// keeps the IB budget: RETRY_EXC_ERR after retry_cnt + 1 IB timeouts,
+// probes in between, never a go-back-N.
+func TestSRDeadPeer(t *testing.T) {
+	h, _, l := srSetup(t)
+	l.dropReq = func(packet.Packet, int) bool { return true }
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 4 * srPMTU, LKey: lkeyA}}})
+	l.run(10 * time.Second)
+	st, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRetryExcErr, st)
+	c := h.r.Counters()
+	require.Equal(t, uint64(h.r.cfg.RetryCnt)+1, c.Timeouts)
+	require.Zero(t, c.CompleterRetryErr)
+	for k := 1; k < 4; k++ {
+		require.Equal(t, 1, l.sentCount(srSQ.Add(k)), "PSN offset %d: only the oldest is probed", k)
+	}
+	require.True(t, c.Recovery.RetryFailed)
+	require.Zero(t, c.Recovery.RetryResponses)
+}
+
+// srCheck verifies the selective-repeat bookkeeping: the counts of
+// received-response bits and of due resend slots match what is stored.
+func (r *Requester) srCheck() error {
+	s := &r.sr
+	n := 0
+	for _, w := range s.got {
+		n += bits.OnesCount64(w)
+	}
+	if n != s.ngot {
+		return fmt.Errorf("%d response bits set, %d counted", n, s.ngot)
+	}
+	d := 0
+	for _, sl := range s.slots {
+		if sl.due {
+			d++
+		}
+	}
+	if d != s.ndue {
+		return fmt.Errorf("%d resend slots due, %d counted", d, s.ndue)
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package requester
+
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// srHole takes a hole report (packet.NAKSelectiveRepeat): the responder
+// misses the PSNs [BTH PSN, AETH MSN) and holds the one after. It
+// acknowledges nothing. The PSNs of the hole still unacknowledged are put
+// on the resend list, each at most once per interval (srMark). A report
+// of PSNs never sent, or of none still outstanding, is ignored and
+// counted; a report can thus ask for no more than the unacknowledged
+// window.
+func (r *Requester) srHole(now time.Time, p *packet.Packet) {
+	r.c.SRHolesReceived++
+	a := p.PSN()
+	b := packet.PSN(p.AETH().MSN() & packet.PSNMask)
+	lo := a
+	for _, m := range [...]packet.PSN{r.compPSN, r.sr.done} {
+		if lo.Before(m) {
+			lo = m
+		}
+	}
+	if !a.Before(b) || b.After(r.highPSN) || !lo.Before(b) {
+		r.c.SRHolesIgnored++
+		return
+	}
+	if int(b.Diff(r.compPSN)) > srTrack {
+		b = r.compPSN.Add(srTrack)
+	}
+	r.srMarkHeld(now, lo, b)
+}
+
+// srMarkHeld puts [a, b) on the resend list (srMarkRange) and, if the list
+// was empty, holds it back for the reorder window: a cumulative ACK that
+// arrives meanwhile (the hole filled by a request merely overtaken, or the
+// ACK of a drain right behind the ACK of the request that filled it) takes
+// the PSNs it covers off the list.
+func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
+	empty := r.sr.ndue == 0
+	if r.srMarkRange(now, a, b, false) > 0 && empty {
+		if d := r.srReorderWindow(now); d > 0 {
+			r.sr.hold.Arm(now.Add(d))
+		}
+	}
+}
+
+// srMarkRange puts the PSNs of [a, b) on the resend list: the request
+// packets of SEND, WRITE and atomic WQEs, and the READ response PSNs asked
+// for and not received (a READ request is resent, or re-read, as the
+// range of them). force ignores the once-per-interval rule. It returns
+// how many PSNs it put on the list.
+func (r *Requester) srMarkRange(now time.Time, a, b packet.PSN, force bool) int {
+	n := 0
+	for x := a; x.Before(b); x = x.Next() {
+		i, ok := r.srFind(x)
+		if !ok {
+			break
+		}
+		w := r.slot(i)
+		if r.sr.srGot(x) {
+			continue
+		}
+		if w.kind == kindRead {
+			if k := uint32(x.Diff(w.origFirst)); k >= r.srRequested(w) {
+				_, end := r.srSpan(w)
+				x = end.Add(-1) // not asked for yet: the rest of the READ is skipped
+				continue
+			}
+		} else if !x.Before(r.highPSN) {
+			break
+		}
+		if r.srMark(now, x, force) {
+			n++
+		}
+	}
+	return n
+}
+
+// srDetect looks for lost READ responses and atomic acknowledgements: a
+// PSN still missing once responses for srReorder PSNs after it have
+// arrived (the highest answered PSN is at least srReorder past it) is
+// taken as lost, and with it the PSNs missing after it up to the next
+// one received: that range goes on the resend list (a re-read, or the
+// atomic again, which the responder replays). New PSNs are looked at as
+// responses arrive; all of them again once per interval, so a lost
+// re-read is asked for again an RTT later.
+func (r *Requester) srDetect(now time.Time) {
+	s := &r.sr
+	limit := s.high.Add(-1 - srReorder) // PSNs before it have srReorder later ones answered
+	if !limit.After(r.compPSN) {
+		return
+	}
+	from := s.scanned
+	if nano := now.UnixNano(); nano >= s.rescan {
+		from = r.compPSN
+		s.rescan = nano + int64(r.srInterval(now))
+	}
+	if int(limit.Diff(r.compPSN)) > srTrack {
+		limit = r.compPSN.Add(srTrack)
+	}
+	x := from
+	for x.Before(limit) {
+		if s.srGot(x) {
+			x = x.Next()
+			continue
+		}
+		i, ok := r.srFind(x)
+		if !ok {
+			break
+		}
+		w := r.slot(i)
+		_, end := r.srSpan(w)
+		switch {
+		case w.kind.segmented():
+			// Executed (a later response proves it) or reported by the
+			// responder: not for this requester to find.
+			x = end
+		case w.kind == kindRead && uint32(x.Diff(w.origFirst)) >= r.srRequested(w):
+			x = end
+		case w.kind == kindRead:
+			x = r.srMarkRun(now, w, x)
+		default:
+			r.srMark(now, x, false)
+			x = x.Next()
+		}
+	}
+	if x.After(s.scanned) {
+		s.scanned = x
+	}
+}
+
+// srMarkRun puts the READ response PSNs missing from x on, up to the next
+// one received, the last answered or the end of x's READ part, on the
+// resend list, and returns the PSN after them.
+func (r *Requester) srMarkRun(now time.Time, w *wqe, x packet.PSN) packet.PSN {
+	k := uint32(x.Diff(w.origFirst))
+	end := r.srPartEnd(w, k)
+	if req := w.origFirst.Add(int(r.srRequested(w))); req.Before(end) {
+		end = req
+	}
+	for ; x.Before(end) && x.Before(r.sr.high) && !r.sr.srGot(x); x = x.Next() {
+		r.srMark(now, x, false)
+	}
+	return x
+}
+
+// srNextDue returns the lowest PSN on the resend list. Marks left before
+// the oldest unacknowledged PSN are dropped on the way.
+func (r *Requester) srNextDue() (packet.PSN, bool) {
+	s := &r.sr
+	x := s.dueLo
+	if x.Before(r.compPSN) {
+		x = r.compPSN
+	}
+	for ; x.Before(r.highPSN) && int(x.Diff(r.compPSN)) < srTrack; x = x.Next() {
+		if s.isDue(x) {
+			s.dueLo = x
+			return x, true
+		}
+	}
+	s.clearAllDue()
+	return 0, false
+}
+
+// srResend builds the next packet of the resend list into buf and returns
+// its length, or 0 if the list is empty: a SEND, WRITE or atomic request
+// packet as it was first sent, or for READ response PSNs a READ request
+// for the range of them (from the first, up to the next response received
+// or the end of the READ part): the original request if none of its
+// responses came. The last packet of the list asks for an ACK. The send
+// cursor and the WQE are left as they were.
+func (r *Requester) srResend(now time.Time, buf []byte) int {
+	for r.sr.ndue > 0 && !r.stopped {
+		x, ok := r.srNextDue()
+		if !ok {
+			return 0
+		}
+		r.sr.clearDue(x)
+		i, ok := r.srFind(x)
+		if !ok {
+			continue
+		}
+		w := r.slot(i)
+		npkts := uint32(1)
+		if w.kind == kindRead {
+			if r.sr.srGot(x) {
+				continue
+			}
+			npkts = r.srRereadRange(now, w, x)
+			r.c.ReadHoleRereads++
+		}
+		r.sr.slot(x).at = now.UnixNano()
+		if n := r.srBuild(now, buf, i, x, npkts); n > 0 {
+			r.c.SRPacketsResent++
+			return n
+		}
+		return 0
+	}
+	return 0
+}
+
+// srRereadRange takes the due PSNs after x that continue the READ w's
+// missing range off the list and returns the packets of the range: up to
+// the next response received, the end of the READ part, or a PSN not due.
+func (r *Requester) srRereadRange(now time.Time, w *wqe, x packet.PSN) uint32 {
+	k := uint32(x.Diff(w.origFirst))
+	end := r.srPartEnd(w, k)
+	n := uint32(1)
+	for y := x.Next(); y.Before(end) && r.sr.isDue(y) && !r.sr.srGot(y); y = y.Next() {
+		r.sr.clearDue(y)
+		r.sr.slot(y).at = now.UnixNano()
+		n++
+	}
+	return n
+}
+
+// srBuild builds, into buf, the packet with PSN x of WQE i (npkts: the
+// response packets a READ request asks for) without moving the send
+// cursor, and returns its length. The last resend asks for an ACK.
+func (r *Requester) srBuild(now time.Time, buf []byte, i uint64, x packet.PSN, npkts uint32) int {
+	w := r.slot(i)
+	saved := *w
+	cur, next, noAck, high := r.cur, r.psn, r.noAck, r.highPSN
+	r.cur, r.psn = i, x
+	switch {
+	case w.kind.segmented():
+		r.seekPSN(w, x)
+	case w.kind == kindRead:
+		w.off = uint32(x.Diff(w.origFirst)) * r.pmtu
+		r.sr.rereadPkts = npkts
+	}
+	last := r.sr.ndue == 0
+	r.sr.forceAck = last
+	n := r.build(w, buf)
+	r.sr.forceAck, r.sr.rereadPkts = false, 0
+	if n == 0 {
+		return 0 // a local error failed the WQE and the requester
+	}
+	*w = saved
+	r.cur, r.psn, r.noAck = cur, next, noAck
+	r.onSent(now, x, r.hdr.BTH.AckReq, high)
+	if r.ack > 0 {
+		r.retrans.ArmIfStopped(now.Add(r.ack))
+	}
+	return n
+}
+
+// srProbe builds the tail-loss probe under selective repeat: the oldest
+// unacknowledged packet with AckReq (buildProbe), or, if the oldest WQE
+// is a READ or atomic, a re-read of the range missing at the oldest PSN
+// (or the atomic again). It remembers the next PSN to send, for the
+// probe's answer (srProbeAnswered).
+func (r *Requester) srProbe(now time.Time, buf []byte) int {
+	r.sr.probeHigh = r.psn
+	if r.head == r.tail || !r.highPSN.After(r.compPSN) {
+		r.rec.probeDue = false
+		return 0
+	}
+	w := r.slot(r.head)
+	if !w.kind.rdAtomic() || !w.started || w.state == wqePosted {
+		n := r.buildProbe(now, buf)
+		if n > 0 && r.ack > 0 {
+			r.retrans.ArmIfStopped(now.Add(r.ack))
+		}
+		return n
+	}
+	r.rec.probeDue = false
+	end := r.compPSN.Next()
+	if w.kind == kindRead {
+		end = r.srPartEnd(w, uint32(r.compPSN.Diff(w.origFirst)))
+	}
+	r.srMarkRange(now, r.compPSN, end, true)
+	n := r.srResend(now, buf)
+	if n > 0 {
+		r.rec.c.TailProbes++
+		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
+	}
+	return n
+}
+
+// srProbeAnswered runs on the first response after a probe, oldComp
+// being the oldest unacknowledged PSN before it (probeAnswered). If the
+// answer acknowledged something new but PSNs sent before the probe are
+// still unacknowledged, the oldest of them is missing at the responder
+// (it was sent before the probe, so it would have arrived first) and is
+// probed at once: a lost tail costs a round trip per lost packet, not a
+// recovery timeout each. Unlike go-back-N (probeAnswered), an answer that
+// acknowledges exactly the probe's PSN does not send everything after it:
+// under selective repeat the responder may hold those PSNs, and the ACK of
+// its drain may merely have been lost. READ and atomic responses have
+// their own loss detection (srDetect). Nothing changes the window.
+func (r *Requester) srProbeAnswered(oldComp packet.PSN) {
+	if r.stopped || r.head == r.tail || !r.sr.probeHigh.After(r.compPSN) || r.slot(r.head).kind.rdAtomic() {
+		return
+	}
+	if r.compPSN.After(oldComp) && r.sr.ndue == 0 {
+		r.rec.probeDue = true
+	}
+}

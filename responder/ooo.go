@@ -1,0 +1,222 @@
+package responder
+
+import "github.com/gorxe/gorxe/packet"
+
+// oooOverhead is the room an out-of-order slot keeps beyond the path MTU
+// for a request's headers, pad and ICRC. The largest requests are BTH +
+// AtomicETH + ICRC (44 bytes, no payload) and BTH + RETH + ImmDt + PMTU
+// bytes of payload + 3 pad bytes + ICRC (PMTU + 39 bytes).
+const oooOverhead = 64
+
+// The out-of-order window in PSNs: a power of two, at least oooMinWindow
+// (a requester's window is 128 PSNs by default) and twice the slot count,
+// at most oooMaxWindow (the wire contract's bound, 2^22).
+const (
+	oooMinWindow = 1024
+	oooMaxWindow = 1 << 22
+)
+
+// oooSlot is one buffered request: a copy of the packet as it arrived.
+type oooSlot struct {
+	buf  []byte // slotSize bytes, allocated when the slot is first used
+	n    int    // bytes held
+	psn  packet.PSN
+	used bool
+}
+
+// oooBuf is the out-of-order buffer of selective repeat: the requests with
+// ePSN < PSN < ePSN + window, copied in as they arrive, in slots of PMTU +
+// oooOverhead bytes. It holds at most maxSlots packets, so that the slot
+// memory never exceeds Config.OOOLimit. Nothing is allocated until the first
+// out-of-order packet; slots are allocated one at a time and reused, so a
+// flood of future PSNs finds the buffer full and is dropped, and a steady
+// loss rate allocates nothing once the peak is reached.
+type oooBuf struct {
+	slotSize int
+	maxSlots int
+	window   int // PSNs, a power of two
+
+	index []int32   // PSN & (window-1) -> slot number + 1; 0: none
+	slots []oooSlot // the slots allocated so far (at most maxSlots)
+	free  []int32   // slot numbers not in use
+	n     int       // packets held
+	bytes int       // bytes held
+
+	// base is the expected PSN the index was last purged at: no held
+	// packet has a PSN before it.
+	base packet.PSN
+	// next is the PSN just past the PSN span of the highest request held
+	// (a READ spans as many PSNs as its responses); valid while n > 0.
+	next packet.PSN
+	// since counts the out-of-order arrivals since the hole at sinceAt (the
+	// expected PSN then) was last reported.
+	since   int
+	sinceAt packet.PSN
+}
+
+// init sets the bounds for a path MTU and a byte limit (0: DefaultOOOLimit).
+// It allocates nothing.
+func (o *oooBuf) init(pmtu, limit int) {
+	if limit <= 0 {
+		limit = DefaultOOOLimit
+	}
+	o.slotSize = pmtu + oooOverhead
+	o.maxSlots = limit / o.slotSize
+	w := oooMinWindow
+	for w < 2*o.maxSlots && w < oooMaxWindow {
+		w <<= 1
+	}
+	o.window = w
+}
+
+// key returns the index position of psn. The PSN space (2^24) is a multiple
+// of the window, so the mapping holds across the wrap.
+func (o *oooBuf) key(psn packet.PSN) uint32 { return uint32(psn) & uint32(o.window-1) }
+
+// lookup returns the slot holding psn, or -1.
+func (o *oooBuf) lookup(psn packet.PSN) int {
+	if o.n == 0 {
+		return -1
+	}
+	s := int(o.index[o.key(psn)]) - 1
+	if s < 0 || !o.slots[s].used || o.slots[s].psn != psn {
+		return -1
+	}
+	return s
+}
+
+// holdResult says what hold did with a packet.
+type holdResult uint8
+
+const (
+	holdKept       holdResult = iota // copied into a slot
+	holdDuplicate                    // that PSN is held already
+	holdNoRoom                       // every slot is in use
+	holdOutOfRange                   // PSN too far ahead, or packet too large
+)
+
+// hold copies packet b with PSN psn (ePSN < psn) into a free slot. The
+// caller has purged the index at the current ePSN. span is the number of
+// PSNs the request uses (at most the window).
+func (o *oooBuf) hold(b []byte, psn, epsn packet.PSN, span int) holdResult {
+	if int(psn.Diff(epsn)) >= o.window || len(b) > o.slotSize {
+		return holdOutOfRange
+	}
+	if o.lookup(psn) >= 0 {
+		return holdDuplicate
+	}
+	s := o.alloc()
+	if s < 0 {
+		return holdNoRoom
+	}
+	if o.index == nil {
+		o.index = make([]int32, o.window)
+	}
+	sl := &o.slots[s]
+	sl.n = copy(sl.buf, b)
+	sl.psn, sl.used = psn, true
+	o.index[o.key(psn)] = int32(s + 1)
+	end := psn.Add(span)
+	if o.n == 0 || end.After(o.next) {
+		o.next = end
+	}
+	if o.n == 0 {
+		o.base = epsn
+	}
+	o.n++
+	o.bytes += sl.n
+	return holdKept
+}
+
+// alloc returns a free slot number, allocating a new slot while fewer than
+// maxSlots exist, or -1.
+func (o *oooBuf) alloc() int {
+	if k := len(o.free); k > 0 {
+		s := o.free[k-1]
+		o.free = o.free[:k-1]
+		return int(s)
+	}
+	if len(o.slots) >= o.maxSlots {
+		return -1
+	}
+	o.slots = append(o.slots, oooSlot{buf: make([]byte, o.slotSize)})
+	return len(o.slots) - 1
+}
+
+// take removes slot s from the index; its bytes stay valid until release.
+func (o *oooBuf) take(s int) []byte {
+	sl := &o.slots[s]
+	o.index[o.key(sl.psn)] = 0
+	sl.used = false
+	o.n--
+	o.bytes -= sl.n
+	return sl.buf[:sl.n]
+}
+
+// release returns a taken slot to the free list.
+func (o *oooBuf) release(s int) { o.free = append(o.free, int32(s)) }
+
+// purge drops the held packets whose PSN is before epsn: packets the
+// responder has passed (executed from another copy, or inside the PSN span
+// of a READ). It returns how many it dropped.
+func (o *oooBuf) purge(epsn packet.PSN) int {
+	if o.n == 0 {
+		o.base = epsn
+		return 0
+	}
+	d := int(epsn.Diff(o.base))
+	if d <= 0 {
+		return 0
+	}
+	dropped := 0
+	if d >= o.window {
+		dropped = o.clear()
+	} else {
+		for k := range d {
+			if s := o.lookup(o.base.Add(k)); s >= 0 {
+				o.take(s)
+				o.release(s)
+				dropped++
+			}
+		}
+	}
+	o.base = epsn
+	return dropped
+}
+
+// clear drops every held packet and returns how many there were. The slots
+// stay allocated for reuse.
+func (o *oooBuf) clear() int {
+	n := o.n
+	for s := range o.slots {
+		if o.slots[s].used {
+			o.take(s)
+			o.release(s)
+		}
+	}
+	return n
+}
+
+// firstHeldAfter returns the lowest held PSN after psn, searching up to
+// next (past every held PSN); ok is false if none is held.
+func (o *oooBuf) firstHeldAfter(psn packet.PSN) (packet.PSN, bool) {
+	if o.n == 0 {
+		return 0, false
+	}
+	for q := psn.Next(); q.Before(o.next) && q.Diff(psn) < int32(o.window); q = q.Next() {
+		if o.lookup(q) >= 0 {
+			return q, true
+		}
+	}
+	return 0, false
+}
+
+// allocated returns the bytes of slot memory allocated (at most
+// maxSlots × slotSize ≤ the limit).
+func (o *oooBuf) allocated() int { return len(o.slots) * o.slotSize }
+
+// reset drops everything and frees the memory.
+func (o *oooBuf) reset() {
+	o.index, o.slots, o.free = nil, nil, nil
+	o.n, o.bytes, o.since = 0, 0, 0
+}

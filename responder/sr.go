@@ -1,0 +1,189 @@
+package responder
+
+import "github.com/gorxe/gorxe/packet"
+
+// SRReReport is the number of further out-of-order arrivals after which
+// the responder reports the hole at the expected PSN again while it
+// persists (Config.SelectiveRepeat): a lost resend then costs about this
+// many packets, not a timer.
+const SRReReport = 16
+
+// receiveOOO handles a request whose PSN is after the expected PSN under
+// selective repeat, in place of IBA 9.7.5.1.1's PSN Sequence Error NAK
+// (rxe check_psn): the packet is copied into the out-of-order buffer to be
+// executed once the hole before it is filled, and a packet that opens a
+// new hole (a PSN past everything held) draws one hole report for it. None
+// of the request's other checks run now; they run when it executes.
+func (r *Responder) receiveOOO() State {
+	o := &r.ooo
+	r.ctrs.OOODropped += uint64(o.purge(r.epsn))
+	if o.sinceAt != r.epsn {
+		o.since, o.sinceAt = 0, r.epsn
+	}
+	o.since++
+	prev := r.epsn // the first PSN not received before this one
+	if o.n > 0 && o.next.After(prev) {
+		prev = o.next
+	}
+	switch o.hold(r.pkt.Bytes(), r.psn, r.epsn, r.span()) {
+	case holdKept:
+		r.ctrs.OOOPeak = max(r.ctrs.OOOPeak, uint64(o.n))
+		r.ctrs.OOOBytesPeak = max(r.ctrs.OOOBytesPeak, uint64(o.bytes))
+		if r.psn.After(prev) {
+			r.ctrs.SRHolePSNs += uint64(r.psn.Diff(prev))
+			r.queueHole(prev, r.psn)
+			if prev == r.epsn {
+				o.since = 0 // this is the report of the hole at ePSN
+			}
+		}
+	case holdDuplicate:
+		r.ctrs.OOODuplicates++
+	default:
+		r.ctrs.OOODropped++
+	}
+	if o.since >= SRReReport {
+		r.reReport()
+	}
+	return StateCleanup
+}
+
+// span returns the number of PSNs the current request uses: a READ as many
+// as its responses (IBA 9.7.1), at most the out-of-order window; any other
+// request one.
+func (r *Responder) span() int {
+	if r.kind != kindRead {
+		return 1
+	}
+	return min(r.readPSNs(r.pkt.RETH().DMALen()), r.ooo.window)
+}
+
+// reReport reports the hole at the expected PSN again: from ePSN to the
+// first PSN held after it. There is none to report when the buffer holds
+// nothing after ePSN, or when ePSN itself is held (a drain waiting for room
+// in the output queue).
+func (r *Responder) reReport() {
+	o := &r.ooo
+	if o.lookup(r.epsn) >= 0 || r.q.Free() < 1 {
+		return
+	}
+	past, ok := o.firstHeldAfter(r.epsn)
+	if !ok {
+		return
+	}
+	r.queueHole(r.epsn, past)
+	o.since = 0
+}
+
+// queueHole queues a hole report (docs/sr-responder.md): an ACKNOWLEDGE
+// with NAK code packet.NAKSelectiveRepeat, the BTH PSN the first missing PSN
+// and the AETH MSN field the first PSN held after the hole. It acknowledges
+// nothing, so it goes out ahead of everything but the hole reports and
+// extra READ streams queued before it (jumpQueue), READ response trains
+// included: the requester learns of the loss without waiting for them. The caller has
+// checked that the output queue has room.
+func (r *Responder) queueHole(first, past packet.PSN) {
+	it := r.q.push()
+	it.kind, it.syn, it.psn = outNAK, packet.NAKSyndrome(packet.NAKSelectiveRepeat), first
+	it.msn = uint32(past)
+	r.jumpQueue()
+	r.ctrs.SRHolesReported++
+}
+
+// jumpQueue marks the newest queued item urgent and moves it ahead of
+// every item that is not, behind the urgent ones queued before it, keeping
+// the order of the others.
+func (r *Responder) jumpQueue() {
+	r.q.Back().urgent = true
+	for i := r.q.Len() - 1; i > 0 && !r.q.At(i-1).urgent; i-- {
+		a, b := r.q.At(i-1), r.q.At(i)
+		*a, *b = *b, *a
+	}
+}
+
+// drainOOO executes the buffered requests that have become in order, in PSN
+// order, through the same state machine as a request that arrives in
+// order (every check applies now), and then queues a standard ACK for the
+// new ePSN−1. It stops at the next hole, when the responder fails, when a
+// request does not advance ePSN (an RNR NAK, which also empties the
+// buffer), or when the output queue has no room for a request's response
+// and the final ACK; NextPacket resumes it then.
+func (r *Responder) drainOOO() {
+	o := &r.ooo
+	start := r.epsn
+	for o.n > 0 && !r.failed && !r.flushed && r.q.Free() >= 2 {
+		r.ctrs.OOODropped += uint64(o.purge(r.epsn))
+		s := o.lookup(r.epsn)
+		if s < 0 {
+			break
+		}
+		b := o.take(s)
+		p, err := packet.Parse(b)
+		before := r.epsn
+		if err == nil {
+			r.run(p)
+		} else {
+			// Unreachable: the bytes parsed when they arrived.
+			r.ctrs.OOODropped++
+		}
+		o.release(s)
+		if r.epsn == before {
+			break
+		}
+	}
+	if r.epsn != start && !r.failed && !r.flushed {
+		r.ackDrained()
+	}
+}
+
+// ackDrained queues a standard ACK for ePSN−1 after a drain, unless the
+// newest queued response already acknowledges that PSN (an ACK, which
+// queueACK updates anyway, an ATOMIC ACKNOWLEDGE or the last response of a
+// READ). drainOOO leaves room for it.
+func (r *Responder) ackDrained() {
+	last := r.epsn.Add(-1)
+	if r.q.Len() > 0 {
+		switch b := r.q.Back(); b.kind {
+		case outAtomicACK:
+			if b.psn == last {
+				return
+			}
+		case outRead:
+			if b.psn.Add(r.readPSNs(b.resid)-1) == last {
+				return
+			}
+		}
+	}
+	r.queueACK(last)
+}
+
+// oooReady reports whether a buffered request waits only for room in the
+// output queue.
+func (r *Responder) oooReady() bool {
+	return r.ooo.n > 0 && !r.failed && !r.flushed && r.q.Free() >= 2 && r.ooo.lookup(r.epsn) >= 0
+}
+
+// queueReadFront queues the response stream of a duplicate READ under
+// selective repeat ahead of everything but the hole reports and extra
+// streams queued before it (jumpQueue): it goes out next, ahead of the
+// rest of the train being sent, which then continues where
+// it was, neither rewound nor stopped. The caller has checked that the
+// queue has room.
+func (r *Responder) queueReadFront(rd readReq, msn uint32) {
+	r.queueRead(rd, msn)
+	r.jumpQueue()
+}
+
+// coveredRead reports whether the duplicate READ r.rd asks only for
+// responses of res that a queued train has still to send, so that the
+// train answers it (selective repeat; restartTrain's first case).
+func (r *Responder) coveredRead(res *resource) bool {
+	end := res.first.Add(res.npsn)
+	for i := range r.q.Len() {
+		it := r.q.At(i)
+		if it.kind == outRead && it.rkey == res.rkey && !it.psn.Before(res.first) && it.psn.Before(end) &&
+			!r.rd.psn.Before(it.psn) {
+			return true
+		}
+	}
+	return false
+}
