@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -148,7 +149,8 @@ func (r *connReader) poll() int {
 }
 
 // BusyPoll moves up to len(wcs) completions into wcs like Poll. When the
-// CQ is empty it first reads the socket of the CQ's completion vector once,
+// CQ is empty it first reads the sockets its QPs receive on (their
+// vectors'; before any QP uses the CQ, its own vector's) once each,
 // without waiting, and does the receive goroutine's work on the calling
 // goroutine (packet checks, the QP steps, their completions and the ACKs
 // or responses they send), then polls again; so a caller spinning on
@@ -172,10 +174,38 @@ func (cq *CQ) BusyPoll(wcs []WC) int {
 	if cq.dev.closed.Load() {
 		return 0
 	}
-	if cq.dev.vecs[cq.vector].reader.poll() == 0 {
+	got := 0
+	if rs := cq.readers.Load(); rs != nil {
+		for _, r := range *rs {
+			got += r.poll()
+		}
+	} else {
+		got = cq.dev.vecs[cq.vector].reader.poll()
+	}
+	if got == 0 {
 		return 0
 	}
 	return cq.Poll(wcs)
+}
+
+// addReader records that a QP completing into the CQ receives its packets
+// through r (its vector's socket reader), so that BusyPoll reads there: a
+// QP's vector is its receive CQ's, which need not be this CQ's, and with a
+// socket per vector its packets (the ACKs that complete its sends
+// included) arrive on its vector's socket only. Readers stay recorded
+// after the QP is destroyed; polling one more socket is harmless.
+func (cq *CQ) addReader(r *connReader) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	var next []*connReader
+	if cur := cq.readers.Load(); cur != nil {
+		if slices.Contains(*cur, r) {
+			return
+		}
+		next = slices.Clone(*cur)
+	}
+	next = append(next, r)
+	cq.readers.Store(&next)
 }
 
 // schedulePosted queues a QP that has new work requests. If one of its
@@ -221,4 +251,14 @@ func (v *vector) sendNow(qp *QP) {
 // itself (the device's netdev is a netdev.SharedReader); if not, BusyPoll
 // is Poll and a spinning caller depends on the device's goroutines, which
 // the Go runtime wakes only from a processor with nothing else to run.
-func (cq *CQ) PollsSocket() bool { return cq.dev.vecs[cq.vector].reader.shared != nil }
+func (cq *CQ) PollsSocket() bool {
+	if rs := cq.readers.Load(); rs != nil {
+		for _, r := range *rs {
+			if r.shared == nil {
+				return false
+			}
+		}
+		return true
+	}
+	return cq.dev.vecs[cq.vector].reader.shared != nil
+}

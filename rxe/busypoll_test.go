@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/netdev"
 )
 
 // busyTimeout bounds every wait of the busy-polling tests.
@@ -214,4 +217,56 @@ func TestBusyPollStream(t *testing.T) {
 	require.Zero(t, z.qp.Counters().Responder.OutOfSeqRequest)
 	require.Positive(t, polled(a))
 	require.Positive(t, polled(z))
+}
+
+// TestBusyPollOtherVector checks that busy-polling a send CQ on another
+// vector than the QP's (its receive CQ's) reads the QP's socket: with a
+// socket per vector (Listen), the ACKs that complete a's SENDs arrive on
+// the socket of a's receive CQ's vector, and a, busy-polling only its send
+// CQ, reads them there itself. z only receives, through its receive
+// goroutine.
+func TestBusyPollOtherVector(t *testing.T) {
+	var devs [2]*Device
+	for i, addr := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
+		// Port 0 in Listen means 4791: bind an ephemeral port instead.
+		conns, err := netdev.ListenUDPGroup(netip.MustParseAddrPort(addr), 2, SocketOptions(Options{}))
+		require.NoError(t, err)
+		cs := []netdev.Conn{conns[0], conns[1]}
+		d, err := OpenConns(cs, Options{Name: fmt.Sprintf("rxe-%d", i), LinkMTU: 9000, OwnConn: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		devs[i] = d
+	}
+	ends := [2]*end{}
+	for i, d := range devs {
+		e := newEnd(t, d, 1<<16)
+		rcq, err := d.CreateCQ(256, 1) // z never polls it
+		require.NoError(t, err)
+		scq, err := d.CreateCQ(64, 0)
+		require.NoError(t, err)
+		e.qp, err = e.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: scq, RecvCQ: rcq,
+			Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 256, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		require.NoError(t, err)
+		e.cq = scq
+		ends[i] = e
+	}
+	a, z := ends[0], ends[1]
+	connect(t, a, z, MTU4096)
+	require.Equal(t, 1, a.dev.vecs[1].reader.served[0].id)
+	const msgs = 100
+	for range msgs {
+		_, err := z.qp.PostRecv(RecvWR{SGList: []SGE{z.mr.SGE(0, 8)}})
+		require.NoError(t, err)
+	}
+	wcs := make([]WC, 1)
+	for i := range msgs {
+		_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
+		require.NoError(t, err)
+		_, err = busyWait(a.cq, wcs)
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, wcs[0].Status)
+		require.Equal(t, uint64(i), wcs[0].ID)
+	}
+	require.Positive(t, a.dev.vecs[1].reader.polledPkts.Load(), "the ACKs were read by the poller on vector 1's socket")
+	require.True(t, a.cq.PollsSocket())
 }

@@ -127,6 +127,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	pd.users.Add(1)
 	qp.sendCQ.users.Add(1)
 	qp.recvCQ.users.Add(1)
+	qp.sendCQ.addReader(qp.vec.reader)
+	qp.recvCQ.addReader(qp.vec.reader)
 	return qp, nil
 }
 
