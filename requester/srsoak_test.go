@@ -17,7 +17,7 @@ import (
 // everything completes byte-exact, in order; no go-back-N; no IB timeout
 // at up to 2% loss; and the packets sent beyond what a loss-free run
 // needs stay within twice the packets lost, both ways (the target
-// is 1.5 resent per lost packet on average; these runs give 0.9 to 1.4).
+// is 1.5 resent per lost packet on average; these runs give 0.84 to 1.0).
 //
 // The same runs also go without selective repeat on either end, for
 // comparison in the log (only completion and data are checked then).

@@ -127,6 +127,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	pd.users.Add(1)
 	qp.sendCQ.users.Add(1)
 	qp.recvCQ.users.Add(1)
+	qp.sendCQ.addReader(qp.vec.reader)
+	qp.recvCQ.addReader(qp.vec.reader)
 	return qp, nil
 }
 
@@ -436,7 +438,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	}
 	qp.mu.Unlock()
 	if n > 0 {
-		qp.dev.schedule(qp)
+		qp.schedulePosted()
 	}
 	return n, err
 }

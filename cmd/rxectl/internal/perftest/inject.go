@@ -108,7 +108,7 @@ func (s *session) closeDevice() {
 	s.traceErr = s.o.closeTrace()
 	st := &report.Final{Device: deviceStats(s), Transport: transportStats(s)}
 	if s.fconn != nil {
-		fs := s.fconn.Stats()
+		fs := s.faultStats()
 		st.Faults = &report.Faults{Seed: s.o.seed, Rules: strings.Fields(s.o.ruleList()),
 			Send: report.NewDirStats(fs.Send), Recv: report.NewDirStats(fs.Recv)}
 	}

@@ -216,7 +216,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility, a no-op: rxectl has no cpufreq warning to suppress")
 	both(&o.ibPort, "i", "ib-port", 1, "device port: a gorxe device has port 1 only")
 	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
-	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "latency tests: spin on the CQ (CQ.Poll) this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; not with -e)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "latency tests: spin on the CQ (CQ.BusyPoll, which reads the socket on the spinning goroutine) this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; not with -e)")
 	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
 	both2 := func(p *string, short, long, def, usage string) {
 		fs.StringVar(p, short, def, usage)
