@@ -42,10 +42,10 @@ for i, op in enumerate(ops):
             return y0 + H - H * min(v, 1.2) / 1.2
 
         for v in (0.25, 0.5, 0.75, 1.0):
-            out.append(f'<line x1="{x0}" y1="{py(v)}" x2="{x0 + W}" y2="{py(v)}" stroke="#ddd"/>')
-            out.append(f'<text x="{x0 - 4}" y="{py(v) + 4}" text-anchor="end">{v:g}</text>')
+            out.append(f'<line x1="{x0}" y1="{py(v):.1f}" x2="{x0 + W}" y2="{py(v):.1f}" stroke="#ddd"/>')
+            out.append(f'<text x="{x0 - 4}" y="{py(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
         for k, p in enumerate(ps):
-            out.append(f'<text x="{px(k)}" y="{y0 + H + 14}" text-anchor="middle">{p:.1%}</text>')
+            out.append(f'<text x="{px(k):.1f}" y="{y0 + H + 14}" text-anchor="middle">{p:.1%}</text>')
         for size in sorted({r["size"] for r in runs}):
             for mode in ("on", "off"):
                 b = base.get((op, size, mode))

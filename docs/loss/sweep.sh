@@ -22,6 +22,8 @@ shift $(( $# >= 2 ? 2 : 1 ))
 MODES=${*:-on off}
 exec flock /tmp/gorxe-bench.lock sh -eu -c '
 RXECTL=$1 DUR=$2 MODES=$3
+err=$(mktemp)
+trap "rm -f $err" EXIT
 for op in ${OPS:-write read send}; do
 	for size in ${SIZES:-65536 1048576}; do
 		for p in ${PS:-0 0.001 0.01 0.02 0.05}; do
@@ -35,9 +37,9 @@ for op in ${OPS:-write read send}; do
 					*) drop="" ;;
 					esac
 					# shellcheck disable=SC2086
-					"$RXECTL" "$op-bw" --loopback -s "$size" -D "$DUR" $drop --seed 11 --selective-repeat "$m" --json 2>/dev/null |
+					"$RXECTL" "$op-bw" --loopback -s "$size" -D "$DUR" $drop --seed 11 --selective-repeat "$m" --json 2>"$err" |
 						python3 "$(dirname "$0")/run.py" "$op" "$size" "$p" "$dir" "$m" ||
-						echo "{\"op\": \"$op\", \"size\": $size, \"p\": $p, \"dir\": \"$dir\", \"mode\": \"$m\", \"failed\": true}"
+						python3 -c "import json, sys; print(json.dumps({\"op\": \"$op\", \"size\": $size, \"p\": $p, \"dir\": \"$dir\", \"mode\": \"$m\", \"failed\": True, \"error\": open(sys.argv[1]).read().strip()[-300:]}))" "$err"
 				done
 			done
 		done

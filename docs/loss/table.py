@@ -17,11 +17,12 @@ injector dropped. Targets: selective repeat on: ratio ≥ 0.9 / 0.8 / 0.75 / 0.6
 ≥ 0.5 at 1 % and ≥ 0.3 at 5 %.
 
 Several sweeps may be concatenated: each cell and each loss-free base then
-uses the run of median goodput among the repeats of its point (the
-counters are that run's), and the cell shows the range of ratios.
+uses the median goodput of the repeats of its point (the counters are
+those of the run closest to it), and the cell shows the range of ratios.
 
 usage: cat runs*.jsonl | python3 docs/loss/table.py"""
 import json
+import statistics
 import sys
 from collections import defaultdict
 
@@ -30,10 +31,13 @@ OFF_TARGET = {0.01: 0.5, 0.05: 0.3}
 
 
 def median_run(rs):
-    """Returns the run of median goodput (the lower middle one of an even
-    number)."""
-    rs = sorted(rs, key=lambda r: r["bw"])
-    return rs[(len(rs) - 1) // 2]
+    """Returns the run closest to the median goodput of rs, with its bw
+    replaced by that median (the mean of the middle two of an even
+    number), so that ratios are ratios of medians."""
+    m = statistics.median(r["bw"] for r in rs)
+    r = dict(min(rs, key=lambda r: abs(r["bw"] - m)))
+    r["bw"] = m
+    return r
 
 
 def resent(r, b):

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -91,3 +92,21 @@ func TestSRCaptureDecodes(t *testing.T) {
 
 // lostHoleReports is zero: the test drops only what the client sends.
 func lostHoleReports(r runReport) uint64 { return r.Faults.Recv.Dropped }
+
+// TestSelectiveRepeatRDMACM: with -R the offers travel in the exchange of
+// versions over the rdma_cm control connection, before the data QPs
+// connect; selective repeat is used, and a lossy WRITE recovers by it.
+func TestSelectiveRepeatRDMACM(t *testing.T) {
+	port := sharedUDPPort(t)
+	out, errs, code := runCmd(t, "write-bw", "-R", "--loopback", "--udp-port", port, "-n", "20", "--drop=0.02,dir=send", "--seed", "5", "--json")
+	require.Equal(t, cli.ExitOK, code, errs)
+	var got struct {
+		srReport
+		Transport report.Transport `json:"transport"`
+		Peer      report.Transport `json:"peer_transport"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+	require.Equal(t, srReport{"on", true, true}, got.srReport)
+	require.Positive(t, got.Peer.SRHolesReported, "the server's responder reported holes")
+	require.Positive(t, got.Transport.SRPacketsResent)
+}
