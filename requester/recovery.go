@@ -3,6 +3,7 @@ package requester
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -34,6 +35,8 @@ type RecoveryCounters struct {
 	RTTSamples  uint64        // round-trip samples taken
 	KarnSkipped uint64        // samples refused because the timed PSN was sent again
 	RTOExpiries uint64        // recovery timer expiries (each sends a tail-loss probe)
+	RTODeferred uint64        // late expiries timed again instead (retry.RecoveryTimer.OnExpiry)
+	RTOSpurious uint64        // expiries whose probe was answered for packets sent before it
 	TailProbes  uint64        // probes sent: the oldest unacknowledged packet (or re-read) with AckReq
 	Window      int           // the go-back-N window in effect, in PSNs
 	WindowDecr  uint64        // times the adaptive window shrank after a loss
@@ -65,7 +68,9 @@ type recovery struct {
 	// while it waits for its answer, probePSN being its PSN.
 	probeDue, probing, probeOut bool
 	probePSN                    packet.PSN
-	sinceProgress               uint64 // responses since the last progress
+	probeAt                     time.Time // when the probe left
+	sinceProgress               uint64    // responses since the last progress
+	heard                       time.Time // when the last response came
 	c                           RecoveryCounters
 }
 
@@ -135,8 +140,12 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	rec.sinceProgress++
 	if rec.probeOut {
 		rec.probeOut = false
+		if r.spuriousExpiry(now) {
+			rec.timer.Spurious(now, now.Sub(rec.heard))
+		}
 		r.probeAnswered(now, oldComp)
 	}
+	rec.heard = now
 	if d := r.compPSN.Diff(oldComp); d > 0 || r.head != oldHead {
 		rec.sinceProgress = 0
 		rec.timer.Progress()
@@ -163,10 +172,26 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	r.rearmRecovery(now)
 }
 
+// spuriousExpiry reports whether the first response after a probe, at
+// now, proves the expiry spurious: it acknowledges packets sent before
+// the probe, and it came sooner after the probe than the fastest round
+// trip measured, so it cannot be the peer's answer to the probe: the
+// peer had the packets and answered them late (a stall), rather than an
+// acknowledgement being lost (then the probe's own answer, a round trip
+// later, acknowledges them).
+func (r *Requester) spuriousExpiry(now time.Time) bool {
+	rec := &r.rec
+	if rec.heard.IsZero() || !rec.rtt.Valid() || !r.compPSN.After(rec.probePSN.Next()) {
+		return false
+	}
+	return now.Sub(rec.probeAt) < rec.rtt.Stats().Min
+}
+
 // rearmRecovery arms the recovery timer a timeout from now while PSNs are
 // outstanding, and stops it otherwise.
 func (r *Requester) rearmRecovery(now time.Time) {
 	rec := &r.rec
+	rec.timer.Decay(now)
 	if rec.cfg.Off || r.stopped || r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		rec.due.Stop()
 		return
@@ -207,12 +232,18 @@ func (r *Requester) noteFailure() {
 // spends it).
 func (r *Requester) onRecoveryTimeout(now time.Time) {
 	rec := &r.rec
+	due := rec.due.When()
 	rec.due.Stop()
 	if r.stopped || r.rnrWait.Armed() || r.head == r.tail {
 		return
 	}
 	if w := r.slot(r.head); !w.started || !r.highPSN.After(r.compPSN) || w.state == wqePosted {
 		// Nothing outstanding, or a retry is already waiting to go.
+		r.rearmRecovery(now)
+		return
+	}
+	if !rec.timer.OnExpiry(&rec.rtt, due, now) {
+		// Late: this end was not running; time the silence again.
 		r.rearmRecovery(now)
 		return
 	}
@@ -275,6 +306,8 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 		r.seekPSN(w, r.compPSN)
 	case w.kind == kindRead:
 		w.off = w.rcvd
+	case w.kind == kindAtomicWrite:
+		w.off, w.snd = 0, sge.Cursor{} // its 8 bytes again
 	}
 	r.rec.probing = true
 	n := r.build(w, buf)
@@ -287,7 +320,7 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 	r.cur, r.psn, r.noAck = cur, next, noAck
 	if n > 0 {
 		r.rec.c.TailProbes++
-		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
+		r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now
 		r.onSent(now, r.compPSN, true, high)
 	}
 	return n
@@ -311,6 +344,7 @@ func (r *Requester) recoveryCounters() RecoveryCounters {
 	c := r.rec.c
 	st := r.rec.rtt.Stats()
 	c.SRTT, c.RTTVar, c.RTTSamples, c.KarnSkipped = st.SRTT, st.RTTVar, st.Samples, st.Discarded
+	c.RTODeferred, c.RTOSpurious = r.rec.timer.Deferrals(), r.rec.timer.SpuriousExpiries()
 	c.Window = r.sendWindowSize()
 	return c
 }
