@@ -187,11 +187,14 @@ func (r *Requester) spuriousExpiry(now time.Time) bool {
 }
 
 // rearmRecovery arms the recovery timer a timeout from now while PSNs are
-// outstanding, and stops it otherwise.
+// outstanding, and stops it otherwise and during an RNR wait: the
+// responder has answered, the RNR timer decides when the resend goes
+// (IBA 9.7.5.2.8), and an expiry could send no probe before it ends
+// (onRecoveryTimeout); the resend arms the recovery timer again.
 func (r *Requester) rearmRecovery(now time.Time) {
 	rec := &r.rec
 	rec.timer.Decay(now)
-	if rec.cfg.Off || r.stopped || r.head == r.tail || !r.highPSN.After(r.compPSN) {
+	if rec.cfg.Off || r.stopped || r.rnrWait.Armed() || r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		rec.due.Stop()
 		return
 	}

@@ -161,3 +161,25 @@ func TestRecoveryLostAckTeachesNothing(t *testing.T) {
 	postWrite4K(t, h, 4)
 	require.Equal(t, start.Add(retry.DefaultRecoveryFloor), h.r.Deadline())
 }
+
+// TestRecoveryTimerOffDuringRNRWait: an RNR NAK answers the SEND; until
+// the RNR wait ends the requester's deadline is that wait, not a recovery
+// timeout that could send nothing, and the resend arms the recovery timer
+// again.
+func TestRecoveryTimerOffDuringRNRWait(t *testing.T) {
+	const p0 = 0x500
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 100, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1)
+	h.now = h.now.Add(rttTest)
+	h.recv(rnr(p, 18)) // 5.12 ms
+	require.Equal(t, h.now.Add(retry.RNRDelay(18)), h.r.Deadline(), "the RNR wait alone")
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 1, "the resend")
+	require.Equal(t, h.now.Add(retry.DefaultRecoveryFloor), h.r.Deadline(), "the recovery timer runs again")
+	require.Zero(t, h.r.Counters().Recovery.RTOExpiries)
+}
