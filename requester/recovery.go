@@ -3,6 +3,7 @@ package requester
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -308,6 +309,8 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 		r.seekPSN(w, r.compPSN)
 	case w.kind == kindRead:
 		w.off = w.rcvd
+	case w.kind == kindAtomicWrite:
+		w.off, w.snd = 0, sge.Cursor{} // its 8 bytes again
 	}
 	r.rec.probing = true
 	n := r.build(w, buf)

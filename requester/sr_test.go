@@ -392,3 +392,63 @@ func (r *Requester) srCheck() error {
 	}
 	return nil
 }
+
+// TestProbeAtomicWrite: the tail-loss probe of an ATOMIC_WRITE at the head
+// of the send queue carries its 8 bytes again, with and without selective
+// repeat (the send cursor had passed them).
+func TestProbeAtomicWrite(t *testing.T) {
+	for _, sr := range []bool{false, true} {
+		t.Run(fmt.Sprint(sr), func(t *testing.T) {
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = sr
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
+			h.drain()
+			h.now = h.now.Add(100 * time.Microsecond)
+			h.recv(ack(srSQ)) // an RTT sample: the recovery timer fires before the IB timer
+			h.post(&verbs.SendWR{ID: 2, Opcode: verbs.WRAtomicWrite, Flags: verbs.SendSignaled | verbs.SendInline,
+				RemoteAddr: rbase, RKey: rkey, InlineData: []byte("8 bytes!")})
+			first := h.drain()
+			require.Len(t, first, 1)
+			h.now = h.r.Deadline()
+			h.r.OnTimeout(h.now)
+			probe := h.drain()
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+			require.Len(t, probe, 1)
+			require.Equal(t, uint64(1), h.r.Counters().Recovery.TailProbes)
+			require.Equal(t, parse(t, first[0]).Payload(), parse(t, probe[0]).Payload())
+			require.True(t, parse(t, probe[0]).AckReq())
+		})
+	}
+}
+
+// TestSRReadBeyondTracked: a READ of more response packets than the
+// requester tracks past a hole (srTrack) misses its first response until
+// the responses beyond the tracked PSNs arrive: those are dropped and,
+// once the hole is filled, re-read with one request; the data arrives
+// intact.
+func TestSRReadBeyondTracked(t *testing.T) {
+	const pkts = srTrack + 900
+	h, f, l := srSetup(t)
+	h.mem.add(lkeyB, baseB, pkts*srPMTU, verbs.AccessLocalWrite, 2)
+	src := f.mem.add(rkey+1, rbase, pkts*srPMTU, verbs.AccessRemoteRead, 9)
+	start := h.now
+	l.dropResp = func(p packet.Packet, _ int) bool {
+		return p.PSN() == srSQ && h.now.Before(start.Add(pkts*time.Microsecond))
+	}
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey + 1,
+		SGList: []verbs.SGE{{Addr: baseB, Length: pkts * srPMTU, LKey: lkeyB}}})
+	l.run(time.Second)
+	requireClean(t, h, 1)
+	require.True(t, bytes.Equal(src.buf, h.mem[lkeyB].buf), "READ data")
+	reqs := l.readRequests(srSQ, rbase)
+	require.Equal(t, reread{0, 0, pkts}, reqs[0])
+	require.Equal(t, reread{srTrack, srTrack, pkts - srTrack}, reqs[len(reqs)-1], "the rest in one re-read")
+	for _, rr := range reqs[1 : len(reqs)-1] {
+		require.Equal(t, reread{0, 0, 1}, rr, "re-reads of the hole")
+	}
+	require.Positive(t, h.r.Counters().ResponsesDropped)
+}
