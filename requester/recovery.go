@@ -92,11 +92,17 @@ func (r *Requester) sendWindow() int {
 }
 
 // forceAckReq reports whether the packet with PSN psn must ask for an
-// acknowledgement besides the requester's usual rule: the probe does, and
-// so does the packet that fills the window, so that a window smaller than
-// AckReqEvery is still answered.
+// acknowledgement besides the requester's usual rule: the probe does, so
+// does the packet that fills the window, so that a window smaller than
+// AckReqEvery is still answered, and so does every packet that is half a
+// window after the last one with AckReq: the first half's ACK then
+// arrives while the second half is in flight and the window slides on,
+// instead of draining to nothing before each ACK (a window of one ACK per
+// window is stop-and-wait: a window bound to a small peer receive buffer,
+// rxe.windowFor, or shrunk after a loss).
 func (r *Requester) forceAckReq(psn packet.PSN) bool {
-	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= r.sendWindow()
+	w := r.sendWindow()
+	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= w || r.noAck+1 >= max(w/2, 1)
 }
 
 // onSent records a packet just built at now: its PSN, whether it asked for
