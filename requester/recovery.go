@@ -92,11 +92,17 @@ func (r *Requester) sendWindow() int {
 }
 
 // forceAckReq reports whether the packet with PSN psn must ask for an
-// acknowledgement besides the requester's usual rule: the probe does, and
-// so does the packet that fills the window, so that a window smaller than
-// AckReqEvery is still answered.
+// acknowledgement besides the requester's usual rule: the probe does, so
+// does the packet that fills the window, so that a window smaller than
+// AckReqEvery is still answered, and so does every packet that is half a
+// window after the last one with AckReq: the first half's ACK then
+// arrives while the second half is in flight and the window slides on,
+// instead of draining to nothing before each ACK (a window of one ACK per
+// window is stop-and-wait: a window bound to a small peer receive buffer,
+// rxe.windowFor, or shrunk after a loss).
 func (r *Requester) forceAckReq(psn packet.PSN) bool {
-	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= r.sendWindow()
+	w := r.sendWindow()
+	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= w || r.noAck+1 >= max(w/2, 1)
 }
 
 // onSent records a packet just built at now: its PSN, whether it asked for
@@ -188,11 +194,14 @@ func (r *Requester) spuriousExpiry(now time.Time) bool {
 }
 
 // rearmRecovery arms the recovery timer a timeout from now while PSNs are
-// outstanding, and stops it otherwise.
+// outstanding, and stops it otherwise and during an RNR wait: the
+// responder has answered, the RNR timer decides when the resend goes
+// (IBA 9.7.5.2.8), and an expiry could send no probe before it ends
+// (onRecoveryTimeout); the resend arms the recovery timer again.
 func (r *Requester) rearmRecovery(now time.Time) {
 	rec := &r.rec
 	rec.timer.Decay(now)
-	if rec.cfg.Off || r.stopped || r.head == r.tail || !r.highPSN.After(r.compPSN) {
+	if rec.cfg.Off || r.stopped || r.rnrWait.Armed() || r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		rec.due.Stop()
 		return
 	}

@@ -208,10 +208,17 @@ func (r *Requester) srSync() {
 	if s.ndue == 0 {
 		s.hold.Stop()
 	}
-	for _, p := range [...]*packet.PSN{&s.done, &s.high, &s.rrHigh, &s.scanned, &s.dueLo} {
-		if p.Before(r.compPSN) {
-			*p = r.compPSN
-		}
+	atLeast(&s.scanned, r.compPSN)
+	atLeast(&s.done, r.compPSN)
+	atLeast(&s.high, r.compPSN)
+	atLeast(&s.rrHigh, r.compPSN)
+	atLeast(&s.dueLo, r.compPSN)
+}
+
+// atLeast moves *p up to q if it is before q.
+func atLeast(p *packet.PSN, q packet.PSN) {
+	if p.Before(q) {
+		*p = q
 	}
 }
 

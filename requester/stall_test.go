@@ -161,3 +161,51 @@ func TestRecoveryLostAckTeachesNothing(t *testing.T) {
 	postWrite4K(t, h, 4)
 	require.Equal(t, start.Add(retry.DefaultRecoveryFloor), h.r.Deadline())
 }
+
+// TestRecoveryTimerOffDuringRNRWait: an RNR NAK answers the SEND; until
+// the RNR wait ends the requester's deadline is that wait, not a recovery
+// timeout that could send nothing, and the resend arms the recovery timer
+// again.
+func TestRecoveryTimerOffDuringRNRWait(t *testing.T) {
+	const p0 = 0x500
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 100, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1)
+	h.now = h.now.Add(rttTest)
+	h.recv(rnr(p, 18)) // 5.12 ms
+	require.Equal(t, h.now.Add(retry.RNRDelay(18)), h.r.Deadline(), "the RNR wait alone")
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 1, "the resend")
+	require.Equal(t, h.now.Add(retry.DefaultRecoveryFloor), h.r.Deadline(), "the recovery timer runs again")
+	require.Zero(t, h.r.Counters().Recovery.RTOExpiries)
+}
+
+// TestSmallWindowAsksTwicePerWindow: with a window of 16 PSNs (a peer with
+// a small receive buffer) the 8th and the 16th packet ask for an ACK, so
+// the first half is acknowledged while the second is in flight and the
+// window slides on instead of draining before every ACK.
+func TestSmallWindowAsksTwicePerWindow(t *testing.T) {
+	const p0 = 0x600
+	cfg := baseConfig(1024, p0)
+	cfg.Window = 16
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 32 << 10, LKey: lkeyA}}})
+	sent := h.drain()
+	require.Len(t, sent, 16, "the window")
+	var asks []int
+	for i, b := range sent {
+		if parse(t, b).BTH().AckReq() {
+			asks = append(asks, i)
+		}
+	}
+	require.Equal(t, []int{7, 15}, asks)
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p0 + 7))
+	require.Len(t, h.drain(), 8, "the ACK of the first half opens the window by 8")
+}
