@@ -229,8 +229,14 @@ func TestFaultsScriptedReadResponseSR(t *testing.T) {
 
 	ops := countOpcodes(dumpPackets(t, r.Capture))
 	extra := ops["RC_RDMA_READ_REQUEST"] - iters
-	require.Equal(t, extra, ops["RC_RDMA_READ_RESPONSE_ONLY"]+ops["RC_RDMA_READ_RESPONSE_FIRST"]-iters, "every extra READ request is answered")
+	answers := ops["RC_RDMA_READ_RESPONSE_ONLY"] + ops["RC_RDMA_READ_RESPONSE_FIRST"] - iters
+	// A probe's re-read that a queued train still covers draws no stream
+	// of its own, and one sent just before the last hole filled may be
+	// answered after the capture ends.
+	require.Positive(t, answers, "the hole's re-read is answered")
+	require.LessOrEqual(t, answers, extra, "no READ is answered twice")
 	if r.Transport.RTOExpiries+r.Transport.IBTimeouts == 0 {
+		require.Equal(t, extra, answers, "every extra READ request is answered")
 		require.Equal(t, rereads, extra, "the READs and their hole re-reads")
 		require.Equal(t, iters*14, ops["RC_RDMA_READ_RESPONSE_MIDDLE"], "no middle response is sent twice")
 		require.Equal(t, rereads, ops["RC_RDMA_READ_RESPONSE_ONLY"], "each re-read of one packet is answered with one ONLY response")
