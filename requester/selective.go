@@ -208,6 +208,7 @@ func (r *Requester) srSync() {
 	if s.ndue == 0 {
 		s.hold.Stop()
 	}
+
 	atLeast(&s.scanned, r.compPSN)
 	atLeast(&s.done, r.compPSN)
 	atLeast(&s.high, r.compPSN)
@@ -354,8 +355,8 @@ func (r *Requester) srFail(w *wqe, status verbs.WCStatus) {
 }
 
 // srHandles reports whether the response p goes through the
-// selective-repeat completer: ACKs, hole reports, READ responses and
-// atomic acknowledgements. RNR NAKs, sequence NAKs and the error NAKs take
+// selective-repeat completer: ACKs, hole reports, error NAKs, READ
+// responses and atomic acknowledgements. RNR NAKs and sequence NAKs take
 // the IBTA path (run).
 func (r *Requester) srHandles(p *packet.Packet) bool {
 	if !r.cfg.SelectiveRepeat {
@@ -365,7 +366,7 @@ func (r *Requester) srHandles(p *packet.Packet) bool {
 		return true
 	}
 	syn := p.AETH().Syndrome()
-	return syn.IsACK() || syn.IsNAK() && syn.NAKCode() == packet.NAKSelectiveRepeat
+	return syn.IsACK() || syn.IsNAK() && syn.NAKCode() != packet.NAKPSNSeqError
 }
 
 // srReceive is the completer of a response under selective repeat: it
@@ -376,8 +377,11 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 	r.state = CompDone
 	r.srSync()
 	switch op := p.Opcode(); {
-	case op == packet.RCAcknowledge && p.AETH().Syndrome().IsNAK():
+	case op == packet.RCAcknowledge && p.AETH().Syndrome().IsNAK() &&
+		p.AETH().Syndrome().NAKCode() == packet.NAKSelectiveRepeat:
 		r.srHole(now, p)
+	case op == packet.RCAcknowledge && p.AETH().Syndrome().IsNAK():
+		r.srErrorNAK(p)
 	case op == packet.RCAcknowledge:
 		r.srAck(p)
 	case op == packet.RCAtomicAcknowledge:
@@ -450,6 +454,39 @@ func (r *Requester) srAck(p *packet.Packet) {
 		return
 	}
 	r.srResponded(psn.Next(), psn, 0)
+}
+
+// srErrorNAK takes a NAK for an invalid request, a remote access or a
+// remote operational error (as rxe check_ack takes them): the responder
+// executed every request before its PSN and failed the request holding
+// it, which fails that WQE with the matching status. Under selective
+// repeat responses arrive out of order, so the NAK's PSN may lie past
+// READ responses still missing (lost, or still on their way): it fails
+// the READ all the same, as the responder answers no re-read after it
+// (it is in the error state). A NAK for no outstanding PSN is dropped.
+func (r *Requester) srErrorNAK(p *packet.Packet) {
+	psn := p.PSN()
+	i, ok := r.srFind(psn)
+	if !ok || psn.Before(r.compPSN) {
+		r.c.ResponsesDropped++
+		return
+	}
+	syn := p.AETH().Syndrome()
+	status := verbs.WCRemOpErr // remote operational error, and unknown codes (rxe)
+	switch syn.NAKCode() {
+	case packet.NAKInvalidRequest:
+		status = verbs.WCRemInvReqErr
+	case packet.NAKRemoteAccess:
+		status = verbs.WCRemAccessErr
+	}
+	w := r.slot(i)
+	w.vendor = uint32(syn)
+	atLeast(&r.sr.done, psn)
+	r.srAdvance()
+	if r.stopped || i < r.head {
+		return // w completed: every response of it had arrived
+	}
+	r.srFail(w, status)
 }
 
 // srAtomic takes an atomic acknowledgement: the original value goes to the
