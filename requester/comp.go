@@ -117,6 +117,9 @@ func (r *Requester) OnTimeout(now time.Time) {
 	if r.sr.hold.Expired(now) {
 		r.sr.hold.Stop() // the held resends may go
 	}
+	if r.sr.recheck.Expired(now) {
+		r.srRecheck(now)
+	}
 	if r.retrans.Expired(now) {
 		r.retrans.Stop()
 		r.c.Timeouts++
@@ -155,6 +158,7 @@ func (r *Requester) Flush() {
 	r.probe.Stop()
 	r.rec.due.Stop()
 	r.sr.hold.Stop()
+	r.sr.recheck.Stop()
 }
 
 // updateCredits takes the end-to-end credits of an ACK-type AETH, also of
@@ -623,4 +627,5 @@ func (r *Requester) fail(status verbs.WCStatus) {
 	r.probe.Stop()
 	r.rec.due.Stop()
 	r.sr.hold.Stop()
+	r.sr.recheck.Stop()
 }

@@ -184,6 +184,7 @@ type Counters struct {
 	SRHolesIgnored  uint64 // hole reports ignored: PSNs never sent, or none outstanding
 	SRPacketsResent uint64 // sr_packets_resent: packets resent under selective repeat (READ re-reads included)
 	ReadHoleRereads uint64 // read_holes_rereads: READ requests for a missing range under selective repeat
+	SRResendsLost   uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

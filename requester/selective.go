@@ -30,11 +30,13 @@ const (
 )
 
 // srSlot is the resend state of one PSN: whether it is due to be resent,
-// when it was last resent (Unix nanoseconds, 0 never) and how often.
+// when it was last resent (Unix nanoseconds, 0 never), how often, and how
+// often its resend was found lost (srRecheck).
 type srSlot struct {
 	psn   packet.PSN
 	due   bool
 	tries uint8
+	lost  uint8
 	at    int64
 }
 
@@ -92,6 +94,12 @@ type selective struct {
 	// fills the hole in that time, and the cumulative ACK that follows
 	// takes its PSNs off the list.
 	hold retry.Deadline
+	// recheck is when the oldest resent request packet is taken as lost
+	// if still unacknowledged (srRecheck); nresent counts the slots of
+	// resent PSNs, none of them before resentLo.
+	recheck  retry.Deadline
+	nresent  int
+	resentLo packet.PSN
 }
 
 // initSelective sets the selective-repeat marks to the first PSN.
@@ -137,6 +145,9 @@ func (s *selective) slot(psn packet.PSN) *srSlot {
 		if sl.due {
 			s.ndue--
 		}
+		if sl.at != 0 {
+			s.nresent--
+		}
 		*sl = srSlot{psn: psn}
 	}
 	return sl
@@ -172,6 +183,9 @@ func (s *selective) forget(psn packet.PSN) {
 		if sl.due {
 			s.ndue--
 		}
+		if sl.at != 0 {
+			s.nresent--
+		}
 		*sl = srSlot{}
 	}
 }
@@ -196,7 +210,7 @@ func (r *Requester) srSync() {
 		if d >= srTrack {
 			s.got, s.ngot = [srTrack / 64]uint64{}, 0
 			clear(s.slots)
-			s.ndue = 0
+			s.ndue, s.nresent = 0, 0
 		} else {
 			for x := s.base; x != r.compPSN; x = x.Next() {
 				s.clearGot(x)
@@ -208,7 +222,6 @@ func (r *Requester) srSync() {
 	if s.ndue == 0 {
 		s.hold.Stop()
 	}
-
 	atLeast(&s.scanned, r.compPSN)
 	atLeast(&s.done, r.compPSN)
 	atLeast(&s.high, r.compPSN)
@@ -398,6 +411,9 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 	}
 	r.srSync()
 	r.srDetect(now)
+	if r.sr.slots != nil {
+		r.srArmRecheck(now)
+	}
 }
 
 // srResponded records that the responder executed every request before

@@ -205,8 +205,11 @@ func (r *Requester) srResend(now time.Time, buf []byte) int {
 			npkts = r.srRereadRange(now, w, x)
 			r.c.ReadHoleRereads++
 		}
-		r.sr.slot(x).sent(now)
+		r.srSent(now, x)
 		if n := r.srBuild(now, buf, i, x, npkts); n > 0 {
+			if w.kind.segmented() {
+				r.srArmRecheck(now)
+			}
 			r.c.SRPacketsResent++
 			return n
 		}
@@ -224,7 +227,7 @@ func (r *Requester) srRereadRange(now time.Time, w *wqe, x packet.PSN) uint32 {
 	n := uint32(1)
 	for y := x.Next(); y.Before(end) && r.sr.isDue(y) && !r.sr.srGot(y); y = y.Next() {
 		r.sr.clearDue(y)
-		r.sr.slot(y).sent(now)
+		r.srSent(now, y)
 		n++
 	}
 	return n
