@@ -206,14 +206,20 @@ func (r *Responder) queueReadFront(rd readReq, msn uint32) {
 }
 
 // coveredRead reports whether the duplicate READ r.rd asks only for
-// responses of res that a queued train has still to send, so that the
-// train answers it (selective repeat; restartTrain's first case).
+// responses of res that a queued stream (the train, or the extra stream
+// of an earlier duplicate) has still to send, so that the stream answers
+// it (selective repeat; restartTrain's first case). A stream covers the
+// PSNs from its next one to its end, not beyond: an extra stream of a
+// re-read ends where the range it was asked for ends.
 func (r *Responder) coveredRead(res *resource) bool {
 	end := res.first.Add(res.npsn)
+	rdEnd := r.rd.psn.Add(r.readPSNs(r.rd.length))
 	for i := range r.q.Len() {
 		it := r.q.At(i)
-		if it.kind == outRead && it.rkey == res.rkey && !it.psn.Before(res.first) && it.psn.Before(end) &&
-			!r.rd.psn.Before(it.psn) {
+		if it.kind != outRead || it.rkey != res.rkey || it.psn.Before(res.first) || !it.psn.Before(end) {
+			continue
+		}
+		if !r.rd.psn.Before(it.psn) && !it.psn.Add(r.readPSNs(it.resid)).Before(rdEnd) {
 			return true
 		}
 	}

@@ -620,6 +620,40 @@ func TestSRDuplicateReadSubRange(t *testing.T) {
 	require.Equal(t, packet.PSN(109), h.r.EPSN())
 }
 
+// Re-reads of several ranges that arrive before the first one's extra
+// stream left are each served: an extra stream covers only its own range,
+// so a later re-read past its end is not taken as covered by it (and
+// dropped, which left the requester waiting for its recovery timer). A
+// re-read inside a queued extra stream's range is covered.
+func TestSRDuplicateReadsBurst(t *testing.T) {
+	const mtu = 256
+	h := newHarness(t, withPMTU(mtu), withSR(0))
+	data := pattern(8*mtu, 9)
+	copy(h.remoteBytes(rva, len(data)), data)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data)))) // 100..107
+	require.Len(t, h.drain(), 8)
+	// Responses 101, 103..104 and 106 were lost: three re-reads at once,
+	// and one inside the second's range.
+	h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+mtu, rkey, mtu))
+	h.rx(packet.RCRDMAReadRequest, 103, nil, reth(rva+3*mtu, rkey, 2*mtu))
+	h.rx(packet.RCRDMAReadRequest, 104, nil, reth(rva+4*mtu, rkey, mtu))
+	h.rx(packet.RCRDMAReadRequest, 106, nil, reth(rva+6*mtu, rkey, mtu))
+	out := h.drain()
+	got := map[packet.PSN][]byte{}
+	for _, p := range out {
+		require.NotContains(t, got, p.PSN(), "PSN answered twice")
+		got[p.PSN()] = p.Payload()
+	}
+	require.Len(t, got, 4, "PSNs answered")
+	for _, k := range []int{1, 3, 4, 6} {
+		require.Equal(t, data[k*mtu:(k+1)*mtu], got[packet.PSN(100+k)], "response %d", 100+k)
+	}
+	c := h.r.Counters()
+	require.Equal(t, uint64(3), c.ReadReplays)
+	require.Equal(t, uint64(1), c.ReadsCovered)
+	require.Zero(t, c.DuplicateDropped)
+}
+
 // PSN wrap-around: holes and buffered packets across 2^24.
 func TestSRWrap(t *testing.T) {
 	h := newHarness(t, withPMTU(256), withSR(0), withPSN(0xFFFFFD))
