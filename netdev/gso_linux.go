@@ -198,40 +198,53 @@ func (g *groReader) init(n int) {
 func (c *UDPConn) readGRO(msgs []Message) (int, error) {
 	g := &c.grx
 	for g.next >= g.got {
-		r := c.rx
-		for i := range r.hdrs {
-			if g.bufs[i] == nil {
-				g.bufs[i] = make([]byte, groBufSize)
-			}
-			r.setIov(i, g.bufs[i])
-		}
-		got, err := c.recv(len(r.hdrs))
+		c.setGROIovs()
+		got, err := c.recv(len(c.rx.hdrs))
 		if err != nil {
 			return 0, err
 		}
-		g.got, g.next, g.off = 0, 0, 0
-		for i := range got {
-			h := &r.hdrs[i]
-			dst, seg := c.recvInfo(i)
-			if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
-				c.stats.truncated.Add(1)
-				continue
-			}
-			j := g.got
-			g.got++
-			g.bufs[i], g.bufs[j] = g.bufs[j], g.bufs[i]
-			g.size[j] = int(h.Len)
-			if seg <= 0 || seg >= g.size[j] {
-				seg = g.size[j]
-			} else {
-				c.stats.groBuffers.Add(1)
-			}
-			g.seg[j] = seg
-			g.from[j] = sockaddrAddrPort(&r.names[i], int(h.Hdr.Namelen))
-			g.to[j] = dst
-		}
+		c.fillGRO(got)
 	}
 	return c.splitGRO(msgs), nil
+}
+
+// setGROIovs points the receive headers' I/O vectors at the GRO buffers,
+// making those not made yet.
+func (c *UDPConn) setGROIovs() {
+	g, r := &c.grx, c.rx
+	for i := range r.hdrs {
+		if g.bufs[i] == nil {
+			g.bufs[i] = make([]byte, groBufSize)
+		}
+		r.setIov(i, g.bufs[i])
+	}
+}
+
+// fillGRO records the got buffers the last recvmmsg filled as the ones
+// to split, dropping truncated ones.
+func (c *UDPConn) fillGRO(got int) {
+	g, r := &c.grx, c.rx
+	g.got, g.next, g.off = 0, 0, 0
+	for i := range got {
+		h := &r.hdrs[i]
+		dst, seg := c.recvInfo(i)
+		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
+			c.stats.truncated.Add(1)
+			continue
+		}
+		j := g.got
+		g.got++
+		g.bufs[i], g.bufs[j] = g.bufs[j], g.bufs[i]
+		g.size[j] = int(h.Len)
+		if seg <= 0 || seg >= g.size[j] {
+			seg = g.size[j]
+		} else {
+			c.stats.groBuffers.Add(1)
+		}
+		g.seg[j] = seg
+		g.from[j] = sockaddrAddrPort(&r.names[i], int(h.Hdr.Namelen))
+		g.to[j] = dst
+	}
 }
 
 // splitGRO fills msgs with the next datagrams of the received buffers, as

@@ -3,6 +3,7 @@ package netdev
 import (
 	"errors"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -81,6 +82,80 @@ type Conn interface {
 	// calls, which then return an error wrapping net.ErrClosed, as do all
 	// later calls. Closing twice is harmless.
 	Close() error
+}
+
+// SharedReader is a Conn whose datagrams two kinds of reader can take in
+// turn: one that blocks until datagrams arrive (ReadBatchGated) and ones
+// that poll (TryReadBatch), such as a device's receive goroutine and a
+// caller busy-polling a completion queue. The readers share the Conn's
+// receive state under a Gate: each reads with the gate held and handles
+// what it read before unlocking it, so datagrams are handled in the order
+// they arrived. ReadBatch must not be used on the same Conn while they
+// are. UDPConn implements it on Linux.
+type SharedReader interface {
+	Conn
+
+	// ReadBatchGated is ReadBatch, except that it waits for datagrams
+	// without holding gate and returns holding gate when n > 0 (the
+	// caller unlocks it once it has handled msgs[:n]); when it returns an
+	// error it does not hold gate. It never waits for gate: when a poller
+	// holds it, ReadBatchGated leaves the datagrams to the poller (see
+	// Gate.Unlock) and waits for the next ones.
+	ReadBatchGated(msgs []Message, gate *Gate) (n int, err error)
+
+	// TryReadBatch reads like ReadBatch but never waits: with no
+	// datagram there it returns 0 and a nil error. The caller holds the
+	// gate it gives ReadBatchGated. With UDP GRO the datagrams of a
+	// coalesced buffer that did not fit msgs stay in the Conn, where no
+	// new arrival signals them: a poller that got len(msgs) datagrams
+	// calls TryReadBatch again (after handling them) before it leaves.
+	TryReadBatch(msgs []Message) (n int, err error)
+}
+
+// Gate is the lock that a SharedReader's readers hold while they read and
+// handle a batch. Only ReadBatchGated blocks, and never on the gate: when
+// it finds the gate held it records that it left the socket to the holder
+// and waits for readability, and the holder's Unlock then takes the gate
+// back for it to read the socket until it is empty (else datagrams that
+// arrived while the gate was held could wait for the next arrival). The
+// zero Gate is unlocked.
+type Gate struct {
+	mu     sync.Mutex
+	missed atomic.Bool // ReadBatchGated found the gate held and went back to waiting
+}
+
+// TryLock takes the gate if it is free and reports whether it did.
+func (g *Gate) TryLock() bool { return g.mu.TryLock() }
+
+// Unlock releases the gate. It returns true when it has taken the gate
+// again for the caller because ReadBatchGated found it held meanwhile: the
+// caller then reads with TryReadBatch, handling what it reads, until
+// TryReadBatch returns 0 (or an error), and calls Unlock again.
+func (g *Gate) Unlock() (retaken bool) {
+	g.mu.Unlock()
+	if !g.missed.Swap(false) {
+		return false
+	}
+	return g.take()
+}
+
+// take takes the gate if it is free; otherwise it records a miss and tries
+// once more, so that a holder unlocking between the two tries sees the
+// miss (and takes the gate back to read) or leaves the gate free for the
+// second try: no datagram is left unread with every reader waiting.
+func (g *Gate) take() bool {
+	if g.mu.TryLock() {
+		return true
+	}
+	g.missed.Store(true)
+	return g.mu.TryLock()
+}
+
+// release unlocks the gate for a reader that is about to read the socket
+// again or stop: a retaken gate is unlocked again at once.
+func (g *Gate) release() {
+	for g.Unlock() {
+	}
 }
 
 // ErrLocalDrop matches (with errors.Is) every error that reports a datagram

@@ -38,6 +38,11 @@ type UDPConn struct {
 	rx  *mmsg
 	grx groReader // with gro
 
+	// The state of ReadBatchGated and TryReadBatch (shared_linux.go),
+	// which use rx and grx under their caller's gate instead of rmu.
+	gated  gatedRead
+	tryRun func(fd uintptr)
+
 	wmu     sync.Mutex // serialises WriteBatch; guards the fields below
 	tx      *mmsg
 	hdrMsgs []int    // messages per sendmmsg header
@@ -177,16 +182,7 @@ func (c *UDPConn) ReadBatch(msgs []Message) (int, error) {
 func (c *UDPConn) recv(k int) (int, error) {
 	r := c.rx
 	for {
-		for i := range k {
-			h := &r.hdrs[i].Hdr
-			h.Name = &r.names[i][0]
-			h.Namelen = sockaddrSize
-			oob := r.oobAt(i)
-			h.Control = &oob[0]
-			h.SetControllen(len(oob))
-			h.Flags = 0
-		}
-		r.n = k
+		r.prepRecv(k)
 		if err := c.rc.Read(r.run); err != nil {
 			return 0, err // closed: a *net.OpError wrapping net.ErrClosed
 		}
@@ -201,6 +197,21 @@ func (c *UDPConn) recv(k int) (int, error) {
 		}
 		return 0, err
 	}
+}
+
+// prepRecv readies the first k receive headers, whose I/O vectors are
+// set, for one recvmmsg: the address and control buffers, and the count.
+func (r *mmsg) prepRecv(k int) {
+	for i := range k {
+		h := &r.hdrs[i].Hdr
+		h.Name = &r.names[i][0]
+		h.Namelen = sockaddrSize
+		oob := r.oobAt(i)
+		h.Control = &oob[0]
+		h.SetControllen(len(oob))
+		h.Flags = 0
+	}
+	r.start, r.n = 0, k
 }
 
 // opError wraps a system call's errno as net.UDPConn reports errors.

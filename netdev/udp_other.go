@@ -38,6 +38,14 @@ func (c *UDPConn) ReadBatch(msgs []Message) (int, error) { return 0, errors.ErrU
 // WriteBatch implements Conn.
 func (c *UDPConn) WriteBatch(msgs []Message) (int, error) { return 0, errors.ErrUnsupported }
 
+// ReadBatchGated implements SharedReader (Linux only).
+func (c *UDPConn) ReadBatchGated(msgs []Message, gate *Gate) (int, error) {
+	return 0, errors.ErrUnsupported
+}
+
+// TryReadBatch implements SharedReader (Linux only).
+func (c *UDPConn) TryReadBatch(msgs []Message) (int, error) { return 0, errors.ErrUnsupported }
+
 // ListenUDPGroup opens n sockets steered by QPN (Linux only).
 func ListenUDPGroup(addr netip.AddrPort, n int, opts Options) ([]*UDPConn, error) {
 	return nil, fmt.Errorf("netdev: ListenUDPGroup %v: %w", addr, errors.ErrUnsupported)

@@ -162,6 +162,20 @@ func (s *selective) clearDue(psn packet.PSN) {
 	}
 }
 
+// forget drops the resend state of psn, now acknowledged: when the PSN
+// comes round again (2^24 PSNs later) it is a new packet.
+func (s *selective) forget(psn packet.PSN) {
+	if s.slots == nil {
+		return
+	}
+	if sl := &s.slots[srIndex(psn)]; sl.psn == psn {
+		if sl.due {
+			s.ndue--
+		}
+		*sl = srSlot{}
+	}
+}
+
 // clearAllDue empties the resend list.
 func (s *selective) clearAllDue() {
 	for i := range s.slots {
@@ -178,14 +192,15 @@ func (r *Requester) srSync() {
 	if s.base == r.compPSN {
 		return // the marks were synced to it and only move forward
 	}
-	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.ndue > 0) {
+	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.slots != nil) {
 		if d >= srTrack {
 			s.got, s.ngot = [srTrack / 64]uint64{}, 0
-			s.clearAllDue()
+			clear(s.slots)
+			s.ndue = 0
 		} else {
 			for x := s.base; x != r.compPSN; x = x.Next() {
 				s.clearGot(x)
-				s.clearDue(x)
+				s.forget(x)
 			}
 		}
 	}
@@ -193,10 +208,17 @@ func (r *Requester) srSync() {
 	if s.ndue == 0 {
 		s.hold.Stop()
 	}
-	for _, p := range [...]*packet.PSN{&s.done, &s.high, &s.rrHigh, &s.scanned, &s.dueLo} {
-		if p.Before(r.compPSN) {
-			*p = r.compPSN
-		}
+	atLeast(&s.scanned, r.compPSN)
+	atLeast(&s.done, r.compPSN)
+	atLeast(&s.high, r.compPSN)
+	atLeast(&s.rrHigh, r.compPSN)
+	atLeast(&s.dueLo, r.compPSN)
+}
+
+// atLeast moves *p up to q if it is before q.
+func atLeast(p *packet.PSN, q packet.PSN) {
+	if p.Before(q) {
+		*p = q
 	}
 }
 

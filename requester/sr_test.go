@@ -452,3 +452,74 @@ func TestSRReadBeyondTracked(t *testing.T) {
 	}
 	require.Positive(t, h.r.Counters().ResponsesDropped)
 }
+
+// TestSRNoAllocations: a cycle with selective repeat and losses — a WRITE
+// whose second packet is reported missing and resent, a READ whose
+// responses arrive out of order with one lost and re-read — allocates
+// nothing once the resend ring exists (the first resend allocates it).
+func TestSRNoAllocations(t *testing.T) {
+	const pmtu = 1024
+	cfg := baseConfig(pmtu, 0xFFFFF0)
+	cfg.SelectiveRepeat = true
+	mem := fakeMem{}
+	mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	cq := &countCQ{}
+	r := New(cfg, mem, cq)
+	buf := make([]byte, pmtu+maxHeaders)
+	write := &verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 3000, LKey: lkeyA}}}
+	read := &verbs.SendWR{ID: 2, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA + 8000, Length: 8 * pmtu, LKey: lkeyA}}}
+	hole := srHoleReport(0, 0)
+	ackB := ack(0)
+	rr := readResp(pmtu, 0, make([]byte, 8*pmtu), 0, false)
+	now := t0
+	resent, rereads := 0, 0
+	deliver := func(b []byte, psn packet.PSN) {
+		packet.BTH(b).SetPSN(psn)
+		p, _ := packet.Parse(b)
+		r.Receive(now, p)
+	}
+	cycle := func() {
+		if r.Post(write) != nil || r.Post(read) != nil {
+			panic("post")
+		}
+		psn := r.SQPSN()
+		for r.NextPacket(now, buf) > 0 {
+		}
+		// WRITE PSNs +0..+2, READ +3..+10. The responder misses +1.
+		now = now.Add(100 * time.Microsecond)
+		packet.AETH(hole[packet.BTHSize:]).Encode(packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(psn.Add(2)))
+		deliver(hole, psn.Add(1))
+		now = now.Add(time.Millisecond) // past the reorder window
+		r.OnTimeout(now)
+		for r.NextPacket(now, buf) > 0 {
+			resent++
+		}
+		deliver(ackB, psn.Add(2))
+		// READ responses: +4 lost, the others two by two swapped.
+		for _, i := range []int{1, 0, 3, 2, 5, 4, 7, 6} {
+			if i != 1 {
+				deliver(rr[i], psn.Add(3+i))
+			}
+		}
+		for r.NextPacket(now, buf) > 0 {
+			rereads++
+		}
+		deliver(rr[1], psn.Add(4))
+		now = now.Add(time.Microsecond)
+		r.OnTimeout(now)
+		_ = r.Deadline()
+	}
+	cycle()
+	require.Equal(t, 2, cq.n)
+	require.Equal(t, 1, resent)
+	require.Equal(t, 1, rereads)
+	require.Zero(t, testing.AllocsPerRun(200, cycle))
+	require.Zero(t, r.Outstanding())
+	_, failed := r.Failed()
+	require.False(t, failed)
+	c := r.Counters()
+	require.Equal(t, c.SRHolesReceived, c.SRPacketsResent-c.ReadHoleRereads)
+	require.Equal(t, c.SRHolesReceived, c.ReadHoleRereads)
+}

@@ -825,3 +825,27 @@ func TestSRHoleReportWithdrawn(t *testing.T) {
 	require.Len(t, out, 1)
 	expectACK(t, out[0], 103, 4)
 }
+
+// A held request that fails when a drain resumed by NextPacket executes
+// it fails the responder there; its NAK is the last packet.
+func TestSRFailureInResumedDrain(t *testing.T) {
+	h := newHarness(t, withSR(0))
+	const n = 40
+	va := uint64(rva + 16)
+	for i := 1; i < n; i++ {
+		h.rx(packet.RCFetchAdd, packet.PSN(100+i), nil, atomicETH(va, rkey, 1, 0))
+	}
+	h.rx(packet.RCRDMAWriteOnly, 100+n, []byte{1}, reth(rva, 0xBAD, 1), ackReq)
+	h.rx(packet.RCFetchAdd, 101+n, nil, atomicETH(va, rkey, 1, 0))
+	h.drain()
+	h.rx(packet.RCFetchAdd, 100, nil, atomicETH(va, rkey, 1, 0))
+	_, failed := h.r.Failed()
+	require.False(t, failed, "the drain stopped before the bad request")
+	out := h.drain()
+	status, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRemAccessErr, status)
+	expect(t, out[len(out)-1], psnIs(100+n), syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
+	require.Equal(t, uint64(n), binary.NativeEndian.Uint64(h.remoteBytes(va, 8)), "the atomic after it never runs")
+	require.Zero(t, h.r.Counters().OOOBuffered)
+}

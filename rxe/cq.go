@@ -52,6 +52,13 @@ type CQ struct {
 	// Poll does not contend with the goroutine completing work.
 	queued atomic.Int32
 
+	// busy is set by the first BusyPoll: PostSend on the CQ's QPs then
+	// sends on the poster's goroutine (busypoll.go).
+	busy atomic.Bool
+	// readers are the socket readers of the vectors of the QPs using the
+	// CQ, for BusyPoll (written under mu, copied on write).
+	readers atomic.Pointer[[]*connReader]
+
 	wake  chan struct{} // 1-slot: a completion arrived (for Wait)
 	users atomic.Int32  // QPs and SRQs using this CQ
 }

@@ -96,8 +96,9 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 		if len(conns) > 1 {
 			served = d.vecs[i : i+1]
 		}
+		r := newConnReader(d, c, served)
 		d.wg.Add(1)
-		go d.routineReceive(c, served)
+		go d.routineReceive(r)
 	}
 	for _, v := range d.vecs {
 		d.wg.Add(1)

@@ -127,6 +127,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	pd.users.Add(1)
 	qp.sendCQ.users.Add(1)
 	qp.recvCQ.users.Add(1)
+	qp.sendCQ.addReader(qp.vec.reader)
+	qp.recvCQ.addReader(qp.vec.reader)
 	return qp, nil
 }
 
@@ -218,6 +220,7 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 	set(QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
 	set(QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
 	set(QPAttrEnSQDAsyncNotify, func() { t.SQDrainNotify = a.SQDrainNotify })
+	set(QPAttrSelectiveRepeat, func() { t.SelectiveRepeat, t.OOOLimit = a.SelectiveRepeat, a.OOOLimit })
 	if m&QPAttrAV != 0 {
 		port := a.AH.UDPPort
 		if port == 0 {
@@ -246,6 +249,8 @@ func (qp *QP) startResponder() {
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(),
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
+	sr := qp.selectiveRepeat()
+	cfg.SelectiveRepeat, cfg.OOOLimit = sr.on, sr.oooLimit
 	qp.resp = responder.New(&cfg, responder.Env{
 		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: qp.sink(qp.recvCQ, "responder"),
 		Trace: qp.responderTrace(),
@@ -262,6 +267,7 @@ func (qp *QP) startRequester() {
 		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
 	cfg.Window, cfg.MaxReadPkts = qp.bufferLimits(cfg.PMTU)
+	cfg.SelectiveRepeat = qp.selectiveRepeat().on
 	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
@@ -304,6 +310,7 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 
 // reset returns the QP to RESET: all queue contents and PSN state go.
 func (qp *QP) reset() {
+	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	if qp.srq == nil {
@@ -431,7 +438,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	}
 	qp.mu.Unlock()
 	if n > 0 {
-		qp.dev.schedule(qp)
+		qp.schedulePosted()
 	}
 	return n, err
 }
@@ -499,6 +506,7 @@ func (qp *QP) Destroy() error {
 	qp.destroyed = true
 	qp.stopTimers()
 	qp.state = QPSReset
+	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	qp.mu.Unlock()

@@ -21,18 +21,16 @@ import (
 // goroutine wake-up in that loop waits for the Go scheduler to find a P,
 // tens of µs when the other goroutines are busy in system calls. See
 // docs/performance.md ("RC transport"). Options.NoInlineSend turns it off.
-func (d *Device) routineReceive(conn netdev.Conn, served []*vector) {
+//
+// A caller busy-polling a CQ (CQ.BusyPoll) may read the same socket
+// between two of these reads and do the same work (busypoll.go).
+func (d *Device) routineReceive(r *connReader) {
 	defer d.wg.Done()
-	if len(served) == 1 {
-		served[0].pin()
-	}
-	b := conn.BatchSize()
-	msgs := make([]netdev.Message, b)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, rxBufSize)
+	if len(r.served) == 1 {
+		r.served[0].pin()
 	}
 	for {
-		n, err := conn.ReadBatch(msgs)
+		n, err := r.readBlocking()
 		if err != nil {
 			if d.closed.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -46,22 +44,13 @@ func (d *Device) routineReceive(conn netdev.Conn, served []*vector) {
 			continue
 		}
 		if d.closed.Load() {
+			if r.shared != nil {
+				r.unlock()
+			}
 			return
 		}
 		d.counters.readBatches.Add(1)
-		now := time.Now()
-		for i := range n {
-			d.receive(now, &msgs[i])
-		}
-		if d.opts.NoInlineSend {
-			continue
-		}
-		for _, v := range served {
-			if v.runnable() && v.txMu.TryLock() {
-				v.transmitPass(len(v.txMsgs))
-				v.txMu.Unlock()
-			}
-		}
+		r.handle(n)
 	}
 }
 

@@ -21,6 +21,9 @@ type vector struct {
 	d    *Device
 	id   int
 	conn netdev.Conn // written by this vector (and read by it when it has its own)
+	// reader reads the netdev that receives the vector's QPs' packets
+	// (its own, or the device's one), for busy polling (busypoll.go).
+	reader *connReader
 
 	runMu sync.Mutex     // protects runq
 	runq  ring.Ring[*QP] // runnable QPs in FIFO order, each at most once (QP.queued)

@@ -99,6 +99,13 @@ type Stats struct {
 type Conn struct {
 	inner netdev.Conn
 	local netip.AddrPort // the inner Conn's, with Options.LocalAddr applied
+	*sink
+	closed bool // guarded by sink.mu
+}
+
+// sink is the capture file and what goes with it, shared by the Conns
+// recording into one file (Conn.Share).
+type sink struct {
 	flush bool
 
 	// order keeps the file in causal order: a WriteBatch holds it from
@@ -116,6 +123,7 @@ type Conn struct {
 	frame   []byte
 	err     error // first write error: capture stopped
 	stopped bool  // after a write error or Close
+	open    int   // the Conns recording here not closed yet
 
 	sent, received, skipped, badICRC, recovered, writeErrors atomic.Uint64
 }
@@ -131,11 +139,11 @@ func Wrap(inner netdev.Conn, w io.Writer, opts Options) (*Conn, error) {
 	if opts.LocalAddr.IsValid() {
 		local = netip.AddrPortFrom(opts.LocalAddr, local.Port())
 	}
-	c := &Conn{
-		inner: inner, local: local, flush: opts.FlushEachBatch,
+	c := &Conn{inner: inner, local: local, sink: &sink{
+		flush: opts.FlushEachBatch, open: 1,
 		bw:    bufio.NewWriterSize(w, bufferSize),
 		frame: make([]byte, ethHeaderSize+packet.IPv6HeaderSize+packet.UDPHeaderSize+maxUDPPayload),
-	}
+	}}
 	c.pw = pcapgo.NewWriterNanos(c.bw)
 	if err := c.pw.WriteFileHeader(Snaplen, layers.LinkTypeEthernet); err != nil {
 		return nil, fmt.Errorf("pcapdump: %w", err)
@@ -207,18 +215,38 @@ func (c *Conn) Flush() error {
 }
 
 // Close closes the inner Conn, then writes the buffered records to the
-// io.Writer and stops the capture; it does not close the io.Writer. It
-// returns the inner Conn's error: a capture error is reported by Err (and
-// never breaks traffic). Closing twice is harmless.
+// io.Writer and, once every Conn sharing the file (Share) is closed, stops
+// the capture; it does not close the io.Writer. It returns the inner
+// Conn's error: a capture error is reported by Err (and never breaks
+// traffic). Closing twice is harmless.
 func (c *Conn) Close() error {
 	err := c.inner.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return err
+	}
+	c.closed = true
+	c.open--
 	if !c.stopped {
 		c.fail(c.bw.Flush())
-		c.stopped = true
+		c.stopped = c.open <= 0
 	}
 	return err
+}
+
+// Share returns a Conn that sends and receives through inner and records
+// into c's file, after c's records and in causal order with them (the two
+// share the lock that orders records, so their writes are serialised while
+// capturing), for a device with several sockets (one per completion
+// vector) whose traffic goes into one capture. The Conns share counters:
+// Stats and Err of either cover both. The capture stops when all of them
+// are closed.
+func (c *Conn) Share(inner netdev.Conn) *Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open++
+	return &Conn{inner: inner, local: netip.AddrPortFrom(c.local.Addr(), inner.LocalAddr().Port()), sink: c.sink}
 }
 
 // fail records the first write error and stops the capture.

@@ -10,16 +10,19 @@ import (
 	"github.com/gorxe/gorxe/rxe"
 )
 
-// spinners counts the goroutines of this process in busyPoll. At most
-// GOMAXPROCS-1 spin at once (with --loopback both ends run in this
-// process, and on a two-CPU machine only one of them spins), so that
-// spinning never keeps every processor from reading the network for long.
-// It reserves no processor: a spinner that yields goes to the global run
-// queue, from which the other processor may take it.
+// spinners counts the goroutines of this process in busyPoll that spin
+// on a CQ whose socket they cannot read (CQ.PollsSocket false: a device
+// on a wrapped netdev, --pcap or fault injection). At most GOMAXPROCS-1 of
+// them spin at once (with --loopback both ends run in this process, and on
+// a two-CPU machine only one of them spins), so that spinning never keeps
+// every processor from reading the network for long. A spinner that reads
+// the socket itself (CQ.BusyPoll) needs no idle processor and is not
+// counted.
 var spinners atomic.Int32
 
 // latCheckEvery is how many empty polls pass between two looks at the
-// clock and at ctx.
+// clock and at ctx, and between two yields of the processor (which let
+// the goroutines the device woke run).
 const latCheckEvery = 32
 
 // stall is a latency test's bound on one wait for the peer.
@@ -31,17 +34,14 @@ func (s *session) stall() time.Duration {
 }
 
 // spinPoll waits for one completion on cq. With --busy-poll D it first
-// spins on CQ.Poll for up to D (as perftest spins on ibv_poll_cq), then
-// sleeps in CQ.Wait; with -e it sleeps on the completion channel
+// spins on CQ.BusyPoll for up to D (as perftest spins on ibv_poll_cq),
+// then sleeps in CQ.Wait; with -e it sleeps on the completion channel
 // (waitCQ). It gives up with an error after the stall bound without a
 // completion, or when ctx is done.
 //
-// Spinning is off by default: the Go runtime polls the network only from
-// an idle processor (or every 10 ms from sysmon), and each empty poll
-// yields the processor (runtime.Gosched) to the device's goroutines, but
-// on a small or loaded machine the spinning thread still takes CPU time
-// from the threads that move the packets (docs/performance.md, "Latency:
-// busy-polling the CQ", has the figures).
+// CQ.BusyPoll reads the device's socket and handles what arrived on this
+// goroutine, so a spinner gets its completion without a goroutine wake-up
+// (docs/performance.md, "Busy polling reads the socket").
 func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
 	bound := s.stall()
 	spin := min(s.o.busyPoll, bound) // the spin counts against the bound
@@ -60,25 +60,54 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", bound, what, err)
 }
 
-// busyPoll polls cq until it returns completions, spin has passed or ctx
-// is done, yielding the processor after each empty poll; it returns how
-// many completions it moved into wcs (0: none within spin).
+// busyPoll polls cq with CQ.BusyPoll until it returns completions, spin
+// has passed or ctx is done, yielding the processor every latCheckEvery
+// empty polls (after each one when it cannot read the socket); it returns
+// how many completions it moved into wcs (0: none within spin).
 func busyPoll(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC, spin time.Duration) int {
-	if n := cq.Poll(wcs); n > 0 {
+	if n := cq.BusyPoll(wcs); n > 0 {
 		return n
 	}
-	defer spinners.Add(-1)
-	if int(spinners.Add(1)) >= runtime.GOMAXPROCS(0) {
-		return 0
+	yieldEvery := latCheckEvery
+	if !cq.PollsSocket() {
+		defer spinners.Add(-1)
+		if int(spinners.Add(1)) >= runtime.GOMAXPROCS(0) {
+			return 0
+		}
+		yieldEvery = 1
 	}
 	end := time.Now().Add(spin)
 	for i := 1; ; i++ {
-		runtime.Gosched()
-		if n := cq.Poll(wcs); n > 0 {
+		if n := cq.BusyPoll(wcs); n > 0 {
 			return n
+		}
+		if i%yieldEvery == 0 {
+			runtime.Gosched()
 		}
 		if i%latCheckEvery == 0 && (!time.Now().Before(end) || ctx.Err() != nil) {
 			return 0
 		}
 	}
+}
+
+// busyPollWrite is one turn of write-lat's wait for the peer's WRITE with
+// --busy-poll (and without -e) on a CQ that reads its socket: it reads
+// the socket with CQ.BusyPoll on qp's receive CQ (the WRITE completes
+// nothing there; a completion would be one of ours, which write-lat has
+// reaped before it waits) and reports true. It yields the processor every
+// latCheckEvery turns. Otherwise it does nothing and reports false, and
+// the caller yields or sleeps. The spin is bounded by the stall bound,
+// which the caller checks, not by --busy-poll's duration.
+func (s *session) busyPollWrite(qp *rxe.QP, spins int) (bool, error) {
+	if s.ch != nil || s.o.busyPoll <= 0 || !s.rcq.PollsSocket() {
+		return false, nil
+	}
+	var wc [1]rxe.WC
+	if s.rcq.BusyPoll(wc[:]) > 0 {
+		return true, fmt.Errorf("unexpected completion while waiting for the peer's RDMA WRITE: %v of %v (wr_id %d)", wc[0].Status, wc[0].Opcode, wc[0].ID)
+	}
+	if spins%latCheckEvery == latCheckEvery-1 {
+		runtime.Gosched()
+	}
+	return true, nil
 }

@@ -112,13 +112,17 @@ func TestLatEventsSleep(t *testing.T) {
 	}
 }
 
-// TestBusyPollFlag: --busy-poll runs the latency tests to the end, and is
-// refused when negative or together with -e.
+// TestBusyPollFlag: --busy-poll runs the latency tests to the end, with a
+// short spin (then CQ.Wait) and with one longer than any wait (spinning
+// only, on CQ.BusyPoll, which reads the socket: both ends of --loopback
+// spin in this process), and is refused when negative or together with -e.
 func TestBusyPollFlag(t *testing.T) {
 	for _, cmd := range []string{"send-lat", "write-lat", "read-lat"} {
-		out, errOut, code := runCmd(t, cmd, "--loopback", "--udp-port", "0", "-n", "200", "--busy-poll", "50us")
-		require.Zero(t, code, errOut)
-		require.Contains(t, out, "t_typical")
+		for _, spin := range []string{"50us", "1s"} {
+			out, errOut, code := runCmd(t, cmd, "--loopback", "--udp-port", "0", "-n", "200", "--busy-poll", spin)
+			require.Zero(t, code, errOut)
+			require.Contains(t, out, "t_typical")
+		}
 	}
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"--busy-poll", "-1ms"}, []string{"not negative"}},

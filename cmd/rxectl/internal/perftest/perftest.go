@@ -137,6 +137,7 @@ type options struct {
 	noGSO         bool              // --gso=off: the devices' rxe.Options.NoGSO
 	noForce       bool              // --no-force-buffers: ask for socket buffers as without CAP_NET_ADMIN
 	recovery      recoveryFlag      // --recovery
+	noSR          srOffFlag         // --selective-repeat=off
 	seed          uint64            // --seed
 	pcap          string            // --pcap FILE
 	plot          string            // --plot FILE
@@ -215,7 +216,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility, a no-op: rxectl has no cpufreq warning to suppress")
 	both(&o.ibPort, "i", "ib-port", 1, "device port: a gorxe device has port 1 only")
 	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
-	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "latency tests: spin on the CQ (CQ.Poll) this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; not with -e)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "latency tests: spin on the CQ (CQ.BusyPoll, which reads the socket on the spinning goroutine) this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; not with -e)")
 	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
 	both2 := func(p *string, short, long, def, usage string) {
 		fs.StringVar(p, short, def, usage)
@@ -229,6 +230,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	}
 	fs.BoolVar(&o.noForce, "no-force-buffers", false, "ask for the socket buffers without SO_RCVBUFFORCE/SO_SNDBUFFORCE, as a user without CAP_NET_ADMIN must: the kernel caps them at net.core.rmem_max/wmem_max")
 	fs.Var(&o.recovery, "recovery", "loss recovery: on (round trips: RTT-based recovery timer, tail-loss probe, adaptive window), fixed-window (the same with the fixed 128-PSN window) or off (the IB ACK timeout only, as kernel rxe) (default on)")
+	fs.Var(&o.noSR, "selective-repeat", "on: offer selective repeat to an rxectl peer (used only if it offers it too: it resends only the lost packets, docs/recovery.md); off: offer nothing, the go-back-N wire a kernel-rxe or perftest peer gets (default on)")
 	ldm := (*localDropModeFlag)(&o.localDropMode)
 	fs.Var(ldm, "local-drop-mode", "what the device does with a datagram the local host refuses (a local drop: ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's local-drop back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
 	fs.Var(ldm, "read-retry", "the older name of --local-drop-mode")

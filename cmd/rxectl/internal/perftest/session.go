@@ -68,7 +68,9 @@ type session struct {
 	latResults []report.Lat
 
 	bufs  netdev.BufferSizes // the socket buffers the kernel granted
-	fconn *faults.Conn       // --drop etc.
+	fconn *faults.Conn       // --drop etc.: the first socket's
+	fmore []*faults.Conn     // the other sockets' (sockets.go)
+	socks []*netdev.UDPConn  // the device's sockets, one per completion vector (sockets.go)
 	pconn *pcapdump.Conn     // --pcap
 	// capName is the capture's file (--pcap, or --ladder's temporary
 	// one: capTemp); traceErr the --trace file's error (observe.go).
@@ -183,34 +185,20 @@ func (s *session) openDevice(local netip.Addr) error {
 		return fmt.Errorf("this end reached the peer over IPv6 (%v): add --ipv6 for an IPv6 GID, or --bind an IPv4 address", local)
 	}
 	addr := netip.AddrPortFrom(local, uint16(s.o.udpPort))
-	sockOpts := rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO})
-	sockOpts.NoForce = s.o.noForce
-	udp, err := netdev.ListenUDP(addr, sockOpts)
-	if err != nil {
-		hint := "is it a local address? (--bind)"
-		if errors.Is(err, errAddrInUse) {
-			hint = fmt.Sprintf("UDP port %d is taken, e.g. by the rdma_rxe kernel module or another rxectl", s.o.udpPort)
-		}
-		return fmt.Errorf("open the RoCE device on %v: %w (%s)", addr, err, hint)
-	}
-	s.bufs = udp.BufferSizes()
-	if w := rxe.CapWarning(s.o.devName, s.bufs); w != "" {
-		capWarnOnce.Do(func() { fmt.Fprintf(s.errw, "rxectl: %s\n", w) })
-	}
-	conn, err := s.wrapConn(udp)
+	conns, err := s.openSockets(addr)
 	if err != nil {
 		return err
 	}
 	sink, err := s.o.traceSink()
 	if err != nil {
-		conn.Close()
+		closeConns(conns)
 		return err
 	}
-	dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.localDropMode, Trace: sink,
+	dev, err := rxe.OpenConns(conns, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.localDropMode, Trace: sink,
 		Recovery: s.o.recovery.config()})
 	if err != nil {
 		s.o.closeTrace()
-		conn.Close()
+		closeConns(conns)
 		if s.pfile != nil {
 			s.pfile.Close()
 		}
@@ -223,7 +211,8 @@ func (s *session) openDevice(local netip.Addr) error {
 // exchangeVersions is exchange_versions and check_version_compatibility.
 func (s *session) exchangeVersions() error {
 	rem := make([]byte, oob.VersionMsgSize)
-	if err := s.oob.Exchange("exchanging versions", oob.VersionMsgBuffer(s.dev.Addr().Port(), s.bufs.Recv, 1), rem); err != nil {
+	if err := s.oob.Exchange("exchanging versions", oob.VersionMsgOffer(s.dev.Addr().Port(),
+		oob.Offer{RecvBuffer: s.bufs.Recv, RecvSockets: 1, SelectiveRepeat: s.srOffer()}), rem); err != nil {
 		return err
 	}
 	s.peer = oob.ParseVersionMsg(rem)
@@ -423,6 +412,7 @@ func (s *session) connect() error {
 		if s.qpType() == rxe.QPTypeUC {
 			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
 		}
+		s.srAttr(&steps[1].attr, &steps[1].mask)
 		if s.t.lat || s.client || s.o.bidir {
 			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},

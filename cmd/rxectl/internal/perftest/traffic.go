@@ -711,6 +711,15 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, s.stall())
 			}
 		}
+		if busy, err := s.busyPollWrite(qp, spins); busy || err != nil {
+			if err != nil {
+				return err
+			}
+			if spins < writeSpins {
+				spins = writeSpins // look at ctx and the clock from now on
+			}
+			continue
+		}
 		if spins < writeSpins {
 			runtime.Gosched()
 		} else {

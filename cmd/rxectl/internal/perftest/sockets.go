@@ -1,0 +1,96 @@
+package perftest
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/gorxe/gorxe/rxe"
+)
+
+// openSockets opens the device's sockets on addr: one per completion
+// vector (GOMAXPROCS of them, rxe's default), in a SO_REUSEPORT group
+// whose kernel program steers each datagram to the socket of its
+// destination QPN's vector (netdev.ListenUDPGroup, as rxe.Listen does), so
+// the QPs of -q N, spread over the vectors, are received by as many
+// receive goroutines. Each socket gets the capture and the fault
+// injection (wrapConns). On error nothing stays open.
+func (s *session) openSockets(addr netip.AddrPort) ([]netdev.Conn, error) {
+	sockOpts := rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO})
+	sockOpts.NoForce = s.o.noForce
+	group, err := netdev.ListenUDPGroup(addr, runtime.GOMAXPROCS(0), sockOpts)
+	if err != nil {
+		hint := "is it a local address? (--bind)"
+		if errors.Is(err, errAddrInUse) {
+			hint = fmt.Sprintf("UDP port %d is taken, e.g. by the rdma_rxe kernel module or another rxectl", s.o.udpPort)
+		}
+		return nil, fmt.Errorf("open the RoCE device on %v: %w (%s)", addr, err, hint)
+	}
+	s.socks = group
+	s.bufs = group[0].BufferSizes()
+	if w := rxe.CapWarning(s.o.devName, s.bufs); w != "" {
+		capWarnOnce.Do(func() { fmt.Fprintf(s.errw, "rxectl: %s\n", w) })
+	}
+	conns := make([]netdev.Conn, len(group))
+	for i, c := range group {
+		conns[i] = c
+	}
+	return s.wrapConns(conns)
+}
+
+// wrapConns stacks the capture and the fault injection on every socket
+// (wrapConn): the sockets record into one capture file (pcapdump's
+// Conn.Share) and each gets its own fault injector with the same rules and
+// seed, deciding over the datagrams of its own vector's QPs (with -q 1,
+// all of them). On error it closes conns.
+func (s *session) wrapConns(conns []netdev.Conn) ([]netdev.Conn, error) {
+	first, err := s.wrapConn(conns[0])
+	if err != nil {
+		closeConns(conns[1:])
+		return nil, err
+	}
+	out := []netdev.Conn{first}
+	for _, c := range conns[1:] {
+		if s.pconn != nil {
+			c = s.pconn.Share(c)
+		}
+		if s.fconn != nil {
+			fc := faults.Wrap(c, faults.Config{Seed: s.o.seed, Rules: s.o.rules})
+			s.fmore = append(s.fmore, fc)
+			c = fc
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// faultStats sums the fault injectors' counts.
+func (s *session) faultStats() faults.Stats {
+	st := s.fconn.Stats()
+	for _, fc := range s.fmore {
+		o := fc.Stats()
+		addDir(&st.Send, o.Send)
+		addDir(&st.Recv, o.Recv)
+	}
+	return st
+}
+
+func addDir(d *faults.DirStats, o faults.DirStats) {
+	d.Dropped += o.Dropped
+	d.Duplicated += o.Duplicated
+	d.Reordered += o.Reordered
+	d.Delayed += o.Delayed
+	d.Corrupted += o.Corrupted
+	d.LocalDrops += o.LocalDrops
+	d.Lost += o.Lost
+}
+
+// closeConns closes conns.
+func closeConns(conns []netdev.Conn) {
+	for _, c := range conns {
+		c.Close()
+	}
+}

@@ -1,0 +1,264 @@
+package rxe
+
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+)
+
+// Busy polling: a caller that spins on a CQ (CQ.BusyPoll, as perftest
+// spins on ibv_poll_cq) reads the socket itself and does the receive
+// goroutine's work on its own goroutine, so a response reaches it without
+// a goroutine wake-up; and PostSend on a QP whose CQ is busy-polled sends
+// on the caller's goroutine when the vector's transmit path is free, as
+// kernel rxe's rxe_post_send runs the requester task inline. With a
+// blocking waiter (CQ.Wait, a completion channel) the hand-offs stay: a
+// goroutine woken by a channel send then runs next on the same processor,
+// which is cheap, while an inline send would hold the transmit path when
+// the receive goroutine wants it (docs/performance.md, "Inline PostSend").
+
+// connReader is the receiving side of one of the device's netdevs: the
+// receive goroutine, which blocks until datagrams arrive, and busy-polling
+// callers, which read without waiting. When the netdev is a
+// netdev.SharedReader they take its datagrams in turn under gate, each
+// handling what it read (the QP steps, completions) before unlocking, so a
+// QP sees its packets in the order the socket delivered them. Otherwise
+// only the receive goroutine reads, and busy polling spins on the CQ.
+type connReader struct {
+	d      *Device
+	conn   netdev.Conn
+	shared netdev.SharedReader // conn, if it is one; else nil
+	served []*vector           // the vectors whose QPs' packets conn receives
+
+	gate netdev.Gate      // with shared: held by the goroutine reading and handling a batch
+	msgs []netdev.Message // the batch being read and handled (under gate with shared)
+
+	polls      atomic.Uint64 // inline reads by busy-polling callers that found datagrams
+	polledPkts atomic.Uint64 // the datagrams they handled
+}
+
+func newConnReader(d *Device, conn netdev.Conn, served []*vector) *connReader {
+	r := &connReader{d: d, conn: conn, served: served, msgs: make([]netdev.Message, conn.BatchSize())}
+	r.shared, _ = conn.(netdev.SharedReader)
+	for i := range r.msgs {
+		r.msgs[i].Buf = make([]byte, rxBufSize)
+	}
+	for _, v := range served {
+		v.reader = r
+	}
+	return r
+}
+
+// readBlocking is the receive goroutine's read: it waits for a batch and,
+// with a shared netdev, returns holding gate when it returns datagrams.
+func (r *connReader) readBlocking() (int, error) {
+	if r.shared != nil {
+		return r.shared.ReadBatchGated(r.msgs, &r.gate)
+	}
+	return r.conn.ReadBatch(r.msgs)
+}
+
+// handle checks and dispatches the n datagrams just read (the QP steps
+// and completions run here), releases gate if the netdev is shared, and
+// then sends what became ready as the receive goroutine does.
+func (r *connReader) handle(n int) {
+	r.dispatch(n)
+	if r.shared != nil {
+		r.unlock()
+	}
+	r.sendInline()
+}
+
+// dispatch checks and dispatches msgs[:n].
+func (r *connReader) dispatch(n int) {
+	now := time.Now()
+	for i := range n {
+		r.d.receive(now, &r.msgs[i])
+	}
+}
+
+// unlock releases gate. When it is taken back for us (a reader found it
+// held and left the socket to us: netdev.Gate.Unlock), the socket is read
+// and handled until it is empty, then released again.
+func (r *connReader) unlock() {
+	for r.gate.Unlock() {
+		for {
+			n, err := r.shared.TryReadBatch(r.msgs)
+			if err != nil || n == 0 {
+				break
+			}
+			r.polledPkts.Add(uint64(n))
+			r.dispatch(n)
+		}
+	}
+}
+
+// sendInline runs one transmit pass for each served vector that has
+// runnable QPs and whose transmit path is free: up to a batch of their
+// packets (ACKs, READ responses, the next requests) goes out on this
+// goroutine without waking the transmit goroutine, which still gets its
+// kick and takes what is left. Options.NoInlineSend turns it off.
+func (r *connReader) sendInline() {
+	if r.d.opts.NoInlineSend {
+		return
+	}
+	for _, v := range r.served {
+		if v.runnable() && v.txMu.TryLock() {
+			v.transmitPass(len(v.txMsgs))
+			v.txMu.Unlock()
+		}
+	}
+}
+
+// poll reads the netdev without waiting, on the calling goroutine, and
+// handles what arrived as the receive goroutine would; a full batch is
+// followed by another read, so that no datagram the netdev has already
+// taken from the socket (a GRO buffer's) is left behind. It returns how
+// many datagrams it handled: 0 when the netdev is not shared, another
+// goroutine is reading it, or nothing was there.
+func (r *connReader) poll() int {
+	if r.shared == nil || !r.gate.TryLock() {
+		return 0
+	}
+	total := 0
+	for {
+		n, err := r.shared.TryReadBatch(r.msgs)
+		if err != nil || n == 0 {
+			// An error is the receive goroutine's to count and act on:
+			// it meets the same socket at its next read.
+			break
+		}
+		total += n
+		r.d.counters.readBatches.Add(1)
+		r.dispatch(n)
+		if n < len(r.msgs) {
+			break
+		}
+	}
+	if total > 0 {
+		r.polls.Add(1)
+		r.polledPkts.Add(uint64(total))
+	}
+	r.unlock()
+	if total > 0 {
+		r.sendInline()
+	}
+	return total
+}
+
+// BusyPoll moves up to len(wcs) completions into wcs like Poll. When the
+// CQ is empty it first reads the sockets its QPs receive on (their
+// vectors'; before any QP uses the CQ, its own vector's) once each,
+// without waiting, and does the receive goroutine's work on the calling
+// goroutine (packet checks, the QP steps, their completions and the ACKs
+// or responses they send), then polls again; so a caller spinning on
+// BusyPoll, as perftest spins on ibv_poll_cq, gets its completion with no
+// goroutine wake-up and without the Go runtime's network poller. It never
+// blocks. Once BusyPoll has been called on a CQ, PostSend on a QP using it
+// sends on the caller's goroutine when the QP's vector is not already
+// transmitting.
+//
+// The socket is read only where the device's netdev can be shared with the
+// receive goroutine (netdev.SharedReader: a netdev.UDPConn, as Listen
+// opens; not a PipeConn or a wrapping Conn); otherwise BusyPoll is Poll.
+// The receive goroutine keeps serving the socket whenever no caller polls.
+func (cq *CQ) BusyPoll(wcs []WC) int {
+	if n := cq.Poll(wcs); n > 0 || len(wcs) == 0 {
+		return n
+	}
+	if !cq.busy.Load() {
+		cq.busy.Store(true)
+	}
+	if cq.dev.closed.Load() {
+		return 0
+	}
+	got := 0
+	if rs := cq.readers.Load(); rs != nil {
+		for _, r := range *rs {
+			got += r.poll()
+		}
+	} else {
+		got = cq.dev.vecs[cq.vector].reader.poll()
+	}
+	if got == 0 {
+		return 0
+	}
+	return cq.Poll(wcs)
+}
+
+// addReader records that a QP completing into the CQ receives its packets
+// through r (its vector's socket reader), so that BusyPoll reads there: a
+// QP's vector is its receive CQ's, which need not be this CQ's, and with a
+// socket per vector its packets (the ACKs that complete its sends
+// included) arrive on its vector's socket only. Readers stay recorded
+// after the QP is destroyed; polling one more socket is harmless.
+func (cq *CQ) addReader(r *connReader) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	var next []*connReader
+	if cur := cq.readers.Load(); cur != nil {
+		if slices.Contains(*cur, r) {
+			return
+		}
+		next = slices.Clone(*cur)
+	}
+	next = append(next, r)
+	cq.readers.Store(&next)
+}
+
+// schedulePosted queues a QP that has new work requests. If one of its
+// CQs is busy-polled, its packets go out on the calling goroutine when the
+// vector's transmit path is free (sendNow); otherwise the transmit
+// goroutine is woken.
+func (qp *QP) schedulePosted() {
+	if qp.sendCQ.busy.Load() || qp.recvCQ.busy.Load() {
+		qp.vec.sendNow(qp)
+		return
+	}
+	qp.vec.schedule(qp)
+}
+
+// sendNow puts qp on the run queue and, if no other goroutine is
+// transmitting for the vector, runs a transmit pass on the calling
+// goroutine; the transmit goroutine is woken only if the pass could not
+// run or left runnable QPs.
+func (v *vector) sendNow(qp *QP) {
+	if v.d.opts.NoInlineSend {
+		v.schedule(qp)
+		return
+	}
+	if !qp.queued.Swap(true) {
+		v.runMu.Lock()
+		*v.runq.Push() = qp // not nil: see schedule
+		v.runMu.Unlock()
+	}
+	if v.txMu.TryLock() {
+		v.transmitPass(len(v.txMsgs))
+		v.txMu.Unlock()
+		if !v.runnable() {
+			return
+		}
+	}
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PollsSocket reports whether BusyPoll on the CQ reads its vector's socket
+// itself (the device's netdev is a netdev.SharedReader); if not, BusyPoll
+// is Poll and a spinning caller depends on the device's goroutines, which
+// the Go runtime wakes only from a processor with nothing else to run.
+func (cq *CQ) PollsSocket() bool {
+	if rs := cq.readers.Load(); rs != nil {
+		for _, r := range *rs {
+			if r.shared == nil {
+				return false
+			}
+		}
+		return true
+	}
+	return cq.dev.vecs[cq.vector].reader.shared != nil
+}
