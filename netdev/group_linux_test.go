@@ -22,22 +22,31 @@ func listenGroup(t *testing.T, addr netip.AddrPort, n int) []*UDPConn {
 	return conns
 }
 
-// drain reads from c until nothing arrives for a short while and returns
-// the payloads.
-func drain(t *testing.T, c *UDPConn) [][]byte {
+// drain reads from c until want datagrams have arrived (waiting up to 10 s
+// for them), then once more for a short while to catch any extra, and
+// returns the payloads. A deadline alone cannot end the wait: on a loaded
+// machine the reader may be scheduled after a short deadline has passed,
+// and the poller then returns a timeout without reading what is queued.
+func drain(t *testing.T, c *UDPConn, want int) [][]byte {
 	t.Helper()
 	var got [][]byte
 	msgs := newMsgs(8, 64)
-	for {
-		require.NoError(t, c.uc.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+	read := func(wait time.Duration) bool {
+		require.NoError(t, c.uc.SetReadDeadline(time.Now().Add(wait)))
 		n, err := c.ReadBatch(msgs)
 		if err != nil {
-			return got
+			return false
 		}
 		for _, m := range msgs[:n] {
 			got = append(got, append([]byte(nil), m.Buf[:m.N]...))
 		}
+		return true
 	}
+	for len(got) < want && read(10*time.Second) {
+	}
+	for read(20 * time.Millisecond) {
+	}
+	return got
 }
 
 func TestUDPGroupSteersByQPN(t *testing.T) {
@@ -65,7 +74,13 @@ func TestUDPGroupSteersByQPN(t *testing.T) {
 				}
 				seen := 0
 				for i, c := range conns {
-					for _, p := range drain(t, c) {
+					want := 0
+					for q := range count {
+						if (0x110+q)%n == i {
+							want++
+						}
+					}
+					for _, p := range drain(t, c, want) {
 						q := binary.BigEndian.Uint32(p[4:]) & 0xFFFFFF
 						require.Equal(t, i, int(q)%n, "QPN %#x reached socket %d of %d", q, i, n)
 						seen++
@@ -82,9 +97,9 @@ func TestUDPGroupShortDatagramToFirst(t *testing.T) {
 	s := listen(t, lo4, Options{})
 	_, err := s.WriteBatch([]Message{{Buf: []byte{1, 2, 3}, N: 3, Addr: conns[0].LocalAddr()}})
 	require.NoError(t, err)
-	require.Len(t, drain(t, conns[0]), 1)
-	require.Empty(t, drain(t, conns[1]))
-	require.Empty(t, drain(t, conns[2]))
+	require.Len(t, drain(t, conns[0], 1), 1)
+	require.Empty(t, drain(t, conns[1], 0))
+	require.Empty(t, drain(t, conns[2], 0))
 }
 
 func TestUDPGroupRefusesBusyAddress(t *testing.T) {

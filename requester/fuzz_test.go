@@ -137,7 +137,14 @@ func fuzzResponses(t *testing.T, data []byte, sr bool) {
 		if err := h.r.srCheck(); err != nil {
 			t.Fatal(err)
 		}
-		h.now = h.now.Add(100 * time.Millisecond)
+		// Without selective repeat every step passes the IB timeout;
+		// with it, steps of 50 µs explore the reorder window, the resend
+		// intervals and the recovery timer before the IB budget runs out.
+		step := 100 * time.Millisecond
+		if sr {
+			step = 50 * time.Microsecond
+		}
+		h.now = h.now.Add(step)
 		h.r.OnTimeout(h.now)
 		if h.r.rdInUse < 0 || h.r.rdInUse > 8 || h.r.Outstanding() < 0 || h.r.Outstanding() > 8 {
 			t.Fatalf("rdInUse %d outstanding %d", h.r.rdInUse, h.r.Outstanding())

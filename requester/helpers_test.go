@@ -3,6 +3,7 @@ package requester
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -263,6 +264,7 @@ func (f *fakeResponder) send(b []byte) { f.out = append(f.out, b) }
 func (f *fakeResponder) take() [][]byte {
 	o := f.out
 	f.out = nil
+	f.sr.urgent = 0
 	return o
 }
 
@@ -417,6 +419,17 @@ func (f *fakeResponder) duplicate(p packet.Packet) {
 				reth := p.RETH()
 				require.GreaterOrEqual(f.t, reth.VA(), rr.va, "retried READ VA")
 				require.LessOrEqual(f.t, reth.VA()+uint64(reth.DMALen()), rr.va+uint64(rr.length), "retried READ range")
+				if f.sr.on {
+					// Selective repeat: an extra stream ahead of the
+					// queued responses.
+					queued := f.out
+					f.out = nil
+					f.replyRead(rr, psn, reth.VA(), reth.DMALen(), false)
+					extra := f.out
+					f.out = slices.Concat(queued[:f.sr.urgent], extra, queued[f.sr.urgent:])
+					f.sr.urgent += len(extra)
+					return
+				}
 				f.replyRead(rr, psn, reth.VA(), reth.DMALen(), false)
 				return
 			}

@@ -3,6 +3,7 @@ package requester
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -34,6 +35,8 @@ type RecoveryCounters struct {
 	RTTSamples  uint64        // round-trip samples taken
 	KarnSkipped uint64        // samples refused because the timed PSN was sent again
 	RTOExpiries uint64        // recovery timer expiries (each sends a tail-loss probe)
+	RTODeferred uint64        // late expiries timed again instead (retry.RecoveryTimer.OnExpiry)
+	RTOSpurious uint64        // expiries whose probe was answered for packets sent before it
 	TailProbes  uint64        // probes sent: the oldest unacknowledged packet (or re-read) with AckReq
 	Window      int           // the go-back-N window in effect, in PSNs
 	WindowDecr  uint64        // times the adaptive window shrank after a loss
@@ -65,7 +68,9 @@ type recovery struct {
 	// while it waits for its answer, probePSN being its PSN.
 	probeDue, probing, probeOut bool
 	probePSN                    packet.PSN
-	sinceProgress               uint64 // responses since the last progress
+	probeAt                     time.Time // when the probe left
+	sinceProgress               uint64    // responses since the last progress
+	heard                       time.Time // when the last response came
 	c                           RecoveryCounters
 }
 
@@ -87,11 +92,17 @@ func (r *Requester) sendWindow() int {
 }
 
 // forceAckReq reports whether the packet with PSN psn must ask for an
-// acknowledgement besides the requester's usual rule: the probe does, and
-// so does the packet that fills the window, so that a window smaller than
-// AckReqEvery is still answered.
+// acknowledgement besides the requester's usual rule: the probe does, so
+// does the packet that fills the window, so that a window smaller than
+// AckReqEvery is still answered, and so does every packet that is half a
+// window after the last one with AckReq: the first half's ACK then
+// arrives while the second half is in flight and the window slides on,
+// instead of draining to nothing before each ACK (a window of one ACK per
+// window is stop-and-wait: a window bound to a small peer receive buffer,
+// rxe.windowFor, or shrunk after a loss).
 func (r *Requester) forceAckReq(psn packet.PSN) bool {
-	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= r.sendWindow()
+	w := r.sendWindow()
+	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= w || r.noAck+1 >= max(w/2, 1)
 }
 
 // onSent records a packet just built at now: its PSN, whether it asked for
@@ -135,8 +146,12 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	rec.sinceProgress++
 	if rec.probeOut {
 		rec.probeOut = false
+		if r.spuriousExpiry(now) {
+			rec.timer.Spurious(now, now.Sub(rec.heard))
+		}
 		r.probeAnswered(now, oldComp)
 	}
+	rec.heard = now
 	if d := r.compPSN.Diff(oldComp); d > 0 || r.head != oldHead {
 		rec.sinceProgress = 0
 		rec.timer.Progress()
@@ -163,11 +178,30 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	r.rearmRecovery(now)
 }
 
+// spuriousExpiry reports whether the first response after a probe, at
+// now, proves the expiry spurious: it acknowledges packets sent before
+// the probe, and it came sooner after the probe than the fastest round
+// trip measured, so it cannot be the peer's answer to the probe: the
+// peer had the packets and answered them late (a stall), rather than an
+// acknowledgement being lost (then the probe's own answer, a round trip
+// later, acknowledges them).
+func (r *Requester) spuriousExpiry(now time.Time) bool {
+	rec := &r.rec
+	if rec.heard.IsZero() || !rec.rtt.Valid() || !r.compPSN.After(rec.probePSN.Next()) {
+		return false
+	}
+	return now.Sub(rec.probeAt) < rec.rtt.Stats().Min
+}
+
 // rearmRecovery arms the recovery timer a timeout from now while PSNs are
-// outstanding, and stops it otherwise.
+// outstanding, and stops it otherwise and during an RNR wait: the
+// responder has answered, the RNR timer decides when the resend goes
+// (IBA 9.7.5.2.8), and an expiry could send no probe before it ends
+// (onRecoveryTimeout); the resend arms the recovery timer again.
 func (r *Requester) rearmRecovery(now time.Time) {
 	rec := &r.rec
-	if rec.cfg.Off || r.stopped || r.head == r.tail || !r.highPSN.After(r.compPSN) {
+	rec.timer.Decay(now)
+	if rec.cfg.Off || r.stopped || r.rnrWait.Armed() || r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		rec.due.Stop()
 		return
 	}
@@ -207,12 +241,18 @@ func (r *Requester) noteFailure() {
 // spends it).
 func (r *Requester) onRecoveryTimeout(now time.Time) {
 	rec := &r.rec
+	due := rec.due.When()
 	rec.due.Stop()
 	if r.stopped || r.rnrWait.Armed() || r.head == r.tail {
 		return
 	}
 	if w := r.slot(r.head); !w.started || !r.highPSN.After(r.compPSN) || w.state == wqePosted {
 		// Nothing outstanding, or a retry is already waiting to go.
+		r.rearmRecovery(now)
+		return
+	}
+	if !rec.timer.OnExpiry(&rec.rtt, due, now) {
+		// Late: this end was not running; time the silence again.
 		r.rearmRecovery(now)
 		return
 	}
@@ -275,6 +315,8 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 		r.seekPSN(w, r.compPSN)
 	case w.kind == kindRead:
 		w.off = w.rcvd
+	case w.kind == kindAtomicWrite:
+		w.off, w.snd = 0, sge.Cursor{} // its 8 bytes again
 	}
 	r.rec.probing = true
 	n := r.build(w, buf)
@@ -287,7 +329,7 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 	r.cur, r.psn, r.noAck = cur, next, noAck
 	if n > 0 {
 		r.rec.c.TailProbes++
-		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
+		r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now
 		r.onSent(now, r.compPSN, true, high)
 	}
 	return n
@@ -311,6 +353,7 @@ func (r *Requester) recoveryCounters() RecoveryCounters {
 	c := r.rec.c
 	st := r.rec.rtt.Stats()
 	c.SRTT, c.RTTVar, c.RTTSamples, c.KarnSkipped = st.SRTT, st.RTTVar, st.Samples, st.Discarded
+	c.RTODeferred, c.RTOSpurious = r.rec.timer.Deferrals(), r.rec.timer.SpuriousExpiries()
 	c.Window = r.sendWindowSize()
 	return c
 }

@@ -2,6 +2,7 @@ package requester
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 
 	"github.com/gorxe/gorxe/internal/ring"
@@ -25,7 +26,9 @@ type Requester struct {
 	mem  sge.Memory // the Memory given to New, held as what the SGE walk takes
 	cq   Completions
 	pmtu uint32
-	ack  time.Duration // local ACK timeout; 0 = none
+	// pmtuShift is log2(pmtu): a path MTU is a power of two.
+	pmtuShift uint8
+	ack       time.Duration // local ACK timeout; 0 = none
 
 	// The send queue: WQE i (a running count) is sq.At(i - head). head
 	// is the oldest uncompleted WQE, cur the requester's cursor (the next
@@ -106,6 +109,7 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		mem:         mem,
 		cq:          cq,
 		pmtu:        uint32(c.PMTU),
+		pmtuShift:   uint8(bits.TrailingZeros32(uint32(c.PMTU))),
 		psn:         c.SQPSN,
 		highPSN:     c.SQPSN,
 		ssn:         1,
@@ -342,7 +346,7 @@ func (r *Requester) pkts(n uint32) uint32 {
 	if n == 0 {
 		return 1
 	}
-	return (n-1)/r.pmtu + 1
+	return (n-1)>>r.pmtuShift + 1
 }
 
 // seg is the packet of a WQE that build sends next.

@@ -29,12 +29,22 @@ const (
 	srReorder = 3
 )
 
-// srSlot is the resend state of one PSN: whether it is due to be resent
-// and when it was last resent (Unix nanoseconds, 0 never).
+// srSlot is the resend state of one PSN: whether it is due to be resent,
+// when it was last resent (Unix nanoseconds, 0 never) and how often.
 type srSlot struct {
-	psn packet.PSN
-	due bool
-	at  int64
+	psn   packet.PSN
+	due   bool
+	tries uint8
+	at    int64
+}
+
+// srMaxBackoff is how many times a PSN's resend interval doubles.
+const srMaxBackoff = 1
+
+// sent records that the PSN of sl was resent at now.
+func (sl *srSlot) sent(now time.Time) {
+	sl.at = now.UnixNano()
+	sl.tries = min(sl.tries+1, srMaxBackoff+1)
 }
 
 // selective is the requester's selective-repeat state.
@@ -55,8 +65,16 @@ type selective struct {
 	// done: the responder has executed every request before it (an ACK is
 	// cumulative, and a response proves the requests before its own).
 	done packet.PSN
-	// high is one past the highest PSN any response was seen for.
-	high packet.PSN
+	// high is one past the highest PSN answered by a response to a request
+	// as first sent (or an ACK): responses come in PSN order, so a PSN
+	// srReorder before it is lost. rrAt is the time of the latest re-read
+	// (or atomic resent) answered, rrHigh one past the highest PSN answered
+	// by it: the responder sends a re-read's stream ahead of the responses
+	// it had queued, so a re-read PSN is lost only when a later re-read was
+	// answered, or srReorder later PSNs of the same one (srLost).
+	high   packet.PSN
+	rrAt   int64
+	rrHigh packet.PSN
 	// scanned: response holes before it have been looked at (srDetect);
 	// rescan is when they are looked at again from the oldest PSN.
 	scanned packet.PSN
@@ -79,7 +97,7 @@ type selective struct {
 // initSelective sets the selective-repeat marks to the first PSN.
 func (r *Requester) initSelective() {
 	s := &r.sr
-	s.base, s.dueLo, s.done, s.high, s.scanned = r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN
+	s.base, s.dueLo, s.done, s.high, s.rrHigh, s.scanned = r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN
 }
 
 // srIndex returns the bitmap and ring index of psn.
@@ -144,6 +162,20 @@ func (s *selective) clearDue(psn packet.PSN) {
 	}
 }
 
+// forget drops the resend state of psn, now acknowledged: when the PSN
+// comes round again (2^24 PSNs later) it is a new packet.
+func (s *selective) forget(psn packet.PSN) {
+	if s.slots == nil {
+		return
+	}
+	if sl := &s.slots[srIndex(psn)]; sl.psn == psn {
+		if sl.due {
+			s.ndue--
+		}
+		*sl = srSlot{}
+	}
+}
+
 // clearAllDue empties the resend list.
 func (s *selective) clearAllDue() {
 	for i := range s.slots {
@@ -157,14 +189,18 @@ func (s *selective) clearAllDue() {
 // never lag behind it (so that they never wrap).
 func (r *Requester) srSync() {
 	s := &r.sr
-	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.ndue > 0) {
+	if s.base == r.compPSN {
+		return // the marks were synced to it and only move forward
+	}
+	if d := int(r.compPSN.Diff(s.base)); d > 0 && (s.ngot > 0 || s.slots != nil) {
 		if d >= srTrack {
 			s.got, s.ngot = [srTrack / 64]uint64{}, 0
-			s.clearAllDue()
+			clear(s.slots)
+			s.ndue = 0
 		} else {
 			for x := s.base; x != r.compPSN; x = x.Next() {
 				s.clearGot(x)
-				s.clearDue(x)
+				s.forget(x)
 			}
 		}
 	}
@@ -172,10 +208,17 @@ func (r *Requester) srSync() {
 	if s.ndue == 0 {
 		s.hold.Stop()
 	}
-	for _, p := range [...]*packet.PSN{&s.done, &s.high, &s.scanned, &s.dueLo} {
-		if p.Before(r.compPSN) {
-			*p = r.compPSN
-		}
+	atLeast(&s.scanned, r.compPSN)
+	atLeast(&s.done, r.compPSN)
+	atLeast(&s.high, r.compPSN)
+	atLeast(&s.rrHigh, r.compPSN)
+	atLeast(&s.dueLo, r.compPSN)
+}
+
+// atLeast moves *p up to q if it is before q.
+func atLeast(p *packet.PSN, q packet.PSN) {
+	if p.Before(q) {
+		*p = q
 	}
 }
 
@@ -277,14 +320,16 @@ func (r *Requester) srReady(now time.Time) bool {
 }
 
 // srMark puts psn on the resend list unless it was resent less than an
-// interval ago (force ignores that); it reports whether it did.
+// interval ago; after its second resend, two intervals (an answer queued
+// behind a long READ stream is not asked for again every RTT). force
+// ignores that. It reports whether it did.
 func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 	s := &r.sr
 	sl := s.slot(psn)
 	if sl.due {
 		return false
 	}
-	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now)) {
+	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
 		return false
 	}
 	sl.due = true
@@ -352,16 +397,48 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 }
 
 // srResponded records that the responder executed every request before
-// done and answered PSN psn.
-func (r *Requester) srResponded(done, psn packet.PSN) {
+// done and answered PSN psn, to a request sent at resentAt (a resend or
+// re-read, Unix nanoseconds) or as first sent (0).
+func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 	s := &r.sr
 	if done.After(s.done) {
 		s.done = done
 	}
-	if psn.Next().After(s.high) {
-		s.high = psn.Next()
+	switch {
+	case resentAt == 0:
+		if psn.Next().After(s.high) {
+			s.high = psn.Next()
+		}
+	case resentAt > s.rrAt:
+		s.rrAt, s.rrHigh = resentAt, psn.Next()
+	case resentAt == s.rrAt && psn.Next().After(s.rrHigh):
+		s.rrHigh = psn.Next()
 	}
 	r.resetBudgets()
+}
+
+// resentAt returns when psn was last resent (Unix nanoseconds), 0 if it
+// never was.
+func (s *selective) resentAt(psn packet.PSN) int64 {
+	if s.slots == nil {
+		return 0
+	}
+	if sl := &s.slots[srIndex(psn)]; sl.psn == psn {
+		return sl.at
+	}
+	return 0
+}
+
+// srLost reports whether the missing response of psn is taken as lost: as
+// first asked for, once a response srReorder PSNs after it has arrived;
+// asked for again, once a later re-read was answered or srReorder later
+// PSNs of the same one.
+func (r *Requester) srLost(psn packet.PSN) bool {
+	s := &r.sr
+	if at := s.resentAt(psn); at != 0 {
+		return s.rrAt > at || s.rrAt == at && int(s.rrHigh.Diff(psn)) > srReorder
+	}
+	return int(s.high.Diff(psn)) > srReorder
 }
 
 // srAck takes a cumulative ACK: every request up to its PSN was executed.
@@ -372,7 +449,7 @@ func (r *Requester) srAck(p *packet.Packet) {
 		r.c.ResponsesDropped++
 		return
 	}
-	r.srResponded(psn.Next(), psn)
+	r.srResponded(psn.Next(), psn, 0)
 }
 
 // srAtomic takes an atomic acknowledgement: the original value goes to the
@@ -394,7 +471,7 @@ func (r *Requester) srAtomic(p *packet.Packet) {
 		return
 	}
 	r.sr.setGot(psn)
-	r.srResponded(psn.Next(), psn)
+	r.srResponded(psn.Next(), psn, r.sr.resentAt(psn))
 }
 
 // srRead places a READ response at its offset in the WQE's SGEs, whatever
@@ -405,11 +482,20 @@ func (r *Requester) srAtomic(p *packet.Packet) {
 func (r *Requester) srRead(p *packet.Packet) {
 	psn := p.PSN()
 	i, ok := r.srFind(psn)
-	if !ok || psn.Before(r.compPSN) || r.sr.srGot(psn) || int(psn.Diff(r.compPSN)) >= srTrack {
+	if !ok || psn.Before(r.compPSN) || int(psn.Diff(r.compPSN)) < srTrack && r.sr.srGot(psn) {
 		r.c.ResponsesDropped++
 		return
 	}
 	w := r.slot(i)
+	if int(psn.Diff(r.compPSN)) >= srTrack {
+		// Beyond the tracked PSNs: dropped, to be re-read, but it still
+		// proves its request executed and the PSNs before it answered.
+		r.c.ResponsesDropped++
+		if k := uint32(psn.Diff(w.origFirst)); w.kind == kindRead && k < r.srRequested(w) {
+			r.srResponded(r.srPartEnd(w, k), psn, r.sr.resentAt(psn))
+		}
+		return
+	}
 	data := p.Payload()
 	n := uint32(len(data))
 	op := p.Opcode()
@@ -423,7 +509,7 @@ func (r *Requester) srRead(p *packet.Packet) {
 			return
 		}
 		r.sr.setGot(psn)
-		r.srResponded(psn.Next(), psn)
+		r.srResponded(psn.Next(), psn, r.sr.resentAt(psn))
 		return
 	}
 	k := uint32(psn.Diff(w.origFirst))
@@ -446,7 +532,7 @@ func (r *Requester) srRead(p *packet.Packet) {
 	}
 	r.c.ReadBytes += uint64(n)
 	r.sr.setGot(psn)
-	r.srResponded(r.srPartEnd(w, k), psn)
+	r.srResponded(r.srPartEnd(w, k), psn, r.sr.resentAt(psn))
 }
 
 // srReadShape reports whether a READ response with opcode op and n bytes

@@ -392,3 +392,134 @@ func (r *Requester) srCheck() error {
 	}
 	return nil
 }
+
+// TestProbeAtomicWrite: the tail-loss probe of an ATOMIC_WRITE at the head
+// of the send queue carries its 8 bytes again, with and without selective
+// repeat (the send cursor had passed them).
+func TestProbeAtomicWrite(t *testing.T) {
+	for _, sr := range []bool{false, true} {
+		t.Run(fmt.Sprint(sr), func(t *testing.T) {
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = sr
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
+			h.drain()
+			h.now = h.now.Add(100 * time.Microsecond)
+			h.recv(ack(srSQ)) // an RTT sample: the recovery timer fires before the IB timer
+			h.post(&verbs.SendWR{ID: 2, Opcode: verbs.WRAtomicWrite, Flags: verbs.SendSignaled | verbs.SendInline,
+				RemoteAddr: rbase, RKey: rkey, InlineData: []byte("8 bytes!")})
+			first := h.drain()
+			require.Len(t, first, 1)
+			h.now = h.r.Deadline()
+			h.r.OnTimeout(h.now)
+			probe := h.drain()
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+			require.Len(t, probe, 1)
+			require.Equal(t, uint64(1), h.r.Counters().Recovery.TailProbes)
+			require.Equal(t, parse(t, first[0]).Payload(), parse(t, probe[0]).Payload())
+			require.True(t, parse(t, probe[0]).AckReq())
+		})
+	}
+}
+
+// TestSRReadBeyondTracked: a READ of more response packets than the
+// requester tracks past a hole (srTrack) misses its first response until
+// the responses beyond the tracked PSNs arrive: those are dropped and,
+// once the hole is filled, re-read with one request; the data arrives
+// intact.
+func TestSRReadBeyondTracked(t *testing.T) {
+	const pkts = srTrack + 900
+	h, f, l := srSetup(t)
+	h.mem.add(lkeyB, baseB, pkts*srPMTU, verbs.AccessLocalWrite, 2)
+	src := f.mem.add(rkey+1, rbase, pkts*srPMTU, verbs.AccessRemoteRead, 9)
+	start := h.now
+	l.dropResp = func(p packet.Packet, _ int) bool {
+		return p.PSN() == srSQ && h.now.Before(start.Add(pkts*time.Microsecond))
+	}
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey + 1,
+		SGList: []verbs.SGE{{Addr: baseB, Length: pkts * srPMTU, LKey: lkeyB}}})
+	l.run(time.Second)
+	requireClean(t, h, 1)
+	require.True(t, bytes.Equal(src.buf, h.mem[lkeyB].buf), "READ data")
+	reqs := l.readRequests(srSQ, rbase)
+	require.Equal(t, reread{0, 0, pkts}, reqs[0])
+	require.Equal(t, reread{srTrack, srTrack, pkts - srTrack}, reqs[len(reqs)-1], "the rest in one re-read")
+	for _, rr := range reqs[1 : len(reqs)-1] {
+		require.Equal(t, reread{0, 0, 1}, rr, "re-reads of the hole")
+	}
+	require.Positive(t, h.r.Counters().ResponsesDropped)
+}
+
+// TestSRNoAllocations: a cycle with selective repeat and losses — a WRITE
+// whose second packet is reported missing and resent, a READ whose
+// responses arrive out of order with one lost and re-read — allocates
+// nothing once the resend ring exists (the first resend allocates it).
+func TestSRNoAllocations(t *testing.T) {
+	const pmtu = 1024
+	cfg := baseConfig(pmtu, 0xFFFFF0)
+	cfg.SelectiveRepeat = true
+	mem := fakeMem{}
+	mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	cq := &countCQ{}
+	r := New(cfg, mem, cq)
+	buf := make([]byte, pmtu+maxHeaders)
+	write := &verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 3000, LKey: lkeyA}}}
+	read := &verbs.SendWR{ID: 2, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA + 8000, Length: 8 * pmtu, LKey: lkeyA}}}
+	hole := srHoleReport(0, 0)
+	ackB := ack(0)
+	rr := readResp(pmtu, 0, make([]byte, 8*pmtu), 0, false)
+	now := t0
+	resent, rereads := 0, 0
+	deliver := func(b []byte, psn packet.PSN) {
+		packet.BTH(b).SetPSN(psn)
+		p, _ := packet.Parse(b)
+		r.Receive(now, p)
+	}
+	cycle := func() {
+		if r.Post(write) != nil || r.Post(read) != nil {
+			panic("post")
+		}
+		psn := r.SQPSN()
+		for r.NextPacket(now, buf) > 0 {
+		}
+		// WRITE PSNs +0..+2, READ +3..+10. The responder misses +1.
+		now = now.Add(100 * time.Microsecond)
+		packet.AETH(hole[packet.BTHSize:]).Encode(packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(psn.Add(2)))
+		deliver(hole, psn.Add(1))
+		now = now.Add(time.Millisecond) // past the reorder window
+		r.OnTimeout(now)
+		for r.NextPacket(now, buf) > 0 {
+			resent++
+		}
+		deliver(ackB, psn.Add(2))
+		// READ responses: +4 lost, the others two by two swapped.
+		for _, i := range []int{1, 0, 3, 2, 5, 4, 7, 6} {
+			if i != 1 {
+				deliver(rr[i], psn.Add(3+i))
+			}
+		}
+		for r.NextPacket(now, buf) > 0 {
+			rereads++
+		}
+		deliver(rr[1], psn.Add(4))
+		now = now.Add(time.Microsecond)
+		r.OnTimeout(now)
+		_ = r.Deadline()
+	}
+	cycle()
+	require.Equal(t, 2, cq.n)
+	require.Equal(t, 1, resent)
+	require.Equal(t, 1, rereads)
+	require.Zero(t, testing.AllocsPerRun(200, cycle))
+	require.Zero(t, r.Outstanding())
+	_, failed := r.Failed()
+	require.False(t, failed)
+	c := r.Counters()
+	require.Equal(t, c.SRHolesReceived, c.SRPacketsResent-c.ReadHoleRereads)
+	require.Equal(t, c.SRHolesReceived, c.ReadHoleRereads)
+}

@@ -21,6 +21,7 @@ type srResponder struct {
 	high     packet.PSN // one past the highest PSN buffered
 	arrivals int        // out-of-order arrivals
 	draining bool       // executing buffered requests: one ACK at the end
+	urgent   int        // responses at the head of out sent ahead of the others
 	reports  [][2]packet.PSN
 }
 
@@ -71,10 +72,32 @@ func (f *fakeResponder) srFuture(b []byte) bool {
 	return true
 }
 
-// srReport sends the hole report [a, b).
+// srReport sends the hole report [a, b), ahead of the responses queued.
 func (f *fakeResponder) srReport(a, b packet.PSN) {
 	f.sr.reports = append(f.sr.reports, [2]packet.PSN{a, b})
-	f.send(resp(packet.RCAcknowledge, a, packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(b), nil))
+	f.sendUrgent(resp(packet.RCAcknowledge, a, packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(b), nil))
+}
+
+// sendUrgent queues b ahead of the responses queued, behind the urgent
+// ones queued before it (as the responder engine's jumpQueue).
+func (f *fakeResponder) sendUrgent(b []byte) {
+	f.out = slices.Insert(f.out, f.sr.urgent, b)
+	f.sr.urgent++
+}
+
+func (f *fakeResponder) pending() bool { return len(f.out) > 0 }
+
+// next takes the next response to send.
+func (f *fakeResponder) next() []byte {
+	if len(f.out) == 0 {
+		return nil
+	}
+	b := f.out[0]
+	f.out = f.out[1:]
+	if f.sr.urgent > 0 {
+		f.sr.urgent--
+	}
+	return b
 }
 
 // srDrain executes the buffered requests that ePSN has reached, then
@@ -108,7 +131,7 @@ func (f *fakeResponder) srDrain() {
 // PSN and by how many times that PSN went that way.
 type srLink struct {
 	h        *harness
-	f        *fakeResponder
+	f        srPeer
 	delay    time.Duration
 	gap      time.Duration
 	toResp   []timedPkt
@@ -126,9 +149,17 @@ type srLink struct {
 	got               [][]byte // every response the requester received
 }
 
-func newSRLink(h *harness, f *fakeResponder) *srLink {
+func newSRLink(h *harness, f srPeer) *srLink {
 	return &srLink{h: h, f: f, delay: 20 * time.Microsecond, gap: time.Microsecond,
 		seenReq: map[packet.PSN]int{}, seenResp: map[packet.PSN]int{}}
+}
+
+// srPeer is the responder end of an srLink: the fake responder, or the
+// responder engine (srengines_test.go).
+type srPeer interface {
+	handle(b []byte) // one request arrives
+	pending() bool   // a response waits to be sent
+	next() []byte    // the next response to send
 }
 
 // insert adds a packet to a queue kept in arrival order.
@@ -162,7 +193,10 @@ func (l *srLink) depart(q *[]timedPkt, last time.Time, b []byte, seen map[packet
 }
 
 // run drives the link until nothing is outstanding, the requester failed
-// or the virtual time limit passed.
+// or the virtual time limit passed. Both ends send when the link is free
+// (one packet per gap), as rxe sends while the socket takes datagrams: a
+// packet an end queues first (a resend, a hole report, a re-read's
+// stream) goes out first.
 func (l *srLink) run(limit time.Duration) {
 	h := l.h
 	end := h.now.Add(limit)
@@ -170,17 +204,33 @@ func (l *srLink) run(limit time.Duration) {
 		if _, failed := h.r.Failed(); failed {
 			return
 		}
-		for h.r.Pending() {
+		if h.r.Pending() && !l.lastReq.Add(l.gap).After(h.now) {
 			b := h.next()
-			require.NotNil(h.t, b, "Pending but no packet")
+			require.NotNil(h.t, b, "Pending but no packet: ndue %d hold %v dueLo %d comp %d high %d probe %v stopped %v", h.r.sr.ndue, h.r.sr.hold.Armed(), h.r.sr.dueLo, h.r.compPSN, h.r.highPSN, h.r.rec.probeDue, h.r.stopped)
 			l.sent = append(l.sent, b)
 			l.lastReq = l.depart(&l.toResp, l.lastReq, b, l.seenReq, l.dropReq, l.extraReq)
 		}
-		next := h.r.Deadline()
-		for _, q := range [][]timedPkt{l.toResp, l.toReq} {
-			if len(q) > 0 && (next.IsZero() || q[0].at.Before(next)) {
-				next = q[0].at
+		if l.f.pending() && !l.lastResp.Add(l.gap).After(h.now) {
+			if o := l.f.next(); o != nil {
+				l.lastResp = l.depart(&l.toReq, l.lastResp, o, l.seenResp, l.dropResp, l.extraResp)
 			}
+		}
+		next := h.r.Deadline()
+		earlier := func(t time.Time) {
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+		for _, q := range [][]timedPkt{l.toResp, l.toReq} {
+			if len(q) > 0 {
+				earlier(q[0].at)
+			}
+		}
+		if h.r.Pending() {
+			earlier(l.lastReq.Add(l.gap))
+		}
+		if l.f.pending() {
+			earlier(l.lastResp.Add(l.gap))
 		}
 		require.False(h.t, next.IsZero(), "the link stalled with %d outstanding", h.r.Outstanding())
 		if next.After(h.now) {
@@ -189,9 +239,6 @@ func (l *srLink) run(limit time.Duration) {
 		for len(l.toResp) > 0 && !l.toResp[0].at.After(h.now) {
 			l.f.handle(l.toResp[0].b)
 			l.toResp = l.toResp[1:]
-			for _, o := range l.f.take() {
-				l.lastResp = l.depart(&l.toReq, l.lastResp, o, l.seenResp, l.dropResp, l.extraResp)
-			}
 		}
 		for len(l.toReq) > 0 && !l.toReq[0].at.After(h.now) {
 			l.got = append(l.got, l.toReq[0].b)

@@ -3,6 +3,7 @@ package requester
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 )
 
@@ -27,9 +28,6 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 		r.c.SRHolesIgnored++
 		return
 	}
-	if int(b.Diff(r.compPSN)) > srTrack {
-		b = r.compPSN.Add(srTrack)
-	}
 	r.srMarkHeld(now, lo, b)
 }
 
@@ -53,6 +51,9 @@ func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 // range of them). force ignores the once-per-interval rule. It returns
 // how many PSNs it put on the list.
 func (r *Requester) srMarkRange(now time.Time, a, b packet.PSN, force bool) int {
+	if lim := r.compPSN.Add(srTrack); lim.Before(b) {
+		b = lim
+	}
 	n := 0
 	for x := a; x.Before(b); x = x.Next() {
 		i, ok := r.srFind(x)
@@ -79,14 +80,12 @@ func (r *Requester) srMarkRange(now time.Time, a, b packet.PSN, force bool) int 
 	return n
 }
 
-// srDetect looks for lost READ responses and atomic acknowledgements: a
-// PSN still missing once responses for srReorder PSNs after it have
-// arrived (the highest answered PSN is at least srReorder past it) is
-// taken as lost, and with it the PSNs missing after it up to the next
-// one received: that range goes on the resend list (a re-read, or the
-// atomic again, which the responder replays). New PSNs are looked at as
-// responses arrive; all of them again once per interval, so a lost
-// re-read is asked for again an RTT later.
+// srDetect looks for lost READ responses and atomic acknowledgements
+// (srLost: responses for srReorder later PSNs have arrived, RACK's idea),
+// and puts each on the resend list with the PSNs missing after it up to
+// the next one received: a re-read of the range, or the atomic again,
+// which the responder replays. New PSNs are looked at as responses arrive;
+// all of them again once per interval, for lost re-reads.
 func (r *Requester) srDetect(now time.Time) {
 	s := &r.sr
 	limit := s.high.Add(-1 - srReorder) // PSNs before it have srReorder later ones answered
@@ -123,7 +122,9 @@ func (r *Requester) srDetect(now time.Time) {
 		case w.kind == kindRead:
 			x = r.srMarkRun(now, w, x)
 		default:
-			r.srMark(now, x, false)
+			if r.srLost(x) {
+				r.srMark(now, x, false)
+			}
 			x = x.Next()
 		}
 	}
@@ -132,16 +133,28 @@ func (r *Requester) srDetect(now time.Time) {
 	}
 }
 
-// srMarkRun puts the READ response PSNs missing from x on, up to the next
-// one received, the last answered or the end of x's READ part, on the
-// resend list, and returns the PSN after them.
+// srMarkRun puts the READ response PSNs missing from x on, if x is lost,
+// on the resend list, up to the next one received, the end of x's READ
+// part, or the first not known lost: as first asked for, those before the
+// highest answered are (they were sent before it); asked for again, per
+// srLost. It returns the PSN to look at next.
 func (r *Requester) srMarkRun(now time.Time, w *wqe, x packet.PSN) packet.PSN {
+	s := &r.sr
+	if !r.srLost(x) {
+		return x.Next()
+	}
 	k := uint32(x.Diff(w.origFirst))
 	end := r.srPartEnd(w, k)
 	if req := w.origFirst.Add(int(r.srRequested(w))); req.Before(end) {
 		end = req
 	}
-	for ; x.Before(end) && x.Before(r.sr.high) && !r.sr.srGot(x); x = x.Next() {
+	if lim := r.compPSN.Add(srTrack); lim.Before(end) {
+		end = lim
+	}
+	for ; x.Before(end) && !s.srGot(x); x = x.Next() {
+		if at := s.resentAt(x); at == 0 && !x.Before(s.high) || at != 0 && !r.srLost(x) {
+			break
+		}
 		r.srMark(now, x, false)
 	}
 	return x
@@ -192,7 +205,7 @@ func (r *Requester) srResend(now time.Time, buf []byte) int {
 			npkts = r.srRereadRange(now, w, x)
 			r.c.ReadHoleRereads++
 		}
-		r.sr.slot(x).at = now.UnixNano()
+		r.sr.slot(x).sent(now)
 		if n := r.srBuild(now, buf, i, x, npkts); n > 0 {
 			r.c.SRPacketsResent++
 			return n
@@ -211,7 +224,7 @@ func (r *Requester) srRereadRange(now time.Time, w *wqe, x packet.PSN) uint32 {
 	n := uint32(1)
 	for y := x.Next(); y.Before(end) && r.sr.isDue(y) && !r.sr.srGot(y); y = y.Next() {
 		r.sr.clearDue(y)
-		r.sr.slot(y).at = now.UnixNano()
+		r.sr.slot(y).sent(now)
 		n++
 	}
 	return n
@@ -231,6 +244,8 @@ func (r *Requester) srBuild(now time.Time, buf []byte, i uint64, x packet.PSN, n
 	case w.kind == kindRead:
 		w.off = uint32(x.Diff(w.origFirst)) * r.pmtu
 		r.sr.rereadPkts = npkts
+	default:
+		w.off, w.snd = 0, sge.Cursor{} // an ATOMIC_WRITE's 8 bytes again
 	}
 	last := r.sr.ndue == 0
 	r.sr.forceAck = last
@@ -272,7 +287,11 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 	if w.kind == kindRead {
 		end = r.srPartEnd(w, uint32(r.compPSN.Diff(w.origFirst)))
 	}
-	r.srMarkRange(now, r.compPSN, end, true)
+	// The range missing at the oldest PSN: up to the next response
+	// received or the end of the READ part.
+	for x := r.compPSN; x.Before(end) && int(x.Diff(r.compPSN)) < srTrack && !r.sr.srGot(x); x = x.Next() {
+		r.srMark(now, x, true)
+	}
 	n := r.srResend(now, buf)
 	if n > 0 {
 		r.rec.c.TailProbes++

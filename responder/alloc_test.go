@@ -90,10 +90,13 @@ func TestNoAllocs(t *testing.T) {
 
 // stepSwapped delivers two requests in swapped order, ePSN+1 then ePSN,
 // from the same buffer (the responder must have copied the first), and
-// pulls every response: one hole report and one ACK.
-func (l *loop) stepSwapped(tb testing.TB) int {
+// pulls every response: one ACK, the hole report withdrawn (the hole
+// filled before it was sent), or with pull also the hole report, pulled
+// between the two.
+func (l *loop) stepSwapped(tb testing.TB, pull bool) int {
 	h := l.h
 	e := h.r.EPSN()
+	n := 0
 	for _, psn := range []packet.PSN{e.Next(), e} {
 		packet.BTH(l.req).SetPSN(psn)
 		p, err := packet.Parse(l.req)
@@ -101,8 +104,10 @@ func (l *loop) stepSwapped(tb testing.TB) int {
 			tb.Fatal(err)
 		}
 		h.r.Receive(t0, p)
+		for pull && h.r.NextPacket(t0, l.out) > 0 {
+			n++
+		}
 	}
-	n := 0
 	for h.r.NextPacket(t0, l.out) > 0 {
 		n++
 	}
@@ -115,25 +120,38 @@ func (l *loop) stepSwapped(tb testing.TB) int {
 // Under a steady loss rate the out-of-order path allocates nothing once
 // its slots exist.
 func TestSROutOfOrderNoAllocs(t *testing.T) {
-	l := newLoopWith(t, []cfgMod{withSR(0)}, 1024, packet.RCRDMAWriteOnly, pattern(1024, 0), reth(rva, rkey, 1024))
-	require.Equal(t, 2, l.stepSwapped(t))
-	allocs := testing.AllocsPerRun(200, func() { l.stepSwapped(t) })
-	require.Zero(t, allocs)
-	c := l.h.r.Counters()
-	require.Equal(t, uint64(1), c.OOOPeak)
-	require.Equal(t, c.SRHolesReported, c.AcksSent)
-	require.Equal(t, 1024+oooOverhead, l.h.r.ooo.allocated())
+	for _, pull := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pull=%v", pull), func(t *testing.T) {
+			l := newLoopWith(t, []cfgMod{withSR(0)}, 1024, packet.RCRDMAWriteOnly, pattern(1024, 0), reth(rva, rkey, 1024))
+			want := 1
+			if pull {
+				want = 2
+			}
+			require.Equal(t, want, l.stepSwapped(t, pull))
+			allocs := testing.AllocsPerRun(200, func() { l.stepSwapped(t, pull) })
+			require.Zero(t, allocs)
+			c := l.h.r.Counters()
+			require.Equal(t, uint64(1), c.OOOPeak)
+			if pull {
+				require.Equal(t, c.SRHolesReported, c.AcksSent)
+			} else {
+				require.Equal(t, c.SRHolesFilled, c.AcksSent)
+				require.Zero(t, c.SRHolesReported)
+			}
+			require.Equal(t, 1024+oooOverhead, l.h.r.ooo.allocated())
+		})
+	}
 }
 
 // BenchmarkWrite4KSwapped: two 4 KiB RDMA WRITE ONLY packets per op, the
-// second PSN first (held, hole report), then the first (both execute, one
-// ACK), under selective repeat.
+// second PSN first (held, hole report sent), then the first (both execute,
+// one ACK), under selective repeat.
 func BenchmarkWrite4KSwapped(b *testing.B) {
 	l := newLoopWith(b, []cfgMod{withSR(0)}, 4096, packet.RCRDMAWriteOnly, pattern(4096, 0), reth(rva, rkey, 4096))
 	b.SetBytes(2 * 4096)
 	b.ReportAllocs()
 	for b.Loop() {
-		l.stepSwapped(b)
+		l.stepSwapped(b, true)
 	}
 }
 

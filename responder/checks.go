@@ -26,21 +26,12 @@ func (r *Responder) getReq() State {
 }
 
 // checkPSN mirrors rxe check_psn for RC (IBA 9.7.5.1.1, C9-98..C9-100).
-// Under selective repeat a PSN after the expected one goes to the
-// out-of-order buffer instead of drawing a PSN Sequence Error NAK, except
-// while an RNR NAK is outstanding.
+// A PSN after the expected one returns StateErrPSNOutOfSeq, which Receive
+// hands to outOfSequence before going on (so that checkPSN stays small
+// enough to be inlined on the in-order path).
 func (r *Responder) checkPSN() State {
 	switch d := r.psn.Diff(r.epsn); {
 	case d > 0:
-		if r.cfg.SelectiveRepeat && !r.nakSent {
-			return r.receiveOOO()
-		}
-		if r.nakSent {
-			r.ctrs.OutOfSeqDropped++
-			return StateCleanup
-		}
-		r.nakSent = true
-		r.ctrs.OutOfSeqRequest++
 		return StateErrPSNOutOfSeq
 	case d < 0:
 		r.ctrs.DuplicateRequest++
@@ -48,6 +39,24 @@ func (r *Responder) checkPSN() State {
 	}
 	r.nakSent = false
 	return StateCheckOpSeq
+}
+
+// outOfSequence handles a PSN after the expected one (rxe check_psn): one
+// PSN Sequence Error NAK per gap (StateErrPSNOutOfSeq), later packets
+// dropped (StateCleanup) until ePSN arrives (rxe sent_psn_nak). Under
+// selective repeat the packet goes to the out-of-order buffer instead,
+// except while an RNR NAK is outstanding.
+func (r *Responder) outOfSequence() State {
+	switch {
+	case r.nakSent:
+		r.ctrs.OutOfSeqDropped++
+		return StateCleanup
+	case r.cfg.SelectiveRepeat:
+		return r.receiveOOO()
+	}
+	r.nakSent = true
+	r.ctrs.OutOfSeqRequest++
+	return StateErrPSNOutOfSeq
 }
 
 // checkOpSeq mirrors rxe check_op_seq for RC (IBA 9.7.5.1.2): inside a SEND

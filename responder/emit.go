@@ -70,6 +70,9 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 		r.ctrs.AcksSent++
 	case outNAK:
 		r.ctrs.NaksSent++
+		if it.urgent {
+			r.ctrs.SRHolesReported++
+		}
 	case outAtomicACK:
 		r.ctrs.AtomicAcksSent++
 	case outRead:

@@ -162,9 +162,10 @@ type Counters struct {
 	CreditUpdates uint64
 
 	// Selective repeat (Config.SelectiveRepeat; docs/sr-responder.md).
-	// SRHolesReported counts hole reports queued, re-reports included
-	// (sr_holes_reported).
-	SRHolesReported uint64
+	// SRHolesReported counts hole reports sent, re-reports included
+	// (sr_holes_reported); SRHolesFilled those withdrawn before they were
+	// sent because the hole had filled meanwhile (reordering).
+	SRHolesReported, SRHolesFilled uint64
 	// SRHolePSNs counts the PSNs first seen missing, the PSNs of each new
 	// hole (sr_hole_psns): the packets lost, except that a lost READ
 	// request counts all the PSNs it spans.
@@ -296,7 +297,8 @@ type Responder struct {
 	failState  State
 	flushed    bool
 
-	ooo oooBuf // Config.SelectiveRepeat's out-of-order buffer
+	ooo      oooBuf // Config.SelectiveRepeat's out-of-order buffer
+	draining bool   // drainOOO is running held requests through Receive
 
 	wc   verbs.WC
 	hdr  packet.Headers
@@ -306,8 +308,8 @@ type Responder struct {
 // New returns a responder for a copy of cfg. It allocates the responder resources
 // (cfg.MaxDestRdAtomic of them); the bounded output queue, the copy of
 // the receive WQE in use and the out-of-order buffer of selective repeat
-// grow when first needed. It panics if cfg.PMTU is
-// not one of the IB path MTUs.
+// grow when first needed. It panics if cfg.PMTU is not one of the IB path
+// MTUs.
 func New(cfg *Config, env Env) *Responder {
 	switch cfg.PMTU {
 	case 256, 512, 1024, 2048, 4096:
@@ -344,15 +346,6 @@ func New(cfg *Config, env Env) *Responder {
 // after it. After Receive, Pending says whether there is something to send,
 // and Failed whether the QP must go to the error state.
 func (r *Responder) Receive(now time.Time, p packet.Packet) {
-	_ = now
-	r.run(p)
-	if r.ooo.n > 0 {
-		r.drainOOO()
-	}
-}
-
-// run takes one request through the state machine.
-func (r *Responder) run(p packet.Packet) {
 	r.begin(p)
 	st := StateGetReq
 	for {
@@ -363,7 +356,9 @@ func (r *Responder) run(p packet.Packet) {
 		case StateGetReq:
 			st = r.getReq()
 		case StateCheckPSN:
-			st = r.checkPSN()
+			if st = r.checkPSN(); st == StateErrPSNOutOfSeq {
+				st = r.outOfSequence()
+			}
 		case StateCheckOpSeq:
 			st = r.checkOpSeq()
 		case StateCheckOpValid:
@@ -398,6 +393,9 @@ func (r *Responder) run(p packet.Packet) {
 				continue
 			}
 			r.end()
+			if r.ooo.n > 0 && !r.draining {
+				r.drainOOO(now)
+			}
 			return
 		default: // the ERR_* states and ERROR
 			st = r.onError(st)
@@ -511,13 +509,13 @@ func (r *Responder) fail(status verbs.WCStatus, st State) {
 // length, or 0 if there is nothing to send. buf must hold at least
 // PMTU + 64 bytes; if it is too small NextPacket returns 0 and keeps the
 // packet. Under selective repeat it first resumes executing buffered
-// requests that waited for room in the output queue. Read responses re-validate the memory region for every packet: if
-// it is gone the train is replaced by a Remote Access NAK and the responder
-// fails (check Failed after NextPacket too).
+// requests that waited for room in the output queue. Read responses
+// re-validate the memory region for every packet: if it is gone the train
+// is replaced by a Remote Access NAK and the responder fails (check Failed
+// after NextPacket too).
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
-	_ = now
 	if r.ooo.n > 0 && r.oooReady() {
-		r.drainOOO()
+		r.drainOOO(now)
 	}
 	for r.q.Len() > 0 {
 		n, ok := r.emit(buf)

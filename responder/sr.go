@@ -1,6 +1,10 @@
 package responder
 
-import "github.com/gorxe/gorxe/packet"
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
 
 // SRReReport is the number of further out-of-order arrivals after which
 // the responder reports the hole at the expected PSN again while it
@@ -86,7 +90,32 @@ func (r *Responder) queueHole(first, past packet.PSN) {
 	it.kind, it.syn, it.psn = outNAK, packet.NAKSyndrome(packet.NAKSelectiveRepeat), first
 	it.msn = uint32(past)
 	r.jumpQueue()
-	r.ctrs.SRHolesReported++
+}
+
+// withdrawFilled removes the hole reports still queued whose hole has
+// filled: every PSN before ePSN has executed, so a report for a hole that
+// ends at or before ePSN would only make the requester resend what the
+// responder has (packets merely reordered within one receive batch). The
+// hole reports are at the head of the queue (jumpQueue), behind at most an
+// extra READ stream.
+func (r *Responder) withdrawFilled() {
+	w := 0
+	for i := range r.q.Len() {
+		it := r.q.At(i)
+		if !it.urgent {
+			if w == i {
+				return // nothing withdrawn: the rest stays where it is
+			}
+		} else if it.kind == outNAK && !packet.PSN(it.msn).After(r.epsn) {
+			r.ctrs.SRHolesFilled++
+			continue
+		}
+		if w != i {
+			*r.q.At(w) = *it
+		}
+		w++
+	}
+	r.q.Truncate(w)
 }
 
 // jumpQueue marks the newest queued item urgent and moves it ahead of
@@ -101,15 +130,16 @@ func (r *Responder) jumpQueue() {
 }
 
 // drainOOO executes the buffered requests that have become in order, in PSN
-// order, through the same state machine as a request that arrives in
-// order (every check applies now), and then queues a standard ACK for the
+// order, through Receive, the same state machine as a request that arrives
+// in order (every check applies now), and then queues a standard ACK for the
 // new ePSN−1. It stops at the next hole, when the responder fails, when a
 // request does not advance ePSN (an RNR NAK, which also empties the
 // buffer), or when the output queue has no room for a request's response
 // and the final ACK; NextPacket resumes it then.
-func (r *Responder) drainOOO() {
+func (r *Responder) drainOOO(now time.Time) {
 	o := &r.ooo
 	start := r.epsn
+	r.draining = true
 	for o.n > 0 && !r.failed && !r.flushed && r.q.Free() >= 2 {
 		r.ctrs.OOODropped += uint64(o.purge(r.epsn))
 		s := o.lookup(r.epsn)
@@ -120,7 +150,7 @@ func (r *Responder) drainOOO() {
 		p, err := packet.Parse(b)
 		before := r.epsn
 		if err == nil {
-			r.run(p)
+			r.Receive(now, p)
 		} else {
 			// Unreachable: the bytes parsed when they arrived.
 			r.ctrs.OOODropped++
@@ -130,7 +160,9 @@ func (r *Responder) drainOOO() {
 			break
 		}
 	}
+	r.draining = false
 	if r.epsn != start && !r.failed && !r.flushed {
+		r.withdrawFilled()
 		r.ackDrained()
 	}
 }

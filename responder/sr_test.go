@@ -778,3 +778,74 @@ func TestSRLossyLink(t *testing.T) {
 		}
 	}
 }
+
+// With the default limit a whole 128-PSN window of full 4096-byte packets
+// behind one lost packet is held.
+func TestSRFullWindowFits(t *testing.T) {
+	h := newHarness(t, withPMTU(4096), withSR(0))
+	payload := pattern(4096, 3)
+	for i := 127; i > 0; i-- { // the worst order: everything waits for 100
+		h.rx(packet.RCRDMAWriteOnly, packet.PSN(100+i), payload, reth(rva, rkey, 4096))
+	}
+	out := h.drain()
+	require.Len(t, out, 1+126/SRReReport) // the report, then re-reports
+	expect(t, out[0], holeCheck(100, 227))
+	expect(t, out[1], holeCheck(100, 227-SRReReport))
+	h.rx(packet.RCRDMAWriteOnly, 100, payload, reth(rva, rkey, 4096))
+	out = h.drain()
+	require.Len(t, out, 1)
+	c := h.r.Counters()
+	require.Zero(t, c.OOODropped)
+	require.Equal(t, uint64(127), c.OOOPeak)
+	require.Equal(t, uint64(127*(packet.BTHSize+packet.RETHSize+4096+packet.ICRCSize)), c.OOOBytesPeak)
+	require.Equal(t, DefaultOOOLimit, h.r.ooo.allocated()+4096+oooOverhead, "one slot to spare")
+	require.Equal(t, packet.PSN(228), h.r.EPSN())
+	expectACK(t, out[0], 227, 128)
+}
+
+// A hole report still queued when its hole fills (reordering within one
+// receive batch) is withdrawn; one for a hole still open stays.
+func TestSRHoleReportWithdrawn(t *testing.T) {
+	h := newHarness(t, withPMTU(256), withSR(0))
+	w := func(psn packet.PSN) {
+		h.rx(packet.RCRDMAWriteOnly, psn, []byte{byte(psn)}, reth(rva+uint64(psn), rkey, 1), ackReq)
+	}
+	w(101) // hole [100, 101)
+	w(103) // hole [102, 103)
+	w(100) // fills the first: 100, 101 execute
+	out := h.drain()
+	require.Len(t, out, 2)
+	expect(t, out[0], holeCheck(102, 103))
+	expectACK(t, out[1], 101, 2)
+	c := h.r.Counters()
+	require.Equal(t, uint64(1), c.SRHolesReported)
+	require.Equal(t, uint64(1), c.SRHolesFilled)
+	w(102)
+	out = h.drain()
+	require.Len(t, out, 1)
+	expectACK(t, out[0], 103, 4)
+}
+
+// A held request that fails when a drain resumed by NextPacket executes
+// it fails the responder there; its NAK is the last packet.
+func TestSRFailureInResumedDrain(t *testing.T) {
+	h := newHarness(t, withSR(0))
+	const n = 40
+	va := uint64(rva + 16)
+	for i := 1; i < n; i++ {
+		h.rx(packet.RCFetchAdd, packet.PSN(100+i), nil, atomicETH(va, rkey, 1, 0))
+	}
+	h.rx(packet.RCRDMAWriteOnly, 100+n, []byte{1}, reth(rva, 0xBAD, 1), ackReq)
+	h.rx(packet.RCFetchAdd, 101+n, nil, atomicETH(va, rkey, 1, 0))
+	h.drain()
+	h.rx(packet.RCFetchAdd, 100, nil, atomicETH(va, rkey, 1, 0))
+	_, failed := h.r.Failed()
+	require.False(t, failed, "the drain stopped before the bad request")
+	out := h.drain()
+	status, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRemAccessErr, status)
+	expect(t, out[len(out)-1], psnIs(100+n), syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
+	require.Equal(t, uint64(n), binary.NativeEndian.Uint64(h.remoteBytes(va, 8)), "the atomic after it never runs")
+	require.Zero(t, h.r.Counters().OOOBuffered)
+}

@@ -20,6 +20,23 @@ const (
 	// maxRecoveryBackoff bounds the doublings of the recovery timeout
 	// (2^16 × the floor is above every ceiling that matters).
 	maxRecoveryBackoff = 16
+
+	// lateShare: an expiry handled more than a quarter of the timeout
+	// after it was due counts as late (OnExpiry): this end was not
+	// running for that long, and a timer on time fires within tens of
+	// microseconds.
+	lateShare = 4
+
+	// spuriousShare caps the learned delay (Spurious) at a quarter of the
+	// IB timeout, so the recovery timer stays well below it.
+	spuriousShare = 4
+
+	// SpuriousHalfLife is how fast the learned delay decays (Decay): it
+	// halves for every SpuriousHalfLife without a spurious expiry, so a
+	// machine that stops stalling gets its fast recovery back within a
+	// second or two, while one that stalls every few tens of
+	// milliseconds keeps it up.
+	SpuriousHalfLife = 250 * time.Millisecond
 )
 
 // RecoveryTimer derives the requester's recovery timeout from the measured
@@ -49,8 +66,13 @@ type RecoveryTimer struct {
 	// (AckTimeout(timeout)); 0 turns the recovery timer off.
 	Ceiling time.Duration
 
-	backoff  uint8
-	expiries uint64
+	backoff   uint8
+	deferred  bool          // a late expiry was deferred since the last progress
+	learned   time.Duration // the longest recent spurious silence (Spurious)
+	learnedAt time.Time     // when learned was last raised or halved
+	expiries  uint64
+	defers    uint64
+	spurious  uint64
 }
 
 // Timeout returns the recovery timeout for the estimator rtt: 0 if the
@@ -68,7 +90,7 @@ func (t *RecoveryTimer) Timeout(rtt *RTT) time.Duration {
 	if floor <= 0 {
 		floor = DefaultRecoveryFloor
 	}
-	floor = max(floor, t.Ceiling/ceilingShare)
+	floor = max(floor, t.Ceiling/ceilingShare, t.learned)
 	d := max(rtt.RTO(), 2*rtt.SRTT(), floor)
 	for range t.backoff {
 		if d >= t.Ceiling {
@@ -77,6 +99,36 @@ func (t *RecoveryTimer) Timeout(rtt *RTT) time.Duration {
 		d *= 2
 	}
 	return min(d, t.Ceiling)
+}
+
+// OnExpiry decides what the recovery timer's expiry, due at due and
+// handled at now, means. It returns true if the caller should treat it
+// as the peer's silence (call Expired and probe), false if the expiry is
+// deferred: the caller re-arms the timer a Timeout from now and sends
+// nothing.
+//
+// The timer measures silence on the wall clock, but an answer counts as
+// heard only once this end has run to read it. An expiry handled more
+// than a quarter of the timeout late shows that this end itself was not
+// running (its process descheduled, its goroutines waiting for a CPU)
+// for a good part of the timeout: answers that came in meanwhile wait
+// unread in its socket, and a peer in the same situation (the same
+// process on loopback, or the same starved machine) has not had its
+// turn to answer either. Such an expiry is no evidence of loss, so the
+// silence is timed again from now, once per episode without progress:
+// a second late expiry in the same episode is taken as silence, so a
+// persistently late timer still probes, at most one timeout later.
+// Deferrals never consume the IB failure budget and are not expiries.
+func (t *RecoveryTimer) OnExpiry(rtt *RTT, due, now time.Time) bool {
+	if t.deferred || due.IsZero() {
+		return true
+	}
+	if late := now.Sub(due); late <= t.Timeout(rtt)/lateShare {
+		return true
+	}
+	t.deferred = true
+	t.defers++
+	return false
 }
 
 // Expired records that the recovery timer fired without progress: the
@@ -92,10 +144,63 @@ func (t *RecoveryTimer) Expired() {
 // ends (RFC 6298 5.7 keeps the backed-off value until a new sample; a
 // sample comes with nearly every acknowledgement here, so progress is the
 // simpler and equivalent trigger).
-func (t *RecoveryTimer) Progress() { t.backoff = 0 }
+func (t *RecoveryTimer) Progress() { t.backoff, t.deferred = 0, false }
+
+// Spurious records, at now, that an expiry proved spurious: the first
+// answer after the probe acknowledged packets sent before it and came
+// sooner after the probe than any round trip (so it was not the answer
+// to the probe, as it is when only an acknowledgement was lost): the peer
+// had them and was only slow to answer (its process not running, a
+// machine with more busy threads than cores). silence is how long
+// nothing was heard before that answer. The RTT samples (one timed packet
+// per round trip, RFC 6298) rarely catch such stalls, which are rare per
+// packet but frequent per second on a loaded machine; this is RFC 4015's
+// (Eifel) response: the timeout becomes at least the silence just seen,
+// up to a quarter of Ceiling, so the same stall does not fire the timer
+// again. The learned delay decays (Decay) and is reset by nothing else:
+// real losses (answers to the probe itself) leave it alone.
+func (t *RecoveryTimer) Spurious(now time.Time, silence time.Duration) {
+	t.spurious++
+	t.backoff = 0
+	if t.Ceiling <= 0 {
+		return
+	}
+	t.Decay(now)
+	if silence = min(silence, t.Ceiling/spuriousShare); silence > t.learned {
+		t.learned = silence
+	}
+	t.learnedAt = now
+}
+
+// Decay halves the learned delay for every SpuriousHalfLife since it was
+// last raised or halved, and forgets it once it is below half the default
+// floor, where it no longer counts.
+func (t *RecoveryTimer) Decay(now time.Time) {
+	if t.learned <= 0 {
+		return
+	}
+	n := now.Sub(t.learnedAt) / SpuriousHalfLife
+	if n <= 0 {
+		return
+	}
+	t.learned >>= min(n, 62)
+	t.learnedAt = t.learnedAt.Add(n * SpuriousHalfLife)
+	if t.learned < DefaultRecoveryFloor/2 {
+		t.learned = 0
+	}
+}
+
+// Learned returns the delay learned from spurious expiries (0 if none).
+func (t *RecoveryTimer) Learned() time.Duration { return t.learned }
+
+// SpuriousExpiries returns how many times Spurious was called.
+func (t *RecoveryTimer) SpuriousExpiries() uint64 { return t.spurious }
 
 // Backoff returns the number of doublings in effect.
 func (t *RecoveryTimer) Backoff() int { return int(t.backoff) }
 
 // Expiries returns how many times Expired was called.
 func (t *RecoveryTimer) Expiries() uint64 { return t.expiries }
+
+// Deferrals returns how many late expiries OnExpiry deferred.
+func (t *RecoveryTimer) Deferrals() uint64 { return t.defers }

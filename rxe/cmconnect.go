@@ -120,6 +120,7 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 			MaxRdAtomic: min(int(rep.ResponderResources), o.InitiatorDepth)}
 		c.Local.MaxRdAtomic = min(o.ResponderResources, max(int(rep.InitiatorDepth), 1))
 		c.PrivateData = append([]byte(nil), rep.PrivateData[:]...)
+		srOffers(&c.Local, &c.Remote, o)
 		if err := toRTS(c.QP, c.Local, c.Remote, o, rep.RNRRetryCount); err != nil {
 			g.mu.Lock()
 			_ = g.agent.Reject(c.id, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
@@ -256,6 +257,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 		MaxRdAtomic: min(o.ResponderResources, max(int(req.InitiatorDepth), 1))}
 	c.Remote = ConnInfo{GID: netip.AddrFrom16(packet.GIDFromAddr(e.Peer)), UDPPort: d.port, QPN: req.LocalQPN,
 		PSN: req.StartingPSN, MTU: o.MTU, MaxRdAtomic: min(int(req.ResponderResources), o.InitiatorDepth)}
+	srOffers(&c.Local, &c.Remote, &o)
 	if err := toRTS(qp, c.Local, c.Remote, &o, req.RNRRetryCount); err != nil {
 		reject(packet.RejConsumerReject)
 		qp.Destroy()

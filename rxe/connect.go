@@ -24,6 +24,14 @@ type ConnInfo struct {
 	// the buffer absorbs (QP.SetPeerReceiveBuffer); it is not part of
 	// perftest's exchange, so a kernel or NIC peer announces nothing.
 	RecvBuffer, RecvSockets int
+	// SelectiveRepeat is this side's offer of selective repeat
+	// (docs/recovery.md), and OOOLimit the bytes of out-of-order requests
+	// its responder then holds. Connect uses selective repeat only when
+	// both sides offer it; a peer that does not know the field (kernel
+	// rxe, a NIC, an older gorxe) offers nothing, and the wire is then
+	// IBTA go-back-N, exactly as without it.
+	SelectiveRepeat bool
+	OOOLimit        int
 }
 
 // ConnectOptions tune Connect; zero fields take perftest's defaults.
@@ -35,14 +43,25 @@ type ConnectOptions struct {
 	RNRRetry    uint8       // default 7 (infinite)
 	MinRNRTimer uint8       // default 12 (0.64 ms)
 	MaxRdAtomic int         // default 16, at most the peer's MaxRdAtomic
+	// NoSelectiveRepeat refuses selective repeat even if the peer offers
+	// it. The local ConnInfo given to the peer must then not offer it
+	// either (clear its SelectiveRepeat), so that both sides decide alike;
+	// Connect returns ErrInvalidArgument if it does.
+	NoSelectiveRepeat bool
 }
 
 // Info returns this QP's half of the connection information, with psn as
-// the first PSN it will send.
+// the first PSN it will send. An RC QP offers selective repeat, with the
+// out-of-order buffer given by QPAttr.OOOLimit if set (the default
+// otherwise).
 func (qp *QP) Info(psn uint32) ConnInfo {
 	buf, socks := qp.dev.recvBufferInfo()
+	qp.mu.Lock()
+	limit := qp.attr.OOOLimit
+	qp.mu.Unlock()
 	return ConnInfo{GID: qp.dev.GID(), UDPPort: qp.dev.port, QPN: qp.qpn, PSN: psn & 0xFFFFFF,
-		MTU: qp.dev.activeMTU, MaxRdAtomic: 16, RecvBuffer: buf, RecvSockets: socks}
+		MTU: qp.dev.activeMTU, MaxRdAtomic: 16, RecvBuffer: buf, RecvSockets: socks,
+		SelectiveRepeat: qp.typ == QPTypeRC, OOOLimit: oooBound(limit)}
 }
 
 // Connect takes an RC QP from RESET through INIT and RTR to RTS against
@@ -79,6 +98,10 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 	if err := qp.SetPeerReceiveBuffer(remote.RecvBuffer, remote.RecvSockets); err != nil {
 		return fmt.Errorf("rxe: connect QP %#x: %w", qp.qpn, err)
 	}
+	sr, err := negotiateSR(local, remote, o.NoSelectiveRepeat)
+	if err != nil {
+		return fmt.Errorf("rxe: connect QP %#x: %w", qp.qpn, err)
+	}
 	steps := []struct {
 		attr QPAttr
 		mask QPAttrMask
@@ -89,6 +112,10 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
 		{QPAttr{State: QPSRTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry,
 			MaxRdAtomic: o.MaxRdAtomic}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
+	}
+	if qp.typ == QPTypeRC {
+		steps[1].attr.SelectiveRepeat, steps[1].attr.OOOLimit = sr.SelectiveRepeat, sr.OOOLimit
+		steps[1].mask |= QPAttrSelectiveRepeat
 	}
 	for _, s := range steps {
 		if err := qp.Modify(&s.attr, s.mask); err != nil {

@@ -14,7 +14,7 @@ type NamedCounter struct {
 // gorxe's own (local drops and back-off, end-to-end credits).
 func (c QPCounters) Named() []NamedCounter {
 	rq, rs := &c.Requester, &c.Responder
-	return []NamedCounter{
+	n := []NamedCounter{
 		{"sent_pkts", c.SentPkts},
 		{"rcvd_pkts", c.RcvdPkts},
 		{"duplicate_request", rs.DuplicateRequest},
@@ -39,20 +39,19 @@ func (c QPCounters) Named() []NamedCounter {
 		{"credit_probes", rq.CreditProbes},
 		{"credit_updates_rcvd", rq.CreditUpdates},
 		{"credit_updates_sent", rs.CreditUpdates},
-		// Loss recovery (docs/recovery.md).
-		{"srtt_us", uint64(rq.Recovery.SRTT.Microseconds())},
-		{"rto_expiries", rq.Recovery.RTOExpiries},
-		{"ib_timeouts", rq.Timeouts},
-		{"tail_probes", rq.Recovery.TailProbes},
-		{"window_pkts", uint64(rq.Recovery.Window)},
-		{"window_decreases", rq.Recovery.WindowDecr},
 	}
+	// Loss recovery and selective repeat (docs/recovery.md).
+	n = append(n, c.Loss().named()...)
+	return append(n,
+		NamedCounter{"window_pkts", uint64(rq.Recovery.Window)},
+		NamedCounter{"window_decreases", rq.Recovery.WindowDecr})
 }
 
 // Named lists the device's counters under rxe's names where rxe has one
-// (sent_pkts, rcvd_pkts, send_err), then gorxe's own.
+// (sent_pkts, rcvd_pkts, send_err), then gorxe's own, then the totals of
+// its QPs' loss-recovery and selective-repeat counters.
 func (c Counters) Named() []NamedCounter {
-	return []NamedCounter{
+	return append([]NamedCounter{
 		{"sent_pkts", c.SentPkts},
 		{"rcvd_pkts", c.RcvdPkts},
 		{"send_err", c.SendErr},
@@ -66,7 +65,7 @@ func (c Counters) Named() []NamedCounter {
 		{"events_dropped", c.EventsDropped},
 		{"notify_dropped", c.NotifyDropped},
 		{"receive_errors", c.ReceiveErrors},
-	}
+	}, c.Loss.named()...)
 }
 
 // Counters are device-wide counters; the names follow rxe's hw counters
@@ -86,6 +85,10 @@ type Counters struct {
 	NotifyDropped uint64 // CQ notifications lost to a full CompChannel
 	ReceiveErrors uint64 // netdev read errors
 	PinErrors     uint64 // vector goroutines that could not be pinned (Options.PinVectors)
+	// Loss sums the loss-recovery and selective-repeat counters of the
+	// device's QPs, those destroyed or reset included (srtt_us and
+	// ooo_buffered count live QPs only).
+	Loss LossCounters
 }
 
 type deviceCounters struct {
@@ -112,6 +115,6 @@ func (d *Device) Counters() Counters {
 		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
 		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
-		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(),
+		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), Loss: d.lossTotals(),
 	}
 }

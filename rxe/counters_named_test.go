@@ -30,3 +30,32 @@ func TestNamedCounters(t *testing.T) {
 	require.Equal(t, NamedCounter{"send_err", 11}, d[2])
 	require.Equal(t, NamedCounter{"bad_icrc", 12}, d[3])
 }
+
+// TestNamedLossCounters: the loss-recovery and selective-repeat counters
+// appear under their names, per QP and per device.
+func TestNamedLossCounters(t *testing.T) {
+	c := QPCounters{
+		Requester: requester.Counters{Timeouts: 2, SRHolesReceived: 11, SRPacketsResent: 12, ReadHoleRereads: 13, Recovery: requester.RecoveryCounters{SRTT: 1500 * time.Microsecond, RTOExpiries: 3, TailProbes: 4}},
+		Responder: responder.Counters{SRHolesReported: 5, SRHolePSNs: 6, OOOBuffered: 7, OOOPeak: 8, OOOBytesPeak: 9, OOODropped: 10},
+	}
+	want := map[string]uint64{"srtt_us": 1500, "ib_timeouts": 2, "rto_expiries": 3, "tail_probes": 4,
+		"sr_holes_reported": 5, "sr_hole_psns": 6, "ooo_buffered": 7, "ooo_peak": 8, "ooo_bytes_peak": 9, "ooo_dropped": 10,
+		"sr_holes_received": 11, "sr_packets_resent": 12, "read_holes_rereads": 13}
+	for _, named := range [][]NamedCounter{c.Named(), Counters{Loss: c.Loss()}.Named()} {
+		got := map[string]uint64{}
+		for _, n := range named {
+			_, dup := got[n.Name]
+			require.False(t, dup, n.Name)
+			got[n.Name] = n.Value
+		}
+		for k, v := range want {
+			require.Equal(t, v, got[k], k)
+		}
+	}
+	// Totals add counts and keep the largest SRTT and peaks.
+	var l LossCounters
+	l.add(c.Loss())
+	l.add(LossCounters{SRTT: time.Millisecond, OOOPeak: 20, OOOBytesPeak: 1, SRHolePSNs: 1})
+	require.Equal(t, LossCounters{SRTT: 1500 * time.Microsecond, RTOExpiries: 3, IBTimeouts: 2, TailProbes: 4,
+		SRHolesReceived: 11, SRPacketsResent: 12, ReadHoleRereads: 13, SRHolesReported: 5, SRHolePSNs: 7, OOOBuffered: 7, OOOPeak: 20, OOOBytesPeak: 9, OOODropped: 10}, l)
+}

@@ -33,6 +33,7 @@ type Device struct {
 
 	events   chan AsyncEvent
 	counters deviceCounters
+	retired  retiredLoss // loss counters of engines gone (losscounters.go)
 
 	gsiOnce sync.Once
 	gsi     *gsi // QP1 and the connection manager (gsi.go), made on first use

@@ -66,6 +66,16 @@ type CMOptions struct {
 	// peer announced out of band, given to the QP before RTS
 	// (QP.SetPeerReceiveBuffer); zero: none, the wire as without.
 	PeerRecvBuffer, PeerRecvSockets int
+	// SelectiveRepeat is this end's offer of selective repeat, told to the
+	// peer out of band, and PeerSelectiveRepeat the peer's offer learned
+	// out of band (rxectl carries both in its exchange before the data
+	// QPs connect); the connection uses it only when both are set, with
+	// OOOLimit as this end's out-of-order buffer (QPAttr.OOOLimit). The
+	// CM's REQ and REP carry no offer: their private data belongs to the
+	// application (a librdmacm peer reads it), so without an out-of-band
+	// exchange the connection is go-back-N, as with any RoCE peer.
+	SelectiveRepeat, PeerSelectiveRepeat bool
+	OOOLimit                             int
 }
 
 func (o *CMOptions) defaults(d *Device) error {
@@ -224,8 +234,14 @@ func newCMQP(o *CMOptions) (*QP, error) {
 	return qp, nil
 }
 
-// toRTS takes a QP in INIT to RTR and RTS against remote.
+// toRTS takes a QP in INIT to RTR and RTS against remote, with selective
+// repeat if both ends offered it (CMOptions.SelectiveRepeat and
+// PeerSelectiveRepeat).
 func toRTS(qp *QP, local, remote ConnInfo, o *CMOptions, rnrRetry uint8) error {
+	sr, err := negotiateSR(local, remote, false)
+	if err != nil {
+		return err
+	}
 	steps := []struct {
 		attr QPAttr
 		mask QPAttrMask
@@ -236,12 +252,21 @@ func toRTS(qp *QP, local, remote ConnInfo, o *CMOptions, rnrRetry uint8) error {
 		{QPAttr{State: QPSRTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: rnrRetry,
 			MaxRdAtomic: remote.MaxRdAtomic}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
 	}
+	steps[0].attr.SelectiveRepeat, steps[0].attr.OOOLimit = sr.SelectiveRepeat, sr.OOOLimit
+	steps[0].mask |= QPAttrSelectiveRepeat
 	for _, s := range steps {
 		if err := qp.Modify(&s.attr, s.mask); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// srOffers sets the selective-repeat offers of a CM connection's two ends
+// as CMOptions gives them.
+func srOffers(local, remote *ConnInfo, o *CMOptions) {
+	local.SelectiveRepeat, local.OOOLimit = o.SelectiveRepeat, oooBound(o.OOOLimit)
+	remote.SelectiveRepeat = o.PeerSelectiveRepeat
 }
 
 // mtuOf returns the MTU of a 4-bit IBA MTU code, capped at max.

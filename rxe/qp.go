@@ -220,6 +220,7 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 	set(QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
 	set(QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
 	set(QPAttrEnSQDAsyncNotify, func() { t.SQDrainNotify = a.SQDrainNotify })
+	set(QPAttrSelectiveRepeat, func() { t.SelectiveRepeat, t.OOOLimit = a.SelectiveRepeat, a.OOOLimit })
 	if m&QPAttrAV != 0 {
 		port := a.AH.UDPPort
 		if port == 0 {
@@ -248,6 +249,8 @@ func (qp *QP) startResponder() {
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(),
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
+	sr := qp.selectiveRepeat()
+	cfg.SelectiveRepeat, cfg.OOOLimit = sr.on, sr.oooLimit
 	qp.resp = responder.New(&cfg, responder.Env{
 		Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: qp.sink(qp.recvCQ, "responder"),
 		Trace: qp.responderTrace(),
@@ -264,6 +267,7 @@ func (qp *QP) startRequester() {
 		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
 	cfg.Window, cfg.MaxReadPkts = qp.bufferLimits(cfg.PMTU)
+	cfg.SelectiveRepeat = qp.selectiveRepeat().on
 	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 
@@ -306,6 +310,7 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 
 // reset returns the QP to RESET: all queue contents and PSN state go.
 func (qp *QP) reset() {
+	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	if qp.srq == nil {
@@ -501,6 +506,7 @@ func (qp *QP) Destroy() error {
 	qp.destroyed = true
 	qp.stopTimers()
 	qp.state = QPSReset
+	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	qp.mu.Unlock()

@@ -49,6 +49,7 @@ var maskNames = []struct {
 	{QPAttrMaxQPRdAtomic, "MAX_QP_RD_ATOMIC"}, {QPAttrAltPath, "ALT_PATH"}, {QPAttrMinRNRTimer, "MIN_RNR_TIMER"},
 	{QPAttrSQPSN, "SQ_PSN"}, {QPAttrMaxDestRdAtomic, "MAX_DEST_RD_ATOMIC"}, {QPAttrPathMigState, "PATH_MIG_STATE"},
 	{QPAttrCap, "CAP"}, {QPAttrDestQPN, "DEST_QPN"}, {QPAttrRateLimit, "RATE_LIMIT"},
+	{QPAttrSelectiveRepeat, "SELECTIVE_REPEAT"},
 }
 
 // String lists the mask's bits, e.g. "STATE|AV|PATH_MTU".
@@ -126,6 +127,14 @@ type QPAttr struct {
 	DestQPN         uint32
 	Cap             QPCap
 	SQDrainNotify   bool // with RTS→SQD: raise SQ_DRAINED when drained
+	// SelectiveRepeat turns on selective repeat (docs/recovery.md) for an
+	// RC QP whose peer is a gorxe end that agreed to it: both ends must
+	// set it, or neither (Connect and rxectl negotiate it). OOOLimit
+	// bounds the bytes of out-of-order requests the responder holds (0:
+	// responder.DefaultOOOLimit, at most MaxOOOLimit). Both are given
+	// with QPAttrSelectiveRepeat, a gorxe extension, before RTR.
+	SelectiveRepeat bool
+	OOOLimit        int
 }
 
 // The transition table of IBA 10.3.1 / kernel ib_modify_qp_is_ok for RC:
@@ -133,11 +142,11 @@ type QPAttr struct {
 type transition struct{ req, opt QPAttrMask }
 
 var rcTransitions = map[[2]QPState]transition{
-	{QPSReset, QPSInit}: {req: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
-	{QPSInit, QPSInit}:  {opt: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
+	{QPSReset, QPSInit}: {req: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags, opt: QPAttrSelectiveRepeat},
+	{QPSInit, QPSInit}:  {opt: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags | QPAttrSelectiveRepeat},
 	{QPSInit, QPSRTR}: {
 		req: QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer,
-		opt: QPAttrAltPath | QPAttrAccessFlags | QPAttrPKeyIndex,
+		opt: QPAttrAltPath | QPAttrAccessFlags | QPAttrPKeyIndex | QPAttrSelectiveRepeat,
 	},
 	{QPSRTR, QPSRTS}: {
 		req: QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic,
@@ -189,6 +198,9 @@ func checkTransition(typ QPType, cur QPState, attr *QPAttr, mask QPAttrMask) (QP
 
 // checkValues validates attribute values against the device.
 func (d *Device) checkValues(attr *QPAttr, mask QPAttrMask) error {
+	if err := checkSelectiveRepeat(attr, mask); err != nil {
+		return err
+	}
 	if mask&QPAttrPort != 0 && attr.Port != 1 {
 		return fmt.Errorf("%w: port %d (the device has port 1)", ErrInvalidArgument, attr.Port)
 	}

@@ -179,8 +179,12 @@ func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
 
 // bufferLimits returns the requester's Window and MaxReadPkts for a path
 // MTU of pmtu bytes: toward a peer that announced its receive buffer, the
-// window its buffer and ours absorb and READ parts of that window; zeros
-// (the defaults) otherwise.
+// window its buffer and ours absorb and READ parts of half that window;
+// zeros (the defaults) otherwise. Two parts fit the window, so the next
+// part is asked for while the responses of the last one still arrive: a
+// part of a whole window would leave the link idle for a round trip
+// after every part (the window, which counts response PSNs, has room for
+// the next request only once the last response is in).
 func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
 	if qp.peerBuf.recv <= 0 {
 		return 0, 0
@@ -192,5 +196,5 @@ func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
 	if window >= requester.DefaultWindow {
 		return 0, 0
 	}
-	return window, window
+	return window, max(window/2, 1)
 }

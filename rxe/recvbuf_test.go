@@ -64,6 +64,11 @@ func TestSmallReceiveBufferPaced(t *testing.T) {
 			require.NoError(t, b.qp.Connect(ib, ia, ConnectOptions{MTU: MTU4096}))
 			want := windowFor(min(ia.RecvBuffer, ib.RecvBuffer), 4096)
 			require.Less(t, want, requester.DefaultWindow, "the test needs a buffer smaller than a full window")
+			a.qp.mu.Lock()
+			window, parts := a.qp.bufferLimits(4096)
+			a.qp.mu.Unlock()
+			require.Equal(t, want, window)
+			require.Equal(t, want/2, parts, "READ parts of half the window: two in flight")
 
 			src, dst := a, b
 			if op == WRRDMARead {

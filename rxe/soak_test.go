@@ -30,8 +30,15 @@ var soakCases = []soakCase{
 }
 
 // faultyPair connects two devices through a pipe whose a-side is wrapped
-// in a fault injector; everything runs on synctest's virtual clock.
+// in a fault injector; everything runs on synctest's virtual clock. Both
+// ends offer selective repeat, so it is on.
 func faultyPair(t *testing.T, seed uint64, rules []string) (*end, *end, *faults.Conn) {
+	return faultyPairSR(t, seed, rules, true)
+}
+
+// faultyPairSR is faultyPair with selective repeat on (both ends offer
+// it) or off (b offers nothing, as a kernel-rxe peer).
+func faultyPairSR(t *testing.T, seed uint64, rules []string, sr bool) (*end, *end, *faults.Conn) {
 	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 	var rs []faults.Rule
 	for _, s := range rules {
@@ -50,9 +57,12 @@ func faultyPair(t *testing.T, seed uint64, rules []string) (*end, *end, *faults.
 	})
 	a, b := newEnd(t, da, 1<<20), newEnd(t, db, 1<<20)
 	ia, ib := a.qp.Info(0xFFFF00), b.qp.Info(0xFFFFF0) // both wrap early
+	ib.SelectiveRepeat = sr
 	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7}
 	require.NoError(t, a.qp.Connect(ia, ib, o))
 	require.NoError(t, b.qp.Connect(ib, ia, o))
+	require.Equal(t, sr, a.qp.Query().SelectiveRepeat)
+	require.Equal(t, sr, b.qp.Query().SelectiveRepeat)
 	return a, b, fa
 }
 
@@ -68,22 +78,29 @@ func waitVirtual(t *testing.T, cq *CQ) WC {
 }
 
 // TestSoak runs every operation through lossy, duplicating, reordering and
-// corrupting links in both directions, on virtual time, and checks every
-// byte and that each atomic executed exactly once. synctest.Test also
-// checks for leaks: it fails if any goroutine of the devices or of the
-// fault injector is still blocked when the test ends.
+// corrupting links in both directions, on virtual time, with selective
+// repeat negotiated (sr) and without (gbn: the peer offers nothing, as
+// kernel rxe), and checks every byte and that each atomic executed
+// exactly once. synctest.Test also checks for leaks: it fails if any
+// goroutine of the devices or of the fault injector is still blocked when
+// the test ends.
 func TestSoak(t *testing.T) {
-	for _, sc := range soakCases {
-		for _, seed := range []uint64{1, 2} {
-			t.Run(fmt.Sprintf("%s/seed%d", sc.name, seed), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { soak(t, seed, sc.rules) })
-			})
+	for _, mode := range []struct {
+		name string
+		sr   bool
+	}{{"sr", true}, {"gbn", false}} {
+		for _, sc := range soakCases {
+			for _, seed := range []uint64{1, 2} {
+				t.Run(fmt.Sprintf("%s/%s/seed%d", mode.name, sc.name, seed), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) { soak(t, seed, sc.rules, mode.sr) })
+				})
+			}
 		}
 	}
 }
 
-func soak(t *testing.T, seed uint64, rules []string) {
-	a, b, fa := faultyPair(t, seed, rules)
+func soak(t *testing.T, seed uint64, rules []string, sr bool) {
+	a, b, fa := faultyPairSR(t, seed, rules, sr)
 	const counter = 1 << 19 // the atomic counter's offset in b's region
 	binary.NativeEndian.PutUint64(b.buf[counter:], 0)
 	syncMem(a, b)
@@ -111,7 +128,17 @@ func soak(t *testing.T, seed uint64, rules []string) {
 	syncMem(a, b)
 	require.Equal(t, uint64(adds), binary.NativeEndian.Uint64(b.buf[counter:]), "each atomic executed exactly once")
 	st := fa.Stats()
-	t.Logf("faults: send %+v recv %+v; a %+v", st.Send, st.Recv, a.dev.Counters())
+	la, lb := a.dev.Counters().Loss, b.dev.Counters().Loss
+	t.Logf("faults: send %+v recv %+v; loss a %+v b %+v", st.Send, st.Recv, la, lb)
+	srWork := la.SRHolesReceived + la.ReadHoleRereads + la.SRHolesReported + lb.SRHolesReported + lb.SRHolesReceived + lb.ReadHoleRereads
+	if !sr {
+		require.Zero(t, srWork, "go-back-N: no hole report, no hole re-read")
+		require.Zero(t, lb.OOOPeak, "go-back-N: nothing buffered out of order")
+		return
+	}
+	if st.Send.Dropped+st.Recv.Dropped > 20 {
+		require.Positive(t, srWork, "selective repeat recovered at least one of %d losses", st.Send.Dropped+st.Recv.Dropped)
+	}
 }
 
 func soakOne(t *testing.T, a, b *end, op WROpcode, n int, id uint64) {

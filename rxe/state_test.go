@@ -88,7 +88,10 @@ func TestModifyToErrFlushes(t *testing.T) {
 func TestRNR(t *testing.T) {
 	for _, kind := range []string{"pipe", "udp"} {
 		t.Run(kind+"/rnr-retry-0", func(t *testing.T) {
-			a, b := smallPair(t, kind, qpOpts{noRNRRetry: true}, qpOpts{})
+			// The local ACK timeout is 4.3 s (20), not 67 ms: on a
+			// loaded machine under -race the RNR NAK can take longer
+			// than 67 ms, and a timeout resend would draw a second one.
+			a, b := smallPair(t, kind, qpOpts{noRNRRetry: true, timeout: 20}, qpOpts{})
 			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}},
 				SendWR{ID: 2, Opcode: WRSend, SGList: []SGE{a.mr.SGE(0, 8)}})
 			require.NoError(t, err)

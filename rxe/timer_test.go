@@ -21,8 +21,8 @@ func TestTimerFiredBeforeStalePass(t *testing.T) {
 	a, b := smallPair(t, "pipe", o, o)
 	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr == 1 },
-		5*time.Second, time.Millisecond, "the SEND draws an RNR NAK")
+	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr >= 1 },
+		5*time.Second, time.Millisecond, "the SEND draws an RNR NAK (more, every 5 ms, on a slow machine)")
 
 	d := a.qp.vec
 	d.txMu.Lock()

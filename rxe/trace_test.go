@@ -51,9 +51,13 @@ func tracedPair(t *testing.T, w *lockedBuffer, rules ...string) (*end, *end) {
 		db.Close()
 	})
 	a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
-	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7}
-	require.NoError(t, a.qp.Connect(a.qp.Info(100), b.qp.Info(500), o))
-	require.NoError(t, b.qp.Connect(b.qp.Info(500), a.qp.Info(100), o))
+	// The golden traces are of IBTA go-back-N, the wire any RoCE peer
+	// gets: neither end offers selective repeat.
+	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7, NoSelectiveRepeat: true}
+	ia, ib := a.qp.Info(100), b.qp.Info(500)
+	ia.SelectiveRepeat, ib.SelectiveRepeat = false, false
+	require.NoError(t, a.qp.Connect(ia, ib, o))
+	require.NoError(t, b.qp.Connect(ib, ia, o))
 	return a, b
 }
 

@@ -11,16 +11,24 @@
 #
 # usage: docs/loss/buffers.sh ROUNDS DURATION LABEL=RXECTL...
 # output: one line per run: label user op size MiB/s retransmits
+# rcvbuf_errors (the growth of /proc/net/snmp's Udp RcvbufErrors during the
+# run: datagrams the kernel dropped on full socket receive buffers)
+# (--udp-port 0: an ephemeral RoCE port, so other processes on 4791 do not
+# answer or collide)
 set -eu
 exec flock /tmp/gorxe-bench.lock sh -eu -c '
 ROUNDS=$1 DUR=$2; shift 2
 r0=$(sysctl -n net.core.rmem_max) w0=$(sysctl -n net.core.wmem_max)
 trap "sysctl -qw net.core.rmem_max=$r0 net.core.wmem_max=$w0" EXIT INT TERM
 sysctl -qw net.core.rmem_max=212992 net.core.wmem_max=212992
+rcvbuferrs() { # Udp RcvbufErrors of the kernel, all sockets of the machine
+	awk '\''$1=="Udp:" && $2 ~ /^[0-9]/ {print $6}'\'' /proc/net/snmp
+}
 run() { # label rxectl user op size
 	if [ "$3" = user ]; then pre="setpriv --reuid 65534 --regid 65534 --clear-groups"; else pre=""; fi
-	out=$($pre "$2" "$4-bw" --loopback -s "$5" -D "$DUR" --json 2>/tmp/gorxe-loss-buffers.err) &&
-		echo "$out" | python3 -c "import json,sys; d=json.load(sys.stdin); t=d[\"transport\"]; print(\"$1 $3 $4 $5\", round(d[\"results\"][0][\"bw_average\"],1), t[\"retransmits\"])" ||
+	e0=$(rcvbuferrs)
+	out=$($pre "$2" "$4-bw" --loopback --udp-port 0 -s "$5" -D "$DUR" --json 2>/tmp/gorxe-loss-buffers.err) &&
+		echo "$out" | python3 -c "import json,sys; d=json.load(sys.stdin); t=d[\"transport\"]; print(\"$1 $3 $4 $5\", round(d[\"results\"][0][\"bw_average\"],1), t[\"retransmits\"], $(rcvbuferrs) - $e0)" ||
 		echo "$1 $3 $4 $5 failed: $(tail -c 300 /tmp/gorxe-loss-buffers.err)"
 }
 for r in $(seq "$ROUNDS"); do

@@ -459,6 +459,11 @@ func (h *half) nak(f *Flow, r *rec) {
 	case r.syn.IsNAK() && r.syn.NAKCode() == packet.NAKPSNSeqError:
 		f.NAKs.SequenceError++
 		ev.cause = CauseSequenceNAK
+	case r.syn.IsNAK() && r.syn.NAKCode() == packet.NAKSelectiveRepeat:
+		// A hole report of negotiated selective repeat: the responder
+		// asks for one hole again; the QP carries on.
+		f.NAKs.HoleReports++
+		return
 	case r.syn.IsNAK():
 		switch r.syn.NAKCode() {
 		case packet.NAKRemoteAccess:

@@ -215,13 +215,17 @@ type NAKs struct {
 	InvalidRequest  int `json:"invalid_request"`
 	RemoteOperation int `json:"remote_operation"`
 	Other           int `json:"other"`
+	// HoleReports counts selective-repeat hole reports (NAK code 0x10,
+	// docs/recovery.md), which two gorxe ends exchange after negotiating
+	// it: not errors, they ask for the PSNs of one hole again.
+	HoleReports int `json:"hole_reports"`
 	// RNRTimers lists the distinct RNR timer codes seen (IBA 9.7.5.2.8).
 	RNRTimers []uint8 `json:"rnr_timers,omitempty"`
 }
 
 // Total is the number of NAKs of every kind.
 func (n NAKs) Total() int {
-	return n.SequenceError + n.RNR + n.RemoteAccess + n.InvalidRequest + n.RemoteOperation + n.Other
+	return n.SequenceError + n.RNR + n.RemoteAccess + n.InvalidRequest + n.RemoteOperation + n.Other + n.HoleReports
 }
 
 // Cause is why a recovery episode started, as far as the capture shows.

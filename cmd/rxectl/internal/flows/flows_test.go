@@ -170,3 +170,22 @@ func TestJSONIsValid(t *testing.T) {
 	require.Equal(t, "10.0.0.1:49152", conn["flows"].([]any)[0].(map[string]any)["src"])
 	require.Equal(t, 0.000028, conn["recoveries"].([]any)[0].(map[string]any)["duration"])
 }
+
+// TestHoleReport: a selective-repeat hole report (NAK code 0x10) is
+// counted as such, and is not explained as a fatal NAK.
+func TestHoleReport(t *testing.T) {
+	hole := packet.NAKSyndrome(packet.NAKSelectiveRepeat)
+	rep := analyse(build(t, []pk{
+		{us: 0, op: packet.RCRDMAWriteOnly, psn: 100, payload: 64},                // 1
+		{us: 1, op: packet.RCRDMAWriteOnly, psn: 102, payload: 64, ackReq: true},  // 2: 101 lost
+		{us: 5, fromB: true, op: packet.RCAcknowledge, psn: 101, syn: hole},       // 3: hole [101, 102)
+		{us: 10, op: packet.RCRDMAWriteOnly, psn: 101, payload: 64, ackReq: true}, // 4: resent
+		{us: 15, fromB: true, op: packet.RCAcknowledge, psn: 102, syn: ack},       // 5
+	}), Options{})
+	require.Len(t, rep.Connections, 1)
+	c := rep.Connections[0]
+	require.Equal(t, NAKs{HoleReports: 1}, c.Flows[1].NAKs)
+	for _, e := range c.Explain {
+		require.NotContains(t, e, "error state")
+	}
+}

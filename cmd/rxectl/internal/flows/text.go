@@ -63,6 +63,9 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 				fmt.Fprintf(b, " (timer codes %v)", n.RNRTimers)
 			}
 			fmt.Fprintf(b, ", remote access %d, invalid request %d, remote operational %d", n.RemoteAccess, n.InvalidRequest, n.RemoteOperation)
+			if n.HoleReports > 0 {
+				fmt.Fprintf(b, ", selective-repeat hole reports %d", n.HoleReports)
+			}
 			if n.Other > 0 {
 				fmt.Fprintf(b, ", other %d", n.Other)
 			}

@@ -124,28 +124,58 @@ func ParseKeyMsg(b []byte) (KeyMsg, error) {
 }
 
 // VersionMsg is our version message: AdvertisedVersion, NUL, the rxectl
-// marker and our RoCE UDP port, announcing no receive buffer.
-func VersionMsg(udpPort uint16) []byte { return VersionMsgBuffer(udpPort, 0, 0) }
+// marker and our RoCE UDP port, announcing no receive buffer and offering
+// nothing.
+func VersionMsg(udpPort uint16) []byte { return VersionMsgOffer(udpPort, Offer{}) }
 
 // recvBufUnit is the unit of the receive buffer in the version message.
 const recvBufUnit = 4096
 
-// VersionMsgBuffer is VersionMsg that also announces, in its last three
-// bytes, the socket receive buffer this end's device was granted (in
-// bytes as getsockopt reports it; sent in 4 KiB units, big-endian, at most
-// 65535 units) and its number of receive sockets (at most 255): the peer
-// keeps its packets in flight within that buffer
-// (rxe.QP.SetPeerReceiveBuffer). A perftest peer reads only up to the NUL;
-// an older rxectl sends zeros there, which mean "nothing announced".
+// Offer is what an rxectl end announces to a gorxe peer in its version
+// message, after the marker and the UDP port.
+type Offer struct {
+	// RecvBuffer is the socket receive buffer this end's device was
+	// granted, in bytes as getsockopt reports it, and RecvSockets its
+	// number of receive sockets: the peer keeps its packets in flight
+	// within that buffer (rxe.QP.SetPeerReceiveBuffer).
+	RecvBuffer, RecvSockets int
+	// SelectiveRepeat offers selective repeat (docs/recovery.md); it is
+	// used only if the peer offers it too.
+	SelectiveRepeat bool
+}
+
+// Layout of the last byte of the version message: the socket count in
+// the low 7 bits, the selective-repeat offer in the top bit. An older
+// rxectl sends a socket count of 0 or 1 there, i.e. no offer.
+const (
+	socketsMask = 0x7F
+	srOfferBit  = 0x80
+)
+
+// VersionMsgBuffer is VersionMsgOffer with a receive buffer and no
+// selective-repeat offer.
 func VersionMsgBuffer(udpPort uint16, recvBuf, sockets int) []byte {
+	return VersionMsgOffer(udpPort, Offer{RecvBuffer: recvBuf, RecvSockets: sockets})
+}
+
+// VersionMsgOffer is our version message with an offer in its last three
+// bytes: the receive buffer in 4 KiB units (big-endian, at most 65535
+// units), then one byte holding the socket count (at most 127) and, in
+// its top bit, the selective-repeat offer. A perftest peer reads only up
+// to the NUL; an older rxectl sends zeros or a socket count of 1 there,
+// which offer nothing.
+func VersionMsgOffer(udpPort uint16, o Offer) []byte {
 	b := make([]byte, VersionMsgSize)
 	n := copy(b, AdvertisedVersion)
 	n++ // the NUL
 	n += copy(b[n:], rxectlMarker)
 	binary.BigEndian.PutUint16(b[n:], udpPort)
 	n += 2
-	binary.BigEndian.PutUint16(b[n:], uint16(min(max(recvBuf/recvBufUnit, 0), 0xFFFF)))
-	b[n+2] = byte(min(max(sockets, 0), 0xFF))
+	binary.BigEndian.PutUint16(b[n:], uint16(min(max(o.RecvBuffer/recvBufUnit, 0), 0xFFFF)))
+	b[n+2] = byte(min(max(o.RecvSockets, 0), socketsMask))
+	if o.SelectiveRepeat {
+		b[n+2] |= srOfferBit
+	}
 	return b
 }
 
@@ -157,10 +187,9 @@ type PeerVersion struct {
 	// UDP port.
 	RxeCtl  bool
 	UDPPort uint16
-	// RecvBuffer (bytes, a multiple of 4 KiB) and RecvSockets are the
-	// receive buffer and socket count an rxectl peer announced; 0 if it
-	// announced none (VersionMsgBuffer).
-	RecvBuffer, RecvSockets int
+	// Offer is what an rxectl peer announced (VersionMsgOffer); zero for
+	// perftest.
+	Offer
 }
 
 // ParseVersionMsg reads a peer's version message as perftest does (atof of
@@ -179,7 +208,8 @@ func ParseVersionMsg(b []byte) PeerVersion {
 		v.UDPPort = binary.BigEndian.Uint16(rest[len(rxectlMarker):])
 		if x := rest[len(rxectlMarker)+2:]; len(x) >= 3 {
 			v.RecvBuffer = int(binary.BigEndian.Uint16(x)) * recvBufUnit
-			v.RecvSockets = int(x[2])
+			v.RecvSockets = int(x[2] & socketsMask)
+			v.SelectiveRepeat = x[2]&srOfferBit != 0
 		}
 	}
 	return v

@@ -58,10 +58,21 @@ func TestVersionAndScalarMessages(t *testing.T) {
 
 	b = VersionMsgBuffer(4791, 425984, 2)
 	require.Equal(t, "6.27\x00rxectl\x12\xb7\x00\x68\x02", string(b))
-	require.Equal(t, PeerVersion{Text: "6.27", Value: 6.27, RxeCtl: true, UDPPort: 4791, RecvBuffer: 425984, RecvSockets: 2}, ParseVersionMsg(b))
+	require.Equal(t, PeerVersion{Text: "6.27", Value: 6.27, RxeCtl: true, UDPPort: 4791, Offer: Offer{RecvBuffer: 425984, RecvSockets: 2}}, ParseVersionMsg(b))
 	huge := ParseVersionMsg(VersionMsgBuffer(1, 1<<40, 1000))
 	require.Equal(t, 0xFFFF*4096, huge.RecvBuffer, "saturates")
-	require.Equal(t, 255, huge.RecvSockets)
+	require.Equal(t, 127, huge.RecvSockets)
+	require.False(t, huge.SelectiveRepeat, "a saturated socket count is no offer")
+
+	// The selective-repeat offer is the top bit of the last byte.
+	b = VersionMsgOffer(4791, Offer{RecvBuffer: 425984, RecvSockets: 1, SelectiveRepeat: true})
+	require.Equal(t, "6.27\x00rxectl\x12\xb7\x00\x68\x81", string(b))
+	require.Equal(t, Offer{RecvBuffer: 425984, RecvSockets: 1, SelectiveRepeat: true}, ParseVersionMsg(b).Offer)
+	// An older rxectl's message (socket count 1, no offer bit) offers nothing.
+	require.False(t, ParseVersionMsg([]byte("6.27\x00rxectl\x12\xb7\x00\x68\x01")).SelectiveRepeat)
+	// A perftest message with bytes after its NUL that look like ours but
+	// without the marker offers nothing either.
+	require.Equal(t, Offer{}, ParseVersionMsg([]byte("6.06\x00rxectX\x12\xb7\x00\x68\x81")).Offer)
 
 	perftest, _ := hex.DecodeString("362e3036000000000000000000000000")
 	require.Equal(t, PeerVersion{Text: "6.06", Value: 6.06}, ParseVersionMsg(perftest))

@@ -165,6 +165,15 @@ func transportStats(s *session) report.Transport {
 		if t.Window == 0 || rc.Window < t.Window {
 			t.Window = rc.Window
 		}
+		l := c.Loss()
+		t.SRHolesReceived += l.SRHolesReceived
+		t.SRPacketsResent += l.SRPacketsResent
+		t.ReadHoleRereads += l.ReadHoleRereads
+		t.SRHolesReported += l.SRHolesReported
+		t.SRHolePSNs += l.SRHolePSNs
+		t.OOOPeak = max(t.OOOPeak, l.OOOPeak)
+		t.OOOBytesPeak = max(t.OOOBytesPeak, l.OOOBytesPeak)
+		t.OOODropped += l.OOODropped
 	}
 	return t
 }
@@ -229,6 +238,8 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"local_drop_mode": s.o.localDropMode.String(),
 		"recv_buffer":     s.bufs.Recv, "recv_buffer_capped": s.bufs.RecvCapped(),
 		"peer_recv_buffer": s.peer.RecvBuffer, "recovery": s.o.recovery.String(),
+		"selective_repeat": s.o.noSR.String(), "peer_selective_repeat": s.peer.SelectiveRepeat,
+		"selective_repeat_used": s.srUsed(),
 	}
 	if s.final.Faults != nil {
 		doc["faults"] = s.final.Faults

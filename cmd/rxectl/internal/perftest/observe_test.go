@@ -22,7 +22,7 @@ func TestLadderAndTrace(t *testing.T) {
 	dir := t.TempDir()
 	svg, tr := filepath.Join(dir, "run.svg"), filepath.Join(dir, "run.jsonl")
 	_, errs, code := runCmd(t, "read-bw", "--loopback", "--udp-port", "0", "-n", "5", "-s", "16384", "-m", "1024",
-		"--drop", "RC_RDMA_READ_RESPONSE_MIDDLE#3,dir=recv", "--ladder", svg, "--trace", tr)
+		"--drop", "RC_RDMA_READ_RESPONSE_MIDDLE#3,dir=recv", "--ladder", svg, "--trace", tr, "--selective-repeat=off")
 	require.Equal(t, cli.ExitOK, code, errs)
 	require.Contains(t, errs, "What went wrong")
 	require.Contains(t, errs, "lost after the capture point")

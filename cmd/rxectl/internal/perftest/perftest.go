@@ -137,6 +137,7 @@ type options struct {
 	noGSO         bool              // --gso=off: the devices' rxe.Options.NoGSO
 	noForce       bool              // --no-force-buffers: ask for socket buffers as without CAP_NET_ADMIN
 	recovery      recoveryFlag      // --recovery
+	noSR          srOffFlag         // --selective-repeat=off
 	seed          uint64            // --seed
 	pcap          string            // --pcap FILE
 	plot          string            // --plot FILE
@@ -229,6 +230,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	}
 	fs.BoolVar(&o.noForce, "no-force-buffers", false, "ask for the socket buffers without SO_RCVBUFFORCE/SO_SNDBUFFORCE, as a user without CAP_NET_ADMIN must: the kernel caps them at net.core.rmem_max/wmem_max")
 	fs.Var(&o.recovery, "recovery", "loss recovery: on (round trips: RTT-based recovery timer, tail-loss probe, adaptive window), fixed-window (the same with the fixed 128-PSN window) or off (the IB ACK timeout only, as kernel rxe) (default on)")
+	fs.Var(&o.noSR, "selective-repeat", "on: offer selective repeat to an rxectl peer (used only if it offers it too: it resends only the lost packets, docs/recovery.md); off: offer nothing, the go-back-N wire a kernel-rxe or perftest peer gets (default on)")
 	ldm := (*localDropModeFlag)(&o.localDropMode)
 	fs.Var(ldm, "local-drop-mode", "what the device does with a datagram the local host refuses (a local drop: ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's local-drop back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
 	fs.Var(ldm, "read-retry", "the older name of --local-drop-mode")

@@ -43,7 +43,7 @@ func clientLines(pt Test, title string, rows int) []string {
 	} else {
 		lines = append(lines, " Max inline data : %d[B]")
 	}
-	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", " Local drop mode : %s", report.ResultLine)
+	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", " Local drop mode : %s", " Selective repeat: %s", report.ResultLine)
 	addr := fmtBasicAddr
 	if pt.verb == verbRead {
 		addr += fmtReadAddr
@@ -108,6 +108,7 @@ func TestSubcommandTables(t *testing.T) {
 			}
 			require.Equal(t, []string{"rxe0"}, byLine(" Dual-port"))
 			require.Equal(t, []string{"4096"}, byLine(" Mtu"))
+			require.Equal(t, []string{"on, in use (the peer offers it too)"}, byLine(" Selective repeat"), "two rxectl ends negotiate selective repeat")
 			require.Equal(t, []string{"1"}, byLine(" Number of qps"))
 			wantTx := strconv.Itoa(min(defTxBW, iters)) // clipped to the iterations
 			if pt.lat {

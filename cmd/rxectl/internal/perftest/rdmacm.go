@@ -261,7 +261,8 @@ func (s *session) connectCMQPs() error {
 	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, Access: access, MTU: s.mtu,
 		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
 		ResponderResources: s.outReads, InitiatorDepth: s.outReads, Timeout: uint8(o.timeout),
-		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets}
+		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
+		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}
 	var ln *rxe.CMListener
 	if !s.client {
 		var err error

@@ -211,7 +211,8 @@ func (s *session) openDevice(local netip.Addr) error {
 // exchangeVersions is exchange_versions and check_version_compatibility.
 func (s *session) exchangeVersions() error {
 	rem := make([]byte, oob.VersionMsgSize)
-	if err := s.oob.Exchange("exchanging versions", oob.VersionMsgBuffer(s.dev.Addr().Port(), s.bufs.Recv, 1), rem); err != nil {
+	if err := s.oob.Exchange("exchanging versions", oob.VersionMsgOffer(s.dev.Addr().Port(),
+		oob.Offer{RecvBuffer: s.bufs.Recv, RecvSockets: 1, SelectiveRepeat: s.srOffer()}), rem); err != nil {
 		return err
 	}
 	s.peer = oob.ParseVersionMsg(rem)
@@ -411,6 +412,7 @@ func (s *session) connect() error {
 		if s.qpType() == rxe.QPTypeUC {
 			steps[1].mask &^= rxe.QPAttrMinRNRTimer | rxe.QPAttrMaxDestRdAtomic
 		}
+		s.srAttr(&steps[1].attr, &steps[1].mask)
 		if s.t.lat || s.client || s.o.bidir {
 			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: 7, RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},

@@ -80,6 +80,20 @@ type Transport struct {
 	TailProbes  uint64 `json:"tail_probes"`
 	Window      int    `json:"window_pkts"`
 	WindowDecr  uint64 `json:"window_decreases"`
+	// Selective repeat (docs/recovery.md), zero when it is not in use.
+	// This end's requester: hole reports received, packets resent for
+	// them (READ re-reads included) and READ requests re-reading a hole.
+	SRHolesReceived uint64 `json:"sr_holes_received"`
+	SRPacketsResent uint64 `json:"sr_packets_resent"`
+	ReadHoleRereads uint64 `json:"read_holes_rereads"`
+	// This end's responder: hole reports sent (re-reports included), PSNs
+	// first seen missing (the packets lost on the way to it), the most
+	// out-of-order requests and bytes held at once, and those dropped.
+	SRHolesReported uint64 `json:"sr_holes_reported"`
+	SRHolePSNs      uint64 `json:"sr_hole_psns"`
+	OOOPeak         uint64 `json:"ooo_peak"`
+	OOOBytesPeak    uint64 `json:"ooo_bytes_peak"`
+	OOODropped      uint64 `json:"ooo_dropped"`
 }
 
 // Capture describes the --pcap file.
@@ -124,6 +138,11 @@ func WriteStats(w io.Writer, st, peer *Final) {
 			t.Retransmits, t.Timeouts, t.RcvdSeqErr, t.RcvdRNRErr, t.DuplicateRequest, t.OutOfSeqRequest)
 		fmt.Fprintf(&b, "   recovery: srtt %d µs, %d recovery timer expiries (%d tail probes), %d IB ACK timeouts; window %d packets, %d decreases\n",
 			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
+		if t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.ReadHoleRereads > 0 {
+			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports received, %d packets resent, %d READ holes re-read; "+
+				"responder %d holes reported, %d packets lost (seen as holes), out-of-order buffer peak %d packets (%d bytes), %d dropped\n",
+				t.SRHolesReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRHolesReported, t.SRHolePSNs, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
+		}
 	}
 	devLines("Device", st)
 	if peer != nil {

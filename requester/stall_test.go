@@ -1,0 +1,211 @@
+package requester
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+// postWrite4K posts a signaled 4 KiB WRITE (4 packets at PMTU 1024) and
+// returns its packets.
+func postWrite4K(t *testing.T, h *harness, id uint64) [][]byte {
+	t.Helper()
+	h.post(&verbs.SendWR{ID: id, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 4096, LKey: lkeyA}}, RemoteAddr: 0x1000, RKey: 7})
+	sent := h.drain()
+	require.Len(t, sent, 4)
+	return sent
+}
+
+// TestRecoveryLateExpiryDeferred: the requester's process is not run for
+// 10 ms (a loaded machine), so its recovery timer is handled long after
+// it was due, while the ACK that would have stopped it waits unread. The
+// expiry is no evidence of loss: no probe, no expiry counted, the silence
+// is timed again from now; the ACK then completes the WRITE.
+func TestRecoveryLateExpiryDeferred(t *testing.T) {
+	const p0 = 0x100
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	postWrite4K(t, h, 1)
+	due := h.r.Deadline()
+	require.Equal(t, h.now.Add(retry.DefaultRecoveryFloor), due)
+
+	h.now = due.Add(10 * time.Millisecond)
+	h.r.OnTimeout(h.now)
+	require.Empty(t, h.drain(), "no probe after a stall of this end")
+	rc := h.r.Counters().Recovery
+	require.Zero(t, rc.RTOExpiries)
+	require.Zero(t, rc.TailProbes)
+	require.Equal(t, uint64(1), rc.RTODeferred)
+	require.Equal(t, h.now.Add(retry.DefaultRecoveryFloor), h.r.Deadline(), "timed again from now")
+
+	h.recv(ack(p + 3))
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Zero(t, h.r.Counters().Retransmits)
+}
+
+// TestRecoveryLateExpiryProbesOnce: a deferral is granted once per episode
+// without progress; if the timer is late again the requester probes, so a
+// lost tail costs at most one more timeout on a machine whose timers are
+// always late.
+func TestRecoveryLateExpiryProbesOnce(t *testing.T) {
+	const p0 = 0x200
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	postWrite4K(t, h, 1)
+	h.now = h.r.Deadline().Add(5 * time.Millisecond)
+	h.r.OnTimeout(h.now)
+	require.Empty(t, h.drain())
+	h.now = h.r.Deadline().Add(5 * time.Millisecond)
+	h.r.OnTimeout(h.now)
+	probe := h.drain()
+	require.Len(t, probe, 1)
+	require.Equal(t, p, parse(t, probe[0]).PSN())
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(1), rc.RTOExpiries)
+	require.Equal(t, uint64(1), rc.RTODeferred)
+}
+
+// TestRecoverySpuriousExpiryLearns: the peer stalls for 6 ms (its process
+// descheduled) with the requester running on time: the timer fires and
+// probes, backs off and probes again, and 100 µs after the second probe
+// (sooner than any round trip) the answer acknowledges the packets sent
+// before it: the expiries were spurious. The next timeouts are at least
+// that silence, so the same stall does not fire the timer again; a real
+// loss is still recovered by the probe, and the learned delay decays.
+func TestRecoverySpuriousExpiryLearns(t *testing.T) {
+	const p0 = 0x300
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	heard := h.now
+	postWrite4K(t, h, 1)
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 1, "an on-time expiry probes")
+	h.now = h.r.Deadline()
+	require.Equal(t, heard.Add(3*retry.DefaultRecoveryFloor), h.now, "backed off")
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 1, "and probes again")
+	h.now = h.now.Add(100 * time.Microsecond)
+	h.recv(ack(p + 3)) // the peer answers the original packets at last
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(1), rc.RTOSpurious)
+	require.Equal(t, uint64(2), rc.RTOExpiries)
+	silence := h.now.Sub(heard)
+
+	start := h.now
+	postWrite4K(t, h, 2)
+	require.Equal(t, start.Add(silence), h.r.Deadline(), "the timeout covers the stall just seen")
+	h.now = start.Add(5 * time.Millisecond)
+	h.r.OnTimeout(h.now)
+	require.Empty(t, h.drain(), "a 5 ms stall fires nothing")
+	h.recv(ack(p + 7))
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+
+	// Later, on a quiet machine, the learned delay has decayed (the
+	// timeout is the RFC 6298 RTO of the samples, which include the 5 ms
+	// one), and a probe's exact answer is a real loss, which teaches
+	// nothing.
+	h.now = h.now.Add(3 * retry.SpuriousHalfLife)
+	h.recv(ack(p + 7)) // a duplicate ACK: the timer decays on responses
+	require.Zero(t, h.r.rec.timer.Learned())
+	start = h.now
+	postWrite4K(t, h, 3)
+	require.Equal(t, start.Add(h.r.rec.timer.Timeout(&h.r.rec.rtt)), h.r.Deadline())
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	probe := h.drain()
+	require.Len(t, probe, 1)
+	require.Equal(t, p+8, parse(t, probe[0]).PSN())
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p + 8)) // exactly the probe, a round trip later: the rest was lost
+	require.Len(t, h.drain(), 3, "go-back-N resends the lost tail")
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p + 11))
+	require.Equal(t, []uint64{1, 2, 3}, h.cq.ids())
+	require.Equal(t, uint64(1), h.r.Counters().Recovery.RTOSpurious)
+	require.Zero(t, h.r.rec.timer.Learned())
+}
+
+// TestRecoveryLostAckTeachesNothing: only the ACK of a WRITE was lost; the
+// probe's own answer, a round trip after it, acknowledges the packets sent
+// before it. That expiry was a loss (of the ACK), not a stall: the timeout
+// stays where the RTT puts it, so losses do not ratchet it up.
+func TestRecoveryLostAckTeachesNothing(t *testing.T) {
+	const p0 = 0x400
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	for i := range 3 {
+		postWrite4K(t, h, uint64(i+1))
+		h.now = h.r.Deadline()
+		h.r.OnTimeout(h.now)
+		require.Len(t, h.drain(), 1)
+		h.now = h.now.Add(rttTest)
+		h.recv(ack(p + packet.PSN(4*i+3)))
+	}
+	require.Equal(t, []uint64{1, 2, 3}, h.cq.ids())
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(3), rc.RTOExpiries)
+	require.Zero(t, rc.RTOSpurious)
+	require.Zero(t, h.r.rec.timer.Learned())
+	start := h.now
+	postWrite4K(t, h, 4)
+	require.Equal(t, start.Add(retry.DefaultRecoveryFloor), h.r.Deadline())
+}
+
+// TestRecoveryTimerOffDuringRNRWait: an RNR NAK answers the SEND; until
+// the RNR wait ends the requester's deadline is that wait, not a recovery
+// timeout that could send nothing, and the resend arms the recovery timer
+// again.
+func TestRecoveryTimerOffDuringRNRWait(t *testing.T) {
+	const p0 = 0x500
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 100, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1)
+	h.now = h.now.Add(rttTest)
+	h.recv(rnr(p, 18)) // 5.12 ms
+	require.Equal(t, h.now.Add(retry.RNRDelay(18)), h.r.Deadline(), "the RNR wait alone")
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 1, "the resend")
+	require.Equal(t, h.now.Add(retry.DefaultRecoveryFloor), h.r.Deadline(), "the recovery timer runs again")
+	require.Zero(t, h.r.Counters().Recovery.RTOExpiries)
+}
+
+// TestSmallWindowAsksTwicePerWindow: with a window of 16 PSNs (a peer with
+// a small receive buffer) the 8th and the 16th packet ask for an ACK, so
+// the first half is acknowledged while the second is in flight and the
+// window slides on instead of draining before every ACK.
+func TestSmallWindowAsksTwicePerWindow(t *testing.T) {
+	const p0 = 0x600
+	cfg := baseConfig(1024, p0)
+	cfg.Window = 16
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 32 << 10, LKey: lkeyA}}})
+	sent := h.drain()
+	require.Len(t, sent, 16, "the window")
+	var asks []int
+	for i, b := range sent {
+		if parse(t, b).BTH().AckReq() {
+			asks = append(asks, i)
+		}
+	}
+	require.Equal(t, []int{7, 15}, asks)
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p0 + 7))
+	require.Len(t, h.drain(), 8, "the ACK of the first half opens the window by 8")
+}

@@ -1,0 +1,74 @@
+package retry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRecoveryTimerOnExpiry(t *testing.T) {
+	var r RTT
+	r.Sample(100*us, false) // the timeout is the 2 ms floor
+	due := at(10 * time.Millisecond)
+	tests := []struct {
+		name  string
+		late  time.Duration
+		probe bool
+	}{
+		{"on time", 0, true},
+		{"timer wake-up latency", 100 * us, true},
+		{"a quarter of the timeout", DefaultRecoveryFloor / 4, true},
+		{"this end was not running", DefaultRecoveryFloor/4 + us, false},
+		{"a long stall", 50 * time.Millisecond, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := RecoveryTimer{Ceiling: 67 * time.Millisecond}
+			require.Equal(t, tc.probe, tm.OnExpiry(&r, due, due.Add(tc.late)))
+			if tc.probe {
+				require.Zero(t, tm.Deferrals())
+				return
+			}
+			require.Equal(t, uint64(1), tm.Deferrals())
+			require.True(t, tm.OnExpiry(&r, due, due.Add(tc.late)), "once per episode")
+			tm.Progress()
+			require.False(t, tm.OnExpiry(&r, due, due.Add(tc.late)), "progress starts a new episode")
+		})
+	}
+	tm := RecoveryTimer{Ceiling: 67 * time.Millisecond}
+	require.True(t, tm.OnExpiry(&r, time.Time{}, due), "no deadline: nothing to judge")
+}
+
+func TestRecoveryTimerSpurious(t *testing.T) {
+	var r RTT
+	r.Sample(100*us, false)
+	tm := RecoveryTimer{Ceiling: 67 * time.Millisecond}
+	require.Equal(t, DefaultRecoveryFloor, tm.Timeout(&r))
+
+	tm.Expired()
+	tm.Spurious(at(0), 7*time.Millisecond)
+	require.Equal(t, uint64(1), tm.SpuriousExpiries())
+	require.Zero(t, tm.Backoff(), "a spurious expiry undoes its back-off")
+	require.Equal(t, 7*time.Millisecond, tm.Timeout(&r), "the silence just seen does not fire the timer again")
+	tm.Spurious(at(time.Millisecond), 3*time.Millisecond)
+	require.Equal(t, 7*time.Millisecond, tm.Learned(), "the longest recent silence")
+	tm.Spurious(at(2*time.Millisecond), time.Second)
+	require.Equal(t, 67*time.Millisecond/spuriousShare, tm.Timeout(&r), "capped well below the IB timeout")
+
+	// Decay: halved per half-life without a spurious expiry, then gone.
+	tm.Decay(at(2*time.Millisecond + SpuriousHalfLife - 1))
+	require.Equal(t, 67*time.Millisecond/spuriousShare, tm.Learned())
+	tm.Decay(at(2*time.Millisecond + SpuriousHalfLife))
+	require.Equal(t, 67*time.Millisecond/spuriousShare/2, tm.Learned())
+	tm.Decay(at(2*time.Millisecond + 4*SpuriousHalfLife))
+	require.Equal(t, 67*time.Millisecond/spuriousShare/16, tm.Learned())
+	tm.Decay(at(2*time.Millisecond + 6*SpuriousHalfLife))
+	require.Zero(t, tm.Learned())
+	require.Equal(t, DefaultRecoveryFloor, tm.Timeout(&r), "fast recovery is back")
+
+	off := RecoveryTimer{}
+	off.Spurious(at(0), time.Second)
+	require.Zero(t, off.Learned(), "no ceiling: the timer is off")
+	require.Zero(t, off.Timeout(&r))
+}

@@ -1,0 +1,116 @@
+package rxe
+
+import (
+	"sync"
+	"time"
+)
+
+// LossCounters are the loss-recovery and selective-repeat counters
+// (docs/recovery.md): a QP's (QPCounters.Loss) or the sum over a
+// device's QPs, destroyed and reset ones included (Counters.Loss).
+type LossCounters struct {
+	// SRTT is the smoothed round-trip time (srtt_us); for a device the
+	// largest of its QPs'.
+	SRTT time.Duration
+	// RTOExpiries counts recovery timer expiries (rto_expiries), IBTimeouts
+	// IB local ACK timeouts (ib_timeouts, the retry_cnt budget) and
+	// TailProbes the tail-loss probes sent (tail_probes).
+	RTOExpiries, IBTimeouts, TailProbes uint64
+	// Requester side of selective repeat.
+	SRHolesReceived uint64 // sr_holes_received: hole reports received
+	SRPacketsResent uint64 // sr_packets_resent: packets resent for them (READ re-reads included)
+	ReadHoleRereads uint64 // read_holes_rereads: READ requests re-reading a missing range
+	// Responder side of selective repeat.
+	SRHolesReported uint64 // sr_holes_reported: hole reports sent, re-reports included
+	SRHolePSNs      uint64 // sr_hole_psns: PSNs first seen missing (packets lost)
+	OOOBuffered     uint64 // ooo_buffered: out-of-order requests held now
+	OOOPeak         uint64 // ooo_peak: the most held at once (for a device, the largest QP peak)
+	OOOBytesPeak    uint64 // ooo_bytes_peak: the most bytes held at once (likewise)
+	OOODropped      uint64 // ooo_dropped: out-of-order requests dropped
+}
+
+// Loss returns the QP's loss-recovery and selective-repeat counters.
+func (c QPCounters) Loss() LossCounters {
+	rq, rs := &c.Requester, &c.Responder
+	l := LossCounters{
+		SRTT: rq.Recovery.SRTT, RTOExpiries: rq.Recovery.RTOExpiries, IBTimeouts: rq.Timeouts,
+		TailProbes:      rq.Recovery.TailProbes,
+		SRHolesReceived: rq.SRHolesReceived, SRPacketsResent: rq.SRPacketsResent, ReadHoleRereads: rq.ReadHoleRereads,
+		SRHolesReported: rs.SRHolesReported, SRHolePSNs: rs.SRHolePSNs, OOOBuffered: rs.OOOBuffered,
+		OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
+	}
+	return l
+}
+
+// add sums o into l: counts add up; SRTT and the peaks keep the largest.
+func (l *LossCounters) add(o LossCounters) {
+	l.SRTT = max(l.SRTT, o.SRTT)
+	l.RTOExpiries += o.RTOExpiries
+	l.IBTimeouts += o.IBTimeouts
+	l.TailProbes += o.TailProbes
+	l.SRHolesReceived += o.SRHolesReceived
+	l.SRPacketsResent += o.SRPacketsResent
+	l.ReadHoleRereads += o.ReadHoleRereads
+	l.SRHolesReported += o.SRHolesReported
+	l.SRHolePSNs += o.SRHolePSNs
+	l.OOOBuffered += o.OOOBuffered
+	l.OOOPeak = max(l.OOOPeak, o.OOOPeak)
+	l.OOOBytesPeak = max(l.OOOBytesPeak, o.OOOBytesPeak)
+	l.OOODropped += o.OOODropped
+}
+
+// named lists the counters under their names, for Named.
+func (l LossCounters) named() []NamedCounter {
+	return []NamedCounter{
+		{"srtt_us", uint64(l.SRTT.Microseconds())},
+		{"rto_expiries", l.RTOExpiries},
+		{"ib_timeouts", l.IBTimeouts},
+		{"tail_probes", l.TailProbes},
+		{"sr_holes_received", l.SRHolesReceived},
+		{"sr_packets_resent", l.SRPacketsResent},
+		{"read_holes_rereads", l.ReadHoleRereads},
+		{"sr_holes_reported", l.SRHolesReported},
+		{"sr_hole_psns", l.SRHolePSNs},
+		{"ooo_buffered", l.OOOBuffered},
+		{"ooo_peak", l.OOOPeak},
+		{"ooo_bytes_peak", l.OOOBytesPeak},
+		{"ooo_dropped", l.OOODropped},
+	}
+}
+
+// retiredLoss keeps the loss counters of engines that are gone (a QP
+// destroyed or reset), so that the device's totals do not go backwards.
+type retiredLoss struct {
+	mu sync.Mutex
+	l  LossCounters
+}
+
+// retireEngines adds the counters of the QP's RC engines to the device's
+// retired totals before they are dropped (caller holds qp.mu).
+func (qp *QP) retireEngines() {
+	if qp.req == nil && qp.resp == nil {
+		return
+	}
+	var c QPCounters
+	if qp.req != nil {
+		c.Requester = qp.req.Counters()
+	}
+	if qp.resp != nil {
+		c.Responder = qp.resp.Counters()
+	}
+	l := c.Loss()
+	l.SRTT, l.OOOBuffered = 0, 0 // not a total: only live QPs count
+	r := &qp.dev.retired
+	r.mu.Lock()
+	r.l.add(l)
+	r.mu.Unlock()
+}
+
+// lossTotals sums the loss counters of the device's QPs, live and retired.
+func (d *Device) lossTotals() LossCounters {
+	d.retired.mu.Lock()
+	t := d.retired.l
+	d.retired.mu.Unlock()
+	d.qps.each(func(qp *QP) { t.add(qp.Counters().Loss()) })
+	return t
+}

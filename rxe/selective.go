@@ -1,0 +1,69 @@
+package rxe
+
+import (
+	"fmt"
+
+	"github.com/gorxe/gorxe/responder"
+)
+
+// QPAttrSelectiveRepeat selects QPAttr.SelectiveRepeat and QPAttr.OOOLimit.
+// It is a gorxe extension: bit 30 is not used by ibv_qp_attr_mask. An RC
+// QP takes it from RESET to INIT, INIT to INIT and INIT to RTR, so that
+// the responder (started at RTR) and the requester (started at RTS) see
+// the same setting.
+const QPAttrSelectiveRepeat QPAttrMask = 1 << 30
+
+// MaxOOOLimit is the largest QPAttr.OOOLimit: the bytes of out-of-order
+// requests one QP's responder may hold.
+const MaxOOOLimit = 64 << 20
+
+// srConfig is what the engines are given for selective repeat.
+type srConfig struct {
+	on       bool
+	oooLimit int // bytes; 0: responder.DefaultOOOLimit
+}
+
+// checkSelectiveRepeat validates QPAttr.OOOLimit.
+func checkSelectiveRepeat(attr *QPAttr, mask QPAttrMask) error {
+	if mask&QPAttrSelectiveRepeat == 0 {
+		return nil
+	}
+	if attr.OOOLimit < 0 || attr.OOOLimit > MaxOOOLimit {
+		return fmt.Errorf("%w: out-of-order buffer of %d bytes (0 for the default, at most %d)", ErrInvalidArgument, attr.OOOLimit, MaxOOOLimit)
+	}
+	return nil
+}
+
+// selectiveRepeat returns the QP's selective-repeat setting (caller holds
+// mu).
+func (qp *QP) selectiveRepeat() srConfig {
+	if !qp.attr.SelectiveRepeat {
+		return srConfig{}
+	}
+	return srConfig{on: true, oooLimit: qp.attr.OOOLimit}
+}
+
+// oooBound is the out-of-order buffer an offer announces: limit, or the
+// responder's default for 0.
+func oooBound(limit int) int {
+	if limit <= 0 {
+		return responder.DefaultOOOLimit
+	}
+	return limit
+}
+
+// negotiateSR decides selective repeat for a connection between local and
+// remote (the ConnInfos the two sides exchanged): on only when both offer
+// it, so that each side's requester and the other side's responder agree
+// (the peer decides the same from the same two offers). refuse is
+// ConnectOptions.NoSelectiveRepeat: the local offer must then be absent,
+// or the peer, which saw it, would turn selective repeat on alone.
+func negotiateSR(local, remote ConnInfo, refuse bool) (QPAttr, error) {
+	if refuse && local.SelectiveRepeat {
+		return QPAttr{}, fmt.Errorf("%w: ConnectOptions.NoSelectiveRepeat, but the local ConnInfo offers selective repeat to the peer: clear its SelectiveRepeat before sending it", ErrInvalidArgument)
+	}
+	if !local.SelectiveRepeat || !remote.SelectiveRepeat {
+		return QPAttr{}, nil
+	}
+	return QPAttr{SelectiveRepeat: true, OOOLimit: local.OOOLimit}, nil
+}
