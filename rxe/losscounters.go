@@ -16,13 +16,21 @@ type LossCounters struct {
 	// IB local ACK timeouts (ib_timeouts, the retry_cnt budget) and
 	// TailProbes the tail-loss probes sent (tail_probes).
 	RTOExpiries, IBTimeouts, TailProbes uint64
+	// RTODeferred counts late recovery-timer expiries timed again instead
+	// of probing (rto_deferred); RTOSpurious the expiries whose probe was
+	// answered, sooner than a round trip, for packets sent before it
+	// (rto_spurious; retry.RecoveryTimer).
+	RTODeferred, RTOSpurious uint64
 	// Requester side of selective repeat.
 	SRHolesReceived uint64 // sr_holes_received: hole reports received
 	SRPacketsResent uint64 // sr_packets_resent: packets resent for them (READ re-reads included)
+	SRHolesIgnored  uint64 // sr_holes_ignored: hole reports naming PSNs never sent, or with none outstanding
 	ReadHoleRereads uint64 // read_holes_rereads: READ requests re-reading a missing range
 	// Responder side of selective repeat.
 	SRHolesReported uint64 // sr_holes_reported: hole reports sent, re-reports included
+	SRHolesFilled   uint64 // sr_holes_filled: hole reports withdrawn because the hole filled before they left
 	SRHolePSNs      uint64 // sr_hole_psns: PSNs first seen missing (packets lost)
+	OOODuplicates   uint64 // ooo_duplicates: out-of-order requests dropped as copies of held ones
 	OOOBuffered     uint64 // ooo_buffered: out-of-order requests held now
 	OOOPeak         uint64 // ooo_peak: the most held at once (for a device, the largest QP peak)
 	OOOBytesPeak    uint64 // ooo_bytes_peak: the most bytes held at once (likewise)
@@ -34,10 +42,13 @@ func (c QPCounters) Loss() LossCounters {
 	rq, rs := &c.Requester, &c.Responder
 	l := LossCounters{
 		SRTT: rq.Recovery.SRTT, RTOExpiries: rq.Recovery.RTOExpiries, IBTimeouts: rq.Timeouts,
-		TailProbes:      rq.Recovery.TailProbes,
+		TailProbes:  rq.Recovery.TailProbes,
+		RTODeferred: rq.Recovery.RTODeferred, RTOSpurious: rq.Recovery.RTOSpurious,
 		SRHolesReceived: rq.SRHolesReceived, SRPacketsResent: rq.SRPacketsResent, ReadHoleRereads: rq.ReadHoleRereads,
-		SRHolesReported: rs.SRHolesReported, SRHolePSNs: rs.SRHolePSNs, OOOBuffered: rs.OOOBuffered,
-		OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
+		SRHolesIgnored:  rq.SRHolesIgnored,
+		SRHolesReported: rs.SRHolesReported, SRHolesFilled: rs.SRHolesFilled, SRHolePSNs: rs.SRHolePSNs,
+		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
+		OOODuplicates: rs.OOODuplicates,
 	}
 	return l
 }
@@ -48,6 +59,11 @@ func (l *LossCounters) add(o LossCounters) {
 	l.RTOExpiries += o.RTOExpiries
 	l.IBTimeouts += o.IBTimeouts
 	l.TailProbes += o.TailProbes
+	l.RTODeferred += o.RTODeferred
+	l.RTOSpurious += o.RTOSpurious
+	l.SRHolesIgnored += o.SRHolesIgnored
+	l.SRHolesFilled += o.SRHolesFilled
+	l.OOODuplicates += o.OOODuplicates
 	l.SRHolesReceived += o.SRHolesReceived
 	l.SRPacketsResent += o.SRPacketsResent
 	l.ReadHoleRereads += o.ReadHoleRereads
@@ -66,15 +82,20 @@ func (l LossCounters) named() []NamedCounter {
 		{"rto_expiries", l.RTOExpiries},
 		{"ib_timeouts", l.IBTimeouts},
 		{"tail_probes", l.TailProbes},
+		{"rto_deferred", l.RTODeferred},
+		{"rto_spurious", l.RTOSpurious},
 		{"sr_holes_received", l.SRHolesReceived},
 		{"sr_packets_resent", l.SRPacketsResent},
 		{"read_holes_rereads", l.ReadHoleRereads},
+		{"sr_holes_ignored", l.SRHolesIgnored},
 		{"sr_holes_reported", l.SRHolesReported},
+		{"sr_holes_filled", l.SRHolesFilled},
 		{"sr_hole_psns", l.SRHolePSNs},
 		{"ooo_buffered", l.OOOBuffered},
 		{"ooo_peak", l.OOOPeak},
 		{"ooo_bytes_peak", l.OOOBytesPeak},
 		{"ooo_dropped", l.OOODropped},
+		{"ooo_duplicates", l.OOODuplicates},
 	}
 }
 

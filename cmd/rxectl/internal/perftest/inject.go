@@ -161,6 +161,8 @@ func transportStats(s *session) report.Transport {
 		t.RTOExpiries += rc.RTOExpiries
 		t.IBTimeouts += c.Requester.Timeouts
 		t.TailProbes += rc.TailProbes
+		t.RTODeferred += rc.RTODeferred
+		t.RTOSpurious += rc.RTOSpurious
 		t.WindowDecr += rc.WindowDecr
 		if t.Window == 0 || rc.Window < t.Window {
 			t.Window = rc.Window

@@ -78,6 +78,10 @@ type Transport struct {
 	RTOExpiries uint64 `json:"rto_expiries"`
 	IBTimeouts  uint64 `json:"ib_timeouts"`
 	TailProbes  uint64 `json:"tail_probes"`
+	// Recovery-timer expiries timed again because they fired late, and
+	// those whose probe proved them spurious (retry.RecoveryTimer).
+	RTODeferred uint64 `json:"rto_deferred"`
+	RTOSpurious uint64 `json:"rto_spurious"`
 	Window      int    `json:"window_pkts"`
 	WindowDecr  uint64 `json:"window_decreases"`
 	// Selective repeat (docs/recovery.md), zero when it is not in use.
