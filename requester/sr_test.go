@@ -371,7 +371,8 @@ func TestSRDeadPeer(t *testing.T) {
 }
 
 // srCheck verifies the selective-repeat bookkeeping: the counts of
-// received-response bits and of due resend slots match what is stored.
+// received-response bits, of due resend slots and of resent slots match
+// what is stored.
 func (r *Requester) srCheck() error {
 	s := &r.sr
 	n := 0
@@ -389,6 +390,15 @@ func (r *Requester) srCheck() error {
 	}
 	if d != s.ndue {
 		return fmt.Errorf("%d resend slots due, %d counted", d, s.ndue)
+	}
+	rs := 0
+	for _, sl := range s.slots {
+		if sl.at != 0 {
+			rs++
+		}
+	}
+	if rs != s.nresent {
+		return fmt.Errorf("%d resent slots, %d counted", rs, s.nresent)
 	}
 	return nil
 }
