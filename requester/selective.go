@@ -479,11 +479,15 @@ func (r *Requester) srAck(p *packet.Packet) {
 // repeat responses arrive out of order, so the NAK's PSN may lie past
 // READ responses still missing (lost, or still on their way): it fails
 // the READ all the same, as the responder answers no re-read after it
-// (it is in the error state). A NAK for no outstanding PSN is dropped.
+// (it is in the error state). Its PSN may also lie before the oldest
+// unacknowledged PSN, inside the oldest WQE: the responder failed on the
+// extra stream of a re-read whose PSNs the original stream answered
+// meanwhile; that fails the oldest WQE too. A NAK for a PSN of no
+// outstanding WQE is dropped.
 func (r *Requester) srErrorNAK(p *packet.Packet) {
 	psn := p.PSN()
 	i, ok := r.srFind(psn)
-	if !ok || psn.Before(r.compPSN) {
+	if !ok {
 		r.c.ResponsesDropped++
 		return
 	}

@@ -14,7 +14,9 @@ import (
 // lost on the way: the NAK fails the WQE holding its PSN with the status of
 // its code (as rxe check_ack maps them), completes the WRITE before it (the
 // responder executed every request before the NAK's PSN), and nothing is
-// asked for again. A NAK for no outstanding PSN is dropped.
+// asked for again. A NAK for a PSN the READ's responses already passed
+// (the responder failed on a re-read's extra stream) fails the READ too.
+// A NAK for no outstanding PSN is dropped.
 func TestSRErrorNAK(t *testing.T) {
 	const readPkts = 10
 	// PSN offsets: the WRITE is 0, the READ request 1, its responses 1..10.
@@ -29,6 +31,8 @@ func TestSRErrorNAK(t *testing.T) {
 		{name: "read-mid-after-loss", delivered: []int{0, 1, 2, 3, 5}, nakAt: 7, code: packet.NAKRemoteAccess,
 			want: []verbs.WCStatus{verbs.WCSuccess, verbs.WCRemAccessErr}, failed: true},
 		{name: "read-mid-in-order", delivered: []int{0, 1, 2}, nakAt: 4, code: packet.NAKRemoteAccess,
+			want: []verbs.WCStatus{verbs.WCSuccess, verbs.WCRemAccessErr}, failed: true},
+		{name: "read-behind-oldest", delivered: []int{0, 1, 2, 3, 4, 5}, nakAt: 3, code: packet.NAKRemoteAccess,
 			want: []verbs.WCStatus{verbs.WCSuccess, verbs.WCRemAccessErr}, failed: true},
 		{name: "read-first", nakAt: 1, code: packet.NAKRemoteAccess,
 			want: []verbs.WCStatus{verbs.WCSuccess, verbs.WCRemAccessErr}, failed: true},
