@@ -25,6 +25,7 @@ type LossCounters struct {
 	SRHolesReceived uint64 // sr_holes_received: hole reports received
 	SRPacketsResent uint64 // sr_packets_resent: packets resent for them (READ re-reads included)
 	SRHolesIgnored  uint64 // sr_holes_ignored: hole reports naming PSNs never sent, or with none outstanding
+	SRResendsLost   uint64 // sr_resends_lost: resent packets still unacknowledged an RTO later, resent again
 	ReadHoleRereads uint64 // read_holes_rereads: READ requests re-reading a missing range
 	// Responder side of selective repeat.
 	SRHolesReported uint64 // sr_holes_reported: hole reports sent, re-reports included
@@ -45,7 +46,7 @@ func (c QPCounters) Loss() LossCounters {
 		TailProbes:  rq.Recovery.TailProbes,
 		RTODeferred: rq.Recovery.RTODeferred, RTOSpurious: rq.Recovery.RTOSpurious,
 		SRHolesReceived: rq.SRHolesReceived, SRPacketsResent: rq.SRPacketsResent, ReadHoleRereads: rq.ReadHoleRereads,
-		SRHolesIgnored:  rq.SRHolesIgnored,
+		SRHolesIgnored: rq.SRHolesIgnored, SRResendsLost: rq.SRResendsLost,
 		SRHolesReported: rs.SRHolesReported, SRHolesFilled: rs.SRHolesFilled, SRHolePSNs: rs.SRHolePSNs,
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
 		OOODuplicates: rs.OOODuplicates,
@@ -62,6 +63,7 @@ func (l *LossCounters) add(o LossCounters) {
 	l.RTODeferred += o.RTODeferred
 	l.RTOSpurious += o.RTOSpurious
 	l.SRHolesIgnored += o.SRHolesIgnored
+	l.SRResendsLost += o.SRResendsLost
 	l.SRHolesFilled += o.SRHolesFilled
 	l.OOODuplicates += o.OOODuplicates
 	l.SRHolesReceived += o.SRHolesReceived
@@ -88,6 +90,7 @@ func (l LossCounters) named() []NamedCounter {
 		{"sr_packets_resent", l.SRPacketsResent},
 		{"read_holes_rereads", l.ReadHoleRereads},
 		{"sr_holes_ignored", l.SRHolesIgnored},
+		{"sr_resends_lost", l.SRResendsLost},
 		{"sr_holes_reported", l.SRHolesReported},
 		{"sr_holes_filled", l.SRHolesFilled},
 		{"sr_hole_psns", l.SRHolePSNs},

@@ -171,6 +171,7 @@ func transportStats(s *session) report.Transport {
 		t.SRHolesReceived += l.SRHolesReceived
 		t.SRPacketsResent += l.SRPacketsResent
 		t.ReadHoleRereads += l.ReadHoleRereads
+		t.SRResendsLost += l.SRResendsLost
 		t.SRHolesReported += l.SRHolesReported
 		t.SRHolePSNs += l.SRHolePSNs
 		t.OOOPeak = max(t.OOOPeak, l.OOOPeak)

@@ -90,6 +90,8 @@ type Transport struct {
 	SRHolesReceived uint64 `json:"sr_holes_received"`
 	SRPacketsResent uint64 `json:"sr_packets_resent"`
 	ReadHoleRereads uint64 `json:"read_holes_rereads"`
+	// Resent packets still unacknowledged an RTO later, resent again.
+	SRResendsLost uint64 `json:"sr_resends_lost"`
 	// This end's responder: hole reports sent (re-reports included), PSNs
 	// first seen missing (the packets lost on the way to it), the most
 	// out-of-order requests and bytes held at once, and those dropped.
