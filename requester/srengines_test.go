@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/responder"
@@ -109,32 +108,9 @@ func TestSREngines(t *testing.T) {
 			remote := e.mem.add(rkey, rbase, n*size, verbs.AccessRemoteWrite|verbs.AccessRemoteRead, 7)
 			src := append([]byte(nil), remote.buf...)
 			l := newSRLink(h, e)
-			rng := rand.New(rand.NewPCG(tc.seed, 17))
-			lost := 0
-			drop := func(packet.Packet, int) bool {
-				if rng.Float64() < tc.loss {
-					lost++
-					return true
-				}
-				return false
-			}
-			l.dropReq, l.dropResp = drop, drop
-			for i := range n {
-				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: tc.op, Flags: verbs.SendSignaled,
-					RemoteAddr: rbase + uint64(i*size), RKey: rkey,
-					SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: size, LKey: lkeyA}}})
-			}
-			start := h.now
-			l.run(10 * time.Second)
-			st, failed := h.r.Failed()
-			require.False(t, failed, "requester failed: %v", st)
+			lost, took := l.lossyBatch(t, tc.op, n, size, tc.loss, rand.New(rand.NewPCG(tc.seed, 17)))
 			_, rfailed := e.r.Failed()
 			require.False(t, rfailed, "responder failed")
-			require.Len(t, h.cq.wcs, n)
-			for i, wc := range h.cq.wcs {
-				require.Equal(t, verbs.WCSuccess, wc.Status)
-				require.Equal(t, uint64(i+1), wc.ID)
-			}
 			switch tc.op {
 			case verbs.WRRDMARead:
 				require.True(t, bytes.Equal(src, h.mem[lkeyA].buf), "READ data")
@@ -152,7 +128,7 @@ func TestSREngines(t *testing.T) {
 			}
 			t.Logf("%v virtual; %d lost, %d data packets sent again (%.2f per lost); requester: holes %d, resent %d, "+
 				"re-reads %d, probes %d, ib timeouts %d; responder: holes %d, hole PSNs %d, ooo peak %d, dropped %d",
-				h.now.Sub(start), lost, extra, float64(extra)/float64(max(lost, 1)), c.SRHolesReceived, c.SRPacketsResent,
+				took, lost, extra, float64(extra)/float64(max(lost, 1)), c.SRHolesReceived, c.SRPacketsResent,
 				c.ReadHoleRereads, c.Recovery.TailProbes, c.Timeouts, rc.SRHolesReported, rc.SRHolePSNs, rc.OOOPeak, rc.OOODropped)
 			require.Zero(t, c.CompleterRetryErr, "go-back-N")
 			if tc.loss <= 0.02 {

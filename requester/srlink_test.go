@@ -1,10 +1,13 @@
 package requester
 
 import (
+	"math/rand/v2"
 	"slices"
+	"testing"
 	"time"
 
 	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -268,4 +271,38 @@ func dropNth(base packet.PSN, drops map[int]int) func(packet.Packet, int) bool {
 	return func(p packet.Packet, nth int) bool {
 		return nth <= drops[int(p.PSN().Diff(base))]
 	}
+}
+
+// lossyBatch drops each request and response with probability loss (drawn
+// from rng), posts n signaled work requests of op, each size bytes from
+// baseA to rbase and on, runs the link for at most 10 s of virtual time,
+// checks that the requester neither failed nor completed out of order, and
+// returns how many packets were dropped and the virtual time it took.
+func (l *srLink) lossyBatch(t *testing.T, op verbs.WROpcode, n, size int, loss float64, rng *rand.Rand) (int, time.Duration) {
+	t.Helper()
+	h := l.h
+	lost := 0
+	drop := func(packet.Packet, int) bool {
+		if rng.Float64() < loss {
+			lost++
+			return true
+		}
+		return false
+	}
+	l.dropReq, l.dropResp = drop, drop
+	for i := range n {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: op, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(i*size), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: uint32(size), LKey: lkeyA}}})
+	}
+	start := h.now
+	l.run(10 * time.Second)
+	st, failed := h.r.Failed()
+	require.False(t, failed, "requester failed: %v", st)
+	require.Len(t, h.cq.wcs, n)
+	for i, wc := range h.cq.wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+		require.Equal(t, uint64(i+1), wc.ID)
+	}
+	return lost, h.now.Sub(start)
 }

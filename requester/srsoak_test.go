@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
-	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 	"github.com/stretchr/testify/require"
 )
@@ -49,30 +47,7 @@ func testLossyLink(t *testing.T, sr bool) {
 			remote := f.mem.add(rkey, rbase, n*size, verbs.AccessRemoteWrite|verbs.AccessRemoteRead, 7)
 			src := append([]byte(nil), remote.buf...)
 			l := newSRLink(h, f)
-			rng := rand.New(rand.NewPCG(tc.seed, 13))
-			lost := 0
-			drop := func(packet.Packet, int) bool {
-				if rng.Float64() < tc.loss {
-					lost++
-					return true
-				}
-				return false
-			}
-			l.dropReq, l.dropResp = drop, drop
-			for i := range n {
-				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: tc.op, Flags: verbs.SendSignaled,
-					RemoteAddr: rbase + uint64(i*size), RKey: rkey,
-					SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: size, LKey: lkeyA}}})
-			}
-			start := h.now
-			l.run(10 * time.Second)
-			_, failed := h.r.Failed()
-			require.False(t, failed)
-			require.Len(t, h.cq.wcs, n)
-			for i, wc := range h.cq.wcs {
-				require.Equal(t, verbs.WCSuccess, wc.Status)
-				require.Equal(t, uint64(i+1), wc.ID)
-			}
+			lost, took := l.lossyBatch(t, tc.op, n, size, tc.loss, rand.New(rand.NewPCG(tc.seed, 13)))
 			switch tc.op {
 			case verbs.WRRDMARead:
 				require.True(t, bytes.Equal(src, h.mem[lkeyA].buf), "READ data")
@@ -93,7 +68,7 @@ func testLossyLink(t *testing.T, sr bool) {
 			}
 			t.Logf("%v virtual; %d lost, %d data packets sent again (%.2f per lost), %d re-read requests; "+
 				"holes %d, resent %d, re-reads %d, probes %d, rto %d, ib timeouts %d",
-				h.now.Sub(start), lost, extra, float64(extra)/float64(max(lost, 1)), rereads,
+				took, lost, extra, float64(extra)/float64(max(lost, 1)), rereads,
 				c.SRHolesReceived, c.SRPacketsResent, c.ReadHoleRereads, c.Recovery.TailProbes,
 				c.Recovery.RTOExpiries, c.Timeouts)
 			if !sr {
