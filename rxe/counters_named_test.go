@@ -57,8 +57,8 @@ func TestNamedLossCounters(t *testing.T) {
 	}
 	// Totals add counts and keep the largest SRTT and peaks.
 	var l LossCounters
-	l.add(c.Loss())
-	l.add(LossCounters{SRTT: time.Millisecond, OOOPeak: 20, OOOBytesPeak: 1, SRHolePSNs: 1})
+	l.Add(c.Loss())
+	l.Add(LossCounters{SRTT: time.Millisecond, OOOPeak: 20, OOOBytesPeak: 1, SRHolePSNs: 1})
 	require.Equal(t, LossCounters{SRTT: 1500 * time.Microsecond, RTOExpiries: 3, IBTimeouts: 2, TailProbes: 4, RTODeferred: 15, RTOSpurious: 16,
 		SRHolesReceived: 11, SRPacketsResent: 12, ReadHoleRereads: 13, SRHolesIgnored: 14, SRResendsLost: 19, SRHolesReported: 5, SRHolesFilled: 17, SRHolePSNs: 7,
 		OOOBuffered: 7, OOOPeak: 20, OOOBytesPeak: 9, OOODropped: 10, OOODuplicates: 18}, l)

@@ -54,8 +54,9 @@ func (c QPCounters) Loss() LossCounters {
 	return l
 }
 
-// add sums o into l: counts add up; SRTT and the peaks keep the largest.
-func (l *LossCounters) add(o LossCounters) {
+// Add sums o into l: counts add up; SRTT and the peaks keep the largest
+// (the rule of the device totals, Counters.Loss).
+func (l *LossCounters) Add(o LossCounters) {
 	l.SRTT = max(l.SRTT, o.SRTT)
 	l.RTOExpiries += o.RTOExpiries
 	l.IBTimeouts += o.IBTimeouts
@@ -126,7 +127,7 @@ func (qp *QP) retireEngines() {
 	l.SRTT, l.OOOBuffered = 0, 0 // not a total: only live QPs count
 	r := &qp.dev.retired
 	r.mu.Lock()
-	r.l.add(l)
+	r.l.Add(l)
 	r.mu.Unlock()
 }
 
@@ -135,6 +136,6 @@ func (d *Device) lossTotals() LossCounters {
 	d.retired.mu.Lock()
 	t := d.retired.l
 	d.retired.mu.Unlock()
-	d.qps.each(func(qp *QP) { t.add(qp.Counters().Loss()) })
+	d.qps.each(func(qp *QP) { t.Add(qp.Counters().Loss()) })
 	return t
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/gorxe/gorxe/netdev/pcapdump"
+	"github.com/gorxe/gorxe/rxe"
 )
 
 // faultFlags are the fault-injection flags, one per action, each taking
@@ -146,6 +147,7 @@ func deviceStats(s *session) report.Device {
 // transportStats sums the QPs' counters.
 func transportStats(s *session) report.Transport {
 	var t report.Transport
+	var loss rxe.LossCounters // summed as the device sums its QPs'
 	for _, qp := range s.qps {
 		c := qp.Counters()
 		t.Retransmits += c.Requester.Retransmits
@@ -157,27 +159,19 @@ func transportStats(s *session) report.Transport {
 		t.LocalDropRetries += c.DropRetries
 		t.BackoffDelayNs = max(t.BackoffDelayNs, c.BackoffDelay.Nanoseconds())
 		rc := c.Requester.Recovery
-		t.SRTTMicros = max(t.SRTTMicros, rc.SRTT.Microseconds())
-		t.RTOExpiries += rc.RTOExpiries
-		t.IBTimeouts += c.Requester.Timeouts
-		t.TailProbes += rc.TailProbes
-		t.RTODeferred += rc.RTODeferred
-		t.RTOSpurious += rc.RTOSpurious
 		t.WindowDecr += rc.WindowDecr
 		if t.Window == 0 || rc.Window < t.Window {
 			t.Window = rc.Window
 		}
-		l := c.Loss()
-		t.SRHolesReceived += l.SRHolesReceived
-		t.SRPacketsResent += l.SRPacketsResent
-		t.ReadHoleRereads += l.ReadHoleRereads
-		t.SRResendsLost += l.SRResendsLost
-		t.SRHolesReported += l.SRHolesReported
-		t.SRHolePSNs += l.SRHolePSNs
-		t.OOOPeak = max(t.OOOPeak, l.OOOPeak)
-		t.OOOBytesPeak = max(t.OOOBytesPeak, l.OOOBytesPeak)
-		t.OOODropped += l.OOODropped
+		loss.Add(c.Loss())
 	}
+	t.SRTTMicros = loss.SRTT.Microseconds()
+	t.RTOExpiries, t.IBTimeouts, t.TailProbes = loss.RTOExpiries, loss.IBTimeouts, loss.TailProbes
+	t.RTODeferred, t.RTOSpurious = loss.RTODeferred, loss.RTOSpurious
+	t.SRHolesReceived, t.SRPacketsResent, t.ReadHoleRereads = loss.SRHolesReceived, loss.SRPacketsResent, loss.ReadHoleRereads
+	t.SRResendsLost = loss.SRResendsLost
+	t.SRHolesReported, t.SRHolePSNs, t.OOODropped = loss.SRHolesReported, loss.SRHolePSNs, loss.OOODropped
+	t.OOOPeak, t.OOOBytesPeak = loss.OOOPeak, loss.OOOBytesPeak
 	return t
 }
 
