@@ -23,11 +23,18 @@ func warm(t *testing.T, h *harness, psn packet.PSN) packet.PSN {
 	return psn.Next()
 }
 
-func TestRTTSampleAndKarn(t *testing.T) {
-	const p0 = 0x20
+// warmHarness returns a harness whose requester sends from p0, with 64 KiB
+// of local memory and one SEND acknowledged (warm), and the next PSN.
+func warmHarness(t *testing.T, p0 packet.PSN) (*harness, packet.PSN) {
+	t.Helper()
 	h := newHarness(t, baseConfig(1024, p0))
 	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	return h, warm(t, h, p0)
+}
+
+func TestRTTSampleAndKarn(t *testing.T) {
+	const p0 = 0x20
+	h, p := warmHarness(t, p0)
 	rc := h.r.Counters().Recovery
 	require.Equal(t, rttTest, rc.SRTT)
 	require.Equal(t, uint64(1), rc.RTTSamples)
@@ -55,9 +62,7 @@ func TestRTTSampleAndKarn(t *testing.T) {
 // rest lost: the go-back-N resends it at once. No retry is consumed.
 func TestTailLossProbe(t *testing.T) {
 	const p0 = 0x40
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
 		SGList: []verbs.SGE{{Addr: baseA, Length: 4096, LKey: lkeyA}}, RemoteAddr: 0x1000, RKey: 7})
 	sent := h.drain()
@@ -108,9 +113,7 @@ func TestTailLossProbe(t *testing.T) {
 // answer completes the WQE and nothing else is resent.
 func TestTailProbeLostAck(t *testing.T) {
 	const p0 = 0x60
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 		SGList: []verbs.SGE{{Addr: baseA, Length: 2048, LKey: lkeyA}}})
 	require.Len(t, h.drain(), 2)
@@ -128,9 +131,7 @@ func TestTailProbeLostAck(t *testing.T) {
 // probe asks again for only the missing bytes.
 func TestReadProbeRereadsMissing(t *testing.T) {
 	const p0 = 0x80
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
 		SGList: []verbs.SGE{{Addr: baseA, Length: 4096, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
 	req := h.drain()

@@ -28,9 +28,7 @@ func postWrite4K(t *testing.T, h *harness, id uint64) [][]byte {
 // is timed again from now; the ACK then completes the WRITE.
 func TestRecoveryLateExpiryDeferred(t *testing.T) {
 	const p0 = 0x100
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	postWrite4K(t, h, 1)
 	due := h.r.Deadline()
 	require.Equal(t, h.now.Add(retry.DefaultRecoveryFloor), due)
@@ -55,9 +53,7 @@ func TestRecoveryLateExpiryDeferred(t *testing.T) {
 // always late.
 func TestRecoveryLateExpiryProbesOnce(t *testing.T) {
 	const p0 = 0x200
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	postWrite4K(t, h, 1)
 	h.now = h.r.Deadline().Add(5 * time.Millisecond)
 	h.r.OnTimeout(h.now)
@@ -81,9 +77,7 @@ func TestRecoveryLateExpiryProbesOnce(t *testing.T) {
 // loss is still recovered by the probe, and the learned delay decays.
 func TestRecoverySpuriousExpiryLearns(t *testing.T) {
 	const p0 = 0x300
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	heard := h.now
 	postWrite4K(t, h, 1)
 	h.now = h.r.Deadline()
@@ -141,9 +135,7 @@ func TestRecoverySpuriousExpiryLearns(t *testing.T) {
 // stays where the RTT puts it, so losses do not ratchet it up.
 func TestRecoveryLostAckTeachesNothing(t *testing.T) {
 	const p0 = 0x400
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	for i := range 3 {
 		postWrite4K(t, h, uint64(i+1))
 		h.now = h.r.Deadline()
@@ -168,9 +160,7 @@ func TestRecoveryLostAckTeachesNothing(t *testing.T) {
 // again.
 func TestRecoveryTimerOffDuringRNRWait(t *testing.T) {
 	const p0 = 0x500
-	h := newHarness(t, baseConfig(1024, p0))
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
+	h, p := warmHarness(t, p0)
 	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
 		SGList: []verbs.SGE{{Addr: baseA, Length: 100, LKey: lkeyA}}})
 	require.Len(t, h.drain(), 1)
