@@ -30,14 +30,18 @@ const (
 )
 
 // srSlot is the resend state of one PSN: whether it is due to be resent,
-// when it was last resent (Unix nanoseconds, 0 never), how often, and how
-// often its resend was found lost (srRecheck).
+// when it was last resent (Unix nanoseconds, 0 never), how often, how
+// often its resend was found lost (srRecheck, srResendLost), and what had
+// been sent by then.
 type srSlot struct {
 	psn   packet.PSN
 	due   bool
 	tries uint8
 	lost  uint8
 	at    int64
+	// next is the first PSN not yet sent when psn was last resent: the
+	// packets from it on left after the resend (srResendLost).
+	next packet.PSN
 }
 
 // srMaxBackoff is how many times a PSN's resend interval doubles.
@@ -389,8 +393,9 @@ func (r *Requester) srReady(now time.Time) bool {
 
 // srMark puts psn on the resend list unless it was resent less than an
 // interval ago; after its second resend, two intervals (an answer queued
-// behind a long READ stream is not asked for again every RTT). force
-// ignores that. It reports whether it did.
+// behind a long READ stream is not asked for again every RTT), unless
+// that resend is known lost (srResendLost). force ignores the interval.
+// It reports whether it did.
 func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 	s := &r.sr
 	sl := s.slot(psn)
@@ -398,7 +403,11 @@ func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 		return false
 	}
 	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
-		return false
+		if !r.srResendLost(sl) {
+			return false
+		}
+		sl.lost = min(sl.lost+1, srRecheckBackoff)
+		r.c.SRResendsLost++
 	}
 	sl.due = true
 	s.ndue++

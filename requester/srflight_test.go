@@ -75,3 +75,68 @@ func TestSRFlightAccounting(t *testing.T) {
 		})
 	}
 }
+
+// A resend that a hole report names missing again after the responder
+// reported received packets sent more than srReorder packets after it was
+// lost: it goes again at once, without waiting for the once-per-interval
+// rule or the recheck timer. Without that evidence it waits.
+func TestSRResendLostByProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		progress int // packets past the resend the responder reports received
+		want     bool
+	}{
+		{"lost", srReorder + 2, true},
+		{"within-reorder", srReorder, false},
+		{"no-progress", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = true
+			cfg.Window = 8
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			require.Len(t, h.drain(), 8)
+			// PSN 0 is lost: it is resent (no RTT sample yet, so no
+			// reorder wait), and the report frees room for new packets.
+			h.recv(srHoleReport(srSQ, srSQ.Add(1)))
+			next := srSQ.Add(8)
+			resends := func(got [][]byte) int {
+				n := 0
+				for _, b := range got {
+					p := parse(t, b).PSN()
+					if p == srSQ {
+						n++
+					}
+					if p.After(next) || p == next {
+						next = p.Next()
+					}
+				}
+				return n
+			}
+			require.Equal(t, 1, resends(h.drain()))
+			afterResend := srSQ.Add(8) // the resend went ahead of the new packets
+			// More packets go after the resend as the responder reports
+			// the ones before them received.
+			h.recv(srHoleReport(srSQ.Add(8), srSQ.Add(8)))
+			require.Zero(t, resends(h.drain()))
+			require.True(t, next.After(afterResend.Add(srReorder+2)), "sent after the resend: next %#x, after the resend %#x", next, afterResend)
+			if tc.progress > 0 {
+				h.recv(srHoleReport(afterResend.Add(tc.progress), afterResend.Add(tc.progress)))
+				h.drain()
+			}
+			// The hole at PSN 0 is re-reported, well within an interval.
+			h.recv(srHoleReport(srSQ, srSQ.Add(1)))
+			got := resends(h.drain())
+			if tc.want {
+				require.Equal(t, 1, got, "the lost resend goes again")
+				require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
+			} else {
+				require.Zero(t, got, "no evidence that the resend was lost")
+				require.Zero(t, h.r.Counters().SRResendsLost)
+			}
+		})
+	}
+}

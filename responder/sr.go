@@ -104,18 +104,23 @@ func (r *Responder) queueHole(first, past packet.PSN) {
 
 // queueProgress queues a progress report (docs/sr-responder.md): a hole
 // report whose BTH PSN and AETH MSN field are both the PSN just past the
-// span of the highest request held. A progress report still queued is
-// brought up to date instead, so that at most one waits. With no room in
-// the output queue nothing is queued; the next out-of-order arrival tries
-// again.
+// span of the highest request held. If the newest urgent item queued is a
+// progress report it is brought up to date instead, so that reports keep
+// the order they were made in (the requester infers a lost resend from a
+// hole report that follows a progress report) and no two wait in a row.
+// With no room in the output queue nothing is queued; the next
+// out-of-order arrival tries again.
 func (r *Responder) queueProgress() {
 	o := &r.ooo
+	last := -1
 	for i := range r.q.Len() {
-		it := r.q.At(i)
-		if !it.urgent {
+		if !r.q.At(i).urgent {
 			break
 		}
-		if it.kind == outNAK && it.psn == packet.PSN(it.msn) {
+		last = i
+	}
+	if last >= 0 {
+		if it := r.q.At(last); it.kind == outNAK && it.psn == packet.PSN(it.msn) {
 			it.psn, it.msn = o.next, uint32(o.next)
 			o.sinceProgress = 0
 			return
