@@ -131,8 +131,9 @@ var (
 
 // Wrap returns a Conn that sends and receives through inner, applying
 // cfg's rules. It panics if cfg.Validate fails (ParseRule returns only
-// valid rules). When receive rules exist it starts a goroutine that reads
-// inner until inner is closed. The Conn owns inner: its Close closes inner.
+// valid rules). When receive rules that hold, delay or duplicate
+// datagrams exist it starts a goroutine that reads inner until inner is
+// closed; rules that only drop or corrupt are applied by ReadBatch. The Conn owns inner: its Close closes inner.
 func Wrap(inner netdev.Conn, cfg Config) *Conn {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
@@ -149,7 +150,9 @@ func Wrap(inner netdev.Conn, cfg Config) *Conn {
 	}
 	if e := compile(&cfg, Recv); len(e.rules) > 0 {
 		c.recv = newRecvSide(c, e, &cfg)
-		go c.recv.pump()
+		if !c.recv.direct {
+			go c.recv.pump()
+		}
 	}
 	return c
 }

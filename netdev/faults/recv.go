@@ -12,7 +12,8 @@ import (
 // recvSide applies the receive rules. Its pump goroutine reads the inner
 // Conn, decides, and queues what is to be delivered in ready (now) or in
 // the queue (later); ReadBatch takes from ready, moving what falls due
-// from the queue first.
+// from the queue first. When the rules only drop or corrupt there is no
+// pump: ReadBatch reads and decides in the caller's buffers (readDirect).
 type recvSide struct {
 	c     *Conn
 	rmu   sync.Mutex // serialises ReadBatch
@@ -30,6 +31,9 @@ type recvSide struct {
 	bufSize int
 	batch   int
 	emit    func(*dgram)
+	// direct: the rules only drop or corrupt, and ReadBatch decides in the
+	// caller's buffers (readDirect); there is no pump.
+	direct bool
 }
 
 func newRecvSide(c *Conn, e *engine, cfg *Config) *recvSide {
@@ -37,6 +41,7 @@ func newRecvSide(c *Conn, e *engine, cfg *Config) *recvSide {
 		c: c, eng: e, q: queue{max: cfg.MaxQueue},
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		maxRead: cfg.MaxQueue, bufSize: cfg.MaxDatagram, batch: c.inner.BatchSize(),
+		direct: e.direct(),
 	}
 	r.emit = func(d *dgram) { r.ready = append(r.ready, d) }
 	return r
@@ -132,8 +137,74 @@ func (r *recvSide) apply(m *netdev.Message, now time.Time) {
 	}
 }
 
+// direct reports whether every receive rule decides a datagram's fate on
+// its own (drop or corrupt): the datagrams then need no queue, and
+// ReadBatch decides them in the caller's buffers (readDirect) without the
+// pump goroutine or a copy.
+func (e *engine) direct() bool {
+	for i := range e.rules {
+		switch e.rules[i].Action {
+		case Drop, Corrupt:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// readDirect is ReadBatch with receive rules that only drop or corrupt:
+// it reads the inner Conn into msgs and decides each datagram there, in
+// arrival order as the pump does, so a seed gives the same faults. A
+// dropped datagram's Message is moved behind the ones kept (netdev.Conn
+// allows permuting msgs); a batch that loses every datagram is followed
+// by another read.
+func (r *recvSide) readDirect(msgs []netdev.Message) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	for {
+		if r.c.isClosed() {
+			return 0, errClosed
+		}
+		n, err := r.c.inner.ReadBatch(msgs)
+		if err != nil {
+			if r.c.isClosed() {
+				return 0, errClosed
+			}
+			return 0, err
+		}
+		kept := 0
+		for i := range msgs[:n] {
+			b := msgs[i].Buf[:msgs[i].N]
+			d := r.eng.decide(b)
+			if d.rule != nil {
+				switch d.rule.Action {
+				case Drop:
+					r.c.act(Recv, Drop, b)
+					continue
+				case Corrupt:
+					flip(b, d.bit)
+					r.c.act(Recv, Corrupt, b)
+				}
+			}
+			if kept != i {
+				msgs[kept], msgs[i] = msgs[i], msgs[kept]
+			}
+			kept++
+		}
+		if kept > 0 {
+			return kept, nil
+		}
+	}
+}
+
 // read is ReadBatch with receive rules.
 func (r *recvSide) read(msgs []netdev.Message) (int, error) {
+	if r.direct {
+		return r.readDirect(msgs)
+	}
 	if len(msgs) == 0 {
 		return 0, nil
 	}

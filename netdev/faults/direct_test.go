@@ -1,0 +1,85 @@
+package faults_test
+
+import (
+	"runtime"
+	"testing"
+	"testing/synctest"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/stretchr/testify/require"
+)
+
+// Receive rules that only drop or corrupt are applied in the reader's
+// buffers, without the pump: every datagram not dropped arrives once, in
+// order, the seeded decisions do not depend on how the datagrams were
+// batched, and the statistics and the trace count what happened.
+func TestReceiveDropCorruptDirect(t *testing.T) {
+	const n = 2000
+	pkts := mixed(t, n)
+	cfg := faults.Config{Seed: 7, Rules: mustRules(t, "drop=0.1,dir=recv", "corrupt=0.05,dir=recv", "drop=RC_ACKNOWLEDGE#3-5,dir=recv")}
+	runBatches := func(batches ...int) transfer {
+		var tr transfer
+		synctest.Test(t, func(t *testing.T) {
+			tr = run(t, netdev.PipeOptions{Depth: 4 * n}, faults.Config{}, cfg, pkts, batches...)
+		})
+		return tr
+	}
+	first := runBatches(1)
+	again := runBatches(64, 7, 1000)
+	for _, tr := range []transfer{first, again} {
+		require.NoError(t, nonClosed(tr.readErr))
+		st := tr.recvStats.Recv
+		require.NotZero(t, st.Dropped)
+		require.NotZero(t, st.Corrupted)
+		require.Zero(t, st.Lost)
+		require.Len(t, tr.recs, n-int(st.Dropped), "every datagram not dropped arrives")
+		got := psns(tr.recs)
+		for i := 1; i < len(got); i++ {
+			require.Less(t, got[i-1], got[i], "in order, once")
+		}
+	}
+	require.Equal(t, first.recvTrace, again.recvTrace)
+	require.Equal(t, first.recvStats, again.recvStats)
+	for i := range first.recs {
+		require.Equal(t, first.recs[i].data, again.recs[i].data, "datagram %d", i)
+	}
+}
+
+// nonClosed drops the error a closed Conn's reader ends with.
+func nonClosed(err error) error {
+	if isClosed(err) {
+		return nil
+	}
+	return err
+}
+
+// Only rules that hold, delay or duplicate datagrams need the pump
+// goroutine.
+func TestReceivePumpOnlyWhenNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		rule string
+		pump bool
+	}{
+		{"drop=0.1,dir=recv", false},
+		{"corrupt=0.1,dir=recv", false},
+		{"dup=0.1,dir=recv", true},
+		{"reorder=0.1,dir=recv", true},
+		{"delay=0.1,dir=recv", true},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			a, b := netdev.NewPipe()
+			before := runtime.NumGoroutine()
+			fb := faults.Wrap(b, faults.Config{Seed: 1, Rules: mustRules(t, tc.rule)})
+			started := runtime.NumGoroutine() - before
+			require.NoError(t, fb.Close())
+			require.NoError(t, a.Close())
+			synctest.Wait()
+			if tc.pump {
+				require.Equal(t, 1, started, tc.rule)
+			} else {
+				require.Zero(t, started, tc.rule)
+			}
+		})
+	}
+}
