@@ -38,9 +38,11 @@
 //
 // Nothing sleeps in the caller's goroutine. A delayed or held datagram
 // being sent is sent by a timer (time.AfterFunc) when its time comes. On
-// the receive side, when receive rules exist, an internal goroutine reads
-// the inner Conn and queues what it reads; ReadBatch returns queued
-// datagrams, and waits with a timer for a delayed one to fall due. Only
+// the receive side, when receive rules that duplicate, reorder or delay
+// exist, an internal goroutine reads the inner Conn and queues what it
+// reads; ReadBatch returns queued datagrams, and waits with a timer for a
+// delayed one to fall due. Rules that only drop or corrupt are applied by
+// ReadBatch itself, in the caller's buffers. Only
 // timers, channels and mutexes are used, so a Conn over a netdev pipe
 // works inside a testing/synctest bubble (Wrap it inside the bubble and
 // Close it before the bubble ends).
