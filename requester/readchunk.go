@@ -40,6 +40,9 @@ func (r *Requester) readFits(w *wqe) bool {
 	}
 	out := r.inFlight()
 	_, k, _ := r.readChunk(w)
+	if r.cfg.SelectiveRepeat && int(r.psn.Diff(r.compPSN))+int(k) >= srTrack {
+		return false // its responses would fall outside the tracked range
+	}
 	return out == 0 || out+int(k) <= r.sendWindow()
 }
 

@@ -108,7 +108,7 @@ type selective struct {
 	// (hole and progress reports): the packets before it are not in
 	// flight, whether executed or held out of order (srInFlight).
 	held packet.PSN
-	// span is how far past the oldest unacknowledged PSN the requester
+	// span is how far past the last request known executed the requester
 	// sends: what the peer's out-of-order buffer holds, at least the
 	// window, less than srTrack.
 	span int
@@ -124,14 +124,18 @@ func (r *Requester) initSelective() {
 
 // windowFull reports whether the next new packet must wait for room: the
 // PSNs outstanding fill the window (go-back-N), or, under selective repeat,
-// the packets in flight (srInFlight) fill it or the PSNs outstanding reach
-// what the peer's out-of-order buffer holds.
+// the packets in flight (srInFlight) fill it, the PSNs after the last
+// request known executed reach what the peer's out-of-order buffer holds
+// (requests it may have to hold behind a hole; READ responses missing
+// need no room there), or the PSNs outstanding reach the tracked range.
 func (r *Requester) windowFull() bool {
 	out := int(r.psn.Diff(r.compPSN))
 	if !r.cfg.SelectiveRepeat {
 		return out >= r.sendWindow()
 	}
-	return out >= r.sr.span || r.srInFlight() >= r.sendWindow()
+	executed := r.compPSN
+	atLeast(&executed, r.sr.done)
+	return out >= srTrack-1 || int(r.psn.Diff(executed)) >= r.sr.span || r.srInFlight() >= r.sendWindow()
 }
 
 // inFlight returns how many packets sent are not known to have arrived:

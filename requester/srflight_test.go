@@ -140,3 +140,36 @@ func TestSRResendLostByProgress(t *testing.T) {
 		})
 	}
 }
+
+// A READ response missing at the oldest PSN holds no room in the peer's
+// out-of-order buffer: the responses after it prove every request before
+// them executed, so new READs go out past the span, within the window of
+// responses in flight.
+func TestSRReadHoleNeedsNoOOOSpan(t *testing.T) {
+	const window = 8
+	cfg := baseConfig(srPMTU, srSQ)
+	cfg.SelectiveRepeat = true
+	cfg.Window = window
+	cfg.MaxRdAtomic = 64
+	cfg.PeerOOOLimit = window * (srPMTU + packet.OOOSlotOverhead) // span = window
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+	for i := range 20 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(i*srPMTU), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i*srPMTU), Length: srPMTU, LKey: lkeyA}}})
+	}
+	require.Len(t, h.drain(), window)
+	// The response to the first READ is lost; the next seven arrive.
+	for i := 1; i < window; i++ {
+		h.recv(resp(packet.RCRDMAReadResponseOnly, srSQ.Add(i), packet.SyndromeACKUnlimited, uint32(i+1), make([]byte, srPMTU)))
+	}
+	news := 0
+	for _, b := range h.drain() {
+		if p := parse(t, b); !p.PSN().Before(srSQ.Add(window)) {
+			news++
+		}
+	}
+	require.Equal(t, window-1, news, "a new READ per response received, the hole at PSN 0 notwithstanding")
+	require.Len(t, h.cq.wcs, 0, "completions wait for the oldest READ")
+}
