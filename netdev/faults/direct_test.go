@@ -83,3 +83,51 @@ func TestReceivePumpOnlyWhenNeeded(t *testing.T) {
 		})
 	}
 }
+
+// batchCounter counts the WriteBatch calls that reach the Conn it wraps.
+type batchCounter struct {
+	netdev.Conn
+	calls int
+}
+
+func (b *batchCounter) WriteBatch(msgs []netdev.Message) (int, error) {
+	b.calls++
+	return b.Conn.WriteBatch(msgs)
+}
+
+// A send batch with drops in it reaches the inner Conn as one batch: a
+// drop has no side effect to order against a refusal. Other faults still
+// end the batch before them.
+func TestSendDropsKeepTheBatch(t *testing.T) {
+	for _, tc := range []struct {
+		rule    string
+		batches int
+	}{
+		{"drop=0.2,dir=send", 1},
+		{"corrupt=0.2,dir=send", 2}, // at least: one per corruption and the rest
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: 256})
+			inner := &batchCounter{Conn: a}
+			fa := faults.Wrap(inner, faults.Config{Seed: 3, Rules: mustRules(t, tc.rule)})
+			pkts := mixed(t, 32)
+			msgs := make([]netdev.Message, len(pkts))
+			for i, p := range pkts {
+				msgs[i] = message(p)
+			}
+			n, err := fa.WriteBatch(msgs)
+			require.NoError(t, err)
+			require.Equal(t, len(pkts), n)
+			st := fa.Stats().Send
+			if tc.batches == 1 {
+				require.NotZero(t, st.Dropped)
+				require.Equal(t, 1, inner.calls, tc.rule)
+			} else {
+				require.NotZero(t, st.Corrupted)
+				require.GreaterOrEqual(t, inner.calls, tc.batches, tc.rule)
+			}
+			require.NoError(t, fa.Close())
+			require.NoError(t, b.Close())
+		})
+	}
+}

@@ -27,6 +27,10 @@ type sendSide struct {
 	out    []netdev.Message
 	origin []int    // per out entry: the caller's index, fromExtra or fromHeld
 	copies []*dgram // per out entry: the queued copy to recycle, or nil
+	// drops are the caller's indexes dropped since the last flush: a drop
+	// has no side effect to order against a refusal, so it does not end
+	// the batch; flush counts it once the datagrams before it are taken.
+	drops []int
 
 	segStart int // the caller's index the engine's saved state is before
 	flushAt  int
@@ -80,8 +84,12 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 		}
 		b := m.Buf[:m.N]
 		d := s.eng.decide(b)
-		if d.rule == nil {
-			s.push(*m, i, nil)
+		if d.rule == nil || d.rule.Action == Drop {
+			if d.rule == nil {
+				s.push(*m, i, nil)
+			} else {
+				s.drops = append(s.drops, i)
+			}
 			s.q.tick(s.emitHeld)
 			if len(s.out) >= s.flushAt {
 				if f, err := s.flush(msgs); err != nil {
@@ -125,6 +133,7 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 // requeues them and returns no error. msgs is nil for the timer's flush.
 func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 	if len(s.out) == 0 {
+		s.countDrops(msgs, -1)
 		return 0, nil
 	}
 	n, err := s.c.inner.WriteBatch(s.out)
@@ -133,6 +142,7 @@ func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 	}
 	n = max(n, 0)
 	failed := -1
+	defer func() { s.countDrops(msgs, failed) }()
 	var now time.Time
 	for j := range s.out {
 		d := s.copies[j]
@@ -180,6 +190,19 @@ func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 		s.eng.decide(msgs[k].Buf[:msgs[k].N])
 	}
 	return failed, err
+}
+
+// countDrops counts the drops decided since the last flush, those before
+// the caller's index failed if it is not negative (the later ones are
+// decided again when the caller sends them again), and forgets them.
+func (s *sendSide) countDrops(msgs []netdev.Message, failed int) {
+	for _, i := range s.drops {
+		if failed >= 0 && i >= failed {
+			break
+		}
+		s.c.act(Send, Drop, msgs[i].Buf[:msgs[i].N])
+	}
+	s.drops = s.drops[:0]
 }
 
 // arm sets the release timer for the earliest held or delayed datagram.
