@@ -113,11 +113,15 @@ func (r *connReader) sendInline() {
 }
 
 // poll reads the netdev without waiting, on the calling goroutine, and
-// handles what arrived as the receive goroutine would; a full batch is
-// followed by another read, so that no datagram the netdev has already
-// taken from the socket (a GRO buffer's) is left behind. It returns how
-// many datagrams it handled: 0 when the netdev is not shared, another
-// goroutine is reading it, or nothing was there.
+// handles what arrived as the receive goroutine would, except that it
+// does not send what that made ready (ACKs, responses): those stay queued
+// for the caller (CQ.BusyPoll sends them at its next call, a PostSend in
+// the same transmit pass as its request), and the transmit goroutine has
+// been woken for them as always. A full batch is followed by another read,
+// so that no datagram the netdev has already taken from the socket (a GRO
+// buffer's) is left behind. It returns how many datagrams it handled: 0
+// when the netdev is not shared, another goroutine is reading it, or
+// nothing was there.
 func (r *connReader) poll() int {
 	if r.shared == nil || !r.gate.TryLock() {
 		return 0
@@ -142,9 +146,6 @@ func (r *connReader) poll() int {
 		r.polledPkts.Add(uint64(total))
 	}
 	r.unlock()
-	if total > 0 {
-		r.sendInline()
-	}
 	return total
 }
 
@@ -160,11 +161,22 @@ func (r *connReader) poll() int {
 // sends on the caller's goroutine when the QP's vector is not already
 // transmitting.
 //
+// The ACKs and responses that the packets it read made ready are not sent
+// before BusyPoll returns: the caller's answer (a PostSend right after the
+// completion, as in a ping-pong) takes them along in its own sendmmsg, and
+// otherwise the next BusyPoll sends them first thing (or the transmit
+// goroutine, woken for them, if no BusyPoll comes). So a message that
+// completes a wait costs its receiver one system call before the answer
+// leaves, not two.
+//
 // The socket is read only where the device's netdev can be shared with the
 // receive goroutine (netdev.SharedReader: a netdev.UDPConn, as Listen
 // opens; not a PipeConn or a wrapping Conn); otherwise BusyPoll is Poll.
 // The receive goroutine keeps serving the socket whenever no caller polls.
 func (cq *CQ) BusyPoll(wcs []WC) int {
+	if cq.unsent.Load() && cq.unsent.Swap(false) {
+		cq.sendReady()
+	}
 	if n := cq.Poll(wcs); n > 0 || len(wcs) == 0 {
 		return n
 	}
@@ -185,7 +197,21 @@ func (cq *CQ) BusyPoll(wcs []WC) int {
 	if got == 0 {
 		return 0
 	}
+	cq.unsent.Store(true)
 	return cq.Poll(wcs)
+}
+
+// sendReady runs a transmit pass on the calling goroutine for each vector
+// of the CQ's readers that has runnable QPs and a free transmit path: the
+// ACKs and responses left by BusyPoll's last reads.
+func (cq *CQ) sendReady() {
+	if rs := cq.readers.Load(); rs != nil {
+		for _, r := range *rs {
+			r.sendInline()
+		}
+		return
+	}
+	cq.dev.vecs[cq.vector].reader.sendInline()
 }
 
 // addReader records that a QP completing into the CQ receives its packets
