@@ -75,14 +75,16 @@ func (r *connReader) handle(n int) {
 func (r *connReader) dispatch(n int) {
 	now := time.Now()
 	for i := range n {
-		r.d.receive(now, &r.msgs[i])
+		r.d.receive(now, &r.msgs[i], r)
 	}
 }
 
 // unlock releases gate. When it is taken back for us (a reader found it
 // held and left the socket to us: netdev.Gate.Unlock), the socket is read
-// and handled until it is empty, then released again.
-func (r *connReader) unlock() {
+// and handled until it is empty, then released again. It returns how many
+// datagrams it handled so.
+func (r *connReader) unlock() int {
+	total := 0
 	for r.gate.Unlock() {
 		for {
 			n, err := r.shared.TryReadBatch(r.msgs)
@@ -91,23 +93,44 @@ func (r *connReader) unlock() {
 			}
 			r.polledPkts.Add(uint64(n))
 			r.dispatch(n)
+			total += n
 		}
 	}
+	return total
 }
 
 // sendInline runs one transmit pass for each served vector that has
 // runnable QPs and whose transmit path is free: up to a batch of their
 // packets (ACKs, READ responses, the next requests) goes out on this
-// goroutine without waking the transmit goroutine, which still gets its
-// kick and takes what is left. Options.NoInlineSend turns it off.
+// goroutine. The transmit goroutine is woken only for what is left: a
+// vector whose transmit path was busy, or QPs still runnable after the
+// pass. The QPs that the datagrams just handled made runnable were queued
+// without waking it (Device.receive), so a batch whose ACK the pass sends
+// costs no goroutine wake-up. Options.NoInlineSend turns the pass off
+// (the transmit goroutine is woken instead).
 func (r *connReader) sendInline() {
-	if r.d.opts.NoInlineSend {
-		return
-	}
 	for _, v := range r.served {
-		if v.runnable() && v.txMu.TryLock() {
+		if !v.runnable() {
+			continue
+		}
+		if !r.d.opts.NoInlineSend && v.txMu.TryLock() {
 			v.transmitPass(len(v.txMsgs))
 			v.txMu.Unlock()
+			if !v.runnable() {
+				continue
+			}
+		}
+		v.wake()
+	}
+}
+
+// wakeRunnable wakes the transmit goroutine of each served vector that has
+// runnable QPs: the ones the datagrams just handled queued without waking
+// it (Device.receive), when the reader sends nothing itself (poll).
+func (r *connReader) wakeRunnable() {
+	for _, v := range r.served {
+		if v.runnable() {
+			v.wake()
 		}
 	}
 }
@@ -145,7 +168,9 @@ func (r *connReader) poll() int {
 		r.polls.Add(1)
 		r.polledPkts.Add(uint64(total))
 	}
-	r.unlock()
+	if r.unlock()+total > 0 {
+		r.wakeRunnable()
+	}
 	return total
 }
 
@@ -255,11 +280,7 @@ func (v *vector) sendNow(qp *QP) {
 		v.schedule(qp)
 		return
 	}
-	if !qp.queued.Swap(true) {
-		v.runMu.Lock()
-		*v.runq.Push() = qp // not nil: see schedule
-		v.runMu.Unlock()
-	}
+	v.enqueue(qp)
 	if v.txMu.TryLock() {
 		v.transmitPass(len(v.txMsgs))
 		v.txMu.Unlock()
@@ -267,10 +288,7 @@ func (v *vector) sendNow(qp *QP) {
 			return
 		}
 	}
-	select {
-	case v.kick <- struct{}{}:
-	default:
-	}
+	v.wake()
 }
 
 // PollsSocket reports whether BusyPoll on the CQ reads its vector's socket
