@@ -13,9 +13,9 @@ import (
 //
 // After each batch, if QPs became runnable and the transmit goroutine is
 // not busy (txMu is free), it runs one transmit pass itself: up to a
-// batch of their packets is pulled and written here, without waking the
-// transmit goroutine, which still gets the kick and takes whatever is
-// left. This is rxe's way of running a task inline when it is not already
+// batch of their packets is pulled and written here, and the transmit
+// goroutine is woken only if the pass could not run or left runnable QPs
+// (connReader.sendInline). This is rxe's way of running a task inline when it is not already
 // running (rxe_run_task) and it matters on few cores: the RC window
 // advances one round trip at a time (data, ACK, more data), and every
 // goroutine wake-up in that loop waits for the Go scheduler to find a P,
