@@ -39,6 +39,16 @@
 // default 208 KiB receive buffer a fast sender loses 5–25% of its datagrams at
 // the receiver. BufferSizes reports what the kernel granted.
 //
+// A datagram to a destination on the loopback path (a loopback address or
+// the socket's own address) goes out with a UDP_SEGMENT control message
+// even when it is alone, which makes the kernel build it in page
+// fragments rather than in one power-of-two buffer (paged_linux.go): the
+// receiving socket on this host is then charged its length plus about
+// 1 KiB (PagedTruesize) instead of 8 KiB for a 4 KiB RoCE packet, so a
+// receive buffer capped at rmem_max holds half as many again. The
+// datagram on the wire is the same. UDPConn.PagesTo tells rxe which
+// destinations get this, for its PSN window.
+//
 // When the socket is bound to a wildcard address, IP_PKTINFO
 // (IPV6_RECVPKTINFO) tells each received datagram's destination address,
 // which the RoCE layer needs to rebuild the ICRC pseudo-header; on write,

@@ -17,6 +17,7 @@ type socketSetup struct {
 	opts         Options
 	got          BufferSizes
 	gso, gro     bool // UDP_SEGMENT is available; UDP_GRO is on
+	paged        bool // UDP_SEGMENT is available, with or without Options.NoGSO
 }
 
 func (s *socketSetup) apply(fd int) error {
@@ -73,6 +74,7 @@ func (s *socketSetup) apply(fd int) error {
 		}
 	}
 	s.gso, s.gro = probeOffloads(fd, !s.opts.NoGSO, !s.opts.NoGRO)
+	s.paged = probePaged(fd)
 	return nil
 }
 

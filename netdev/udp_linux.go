@@ -32,6 +32,7 @@ type UDPConn struct {
 	stats    counters
 	gso      atomic.Bool // UDP_SEGMENT is available and has not failed
 	gro      bool        // UDP_GRO is on
+	paged    atomic.Bool // single datagrams to this host go out paged (pagedTo)
 	rewrite  func(dgram []byte, from, to uint16)
 
 	rmu sync.Mutex // serialises ReadBatch; guards the fields below
@@ -108,6 +109,7 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		ids:      make([]uint16, n),
 	}
 	c.gso.Store(setup.gso && (v6 || opts.RewriteIPv4ID != nil))
+	c.paged.Store(setup.paged)
 	if !v6 {
 		c.rewrite = opts.RewriteIPv4ID
 	}
@@ -296,7 +298,7 @@ func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
 }
 
 // errGSORefused is send's report that the kernel refused a GSO send and GSO
-// is now off.
+// is now off, or refused a paged single datagram and paged sends are off.
 var errGSORefused = errors.New("netdev: GSO refused")
 
 // send hands the h packed headers (holding ms) to the kernel, working around
@@ -341,6 +343,9 @@ func (c *UDPConn) send(ms []Message, h int) (int, error) {
 		if c.hdrMsgs[doneHdrs] > 1 && gsoRefusal(w.errno) {
 			c.gso.Store(false)
 			c.stats.gsoFallbacks.Store(1)
+			return done, errGSORefused
+		}
+		if c.hdrMsgs[doneHdrs] == 1 && c.pagedRefusal(&ms[done], w.errno) {
 			return done, errGSORefused
 		}
 		err := opError("write", "sendmmsg", w.errno)

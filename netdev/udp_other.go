@@ -26,6 +26,10 @@ func (c *UDPConn) LocalAddr() netip.AddrPort { return netip.AddrPort{} }
 // BufferSizes reports the socket buffer sizes obtained at ListenUDP.
 func (c *UDPConn) BufferSizes() BufferSizes { return BufferSizes{} }
 
+// PagesTo reports whether datagrams to dst go out in page fragments
+// (Linux only: false here).
+func (c *UDPConn) PagesTo(dst netip.Addr) bool { return false }
+
 // Stats returns a snapshot of the counters.
 func (c *UDPConn) Stats() Stats { return Stats{} }
 

@@ -35,7 +35,9 @@ const (
 	// (docs/recovery.md, "Selective repeat"). In such an ACKNOWLEDGE packet
 	// the BTH PSN is the first missing PSN of the hole and the AETH MSN
 	// field holds the PSN just past it (the first PSN the responder holds
-	// after the hole); it acknowledges nothing.
+	// after the hole); it acknowledges nothing. A report whose two PSNs
+	// are equal names no hole: it is a progress report, saying that the
+	// responder has received PSNs up to the one before that PSN.
 	NAKSelectiveRepeat NAKCode = 0x10
 )
 

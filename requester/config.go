@@ -110,6 +110,14 @@ type Config struct {
 	// order and re-reads only the missing ranges. False is IBTA go-back-N,
 	// what kernel rxe and NICs expect.
 	SelectiveRepeat bool
+	// PeerOOOLimit is the byte bound of the peer responder's out-of-order
+	// buffer under SelectiveRepeat (its offer, rxe.ConnInfo.OOOLimit); 0
+	// selects packet.DefaultOOOLimit. The requester sends at most
+	// packet.OOOPackets(PeerOOOLimit, PMTU) PSNs past its oldest
+	// unacknowledged one (at least Window), and counts the packets the
+	// responder reports held as arrived, so that a window of new packets
+	// stays in flight while a hole is repaired.
+	PeerOOOLimit int
 }
 
 // Memory gives the requester access to local memory regions.
@@ -185,6 +193,7 @@ type Counters struct {
 	SRPacketsResent uint64 // sr_packets_resent: packets resent under selective repeat (READ re-reads included)
 	ReadHoleRereads uint64 // read_holes_rereads: READ requests for a missing range under selective repeat
 	SRResendsLost   uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
+	SRProgress      uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

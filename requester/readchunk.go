@@ -38,7 +38,7 @@ func (r *Requester) readFits(w *wqe) bool {
 	if w.kind != kindRead || r.cfg.MaxReadPkts <= 0 {
 		return true
 	}
-	out := int(r.psn.Diff(r.compPSN))
+	out := r.inFlight()
 	_, k, _ := r.readChunk(w)
 	return out == 0 || out+int(k) <= r.sendWindow()
 }

@@ -102,7 +102,11 @@ func (r *Requester) sendWindow() int {
 // rxe.windowFor, or shrunk after a loss).
 func (r *Requester) forceAckReq(psn packet.PSN) bool {
 	w := r.sendWindow()
-	return r.rec.probing || int(psn.Next().Diff(r.compPSN)) >= w || r.noAck+1 >= max(w/2, 1)
+	full := int(psn.Next().Diff(r.compPSN)) >= w
+	if r.cfg.SelectiveRepeat && psn == r.psn {
+		full = r.srInFlight()+1 >= w // a new packet
+	}
+	return r.rec.probing || full || r.noAck+1 >= max(w/2, 1)
 }
 
 // onSent records a packet just built at now: its PSN, whether it asked for

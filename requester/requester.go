@@ -209,7 +209,7 @@ func (r *Requester) sendable() *wqe {
 			}
 		}
 	}
-	if int(r.psn.Diff(r.compPSN)) >= r.sendWindow() || !r.readFits(w) {
+	if r.windowFull() || !r.readFits(w) {
 		return nil
 	}
 	if r.creditBound(w) && !r.creditOK(w) {

@@ -30,14 +30,18 @@ const (
 )
 
 // srSlot is the resend state of one PSN: whether it is due to be resent,
-// when it was last resent (Unix nanoseconds, 0 never), how often, and how
-// often its resend was found lost (srRecheck).
+// when it was last resent (Unix nanoseconds, 0 never), how often, how
+// often its resend was found lost (srRecheck, srResendLost), and what had
+// been sent by then.
 type srSlot struct {
 	psn   packet.PSN
 	due   bool
 	tries uint8
 	lost  uint8
 	at    int64
+	// next is the first PSN not yet sent when psn was last resent: the
+	// packets from it on left after the resend (srResendLost).
+	next packet.PSN
 }
 
 // srMaxBackoff is how many times a PSN's resend interval doubles.
@@ -100,12 +104,65 @@ type selective struct {
 	recheck  retry.Deadline
 	nresent  int
 	resentLo packet.PSN
+	// held is one past the highest PSN the responder reported received
+	// (hole and progress reports): the packets before it are not in
+	// flight, whether executed or held out of order (srInFlight).
+	held packet.PSN
+	// span is how far past the oldest unacknowledged PSN the requester
+	// sends: what the peer's out-of-order buffer holds, at least the
+	// window, less than srTrack.
+	span int
 }
 
 // initSelective sets the selective-repeat marks to the first PSN.
 func (r *Requester) initSelective() {
 	s := &r.sr
 	s.base, s.dueLo, s.done, s.high, s.rrHigh, s.scanned = r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN
+	s.held = r.compPSN
+	s.span = min(max(packet.OOOPackets(r.cfg.PeerOOOLimit, r.cfg.PMTU), r.cfg.Window), srTrack-1)
+}
+
+// windowFull reports whether the next new packet must wait for room: the
+// PSNs outstanding fill the window (go-back-N), or, under selective repeat,
+// the packets in flight (srInFlight) fill it or the PSNs outstanding reach
+// what the peer's out-of-order buffer holds.
+func (r *Requester) windowFull() bool {
+	out := int(r.psn.Diff(r.compPSN))
+	if !r.cfg.SelectiveRepeat {
+		return out >= r.sendWindow()
+	}
+	return out >= r.sr.span || r.srInFlight() >= r.sendWindow()
+}
+
+// inFlight returns how many packets sent are not known to have arrived:
+// the PSNs outstanding, or srInFlight under selective repeat.
+func (r *Requester) inFlight() int {
+	if !r.cfg.SelectiveRepeat {
+		return int(r.psn.Diff(r.compPSN))
+	}
+	return r.srInFlight()
+}
+
+// srInFlight estimates the packets in flight under selective repeat: the
+// PSNs outstanding less the READ responses and atomic acknowledgements
+// received, or the PSNs after the last one the responder reported
+// received (requests it holds out of order are not in flight), whichever
+// is fewer.
+func (r *Requester) srInFlight() int {
+	n := int(r.psn.Diff(r.compPSN)) - r.sr.ngot
+	if r.sr.held.After(r.compPSN) {
+		n = min(n, int(r.psn.Diff(r.sr.held)))
+	}
+	return max(n, 0)
+}
+
+// srProgress records a progress report or the end of a hole report: the
+// responder has received the PSNs before end. An end after every PSN sent
+// is ignored.
+func (r *Requester) srProgress(end packet.PSN) {
+	if !end.After(r.highPSN) {
+		atLeast(&r.sr.held, end)
+	}
 }
 
 // srIndex returns the bitmap and ring index of psn.
@@ -227,6 +284,7 @@ func (r *Requester) srSync() {
 	atLeast(&s.high, r.compPSN)
 	atLeast(&s.rrHigh, r.compPSN)
 	atLeast(&s.dueLo, r.compPSN)
+	atLeast(&s.held, r.compPSN)
 }
 
 // atLeast moves *p up to q if it is before q.
@@ -335,8 +393,9 @@ func (r *Requester) srReady(now time.Time) bool {
 
 // srMark puts psn on the resend list unless it was resent less than an
 // interval ago; after its second resend, two intervals (an answer queued
-// behind a long READ stream is not asked for again every RTT). force
-// ignores that. It reports whether it did.
+// behind a long READ stream is not asked for again every RTT), unless
+// that resend is known lost (srResendLost). force ignores the interval.
+// It reports whether it did.
 func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 	s := &r.sr
 	sl := s.slot(psn)
@@ -344,7 +403,11 @@ func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 		return false
 	}
 	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
-		return false
+		if !r.srResendLost(sl) {
+			return false
+		}
+		sl.lost = min(sl.lost+1, srRecheckBackoff)
+		r.c.SRResendsLost++
 	}
 	sl.due = true
 	s.ndue++

@@ -249,7 +249,8 @@ func srHoleReport(a, b packet.PSN) []byte {
 // TestSRHostileReports sends hole reports that do not fit what is
 // outstanding, and floods of valid ones: the bad ones are ignored and
 // counted, and a flood resends no more than the unacknowledged window
-// once per interval.
+// once per interval. A report naming no hole is a progress report and
+// resends nothing.
 func TestSRHostileReports(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -259,10 +260,12 @@ func TestSRHostileReports(t *testing.T) {
 		ignored     uint64
 		maxResent   uint64
 		wantResends bool
+		progress    bool // a == b: a progress report, not a hole
 	}{
 		{name: "beyond", ackFirst: -1, a: 50, b: 60, n: 1, ignored: 1},
 		{name: "past-sent", ackFirst: -1, a: 10, b: 41, n: 1, ignored: 1},
-		{name: "empty", ackFirst: -1, a: 10, b: 10, n: 1, ignored: 1},
+		{name: "progress", ackFirst: -1, a: 10, b: 10, n: 1, progress: true},
+		{name: "progress-past-sent", ackFirst: -1, a: 41, b: 41, n: 1, ignored: 1, progress: true},
 		{name: "inverted", ackFirst: -1, a: 20, b: 10, n: 1, ignored: 1},
 		{name: "huge", ackFirst: -1, a: 0, b: packet.PSNWindow - 1, n: 1, ignored: 1},
 		{name: "stale", ackFirst: 19, a: 5, b: 10, n: 1, ignored: 1},
@@ -298,7 +301,12 @@ func TestSRHostileReports(t *testing.T) {
 				}
 			}
 			c := h.r.Counters()
-			require.Equal(t, uint64(2*tc.n), c.SRHolesReceived)
+			if tc.progress {
+				require.Zero(t, c.SRHolesReceived)
+				require.Equal(t, 2*uint64(tc.n)*(1-tc.ignored), c.SRProgress)
+			} else {
+				require.Equal(t, uint64(2*tc.n), c.SRHolesReceived)
+			}
 			require.Equal(t, 2*uint64(tc.n)*tc.ignored, c.SRHolesIgnored)
 			require.LessOrEqual(t, uint64(resent), tc.maxResent, "resent within one interval")
 			require.Equal(t, uint64(resent), c.SRPacketsResent)

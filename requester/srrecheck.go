@@ -45,6 +45,18 @@ func (r *Requester) srSent(now time.Time, psn packet.PSN) {
 		}
 	}
 	sl.sent(now)
+	sl.next = r.psn
+}
+
+// srResendLost reports whether the last resend of a request packet (sl),
+// which a hole report names missing again, was lost (RACK's idea, RFC
+// 8985 6.2, counted in packets): the responder has reported received a
+// packet sent more than srReorder packets after that resend. Reports
+// leave the responder in the order it made them, so that report was made
+// after those packets arrived, and the resend, sent before them on the
+// same path, would have arrived first.
+func (r *Requester) srResendLost(sl *srSlot) bool {
+	return sl.at != 0 && r.sr.held.After(sl.next.Add(srReorder))
 }
 
 // srOldestResent returns the resend slot and PSN of the oldest resent

@@ -13,11 +13,23 @@ import (
 // on the resend list, each at most once per interval (srMark). A report
 // of PSNs never sent, or of none still outstanding, is ignored and
 // counted; a report can thus ask for no more than the unacknowledged
-// window.
+// window. A report whose two PSNs are equal is a progress report: the
+// responder has received the PSNs before it (srProgress).
 func (r *Requester) srHole(now time.Time, p *packet.Packet) {
-	r.c.SRHolesReceived++
 	a := p.PSN()
 	b := packet.PSN(p.AETH().MSN() & packet.PSNMask)
+	if a == b {
+		// A progress report: no hole, the responder has received the
+		// PSNs before b.
+		if b.After(r.highPSN) {
+			r.c.SRHolesIgnored++
+			return
+		}
+		r.c.SRProgress++
+		r.srProgress(b)
+		return
+	}
+	r.c.SRHolesReceived++
 	lo := a
 	for _, m := range [...]packet.PSN{r.compPSN, r.sr.done} {
 		if lo.Before(m) {
@@ -28,6 +40,7 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 		r.c.SRHolesIgnored++
 		return
 	}
+	r.srProgress(b.Next())
 	r.srMarkHeld(now, lo, b)
 }
 

@@ -70,7 +70,11 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 		r.ctrs.AcksSent++
 	case outNAK:
 		r.ctrs.NaksSent++
-		if it.urgent {
+		switch {
+		case !it.urgent:
+		case it.psn == packet.PSN(it.msn):
+			r.ctrs.SRProgressReports++
+		default:
 			r.ctrs.SRHolesReported++
 		}
 	case outAtomicACK:

@@ -3,10 +3,8 @@ package responder
 import "github.com/gorxe/gorxe/packet"
 
 // oooOverhead is the room an out-of-order slot keeps beyond the path MTU
-// for a request's headers, pad and ICRC. The largest requests are BTH +
-// AtomicETH + ICRC (44 bytes, no payload) and BTH + RETH + ImmDt + PMTU
-// bytes of payload + 3 pad bytes + ICRC (PMTU + 39 bytes).
-const oooOverhead = 64
+// (packet.OOOSlotOverhead).
+const oooOverhead = packet.OOOSlotOverhead
 
 // The out-of-order window in PSNs: a power of two, at least oooMinWindow
 // (a requester's window is 128 PSNs by default) and twice the slot count,
@@ -52,6 +50,9 @@ type oooBuf struct {
 	// expected PSN then) was last reported.
 	since   int
 	sinceAt packet.PSN
+	// sinceProgress counts the out-of-order requests held since the last
+	// progress report.
+	sinceProgress int
 }
 
 // init sets the bounds for a path MTU and a byte limit (0: DefaultOOOLimit).
@@ -61,7 +62,7 @@ func (o *oooBuf) init(pmtu, limit int) {
 		limit = DefaultOOOLimit
 	}
 	o.slotSize = pmtu + oooOverhead
-	o.maxSlots = limit / o.slotSize
+	o.maxSlots = packet.OOOPackets(limit, pmtu)
 	w := oooMinWindow
 	for w < 2*o.maxSlots && w < oooMaxWindow {
 		w <<= 1

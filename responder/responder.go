@@ -54,9 +54,10 @@ type Config struct {
 	OOOLimit int
 }
 
-// DefaultOOOLimit is the default Config.OOOLimit: a full 128-PSN window of
-// 4096-byte packets, 128 slots of 4096 + 64 bytes.
-const DefaultOOOLimit = 128 * (4096 + oooOverhead)
+// DefaultOOOLimit is the default Config.OOOLimit (packet.DefaultOOOLimit):
+// 512 slots of 4096 + 64 bytes, allocated only as out-of-order requests
+// arrive.
+const DefaultOOOLimit = packet.DefaultOOOLimit
 
 // Memory resolves keys to bytes. Implementations check the key, the QP's
 // protection domain, the access rights and that [addr, addr+length) lies in
@@ -166,6 +167,10 @@ type Counters struct {
 	// (sr_holes_reported); SRHolesFilled those withdrawn before they were
 	// sent because the hole had filled meanwhile (reordering).
 	SRHolesReported, SRHolesFilled uint64
+	// SRProgressReports counts progress reports sent (sr_progress_reports):
+	// hole reports naming no hole, which tell the requester how far the
+	// responder has received while a hole persists.
+	SRProgressReports uint64
 	// SRHolePSNs counts the PSNs first seen missing, the PSNs of each new
 	// hole (sr_hole_psns): the packets lost, except that a lost READ
 	// request counts all the PSNs it spans.

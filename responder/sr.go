@@ -12,6 +12,13 @@ import (
 // many packets, not a timer.
 const SRReReport = 16
 
+// SRProgressEvery is the number of out-of-order arrivals after which the
+// responder tells the requester how far it has received, with a progress
+// report (a hole report naming no hole, queueProgress): the requester
+// then counts the packets held here as arrived and keeps a window of new
+// packets in flight while a hole is repaired.
+const SRProgressEvery = 8
+
 // receiveOOO handles a request whose PSN is after the expected PSN under
 // selective repeat, in place of IBA 9.7.5.1.1's PSN Sequence Error NAK
 // (rxe check_psn): the packet is copied into the out-of-order buffer to be
@@ -39,6 +46,9 @@ func (r *Responder) receiveOOO() State {
 			if prev == r.epsn {
 				o.since = 0 // this is the report of the hole at ePSN
 			}
+		}
+		if o.sinceProgress++; o.sinceProgress >= SRProgressEvery {
+			r.queueProgress()
 		}
 	case holdDuplicate:
 		r.ctrs.OOODuplicates++
@@ -92,6 +102,40 @@ func (r *Responder) queueHole(first, past packet.PSN) {
 	r.jumpQueue()
 }
 
+// queueProgress queues a progress report (docs/sr-responder.md): a hole
+// report whose BTH PSN and AETH MSN field are both the PSN just past the
+// span of the highest request held. If the newest urgent item queued is a
+// progress report it is brought up to date instead, so that reports keep
+// the order they were made in (the requester infers a lost resend from a
+// hole report that follows a progress report) and no two wait in a row.
+// With no room in the output queue nothing is queued; the next
+// out-of-order arrival tries again.
+func (r *Responder) queueProgress() {
+	o := &r.ooo
+	last := -1
+	for i := range r.q.Len() {
+		if !r.q.At(i).urgent {
+			break
+		}
+		last = i
+	}
+	if last >= 0 {
+		if it := r.q.At(last); it.kind == outNAK && it.psn == packet.PSN(it.msn) {
+			it.psn, it.msn = o.next, uint32(o.next)
+			o.sinceProgress = 0
+			return
+		}
+	}
+	if r.q.Free() < 1 {
+		return
+	}
+	it := r.q.push()
+	it.kind, it.syn, it.psn = outNAK, packet.NAKSyndrome(packet.NAKSelectiveRepeat), o.next
+	it.msn = uint32(o.next)
+	r.jumpQueue()
+	o.sinceProgress = 0
+}
+
 // withdrawFilled removes the hole reports still queued whose hole has
 // filled: every PSN before ePSN has executed, so a report for a hole that
 // ends at or before ePSN would only make the requester resend what the
@@ -107,7 +151,9 @@ func (r *Responder) withdrawFilled() {
 				return // nothing withdrawn: the rest stays where it is
 			}
 		} else if it.kind == outNAK && !packet.PSN(it.msn).After(r.epsn) {
-			r.ctrs.SRHolesFilled++
+			if it.psn != packet.PSN(it.msn) {
+				r.ctrs.SRHolesFilled++
+			}
 			continue
 		}
 		if w != i {

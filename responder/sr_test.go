@@ -261,6 +261,13 @@ func TestSRInOrderByteIdentical(t *testing.T) {
 	require.Equal(t, outs[0], outs[1])
 }
 
+// isProgress reports whether p is a progress report: a hole report naming
+// no hole (queueProgress).
+func isProgress(p packet.Packet) bool {
+	return p.Opcode() == packet.RCAcknowledge && p.AETH().Syndrome() == packet.NAKSyndrome(packet.NAKSelectiveRepeat) &&
+		p.AETH().MSN() == uint32(p.PSN())
+}
+
 func holeCheck(first, past packet.PSN) check {
 	return func(t testing.TB, p packet.Packet) {
 		t.Helper()
@@ -335,10 +342,13 @@ func TestSRHoleReportAheadOfTrain(t *testing.T) {
 func TestSRReReportCadence(t *testing.T) {
 	h := newHarness(t, withPMTU(256), withSR(0))
 	send := func(psn packet.PSN) { h.rx(packet.RCRDMAWriteOnly, psn, nil, reth(0, 0, 0)) }
-	var reports []packet.Packet
+	var reports, progress []packet.Packet
 	pull := func() {
 		for _, p := range h.drain() {
-			if p.AETH().Syndrome() == packet.NAKSyndrome(packet.NAKSelectiveRepeat) {
+			switch {
+			case isProgress(p):
+				progress = append(progress, p)
+			case p.AETH().Syndrome() == packet.NAKSyndrome(packet.NAKSelectiveRepeat):
 				reports = append(reports, p)
 			}
 		}
@@ -362,6 +372,13 @@ func TestSRReReportCadence(t *testing.T) {
 	}
 	require.Equal(t, uint64(1), h.r.Counters().OOODuplicates)
 	require.Equal(t, uint64(1), h.r.Counters().SRHolePSNs)
+	// Every SRProgressEvery requests held (the duplicate is not), a
+	// progress report names the PSN past the highest one held.
+	require.Len(t, progress, 50/SRProgressEvery)
+	for i, p := range progress {
+		expect(t, p, holeCheck(packet.PSN(101+(i+1)*SRProgressEvery), packet.PSN(101+(i+1)*SRProgressEvery)))
+	}
+	require.Equal(t, uint64(len(progress)), h.r.Counters().SRProgressReports)
 
 	// Holes at 100 and 111; once 100 fills, the hole at the new ePSN 111
 	// (reported when it opened) is re-reported after 16 further arrivals.
@@ -814,7 +831,7 @@ func TestSRLossyLink(t *testing.T) {
 }
 
 // With the default limit a whole 128-PSN window of full 4096-byte packets
-// behind one lost packet is held.
+// behind one lost packet is held, in slots allocated as they are needed.
 func TestSRFullWindowFits(t *testing.T) {
 	h := newHarness(t, withPMTU(4096), withSR(0))
 	payload := pattern(4096, 3)
@@ -822,6 +839,22 @@ func TestSRFullWindowFits(t *testing.T) {
 		h.rx(packet.RCRDMAWriteOnly, packet.PSN(100+i), payload, reth(rva, rkey, 4096))
 	}
 	out := h.drain()
+	// Progress reports, each brought up to date while it was the newest
+	// report queued, so never two in a row.
+	var holes []packet.Packet
+	progress := 0
+	for i, p := range out {
+		if isProgress(p) {
+			expect(t, p, holeCheck(228, 228))
+			require.False(t, i > 0 && isProgress(out[i-1]), "two progress reports in a row")
+			progress++
+			continue
+		}
+		holes = append(holes, p)
+	}
+	require.Positive(t, progress)
+	require.LessOrEqual(t, progress, 127/SRProgressEvery)
+	out = holes
 	require.Len(t, out, 1+126/SRReReport) // the report, then re-reports
 	expect(t, out[0], holeCheck(100, 227))
 	expect(t, out[1], holeCheck(100, 227-SRReReport))
@@ -832,7 +865,7 @@ func TestSRFullWindowFits(t *testing.T) {
 	require.Zero(t, c.OOODropped)
 	require.Equal(t, uint64(127), c.OOOPeak)
 	require.Equal(t, uint64(127*(packet.BTHSize+packet.RETHSize+4096+packet.ICRCSize)), c.OOOBytesPeak)
-	require.Equal(t, DefaultOOOLimit, h.r.ooo.allocated()+4096+oooOverhead, "one slot to spare")
+	require.Equal(t, 127*(4096+oooOverhead), h.r.ooo.allocated(), "slots allocated as needed")
 	require.Equal(t, packet.PSN(228), h.r.EPSN())
 	expectACK(t, out[0], 227, 128)
 }

@@ -114,7 +114,7 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 			MaxRdAtomic: o.MaxRdAtomic}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
 	}
 	if qp.typ == QPTypeRC {
-		steps[1].attr.SelectiveRepeat, steps[1].attr.OOOLimit = sr.SelectiveRepeat, sr.OOOLimit
+		steps[1].attr.SelectiveRepeat, steps[1].attr.OOOLimit, steps[1].attr.PeerOOOLimit = sr.SelectiveRepeat, sr.OOOLimit, sr.PeerOOOLimit
 		steps[1].mask |= QPAttrSelectiveRepeat
 	}
 	for _, s := range steps {

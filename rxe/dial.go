@@ -252,7 +252,7 @@ func toRTS(qp *QP, local, remote ConnInfo, o *CMOptions, rnrRetry uint8) error {
 		{QPAttr{State: QPSRTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: rnrRetry,
 			MaxRdAtomic: remote.MaxRdAtomic}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
 	}
-	steps[0].attr.SelectiveRepeat, steps[0].attr.OOOLimit = sr.SelectiveRepeat, sr.OOOLimit
+	steps[0].attr.SelectiveRepeat, steps[0].attr.OOOLimit, steps[0].attr.PeerOOOLimit = sr.SelectiveRepeat, sr.OOOLimit, sr.PeerOOOLimit
 	steps[0].mask |= QPAttrSelectiveRepeat
 	for _, s := range steps {
 		if err := qp.Modify(&s.attr, s.mask); err != nil {

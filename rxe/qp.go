@@ -220,7 +220,9 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 	set(QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
 	set(QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
 	set(QPAttrEnSQDAsyncNotify, func() { t.SQDrainNotify = a.SQDrainNotify })
-	set(QPAttrSelectiveRepeat, func() { t.SelectiveRepeat, t.OOOLimit = a.SelectiveRepeat, a.OOOLimit })
+	set(QPAttrSelectiveRepeat, func() {
+		t.SelectiveRepeat, t.OOOLimit, t.PeerOOOLimit = a.SelectiveRepeat, a.OOOLimit, a.PeerOOOLimit
+	})
 	if m&QPAttrAV != 0 {
 		port := a.AH.UDPPort
 		if port == 0 {
@@ -267,7 +269,8 @@ func (qp *QP) startRequester() {
 		Credits: qp.dev.opts.Credits, Recovery: qp.dev.opts.Recovery,
 	}
 	cfg.Window, cfg.MaxReadPkts = qp.bufferLimits(cfg.PMTU)
-	cfg.SelectiveRepeat = qp.selectiveRepeat().on
+	sr := qp.selectiveRepeat()
+	cfg.SelectiveRepeat, cfg.PeerOOOLimit = sr.on, sr.peerLimit
 	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
 }
 

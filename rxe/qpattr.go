@@ -132,9 +132,12 @@ type QPAttr struct {
 	// set it, or neither (Connect and rxectl negotiate it). OOOLimit
 	// bounds the bytes of out-of-order requests the responder holds (0:
 	// responder.DefaultOOOLimit, at most MaxOOOLimit). Both are given
-	// with QPAttrSelectiveRepeat, a gorxe extension, before RTR.
+	// with QPAttrSelectiveRepeat, a gorxe extension, before RTR, with
+	// PeerOOOLimit: the peer's OOOLimit as it offered it (0: its
+	// default), which bounds how far past a hole the requester sends.
 	SelectiveRepeat bool
 	OOOLimit        int
+	PeerOOOLimit    int
 }
 
 // The transition table of IBA 10.3.1 / kernel ib_modify_qp_is_ok for RC:

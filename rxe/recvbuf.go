@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log"
 	"math/bits"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -137,13 +138,44 @@ func truesize(n int) int {
 // windowFor returns the PSN window that keeps a burst of PMTU-sized
 // packets within three quarters of a receive buffer of buf bytes (as
 // getsockopt reports it), between requester's minimum useful window (8)
-// and DefaultWindow; 0 if buf is 0 (unknown: the default window).
-func windowFor(buf, pmtu int) int {
+// and DefaultWindow; 0 if buf is 0 (unknown: the default window). Each
+// packet is charged truesize, or netdev.PagedTruesize if paged (the
+// datagrams are sent paged on a path that stays in the host: the receiver
+// is charged the sender's buffer, half of a linear one at 4 KiB). The
+// quarter left is what UDP frees lazily (udp_rmem_release holds back up
+// to a quarter of the buffer while datagrams wait in its reader queue).
+func windowFor(buf, pmtu int, paged bool) int {
 	if buf <= 0 {
 		return 0
 	}
-	n := buf * 3 / 4 / truesize(pmtu+maxHeaderBytes)
+	per := truesize(pmtu + maxHeaderBytes)
+	if paged {
+		per = netdev.PagedTruesize(pmtu + maxHeaderBytes)
+	}
+	n := buf * 3 / 4 / per
 	return min(max(n, 8), requester.DefaultWindow)
+}
+
+// pagedSender is the optional capability of a netdev.Conn that sends
+// datagrams to some destinations in page fragments (netdev.UDPConn has
+// it).
+type pagedSender interface {
+	PagesTo(dst netip.Addr) bool
+}
+
+// pagesTo reports whether every netdev of the device sends its datagrams
+// to dst paged (netdev.UDPConn.PagesTo: dst is on the loopback path).
+func (d *Device) pagesTo(dst netip.Addr) bool {
+	if len(d.conns) == 0 {
+		return false
+	}
+	for _, c := range d.conns {
+		p, ok := c.(pagedSender)
+		if !ok || !p.PagesTo(dst) {
+			return false
+		}
+	}
+	return true
 }
 
 // maxHeaderBytes is what a RoCE datagram adds to its payload on the wire
@@ -185,13 +217,20 @@ func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
 // part of a whole window would leave the link idle for a round trip
 // after every part (the window, which counts response PSNs, has room for
 // the next request only once the last response is in).
+//
+// Packets count at the paged size when this device sends to the peer
+// paged (Device.pagesTo: the peer is on the loopback path). The peer's
+// packets into our buffer (READ responses) count so too then: a peer
+// that announces its buffer is a gorxe device, whose UDP sockets page
+// what they send on the loopback path of the same kernel.
 func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
 	if qp.peerBuf.recv <= 0 {
 		return 0, 0
 	}
-	window = windowFor(qp.peerBuf.recv, pmtu)
+	paged := qp.dev.pagesTo(qp.dest.Addr())
+	window = windowFor(qp.peerBuf.recv, pmtu, paged)
 	if own, _ := qp.dev.recvBufferInfo(); own > 0 {
-		window = min(window, windowFor(own, pmtu))
+		window = min(window, windowFor(own, pmtu, paged))
 	}
 	if window >= requester.DefaultWindow {
 		return 0, 0

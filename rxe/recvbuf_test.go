@@ -18,17 +18,23 @@ import (
 
 func TestWindowFor(t *testing.T) {
 	tests := []struct {
-		buf, pmtu, want int
+		buf, pmtu int
+		paged     bool
+		want      int
 	}{
-		{0, 4096, 0}, // unknown: the default
-		{2 * 212992, 4096, 425984 * 3 / 4 / (8192 + 256)}, // stock rmem_max, loopback truesize 8 KiB
-		{2 * 212992, 1024, requester.DefaultWindow},       // 138 fit: capped at the default
-		{2 * 212992 / 4, 1024, 106496 * 3 / 4 / (2048 + 256)},
-		{4096, 4096, 8}, // never below 8
-		{128 << 20, 4096, requester.DefaultWindow},
+		{0, 4096, false, 0}, // unknown: the default
+		{2 * 212992, 4096, false, 425984 * 3 / 4 / (8192 + 256)},      // stock rmem_max, linear truesize 8 KiB
+		{2 * 212992, 4096, true, 425984 * 3 / 4 / (4096 + 96 + 1280)}, // paged: the datagram and 1280
+		{2 * 212992, 1024, false, requester.DefaultWindow},            // 138 fit: capped at the default
+		{2 * 212992 / 4, 1024, false, 106496 * 3 / 4 / (2048 + 256)},
+		{2 * 212992 / 4, 1024, true, 106496 * 3 / 4 / (1024 + 96 + 1280)},
+		{4096, 4096, false, 8}, // never below 8
+		{4096, 4096, true, 8},
+		{128 << 20, 4096, false, requester.DefaultWindow},
+		{0, 4096, true, 0},
 	}
 	for _, tc := range tests {
-		require.Equal(t, tc.want, windowFor(tc.buf, tc.pmtu), "%d bytes, PMTU %d", tc.buf, tc.pmtu)
+		require.Equal(t, tc.want, windowFor(tc.buf, tc.pmtu, tc.paged), "%d bytes, PMTU %d, paged %v", tc.buf, tc.pmtu, tc.paged)
 	}
 }
 
@@ -62,7 +68,12 @@ func TestSmallReceiveBufferPaced(t *testing.T) {
 			require.Equal(t, 1, ia.RecvSockets)
 			require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096}))
 			require.NoError(t, b.qp.Connect(ib, ia, ConnectOptions{MTU: MTU4096}))
-			want := windowFor(min(ia.RecvBuffer, ib.RecvBuffer), 4096)
+			// Loopback: the devices page their datagrams, and the window
+			// counts packets at the paged size.
+			require.True(t, da.pagesTo(netip.MustParseAddr("127.0.0.2")), "sends to the peer paged")
+			require.False(t, da.pagesTo(netip.MustParseAddr("192.0.2.1")), "pages only on the loopback path")
+			want := windowFor(min(ia.RecvBuffer, ib.RecvBuffer), 4096, true)
+			require.Greater(t, want, windowFor(min(ia.RecvBuffer, ib.RecvBuffer), 4096, false))
 			require.Less(t, want, requester.DefaultWindow, "the test needs a buffer smaller than a full window")
 			a.qp.mu.Lock()
 			window, parts := a.qp.bufferLimits(4096)

@@ -19,8 +19,9 @@ const MaxOOOLimit = 64 << 20
 
 // srConfig is what the engines are given for selective repeat.
 type srConfig struct {
-	on       bool
-	oooLimit int // bytes; 0: responder.DefaultOOOLimit
+	on        bool
+	oooLimit  int // bytes; 0: responder.DefaultOOOLimit
+	peerLimit int // the peer's out-of-order buffer in bytes; 0: its default
 }
 
 // checkSelectiveRepeat validates QPAttr.OOOLimit.
@@ -31,6 +32,9 @@ func checkSelectiveRepeat(attr *QPAttr, mask QPAttrMask) error {
 	if attr.OOOLimit < 0 || attr.OOOLimit > MaxOOOLimit {
 		return fmt.Errorf("%w: out-of-order buffer of %d bytes (0 for the default, at most %d)", ErrInvalidArgument, attr.OOOLimit, MaxOOOLimit)
 	}
+	if attr.PeerOOOLimit < 0 || attr.PeerOOOLimit > MaxOOOLimit {
+		return fmt.Errorf("%w: peer's out-of-order buffer of %d bytes (0 for its default, at most %d)", ErrInvalidArgument, attr.PeerOOOLimit, MaxOOOLimit)
+	}
 	return nil
 }
 
@@ -40,7 +44,7 @@ func (qp *QP) selectiveRepeat() srConfig {
 	if !qp.attr.SelectiveRepeat {
 		return srConfig{}
 	}
-	return srConfig{on: true, oooLimit: qp.attr.OOOLimit}
+	return srConfig{on: true, oooLimit: qp.attr.OOOLimit, peerLimit: qp.attr.PeerOOOLimit}
 }
 
 // oooBound is the out-of-order buffer an offer announces: limit, or the
@@ -65,5 +69,5 @@ func negotiateSR(local, remote ConnInfo, refuse bool) (QPAttr, error) {
 	if !local.SelectiveRepeat || !remote.SelectiveRepeat {
 		return QPAttr{}, nil
 	}
-	return QPAttr{SelectiveRepeat: true, OOOLimit: local.OOOLimit}, nil
+	return QPAttr{SelectiveRepeat: true, OOOLimit: local.OOOLimit, PeerOOOLimit: min(max(remote.OOOLimit, 0), MaxOOOLimit)}, nil
 }

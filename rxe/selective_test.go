@@ -39,6 +39,7 @@ func TestNegotiateSR(t *testing.T) {
 			require.Equal(t, tc.want, a.SelectiveRepeat)
 			if tc.want {
 				require.Equal(t, tc.local.OOOLimit, a.OOOLimit, "our responder's bound is the one we announced")
+				require.Equal(t, tc.remote.OOOLimit, a.PeerOOOLimit, "our requester's bound is the one the peer announced")
 			}
 		})
 	}
@@ -112,10 +113,14 @@ func TestModifySelectiveRepeat(t *testing.T) {
 	init.OOOLimit = MaxOOOLimit + 1
 	require.ErrorIs(t, a.qp.Modify(&init, mask), ErrInvalidArgument)
 	init.OOOLimit = 1 << 20
+	init.PeerOOOLimit = -1
+	require.ErrorIs(t, a.qp.Modify(&init, mask), ErrInvalidArgument)
+	init.PeerOOOLimit = 2 << 20
 	require.NoError(t, a.qp.Modify(&init, mask))
 	q := a.qp.Query()
 	require.True(t, q.SelectiveRepeat)
 	require.Equal(t, 1<<20, q.OOOLimit)
+	require.Equal(t, 2<<20, q.PeerOOOLimit)
 	require.Equal(t, 1<<20, a.qp.Info(0).OOOLimit, "Info announces the bound set")
 	require.NoError(t, a.qp.Modify(&QPAttr{SelectiveRepeat: false}, QPAttrSelectiveRepeat), "INIT to INIT")
 	require.False(t, a.qp.Query().SelectiveRepeat)
@@ -207,6 +212,7 @@ func TestOOOFloodBound(t *testing.T) {
 	require.NoError(t, b.qp.Connect(ib, ia, o))
 	require.True(t, b.qp.Query().SelectiveRepeat)
 	require.Equal(t, limit, b.qp.Query().OOOLimit)
+	require.Equal(t, limit, a.qp.Query().PeerOOOLimit, "a's requester knows b's bound")
 
 	ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
 		SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}

@@ -461,8 +461,13 @@ func (h *half) nak(f *Flow, r *rec) {
 		ev.cause = CauseSequenceNAK
 	case r.syn.IsNAK() && r.syn.NAKCode() == packet.NAKSelectiveRepeat:
 		// A hole report of negotiated selective repeat: the responder
-		// asks for one hole again; the QP carries on.
-		f.NAKs.HoleReports++
+		// asks for one hole again, or (equal PSNs) says how far it has
+		// received; the QP carries on.
+		if uint32(r.psn) == r.msn&packet.PSNMask {
+			f.NAKs.ProgressReports++
+		} else {
+			f.NAKs.HoleReports++
+		}
 		return
 	case r.syn.IsNAK():
 		switch r.syn.NAKCode() {

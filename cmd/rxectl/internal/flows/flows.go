@@ -219,13 +219,17 @@ type NAKs struct {
 	// docs/recovery.md), which two gorxe ends exchange after negotiating
 	// it: not errors, they ask for the PSNs of one hole again.
 	HoleReports int `json:"hole_reports"`
+	// ProgressReports counts selective-repeat progress reports (NAK code
+	// 0x10 naming no hole: BTH PSN equal to the AETH MSN field), which
+	// say how far the responder has received. Not errors either.
+	ProgressReports int `json:"progress_reports"`
 	// RNRTimers lists the distinct RNR timer codes seen (IBA 9.7.5.2.8).
 	RNRTimers []uint8 `json:"rnr_timers,omitempty"`
 }
 
 // Total is the number of NAKs of every kind.
 func (n NAKs) Total() int {
-	return n.SequenceError + n.RNR + n.RemoteAccess + n.InvalidRequest + n.RemoteOperation + n.Other + n.HoleReports
+	return n.SequenceError + n.RNR + n.RemoteAccess + n.InvalidRequest + n.RemoteOperation + n.Other + n.HoleReports + n.ProgressReports
 }
 
 // Cause is why a recovery episode started, as far as the capture shows.

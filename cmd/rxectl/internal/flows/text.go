@@ -66,6 +66,9 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 			if n.HoleReports > 0 {
 				fmt.Fprintf(b, ", selective-repeat hole reports %d", n.HoleReports)
 			}
+			if n.ProgressReports > 0 {
+				fmt.Fprintf(b, ", selective-repeat progress reports %d", n.ProgressReports)
+			}
 			if n.Other > 0 {
 				fmt.Fprintf(b, ", other %d", n.Other)
 			}

@@ -372,6 +372,14 @@ func (p *cmPipe) Send(b []byte) error {
 	if err != nil {
 		return err
 	}
+	if wc.Status == rxe.WCWRFlushErr {
+		// The QP went to the error state before the SEND left: the peer
+		// disconnected (as Recv, oobError's "closed"), unless we stop.
+		if p.stop.Err() != nil {
+			return net.ErrClosed
+		}
+		return io.EOF
+	}
 	if wc.Status != rxe.WCSuccess {
 		return fmt.Errorf("send: %v", wc.Status)
 	}

@@ -73,21 +73,27 @@ func TestSRCaptureDecodes(t *testing.T) {
 	require.Positive(t, r.PeerTransport.SRHolesReported, "the server's responder reported holes")
 	require.Positive(t, r.Transport.SRHolesReceived)
 	require.Equal(t, r.PeerTransport.SRHolesReported, r.Transport.SRHolesReceived+lostHoleReports(r), "every hole report sent arrives (no loss on responses)")
-	holes := 0
+	holes, progress := 0, 0
 	for _, p := range dumpPackets(t, r.Capture) {
-		// AETH syndrome 0x70: a NAK (0x60) with code 0x10.
+		// AETH syndrome 0x70: a NAK (0x60) with code 0x10; a progress
+		// report has its MSN field equal to its PSN.
 		if a, ok := p["aeth"].(map[string]any); ok && a["syndrome"] == float64(0x70) {
-			holes++
+			if a["msn"] == p["psn"] {
+				progress++
+			} else {
+				holes++
+			}
 		}
 	}
 	require.Equal(t, int(r.PeerTransport.SRHolesReported), holes, "each hole report is in the capture")
+	require.Equal(t, int(r.PeerTransport.SRProgressReports), progress, "each progress report is in the capture")
 	args := []string{"dump"}
 	for _, p := range r.Capture.Ports {
 		args = append(args, "--port", strconv.Itoa(int(p)))
 	}
 	out, errs, code := runCmd(t, append(args, file)...)
 	require.Equal(t, cli.ExitOK, code, errs)
-	require.Equal(t, holes, strings.Count(out, "SR_HOLE"), "rxectl dump names the NAK code")
+	require.Equal(t, holes+progress, strings.Count(out, "SR_HOLE"), "rxectl dump names the NAK code")
 }
 
 // lostHoleReports is zero: the test drops only what the client sends.

@@ -92,14 +92,19 @@ type Transport struct {
 	ReadHoleRereads uint64 `json:"read_holes_rereads"`
 	// Resent packets still unacknowledged an RTO later, resent again.
 	SRResendsLost uint64 `json:"sr_resends_lost"`
+	// Progress reports taken: how far the peer's responder has received
+	// while a hole persisted.
+	SRProgressReceived uint64 `json:"sr_progress_received"`
 	// This end's responder: hole reports sent (re-reports included), PSNs
 	// first seen missing (the packets lost on the way to it), the most
 	// out-of-order requests and bytes held at once, and those dropped.
 	SRHolesReported uint64 `json:"sr_holes_reported"`
-	SRHolePSNs      uint64 `json:"sr_hole_psns"`
-	OOOPeak         uint64 `json:"ooo_peak"`
-	OOOBytesPeak    uint64 `json:"ooo_bytes_peak"`
-	OOODropped      uint64 `json:"ooo_dropped"`
+	// Progress reports sent (hole reports naming no hole).
+	SRProgressReports uint64 `json:"sr_progress_reports"`
+	SRHolePSNs        uint64 `json:"sr_hole_psns"`
+	OOOPeak           uint64 `json:"ooo_peak"`
+	OOOBytesPeak      uint64 `json:"ooo_bytes_peak"`
+	OOODropped        uint64 `json:"ooo_dropped"`
 }
 
 // Capture describes the --pcap file.
@@ -145,9 +150,10 @@ func WriteStats(w io.Writer, st, peer *Final) {
 		fmt.Fprintf(&b, "   recovery: srtt %d µs, %d recovery timer expiries (%d tail probes), %d IB ACK timeouts; window %d packets, %d decreases\n",
 			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
 		if t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.ReadHoleRereads > 0 {
-			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports received, %d packets resent, %d READ holes re-read; "+
-				"responder %d holes reported, %d packets lost (seen as holes), out-of-order buffer peak %d packets (%d bytes), %d dropped\n",
-				t.SRHolesReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRHolesReported, t.SRHolePSNs, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
+			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read; "+
+				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), out-of-order buffer peak %d packets (%d bytes), %d dropped\n",
+				t.SRHolesReceived, t.SRProgressReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRHolesReported, t.SRProgressReports,
+				t.SRHolePSNs, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
 		}
 	}
 	devLines("Device", st)

@@ -1,0 +1,80 @@
+package netdev
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// rmemAlloc returns the receive memory charged to c's socket
+// (SO_MEMINFO's SK_MEMINFO_RMEM_ALLOC).
+func rmemAlloc(t *testing.T, c *UDPConn) int {
+	t.Helper()
+	var info [16]uint32 // more than the kernel's SK_MEMINFO_VARS
+	n := uint32(unsafe.Sizeof(info))
+	var errno unix.Errno
+	require.NoError(t, c.rc.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0)
+	}))
+	if errno != 0 {
+		t.Skipf("SO_MEMINFO: %v", errno)
+	}
+	return int(info[0])
+}
+
+// TestPagedSends: single datagrams a UDPConn sends to a loopback address
+// (with GSO on or off) are charged to the receiving socket at most
+// PagedTruesize each, while the same datagrams from a plain socket are
+// charged more (a power-of-two linear buffer: 8 KiB + 256 for 4 KiB), so
+// the bound rxe sizes its window by is the kernel's, and paging is what
+// makes it hold. To a non-loopback address nothing is paged.
+func TestPagedSends(t *testing.T) {
+	const size, count = 4096 + 28, 20 // a 4 KiB RoCE packet's UDP payload
+	for _, fam := range families {
+		for _, noGSO := range []bool{false, true} {
+			t.Run(fam.name+map[bool]string{false: "/gso", true: "/nogso"}[noGSO], func(t *testing.T) {
+				if fam.needsIPv6 {
+					skipNoIPv6(t)
+				}
+				tx := listen(t, fam.lo, Options{NoGSO: noGSO, BlockingWrite: true})
+				if !tx.paged.Load() {
+					t.Skip("the kernel does not take UDP_SEGMENT")
+				}
+				require.True(t, tx.PagesTo(fam.lo))
+				require.False(t, tx.PagesTo(netip.MustParseAddr("192.0.2.1")))
+				require.False(t, tx.PagesTo(netip.MustParseAddr("2001:db8::1")))
+				rx := listen(t, fam.lo, Options{RecvBuffer: 1 << 20, NoForce: true})
+				msgs := newMsgs(1, size)
+				msgs[0].N, msgs[0].Addr = size, rx.LocalAddr()
+				for range count {
+					n, err := tx.WriteBatch(msgs) // one datagram per call: never a GSO run
+					require.NoError(t, err)
+					require.Equal(t, 1, n)
+				}
+				require.Eventually(t, func() bool { return rmemAlloc(t, rx) >= count*size },
+					time.Second, time.Millisecond, "the datagrams arrive")
+				paged := rmemAlloc(t, rx)
+				require.LessOrEqual(t, paged, count*PagedTruesize(size), "charged per paged datagram: %d", paged/count)
+
+				// The control: a plain socket's datagrams are charged more.
+				rx2 := listen(t, fam.lo, Options{RecvBuffer: 1 << 20, NoForce: true})
+				pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(fam.lo, 0)))
+				require.NoError(t, err)
+				defer pc.Close()
+				for range count {
+					_, err := pc.WriteToUDPAddrPort(make([]byte, size), rx2.LocalAddr())
+					require.NoError(t, err)
+				}
+				require.Eventually(t, func() bool { return rmemAlloc(t, rx2) >= count*size },
+					time.Second, time.Millisecond, "the datagrams arrive")
+				require.Greater(t, rmemAlloc(t, rx2), count*PagedTruesize(size), "a linear datagram costs more")
+			})
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package requester
+
+import (
+	"testing"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+// Under selective repeat the window counts packets in flight, not PSNs
+// outstanding: what the responder reports received (the end of a hole
+// report, a progress report) leaves the flight, so new packets go out
+// while the hole at the oldest PSN is repaired, up to what the peer's
+// out-of-order buffer holds (Config.PeerOOOLimit) and never further.
+func TestSRFlightAccounting(t *testing.T) {
+	const window, slots = 8, 20
+	for _, tc := range []struct {
+		name string
+		sr   bool
+	}{{"selective-repeat", true}, {"go-back-n", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = tc.sr
+			cfg.Window = window
+			cfg.PeerOOOLimit = slots * (srPMTU + packet.OOOSlotOverhead)
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			sent := len(h.drain())
+			require.Equal(t, window, sent, "a full window")
+
+			// fresh counts the packets of got sent for the first time.
+			fresh := func(got [][]byte) int {
+				n := 0
+				for _, b := range got {
+					if !parse(t, b).PSN().Before(srSQ.Add(sent)) {
+						n++
+					}
+				}
+				return n
+			}
+			// The first packet is lost; the responder holds the next one.
+			h.recv(srHoleReport(srSQ, srSQ.Add(1)))
+			sent += fresh(h.drain())
+			if !tc.sr {
+				require.Equal(t, window, sent, "go-back-N takes no hole report")
+				return
+			}
+			require.Equal(t, window+2, sent, "PSNs 0 and 1 are not in flight")
+			// Progress: the responder holds everything sent but PSN 0.
+			h.recv(srHoleReport(srSQ.Add(sent), srSQ.Add(sent)))
+			for range 10 {
+				n := fresh(h.drain())
+				if n == 0 {
+					break
+				}
+				sent += n
+				h.recv(srHoleReport(srSQ.Add(sent), srSQ.Add(sent)))
+			}
+			require.Equal(t, slots, sent, "bounded by the peer's out-of-order buffer")
+			c := h.r.Counters()
+			require.Equal(t, uint64(1), c.SRHolesReceived)
+			require.Positive(t, c.SRProgress)
+			require.Zero(t, c.SRHolesIgnored)
+
+			// The hole fills: the cumulative ACK frees the rest of the span.
+			h.recv(ack(srSQ.Add(sent - 1)))
+			got := h.drain()
+			require.NotEmpty(t, got)
+			for _, b := range got {
+				require.False(t, parse(t, b).PSN().Before(srSQ.Add(sent)), "nothing resent")
+			}
+		})
+	}
+}
+
+// A resend that a hole report names missing again after the responder
+// reported received packets sent more than srReorder packets after it was
+// lost: it goes again at once, without waiting for the once-per-interval
+// rule or the recheck timer. Without that evidence it waits.
+func TestSRResendLostByProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		progress int // packets past the resend the responder reports received
+		want     bool
+	}{
+		{"lost", srReorder + 2, true},
+		{"within-reorder", srReorder, false},
+		{"no-progress", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = true
+			cfg.Window = 8
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			require.Len(t, h.drain(), 8)
+			// PSN 0 is lost: it is resent (no RTT sample yet, so no
+			// reorder wait), and the report frees room for new packets.
+			h.recv(srHoleReport(srSQ, srSQ.Add(1)))
+			next := srSQ.Add(8)
+			resends := func(got [][]byte) int {
+				n := 0
+				for _, b := range got {
+					p := parse(t, b).PSN()
+					if p == srSQ {
+						n++
+					}
+					if p.After(next) || p == next {
+						next = p.Next()
+					}
+				}
+				return n
+			}
+			require.Equal(t, 1, resends(h.drain()))
+			afterResend := srSQ.Add(8) // the resend went ahead of the new packets
+			// More packets go after the resend as the responder reports
+			// the ones before them received.
+			h.recv(srHoleReport(srSQ.Add(8), srSQ.Add(8)))
+			require.Zero(t, resends(h.drain()))
+			require.True(t, next.After(afterResend.Add(srReorder+2)), "sent after the resend: next %#x, after the resend %#x", next, afterResend)
+			if tc.progress > 0 {
+				h.recv(srHoleReport(afterResend.Add(tc.progress), afterResend.Add(tc.progress)))
+				h.drain()
+			}
+			// The hole at PSN 0 is re-reported, well within an interval.
+			h.recv(srHoleReport(srSQ, srSQ.Add(1)))
+			got := resends(h.drain())
+			if tc.want {
+				require.Equal(t, 1, got, "the lost resend goes again")
+				require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
+			} else {
+				require.Zero(t, got, "no evidence that the resend was lost")
+				require.Zero(t, h.r.Counters().SRResendsLost)
+			}
+		})
+	}
+}
