@@ -127,6 +127,55 @@ func BenchmarkWrite64K(b *testing.B) { benchStream(b, WRRDMAWrite) }
 // BenchmarkRead64K is BenchmarkWrite64K for RDMA READ.
 func BenchmarkRead64K(b *testing.B) { benchStream(b, WRRDMARead) }
 
+// BenchmarkSend64K is BenchmarkWrite64K for SEND: the receiving device's
+// receive queue is kept full by a goroutine that reposts each 64 KiB
+// receive as it completes (recvReposter), as ib_send_bw's server does.
+func BenchmarkSend64K(b *testing.B) { benchStream(b, WRSend) }
+
+// recvReposter keeps e's receive queue full of 64 KiB receives, cycling
+// through e's buffer, until ctx is done: it waits on e's CQ and posts one
+// receive per receive completion. A failed completion or post ends it
+// with the error on the returned channel.
+func recvReposter(ctx context.Context, e *end) <-chan error {
+	const posted = 256 // newEnd's MaxRecvWR
+	slots := max(1, len(e.buf)/benchMsg)
+	slot := 0
+	post := func() error {
+		off := (slot % slots) * benchMsg
+		slot++
+		_, err := e.qp.PostRecv(RecvWR{SGList: []SGE{e.mr.SGE(off, benchMsg)}})
+		return err
+	}
+	errc := make(chan error, 1)
+	for range posted {
+		if err := post(); err != nil {
+			errc <- err
+			return errc
+		}
+	}
+	go func() {
+		wcs := make([]WC, 64)
+		for {
+			n, err := e.cq.Wait(ctx, wcs)
+			if err != nil {
+				errc <- nil // ctx done or device closed: the benchmark is over
+				return
+			}
+			for _, wc := range wcs[:n] {
+				if wc.Status != WCSuccess {
+					errc <- fmt.Errorf("receive completed with %v", wc.Status)
+					return
+				}
+				if err := post(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}
+	}()
+	return errc
+}
+
 // benchStream streams 64 KiB operations and reports, besides ns/op and
 // allocs/op (allocations of the whole process during the timed rounds,
 // that is of both devices' goroutines too, per 64 KiB operation):
@@ -161,6 +210,13 @@ func benchStream(b *testing.B, op WROpcode) {
 			a, z := benchPair(b, kind, *benchNoInline)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
+			if op == WRSend {
+				errc := recvReposter(ctx, z)
+				defer func() {
+					cancel()
+					require.NoError(b, <-errc)
+				}()
+			}
 			s := newStreamer(ctx, a, z, op, benchMsg, benchDepth, benchSignal)
 			// Warm up: timers, lazily grown buffers, the scheduler.
 			require.NoError(b, s.run(2*benchDepth))
@@ -168,6 +224,9 @@ func benchStream(b *testing.B, op WROpcode) {
 			var abTime time.Duration
 			if *benchAB {
 				a2, z2 := benchPair(b, kind, true)
+				if op == WRSend {
+					recvReposter(ctx, z2)
+				}
 				ab = newStreamer(ctx, a2, z2, op, benchMsg, benchDepth, benchSignal)
 				require.NoError(b, ab.run(2*benchDepth))
 			}

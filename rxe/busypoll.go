@@ -75,14 +75,16 @@ func (r *connReader) handle(n int) {
 func (r *connReader) dispatch(n int) {
 	now := time.Now()
 	for i := range n {
-		r.d.receive(now, &r.msgs[i])
+		r.d.receive(now, &r.msgs[i], r)
 	}
 }
 
 // unlock releases gate. When it is taken back for us (a reader found it
 // held and left the socket to us: netdev.Gate.Unlock), the socket is read
-// and handled until it is empty, then released again.
-func (r *connReader) unlock() {
+// and handled until it is empty, then released again. It returns how many
+// datagrams it handled so.
+func (r *connReader) unlock() int {
+	total := 0
 	for r.gate.Unlock() {
 		for {
 			n, err := r.shared.TryReadBatch(r.msgs)
@@ -91,33 +93,58 @@ func (r *connReader) unlock() {
 			}
 			r.polledPkts.Add(uint64(n))
 			r.dispatch(n)
+			total += n
 		}
 	}
+	return total
 }
 
 // sendInline runs one transmit pass for each served vector that has
 // runnable QPs and whose transmit path is free: up to a batch of their
 // packets (ACKs, READ responses, the next requests) goes out on this
-// goroutine without waking the transmit goroutine, which still gets its
-// kick and takes what is left. Options.NoInlineSend turns it off.
+// goroutine. The transmit goroutine is woken only for what is left: a
+// vector whose transmit path was busy, or QPs still runnable after the
+// pass. The QPs that the datagrams just handled made runnable were queued
+// without waking it (Device.receive), so a batch whose ACK the pass sends
+// costs no goroutine wake-up. Options.NoInlineSend turns the pass off
+// (the transmit goroutine is woken instead).
 func (r *connReader) sendInline() {
-	if r.d.opts.NoInlineSend {
-		return
-	}
 	for _, v := range r.served {
-		if v.runnable() && v.txMu.TryLock() {
+		if !v.runnable() {
+			continue
+		}
+		if !r.d.opts.NoInlineSend && v.txMu.TryLock() {
 			v.transmitPass(len(v.txMsgs))
 			v.txMu.Unlock()
+			if !v.runnable() {
+				continue
+			}
+		}
+		v.wake()
+	}
+}
+
+// wakeRunnable wakes the transmit goroutine of each served vector that has
+// runnable QPs: the ones the datagrams just handled queued without waking
+// it (Device.receive), when the reader sends nothing itself (poll).
+func (r *connReader) wakeRunnable() {
+	for _, v := range r.served {
+		if v.runnable() {
+			v.wake()
 		}
 	}
 }
 
 // poll reads the netdev without waiting, on the calling goroutine, and
-// handles what arrived as the receive goroutine would; a full batch is
-// followed by another read, so that no datagram the netdev has already
-// taken from the socket (a GRO buffer's) is left behind. It returns how
-// many datagrams it handled: 0 when the netdev is not shared, another
-// goroutine is reading it, or nothing was there.
+// handles what arrived as the receive goroutine would, except that it
+// does not send what that made ready (ACKs, responses): those stay queued
+// for the caller (CQ.BusyPoll sends them at its next call, a PostSend in
+// the same transmit pass as its request), and the transmit goroutine has
+// been woken for them as always. A full batch is followed by another read,
+// so that no datagram the netdev has already taken from the socket (a GRO
+// buffer's) is left behind. It returns how many datagrams it handled: 0
+// when the netdev is not shared, another goroutine is reading it, or
+// nothing was there.
 func (r *connReader) poll() int {
 	if r.shared == nil || !r.gate.TryLock() {
 		return 0
@@ -141,9 +168,8 @@ func (r *connReader) poll() int {
 		r.polls.Add(1)
 		r.polledPkts.Add(uint64(total))
 	}
-	r.unlock()
-	if total > 0 {
-		r.sendInline()
+	if r.unlock()+total > 0 {
+		r.wakeRunnable()
 	}
 	return total
 }
@@ -160,11 +186,22 @@ func (r *connReader) poll() int {
 // sends on the caller's goroutine when the QP's vector is not already
 // transmitting.
 //
+// The ACKs and responses that the packets it read made ready are not sent
+// before BusyPoll returns: the caller's answer (a PostSend right after the
+// completion, as in a ping-pong) takes them along in its own sendmmsg, and
+// otherwise the next BusyPoll sends them first thing (or the transmit
+// goroutine, woken for them, if no BusyPoll comes). So a message that
+// completes a wait costs its receiver one system call before the answer
+// leaves, not two.
+//
 // The socket is read only where the device's netdev can be shared with the
 // receive goroutine (netdev.SharedReader: a netdev.UDPConn, as Listen
 // opens; not a PipeConn or a wrapping Conn); otherwise BusyPoll is Poll.
 // The receive goroutine keeps serving the socket whenever no caller polls.
 func (cq *CQ) BusyPoll(wcs []WC) int {
+	if cq.unsent.Load() && cq.unsent.Swap(false) {
+		cq.sendReady()
+	}
 	if n := cq.Poll(wcs); n > 0 || len(wcs) == 0 {
 		return n
 	}
@@ -185,7 +222,21 @@ func (cq *CQ) BusyPoll(wcs []WC) int {
 	if got == 0 {
 		return 0
 	}
+	cq.unsent.Store(true)
 	return cq.Poll(wcs)
+}
+
+// sendReady runs a transmit pass on the calling goroutine for each vector
+// of the CQ's readers that has runnable QPs and a free transmit path: the
+// ACKs and responses left by BusyPoll's last reads.
+func (cq *CQ) sendReady() {
+	if rs := cq.readers.Load(); rs != nil {
+		for _, r := range *rs {
+			r.sendInline()
+		}
+		return
+	}
+	cq.dev.vecs[cq.vector].reader.sendInline()
 }
 
 // addReader records that a QP completing into the CQ receives its packets
@@ -229,11 +280,7 @@ func (v *vector) sendNow(qp *QP) {
 		v.schedule(qp)
 		return
 	}
-	if !qp.queued.Swap(true) {
-		v.runMu.Lock()
-		*v.runq.Push() = qp // not nil: see schedule
-		v.runMu.Unlock()
-	}
+	v.enqueue(qp)
 	if v.txMu.TryLock() {
 		v.transmitPass(len(v.txMsgs))
 		v.txMu.Unlock()
@@ -241,10 +288,7 @@ func (v *vector) sendNow(qp *QP) {
 			return
 		}
 	}
-	select {
-	case v.kick <- struct{}{}:
-	default:
-	}
+	v.wake()
 }
 
 // PollsSocket reports whether BusyPoll on the CQ reads its vector's socket

@@ -270,3 +270,41 @@ func TestBusyPollOtherVector(t *testing.T) {
 	require.Positive(t, a.dev.vecs[1].reader.polledPkts.Load(), "the ACKs were read by the poller on vector 1's socket")
 	require.True(t, a.cq.PollsSocket())
 }
+
+// TestBusyPollDeferredAck checks that the ACKs BusyPoll leaves queued
+// reach the peer when the poller neither polls again nor posts: z
+// busy-polls until each SEND's receive completion and then does nothing
+// on that CQ, while a waits for its send completions in CQ.Wait. Each send
+// completion needs z's ACK; the recovery timer's floor (1 s) and the ACK
+// timeout (4.3 s) are far beyond the wait, so a completion that came
+// through a retransmission shows as a retransmit and fails the test.
+func TestBusyPollDeferredAck(t *testing.T) {
+	a, z, _ := udpPair(t, Options{Recovery: RecoveryConfig{Floor: time.Second}})
+	// udpPair's QPs are connected with the default ACK timeout: a second
+	// pair gets the long one.
+	qcap := QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+	qa, err := a.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq, Cap: qcap})
+	require.NoError(t, err)
+	qz, err := z.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: z.cq, RecvCQ: z.cq, Cap: qcap})
+	require.NoError(t, err)
+	ia, iz := qa.Info(3), qz.Info(4)
+	require.NoError(t, qa.Connect(ia, iz, ConnectOptions{MTU: MTU4096, Timeout: 20}))
+	require.NoError(t, qz.Connect(iz, ia, ConnectOptions{MTU: MTU4096, Timeout: 20}))
+	ctx, cancel := context.WithTimeout(context.Background(), busyTimeout)
+	defer cancel()
+	wcs := make([]WC, 1)
+	for i := range 20 {
+		_, err := qz.PostRecv(RecvWR{SGList: []SGE{z.mr.SGE(0, 8)}})
+		require.NoError(t, err)
+		_, err = qa.PostSend(SendWR{Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
+		require.NoError(t, err)
+		_, err = busyWait(z.cq, wcs)
+		require.NoError(t, err, "message %d", i)
+		require.Equal(t, WCRecv, wcs[0].Opcode)
+		_, err = a.cq.Wait(ctx, wcs)
+		require.NoError(t, err, "send completion %d", i)
+		require.Equal(t, WCSuccess, wcs[0].Status)
+	}
+	require.Positive(t, polled(z), "z's poller read nothing: the test tests nothing")
+	require.Zero(t, qa.Counters().Requester.Retransmits, "an ACK left by BusyPoll was not sent")
+}

@@ -55,6 +55,9 @@ type CQ struct {
 	// busy is set by the first BusyPoll: PostSend on the CQ's QPs then
 	// sends on the poster's goroutine (busypoll.go).
 	busy atomic.Bool
+	// unsent is set when a BusyPoll handled datagrams and left the packets
+	// they made ready for the next BusyPoll (or a PostSend) to send.
+	unsent atomic.Bool
 	// readers are the socket readers of the vectors of the QPs using the
 	// CQ, for BusyPoll (written under mu, copied on write).
 	readers atomic.Pointer[[]*connReader]

@@ -402,13 +402,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		qp.mu.Unlock()
 		return 0, fmt.Errorf("%w: PostSend on a QP in %v", ErrInvalidState, st)
 	}
-	var sq sendQueue
-	switch {
-	case qp.ureq != nil:
-		sq = qp.ureq
-	case qp.req != nil:
-		sq = qp.req
-	default:
+	if qp.ureq == nil && qp.req == nil {
 		// ERR reached before RTS: there is no send queue, but the WRs
 		// still complete with WR_FLUSH_ERR (rxe_post_send accepts WRs in
 		// ERR and flushes them; protocol.md §6.5).
@@ -426,7 +420,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 			err = fmt.Errorf("%w: send WR %d: address handle of another PD", ErrInvalidArgument, i)
 			break
 		}
-		if err = sq.Post(&wrs[i]); err != nil {
+		if err = qp.postOne(&wrs[i]); err != nil {
 			kind := ErrInvalidArgument
 			if errors.Is(err, requester.ErrQueueFull) {
 				kind = ErrNoResources
@@ -437,7 +431,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		n++
 	}
 	if qp.state == QPSErr {
-		sq.Flush()
+		qp.flushSendQueue()
 	}
 	qp.mu.Unlock()
 	if n > 0 {
@@ -446,11 +440,26 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	return n, err
 }
 
-// sendQueue is what PostSend needs of a send engine: the RC requester or
-// the UC/UD one.
-type sendQueue interface {
-	Post(wr *SendWR) error
-	Flush()
+// postOne queues wr on the QP's send engine, the UC/UD one or the RC
+// requester (one of them is set; the caller holds mu). It calls the
+// engines directly, not through an interface, so that the compiler sees
+// that wr does not escape and PostSend's variadic slice stays on the
+// caller's stack: a PostSend of one work request allocates nothing.
+func (qp *QP) postOne(wr *SendWR) error {
+	if qp.ureq != nil {
+		return qp.ureq.Post(wr)
+	}
+	return qp.req.Post(wr)
+}
+
+// flushSendQueue completes the send engine's queued work requests with
+// WR_FLUSH_ERR (the caller holds mu).
+func (qp *QP) flushSendQueue() {
+	if qp.ureq != nil {
+		qp.ureq.Flush()
+		return
+	}
+	qp.req.Flush()
 }
 
 // PostRecv posts receive work requests to the QP's own receive queue

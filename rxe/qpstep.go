@@ -67,8 +67,11 @@ func (l *localDrop) sent(now time.Time) {
 }
 
 // receive hands one packet addressed to this QP to the responder or the
-// completer (rxe_rcv's per-QP checks, then dispatch by direction).
-func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
+// completer (rxe_rcv's per-QP checks, then dispatch by direction). If the
+// QP then has packets to send it is queued on its vector; with deferWake
+// the caller wakes the vector's transmit goroutine or sends them itself
+// (Device.receive), else the transmit goroutine is woken here.
+func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort, deferWake bool) {
 	if qp.unreliable() {
 		qp.receiveUnreliable(now, p, src)
 		return
@@ -110,7 +113,11 @@ func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort) {
 	}
 	more := qp.afterEngines()
 	qp.mu.Unlock()
-	if more {
+	switch {
+	case !more:
+	case deferWake:
+		qp.vec.enqueue(qp)
+	default:
 		qp.vec.schedule(qp)
 	}
 }

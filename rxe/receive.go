@@ -13,9 +13,9 @@ import (
 //
 // After each batch, if QPs became runnable and the transmit goroutine is
 // not busy (txMu is free), it runs one transmit pass itself: up to a
-// batch of their packets is pulled and written here, without waking the
-// transmit goroutine, which still gets the kick and takes whatever is
-// left. This is rxe's way of running a task inline when it is not already
+// batch of their packets is pulled and written here, and the transmit
+// goroutine is woken only if the pass could not run or left runnable QPs
+// (connReader.sendInline). This is rxe's way of running a task inline when it is not already
 // running (rxe_run_task) and it matters on few cores: the RC window
 // advances one round trip at a time (data, ACK, more data), and every
 // goroutine wake-up in that loop waits for the Go scheduler to find a P,
@@ -55,7 +55,11 @@ func (d *Device) routineReceive(r *connReader) {
 }
 
 // receive checks one datagram (rxe_rcv, hdr_check) and hands it to its QP.
-func (d *Device) receive(now time.Time, m *netdev.Message) {
+// r is the reader that read it: a QP of a vector r serves that has packets
+// to send after it is queued without waking the transmit goroutine, which
+// r does after its batch (connReader.sendInline, wakeRunnable); any other
+// is queued and woken at once.
+func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 	pkt := m.Buf[:m.N]
 	p, err := packet.Parse(pkt)
 	if err != nil {
@@ -83,5 +87,5 @@ func (d *Device) receive(now time.Time, m *netdev.Message) {
 		return
 	}
 	qp.vec.rcvdPkts.Add(1) // per vector: no cache line shared between vectors per packet
-	qp.receive(now, p, m.Addr)
+	qp.receive(now, p, m.Addr, qp.vec.reader == r)
 }

@@ -109,14 +109,28 @@ func (d *Device) schedule(qp *QP) { qp.vec.schedule(qp) }
 // schedule puts qp on the run queue, once, and wakes the transmit
 // goroutine.
 func (v *vector) schedule(qp *QP) {
+	if v.enqueue(qp) {
+		v.wake()
+	}
+}
+
+// enqueue puts qp on the run queue unless it is already there, and
+// reports whether it did. The caller wakes the transmit goroutine, or
+// runs a transmit pass itself (connReader.sendInline).
+func (v *vector) enqueue(qp *QP) bool {
 	if qp.queued.Swap(true) {
-		return
+		return false
 	}
 	v.runMu.Lock()
 	// Not nil: a QP is queued at most once, and a device has at most
 	// maxQPs of them.
 	*v.runq.Push() = qp
 	v.runMu.Unlock()
+	return true
+}
+
+// wake wakes the transmit goroutine.
+func (v *vector) wake() {
 	select {
 	case v.kick <- struct{}{}: // wake-ups coalesce, like rxe's task ARMED state
 	default:
