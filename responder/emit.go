@@ -69,14 +69,7 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 	case outACK:
 		r.ctrs.AcksSent++
 	case outNAK:
-		r.ctrs.NaksSent++
-		switch {
-		case !it.urgent:
-		case it.psn == packet.PSN(it.msn):
-			r.ctrs.SRProgressReports++
-		default:
-			r.ctrs.SRHolesReported++
-		}
+		r.countNAK(it)
 	case outAtomicACK:
 		r.ctrs.AtomicAcksSent++
 	case outRead:
@@ -92,6 +85,20 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 	}
 	r.q.Pop()
 	return n, true
+}
+
+// countNAK counts a NAK sent, and among them selective repeat's reports
+// (urgent items): progress reports, whose two PSNs are equal, apart from
+// hole reports.
+func (r *Responder) countNAK(it *outItem) {
+	r.ctrs.NaksSent++
+	switch {
+	case !it.urgent:
+	case it.psn == packet.PSN(it.msn):
+		r.ctrs.SRProgressReports++
+	default:
+		r.ctrs.SRHolesReported++
+	}
 }
 
 // readFault turns a read train whose memory has gone into a Remote Access
