@@ -185,7 +185,7 @@ func (r *Requester) Deadline() time.Time {
 // during an RNR wait even after its deadline has passed, until OnTimeout (or
 // a NextPacket call with a later now) ends it.
 func (r *Requester) Pending() bool {
-	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sr.ndue > 0 && !r.sr.hold.Armed() && !r.stopped || r.sendable() != nil)
+	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sr.ndue > 0 && !r.srHeldBack() && !r.stopped || r.sendable() != nil)
 }
 
 // sendable returns the WQE the next packet belongs to, or nil if nothing

@@ -98,6 +98,10 @@ type selective struct {
 	// fills the hole in that time, and the cumulative ACK that follows
 	// takes its PSNs off the list.
 	hold retry.Deadline
+	// holdByPackets: the hold ends, before its deadline, once held is
+	// after holdFor (srHeldBack).
+	holdByPackets bool
+	holdFor       packet.PSN
 	// recheck is when the oldest resent request packet is taken as lost
 	// if still unacknowledged (srRecheck); nresent counts the slots of
 	// resent PSNs, none of them before resentLo.
@@ -387,12 +391,20 @@ func (r *Requester) srReorderWindow(now time.Time) time.Duration {
 const srMaxReorderWindow = time.Millisecond
 
 // srReady reports whether a resend may go now: the list is not empty and
-// no reorder window holds it back (an expired one ends).
+// no reorder hold keeps it back (an expired or answered one ends).
 func (r *Requester) srReady(now time.Time) bool {
-	if r.sr.hold.Expired(now) {
+	if r.sr.hold.Expired(now) || !r.srHeldBack() {
 		r.sr.hold.Stop()
 	}
 	return r.sr.ndue > 0 && !r.sr.hold.Armed() && !r.stopped
+}
+
+// srHeldBack reports whether the reorder hold keeps the resends back: it
+// is armed and, if it waits for packets (srMarkHeld), the responder has not
+// yet reported received the packet srReorder PSNs past the hole's start.
+func (r *Requester) srHeldBack() bool {
+	s := &r.sr
+	return s.hold.Armed() && !(s.holdByPackets && s.held.After(s.holdFor))
 }
 
 // srMark puts psn on the resend list unless it was resent less than an

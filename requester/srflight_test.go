@@ -2,6 +2,7 @@ package requester
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -172,4 +173,40 @@ func TestSRReadHoleNeedsNoOOOSpan(t *testing.T) {
 	}
 	require.Equal(t, window-1, news, "a new READ per response received, the hole at PSN 0 notwithstanding")
 	require.Len(t, h.cq.wcs, 0, "completions wait for the oldest READ")
+}
+
+// The resends of a hole with packets sent after it wait until the
+// responder reports received the packet srReorder PSNs past the hole's
+// start (a reordered packet fills its hole before that), not for a timer;
+// a hole at the tail waits for the reorder window of time.
+func TestSRHoldByPackets(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		progress int // the progress report's PSN offset (0: none)
+		want     int // PSN 0 resent
+	}{
+		{"released", srReorder + 1, 1},
+		{"too-soon", srReorder, 0},
+		{"no-evidence", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := srSetup(t)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			require.Len(t, h.drain(), srPkts)
+			h.now = h.now.Add(time.Millisecond)
+			h.recv(srHoleReport(srSQ, srSQ.Add(1))) // PSN 0 missing, 1 held
+			require.Empty(t, h.drain(), "held back: reordering by one is not loss")
+			if tc.progress > 0 {
+				h.recv(srHoleReport(srSQ.Add(tc.progress), srSQ.Add(tc.progress)))
+			}
+			got := 0
+			for _, b := range h.drain() {
+				if parse(t, b).PSN() == srSQ {
+					got++
+				}
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
 }

@@ -45,15 +45,35 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 }
 
 // srMarkHeld puts [a, b) on the resend list (srMarkRange) and, if the list
-// was empty, holds it back for the reorder window: a cumulative ACK that
-// arrives meanwhile (the hole filled by a request merely overtaken, or the
-// ACK of a drain right behind the ACK of the request that filled it) takes
-// the PSNs it covers off the list.
+// was empty, holds it back until the hole is known to be a loss, not a
+// reordering: a cumulative ACK that arrives meanwhile (the hole filled by
+// a request merely overtaken, or the ACK of a drain right behind the ACK
+// of the request that filled it) takes the PSNs it covers off the list.
+// The hole is a loss once the responder reports received a packet
+// srReorder PSNs past its start (RACK's rule in packets; srHeldBack), so
+// when packets were sent after the hole and that far, the hold waits for
+// that report,
+// with an interval as the fallback. Otherwise (a hole at the tail) it
+// waits for the reorder window of time.
 func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
-	empty := r.sr.ndue == 0
-	if r.srMarkRange(now, a, b, false) > 0 && empty {
+	s := &r.sr
+	empty := s.ndue == 0
+	if r.srMarkRange(now, a, b, false) == 0 || !empty {
+		return
+	}
+	s.holdFor = a.Add(srReorder)
+	past := b // evidence comes from packets sent after the hole
+	atLeast(&past, s.holdFor)
+	switch {
+	case s.held.After(s.holdFor):
+		// Reported already: a loss.
+	case r.psn.After(past):
+		s.holdByPackets = true
+		s.hold.Arm(now.Add(r.srInterval(now)))
+	default:
 		if d := r.srReorderWindow(now); d > 0 {
-			r.sr.hold.Arm(now.Add(d))
+			s.holdByPackets = false
+			s.hold.Arm(now.Add(d))
 		}
 	}
 }
