@@ -102,9 +102,9 @@ func (r *Requester) sendWindow() int {
 // rxe.windowFor, or shrunk after a loss).
 func (r *Requester) forceAckReq(psn packet.PSN) bool {
 	w := r.sendWindow()
-	full := int(psn.Next().Diff(r.compPSN)) >= w
-	if r.cfg.SelectiveRepeat && psn == r.psn {
-		full = r.srInFlight()+1 >= w // a new packet
+	full := int(psn.Next().Diff(r.compPSN)) >= w // a packet sent again
+	if psn == r.psn {
+		full = r.inFlight()+1 >= w // a new packet
 	}
 	return r.rec.probing || full || r.noAck+1 >= max(w/2, 1)
 }
