@@ -113,10 +113,10 @@ type Config struct {
 	// PeerOOOLimit is the byte bound of the peer responder's out-of-order
 	// buffer under SelectiveRepeat (its offer, rxe.ConnInfo.OOOLimit); 0
 	// selects packet.DefaultOOOLimit. The requester sends at most
-	// packet.OOOPackets(PeerOOOLimit, PMTU) PSNs past its oldest
-	// unacknowledged one (at least Window), and counts the packets the
-	// responder reports held as arrived, so that a window of new packets
-	// stays in flight while a hole is repaired.
+	// packet.OOOPackets(PeerOOOLimit, PMTU) PSNs (at least Window) past the
+	// last request it knows executed, and counts the packets the responder
+	// reports received as no longer in flight, so that a window of new
+	// packets stays in flight while a hole is repaired.
 	PeerOOOLimit int
 }
 
@@ -188,12 +188,12 @@ type Counters struct {
 
 	Recovery RecoveryCounters // RTT estimate, recovery timer, probes, window
 
-	SRHolesReceived uint64 // sr_holes_received: selective-repeat hole reports received
-	SRHolesIgnored  uint64 // hole reports ignored: PSNs never sent, or none outstanding
-	SRPacketsResent uint64 // sr_packets_resent: packets resent under selective repeat (READ re-reads included)
-	ReadHoleRereads uint64 // read_holes_rereads: READ requests for a missing range under selective repeat
-	SRResendsLost   uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
-	SRProgress      uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken
+	SRHolesReceived    uint64 // sr_holes_received: selective-repeat hole reports received
+	SRHolesIgnored     uint64 // hole reports ignored: PSNs never sent, or none outstanding
+	SRPacketsResent    uint64 // sr_packets_resent: packets resent under selective repeat (READ re-reads included)
+	ReadHoleRereads    uint64 // read_holes_rereads: READ requests for a missing range under selective repeat
+	SRResendsLost      uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
+	SRProgressReceived uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

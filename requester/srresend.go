@@ -25,7 +25,7 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 			r.c.SRHolesIgnored++
 			return
 		}
-		r.c.SRProgress++
+		r.c.SRProgressReceived++
 		r.srProgress(b)
 		return
 	}
@@ -52,9 +52,8 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 // The hole is a loss once the responder reports received a packet
 // srReorder PSNs past its start (RACK's rule in packets; srHeldBack), so
 // when packets were sent after the hole and that far, the hold waits for
-// that report,
-// with an interval as the fallback. Otherwise (a hole at the tail) it
-// waits for the reorder window of time.
+// that report, with an interval as the fallback. Otherwise (a hole at the
+// tail) it waits for the reorder window of time.
 func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 	s := &r.sr
 	empty := s.ndue == 0
