@@ -307,7 +307,7 @@ func TestSRHostileReports(t *testing.T) {
 			if tc.progress {
 				require.Zero(t, c.SRHolesReceived)
 				// Each round's own progress report adds one.
-				require.Equal(t, 2*uint64(tc.n)*(1-tc.ignored)+2, c.SRProgress)
+				require.Equal(t, 2*uint64(tc.n)*(1-tc.ignored)+2, c.SRProgressReceived)
 			} else {
 				require.Equal(t, uint64(2*tc.n), c.SRHolesReceived)
 			}

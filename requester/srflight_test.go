@@ -63,7 +63,7 @@ func TestSRFlightAccounting(t *testing.T) {
 			require.Equal(t, slots, sent, "bounded by the peer's out-of-order buffer")
 			c := h.r.Counters()
 			require.Equal(t, uint64(1), c.SRHolesReceived)
-			require.Positive(t, c.SRProgress)
+			require.Positive(t, c.SRProgressReceived)
 			require.Zero(t, c.SRHolesIgnored)
 
 			// The hole fills: the cumulative ACK frees the rest of the span.

@@ -22,22 +22,22 @@ type LossCounters struct {
 	// (rto_spurious; retry.RecoveryTimer).
 	RTODeferred, RTOSpurious uint64
 	// Requester side of selective repeat.
-	SRHolesReceived uint64 // sr_holes_received: hole reports received
-	SRPacketsResent uint64 // sr_packets_resent: packets resent for them (READ re-reads included)
-	SRHolesIgnored  uint64 // sr_holes_ignored: hole reports naming PSNs never sent, or with none outstanding
-	SRResendsLost   uint64 // sr_resends_lost: resent packets still unacknowledged an RTO later, resent again
-	ReadHoleRereads uint64 // read_holes_rereads: READ requests re-reading a missing range
-	SRProgressRecv  uint64 // sr_progress_received: progress reports taken (how far the responder has received)
+	SRHolesReceived    uint64 // sr_holes_received: hole reports received
+	SRPacketsResent    uint64 // sr_packets_resent: packets resent for them (READ re-reads included)
+	SRHolesIgnored     uint64 // sr_holes_ignored: hole reports naming PSNs never sent, or with none outstanding
+	SRResendsLost      uint64 // sr_resends_lost: resent packets still unacknowledged an RTO later, resent again
+	ReadHoleRereads    uint64 // read_holes_rereads: READ requests re-reading a missing range
+	SRProgressReceived uint64 // sr_progress_received: progress reports taken (how far the responder has received)
 	// Responder side of selective repeat.
-	SRHolesReported uint64 // sr_holes_reported: hole reports sent, re-reports included
-	SRHolesFilled   uint64 // sr_holes_filled: hole reports withdrawn because the hole filled before they left
-	SRProgressSent  uint64 // sr_progress_reports: progress reports sent while a hole persisted
-	SRHolePSNs      uint64 // sr_hole_psns: PSNs first seen missing (packets lost)
-	OOODuplicates   uint64 // ooo_duplicates: out-of-order requests dropped as copies of held ones
-	OOOBuffered     uint64 // ooo_buffered: out-of-order requests held now
-	OOOPeak         uint64 // ooo_peak: the most held at once (for a device, the largest QP peak)
-	OOOBytesPeak    uint64 // ooo_bytes_peak: the most bytes held at once (likewise)
-	OOODropped      uint64 // ooo_dropped: out-of-order requests dropped
+	SRHolesReported   uint64 // sr_holes_reported: hole reports sent, re-reports included
+	SRHolesFilled     uint64 // sr_holes_filled: hole reports withdrawn because the hole filled before they left
+	SRProgressReports uint64 // sr_progress_reports: progress reports sent while a hole persisted
+	SRHolePSNs        uint64 // sr_hole_psns: PSNs first seen missing (packets lost)
+	OOODuplicates     uint64 // ooo_duplicates: out-of-order requests dropped as copies of held ones
+	OOOBuffered       uint64 // ooo_buffered: out-of-order requests held now
+	OOOPeak           uint64 // ooo_peak: the most held at once (for a device, the largest QP peak)
+	OOOBytesPeak      uint64 // ooo_bytes_peak: the most bytes held at once (likewise)
+	OOODropped        uint64 // ooo_dropped: out-of-order requests dropped
 }
 
 // Loss returns the QP's loss-recovery and selective-repeat counters.
@@ -51,8 +51,8 @@ func (c QPCounters) Loss() LossCounters {
 		SRHolesIgnored: rq.SRHolesIgnored, SRResendsLost: rq.SRResendsLost,
 		SRHolesReported: rs.SRHolesReported, SRHolesFilled: rs.SRHolesFilled, SRHolePSNs: rs.SRHolePSNs,
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
-		OOODuplicates:  rs.OOODuplicates,
-		SRProgressRecv: rq.SRProgress, SRProgressSent: rs.SRProgressReports,
+		OOODuplicates:      rs.OOODuplicates,
+		SRProgressReceived: rq.SRProgressReceived, SRProgressReports: rs.SRProgressReports,
 	}
 	return l
 }
@@ -79,8 +79,8 @@ func (l *LossCounters) Add(o LossCounters) {
 	l.OOOPeak = max(l.OOOPeak, o.OOOPeak)
 	l.OOOBytesPeak = max(l.OOOBytesPeak, o.OOOBytesPeak)
 	l.OOODropped += o.OOODropped
-	l.SRProgressRecv += o.SRProgressRecv
-	l.SRProgressSent += o.SRProgressSent
+	l.SRProgressReceived += o.SRProgressReceived
+	l.SRProgressReports += o.SRProgressReports
 }
 
 // named lists the counters under their names, for Named.
@@ -105,8 +105,8 @@ func (l LossCounters) named() []NamedCounter {
 		{"ooo_bytes_peak", l.OOOBytesPeak},
 		{"ooo_dropped", l.OOODropped},
 		{"ooo_duplicates", l.OOODuplicates},
-		{"sr_progress_received", l.SRProgressRecv},
-		{"sr_progress_reports", l.SRProgressSent},
+		{"sr_progress_received", l.SRProgressReceived},
+		{"sr_progress_reports", l.SRProgressReports},
 	}
 }
 
