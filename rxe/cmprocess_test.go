@@ -26,7 +26,10 @@ const cmChildEnv = "GORXE_CM_TEST_SERVER"
 // Dial and Accept: this test binary runs itself again as the server
 // (127.0.13.2), which accepts, receives a SEND, answers with an RDMA WRITE
 // with immediate into the region the client named in its private data, and waits for the
-// client's disconnect. Every wait is bounded.
+// client's disconnect. The client disconnects only after the server said
+// its WRITE completed: a DREQ that overtakes the WRITE's ACK moves the
+// server's QP to ERR and flushes the WRITE (WR_FLUSH_ERR), as on any RDMA
+// device. Every wait is bounded.
 func TestDialAcceptTwoProcesses(t *testing.T) {
 	if addr := os.Getenv(cmChildEnv); addr != "" {
 		cmServerProcess(t, netip.MustParseAddrPort(addr))
@@ -78,13 +81,16 @@ func TestDialAcceptTwoProcesses(t *testing.T) {
 		out string
 	}
 	done := make(chan exit, 1)
-	ready := make(chan struct{})
+	ready, wrote := make(chan struct{}), make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			stdoutLog.WriteString(sc.Text() + "\n")
-			if strings.HasPrefix(sc.Text(), "listening") {
+			switch {
+			case strings.HasPrefix(sc.Text(), "listening"):
 				close(ready)
+			case sc.Text() == "wrote":
+				close(wrote)
 			}
 		}
 		done <- exit{cmd.Wait(), stdoutLog.String()}
@@ -120,6 +126,13 @@ func TestDialAcceptTwoProcesses(t *testing.T) {
 	require.Equal(t, uint32(0x706f6e67), got[WCRecvRDMAWithImm].Imm)
 	cc.QP.Query() // orders this goroutine with the device's writes
 	require.Equal(t, "pong", string(client.buf[512:516]))
+	select {
+	case <-wrote:
+	case e := <-done:
+		t.Fatalf("the server process ended before its WRITE completed: %v\n%s%s", e.err, e.out, stderrLog.String())
+	case <-ctx.Done():
+		t.Fatal("the server's WRITE did not complete in time")
+	}
 	require.NoError(t, cc.Disconnect(ctx))
 	select {
 	case e := <-done:
@@ -160,6 +173,7 @@ func cmServerProcess(t *testing.T, addr netip.AddrPort) {
 		SGList: []SGE{{Addr: server.mr.Addr() + 1024, Length: 4, LKey: server.mr.LKey()}}})
 	require.NoError(t, err)
 	require.Equal(t, WCSuccess, waitWC(t, server.cq).Status)
+	os.Stdout.WriteString("wrote\n")
 	select {
 	case <-sc.Done():
 	case <-ctx.Done():
