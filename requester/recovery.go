@@ -113,12 +113,16 @@ func (r *Requester) forceAckReq(psn packet.PSN) bool {
 // an acknowledgement and whether it was sent before (its PSN is below
 // highBefore, the high-water mark before it was built). A first
 // transmission with AckReq starts an RTT measurement if none is running; a
-// retransmission at or before the timed PSN voids the running one (Karn's
-// rule). The recovery timer is armed if it is not running.
+// retransmission that makes the timed packet's answer ambiguous voids the
+// running one (Karn's rule): under go-back-N any at or before the timed
+// PSN (the cumulative ACK that ends the sample may answer it), under
+// selective repeat only the timed PSN's own (the sample ends on the timed
+// packet's own answer, srTimedAnswered). The recovery timer is armed if
+// it is not running.
 func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefore packet.PSN) {
 	rec := &r.rec
 	if psn.Before(highBefore) {
-		if rec.timing && !psn.After(rec.timed) {
+		if rec.timing && (psn == rec.timed || !r.cfg.SelectiveRepeat && psn.Before(rec.timed)) {
 			rec.timing = false
 			rec.rtt.Sample(0, true)
 		}
@@ -164,7 +168,7 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 		}
 	}
 	switch {
-	case rec.timing && r.compPSN.After(rec.timed):
+	case rec.timing && (r.compPSN.After(rec.timed) || r.cfg.SelectiveRepeat && r.srTimedAnswered()):
 		rec.timing = false
 		rec.rtt.Sample(now.Sub(rec.sentAt), false)
 	case !rec.rtt.Valid() && !rec.firstSent.IsZero() && r.c.Retransmits == 0:

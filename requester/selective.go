@@ -164,6 +164,23 @@ func (r *Requester) srInFlight() int {
 	return max(n, 0)
 }
 
+// srTimedAnswered reports whether the responder has answered the packet
+// timed for the RTT (rec.timed) although the cumulative ACK may not cover
+// it yet: a response as first sent to it or a later PSN (sr.high: the
+// responder executes requests in PSN order, so a READ response or ACK at
+// or past the timed PSN follows its arrival), or a hole or progress report
+// naming a later PSN received while the timed one is not on the resend
+// list (it was not in a hole). Under selective repeat the cumulative ACK
+// waits for every hole before the timed PSN to be repaired, so a sample
+// ended by it would measure the repairs (a lost re-read's timeout among
+// them) and inflate SRTT, the recovery timer and the resend interval in
+// turn (docs/recovery.md).
+func (r *Requester) srTimedAnswered() bool {
+	t := r.rec.timed
+	s := &r.sr
+	return s.high.After(t) || s.held.After(t) && !s.isDue(t)
+}
+
 // srProgress records a progress report or the end of a hole report: the
 // responder has received the PSNs before end. An end after every PSN sent
 // is ignored.

@@ -210,3 +210,63 @@ func TestSRHoldByPackets(t *testing.T) {
 		})
 	}
 }
+
+// Under selective repeat an RTT sample ends when the timed packet itself is
+// known answered, not when the cumulative ACK passes it: a progress report
+// past it (while a hole before it is repaired) ends the sample, and the
+// repair's resend of an earlier PSN does not void it (Karn's rule concerns
+// the timed packet only). A timed packet inside a reported hole gives no
+// sample until it is answered. Under go-back-N the sample waits for the
+// cumulative ACK.
+func TestSRRTTSampleEndsOnOwnAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sr     bool
+		inHole bool
+	}{{"selective-repeat", true, false}, {"timed-in-hole", true, true}, {"go-back-n", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = tc.sr
+			cfg.Window = 8
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			p := warm(t, h, srSQ)
+			require.Equal(t, uint64(1), h.r.Counters().Recovery.RTTSamples)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: 8 * srPMTU, LKey: lkeyA}}})
+			var timed packet.PSN
+			found := false
+			for _, b := range h.drain() {
+				if q := parse(t, b); q.BTH().AckReq() && !found {
+					timed, found = q.PSN(), true
+				}
+			}
+			require.True(t, found, "a packet asks for an ACK")
+			require.True(t, timed.After(p), "the timed packet is not the first one")
+
+			// 2·rttTest later: the first packet (or everything up to the
+			// timed one) is reported missing, the rest held.
+			h.now = h.now.Add(2 * rttTest)
+			end := p.Add(1)
+			if tc.inHole {
+				end = timed.Next()
+			}
+			h.recv(srHoleReport(p, end))
+			h.recv(srHoleReport(timed.Next(), timed.Next()))
+			h.now = h.now.Add(rttTest)
+			h.drain() // the hole's resends, after the reorder hold
+			rc := h.r.Counters().Recovery
+			switch {
+			case !tc.sr:
+				require.Equal(t, uint64(1), rc.RTTSamples, "go-back-N: no cumulative ACK yet")
+				return
+			case tc.inHole:
+				require.Equal(t, uint64(1), rc.RTTSamples, "the timed packet was not received")
+				return
+			}
+			require.Equal(t, uint64(2), rc.RTTSamples, "the progress report answered the timed packet")
+			require.Zero(t, rc.KarnSkipped)
+			require.Equal(t, rttTest+(2*rttTest-rttTest)/8, rc.SRTT, "SRTT = 7/8·rttTest + 1/8·2·rttTest")
+		})
+	}
+}
