@@ -120,6 +120,9 @@ func (r *Requester) OnTimeout(now time.Time) {
 	if r.sr.recheck.Expired(now) {
 		r.srRecheck(now)
 	}
+	if r.sr.watch.Expired(now) {
+		r.srWatchExpired(now)
+	}
 	if r.retrans.Expired(now) {
 		r.retrans.Stop()
 		r.c.Timeouts++
@@ -159,6 +162,7 @@ func (r *Requester) Flush() {
 	r.rec.due.Stop()
 	r.sr.hold.Stop()
 	r.sr.recheck.Stop()
+	r.sr.watch.Stop()
 }
 
 // updateCredits takes the end-to-end credits of an ACK-type AETH, also of
@@ -628,4 +632,5 @@ func (r *Requester) fail(status verbs.WCStatus) {
 	r.rec.due.Stop()
 	r.sr.hold.Stop()
 	r.sr.recheck.Stop()
+	r.sr.watch.Stop()
 }

@@ -194,6 +194,7 @@ type Counters struct {
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests for a missing range under selective repeat
 	SRResendsLost      uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
 	SRProgressReceived uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken
+	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because no response followed the requests before them (srWatchRead)
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

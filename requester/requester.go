@@ -178,7 +178,7 @@ func (r *Requester) Drained() bool {
 // retransmit timer, the RNR timer or the credit probe wait, whichever is
 // earliest; the zero time if none is armed.
 func (r *Requester) Deadline() time.Time {
-	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When(), r.rec.due.When(), r.sr.hold.When(), r.sr.recheck.When())
+	return retry.Earliest(r.retrans.When(), r.rnrWait.When(), r.probe.When(), r.rec.due.When(), r.sr.hold.When(), r.sr.recheck.When(), r.sr.watch.When())
 }
 
 // Pending reports whether NextPacket would return a packet now. It is false

@@ -108,6 +108,13 @@ type selective struct {
 	recheck  retry.Deadline
 	nresent  int
 	resentLo packet.PSN
+	// watch is when the READ part starting at watchPSN, asked for and
+	// with every request before it answered, is taken as lost if none of
+	// its responses came (srWatchRead); watchDeferred: its expiry was
+	// timed again once for lateness.
+	watch         retry.Deadline
+	watchPSN      packet.PSN
+	watchDeferred bool
 	// held is one past the highest PSN the responder reported received
 	// (hole and progress reports): the packets before it are not in
 	// flight, whether executed or held out of order (srInFlight).
@@ -507,6 +514,7 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 	}
 	r.srSync()
 	r.srDetect(now)
+	r.srWatchRead(now)
 	if r.sr.slots != nil {
 		r.srArmRecheck(now)
 	}

@@ -270,3 +270,84 @@ func TestSRRTTSampleEndsOnOwnAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A READ request lost on its way leaves the requester with nothing to hear
+// when its responses fill the window: once the responses of the request
+// before it have all come and an interval (srInterval) passes without one
+// of its own, the part is re-read whole; a response in time, or an expiry
+// handled late (this end was not running), re-reads nothing yet.
+func TestSRLostReadRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answered bool // READ 2's first response arrives within the interval
+		late     bool // the expiry is handled late
+		want     int  // re-reads of READ 2
+	}{{"lost", false, false, 1}, {"answered", true, false, 0}, {"late-then-lost", false, true, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const pkts = 4
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = true
+			cfg.Window = 2 * pkts
+			cfg.MaxRdAtomic = 16
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			p := warm(t, h, srSQ)
+			for i := range 2 {
+				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+					RemoteAddr: rbase + uint64(i*pkts*srPMTU), RKey: rkey,
+					SGList: []verbs.SGE{{Addr: baseA + uint64(i*pkts*srPMTU), Length: pkts * srPMTU, LKey: lkeyA}}})
+			}
+			require.Len(t, h.drain(), 2, "both READ requests")
+			read2 := p.Add(pkts)
+			h.now = h.now.Add(rttTest)
+			for _, b := range readResp(srPMTU, p, make([]byte, pkts*srPMTU), 0, false) {
+				h.recv(b)
+			}
+			require.Len(t, h.cq.wcs, 1, "READ 1 completed")
+			require.Empty(t, h.drain())
+			dl := h.r.Deadline()
+			require.False(t, dl.IsZero())
+			require.LessOrEqual(t, dl.Sub(h.now), h.r.srInterval(h.now), "watched for an interval, not the recovery floor")
+			if tc.answered {
+				h.recv(readResp(srPMTU, read2, make([]byte, pkts*srPMTU), 0, false)[0])
+			}
+			if tc.late {
+				h.now = dl.Add(h.r.srInterval(h.now))
+				h.r.OnTimeout(h.now)
+				require.Empty(t, h.drain(), "a late expiry is timed again")
+				dl = h.now.Add(h.r.srInterval(h.now))
+			}
+			h.now = dl
+			h.r.OnTimeout(h.now)
+			rereads := 0
+			for _, b := range h.drain() {
+				q := parse(t, b)
+				require.Equal(t, packet.RCRDMAReadRequest, q.Opcode())
+				require.Equal(t, read2, q.PSN())
+				require.Equal(t, uint32(pkts*srPMTU), q.RETH().DMALen(), "the whole part")
+				rereads++
+			}
+			require.Equal(t, tc.want, rereads)
+			require.Equal(t, uint64(tc.want), h.r.Counters().SRReadRequestsLost)
+			if tc.want == 0 {
+				return
+			}
+			// The re-read is lost too: it is watched, and re-read again
+			// after twice the interval.
+			var got [][]byte
+			for range 4 {
+				h.now = h.r.Deadline()
+				h.r.OnTimeout(h.now)
+				if got = h.drain(); len(got) > 0 {
+					break
+				}
+			}
+			require.Len(t, got, 1)
+			require.Equal(t, read2, parse(t, got[0]).PSN())
+			require.Equal(t, uint64(2), h.r.Counters().SRReadRequestsLost)
+			if !tc.late {
+				require.Zero(t, h.r.Counters().Recovery.RTOExpiries, "found before the recovery timer")
+			}
+		})
+	}
+}

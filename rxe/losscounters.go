@@ -28,6 +28,7 @@ type LossCounters struct {
 	SRResendsLost      uint64 // sr_resends_lost: resent packets still unacknowledged an RTO later, resent again
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests re-reading a missing range
 	SRProgressReceived uint64 // sr_progress_received: progress reports taken (how far the responder has received)
+	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because none of their responses followed those of the requests before them
 	// Responder side of selective repeat.
 	SRHolesReported   uint64 // sr_holes_reported: hole reports sent, re-reports included
 	SRHolesFilled     uint64 // sr_holes_filled: hole reports withdrawn because the hole filled before they left
@@ -53,6 +54,7 @@ func (c QPCounters) Loss() LossCounters {
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
 		OOODuplicates:      rs.OOODuplicates,
 		SRProgressReceived: rq.SRProgressReceived, SRProgressReports: rs.SRProgressReports,
+		SRReadRequestsLost: rq.SRReadRequestsLost,
 	}
 	return l
 }
@@ -81,6 +83,7 @@ func (l *LossCounters) Add(o LossCounters) {
 	l.OOODropped += o.OOODropped
 	l.SRProgressReceived += o.SRProgressReceived
 	l.SRProgressReports += o.SRProgressReports
+	l.SRReadRequestsLost += o.SRReadRequestsLost
 }
 
 // named lists the counters under their names, for Named.
@@ -107,6 +110,7 @@ func (l LossCounters) named() []NamedCounter {
 		{"ooo_duplicates", l.OOODuplicates},
 		{"sr_progress_received", l.SRProgressReceived},
 		{"sr_progress_reports", l.SRProgressReports},
+		{"sr_read_requests_lost", l.SRReadRequestsLost},
 	}
 }
 

@@ -92,6 +92,9 @@ type Transport struct {
 	ReadHoleRereads uint64 `json:"read_holes_rereads"`
 	// Resent packets still unacknowledged an RTO later, resent again.
 	SRResendsLost uint64 `json:"sr_resends_lost"`
+	// READ parts re-read because none of their responses followed those
+	// of the requests before them (their request taken as lost).
+	SRReadRequestsLost uint64 `json:"sr_read_requests_lost"`
 	// Progress reports taken: how far the peer's responder has received
 	// while a hole persisted.
 	SRProgressReceived uint64 `json:"sr_progress_received"`
@@ -150,9 +153,9 @@ func WriteStats(w io.Writer, st, peer *Final) {
 		fmt.Fprintf(&b, "   recovery: srtt %d µs, %d recovery timer expiries (%d tail probes), %d IB ACK timeouts; window %d packets, %d decreases\n",
 			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
 		if t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.ReadHoleRereads > 0 {
-			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read; "+
+			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read, %d READ requests found lost; "+
 				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), out-of-order buffer peak %d packets (%d bytes), %d dropped\n",
-				t.SRHolesReceived, t.SRProgressReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRHolesReported, t.SRProgressReports,
+				t.SRHolesReceived, t.SRProgressReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRReadRequestsLost, t.SRHolesReported, t.SRProgressReports,
 				t.SRHolePSNs, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
 		}
 	}

@@ -1,0 +1,103 @@
+package requester
+
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// A lost READ request leaves no trace at the responder that the requester
+// could hear of: no response follows it, and when the window is full of
+// its response PSNs (which count as in flight until answered) nothing is
+// sent after it that would make the responder report it missing. Only the
+// recovery timer would find it, at its floor (retry.DefaultRecoveryFloor)
+// or later. But the responder answers requests in PSN order, streaming a
+// READ's responses right after those of the request before it: once every
+// request before a READ part has been answered and an interval passes
+// (srInterval: the RTO without its floor, longer than the READ's own
+// round trip) with none of the part's responses, the part's request is
+// taken as lost and the part is re-read (srWatchRead). If the request only
+// waited at the responder, the re-read finds the part's stream still
+// queued there and is dropped (responder coveredRead), so a mistaken
+// re-read costs one request packet. The watch runs under selective repeat
+// only; go-back-N has the recovery timer's probe.
+
+// srWatchRead arms or stops the lost-READ-request watch after a response
+// at now: it watches the READ part that starts at the oldest PSN not
+// answered as first sent (sr.high) when that part was asked for and none
+// of its responses has come.
+func (r *Requester) srWatchRead(now time.Time) {
+	s := &r.sr
+	x, ok := r.srReadPartStart(s.high)
+	if !ok {
+		s.watch.Stop()
+		return
+	}
+	if s.watch.Armed() && s.watchPSN == x {
+		return
+	}
+	s.watchPSN, s.watchDeferred = x, false
+	s.watch.Arm(now.Add(r.srInterval(now)))
+}
+
+// srReadPartStart reports whether x is the first PSN of a READ part that
+// was asked for (and not already due for a re-read), none of whose
+// responses has arrived.
+func (r *Requester) srReadPartStart(x packet.PSN) (packet.PSN, bool) {
+	s := &r.sr
+	if !x.Before(r.highPSN) || int(x.Diff(r.compPSN)) >= srTrack || s.srGot(x) || s.isDue(x) {
+		return x, false
+	}
+	i, ok := r.srFind(x)
+	if !ok {
+		return x, false
+	}
+	w := r.slot(i)
+	if w.kind != kindRead {
+		return x, false
+	}
+	k := uint32(x.Diff(w.origFirst))
+	if k >= r.srRequested(w) {
+		return x, false
+	}
+	if m := uint32(r.cfg.MaxReadPkts); k != 0 && (m == 0 || k%m != 0) {
+		return x, false
+	}
+	return x, true
+}
+
+// srWatchExpired runs when the watch expires at now. If the watched part
+// is still unanswered and nothing after it was (sr.high has not moved),
+// its PSNs go on the resend list: a re-read of the whole part, watched in
+// turn, since nothing else would find it lost. An expiry
+// handled more than a quarter of its interval late is timed again from
+// now, once: this end was not running, and the responses may be waiting
+// unread in its socket (retry.RecoveryTimer.OnExpiry's rule).
+func (r *Requester) srWatchExpired(now time.Time) {
+	s := &r.sr
+	due := s.watch.When()
+	s.watch.Stop()
+	if r.stopped || s.high != s.watchPSN {
+		return
+	}
+	x, ok := r.srReadPartStart(s.watchPSN)
+	if !ok {
+		return
+	}
+	d := r.srInterval(now)
+	if late := now.Sub(due); late > d/4 && !s.watchDeferred {
+		s.watchDeferred = true
+		s.watch.Arm(now.Add(d))
+		return
+	}
+	i, _ := r.srFind(x)
+	w := r.slot(i)
+	end := r.srPartEnd(w, uint32(x.Diff(w.origFirst)))
+	if r.srMarkRange(now, x, end, false) > 0 {
+		r.c.SRReadRequestsLost++
+	}
+	// The re-read may be lost too, and then nothing arrives to run
+	// srWatchRead again: watch it for as long as srMark waits before the
+	// next re-read (the interval doubled per earlier re-read).
+	s.watch.Arm(now.Add(d << min(s.slot(x).tries, srRecheckBackoff)))
+}
