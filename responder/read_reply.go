@@ -98,6 +98,7 @@ func (r *Responder) restartTrain(res *resource) bool {
 			r.ctrs.ReadsCovered++
 			return true
 		}
+		r.ctrs.ReadResponsesResent += uint64(it.psn.Diff(r.rd.psn))
 		it.psn, it.va, it.resid, it.first = r.rd.psn, r.rd.va, r.rd.length, true
 		r.ctrs.ReadRestarts++
 		return true
@@ -113,15 +114,18 @@ func (r *Responder) restartTrain(res *resource) bool {
 // rxe's and rdmavt's requesters accept it. Under selective repeat a replay
 // goes to the head of the output queue (queueReadFront).
 func (r *Responder) readReply() State {
-	if !r.replay {
+	if r.replay {
+		r.ctrs.ReadResponsesResent += uint64(r.readPSNs(r.rd.length))
+		if r.cfg.SelectiveRepeat {
+			r.queueReadFront(r.rd, r.msn)
+			return StateCleanup
+		}
+	} else {
 		n := r.readPSNs(r.rd.length)
 		res := r.newResource(kindRead, n)
 		res.va, res.rkey, res.length = r.rd.va, r.rd.rkey, r.rd.length
 		r.epsn = r.psn.Add(n)
 		r.inMsg = msgNone
-	} else if r.cfg.SelectiveRepeat {
-		r.queueReadFront(r.rd, r.msn)
-		return StateCleanup
 	}
 	r.queueRead(r.rd, r.msn)
 	return StateCleanup

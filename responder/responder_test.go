@@ -714,6 +714,7 @@ func TestDuplicateReadRestartsTrain(t *testing.T) {
 			c := h.r.Counters()
 			require.Equal(t, tc.restarts, c.ReadRestarts)
 			require.Equal(t, tc.covered, c.ReadsCovered)
+			require.Equal(t, uint64(104-tc.wantFirst), c.ReadResponsesResent, "PSNs sent again")
 			require.Equal(t, uint64(1), c.DuplicateRequest)
 			require.Equal(t, packet.PSN(108), h.r.EPSN())
 		})

@@ -257,9 +257,18 @@ func (r *Responder) queueReadFront(rd readReq, msn uint32) {
 // it (selective repeat; restartTrain's first case). A stream covers the
 // PSNs from its next one to its end, not beyond: an extra stream of a
 // re-read ends where the range it was asked for ends.
+//
+// A duplicate of the whole READ while its own train is being sent is
+// covered too: a selective-repeat requester asks for a whole READ again
+// only when none of its responses had come (it took the request for
+// lost, requester srWatchRead, or probed it), so the train's responses
+// already sent were on their way and the rest follows; serving it again
+// would send each of them twice. A response of them that was lost is
+// found from the later ones and re-read alone.
 func (r *Responder) coveredRead(res *resource) bool {
 	end := res.first.Add(res.npsn)
 	rdEnd := r.rd.psn.Add(r.readPSNs(r.rd.length))
+	whole := r.rd.psn == res.first && rdEnd == end
 	for i := range r.q.Len() {
 		it := r.q.At(i)
 		if it.kind != outRead || it.rkey != res.rkey || it.psn.Before(res.first) || !it.psn.Before(end) {
@@ -267,6 +276,9 @@ func (r *Responder) coveredRead(res *resource) bool {
 		}
 		if !r.rd.psn.Before(it.psn) && !it.psn.Add(r.readPSNs(it.resid)).Before(rdEnd) {
 			return true
+		}
+		if whole && !it.urgent && !it.psn.Add(r.readPSNs(it.resid)).Before(end) {
+			return true // the train itself, from its next PSN to the end
 		}
 	}
 	return false

@@ -667,8 +667,42 @@ func TestSRDuplicateReadsBurst(t *testing.T) {
 	}
 	c := h.r.Counters()
 	require.Equal(t, uint64(3), c.ReadReplays)
+	require.Equal(t, uint64(4), c.ReadResponsesResent, "one per PSN served again")
 	require.Equal(t, uint64(1), c.ReadsCovered)
 	require.Zero(t, c.DuplicateDropped)
+}
+
+// A duplicate of a whole READ while its train is being sent (a requester
+// that heard none of its responses took the request for lost) is covered
+// by the train: the responses already sent are not sent twice. A
+// duplicate of the whole READ once the train has left is served again.
+func TestSRDuplicateWholeReadDuringTrain(t *testing.T) {
+	const mtu = 256
+	h := newHarness(t, withPMTU(mtu), withSR(0))
+	data := pattern(8*mtu, 3)
+	copy(h.remoteBytes(rva, len(data)), data)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data)))) // 100..107
+	for range 3 {                                                                // 100..102 leave
+		h.r.NextPacket(t0, h.rxbuf)
+	}
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+	out := h.drain()
+	require.Equal(t, 5, len(out), "the train's rest, nothing twice")
+	for i, p := range out {
+		expect(t, p, psnIs(packet.PSN(103+i)), payloadIs(data[(3+i)*mtu:(4+i)*mtu]))
+	}
+	c := h.r.Counters()
+	require.Equal(t, uint64(1), c.ReadsCovered)
+	require.Zero(t, c.ReadReplays)
+	require.Zero(t, c.ReadResponsesResent)
+
+	// The train has left: the whole READ is served again.
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+	out = h.drain()
+	require.Len(t, out, 8)
+	expect(t, out[0], opcode(packet.RCRDMAReadResponseFirst), psnIs(100), payloadIs(data[:mtu]))
+	require.Equal(t, uint64(1), h.r.Counters().ReadReplays)
+	require.Equal(t, uint64(8), h.r.Counters().ReadResponsesResent)
 }
 
 // PSN wrap-around: holes and buffered packets across 2^24.

@@ -29,6 +29,8 @@ type LossCounters struct {
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests re-reading a missing range
 	SRProgressReceived uint64 // sr_progress_received: progress reports taken (how far the responder has received)
 	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because none of their responses followed those of the requests before them
+	// Responder side, both modes.
+	ReadResponsesResent uint64 // read_responses_resent: READ response packets sent again for duplicate READs (replays, re-reads, rewound trains)
 	// Responder side of selective repeat.
 	SRHolesReported   uint64 // sr_holes_reported: hole reports sent, re-reports included
 	SRHolesFilled     uint64 // sr_holes_filled: hole reports withdrawn because the hole filled before they left
@@ -54,7 +56,7 @@ func (c QPCounters) Loss() LossCounters {
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
 		OOODuplicates:      rs.OOODuplicates,
 		SRProgressReceived: rq.SRProgressReceived, SRProgressReports: rs.SRProgressReports,
-		SRReadRequestsLost: rq.SRReadRequestsLost,
+		SRReadRequestsLost: rq.SRReadRequestsLost, ReadResponsesResent: rs.ReadResponsesResent,
 	}
 	return l
 }
@@ -84,6 +86,7 @@ func (l *LossCounters) Add(o LossCounters) {
 	l.SRProgressReceived += o.SRProgressReceived
 	l.SRProgressReports += o.SRProgressReports
 	l.SRReadRequestsLost += o.SRReadRequestsLost
+	l.ReadResponsesResent += o.ReadResponsesResent
 }
 
 // named lists the counters under their names, for Named.
@@ -111,6 +114,7 @@ func (l LossCounters) named() []NamedCounter {
 		{"sr_progress_received", l.SRProgressReceived},
 		{"sr_progress_reports", l.SRProgressReports},
 		{"sr_read_requests_lost", l.SRReadRequestsLost},
+		{"read_responses_resent", l.ReadResponsesResent},
 	}
 }
 

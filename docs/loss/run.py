@@ -31,6 +31,7 @@ print(json.dumps({
     "rto": both("rto_expiries"), "ib": both("ib_timeouts"), "probes": both("tail_probes"),
     "holes_reported": both("sr_holes_reported"), "hole_psns": both("sr_hole_psns"),
     "sr_resent": both("sr_packets_resent"), "rereads": both("read_holes_rereads"),
+    "read_resent": both("read_responses_resent"),
     "ooo_peak": max(t.get("ooo_peak", 0), pt.get("ooo_peak", 0)),
     "ooo_dropped": both("ooo_dropped"),
     "srtt_us": max(t.get("srtt_us", 0), pt.get("srtt_us", 0)),

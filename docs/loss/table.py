@@ -8,10 +8,15 @@ marked ✗.
 
 Resent: for WRITE and SEND, the request packets the client's requester
 sent again (its retransmission counter: resends, probes); for READ, also
-the READ responses the server sent beyond one per PSN of the completed
-READs (its packets minus its hole reports, minus the iterations' response
-packets, minus what the loss-free run of the same mode sent beyond those:
-the READs still in flight when a -D run stops). Lost: datagrams the fault
+the READ response packets the server sent again for duplicate READs (its
+read_responses_resent counter). With loss on responses, the READ requests
+that ask for a lost response again are repair requests, as the hole
+reports of WRITE and SEND are, not resends of anything lost: they are
+shown apart in the cell ("+ n rq", per lost packet) and not counted in the
+resent target. Runs recorded before that counter existed fall back to the
+server's packets minus its hole reports, the iterations' response packets
+and what the loss-free run sent beyond those (the READs in flight when a
+-D run stops), with every requester retransmission counted. Lost: datagrams the fault
 injector dropped. Targets: selective repeat on: ratio ≥ 0.9 / 0.8 / 0.75 / 0.6 at
 0.1 / 1 / 2 / 5 %, resent ≤ 1.5 × lost, no IB timeout at ≤ 2 %; off: ratio
 ≥ 0.5 at 1 % and ≥ 0.3 at 5 %.
@@ -40,9 +45,19 @@ def median_run(rs):
     return r
 
 
+def repair_requests(r):
+    """Returns the READ requests of run r that asked for lost responses
+    again (loss on responses), 0 for any other run."""
+    if r["op"] == "read" and r.get("dir") == "resp" and "read_resent" in r:
+        return r["retransmits"]
+    return 0
+
+
 def resent(r, b):
     """Returns the packets sent again in run r (b: the loss-free base)."""
-    n = r["retransmits"]
+    n = r["retransmits"] - repair_requests(r)
+    if r["op"] == "read" and "read_resent" in r:
+        return n + r["read_resent"]
     if r["op"] == "read" and "server_sent" in r and "server_sent" in b:
         ppm = -(-r["size"] // 4096)
         over = b["server_sent"] - b.get("server_holes", 0) - b["iters"] * ppm
@@ -71,7 +86,10 @@ def cell(r, b, rs):
     if len(rs) > 1:
         lo, hi = min(x["bw"] for x in rs) / b["bw"], max(x["bw"] for x in rs) / b["bw"]
         spread = f" [{lo:.2f}–{hi:.2f}]"
-    return f"{ratio:.2f}{spread} ({per:.1f}×, {r['rto']}/{r['ib']}){mark}", missed
+    rq = ""
+    if repair_requests(r) and r["lost"]:
+        rq = f" + {repair_requests(r) / r['lost']:.1f} rq"
+    return f"{ratio:.2f}{spread} ({per:.1f}×{rq}, {r['rto']}/{r['ib']}){mark}", missed
 
 
 def main():
@@ -112,7 +130,7 @@ def main():
         if (op, size, mode) not in base:
             print(f"(no loss-free base for {op} {size} {mode}: its row is missing)")
     print("Cell: goodput ratio to p=0 of the same mode, median of the repeats [their range] "
-          "(resent packets per lost packet, recovery timer expiries/IB ACK timeouts); ✗: a target missed.")
+          "(resent packets per lost packet [+ READ repair requests per lost packet], recovery timer expiries/IB ACK timeouts); ✗: a target missed.")
     print()
     print("Targets missed: " + (", ".join(f"{m} {k}: {n}" for (m, k), n in sorted(missed_total.items())) or "none")
           + f" (of {cells_total} cells).")

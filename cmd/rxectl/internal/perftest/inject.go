@@ -170,6 +170,7 @@ func transportStats(s *session) report.Transport {
 	t.RTODeferred, t.RTOSpurious = loss.RTODeferred, loss.RTOSpurious
 	t.SRHolesReceived, t.SRPacketsResent, t.ReadHoleRereads = loss.SRHolesReceived, loss.SRPacketsResent, loss.ReadHoleRereads
 	t.SRResendsLost, t.SRReadRequestsLost = loss.SRResendsLost, loss.SRReadRequestsLost
+	t.ReadResponsesResent = loss.ReadResponsesResent
 	t.SRProgressReceived, t.SRProgressReports = loss.SRProgressReceived, loss.SRProgressReports
 	t.SRHolesReported, t.SRHolePSNs, t.OOODropped = loss.SRHolesReported, loss.SRHolePSNs, loss.OOODropped
 	t.OOOPeak, t.OOOBytesPeak = loss.OOOPeak, loss.OOOBytesPeak

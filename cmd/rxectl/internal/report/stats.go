@@ -95,6 +95,9 @@ type Transport struct {
 	// READ parts re-read because none of their responses followed those
 	// of the requests before them (their request taken as lost).
 	SRReadRequestsLost uint64 `json:"sr_read_requests_lost"`
+	// This end's responder: READ response packets sent again for
+	// duplicate READs (replays, re-reads, rewound trains), both modes.
+	ReadResponsesResent uint64 `json:"read_responses_resent"`
 	// Progress reports taken: how far the peer's responder has received
 	// while a hole persisted.
 	SRProgressReceived uint64 `json:"sr_progress_received"`
