@@ -195,7 +195,7 @@ func (r *Requester) updateCredits(p packet.Packet) {
 func (r *Requester) resetBudgets() {
 	r.retryBudget.Reset()
 	r.rnrBudget.Reset()
-	r.startedRetry = false
+	r.startedRetry, r.nakRetry = false, false
 }
 
 // run is one pass of the completer state machine (rxe_completer) over the
@@ -561,7 +561,7 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 	if r.psn.After(r.compPSN) {
 		r.c.CompleterRetryErr++
 		r.rewind()
-		r.startedRetry = true
+		r.startedRetry, r.nakRetry = true, !timeout
 	}
 	return CompDone
 }
@@ -582,7 +582,7 @@ func (r *Requester) rnrRetry(p *packet.Packet, w *wqe, now time.Time) CompState 
 		r.compPSN = p.PSN()
 	}
 	r.rewind()
-	r.startedRetry = true
+	r.startedRetry, r.nakRetry = true, false
 	r.rnrWait.Arm(now.Add(retry.RNRDelay(p.AETH().Syndrome().Value())))
 	return CompDone
 }

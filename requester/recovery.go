@@ -135,7 +135,7 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 	if rec.cfg.Off {
 		return
 	}
-	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
+	if d := r.recoveryTimeout(); d > 0 {
 		if ackReq {
 			rec.due.Arm(now.Add(d))
 		} else {
@@ -201,6 +201,18 @@ func (r *Requester) spuriousExpiry(now time.Time) bool {
 	return now.Sub(rec.probeAt) < rec.rtt.Stats().Min
 }
 
+// recoveryTimeout returns the recovery timeout now: the short one of a
+// go-back-N retry that a NAK (or a probe's answer) started
+// (retry.RecoveryTimer.RetryTimeout), from its rewind until the next
+// progress, else the usual one. Selective repeat finds its lost resends
+// otherwise (srRecheck, srDetect, srWatchRead).
+func (r *Requester) recoveryTimeout() time.Duration {
+	if r.nakRetry && !r.cfg.SelectiveRepeat {
+		return r.rec.timer.RetryTimeout(&r.rec.rtt)
+	}
+	return r.rec.timer.Timeout(&r.rec.rtt)
+}
+
 // rearmRecovery arms the recovery timer a timeout from now while PSNs are
 // outstanding, and stops it otherwise and during an RNR wait: the
 // responder has answered, the RNR timer decides when the resend goes
@@ -213,7 +225,7 @@ func (r *Requester) rearmRecovery(now time.Time) {
 		rec.due.Stop()
 		return
 	}
-	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
+	if d := r.recoveryTimeout(); d > 0 {
 		rec.due.Arm(now.Add(d))
 	}
 }
@@ -267,7 +279,7 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 	rec.c.RTOExpiries++
 	rec.timer.Expired()
 	rec.probeDue = true
-	if d := rec.timer.Timeout(&rec.rtt); d > 0 {
+	if d := r.recoveryTimeout(); d > 0 {
 		rec.due.Arm(now.Add(d))
 	}
 }
@@ -295,7 +307,7 @@ func (r *Requester) probeAnswered(now time.Time, oldComp packet.PSN) {
 	r.lossSeen(now)
 	r.c.CompleterRetryErr++
 	r.rewind()
-	r.startedRetry = true
+	r.startedRetry, r.nakRetry = true, true
 }
 
 // buildProbe builds the tail-loss probe into buf and returns its length,
@@ -351,7 +363,7 @@ func (r *Requester) DeferRecovery(now time.Time) {
 	if !r.rec.due.Armed() {
 		return
 	}
-	if d := r.rec.timer.Timeout(&r.rec.rtt); d > 0 {
+	if d := r.recoveryTimeout(); d > 0 {
 		r.rec.due.Arm(now.Add(d))
 	}
 }

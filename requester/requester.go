@@ -62,6 +62,10 @@ type Requester struct {
 	retryBudget  retry.RetryBudget
 	rnrBudget    retry.RNRBudget
 	startedRetry bool
+	// nakRetry: the retry under way was started by a sequence error NAK,
+	// an implied NAK or a probe's answer, not by a timer or an RNR NAK
+	// (recoveryTimeout).
+	nakRetry bool
 	retrans      retry.Deadline
 	rnrWait      retry.Deadline
 	state        CompState

@@ -199,3 +199,40 @@ func TestSmallWindowAsksTwicePerWindow(t *testing.T) {
 	h.recv(ack(p0 + 7))
 	require.Len(t, h.drain(), 8, "the ACK of the first half opens the window by 8")
 }
+
+// TestRetryTimeoutAfterNAK: after a sequence error NAK the go-back-N
+// resends are watched with the retry timeout (the RTO without the
+// recovery floor, at least retry.RetryFloor): an IB responder that NAKed
+// the gap drops everything silently until the NAKed PSN arrives, so a
+// resend of it lost again is found in about a round trip, not the 2 ms
+// floor. Progress ends the episode; an RNR retry keeps the usual timeout.
+func TestRetryTimeoutAfterNAK(t *testing.T) {
+	const p0 = 0x600
+	h, p := warmHarness(t, p0)
+	rto := h.r.rec.rtt.RTO()
+	require.Less(t, rto, retry.DefaultRecoveryFloor)
+	require.Greater(t, rto, retry.RetryFloor)
+
+	postWrite4K(t, h, 1)
+	h.now = h.now.Add(rttTest)
+	h.recv(nak(p+1, packet.NAKPSNSeqError))
+	require.Len(t, h.drain(), 3, "go-back-N from the NAK's PSN")
+	require.Equal(t, h.now.Add(rto), h.r.Deadline(), "the retry timeout")
+
+	// The resend of p+1 is lost: the timer probes it after the retry
+	// timeout, then backs off.
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	got := h.drain()
+	require.Len(t, got, 1)
+	require.Equal(t, p+1, parse(t, got[0]).PSN(), "the probe: the NAKed PSN again")
+	require.Equal(t, h.now.Add(2*rto), h.r.Deadline(), "backed off")
+
+	// Progress ends the episode: the next WRITE has the usual timeout.
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p + 3))
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	start := h.now
+	postWrite4K(t, h, 2)
+	require.Equal(t, start.Add(retry.DefaultRecoveryFloor), h.r.Deadline())
+}

@@ -11,6 +11,11 @@ const (
 	// on a loaded machine.
 	DefaultRecoveryFloor = 2 * DefaultBackoffMax
 
+	// RetryFloor is the shortest recovery timeout during a go-back-N retry
+	// (RecoveryTimer.RetryTimeout): a few loopback round trips, and above
+	// the wake-up latency of a timer that fires on time.
+	RetryFloor = 250 * time.Microsecond
+
 	// ceilingShare makes the floor at least 1/64 of the IB timeout: a
 	// user who sets a long local ACK timeout says the path (or the
 	// machine) can hold an answer that long, and probes a hundred times
@@ -92,6 +97,34 @@ func (t *RecoveryTimer) Timeout(rtt *RTT) time.Duration {
 	}
 	floor = max(floor, t.Ceiling/ceilingShare, t.learned)
 	d := max(rtt.RTO(), 2*rtt.SRTT(), floor)
+	for range t.backoff {
+		if d >= t.Ceiling {
+			break
+		}
+		d *= 2
+	}
+	return min(d, t.Ceiling)
+}
+
+// RetryTimeout is Timeout during a go-back-N retry, when a sequence error
+// NAK (or a gap in READ responses) has just shown the peer alive and
+// answering within a round trip: max(rtt.RTO(), 2·SRTT, RetryFloor, the
+// learned delay), doubled once per expiry since the last progress, at
+// most Ceiling. An IB responder that has NAKed a gap drops every later
+// packet silently until the missing PSN arrives (IBA 9.7.5.1.2; rxe
+// check_psn), so a resend of that PSN lost again leaves nothing to hear
+// but this timer; the longer floor of Timeout (for a peer that may hold
+// its answers, and the 1/64 of the IB timeout) would idle the QP for
+// milliseconds per lost resend. A probe sent early costs one packet: the
+// responder answers it as a duplicate. 0 if the timer is off.
+func (t *RecoveryTimer) RetryTimeout(rtt *RTT) time.Duration {
+	if t.Ceiling <= 0 {
+		return 0
+	}
+	if !rtt.Valid() {
+		return t.Ceiling
+	}
+	d := max(rtt.RTO(), 2*rtt.SRTT(), RetryFloor, t.learned)
 	for range t.backoff {
 		if d >= t.Ceiling {
 			break
