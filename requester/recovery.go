@@ -20,8 +20,11 @@ type RecoveryConfig struct {
 	// FixedWindow keeps the go-back-N window at Config.Window instead of
 	// adapting it to loss (retry.Window).
 	FixedWindow bool
-	// Floor is the shortest recovery timeout; 0 selects
-	// retry.DefaultRecoveryFloor.
+	// Floor is the shortest recovery timeout. 0 selects
+	// retry.DefaultRecoveryFloor for the recovery timer, retry.RetryFloor
+	// during a go-back-N retry that a NAK started, and no floor beyond the
+	// RTO for the lost-READ-request watch of selective repeat
+	// (srWatchRead). A Floor set here bounds all three from below.
 	Floor time.Duration
 	// MinWindow is the smallest adaptive window; 0 selects
 	// retry.DefaultWindowMin.

@@ -66,11 +66,11 @@ type Requester struct {
 	// an implied NAK or a probe's answer, not by a timer or an RNR NAK
 	// (recoveryTimeout).
 	nakRetry bool
-	retrans      retry.Deadline
-	rnrWait      retry.Deadline
-	state        CompState
-	trace        [traceLen]CompState
-	ntrace       int
+	retrans  retry.Deadline
+	rnrWait  retry.Deadline
+	state    CompState
+	trace    [traceLen]CompState
+	ntrace   int
 
 	// Errors.
 	stopped    bool // no more sending or receiving: failed or flushed

@@ -37,7 +37,14 @@ func (r *Requester) srWatchRead(now time.Time) {
 		return
 	}
 	s.watchPSN, s.watchDeferred = x, false
-	s.watch.Arm(now.Add(r.srInterval(now)))
+	s.watch.Arm(now.Add(r.srWatchInterval(now)))
+}
+
+// srWatchInterval is how long the watch waits: an interval (srInterval),
+// at least the recovery floor when one is configured (RecoveryConfig.Floor:
+// a user who raised it says answers may take that long).
+func (r *Requester) srWatchInterval(now time.Time) time.Duration {
+	return max(r.srInterval(now), r.rec.cfg.Floor)
 }
 
 // srReadPartStart reports whether x is the first PSN of a READ part that
@@ -84,7 +91,7 @@ func (r *Requester) srWatchExpired(now time.Time) {
 	if !ok {
 		return
 	}
-	d := r.srInterval(now)
+	d := r.srWatchInterval(now)
 	if late := now.Sub(due); late > d/4 && !s.watchDeferred {
 		s.watchDeferred = true
 		s.watch.Arm(now.Add(d))

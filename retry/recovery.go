@@ -108,9 +108,9 @@ func (t *RecoveryTimer) Timeout(rtt *RTT) time.Duration {
 
 // RetryTimeout is Timeout during a go-back-N retry, when a sequence error
 // NAK (or a gap in READ responses) has just shown the peer alive and
-// answering within a round trip: max(rtt.RTO(), 2·SRTT, RetryFloor, the
-// learned delay), doubled once per expiry since the last progress, at
-// most Ceiling. An IB responder that has NAKed a gap drops every later
+// answering within a round trip: max(rtt.RTO(), 2·SRTT, RetryFloor,
+// Floor if set, the learned delay), doubled once per expiry since the
+// last progress, at most Ceiling. An IB responder that has NAKed a gap drops every later
 // packet silently until the missing PSN arrives (IBA 9.7.5.1.2; rxe
 // check_psn), so a resend of that PSN lost again leaves nothing to hear
 // but this timer; the longer floor of Timeout (for a peer that may hold
@@ -124,7 +124,7 @@ func (t *RecoveryTimer) RetryTimeout(rtt *RTT) time.Duration {
 	if !rtt.Valid() {
 		return t.Ceiling
 	}
-	d := max(rtt.RTO(), 2*rtt.SRTT(), RetryFloor, t.learned)
+	d := max(rtt.RTO(), 2*rtt.SRTT(), RetryFloor, t.Floor, t.learned)
 	for range t.backoff {
 		if d >= t.Ceiling {
 			break

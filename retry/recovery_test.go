@@ -72,3 +72,28 @@ func TestRecoveryTimerSpurious(t *testing.T) {
 	require.Zero(t, off.Learned(), "no ceiling: the timer is off")
 	require.Zero(t, off.Timeout(&r))
 }
+
+// TestRetryTimeout: during a go-back-N retry the timeout is the RTO (or
+// 2·SRTT) with RetryFloor, not DefaultRecoveryFloor, as the floor; a Floor
+// set explicitly bounds it too; it backs off like Timeout and never
+// exceeds Ceiling.
+func TestRetryTimeout(t *testing.T) {
+	var rtt RTT
+	rt := RecoveryTimer{Ceiling: 67 * time.Millisecond}
+	require.Equal(t, rt.Ceiling, rt.RetryTimeout(&rtt), "no sample: the ceiling")
+	rtt.Sample(40*time.Microsecond, false) // RTO 120 µs, 2·SRTT 80 µs
+	require.Equal(t, RetryFloor, rt.RetryTimeout(&rtt))
+	require.Equal(t, DefaultRecoveryFloor, rt.Timeout(&rtt), "the usual timeout keeps its floor")
+	rtt.Sample(400*time.Microsecond, false)
+	require.Equal(t, rtt.RTO(), rt.RetryTimeout(&rtt), "the RTO above the floor")
+	rt.Expired()
+	require.Equal(t, 2*rtt.RTO(), rt.RetryTimeout(&rtt), "backed off")
+	rt.Progress()
+	rt.Floor = 5 * time.Millisecond
+	require.Equal(t, rt.Floor, rt.RetryTimeout(&rtt), "an explicit floor bounds it")
+	for range 20 {
+		rt.Expired()
+	}
+	require.Equal(t, rt.Ceiling, rt.RetryTimeout(&rtt))
+	require.Zero(t, (&RecoveryTimer{}).RetryTimeout(&rtt), "off")
+}
