@@ -602,15 +602,26 @@ func TestSRPassedOver(t *testing.T) {
 	require.Zero(t, h.r.ooo.n)
 }
 
+// srReadMTU is the path MTU of srReadTrain.
+const srReadMTU = 256
+
+// srReadTrain returns a selective-repeat responder that has received a
+// READ of 8 packets (PSNs 100..107) of a pattern drawn from seed, and the
+// pattern.
+func srReadTrain(t *testing.T, seed byte) (*harness, []byte) {
+	h := newHarness(t, withPMTU(srReadMTU), withSR(0))
+	data := pattern(8*srReadMTU, seed)
+	copy(h.remoteBytes(rva, len(data)), data)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+	return h, data
+}
+
 // A duplicate READ under selective repeat is served as an extra stream of
 // just its range, ahead of the train being sent, which continues where it
 // was; a duplicate the train has still to answer is dropped.
 func TestSRDuplicateReadSubRange(t *testing.T) {
-	const mtu = 256
-	h := newHarness(t, withPMTU(mtu), withSR(0))
-	data := pattern(8*mtu, 5)
-	copy(h.remoteBytes(rva, len(data)), data)
-	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data)))) // 100..107
+	const mtu = srReadMTU
+	h, data := srReadTrain(t, 5)
 	h.rx(packet.RCRDMAWriteOnly, 108, []byte{1}, reth(rva+9000, rkey, 1), ackReq)
 	var out []packet.Packet
 	for range 4 { // 100..103 leave
@@ -643,11 +654,8 @@ func TestSRDuplicateReadSubRange(t *testing.T) {
 // dropped, which left the requester waiting for its recovery timer). A
 // re-read inside a queued extra stream's range is covered.
 func TestSRDuplicateReadsBurst(t *testing.T) {
-	const mtu = 256
-	h := newHarness(t, withPMTU(mtu), withSR(0))
-	data := pattern(8*mtu, 9)
-	copy(h.remoteBytes(rva, len(data)), data)
-	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data)))) // 100..107
+	const mtu = srReadMTU
+	h, data := srReadTrain(t, 9)
 	require.Len(t, h.drain(), 8)
 	// Responses 101, 103..104 and 106 were lost: three re-reads at once,
 	// and one inside the second's range.
@@ -677,12 +685,10 @@ func TestSRDuplicateReadsBurst(t *testing.T) {
 // by the train: the responses already sent are not sent twice. A
 // duplicate of the whole READ once the train has left is served again.
 func TestSRDuplicateWholeReadDuringTrain(t *testing.T) {
-	const mtu = 256
-	h := newHarness(t, withPMTU(mtu), withSR(0))
-	data := pattern(8*mtu, 3)
-	copy(h.remoteBytes(rva, len(data)), data)
-	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data)))) // 100..107
-	for range 3 {                                                                // 100..102 leave
+	const mtu = srReadMTU
+	h, data := srReadTrain(t, 3)
+	// 100..102 leave.
+	for range 3 {
 		h.r.NextPacket(t0, h.rxbuf)
 	}
 	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
