@@ -195,6 +195,7 @@ type Counters struct {
 	SRResendsLost      uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
 	SRProgressReceived uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken
 	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because no response followed the requests before them (srWatchRead)
+	SRReadRequestsSlow uint64 // sr_read_requests_slow: of those, the re-reads answered sooner than a round trip (the request was only slow)
 
 	Completions uint64 // work completions posted
 	CQOverflow  uint64 // completions the CQ refused

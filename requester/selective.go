@@ -115,6 +115,10 @@ type selective struct {
 	watch         retry.Deadline
 	watchPSN      packet.PSN
 	watchDeferred bool
+	// watchCheck: the part [watchPSN, watchEnd) was re-read by the watch
+	// and none of its responses has come since (srWatchAnswered).
+	watchCheck bool
+	watchEnd   packet.PSN
 	// held is one past the highest PSN the responder reported received
 	// (hole and progress reports): the packets before it are not in
 	// flight, whether executed or held out of order (srInFlight).
@@ -503,6 +507,7 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 	case op == packet.RCAtomicAcknowledge:
 		r.srAtomic(p)
 	default:
+		r.srWatchAnswered(now, p.PSN())
 		r.srRead(p)
 	}
 	if r.stopped {

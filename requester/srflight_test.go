@@ -351,3 +351,64 @@ func TestSRLostReadRequest(t *testing.T) {
 		})
 	}
 }
+
+// A watch re-read answered sooner than a round trip answered the original
+// request, which was only slow: the silence before it is learned, so the
+// next watch waits at least that long, and the mistake is counted. A
+// response that comes before the re-read left takes the re-read off the
+// list.
+func TestSRLostReadRequestSlow(t *testing.T) {
+	const pkts = 4
+	for _, tc := range []struct {
+		name     string
+		sentOut  bool // the re-read left before the response came
+		wantSlow uint64
+	}{{"answered-too-soon", true, 1}, {"before-the-reread-left", false, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(srPMTU, srSQ)
+			cfg.SelectiveRepeat = true
+			cfg.Window = 2 * pkts
+			cfg.MaxRdAtomic = 16
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+			p := warm(t, h, srSQ)
+			for i := range 3 {
+				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+					RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: pkts * srPMTU, LKey: lkeyA}}})
+			}
+			require.Len(t, h.drain(), 2, "two READs fill the window")
+			h.now = h.now.Add(rttTest)
+			for _, b := range readResp(srPMTU, p, make([]byte, pkts*srPMTU), 0, false) {
+				h.recv(b)
+			}
+			require.Len(t, h.drain(), 1, "the third READ")
+			quiet := h.now
+			h.now = h.r.Deadline()
+			h.r.OnTimeout(h.now)
+			if tc.sentOut {
+				require.Len(t, h.drain(), 1, "the watch re-reads READ 2")
+			}
+			h.now = h.now.Add(rttTest / 10)
+			for _, b := range readResp(srPMTU, p.Add(pkts), make([]byte, pkts*srPMTU), 0, false) {
+				h.recv(b)
+			}
+			if !tc.sentOut {
+				for _, b := range h.drain() {
+					require.NotEqual(t, p.Add(pkts), parse(t, b).PSN(), "the re-read is not needed any more")
+				}
+			}
+			c := h.r.Counters()
+			require.Equal(t, uint64(1), c.SRReadRequestsLost)
+			require.Equal(t, tc.wantSlow, c.SRReadRequestsSlow)
+			if tc.wantSlow == 0 {
+				return
+			}
+			silence := h.now.Sub(quiet)
+			require.Equal(t, silence, h.r.rec.timer.Learned(), "the silence is learned")
+			require.GreaterOrEqual(t, h.r.srWatchInterval(h.now), silence)
+			// READ 3's watch waits at least the learned silence.
+			dl := h.r.Deadline()
+			require.False(t, dl.Before(h.now.Add(silence)))
+		})
+	}
+}

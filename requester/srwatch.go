@@ -42,9 +42,42 @@ func (r *Requester) srWatchRead(now time.Time) {
 
 // srWatchInterval is how long the watch waits: an interval (srInterval),
 // at least the recovery floor when one is configured (RecoveryConfig.Floor:
-// a user who raised it says answers may take that long).
+// a user who raised it says answers may take that long) and the delay
+// learned from mistaken re-reads (srWatchAnswered).
 func (r *Requester) srWatchInterval(now time.Time) time.Duration {
-	return max(r.srInterval(now), r.rec.cfg.Floor)
+	r.rec.timer.Decay(now)
+	return max(r.srInterval(now), r.rec.cfg.Floor, r.rec.timer.Learned())
+}
+
+// srWatchAnswered runs when a READ response with PSN psn arrives at now.
+// If it belongs to the part the watch last re-read and came sooner after
+// that re-read than the fastest round trip measured, it answers the
+// original request, not the re-read: the request was only slow (the
+// responder held its answers, in a local-drop back-off, or was not
+// running). The silence before it is learned (retry.RecoveryTimer.Learn),
+// so the watch waits that long from then on, and the mistake is counted
+// (SRReadRequestsSlow). The first response of the part ends the check.
+func (r *Requester) srWatchAnswered(now time.Time, psn packet.PSN) {
+	s := &r.sr
+	if !s.watchCheck || psn.Before(s.watchPSN) || !psn.Before(s.watchEnd) {
+		return
+	}
+	s.watchCheck = false
+	at := s.resentAt(s.watchPSN)
+	if at == 0 {
+		// The re-read has not left yet: it is not needed.
+		for x := s.watchPSN; x.Before(s.watchEnd); x = x.Next() {
+			s.clearDue(x)
+		}
+		return
+	}
+	if !r.rec.rtt.Valid() || now.UnixNano()-at >= int64(r.rec.rtt.Stats().Min) {
+		return
+	}
+	r.c.SRReadRequestsSlow++
+	if !r.rec.heard.IsZero() {
+		r.rec.timer.Learn(now, now.Sub(r.rec.heard))
+	}
 }
 
 // srReadPartStart reports whether x is the first PSN of a READ part that
@@ -102,6 +135,7 @@ func (r *Requester) srWatchExpired(now time.Time) {
 	end := r.srPartEnd(w, uint32(x.Diff(w.origFirst)))
 	if r.srMarkRange(now, x, end, false) > 0 {
 		r.c.SRReadRequestsLost++
+		s.watchCheck, s.watchEnd = true, end
 	}
 	// The re-read may be lost too, and then nothing arrives to run
 	// srWatchRead again: watch it for as long as srMark waits before the

@@ -195,6 +195,15 @@ func (t *RecoveryTimer) Progress() { t.backoff, t.deferred = 0, false }
 func (t *RecoveryTimer) Spurious(now time.Time, silence time.Duration) {
 	t.spurious++
 	t.backoff = 0
+	t.Learn(now, silence)
+}
+
+// Learn records, at now, a silence that proved to be no loss without an
+// expiry of this timer behind it (a requester's own loss detection that
+// answered too soon, such as selective repeat's lost-READ-request watch):
+// the learned delay becomes at least silence, up to a quarter of Ceiling,
+// as in Spurious, which counts an expiry besides.
+func (t *RecoveryTimer) Learn(now time.Time, silence time.Duration) {
 	if t.Ceiling <= 0 {
 		return
 	}

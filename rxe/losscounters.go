@@ -29,6 +29,7 @@ type LossCounters struct {
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests re-reading a missing range
 	SRProgressReceived uint64 // sr_progress_received: progress reports taken (how far the responder has received)
 	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because none of their responses followed those of the requests before them
+	SRReadRequestsSlow uint64 // sr_read_requests_slow: of those, the re-reads answered sooner than a round trip (the request was only slow)
 	// Responder side, both modes.
 	ReadResponsesResent uint64 // read_responses_resent: READ response packets sent again for duplicate READs (replays, re-reads, rewound trains)
 	// Responder side of selective repeat.
@@ -56,7 +57,8 @@ func (c QPCounters) Loss() LossCounters {
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
 		OOODuplicates:      rs.OOODuplicates,
 		SRProgressReceived: rq.SRProgressReceived, SRProgressReports: rs.SRProgressReports,
-		SRReadRequestsLost: rq.SRReadRequestsLost, ReadResponsesResent: rs.ReadResponsesResent,
+		SRReadRequestsLost: rq.SRReadRequestsLost, SRReadRequestsSlow: rq.SRReadRequestsSlow,
+		ReadResponsesResent: rs.ReadResponsesResent,
 	}
 	return l
 }
@@ -86,6 +88,7 @@ func (l *LossCounters) Add(o LossCounters) {
 	l.SRProgressReceived += o.SRProgressReceived
 	l.SRProgressReports += o.SRProgressReports
 	l.SRReadRequestsLost += o.SRReadRequestsLost
+	l.SRReadRequestsSlow += o.SRReadRequestsSlow
 	l.ReadResponsesResent += o.ReadResponsesResent
 }
 
@@ -114,6 +117,7 @@ func (l LossCounters) named() []NamedCounter {
 		{"sr_progress_received", l.SRProgressReceived},
 		{"sr_progress_reports", l.SRProgressReports},
 		{"sr_read_requests_lost", l.SRReadRequestsLost},
+		{"sr_read_requests_slow", l.SRReadRequestsSlow},
 		{"read_responses_resent", l.ReadResponsesResent},
 	}
 }

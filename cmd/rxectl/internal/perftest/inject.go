@@ -169,7 +169,7 @@ func transportStats(s *session) report.Transport {
 	t.RTOExpiries, t.IBTimeouts, t.TailProbes = loss.RTOExpiries, loss.IBTimeouts, loss.TailProbes
 	t.RTODeferred, t.RTOSpurious = loss.RTODeferred, loss.RTOSpurious
 	t.SRHolesReceived, t.SRPacketsResent, t.ReadHoleRereads = loss.SRHolesReceived, loss.SRPacketsResent, loss.ReadHoleRereads
-	t.SRResendsLost, t.SRReadRequestsLost = loss.SRResendsLost, loss.SRReadRequestsLost
+	t.SRResendsLost, t.SRReadRequestsLost, t.SRReadRequestsSlow = loss.SRResendsLost, loss.SRReadRequestsLost, loss.SRReadRequestsSlow
 	t.ReadResponsesResent = loss.ReadResponsesResent
 	t.SRProgressReceived, t.SRProgressReports = loss.SRProgressReceived, loss.SRProgressReports
 	t.SRHolesReported, t.SRHolePSNs, t.OOODropped = loss.SRHolesReported, loss.SRHolePSNs, loss.OOODropped

@@ -95,6 +95,9 @@ type Transport struct {
 	// READ parts re-read because none of their responses followed those
 	// of the requests before them (their request taken as lost).
 	SRReadRequestsLost uint64 `json:"sr_read_requests_lost"`
+	// Of those, the re-reads answered sooner than a round trip: the
+	// request was only slow.
+	SRReadRequestsSlow uint64 `json:"sr_read_requests_slow"`
 	// This end's responder: READ response packets sent again for
 	// duplicate READs (replays, re-reads, rewound trains), both modes.
 	ReadResponsesResent uint64 `json:"read_responses_resent"`
