@@ -10,6 +10,7 @@
 # sysctl is machine-wide).
 #
 # usage: docs/loss/buffers.sh ROUNDS DURATION LABEL=RXECTL...
+# Environment: OPS (default "write read send").
 # output: one line per run: label user op size MiB/s retransmits
 # rcvbuf_errors (the growth of /proc/net/snmp's Udp RcvbufErrors during the
 # run: datagrams the kernel dropped on full socket receive buffers)
@@ -32,7 +33,7 @@ run() { # label rxectl user op size
 		echo "$1 $3 $4 $5 failed: $(tail -c 300 /tmp/gorxe-loss-buffers.err)"
 }
 for r in $(seq "$ROUNDS"); do
-	for op in write read send; do
+	for op in ${OPS:-write read send}; do
 		for size in 65536 1048576; do
 			for b in "$@"; do
 				run "${b%%=*}" "${b#*=}" root $op $size
