@@ -238,7 +238,7 @@ func (r *Responder) duplicateRequest() State {
 			return StateCleanup
 		}
 		if r.cfg.SelectiveRepeat {
-			if r.coveredRead(res) {
+			if r.coveredRead(res) || r.firstWholeDuplicate(res) {
 				r.ctrs.ReadsCovered++
 				return StateCleanup
 			}

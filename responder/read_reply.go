@@ -17,6 +17,9 @@ type resource struct {
 	length uint32
 	// COMPARE_SWAP / FETCH_ADD: the value before the operation.
 	orig uint64
+	// wholeDup: a duplicate of the whole READ came after its train had
+	// left and was dropped (selective repeat, firstWholeDuplicate).
+	wholeDup bool
 }
 
 // readReq is a READ to answer: a new one, a replayed part of one, or the

@@ -251,6 +251,25 @@ func (r *Responder) queueReadFront(rd readReq, msn uint32) {
 	r.jumpQueue()
 }
 
+// firstWholeDuplicate reports whether the duplicate READ r.rd asks for
+// the whole READ of res for the first time since its train left (the
+// caller has found no queued stream covering it), and records that it
+// did. Such a duplicate comes from a requester that heard none of the
+// READ's responses within its watch interval (requester srWatchRead) or
+// probed for them: every response was sent, and that all of them were lost
+// is far less likely than that they are still on their way, waiting in a
+// socket of a requester that was not running. Serving it would send the
+// whole READ twice, so the first one is dropped; the requester asks again
+// after twice its interval if the responses were in fact lost, and that
+// duplicate is served.
+func (r *Responder) firstWholeDuplicate(res *resource) bool {
+	if r.rd.psn != res.first || r.readPSNs(r.rd.length) != res.npsn || res.wholeDup {
+		return false
+	}
+	res.wholeDup = true
+	return true
+}
+
 // coveredRead reports whether the duplicate READ r.rd asks only for
 // responses of res that a queued stream (the train, or the extra stream
 // of an earlier duplicate) has still to send, so that the stream answers
