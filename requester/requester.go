@@ -327,6 +327,9 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 	n := r.build(w, buf)
 	if n > 0 {
 		r.onSent(now, r.hdr.BTH.PSN, r.hdr.BTH.AckReq, high)
+		if w.kind == kindRead && r.cfg.SelectiveRepeat {
+			r.srWatchRead(now) // a READ sent after the last response: watch it
+		}
 	}
 	if n > 0 && r.ack > 0 {
 		// rxe update_state: arm the retransmit timer if it is not pending.

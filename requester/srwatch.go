@@ -16,20 +16,30 @@ import (
 // request before a READ part has been answered and an interval passes
 // (srInterval: the RTO without its floor, longer than the READ's own
 // round trip) with none of the part's responses, the part's request is
-// taken as lost and the part is re-read (srWatchRead). If the request only
+// taken as lost and the part is re-read (srWatchRead). Only the newest
+// request sent is watched, and only while the requester has nothing to
+// send after it: a request sent after a lost one makes the responder
+// report the lost one's PSNs missing (a hole report), and a timer armed
+// for every READ of a pipelined stream re-armed the device's timer for
+// every READ (a loss-free READ 64 KiB stream lost a fifth of its rate to
+// that, READ with capped buffers, asked in parts, more). If the request only
 // waited at the responder, the re-read finds the part's stream still
 // queued there and is dropped (responder coveredRead), so a mistaken
 // re-read costs one request packet. The watch runs under selective repeat
 // only; go-back-N has the recovery timer's probe.
 
 // srWatchRead arms or stops the lost-READ-request watch after a response
-// at now: it watches the READ part that starts at the oldest PSN not
-// answered as first sent (sr.high) when that part was asked for and none
-// of its responses has come.
+// or a new READ request at now: it watches the READ part that starts at
+// the oldest PSN not answered as first sent (sr.high) when that part was
+// asked for, none of its responses has come and nothing was sent after it.
 func (r *Requester) srWatchRead(now time.Time) {
 	s := &r.sr
-	x, ok := r.srReadPartStart(s.high)
-	if !ok {
+	x := s.high
+	if _, ok := r.srNewestReadPart(x); !ok || !r.rec.rtt.Valid() || r.srWillSend() {
+		// Before the first RTT sample there is no interval to wait (the
+		// recovery timer, at the IB timeout then, covers it); and a
+		// request about to be sent after the part makes the responder
+		// report the part missing if its request was lost.
 		s.watch.Stop()
 		return
 	}
@@ -38,6 +48,17 @@ func (r *Requester) srWatchRead(now time.Time) {
 	}
 	s.watchPSN, s.watchDeferred = x, false
 	s.watch.Arm(now.Add(r.srWatchInterval(now)))
+}
+
+// srWillSend reports whether the requester has a new request to send now
+// (the checks of sendable that depend on the window, READ parts and
+// max_rd_atomic; a fence or a credit wait is taken as no obstacle).
+func (r *Requester) srWillSend() bool {
+	if r.stopped || r.cur == r.tail || r.windowFull() {
+		return false
+	}
+	w := r.slot(r.cur)
+	return r.readFits(w) && (!w.kind.rdAtomic() || w.hasRdAtomic || r.rdInUse < r.cfg.MaxRdAtomic)
 }
 
 // srWatchInterval is how long the watch waits: an interval (srInterval),
@@ -80,10 +101,11 @@ func (r *Requester) srWatchAnswered(now time.Time, psn packet.PSN) {
 	}
 }
 
-// srReadPartStart reports whether x is the first PSN of a READ part that
+// srNewestReadPart reports whether x is the first PSN of a READ part that
 // was asked for (and not already due for a re-read), none of whose
-// responses has arrived.
-func (r *Requester) srReadPartStart(x packet.PSN) (packet.PSN, bool) {
+// responses has arrived, and after which nothing was sent; it returns
+// one past the part's last PSN.
+func (r *Requester) srNewestReadPart(x packet.PSN) (packet.PSN, bool) {
 	s := &r.sr
 	if !x.Before(r.highPSN) || int(x.Diff(r.compPSN)) >= srTrack || s.srGot(x) || s.isDue(x) {
 		return x, false
@@ -103,11 +125,13 @@ func (r *Requester) srReadPartStart(x packet.PSN) (packet.PSN, bool) {
 	if m := uint32(r.cfg.MaxReadPkts); k != 0 && (m == 0 || k%m != 0) {
 		return x, false
 	}
-	return x, true
+	end := r.srPartEnd(w, k)
+	return end, end == r.highPSN
 }
 
 // srWatchExpired runs when the watch expires at now. If the watched part
-// is still unanswered and nothing after it was (sr.high has not moved),
+// is still unanswered, nothing after it was (sr.high has not moved) and
+// it is still the newest request sent,
 // its PSNs go on the resend list: a re-read of the whole part, watched in
 // turn, since nothing else would find it lost. An expiry
 // handled more than a quarter of its interval late is timed again from
@@ -120,7 +144,8 @@ func (r *Requester) srWatchExpired(now time.Time) {
 	if r.stopped || s.high != s.watchPSN {
 		return
 	}
-	x, ok := r.srReadPartStart(s.watchPSN)
+	x := s.watchPSN
+	end, ok := r.srNewestReadPart(x)
 	if !ok {
 		return
 	}
@@ -130,9 +155,6 @@ func (r *Requester) srWatchExpired(now time.Time) {
 		s.watch.Arm(now.Add(d))
 		return
 	}
-	i, _ := r.srFind(x)
-	w := r.slot(i)
-	end := r.srPartEnd(w, uint32(x.Diff(w.origFirst)))
 	if r.srMarkRange(now, x, end, false) > 0 {
 		r.c.SRReadRequestsLost++
 		s.watchCheck, s.watchEnd = true, end
