@@ -271,6 +271,30 @@ func TestSRRTTSampleEndsOnOwnAnswer(t *testing.T) {
 	}
 }
 
+// watchPkts is the size, in packets, of the READs of watchHarness.
+const watchPkts = 4
+
+// watchHarness returns a selective-repeat requester with an RTT sample
+// (warm), a window of two READs of watchPkts packets, the PSN its next
+// request takes, and a function that posts READ id (watchPkts packets of
+// remote memory at rbase + (id-1) parts).
+func watchHarness(t *testing.T) (*harness, packet.PSN, func(id uint64)) {
+	cfg := baseConfig(srPMTU, srSQ)
+	cfg.SelectiveRepeat = true
+	cfg.Window = 2 * watchPkts
+	cfg.MaxRdAtomic = 16
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, srSQ)
+	read := func(id uint64) {
+		off := (id - 1) % 4 * watchPkts * srPMTU
+		h.post(&verbs.SendWR{ID: id, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + off, RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + off, Length: watchPkts * srPMTU, LKey: lkeyA}}})
+	}
+	return h, p, read
+}
+
 // A READ request lost on its way leaves the requester with nothing to hear
 // when its responses fill the window: once the responses of the request
 // before it have all come and an interval (srInterval) passes without one
@@ -284,19 +308,10 @@ func TestSRLostReadRequest(t *testing.T) {
 		want     int  // re-reads of READ 2
 	}{{"lost", false, false, 1}, {"answered", true, false, 0}, {"late-then-lost", false, true, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
-			const pkts = 4
-			cfg := baseConfig(srPMTU, srSQ)
-			cfg.SelectiveRepeat = true
-			cfg.Window = 2 * pkts
-			cfg.MaxRdAtomic = 16
-			h := newHarness(t, cfg)
-			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
-			p := warm(t, h, srSQ)
-			for i := range 2 {
-				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-					RemoteAddr: rbase + uint64(i*pkts*srPMTU), RKey: rkey,
-					SGList: []verbs.SGE{{Addr: baseA + uint64(i*pkts*srPMTU), Length: pkts * srPMTU, LKey: lkeyA}}})
-			}
+			const pkts = watchPkts
+			h, p, read := watchHarness(t)
+			read(1)
+			read(2)
 			require.Len(t, h.drain(), 2, "both READ requests")
 			read2 := p.Add(pkts)
 			h.now = h.now.Add(rttTest)
@@ -359,24 +374,14 @@ func TestSRLostReadRequest(t *testing.T) {
 // list. A READ sent after the last response is watched from when it
 // leaves.
 func TestSRLostReadRequestSlow(t *testing.T) {
-	const pkts = 4
+	const pkts = watchPkts
 	for _, tc := range []struct {
 		name     string
 		sentOut  bool // the re-read left before the response came
 		wantSlow uint64
 	}{{"answered-too-soon", true, 1}, {"before-the-reread-left", false, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := baseConfig(srPMTU, srSQ)
-			cfg.SelectiveRepeat = true
-			cfg.Window = 2 * pkts
-			cfg.MaxRdAtomic = 16
-			h := newHarness(t, cfg)
-			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
-			p := warm(t, h, srSQ)
-			read := func(id uint64) {
-				h.post(&verbs.SendWR{ID: id, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-					RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: pkts * srPMTU, LKey: lkeyA}}})
-			}
+			h, p, read := watchHarness(t)
 			read(1)
 			read(2)
 			require.Len(t, h.drain(), 2)
