@@ -519,7 +519,16 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 	}
 	r.srSync()
 	r.srDetect(now)
-	r.srWatchRead(now)
+	if op := p.Opcode(); op == packet.RCRDMAReadResponseFirst || op == packet.RCRDMAReadResponseMiddle {
+		// Not the end of a READ part's stream: the watch cannot move to
+		// a new part, but a response at or past the watched part ends it.
+		// (srWatchRead looks the part up, which is too much per packet.)
+		if r.sr.watch.Armed() && !p.PSN().Before(r.sr.watchPSN) {
+			r.sr.watch.Stop()
+		}
+	} else {
+		r.srWatchRead(now)
+	}
 	if r.sr.slots != nil {
 		r.srArmRecheck(now)
 	}
