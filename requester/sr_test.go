@@ -33,6 +33,23 @@ func srSetup(t *testing.T) (*harness, *fakeResponder, *srLink) {
 	return h, f, newSRLink(h, f)
 }
 
+// postSRWrite posts WR 1: an RDMA WRITE of srSize bytes (srPkts packets)
+// from baseA to rbase.
+func postSRWrite(h *harness) {
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+}
+
+// srWriteSent returns srSetup's requester with postSRWrite's packets all
+// sent and taken (no responder answers them), a millisecond later.
+func srWriteSent(t *testing.T) *harness {
+	h, _, _ := srSetup(t)
+	postSRWrite(h)
+	require.Len(t, h.drain(), srPkts)
+	h.now = h.now.Add(time.Millisecond)
+	return h
+}
+
 // requireClean checks that every WR completed successfully, in order, and
 // that nothing went back N or hit the IB timeout.
 func requireClean(t *testing.T, h *harness, n int) {
@@ -274,11 +291,7 @@ func TestSRHostileReports(t *testing.T) {
 		{name: "flood-small", ackFirst: -1, a: 7, b: 8, n: 1000, maxResent: 1, wantResends: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _, _ := srSetup(t)
-			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
-				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
-			require.Len(t, h.drain(), srPkts)
-			h.now = h.now.Add(time.Millisecond)
+			h := srWriteSent(t)
 			if tc.ackFirst >= 0 {
 				h.recv(ack(srSQ.Add(tc.ackFirst)))
 			}
@@ -325,8 +338,7 @@ func TestSRHostileReports(t *testing.T) {
 func TestSRReportWithoutSR(t *testing.T) {
 	h := newHarness(t, baseConfig(srPMTU, srSQ))
 	h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
-	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
-		SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+	postSRWrite(h)
 	h.drain()
 	h.recv(srHoleReport(srSQ.Add(3), srSQ.Add(4)))
 	st, failed := h.r.Failed()

@@ -2,7 +2,6 @@ package requester
 
 import (
 	"testing"
-	"time"
 
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -27,8 +26,7 @@ func TestSRFlightAccounting(t *testing.T) {
 			cfg.PeerOOOLimit = slots * (srPMTU + packet.OOOSlotOverhead)
 			h := newHarness(t, cfg)
 			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
-			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
-				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			postSRWrite(h)
 			sent := len(h.drain())
 			require.Equal(t, window, sent, "a full window")
 
@@ -97,8 +95,7 @@ func TestSRResendLostByProgress(t *testing.T) {
 			cfg.Window = 8
 			h := newHarness(t, cfg)
 			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
-			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
-				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			postSRWrite(h)
 			require.Len(t, h.drain(), 8)
 			// PSN 0 is lost: it is resent (no RTT sample yet, so no
 			// reorder wait), and the report frees room for new packets.
@@ -190,11 +187,7 @@ func TestSRHoldByPackets(t *testing.T) {
 		{"no-evidence", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, _, _ := srSetup(t)
-			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
-				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
-			require.Len(t, h.drain(), srPkts)
-			h.now = h.now.Add(time.Millisecond)
+			h := srWriteSent(t)
 			h.recv(srHoleReport(srSQ, srSQ.Add(1))) // PSN 0 missing, 1 held
 			require.Empty(t, h.drain(), "held back: reordering by one is not loss")
 			if tc.progress > 0 {
