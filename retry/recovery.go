@@ -85,18 +85,25 @@ type RecoveryTimer struct {
 // max(rtt.RTO(), 2·SRTT) doubled once per expiry since the last progress,
 // clamped to [Floor, Ceiling].
 func (t *RecoveryTimer) Timeout(rtt *RTT) time.Duration {
+	floor := t.Floor
+	if floor <= 0 {
+		floor = DefaultRecoveryFloor
+	}
+	return t.timeout(rtt, max(floor, t.Ceiling/ceilingShare))
+}
+
+// timeout is Timeout and RetryTimeout with the floor given: 0 if the
+// timer is off, Ceiling before the first sample, else max(rtt.RTO(),
+// 2·SRTT, floor, the learned delay) doubled once per expiry since the
+// last progress, at most Ceiling.
+func (t *RecoveryTimer) timeout(rtt *RTT, floor time.Duration) time.Duration {
 	if t.Ceiling <= 0 {
 		return 0
 	}
 	if !rtt.Valid() {
 		return t.Ceiling
 	}
-	floor := t.Floor
-	if floor <= 0 {
-		floor = DefaultRecoveryFloor
-	}
-	floor = max(floor, t.Ceiling/ceilingShare, t.learned)
-	d := max(rtt.RTO(), 2*rtt.SRTT(), floor)
+	d := max(rtt.RTO(), 2*rtt.SRTT(), floor, t.learned)
 	for range t.backoff {
 		if d >= t.Ceiling {
 			break
@@ -118,20 +125,7 @@ func (t *RecoveryTimer) Timeout(rtt *RTT) time.Duration {
 // milliseconds per lost resend. A probe sent early costs one packet: the
 // responder answers it as a duplicate. 0 if the timer is off.
 func (t *RecoveryTimer) RetryTimeout(rtt *RTT) time.Duration {
-	if t.Ceiling <= 0 {
-		return 0
-	}
-	if !rtt.Valid() {
-		return t.Ceiling
-	}
-	d := max(rtt.RTO(), 2*rtt.SRTT(), RetryFloor, t.Floor, t.learned)
-	for range t.backoff {
-		if d >= t.Ceiling {
-			break
-		}
-		d *= 2
-	}
-	return min(d, t.Ceiling)
+	return t.timeout(rtt, max(RetryFloor, t.Floor))
 }
 
 // OnExpiry decides what the recovery timer's expiry, due at due and
