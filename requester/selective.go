@@ -246,21 +246,27 @@ func (s *selective) slot(psn packet.PSN) *srSlot {
 	return sl
 }
 
+// lookup returns psn's resend slot if it holds psn, without claiming it
+// (slot does), or nil.
+func (s *selective) lookup(psn packet.PSN) *srSlot {
+	if s.slots == nil {
+		return nil
+	}
+	if sl := &s.slots[srIndex(psn)]; sl.psn == psn {
+		return sl
+	}
+	return nil
+}
+
 // isDue reports whether psn is due to be resent.
 func (s *selective) isDue(psn packet.PSN) bool {
-	if s.slots == nil {
-		return false
-	}
-	sl := &s.slots[srIndex(psn)]
-	return sl.psn == psn && sl.due
+	sl := s.lookup(psn)
+	return sl != nil && sl.due
 }
 
 // clearDue takes psn off the resend list.
 func (s *selective) clearDue(psn packet.PSN) {
-	if s.slots == nil {
-		return
-	}
-	if sl := &s.slots[srIndex(psn)]; sl.psn == psn && sl.due {
+	if sl := s.lookup(psn); sl != nil && sl.due {
 		sl.due = false
 		s.ndue--
 	}
@@ -269,10 +275,7 @@ func (s *selective) clearDue(psn packet.PSN) {
 // forget drops the resend state of psn, now acknowledged: when the PSN
 // comes round again (2^24 PSNs later) it is a new packet.
 func (s *selective) forget(psn packet.PSN) {
-	if s.slots == nil {
-		return
-	}
-	if sl := &s.slots[srIndex(psn)]; sl.psn == psn {
+	if sl := s.lookup(psn); sl != nil {
 		if sl.due {
 			s.ndue--
 		}
@@ -558,11 +561,16 @@ func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 // resentAt returns when psn was last resent (Unix nanoseconds), 0 if it
 // never was.
 func (s *selective) resentAt(psn packet.PSN) int64 {
-	if s.slots == nil {
-		return 0
-	}
-	if sl := &s.slots[srIndex(psn)]; sl.psn == psn {
+	if sl := s.lookup(psn); sl != nil {
 		return sl.at
+	}
+	return 0
+}
+
+// tries returns how many times psn was resent, 0 if it never was.
+func (s *selective) tries(psn packet.PSN) uint8 {
+	if sl := s.lookup(psn); sl != nil {
+		return sl.tries
 	}
 	return 0
 }

@@ -162,5 +162,5 @@ func (r *Requester) srWatchExpired(now time.Time) {
 	// The re-read may be lost too, and then nothing arrives to run
 	// srWatchRead again: watch it for as long as srMark waits before the
 	// next re-read (the interval doubled per earlier re-read).
-	s.watch.Arm(now.Add(d << min(s.slot(x).tries, srRecheckBackoff)))
+	s.watch.Arm(now.Add(d << min(s.tries(x), srRecheckBackoff)))
 }
