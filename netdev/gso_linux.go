@@ -70,7 +70,7 @@ func (c *UDPConn) pack(chunk []Message) (k, h int, err error) {
 		if src := m.Local; src.IsValid() && !src.IsUnspecified() {
 			n = putSourceCmsg(oob, src.Unmap())
 		}
-		if run > 1 || m.N > 0 && c.pagedTo(m.Addr.Addr()) {
+		if run > 1 || m.N > 0 && c.PagesTo(m.Addr.Addr()) {
 			n += putSegmentCmsg(oob[n:], m.N) // a single one: paged (paged_linux.go)
 		}
 		if n > 0 {

@@ -30,11 +30,6 @@ func probePaged(fd int) bool {
 // datagram's length plus a fixed overhead (rxe sizes its PSN window by it)
 // and where a datagram of any RoCE size fits the device MTU.
 func (c *UDPConn) PagesTo(dst netip.Addr) bool {
-	return c.pagedTo(dst)
-}
-
-// pagedTo is PagesTo.
-func (c *UDPConn) pagedTo(dst netip.Addr) bool {
 	if !c.paged.Load() {
 		return false
 	}
@@ -46,7 +41,7 @@ func (c *UDPConn) pagedTo(dst netip.Addr) bool {
 // m was sent paged and the kernel refused that (errno as for gsoRefusal);
 // paged sends are then off for good and m goes out again linear.
 func (c *UDPConn) pagedRefusal(m *Message, errno unix.Errno) bool {
-	if !c.pagedTo(m.Addr.Addr()) || !gsoRefusal(errno) {
+	if !c.PagesTo(m.Addr.Addr()) || !gsoRefusal(errno) {
 		return false
 	}
 	c.paged.Store(false)

@@ -32,7 +32,7 @@ type UDPConn struct {
 	stats    counters
 	gso      atomic.Bool // UDP_SEGMENT is available and has not failed
 	gro      bool        // UDP_GRO is on
-	paged    atomic.Bool // single datagrams to this host go out paged (pagedTo)
+	paged    atomic.Bool // single datagrams to this host go out paged (PagesTo)
 	rewrite  func(dgram []byte, from, to uint16)
 
 	rmu sync.Mutex // serialises ReadBatch; guards the fields below
