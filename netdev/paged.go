@@ -8,5 +8,14 @@ package netdev
 // bytes). Loopback measures n + 832 on Linux 6.18 (TestPagedSends).
 func PagedTruesize(n int) int { return n + pagedOverhead }
 
+// RunTruesize bounds the kernel memory per datagram that a receiving
+// socket on this host with UDP_GRO on is charged for a GSO run of segs
+// datagrams of n bytes that UDPConn sent (UDPConn.RunsTo): the loopback
+// device does not segment the run and a UDP_GRO socket queues it whole
+// (udp_queue_rcv_skb), so the run is one buffer whose overhead its
+// datagrams share. Loopback measures at most n + 832/segs
+// (TestGSORunCharge).
+func RunTruesize(n, segs int) int { return n + pagedOverhead/max(segs, 1) }
+
 // pagedOverhead is what PagedTruesize adds to a datagram's length.
 const pagedOverhead = 1024 + 256

@@ -37,6 +37,17 @@ func (c *UDPConn) PagesTo(dst netip.Addr) bool {
 	return dst.IsLoopback() || (dst.IsValid() && !dst.IsUnspecified() && dst == c.local.Addr())
 }
 
+// RunsTo reports whether c sends runs of equal-size datagrams to dst as
+// single GSO buffers that stay whole on their way to a socket of this
+// host: PagesTo(dst) and UDP_SEGMENT in use. Whether the receiving socket
+// takes them whole depends on its UDP_GRO (GRO); rxe assumes that a peer
+// on the loopback path has it when its own socket does (RunTruesize).
+func (c *UDPConn) RunsTo(dst netip.Addr) bool { return c.PagesTo(dst) && c.gso.Load() }
+
+// GRO reports whether c's socket has UDP_GRO on: it receives a GSO run of
+// this host whole, as one buffer charged once (RunTruesize).
+func (c *UDPConn) GRO() bool { return c.gro }
+
 // pagedRefusal reports whether the failed single-datagram header holding
 // m was sent paged and the kernel refused that (errno as for gsoRefusal);
 // paged sends are then off for good and m goes out again linear.

@@ -1,6 +1,7 @@
 package netdev
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -74,6 +75,72 @@ func TestPagedSends(t *testing.T) {
 				require.Eventually(t, func() bool { return rmemAlloc(t, rx2) >= count*size },
 					time.Second, time.Millisecond, "the datagrams arrive")
 				require.Greater(t, rmemAlloc(t, rx2), count*PagedTruesize(size), "a linear datagram costs more")
+			})
+		}
+	}
+}
+
+// TestGSORunCharge: a run of equal-size datagrams that a UDPConn sends to
+// a loopback address with GSO reaches a socket with UDP_GRO as one buffer,
+// charged at most RunTruesize per datagram for the run's length: runs of
+// two (a 4 KiB RoCE packet with a RETH, then a shorter one, as two-packet
+// WRITEs go out) and of fifteen (a GSO buffer's worth). A socket without
+// UDP_GRO gets the run segmented, one buffer per datagram, and is charged
+// more: rxe's window assumes runs (netdev.RunTruesize) only toward a
+// receiver with GRO.
+func TestGSORunCharge(t *testing.T) {
+	const long, short = 4096 + 28 + 16, 4096 + 28 // UDP payloads of a RoCE WRITE FIRST and LAST
+	for _, fam := range families {
+		for _, run := range []int{2, 15} {
+			t.Run(fmt.Sprintf("%s/run=%d", fam.name, run), func(t *testing.T) {
+				if fam.needsIPv6 {
+					skipNoIPv6(t)
+				}
+				tx := listen(t, fam.lo, Options{BlockingWrite: true, RewriteIPv4ID: (&idRecorder{}).rewrite})
+				if !tx.RunsTo(fam.lo) {
+					t.Skip("the kernel does not take UDP_SEGMENT")
+				}
+				require.False(t, tx.RunsTo(netip.MustParseAddr("192.0.2.1")), "runs are charged whole only on this host")
+				const runs = 8
+				send := func(rx *UDPConn) (datagrams, bytes int) {
+					msgs := newMsgs(run, long)
+					for i := range msgs {
+						msgs[i].N, msgs[i].Addr = long, rx.LocalAddr()
+					}
+					if run == 2 {
+						msgs[1].N = short
+					}
+					for range runs {
+						n, err := tx.WriteBatch(msgs)
+						require.NoError(t, err)
+						require.Equal(t, run, n)
+					}
+					for _, m := range msgs {
+						bytes += m.N
+					}
+					return runs * run, runs * bytes
+				}
+				rx := listen(t, fam.lo, Options{RecvBuffer: 1 << 20, NoForce: true})
+				if !rx.GRO() {
+					t.Skip("the kernel does not take UDP_GRO")
+				}
+				gso0 := tx.Stats().GSOBuffers
+				count, bytes := send(rx)
+				require.Equal(t, uint64(runs), tx.Stats().GSOBuffers-gso0, "one GSO buffer per run")
+				require.Eventually(t, func() bool { return rmemAlloc(t, rx) >= bytes },
+					time.Second, time.Millisecond, "the datagrams arrive")
+				charged := rmemAlloc(t, rx)
+				require.LessOrEqual(t, charged, count*RunTruesize(long, run), "charged per datagram: %d", charged/count)
+
+				// The control: without UDP_GRO the run is segmented on
+				// arrival and each datagram charged alone.
+				rx2 := listen(t, fam.lo, Options{RecvBuffer: 1 << 20, NoForce: true, NoGRO: true})
+				require.False(t, rx2.GRO())
+				count, bytes = send(rx2)
+				require.Eventually(t, func() bool { return rmemAlloc(t, rx2) >= bytes },
+					time.Second, time.Millisecond, "the datagrams arrive")
+				require.Greater(t, rmemAlloc(t, rx2), count*RunTruesize(long, run), "segmented datagrams cost more")
+				t.Logf("charged per datagram: %d with GRO, %d without (payload %d)", charged/count, rmemAlloc(t, rx2)/count, bytes/count)
 			})
 		}
 	}

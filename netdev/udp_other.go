@@ -30,6 +30,13 @@ func (c *UDPConn) BufferSizes() BufferSizes { return BufferSizes{} }
 // (Linux only: false here).
 func (c *UDPConn) PagesTo(dst netip.Addr) bool { return false }
 
+// RunsTo reports whether runs of datagrams to dst go out as GSO buffers
+// (Linux only: false here).
+func (c *UDPConn) RunsTo(dst netip.Addr) bool { return false }
+
+// GRO reports whether the socket has UDP_GRO on (Linux only: false here).
+func (c *UDPConn) GRO() bool { return false }
+
 // Stats returns a snapshot of the counters.
 func (c *UDPConn) Stats() Stats { return Stats{} }
 

@@ -135,47 +135,95 @@ func truesize(n int) int {
 	return 1<<bits.Len(uint(n+448-1)) + 256
 }
 
+// charge is how the receiving socket is charged for the datagrams of a
+// path (windowFor).
+type charge uint8
+
+const (
+	// chargeLinear: each datagram in a linear kernel buffer (truesize),
+	// as a NIC driver or a plain socket's loopback send gives.
+	chargeLinear charge = iota
+	// chargePaged: each datagram in page fragments
+	// (netdev.PagedTruesize), as netdev.UDPConn sends on the loopback
+	// path.
+	chargePaged
+	// chargeRuns: runs of datagrams as single GSO buffers that the
+	// receiving socket queues whole (netdev.RunTruesize for runs of
+	// minRun), as netdev.UDPConn sends with GSO on the loopback path to
+	// a UDP_GRO socket.
+	chargeRuns
+)
+
+// minRun is the run length windowFor assumes for chargeRuns. A GSO run
+// holds equal-size datagrams and may end with one shorter one
+// (netdev.UDPConn.runLength): the packets of a SEND, the MIDDLE and LAST
+// packets of a WRITE and the MIDDLE responses of a READ have one size,
+// and even two-packet WRITEs (a FIRST carrying a RETH, then a shorter
+// LAST) go out as runs of two. Runs of one are rare (one-packet messages
+// each longer than the one before, or a transmit pass that ends after one
+// datagram); a window full of them is charged at most the paged size, 66
+// × (4192 + 832) bytes at 4 KiB for a stock 416 KiB buffer: within the
+// buffer, only without the quarter kept for UDP's lazy release.
+const minRun = 2
+
 // windowFor returns the PSN window that keeps a burst of PMTU-sized
 // packets within three quarters of a receive buffer of buf bytes (as
 // getsockopt reports it), between requester's minimum useful window (8)
 // and DefaultWindow; 0 if buf is 0 (unknown: the default window). Each
-// packet is charged truesize, or netdev.PagedTruesize if paged (the
-// datagrams are sent paged on a path that stays in the host: the receiver
-// is charged the sender's buffer, half of a linear one at 4 KiB). The
-// quarter left is what UDP frees lazily (udp_rmem_release holds back up
-// to a quarter of the buffer while datagrams wait in its reader queue).
-func windowFor(buf, pmtu int, paged bool) int {
+// packet is charged as c says: truesize (linear), netdev.PagedTruesize
+// (paged: the receiver on this host is charged the sender's buffer, half
+// of a linear one at 4 KiB), or netdev.RunTruesize for runs of minRun
+// (runs: a GSO run's overhead is charged once). The quarter left is what
+// UDP frees lazily (udp_rmem_release holds back up to a quarter of the
+// buffer while datagrams wait in its reader queue).
+func windowFor(buf, pmtu int, c charge) int {
 	if buf <= 0 {
 		return 0
 	}
-	per := truesize(pmtu + maxHeaderBytes)
-	if paged {
-		per = netdev.PagedTruesize(pmtu + maxHeaderBytes)
+	n := pmtu + maxHeaderBytes
+	per := truesize(n)
+	switch c {
+	case chargePaged:
+		per = netdev.PagedTruesize(n)
+	case chargeRuns:
+		per = netdev.RunTruesize(n, minRun)
 	}
-	n := buf * 3 / 4 / per
-	return min(max(n, 8), requester.DefaultWindow)
+	w := buf * 3 / 4 / per
+	return min(max(w, 8), requester.DefaultWindow)
 }
 
 // pagedSender is the optional capability of a netdev.Conn that sends
-// datagrams to some destinations in page fragments (netdev.UDPConn has
-// it).
+// datagrams to some destinations in page fragments, and runs of them as
+// GSO buffers (netdev.UDPConn has it).
 type pagedSender interface {
 	PagesTo(dst netip.Addr) bool
+	RunsTo(dst netip.Addr) bool
+	GRO() bool
 }
 
-// pagesTo reports whether every netdev of the device sends its datagrams
-// to dst paged (netdev.UDPConn.PagesTo: dst is on the loopback path).
-func (d *Device) pagesTo(dst netip.Addr) bool {
+// chargeTo returns how a socket on the path to dst is charged for what
+// the device sends there, and for what a gorxe peer there sends back:
+// chargeRuns if every netdev of the device sends GSO runs to dst and
+// receives them whole (netdev.UDPConn.RunsTo and GRO; a peer on the
+// loopback path shares this kernel and is taken to receive with UDP_GRO
+// as this device does, which gorxe turns on by default), chargePaged if
+// every netdev sends to dst paged (PagesTo: dst is on the loopback path),
+// else chargeLinear.
+func (d *Device) chargeTo(dst netip.Addr) charge {
 	if len(d.conns) == 0 {
-		return false
+		return chargeLinear
 	}
-	for _, c := range d.conns {
-		p, ok := c.(pagedSender)
-		if !ok || !p.PagesTo(dst) {
-			return false
+	c := chargeRuns
+	for _, conn := range d.conns {
+		p, ok := conn.(pagedSender)
+		switch {
+		case !ok || !p.PagesTo(dst):
+			return chargeLinear
+		case !p.RunsTo(dst) || !p.GRO():
+			c = chargePaged
 		}
 	}
-	return true
+	return c
 }
 
 // maxHeaderBytes is what a RoCE datagram adds to its payload on the wire
@@ -218,19 +266,20 @@ func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
 // after every part (the window, which counts response PSNs, has room for
 // the next request only once the last response is in).
 //
-// Packets count at the paged size when this device sends to the peer
-// paged (Device.pagesTo: the peer is on the loopback path). The peer's
-// packets into our buffer (READ responses) count so too then: a peer
-// that announces its buffer is a gorxe device, whose UDP sockets page
-// what they send on the loopback path of the same kernel.
+// Packets count as Device.chargeTo says for the peer's address: in GSO
+// runs or paged when the peer is on the loopback path. The peer's packets
+// into our buffer (READ responses) count so too then: a peer that
+// announces its buffer is a gorxe device, whose UDP sockets page what
+// they send on the loopback path of the same kernel, in GSO runs when
+// its GSO is on as ours is.
 func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
 	if qp.peerBuf.recv <= 0 {
 		return 0, 0
 	}
-	paged := qp.dev.pagesTo(qp.dest.Addr())
-	window = windowFor(qp.peerBuf.recv, pmtu, paged)
+	c := qp.dev.chargeTo(qp.dest.Addr())
+	window = windowFor(qp.peerBuf.recv, pmtu, c)
 	if own, _ := qp.dev.recvBufferInfo(); own > 0 {
-		window = min(window, windowFor(own, pmtu, paged))
+		window = min(window, windowFor(own, pmtu, c))
 	}
 	if window >= requester.DefaultWindow {
 		return 0, 0
