@@ -71,13 +71,33 @@ func (r *connReader) handle(n int) {
 	r.sendInline()
 }
 
-// dispatch checks and dispatches msgs[:n].
+// dispatch checks and dispatches msgs[:n]. After each flushBytes of
+// datagrams, if more remain, it runs a transmit pass (sendInline): the
+// ACKs and READ responses that the first part of a large batch made
+// ready then leave while the rest is handled, instead of after the whole
+// batch. A batch holds up to a whole PSN window of 4 KiB packets (one
+// recvmmsg takes everything queued, and GRO buffers hold 15 each), so
+// without the pass the requester hears nothing until the responder has
+// handled its whole window, and each window became a round trip of its
+// own (docs/performance.md, "ACKs within a batch"). Batches of small
+// packets never reach flushBytes and cost no extra pass.
 func (r *connReader) dispatch(n int) {
 	now := time.Now()
+	bytes := 0
 	for i := range n {
-		r.d.receive(now, &r.msgs[i], r)
+		m := &r.msgs[i]
+		r.d.receive(now, m, r)
+		if bytes += m.N; bytes >= flushBytes && i+1 < n {
+			r.sendInline()
+			bytes = 0
+		}
 	}
 }
+
+// flushBytes is how many bytes of datagrams dispatch handles between
+// transmit passes within a batch: sixteen 4 KiB packets, a 64 KiB
+// message, a quarter of the default PSN window.
+const flushBytes = 64 << 10
 
 // unlock releases gate. When it is taken back for us (a reader found it
 // held and left the socket to us: netdev.Gate.Unlock), the socket is read
