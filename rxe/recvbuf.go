@@ -163,7 +163,8 @@ const (
 // each longer than the one before, or a transmit pass that ends after one
 // datagram); a window full of them is charged at most the paged size, 66
 // × (4192 + 832) bytes at 4 KiB for a stock 416 KiB buffer: within the
-// buffer, only without the quarter kept for UDP's lazy release.
+// whole buffer, though not within the three quarters that leave room for
+// UDP's lazy release.
 const minRun = 2
 
 // windowFor returns the PSN window that keeps a burst of PMTU-sized
