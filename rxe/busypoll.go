@@ -35,6 +35,8 @@ type connReader struct {
 	gate netdev.Gate      // with shared: held by the goroutine reading and handling a batch
 	msgs []netdev.Message // the batch being read and handled (under gate with shared)
 
+	wakes []*CQ // scratch for Device.endBatch
+
 	polls      atomic.Uint64 // inline reads by busy-polling callers that found datagrams
 	polledPkts atomic.Uint64 // the datagrams they handled
 }
@@ -82,6 +84,8 @@ func (r *connReader) handle(n int) {
 // own (docs/performance.md, "ACKs within a batch"). Batches of small
 // packets never reach flushBytes and cost no extra pass.
 func (r *connReader) dispatch(n int) {
+	r.d.batches.Add(1)
+	defer r.d.endBatch(&r.wakes)
 	now := time.Now()
 	bytes := 0
 	for i := range n {
@@ -325,4 +329,29 @@ func (cq *CQ) PollsSocket() bool {
 		return true
 	}
 	return cq.dev.vecs[cq.vector].reader.shared != nil
+}
+
+// endBatch ends a batch that dispatch began: it wakes the CQ waiters whose
+// wake-up waited for the batch (CQ.wakeWaiter), taking them into *scratch
+// (the caller's, reused) so that no lock is held while it wakes them.
+func (d *Device) endBatch(scratch *[]*CQ) {
+	d.batches.Add(-1)
+	d.wakeMu.Lock()
+	if len(d.wakes) == 0 {
+		d.wakeMu.Unlock()
+		return
+	}
+	list := append((*scratch)[:0], d.wakes...)
+	clear(d.wakes)
+	d.wakes = d.wakes[:0]
+	d.wakeMu.Unlock()
+	for _, cq := range list {
+		cq.wakePending.Store(false)
+		select {
+		case cq.wake <- struct{}{}:
+		default:
+		}
+	}
+	clear(list)
+	*scratch = list[:0]
 }

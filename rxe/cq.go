@@ -55,6 +55,10 @@ type CQ struct {
 	// busy is set by the first BusyPoll: PostSend on the CQ's QPs then
 	// sends on the poster's goroutine (busypoll.go).
 	busy atomic.Bool
+	// wakePending is set while the CQ waits in Device.wakes for the end
+	// of a batch to wake its Wait (wakeWaiter).
+	wakePending atomic.Bool
+
 	// unsent is set when a BusyPoll handled datagrams and left the packets
 	// they made ready for the next BusyPoll (or a PostSend) to send.
 	unsent atomic.Bool
@@ -229,10 +233,7 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		cq.armed = false
 	}
 	cq.mu.Unlock()
-	select {
-	case cq.wake <- struct{}{}:
-	default:
-	}
+	cq.wakeWaiter()
 	if fire {
 		select {
 		case cq.ch.C <- cq:
@@ -241,4 +242,33 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		}
 	}
 	return true
+}
+
+// wakeWaiter wakes a goroutine sleeping in Wait: at once, or, while a
+// receive goroutine (or a busy poller) of the device is handling a batch of
+// datagrams, when the batch is handled (Device.endBatch). A batch of
+// SENDs completes a receive per message; woken per completion, the waiter
+// ran once per message on the other processor and contended for the QP
+// with the goroutine completing them (docs/performance.md, "Waking CQ
+// waiters once per batch"). A waiter woken a batch late still finds every
+// completion: Wait polls before it sleeps again.
+func (cq *CQ) wakeWaiter() {
+	d := cq.dev
+	if d.batches.Load() > 0 && !cq.wakePending.Load() {
+		d.wakeMu.Lock()
+		if d.batches.Load() > 0 {
+			if !cq.wakePending.Swap(true) {
+				d.wakes = append(d.wakes, cq)
+			}
+			d.wakeMu.Unlock()
+			return
+		}
+		d.wakeMu.Unlock()
+	} else if cq.wakePending.Load() {
+		return // an endBatch to come wakes it
+	}
+	select {
+	case cq.wake <- struct{}{}:
+	default:
+	}
 }

@@ -22,9 +22,17 @@ type Device struct {
 	activeMTU MTU
 	attr      DeviceAttr
 
-	mrs    mrTable
-	qps    qpTable
-	nextPD atomic.Uint32
+	mrs mrTable
+	qps qpTable
+
+	// batches counts the batches of datagrams being handled (connReader
+	// dispatch); while it is not zero, CQ waiters are woken at the end of
+	// the batch (CQ.wakeWaiter, endBatch). wakes holds the CQs to wake,
+	// under wakeMu.
+	batches atomic.Int32
+	wakeMu  sync.Mutex
+	wakes   []*CQ
+	nextPD  atomic.Uint32
 
 	vecs    []*vector
 	vecMu   sync.Mutex

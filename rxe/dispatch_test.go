@@ -1,9 +1,12 @@
 package rxe
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
@@ -115,4 +118,76 @@ func TestACKWithinBatch(t *testing.T) {
 		}
 	}
 	require.Positive(t, own, "the first WRITE's ACK never left before the second WRITE was handled")
+}
+
+// TestCQWakeOncePerBatch: eight SENDs reach the responder's device in one
+// batch while a goroutine sleeps in CQ.Wait on its receive CQ. The waiter
+// is woken when the batch has been handled (CQ.wakeWaiter, endBatch), not
+// at the first of the eight completions, so its first Wait returns all
+// eight. synctest.Wait makes sure the waiter sleeps before the SENDs go.
+func TestCQWakeOncePerBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+		const msgs = 8
+		da, err := Open(ca, Options{Name: "wake-a", OwnConn: true, CompVectors: 1})
+		require.NoError(t, err)
+		defer da.Close()
+		db, err := Open(&burstConn{Conn: cb, min: msgs}, Options{Name: "wake-b", OwnConn: true, CompVectors: 1})
+		require.NoError(t, err)
+		defer db.Close()
+		a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
+		connectVirtual(t, a, b)
+		for i := range msgs {
+			_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{b.mr.SGE(i*64, 64)}})
+			require.NoError(t, err)
+		}
+		got := make(chan int, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			wcs := make([]WC, 2*msgs)
+			n, err := b.cq.Wait(ctx, wcs)
+			if err != nil {
+				n = -1
+			}
+			got <- n
+		}()
+		synctest.Wait() // the waiter sleeps in Wait
+		for i := range msgs {
+			_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, SGList: []SGE{a.mr.SGE(i*64, 64)}})
+			require.NoError(t, err)
+		}
+		require.Equal(t, msgs, <-got, "the waiter's first Wait returns the whole batch's completions")
+	})
+}
+
+// TestCQWakeAfterBatch: while a batch is being handled (Device.batches, as
+// connReader.dispatch counts it) completions queue without waking a CQ
+// waiter, the CQ waits once in Device.wakes, and endBatch wakes it; outside
+// a batch a completion wakes it at once.
+func TestCQWakeAfterBatch(t *testing.T) {
+	ca, _ := netdev.NewPipe()
+	d, err := Open(ca, Options{Name: "wake", OwnConn: true, CompVectors: 1})
+	require.NoError(t, err)
+	defer d.Close()
+	cq, err := d.CreateCQ(16, -1)
+	require.NoError(t, err)
+
+	d.batches.Add(1)
+	for i := range 3 {
+		require.True(t, cq.push(&WC{ID: uint64(i)}, false))
+	}
+	require.Empty(t, cq.wake, "no wake-up while the batch is handled")
+	d.wakeMu.Lock()
+	require.Equal(t, []*CQ{cq}, d.wakes, "the CQ waits once for the end of the batch")
+	d.wakeMu.Unlock()
+	var scratch []*CQ
+	d.endBatch(&scratch)
+	require.Len(t, cq.wake, 1, "woken at the end of the batch")
+	require.False(t, cq.wakePending.Load())
+	require.Equal(t, 3, cq.Poll(make([]WC, 8)))
+
+	<-cq.wake
+	require.True(t, cq.push(&WC{ID: 9}, false))
+	require.Len(t, cq.wake, 1, "outside a batch a completion wakes at once")
 }
