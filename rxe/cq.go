@@ -253,19 +253,19 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 // waiters once per batch"). A waiter woken a batch late still finds every
 // completion: Wait polls before it sleeps again.
 func (cq *CQ) wakeWaiter() {
-	d := cq.dev
-	if d.batches.Load() > 0 && !cq.wakePending.Load() {
+	if cq.wakePending.Load() {
+		return // it is in Device.wakes: endBatch wakes it
+	}
+	if d := cq.dev; d.batches.Load() > 0 {
 		d.wakeMu.Lock()
-		if d.batches.Load() > 0 {
-			if !cq.wakePending.Swap(true) {
-				d.wakes = append(d.wakes, cq)
-			}
-			d.wakeMu.Unlock()
-			return
+		deferred := d.batches.Load() > 0
+		if deferred && !cq.wakePending.Swap(true) {
+			d.wakes = append(d.wakes, cq)
 		}
 		d.wakeMu.Unlock()
-	} else if cq.wakePending.Load() {
-		return // an endBatch to come wakes it
+		if deferred {
+			return
+		}
 	}
 	select {
 	case cq.wake <- struct{}{}:
