@@ -125,7 +125,9 @@ func (cq *CQ) Poll(wcs []WC) int {
 // Wait polls like Poll but blocks until at least one completion is there,
 // ctx is done (it returns ctx.Err()), or the CQ is destroyed or its device
 // closed (ErrClosed, once the completions queued by then, the flush
-// completions of Device.Close included, have been taken).
+// completions of Device.Close included, have been taken). Completions made
+// while the device handles a batch of received datagrams wake it once,
+// when the batch has been handled, so that it returns them together.
 func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 	if len(wcs) == 0 {
 		return 0, fmt.Errorf("%w: empty slice", ErrInvalidArgument)
