@@ -1,9 +1,11 @@
 package faults_test
 
 import (
+	"bytes"
 	"runtime"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
@@ -54,6 +56,22 @@ func nonClosed(err error) error {
 	return err
 }
 
+// pumps returns the number of receive pump goroutines of this process:
+// those that faults.Wrap created (its only goroutine, recvSide.pump), from
+// the stacks of all goroutines, whether they have started or not.
+// Counting goroutines with runtime.NumGoroutine also counted those of
+// earlier tests that were still exiting, and once came out at -1.
+func pumps() int {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return bytes.Count(buf[:n], []byte("created by github.com/gorxe/gorxe/netdev/faults.Wrap "))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
 // Only rules that hold, delay or duplicate datagrams need the pump
 // goroutine.
 func TestReceivePumpOnlyWhenNeeded(t *testing.T) {
@@ -67,11 +85,12 @@ func TestReceivePumpOnlyWhenNeeded(t *testing.T) {
 		{"reorder=0.1,dir=recv", true},
 		{"delay=0.1,dir=recv", true},
 	} {
+		require.Eventually(t, func() bool { return pumps() == 0 }, 10*time.Second, time.Millisecond,
+			"the pumps of earlier tests end")
 		synctest.Test(t, func(t *testing.T) {
 			a, b := netdev.NewPipe()
-			before := runtime.NumGoroutine()
 			fb := faults.Wrap(b, faults.Config{Seed: 1, Rules: mustRules(t, tc.rule)})
-			started := runtime.NumGoroutine() - before
+			started := pumps()
 			require.NoError(t, fb.Close())
 			require.NoError(t, a.Close())
 			synctest.Wait()
