@@ -121,10 +121,14 @@ func TestACKWithinBatch(t *testing.T) {
 }
 
 // TestCQWakeOncePerBatch: eight SENDs reach the responder's device in one
-// batch while a goroutine sleeps in CQ.Wait on its receive CQ. The waiter
-// is woken when the batch has been handled (CQ.wakeWaiter, endBatch), not
-// at the first of the eight completions, so its first Wait returns all
-// eight. synctest.Wait makes sure the waiter sleeps before the SENDs go.
+// batch while a goroutine sleeps in CQ.Wait on its receive CQ
+// (synctest.Wait makes sure it sleeps before the SENDs go). The wake-up
+// that endBatch sends for the batch reaches it, and its first Wait returns
+// all eight completions: a wake-up lost between CQ.wakeWaiter and endBatch
+// would leave it asleep and fail the test. That the wake-up waits for the
+// end of the batch is checked by TestCQWakeAfterBatch; an immediate wake
+// passes this test too, since the batch is handled before the woken
+// goroutine polls.
 func TestCQWakeOncePerBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
