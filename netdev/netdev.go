@@ -112,6 +112,22 @@ type SharedReader interface {
 	TryReadBatch(msgs []Message) (n int, err error)
 }
 
+// AsSharedReader returns conn as a SharedReader if its datagrams can be
+// read so: conn implements SharedReader and, if it also has a method
+// SharesReads() bool (a decorator that can read in turn only when its
+// inner Conn can, and only with some of its rules), that method returns
+// true.
+func AsSharedReader(conn Conn) (SharedReader, bool) {
+	s, ok := conn.(SharedReader)
+	if !ok {
+		return nil, false
+	}
+	if d, ok := conn.(interface{ SharesReads() bool }); ok && !d.SharesReads() {
+		return nil, false
+	}
+	return s, true
+}
+
 // Gate is the lock that a SharedReader's readers hold while they read and
 // handle a batch. Only ReadBatchGated blocks, and never on the gate: when
 // it finds the gate held it records that it left the socket to the holder

@@ -43,7 +43,7 @@ type connReader struct {
 
 func newConnReader(d *Device, conn netdev.Conn, served []*vector) *connReader {
 	r := &connReader{d: d, conn: conn, served: served, msgs: make([]netdev.Message, conn.BatchSize())}
-	r.shared, _ = conn.(netdev.SharedReader)
+	r.shared, _ = netdev.AsSharedReader(conn)
 	for i := range r.msgs {
 		r.msgs[i].Buf = make([]byte, rxBufSize)
 	}
@@ -173,6 +173,11 @@ func (r *connReader) poll() int {
 	if r.shared == nil || !r.gate.TryLock() {
 		return 0
 	}
+	return r.pollLocked()
+}
+
+// pollLocked is poll once the gate is taken; it releases it.
+func (r *connReader) pollLocked() int {
 	total := 0
 	for {
 		n, err := r.shared.TryReadBatch(r.msgs)

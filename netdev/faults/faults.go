@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -127,6 +128,9 @@ var (
 	errClosed                = fmt.Errorf("faults: %w", net.ErrClosed)
 	errLocalDrop error       = netdev.DropError{Errno: syscall.ENOBUFS}
 	_            netdev.Conn = (*Conn)(nil)
+	// errNotShared is returned by the netdev.SharedReader methods of a
+	// Conn that does not read in turn (SharesReads).
+	errNotShared = fmt.Errorf("faults: reading in turn needs an inner netdev.SharedReader and receive rules that only drop or corrupt: %w", errors.ErrUnsupported)
 )
 
 // Wrap returns a Conn that sends and receives through inner, applying

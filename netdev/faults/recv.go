@@ -175,29 +175,36 @@ func (r *recvSide) readDirect(msgs []netdev.Message) (int, error) {
 			}
 			return 0, err
 		}
-		kept := 0
-		for i := range msgs[:n] {
-			b := msgs[i].Buf[:msgs[i].N]
-			d := r.eng.decide(b)
-			if d.rule != nil {
-				switch d.rule.Action {
-				case Drop:
-					r.c.act(Recv, Drop, b)
-					continue
-				case Corrupt:
-					flip(b, d.bit)
-					r.c.act(Recv, Corrupt, b)
-				}
-			}
-			if kept != i {
-				msgs[kept], msgs[i] = msgs[i], msgs[kept]
-			}
-			kept++
-		}
-		if kept > 0 {
+		if kept := r.decideDirect(msgs[:n]); kept > 0 {
 			return kept, nil
 		}
 	}
+}
+
+// decideDirect applies the drop and corrupt rules to msgs, in order, and
+// returns how many are kept: those move to the front, the dropped ones
+// behind them.
+func (r *recvSide) decideDirect(msgs []netdev.Message) int {
+	kept := 0
+	for i := range msgs {
+		b := msgs[i].Buf[:msgs[i].N]
+		d := r.eng.decide(b)
+		if d.rule != nil {
+			switch d.rule.Action {
+			case Drop:
+				r.c.act(Recv, Drop, b)
+				continue
+			case Corrupt:
+				flip(b, d.bit)
+				r.c.act(Recv, Corrupt, b)
+			}
+		}
+		if kept != i {
+			msgs[kept], msgs[i] = msgs[i], msgs[kept]
+		}
+		kept++
+	}
+	return kept
 }
 
 // read is ReadBatch with receive rules.
