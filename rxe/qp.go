@@ -43,6 +43,7 @@ type QP struct {
 	ureq      *requester.Unreliable // UC and UD send side (req is nil; unreliable.go)
 	uresp     *responder.Unreliable // UC and UD receive side (resp is nil)
 	timerAt   time.Time             // the requester's deadline (timers.go)
+	readFor   time.Time             // the deadline the socket was last read for (readBeforeTimeout)
 	localDrop localDrop             // datagrams the local host refused, and the back-off
 	drainSent bool
 	destroyed bool
