@@ -115,7 +115,8 @@ func TestLatEventsSleep(t *testing.T) {
 // TestBusyPollFlag: --busy-poll runs the latency tests to the end, with a
 // short spin (then CQ.Wait) and with one longer than any wait (spinning
 // only, on CQ.BusyPoll, which reads the socket: both ends of --loopback
-// spin in this process), and is refused when negative or together with -e.
+// spin in this process), and is refused when negative, together with -e,
+// or on a bandwidth test (which would ignore it).
 func TestBusyPollFlag(t *testing.T) {
 	for _, cmd := range []string{"send-lat", "write-lat", "read-lat"} {
 		for _, spin := range []string{"50us", "1s"} {
@@ -124,11 +125,13 @@ func TestBusyPollFlag(t *testing.T) {
 			require.Contains(t, out, "t_typical")
 		}
 	}
-	for _, tc := range []struct{ args, want []string }{
-		{[]string{"--busy-poll", "-1ms"}, []string{"not negative"}},
-		{[]string{"--busy-poll", "1ms", "-e"}, []string{"give one of them"}},
+	for _, tc := range []struct{ cmd, args, want []string }{
+		{[]string{"send-lat"}, []string{"--busy-poll", "-1ms"}, []string{"not negative"}},
+		{[]string{"send-lat"}, []string{"--busy-poll", "1ms", "-e"}, []string{"give one of them"}},
+		{[]string{"write-bw"}, []string{"--busy-poll", "1ms"}, []string{"applies to the latency tests", "write-bw waits in CQ.Wait"}},
 	} {
-		_, errOut, code := runCmd(t, append([]string{"send-lat", "--loopback", "--udp-port", "0", "-n", "200"}, tc.args...)...)
+		args := append(append(tc.cmd, "--loopback", "--udp-port", "0", "-n", "200"), tc.args...)
+		_, errOut, code := runCmd(t, args...)
 		require.NotZero(t, code)
 		for _, w := range tc.want {
 			require.Contains(t, errOut, w)

@@ -428,12 +428,17 @@ func inRange(get func(o *options) int, lo, hi int, format string) validation {
 // validations are the checks of the settings that do not depend on the
 // duration mode, in the order their errors are reported.
 var validations = []validation{
-	func(o *options, _ Test) error {
+	func(o *options, t Test) error {
 		switch {
 		case o.busyPoll < 0:
 			return fmt.Errorf("--busy-poll %v: not negative", o.busyPoll)
 		case o.busyPoll > 0 && o.events:
 			return errors.New("--busy-poll spins on the CQ, -e sleeps on CQ events: give one of them")
+		case o.busyPoll > 0 && !t.lat:
+			// The bandwidth loops block in CQ.Wait: spinning there starved
+			// the device's goroutines (docs/performance.md, "rxectl's
+			// 2-byte message rate, tried this session").
+			return fmt.Errorf("--busy-poll applies to the latency tests; %s waits in CQ.Wait", t.cmd)
 		}
 		return nil
 	},
