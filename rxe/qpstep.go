@@ -183,8 +183,8 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 // response, no answer to a probe or a re-read for some time. On a busy
 // host that silence is often this end's own: the answers wait unread in
 // the socket, or in a batch another goroutine is handling, while the Go
-// scheduler runs other goroutines (docs/performance.md, "Reading before
-// a timeout"). So once per deadline, where the socket can be read from
+// scheduler runs other goroutines (docs/performance.md, "Reading the
+// socket before a timeout"). So once per deadline, where the socket can be read from
 // any goroutine (netdev.SharedReader), the QP first reads its socket and
 // handles what is there, as a busy poller does (connReader.pollLocked),
 // and steps again; if another goroutine holds the socket's gate (it is
