@@ -108,3 +108,23 @@ func TestNames(t *testing.T) {
 		require.Equal(t, name, a.String())
 	}
 }
+
+// FuzzParseRule: a rule string never crashes the parser, and a rule it
+// accepts is valid and survives the String round trip.
+func FuzzParseRule(f *testing.F) {
+	for _, s := range []string{"drop=0.01", "drop=RC_RDMA_READ_RESPONSE_MIDDLE#3,dir=send", "drop=#5-7",
+		"reorder=0.05,by=3,op=RC_SEND_MIDDLE,max=2ms", "delay=1%,by=5ms", "corrupt=RC_RDMA_READ_RESPONSE_*#1",
+		"local-drop=#2,dir=send", "dup=0.01, dir=both", "drop=0x11|0x12#2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := faults.ParseRule(s)
+		if err != nil {
+			return
+		}
+		require.NoError(t, r.Validate(), s)
+		back, err := faults.ParseRule(r.String())
+		require.NoError(t, err, "%q -> %q", s, r.String())
+		require.Equal(t, r, back, "%q -> %q", s, r.String())
+	})
+}

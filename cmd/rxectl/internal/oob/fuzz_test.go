@@ -1,0 +1,66 @@
+package oob
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzParseKeyMsg: a peer's key message never crashes the parser, and one
+// it accepts is exactly the lowercase form of what Marshal makes of the
+// parsed fields (the layout is fixed; perftest's strtol accepts any case).
+func FuzzParseKeyMsg(f *testing.F) {
+	f.Add(KeyMsg{LID: 1, OutReads: 16, QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40, SRQN: 7}.Marshal())
+	f.Add([]byte(strings.ToUpper(string(KeyMsg{QPN: 0xabcdef, GID: [16]byte{10: 0xff, 11: 0xff}}.Marshal()))))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := ParseKeyMsg(b)
+		if err != nil {
+			return
+		}
+		require.Equal(t, strings.ToLower(string(b)), string(k.Marshal()))
+		require.LessOrEqual(t, k.QPN, uint32(0xFFFFFF))
+		require.LessOrEqual(t, k.PSN, uint32(0xFFFFFF))
+	})
+}
+
+// FuzzParseVersionMsg: a peer's version message never crashes the parser,
+// what it reads of an rxectl peer's offer stays within the encoding's
+// bounds, and an offer read back from the message we would send for it is
+// the same offer.
+func FuzzParseVersionMsg(f *testing.F) {
+	f.Add(VersionMsg(4791))
+	f.Add(VersionMsgOffer(4791, Offer{RecvBuffer: 212992, RecvSockets: 2, SelectiveRepeat: true}))
+	f.Add([]byte("6.06\x00"))
+	f.Add([]byte("5.5\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v := ParseVersionMsg(b)
+		require.NotContains(t, v.Text, "\x00")
+		if !v.RxeCtl {
+			require.Zero(t, v.Offer)
+			return
+		}
+		require.Zero(t, v.RecvBuffer%recvBufUnit)
+		require.LessOrEqual(t, v.RecvBuffer, 0xFFFF*recvBufUnit)
+		require.LessOrEqual(t, v.RecvSockets, socketsMask)
+		back := ParseVersionMsg(VersionMsgOffer(v.UDPPort, v.Offer))
+		require.True(t, back.RxeCtl)
+		require.Equal(t, v.UDPPort, back.UDPPort)
+		require.Equal(t, v.Offer, back.Offer)
+	})
+}
+
+// FuzzParseMTUMsg: a peer's MTU message never crashes the parser, and the
+// messages we send for the MTU enums read back as those enums.
+func FuzzParseMTUMsg(f *testing.F) {
+	for enum := range 10 {
+		f.Add(MTUMsg(enum))
+	}
+	f.Add([]byte("-1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_ = ParseMTUMsg(b)
+		if len(b) == MTUMsgSize && b[0] >= '0' && b[0] <= '9' && b[1] == 0 {
+			require.Equal(t, int(b[0]-'0'), ParseMTUMsg(b))
+		}
+	})
+}
