@@ -225,7 +225,8 @@ func (r *connReader) pollLocked() int {
 //
 // The socket is read only where the device's netdev can be shared with the
 // receive goroutine (netdev.SharedReader: a netdev.UDPConn, as Listen
-// opens; not a PipeConn or a wrapping Conn); otherwise BusyPoll is Poll.
+// opens, or a decorator over one that reads in turn, netdev.AsSharedReader;
+// not a PipeConn); otherwise BusyPoll is Poll.
 // The receive goroutine keeps serving the socket whenever no caller polls.
 func (cq *CQ) BusyPoll(wcs []WC) int {
 	if cq.unsent.Load() && cq.unsent.Swap(false) {

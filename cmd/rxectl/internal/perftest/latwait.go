@@ -12,7 +12,8 @@ import (
 
 // spinners counts the goroutines of this process in busyPoll that spin
 // on a CQ whose socket they cannot read (CQ.PollsSocket false: a device
-// on a wrapped netdev, --pcap or fault injection). At most GOMAXPROCS-1 of
+// on a wrapped netdev that cannot read in turn: --pcap, or fault
+// injection with rules that hold, delay or duplicate datagrams). At most GOMAXPROCS-1 of
 // them spin at once (with --loopback both ends run in this process, and on
 // a two-CPU machine only one of them spins), so that spinning never keeps
 // every processor from reading the network for long. A spinner that reads
