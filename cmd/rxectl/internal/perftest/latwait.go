@@ -13,12 +13,12 @@ import (
 // spinners counts the goroutines of this process in busyPoll that spin
 // on a CQ whose socket they cannot read (CQ.PollsSocket false: a device
 // on a wrapped netdev that cannot read in turn: --pcap, or fault
-// injection with rules that hold, delay or duplicate datagrams). At most GOMAXPROCS-1 of
-// them spin at once (with --loopback both ends run in this process, and on
-// a two-CPU machine only one of them spins), so that spinning never keeps
-// every processor from reading the network for long. A spinner that reads
-// the socket itself (CQ.BusyPoll) needs no idle processor and is not
-// counted.
+// injection with rules that hold, delay or duplicate datagrams). At most
+// GOMAXPROCS-1 of them spin at once (with --loopback both ends run in this
+// process, and on a two-CPU machine only one of them spins), so that
+// spinning never keeps every processor from reading the network for long.
+// A spinner that reads the socket itself (CQ.BusyPoll) needs no idle
+// processor and is not counted.
 var spinners atomic.Int32
 
 // latCheckEvery is how many empty polls pass between two looks at the
