@@ -1,9 +1,14 @@
 package rxe
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/stretchr/testify/require"
 )
 
@@ -65,5 +70,55 @@ func TestTimeoutReadsSocketFirst(t *testing.T) {
 	// but is no failure either.
 	if r.polledPkts.Load() == polledBefore {
 		t.Log("the receive goroutine read the ACK itself")
+	}
+}
+
+// TestFaultsReadInTurnUDP streams RDMA WRITEs and READs between two devices
+// on UDP sockets (with GRO), the receives of one passing a fault injector
+// that drops and corrupts: the injector reads in turn (netdev.SharedReader),
+// so the receive goroutine, busy pollers and deadlines read its datagrams
+// under the gate, with and without selective repeat. Every byte arrives,
+// and the rules did act.
+func TestFaultsReadInTurnUDP(t *testing.T) {
+	for _, sr := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sr=%v", sr), func(t *testing.T) {
+			var devs [2]*Device
+			var fc *faults.Conn
+			for i, addr := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
+				c, err := netdev.ListenUDP(netip.MustParseAddrPort(addr), SocketOptions(Options{}))
+				require.NoError(t, err)
+				var conn netdev.Conn = c
+				if i == 0 {
+					// The counted rules make sure that both actions act;
+					// the random ones spread more faults.
+					var rs []faults.Rule
+					for _, s := range []string{"drop=0.02,dir=recv", "corrupt=0.01,dir=recv",
+						"drop=RC_RDMA_READ_RESPONSE_MIDDLE#7,dir=recv", "corrupt=RC_RDMA_READ_RESPONSE_MIDDLE#20,dir=recv"} {
+						r, err := faults.ParseRule(s)
+						require.NoError(t, err)
+						rs = append(rs, r)
+					}
+					fc = faults.Wrap(c, faults.Config{Seed: 5, Rules: rs})
+					conn = fc
+				}
+				d, err := Open(conn, Options{Name: fmt.Sprintf("rxe-%d", i), LinkMTU: 9000, OwnConn: true})
+				require.NoError(t, err)
+				t.Cleanup(func() { d.Close() })
+				devs[i] = d
+			}
+			require.NotNil(t, devs[0].vecs[0].reader.shared, "the injector reads in turn")
+			a, b := newEnd(t, devs[0], testBufSize), newEnd(t, devs[1], testBufSize)
+			ia, ib := a.qp.Info(rand.Uint32()), b.qp.Info(rand.Uint32())
+			ia.SelectiveRepeat, ib.SelectiveRepeat = sr, sr
+			o := ConnectOptions{MTU: MTU4096, NoSelectiveRepeat: !sr}
+			require.NoError(t, a.qp.Connect(ia, ib, o))
+			require.NoError(t, b.qp.Connect(ib, ia, o))
+			stream(t, a, b, WRRDMAWrite, 1)
+			stream(t, a, b, WRRDMARead, 2)
+			require.Equal(t, sr, a.qp.Query().SelectiveRepeat, "selective repeat as negotiated")
+			st := fc.Stats().Recv
+			require.Positive(t, st.Dropped)
+			require.Positive(t, st.Corrupted)
+		})
 	}
 }
