@@ -167,9 +167,11 @@ func (g *Gate) take() bool {
 	return g.mu.TryLock()
 }
 
-// release unlocks the gate for a reader that is about to read the socket
-// again or stop: a retaken gate is unlocked again at once.
-func (g *Gate) release() {
+// Release unlocks the gate for a reader that is about to read the socket
+// again or stop: a gate retaken by Unlock is unlocked again at once,
+// without reading (the reader's next read, or a later one, takes what is
+// there).
+func (g *Gate) Release() {
 	for g.Unlock() {
 	}
 }

@@ -98,7 +98,7 @@ func (c *UDPConn) ReadBatchGated(msgs []Message, gate *Gate) (int, error) {
 		g.msgs = nil
 		if err != nil {
 			if g.locked {
-				gate.release()
+				gate.Release()
 			}
 			return 0, err // closed: a *net.OpError wrapping net.ErrClosed
 		}
@@ -109,7 +109,7 @@ func (c *UDPConn) ReadBatchGated(msgs []Message, gate *Gate) (int, error) {
 		if n > 0 {
 			return n, nil
 		}
-		gate.release() // the next attempt reads until the socket is empty
+		gate.Release() // the next attempt reads until the socket is empty
 		if err != nil {
 			return 0, err
 		}

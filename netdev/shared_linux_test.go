@@ -51,7 +51,7 @@ func (s *sharedReaders) unlock(msgs []Message, who int) error {
 		for {
 			n, err := s.c.TryReadBatch(msgs)
 			if err != nil {
-				s.gate.release()
+				s.gate.Release()
 				return err
 			}
 			if n == 0 {
@@ -100,7 +100,7 @@ func (s *sharedReaders) polling(stop <-chan struct{}, done chan<- error) {
 			s.record(msgs, n, 1)
 			err = s.unlock(msgs, 1)
 		} else {
-			s.gate.release()
+			s.gate.Release()
 		}
 		if err != nil {
 			done <- err
@@ -200,6 +200,6 @@ func TestGateHandBack(t *testing.T) {
 	require.False(t, g.TryLock(), "the holder has the gate again")
 	require.False(t, g.Unlock(), "the miss was served")
 	require.True(t, g.take(), "free: the blocking reader takes it")
-	g.release()
+	g.Release()
 	require.True(t, g.TryLock())
 }

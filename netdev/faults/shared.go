@@ -48,12 +48,12 @@ func (c *Conn) ReadBatchGated(msgs []netdev.Message, gate *netdev.Gate) (int, er
 					return k, nil
 				}
 				if err != nil {
-					release(gate)
+					gate.Release()
 					return 0, err
 				}
 			}
 			if n, err = s.TryReadBatch(msgs); err != nil {
-				release(gate)
+				gate.Release()
 				return 0, err
 			}
 			if n == 0 && !gate.Unlock() {
@@ -123,12 +123,5 @@ func (r *recvSide) decideFill(s netdev.SharedReader, msgs []netdev.Message, n in
 		if n == 0 {
 			return kept, nil
 		}
-	}
-}
-
-// release unlocks gate after an error without reading again, as
-// netdev.UDPConn does after its own errors.
-func release(gate *netdev.Gate) {
-	for gate.Unlock() {
 	}
 }

@@ -110,16 +110,14 @@ func TestSharedReadsSameFaults(t *testing.T) {
 				require.NoError(t, err)
 				require.Positive(t, k)
 				take(k)
-				for gate.Unlock() {
-				}
+				gate.Release()
 				continue
 			}
 			require.True(t, gate.TryLock())
 			k, err := c.TryReadBatch(msgs)
 			require.NoError(t, err)
 			take(k)
-			for gate.Unlock() {
-			}
+			gate.Release()
 		}
 	}
 	require.Equal(t, psns(want.recs), got, "the same datagrams kept, once, in order")
