@@ -522,7 +522,7 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 			return r.badResponse(w)
 		}
 	default: // LAST, ONLY
-		if (n != resid || resid > r.pmtu) && !r.chunkEnd(n, resid) {
+		if (n != resid || resid > r.pmtu) && !r.chunkEnd(w, n, resid) {
 			return r.badResponse(w)
 		}
 	}

@@ -2,12 +2,12 @@ package requester
 
 // readChunk returns what the next READ request of w asks for, from its
 // request cursor w.off: the length in bytes, the response packets (PSNs)
-// it covers and whether it reaches the end of the message. Without
-// Config.MaxReadPkts that is the whole rest; with it, a READ whose
-// responses would not fit in the requester's receive buffer is asked for
-// in parts of up to MaxReadPkts packets (a partial READ is an ordinary READ
-// request for a sub-range, IBA 9.4.3, as rxe's req_retry sends after a
-// loss).
+// it covers and whether it reaches the end of the message: the whole rest,
+// or, for a READ asked for in parts (readParts: Config.MaxReadPkts, when
+// the READ's responses would not fit in the requester's receive buffer,
+// or the smallest adaptive window after a loss), the rest of the current
+// part (a partial READ is an ordinary READ request for a sub-range, IBA
+// 9.4.3, as rxe's req_retry sends after a loss).
 //
 // Responses placed in order since a rewind (catchUp moved the send cursor
 // past them) are not asked for again: the cursor starts no earlier than
@@ -16,7 +16,10 @@ func (r *Requester) readChunk(w *wqe) (n, pkts uint32, end bool) {
 	w.off = max(w.off, w.rcvd)
 	rest := w.length - w.off
 	pkts = r.pkts(rest)
-	if m := uint32(r.cfg.MaxReadPkts); m > 0 {
+	if !w.partsSet {
+		w.parts, w.partsSet = r.readParts(), true
+	}
+	if m := w.parts; m > 0 {
 		// Parts end at multiples of m packets from the start of the
 		// message, so a re-read from inside a part never reaches into the
 		// next: the responder finds it within the READ it served (rxe
@@ -29,17 +32,41 @@ func (r *Requester) readChunk(w *wqe) (n, pkts uint32, end bool) {
 	return rest, pkts, true
 }
 
+// readParts returns the part size, in packets, for a READ asked for now:
+// Config.MaxReadPkts if set; under go-back-N with the adaptive window, the
+// smallest window while the window is below its largest (after a loss);
+// else 0, the whole READ in one request. A READ asked as one request has
+// all its responses in flight whatever the window, and a response lost
+// among them costs the rest of the READ again; in parts the window bounds
+// the responses in flight, and so what a loss costs, as it does for SEND
+// and WRITE packets (docs/recovery.md, "Adaptive window"). Without a loss
+// READs stay whole, so a loss-free stream keeps its deeper pipeline.
+func (r *Requester) readParts() uint32 {
+	if m := r.cfg.MaxReadPkts; m > 0 {
+		return uint32(m)
+	}
+	rec := r.rec.cfg
+	if r.cfg.SelectiveRepeat || rec.Off || rec.FixedWindow || r.rec.win.Size() >= r.cfg.Window {
+		return 0
+	}
+	return uint32(r.rec.win.Config().Min)
+}
+
 // readFits reports whether the next READ request of w fits in the PSN
-// window: with MaxReadPkts, a READ part starts only when the responses
+// window: for a READ in parts, a part starts only when the responses
 // outstanding plus its own stay within the window (or nothing is
-// outstanding), so the responses in flight never exceed the window the
-// receive buffer allows. Other work requests always fit.
+// outstanding), so the responses in flight never exceed the window (the
+// one the receive buffer allows, or the adaptive one). Other work
+// requests always fit.
 func (r *Requester) readFits(w *wqe) bool {
-	if w.kind != kindRead || r.cfg.MaxReadPkts <= 0 {
+	if w.kind != kindRead {
+		return true
+	}
+	_, k, _ := r.readChunk(w)
+	if w.parts == 0 {
 		return true
 	}
 	out := r.inFlight()
-	_, k, _ := r.readChunk(w)
 	if r.cfg.SelectiveRepeat && int(r.psn.Diff(r.compPSN))+int(k) >= srTrack {
 		return false // its responses would fall outside the tracked range
 	}
@@ -50,13 +77,13 @@ func (r *Requester) readFits(w *wqe) bool {
 // with resid bytes of the message still to come, ends a READ part rather
 // than the message: parts are whole packets, so it carries a full PMTU
 // and more remains.
-func (r *Requester) chunkEnd(n, resid uint32) bool {
-	return r.cfg.MaxReadPkts > 0 && n == r.pmtu && resid > r.pmtu
+func (r *Requester) chunkEnd(w *wqe, n, resid uint32) bool {
+	return w.parts > 0 && n == r.pmtu && resid > r.pmtu
 }
 
 // readInParts reports whether w is a READ asked in parts: its responses
 // may start again (FIRST or ONLY) at the PSN of any part, which checkPSN
 // has already matched with the oldest unacknowledged PSN.
 func (r *Requester) readInParts(w *wqe) bool {
-	return w.kind == kindRead && r.cfg.MaxReadPkts > 0
+	return w.kind == kindRead && w.parts > 0
 }

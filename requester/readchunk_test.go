@@ -80,3 +80,74 @@ func TestReadChunkRereadOnly(t *testing.T) {
 	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
 	require.Equal(t, src.buf, h.mem[lkeyA].buf[:size])
 }
+
+// TestReadPartsAfterLoss: under go-back-N with the adaptive window, a READ
+// asked for while the window is at its largest goes as one request; after
+// a lost response has shrunk the window, the next READ is asked for in
+// parts of the smallest window, so that the window bounds its responses
+// in flight; with selective repeat, or with the recovery off or the
+// window fixed, READs stay whole. The data arrives whole either way.
+func TestReadPartsAfterLoss(t *testing.T) {
+	const pmtu, p0, npkts = 1024, 0x900, 40
+	const size = npkts * pmtu
+	for _, tc := range []struct {
+		name  string
+		set   func(*Config)
+		parts bool
+	}{
+		{"adaptive", func(*Config) {}, true},
+		{"fixed-window", func(c *Config) { c.Recovery.FixedWindow = true }, false},
+		{"recovery-off", func(c *Config) { c.Recovery.Off = true }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(pmtu, p0)
+			cfg.Window, cfg.Recovery.MinWindow = 64, 8
+			tc.set(cfg)
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, 1<<17, verbs.AccessLocalWrite, 0)
+			f := newResponder(t, pmtu, p0)
+			src := f.mem.add(rkey, rbase, size, verbs.AccessRemoteRead, 9)
+			read := func(id uint64, off uint32) [][]byte {
+				h.post(&verbs.SendWR{ID: id, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+					SGList: []verbs.SGE{{Addr: baseA + uint64(off), Length: size, LKey: lkeyA}}})
+				reqs := h.drain()
+				require.NotEmpty(t, reqs)
+				return reqs
+			}
+
+			reqs := read(1, 0)
+			require.Len(t, reqs, 1)
+			require.Equal(t, uint32(size), parse(t, reqs[0]).RETH().DMALen(), "a whole READ before any loss")
+			f.handle(reqs[0])
+			out := f.take()
+			require.Len(t, out, npkts)
+			h.recv(out[0])
+			for _, o := range out[2:] { // out[1] is lost: a gap
+				h.recv(o)
+			}
+			pumpLink(h, f)
+			require.Equal(t, []uint64{1}, h.cq.ids())
+			require.Equal(t, src.buf, h.mem[lkeyA].buf[:size])
+
+			reqs = read(2, size)
+			want := uint32(size)
+			if tc.parts {
+				require.Less(t, h.r.Counters().Recovery.Window, cfg.Window, "the loss shrank the window")
+				want = 8 * pmtu
+			}
+			require.Equal(t, want, parse(t, reqs[0]).RETH().DMALen())
+			for _, b := range reqs {
+				f.handle(b)
+			}
+			for _, o := range f.take() {
+				h.recv(o)
+			}
+			pumpLink(h, f)
+			require.Equal(t, []uint64{1, 2}, h.cq.ids())
+			for _, wc := range h.cq.wcs {
+				require.Equal(t, verbs.WCSuccess, wc.Status)
+			}
+			require.Equal(t, src.buf, h.mem[lkeyA].buf[size:2*size])
+		})
+	}
+}

@@ -65,6 +65,11 @@ type wqe struct {
 	origFirst   packet.PSN // READ: the PSN of response byte 0
 	off         uint32     // bytes segmented so far
 	snd         sge.Cursor // send cursor in sges
+	// READ: the packets per READ request part (readChunk), 0 for one
+	// request for all; decided when the READ is first asked for
+	// (partsSet), kept for its resends.
+	parts    uint32
+	partsSet bool
 
 	// Completer state (READ data, atomic result).
 	rcvd   uint32     // bytes placed
