@@ -119,9 +119,14 @@ type Conn struct {
 	trace func(Dir, Action, packet.Opcode, packet.PSN)
 	send  *sendSide // nil: sends pass through
 	recv  *recvSide // nil: receives pass through
-	done  chan struct{}
-	once  sync.Once
-	stats [2]dirCounters // Send, Recv
+	// shared is inner as a netdev.SharedReader when the Conn reads in
+	// turn (SharesReads), else nil; inPlace says that inner splits GRO
+	// buffers in place (decideFill). Both are fixed at Wrap.
+	shared  netdev.SharedReader
+	inPlace bool
+	done    chan struct{}
+	once    sync.Once
+	stats   [2]dirCounters // Send, Recv
 }
 
 var (
@@ -157,6 +162,11 @@ func Wrap(inner netdev.Conn, cfg Config) *Conn {
 		if !c.recv.direct {
 			go c.recv.pump()
 		}
+	}
+	if s, ok := netdev.AsSharedReader(inner); ok && (c.recv == nil || c.recv.direct) {
+		c.shared = s
+		g, ok := inner.(interface{ GRO() bool })
+		c.inPlace = ok && g.GRO()
 	}
 	return c
 }

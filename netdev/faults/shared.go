@@ -18,20 +18,15 @@ import "github.com/gorxe/gorxe/netdev"
 // SharesReads reports whether the Conn's netdev.SharedReader methods may
 // be used (netdev.AsSharedReader): the inner Conn reads in turn and every
 // receive rule only drops or corrupts.
-func (c *Conn) SharesReads() bool {
-	if _, ok := netdev.AsSharedReader(c.inner); !ok {
-		return false
-	}
-	return c.recv == nil || c.recv.direct
-}
+func (c *Conn) SharesReads() bool { return c.shared != nil }
 
 // ReadBatchGated implements netdev.SharedReader when SharesReads is true
 // (else it returns an error wrapping errors.ErrUnsupported). It
 // returns holding gate when it returns datagrams; a batch the rules drop
 // entirely is followed by further reads, as ReadBatch does.
 func (c *Conn) ReadBatchGated(msgs []netdev.Message, gate *netdev.Gate) (int, error) {
-	s, ok := c.sharedInner()
-	if !ok {
+	s := c.shared
+	if s == nil {
 		return 0, errNotShared
 	}
 	for {
@@ -43,7 +38,7 @@ func (c *Conn) ReadBatchGated(msgs []netdev.Message, gate *netdev.Gate) (int, er
 		// was dropped.
 		for {
 			if n > 0 {
-				k, err := c.recv.decideFill(s, msgs, n)
+				k, err := c.recv.decideFill(s, c.inPlace, msgs, n)
 				if k > 0 {
 					return k, nil
 				}
@@ -67,8 +62,8 @@ func (c *Conn) ReadBatchGated(msgs []netdev.Message, gate *netdev.Gate) (int, er
 // never waits, and returns 0 with a nil error when nothing is there (or
 // everything there was dropped). The caller holds the gate.
 func (c *Conn) TryReadBatch(msgs []netdev.Message) (int, error) {
-	s, ok := c.sharedInner()
-	if !ok {
+	s := c.shared
+	if s == nil {
 		return 0, errNotShared
 	}
 	for {
@@ -76,18 +71,10 @@ func (c *Conn) TryReadBatch(msgs []netdev.Message) (int, error) {
 		if err != nil || n == 0 || c.recv == nil {
 			return n, err
 		}
-		if k, err := c.recv.decideFill(s, msgs, n); k > 0 || err != nil {
+		if k, err := c.recv.decideFill(s, c.inPlace, msgs, n); k > 0 || err != nil {
 			return k, err
 		}
 	}
-}
-
-// sharedInner returns the inner Conn as a SharedReader when SharesReads.
-func (c *Conn) sharedInner() (netdev.SharedReader, bool) {
-	if !c.SharesReads() {
-		return nil, false
-	}
-	return netdev.AsSharedReader(c.inner)
 }
 
 // decideFill decides msgs[:n], just read from s, and returns how many are
@@ -95,17 +82,15 @@ func (c *Conn) sharedInner() (netdev.SharedReader, bool) {
 // (with UDP GRO the rest of a coalesced buffer waits in the inner Conn,
 // and no new arrival signals it: netdev.SharedReader), so when the inner
 // Conn filled msgs and the rules dropped some, decideFill reads on into
-// their room until msgs is full again or nothing more is there. It cannot
-// when the inner Conn splits GRO buffers in place: the kept datagrams
-// then point into a buffer that the next read overwrites, so it reads on
-// only while none is kept, and a batch it returns short may leave
-// datagrams of a coalesced buffer in the inner Conn until the next read
-// (the next arrival, or a requester deadline: rxe reads the socket before
-// acting on one). An error after some datagrams were kept is left for the
-// next read.
-func (r *recvSide) decideFill(s netdev.SharedReader, msgs []netdev.Message, n int) (int, error) {
-	g, ok := s.(interface{ GRO() bool })
-	inPlace := ok && g.GRO()
+// their room until msgs is full again or nothing more is there. It
+// cannot when the inner Conn splits GRO buffers in place (inPlace): the
+// kept datagrams then point into a buffer that the next read overwrites,
+// so it reads on only while none is kept, and a batch it returns short
+// may leave datagrams of a coalesced buffer in the inner Conn until the
+// next read (the next arrival, or a requester deadline: rxe reads the
+// socket before acting on one). An error after some datagrams were kept
+// is left for the next read.
+func (r *recvSide) decideFill(s netdev.SharedReader, inPlace bool, msgs []netdev.Message, n int) (int, error) {
 	kept := 0
 	for {
 		full := n == len(msgs)-kept
