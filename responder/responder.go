@@ -191,6 +191,11 @@ type Counters struct {
 	// OOODuplicates counts out-of-order requests dropped because a copy
 	// of the same PSN was held already.
 	OOODuplicates uint64
+	// OOOHeld counts the out-of-order requests copied into the buffer
+	// (ooo_held): each costs a copy more than a request executed on
+	// arrival, so OOOHeld against the requests received says how much of
+	// the stream waited behind holes.
+	OOOHeld uint64
 }
 
 // reqKind classifies a request opcode. ATOMIC_WRITE carries MaskWrite in

@@ -38,6 +38,7 @@ func (r *Responder) receiveOOO() State {
 	}
 	switch o.hold(r.pkt.Bytes(), r.psn, r.epsn, r.span()) {
 	case holdKept:
+		r.ctrs.OOOHeld++
 		r.ctrs.OOOPeak = max(r.ctrs.OOOPeak, uint64(o.n))
 		r.ctrs.OOOBytesPeak = max(r.ctrs.OOOBytesPeak, uint64(o.bytes))
 		if r.psn.After(prev) {

@@ -320,6 +320,7 @@ func TestSRHoleReports(t *testing.T) {
 	c = h.r.Counters()
 	require.Equal(t, uint64(1), c.OOOBuffered)
 	require.Equal(t, uint64(5), c.OOOPeak)
+	require.Equal(t, uint64(5), c.OOOHeld, "104 and 105 came in order and were not held")
 }
 
 // A hole report goes out next, ahead of a READ train still being sent.
@@ -910,6 +911,7 @@ func TestSRFullWindowFits(t *testing.T) {
 	c := h.r.Counters()
 	require.Zero(t, c.OOODropped)
 	require.Equal(t, uint64(127), c.OOOPeak)
+	require.Equal(t, uint64(127), c.OOOHeld)
 	require.Equal(t, uint64(127*(packet.BTHSize+packet.RETHSize+4096+packet.ICRCSize)), c.OOOBytesPeak)
 	require.Equal(t, 127*(4096+oooOverhead), h.r.ooo.allocated(), "slots allocated as needed")
 	require.Equal(t, packet.PSN(228), h.r.EPSN())

@@ -38,6 +38,7 @@ type LossCounters struct {
 	SRProgressReports uint64 // sr_progress_reports: progress reports sent while a hole persisted
 	SRHolePSNs        uint64 // sr_hole_psns: PSNs first seen missing (packets lost)
 	OOODuplicates     uint64 // ooo_duplicates: out-of-order requests dropped as copies of held ones
+	OOOHeld           uint64 // ooo_held: out-of-order requests copied into the buffer to wait for a hole
 	OOOBuffered       uint64 // ooo_buffered: out-of-order requests held now
 	OOOPeak           uint64 // ooo_peak: the most held at once (for a device, the largest QP peak)
 	OOOBytesPeak      uint64 // ooo_bytes_peak: the most bytes held at once (likewise)
@@ -55,7 +56,7 @@ func (c QPCounters) Loss() LossCounters {
 		SRHolesIgnored: rq.SRHolesIgnored, SRResendsLost: rq.SRResendsLost,
 		SRHolesReported: rs.SRHolesReported, SRHolesFilled: rs.SRHolesFilled, SRHolePSNs: rs.SRHolePSNs,
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
-		OOODuplicates:      rs.OOODuplicates,
+		OOODuplicates: rs.OOODuplicates, OOOHeld: rs.OOOHeld,
 		SRProgressReceived: rq.SRProgressReceived, SRProgressReports: rs.SRProgressReports,
 		SRReadRequestsLost: rq.SRReadRequestsLost, SRReadRequestsSlow: rq.SRReadRequestsSlow,
 		ReadResponsesResent: rs.ReadResponsesResent,
@@ -76,6 +77,7 @@ func (l *LossCounters) Add(o LossCounters) {
 	l.SRResendsLost += o.SRResendsLost
 	l.SRHolesFilled += o.SRHolesFilled
 	l.OOODuplicates += o.OOODuplicates
+	l.OOOHeld += o.OOOHeld
 	l.SRHolesReceived += o.SRHolesReceived
 	l.SRPacketsResent += o.SRPacketsResent
 	l.ReadHoleRereads += o.ReadHoleRereads
@@ -114,6 +116,7 @@ func (l LossCounters) named() []NamedCounter {
 		{"ooo_bytes_peak", l.OOOBytesPeak},
 		{"ooo_dropped", l.OOODropped},
 		{"ooo_duplicates", l.OOODuplicates},
+		{"ooo_held", l.OOOHeld},
 		{"sr_progress_received", l.SRProgressReceived},
 		{"sr_progress_reports", l.SRProgressReports},
 		{"sr_read_requests_lost", l.SRReadRequestsLost},

@@ -173,7 +173,7 @@ func transportStats(s *session) report.Transport {
 	t.ReadResponsesResent = loss.ReadResponsesResent
 	t.SRProgressReceived, t.SRProgressReports = loss.SRProgressReceived, loss.SRProgressReports
 	t.SRHolesReported, t.SRHolePSNs, t.OOODropped = loss.SRHolesReported, loss.SRHolePSNs, loss.OOODropped
-	t.OOOPeak, t.OOOBytesPeak = loss.OOOPeak, loss.OOOBytesPeak
+	t.OOOHeld, t.OOOPeak, t.OOOBytesPeak = loss.OOOHeld, loss.OOOPeak, loss.OOOBytesPeak
 	return t
 }
 

@@ -105,12 +105,14 @@ type Transport struct {
 	// while a hole persisted.
 	SRProgressReceived uint64 `json:"sr_progress_received"`
 	// This end's responder: hole reports sent (re-reports included), PSNs
-	// first seen missing (the packets lost on the way to it), the most
-	// out-of-order requests and bytes held at once, and those dropped.
+	// first seen missing (the packets lost on the way to it), the
+	// out-of-order requests held (each waited behind a hole), the most
+	// held at once and their bytes, and those dropped.
 	SRHolesReported uint64 `json:"sr_holes_reported"`
 	// Progress reports sent (hole reports naming no hole).
 	SRProgressReports uint64 `json:"sr_progress_reports"`
 	SRHolePSNs        uint64 `json:"sr_hole_psns"`
+	OOOHeld           uint64 `json:"ooo_held"`
 	OOOPeak           uint64 `json:"ooo_peak"`
 	OOOBytesPeak      uint64 `json:"ooo_bytes_peak"`
 	OOODropped        uint64 `json:"ooo_dropped"`
@@ -160,9 +162,9 @@ func WriteStats(w io.Writer, st, peer *Final) {
 			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
 		if t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.ReadHoleRereads > 0 {
 			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read, %d READ requests found lost; "+
-				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), out-of-order buffer peak %d packets (%d bytes), %d dropped\n",
+				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), %d requests held out of order, buffer peak %d packets (%d bytes), %d dropped\n",
 				t.SRHolesReceived, t.SRProgressReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRReadRequestsLost, t.SRHolesReported, t.SRProgressReports,
-				t.SRHolePSNs, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
+				t.SRHolePSNs, t.OOOHeld, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
 		}
 	}
 	devLines("Device", st)
