@@ -242,6 +242,7 @@ func (r *Responder) duplicateRequest() State {
 				r.ctrs.ReadsCovered++
 				return StateCleanup
 			}
+			r.clipToStream(res)
 		} else if r.restartTrain(res) {
 			return StateCleanup
 		}

@@ -151,6 +151,10 @@ type Counters struct {
 	// being sent to their PSN; ReadsCovered those the train still being
 	// sent answers anyway (restartTrain).
 	ReadRestarts, ReadsCovered uint64
+	// ReadsClipped counts duplicate READs under selective repeat that were
+	// served only up to where a queued stream of the same READ takes over
+	// (clipToStream).
+	ReadsClipped uint64
 	// ReadResponsesResent counts the READ response packets queued a second
 	// time for duplicate READs (read_responses_resent): the PSNs of each
 	// replay or extra stream, and those a rewound train sends again.

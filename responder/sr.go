@@ -271,6 +271,38 @@ func (r *Responder) firstWholeDuplicate(res *resource) bool {
 	return true
 }
 
+// clipToStream shortens the duplicate READ r.rd under selective repeat
+// (which coveredRead did not find covered) when a queued stream of res
+// (the train, or an earlier re-read's extra stream) has its next PSN
+// inside the duplicate's range and goes on to the range's end: that
+// stream sends those responses anyway, so the extra stream is cut where
+// it takes over and asks only for the responses already sent. Served
+// whole, every PSN from the stream's next one to the range's end would go
+// out twice: a requester that heard nothing for a recovery timeout
+// re-reads from its first missing response to the end of the READ part
+// (requester srProbe) while the responder, its goroutines late, has
+// most of the train still queued. The cut range holds whole PMTU
+// packets only, since the stream's next PSN is before the range's last.
+func (r *Responder) clipToStream(res *resource) {
+	rdEnd := r.rd.psn.Add(r.readPSNs(r.rd.length))
+	cut := rdEnd
+	for i := range r.q.Len() {
+		it := r.q.At(i)
+		if it.kind != outRead || it.rkey != res.rkey || !r.rd.psn.Before(it.psn) || !it.psn.Before(cut) {
+			continue
+		}
+		if it.psn.Add(r.readPSNs(it.resid)).Before(rdEnd) {
+			continue // the stream ends before the duplicate's range does
+		}
+		cut = it.psn
+	}
+	if cut == rdEnd {
+		return
+	}
+	r.rd.length = uint32(cut.Diff(r.rd.psn)) * uint32(r.mtu)
+	r.ctrs.ReadsClipped++
+}
+
 // coveredRead reports whether the duplicate READ r.rd asks only for
 // responses of res that a queued stream (the train, or the extra stream
 // of an earlier duplicate) has still to send, so that the stream answers

@@ -649,6 +649,41 @@ func TestSRDuplicateReadSubRange(t *testing.T) {
 	require.Equal(t, packet.PSN(109), h.r.EPSN())
 }
 
+// A re-read that starts before the train's next PSN and runs to the end
+// of the READ (a requester that heard nothing for its recovery timeout
+// while the responder's train waited) is served only up to where the
+// train takes over: every PSN goes out once more at most.
+func TestSRDuplicateReadClippedToTrain(t *testing.T) {
+	const mtu = srReadMTU
+	h, data := srReadTrain(t, 7)
+	for range 3 { // 100..102 leave
+		h.r.NextPacket(t0, h.rxbuf)
+	}
+	h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+mtu, rkey, uint32(len(data)-mtu)))
+	out := h.drain()
+	require.Len(t, out, 2+5, "101..102 again, then the train's 103..107")
+	expect(t, out[0], opcode(packet.RCRDMAReadResponseFirst), psnIs(101), payloadIs(data[mtu:2*mtu]))
+	expect(t, out[1], opcode(packet.RCRDMAReadResponseLast), psnIs(102), payloadIs(data[2*mtu:3*mtu]))
+	for i, p := range out[2:] {
+		expect(t, p, psnIs(packet.PSN(103+i)), payloadIs(data[(3+i)*mtu:(4+i)*mtu]))
+	}
+	c := h.r.Counters()
+	require.Equal(t, uint64(1), c.ReadReplays)
+	require.Equal(t, uint64(1), c.ReadsClipped)
+	require.Equal(t, uint64(2), c.ReadResponsesResent)
+
+	// A re-read that ends before the train's next PSN is served whole.
+	h2, data2 := srReadTrain(t, 8)
+	for range 3 {
+		h2.r.NextPacket(t0, h2.rxbuf)
+	}
+	h2.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+mtu, rkey, mtu))
+	out = h2.drain()
+	require.Len(t, out, 1+5)
+	expect(t, out[0], opcode(packet.RCRDMAReadResponseOnly), psnIs(101), payloadIs(data2[mtu:2*mtu]))
+	require.Zero(t, h2.r.Counters().ReadsClipped)
+}
+
 // Re-reads of several ranges that arrive before the first one's extra
 // stream left are each served: an extra stream covers only its own range,
 // so a later re-read past its end is not taken as covered by it (and
