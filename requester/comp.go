@@ -77,6 +77,7 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		r.srReceive(now, &p)
 	} else {
 		r.run(&p, now, false)
+		r.completeAhead()
 	}
 	r.onResponse(now, oldComp, oldHead, retries)
 	if r.stopped {
@@ -358,6 +359,12 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		// implied NAK).
 		if w.kind.rdAtomic() {
 			if w.state == wqePending {
+				if w.kind == kindRead && p.Opcode() != packet.RCAcknowledge && r.readAheadOK() {
+					// A response past the oldest READ: that READ's
+					// last responses were lost; keep this one.
+					r.placeAhead(p)
+					r.gapRetry = true
+				}
 				return CompErrorRetry
 			}
 		} else if w.sentAll {
@@ -391,6 +398,7 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		r.c.ResponsesDropped++
 		if w.kind == kindRead && w.state != wqePosted {
 			r.c.ReadGaps++
+			r.gapRetry = true
 			return CompErrorRetry
 		}
 		return CompDone
@@ -542,6 +550,8 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 // an implied NAK, or fails the oldest WQE when retry_cnt is spent (rxe
 // COMPST_ERROR_RETRY).
 func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
+	gap := r.gapRetry && !timeout
+	r.gapRetry = false
 	if w == nil || w.state == wqePosted {
 		return CompDone // nothing sent in this round: a retry is under way
 	}
@@ -556,6 +566,14 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 	if timeout && r.cfg.SelectiveRepeat {
 		// Selective repeat never goes back N: the timeout resends the
 		// oldest unacknowledged packet only (OnTimeout, srProbe).
+		return CompDone
+	}
+	if gap && r.readAheadOK() {
+		// Only the oldest READ's rest is asked for again; the READs
+		// after it keep their responses (readahead.go).
+		r.c.CompleterRetryErr++
+		r.startedRetry, r.nakRetry = true, true
+		r.readAgain(w)
 		return CompDone
 	}
 	if r.psn.After(r.compPSN) {

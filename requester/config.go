@@ -191,7 +191,8 @@ type Counters struct {
 	SRHolesReceived    uint64 // sr_holes_received: selective-repeat hole reports received
 	SRHolesIgnored     uint64 // hole reports ignored: PSNs never sent, or none outstanding
 	SRPacketsResent    uint64 // sr_packets_resent: packets resent under selective repeat (READ re-reads included)
-	ReadHoleRereads    uint64 // read_holes_rereads: READ requests for a missing range under selective repeat
+	ReadHoleRereads    uint64 // read_holes_rereads: READ requests for a missing range (selective repeat, and go-back-N's re-reads of the oldest READ's rest, readahead.go)
+	ReadResponsesAhead uint64 // READ responses placed for a READ after the oldest one while that one was repaired (go-back-N, readahead.go)
 	SRResendsLost      uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
 	SRProgressReceived uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken
 	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because no response followed the requests before them (srWatchRead)

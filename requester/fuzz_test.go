@@ -21,7 +21,7 @@ const (
 // the READ and atomic destinations.
 var fuzzWritable = [][2]int{{1000, 1300}, {2000, 2400}, {3000, 3008}, {3100, 3108}, {3200, 3200}}
 
-func fuzzSetup(t testing.TB, sr bool) (*harness, *region, []byte) {
+func fuzzSetup(t testing.TB, sr, reads bool) (*harness, *region, []byte) {
 	cfg := baseConfig(fuzzPMTU, fuzzPSN)
 	cfg.SelectiveRepeat = sr
 	cfg.MaxRdAtomic = 8
@@ -44,6 +44,17 @@ func fuzzSetup(t testing.TB, sr bool) (*harness, *region, []byte) {
 		{ID: 6, Opcode: verbs.WRAtomicFetchAndAdd, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(3100, 8)}},              // +10
 		{ID: 7, Opcode: verbs.WRAtomicWrite, RemoteAddr: rbase, RKey: rkey, Flags: verbs.SendInline, InlineData: make([]byte, 8)}, // +11
 		{ID: 8, Opcode: verbs.WRSend, Flags: verbs.SendInline, InlineData: []byte("tail")},                                        // +12
+	}
+	if reads {
+		// READs only: go-back-N keeps the responses of the READs after
+		// a gap and re-reads the holes (readahead.go).
+		wrs = []verbs.SendWR{
+			{ID: 1, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(1000, 300)}},                 // +0..+1
+			{ID: 2, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(2000, 400)}},                 // +2..+3
+			{ID: 3, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(3000, 8)}},                   // +4
+			{ID: 4, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(3200, 0)}},                   // +5
+			{ID: 5, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(1000, 260), sge(2000, 250)}}, // +6..+7
+		}
 	}
 	for i := range wrs {
 		wrs[i].Flags |= verbs.SendSignaled
@@ -103,7 +114,28 @@ func fuzzSeeds(f *testing.F, sr bool) {
 // every kind outstanding and checks the invariants after each.
 func FuzzReceive(f *testing.F) {
 	fuzzSeeds(f, false)
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, false) })
+}
+
+// FuzzReceiveReads is FuzzReceive with a send queue of READs only, where
+// go-back-N places the responses of later READs and re-reads only the
+// READs with holes (readahead.go); besides FuzzReceive's invariants, a
+// step never sends more request packets than there are READs, plus a
+// probe.
+func FuzzReceiveReads(f *testing.F) {
+	p := packet.PSN(fuzzPSN)
+	rdata := bytes.Repeat([]byte{0x3C}, 510)
+	r1 := readResp(fuzzPMTU, p, rdata[:300], 0, false)
+	r2 := readResp(fuzzPMTU, p.Add(2), rdata[:400], 0, false)
+	r3 := resp(packet.RCRDMAReadResponseOnly, p.Add(4), packet.SyndromeACKUnlimited, 3, rdata[:8])
+	r4 := resp(packet.RCRDMAReadResponseOnly, p.Add(5), packet.SyndromeACKUnlimited, 4, nil)
+	r5 := readResp(fuzzPMTU, p.Add(6), rdata, 0, false)
+	f.Add(fuzzInput(r1[0], r1[1], r2[0], r2[1], r3, r4, r5[0], r5[1]))
+	f.Add(fuzzInput(r1[0], r2[0], r2[1], r3, r4, r5[0], r5[1], readResp(fuzzPMTU, p, rdata[:300], 1, true)[0]))
+	f.Add(fuzzInput(r1[0], r1[1], r2[1], r3, r5[1], r4, readResp(fuzzPMTU, p.Add(2), rdata[:400], 1, false)[0]))
+	f.Add(fuzzInput(r2[0], r2[1], r1[0], r1[1], r3, r3, r4, r5[0]))
+	f.Add(fuzzInput(r1[0], nak(p.Add(1), packet.NAKPSNSeqError), r1[1]))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true) })
 }
 
 // FuzzReceiveSR is FuzzReceive with selective repeat on: hole reports,
@@ -113,12 +145,12 @@ func FuzzReceive(f *testing.F) {
 // the selective-repeat bookkeeping stays consistent (srCheck).
 func FuzzReceiveSR(f *testing.F) {
 	fuzzSeeds(f, true)
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, true) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, true, false) })
 }
 
 // fuzzResponses is the body of the response fuzz targets.
-func fuzzResponses(t *testing.T, data []byte, sr bool) {
-	h, rg, orig := fuzzSetup(t, sr)
+func fuzzResponses(t *testing.T, data []byte, sr, reads bool) {
+	h, rg, orig := fuzzSetup(t, sr, reads)
 	for len(data) >= 2 {
 		n := min(int(binary.BigEndian.Uint16(data)), len(data)-2)
 		chunk := data[2 : 2+n]
@@ -133,6 +165,9 @@ func fuzzResponses(t *testing.T, data []byte, sr bool) {
 		}
 		if sr && sent > 2*out+2 {
 			t.Fatalf("%d packets sent for %d PSNs outstanding", sent, out)
+		}
+		if reads && sent > h.r.Outstanding()+1 {
+			t.Fatalf("%d READ requests sent for %d READs outstanding", sent, h.r.Outstanding())
 		}
 		if err := h.r.srCheck(); err != nil {
 			t.Fatal(err)

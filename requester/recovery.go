@@ -3,7 +3,6 @@ package requester
 import (
 	"time"
 
-	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -326,30 +325,10 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 	if r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		return 0
 	}
-	w := r.slot(r.head)
-	if !w.started || w.state == wqePosted {
-		return 0
-	}
-	saved := *w
-	cur, next, noAck, high := r.cur, r.psn, r.noAck, r.highPSN
-	r.cur, r.psn = r.head, r.compPSN
-	switch {
-	case w.kind.segmented():
-		r.seekPSN(w, r.compPSN)
-	case w.kind == kindRead:
-		w.off = w.rcvd
-	case w.kind == kindAtomicWrite:
-		w.off, w.snd = 0, sge.Cursor{} // its 8 bytes again
-	}
+	high := r.highPSN
 	r.rec.probing = true
-	n := r.build(w, buf)
+	n := r.buildRest(r.head, buf)
 	r.rec.probing = false
-	first := w.firstPSN
-	*w = saved
-	if w.kind == kindRead {
-		w.firstPSN = first
-	}
-	r.cur, r.psn, r.noAck = cur, next, noAck
 	if n > 0 {
 		r.rec.c.TailProbes++
 		r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now

@@ -66,11 +66,15 @@ type Requester struct {
 	// an implied NAK or a probe's answer, not by a timer or an RNR NAK
 	// (recoveryTimeout).
 	nakRetry bool
-	retrans  retry.Deadline
-	rnrWait  retry.Deadline
-	state    CompState
-	trace    [traceLen]CompState
-	ntrace   int
+	// gapRetry: the retry errorRetry is about to start is for a gap in
+	// READ responses (checkPSN, completeAhead); rereadDue: readAgain asked
+	// NextPacket to re-read the oldest READ's rest (readahead.go).
+	gapRetry, rereadDue bool
+	retrans             retry.Deadline
+	rnrWait             retry.Deadline
+	state               CompState
+	trace               [traceLen]CompState
+	ntrace              int
 
 	// Errors.
 	stopped    bool // no more sending or receiving: failed or flushed
@@ -189,7 +193,7 @@ func (r *Requester) Deadline() time.Time {
 // during an RNR wait even after its deadline has passed, until OnTimeout (or
 // a NextPacket call with a later now) ends it.
 func (r *Requester) Pending() bool {
-	return !r.rnrWait.Armed() && (r.rec.probeDue || r.sr.ndue > 0 && !r.srHeldBack() && !r.stopped || r.sendable() != nil)
+	return !r.rnrWait.Armed() && (r.rec.probeDue || r.rereadDue && r.rereadPending() || r.sr.ndue > 0 && !r.srHeldBack() && !r.stopped || r.sendable() != nil)
 }
 
 // sendable returns the WQE the next packet belongs to, or nil if nothing
@@ -306,6 +310,11 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 	}
 	if r.rec.probeDue {
 		if n := r.nextProbe(now, buf); n > 0 {
+			return n
+		}
+	}
+	if r.rereadDue {
+		if n := r.nextReread(now, buf); n > 0 {
 			return n
 		}
 	}
@@ -554,6 +563,7 @@ func segOpcode(op verbs.WROpcode, start, end bool) packet.Opcode {
 // bytes if it is a READ; later ones restart from their beginning. PSNs are
 // stable across rounds: each WQE gets the same PSNs again.
 func (r *Requester) rewind() {
+	r.rereadDue = false
 	r.cur = r.head
 	r.psn = r.compPSN
 	for i := r.head; i != r.tail; i++ {
@@ -567,6 +577,7 @@ func (r *Requester) rewind() {
 		case i == r.head && w.kind == kindRead:
 			// Keep the received data; build asks for the rest.
 			w.off = w.rcvd
+			w.rereadAsked, w.rereadDue = false, false
 		default:
 			w.resetCursors()
 		}

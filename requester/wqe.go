@@ -72,10 +72,15 @@ type wqe struct {
 	partsSet bool
 
 	// Completer state (READ data, atomic result).
-	rcvd   uint32     // bytes placed
-	place  sge.Cursor // placement cursor in sges
-	status verbs.WCStatus
-	vendor uint32 // WC.VendorErr: the AETH syndrome of a NAK
+	rcvd  uint32     // bytes placed
+	place sge.Cursor // placement cursor in sges
+	// READ under go-back-N (readahead.go): all its responses were placed
+	// while an earlier READ was repaired (aheadDone); a re-read of its
+	// rest was asked for since its responses last made progress
+	// (rereadAsked) and waits to be sent (rereadDue).
+	aheadDone, rereadAsked, rereadDue bool
+	status                            verbs.WCStatus
+	vendor                            uint32 // WC.VendorErr: the AETH syndrome of a NAK
 }
 
 // resetCursors rewinds the send and placement cursors to the start of the
@@ -83,6 +88,7 @@ type wqe struct {
 func (w *wqe) resetCursors() {
 	w.off, w.snd = 0, sge.Cursor{}
 	w.rcvd, w.place = 0, sge.Cursor{}
+	w.aheadDone, w.rereadAsked, w.rereadDue = false, false, false
 }
 
 // seek moves the send cursor to byte off of the message.

@@ -1,0 +1,257 @@
+package requester
+
+import (
+	"time"
+
+	"github.com/gorxe/gorxe/internal/sge"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
+
+// Go-back-N READs repaired one hole at a time (docs/recovery.md, "READ
+// responses lost under go-back-N").
+//
+// rxe's completer takes READ responses in PSN order only: on a gap in the
+// oldest READ it asks again from the missing PSN and goes back N, asking
+// again for every READ sent after it too, whose responses were on their
+// way and were dropped as out of order. Nothing in the wire needs that: a
+// READ request with an old PSN is a duplicate every IBA responder serves
+// (IBA 9.7.5.1.1; rxe duplicate_request), and new requests may follow it
+// with new PSNs. So while the send queue from the oldest WQE on holds only
+// READs sent whole, this requester
+//
+//   - places the responses of the READs after the oldest one as they come,
+//     in order within each READ (placeAhead);
+//   - on a gap in any of those READs re-reads that READ's rest at once, at
+//     the PSN of its first missing response and without moving its send
+//     cursor (readAgain, buildRest), once until that READ's responses make
+//     progress again: the responses of each READ come as one stream, so
+//     the rest of the stream that overtook the hole is no news;
+//   - completes a READ whose responses all came ahead as soon as the ones
+//     before it complete, and takes one that came partly ahead from where
+//     its responses stopped (completeAhead).
+//
+// A responder that drops the stream it was sending when a duplicate
+// arrives (older rxe) leaves a READ short without a gap to see: the
+// recovery timer's probe re-reads its rest once it is the oldest. A SEND,
+// WRITE or atomic among the READs, a READ asked in several parts,
+// selective repeat and --recovery=off keep rxe's go-back-N, and so do a
+// sequence error NAK, an ACK past a READ and a timeout: a responder that
+// NAKed a lost request dropped every request after it.
+
+// readAheadOK reports whether gaps in READ responses are repaired by
+// re-reading the READs that have them: go-back-N with recovery on, and
+// every WQE sent from the oldest one on is a READ sent whole, all of its
+// request out.
+func (r *Requester) readAheadOK() bool {
+	if r.cfg.SelectiveRepeat || r.rec.cfg.Off || r.head == r.tail {
+		return false
+	}
+	for i := r.head; i != r.tail; i++ {
+		w := r.slot(i)
+		if !w.started && i != r.head {
+			break
+		}
+		if w.kind != kindRead || w.state != wqePending || r.multiPart(w) {
+			return false
+		}
+	}
+	return true
+}
+
+// multiPart reports whether the READ w is asked for in more than one
+// request part (readchunk.go).
+func (r *Requester) multiPart(w *wqe) bool {
+	return r.readInParts(w) && r.pkts(w.length) > w.parts
+}
+
+// readAgain asks for the rest of the READ w again, from its first missing
+// response: NextPacket sends the request (nextReread). It is errorRetry's
+// retry for a gap in the oldest READ when readAheadOK holds (one per
+// episode, counted against retry_cnt as any retry), and placeAhead's for a
+// gap in a later one.
+func (r *Requester) readAgain(w *wqe) {
+	w.rereadAsked, w.rereadDue = true, true
+	r.rereadDue = true
+}
+
+// aheadWQE returns the READ after the oldest WQE whose response PSNs hold
+// psn, or nil.
+func (r *Requester) aheadWQE(psn packet.PSN) *wqe {
+	for i := r.head + 1; i != r.tail; i++ {
+		v := r.slot(i)
+		if !v.started || psn.Before(v.origFirst) {
+			return nil
+		}
+		if !psn.After(v.lastPSN) {
+			return v
+		}
+	}
+	return nil
+}
+
+// placeAhead places the READ response p, past the oldest READ, into the
+// READ after it that p answers, if p is that READ's next response (the
+// caller has checked readAheadOK). A response after a missing one asks for
+// that READ's rest again, once until its responses make progress; a
+// response already placed (a replay) is ignored. Opcode, AETH and length
+// are checked as doRead and checkAck check them (a re-read's stream may
+// start with FIRST or ONLY at the re-read's PSN); a response that fails
+// them is dropped like one out of order.
+func (r *Requester) placeAhead(p *packet.Packet) {
+	v := r.aheadWQE(p.PSN())
+	if v == nil || v.aheadDone {
+		return
+	}
+	d := uint64(p.PSN().Diff(v.origFirst)) * uint64(r.pmtu)
+	switch {
+	case d < uint64(v.rcvd):
+		return // already placed
+	case d > uint64(v.rcvd):
+		r.readGapAhead(v)
+		return
+	}
+	op := p.Opcode()
+	n := uint32(len(p.Payload()))
+	resid := v.length - v.rcvd
+	start := v.rcvd == 0 || p.PSN() == v.firstPSN
+	ok := false
+	switch op {
+	case packet.RCRDMAReadResponseFirst:
+		ok = start && n == r.pmtu && resid > r.pmtu
+	case packet.RCRDMAReadResponseMiddle:
+		ok = v.rcvd > 0 && n == r.pmtu && resid > r.pmtu
+	case packet.RCRDMAReadResponseLast:
+		ok = v.rcvd > 0 && n == resid && resid <= r.pmtu
+	case packet.RCRDMAReadResponseOnly:
+		ok = start && n == resid && resid <= r.pmtu
+	}
+	if ok && op != packet.RCRDMAReadResponseMiddle {
+		ok = p.AETH().Syndrome().IsACK()
+	}
+	if !ok || !r.scatter(v, p.Payload()) {
+		r.readGapAhead(v)
+		return
+	}
+	v.rcvd += n
+	v.aheadDone = p.Mask()&packet.MaskEnd != 0
+	v.rereadAsked = false
+	r.c.ReadBytes += uint64(n)
+	r.c.ReadResponsesAhead++
+}
+
+// readGapAhead handles a response of the READ v (after the oldest) that
+// did not follow the ones placed: the first since v's responses last made
+// progress asks for v's rest again.
+func (r *Requester) readGapAhead(v *wqe) {
+	r.c.ResponsesDropped++
+	if !v.rereadAsked {
+		r.c.ReadGaps++
+		r.c.CompleterRetryErr++
+		r.readAgain(v)
+	}
+}
+
+// completeAhead runs after each response under go-back-N: while the
+// oldest WQE is a READ whose responses came ahead of the ones before it,
+// it completes it if they all came, or else moves the oldest
+// unacknowledged PSN past those that did, so that the rest (of its
+// stream, or of a re-read of it) is taken in order.
+func (r *Requester) completeAhead() {
+	for r.head != r.tail && !r.stopped {
+		w := r.slot(r.head)
+		if w.kind != kindRead || !w.started || r.compPSN != w.origFirst || !w.aheadDone && w.rcvd == 0 {
+			return
+		}
+		if w.aheadDone {
+			r.compPSN, r.compOp = w.lastPSN.Next(), compOpNone
+			r.finish(w, verbs.WCSuccess)
+			continue
+		}
+		r.compPSN = w.origFirst.Add(int(w.rcvd / r.pmtu))
+		r.compOp = uint8(packet.RCRDMAReadResponseMiddle)
+		return
+	}
+}
+
+// buildRest builds into buf the packet the started WQE i starts again
+// with, without moving the send cursor: for a READ a request for the
+// bytes not yet received, at the PSN of the first response missing (rxe
+// req_retry's rule), which becomes the WQE's first PSN (the responses of
+// the request start there); for the oldest SEND or WRITE the packet at the
+// oldest unacknowledged PSN; for an ATOMIC_WRITE its 8 bytes again. It
+// returns the length, 0 if there is nothing to send; the WQE's cursors,
+// the send cursor and the AckReq count are left as they were.
+func (r *Requester) buildRest(i uint64, buf []byte) int {
+	w := r.slot(i)
+	if !w.started || w.state == wqePosted {
+		return 0
+	}
+	psn := r.compPSN
+	if w.kind == kindRead && i != r.head {
+		psn = w.origFirst.Add(int(w.rcvd / r.pmtu))
+	}
+	saved := *w
+	cur, next, noAck := r.cur, r.psn, r.noAck
+	r.cur, r.psn = i, psn
+	switch {
+	case w.kind.segmented():
+		r.seekPSN(w, psn)
+	case w.kind == kindRead:
+		w.off = w.rcvd
+	case w.kind == kindAtomicWrite:
+		w.off, w.snd = 0, sge.Cursor{}
+	}
+	n := r.build(w, buf)
+	first := w.firstPSN
+	*w = saved
+	if w.kind == kindRead {
+		w.firstPSN = first
+	}
+	r.cur, r.psn, r.noAck = cur, next, noAck
+	return n
+}
+
+// rereadPending reports whether a re-read readAgain asked for is still to
+// be sent, and forgets those that no longer are.
+func (r *Requester) rereadPending() bool {
+	if !r.stopped && r.readAheadOK() {
+		for i := r.head; i != r.tail; i++ {
+			w := r.slot(i)
+			if !w.started {
+				break
+			}
+			if w.rereadDue {
+				return true
+			}
+		}
+	}
+	r.rereadDue = false
+	return false
+}
+
+// nextReread builds the oldest re-read readAgain asked for, or returns 0 if
+// none is left to send (the READs completed, or a go-back-N retry rewound
+// them).
+func (r *Requester) nextReread(now time.Time, buf []byte) int {
+	if r.readAheadOK() {
+		for i := r.head; i != r.tail; i++ {
+			w := r.slot(i)
+			if !w.started {
+				break
+			}
+			if !w.rereadDue {
+				continue
+			}
+			w.rereadDue = false
+			high := r.highPSN
+			if n := r.buildRest(i, buf); n > 0 {
+				r.c.ReadHoleRereads++
+				r.onSent(now, w.firstPSN, true, high)
+				return n
+			}
+		}
+	}
+	r.rereadDue = false
+	return 0
+}
