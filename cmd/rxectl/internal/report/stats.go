@@ -86,7 +86,9 @@ type Transport struct {
 	WindowDecr  uint64 `json:"window_decreases"`
 	// Selective repeat (docs/recovery.md), zero when it is not in use.
 	// This end's requester: hole reports received, packets resent for
-	// them (READ re-reads included) and READ requests re-reading a hole.
+	// them (READ re-reads included) and READ requests re-reading a hole
+	// (go-back-N re-reads the READs with holes too, requester
+	// readahead.go, so that one is not zero without selective repeat).
 	SRHolesReceived uint64 `json:"sr_holes_received"`
 	SRPacketsResent uint64 `json:"sr_packets_resent"`
 	ReadHoleRereads uint64 `json:"read_holes_rereads"`
@@ -160,7 +162,12 @@ func WriteStats(w io.Writer, st, peer *Final) {
 			t.Retransmits, t.Timeouts, t.RcvdSeqErr, t.RcvdRNRErr, t.DuplicateRequest, t.OutOfSeqRequest)
 		fmt.Fprintf(&b, "   recovery: srtt %d µs, %d recovery timer expiries (%d tail probes), %d IB ACK timeouts; window %d packets, %d decreases\n",
 			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
-		if t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.ReadHoleRereads > 0 {
+		sr := t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.SRPacketsResent > 0
+		if t.ReadHoleRereads > 0 && !sr {
+			// Go-back-N re-reads the READs with holes as well.
+			fmt.Fprintf(&b, "   READ holes re-read: %d\n", t.ReadHoleRereads)
+		}
+		if sr {
 			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read, %d READ requests found lost; "+
 				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), %d requests held out of order, buffer peak %d packets (%d bytes), %d dropped\n",
 				t.SRHolesReceived, t.SRProgressReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRReadRequestsLost, t.SRHolesReported, t.SRProgressReports,
