@@ -157,9 +157,12 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	if rec.probeOut {
 		rec.probeOut = false
 		if r.spuriousExpiry(now) {
+			// Not the probe's answer but one that was on its way: the
+			// peer was only slow, and nothing it shows was lost.
 			rec.timer.Spurious(now, now.Sub(rec.heard))
+		} else {
+			r.probeAnswered(now, oldComp)
 		}
-		r.probeAnswered(now, oldComp)
 	}
 	rec.heard = now
 	if d := r.compPSN.Diff(oldComp); d > 0 || r.head != oldHead {
@@ -286,7 +289,8 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 	}
 }
 
-// probeAnswered runs on the first response after a probe, oldComp being
+// probeAnswered runs on the first response after a probe that is not a
+// spurious expiry's (spuriousExpiry: one that was on its way), oldComp being
 // the oldest unacknowledged PSN before it. A response that acknowledges
 // exactly the probe's PSN (and nothing after it) means the responder was
 // waiting for that very packet: every later PSN sent before the probe

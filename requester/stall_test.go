@@ -236,3 +236,36 @@ func TestRetryTimeoutAfterNAK(t *testing.T) {
 	postWrite4K(t, h, 2)
 	require.Equal(t, start.Add(retry.DefaultRecoveryFloor), h.r.Deadline())
 }
+
+// TestSRSpuriousProbeNoChain: under selective repeat the recovery timer
+// probes while two WRITEs are merely slow, and the first response after
+// the probe, sooner than any round trip, acknowledges the first WRITE: an
+// ACK that was on its way, not the probe's answer. The expiry was
+// spurious, so no probe follows at once; one per such response resent a
+// packet for nearly every ACK of a busy stream (368 resends in a 2 s
+// SEND run with 0.1 % of its ACKs lost).
+func TestSRSpuriousProbeNoChain(t *testing.T) {
+	const p0 = 0x500
+	cfg := baseConfig(1024, p0)
+	cfg.SelectiveRepeat = true
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	postWrite4K(t, h, 1)
+	postWrite4K(t, h, 2)
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	probe := h.drain()
+	require.Len(t, probe, 1, "the probe")
+	require.Equal(t, p, parse(t, probe[0]).PSN())
+	h.now = h.now.Add(rttTest / 10)
+	h.recv(ack(p + 3)) // the first WRITE's ACK, long on its way
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Empty(t, h.drain(), "no second probe after a spurious expiry")
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(1), rc.RTOSpurious)
+	require.Equal(t, uint64(1), rc.TailProbes)
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p + 7))
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+}
