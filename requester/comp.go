@@ -523,16 +523,8 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 		r.c.ResponsesDropped++
 		return CompDone
 	}
-	resid := w.length - w.rcvd
-	switch p.Opcode() {
-	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseMiddle:
-		if n != r.pmtu || resid <= r.pmtu {
-			return r.badResponse(w)
-		}
-	default: // LAST, ONLY
-		if (n != resid || resid > r.pmtu) && !r.chunkEnd(w, n, resid) {
-			return r.badResponse(w)
-		}
+	if !r.readLenOK(w, p.Opcode(), n) {
+		return r.badResponse(w)
 	}
 	if !r.scatter(w, data) {
 		w.status = verbs.WCLocProtErr
@@ -544,6 +536,21 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 		return CompCompAck
 	}
 	return CompUpdateComp
+}
+
+// readLenOK reports whether a READ response of opcode op carrying n bytes
+// fits the READ w at its next offset (w.rcvd): FIRST and MIDDLE carry a
+// full PMTU with more of the message to come; LAST and ONLY carry the
+// rest, or end a READ part (chunkEnd). doRead checks it for the oldest
+// READ, placeAhead for the ones after it.
+func (r *Requester) readLenOK(w *wqe, op packet.Opcode, n uint32) bool {
+	resid := w.length - w.rcvd
+	switch op {
+	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseMiddle:
+		return n == r.pmtu && resid > r.pmtu
+	default: // LAST, ONLY
+		return n == resid && resid <= r.pmtu || r.chunkEnd(w, n, resid)
+	}
 }
 
 // errorRetry starts a go-back-N retry after a timeout, a sequence NAK or

@@ -113,19 +113,15 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 	}
 	op := p.Opcode()
 	n := uint32(len(p.Payload()))
-	resid := v.length - v.rcvd
 	start := v.rcvd == 0 || p.PSN() == v.firstPSN
 	ok := false
 	switch op {
-	case packet.RCRDMAReadResponseFirst:
-		ok = start && n == r.pmtu && resid > r.pmtu
-	case packet.RCRDMAReadResponseMiddle:
-		ok = v.rcvd > 0 && n == r.pmtu && resid > r.pmtu
-	case packet.RCRDMAReadResponseLast:
-		ok = v.rcvd > 0 && n == resid && resid <= r.pmtu
-	case packet.RCRDMAReadResponseOnly:
-		ok = start && n == resid && resid <= r.pmtu
+	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseOnly:
+		ok = start
+	case packet.RCRDMAReadResponseMiddle, packet.RCRDMAReadResponseLast:
+		ok = v.rcvd > 0
 	}
+	ok = ok && r.readLenOK(v, op, n)
 	if ok && op != packet.RCRDMAReadResponseMiddle {
 		ok = p.AETH().Syndrome().IsACK()
 	}
@@ -134,7 +130,7 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 		return
 	}
 	v.rcvd += n
-	v.aheadDone = p.Mask()&packet.MaskEnd != 0
+	v.aheadDone = p.Mask()&packet.MaskEnd != 0 && v.rcvd == v.length
 	v.rereadAsked = false
 	r.c.ReadBytes += uint64(n)
 	r.c.ReadResponsesAhead++
