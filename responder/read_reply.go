@@ -80,6 +80,13 @@ func (r *Responder) replayRead(res *resource) bool {
 	return true
 }
 
+// streamOf reports whether the queued item it is a response stream of the
+// READ held by res (its train, or an extra stream of a duplicate): a READ
+// response stream with res's R_Key whose next PSN lies in res's span.
+func streamOf(it *outItem, res *resource) bool {
+	return it.kind == outRead && it.rkey == res.rkey && !it.psn.Before(res.first) && it.psn.Before(res.first.Add(res.npsn))
+}
+
 // restartTrain handles a duplicate READ (r.rd, checked by replayRead)
 // whose original train res is still in the output queue. If the duplicate
 // asks for PSNs the train has not sent yet, the train answers it and the
@@ -91,10 +98,9 @@ func (r *Responder) replayRead(res *resource) bool {
 // resource at the replayed position. It reports whether it handled the
 // duplicate.
 func (r *Responder) restartTrain(res *resource) bool {
-	end := res.first.Add(res.npsn)
 	for i := range r.q.Len() {
 		it := r.q.At(i)
-		if it.kind != outRead || it.rkey != res.rkey || it.psn.Before(res.first) || !it.psn.Before(end) {
+		if !streamOf(it, res) {
 			continue
 		}
 		if !r.rd.psn.Before(it.psn) {

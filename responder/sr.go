@@ -288,7 +288,7 @@ func (r *Responder) clipToStream(res *resource) {
 	cut := rdEnd
 	for i := range r.q.Len() {
 		it := r.q.At(i)
-		if it.kind != outRead || it.rkey != res.rkey || !r.rd.psn.Before(it.psn) || !it.psn.Before(cut) {
+		if !streamOf(it, res) || !r.rd.psn.Before(it.psn) || !it.psn.Before(cut) {
 			continue
 		}
 		if it.psn.Add(r.readPSNs(it.resid)).Before(rdEnd) {
@@ -323,7 +323,7 @@ func (r *Responder) coveredRead(res *resource) bool {
 	whole := r.rd.psn == res.first && rdEnd == end
 	for i := range r.q.Len() {
 		it := r.q.At(i)
-		if it.kind != outRead || it.rkey != res.rkey || it.psn.Before(res.first) || !it.psn.Before(end) {
+		if !streamOf(it, res) {
 			continue
 		}
 		if !r.rd.psn.Before(it.psn) && !it.psn.Add(r.readPSNs(it.resid)).Before(rdEnd) {
