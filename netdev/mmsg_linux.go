@@ -53,9 +53,20 @@ func newMmsg(hdrs, iovs, oobSize int, trap uintptr) *mmsg {
 }
 
 // call runs one recvmmsg or sendmmsg over hdrs[start : start+n].
+//
+// It uses RawSyscall6, which does not tell the Go scheduler that the
+// thread enters the kernel: with MSG_DONTWAIT on a non-blocking socket
+// neither call ever sleeps (an empty or full socket returns EAGAIN, and
+// the caller waits in the poller), so there is no processor to hand off.
+// Syscall6 wakes sysmon if it is in its long sleep and lets sysmon hand
+// the processor to another thread when the call lasts longer than a
+// sysmon tick (20 µs or more) while other goroutines wait, as a sendmmsg
+// that runs the loopback receive path can: thread switches that cost a
+// small-packet stream between two processes on a two-core machine a
+// sixth of its rate (docs/performance.md, "Raw system calls").
 func (m *mmsg) call(fd uintptr) bool {
 	for {
-		r, _, e := unix.Syscall6(m.trap, fd, uintptr(unsafe.Pointer(&m.hdrs[m.start])), uintptr(m.n), uintptr(m.flags), 0, 0)
+		r, _, e := unix.RawSyscall6(m.trap, fd, uintptr(unsafe.Pointer(&m.hdrs[m.start])), uintptr(m.n), uintptr(m.flags), 0, 0)
 		switch e {
 		case unix.EINTR:
 			continue
