@@ -62,8 +62,8 @@ func newMmsg(hdrs, iovs, oobSize int, trap uintptr) *mmsg {
 // the processor to another thread when the call lasts longer than a
 // sysmon tick (20 µs or more) while other goroutines wait, as a sendmmsg
 // that runs the loopback receive path can: thread switches that cost a
-// small-packet stream between two processes on a two-core machine a
-// sixth of its rate (docs/performance.md, "Raw system calls").
+// stream between two processes on a two-core machine about a fifth of
+// its CPU time (docs/performance.md, "Raw system calls").
 func (m *mmsg) call(fd uintptr) bool {
 	for {
 		r, _, e := unix.RawSyscall6(m.trap, fd, uintptr(unsafe.Pointer(&m.hdrs[m.start])), uintptr(m.n), uintptr(m.flags), 0, 0)
