@@ -55,7 +55,7 @@ func newMmsg(hdrs, iovs, oobSize int, trap uintptr) *mmsg {
 // call runs one recvmmsg or sendmmsg over hdrs[start : start+n].
 //
 // It uses RawSyscall6, which does not tell the Go scheduler that the
-// thread enters the kernel: with MSG_DONTWAIT on a non-blocking socket
+// thread enters the kernel: with MSG_DONTWAIT (always added to flags)
 // neither call ever sleeps (an empty or full socket returns EAGAIN, and
 // the caller waits in the poller), so there is no processor to hand off.
 // Syscall6 wakes sysmon if it is in its long sleep and lets sysmon hand
@@ -66,7 +66,7 @@ func newMmsg(hdrs, iovs, oobSize int, trap uintptr) *mmsg {
 // its CPU time (docs/performance.md, "Raw system calls").
 func (m *mmsg) call(fd uintptr) bool {
 	for {
-		r, _, e := unix.RawSyscall6(m.trap, fd, uintptr(unsafe.Pointer(&m.hdrs[m.start])), uintptr(m.n), uintptr(m.flags), 0, 0)
+		r, _, e := unix.RawSyscall6(m.trap, fd, uintptr(unsafe.Pointer(&m.hdrs[m.start])), uintptr(m.n), uintptr(m.flags|unix.MSG_DONTWAIT), 0, 0)
 		switch e {
 		case unix.EINTR:
 			continue
