@@ -77,6 +77,7 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		r.srReceive(now, &p)
 	} else {
 		r.run(&p, now, false)
+		r.advanceParts()
 		r.completeAhead()
 	}
 	r.onResponse(now, oldComp, oldHead, retries)
@@ -395,12 +396,16 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		// episode (errorRetry), a new episode after in-order progress. The
 		// responder restarts the train it is sending at the duplicate's PSN
 		// (responder.readReply), so little is sent twice.
-		r.c.ResponsesDropped++
 		if w.kind == kindRead && w.state != wqePosted {
 			r.c.ReadGaps++
 			r.gapRetry = true
+			if r.partsAheadOK(w, p) {
+				return r.placePart(p, w)
+			}
+			r.c.ResponsesDropped++
 			return CompErrorRetry
 		}
+		r.c.ResponsesDropped++
 		return CompDone
 	}
 	return CompCheckAck
@@ -580,7 +585,7 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 		// after it keep their responses (readahead.go).
 		r.c.CompleterRetryErr++
 		r.startedRetry, r.nakRetry = true, true
-		r.readAgain(w)
+		r.rereadOldest(w)
 		return CompDone
 	}
 	if r.psn.After(r.compPSN) {
@@ -640,6 +645,9 @@ func (r *Requester) finish(w *wqe, status verbs.WCStatus) {
 			r.c.CQOverflow++
 			r.fail(verbs.WCFatalErr)
 		}
+	}
+	if r.sr.ngot > 0 && !r.cfg.SelectiveRepeat {
+		r.forgetParts()
 	}
 	r.head++
 	r.sq.Pop()

@@ -33,16 +33,17 @@ import (
 //
 // A responder that drops the stream it was sending when a duplicate
 // arrives (older rxe) leaves a READ short without a gap to see: the
-// recovery timer's probe re-reads its rest once it is the oldest. A SEND,
-// WRITE or atomic among the READs, a READ asked in several parts,
-// selective repeat and --recovery=off keep rxe's go-back-N, and so do a
+// recovery timer's probe re-reads its rest once it is the oldest. The
+// oldest READ may be one asked in parts (readparts.go). A SEND, WRITE or
+// atomic among the READs, a later READ asked in parts, selective repeat
+// and --recovery=off keep rxe's go-back-N, and so do a
 // sequence error NAK, an ACK past a READ and a timeout: a responder that
 // NAKed a lost request dropped every request after it.
 
 // readAheadOK reports whether gaps in READ responses are repaired by
 // re-reading the READs that have them: go-back-N with recovery on, and
-// every WQE sent from the oldest one on is a READ sent whole, all of its
-// request out.
+// every WQE sent from the oldest one on is a READ with all of its request
+// out, sent whole except perhaps the oldest (readparts.go).
 func (r *Requester) readAheadOK() bool {
 	if r.cfg.SelectiveRepeat || r.rec.cfg.Off || r.head == r.tail {
 		return false
@@ -52,7 +53,7 @@ func (r *Requester) readAheadOK() bool {
 		if !w.started && i != r.head {
 			break
 		}
-		if w.kind != kindRead || w.state != wqePending || r.multiPart(w) {
+		if w.kind != kindRead || w.state != wqePending || r.multiPart(w) && i != r.head {
 			return false
 		}
 	}

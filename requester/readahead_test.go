@@ -89,3 +89,85 @@ func TestReadAheadAfterGap(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPartsAheadAfterGap: the oldest READ asked in parts (4 parts of
+// 4 packets) loses one response in its first part and one in its third.
+// The responses after each hole are kept; each hole's part is re-read
+// from the hole to the part's end, the second as soon as the first is
+// repaired; nothing else is asked for again and the data arrives whole.
+// With recovery off (rxe's go-back-N) the responses after the first hole
+// are dropped and the READ is asked for again from it.
+func TestReadPartsAheadAfterGap(t *testing.T) {
+	const pmtu, p0, npkts, part = 1024, 0x7f0, 16, 4
+	const size = npkts * pmtu
+	for _, tc := range []struct {
+		name    string
+		lost    []int
+		off     bool
+		rereads [][2]int // the PSN offset and packets of each re-read, in order
+		ahead   uint64
+	}{
+		{"one-hole", []int{1}, false, [][2]int{{1, 3}}, 14},
+		{"two-parts", []int{1, 9}, false, [][2]int{{1, 3}, {9, 3}}, 13},
+		{"part-start", []int{4}, false, [][2]int{{4, 4}}, 11},
+		{"whole-part-and-hole", []int{1, 8, 9, 10, 11}, false, [][2]int{{1, 3}, {8, 4}}, 10},
+		{"recovery-off", []int{1}, true, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(pmtu, p0)
+			cfg.MaxReadPkts = part
+			cfg.Recovery.Off = tc.off
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, size, verbs.AccessLocalWrite, 0)
+			f := newResponder(t, pmtu, p0)
+			src := f.mem.add(rkey, rbase, size, verbs.AccessRemoteRead, 7)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+				RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: size, LKey: lkeyA}}})
+			reqs := h.drain()
+			require.Len(t, reqs, npkts/part, "every part is asked for at once")
+			for _, b := range reqs {
+				f.handle(b)
+			}
+			out := f.take()
+			require.Len(t, out, npkts)
+			for i, o := range out {
+				if !slices.Contains(tc.lost, i) {
+					h.recv(o)
+				}
+			}
+			require.Empty(t, h.cq.ids(), "nothing completes past the hole")
+			if tc.off {
+				again := h.drain()
+				require.NotEmpty(t, again)
+				p := parse(t, again[0])
+				require.Equal(t, packet.PSN(p0+1), p.PSN())
+				require.Zero(t, h.r.Counters().ReadResponsesAhead)
+			} else {
+				for j, rr := range tc.rereads {
+					again := h.drain()
+					require.Len(t, again, 1, "re-read %d: one request", j)
+					p := parse(t, again[0])
+					require.Equal(t, packet.RCRDMAReadRequest, p.Opcode())
+					require.Equal(t, packet.PSN(p0+rr[0]), p.PSN(), "re-read %d", j)
+					require.Equal(t, rbase+uint64(rr[0]*pmtu), p.RETH().VA())
+					require.Equal(t, uint32(rr[1]*pmtu), p.RETH().DMALen())
+					f.handle(again[0])
+					for _, o := range f.take() {
+						h.recv(o)
+					}
+				}
+				c := h.r.Counters()
+				require.Equal(t, tc.ahead, c.ReadResponsesAhead)
+				require.Equal(t, uint64(len(tc.rereads)), c.ReadHoleRereads)
+			}
+			pumpLink(h, f)
+			require.Equal(t, []uint64{1}, h.cq.ids())
+			require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+			require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
+			require.Equal(t, packet.PSN(p0+npkts), h.r.SQPSN())
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+		})
+	}
+}

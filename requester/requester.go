@@ -577,7 +577,7 @@ func (r *Requester) rewind() {
 		case i == r.head && w.kind == kindRead:
 			// Keep the received data; build asks for the rest.
 			w.off = w.rcvd
-			w.rereadAsked, w.rereadDue = false, false
+			w.rereadAsked, w.rereadDue, w.rereadPart = false, false, 0
 		default:
 			w.resetCursors()
 		}

@@ -154,10 +154,11 @@ func (r *Requester) windowFull() bool {
 }
 
 // inFlight returns how many packets sent are not known to have arrived:
-// the PSNs outstanding, or srInFlight under selective repeat.
+// the PSNs outstanding less the READ responses placed ahead of a hole
+// (readparts.go), or srInFlight under selective repeat.
 func (r *Requester) inFlight() int {
 	if !r.cfg.SelectiveRepeat {
-		return int(r.psn.Diff(r.compPSN))
+		return max(int(r.psn.Diff(r.compPSN))-r.sr.ngot, 0)
 	}
 	return r.srInFlight()
 }

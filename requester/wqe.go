@@ -77,8 +77,11 @@ type wqe struct {
 	// READ under go-back-N (readahead.go): all its responses were placed
 	// while an earlier READ was repaired (aheadDone); a re-read of its
 	// rest was asked for since its responses last made progress
-	// (rereadAsked) and waits to be sent (rereadDue).
+	// (rereadAsked) and waits to be sent (rereadDue). As the oldest WQE
+	// asked in parts: one more than the part its latest re-read started
+	// in, 0 for none (rereadPart, readparts.go).
 	aheadDone, rereadAsked, rereadDue bool
+	rereadPart                        uint32
 	status                            verbs.WCStatus
 	vendor                            uint32 // WC.VendorErr: the AETH syndrome of a NAK
 }
@@ -89,6 +92,7 @@ func (w *wqe) resetCursors() {
 	w.off, w.snd = 0, sge.Cursor{}
 	w.rcvd, w.place = 0, sge.Cursor{}
 	w.aheadDone, w.rereadAsked, w.rereadDue = false, false, false
+	w.rereadPart = 0
 }
 
 // seek moves the send cursor to byte off of the message.
