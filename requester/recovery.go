@@ -161,6 +161,9 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 			// peer was only slow, and nothing it shows was lost.
 			rec.timer.Spurious(now, now.Sub(rec.heard))
 		} else {
+			if r.compPSN.After(oldComp) {
+				rec.timer.LossFound(now)
+			}
 			r.probeAnswered(now, oldComp)
 		}
 	}

@@ -184,8 +184,8 @@ func (t *RecoveryTimer) Progress() { t.backoff, t.deferred = 0, false }
 // packet but frequent per second on a loaded machine; this is RFC 4015's
 // (Eifel) response: the timeout becomes at least the silence just seen,
 // up to a quarter of Ceiling, so the same stall does not fire the timer
-// again. The learned delay decays (Decay) and is reset by nothing else:
-// real losses (answers to the probe itself) leave it alone.
+// again. The learned delay decays (Decay) and halves at each real loss a
+// probe finds (LossFound).
 func (t *RecoveryTimer) Spurious(now time.Time, silence time.Duration) {
 	t.spurious++
 	t.backoff = 0
@@ -206,6 +206,25 @@ func (t *RecoveryTimer) Learn(now time.Time, silence time.Duration) {
 		t.learned = silence
 	}
 	t.learnedAt = now
+}
+
+// LossFound records, at now, that a probe found a real loss: its answer
+// acknowledged new PSNs and was not taken for a spurious expiry's. That
+// loss waited for the learned delay, which exists for silences that are
+// not losses; the delay halves (and is forgotten below half the default
+// floor, as in Decay), so on a path that loses packets one stall does not
+// make every lost tail wait as long as the stall for the next second or
+// two (docs/recovery.md, "The learned delay").
+func (t *RecoveryTimer) LossFound(now time.Time) {
+	t.Decay(now)
+	if t.learned <= 0 {
+		return
+	}
+	t.learned /= 2
+	t.learnedAt = now
+	if t.learned < DefaultRecoveryFloor/2 {
+		t.learned = 0
+	}
 }
 
 // Decay halves the learned delay for every SpuriousHalfLife since it was

@@ -73,6 +73,25 @@ func TestRecoveryTimerSpurious(t *testing.T) {
 	require.Zero(t, off.Timeout(&r))
 }
 
+// TestRecoveryTimerLossFound: each real loss a probe finds halves the
+// delay learned from a stall, down to nothing below half the default
+// floor; with nothing learned it changes nothing.
+func TestRecoveryTimerLossFound(t *testing.T) {
+	var r RTT
+	r.Sample(100*us, false)
+	tm := RecoveryTimer{Ceiling: 67 * time.Millisecond}
+	tm.LossFound(at(0))
+	require.Zero(t, tm.Learned())
+	require.Equal(t, DefaultRecoveryFloor, tm.Timeout(&r))
+
+	tm.Spurious(at(0), 12*time.Millisecond)
+	for i, want := range []time.Duration{6 * time.Millisecond, 3 * time.Millisecond, 1500 * us, 0} {
+		tm.LossFound(at(time.Duration(i+1) * time.Millisecond))
+		require.Equal(t, want, tm.Learned(), "loss %d", i+1)
+	}
+	require.Equal(t, DefaultRecoveryFloor, tm.Timeout(&r), "fast recovery is back after four losses")
+}
+
 // TestRetryTimeout: during a go-back-N retry the timeout is the RTO (or
 // 2·SRTT) with RetryFloor, not DefaultRecoveryFloor, as the floor; a Floor
 // set explicitly bounds it too; it backs off like Timeout and never
