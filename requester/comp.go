@@ -73,6 +73,9 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		r.updateCredits(p)
 	}
 	oldComp, oldHead, retries := r.compPSN, r.head, r.c.CompleterRetryErr
+	op := p.Opcode()
+	r.rec.respPSN = p.PSN()
+	r.rec.respStart = op == packet.RCRDMAReadResponseFirst || op == packet.RCRDMAReadResponseOnly
 	if r.srHandles(&p) {
 		r.srReceive(now, &p)
 	} else {

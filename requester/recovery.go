@@ -62,6 +62,14 @@ type recovery struct {
 	timing bool           // a first transmission with AckReq is being timed
 	timed  packet.PSN     // its PSN
 	sentAt time.Time      // and when it left
+	// timedRead: under go-back-N the timed packet is a READ request,
+	// whose sample ends on its own first response (onResponse).
+	timedRead bool
+	// respPSN and respStart describe the response Receive is handling:
+	// its PSN, and whether it is a READ response FIRST or ONLY (the first
+	// response to the READ request with that PSN).
+	respPSN   packet.PSN
+	respStart bool
 	// firstSent is when the first packet left: until the first RTT
 	// sample, the first response gives an upper bound (bootstrap).
 	firstSent time.Time
@@ -117,19 +125,23 @@ func (r *Requester) forceAckReq(psn packet.PSN) bool {
 // transmission with AckReq starts an RTT measurement if none is running; a
 // retransmission that makes the timed packet's answer ambiguous voids the
 // running one (Karn's rule): under go-back-N any at or before the timed
-// PSN (the cumulative ACK that ends the sample may answer it), under
-// selective repeat only the timed PSN's own (the sample ends on the timed
-// packet's own answer, srTimedAnswered). The recovery timer is armed if
-// it is not running.
+// PSN (the cumulative ACK that ends the sample may answer it), unless the
+// timed packet is a READ request, and under selective repeat only the
+// timed PSN's own (the sample ends on the timed packet's own answer,
+// srTimedAnswered). A timed READ request's sample ends on its own first
+// response, which answers nothing sent before it: only its own resend
+// voids it, so the re-reads of earlier holes (read-ahead) leave it
+// running. The recovery timer is armed if it is not running.
 func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefore packet.PSN) {
 	rec := &r.rec
 	if psn.Before(highBefore) {
-		if rec.timing && (psn == rec.timed || !r.cfg.SelectiveRepeat && psn.Before(rec.timed)) {
+		if rec.timing && (psn == rec.timed || !r.cfg.SelectiveRepeat && !rec.timedRead && psn.Before(rec.timed)) {
 			rec.timing = false
 			rec.rtt.Sample(0, true)
 		}
 	} else if ackReq && !rec.timing {
 		rec.timing, rec.timed, rec.sentAt = true, psn, now
+		rec.timedRead = !r.cfg.SelectiveRepeat && r.hdr.BTH.Opcode == packet.RCRDMAReadRequest
 	}
 	if rec.firstSent.IsZero() {
 		rec.firstSent = now
@@ -176,6 +188,15 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 		}
 	}
 	switch {
+	case rec.timing && rec.timedRead:
+		if rec.respStart && rec.respPSN == rec.timed {
+			rec.timing = false
+			rec.rtt.Sample(now.Sub(rec.sentAt), false)
+		} else if r.compPSN.After(rec.timed) {
+			// Passed without its own first response (lost, and the
+			// re-read that replaced it is a resend): no sample.
+			rec.timing = false
+		}
 	case rec.timing && (r.compPSN.After(rec.timed) || r.cfg.SelectiveRepeat && r.srTimedAnswered()):
 		rec.timing = false
 		rec.rtt.Sample(now.Sub(rec.sentAt), false)

@@ -255,3 +255,57 @@ func TestAdaptiveWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestReadSampleOnOwnResponse: under go-back-N a timed READ request's RTT
+// sample ends on its own first response, so the re-read of a hole in an
+// earlier READ (read-ahead) does not void it, while a resend of the timed
+// request itself still does (Karn's rule).
+func TestReadSampleOnOwnResponse(t *testing.T) {
+	const p0 = 0x40
+	h, p := warmHarness(t, p0)
+	read := func(id uint64, off int) {
+		h.post(&verbs.SendWR{ID: id, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(off), Length: 4096, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+	}
+	data := make([]byte, 4096)
+	read(1, 0)
+	require.Len(t, h.drain(), 1)
+	h.now = h.now.Add(rttTest)
+	a := readResp(1024, p, data, 0, false)
+	h.recv(a[0]) // READ 1's own first response: a sample
+	require.Equal(t, uint64(2), h.r.Counters().Recovery.RTTSamples)
+
+	read(2, 4096) // timed: PSN p+4
+	require.Len(t, h.drain(), 1)
+	h.now = h.now.Add(rttTest)
+	h.recv(a[2]) // a[1] lost: READ 1 is re-read from p+1
+	again := h.drain()
+	require.Len(t, again, 1)
+	require.Equal(t, p+1, parse(t, again[0]).PSN())
+	h.now = h.now.Add(2 * rttTest)
+	b := readResp(1024, p+4, data, 0, false)
+	h.recv(b[0]) // READ 2's own first response, placed ahead
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(3), rc.RTTSamples, "the re-read of READ 1 does not void READ 2's sample")
+	require.Zero(t, rc.KarnSkipped)
+
+	// The timed request itself sent again: no sample.
+	h2, q := warmHarness(t, 0x900)
+	h2.post(&verbs.SendWR{ID: 7, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 4096, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+	require.Len(t, h2.drain(), 1)
+	h2.now = h2.now.Add(rttTest)
+	c := readResp(1024, q, data, 0, false)
+	h2.recv(c[1]) // the FIRST lost: the READ is asked for again from q
+	rr := h2.drain()
+	require.Len(t, rr, 1)
+	require.Equal(t, q, parse(t, rr[0]).PSN())
+	h2.now = h2.now.Add(rttTest)
+	for _, x := range readResp(1024, q, data, 0, false) {
+		h2.recv(x)
+	}
+	require.Equal(t, []uint64{7}, h2.cq.ids())
+	rc = h2.r.Counters().Recovery
+	require.Equal(t, uint64(1), rc.RTTSamples, "Karn: the timed READ was sent again")
+	require.Equal(t, uint64(1), rc.KarnSkipped)
+}
