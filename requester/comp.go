@@ -72,7 +72,7 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 	if r.cfg.Credits {
 		r.updateCredits(p)
 	}
-	oldComp, oldHead, retries := r.compPSN, r.head, r.c.CompleterRetryErr
+	oldComp, oldHead, retries := r.compPSN, r.head, r.c.CompleterRetryErr-r.readRepairs
 	op := p.Opcode()
 	r.rec.respPSN = p.PSN()
 	r.rec.respStart = op == packet.RCRDMAReadResponseFirst || op == packet.RCRDMAReadResponseOnly
@@ -651,6 +651,9 @@ func (r *Requester) finish(w *wqe, status verbs.WCStatus) {
 	}
 	if r.sr.ngot > 0 && !r.cfg.SelectiveRepeat {
 		r.forgetParts()
+	}
+	if w.kind == kindRead && r.readsSinceRepair < partsHold {
+		r.readsSinceRepair++
 	}
 	r.head++
 	r.sq.Pop()

@@ -69,12 +69,25 @@ func (r *Requester) multiPart(w *wqe) bool {
 // readAgain asks for the rest of the READ w again, from its first missing
 // response: NextPacket sends the request (nextReread). It is errorRetry's
 // retry for a gap in the oldest READ when readAheadOK holds (one per
-// episode, counted against retry_cnt as any retry), and placeAhead's for a
-// gap in a later one.
+// episode, counted against retry_cnt as any retry), placeAhead's for a
+// gap in a later one and advanceParts' for a hole found in the oldest.
+//
+// Such a repair re-reads one READ's (or part's) rest and resends nothing
+// else, so it does not shrink the adaptive window, which bounds what a
+// go-back-N costs (onResponse leaves readRepairs out of the losses it
+// counts); it keeps long READs asked in parts for partsHold READs
+// (readParts), so that the next hole costs the rest of a part.
 func (r *Requester) readAgain(w *wqe) {
 	w.rereadAsked, w.rereadDue = true, true
 	r.rereadDue = true
+	r.readRepairs++
+	r.readsSinceRepair = 0
 }
+
+// partsHold is how many READs complete after a READ repair (readAgain)
+// before long READs are asked for whole again, while the window is at its
+// largest (readParts).
+const partsHold = 16
 
 // aheadWQE returns the READ after the oldest WQE whose response PSNs hold
 // psn, or nil.

@@ -34,8 +34,10 @@ func (r *Requester) readChunk(w *wqe) (n, pkts uint32, end bool) {
 
 // readParts returns the part size, in packets, for a READ asked for now:
 // Config.MaxReadPkts if set; under go-back-N with the adaptive window, the
-// smallest window while the window is below its largest (after a loss);
-// else 0, the whole READ in one request. A READ asked as one request has
+// smallest window while the window is below its largest (after a loss) or
+// fewer than partsHold READs have completed since a READ repair
+// (readAgain, which does not shrink the window); else 0, the whole READ
+// in one request. A READ asked as one request has
 // all its responses in flight whatever the window, and a response lost
 // among them costs the rest of the READ again; in parts the window bounds
 // the responses in flight, and so what a loss costs, as it does for SEND
@@ -46,7 +48,8 @@ func (r *Requester) readParts() uint32 {
 		return uint32(m)
 	}
 	rec := r.rec.cfg
-	if r.cfg.SelectiveRepeat || rec.Off || rec.FixedWindow || r.rec.win.Size() >= r.cfg.Window {
+	if r.cfg.SelectiveRepeat || rec.Off || rec.FixedWindow ||
+		r.rec.win.Size() >= r.cfg.Window && r.readsSinceRepair >= partsHold {
 		return 0
 	}
 	return uint32(r.rec.win.Config().Min)

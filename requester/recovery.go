@@ -208,7 +208,7 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 		// timeout until a new packet is timed.
 		rec.rtt.Sample(now.Sub(rec.firstSent), false)
 	}
-	if r.c.CompleterRetryErr != retries {
+	if r.c.CompleterRetryErr-r.readRepairs != retries {
 		r.lossSeen(now)
 	}
 	r.noteFailure()

@@ -70,11 +70,16 @@ type Requester struct {
 	// READ responses (checkPSN, completeAhead); rereadDue: readAgain asked
 	// NextPacket to re-read the oldest READ's rest (readahead.go).
 	gapRetry, rereadDue bool
-	retrans             retry.Deadline
-	rnrWait             retry.Deadline
-	state               CompState
-	trace               [traceLen]CompState
-	ntrace              int
+	// readRepairs counts readAgain's repairs (they are retries, but not
+	// losses that shrink the window); readsSinceRepair the READs
+	// completed since the last one, up to partsHold (readParts).
+	readRepairs      uint64
+	readsSinceRepair uint32
+	retrans          retry.Deadline
+	rnrWait          retry.Deadline
+	state            CompState
+	trace            [traceLen]CompState
+	ntrace           int
 
 	// Errors.
 	stopped    bool // no more sending or receiving: failed or flushed
@@ -113,19 +118,21 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 	c.AckReqEvery = min(c.AckReqEvery, c.Window)
 	c.SQPSN &= packet.PSNMask
 	r := &Requester{
-		cfg:         c,
-		mem:         mem,
-		cq:          cq,
-		pmtu:        uint32(c.PMTU),
-		pmtuShift:   uint8(bits.TrailingZeros32(uint32(c.PMTU))),
-		psn:         c.SQPSN,
-		highPSN:     c.SQPSN,
-		ssn:         1,
-		compPSN:     c.SQPSN,
-		compOp:      compOpNone,
-		retryBudget: retry.NewRetryBudget(c.RetryCnt),
-		rnrBudget:   retry.NewRNRBudget(c.RNRRetry),
-		state:       CompDone,
+		cfg:       c,
+		mem:       mem,
+		cq:        cq,
+		pmtu:      uint32(c.PMTU),
+		pmtuShift: uint8(bits.TrailingZeros32(uint32(c.PMTU))),
+		psn:       c.SQPSN,
+		highPSN:   c.SQPSN,
+		ssn:       1,
+		compPSN:   c.SQPSN,
+		compOp:    compOpNone,
+		// A new QP asks for its READs whole until a repair.
+		readsSinceRepair: partsHold,
+		retryBudget:      retry.NewRetryBudget(c.RetryCnt),
+		rnrBudget:        retry.NewRNRBudget(c.RNRRetry),
+		state:            CompDone,
 	}
 	r.SetTimeout(c.Timeout)
 	r.sq.Init(c.MaxWR, r.freshSlots)
