@@ -72,10 +72,7 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 	if r.cfg.Credits {
 		r.updateCredits(p)
 	}
-	oldComp, oldHead, retries := r.compPSN, r.head, r.c.CompleterRetryErr-r.readRepairs
-	op := p.Opcode()
-	r.rec.respPSN = p.PSN()
-	r.rec.respStart = op == packet.RCRDMAReadResponseFirst || op == packet.RCRDMAReadResponseOnly
+	oldComp, oldHead, losses := r.compPSN, r.head, r.lossRetries()
 	if r.srHandles(&p) {
 		r.srReceive(now, &p)
 	} else {
@@ -83,7 +80,7 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		r.advanceParts()
 		r.completeAhead()
 	}
-	r.onResponse(now, oldComp, oldHead, retries)
+	r.onResponse(now, &p, oldComp, oldHead, losses)
 	if r.stopped {
 		return
 	}

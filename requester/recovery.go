@@ -65,11 +65,6 @@ type recovery struct {
 	// timedRead: under go-back-N the timed packet is a READ request,
 	// whose sample ends on its own first response (onResponse).
 	timedRead bool
-	// respPSN and respStart describe the response Receive is handling:
-	// its PSN, and whether it is a READ response FIRST or ONLY (the first
-	// response to the READ request with that PSN).
-	respPSN   packet.PSN
-	respStart bool
 	// firstSent is when the first packet left: until the first RTT
 	// sample, the first response gives an upper bound (bootstrap).
 	firstSent time.Time
@@ -158,12 +153,12 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 	}
 }
 
-// onResponse runs after the completer processed one response at now:
+// onResponse runs after the completer processed the response p at now:
 // oldComp and oldHead are the oldest unacknowledged PSN and the oldest WQE
-// before it, retries the number of go-back-N retries started before it. It
-// takes the RTT sample, grows or shrinks the window, ends a probe, and
-// re-arms or stops the recovery timer.
-func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retries uint64) {
+// before it, losses the retries that count as losses (lossRetries) before
+// it. It takes the RTT sample, grows or shrinks the window, ends a probe,
+// and re-arms or stops the recovery timer.
+func (r *Requester) onResponse(now time.Time, p *packet.Packet, oldComp packet.PSN, oldHead, losses uint64) {
 	rec := &r.rec
 	rec.sinceProgress++
 	if rec.probeOut {
@@ -189,7 +184,8 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 	}
 	switch {
 	case rec.timing && rec.timedRead:
-		if rec.respStart && rec.respPSN == rec.timed {
+		if op := p.Opcode(); p.PSN() == rec.timed &&
+			(op == packet.RCRDMAReadResponseFirst || op == packet.RCRDMAReadResponseOnly) {
 			rec.timing = false
 			rec.rtt.Sample(now.Sub(rec.sentAt), false)
 		} else if r.compPSN.After(rec.timed) {
@@ -208,7 +204,7 @@ func (r *Requester) onResponse(now time.Time, oldComp packet.PSN, oldHead, retri
 		// timeout until a new packet is timed.
 		rec.rtt.Sample(now.Sub(rec.firstSent), false)
 	}
-	if r.c.CompleterRetryErr-r.readRepairs != retries {
+	if r.lossRetries() != losses {
 		r.lossSeen(now)
 	}
 	r.noteFailure()
@@ -258,6 +254,11 @@ func (r *Requester) rearmRecovery(now time.Time) {
 		rec.due.Arm(now.Add(d))
 	}
 }
+
+// lossRetries returns the retries started so far that count as losses
+// for the window: all of them but readAgain's READ repairs, which resend
+// one READ's (or part's) rest and nothing else.
+func (r *Requester) lossRetries() uint64 { return r.c.CompleterRetryErr - r.readRepairs }
 
 // lossSeen shrinks the adaptive window after a loss detected at now.
 func (r *Requester) lossSeen(now time.Time) {
