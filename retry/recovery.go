@@ -220,11 +220,8 @@ func (t *RecoveryTimer) LossFound(now time.Time) {
 	if t.learned <= 0 {
 		return
 	}
-	t.learned /= 2
 	t.learnedAt = now
-	if t.learned < DefaultRecoveryFloor/2 {
-		t.learned = 0
-	}
+	t.setLearned(t.learned / 2)
 }
 
 // Decay halves the learned delay for every SpuriousHalfLife since it was
@@ -238,11 +235,17 @@ func (t *RecoveryTimer) Decay(now time.Time) {
 	if n <= 0 {
 		return
 	}
-	t.learned >>= min(n, 62)
 	t.learnedAt = t.learnedAt.Add(n * SpuriousHalfLife)
-	if t.learned < DefaultRecoveryFloor/2 {
-		t.learned = 0
+	t.setLearned(t.learned >> min(n, 62))
+}
+
+// setLearned sets the learned delay to d, or forgets it if d is below half
+// the default floor, where it no longer counts.
+func (t *RecoveryTimer) setLearned(d time.Duration) {
+	if d < DefaultRecoveryFloor/2 {
+		d = 0
 	}
+	t.learned = d
 }
 
 // Learned returns the delay learned from spurious expiries (0 if none).
