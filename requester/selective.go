@@ -93,6 +93,11 @@ type selective struct {
 	forceAck   bool
 	// probeHigh is the next PSN to send when the last probe was built.
 	probeHigh packet.PSN
+	// tail is the READ response PSN a one-response probe asked for again
+	// while tailOut (srProbe): its answer comes after every response of
+	// its READ part before it, so it raises high (srResponded).
+	tail    packet.PSN
+	tailOut bool
 	// hold keeps the resends of a hole report back for a reorder window
 	// (srReorderWindow): a request merely overtaken by the ones after it
 	// fills the hole in that time, and the cumulative ACK that follows
@@ -134,6 +139,7 @@ func (r *Requester) initSelective() {
 	s := &r.sr
 	s.base, s.dueLo, s.done, s.high, s.rrHigh, s.scanned = r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN
 	s.held = r.compPSN
+	s.tailOut = false
 	s.span = min(max(packet.OOOPackets(r.cfg.PeerOOOLimit, r.cfg.PMTU), r.cfg.Window), srTrack-1)
 }
 
@@ -545,6 +551,12 @@ func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 	s := &r.sr
 	if done.After(s.done) {
 		s.done = done
+	}
+	if s.tailOut && psn == s.tail {
+		// The answer to a one-response probe: the responder sent the
+		// PSNs of the part before it first (srProbe).
+		s.tailOut = false
+		atLeast(&s.high, psn.Next())
 	}
 	switch {
 	case resentAt == 0:

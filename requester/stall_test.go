@@ -269,3 +269,93 @@ func TestSRSpuriousProbeNoChain(t *testing.T) {
 	h.recv(ack(p + 7))
 	require.Equal(t, []uint64{1, 2}, h.cq.ids())
 }
+
+// TestSRReadProbeOneResponse: under selective repeat the recovery timer
+// fires while a 16-packet READ has delivered only its first four
+// responses. The responder has the READ's request, so the probe asks
+// for the last response only, not for the twelve missing ones again:
+// when they were only slow ("slow") the probe costs one duplicate
+// response; when they were lost ("lost") its answer proves the rest
+// missing and they are re-read at once, in one request. If no response
+// of the READ came ("unheard"), the request itself may be lost and the
+// whole READ is asked for again, as before.
+func TestSRReadProbeOneResponse(t *testing.T) {
+	const (
+		p0   = 0x700
+		pmtu = 1024
+		n    = 16
+	)
+	for _, tc := range []string{"slow", "lost", "unheard"} {
+		t.Run(tc, func(t *testing.T) {
+			cfg := baseConfig(pmtu, p0)
+			cfg.SelectiveRepeat = true
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+			p := warm(t, h, p0)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+				SGList: []verbs.SGE{{Addr: baseA, Length: n * pmtu, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+			require.Len(t, h.drain(), 1)
+			data := make([]byte, n*pmtu)
+			for i := range data {
+				data[i] = byte(i * 13)
+			}
+			train := readResp(pmtu, p, data, 0, false)
+			heard := 4
+			if tc == "unheard" {
+				heard = 0
+			}
+			for _, b := range train[:heard] {
+				h.now = h.now.Add(time.Microsecond)
+				h.recv(b)
+			}
+			h.now = h.r.Deadline()
+			h.r.OnTimeout(h.now)
+			probe := h.drain()
+			require.Len(t, probe, 1, "one probe")
+			pp := parse(t, probe[0])
+			require.Equal(t, packet.RCRDMAReadRequest, pp.Opcode())
+			if tc == "unheard" {
+				require.Equal(t, p, pp.PSN())
+				require.Equal(t, uint32(n*pmtu), pp.RETH().DMALen(), "the whole READ")
+				for _, b := range train {
+					h.recv(b)
+				}
+			} else {
+				require.Equal(t, p+n-1, pp.PSN(), "the last response")
+				require.Equal(t, uint64(0x5000+(n-1)*pmtu), pp.RETH().VA())
+				require.Equal(t, uint32(pmtu), pp.RETH().DMALen(), "one response")
+				answer := readResp(pmtu, p+n-1, data[(n-1)*pmtu:], 0, false)
+				require.Len(t, answer, 1)
+				h.now = h.now.Add(rttTest)
+				if tc == "slow" {
+					for _, b := range train[heard:] {
+						h.recv(b)
+					}
+					require.Equal(t, []uint64{1}, h.cq.ids())
+					h.recv(answer[0]) // a duplicate now
+					require.Empty(t, h.drain(), "nothing asked for again")
+				} else {
+					h.recv(answer[0])
+					reread := h.drain()
+					require.Len(t, reread, 1, "the rest re-read at once")
+					rp := parse(t, reread[0])
+					require.Equal(t, p+packet.PSN(heard), rp.PSN())
+					require.Equal(t, uint64(0x5000+heard*pmtu), rp.RETH().VA())
+					require.Equal(t, uint32((n-1-heard)*pmtu), rp.RETH().DMALen())
+					for _, b := range readResp(pmtu, p+packet.PSN(heard), data[heard*pmtu:(n-1)*pmtu], 0, false) {
+						h.recv(b)
+					}
+				}
+			}
+			require.Equal(t, []uint64{1}, h.cq.ids())
+			require.Equal(t, data, h.mem[lkeyA].buf[:n*pmtu])
+			c := h.r.Counters()
+			if tc == "unheard" {
+				// The lost-request watch (srWatchRead) or the timer.
+				require.Equal(t, uint64(1), c.Recovery.TailProbes+c.SRReadRequestsLost)
+			} else {
+				require.Equal(t, uint64(1), c.Recovery.TailProbes)
+			}
+		})
+	}
+}
