@@ -192,6 +192,7 @@ type Counters struct {
 	SRHolesIgnored     uint64 // hole reports ignored: PSNs never sent, or none outstanding
 	SRPacketsResent    uint64 // sr_packets_resent: packets resent under selective repeat (READ re-reads included)
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests for a missing range (selective repeat, and go-back-N's re-reads of the oldest READ's rest, readahead.go)
+	ReadRereadsLost    uint64 // read_rereads_lost: go-back-N retries of the oldest READ's hole whose answer was found lost (a response stream that starts over passed the hole, replayPassedHole), asked for again at once
 	ReadResponsesAhead uint64 // READ responses placed for a READ after the oldest one while that one was repaired (go-back-N, readahead.go)
 	SRResendsLost      uint64 // resent request packets still unacknowledged an interval later, resent again (srRecheck)
 	SRProgressReceived uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken

@@ -309,3 +309,54 @@ func TestReadSampleOnOwnResponse(t *testing.T) {
 	require.Equal(t, uint64(1), rc.RTTSamples, "Karn: the timed READ was sent again")
 	require.Equal(t, uint64(1), rc.KarnSkipped)
 }
+
+// TestReadRetryAnswerLost: under go-back-N a READ's response 2 is lost,
+// the rest come, and the retry asks again from 2. The answer to the retry
+// loses response 2 as well; its stream starts over below the responses
+// seen after the hole, which shows it passed the hole, so the requester
+// asks again at once instead of waiting for the recovery timer. The
+// original stream's responses, rising, ask for nothing more.
+func TestReadRetryAnswerLost(t *testing.T) {
+	const p0 = 0x900
+	h, p := warmHarness(t, p0)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 8192, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+	require.Len(t, h.drain(), 1)
+	data := make([]byte, 8192)
+	for i := range data {
+		data[i] = byte(i * 5)
+	}
+	train := readResp(1024, p, data, 0, false)
+	requireReread := func(what string) {
+		t.Helper()
+		out := h.drain()
+		require.Len(t, out, 1, what)
+		pp := parse(t, out[0])
+		require.Equal(t, packet.RCRDMAReadRequest, pp.Opcode(), what)
+		require.Equal(t, p+2, pp.PSN(), what)
+		require.Equal(t, uint64(0x5000+2048), pp.RETH().VA(), what)
+	}
+	h.now = h.now.Add(rttTest)
+	h.recv(train[0])
+	h.recv(train[1])
+	for _, b := range train[3:] {
+		h.recv(b)
+	}
+	requireReread("the first retry")
+	h.now = h.now.Add(rttTest)
+	retry := readResp(1024, p+2, data[2048:], 0, true)
+	h.recv(retry[1]) // retry[0], response 2, is lost again
+	requireReread("the second retry, at once")
+	for _, b := range retry[2:] {
+		h.recv(b)
+	}
+	require.Empty(t, h.drain(), "the rest of the lost stream asks for nothing")
+	require.Equal(t, uint64(1), h.r.Counters().ReadRereadsLost)
+	h.now = h.now.Add(rttTest)
+	for _, b := range retry {
+		h.recv(b)
+	}
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Equal(t, data, h.mem[lkeyA].buf[:8192])
+	require.Zero(t, h.r.Counters().Recovery.RTOExpiries)
+}

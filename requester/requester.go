@@ -75,11 +75,18 @@ type Requester struct {
 	// completed since the last one, up to partsHold (readParts).
 	readRepairs      uint64
 	readsSinceRepair uint32
-	retrans          retry.Deadline
-	rnrWait          retry.Deadline
-	state            CompState
-	trace            [traceLen]CompState
-	ntrace           int
+	// ooo is the last READ response of the oldest READ that came after a
+	// missing one (replayPassedHole): its PSN, and the oldest
+	// unacknowledged PSN then.
+	ooo struct {
+		seen       bool
+		psn, since packet.PSN
+	}
+	retrans retry.Deadline
+	rnrWait retry.Deadline
+	state   CompState
+	trace   [traceLen]CompState
+	ntrace  int
 
 	// Errors.
 	stopped    bool // no more sending or receiving: failed or flushed

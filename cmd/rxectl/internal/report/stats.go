@@ -92,6 +92,10 @@ type Transport struct {
 	SRHolesReceived uint64 `json:"sr_holes_received"`
 	SRPacketsResent uint64 `json:"sr_packets_resent"`
 	ReadHoleRereads uint64 `json:"read_holes_rereads"`
+	// Go-back-N retries of a READ hole whose answer was found lost (a
+	// response stream starting over passed the hole), asked for again at
+	// once (requester replayPassedHole).
+	ReadRereadsLost uint64 `json:"read_rereads_lost"`
 	// Resent packets still unacknowledged an RTO later, resent again.
 	SRResendsLost uint64 `json:"sr_resends_lost"`
 	// READ parts re-read because none of their responses followed those
@@ -165,7 +169,7 @@ func WriteStats(w io.Writer, st, peer *Final) {
 		sr := t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.SRPacketsResent > 0
 		if t.ReadHoleRereads > 0 && !sr {
 			// Go-back-N re-reads the READs with holes as well.
-			fmt.Fprintf(&b, "   READ holes re-read: %d\n", t.ReadHoleRereads)
+			fmt.Fprintf(&b, "   READ holes re-read: %d (%d of them again because the answer was lost)\n", t.ReadHoleRereads, t.ReadRereadsLost)
 		}
 		if sr {
 			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read, %d READ requests found lost; "+
