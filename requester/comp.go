@@ -396,6 +396,15 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		// episode (errorRetry), a new episode after in-order progress. The
 		// responder restarts the train it is sending at the duplicate's PSN
 		// (responder.readReply), so little is sent twice.
+		if w.kind == kindRead && w.state != wqePosted && !psn.Before(r.psn) {
+			// Past the send cursor: a response to a request of the
+			// round before a go-back-N retry, which the cursor has not
+			// asked for again yet. Not a gap of this round: a retry for
+			// it would go back over nothing, and spent retry_cnt on every
+			// such response (RETRY_EXC_ERR while the peer was answering).
+			r.c.ResponsesDropped++
+			return CompDone
+		}
 		if w.kind == kindRead && w.state != wqePosted {
 			r.c.ReadGaps++
 			r.gapRetry = true
@@ -435,7 +444,11 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 // never came.
 func (r *Requester) replayPassedHole(w *wqe, psn packet.PSN) bool {
 	o := &r.ooo
-	passed := o.seen && o.since == r.compPSN && !psn.After(o.psn) && r.startedRetry && !w.rereadDue
+	end := w.lastPSN.Next() // the retry asks for the rest of the READ,
+	if r.multiPart(w) {     // or of the hole's part
+		end = w.origFirst.Add(int((r.partOf(w, r.compPSN) + 1) * w.parts))
+	}
+	passed := o.seen && o.since == r.compPSN && !psn.After(o.psn) && psn.Before(end) && r.startedRetry && !w.rereadDue
 	o.seen, o.psn, o.since = true, psn, r.compPSN
 	return passed
 }

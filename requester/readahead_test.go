@@ -171,3 +171,32 @@ func TestReadPartsAheadAfterGap(t *testing.T) {
 		})
 	}
 }
+
+// TestReadStaleResponsePastCursor: after a go-back-N retry the send
+// cursor is behind the PSNs asked for in the round before, whose
+// responses may still come. Such a response is dropped: it is not a gap
+// of this round, so it neither goes back N again nor spends retry_cnt (8
+// of them failed a READ with RETRY_EXC_ERR while the peer was answering).
+func TestReadStaleResponsePastCursor(t *testing.T) {
+	const pmtu, p0, part = 1024, 0x5f0, 2
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = part
+	cfg.Window = part
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 16*pmtu, verbs.AccessLocalWrite, 0)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		RemoteAddr: 0x5000, RKey: 9, SGList: []verbs.SGE{{Addr: baseA, Length: 16 * pmtu, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1, "the first part")
+	data := make([]byte, 16*pmtu)
+	train := readResp(pmtu, p0, data, 0, false)
+	h.recv(train[0])
+	h.recv(train[1])
+	require.Len(t, h.drain(), 1, "the second part")
+	for i := 6; i < 16; i++ {
+		h.recv(train[i]) // responses to PSNs the cursor has not asked for
+	}
+	require.Empty(t, h.drain(), "nothing asked for again")
+	_, failed := h.r.Failed()
+	require.False(t, failed)
+	require.Zero(t, h.r.Counters().CompleterRetryErr)
+}
