@@ -21,9 +21,10 @@ const (
 // the READ and atomic destinations.
 var fuzzWritable = [][2]int{{1000, 1300}, {2000, 2400}, {3000, 3008}, {3100, 3108}, {3200, 3200}}
 
-func fuzzSetup(t testing.TB, sr, reads bool, parts int) (*harness, *region, []byte) {
+func fuzzSetup(t testing.TB, sr, reads bool, parts, window int) (*harness, *region, []byte) {
 	cfg := baseConfig(fuzzPMTU, fuzzPSN)
 	cfg.MaxReadPkts = parts
+	cfg.Window = window
 	cfg.SelectiveRepeat = sr
 	cfg.MaxRdAtomic = 8
 	cfg.Timeout = 8
@@ -115,7 +116,7 @@ func fuzzSeeds(f *testing.F, sr bool) {
 // every kind outstanding and checks the invariants after each.
 func FuzzReceive(f *testing.F) {
 	fuzzSeeds(f, false)
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, false, 0) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, false, 0, 0) })
 }
 
 // FuzzReceiveReads is FuzzReceive with a send queue of READs only, where
@@ -136,7 +137,7 @@ func FuzzReceiveReads(f *testing.F) {
 	f.Add(fuzzInput(r1[0], r1[1], r2[1], r3, r5[1], r4, readResp(fuzzPMTU, p.Add(2), rdata[:400], 1, false)[0]))
 	f.Add(fuzzInput(r2[0], r2[1], r1[0], r1[1], r3, r3, r4, r5[0]))
 	f.Add(fuzzInput(r1[0], nak(p.Add(1), packet.NAKPSNSeqError), r1[1]))
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 0) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 0, 0) })
 }
 
 // FuzzReceiveReadParts is FuzzReceiveReads with every READ asked for in
@@ -156,7 +157,24 @@ func FuzzReceiveReadParts(f *testing.F) {
 		only(p.Add(2), rdata[:256], 2), only(p.Add(4), rdata[:8], 3)))
 	f.Add(fuzzInput(only(p.Add(1), rdata[:44], 1), only(p.Add(1), rdata[:44], 1), nak(p.Add(2), packet.NAKPSNSeqError),
 		only(p, rdata[:256], 1)))
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 1) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 1, 0) })
+}
+
+// FuzzReceiveReadPartsWindow is FuzzReceiveReadParts with a window of 3
+// PSNs, so that the oldest READ keeps responses after a hole while it is
+// still asking for its parts (readFits lets more out as they are placed).
+func FuzzReceiveReadPartsWindow(f *testing.F) {
+	p := packet.PSN(fuzzPSN)
+	rdata := bytes.Repeat([]byte{0x6B}, 510)
+	only := func(psn packet.PSN, b []byte, msn uint32) []byte {
+		return resp(packet.RCRDMAReadResponseOnly, psn, packet.SyndromeACKUnlimited, msn, b)
+	}
+	f.Add(fuzzInput(only(p, rdata[:256], 0), only(p.Add(1), rdata[:44], 1), only(p.Add(2), rdata[:256], 1),
+		only(p.Add(3), rdata[:144], 2), only(p.Add(4), rdata[:8], 3)))
+	f.Add(fuzzInput(only(p.Add(1), rdata[:44], 1), only(p.Add(2), rdata[:256], 1), only(p, rdata[:256], 1),
+		only(p.Add(3), rdata[:144], 2)))
+	f.Add(fuzzInput(only(p.Add(2), rdata[:256], 1), only(p.Add(5), rdata[:256], 1), only(p, rdata[:256], 0)))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 1, 3) })
 }
 
 // FuzzReceiveSR is FuzzReceive with selective repeat on: hole reports,
@@ -166,12 +184,12 @@ func FuzzReceiveReadParts(f *testing.F) {
 // the selective-repeat bookkeeping stays consistent (srCheck).
 func FuzzReceiveSR(f *testing.F) {
 	fuzzSeeds(f, true)
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, true, false, 0) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, true, false, 0, 0) })
 }
 
 // fuzzResponses is the body of the response fuzz targets.
-func fuzzResponses(t *testing.T, data []byte, sr, reads bool, parts int) {
-	h, rg, orig := fuzzSetup(t, sr, reads, parts)
+func fuzzResponses(t *testing.T, data []byte, sr, reads bool, parts, window int) {
+	h, rg, orig := fuzzSetup(t, sr, reads, parts, window)
 	for len(data) >= 2 {
 		n := min(int(binary.BigEndian.Uint16(data)), len(data)-2)
 		chunk := data[2 : 2+n]

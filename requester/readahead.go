@@ -43,7 +43,8 @@ import (
 // readAheadOK reports whether gaps in READ responses are repaired by
 // re-reading the READs that have them: go-back-N with recovery on, and
 // every WQE sent from the oldest one on is a READ with all of its request
-// out, sent whole except perhaps the oldest (readparts.go).
+// out, sent whole, except the oldest, which may be asked for in parts and
+// still be asking for some (readparts.go).
 func (r *Requester) readAheadOK() bool {
 	if r.cfg.SelectiveRepeat || r.rec.cfg.Off || r.head == r.tail {
 		return false
@@ -53,7 +54,7 @@ func (r *Requester) readAheadOK() bool {
 		if !w.started && i != r.head {
 			break
 		}
-		if w.kind != kindRead || w.state != wqePending || r.multiPart(w) && i != r.head {
+		if w.kind != kindRead || w.state == wqePosted || w.state != wqePending && i != r.head || r.multiPart(w) && i != r.head {
 			return false
 		}
 	}

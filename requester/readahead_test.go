@@ -172,6 +172,59 @@ func TestReadPartsAheadAfterGap(t *testing.T) {
 	}
 }
 
+// TestReadPartsAheadWhileAsking: the oldest READ (4 parts of 4 packets,
+// a window of 8 PSNs) has asked for two parts when a response of the
+// first is lost. The responses after the hole are kept although the READ
+// has not asked for all its parts yet, and only the hole's part is asked
+// for again, not both parts (the go-back-N retry); the rest of the READ
+// follows as the window allows, and the data arrives whole.
+func TestReadPartsAheadWhileAsking(t *testing.T) {
+	const pmtu, p0, npkts, part = 1024, 0x3f0, 16, 4
+	const size = npkts * pmtu
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = part
+	cfg.Window = 2 * part
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, size, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, pmtu, p0)
+	src := f.mem.add(rkey, rbase, size, verbs.AccessRemoteRead, 7)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: size, LKey: lkeyA}}})
+	reqs := h.drain()
+	require.Len(t, reqs, 2, "two parts fill the window")
+	for _, b := range reqs {
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, 2*part)
+	for i, o := range out {
+		if i != 1 {
+			h.recv(o)
+		}
+	}
+	again := h.drain()
+	require.Len(t, again, 1, "only the hole's part is asked for again")
+	p := parse(t, again[0])
+	require.Equal(t, packet.PSN(p0+1), p.PSN())
+	require.Equal(t, uint32((part-1)*pmtu), p.RETH().DMALen())
+	require.Equal(t, uint64(2*part-2), h.r.Counters().ReadResponsesAhead)
+	pending := again
+	for range 8 {
+		for _, b := range pending {
+			f.handle(b)
+		}
+		for _, o := range f.take() {
+			h.recv(o)
+		}
+		if pending = h.drain(); len(pending) == 0 {
+			break
+		}
+	}
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Equal(t, src.buf, h.mem[lkeyA].buf)
+	require.Zero(t, h.r.Counters().Recovery.RTOExpiries)
+}
+
 // TestReadStaleResponsePastCursor: after a go-back-N retry the send
 // cursor is behind the PSNs asked for in the round before, whose
 // responses may still come. Such a response is dropped: it is not a gap

@@ -70,8 +70,17 @@ func (r *Requester) readFits(w *wqe) bool {
 		return true
 	}
 	out := r.inFlight()
-	if r.cfg.SelectiveRepeat && int(r.psn.Diff(r.compPSN))+int(k) >= srTrack {
+	ahead := int(r.psn.Diff(r.compPSN)) + int(k)
+	if r.cfg.SelectiveRepeat && ahead >= srTrack {
 		return false // its responses would fall outside the tracked range
+	}
+	if !r.cfg.SelectiveRepeat && r.sr.ngot > 0 && ahead > min(r.cfg.Window, int(w.parts)*max(r.cfg.MaxRdAtomic, 1)) {
+		// Responses placed ahead of a hole (readparts.go) leave the
+		// window, but the parts asked for stay within the largest window
+		// and the peer's READ resources, so that the part with the hole
+		// can still be re-read (rxe duplicate_request drops a READ whose
+		// resource was reused).
+		return false
 	}
 	return out == 0 || out+int(k) <= r.sendWindow()
 }

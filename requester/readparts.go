@@ -36,10 +36,12 @@ import (
 
 // partsAheadOK reports whether the READ response p, after a missing
 // response of the oldest WQE w, is placed by placePart: w is a READ asked
-// in parts, readAheadOK holds, p is a READ response and p's PSN is within
-// what w has asked for and the tracked PSNs.
+// in parts (all of them, or some while the window lets the rest out;
+// readFits keeps those within the largest window), readAheadOK holds, p
+// is a READ response and p's PSN is within what w has asked for and the
+// tracked PSNs.
 func (r *Requester) partsAheadOK(w *wqe, p *packet.Packet) bool {
-	if !r.multiPart(w) || w.state != wqePending || !r.readAheadOK() {
+	if !r.multiPart(w) || w.state == wqePosted || !r.readAheadOK() {
 		return false
 	}
 	switch p.Opcode() {
@@ -90,7 +92,7 @@ func (r *Requester) advanceParts() {
 		return
 	}
 	w := r.slot(r.head)
-	if w.kind != kindRead || !w.started || w.state != wqePending || !r.multiPart(w) {
+	if w.kind != kindRead || !w.started || w.state == wqePosted || !r.multiPart(w) {
 		return
 	}
 	moved := false
