@@ -253,3 +253,50 @@ func TestReadStaleResponsePastCursor(t *testing.T) {
 	require.False(t, failed)
 	require.Zero(t, h.r.Counters().CompleterRetryErr)
 }
+
+// TestReadPartsAheadLaterReadInParts: two READs, each asked in 3 parts of
+// 4 packets, all sent; a response of the first READ's first part is lost.
+// The second READ's responses, each of its parts starting with FIRST, are
+// placed as they come although it too is asked in parts; only the hole's
+// part is asked for again, both READs complete in order, and nothing of
+// the second is asked for twice.
+func TestReadPartsAheadLaterReadInParts(t *testing.T) {
+	const pmtu, p0, npkts, part = 1024, 0x2f0, 12, 4
+	const size = npkts * pmtu
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = part
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 2*size, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, pmtu, p0)
+	src := f.mem.add(rkey, rbase, 2*size, verbs.AccessRemoteRead, 7)
+	for i := range 2 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(i*size), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: size, LKey: lkeyA}}})
+	}
+	reqs := h.drain()
+	require.Len(t, reqs, 6, "three parts of each READ")
+	for _, b := range reqs {
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, 2*npkts)
+	for i, o := range out {
+		if i != 2 {
+			h.recv(o)
+		}
+	}
+	again := h.drain()
+	require.Len(t, again, 1, "only the hole's part is asked for again")
+	p := parse(t, again[0])
+	require.Equal(t, packet.PSN(p0+2), p.PSN())
+	require.Equal(t, uint32((part-2)*pmtu), p.RETH().DMALen())
+	f.handle(again[0])
+	for _, o := range f.take() {
+		h.recv(o)
+	}
+	require.Empty(t, h.drain())
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	require.Equal(t, src.buf, h.mem[lkeyA].buf)
+	require.Equal(t, uint64(2*npkts-3), h.r.Counters().ReadResponsesAhead)
+}
