@@ -140,23 +140,31 @@ func FuzzReceiveReads(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 0, 0) })
 }
 
-// FuzzReceiveReadParts is FuzzReceiveReads with every READ asked for in
-// parts of one packet, so that the oldest READ keeps the responses after a
-// hole and re-reads the hole's part (readparts.go); besides FuzzReceive's
-// invariants, a step never sends more requests than there are PSNs
-// outstanding, plus a probe.
-func FuzzReceiveReadParts(f *testing.F) {
+// fuzzReadPartsSeeds adds the seed corpus of the targets whose READs go
+// in parts of one packet: READ_RESPONSE_ONLY responses in order, out of
+// order, twice, after a sequence NAK, and past a missing part.
+func fuzzReadPartsSeeds(f *testing.F) {
 	p := packet.PSN(fuzzPSN)
 	rdata := bytes.Repeat([]byte{0x5A}, 510)
 	only := func(psn packet.PSN, b []byte, msn uint32) []byte {
 		return resp(packet.RCRDMAReadResponseOnly, psn, packet.SyndromeACKUnlimited, msn, b)
 	}
 	f.Add(fuzzInput(only(p, rdata[:256], 0), only(p.Add(1), rdata[:44], 1), only(p.Add(2), rdata[:256], 1),
-		only(p.Add(3), rdata[:144], 2)))
+		only(p.Add(3), rdata[:144], 2), only(p.Add(4), rdata[:8], 3)))
 	f.Add(fuzzInput(only(p.Add(1), rdata[:44], 1), only(p.Add(3), rdata[:144], 2), only(p, rdata[:256], 2),
 		only(p.Add(2), rdata[:256], 2), only(p.Add(4), rdata[:8], 3)))
 	f.Add(fuzzInput(only(p.Add(1), rdata[:44], 1), only(p.Add(1), rdata[:44], 1), nak(p.Add(2), packet.NAKPSNSeqError),
 		only(p, rdata[:256], 1)))
+	f.Add(fuzzInput(only(p.Add(2), rdata[:256], 1), only(p.Add(5), rdata[:256], 1), only(p, rdata[:256], 0)))
+}
+
+// FuzzReceiveReadParts is FuzzReceiveReads with every READ asked for in
+// parts of one packet, so that the oldest READ keeps the responses after a
+// hole and re-reads the hole's part (readparts.go); besides FuzzReceive's
+// invariants, a step never sends more requests than there are PSNs
+// outstanding, plus a probe.
+func FuzzReceiveReadParts(f *testing.F) {
+	fuzzReadPartsSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 1, 0) })
 }
 
@@ -164,16 +172,7 @@ func FuzzReceiveReadParts(f *testing.F) {
 // PSNs, so that the oldest READ keeps responses after a hole while it is
 // still asking for its parts (readFits lets more out as they are placed).
 func FuzzReceiveReadPartsWindow(f *testing.F) {
-	p := packet.PSN(fuzzPSN)
-	rdata := bytes.Repeat([]byte{0x6B}, 510)
-	only := func(psn packet.PSN, b []byte, msn uint32) []byte {
-		return resp(packet.RCRDMAReadResponseOnly, psn, packet.SyndromeACKUnlimited, msn, b)
-	}
-	f.Add(fuzzInput(only(p, rdata[:256], 0), only(p.Add(1), rdata[:44], 1), only(p.Add(2), rdata[:256], 1),
-		only(p.Add(3), rdata[:144], 2), only(p.Add(4), rdata[:8], 3)))
-	f.Add(fuzzInput(only(p.Add(1), rdata[:44], 1), only(p.Add(2), rdata[:256], 1), only(p, rdata[:256], 1),
-		only(p.Add(3), rdata[:144], 2)))
-	f.Add(fuzzInput(only(p.Add(2), rdata[:256], 1), only(p.Add(5), rdata[:256], 1), only(p, rdata[:256], 0)))
+	fuzzReadPartsSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, false, true, 1, 3) })
 }
 

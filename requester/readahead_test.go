@@ -192,23 +192,9 @@ func TestReadPartsAheadWhileAsking(t *testing.T) {
 		RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: size, LKey: lkeyA}}})
 	reqs := h.drain()
 	require.Len(t, reqs, 2, "two parts fill the window")
-	for _, b := range reqs {
-		f.handle(b)
-	}
-	out := f.take()
-	require.Len(t, out, 2*part)
-	for i, o := range out {
-		if i != 1 {
-			h.recv(o)
-		}
-	}
-	again := h.drain()
-	require.Len(t, again, 1, "only the hole's part is asked for again")
-	p := parse(t, again[0])
-	require.Equal(t, packet.PSN(p0+1), p.PSN())
-	require.Equal(t, uint32((part-1)*pmtu), p.RETH().DMALen())
+	again := serveLosing(t, h, f, reqs, 2*part, 1, p0+1, part-1)
 	require.Equal(t, uint64(2*part-2), h.r.Counters().ReadResponsesAhead)
-	pending := again
+	pending := [][]byte{again}
 	for range 8 {
 		for _, b := range pending {
 			f.handle(b)
@@ -276,22 +262,8 @@ func TestReadPartsAheadLaterReadInParts(t *testing.T) {
 	}
 	reqs := h.drain()
 	require.Len(t, reqs, 6, "three parts of each READ")
-	for _, b := range reqs {
-		f.handle(b)
-	}
-	out := f.take()
-	require.Len(t, out, 2*npkts)
-	for i, o := range out {
-		if i != 2 {
-			h.recv(o)
-		}
-	}
-	again := h.drain()
-	require.Len(t, again, 1, "only the hole's part is asked for again")
-	p := parse(t, again[0])
-	require.Equal(t, packet.PSN(p0+2), p.PSN())
-	require.Equal(t, uint32((part-2)*pmtu), p.RETH().DMALen())
-	f.handle(again[0])
+	again := serveLosing(t, h, f, reqs, 2*npkts, 2, p0+2, part-2)
+	f.handle(again)
 	for _, o := range f.take() {
 		h.recv(o)
 	}
@@ -299,4 +271,29 @@ func TestReadPartsAheadLaterReadInParts(t *testing.T) {
 	require.Equal(t, []uint64{1, 2}, h.cq.ids())
 	require.Equal(t, src.buf, h.mem[lkeyA].buf)
 	require.Equal(t, uint64(2*npkts-3), h.r.Counters().ReadResponsesAhead)
+}
+
+// serveLosing hands the READ requests reqs to the fake responder and its
+// responses, which must number want, to the requester, all but response
+// lost. It returns the one request the requester then sends, checked to
+// re-read pkts packets from PSN psn: only the hole's part.
+func serveLosing(t *testing.T, h *harness, f *fakeResponder, reqs [][]byte, want, lost int, psn packet.PSN, pkts int) []byte {
+	t.Helper()
+	for _, b := range reqs {
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, want)
+	for i, o := range out {
+		if i != lost {
+			h.recv(o)
+		}
+	}
+	again := h.drain()
+	require.Len(t, again, 1, "only the hole's part is asked for again")
+	p := parse(t, again[0])
+	require.Equal(t, packet.RCRDMAReadRequest, p.Opcode())
+	require.Equal(t, psn, p.PSN())
+	require.Equal(t, uint32(pkts)*uint32(h.r.pmtu), p.RETH().DMALen())
+	return again[0]
 }
