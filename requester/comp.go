@@ -396,16 +396,17 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		// episode (errorRetry), a new episode after in-order progress. The
 		// responder restarts the train it is sending at the duplicate's PSN
 		// (responder.readReply), so little is sent twice.
-		if w.kind == kindRead && w.state != wqePosted && !psn.Before(r.psn) {
-			// Past the send cursor: a response to a request of the
-			// round before a go-back-N retry, which the cursor has not
-			// asked for again yet. Not a gap of this round: a retry for
-			// it would go back over nothing, and spent retry_cnt on every
-			// such response (RETRY_EXC_ERR while the peer was answering).
-			r.c.ResponsesDropped++
-			return CompDone
-		}
 		if w.kind == kindRead && w.state != wqePosted {
+			if !psn.Before(r.psn) {
+				// Past the send cursor: a response to a request of the
+				// round before a go-back-N retry, which the cursor has
+				// not asked for again yet. Not a gap of this round: a
+				// retry for it would go back over nothing, and spent
+				// retry_cnt on every such response (RETRY_EXC_ERR while
+				// the peer was answering).
+				r.c.ResponsesDropped++
+				return CompDone
+			}
 			r.c.ReadGaps++
 			r.gapRetry = true
 			if r.replayPassedHole(w, psn) {
