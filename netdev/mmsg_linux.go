@@ -36,7 +36,11 @@ type mmsg struct {
 	errno    unix.Errno
 	block    bool // on EAGAIN wait in the poller (true) or report it (false)
 	trap     uintptr
-	run      func(fd uintptr) bool // the method value of call, made once
+	// handOff makes the call with Syscall6 instead of RawSyscall6, so
+	// that the scheduler may run other goroutines on this thread's
+	// processor while it lasts (call).
+	handOff bool
+	run     func(fd uintptr) bool // the method value of call, made once
 }
 
 func newMmsg(hdrs, iovs, oobSize int, trap uintptr) *mmsg {
@@ -64,9 +68,23 @@ func newMmsg(hdrs, iovs, oobSize int, trap uintptr) *mmsg {
 // that runs the loopback receive path can: thread switches that cost a
 // stream between two processes on a two-core machine about a fifth of
 // its CPU time (docs/performance.md, "Raw system calls").
+//
+// With handOff it uses Syscall6 all the same. A sendmmsg to a peer in the
+// same process runs that peer's receive path, and the peer's goroutine
+// that reads it waits for a processor; RawSyscall6 keeps this thread's
+// processor for the whole call, so the receiver starts only when it
+// returns. With a shallow window (the socket buffers capped by
+// net.core.rmem_max/wmem_max, UDPConn sets handOff then) that
+// serialisation cost loopback WRITE 64 KiB a fifth of its rate: 0.60–0.77
+// of the uncapped run against 0.82–0.85 with Syscall6 (docs/performance.md,
+// "Capped buffers and raw sendmmsg").
 func (m *mmsg) call(fd uintptr) bool {
 	for {
-		r, _, e := unix.RawSyscall6(m.trap, fd, uintptr(unsafe.Pointer(&m.hdrs[m.start])), uintptr(m.n), uintptr(m.flags|unix.MSG_DONTWAIT), 0, 0)
+		sys := unix.RawSyscall6
+		if m.handOff {
+			sys = unix.Syscall6
+		}
+		r, _, e := sys(m.trap, fd, uintptr(unsafe.Pointer(&m.hdrs[m.start])), uintptr(m.n), uintptr(m.flags|unix.MSG_DONTWAIT), 0, 0)
 		switch e {
 		case unix.EINTR:
 			continue

@@ -115,6 +115,7 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 	}
 	c.tx.block = opts.BlockingWrite
 	c.tx.flags = unix.MSG_DONTWAIT
+	c.tx.handOff = setup.got.RecvCapped() || setup.got.SendCapped()
 	rxHdrs := n
 	if c.gro {
 		rxHdrs = groEntries(n)

@@ -452,6 +452,7 @@ func TestUDPBufferSizesForced(t *testing.T) {
 				RecvAsked: tc.wantRecv / 2, SendAsked: tc.wantSn / 2}, got)
 			require.False(t, got.RecvCapped())
 			require.False(t, got.SendCapped())
+			require.False(t, c.tx.handOff, "uncapped sockets send with RawSyscall6")
 		})
 	}
 	c := listen(t, lo4, Options{RecvBuffer: -1, SendBuffer: -1})
@@ -472,9 +473,11 @@ func TestUDPBufferSizesCapped(t *testing.T) {
 	require.Equal(t, 2*wmax, got.Send)
 	require.True(t, got.RecvCapped())
 	require.True(t, got.SendCapped())
+	require.True(t, c.tx.handOff, "capped sockets send with Syscall6 (mmsg.call)")
 
 	small := listen(t, lo4, Options{RecvBuffer: 64 << 10, SendBuffer: 64 << 10, NoForce: true})
 	require.False(t, small.BufferSizes().RecvCapped(), "a request below the cap is granted")
+	require.False(t, small.tx.handOff)
 }
 
 func procInt(t *testing.T, path string) int {
