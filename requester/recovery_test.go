@@ -360,3 +360,31 @@ func TestReadRetryAnswerLost(t *testing.T) {
 	require.Equal(t, data, h.mem[lkeyA].buf[:8192])
 	require.Zero(t, h.r.Counters().Recovery.RTOExpiries)
 }
+
+// TestReadRetryReorderNoRetry: after the retry of a hole in a 16-packet
+// READ, responses of the original stream still on their way arrive
+// reordered, a PSN falling back far from the hole. That is reordering,
+// not a stream that started over at the hole, so it asks for nothing
+// again (each such retry rewound the responder's train and spent
+// retry_cnt).
+func TestReadRetryReorderNoRetry(t *testing.T) {
+	const p0 = 0xa00
+	h, p := warmHarness(t, p0)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 16 * 1024, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+	require.Len(t, h.drain(), 1)
+	data := make([]byte, 16*1024)
+	train := readResp(1024, p, data, 0, false)
+	h.now = h.now.Add(rttTest)
+	h.recv(train[0])
+	h.recv(train[1])
+	for _, i := range []int{3, 4, 5, 6, 7, 8} {
+		h.recv(train[i])
+	}
+	require.Len(t, h.drain(), 1, "the retry of the hole")
+	for _, i := range []int{12, 10, 11, 13} { // reordered on the way
+		h.recv(train[i])
+	}
+	require.Empty(t, h.drain(), "reordering asks for nothing again")
+	require.Zero(t, h.r.Counters().ReadRereadsLost)
+}
