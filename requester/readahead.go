@@ -147,6 +147,9 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 	v.rcvd += n
 	v.aheadDone = p.Mask()&packet.MaskEnd != 0 && v.rcvd == v.length
 	v.rereadAsked = false
+	if v.rcvd == v.length {
+		v.rereadDue = false // whole: a re-read asked for before has nothing left to ask
+	}
 	r.c.ReadBytes += uint64(n)
 	r.c.ReadResponsesAhead++
 }
@@ -195,7 +198,11 @@ func (r *Requester) completeAhead() {
 // the send cursor and the AckReq count are left as they were.
 func (r *Requester) buildRest(i uint64, buf []byte) int {
 	w := r.slot(i)
-	if !w.started || w.state == wqePosted {
+	if !w.started || w.state == wqePosted || w.kind == kindRead && w.rcvd >= w.length {
+		// Nothing to ask for: a READ whose responses all came (from two
+		// streams, after a re-read was asked for) would otherwise ask for
+		// 0 bytes at the PSN after its own, the next request's, which the
+		// responder would then hold as an empty READ.
 		return 0
 	}
 	psn := r.compPSN

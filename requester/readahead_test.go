@@ -264,3 +264,39 @@ func serveLosing(t *testing.T, h *harness, f *fakeResponder, reqs [][]byte, want
 	require.Equal(t, uint32(pkts)*uint32(h.r.pmtu), p.RETH().DMALen())
 	return again[0]
 }
+
+// TestReadRereadNothingMissing: a later READ asks for its rest again
+// after a response out of order, and before that re-read leaves, copies
+// of its responses from two streams fill it. The re-read is not sent: a
+// READ request for nothing would take the next READ's first PSN, which
+// the responder then holds as an empty READ, refusing the real one as a
+// duplicate that does not match (RETRY_EXC_ERR or BAD_RESP_ERR under
+// rxectl --drop 0.05,dir=recv --reorder 0.02,dir=recv,by=3).
+func TestReadRereadNothingMissing(t *testing.T) {
+	const p0 = 0xb00
+	h, p := warmHarness(t, p0)
+	for i := range 2 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i)*2048, Length: 2048, LKey: lkeyA}}, RemoteAddr: 0x5000 + uint64(i)*2048, RKey: 9})
+	}
+	require.Len(t, h.drain(), 2)
+	data := make([]byte, 4096)
+	for i := range data {
+		data[i] = byte(i * 3)
+	}
+	a := readResp(1024, p, data[:2048], 0, false)
+	b := readResp(1024, p+2, data[2048:], 0, false)
+	h.now = h.now.Add(rttTest)
+	h.recv(a[0]) // a[1] is lost
+	h.recv(b[1]) // ahead of b[0]: b asks for its rest again
+	h.recv(b[0])
+	h.recv(b[1]) // a second stream's copy: b is whole
+	out := h.drain()
+	require.Len(t, out, 1, "only the first READ's hole is asked for again")
+	pp := parse(t, out[0])
+	require.Equal(t, p+1, pp.PSN())
+	require.Equal(t, uint32(1024), pp.RETH().DMALen())
+	h.recv(readResp(1024, p+1, data[1024:2048], 0, true)[0])
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	require.Equal(t, data, h.mem[lkeyA].buf[:4096])
+}
