@@ -42,9 +42,9 @@ import (
 
 // readAheadOK reports whether gaps in READ responses are repaired by
 // re-reading the READs that have them: go-back-N with recovery on, and
-// every WQE sent from the oldest one on is a READ with all of its request
-// out, sent whole, except the oldest, which may be asked for in parts and
-// still be asking for some (readparts.go).
+// every WQE started from the oldest one on is a READ, asked for whole or
+// in parts (all of them out, or some: the one at the send cursor;
+// readparts.go for the oldest).
 func (r *Requester) readAheadOK() bool {
 	if r.cfg.SelectiveRepeat || r.rec.cfg.Off || r.head == r.tail {
 		return false
@@ -54,7 +54,7 @@ func (r *Requester) readAheadOK() bool {
 		if !w.started && i != r.head {
 			break
 		}
-		if w.kind != kindRead || w.state == wqePosted || w.state != wqePending && i != r.head || r.multiPart(w) && i != r.head {
+		if w.kind != kindRead || w.state == wqePosted {
 			return false
 		}
 	}
@@ -111,8 +111,9 @@ func (r *Requester) aheadWQE(psn packet.PSN) *wqe {
 // that READ's rest again, once until its responses make progress; a
 // response already placed (a replay) is ignored. Opcode, AETH and length
 // are checked as doRead and checkAck check them (a re-read's stream may
-// start with FIRST or ONLY at the re-read's PSN); a response that fails
-// them is dropped like one out of order.
+// start with FIRST or ONLY at the re-read's PSN, and so may each part of
+// a READ asked in parts); a response that fails them is dropped like one
+// out of order.
 func (r *Requester) placeAhead(p *packet.Packet) {
 	v := r.aheadWQE(p.PSN())
 	if v == nil || v.aheadDone {
@@ -128,7 +129,9 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 	}
 	op := p.Opcode()
 	n := uint32(len(p.Payload()))
-	start := v.rcvd == 0 || p.PSN() == v.firstPSN
+	// A stream starts the READ, a re-read (at its first PSN) or, for a
+	// READ asked in parts, a part.
+	start := v.rcvd == 0 || p.PSN() == v.firstPSN || v.parts > 0 && v.rcvd/r.pmtu%v.parts == 0
 	ok := false
 	switch op {
 	case packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseOnly:

@@ -240,6 +240,39 @@ func TestReadStaleResponsePastCursor(t *testing.T) {
 	require.Zero(t, h.r.Counters().CompleterRetryErr)
 }
 
+// TestReadPartsAheadLaterReadInParts: two READs, each asked in 3 parts of
+// 4 packets, all sent; a response of the first READ's first part is lost.
+// The second READ's responses, each of its parts starting with FIRST, are
+// placed as they come although it too is asked in parts; only the hole's
+// part is asked for again, both READs complete in order, and nothing of
+// the second is asked for twice.
+func TestReadPartsAheadLaterReadInParts(t *testing.T) {
+	const pmtu, p0, npkts, part = 1024, 0x2f0, 12, 4
+	const size = npkts * pmtu
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = part
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 2*size, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, pmtu, p0)
+	src := f.mem.add(rkey, rbase, 2*size, verbs.AccessRemoteRead, 7)
+	for i := range 2 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(i*size), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: size, LKey: lkeyA}}})
+	}
+	reqs := h.drain()
+	require.Len(t, reqs, 6, "three parts of each READ")
+	again := serveLosing(t, h, f, reqs, 2*npkts, 2, p0+2, part-2)
+	f.handle(again)
+	for _, o := range f.take() {
+		h.recv(o)
+	}
+	require.Empty(t, h.drain())
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	require.Equal(t, src.buf, h.mem[lkeyA].buf)
+	require.Equal(t, uint64(2*npkts-3), h.r.Counters().ReadResponsesAhead)
+}
+
 // serveLosing hands the READ requests reqs to the fake responder and its
 // responses, which must number want, to the requester, all but response
 // lost. It returns the one request the requester then sends, checked to
