@@ -150,9 +150,6 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 	v.rcvd += n
 	v.aheadDone = p.Mask()&packet.MaskEnd != 0 && v.rcvd == v.length
 	v.rereadAsked = false
-	if v.rcvd == v.length {
-		v.rereadDue = false // whole: a re-read asked for before has nothing left to ask
-	}
 	r.c.ReadBytes += uint64(n)
 	r.c.ReadResponsesAhead++
 }
@@ -201,11 +198,7 @@ func (r *Requester) completeAhead() {
 // the send cursor and the AckReq count are left as they were.
 func (r *Requester) buildRest(i uint64, buf []byte) int {
 	w := r.slot(i)
-	if !w.started || w.state == wqePosted || w.kind == kindRead && w.rcvd >= w.length {
-		// Nothing to ask for: a READ whose responses all came (from two
-		// streams, after a re-read was asked for) would otherwise ask for
-		// 0 bytes at the PSN after its own, the next request's, which the
-		// responder would then hold as an empty READ.
+	if !w.started || w.state == wqePosted || w.kind == kindRead && !r.rereadable(i, w) {
 		return 0
 	}
 	psn := r.compPSN
@@ -233,6 +226,21 @@ func (r *Requester) buildRest(i uint64, buf []byte) int {
 	return n
 }
 
+// rereadable reports whether the started READ w (WQE i) has responses
+// missing that it asked for: it is not whole, and unless it is the oldest
+// (whose rest buildRest asks for from the oldest unacknowledged PSN),
+// some response of the requests it sent has not come. A READ whose
+// responses all came (from two streams, after a re-read was asked for)
+// would otherwise ask for 0 bytes at the PSN after its own, the next
+// request's, which the responder then holds as an empty READ; and the
+// parts of a READ asked in parts that the send cursor has not asked for
+// yet are the cursor's to ask, at its own PSN: a re-read of them put the
+// READ's data ahead of the cursor, which then asked for a part with the
+// PSN of one and the offset of the next (readChunk).
+func (r *Requester) rereadable(i uint64, w *wqe) bool {
+	return w.rcvd < w.length && (i == r.head || w.rcvd < w.off)
+}
+
 // rereadPending reports whether a re-read readAgain asked for is still to
 // be sent, and forgets those that no longer are.
 func (r *Requester) rereadPending() bool {
@@ -243,6 +251,10 @@ func (r *Requester) rereadPending() bool {
 				break
 			}
 			if w.rereadDue {
+				if w.kind == kindRead && !r.rereadable(i, w) {
+					w.rereadDue = false
+					continue
+				}
 				return true
 			}
 		}

@@ -333,3 +333,65 @@ func TestReadRereadNothingMissing(t *testing.T) {
 	require.Equal(t, []uint64{1, 2}, h.cq.ids())
 	require.Equal(t, data, h.mem[lkeyA].buf[:4096])
 }
+
+// TestReadRereadOnlyWhatWasAsked: a later READ asked in parts of 2 (a
+// window of 4 PSNs lets out one part of it) loses the order of its
+// responses and asks for its rest again; copies from two streams then
+// bring everything its first part asked for. The re-read is not sent: the
+// next part is for the send cursor to ask, at its own PSN. Re-reading it
+// put the READ's data ahead of the cursor, which then asked for a part
+// with the PSN of one and the offset of the next (RETRY_EXC_ERR under
+// rxectl --drop 0.05,dir=recv --reorder 0.02,dir=recv,by=3). Every READ
+// request's PSN matches its offset.
+func TestReadRereadOnlyWhatWasAsked(t *testing.T) {
+	const p0, pmtu = 0xc00, 1024
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = 2
+	cfg.Window = 4
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 2 * pmtu, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+	h.post(&verbs.SendWR{ID: 2, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA + 2*pmtu, Length: 4 * pmtu, LKey: lkeyA}}, RemoteAddr: 0x5000 + 2*pmtu, RKey: 9})
+	data := make([]byte, 6*pmtu)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	var sent [][]byte
+	take := func() [][]byte {
+		out := h.drain()
+		sent = append(sent, out...)
+		return out
+	}
+	require.Len(t, take(), 2, "the first READ and the second's first part")
+	a := readResp(pmtu, p, data[:2*pmtu], 0, false)
+	b := readResp(pmtu, p+2, data[2*pmtu:4*pmtu], 0, false) // the first part of the second READ
+	h.now = h.now.Add(rttTest)
+	h.recv(a[0]) // a[1] is lost
+	h.recv(b[1]) // ahead of b[0]: the second READ asks for its rest again
+	h.recv(b[0])
+	h.recv(b[1]) // a second stream's copy: its first part is whole
+	out := take()
+	require.Len(t, out, 1, "only the first READ's hole is asked for again")
+	require.Equal(t, p+1, parse(t, out[0]).PSN())
+	// The rest comes: the hole, then what the cursor asks for.
+	h.recv(readResp(pmtu, p+1, data[pmtu:2*pmtu], 0, true)[0])
+	for range 4 {
+		for _, b := range take() {
+			q := parse(t, b)
+			k := int(q.PSN().Diff(p))
+			h.recv(readResp(pmtu, q.PSN(), data[k*pmtu:k*pmtu+int(q.RETH().DMALen())], 0, true)[0])
+			if q.RETH().DMALen() > pmtu {
+				h.recv(readResp(pmtu, q.PSN(), data[k*pmtu:k*pmtu+int(q.RETH().DMALen())], 1, false)[0])
+			}
+		}
+	}
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	require.Equal(t, data, h.mem[lkeyA].buf[:6*pmtu])
+	for _, b := range sent {
+		q := parse(t, b)
+		require.Equal(t, uint64(0x5000)+uint64(q.PSN().Diff(p))*pmtu, q.RETH().VA(), "PSN %d and its offset", q.PSN())
+	}
+}
