@@ -385,6 +385,17 @@ func (r *Requester) srRequested(w *wqe) uint32 {
 	return w.off / r.pmtu
 }
 
+// srPartStart returns the first PSN of the READ part (readChunk) holding
+// response k of the READ w.
+func (r *Requester) srPartStart(w *wqe, k uint32) packet.PSN {
+	if m := uint32(r.cfg.MaxReadPkts); m > 0 {
+		k = k / m * m
+	} else {
+		k = 0
+	}
+	return w.origFirst.Add(int(k))
+}
+
 // srPartEnd returns one past the last PSN of the READ part (readChunk)
 // holding response k of the READ w.
 func (r *Requester) srPartEnd(w *wqe, k uint32) packet.PSN {

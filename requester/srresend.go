@@ -365,11 +365,7 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 // sr.high) and srDetect re-reads them at once: a lost tail costs a round
 // trip more than a probe of the whole range.
 func (r *Requester) srPartHeard(w *wqe, y, end packet.PSN) bool {
-	k := uint32(r.compPSN.Diff(w.origFirst))
-	start := w.origFirst
-	if m := uint32(r.cfg.MaxReadPkts); m > 0 {
-		start = w.origFirst.Add(int(k / m * m))
-	}
+	start := r.srPartStart(w, uint32(r.compPSN.Diff(w.origFirst)))
 	return r.compPSN != start || y.Before(end) && r.sr.srGot(y)
 }
 
