@@ -444,11 +444,10 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 // train to the hole, spent retry_cnt (RETRY_EXC_ERR in a read-bw -s
 // 4194304 run with --reorder 0.02,dir=recv,by=3 and no loss; none in 12
 // such runs with this rule). Every later PSN of the same stream rises
-// again. Without it each
-// lost answer to a retry waited for the recovery timer: 161 of the 228
-// expiries of a traced read-bw -s 1048576 run with 5 % of the responses
-// lost and selective repeat off followed a re-read whose first response
-// never came.
+// again. Without it each lost answer to a retry waited for the recovery
+// timer: 161 of the 228 expiries of a traced read-bw -s 1048576 run with
+// 5 % of the responses lost and selective repeat off followed a re-read
+// whose first response never came.
 func (r *Requester) replayPassedHole(w *wqe, psn packet.PSN) bool {
 	o := &r.ooo
 	end := w.lastPSN.Next() // the retry asks for the rest of the READ,
