@@ -60,7 +60,9 @@ func ExampleDial() {
 		log.Fatal(err)
 	}
 	defer l.Close()
+	served := make(chan struct{})
 	go func() {
+		defer close(served)
 		sc, err := l.Accept(ctx)
 		if err != nil {
 			log.Fatal(err)
@@ -75,7 +77,7 @@ func ExampleDial() {
 		n := copy(server.buf[1024:], "pong")
 		sc.QP.PostSend(rxe.SendWR{ID: 2, Opcode: rxe.WRRDMAWriteWithImm, Flags: rxe.SendSignaled, RemoteAddr: addr, RKey: rkey,
 			SGList: []rxe.SGE{{Addr: server.mr.Addr() + 1024, Length: uint32(n), LKey: server.mr.LKey()}}})
-		server.wait(ctx)
+		server.wait(ctx) // the WRITE's completion: the client's ACK
 	}()
 
 	pd := fmt.Sprintf("%x %x", client.mr.Addr()+2048, client.mr.RKey())
@@ -92,6 +94,10 @@ func ExampleDial() {
 	wc := client.wait(ctx)
 	cc.QP.Query() // orders this goroutine after the device's write into buf
 	fmt.Printf("client's buffer holds %q after a %v\n", client.buf[2048:2048+wc.ByteLen], wc.Opcode)
+	// The server's WRITE completes when the client's ACK reaches it, which
+	// may be after the client has seen the WRITE: wait for the server before
+	// leaving, which cancels ctx (its wait would fail).
+	<-served
 	if err := cc.Disconnect(ctx); err != nil {
 		log.Fatal(err)
 	}
