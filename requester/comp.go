@@ -641,6 +641,7 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 		r.c.CompleterRetryErr++
 		r.rewind()
 		r.startedRetry, r.nakRetry = true, !timeout
+		r.doubleFirst = !timeout && !r.rec.cfg.Off
 	}
 	return CompDone
 }

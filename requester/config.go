@@ -179,6 +179,7 @@ type Counters struct {
 	RcvdRNRErr          uint64 // rcvd_rnr_err: RNR NAKs
 	ReadGaps            uint64 // READ responses past a missing one (the first of an episode starts a re-read at once)
 	CompleterRetryErr   uint64 // completer_retry_err: go-back-N retries started
+	RetryDoubled        uint64 // retry_doubled: go-back-N retries whose first packet went twice (doubleResend)
 	RetryExceededErr    uint64 // retry_exceeded_err: retry_cnt exhausted
 	RNRRetryExceededErr uint64 // rnr_retry_exceeded_err: rnr_retry exhausted
 

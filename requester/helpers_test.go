@@ -151,6 +151,16 @@ func (h *harness) drain() [][]byte {
 	return out
 }
 
+// undouble checks that a go-back-N retry that a sequence NAK started sent
+// its first packet twice in a row, byte for byte (doubleResend), and
+// returns the packets without the second copy.
+func undouble(t *testing.T, out [][]byte) [][]byte {
+	t.Helper()
+	require.GreaterOrEqual(t, len(out), 2, "the retry's first packet goes twice")
+	require.Equal(t, out[0], out[1], "the retry's first packet goes twice")
+	return append(out[:1:1], out[2:]...)
+}
+
 func (h *harness) recv(b []byte) {
 	h.t.Helper()
 	p, err := packet.Parse(b)

@@ -12,9 +12,10 @@ import (
 // zero value turns everything on with the defaults; nothing here changes
 // the wire format, so it works against any IBTA peer.
 type RecoveryConfig struct {
-	// Off turns the recovery timer and the tail-loss probe off: losses
+	// Off turns the recovery timer, the tail-loss probe and the second
+	// copy of a go-back-N retry's first packet (doubleResend) off: losses
 	// that no NAK reports are then recovered by the IB local ACK timeout
-	// only, as kernel rxe does.
+	// only, and every retry sends each packet once, as kernel rxe does.
 	Off bool
 	// FixedWindow keeps the go-back-N window at Config.Window instead of
 	// adapting it to loss (retry.Window).
@@ -339,6 +340,45 @@ func (r *Requester) probeAnswered(now time.Time, oldComp packet.PSN) {
 	r.c.CompleterRetryErr++
 	r.rewind()
 	r.startedRetry, r.nakRetry = true, true
+}
+
+// doubleReady reports whether doubleResend has a packet to send: the
+// second copy is due, nothing has acknowledged the first (the oldest
+// unacknowledged PSN is still the one sent), and the oldest WQE is a
+// started SEND or WRITE.
+func (r *Requester) doubleReady() bool {
+	if !r.doubleDue || r.stopped || r.head == r.tail || r.compPSN != r.doublePSN || !r.highPSN.After(r.compPSN) {
+		return false
+	}
+	w := r.slot(r.head)
+	return w.kind.segmented() && w.started && w.state != wqePosted
+}
+
+// doubleResend sends the first packet of a go-back-N retry a second time,
+// right after the first copy, and returns its length (0 if there is none
+// to send). An IB responder that has NAKed a gap drops every later packet
+// silently until the missing PSN arrives, and NAKs the gap only once (IBA
+// 9.7.5.1.2; rxe check_psn), so a resend of the missing packet lost again
+// would leave nothing to hear until the recovery timer, a few round trips
+// later. Its second copy fills the gap at once when the first is lost, and
+// is a duplicate otherwise, which the responder acknowledges without
+// executing it (IBA 9.7.5.1.1; rxe duplicate_request): one packet and one
+// ACK per retry. Only SEND and WRITE packets go twice: a duplicate READ
+// request would be answered with the whole READ again, and atomics go
+// once. The send cursor is left where it stood (buildRest).
+func (r *Requester) doubleResend(now time.Time, buf []byte) int {
+	if !r.doubleReady() {
+		r.doubleDue = false
+		return 0
+	}
+	r.doubleDue = false
+	high := r.highPSN
+	n := r.buildRest(r.head, buf)
+	if n > 0 {
+		r.c.RetryDoubled++
+		r.onSent(now, r.compPSN, r.hdr.BTH.AckReq, high)
+	}
+	return n
 }
 
 // buildProbe builds the tail-loss probe into buf and returns its length,

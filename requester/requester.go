@@ -70,6 +70,11 @@ type Requester struct {
 	// READ responses (checkPSN, completeAhead); rereadDue: readAgain asked
 	// NextPacket to re-read the oldest READ's rest (readahead.go).
 	gapRetry, rereadDue bool
+	// doubleFirst: the next packet built at the oldest unacknowledged PSN
+	// opens a go-back-N retry that a sequence NAK started, and is sent
+	// twice (doubleDue: the second copy is next); see doubleResend.
+	doubleFirst, doubleDue bool
+	doublePSN              packet.PSN
 	// readRepairs counts readAgain's repairs (they are retries, but not
 	// losses that shrink the window); readsSinceRepair the READs
 	// completed since the last one, up to partsHold (readParts).
@@ -207,7 +212,7 @@ func (r *Requester) Deadline() time.Time {
 // during an RNR wait even after its deadline has passed, until OnTimeout (or
 // a NextPacket call with a later now) ends it.
 func (r *Requester) Pending() bool {
-	return !r.rnrWait.Armed() && (r.rec.probeDue || r.rereadDue && r.rereadPending() || r.sr.ndue > 0 && !r.srHeldBack() && !r.stopped || r.sendable() != nil)
+	return !r.rnrWait.Armed() && (r.rec.probeDue || r.doubleReady() || r.rereadDue && r.rereadPending() || r.sr.ndue > 0 && !r.srHeldBack() && !r.stopped || r.sendable() != nil)
 }
 
 // sendable returns the WQE the next packet belongs to, or nil if nothing
@@ -327,6 +332,11 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 			return n
 		}
 	}
+	if r.doubleDue {
+		if n := r.doubleResend(now, buf); n > 0 {
+			return n
+		}
+	}
 	if r.rereadDue {
 		if n := r.nextReread(now, buf); n > 0 {
 			return n
@@ -349,6 +359,11 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 	high := r.highPSN
 	n := r.build(w, buf)
 	if n > 0 {
+		if r.doubleFirst {
+			r.doubleFirst = false
+			r.doubleDue = r.hdr.BTH.PSN == r.compPSN && w.kind.segmented()
+			r.doublePSN = r.compPSN
+		}
 		r.onSent(now, r.hdr.BTH.PSN, r.hdr.BTH.AckReq, high)
 		if w.kind == kindRead && r.cfg.SelectiveRepeat {
 			r.srWatchRead(now) // a READ sent after the last response: watch it
@@ -578,6 +593,7 @@ func segOpcode(op verbs.WROpcode, start, end bool) packet.Opcode {
 // stable across rounds: each WQE gets the same PSNs again.
 func (r *Requester) rewind() {
 	r.rereadDue = false
+	r.doubleFirst, r.doubleDue = false, false
 	r.cur = r.head
 	r.psn = r.compPSN
 	for i := r.head; i != r.tail; i++ {

@@ -216,11 +216,11 @@ func TestRetryTimeoutAfterNAK(t *testing.T) {
 	postWrite4K(t, h, 1)
 	h.now = h.now.Add(rttTest)
 	h.recv(nak(p+1, packet.NAKPSNSeqError))
-	require.Len(t, h.drain(), 3, "go-back-N from the NAK's PSN")
+	require.Len(t, undouble(t, h.drain()), 3, "go-back-N from the NAK's PSN")
 	require.Equal(t, h.now.Add(rto), h.r.Deadline(), "the retry timeout")
 
-	// The resend of p+1 is lost: the timer probes it after the retry
-	// timeout, then backs off.
+	// The resend of p+1 is lost, both its copies (doubleResend): the
+	// timer probes it after the retry timeout, then backs off.
 	h.now = h.r.Deadline()
 	h.r.OnTimeout(h.now)
 	got := h.drain()
@@ -235,6 +235,80 @@ func TestRetryTimeoutAfterNAK(t *testing.T) {
 	start := h.now
 	postWrite4K(t, h, 2)
 	require.Equal(t, start.Add(retry.DefaultRecoveryFloor), h.r.Deadline())
+}
+
+// TestRetryFirstPacketDoubled: a go-back-N retry that a sequence NAK
+// started sends its first packet twice in a row (doubleResend), against a
+// responder that NAKs a gap once and then drops everything until the
+// missing PSN arrives (IBA 9.7.5.1.2). When the first copy of the resend
+// is lost too, the second fills the gap at once: the WRITE or SEND
+// completes in round trips, with no recovery timer expiry, where one copy
+// would have waited for it. A READ's retry, a timer's retry and a QP with
+// recovery off send each packet once.
+func TestRetryFirstPacketDoubled(t *testing.T) {
+	const pmtu, p0, pkts = 1024, 0x700, 8
+	for _, tc := range []struct {
+		name     string
+		op       verbs.WROpcode
+		off      bool
+		dropReq  map[int]int // request PSN (from p0) -> copies dropped
+		dropResp map[int]int
+		doubled  uint64
+		sentLost int  // times the request PSN p0+2 is sent
+		expiries bool // the recovery timer must fire
+	}{
+		{name: "WRITE, resend lost", op: verbs.WRRDMAWrite, dropReq: map[int]int{2: 2}, doubled: 1, sentLost: 3},
+		{name: "SEND, resend lost", op: verbs.WRSend, dropReq: map[int]int{2: 2}, doubled: 1, sentLost: 3},
+		{name: "WRITE, one loss", op: verbs.WRRDMAWrite, dropReq: map[int]int{2: 1}, doubled: 1, sentLost: 3},
+		{name: "WRITE, both copies lost", op: verbs.WRRDMAWrite, dropReq: map[int]int{2: 3}, doubled: 1, sentLost: 4, expiries: true},
+		{name: "WRITE, recovery off", op: verbs.WRRDMAWrite, off: true, dropReq: map[int]int{2: 1}, sentLost: 2},
+		{name: "READ, response lost", op: verbs.WRRDMARead, dropResp: map[int]int{2: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(pmtu, p0)
+			cfg.Recovery.Off = tc.off
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, pkts*pmtu, verbs.AccessLocalWrite, 1)
+			f := newResponder(t, pmtu, p0)
+			remote := f.mem.add(rkey, rbase, pkts*pmtu, verbs.AccessRemoteWrite|verbs.AccessRemoteRead, 7)
+			for i := range remote.buf {
+				remote.buf[i] = byte(i * 7)
+			}
+			for i := range h.mem[lkeyA].buf {
+				h.mem[lkeyA].buf[i] = byte(i * 3)
+			}
+			l := newSRLink(h, f)
+			l.dropReq, l.dropResp = dropNth(p0, tc.dropReq), dropNth(p0, tc.dropResp)
+			h.post(&verbs.SendWR{ID: 1, Opcode: tc.op, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: pkts * pmtu, LKey: lkeyA}}})
+			start := h.now
+			l.run(time.Second)
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+			require.Equal(t, []uint64{1}, h.cq.ids())
+			switch tc.op {
+			case verbs.WRSend:
+				require.Equal(t, [][]byte{h.mem[lkeyA].buf}, f.msgs, "SEND data")
+			default:
+				require.Equal(t, remote.buf, h.mem[lkeyA].buf, "data")
+			}
+			c := h.r.Counters()
+			require.Equal(t, tc.doubled, c.RetryDoubled)
+			if tc.op == verbs.WRRDMARead {
+				require.NotZero(t, c.ReadGaps, "the gap in the responses found")
+			} else {
+				require.Equal(t, uint64(1), c.RcvdSeqErr, "one NAK")
+				require.Equal(t, tc.sentLost, l.sentCount(p0+2))
+			}
+			if tc.expiries {
+				require.NotZero(t, c.Recovery.RTOExpiries, "both copies lost: the timer finds it")
+			} else {
+				require.Zero(t, c.Recovery.RTOExpiries, "no recovery timer expiry")
+				require.Zero(t, c.Timeouts)
+				require.Less(t, h.now.Sub(start), retry.RetryFloor, "recovered in round trips")
+			}
+		})
+	}
 }
 
 // TestSRSpuriousProbeNoChain: under selective repeat the recovery timer

@@ -28,6 +28,7 @@ type LossCounters struct {
 	SRResendsLost      uint64 // sr_resends_lost: resent packets still unacknowledged an RTO later, resent again
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests re-reading a missing range
 	ReadRereadsLost    uint64 // read_rereads_lost: go-back-N retries of a READ hole whose answer was found lost, asked for again at once
+	RetryDoubled       uint64 // retry_doubled: go-back-N retries (after a sequence NAK) whose first packet went twice, so that one lost copy costs no timer
 	SRProgressReceived uint64 // sr_progress_received: progress reports taken (how far the responder has received)
 	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because none of their responses followed those of the requests before them
 	SRReadRequestsSlow uint64 // sr_read_requests_slow: of those, the re-reads answered sooner than a round trip (the request was only slow)
@@ -54,8 +55,8 @@ func (c QPCounters) Loss() LossCounters {
 		TailProbes:  rq.Recovery.TailProbes,
 		RTODeferred: rq.Recovery.RTODeferred, RTOSpurious: rq.Recovery.RTOSpurious,
 		SRHolesReceived: rq.SRHolesReceived, SRPacketsResent: rq.SRPacketsResent, ReadHoleRereads: rq.ReadHoleRereads,
-		ReadRereadsLost: rq.ReadRereadsLost,
-		SRHolesIgnored:  rq.SRHolesIgnored, SRResendsLost: rq.SRResendsLost,
+		ReadRereadsLost: rq.ReadRereadsLost, RetryDoubled: rq.RetryDoubled,
+		SRHolesIgnored: rq.SRHolesIgnored, SRResendsLost: rq.SRResendsLost,
 		SRHolesReported: rs.SRHolesReported, SRHolesFilled: rs.SRHolesFilled, SRHolePSNs: rs.SRHolePSNs,
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
 		OOODuplicates: rs.OOODuplicates, OOOHeld: rs.OOOHeld,
@@ -84,6 +85,7 @@ func (l *LossCounters) Add(o LossCounters) {
 	l.SRPacketsResent += o.SRPacketsResent
 	l.ReadHoleRereads += o.ReadHoleRereads
 	l.ReadRereadsLost += o.ReadRereadsLost
+	l.RetryDoubled += o.RetryDoubled
 	l.SRHolesReported += o.SRHolesReported
 	l.SRHolePSNs += o.SRHolePSNs
 	l.OOOBuffered += o.OOOBuffered
@@ -110,6 +112,7 @@ func (l LossCounters) named() []NamedCounter {
 		{"sr_packets_resent", l.SRPacketsResent},
 		{"read_holes_rereads", l.ReadHoleRereads},
 		{"read_rereads_lost", l.ReadRereadsLost},
+		{"retry_doubled", l.RetryDoubled},
 		{"sr_holes_ignored", l.SRHolesIgnored},
 		{"sr_resends_lost", l.SRResendsLost},
 		{"sr_holes_reported", l.SRHolesReported},

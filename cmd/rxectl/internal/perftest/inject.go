@@ -170,7 +170,7 @@ func transportStats(s *session) report.Transport {
 	t.RTODeferred, t.RTOSpurious = loss.RTODeferred, loss.RTOSpurious
 	t.SRHolesReceived, t.SRPacketsResent, t.ReadHoleRereads = loss.SRHolesReceived, loss.SRPacketsResent, loss.ReadHoleRereads
 	t.SRResendsLost, t.SRReadRequestsLost, t.SRReadRequestsSlow = loss.SRResendsLost, loss.SRReadRequestsLost, loss.SRReadRequestsSlow
-	t.ReadResponsesResent, t.ReadRereadsLost = loss.ReadResponsesResent, loss.ReadRereadsLost
+	t.ReadResponsesResent, t.ReadRereadsLost, t.RetryDoubled = loss.ReadResponsesResent, loss.ReadRereadsLost, loss.RetryDoubled
 	t.SRProgressReceived, t.SRProgressReports = loss.SRProgressReceived, loss.SRProgressReports
 	t.SRHolesReported, t.SRHolePSNs, t.OOODropped = loss.SRHolesReported, loss.SRHolePSNs, loss.OOODropped
 	t.OOOHeld, t.OOOPeak, t.OOOBytesPeak = loss.OOOHeld, loss.OOOPeak, loss.OOOBytesPeak

@@ -96,6 +96,9 @@ type Transport struct {
 	// response stream starting over passed the hole), asked for again at
 	// once (requester replayPassedHole).
 	ReadRereadsLost uint64 `json:"read_rereads_lost"`
+	// Go-back-N retries started by a sequence NAK whose first packet was
+	// sent twice (requester doubleResend).
+	RetryDoubled uint64 `json:"retry_doubled"`
 	// Resent packets still unacknowledged an RTO later, resent again.
 	SRResendsLost uint64 `json:"sr_resends_lost"`
 	// READ parts re-read because none of their responses followed those
@@ -166,6 +169,9 @@ func WriteStats(w io.Writer, st, peer *Final) {
 			t.Retransmits, t.Timeouts, t.RcvdSeqErr, t.RcvdRNRErr, t.DuplicateRequest, t.OutOfSeqRequest)
 		fmt.Fprintf(&b, "   recovery: srtt %d µs, %d recovery timer expiries (%d tail probes), %d IB ACK timeouts; window %d packets, %d decreases\n",
 			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
+		if t.RetryDoubled > 0 {
+			fmt.Fprintf(&b, "   go-back-N: %d retries sent their first packet twice\n", t.RetryDoubled)
+		}
 		sr := t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.SRPacketsResent > 0
 		if t.ReadHoleRereads > 0 && !sr {
 			// Go-back-N re-reads the READs with holes as well.
