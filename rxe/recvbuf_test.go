@@ -26,14 +26,15 @@ func TestWindowFor(t *testing.T) {
 		{2 * 212992, 4096, chargeLinear, 425984 * 3 / 4 / (8192 + 256)},      // stock rmem_max, linear truesize 8 KiB
 		{2 * 212992, 4096, chargePaged, 425984 * 3 / 4 / (4096 + 96 + 1280)}, // paged: the datagram and 1280
 		{2 * 212992, 4096, chargeRuns, 425984 * 3 / 4 / (4096 + 96 + 640)},   // runs of two share 1280
-		{2 * 212992, 1024, chargeLinear, requester.DefaultWindow},            // 138 fit: capped at the default
+		{2 * 212992, 1024, chargeLinear, 425984 * 3 / 4 / (2048 + 256)},      // 138 fit: above rxe's 128
+		{4 * 212992, 1024, chargeLinear, announcedWindow},                    // 277 fit: capped at 256
 		{2 * 212992 / 4, 1024, chargeLinear, 106496 * 3 / 4 / (2048 + 256)},
 		{2 * 212992 / 4, 1024, chargePaged, 106496 * 3 / 4 / (1024 + 96 + 1280)},
 		{2 * 212992 / 4, 1024, chargeRuns, 106496 * 3 / 4 / (1024 + 96 + 640)},
 		{4096, 4096, chargeLinear, 8}, // never below 8
 		{4096, 4096, chargePaged, 8},
 		{4096, 4096, chargeRuns, 8},
-		{128 << 20, 4096, chargeLinear, requester.DefaultWindow},
+		{128 << 20, 4096, chargeLinear, announcedWindow},
 		{0, 4096, chargeRuns, 0},
 	}
 	for _, tc := range tests {
@@ -153,6 +154,42 @@ func TestPeerAnnouncingNothing(t *testing.T) {
 	require.Zero(t, parts, "READs in one request")
 	require.Equal(t, requester.DefaultWindow, a.qp.Counters().Requester.Recovery.Window)
 	require.ErrorIs(t, a.qp.SetPeerReceiveBuffer(1<<20, 1), ErrInvalidState, "fixed once in RTS")
+}
+
+// TestPeerAnnouncingLargeBuffer: toward a gorxe peer whose announced
+// buffer and ours absorb more than rxe's 128 PSNs, the window under
+// selective repeat is what they absorb, up to announcedWindow; under
+// go-back-N it stays 128. READs go whole in both.
+func TestPeerAnnouncingLargeBuffer(t *testing.T) {
+	for _, sr := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sr=%v", sr), func(t *testing.T) {
+			a, b, _ := udpPair(t, Options{})
+			if !sr {
+				a, b = newEnd(t, a.dev, 1<<16), newEnd(t, b.dev, 1<<16)
+				ia, ib := a.qp.Info(3), b.qp.Info(4)
+				ia.SelectiveRepeat, ib.SelectiveRepeat = false, false
+				require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096, NoSelectiveRepeat: true}))
+				require.NoError(t, b.qp.Connect(ib, ia, ConnectOptions{MTU: MTU4096, NoSelectiveRepeat: true}))
+			}
+			ia := a.qp.Info(1)
+			c := a.dev.chargeTo(netip.MustParseAddr("127.0.0.2"))
+			absorb := min(windowFor(ia.RecvBuffer, 4096, c), windowFor(b.qp.Info(2).RecvBuffer, 4096, c))
+			if absorb < announcedWindow {
+				t.Skipf("the receive buffers (%d bytes) absorb %d PSNs, fewer than %d: raise net.core.rmem_max or run as root", ia.RecvBuffer, absorb, announcedWindow)
+			}
+			want := requester.DefaultWindow
+			if sr {
+				want = announcedWindow
+			}
+			a.qp.mu.Lock()
+			require.Equal(t, sr, a.qp.selectiveRepeat().on)
+			window, parts := a.qp.bufferLimits(4096)
+			a.qp.mu.Unlock()
+			require.Equal(t, want, window)
+			require.Zero(t, parts, "READs in one request")
+			require.Equal(t, want, a.qp.Counters().Requester.Recovery.Window)
+		})
+	}
 }
 
 // TestBufferCapWarning asks for more receive buffer than rmem_max allows,
