@@ -85,7 +85,14 @@ type recovery struct {
 func (r *Requester) initRecovery(c *Config) {
 	r.rec.cfg = c.Recovery
 	r.rec.timer = retry.RecoveryTimer{Floor: c.Recovery.Floor, Ceiling: r.ack}
-	r.rec.win.Init(retry.WindowConfig{Max: c.Window, Min: c.Recovery.MinWindow})
+	lo := c.Recovery.MinWindow
+	if c.SelectiveRepeat {
+		// Selective repeat resends only what was lost: its window shrinks
+		// after a loss only down to rxe's 128 (or Config.Window if that
+		// is smaller, where it does not move), srLoss.
+		lo = max(lo, min(DefaultWindow, c.Window))
+	}
+	r.rec.win.Init(retry.WindowConfig{Max: c.Window, Min: lo})
 }
 
 // sendWindow returns how many PSNs may be outstanding now: the adaptive

@@ -557,3 +557,56 @@ func TestSRNoAllocations(t *testing.T) {
 	require.Equal(t, c.SRHolesReceived, c.SRPacketsResent-c.ReadHoleRereads)
 	require.Equal(t, c.SRHolesReceived, c.ReadHoleRereads)
 }
+
+// TestSRWindowAboveDefaultAdapts: under selective repeat a window above
+// rxe's 128 PSNs (an rxe device gives up to 256 toward a gorxe peer whose
+// buffer absorbs it) halves after a loss, once per round trip and not
+// below 128, and grows back on clean round trips; a window of 128 or less
+// does not move (selective repeat resends only what was lost).
+func TestSRWindowAboveDefaultAdapts(t *testing.T) {
+	for _, tc := range []struct {
+		window, afterLoss int
+	}{
+		{256, DefaultWindow},
+		{DefaultWindow, DefaultWindow},
+		{64, 64},
+	} {
+		t.Run(fmt.Sprint(tc.window), func(t *testing.T) {
+			const pkts, p0 = 600, srSQ
+			cfg := baseConfig(srPMTU, p0)
+			cfg.SelectiveRepeat = true
+			cfg.Window = tc.window
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, pkts*srPMTU, verbs.AccessLocalWrite, 1)
+			f := newResponder(t, srPMTU, p0)
+			f.sr.on = true
+			remote := f.mem.add(rkey, rbase, pkts*srPMTU, verbs.AccessRemoteWrite, 7)
+			l := newSRLink(h, f)
+			// PSNs 5 and 6 lost, one after the other: one decrease.
+			l.dropReq = dropNth(p0, map[int]int{5: 1, 6: 1})
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: pkts * srPMTU, LKey: lkeyA}}})
+			low, end := tc.window, h.now.Add(time.Second)
+			for h.r.Outstanding() > 0 && h.now.Before(end) {
+				l.run(50 * time.Microsecond)
+				low = min(low, h.r.Counters().Recovery.Window)
+				if _, failed := h.r.Failed(); failed {
+					break
+				}
+			}
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+			require.Equal(t, []uint64{1}, h.cq.ids())
+			require.Equal(t, h.mem[lkeyA].buf, remote.buf)
+			rc := h.r.Counters().Recovery
+			require.Equal(t, tc.afterLoss, low, "the smallest window")
+			if tc.window > DefaultWindow {
+				require.Equal(t, uint64(1), rc.WindowDecr, "two losses in one round trip: one decrease")
+				require.Greater(t, rc.Window, DefaultWindow, "clean round trips grow it back")
+			} else {
+				require.Zero(t, rc.WindowDecr)
+				require.Equal(t, tc.window, rc.Window)
+			}
+		})
+	}
+}

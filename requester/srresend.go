@@ -243,6 +243,9 @@ func (r *Requester) srResend(now time.Time, buf []byte) int {
 				r.srArmRecheck(now)
 			}
 			r.c.SRPacketsResent++
+			if wc := r.rec.win.Config(); wc.Min < wc.Max {
+				r.lossSeen(now) // a window above 128 halves, once per round trip
+			}
 			return n
 		}
 		return 0
