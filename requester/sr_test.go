@@ -610,3 +610,43 @@ func TestSRWindowAboveDefaultAdapts(t *testing.T) {
 		})
 	}
 }
+
+// TestSRRereadAtPartStart: a re-read that starts at the first PSN of a
+// READ part none of whose responses has come asks for the whole part. It
+// has the PSN of the part's original request, and a responder that has
+// not received the original (lost, or overtaken by the re-read) executes
+// it as the original: a shorter one would end the READ's PSNs early
+// there, and every later request of the QP would be out of order for that
+// responder for good. Once a response of the part has come, the responder
+// has the original, and the re-read asks only for the missing range (here
+// up to that response, which shows the gap before it as lost).
+func TestSRRereadAtPartStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answered bool // response 10 has come
+		from     int  // the missing range marked for a re-read: [from, from+5)
+		want     reread
+	}{
+		{"unanswered, at the start", false, 0, reread{0, 0, srPkts}},
+		{"answered, at the start", true, 0, reread{0, 0, 10}}, // up to the response that came
+		{"unanswered, inside", false, 2, reread{2, 2, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _, _ := srSetup(t)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: srSize, LKey: lkeyA}}})
+			require.Len(t, h.drain(), 1)
+			h.now = h.now.Add(time.Millisecond)
+			if tc.answered {
+				h.recv(readResp(srPMTU, srSQ, make([]byte, srSize), 0, false)[10])
+			}
+			h.r.srMarkRange(h.now, srSQ.Add(tc.from), srSQ.Add(tc.from+5), true)
+			out := h.drain()
+			require.NotEmpty(t, out)
+			p := parse(t, out[0])
+			require.Equal(t, packet.RCRDMAReadRequest, p.Opcode())
+			got := reread{int(p.PSN().Diff(srSQ)), int(p.RETH().VA()-rbase) / srPMTU, int(p.RETH().DMALen()) / srPMTU}
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
