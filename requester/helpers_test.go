@@ -151,6 +151,17 @@ func (h *harness) drain() [][]byte {
 	return out
 }
 
+// withResponder returns a requester harness for cfg with n bytes of local
+// memory at baseA (L_Key lkeyA), and a fake responder at cfg's first PSN
+// with n bytes at rbase (R_Key rkey, granting access, filled with seed).
+func withResponder(t *testing.T, cfg *Config, n int, access verbs.AccessFlags, seed byte) (*harness, *fakeResponder, *region) {
+	t.Helper()
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, n, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, cfg.PMTU, cfg.SQPSN)
+	return h, f, f.mem.add(rkey, rbase, n, access, seed)
+}
+
 // undouble checks that a go-back-N retry that a sequence NAK started sent
 // its first packet twice in a row, byte for byte (doubleResend), and
 // returns the packets without the second copy.

@@ -32,10 +32,7 @@ func TestReadAheadAfterGap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := baseConfig(pmtu, p0)
 			cfg.Recovery.Off = tc.off
-			h := newHarness(t, cfg)
-			h.mem.add(lkeyA, baseA, nreads*size, verbs.AccessLocalWrite, 0)
-			f := newResponder(t, pmtu, p0)
-			src := f.mem.add(rkey, rbase, nreads*size, verbs.AccessRemoteRead, 5)
+			h, f, src := withResponder(t, cfg, nreads*size, verbs.AccessRemoteRead, 5)
 			for i := range nreads {
 				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
 					RemoteAddr: rbase + uint64(i*size), RKey: rkey,

@@ -576,11 +576,8 @@ func TestSRWindowAboveDefaultAdapts(t *testing.T) {
 			cfg := baseConfig(srPMTU, p0)
 			cfg.SelectiveRepeat = true
 			cfg.Window = tc.window
-			h := newHarness(t, cfg)
-			h.mem.add(lkeyA, baseA, pkts*srPMTU, verbs.AccessLocalWrite, 1)
-			f := newResponder(t, srPMTU, p0)
+			h, f, remote := withResponder(t, cfg, pkts*srPMTU, verbs.AccessRemoteWrite, 7)
 			f.sr.on = true
-			remote := f.mem.add(rkey, rbase, pkts*srPMTU, verbs.AccessRemoteWrite, 7)
 			l := newSRLink(h, f)
 			// PSNs 5 and 6 lost, one after the other: one decrease.
 			l.dropReq = dropNth(p0, map[int]int{5: 1, 6: 1})

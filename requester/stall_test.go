@@ -267,10 +267,7 @@ func TestRetryFirstPacketDoubled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := baseConfig(pmtu, p0)
 			cfg.Recovery.Off = tc.off
-			h := newHarness(t, cfg)
-			h.mem.add(lkeyA, baseA, pkts*pmtu, verbs.AccessLocalWrite, 1)
-			f := newResponder(t, pmtu, p0)
-			remote := f.mem.add(rkey, rbase, pkts*pmtu, verbs.AccessRemoteWrite|verbs.AccessRemoteRead, 7)
+			h, f, remote := withResponder(t, cfg, pkts*pmtu, verbs.AccessRemoteWrite|verbs.AccessRemoteRead, 7)
 			for i := range remote.buf {
 				remote.buf[i] = byte(i * 7)
 			}
