@@ -88,8 +88,8 @@ func (r *Requester) initRecovery(c *Config) {
 	lo := c.Recovery.MinWindow
 	if c.SelectiveRepeat {
 		// Selective repeat resends only what was lost: its window shrinks
-		// after a loss only down to rxe's 128 (or Config.Window if that
-		// is smaller, where it does not move), srLoss.
+		// after a loss (each resend reports one, srResend) only down to
+		// rxe's 128, or not at all if Config.Window is 128 or less.
 		lo = max(lo, min(DefaultWindow, c.Window))
 	}
 	r.rec.win.Init(retry.WindowConfig{Max: c.Window, Min: lo})

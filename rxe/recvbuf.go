@@ -171,13 +171,14 @@ const minRun = 2
 // announcedWindow is the largest PSN window toward a peer that announced
 // its receive buffer (a gorxe peer) under selective repeat (bufferLimits),
 // when both ends' buffers absorb it: twice rxe's 128
-// (requester.DefaultWindow). On loopback a stream's
-// round trip (170 µs of SRTT at 600 000 packets/s, ~100 packets) left a
-// 128-PSN window that asks for an ACK every half window idle between
-// ACKs: 256 moved 1 MiB WRITE and SEND streams 23-27 % faster, 64 KiB
-// ones 5 %, READs 7-13 %; 512 moved no more (docs/performance.md, "A
-// window of 256 toward gorxe peers"). Toward a peer that announces
-// nothing, and under go-back-N, the window stays DefaultWindow, as rxe's.
+// (requester.DefaultWindow). On loopback a stream's round trip (170 µs of
+// SRTT at 600 000 packets/s, ~100 packets) left a 128-PSN window that
+// asks for an ACK every half window idle between ACKs: 256 moved
+// loss-free 1 MiB WRITE and SEND streams 27-28 % faster, 64 KiB ones 4 %,
+// READs 3-14 %; 512 moved no more (docs/performance.md, "A window of 256
+// toward gorxe peers"). After a loss the requester halves it, not below
+// 128 (requester's initRecovery). Toward a peer that announces nothing,
+// and under go-back-N, the window stays DefaultWindow, as rxe's.
 const announcedWindow = 2 * requester.DefaultWindow
 
 // windowFor returns the PSN window that keeps a burst of PMTU-sized
