@@ -189,7 +189,10 @@ func TestDeviceLossTotals(t *testing.T) {
 			soakOne(t, a, b, WRRDMAWrite, 20000, uint64(i))
 		}
 		qa := a.qp.Counters().Loss()
-		require.Positive(t, qa.RTOExpiries+qa.IBTimeouts, "the losses were recovered by a timer at least once")
+		// A go-back-N retry whose first packet went twice (RetryDoubled)
+		// recovers a lost resend without a timer, so the timers need not
+		// have fired; some recovery counter must have moved.
+		require.Positive(t, qa.RTOExpiries+qa.IBTimeouts+qa.RetryDoubled, "the losses were recovered by a timer or a doubled retry")
 		require.Equal(t, qa, a.dev.Counters().Loss, "one QP: the device's totals are its counters")
 		require.NoError(t, a.qp.Destroy())
 		got := a.dev.Counters().Loss
