@@ -366,9 +366,22 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 	for y.Before(end) && int(y.Diff(r.compPSN)) < srTrack && !r.sr.srGot(y) {
 		y = y.Next()
 	}
-	if w.kind == kindRead && r.srPartHeard(w, y, end) && int(y.Diff(r.compPSN)) > srReorder+1 {
+	if w.kind == kindRead && r.srPartAnswered(r.srPartStart(w, uint32(r.compPSN.Diff(w.origFirst))), end) &&
+		int(y.Diff(r.compPSN)) > srReorder+1 {
 		// The responder has the part's request: ask for the range's
-		// last response only (srPartHeard).
+		// last response only. A probe is mostly sent after a silence of
+		// this end's own (the process or the VM not running) while the
+		// rest of the stream was on its way, and a re-read of the whole
+		// range then made the responder send it all twice (128 and 49
+		// responses in two runs of rxectl read-bw -s 1048576 with 1 % of
+		// the requests lost); RFC 8985's probe is one segment too. The
+		// answer comes after the responses of the part before it (the
+		// responder serves a duplicate READ after the train it belongs
+		// to, or rewinds a train still being sent:
+		// responder.restartTrain), so once it is in, those still missing
+		// are lost (srResponded raises sr.high) and srDetect re-reads
+		// them at once: a lost tail costs a round trip more than a probe
+		// of the whole range.
 		r.srMark(now, y.Add(-1), true)
 		r.sr.tail, r.sr.tailOut = y.Add(-1), true
 	} else {
@@ -382,29 +395,6 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
 	}
 	return n
-}
-
-// srPartHeard reports whether a response of the READ part of w holding
-// the oldest unacknowledged PSN has arrived (one before that PSN, or y
-// when y, the end of the range missing at it, is before end, the part's
-// end, and received): the responder then executed the part's request, so
-// a re-read of any of its PSNs is a duplicate READ (IBA 9.7.5.1.1).
-//
-// A probe for such a part asks for the last response of the missing
-// range only, as RFC 8985's probe is one segment: the probe is mostly
-// sent after a silence of this end's own (the process or the VM not
-// running) while the rest of the stream was on its way, and a re-read of
-// the whole range then made the responder send it all twice (128 and 49
-// responses in two runs of rxectl read-bw -s 1048576 with 1 % of the
-// requests lost). The answer comes after the responses of the part before
-// it (the responder serves a duplicate READ after the train it belongs
-// to, or rewinds a train still being sent: responder.restartTrain), so
-// once it is in, those still missing are lost (srResponded raises
-// sr.high) and srDetect re-reads them at once: a lost tail costs a round
-// trip more than a probe of the whole range.
-func (r *Requester) srPartHeard(w *wqe, y, end packet.PSN) bool {
-	start := r.srPartStart(w, uint32(r.compPSN.Diff(w.origFirst)))
-	return r.compPSN != start || y.Before(end) && r.sr.srGot(y)
 }
 
 // srProbeAnswered runs on the first response after a probe, oldComp
