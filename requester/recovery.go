@@ -374,11 +374,11 @@ func (r *Requester) doubleReady() bool {
 // request would be answered with the whole READ again, and atomics go
 // once. The send cursor is left where it stood (buildRest).
 func (r *Requester) doubleResend(now time.Time, buf []byte) int {
-	if !r.doubleReady() {
-		r.doubleDue = false
+	ready := r.doubleReady()
+	r.doubleDue = false
+	if !ready {
 		return 0
 	}
-	r.doubleDue = false
 	high := r.highPSN
 	n := r.buildRest(r.head, buf)
 	if n > 0 {
