@@ -104,22 +104,29 @@ func (r *Requester) sendWindow() int {
 	return min(r.cfg.Window, r.rec.win.Size())
 }
 
+// ackPerWindow is how many packets of a window ask for an ACK at least
+// (forceAckReq). Two per window (a half window apart) left a 128-PSN
+// window idle between ACKs on loopback, where the loaded round trip is
+// about 100 packets (docs/performance.md, "AckReq every eighth of the
+// window").
+const ackPerWindow = 8
+
 // forceAckReq reports whether the packet with PSN psn must ask for an
 // acknowledgement besides the requester's usual rule: the probe does, so
 // does the packet that fills the window, so that a window smaller than
-// AckReqEvery is still answered, and so does every packet that is half a
-// window after the last one with AckReq: the first half's ACK then
-// arrives while the second half is in flight and the window slides on,
-// instead of draining to nothing before each ACK (a window of one ACK per
-// window is stop-and-wait: a window bound to a small peer receive buffer,
-// rxe.windowFor, or shrunk after a loss).
+// AckReqEvery is still answered, and so does every packet that is an
+// eighth of a window (ackPerWindow) after the last one with AckReq: the
+// ACKs then arrive while the rest of the window is in flight and the
+// window slides on, instead of draining to nothing before each ACK (a
+// window of one ACK per window is stop-and-wait: a window bound to a
+// small peer receive buffer, rxe.windowFor, or shrunk after a loss).
 func (r *Requester) forceAckReq(psn packet.PSN) bool {
 	w := r.sendWindow()
 	full := int(psn.Next().Diff(r.compPSN)) >= w // a packet sent again
 	if psn == r.psn {
 		full = r.inFlight()+1 >= w // a new packet
 	}
-	return r.rec.probing || full || r.noAck+1 >= max(w/2, 1)
+	return r.rec.probing || full || r.noAck+1 >= max(w/ackPerWindow, 1)
 }
 
 // onSent records a packet just built at now: its PSN, whether it asked for

@@ -94,7 +94,7 @@ func testSegmentation(t *testing.T, op verbs.WROpcode, pmtu, size int) {
 		require.Equal(t, want[i], p.Opcode(), "packet %d", i)
 		require.Equal(t, packet.PSN(sqpsn).Add(i), p.PSN())
 		last := i == len(want)-1
-		require.Equal(t, last || (i+1)%DefaultAckReqEvery == 0, p.AckReq(), "AckReq of packet %d", i)
+		require.Equal(t, last || (i+1)%(DefaultWindow/ackPerWindow) == 0, p.AckReq(), "AckReq of packet %d", i)
 		wantSE := last && (op == verbs.WRSend || op == verbs.WRSendWithImm || op == verbs.WRSendWithInv || op == verbs.WRRDMAWriteWithImm)
 		require.Equal(t, wantSE, p.BTH().SE(), "SE of packet %d", i)
 		info := p.Info()
@@ -224,8 +224,9 @@ func TestPSNWrap(t *testing.T) {
 }
 
 func TestAckReqEveryAcrossMessages(t *testing.T) {
-	// 200 packets of 256 bytes, then a 2-packet message: AckReq on the
-	// 64th, 128th, 192nd and last of the first, and on the last of the second.
+	// 200 packets of 256 bytes, then a 2-packet message: AckReq on every
+	// 16th packet (an eighth of the 128-PSN window, ackPerWindow) and the
+	// last of the first, and on the last of the second.
 	cfg := baseConfig(256, 0)
 	h := newHarness(t, cfg)
 	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
@@ -240,7 +241,7 @@ func TestAckReqEveryAcrossMessages(t *testing.T) {
 			acked = append(acked, i)
 		}
 	}
-	require.Equal(t, []int{63, 127, 191, 199, 201}, acked)
+	require.Equal(t, []int{15, 31, 47, 63, 79, 95, 111, 127, 143, 159, 175, 191, 199, 201}, acked)
 }
 
 func TestWindowStall(t *testing.T) {

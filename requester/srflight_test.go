@@ -220,7 +220,7 @@ func TestSRRTTSampleEndsOnOwnAnswer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := baseConfig(srPMTU, srSQ)
 			cfg.SelectiveRepeat = tc.sr
-			cfg.Window = 8
+			cfg.Window = 16 // AckReq on every second packet (ackPerWindow)
 			h := newHarness(t, cfg)
 			h.mem.add(lkeyA, baseA, srSize, verbs.AccessLocalWrite, 1)
 			p := warm(t, h, srSQ)

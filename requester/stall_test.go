@@ -174,30 +174,30 @@ func TestRecoveryTimerOffDuringRNRWait(t *testing.T) {
 	require.Zero(t, h.r.Counters().Recovery.RTOExpiries)
 }
 
-// TestSmallWindowAsksTwicePerWindow: with a window of 16 PSNs (a peer with
-// a small receive buffer) the 8th and the 16th packet ask for an ACK, so
-// the first half is acknowledged while the second is in flight and the
-// window slides on instead of draining before every ACK.
-func TestSmallWindowAsksTwicePerWindow(t *testing.T) {
+// TestSmallWindowAsksEveryEighth: with a window of 64 PSNs (a peer with a
+// small receive buffer) every 8th packet asks for an ACK (ackPerWindow),
+// so the start of the window is acknowledged while the rest is in flight
+// and the window slides on instead of draining before every ACK.
+func TestSmallWindowAsksEveryEighth(t *testing.T) {
 	const p0 = 0x600
 	cfg := baseConfig(1024, p0)
-	cfg.Window = 16
+	cfg.Window = 64
 	h := newHarness(t, cfg)
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.mem.add(lkeyA, baseA, 1<<17, verbs.AccessLocalWrite, 1)
 	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled,
-		SGList: []verbs.SGE{{Addr: baseA, Length: 32 << 10, LKey: lkeyA}}})
+		SGList: []verbs.SGE{{Addr: baseA, Length: 128 << 10, LKey: lkeyA}}})
 	sent := h.drain()
-	require.Len(t, sent, 16, "the window")
+	require.Len(t, sent, 64, "the window")
 	var asks []int
 	for i, b := range sent {
 		if parse(t, b).BTH().AckReq() {
 			asks = append(asks, i)
 		}
 	}
-	require.Equal(t, []int{7, 15}, asks)
+	require.Equal(t, []int{7, 15, 23, 31, 39, 47, 55, 63}, asks)
 	h.now = h.now.Add(rttTest)
 	h.recv(ack(p0 + 7))
-	require.Len(t, h.drain(), 8, "the ACK of the first half opens the window by 8")
+	require.Len(t, h.drain(), 8, "the ACK of the first eighth opens the window by 8")
 }
 
 // TestRetryTimeoutAfterNAK: after a sequence error NAK the go-back-N
