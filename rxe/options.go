@@ -82,8 +82,9 @@ type Options struct {
 	// CAP_NET_ADMIN must (the kernel then caps at net.core.rmem_max).
 	RecvBuffer     int
 	NoForceBuffers bool
-	// Warnf receives Listen's one warning about capped socket buffers
-	// (Device.BufferCapWarning); nil means log.Printf.
+	// Warnf receives Listen's warning about capped socket buffers
+	// (Device.BufferCapWarning), once for each device whose buffers were
+	// capped; nil means log.Printf, once per process.
 	Warnf func(format string, args ...any)
 }
 

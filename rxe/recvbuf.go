@@ -96,23 +96,24 @@ func sysctl(name string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// capWarnOnce makes Listen warn about capped buffers once per process.
+// capWarnOnce makes Listen log its warning about capped buffers once per
+// process when the caller gave no Options.Warnf.
 var capWarnOnce sync.Once
 
-// warnCapped writes BufferCapWarning through Options.Warnf (log.Printf by
-// default), once per process.
+// warnCapped writes BufferCapWarning, if there is one: to Options.Warnf
+// each time (a caller that passes its own Warnf decides what to repeat),
+// or else with log.Printf once per process, so that a program opening
+// many devices logs it once.
 func (d *Device) warnCapped() {
 	w := d.BufferCapWarning()
 	if w == "" {
 		return
 	}
-	capWarnOnce.Do(func() {
-		if d.opts.Warnf != nil {
-			d.opts.Warnf("%s", w)
-			return
-		}
-		log.Printf("%s", w)
-	})
+	if d.opts.Warnf != nil {
+		d.opts.Warnf("%s", w)
+		return
+	}
+	capWarnOnce.Do(func() { log.Printf("%s", w) })
 }
 
 // recvBufferInfo returns what Info announces: the receive buffer granted
