@@ -165,7 +165,7 @@ func (r *Responder) takeWQE(wr *verbs.RecvWR) {
 // DMA length is at most 2^31.
 func (r *Responder) checkLength() State {
 	if r.mask&packet.MaskPayload != 0 {
-		n := r.pkt.PayloadLen()
+		n := r.payloadLen()
 		start, end := r.mask&packet.MaskStart != 0, r.mask&packet.MaskEnd != 0
 		switch {
 		case start && end:
@@ -235,7 +235,7 @@ func (r *Responder) checkWriteRKey() State {
 		r.wva, r.wrkey = reth.VA(), reth.RKey()
 		r.wresid, r.wlen = reth.DMALen(), reth.DMALen()
 	}
-	n := r.pkt.PayloadLen()
+	n := r.payloadLen()
 	if r.kind == kindWrite && r.mask&packet.MaskStart != 0 && r.wlen == 0 {
 		// C9-88: a zero-length WRITE names no memory. It must then carry
 		// no payload either (rxe does not check; it would fault).

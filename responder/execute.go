@@ -20,7 +20,10 @@ func (r *Responder) execute() State {
 			return st
 		}
 	case kindWrite:
-		n := copy(r.dst, payload)
+		n := len(r.dst) // checkWriteRKey resolved exactly the payload's bytes
+		if r.placed == 0 {
+			n = copy(r.dst, payload)
+		}
 		r.wva += uint64(n)
 		r.wresid -= uint32(n)
 		r.ctrs.BytesPlaced += uint64(n)
@@ -67,15 +70,19 @@ func (r *Responder) scatter(data []byte) State {
 	if !w.valid {
 		return StateErrMalformedWQE
 	}
-	if uint64(len(data)) > w.total-w.placed {
+	n := uint64(r.payloadLen())
+	if n > w.total-w.placed {
 		r.lenLocal = true
 		return StateErrLength
 	}
-	if !w.cur.Scatter(r.lmem, w.sges, data) {
+	if r.placed > 0 {
+		// placeAhead put the bytes at this offset on arrival.
+		w.cur.Seek(w.sges, uint32(w.placed+n))
+	} else if !w.cur.Scatter(r.lmem, w.sges, data) {
 		return StateErrMalformedWQE
 	}
-	w.placed += uint64(len(data))
-	r.ctrs.BytesPlaced += uint64(len(data))
+	w.placed += n
+	r.ctrs.BytesPlaced += n
 	return StateNone
 }
 

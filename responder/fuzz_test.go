@@ -168,5 +168,15 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 			rec(1|18<<2, packet.RCRDMAWriteLast, pattern(488, 0), ackReq),
 			rec(inSeq, packet.RCCompareSwap, nil, atomicETH(rva+8, rkey, 1, 0)),
 			rec(1|12<<2, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 100))),
+		// Selective repeat, placed ahead (placeAhead): a WRITE and a SEND
+		// in progress, their later packets after a hole at ePSN.
+		seq(128, rec(inSeq, packet.RCRDMAWriteFirst, pattern(256, 0), reth(rva+100, rkey, 1000)),
+			rec(1|18<<2, packet.RCRDMAWriteMiddle, pattern(256, 0)),
+			rec(1|19<<2, packet.RCRDMAWriteLast, pattern(232, 0), ackReq),
+			rec(inSeq, packet.RCRDMAWriteMiddle, pattern(256, 0))),
+		seq(128, rec(inSeq, packet.RCSendFirst, pattern(256, 0)),
+			rec(1|17<<2, packet.RCSendMiddle, pattern(256, 0)),
+			rec(1|18<<2, packet.RCSendLast, pattern(100, 0), ackReq),
+			rec(inSeq, packet.RCSendMiddle, pattern(256, 0))),
 	}
 }

@@ -14,12 +14,15 @@ const (
 	oooMaxWindow = 1 << 22
 )
 
-// oooSlot is one buffered request: a copy of the packet as it arrived.
+// oooSlot is one buffered request: a copy of the packet as it arrived, or,
+// for a request whose payload was placed on arrival (placeAhead), a copy
+// of its headers, pad and ICRC only, with placed the payload length.
 type oooSlot struct {
-	buf  []byte // slotSize bytes, allocated when the slot is first used
-	n    int    // bytes held
-	psn  packet.PSN
-	used bool
+	buf    []byte // slotSize bytes, allocated when the slot is first used
+	n      int    // bytes held
+	placed int    // payload bytes placed on arrival, not held; 0: none
+	psn    packet.PSN
+	used   bool
 }
 
 // oooBuf is the out-of-order buffer of selective repeat: the requests with
@@ -53,6 +56,12 @@ type oooBuf struct {
 	// sinceProgress counts the out-of-order requests held since the last
 	// progress report.
 	sinceProgress int
+	// The run of SEND MIDDLEs placed ahead (placeAhead) while ePSN was
+	// sendRunBase: every PSN from sendRunBase+1 to before sendRunNext is
+	// one, so a SEND packet at sendRunNext continues the same message.
+	// sendRunOn is false once the run ended (a LAST placed).
+	sendRunBase, sendRunNext packet.PSN
+	sendRunOn                bool
 }
 
 // init sets the bounds for a path MTU and a byte limit (0: DefaultOOOLimit).
@@ -100,7 +109,14 @@ const (
 // caller has purged the index at the current ePSN. span is the number of
 // PSNs the request uses (at most the window).
 func (o *oooBuf) hold(b []byte, psn, epsn packet.PSN, span int) holdResult {
-	if int(psn.Diff(epsn)) >= o.window || len(b) > o.slotSize {
+	return o.holdParts(b, nil, 0, psn, epsn, span)
+}
+
+// holdParts is hold for a packet held in two parts, head and then tail,
+// whose payload of placed bytes (0: none) is not among them: it was
+// placed on arrival (placeAhead).
+func (o *oooBuf) holdParts(head, tail []byte, placed int, psn, epsn packet.PSN, span int) holdResult {
+	if int(psn.Diff(epsn)) >= o.window || len(head)+len(tail) > o.slotSize {
 		return holdOutOfRange
 	}
 	if o.lookup(psn) >= 0 {
@@ -114,8 +130,9 @@ func (o *oooBuf) hold(b []byte, psn, epsn packet.PSN, span int) holdResult {
 		o.index = make([]int32, o.window)
 	}
 	sl := &o.slots[s]
-	sl.n = copy(sl.buf, b)
-	sl.psn, sl.used = psn, true
+	sl.n = copy(sl.buf, head)
+	sl.n += copy(sl.buf[sl.n:], tail)
+	sl.psn, sl.used, sl.placed = psn, true, placed
 	o.index[o.key(psn)] = int32(s + 1)
 	end := psn.Add(span)
 	if o.n == 0 || end.After(o.next) {
@@ -145,13 +162,15 @@ func (o *oooBuf) alloc() int {
 }
 
 // take removes slot s from the index; its bytes stay valid until release.
-func (o *oooBuf) take(s int) []byte {
+// placed is the payload length placed on arrival (holdParts), 0 if the
+// bytes are the whole packet.
+func (o *oooBuf) take(s int) (b []byte, placed int) {
 	sl := &o.slots[s]
 	o.index[o.key(sl.psn)] = 0
 	sl.used = false
 	o.n--
 	o.bytes -= sl.n
-	return sl.buf[:sl.n]
+	return sl.buf[:sl.n], sl.placed
 }
 
 // release returns a taken slot to the free list.

@@ -3,7 +3,9 @@ package responder
 import (
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
 // SRReReport is the number of further out-of-order arrivals after which
@@ -36,7 +38,19 @@ func (r *Responder) receiveOOO() State {
 	if o.n > 0 && o.next.After(prev) {
 		prev = o.next
 	}
-	switch o.hold(r.pkt.Bytes(), r.psn, r.epsn, r.span()) {
+	var res holdResult
+	if n := r.placeAhead(); n > 0 {
+		// Held without the payload: the headers, then the pad and ICRC.
+		b := r.pkt.Bytes()
+		tail := len(b) - packet.ICRCSize - r.pkt.PadCnt()
+		res = o.holdParts(b[:tail-n], b[tail:], n, r.psn, r.epsn, 1)
+		if res == holdKept {
+			r.ctrs.OOOPlaced++
+		}
+	} else {
+		res = o.hold(r.pkt.Bytes(), r.psn, r.epsn, r.span())
+	}
+	switch res {
 	case holdKept:
 		r.ctrs.OOOHeld++
 		r.ctrs.OOOPeak = max(r.ctrs.OOOPeak, uint64(o.n))
@@ -60,6 +74,88 @@ func (r *Responder) receiveOOO() State {
 		r.reReport()
 	}
 	return StateCleanup
+}
+
+// placeAhead places the payload of an out-of-order request straight into
+// memory, when the request continues the message in progress at ePSN and
+// its offset in that message is known, and returns the payload length
+// placed (0: nothing placed; the request is then held whole). Held
+// without its payload, the request costs one copy, as one executed on
+// arrival does, instead of a copy into the buffer and a second, from a
+// slot gone cold, when the hole fills. The request's own checks still run
+// when it executes in PSN order (drainOOO), with payloadLen in place of
+// the missing payload.
+//
+// Only the message in progress is placed ahead: its packets cover
+// disjoint bytes, while a later message may overlap an earlier one, whose
+// bytes must land first (IBA 9.5, transaction ordering: messages execute
+// in order).
+//   - A WRITE MIDDLE or LAST: the RETH of the message's FIRST, executed,
+//     left the bytes still to come (wresid) at wva for ePSN, so the
+//     packet d PSNs later belongs to the message if d PMTUs fall within
+//     them, and its bytes are at wva + d×PMTU. The R_Key and rights are
+//     checked for that range as checkWriteRKey checks them.
+//   - A SEND MIDDLE or LAST: a SEND carries no length, so the packet
+//     belongs to the message only if every PSN between ePSN and it is a
+//     SEND MIDDLE seen here (o.sendRun): none of them ends the message,
+//     and the packet at ePSN, followed by a MIDDLE, is a MIDDLE itself.
+//     Its bytes go to the receive WQE in use at placed + d×PMTU.
+//
+// The packet's opcode and length must be those its place demands (a
+// MIDDLE a full PMTU, a LAST the rest); IETH (SEND with invalidate) and
+// packets that consume a receive WQE (WRITE LAST with immediate) are held
+// whole. Whatever the peer sends, placeAhead writes only where the
+// message may write: the WRITE's R_Key range or the receive WQE's SGEs.
+func (r *Responder) placeAhead() int {
+	const plain = packet.MaskIETH | packet.MaskRWR
+	if r.noPlaceAhead || r.mask&packet.MaskStart != 0 || r.mask&plain != 0 {
+		return 0
+	}
+	d := uint64(r.psn.Diff(r.epsn)) // ≥ 1: receiveOOO runs after ePSN only
+	mtu := uint64(r.mtu)
+	middle := r.mask&packet.MaskMiddle != 0
+	n := r.pkt.PayloadLen()
+	switch {
+	case r.inMsg == msgWrite && r.kind == kindWrite:
+		off := d * mtu
+		if off >= uint64(r.wresid) {
+			return 0
+		}
+		rest := uint64(r.wresid) - off
+		if rest > mtu {
+			if !middle || n != r.mtu || r.pkt.PadCnt() != 0 {
+				return 0
+			}
+		} else if middle || uint64(n) != rest || r.pkt.PadCnt() != packet.PadLen(n) {
+			return 0
+		}
+		mem, ok := r.env.Mem.Remote(r.wrkey, r.wva+off, uint32(n), verbs.AccessRemoteWrite)
+		if !ok || len(mem) != n {
+			return 0
+		}
+		copy(mem, r.pkt.Payload())
+		return n
+	case r.inMsg == msgSend && r.kind == kindSend && r.wqe.valid:
+		o, w := &r.ooo, &r.wqe
+		if d > 1 && (!o.sendRunOn || o.sendRunBase != r.epsn || o.sendRunNext != r.psn) {
+			return 0
+		}
+		if middle && n != r.mtu || !middle && (n == 0 || n > r.mtu) {
+			return 0
+		}
+		off := w.placed + d*mtu // the packet at ePSN and those after it are full MIDDLEs
+		if off > w.total || uint64(n) > w.total-off {
+			return 0
+		}
+		var c sge.Cursor
+		c.Seek(w.sges, uint32(off))
+		if !c.Scatter(r.lmem, w.sges, r.pkt.Payload()) {
+			return 0
+		}
+		o.sendRunOn, o.sendRunBase, o.sendRunNext = middle, r.epsn, r.psn.Next()
+		return n
+	}
+	return 0
 }
 
 // span returns the number of PSNs the current request uses: a READ as many
@@ -193,10 +289,11 @@ func (r *Responder) drainOOO(now time.Time) {
 		if s < 0 {
 			break
 		}
-		b := o.take(s)
+		b, placed := o.take(s)
 		p, err := packet.Parse(b)
 		before := r.epsn
 		if err == nil {
+			r.nextPlaced = placed
 			r.Receive(now, p)
 		} else {
 			// Unreachable: the bytes parsed when they arrived.
@@ -211,7 +308,30 @@ func (r *Responder) drainOOO(now time.Time) {
 	if r.epsn != start && !r.failed && !r.flushed {
 		r.withdrawFilled()
 		r.ackDrained()
+		r.sendRunAt()
 	}
+}
+
+// sendRunAt sets the run of SEND MIDDLEs placeAhead continues from the
+// expected PSN, after a drain that stopped at a hole in the middle of a
+// SEND: the held requests right after ePSN, as long as each is a SEND
+// MIDDLE (placed on arrival or held whole), make the run, so that what
+// arrives next to it can be placed ahead too.
+func (r *Responder) sendRunAt() {
+	o := &r.ooo
+	o.sendRunOn = false
+	if r.inMsg != msgSend || o.n == 0 {
+		return
+	}
+	x := r.epsn.Next()
+	for {
+		s := o.lookup(x)
+		if s < 0 || o.slots[s].n == 0 || packet.Opcode(o.slots[s].buf[0]) != packet.RCSendMiddle {
+			break
+		}
+		x = x.Next()
+	}
+	o.sendRunOn, o.sendRunBase, o.sendRunNext = true, r.epsn, x
 }
 
 // ackDrained queues a standard ACK for ePSN−1 after a drain, unless the

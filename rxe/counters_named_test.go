@@ -38,12 +38,12 @@ func TestNamedLossCounters(t *testing.T) {
 		Requester: requester.Counters{Timeouts: 2, SRHolesReceived: 11, SRPacketsResent: 12, ReadHoleRereads: 13, SRHolesIgnored: 14, SRResendsLost: 19,
 			Recovery: requester.RecoveryCounters{SRTT: 1500 * time.Microsecond, RTOExpiries: 3, TailProbes: 4, RTODeferred: 15, RTOSpurious: 16}},
 		Responder: responder.Counters{SRHolesReported: 5, SRHolePSNs: 6, OOOBuffered: 7, OOOPeak: 8, OOOBytesPeak: 9, OOODropped: 10,
-			SRHolesFilled: 17, OOODuplicates: 18, OOOHeld: 20},
+			SRHolesFilled: 17, OOODuplicates: 18, OOOHeld: 20, OOOPlaced: 21},
 	}
 	want := map[string]uint64{"srtt_us": 1500, "ib_timeouts": 2, "rto_expiries": 3, "tail_probes": 4,
 		"sr_holes_reported": 5, "sr_hole_psns": 6, "ooo_buffered": 7, "ooo_peak": 8, "ooo_bytes_peak": 9, "ooo_dropped": 10,
 		"sr_holes_received": 11, "sr_packets_resent": 12, "read_holes_rereads": 13, "sr_holes_ignored": 14, "sr_resends_lost": 19,
-		"rto_deferred": 15, "rto_spurious": 16, "sr_holes_filled": 17, "ooo_duplicates": 18, "ooo_held": 20}
+		"rto_deferred": 15, "rto_spurious": 16, "sr_holes_filled": 17, "ooo_duplicates": 18, "ooo_held": 20, "ooo_placed": 21}
 	for _, named := range [][]NamedCounter{c.Named(), Counters{Loss: c.Loss()}.Named()} {
 		got := map[string]uint64{}
 		for _, n := range named {
@@ -61,5 +61,5 @@ func TestNamedLossCounters(t *testing.T) {
 	l.Add(LossCounters{SRTT: time.Millisecond, OOOPeak: 20, OOOBytesPeak: 1, SRHolePSNs: 1})
 	require.Equal(t, LossCounters{SRTT: 1500 * time.Microsecond, RTOExpiries: 3, IBTimeouts: 2, TailProbes: 4, RTODeferred: 15, RTOSpurious: 16,
 		SRHolesReceived: 11, SRPacketsResent: 12, ReadHoleRereads: 13, SRHolesIgnored: 14, SRResendsLost: 19, SRHolesReported: 5, SRHolesFilled: 17, SRHolePSNs: 7,
-		OOOBuffered: 7, OOOPeak: 20, OOOBytesPeak: 9, OOODropped: 10, OOODuplicates: 18, OOOHeld: 20}, l)
+		OOOBuffered: 7, OOOPeak: 20, OOOBytesPeak: 9, OOODropped: 10, OOODuplicates: 18, OOOHeld: 20, OOOPlaced: 21}, l)
 }

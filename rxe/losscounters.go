@@ -41,6 +41,7 @@ type LossCounters struct {
 	SRHolePSNs        uint64 // sr_hole_psns: PSNs first seen missing (packets lost)
 	OOODuplicates     uint64 // ooo_duplicates: out-of-order requests dropped as copies of held ones
 	OOOHeld           uint64 // ooo_held: out-of-order requests copied into the buffer to wait for a hole
+	OOOPlaced         uint64 // ooo_placed: of those, requests whose payload was placed on arrival and held without it
 	OOOBuffered       uint64 // ooo_buffered: out-of-order requests held now
 	OOOPeak           uint64 // ooo_peak: the most held at once (for a device, the largest QP peak)
 	OOOBytesPeak      uint64 // ooo_bytes_peak: the most bytes held at once (likewise)
@@ -59,7 +60,7 @@ func (c QPCounters) Loss() LossCounters {
 		SRHolesIgnored: rq.SRHolesIgnored, SRResendsLost: rq.SRResendsLost,
 		SRHolesReported: rs.SRHolesReported, SRHolesFilled: rs.SRHolesFilled, SRHolePSNs: rs.SRHolePSNs,
 		OOOBuffered: rs.OOOBuffered, OOOPeak: rs.OOOPeak, OOOBytesPeak: rs.OOOBytesPeak, OOODropped: rs.OOODropped,
-		OOODuplicates: rs.OOODuplicates, OOOHeld: rs.OOOHeld,
+		OOODuplicates: rs.OOODuplicates, OOOHeld: rs.OOOHeld, OOOPlaced: rs.OOOPlaced,
 		SRProgressReceived: rq.SRProgressReceived, SRProgressReports: rs.SRProgressReports,
 		SRReadRequestsLost: rq.SRReadRequestsLost, SRReadRequestsSlow: rq.SRReadRequestsSlow,
 		ReadResponsesResent: rs.ReadResponsesResent,
@@ -81,6 +82,7 @@ func (l *LossCounters) Add(o LossCounters) {
 	l.SRHolesFilled += o.SRHolesFilled
 	l.OOODuplicates += o.OOODuplicates
 	l.OOOHeld += o.OOOHeld
+	l.OOOPlaced += o.OOOPlaced
 	l.SRHolesReceived += o.SRHolesReceived
 	l.SRPacketsResent += o.SRPacketsResent
 	l.ReadHoleRereads += o.ReadHoleRereads
@@ -124,6 +126,7 @@ func (l LossCounters) named() []NamedCounter {
 		{"ooo_dropped", l.OOODropped},
 		{"ooo_duplicates", l.OOODuplicates},
 		{"ooo_held", l.OOOHeld},
+		{"ooo_placed", l.OOOPlaced},
 		{"sr_progress_received", l.SRProgressReceived},
 		{"sr_progress_reports", l.SRProgressReports},
 		{"sr_read_requests_lost", l.SRReadRequestsLost},

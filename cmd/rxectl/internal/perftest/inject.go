@@ -173,7 +173,7 @@ func transportStats(s *session) report.Transport {
 	t.ReadResponsesResent, t.ReadRereadsLost, t.RetryDoubled = loss.ReadResponsesResent, loss.ReadRereadsLost, loss.RetryDoubled
 	t.SRProgressReceived, t.SRProgressReports = loss.SRProgressReceived, loss.SRProgressReports
 	t.SRHolesReported, t.SRHolePSNs, t.OOODropped = loss.SRHolesReported, loss.SRHolePSNs, loss.OOODropped
-	t.OOOHeld, t.OOOPeak, t.OOOBytesPeak = loss.OOOHeld, loss.OOOPeak, loss.OOOBytesPeak
+	t.OOOHeld, t.OOOPlaced, t.OOOPeak, t.OOOBytesPeak = loss.OOOHeld, loss.OOOPlaced, loss.OOOPeak, loss.OOOBytesPeak
 	return t
 }
 

@@ -122,6 +122,7 @@ type Transport struct {
 	SRProgressReports uint64 `json:"sr_progress_reports"`
 	SRHolePSNs        uint64 `json:"sr_hole_psns"`
 	OOOHeld           uint64 `json:"ooo_held"`
+	OOOPlaced         uint64 `json:"ooo_placed"`
 	OOOPeak           uint64 `json:"ooo_peak"`
 	OOOBytesPeak      uint64 `json:"ooo_bytes_peak"`
 	OOODropped        uint64 `json:"ooo_dropped"`
@@ -179,9 +180,9 @@ func WriteStats(w io.Writer, st, peer *Final) {
 		}
 		if sr {
 			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read, %d READ requests found lost; "+
-				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), %d requests held out of order, buffer peak %d packets (%d bytes), %d dropped\n",
+				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), %d requests held out of order (%d of them placed on arrival), buffer peak %d packets (%d bytes), %d dropped\n",
 				t.SRHolesReceived, t.SRProgressReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRReadRequestsLost, t.SRHolesReported, t.SRProgressReports,
-				t.SRHolePSNs, t.OOOHeld, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
+				t.SRHolePSNs, t.OOOHeld, t.OOOPlaced, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
 		}
 	}
 	devLines("Device", st)
