@@ -223,6 +223,22 @@ func TestPlaceAheadRegionGone(t *testing.T) {
 	require.NotEqual(t, data[512:], h.remote.buf[512:1024])
 }
 
+// A second copy of a PSN already held is dropped unread, as without
+// placement: it does not overwrite what the first copy placed.
+func TestPlaceAheadDuplicate(t *testing.T) {
+	h := newHarness(t, withPMTU(256), withSR(0))
+	h.rx(packet.RCRDMAWriteFirst, 100, pattern(256, 1), reth(rva, rkey, 1000))
+	h.drain()
+	first, other := pattern(256, 2), pattern(256, 3)
+	h.rx(packet.RCRDMAWriteMiddle, 102, first)
+	h.rx(packet.RCRDMAWriteMiddle, 102, other)
+	h.drain()
+	c := h.r.Counters()
+	require.EqualValues(t, 1, c.OOOPlaced)
+	require.EqualValues(t, 1, c.OOODuplicates)
+	require.Equal(t, first, h.remote.buf[512:768])
+}
+
 // BenchmarkSRLossyStream: a stream of 1 MiB WRITEs or SENDs in 4 KiB
 // packets under selective repeat, one packet in 100 lost and delivered 64
 // packets later (about a loopback round trip at 4 KiB), per op one packet

@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"math"
 	"time"
 
 	"github.com/gorxe/gorxe/internal/sge"
@@ -108,8 +109,8 @@ func (r *Responder) receiveOOO() State {
 // message may write: the WRITE's R_Key range or the receive WQE's SGEs.
 func (r *Responder) placeAhead() int {
 	const plain = packet.MaskIETH | packet.MaskRWR
-	if r.noPlaceAhead || r.mask&packet.MaskStart != 0 || r.mask&plain != 0 {
-		return 0
+	if r.noPlaceAhead || r.mask&packet.MaskStart != 0 || r.mask&plain != 0 || r.ooo.lookup(r.psn) >= 0 {
+		return 0 // a copy of a held PSN is dropped unread (holdDuplicate)
 	}
 	d := uint64(r.psn.Diff(r.epsn)) // ≥ 1: receiveOOO runs after ePSN only
 	mtu := uint64(r.mtu)
@@ -144,8 +145,8 @@ func (r *Responder) placeAhead() int {
 			return 0
 		}
 		off := w.placed + d*mtu // the packet at ePSN and those after it are full MIDDLEs
-		if off > w.total || uint64(n) > w.total-off {
-			return 0
+		if off > w.total || uint64(n) > w.total-off || off+uint64(n) > math.MaxUint32 {
+			return 0 // past the WQE, or past what sge.Cursor.Seek addresses
 		}
 		var c sge.Cursor
 		c.Seek(w.sges, uint32(off))
