@@ -56,10 +56,11 @@ type oooBuf struct {
 	// sinceProgress counts the out-of-order requests held since the last
 	// progress report.
 	sinceProgress int
-	// The run of SEND MIDDLEs placed ahead (placeAhead) while ePSN was
-	// sendRunBase: every PSN from sendRunBase+1 to before sendRunNext is
-	// one, so a SEND packet at sendRunNext continues the same message.
-	// sendRunOn is false once the run ended (a LAST placed).
+	// The run of SEND MIDDLEs seen after ePSN (placeAhead, sendRunAt)
+	// while ePSN was sendRunBase: every PSN from sendRunBase+1 to before
+	// sendRunNext is one, placed ahead or held whole, so a SEND packet at
+	// sendRunNext continues the same message. sendRunOn is false once the
+	// run ended (a LAST placed) and when the buffer is emptied.
 	sendRunBase, sendRunNext packet.PSN
 	sendRunOn                bool
 }
@@ -208,6 +209,7 @@ func (o *oooBuf) purge(epsn packet.PSN) int {
 // stay allocated for reuse.
 func (o *oooBuf) clear() int {
 	n := o.n
+	o.sendRunOn = false
 	for s := range o.slots {
 		if o.slots[s].used {
 			o.take(s)
@@ -239,4 +241,5 @@ func (o *oooBuf) allocated() int { return len(o.slots) * o.slotSize }
 func (o *oooBuf) reset() {
 	o.index, o.slots, o.free = nil, nil, nil
 	o.n, o.bytes, o.since = 0, 0, 0
+	o.sendRunOn = false
 }
