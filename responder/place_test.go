@@ -57,7 +57,8 @@ func inOrder(t *testing.T, s *script, n int) srOutcome {
 	return o.end(t, h)
 }
 
-// sameOutcome requires got to be want: memory, completions, PSN and MSN.
+// sameOutcome requires got to be want: memory, completions, PSN and MSN,
+// READ data, atomic results and the last PSN acknowledged.
 func sameOutcome(t *testing.T, want, got srOutcome) {
 	t.Helper()
 	require.Equal(t, want.epsn, got.epsn)
@@ -65,6 +66,8 @@ func sameOutcome(t *testing.T, want, got srOutcome) {
 	require.Equal(t, want.remote, got.remote, "remote memory")
 	require.Equal(t, want.local, got.local, "receive buffers")
 	require.Equal(t, want.wcs, got.wcs)
+	require.Equal(t, want.reads, got.reads)
+	require.Equal(t, want.atomics, got.atomics)
 	require.Equal(t, want.lastACK, got.lastACK)
 }
 
