@@ -259,6 +259,7 @@ func BenchmarkSRLossyStream(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/whole=%v", op, whole), func(b *testing.B) {
 				h := newHarness(b, withPMTU(mtu), withSR(0))
 				h.r.noPlaceAhead = whole
+				h.r.env.Trace = nil // the harness's state log grows with every packet
 				h.remote.buf = make([]byte, size)
 				h.local.buf = make([]byte, size)
 				ops, mods := writeOps, []reqMod{reth(rva, rkey, size)}
@@ -307,12 +308,14 @@ func BenchmarkSRLossyStream(b *testing.B) {
 						rx(pkts[i].b, psn)
 					}
 					if len(pend) > 0 && pend[0].due == seq {
+						// pend[k] is held in spare[k]: deliver the oldest,
+						// then move its buffer to the end of both.
 						rx(pend[0].b, pend[0].psn)
-						spare[0], pend[0].b = pend[0].b[:cap(pend[0].b)], spare[0]
 						copy(pend, pend[1:])
 						pend = pend[:len(pend)-1]
-						// The spare buffers stay a set: rotate the freed one to the end.
-						spare = append(spare[1:], spare[0])[:len(spare)]
+						freed := spare[0]
+						copy(spare, spare[1:])
+						spare[len(spare)-1] = freed
 					}
 					psn = psn.Next()
 					seq++
