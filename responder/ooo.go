@@ -56,13 +56,25 @@ type oooBuf struct {
 	// sinceProgress counts the out-of-order requests held since the last
 	// progress report.
 	sinceProgress int
-	// The run of SEND MIDDLEs seen after ePSN (placeAhead, sendRunAt)
-	// while ePSN was sendRunBase: every PSN from sendRunBase+1 to before
-	// sendRunNext is one, placed ahead or held whole, so a SEND packet at
-	// sendRunNext continues the same message. sendRunOn is false once the
-	// run ended (a LAST placed) and when the buffer is emptied.
+	// The SEND in progress as far as the held packets show it
+	// (Responder.sendRun), computed while ePSN was sendRunBase: every PSN
+	// from sendRunBase to before sendRunNext is known to be a SEND MIDDLE
+	// of that message. sendRunOn is false until it is computed, and again
+	// when the buffer is emptied.
 	sendRunBase, sendRunNext packet.PSN
 	sendRunOn                bool
+}
+
+// isSendCont reports whether the held packet in slot s continues a SEND: a
+// SEND MIDDLE or LAST, after which the PSN before it cannot have ended a
+// message (a message's last packet is followed by a FIRST or ONLY, IBA
+// 9.7.5.1.2).
+func (o *oooBuf) isSendCont(s int) bool {
+	switch packet.Opcode(o.slots[s].buf[0]) {
+	case packet.RCSendMiddle, packet.RCSendLast, packet.RCSendLastWithImmediate, packet.RCSendLastWithInvalidate:
+		return true
+	}
+	return false
 }
 
 // init sets the bounds for a path MTU and a byte limit (0: DefaultOOOLimit).

@@ -97,11 +97,12 @@ func TestPlaceAheadWrite(t *testing.T) {
 }
 
 // The later packets of a SEND are placed into the receive WQE in use while
-// every PSN between the hole and them is a SEND MIDDLE; after a drain that
-// stops at a second hole, the run starts again from the held MIDDLEs after
-// it.
+// every PSN from the hole to the one before them is known to be a MIDDLE
+// of it: held as a SEND MIDDLE, or missing and followed by a SEND MIDDLE
+// or LAST. Two missing PSNs in a row stop it (the first may end the
+// message); after a drain the run starts again at the new hole.
 func TestPlaceAheadSend(t *testing.T) {
-	data := pattern(1900, 6) // 8 packets: FIRST, 6 MIDDLEs, LAST; the WQE holds 2000
+	data := pattern(2000, 6) // 8 packets: FIRST, 6 MIDDLEs, LAST; the WQE holds 2000
 	s := placeScript(t, func(s *script) { s.message(sendImmOps, data, imm(0x77)) })
 	want := inOrder(t, s, 1)
 	require.Len(t, want.wcs, 1)
@@ -115,17 +116,25 @@ func TestPlaceAheadSend(t *testing.T) {
 		}
 		return out[off : off+n]
 	}
-	deliver(t, h, o, s, 0, 2, 4, 5) // 1 and 3 lost: 2 is placed (next to the hole), 4 and 5 follow the second hole
-	c := h.r.Counters()
-	require.EqualValues(t, 1, c.OOOPlaced, "only the packet right after the hole")
+	placed := func() uint64 { return h.r.Counters().OOOPlaced }
+	// 1, 3 and 4 lost.
+	deliver(t, h, o, s, 0, 2)
+	require.EqualValues(t, 1, placed(), "2 follows the hole at 1")
 	require.Equal(t, data[512:768], local(512, 256), "packet 2 placed, across the first SGE boundary")
+	deliver(t, h, o, s, 6)
+	require.EqualValues(t, 1, placed(), "6 is held whole: 3 and 4 are both missing, 3 may have ended the message")
+	deliver(t, h, o, s, 4)
+	require.EqualValues(t, 2, placed(), "4 proves 3 a MIDDLE; 2 is a MIDDLE")
+	deliver(t, h, o, s, 5)
+	require.EqualValues(t, 3, placed(), "5 follows the held MIDDLE 4")
+	require.Equal(t, data[4*256:6*256], local(4*256, 512))
+	require.NotEqual(t, data[6*256:7*256], local(6*256, 256), "6 was held whole, not placed")
 
-	deliver(t, h, o, s, 1) // drains 1 and 2, stops at 3; 4 and 5 are held SEND MIDDLEs
+	deliver(t, h, o, s, 1) // drains 1 and 2, stops at 3
 	require.Equal(t, s.reqs[3].psn, h.r.EPSN())
-	deliver(t, h, o, s, 6, 7) // continue the run of 4 and 5: placed
-	c = h.r.Counters()
-	require.EqualValues(t, 3, c.OOOPlaced)
-	require.Equal(t, data[6*256:], local(6*256, len(data)-6*256), "packets 6 and 7 placed, into the third SGE")
+	deliver(t, h, o, s, 7) // the run from 3: 4, 5 and 6 held SEND MIDDLEs
+	require.EqualValues(t, 4, placed())
+	require.Equal(t, data[7*256:], local(7*256, len(data)-7*256), "packet 7 placed, into the third SGE")
 	require.Empty(t, h.cq.wcs)
 
 	deliver(t, h, o, s, 3)

@@ -97,10 +97,11 @@ func (r *Responder) receiveOOO() State {
 //     them, and its bytes are at wva + d×PMTU. The R_Key and rights are
 //     checked for that range as checkWriteRKey checks them.
 //   - A SEND MIDDLE or LAST: a SEND carries no length, so the packet
-//     belongs to the message only if every PSN between ePSN and it is a
-//     SEND MIDDLE seen here (o.sendRun): none of them ends the message,
-//     and the packet at ePSN, followed by a MIDDLE, is a MIDDLE itself.
-//     Its bytes go to the receive WQE in use at placed + d×PMTU.
+//     belongs to the message only if every PSN from ePSN to the one
+//     before it is known to be a MIDDLE of it (sendRun): held as a SEND
+//     MIDDLE, or missing but followed by a SEND MIDDLE or LAST, held or
+//     this packet, which a message's last packet cannot be. Its bytes go
+//     to the receive WQE in use at placed + d×PMTU.
 //
 // The packet's opcode and length must be those its place demands (a
 // MIDDLE a full PMTU, a LAST the rest); IETH (SEND with invalidate) and
@@ -137,8 +138,10 @@ func (r *Responder) placeAhead() int {
 		copy(mem, r.pkt.Payload())
 		return n
 	case r.inMsg == msgSend && r.kind == kindSend && r.wqe.valid:
-		o, w := &r.ooo, &r.wqe
-		if d > 1 && (!o.sendRunOn || o.sendRunBase != r.epsn || o.sendRunNext != r.psn) {
+		w := &r.wqe
+		if r.psn.Diff(r.sendRun()) > 1 {
+			// Some PSN before the one before it is not known to be a
+			// MIDDLE: this packet may be of a later message.
 			return 0
 		}
 		if middle && n != r.mtu || !middle && (n == 0 || n > r.mtu) {
@@ -153,7 +156,6 @@ func (r *Responder) placeAhead() int {
 		if !c.Scatter(r.lmem, w.sges, r.pkt.Payload()) {
 			return 0
 		}
-		o.sendRunOn, o.sendRunBase, o.sendRunNext = middle, r.epsn, r.psn.Next()
 		return n
 	}
 	return 0
@@ -309,30 +311,32 @@ func (r *Responder) drainOOO(now time.Time) {
 	if r.epsn != start && !r.failed && !r.flushed {
 		r.withdrawFilled()
 		r.ackDrained()
-		r.sendRunAt()
 	}
 }
 
-// sendRunAt sets the run of SEND MIDDLEs placeAhead continues from the
-// expected PSN, after a drain that stopped at a hole in the middle of a
-// SEND: the held requests right after ePSN, as long as each is a SEND
-// MIDDLE (placed on arrival or held whole), make the run, so that what
-// arrives next to it can be placed ahead too.
-func (r *Responder) sendRunAt() {
+// sendRun returns the first PSN not known to be a MIDDLE of the SEND in
+// progress at ePSN: every PSN from ePSN up to it is held as a SEND MIDDLE,
+// or is missing and followed by a held SEND MIDDLE or LAST (so it did not
+// end the message, and since the PSN before it did not either, it is a
+// MIDDLE). It extends what it found for the same ePSN as packets arrive,
+// and starts again at ePSN when ePSN has moved; each PSN is looked at
+// about once per ePSN.
+func (r *Responder) sendRun() packet.PSN {
 	o := &r.ooo
-	o.sendRunOn = false
-	if r.inMsg != msgSend || o.n == 0 {
-		return
+	if !o.sendRunOn || o.sendRunBase != r.epsn {
+		o.sendRunOn, o.sendRunBase, o.sendRunNext = true, r.epsn, r.epsn
 	}
-	x := r.epsn.Next()
-	for {
-		s := o.lookup(x)
-		if s < 0 || o.slots[s].n == 0 || packet.Opcode(o.slots[s].buf[0]) != packet.RCSendMiddle {
+	for x := o.sendRunNext; int(x.Diff(r.epsn)) < o.window; x = x.Next() {
+		if s := o.lookup(x); s >= 0 {
+			if packet.Opcode(o.slots[s].buf[0]) != packet.RCSendMiddle {
+				break
+			}
+		} else if s := o.lookup(x.Next()); s < 0 || !o.isSendCont(s) {
 			break
 		}
-		x = x.Next()
+		o.sendRunNext = x.Next()
 	}
-	o.sendRunOn, o.sendRunBase, o.sendRunNext = true, r.epsn, x
+	return o.sendRunNext
 }
 
 // ackDrained queues a standard ACK for ePSN−1 after a drain, unless the
