@@ -248,14 +248,20 @@ func (r *Responder) checkWriteRKey() State {
 	if !ok || len(mem) != int(r.wresid) {
 		return StateErrRKeyViolation
 	}
-	pad := r.pkt.PadCnt()
-	if int64(r.wresid) > int64(r.mtu) {
-		if n != r.mtu || pad != 0 {
-			return StateErrLength
-		}
-	} else if n != int(r.wresid) || pad != packet.PadLen(n) {
+	if !r.writeFits(uint64(r.wresid), n, r.pkt.PadCnt()) {
 		return StateErrLength
 	}
 	r.dst = mem[:n:n]
 	return StateExecute
+}
+
+// writeFits reports whether a WRITE packet of n payload bytes and pad
+// bytes of padding fits where rest bytes of its message remain (rxe
+// check_rkey's resid test): a full PMTU without padding while more than
+// a PMTU remains, else exactly the rest with the padding it needs.
+func (r *Responder) writeFits(rest uint64, n, pad int) bool {
+	if rest > uint64(r.mtu) {
+		return n == r.mtu && pad == 0
+	}
+	return uint64(n) == rest && pad == packet.PadLen(n)
 }

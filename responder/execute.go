@@ -22,7 +22,7 @@ func (r *Responder) execute() State {
 	case kindWrite:
 		n := len(r.dst) // checkWriteRKey resolved exactly the payload's bytes
 		if r.placed == 0 {
-			n = copy(r.dst, payload)
+			copy(r.dst, payload)
 		}
 		r.wva += uint64(n)
 		r.wresid -= uint32(n)

@@ -44,7 +44,7 @@ func (r *Responder) receiveOOO() State {
 		// Held without the payload: the headers, then the pad and ICRC.
 		b := r.pkt.Bytes()
 		tail := len(b) - packet.ICRCSize - r.pkt.PadCnt()
-		res = o.holdParts(b[:tail-n], b[tail:], n, r.psn, r.epsn, 1)
+		res = o.holdParts(b[:tail-n], b[tail:], n, r.psn, r.epsn, r.span())
 		if res == holdKept {
 			r.ctrs.OOOPlaced++
 		}
@@ -124,12 +124,8 @@ func (r *Responder) placeAhead() int {
 			return 0
 		}
 		rest := uint64(r.wresid) - off
-		if rest > mtu {
-			if !middle || n != r.mtu || r.pkt.PadCnt() != 0 {
-				return 0
-			}
-		} else if middle || uint64(n) != rest || r.pkt.PadCnt() != packet.PadLen(n) {
-			return 0
+		if middle != (rest > mtu) || !r.writeFits(rest, n, r.pkt.PadCnt()) {
+			return 0 // a MIDDLE where the LAST belongs, or the reverse, or a misfit length
 		}
 		mem, ok := r.env.Mem.Remote(r.wrkey, r.wva+off, uint32(n), verbs.AccessRemoteWrite)
 		if !ok || len(mem) != n {
