@@ -227,7 +227,9 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		return false
 	}
 	*slot = *wc
-	cq.queued.Add(1)
+	if q := cq.queued.Add(1); int(q) > cq.wcs.Max()/2 && cq.dev.batches.Load() > 0 {
+		cq.dev.behind.Store(true)
+	}
 	// A solicited-only arm fires on a solicited receive completion or an
 	// error completion (IBA 11.4.2.2).
 	fire := cq.armed && (!cq.solicitedOnly || solicited || wc.Status != WCSuccess)

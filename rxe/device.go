@@ -32,7 +32,12 @@ type Device struct {
 	batches atomic.Int32
 	wakeMu  sync.Mutex
 	wakes   []*CQ
-	nextPD  atomic.Uint32
+	// behind is set when a completion queued during a batch leaves its CQ
+	// more than half full: the goroutine that ends the batch then yields
+	// its processor to the waiter it woke (endBatch).
+	behind atomic.Bool
+
+	nextPD atomic.Uint32
 
 	vecs    []*vector
 	vecMu   sync.Mutex

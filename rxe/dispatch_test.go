@@ -3,7 +3,9 @@ package rxe
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -194,4 +196,66 @@ func TestCQWakeAfterBatch(t *testing.T) {
 	<-cq.wake
 	require.True(t, cq.push(&WC{ID: 9}, false))
 	require.Len(t, cq.wake, 1, "outside a batch a completion wakes at once")
+}
+
+// TestCQBehindYields checks endBatch's yield: when a batch's completions
+// leave a CQ more than half full, the goroutine ending the batch lets the
+// waiter it woke run before it goes on (with one processor, the waiter
+// runs before endBatch returns); a CQ at half or less does not yield. A
+// trial in which the scheduler takes the global queue first (1 schedule
+// in 61) may miss, hence the majority.
+func TestCQBehindYields(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ca, _ := netdev.NewPipe()
+	d, err := Open(ca, Options{Name: "behind", OwnConn: true, CompVectors: 1})
+	require.NoError(t, err)
+	defer d.Close()
+	cq, err := d.CreateCQ(8, -1)
+	require.NoError(t, err)
+	half := cq.wcs.Max() / 2
+
+	// trial queues n completions in a batch while a goroutine waits in
+	// Wait, ends the batch and reports whether the waiter had run.
+	trial := func(n int) bool {
+		var ran atomic.Bool
+		ready, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			ready <- struct{}{}
+			_, err := cq.Wait(context.Background(), make([]WC, 1))
+			if err == nil {
+				ran.Store(true)
+			}
+		}()
+		<-ready
+		runtime.Gosched() // the waiter blocks in Wait
+		d.batches.Add(1)
+		for i := range n {
+			require.True(t, cq.push(&WC{ID: uint64(i)}, false))
+		}
+		var scratch []*CQ
+		d.endBatch(&scratch)
+		got := ran.Load()
+		<-done
+		for cq.Poll(make([]WC, 8)) > 0 {
+		}
+		select {
+		case <-cq.wake:
+		default:
+		}
+		require.False(t, d.behind.Load())
+		return got
+	}
+	const trials = 20
+	yielded, quiet := 0, 0
+	for range trials {
+		if trial(half + 1) {
+			yielded++
+		}
+		if trial(half) {
+			quiet++
+		}
+	}
+	require.Greater(t, yielded, trials/2, "a CQ more than half full: the waiter runs before endBatch returns")
+	require.Less(t, quiet, trials/2, "a CQ half full: endBatch does not yield")
 }
