@@ -11,13 +11,8 @@ import (
 // offload (UDP_GRO, Linux 5.0).
 
 const (
-	// maxGSOSegments is the most datagrams in one GSO send: the kernel's
-	// UDP_MAX_SEGMENTS (64; later kernels allow more).
-	maxGSOSegments = 64
-	// maxGSOBytes bounds the payload of one GSO send: an IP datagram of
-	// at most 65535 bytes with the IPv4 or IPv6 and UDP headers, with room
-	// to spare.
-	maxGSOBytes = 65535 - 40 - 8
+	maxGSOSegments = GSOMaxSegments
+	maxGSOBytes    = GSOMaxBytes
 	// groBufSize holds the largest buffer GRO delivers (one IP datagram's
 	// worth of payload).
 	groBufSize = 65536
