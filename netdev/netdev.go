@@ -22,8 +22,8 @@ const (
 // What one UDP GSO send carries (UDPConn on Linux, UDP_SEGMENT): a run of
 // datagrams to one destination, all of the first one's size but the last,
 // which may be shorter, at most GSOMaxSegments of them and GSOMaxBytes in
-// all. Consecutive Messages of a WriteBatch that form such a run leave as
-// one buffer: the kernel takes it through its stack once.
+// all. With GSO on, consecutive Messages of a WriteBatch that form such a
+// run leave as one buffer: the kernel takes it through its stack once.
 const (
 	// GSOMaxSegments is the most datagrams in one GSO send: the kernel's
 	// UDP_MAX_SEGMENTS (64; later kernels allow more).

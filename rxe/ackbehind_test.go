@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,10 +29,10 @@ func TestAckBehind(t *testing.T) {
 		{"two responder packets", []int{ack, ack, write2}, 2, false},
 		{"responder packets only", []int{ack}, 1, false},
 		{"requester packets only", []int{write2, write2}, 0, false},
-		{"beyond the GSO segment bound", append([]int{ack}, repeat(write2, netdev.GSOMaxSegments)...), 1, false},
-		{"at the GSO segment bound", append([]int{ack}, repeat(write2, netdev.GSOMaxSegments-1)...), 1, true},
+		{"beyond the GSO segment bound", append([]int{ack}, slices.Repeat([]int{write2}, netdev.GSOMaxSegments)...), 1, false},
+		{"at the GSO segment bound", append([]int{ack}, slices.Repeat([]int{write2}, netdev.GSOMaxSegments-1)...), 1, true},
 		{"beyond the GSO byte bound", []int{ack, netdev.GSOMaxBytes - ack/2}, 1, false},
-		{"within the GSO byte bound", append([]int{ack}, repeat(4124, (netdev.GSOMaxBytes-ack)/4124)...), 1, true},
+		{"within the GSO byte bound", append([]int{ack}, slices.Repeat([]int{4124}, (netdev.GSOMaxBytes-ack)/4124)...), 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,14 +55,6 @@ func TestAckBehind(t *testing.T) {
 			require.Equal(t, want, order)
 		})
 	}
-}
-
-func repeat(n, k int) []int {
-	s := make([]int, k)
-	for i := range s {
-		s[i] = n
-	}
-	return s
 }
 
 // TestWritePingPongAckInGSO runs a 2-byte inline WRITE ping-pong over

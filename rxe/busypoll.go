@@ -345,12 +345,12 @@ func (cq *CQ) PollsSocket() bool {
 // If a completion of the batch left its CQ more than half full
 // (Device.behind), the CQ's consumer is falling behind the device, and
 // endBatch then yields its processor. The goroutine it woke runs next on
-// that processor; without the yield it waits until this goroutine blocks,
-// and a receive goroutine that finds the socket never empty (a stream of
-// SENDs at the machine's speed) blocks late: until the Go runtime
-// preempts it, up to 10 ms later, the consumer reposts nothing, and its receive
-// queue runs empty (RNR NAKs) or its CQ overflows. The yield costs a
-// goroutine switch, and only while a consumer is behind.
+// that processor; without the yield it waits until this goroutine
+// blocks, and a receive goroutine that finds the socket never empty (a
+// stream of SENDs at the machine's speed) blocks late: until the Go
+// runtime preempts it, up to 10 ms later, the consumer reposts nothing,
+// and its receive queue runs empty (RNR NAKs) or its CQ overflows. The
+// yield costs a goroutine switch, and only while a consumer is behind.
 func (d *Device) endBatch(scratch *[]*CQ) {
 	d.batches.Add(-1)
 	if d.behind.Load() && d.behind.Swap(false) {
