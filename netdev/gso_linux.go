@@ -11,8 +11,6 @@ import (
 // offload (UDP_GRO, Linux 5.0).
 
 const (
-	maxGSOSegments = GSOMaxSegments
-	maxGSOBytes    = GSOMaxBytes
 	// groBufSize holds the largest buffer GRO delivers (one IP datagram's
 	// worth of payload).
 	groBufSize = 65536
@@ -121,10 +119,10 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 		return 1
 	}
 	n, bytes := 1, seg
-	limit = min(limit, maxGSOSegments, len(ms))
+	limit = min(limit, GSOMaxSegments, len(ms))
 	for n < limit {
 		m := &ms[n]
-		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > maxGSOBytes ||
+		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > GSOMaxBytes ||
 			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || c.checkMessage(m) != nil {
 			break
 		}
