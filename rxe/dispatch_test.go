@@ -167,17 +167,26 @@ func TestCQWakeOncePerBatch(t *testing.T) {
 	})
 }
 
+// pipeCQ opens a device with one completion vector on one end of an
+// in-memory pipe, closed at the end of the test, and creates a CQ of cqe
+// entries on it.
+func pipeCQ(t *testing.T, name string, cqe int) (*Device, *CQ) {
+	t.Helper()
+	ca, _ := netdev.NewPipe()
+	d, err := Open(ca, Options{Name: name, OwnConn: true, CompVectors: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	cq, err := d.CreateCQ(cqe, -1)
+	require.NoError(t, err)
+	return d, cq
+}
+
 // TestCQWakeAfterBatch: while a batch is being handled (Device.batches, as
 // connReader.dispatch counts it) completions queue without waking a CQ
 // waiter, the CQ waits once in Device.wakes, and endBatch wakes it; outside
 // a batch a completion wakes it at once.
 func TestCQWakeAfterBatch(t *testing.T) {
-	ca, _ := netdev.NewPipe()
-	d, err := Open(ca, Options{Name: "wake", OwnConn: true, CompVectors: 1})
-	require.NoError(t, err)
-	defer d.Close()
-	cq, err := d.CreateCQ(16, -1)
-	require.NoError(t, err)
+	d, cq := pipeCQ(t, "wake", 16)
 
 	d.batches.Add(1)
 	for i := range 3 {
@@ -206,12 +215,7 @@ func TestCQWakeAfterBatch(t *testing.T) {
 // in 61) may miss, hence the majority.
 func TestCQBehindYields(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	ca, _ := netdev.NewPipe()
-	d, err := Open(ca, Options{Name: "behind", OwnConn: true, CompVectors: 1})
-	require.NoError(t, err)
-	defer d.Close()
-	cq, err := d.CreateCQ(8, -1)
-	require.NoError(t, err)
+	d, cq := pipeCQ(t, "behind", 8)
 	half := cq.wcs.Max() / 2
 
 	// trial queues n completions in a batch while a goroutine waits in
