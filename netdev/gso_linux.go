@@ -11,6 +11,13 @@ import (
 // offload (UDP_GRO, Linux 5.0).
 
 const (
+	// maxGSOSegments is the most datagrams in one GSO send: the kernel's
+	// UDP_MAX_SEGMENTS (64; later kernels allow more).
+	maxGSOSegments = 64
+	// maxGSOBytes bounds the payload of one GSO send: an IP datagram of
+	// at most 65535 bytes with the IPv4 or IPv6 and UDP headers, with room
+	// to spare.
+	maxGSOBytes = 65535 - 40 - 8
 	// groBufSize holds the largest buffer GRO delivers (one IP datagram's
 	// worth of payload).
 	groBufSize = 65536
@@ -119,10 +126,10 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 		return 1
 	}
 	n, bytes := 1, seg
-	limit = min(limit, GSOMaxSegments, len(ms))
+	limit = min(limit, maxGSOSegments, len(ms))
 	for n < limit {
 		m := &ms[n]
-		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > GSOMaxBytes ||
+		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > maxGSOBytes ||
 			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || c.checkMessage(m) != nil {
 			break
 		}

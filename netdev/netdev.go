@@ -19,21 +19,6 @@ const (
 	MaxBatchSize = 1024
 )
 
-// What one UDP GSO send carries (UDPConn on Linux, UDP_SEGMENT): a run of
-// datagrams to one destination, all of the first one's size but the last,
-// which may be shorter, at most GSOMaxSegments of them and GSOMaxBytes in
-// all. With GSO on, consecutive Messages of a WriteBatch that form such a
-// run leave as one buffer: the kernel takes it through its stack once.
-const (
-	// GSOMaxSegments is the most datagrams in one GSO send: the kernel's
-	// UDP_MAX_SEGMENTS (64; later kernels allow more).
-	GSOMaxSegments = 64
-	// GSOMaxBytes bounds the payload of one GSO send: an IP datagram of
-	// at most 65535 bytes with the IPv4 or IPv6 and UDP headers, with room
-	// to spare.
-	GSOMaxBytes = 65535 - 40 - 8
-)
-
 // Message is one datagram. The datagram is always Buf[:N].
 //
 // ReadBatch receives into Buf[:cap(Buf)] and sets N, Addr (the sender) and

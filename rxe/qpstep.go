@@ -163,55 +163,19 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 	}
 	k = qp.stepUnreliable(now, msgs, owners, k)
 	// Responses first, then requests (in RTR the send queue does not run
-	// yet); a lone ACK may then move behind the requests (ackBehind).
-	k0 := k
+	// yet).
 	if qp.resp != nil {
 		k = qp.takePackets(now, qp.resp, "responder", msgs, owners, k)
 	}
-	kr := k
 	if qp.req != nil && qp.state != QPSRTR {
 		k = qp.takePackets(now, qp.req, "requester", msgs, owners, k)
 	}
-	ackBehind(msgs[k0:k], kr-k0)
 	more := qp.afterEngines()
 	qp.mu.Unlock()
 	if more {
 		qp.vec.schedule(qp)
 	}
 	return k
-}
-
-// ackBehind puts the responder's packet of a step behind the requester's
-// when that lets one UDP GSO send carry them all: ms holds the step's
-// packets, the responder's first (nr of them). A GSO send takes datagrams
-// of one size with a shorter last one (netdev.GSOMaxSegments), so a
-// responder's lone ACK (20 bytes) ahead of a request (a 2-byte inline
-// WRITE is 36) costs a second buffer through the kernel's stack, and
-// behind it none: a write-lat round trip's two hops each carry a request
-// and the ACK of the peer's last one. The move applies only to a single
-// responder packet no longer than the requests, all of one size, within
-// one GSO send, so the ACK leaves in the same buffer it would have led.
-// The responder's and the requester's packets are two independent
-// streams of the QP (IBA 9.7: PSN order holds within each), so the wire
-// order between them is free; the QP's trace records them in the order
-// they were built.
-func ackBehind(ms []netdev.Message, nr int) {
-	nq := len(ms) - nr
-	if nr != 1 || nq == 0 || nq+1 > netdev.GSOMaxSegments {
-		return
-	}
-	seg := ms[1].N
-	if ms[0].N > seg || nq*seg+ms[0].N > netdev.GSOMaxBytes {
-		return
-	}
-	for i := 2; i < len(ms); i++ {
-		if ms[i].N != seg {
-			return
-		}
-	}
-	ack := ms[0]
-	copy(ms, ms[1:])
-	ms[len(ms)-1] = ack
 }
 
 // readBeforeTimeout runs when the requester's deadline has come (caller

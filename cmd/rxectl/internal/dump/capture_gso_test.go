@@ -62,7 +62,6 @@ func TestGSOWireCapture(t *testing.T) {
 		require.NoError(t, err)
 		loWait(t, a, op.String())
 	}
-	writePingPong(t, a, b, 20)
 
 	// Wait until the file holds every packet both devices sent and has
 	// stopped growing, then stop tcpdump.
@@ -88,7 +87,7 @@ func TestGSOWireCapture(t *testing.T) {
 
 	// Every frame's ICRC verifies over its real IP header.
 	frames := readPcap(t, file)
-	nonZeroID, ackSegs := 0, 0
+	nonZeroID := 0
 	for i, f := range frames {
 		d, err := packet.ParseIP(f.data[14:]) // Ethernet
 		require.NoError(t, err, "frame %d", i+1)
@@ -96,14 +95,10 @@ func TestGSOWireCapture(t *testing.T) {
 		require.Equal(t, uint16(packet.IPv4FlagDF), d.Pseudo.IPFlags, "frame %d", i+1)
 		if d.Pseudo.IPID != 0 {
 			nonZeroID++
-			if p, err := packet.Parse(d.Payload); err == nil && p.Opcode() == packet.RCAcknowledge {
-				ackSegs++
-			}
 		}
 	}
-	t.Logf("%d frames, %d with a non-zero IPv4 ID (GSO segments), %d of them ACKs", len(frames), nonZeroID, ackSegs)
+	t.Logf("%d frames, %d with a non-zero IPv4 ID (GSO segments)", len(frames), nonZeroID)
 	require.Positive(t, nonZeroID, "GSO segments carry IDs 1, 2, ...")
-	require.Positive(t, ackSegs, "an ACK behind a WRITE in one GSO send (the ping-pong's hops)")
 
 	_, stderr, code := runCmd(t, "dump", "--strict", file)
 	require.Equal(t, cli.ExitOK, code, stderr)
@@ -112,39 +107,6 @@ func TestGSOWireCapture(t *testing.T) {
 		checkTshark(t, tshark, file, len(frames), 0, packet.UDPPort)
 	} else {
 		t.Log("tshark not installed: Wireshark's check skipped")
-	}
-}
-
-// writePingPong runs n round trips of a 2-byte RDMA WRITE from a
-// to b and back, both ends busy-polling their CQs as write-lat does: each
-// WRITE leaves with the ACK of the peer's last one, behind it in one GSO
-// send (a shorter last segment).
-func writePingPong(t *testing.T, a, b *loEnd, n int) {
-	t.Helper()
-	wcs := make([]rxe.WC, 4)
-	base := map[*loEnd]uint32{a: a.qp.Query().RQPSN, b: b.qp.Query().RQPSN}
-	pending := map[*loEnd]int{}
-	write := func(from, to *loEnd) {
-		_, err := from.qp.PostSend(rxe.SendWR{Opcode: rxe.WRRDMAWrite, Flags: rxe.SendSignaled,
-			SGList: []rxe.SGE{from.mr.SGE(0, 2)}, RemoteAddr: to.mr.Addr(), RKey: to.mr.RKey()})
-		require.NoError(t, err)
-		pending[from]++
-	}
-	await := func(e *loEnd, i int) {
-		deadline := time.Now().Add(10 * time.Second)
-		for (e.qp.Query().RQPSN-base[e])&0xFFFFFF < uint32(i) || pending[e] > 0 {
-			require.False(t, time.Now().After(deadline), "WRITE round trip %d", i)
-			for _, wc := range wcs[:e.cq.BusyPoll(wcs)] {
-				require.Equal(t, rxe.WCSuccess, wc.Status)
-				pending[e]--
-			}
-		}
-	}
-	for i := 1; i <= n; i++ {
-		write(a, b)
-		await(b, i)
-		write(b, a)
-		await(a, i)
 	}
 }
 
