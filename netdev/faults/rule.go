@@ -247,10 +247,17 @@ func (r Rule) String() string {
 	return b.String()
 }
 
+// opcodeList writes ops as parseOpcodes reads them: a known opcode by
+// name, any other as "0x" and two hex digits (packet.Opcode.String's
+// "OPCODE_0x.." is not a name the parser knows).
 func opcodeList(ops []packet.Opcode) string {
 	s := make([]string, len(ops))
 	for i, op := range ops {
-		s[i] = op.String()
+		if op.Valid() {
+			s[i] = op.String()
+		} else {
+			s[i] = fmt.Sprintf("0x%02x", uint8(op))
+		}
 	}
 	return strings.Join(s, "|")
 }
@@ -340,7 +347,9 @@ func parseTrigger(r *Rule, t string) error {
 			if err != nil || m < n {
 				return ruleErr("%q: want #N-M with M >= N", "#"+script)
 			}
-			r.Count = m - n + 1
+			if m > n {
+				r.Count = m - n + 1 // "#N-N" is "#N": Count 0
+			}
 		}
 		return nil
 	}
