@@ -106,6 +106,8 @@ func (s *session) closeDevice() {
 		return
 	}
 	s.dev.Close()
+	unreadSockets.Add(-s.unread)
+	s.unread = 0
 	s.traceErr = s.o.closeTrace()
 	st := &report.Final{Device: deviceStats(s), Transport: transportStats(s)}
 	if s.fconn != nil {
@@ -249,6 +251,12 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 	if peer != nil && peer.final != nil {
 		doc["peer_device"] = peer.final.Device
 		doc["peer_transport"] = peer.final.Transport
+		if peer.pollMode != "" {
+			doc["peer_cq_polling"] = peer.pollMode
+		}
+	}
+	if s.pollMode != "" {
+		doc["cq_polling"] = s.pollMode
 	}
 	if s.t.lat {
 		doc["unit"] = "usec"

@@ -21,6 +21,17 @@ import (
 // processor and is not counted.
 var spinners atomic.Int32
 
+// unreadSockets counts the sockets of this process's devices that no
+// spinner reads: those a spinner cannot read (netdev.AsSharedReader false
+// once the capture and the fault injection are stacked on them: --pcap,
+// --ladder, receive rules that queue datagrams), and every socket of a
+// device whose side of a latency test waits for no completion (the
+// server of read-lat and atomic-lat only answers). The device goroutines
+// that read them run only on a processor no spinner holds, and the Go
+// runtime polls the network from an idle processor (or every 10 ms). With
+// --loopback both ends share the process's processors.
+var unreadSockets atomic.Int32
+
 // latCheckEvery is how many empty polls pass between two looks at the
 // clock and at ctx, and between two yields of the processor (which let
 // the goroutines the device woke run).
@@ -34,18 +45,75 @@ func (s *session) stall() time.Duration {
 	return stallTimeout
 }
 
-// spinPoll waits for one completion on cq. With --busy-poll D it first
-// spins on CQ.BusyPoll for up to D (as perftest spins on ibv_poll_cq),
-// then sleeps in CQ.Wait; with -e it sleeps on the completion channel
-// (waitCQ). It gives up with an error after the stall bound without a
-// completion, or when ctx is done.
+// spinFor returns how long a latency test spins on cq per completion
+// before it sleeps: --busy-poll's duration (defBusyPoll unless given; 0
+// with -e and in the bandwidth tests: forceDependencies), except that
+// without --busy-poll on the command line nothing spins while a device of
+// the process has a socket no spinner reads (unreadSockets), nor on a CQ
+// that cannot read its own (CQ.PollsSocket false). The goroutines of such
+// a device need a processor that the spinner would hold: on this
+// project's two-CPU machine, a --loopback send-lat with --pcap took 76-83
+// µs a half round trip with the server spinning, against 20 with both
+// ends sleeping, and a --loopback read-lat with a second processor busy
+// took 8 ms (docs/performance.md, "rxectl latency tests spin by
+// default").
+func (s *session) spinFor(cq *rxe.CQ) time.Duration {
+	if !s.o.set["busy-poll"] && (unreadSockets.Load() > 0 || !cq.PollsSocket()) {
+		return 0
+	}
+	return s.o.busyPoll
+}
+
+// answersOnly reports whether this end of a latency test waits for no
+// completion: the server of read-lat and atomic-lat, whose device answers
+// the client's requests by itself.
+func (s *session) answersOnly() bool {
+	return s.t.lat && !s.client && (s.t.verb == verbRead || s.t.verb == verbAtomic)
+}
+
+// polling names how a latency test waits for its completions: "events"
+// (-e: the completion channel), "busy" (spinning, spinFor) or "wait"
+// (CQ.Wait).
+func (s *session) polling() string {
+	switch {
+	case s.ch != nil:
+		return "events"
+	case s.spinFor(s.rcq) > 0:
+		return "busy"
+	}
+	return "wait"
+}
+
+// pollingSummary is polling for the header, with the spin and, when the
+// default spin was left out, why.
+func (s *session) pollingSummary() string {
+	switch p := s.polling(); {
+	case s.answersOnly():
+		return "none (this end only answers: its device's goroutines do the work)"
+	case p == "events":
+		return "events (-e: sleeps on the completion channel)"
+	case p == "busy" && s.rcq.PollsSocket():
+		return fmt.Sprintf("busy (spins up to %v a completion, reading the socket)", s.o.busyPoll)
+	case p == "busy":
+		return fmt.Sprintf("busy (spins up to %v a completion; the device's goroutines read the socket)", s.o.busyPoll)
+	case s.o.busyPoll > 0 && !s.o.set["busy-poll"]:
+		return "wait (CQ.Wait: the default does not spin while a device of this process has sockets no spinner reads: --pcap, --ladder, fault rules that queue received packets, or the answering end of read-lat and atomic-lat with --loopback)"
+	}
+	return "wait (CQ.Wait)"
+}
+
+// spinPoll waits for one completion on cq. It first spins on CQ.BusyPoll
+// for up to spinFor (as perftest spins on ibv_poll_cq), then sleeps in
+// CQ.Wait; with -e it sleeps on the completion channel (waitCQ). It gives
+// up with an error after the stall bound without a completion, or when
+// ctx is done.
 //
 // CQ.BusyPoll reads the device's socket and handles what arrived on this
 // goroutine, so a spinner gets its completion without a goroutine wake-up
 // (docs/performance.md, "Busy polling reads the socket").
 func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
 	bound := s.stall()
-	spin := min(s.o.busyPoll, bound) // the spin counts against the bound
+	spin := min(s.spinFor(cq), bound) // the spin counts against the bound
 	if s.ch == nil && spin > 0 && busyPoll(ctx, cq, wc[:1], spin) == 1 {
 		return s.checkWC(wc[0])
 	}
@@ -91,8 +159,8 @@ func busyPoll(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC, spin time.Duration)
 	}
 }
 
-// busyPollWrite is one turn of write-lat's wait for the peer's WRITE with
-// --busy-poll (and without -e) on a CQ that reads its socket: it reads
+// busyPollWrite is one turn of write-lat's wait for the peer's WRITE when
+// it spins (spinFor, without -e) on a CQ that reads its socket: it reads
 // the socket with CQ.BusyPoll on qp's receive CQ (the WRITE completes
 // nothing there; a completion would be one of ours, which write-lat has
 // reaped before it waits) and reports true. It yields the processor every
@@ -100,7 +168,7 @@ func busyPoll(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC, spin time.Duration)
 // the caller yields or sleeps. The spin is bounded by the stall bound,
 // which the caller checks, not by --busy-poll's duration.
 func (s *session) busyPollWrite(qp *rxe.QP, spins int) (bool, error) {
-	if s.ch != nil || s.o.busyPoll <= 0 || !s.rcq.PollsSocket() {
+	if s.ch != nil || s.spinFor(s.rcq) <= 0 || !s.rcq.PollsSocket() {
 		return false, nil
 	}
 	var wc [1]rxe.WC

@@ -2,6 +2,9 @@ package perftest
 
 import (
 	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -60,7 +63,10 @@ func TestLatDeadPeer(t *testing.T) {
 			t.Run(tc.verb+"/"+mode, func(t *testing.T) {
 				s := latTestSession(t, tc.verb, tc.client, mode == "events")
 				if mode == "busy-poll" {
-					s.o.busyPoll = time.Second // longer than the bound: the spin ends at ctx
+					// Longer than the bound: the spin ends at ctx. Given
+					// on the command line, it spins although the pipe's
+					// CQ cannot read a socket (spinFor).
+					s.o.busyPoll, s.o.set = time.Second, map[string]bool{"busy-poll": true}
 				}
 				s.latStall = bound
 				run := s.runLatSend
@@ -136,5 +142,85 @@ func TestBusyPollFlag(t *testing.T) {
 		for _, w := range tc.want {
 			require.Contains(t, errOut, w)
 		}
+	}
+}
+
+// TestBusyPollDefault: the latency tests spin by default (defBusyPoll), as
+// perftest spins on ibv_poll_cq; -e, the bandwidth tests and --busy-poll 0
+// sleep, and without --busy-poll on the command line a CQ whose socket the
+// spinner cannot read (here a pipe's) is not spun on.
+func TestBusyPollDefault(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+		want time.Duration
+	}{
+		{"send-lat", nil, defBusyPoll},
+		{"write-lat", nil, defBusyPoll},
+		{"read-lat", nil, defBusyPoll},
+		{"atomic-lat", nil, defBusyPoll},
+		{"send-lat", []string{"-c", "UD"}, defBusyPoll},
+		{"send-lat", []string{"-e"}, 0},
+		{"write-lat", []string{"--busy-poll", "0"}, 0},
+		{"read-lat", []string{"--busy-poll", "20us"}, 20 * time.Microsecond},
+		{"write-bw", nil, 0},
+		{"read-bw", nil, 0},
+		{"send-bw", nil, 0},
+	} {
+		t.Run(strings.Join(append([]string{tc.cmd}, tc.args...), " "), func(t *testing.T) {
+			o, err := parsePerftest(findTest(t, tc.cmd), append([]string{"--loopback"}, tc.args...))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, o.busyPoll)
+		})
+	}
+
+	s := latTestSession(t, "send-lat", false, false)
+	require.False(t, s.rcq.PollsSocket())
+	s.o.busyPoll = defBusyPoll
+	require.Zero(t, s.spinFor(s.rcq), "the default spin on a CQ that cannot read its socket")
+	s.o.set = map[string]bool{"busy-poll": true}
+	require.Equal(t, defBusyPoll, s.spinFor(s.rcq), "--busy-poll given")
+}
+
+// TestCQPollingReported: the header and --json say how a latency test
+// waited, and the default spin is left out while a device of the process
+// has sockets no spinner reads: a capture or fault rules that queue
+// received packets (with --loopback on the client's device only, yet the
+// server does not spin either), or read-lat's answering end. A closed
+// device's sockets stop counting.
+func TestCQPollingReported(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		cmd        string
+		args       []string
+		want, peer string // the client's and the loopback server's cq_polling
+		header     string
+	}{
+		{"send-lat", nil, "busy", "busy", "busy (spins up to 1s a completion, reading the socket)"},
+		{"write-lat", nil, "busy", "busy", "busy (spins up to 1s a completion, reading the socket)"},
+		{"send-lat", []string{"--pcap", filepath.Join(dir, "a.pcap")}, "wait", "wait", "wait (CQ.Wait: the default does not spin"},
+		{"send-lat", []string{"--reorder", "0.01,by=2"}, "wait", "wait", "wait (CQ.Wait: the default does not spin"},
+		{"send-lat", []string{"--drop", "0.001,dir=recv"}, "busy", "busy", "busy (spins"},
+		{"send-lat", []string{"--busy-poll", "0"}, "wait", "wait", "wait (CQ.Wait)"},
+		{"send-lat", []string{"--pcap", filepath.Join(dir, "b.pcap"), "--busy-poll", "1ms"}, "busy", "busy", "busy (spins up to 1ms a completion; the device's goroutines read the socket)"},
+		{"send-lat", []string{"-e"}, "events", "events", "events (-e"},
+		{"read-lat", nil, "wait", "", "wait (CQ.Wait: the default does not spin"}, // the server waits for nothing
+	} {
+		t.Run(strings.Join(append([]string{tc.cmd}, tc.args...), " "), func(t *testing.T) {
+			args := append([]string{tc.cmd, "--loopback", "--udp-port", "0", "-n", "200"}, tc.args...)
+			out, errOut, code := runCmd(t, args...)
+			require.Zero(t, code, errOut)
+			require.Contains(t, out, " CQ polling      : "+tc.header)
+			out, errOut, code = runCmd(t, append(args, "--json")...)
+			require.Zero(t, code, errOut)
+			var doc struct {
+				Polling     string `json:"cq_polling"`
+				PeerPolling string `json:"peer_cq_polling"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+			require.Equal(t, tc.want, doc.Polling)
+			require.Equal(t, tc.peer, doc.PeerPolling)
+			require.Zero(t, unreadSockets.Load(), "a closed device's sockets still counted")
+		})
 	}
 }

@@ -92,6 +92,12 @@ const (
 	defQPTimeout  = 14
 	maxAllSize    = 8 << 20 // -a runs 2 .. 2^23
 	minIters      = 5
+
+	// defBusyPoll is how long a latency test spins on its CQ per
+	// completion before it sleeps in CQ.Wait, unless --busy-poll or -e
+	// says otherwise (latwait.go: by default only where the spinner reads
+	// the socket itself).
+	defBusyPoll = time.Second
 )
 
 // options are a test's settings after perftest's dependencies are applied.
@@ -216,7 +222,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	bothBool(&o.cpuFreqWarn, "F", "CPU-freq", "accepted for perftest compatibility, a no-op: rxectl has no cpufreq warning to suppress")
 	both(&o.ibPort, "i", "ib-port", 1, "device port: a gorxe device has port 1 only")
 	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
-	fs.DurationVar(&o.busyPoll, "busy-poll", 0, "latency tests: spin on the CQ (CQ.BusyPoll, which reads the socket on the spinning goroutine) this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; not with -e)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", defBusyPoll, "latency tests: spin on the CQ (CQ.BusyPoll, which reads the socket on the spinning goroutine) up to this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; -e sleeps on the completion channel instead; by default no spin while a device of the process has sockets no spinner reads: with --pcap or --ladder, --dup, --reorder or --delay rules on received packets, or read-lat and atomic-lat with --loopback, whose server only answers)")
 	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
 	both2 := func(p *string, short, long, def, usage string) {
 		fs.StringVar(p, short, def, usage)
@@ -432,6 +438,9 @@ var validations = []validation{
 		switch {
 		case o.busyPoll < 0:
 			return fmt.Errorf("--busy-poll %v: not negative", o.busyPoll)
+		case !o.set["busy-poll"]:
+			// The default spins in the latency tests without -e only
+			// (forceDependencies).
 		case o.busyPoll > 0 && o.events:
 			return errors.New("--busy-poll spins on the CQ, -e sleeps on CQ events: give one of them")
 		case o.busyPoll > 0 && !t.lat:
@@ -541,6 +550,9 @@ func (o *options) checkDuration(t Test) error {
 // forceDependencies is force_dependecies: the depths follow the
 // iterations and the verb, cq-mod the size and the tx depth.
 func (o *options) forceDependencies(t Test) {
+	if !o.set["busy-poll"] && (!t.lat || o.events) {
+		o.busyPoll = 0 // the bandwidth loops and -e sleep
+	}
 	if o.duration == 0 {
 		o.txDepth = min(o.txDepth, o.iters)
 		if t.verb == verbSend {

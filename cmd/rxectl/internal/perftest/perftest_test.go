@@ -43,7 +43,11 @@ func clientLines(pt Test, title string, rows int) []string {
 	} else {
 		lines = append(lines, " Max inline data : %d[B]")
 	}
-	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", " Local drop mode : %s", " Selective repeat: %s", report.ResultLine)
+	lines = append(lines, " rdma_cm QPs\t : OFF", " Data ex. method : Ethernet", " Local drop mode : %s")
+	if pt.lat {
+		lines = append(lines, " CQ polling      : %s")
+	}
+	lines = append(lines, " Selective repeat: %s", report.ResultLine)
 	addr := fmtBasicAddr
 	if pt.verb == verbRead {
 		addr += fmtReadAddr

@@ -63,6 +63,9 @@ func (s *session) printHeader() {
 		b.WriteString(" Data ex. method : Ethernet\n")
 	}
 	fmt.Fprintf(&b, " Local drop mode : %s\n", o.localDropMode)
+	if s.t.lat {
+		fmt.Fprintf(&b, " CQ polling      : %s\n", s.pollingSummary())
+	}
 	fmt.Fprintf(&b, " Selective repeat: %s\n", s.srSummary())
 	if len(o.rules) > 0 {
 		fmt.Fprintf(&b, " Faults          : %s (seed %d)\n", o.ruleList(), o.seed)

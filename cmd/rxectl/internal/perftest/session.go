@@ -67,11 +67,13 @@ type session struct {
 	bwResults  []report.BW
 	latResults []report.Lat
 
-	bufs  netdev.BufferSizes // the socket buffers the kernel granted
-	fconn *faults.Conn       // --drop etc.: the first socket's
-	fmore []*faults.Conn     // the other sockets' (sockets.go)
-	socks []*netdev.UDPConn  // the device's sockets, one per completion vector (sockets.go)
-	pconn *pcapdump.Conn     // --pcap
+	bufs     netdev.BufferSizes // the socket buffers the kernel granted
+	fconn    *faults.Conn       // --drop etc.: the first socket's
+	fmore    []*faults.Conn     // the other sockets' (sockets.go)
+	socks    []*netdev.UDPConn  // the device's sockets, one per completion vector (sockets.go)
+	unread   int32              // of socks, those no spinner reads (unreadSockets)
+	pollMode string             // how the latency runs waited (polling; latRuns), for --json
+	pconn    *pcapdump.Conn     // --pcap
 	// capName is the capture's file (--pcap, or --ladder's temporary
 	// one: capTemp); traceErr the --trace file's error (observe.go).
 	capName  string
@@ -205,6 +207,12 @@ func (s *session) openDevice(local netip.Addr) error {
 		return err
 	}
 	s.dev = dev
+	for _, c := range conns {
+		if _, ok := netdev.AsSharedReader(c); !ok || s.answersOnly() {
+			s.unread++
+		}
+	}
+	unreadSockets.Add(s.unread) // closeDevice takes them back
 	return nil
 }
 
@@ -664,6 +672,7 @@ func (s *session) latPrologue() error {
 // latRuns runs the latency test run for every size of the run, after
 // before (if set), and records and prints each row.
 func (s *session) latRuns(ctx context.Context, before func(size int) error, run func(ctx context.Context, size int) (report.Lat, error)) error {
+	s.pollMode = s.polling()
 	for _, size := range s.o.sizes() {
 		if before != nil {
 			if err := before(size); err != nil {
