@@ -548,7 +548,8 @@ func (o *options) checkDuration(t Test) error {
 }
 
 // forceDependencies is force_dependecies: the depths follow the
-// iterations and the verb, cq-mod the size and the tx depth.
+// iterations and the verb, cq-mod the size and the tx depth. The default
+// --busy-poll applies to the latency tests without -e only.
 func (o *options) forceDependencies(t Test) {
 	if !o.set["busy-poll"] && (!t.lat || o.events) {
 		o.busyPoll = 0 // the bandwidth loops and -e sleep
