@@ -64,6 +64,7 @@ func interrupt() context.Context {
 }
 
 func main() {
+	perftest.ShareHostCPUs() // this process is one end of a test (or both, with --loopback)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

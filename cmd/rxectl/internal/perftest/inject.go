@@ -258,6 +258,10 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 	if s.pollMode != "" {
 		doc["cq_polling"] = s.pollMode
 	}
+	if s.procs != 0 {
+		doc["gomaxprocs"] = s.procs
+		doc["gomaxprocs_halved"] = s.procsWas != 0
+	}
 	if s.t.lat {
 		doc["unit"] = "usec"
 		doc["results"] = s.latResults

@@ -63,6 +63,9 @@ func (s *session) printHeader() {
 		b.WriteString(" Data ex. method : Ethernet\n")
 	}
 	fmt.Fprintf(&b, " Local drop mode : %s\n", o.localDropMode)
+	if s.procsWas != 0 {
+		fmt.Fprintf(&b, " Processors      : %d of %d (the peer runs on this host; GOMAXPROCS sets it)\n", s.procs, s.procsWas)
+	}
 	if s.t.lat {
 		fmt.Fprintf(&b, " CQ polling      : %s\n", s.pollingSummary())
 	}

@@ -73,6 +73,8 @@ type session struct {
 	socks    []*netdev.UDPConn  // the device's sockets, one per completion vector (sockets.go)
 	unread   int32              // of socks, those no spinner reads (unreadSockets)
 	pollMode string             // how the latency runs waited (polling; latRuns), for --json
+	procs    int                // GOMAXPROCS during the test (shareCPUs)
+	procsWas int                // GOMAXPROCS before shareCPUs halved it (the peer runs on this host), else 0
 	pconn    *pcapdump.Conn     // --pcap
 	// capName is the capture's file (--pcap, or --ladder's temporary
 	// one: capTemp); traceErr the --trace file's error (observe.go).
@@ -102,6 +104,8 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	if ta, ok := conn.LocalAddr().(*net.TCPAddr); ok {
 		local, _ = netip.AddrFromSlice(ta.IP)
 	}
+	restore := s.shareCPUs(conn.RemoteAddr()) // before the device opens a socket per processor
+	defer restore()
 	err := s.run(ctx, local.Unmap())
 	s.closeDevice()
 	return s.end(ctx, stdout, err)
