@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,36 +41,60 @@ func TestTwoProcessesShareCPUs(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	start := func(args ...string) (*exec.Cmd, *bytes.Buffer) {
+	start := func(args ...string) (*exec.Cmd, *syncBuffer) {
 		cmd := exec.CommandContext(ctx, exe, args...)
 		env := []string{"RXECTL_TEST_MAIN=1"}
 		for _, e := range os.Environ() {
-			if len(e) < 11 || e[:11] != "GOMAXPROCS=" {
+			if !strings.HasPrefix(e, "GOMAXPROCS=") {
 				env = append(env, e)
 			}
 		}
 		cmd.Env = env
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		require.NoError(t, cmd.Start())
-		return cmd, &out
+		return cmd, out
 	}
-	common := []string{"write-bw", "-n", "200", "--udp-port", "0", "-p", port}
-	srv, srvOut := start(append(common, "--bind", "127.0.0.1")...)
-	var cliOut *bytes.Buffer
-	for i := 0; ; i++ { // until the server listens: a refused client exits at once
-		var cli *exec.Cmd
-		cli, cliOut = start(append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
-		err := cli.Wait()
-		if err == nil || !bytes.Contains(cliOut.Bytes(), []byte("connection refused")) {
-			require.NoError(t, err, "client: %s", cliOut)
-			break
-		}
-		require.Less(t, i, 200, "the server did not listen: %s", srvOut)
-		time.Sleep(25 * time.Millisecond)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		srv, cli string // --bind
+	}{
+		{"TCP exchange", []string{"--udp-port", "0"}, "127.0.0.1", "127.0.0.2"},
+		// rdma_cm speaks on UDP 4791: addresses no other test binds.
+		{"rdma_cm", []string{"-R"}, "127.0.0.61", "127.0.0.62"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			common := append([]string{"write-bw", "-n", "200", "-p", port}, tc.args...)
+			srv, srvOut := start(append(common, "--bind", tc.srv)...)
+			for i := 0; !strings.Contains(srvOut.String(), "Waiting for client to connect"); i++ {
+				require.Less(t, i, 400, "the server did not listen: %s", srvOut)
+				time.Sleep(25 * time.Millisecond)
+			}
+			cli, cliOut := start(append(common, "--bind", tc.cli, tc.srv)...)
+			require.NoError(t, cli.Wait(), "client: %s", cliOut)
+			require.NoError(t, srv.Wait(), "server: %s", srvOut)
+			want := regexp.MustCompile(` Processors      : \d+ of \d+ \(the peer runs on this host; GOMAXPROCS sets it\)`)
+			require.Regexp(t, want, cliOut.String())
+			require.Regexp(t, want, srvOut.String())
+		})
 	}
-	require.NoError(t, srv.Wait(), "server: %s", srvOut)
-	want := regexp.MustCompile(` Processors      : \d+ of \d+ \(the peer runs on this host; GOMAXPROCS sets it\)`)
-	require.Regexp(t, want, cliOut.String())
-	require.Regexp(t, want, srvOut.String())
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -1,6 +1,7 @@
 package perftest
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"os"
@@ -40,6 +41,28 @@ func sharedProcs(peer netip.Addr, procs int, envSet bool, local func(netip.Addr)
 	return procs / 2
 }
 
+// tcpPeer returns the IP address of a TCP connection's remote end.
+func tcpPeer(a net.Addr) netip.Addr {
+	var ip netip.Addr
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ = netip.AddrFromSlice(ta.IP)
+	}
+	return ip
+}
+
+// hostPeer returns the address of host (an IP address or a name), or the
+// zero Addr if it does not resolve.
+func hostPeer(ctx context.Context, host string) netip.Addr {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return netip.Addr{}
+	}
+	return ips[0]
+}
+
 // onThisHost reports whether ip is a loopback address or an address of one
 // of this host's interfaces (in this network namespace).
 func onThisHost(ip netip.Addr) bool {
@@ -60,21 +83,19 @@ func onThisHost(ip netip.Addr) bool {
 	return false
 }
 
-// shareCPUs applies ShareHostCPUs for a session whose exchange peer is
-// peer: it lowers GOMAXPROCS to sharedProcs' value and returns the function
-// that restores it (a no-op if nothing changed). The session records the
-// processors it ran with (s.procs) for the header and --json.
-func (s *session) shareCPUs(peer net.Addr) (restore func()) {
+// shareCPUs applies ShareHostCPUs for a session whose peer has the
+// address peer: it lowers GOMAXPROCS to sharedProcs' value and returns the
+// function that restores it (a no-op if nothing changed). The session
+// records the processors it ran with (s.procs) for the header and --json.
+// It runs before the device opens (a socket per processor), except in an
+// rdma_cm server, which learns its peer on the device.
+func (s *session) shareCPUs(peer netip.Addr) (restore func()) {
 	s.procs = runtime.GOMAXPROCS(0)
 	if !shareHost.Load() || s.o.loopback {
 		return func() {}
 	}
-	var ip netip.Addr
-	if ta, ok := peer.(*net.TCPAddr); ok {
-		ip, _ = netip.AddrFromSlice(ta.IP)
-	}
 	_, envSet := os.LookupEnv("GOMAXPROCS")
-	n := sharedProcs(ip, s.procs, envSet, onThisHost)
+	n := sharedProcs(peer, s.procs, envSet, onThisHost)
 	if n == 0 {
 		return func() {}
 	}

@@ -66,7 +66,7 @@ func TestShareCPUs(t *testing.T) {
 	if procs < 2 {
 		t.Skip("one processor: nothing to halve")
 	}
-	peer := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 18515}
+	peer := netip.MustParseAddr("127.0.0.1")
 	t.Cleanup(func() { shareHost.Store(false); runtime.GOMAXPROCS(procs) })
 
 	s := &session{o: &options{}}
@@ -89,6 +89,6 @@ func TestShareCPUs(t *testing.T) {
 	require.Equal(t, procs, runtime.GOMAXPROCS(0))
 
 	s = &session{o: &options{}}
-	s.shareCPUs(&net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 18515})()
+	s.shareCPUs(netip.MustParseAddr("192.0.2.1"))()
 	require.Zero(t, s.procsWas, "a peer on another host")
 }

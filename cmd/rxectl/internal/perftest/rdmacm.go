@@ -91,9 +91,17 @@ func runCMReady(ctx context.Context, t Test, o *options, client bool, stdout io.
 	defer after()
 	s.cm = &cmState{client: client, port: uint16(o.oobPort), stop: stop, ready: ready,
 		target: net.JoinHostPort(o.host, strconv.Itoa(o.oobPort))}
+	restore := func() {}
+	if client {
+		restore = s.shareCPUs(hostPeer(ctx, o.host))
+	}
+	defer func() { restore() }()
 	err = s.openDevice(local)
 	if err == nil {
 		err = s.connectComm(stop)
+	}
+	if err == nil && !client {
+		restore = s.shareCPUs(s.cm.pipe.conn.RemoteAddr.Addr()) // the server learns its peer on the device
 	}
 	if err == nil {
 		err = s.runOpen(ctx)

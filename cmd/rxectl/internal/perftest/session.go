@@ -104,7 +104,7 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	if ta, ok := conn.LocalAddr().(*net.TCPAddr); ok {
 		local, _ = netip.AddrFromSlice(ta.IP)
 	}
-	restore := s.shareCPUs(conn.RemoteAddr()) // before the device opens a socket per processor
+	restore := s.shareCPUs(tcpPeer(conn.RemoteAddr())) // before the device opens a socket per processor
 	defer restore()
 	err := s.run(ctx, local.Unmap())
 	s.closeDevice()
