@@ -2,38 +2,25 @@ package rxe
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/internal/syncbuf"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
 )
 
 var updateTrace = flag.Bool("rxe.update-trace", false, "rewrite testdata/trace_*.jsonl")
 
-// lockedBuffer is a bytes.Buffer for a trace sink written by two devices.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // tracedPair connects two traced devices through a pipe whose a-side drops
 // as rules say, on synctest's virtual clock.
-func tracedPair(t *testing.T, w *lockedBuffer, rules ...string) (*end, *end) {
+func tracedPair(t *testing.T, w *syncbuf.Buffer, rules ...string) (*end, *end) {
 	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 64})
 	var rs []faults.Rule
 	for _, s := range rules {
@@ -67,7 +54,7 @@ func tracedPair(t *testing.T, w *lockedBuffer, rules ...string) (*end, *end) {
 // ERROR_RETRY, the retry with its cause, the resend, the responder's
 // states, the ACK and the completion, at exact virtual times.
 func TestTraceTimeout(t *testing.T) {
-	var w lockedBuffer
+	var w syncbuf.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_ONLY#1,dir=send")
 		_, err := a.qp.PostSend(SendWR{ID: 7, Opcode: WRRDMAWrite, Flags: SendSignaled,
@@ -77,7 +64,7 @@ func TestTraceTimeout(t *testing.T) {
 		require.Equal(t, WCSuccess, wc.Status)
 		synctest.Wait()
 	})
-	got := w.b.String()
+	got := w.String()
 	var kinds []string
 	sc := bufio.NewScanner(strings.NewReader(got))
 	for sc.Scan() {

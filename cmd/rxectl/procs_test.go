@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
@@ -10,11 +9,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/syncbuf"
 )
 
 // TestMain runs this test binary as rxectl itself when RXECTL_TEST_MAIN is
@@ -41,7 +41,7 @@ func TestTwoProcessesShareCPUs(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	start := func(args ...string) (*exec.Cmd, *syncBuffer) {
+	start := func(args ...string) (*exec.Cmd, *syncbuf.Buffer) {
 		cmd := exec.CommandContext(ctx, exe, args...)
 		env := []string{"RXECTL_TEST_MAIN=1"}
 		for _, e := range os.Environ() {
@@ -50,7 +50,7 @@ func TestTwoProcessesShareCPUs(t *testing.T) {
 			}
 		}
 		cmd.Env = env
-		out := &syncBuffer{}
+		out := &syncbuf.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		require.NoError(t, cmd.Start())
 		return cmd, out
@@ -79,22 +79,4 @@ func TestTwoProcessesShareCPUs(t *testing.T) {
 			require.Regexp(t, want, srvOut.String())
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -1,7 +1,6 @@
 package dump
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -9,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/internal/netns"
+	"github.com/gorxe/gorxe/internal/syncbuf"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe"
 	"github.com/stretchr/testify/require"
@@ -128,7 +127,7 @@ func startNetnsTcpdump(t *testing.T, ns, iface, file string) *tcpdumpRun {
 		"-w", file, "udp port 4791"}
 	cmd := exec.Command("ip", args...)
 	run := &tcpdumpRun{cmd: cmd, done: make(chan error, 1)}
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -149,22 +148,4 @@ func startNetnsTcpdump(t *testing.T, ns, iface, file string) *tcpdumpRun {
 		}
 	}
 	return run
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
