@@ -14,6 +14,7 @@
 set -eu
 [ $# -eq 3 ] || { echo "usage: $0 ROUNDS RXECTL RAWUDP_TEST" >&2; exit 2; }
 exec flock /tmp/gorxe-bench.lock sh -eu -c '
+. "$4/listen.sh"
 R=$1 B=$2 RAW=$3 PORT=18600
 row() { awk "\$1==\"2\"{print \$5, \$6, \$3, \$8}"; }
 for r in $(seq "$R"); do
@@ -26,12 +27,7 @@ for r in $(seq "$R"); do
 			echo "$r loop $v $t $(timeout 120 "$B" "$t" --loopback --udp-port 0 -s 2 -n 20000 $f 2>/dev/null | row)"
 			PORT=$((PORT + 1))
 			timeout 120 "$B" "$t" -s 2 -n 20000 $f --bind 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
-			i=0
-			until ss -ltn "sport = :$PORT" | grep -q LISTEN; do
-				i=$((i + 1))
-				[ "$i" -lt 100 ] || break
-				sleep 0.05
-			done
+			wait_listen "$PORT" || true # the client then fails and says so
 			line=$(timeout 120 "$B" "$t" -s 2 -n 20000 $f --bind 127.0.0.2 -p "$PORT" 127.0.0.1 2>/dev/null | row)
 			wait
 			echo "$r twoproc $v $t $line"
@@ -39,4 +35,4 @@ for r in $(seq "$R"); do
 	done
 	"$RAW" -test.run "^\$" -test.bench PingPong -test.benchtime 10000x 2>&1 |
 		awk -v r="$r" "/Benchmark/{print r, \"raw pingpong\", \$7, \$5}"
-done' sh "$@"
+done' sh "$@" "$(dirname "$0")"

@@ -15,6 +15,7 @@
 set -eu
 [ $# -eq 3 ] || { echo "usage: $0 ROUNDS RXECTL RAWUDP_TEST" >&2; exit 2; }
 exec flock /tmp/gorxe-bench.lock sh -eu -c '
+. "$4/listen.sh"
 R=$1 B=$2 RAW=$3 PORT=20700
 raw() {
 	"$RAW" -test.run "^\$" -test.bench "UDPLoopback/size=4128/gso=true" -test.benchtime 1000000x 2>&1 |
@@ -25,12 +26,7 @@ for r in $(seq "$R"); do
 	for t in write-bw read-bw send-bw; do
 		PORT=$((PORT + 1))
 		"$B" "$t" -D 2 --bind 127.0.0.1 -p "$PORT" >/dev/null 2>&1 &
-		i=0
-		until ss -ltn "sport = :$PORT" | grep -q LISTEN; do
-			i=$((i + 1))
-			[ "$i" -lt 100 ] || break
-			sleep 0.05
-		done
+		wait_listen "$PORT" || true # the client then fails and says so
 		bw=$("$B" "$t" -D 2 --bind 127.0.0.2 -p "$PORT" --json 127.0.0.1 2>/dev/null |
 			python3 -c "import json,sys; print(json.load(sys.stdin)[\"results\"][0][\"bw_average\"])")
 		wait
@@ -38,4 +34,4 @@ for r in $(seq "$R"); do
 		echo "$r $t $bw $before $after" | awk "{printf \"%s %s %.0f %.0f %.0f %.3f\\n\", \$1, \$2, \$3, \$4, \$5, \$3 * 1.048576 / ((\$4 + \$5) / 2)}"
 		before=$after
 	done
-done' sh "$@"
+done' sh "$@" "$(dirname "$0")"
