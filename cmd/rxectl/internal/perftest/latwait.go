@@ -71,23 +71,30 @@ func (s *session) answersOnly() bool {
 	return s.t.lat && !s.client && (s.t.verb == verbRead || s.t.verb == verbAtomic)
 }
 
-// polling names how a latency test waits for its completions: "events"
-// (-e: the completion channel), "busy" (spinning, spinFor) or "wait"
-// (CQ.Wait).
-func (s *session) polling() string {
+// choosePolling decides, once both ends' devices are open and before the
+// latency runs, how this end waits for its completions: s.spin (spinFor)
+// and s.pollMode, "events" (-e: the completion channel), "busy" or "wait"
+// (CQ.Wait); an end that only answers waits for nothing and has no mode.
+// The waits read s.spin rather than asking spinFor each time.
+func (s *session) choosePolling() {
+	s.spin, s.pollMode = 0, ""
 	switch {
+	case s.answersOnly():
 	case s.ch != nil:
-		return "events"
-	case s.spinFor(s.rcq) > 0:
-		return "busy"
+		s.pollMode = "events"
+	default:
+		s.spin = s.spinFor(s.rcq)
+		s.pollMode = "wait"
+		if s.spin > 0 {
+			s.pollMode = "busy"
+		}
 	}
-	return "wait"
 }
 
-// pollingSummary is polling for the header, with the spin and, when the
-// default spin was left out, why.
+// pollingSummary is s.pollMode for the header, with the spin and, when
+// the default spin was left out, why.
 func (s *session) pollingSummary() string {
-	switch p := s.polling(); {
+	switch p := s.pollMode; {
 	case s.answersOnly():
 		return "none (this end only answers: its device's goroutines do the work)"
 	case p == "events":
@@ -103,7 +110,7 @@ func (s *session) pollingSummary() string {
 }
 
 // spinPoll waits for one completion on cq. It first spins on CQ.BusyPoll
-// for up to spinFor (as perftest spins on ibv_poll_cq), then sleeps in
+// for up to s.spin (choosePolling; as perftest spins on ibv_poll_cq), then sleeps in
 // CQ.Wait; with -e it sleeps on the completion channel (waitCQ). It gives
 // up with an error after the stall bound without a completion, or when
 // ctx is done.
@@ -113,7 +120,7 @@ func (s *session) pollingSummary() string {
 // (docs/performance.md, "Busy polling reads the socket").
 func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
 	bound := s.stall()
-	spin := min(s.spinFor(cq), bound) // the spin counts against the bound
+	spin := min(s.spin, bound) // the spin counts against the bound
 	if s.ch == nil && spin > 0 && busyPoll(ctx, cq, wc[:1], spin) == 1 {
 		return s.checkWC(wc[0])
 	}
@@ -160,7 +167,7 @@ func busyPoll(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC, spin time.Duration)
 }
 
 // busyPollWrite is one turn of write-lat's wait for the peer's WRITE when
-// it spins (spinFor, without -e) on a CQ that reads its socket: it reads
+// it spins (s.spin, without -e) on a CQ that reads its socket: it reads
 // the socket with CQ.BusyPoll on qp's receive CQ (the WRITE completes
 // nothing there; a completion would be one of ours, which write-lat has
 // reaped before it waits) and reports true. It yields the processor every
@@ -168,7 +175,7 @@ func busyPoll(ctx context.Context, cq *rxe.CQ, wcs []rxe.WC, spin time.Duration)
 // the caller yields or sleeps. The spin is bounded by the stall bound,
 // which the caller checks, not by --busy-poll's duration.
 func (s *session) busyPollWrite(qp *rxe.QP, spins int) (bool, error) {
-	if s.ch != nil || s.spinFor(s.rcq) <= 0 || !s.rcq.PollsSocket() {
+	if s.ch != nil || s.spin <= 0 || !s.rcq.PollsSocket() {
 		return false, nil
 	}
 	var wc [1]rxe.WC

@@ -68,6 +68,7 @@ func TestLatDeadPeer(t *testing.T) {
 					// CQ cannot read a socket (spinFor).
 					s.o.busyPoll, s.o.set = time.Second, map[string]bool{"busy-poll": true}
 				}
+				s.choosePolling()
 				s.latStall = bound
 				run := s.runLatSend
 				if tc.verb == "write-lat" {

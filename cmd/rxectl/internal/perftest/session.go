@@ -72,7 +72,8 @@ type session struct {
 	fmore    []*faults.Conn     // the other sockets' (sockets.go)
 	socks    []*netdev.UDPConn  // the device's sockets, one per completion vector (sockets.go)
 	unread   int32              // of socks, those no spinner reads (unreadSockets)
-	pollMode string             // how the latency runs waited (polling; latRuns), for --json
+	spin     time.Duration      // how long a latency wait spins (choosePolling)
+	pollMode string             // how the latency waits wait (choosePolling), for the header and --json
 	procs    int                // GOMAXPROCS during the test (shareCPUs)
 	procsWas int                // GOMAXPROCS before shareCPUs halved it (the peer runs on this host), else 0
 	pconn    *pcapdump.Conn     // --pcap
@@ -162,6 +163,9 @@ func (s *session) runOpen(ctx context.Context) error {
 	s.limitUD()
 	if err := s.allocate(); err != nil {
 		return err
+	}
+	if s.t.lat {
+		s.choosePolling()
 	}
 	s.printHeader()
 	switch {
@@ -676,7 +680,6 @@ func (s *session) latPrologue() error {
 // latRuns runs the latency test run for every size of the run, after
 // before (if set), and records and prints each row.
 func (s *session) latRuns(ctx context.Context, before func(size int) error, run func(ctx context.Context, size int) (report.Lat, error)) error {
-	s.pollMode = s.polling()
 	for _, size := range s.o.sizes() {
 		if before != nil {
 			if err := before(size); err != nil {
