@@ -3,7 +3,6 @@ package packet
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"net/netip"
 )
 
@@ -106,9 +105,6 @@ func (ph *PseudoHeader) ICRCStart(bth []byte, n int) uint32 {
 	var buf [IPv6HeaderSize + UDPHeaderSize + BTHSize]byte
 	return updateSmall(crcFF8, ph.icrcPrefix(&buf, bth, n))
 }
-
-// ICRCUpdate folds p into a running ICRC started by ICRCStart.
-func ICRCUpdate(crc uint32, p []byte) uint32 { return crc32.Update(crc, crc32.IEEETable, p) }
 
 // ICRC computes the ICRC of pkt (BTH through the 4-byte ICRC slot, whose
 // content is ignored). It returns ErrPseudoHeader for an invalid

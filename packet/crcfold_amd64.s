@@ -1,0 +1,167 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Folding constants for the bit-reflected CRC-32/IEEE polynomial: a 128-bit
+// lane X moved D bits towards the end of the message is
+// clmul(X.lo, reflect(x^(D+32) mod P) << 1) xor clmul(X.hi, reflect(x^(D-32) mod P) << 1)
+// (Gopal et al., "Fast CRC Computation for Generic Polynomials Using
+// PCLMULQDQ", Intel, 2009). Each table repeats one (lo, hi) pair in the four
+// lanes of a ZMM register; crcfold_test.go recomputes every constant.
+
+// D = 2048: one 256-byte step of the four accumulators.
+DATA fold2048<>+0(SB)/8, $0x11542778a
+DATA fold2048<>+8(SB)/8, $0x1322d1430
+DATA fold2048<>+16(SB)/8, $0x11542778a
+DATA fold2048<>+24(SB)/8, $0x1322d1430
+DATA fold2048<>+32(SB)/8, $0x11542778a
+DATA fold2048<>+40(SB)/8, $0x1322d1430
+DATA fold2048<>+48(SB)/8, $0x11542778a
+DATA fold2048<>+56(SB)/8, $0x1322d1430
+GLOBL fold2048<>(SB), RODATA, $64
+
+// D = 1536, 1024, 512: the first three accumulators onto the fourth.
+DATA fold1536<>+0(SB)/8, $0x1821d8bc0
+DATA fold1536<>+8(SB)/8, $0x12e958ac4
+DATA fold1536<>+16(SB)/8, $0x1821d8bc0
+DATA fold1536<>+24(SB)/8, $0x12e958ac4
+DATA fold1536<>+32(SB)/8, $0x1821d8bc0
+DATA fold1536<>+40(SB)/8, $0x12e958ac4
+DATA fold1536<>+48(SB)/8, $0x1821d8bc0
+DATA fold1536<>+56(SB)/8, $0x12e958ac4
+GLOBL fold1536<>(SB), RODATA, $64
+
+DATA fold1024<>+0(SB)/8, $0x1e88ef372
+DATA fold1024<>+8(SB)/8, $0x14a7fe880
+DATA fold1024<>+16(SB)/8, $0x1e88ef372
+DATA fold1024<>+24(SB)/8, $0x14a7fe880
+DATA fold1024<>+32(SB)/8, $0x1e88ef372
+DATA fold1024<>+40(SB)/8, $0x14a7fe880
+DATA fold1024<>+48(SB)/8, $0x1e88ef372
+DATA fold1024<>+56(SB)/8, $0x14a7fe880
+GLOBL fold1024<>(SB), RODATA, $64
+
+DATA fold512<>+0(SB)/8, $0x154442bd4
+DATA fold512<>+8(SB)/8, $0x1c6e41596
+DATA fold512<>+16(SB)/8, $0x154442bd4
+DATA fold512<>+24(SB)/8, $0x1c6e41596
+DATA fold512<>+32(SB)/8, $0x154442bd4
+DATA fold512<>+40(SB)/8, $0x1c6e41596
+DATA fold512<>+48(SB)/8, $0x154442bd4
+DATA fold512<>+56(SB)/8, $0x1c6e41596
+GLOBL fold512<>(SB), RODATA, $64
+
+// D = 384, 256, 128: the lanes of the last 64 bytes onto its fourth lane.
+DATA fold384<>+0(SB)/8, $0x03db1ecdc
+DATA fold384<>+8(SB)/8, $0x174359406
+GLOBL fold384<>(SB), RODATA, $16
+DATA fold256<>+0(SB)/8, $0x0f1da05aa
+DATA fold256<>+8(SB)/8, $0x15a546366
+GLOBL fold256<>(SB), RODATA, $16
+DATA fold128<>+0(SB)/8, $0x1751997d0
+DATA fold128<>+8(SB)/8, $0x0ccaa009e
+GLOBL fold128<>(SB), RODATA, $16
+
+// func foldAVX512(reg uint32, p []byte, out *[16]byte)
+//
+// reg is the CRC register before p (the running CRC's complement); len(p)
+// is a non-zero multiple of 256. out receives 16 bytes whose CRC from a
+// zero register equals p's CRC from reg. Four ZMM accumulators fold 256
+// bytes a step, so four carry-less multiply chains run at once.
+TEXT ·foldAVX512(SB), NOSPLIT, $0-40
+	MOVL reg+0(FP), AX
+	MOVQ p_base+8(FP), SI
+	MOVQ p_len+16(FP), CX
+	MOVQ out+32(FP), DI
+
+	VMOVDQU64 (SI), Z1
+	VMOVDQU64 64(SI), Z2
+	VMOVDQU64 128(SI), Z3
+	VMOVDQU64 192(SI), Z4
+	VMOVD     AX, X10       // zeroes the rest of Z10
+	VPXORQ    Z10, Z1, Z1   // the register meets the first four bytes
+	ADDQ      $256, SI
+	SUBQ      $256, CX
+	JZ        reduce
+
+	VMOVDQU64 fold2048<>(SB), Z0
+
+loop:
+	VMOVDQU64  (SI), Z11
+	VMOVDQU64  64(SI), Z12
+	VMOVDQU64  128(SI), Z13
+	VMOVDQU64  192(SI), Z14
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPCLMULQDQ $0x11, Z0, Z2, Z6
+	VPCLMULQDQ $0x00, Z0, Z2, Z2
+	VPCLMULQDQ $0x11, Z0, Z3, Z7
+	VPCLMULQDQ $0x00, Z0, Z3, Z3
+	VPCLMULQDQ $0x11, Z0, Z4, Z8
+	VPCLMULQDQ $0x00, Z0, Z4, Z4
+	VPTERNLOGD $0x96, Z11, Z5, Z1
+	VPTERNLOGD $0x96, Z12, Z6, Z2
+	VPTERNLOGD $0x96, Z13, Z7, Z3
+	VPTERNLOGD $0x96, Z14, Z8, Z4
+	ADDQ       $256, SI
+	SUBQ       $256, CX
+	JNZ        loop
+
+reduce:
+	// Z4 ^= Z1 moved 1536 bits, Z2 moved 1024, Z3 moved 512.
+	VMOVDQU64  fold1536<>(SB), Z0
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPTERNLOGD $0x96, Z5, Z1, Z4
+	VMOVDQU64  fold1024<>(SB), Z0
+	VPCLMULQDQ $0x11, Z0, Z2, Z6
+	VPCLMULQDQ $0x00, Z0, Z2, Z2
+	VPTERNLOGD $0x96, Z6, Z2, Z4
+	VMOVDQU64  fold512<>(SB), Z0
+	VPCLMULQDQ $0x11, Z0, Z3, Z7
+	VPCLMULQDQ $0x00, Z0, Z3, Z3
+	VPTERNLOGD $0x96, Z7, Z3, Z4
+
+	// The four lanes of Z4 onto its last: lane 0 moved 384 bits, lane 1
+	// 256, lane 2 128.
+	VEXTRACTI32X4 $3, Z4, X9
+	VEXTRACTI32X4 $0, Z4, X1
+	VEXTRACTI32X4 $1, Z4, X2
+	VEXTRACTI32X4 $2, Z4, X3
+	VMOVDQU       fold384<>(SB), X0
+	VPCLMULQDQ    $0x11, X0, X1, X5
+	VPCLMULQDQ    $0x00, X0, X1, X1
+	VPXOR         X5, X1, X1
+	VPXOR         X1, X9, X9
+	VMOVDQU       fold256<>(SB), X0
+	VPCLMULQDQ    $0x11, X0, X2, X6
+	VPCLMULQDQ    $0x00, X0, X2, X2
+	VPXOR         X6, X2, X2
+	VPXOR         X2, X9, X9
+	VMOVDQU       fold128<>(SB), X0
+	VPCLMULQDQ    $0x11, X0, X3, X7
+	VPCLMULQDQ    $0x00, X0, X3, X3
+	VPXOR         X7, X3, X3
+	VPXOR         X3, X9, X9
+	VMOVDQU       X9, (DI)
+	VZEROUPPER
+	RET
+
+// func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL leaf+0(FP), AX
+	MOVL sub+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
+	RET
+
+// func xgetbv0() (eax, edx uint32)
+TEXT ·xgetbv0(SB), NOSPLIT, $0-8
+	MOVL $0, CX
+	XGETBV
+	MOVL AX, eax+0(FP)
+	MOVL DX, edx+4(FP)
+	RET

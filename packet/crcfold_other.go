@@ -1,0 +1,12 @@
+//go:build !amd64 || purego
+
+package packet
+
+import "hash/crc32"
+
+// hasFoldAVX512 is false where crcfold_amd64.s is not built.
+const hasFoldAVX512 = false
+
+// ICRCUpdate folds p into a running ICRC started by ICRCStart
+// (crc32.Update with the IEEE table).
+func ICRCUpdate(crc uint32, p []byte) uint32 { return crc32.Update(crc, crc32.IEEETable, p) }

@@ -1,0 +1,130 @@
+package packet
+
+import (
+	"fmt"
+	"hash/crc32"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// xPowModP returns x^e mod P for the CRC-32/IEEE polynomial P, in normal
+// (not reflected) form.
+func xPowModP(e int) uint32 {
+	r := uint64(1)
+	for range e {
+		r <<= 1
+		if r&(1<<32) != 0 {
+			r ^= 0x104C11DB7
+		}
+	}
+	return uint32(r)
+}
+
+// TestFoldConstants derives every constant of crcfold_amd64.s from the
+// polynomial: the pair for moving a lane D bits is
+// reflect(x^(D+32) mod P) << 1, reflect(x^(D-32) mod P) << 1.
+func TestFoldConstants(t *testing.T) {
+	src, err := os.ReadFile("crcfold_amd64.s")
+	require.NoError(t, err)
+	re := regexp.MustCompile(`DATA fold(\d+)<>\+(\d+)\(SB\)/8, \$0x([0-9a-f]+)`)
+	ms := re.FindAllStringSubmatch(string(src), -1)
+	require.Len(t, ms, 4*8+3*2, "constants in crcfold_amd64.s")
+	for _, m := range ms {
+		d, _ := strconv.Atoi(m[1])
+		off, _ := strconv.Atoi(m[2])
+		got, err := strconv.ParseUint(m[3], 16, 64)
+		require.NoError(t, err)
+		e := d + 32
+		if off%16 == 8 {
+			e = d - 32
+		}
+		want := uint64(bits.Reverse32(xPowModP(e))) << 1
+		require.Equal(t, want, got, "fold%d+%d", d, off)
+	}
+}
+
+// TestICRCUpdateMatchesStdlib compares ICRCUpdate with crc32.Update over
+// every length to 4 KiB plus a few above (each block count, each tail),
+// at unaligned offsets and random starting CRCs.
+func TestICRCUpdateMatchesStdlib(t *testing.T) {
+	if !hasFoldAVX512 {
+		t.Logf("this CPU (%s) lacks AVX-512 VPCLMULQDQ: ICRCUpdate is crc32.Update here", runtime.GOARCH)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 64+66000)
+	for i := range buf {
+		buf[i] = byte(r.Uint32())
+	}
+	lengths := []int{65536, 65536 + 255, 9000, 8192, 4096 + 16 + 4}
+	for n := 0; n <= 4200; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
+		off := r.IntN(64)
+		p := buf[off : off+n]
+		seed := r.Uint32()
+		require.Equal(t, crc32.Update(seed, crc32.IEEETable, p), ICRCUpdate(seed, p), "len %d off %d", n, off)
+	}
+}
+
+// TestICRCUpdateEdges: all-zero and all-one blocks, and the seeds 0 and
+// 0xFFFFFFFF, where a register mixed into the wrong lane or bit order
+// shows.
+func TestICRCUpdateEdges(t *testing.T) {
+	for _, fill := range []byte{0x00, 0xFF, 0x80, 0x01} {
+		p := make([]byte, 1024)
+		for i := range p {
+			p[i] = fill
+		}
+		for _, seed := range []uint32{0, 0xFFFFFFFF, 1, 0x80000000} {
+			for _, n := range []int{256, 512, 768, 1024} {
+				require.Equal(t, crc32.Update(seed, crc32.IEEETable, p[:n]), ICRCUpdate(seed, p[:n]),
+					"fill %#x seed %#x len %d", fill, seed, n)
+			}
+		}
+	}
+}
+
+func FuzzICRCUpdate(f *testing.F) {
+	f.Add(uint32(0), make([]byte, 256))
+	f.Add(uint32(0xFFFFFFFF), make([]byte, 4096+16))
+	f.Add(uint32(0x12345678), []byte("ICRC"))
+	f.Fuzz(func(t *testing.T, seed uint32, p []byte) {
+		if got, want := ICRCUpdate(seed, p), crc32.Update(seed, crc32.IEEETable, p); got != want {
+			t.Fatalf("len %d seed %#x: ICRCUpdate %#x, crc32.Update %#x", len(p), seed, got, want)
+		}
+	})
+}
+
+// BenchmarkICRCUpdate compares ICRCUpdate with crc32.Update over payloads
+// in cache: `go test -run '^$' -bench ICRCUpdate ./packet`.
+func BenchmarkICRCUpdate(b *testing.B) {
+	for _, n := range []int{64, 256, 1024, 4096, 65536} {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(i * 7)
+		}
+		b.Run(fmt.Sprintf("%d/stdlib", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			var c uint32
+			for b.Loop() {
+				c = crc32.Update(c, crc32.IEEETable, p)
+			}
+		})
+		b.Run(fmt.Sprintf("%d/icrc", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			var c uint32
+			for b.Loop() {
+				c = ICRCUpdate(c, p)
+			}
+		})
+	}
+}
