@@ -1,0 +1,48 @@
+#!/bin/sh
+# In-process 64 KiB WRITE/READ/SEND benchmarks (rxe's (Write|Read|Send)64K/udp,
+# each with its own raw GSO+GRO and sendmmsg baselines) of two commits, in
+# alternating rounds (order reversed in even rounds), under the bench lock,
+# then medians per benchmark and variant. From the repository root:
+#   docs/bench64k-ab.sh ROUNDS A=COMMIT B=COMMIT
+# Raw lines go to $OUT (default /tmp/bench64k-ab.txt).
+set -eu
+ROUNDS=${1:?usage: $0 ROUNDS A=COMMIT B=COMMIT}
+shift
+OUT=${OUT:-/tmp/bench64k-ab.txt}
+W=$(mktemp -d)
+vs=""
+for vc in "$@"; do
+	v=${vc%%=*} c=${vc#*=}
+	mkdir -p "$W/src-$v"
+	git archive "$c" | tar -x -C "$W/src-$v"
+	(cd "$W/src-$v" && go test -c -o "$W/rxe-$v.test" ./rxe)
+	vs="$vs $v"
+done
+rev=$(for v in $vs; do echo "$v"; done | tac | tr '\n' ' ')
+: >"$OUT"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+	order=$vs
+	[ $((r % 2)) -eq 0 ] && order=$rev
+	for v in $order; do
+		flock /tmp/gorxe-bench.lock "$W/rxe-$v.test" -test.run '^$' \
+			-test.bench '(Write|Read|Send)64K/udp' -test.benchtime 2s |
+			grep '^Benchmark' | sed "s/^/r$r $v /" >>"$OUT"
+	done
+	r=$((r + 1))
+done
+python3 - "$OUT" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    r, v, name = f[0], f[1], f[2].split('/')[0].removeprefix('Benchmark')
+    m = dict((k, float(x)) for x, k in re.findall(r'([\d.]+) (MB/s|cpu-µs/op|gso-ratio|gsoUDP-MB/s|ratio)\b', line))
+    rows.setdefault((name, v), []).append(m)
+print('bench variant  MB/s  cpu-µs/op  gso-ratio (per round)  gsoUDP-MB/s  ratio-to-sendmmsg   [medians]')
+for (name, v), ms in sorted(rows.items()):
+    med = lambda k: statistics.median(m[k] for m in ms)
+    print(f"{name:12} {v:3} {med('MB/s'):7.0f} {med('cpu-µs/op'):6.1f} {med('gso-ratio'):.3f} "
+          f"({', '.join('%.3f' % m['gso-ratio'] for m in ms)}) {med('gsoUDP-MB/s'):6.0f} {med('ratio'):.2f}")
+PY
+rm -rf "$W"
