@@ -31,16 +31,16 @@ var hasFoldAVX512 = func() bool {
 	return ebx&(1<<16) != 0 && ecx&(1<<10) != 0 // AVX512F, VPCLMULQDQ
 }()
 
-// foldMin is the shortest input ICRCUpdate folds with foldAVX512; below it
-// the standard library's single-chain loop is as fast
-// (BenchmarkICRCUpdate).
+// foldMin is the shortest input ICRCUpdate folds with foldAVX512: one
+// 256-byte block, one step of the four accumulators. Folded, 256 bytes
+// already take less time than in crc32.Update (BenchmarkICRCUpdate/256).
 const foldMin = 256
 
 // ICRCUpdate folds p into a running ICRC started by ICRCStart. It is
 // crc32.Update with the IEEE table; on CPUs with AVX-512 VPCLMULQDQ it
 // runs four carry-less multiply chains at once over the 256-byte blocks
-// of p, where the standard library runs one, which doubles its speed over
-// a 4 KiB payload.
+// of p, where the standard library runs one (1.85 times as fast over a
+// 4 KiB payload, BenchmarkICRCUpdate/4096).
 func ICRCUpdate(crc uint32, p []byte) uint32 {
 	if n := len(p) &^ 255; hasFoldAVX512 && n >= foldMin {
 		var rest [16]byte
