@@ -248,7 +248,7 @@ func (r *Responder) checkWriteRKey() State {
 	if !ok || len(mem) != int(r.wresid) {
 		return StateErrRKeyViolation
 	}
-	if !r.writeFits(uint64(r.wresid), n, r.pkt.PadCnt()) {
+	if !writeFits(r.mtu, uint64(r.wresid), n, r.pkt.PadCnt(), r.mask&packet.MaskEnd != 0) {
 		return StateErrLength
 	}
 	r.dst = mem[:n:n]
@@ -256,12 +256,16 @@ func (r *Responder) checkWriteRKey() State {
 }
 
 // writeFits reports whether a WRITE packet of n payload bytes and pad
-// bytes of padding fits where rest bytes of its message remain (rxe
-// check_rkey's resid test): a full PMTU without padding while more than
-// a PMTU remains, else exactly the rest with the padding it needs.
-func (r *Responder) writeFits(rest uint64, n, pad int) bool {
-	if rest > uint64(r.mtu) {
-		return n == r.mtu && pad == 0
+// bytes of padding fits where rest bytes of its message remain, on a path
+// MTU of mtu bytes (rxe check_rkey's resid test): a full PMTU without
+// padding while more than a PMTU remains, else exactly the rest with the
+// padding it needs. The last packet of the message (end) must bring it
+// to its DMA length: the RETH's DMA length is the whole message's (IBA
+// 9.4.3), and the completion of a WRITE with immediate reports it. Kernel
+// rxe takes a full-PMTU LAST that ends the message short.
+func writeFits(mtu int, rest uint64, n, pad int, end bool) bool {
+	if rest > uint64(mtu) {
+		return !end && n == mtu && pad == 0
 	}
 	return uint64(n) == rest && pad == packet.PadLen(n)
 }

@@ -124,7 +124,7 @@ func (r *Responder) placeAhead() int {
 			return 0
 		}
 		rest := uint64(r.wresid) - off
-		if middle != (rest > mtu) || !r.writeFits(rest, n, r.pkt.PadCnt()) {
+		if middle != (rest > mtu) || !writeFits(r.mtu, rest, n, r.pkt.PadCnt(), !middle) {
 			return 0 // a MIDDLE where the LAST belongs, or the reverse, or a misfit length
 		}
 		mem, ok := r.env.Mem.Remote(r.wrkey, r.wva+off, uint32(n), verbs.AccessRemoteWrite)

@@ -43,6 +43,8 @@ type UCounters struct {
 	NoWQE           uint64 // SENDs dropped for want of a receive WQE
 	TooLong         uint64 // payloads longer than the path MTU or the receive buffer, dropped
 	AccessErr       uint64 // UC RDMA WRITEs whose R_Key or range failed, dropped
+	LengthErr       uint64 // UC packets that break the length rules, their message dropped
+	CQOverflow      uint64 // receive completions the CQ had no room for; the QP fails
 	Dropped         uint64 // packets of the wrong transport or opcode, or after Flush
 }
 
@@ -68,6 +70,7 @@ type Unreliable struct {
 	wc      verbs.WC
 	c       UCounters
 	flushed bool
+	failed  bool // a completion found the CQ full
 }
 
 // NewUnreliable returns the receive side of a UC or UD QP.
@@ -90,6 +93,12 @@ func (u *Unreliable) SetQKey(q uint32) { u.cfg.QKey = q }
 // Flush stops the receive side (the QP entered ERR): later packets are
 // dropped. The owner flushes the receive queue.
 func (u *Unreliable) Flush() { u.flushed = true }
+
+// Failed reports whether the receive side has failed, and the status:
+// a receive completion found the CQ full (rxe do_complete, for every QP
+// type: RESPST_ERR_CQ_OVERFLOW, then the QP enters ERR). The owner moves
+// the QP to ERR; the receive side drops every later packet.
+func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return verbs.WCGeneralErr, u.failed }
 
 // Receive handles one packet addressed to this QP; src and dst are the
 // datagram's addresses (for the UD GRH area and completion).
@@ -200,13 +209,21 @@ func (u *Unreliable) scatterAt(sges []verbs.SGE, off uint32, data []byte) bool {
 	return true
 }
 
+// post delivers the completion in u.wc. A full CQ fails the receive side
+// (Failed): the WQE is consumed and its completion lost, as in rxe.
 func (u *Unreliable) post(solicited bool) {
-	u.c.RDMARecvs++
-	if sc, ok := u.env.CQ.(SolicitedCompletions); ok {
-		sc.CompleteSolicited(&u.wc, solicited)
+	var ok bool
+	if sc, isSC := u.env.CQ.(SolicitedCompletions); isSC {
+		ok = sc.CompleteSolicited(&u.wc, solicited)
+	} else {
+		ok = u.env.CQ.Complete(&u.wc)
+	}
+	if !ok {
+		u.c.CQOverflow++
+		u.failed, u.flushed = true, true
 		return
 	}
-	u.env.CQ.Complete(&u.wc)
+	u.c.RDMARecvs++
 }
 
 // receiveUC handles one UC packet: the PSN and opcode-sequence checks of
@@ -229,6 +246,11 @@ func (u *Unreliable) receiveUC(p packet.Packet) {
 		return
 	}
 	u.epsn = p.PSN().Next()
+	if !u.lengthOK(p) {
+		u.c.LengthErr++
+		u.abandon()
+		return
+	}
 	var ok bool
 	if m&packet.MaskSend != 0 {
 		ok = u.ucSend(p, start)
@@ -244,6 +266,35 @@ func (u *Unreliable) receiveUC(p packet.Packet) {
 	} else {
 		u.inMsg = p.Opcode()
 	}
+}
+
+// lengthOK applies rxe check_length to a UC packet, the rules RC's
+// checkLength applies: FIRST and MIDDLE carry exactly a PMTU, LAST 1 to a
+// PMTU, ONLY up to a PMTU, and a RETH's DMA length is at most 2^31. The
+// message is then dropped (rxe's class D, drop_msg; with an SRQ rxe
+// completes the receive WQE in error instead, gorxe drops there too).
+func (u *Unreliable) lengthOK(p packet.Packet) bool {
+	n := p.PayloadLen()
+	m := p.Mask()
+	start, end := m&packet.MaskStart != 0, m&packet.MaskEnd != 0
+	switch {
+	case start && end:
+		if n > u.cfg.PMTU {
+			return false
+		}
+	case !end:
+		if n != u.cfg.PMTU {
+			return false
+		}
+	default:
+		if n == 0 || n > u.cfg.PMTU {
+			return false
+		}
+	}
+	if reth := p.RETH(); reth != nil && reth.DMALen() > maxDMALen {
+		return false
+	}
+	return true
 }
 
 // sameOp reports whether b continues the message a began (SEND after
@@ -292,8 +343,16 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 		u.va, u.rkey, u.wlen, u.off = r.VA(), r.RKey(), r.DMALen(), 0
 	}
 	pay := p.Payload()
-	if u.cfg.Access&verbs.AccessRemoteWrite == 0 || u.off+uint32(len(pay)) > u.wlen {
+	if u.cfg.Access&verbs.AccessRemoteWrite == 0 {
 		u.c.AccessErr++
+		return false
+	}
+	// rxe check_rkey's resid test, and a LAST that ends the message at its
+	// DMA length (the completion of a WRITE with immediate reports that
+	// length); a zero-length WRITE carries nothing (C9-88).
+	if u.wlen == 0 && len(pay) != 0 ||
+		u.wlen > 0 && !writeFits(u.cfg.PMTU, uint64(u.wlen-u.off), len(pay), p.PadCnt(), p.Mask()&packet.MaskEnd != 0) {
+		u.c.LengthErr++
 		return false
 	}
 	if len(pay) > 0 {

@@ -159,13 +159,116 @@ func FuzzUnreliableReceive(f *testing.F) {
 				func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: qkey, SrcQP: 5} })
 			prog = prog[2:]
 		}
-		if len(h.cq.wcs) > 8 {
-			t.Fatalf("%d completions for 8 WQEs", len(h.cq.wcs))
+		// Every receive WQE taken has its completion (the CQ never fills
+		// here).
+		if len(h.cq.wcs)+h.rq.Len() != 8 {
+			t.Fatalf("%d completions and %d WQEs left of 8", len(h.cq.wcs), h.rq.Len())
 		}
 		for _, wc := range h.cq.wcs {
-			if wc.Opcode == verbs.WCRecv && wc.ByteLen > 4096 {
-				t.Fatalf("completion of %d bytes in a 4096-byte WQE", wc.ByteLen)
+			switch wc.Opcode {
+			case verbs.WCRecv:
+				if wc.ByteLen > 4096 {
+					t.Fatalf("completion of %d bytes in a 4096-byte WQE", wc.ByteLen)
+				}
+			case verbs.WCRecvRDMAWithImm:
+				// A WRITE's RETH here names at most 255*4 bytes.
+				if wc.ByteLen > 255*4 {
+					t.Fatalf("WRITE with immediate completed with %d bytes", wc.ByteLen)
+				}
+			default:
+				t.Fatalf("completion opcode %v", wc.Opcode)
+			}
+			if wc.Status != verbs.WCSuccess {
+				t.Fatalf("completion status %v", wc.Status)
+			}
+		}
+		// Nothing lands outside the eight WQEs' buffers or past the
+		// furthest range a RETH here can name.
+		for i, b := range h.loc.buf[8*4096:] {
+			if b != 0 {
+				t.Fatalf("local MR byte %d written, outside every WQE", 8*4096+i)
+			}
+		}
+		for i, b := range h.rem.buf[255*64+255*4:] {
+			if b != 0 {
+				t.Fatalf("remote MR byte %d written, past every RETH range", 255*64+255*4+i)
 			}
 		}
 	})
+}
+
+// TestUnreliableCQOverflowFails: a receive completion that finds the CQ
+// full fails the receive side (rxe do_complete for every QP type), counts
+// it, and later packets are dropped; RDMARecvs counts only delivered
+// completions.
+func TestUnreliableCQOverflowFails(t *testing.T) {
+	for _, ud := range []bool{true, false} {
+		h := newUHarness(t, ud, 4)
+		h.cq.limit = -1 // always full
+		op := packet.UCSendOnly
+		if ud {
+			op = packet.UDSendOnly
+		}
+		deth := func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 9, SrcQP: 0x33} }
+		h.rx(op, 100, 32, deth)
+		st, failed := h.u.Failed()
+		require.True(t, failed, "ud=%v", ud)
+		require.Equal(t, verbs.WCGeneralErr, st)
+		c := h.u.Counters()
+		require.Equal(t, uint64(1), c.CQOverflow)
+		require.Zero(t, c.RDMARecvs)
+		h.cq.limit = 0
+		h.rx(op, 101, 32, deth)
+		require.Empty(t, h.cq.wcs, "a failed receive side places nothing more")
+		require.Equal(t, uint64(1), h.u.Counters().Dropped)
+	}
+}
+
+// TestUCLengthRules: UC packets that break rxe check_length's rules, or a
+// WRITE whose packets do not add up to its DMA length, drop their message
+// (nothing completes, nothing past the rules is placed).
+func TestUCLengthRules(t *testing.T) {
+	type rx struct {
+		op   packet.Opcode
+		n    int
+		mods []reqMod
+	}
+	for _, tc := range []struct {
+		name   string
+		pkts   []rx
+		placed uint64
+	}{
+		{"WRITE ONLY over the PMTU", []rx{{packet.UCRDMAWriteOnly, 1000, []reqMod{reth(0x80000, 2, 1000)}}}, 0},
+		{"SEND FIRST short of the PMTU", []rx{{packet.UCSendFirst, 10, nil}, {packet.UCSendLast, 10, nil}}, 0},
+		{"SEND MIDDLE over the PMTU", []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendMiddle, 300, nil}, {packet.UCSendLast, 10, nil}}, 256},
+		{"SEND LAST empty", []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendLast, 0, nil}}, 256},
+		{"WRITE ends short of its DMA length", []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(0x80000, 2, 1000)}},
+			{packet.UCRDMAWriteLastWithImm, 256, []reqMod{imm(7)}}}, 256},
+		{"WRITE LAST past its DMA length", []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(0x80000, 2, 300)}},
+			{packet.UCRDMAWriteLastWithImm, 256, []reqMod{imm(7)}}}, 256},
+		{"DMA length over 2^31", []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(0x80000, 2, 1<<31+1)}}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newUHarness(t, false, 4)
+			h.buf = make([]byte, 4096)
+			psn := packet.PSN(100)
+			for _, p := range tc.pkts {
+				h.rx(p.op, psn, p.n, p.mods...)
+				psn = psn.Next()
+			}
+			c := h.u.Counters()
+			require.Empty(t, h.cq.wcs)
+			require.Equal(t, tc.placed, c.BytesPlaced)
+			require.Equal(t, uint64(1), c.LengthErr)
+			require.Equal(t, uint64(1), c.MessagesDropped)
+			require.Equal(t, 4, h.rq.Len(), "no receive WQE consumed")
+		})
+	}
+	// The rules let a well-formed message through.
+	h := newUHarness(t, false, 4)
+	h.rx(packet.UCRDMAWriteFirst, 100, 256, reth(0x80000, 2, 300))
+	h.rx(packet.UCRDMAWriteLastWithImm, 101, 44, imm(7))
+	require.Len(t, h.cq.wcs, 1)
+	require.Equal(t, uint32(300), h.cq.wcs[0].ByteLen)
+	require.Zero(t, h.u.Counters().LengthErr)
 }

@@ -152,6 +152,12 @@ func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPo
 		qp.counter.rcvdPkts.Add(1)
 		qp.counter.rcvdBytes.Add(uint64(p.Len()))
 		qp.uresp.Receive(now, p, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(qp.dev.addr, qp.dev.port))
+		if _, failed := qp.uresp.Failed(); failed {
+			// The receive CQ was full (rxe do_complete): the QP enters
+			// ERR; the CQ raised its CQ_ERR event.
+			qp.dev.counters.qpErrors.Add(1)
+			qp.enterError()
+		}
 	}
 	qp.mu.Unlock()
 }
