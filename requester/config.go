@@ -157,6 +157,10 @@ var (
 	ErrAtomicAlign = errors.New("requester: atomic remote address not 8-byte aligned")
 	// ErrMessageTooLong: the message is longer than MaxMessage.
 	ErrMessageTooLong = errors.New("requester: message longer than 2^31 bytes")
+	// ErrReadPSNSpan: a READ whose responses would take 2^23 PSNs or more,
+	// half the 24-bit PSN space (2^31 bytes at a PMTU of 256): PSN
+	// comparison (IBA 9.7.1) cannot order a span that long.
+	ErrReadPSNSpan = errors.New("requester: READ needs 2^23 response PSNs or more at this path MTU; use a larger MTU or a shorter READ")
 	// ErrNoRdAtomic: a READ or atomic work request on a QP whose
 	// max_rd_atomic is 0.
 	ErrNoRdAtomic = errors.New("requester: READ/atomic posted with max_rd_atomic 0")

@@ -104,6 +104,8 @@ type harness struct {
 	cq  *fakeCQ
 	buf []byte
 	now time.Time
+
+	posted int // work requests post accepted
 }
 
 func newHarness(t testing.TB, cfg *Config) *harness {
@@ -116,6 +118,7 @@ func newHarness(t testing.TB, cfg *Config) *harness {
 func (h *harness) post(wr *verbs.SendWR) {
 	h.t.Helper()
 	require.NoError(h.t, h.r.Post(wr))
+	h.posted++
 }
 
 // next builds one packet, checks its structure and ICRC, and returns a

@@ -55,17 +55,29 @@ func (r *Requester) readParts() uint32 {
 	return uint32(r.rec.win.Config().Min)
 }
 
+// maxReadPSNs bounds the PSNs from the oldest outstanding one to the last
+// response of a READ: below half the 24-bit PSN space.
+const maxReadPSNs = 1 << 23
+
 // readFits reports whether the next READ request of w fits in the PSN
 // window: for a READ in parts, a part starts only when the responses
 // outstanding plus its own stay within the window (or nothing is
 // outstanding), so the responses in flight never exceed the window (the
-// one the receive buffer allows, or the adaptive one). Other work
-// requests always fit.
+// one the receive buffer allows, or the adaptive one). No READ starts
+// whose last response PSN would be maxReadPSNs or more past the oldest
+// outstanding PSN. Other work requests always fit.
 func (r *Requester) readFits(w *wqe) bool {
 	if w.kind != kindRead {
 		return true
 	}
 	_, k, _ := r.readChunk(w)
+	if int(r.psn.Diff(r.compPSN))+int(k) >= maxReadPSNs {
+		// Its last response PSN would be half the PSN space or more
+		// past the oldest outstanding one, where PSN comparison fails:
+		// it waits until enough of the rest completes (Post refuses a
+		// READ too long to fit alone).
+		return false
+	}
 	if w.parts == 0 {
 		return true
 	}

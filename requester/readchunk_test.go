@@ -153,3 +153,30 @@ func TestReadPartsAfterLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPSNSpan: a READ whose responses take half the 24-bit PSN space
+// is refused at Post (2^31 bytes at PMTU 256); one PSN shorter is taken,
+// and waits behind an outstanding SEND until the SEND is acknowledged, so
+// that the PSNs outstanding never reach half the space (PSN comparison
+// would then order them backwards, and the window, the retransmit timer
+// and Karn's rule with it).
+func TestReadPSNSpan(t *testing.T) {
+	cfg := baseConfig(256, 1000)
+	cfg.Window = 4
+	h := newHarness(t, cfg)
+	h.mem.add(1, 0x10000, 64, verbs.AccessLocalWrite, 1)
+	read := func(n uint32) *verbs.SendWR {
+		return &verbs.SendWR{ID: 2, Opcode: verbs.WRRDMARead, RKey: 5, Flags: verbs.SendSignaled,
+			SGList: []verbs.SGE{{Addr: 0x10000, Length: n, LKey: 1}}}
+	}
+	require.ErrorIs(t, h.r.Post(read(1<<31)), ErrReadPSNSpan)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendInline | verbs.SendSignaled, InlineData: []byte("x")})
+	h.post(read(1<<31 - 256)) // 2^23 - 1 response PSNs
+	require.NotNil(t, h.next(), "the SEND")
+	require.Nil(t, h.next(), "the READ waits: SEND + READ would span 2^23 PSNs")
+	require.Equal(t, 1, int(h.r.psn.Diff(h.r.compPSN)))
+	h.recv(ack(1000))
+	require.NotNil(t, h.next(), "the READ, once the SEND is acknowledged")
+	require.Equal(t, 1<<23-1, int(h.r.psn.Diff(h.r.compPSN)))
+	require.Nil(t, h.next())
+}

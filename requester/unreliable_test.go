@@ -113,7 +113,7 @@ func FuzzUnreliablePost(f *testing.F) {
 				posted++
 			}
 			prog = prog[2:]
-			if prog == nil || len(prog)%4 == 0 {
+			if len(prog) < 2 || len(prog)%4 == 0 {
 				psn := u.SQPSN()
 				for _, p := range drain(t, u) {
 					if p.PSN() != psn {

@@ -156,6 +156,9 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 	if length > MaxMessage {
 		return ErrMessageTooLong
 	}
+	if k == kindRead && (length+uint64(r.cfg.PMTU)-1)/uint64(r.cfg.PMTU) >= maxReadPSNs {
+		return ErrReadPSNSpan
+	}
 	if k.rdAtomic() && r.cfg.MaxRdAtomic <= 0 {
 		return ErrNoRdAtomic
 	}
