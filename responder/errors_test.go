@@ -94,6 +94,12 @@ func TestErrors(t *testing.T) {
 			h.rx(packet.RCRDMAWriteFirst, 100, pattern(mtu, 0), reth(rva, rkey, 2*mtu))
 			h.rx(packet.RCRDMAWriteLast, 101, nil)
 		}, nak: invReq, nakPSN: 101, fail: verbs.WCRemInvReqErr, state: StateErrLength},
+		{name: "length_write_ends_short", setup: post(4096), send: func(h *harness) {
+			// A full-PMTU LAST with a PMTU still owed: the WRITE would end
+			// short of its DMA length (kernel rxe takes it).
+			h.rx(packet.RCRDMAWriteFirst, 100, pattern(mtu, 0), reth(rva, rkey, 3*mtu))
+			h.rx(packet.RCRDMAWriteLastWithImm, 101, pattern(mtu, 0), imm(1))
+		}, nak: invReq, nakPSN: 101, wcs: []verbs.WCStatus{verbs.WCRemInvReqErr}, fail: verbs.WCRemInvReqErr, state: StateErrLength},
 		{name: "length_only_too_long", setup: post(4096),
 			send: func(h *harness) { h.rx(packet.RCSendOnly, 100, pattern(mtu+1, 0)) },
 			nak:  invReq, nakPSN: 100, wcs: []verbs.WCStatus{verbs.WCRemInvReqErr}, fail: verbs.WCRemInvReqErr, state: StateErrLength},
