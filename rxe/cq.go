@@ -67,7 +67,7 @@ type CQ struct {
 	readers atomic.Pointer[[]*connReader]
 
 	wake  chan struct{} // 1-slot: a completion arrived (for Wait)
-	users atomic.Int32  // QPs and SRQs using this CQ
+	users atomic.Int32  // QPs using this CQ (taken under mu by use)
 }
 
 // maxCQE is the largest CQ (rxe's max_cqe).
@@ -87,8 +87,12 @@ func (d *Device) CreateCQWith(attr CQAttr) (*CQ, error) {
 	if attr.CQE < 1 || attr.CQE > maxCQE {
 		return nil, fmt.Errorf("%w: cqe %d not in [1, %d]", ErrInvalidArgument, attr.CQE, maxCQE)
 	}
+	if err := d.take(&d.nCQ, d.attr.MaxCQ, "completion queues"); err != nil {
+		return nil, err
+	}
 	v, err := d.pickVector(attr.Vector)
 	if err != nil {
+		d.nCQ.Add(-1)
 		return nil, err
 	}
 	cq := &CQ{dev: d, vector: v, ch: attr.Channel, wake: make(chan struct{}, 1)}
@@ -174,20 +178,35 @@ func (cq *CQ) Destroy() error {
 	if cq.dev.closed.Load() {
 		return ErrClosed
 	}
-	if n := cq.users.Load(); n > 0 {
-		return fmt.Errorf("%w: CQ used by %d QPs", ErrInUse, n)
-	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.destroyed {
 		return ErrClosed
 	}
+	// users changes under mu only upward (use), so a QP cannot take the
+	// CQ between this check and destroyed being set.
+	if n := cq.users.Load(); n > 0 {
+		return fmt.Errorf("%w: CQ used by %d QPs", ErrInUse, n)
+	}
 	cq.destroyed = true
+	cq.dev.nCQ.Add(-1)
 	cq.dev.releaseVector(cq.vector)
 	select {
 	case cq.wake <- struct{}{}:
 	default:
 	}
+	return nil
+}
+
+// use takes the CQ for a new QP: it fails with ErrClosed once the CQ is
+// destroyed (the QP's completions would have nowhere to go).
+func (cq *CQ) use() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.destroyed {
+		return fmt.Errorf("%w: the CQ is destroyed", ErrClosed)
+	}
+	cq.users.Add(1)
 	return nil
 }
 

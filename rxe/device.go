@@ -38,6 +38,9 @@ type Device struct {
 	behind atomic.Bool
 
 	nextPD atomic.Uint32
+	// PDs, CQs and SRQs that exist, held within DeviceAttr's MaxPD, MaxCQ
+	// and MaxSRQ (take).
+	nPD, nCQ, nSRQ atomic.Int32
 
 	vecs    []*vector
 	vecMu   sync.Mutex
@@ -175,4 +178,15 @@ func (d *Device) releaseVector(v int) {
 	d.vecMu.Lock()
 	d.vecUses[v]--
 	d.vecMu.Unlock()
+}
+
+// take counts one more object of a kind the device bounds (PDs, CQs,
+// SRQs) in n, or fails with ErrNoResources at the bound the device
+// attributes report.
+func (d *Device) take(n *atomic.Int32, bound int, what string) error {
+	if int(n.Add(1)) > bound {
+		n.Add(-1)
+		return fmt.Errorf("%w: %d %s (the device's maximum)", ErrNoResources, bound, what)
+	}
+	return nil
 }

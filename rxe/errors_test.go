@@ -380,3 +380,68 @@ func TestLocalErrors(t *testing.T) {
 		require.Equal(t, make([]byte, 64), roBuf)
 	})
 }
+
+// TestBadVerbsArguments: verbs calls with nil or stale arguments return
+// ErrInvalidArgument or ErrClosed and leave the objects usable; before,
+// a nil address handle in PostSend and nil attributes in QP.Modify
+// panicked with the QP's lock held, and CreateQP took a destroyed CQ.
+func TestBadVerbsArguments(t *testing.T) {
+	a, _ := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	n, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, SGList: []SGE{a.mr.SGE(0, 1)}, AH: (*AddrHandle)(nil)})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "nil address handle")
+	require.Zero(t, n)
+	require.ErrorIs(t, a.qp.Modify(nil, QPAttrState), ErrInvalidArgument)
+	require.Equal(t, QPSRTS, a.qp.State(), "the QP's lock is free")
+
+	srq, err := a.pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+	require.NoError(t, err)
+	require.ErrorIs(t, srq.Modify(nil, SRQAttrLimit), ErrInvalidArgument)
+	require.NoError(t, srq.Destroy())
+	_, err = a.pd.CreateAHFromWC(nil, nil)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+
+	cq, err := a.dev.CreateCQ(8, 0)
+	require.NoError(t, err)
+	require.NoError(t, cq.Destroy())
+	_, err = a.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: a.cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = a.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: a.cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+	require.ErrorIs(t, err, ErrClosed)
+	// The refused CreateQPs let go of a.cq: only a.qp holds it, as its
+	// send and receive CQ.
+	err = a.cq.Destroy()
+	require.ErrorIs(t, err, ErrInUse)
+	require.ErrorContains(t, err, "used by 2 QPs")
+}
+
+// TestDeviceLimits: DeviceAttr's MaxPD, MaxCQ and MaxSRQ are enforced
+// (ErrNoResources), and a destroyed object frees its place.
+func TestDeviceLimits(t *testing.T) {
+	a, _ := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	d := a.dev
+	d.attr.MaxCQ, d.attr.MaxPD, d.attr.MaxSRQ = int(d.nCQ.Load())+1, int(d.nPD.Load())+1, int(d.nSRQ.Load())+1
+	cq, err := d.CreateCQ(4, 0)
+	require.NoError(t, err)
+	_, err = d.CreateCQ(4, 0)
+	require.ErrorIs(t, err, ErrNoResources)
+	require.NoError(t, cq.Destroy())
+	cq, err = d.CreateCQ(4, 0)
+	require.NoError(t, err, "a destroyed CQ frees its place")
+	require.NoError(t, cq.Destroy())
+
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	_, err = d.AllocPD()
+	require.ErrorIs(t, err, ErrNoResources)
+	srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+	require.NoError(t, err)
+	_, err = pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+	require.ErrorIs(t, err, ErrNoResources)
+	require.NoError(t, srq.Destroy())
+	require.NoError(t, pd.Dealloc())
+	pd, err = d.AllocPD()
+	require.NoError(t, err, "a deallocated PD frees its place")
+	require.NoError(t, pd.Dealloc())
+	require.Equal(t, maxMRs-1, d.Attr().MaxMR, "MR index 0 is never used")
+}

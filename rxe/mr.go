@@ -24,6 +24,9 @@ func (d *Device) AllocPD() (*PD, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
+	if err := d.take(&d.nPD, d.attr.MaxPD, "protection domains"); err != nil {
+		return nil, err
+	}
 	return &PD{dev: d, handle: d.nextPD.Add(1)}, nil
 }
 
@@ -39,6 +42,7 @@ func (pd *PD) Dealloc() error {
 	if pd.closed.Swap(true) {
 		return ErrClosed
 	}
+	pd.dev.nPD.Add(-1)
 	return nil
 }
 

@@ -101,18 +101,30 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	}
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	if attr.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > maxQPWR) {
+		return nil, fmt.Errorf("%w: max_recv_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
+	}
+	if err := attr.SendCQ.use(); err != nil {
+		return nil, fmt.Errorf("send CQ: %w", err)
+	}
+	if err := attr.RecvCQ.use(); err != nil {
+		attr.SendCQ.users.Add(-1)
+		return nil, fmt.Errorf("receive CQ: %w", err)
+	}
+	release := func() {
+		attr.SendCQ.users.Add(-1)
+		attr.RecvCQ.users.Add(-1)
+	}
 	qp := &QP{dev: d, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, sigAll: attr.SigAll}
 	qp.slot.init()
 	if attr.SRQ != nil {
 		if err := attr.SRQ.attach(pd, attr.RecvCQ); err != nil {
+			release()
 			return nil, err
 		}
 		qp.rq = attr.SRQ.q
 		c.MaxRecvWR = 0
 	} else {
-		if c.MaxRecvWR < 1 || c.MaxRecvWR > maxQPWR {
-			return nil, fmt.Errorf("%w: max_recv_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
-		}
 		qp.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
 	}
 	qp.cap = c
@@ -122,12 +134,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		if qp.srq != nil {
 			qp.srq.detach()
 		}
+		release()
 		return nil, err
 	}
 	qp.qpn = qpn
 	pd.users.Add(1)
-	qp.sendCQ.users.Add(1)
-	qp.recvCQ.users.Add(1)
 	qp.sendCQ.addReader(qp.vec.reader)
 	qp.recvCQ.addReader(qp.vec.reader)
 	return qp, nil
@@ -155,6 +166,9 @@ func (qp *QP) State() QPState {
 // with ErrClosed.
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	d := qp.dev
+	if attr == nil {
+		return fmt.Errorf("%w: nil QP attributes", ErrInvalidArgument)
+	}
 	if err := d.checkValues(attr, mask); err != nil {
 		return err
 	}
@@ -417,8 +431,12 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	n := 0
 	var err error
 	for i := range wrs {
-		if ah, ok := wrs[i].AH.(*AddrHandle); ok && ah.pd != qp.pd {
-			err = fmt.Errorf("%w: send WR %d: address handle of another PD", ErrInvalidArgument, i)
+		if ah, ok := wrs[i].AH.(*AddrHandle); ok && (ah == nil || ah.pd != qp.pd) {
+			what := "address handle of another PD"
+			if ah == nil {
+				what = "nil address handle"
+			}
+			err = fmt.Errorf("%w: send WR %d: %s", ErrInvalidArgument, i, what)
 			break
 		}
 		if err = qp.postOne(&wrs[i]); err != nil {

@@ -229,6 +229,9 @@ func (pd *PD) createSRQ(attr SRQAttr, set *SRQSet, vector int) (*SRQ, error) {
 	if attr.MaxSGE < 1 || attr.MaxSGE > d.attr.MaxSRQSGE {
 		return nil, fmt.Errorf("%w: SRQ max_sge %d not in [1, %d]", ErrInvalidArgument, attr.MaxSGE, d.attr.MaxSRQSGE)
 	}
+	if err := d.take(&d.nSRQ, d.attr.MaxSRQ, "shared receive queues"); err != nil {
+		return nil, err
+	}
 	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE), set: set, vector: vector}
 	s.q.srq = s
 	s.q.limit = attr.Limit
@@ -264,6 +267,9 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
 // posted WQEs, or than the armed limit, would fit (as rxe_srq_chk_attr).
 // On an error nothing changes.
 func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
+	if attr == nil {
+		return fmt.Errorf("%w: nil SRQ attributes", ErrInvalidArgument)
+	}
 	if mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalidArgument, uint8(mask))
 	}
@@ -372,6 +378,7 @@ func (s *SRQ) destroyable() error {
 func (s *SRQ) kill() {
 	s.dead.Store(true)
 	s.pd.users.Add(-1)
+	s.dev.nSRQ.Add(-1)
 }
 
 // SRQSet is one SRQ per completion vector of a device: each QP takes its

@@ -207,6 +207,9 @@ func (pd *PD) CreateAH(attr AH) (*AddrHandle, error) {
 // address, or, if it has none, the source address of the IP header in the
 // buffer's GRH area grh (port 4791).
 func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
+	if wc == nil {
+		return nil, fmt.Errorf("%w: nil work completion", ErrInvalidArgument)
+	}
 	if wc.Flags&verbs.WCFlagGRH == 0 {
 		return nil, fmt.Errorf("%w: the completion has no GRH", ErrInvalidArgument)
 	}

@@ -315,3 +315,44 @@ func TestUDLossDropsDatagram(t *testing.T) {
 	}
 	noWC(t, b.cq, 50*time.Millisecond)
 }
+
+// TestUDRecvCQOverflow: a UD receive completion that finds the receive CQ
+// full moves the QP to ERR (rxe do_complete, every QP type) and the CQ
+// raises CQ_ERR; before, the completion was dropped and the QP went on
+// consuming receive WQEs.
+func TestUDRecvCQOverflow(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	a := newTypedEnd(t, da, QPTypeUD)
+	pd, err := db.AllocPD()
+	require.NoError(t, err)
+	cq, err := db.CreateCQ(1, -1)
+	require.NoError(t, err)
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 8}})
+	require.NoError(t, err)
+	buf := make([]byte, 8*4200)
+	mr, err := pd.RegMR(buf, AccessLocalWrite)
+	require.NoError(t, err)
+	b := &end{dev: db, pd: pd, cq: cq, qp: qp, mr: mr, buf: buf}
+	readyUD(t, a, 5)
+	readyUD(t, b, 5)
+	postRecvs(t, b, 8, 4200)
+	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.NoError(t, err)
+	for i := range 2 {
+		_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: qp.QPN(), RemoteQKey: 5,
+			SGList: []SGE{{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey()}}})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+	}
+	require.Eventually(t, func() bool { return qp.State() == QPSErr }, 5*time.Second, time.Millisecond)
+	for {
+		select {
+		case ev := <-db.Events():
+			if ev.Type == EventCQErr {
+				return
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no CQ_ERR event")
+		}
+	}
+}
