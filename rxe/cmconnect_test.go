@@ -232,3 +232,30 @@ func TestGSIDropsWrongQKey(t *testing.T) {
 	require.Eventually(t, func() bool { return db.GSICounters().BadQKey == 2 }, 5*time.Second, time.Millisecond)
 	require.Zero(t, db.GSICounters().RcvdMADs)
 }
+
+// TestCMOtherDevicesResources: Dial and ListenCM refuse a PD, CQ or SRQ of
+// another device (the QP would live there while the CM announces this
+// device's GID).
+func TestCMOtherDevicesResources(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	a, b := newCMEnd(t, da), newCMEnd(t, db)
+	srqB, err := b.pd.CreateSRQ(SRQAttr{MaxWR: 16, MaxSGE: 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for name, o := range map[string]CMOptions{
+		"PD":      {PD: b.pd, SendCQ: b.cq},
+		"send CQ": {PD: a.pd, SendCQ: b.cq},
+		"recv CQ": {PD: a.pd, SendCQ: a.cq, RecvCQ: b.cq},
+		"SRQ":     {PD: a.pd, SendCQ: a.cq, SRQ: srqB},
+	} {
+		_, err := Dial(ctx, da, "127.0.0.2:9", o)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+		_, err = da.ListenCM(9, o)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+	}
+	require.Zero(t, da.GSICounters().SentMADs, "no REQ went out")
+	l, err := da.ListenCM(9, CMOptions{PD: a.pd, SendCQ: a.cq})
+	require.NoError(t, err, "the refused listeners took no port")
+	require.NoError(t, l.Close())
+}

@@ -37,8 +37,9 @@ func (e *RejectError) Error() string {
 }
 
 // CMOptions are the resources and parameters of a connection set up by
-// Dial or accepted by a CMListener. PD and CQ are required; zero values
-// elsewhere take the defaults of rdma_cm and perftest.
+// Dial or accepted by a CMListener. PD and CQ are required, and they, the
+// receive CQ and the SRQ must belong to the device that dials or listens;
+// zero values elsewhere take the defaults of rdma_cm and perftest.
 type CMOptions struct {
 	PD     *PD
 	SendCQ *CQ // also the receive CQ unless RecvCQ is set
@@ -84,6 +85,11 @@ func (o *CMOptions) defaults(d *Device) error {
 	}
 	if o.RecvCQ == nil {
 		o.RecvCQ = o.SendCQ
+	}
+	// The QP is created on the PD's device while the CM announces d's GID:
+	// every resource must be d's.
+	if o.PD.dev != d || o.SendCQ.dev != d || o.RecvCQ.dev != d || o.SRQ != nil && o.SRQ.dev != d {
+		return fmt.Errorf("%w: CMOptions has a PD, CQ or SRQ of another device than %s", ErrInvalidArgument, d.Name())
 	}
 	if o.Cap.MaxSendWR == 0 {
 		o.Cap.MaxSendWR = 128
