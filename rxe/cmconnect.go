@@ -220,8 +220,10 @@ func (l *CMListener) Close() error {
 
 // Accept waits for a connection request and accepts it: it creates the
 // QP, moves it to RTR and RTS with the REQ's values, sends the REP (with
-// the listener's private data) and waits for the RTU. It honours ctx, and
-// returns ErrClosed once the listener or the device is closed.
+// the listener's private data) and waits for the RTU. It honours ctx (if
+// ctx ends while it waits for the RTU, the peer gets a REJ, which ends its
+// connection), and returns ErrClosed once the listener or the device is
+// closed.
 func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
 	if l.d.closed.Load() {
 		return nil, ErrClosed
@@ -289,6 +291,13 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 	}
 	if err != nil {
 		g.mu.Lock()
+		if !d.closed.Load() {
+			// Given up in REP sent (ctx ended): a REJ tells the peer, whose
+			// Dial may have succeeded already (IBA 12.9.8). In any other
+			// state the connection already ended: ErrUnknownID or ErrState.
+			_ = g.agent.Abort(e.ID)
+			g.step(time.Now())
+		}
 		delete(g.waiters, e.ID)
 		g.mu.Unlock()
 		qp.Destroy()
