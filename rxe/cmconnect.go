@@ -18,7 +18,8 @@ import (
 // QP to RTR and RTS with the peer's REP, and answers with an RTU. It
 // honours ctx (deadline, cancel). The errors say what went wrong: a
 // *RejectError (refused: a REJ with its reason), ErrCMTimeout (nobody
-// answered), ErrUnreachable, or ctx's error.
+// answered), ErrUnreachable, ErrClosed (the device is or was meanwhile
+// closed), or ctx's error.
 func Dial(ctx context.Context, d *Device, addr string, opts CMOptions) (*CMConn, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
@@ -94,6 +95,11 @@ func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOpti
 			g.step(time.Now())
 			g.mu.Unlock()
 			return nil, ctx.Err()
+		case <-d.done: // the agent's timers run no more: no answer will come
+			g.mu.Lock()
+			delete(g.waiters, id)
+			g.mu.Unlock()
+			return nil, ErrClosed
 		case e := <-events:
 			done, err := c.activeEvent(e, o)
 			if err != nil || done {
@@ -187,7 +193,8 @@ func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
 func (l *CMListener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.d.addr, l.port) }
 
 // Close stops listening: later requests are rejected with "invalid service
-// ID" and pending Accepts return ErrClosed.
+// ID" and pending Accepts return ErrClosed (as they do once the device is
+// closed).
 func (l *CMListener) Close() error {
 	g := l.d.gsiOf()
 	g.mu.Lock()
@@ -213,19 +220,25 @@ func (l *CMListener) Close() error {
 
 // Accept waits for a connection request and accepts it: it creates the
 // QP, moves it to RTR and RTS with the REQ's values, sends the REP (with
-// the listener's private data) and waits for the RTU. It honours ctx.
+// the listener's private data) and waits for the RTU. It honours ctx (if
+// ctx ends while it waits for the RTU, the peer gets a REJ, which ends its
+// connection), and returns ErrClosed once the listener or the device is
+// closed.
 func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
-	for {
-		var e cm.Event
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-l.closed:
-			return nil, ErrClosed
-		case e = <-l.reqs:
-		}
-		return l.accept(ctx, e)
+	if l.d.closed.Load() {
+		return nil, ErrClosed
 	}
+	var e cm.Event
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.closed:
+		return nil, ErrClosed
+	case <-l.d.done:
+		return nil, ErrClosed
+	case e = <-l.reqs:
+	}
+	return l.accept(ctx, e)
 }
 
 // accept answers one REQ.
@@ -278,6 +291,13 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 	}
 	if err != nil {
 		g.mu.Lock()
+		if !d.closed.Load() {
+			// Given up in REP sent (ctx ended): a REJ tells the peer, whose
+			// Dial may have succeeded already (IBA 12.9.8). In any other
+			// state the connection already ended: ErrUnknownID or ErrState.
+			_ = g.agent.Abort(e.ID)
+			g.step(time.Now())
+		}
 		delete(g.waiters, e.ID)
 		g.mu.Unlock()
 		qp.Destroy()
@@ -287,12 +307,15 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 	return c, nil
 }
 
-// passiveWait waits for the RTU of an accepted connection.
+// passiveWait waits for the RTU of an accepted connection, ctx or the
+// device's Close.
 func (c *CMConn) passiveWait(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-c.dev.done:
+			return ErrClosed
 		case e := <-c.events:
 			switch e.Kind {
 			case cm.EventEstablished:

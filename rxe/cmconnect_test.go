@@ -232,3 +232,69 @@ func TestGSIDropsWrongQKey(t *testing.T) {
 	require.Eventually(t, func() bool { return db.GSICounters().BadQKey == 2 }, 5*time.Second, time.Millisecond)
 	require.Zero(t, db.GSICounters().RcvdMADs)
 }
+
+// TestCMOtherDevicesResources: Dial and ListenCM refuse a PD, CQ or SRQ of
+// another device (the QP would live there while the CM announces this
+// device's GID).
+func TestCMOtherDevicesResources(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	a, b := newCMEnd(t, da), newCMEnd(t, db)
+	srqB, err := b.pd.CreateSRQ(SRQAttr{MaxWR: 16, MaxSGE: 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for name, o := range map[string]CMOptions{
+		"PD":      {PD: b.pd, SendCQ: b.cq},
+		"send CQ": {PD: a.pd, SendCQ: b.cq},
+		"recv CQ": {PD: a.pd, SendCQ: a.cq, RecvCQ: b.cq},
+		"SRQ":     {PD: a.pd, SendCQ: a.cq, SRQ: srqB},
+	} {
+		_, err := Dial(ctx, da, "127.0.0.2:9", o)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+		_, err = da.ListenCM(9, o)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+	}
+	require.Zero(t, da.GSICounters().SentMADs, "no REQ went out")
+	l, err := da.ListenCM(9, CMOptions{PD: a.pd, SendCQ: a.cq})
+	require.NoError(t, err, "the refused listeners took no port")
+	require.NoError(t, l.Close())
+}
+
+// TestAcceptGivesUpAfterREP: an Accept whose ctx ends while it waits for
+// the RTU (the client's RTU is lost) rejects the connection, so the
+// client's Dial, which already succeeded, sees its connection end.
+func TestAcceptGivesUpAfterREP(t *testing.T) {
+	ca, cb := connPair(t, "pipe")
+	lc := &lossyConn{Conn: ca, drop: func(b []byte) bool {
+		p, err := packet.Parse(b)
+		if err != nil || p.BTH().DestQP() != packet.GSIQPN || len(p.Payload()) < packet.MADSize {
+			return false
+		}
+		h, _, err := packet.DecodeCMHeader(p.Payload())
+		return err == nil && packet.CMAttr(h.AttrID) == packet.AttrRTU
+	}}
+	da, db := openPair(t, lc, cb)
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := db.ListenCM(22, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	defer l.Close()
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	acc := make(chan error, 1)
+	go func() {
+		_, err := l.Accept(actx)
+		acc <- err
+	}()
+	cc, err := Dial(ctx, da, "127.0.0.2:22", CMOptions{PD: client.pd, SendCQ: client.cq})
+	require.NoError(t, err, "the client sent its RTU (lost) and is up")
+	acancel() // the server has sent its REP and waits for the RTU
+	require.ErrorIs(t, <-acc, context.Canceled)
+	select {
+	case <-cc.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("the client's connection did not end")
+	}
+	require.Equal(t, QPSErr, cc.QP.State())
+}

@@ -37,8 +37,9 @@ func (e *RejectError) Error() string {
 }
 
 // CMOptions are the resources and parameters of a connection set up by
-// Dial or accepted by a CMListener. PD and CQ are required; zero values
-// elsewhere take the defaults of rdma_cm and perftest.
+// Dial or accepted by a CMListener. PD and CQ are required, and they, the
+// receive CQ and the SRQ must belong to the device that dials or listens;
+// zero values elsewhere take the defaults of rdma_cm and perftest.
 type CMOptions struct {
 	PD     *PD
 	SendCQ *CQ // also the receive CQ unless RecvCQ is set
@@ -84,6 +85,11 @@ func (o *CMOptions) defaults(d *Device) error {
 	}
 	if o.RecvCQ == nil {
 		o.RecvCQ = o.SendCQ
+	}
+	// The QP is created on the PD's device while the CM announces d's GID:
+	// every resource must be d's.
+	if o.PD.dev != d || o.SendCQ.dev != d || o.RecvCQ.dev != d || o.SRQ != nil && o.SRQ.dev != d {
+		return fmt.Errorf("%w: CMOptions has a PD, CQ or SRQ of another device than %s", ErrInvalidArgument, d.Name())
 	}
 	if o.Cap.MaxSendWR == 0 {
 		o.Cap.MaxSendWR = 128
@@ -136,31 +142,37 @@ type CMConn struct {
 	events chan cm.Event
 	done   chan struct{}
 	once   sync.Once
+	err    error // why the connection ended (nil, or ErrClosed); set before done closes
 }
 
 // Done is closed when the connection ends: the peer disconnected (the QP
-// is then in ERR), or Disconnect returned.
+// is then in ERR), Disconnect returned, or the device was closed.
 func (c *CMConn) Done() <-chan struct{} { return c.done }
 
 // watch follows the connection's events once it is established: a DREQ
-// from the peer, or a REJ, moves the QP to ERR and closes Done.
+// from the peer, or a REJ, moves the QP to ERR and closes Done; so does
+// Device.Close (the QP is then already in ERR).
 func (c *CMConn) watch() {
 	for {
 		select {
 		case <-c.dev.done:
+			c.end(ErrClosed)
 			return
 		case e := <-c.events:
 			switch e.Kind {
 			case cm.EventDisconnect, cm.EventRejected, cm.EventTimeout, cm.EventDisconnected:
-				c.end()
+				c.end(nil)
 				return
 			}
 		}
 	}
 }
 
-func (c *CMConn) end() {
+// end moves the QP to ERR, forgets the connection's waiter and closes Done,
+// once; err is why it ended (nil, or ErrClosed), as Disconnect reports it.
+func (c *CMConn) end(err error) {
 	c.once.Do(func() {
+		c.err = err
 		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState) // fails only for a QP already destroyed or closed with its device, which has nothing left to flush
 		g := c.dev.gsiOf()
 		g.mu.Lock()
@@ -172,22 +184,30 @@ func (c *CMConn) end() {
 
 // Disconnect ends the connection (a CM DREQ) and waits for the peer's DREP
 // or ctx; the QP is then in ERR, its outstanding work requests flushed.
-// Destroying the QP is the caller's.
+// Destroying the QP is the caller's. Once the device is closed (before or
+// during the wait) it returns ErrClosed.
 func (c *CMConn) Disconnect(ctx context.Context) error {
+	if c.dev.closed.Load() {
+		c.end(ErrClosed)
+		return ErrClosed
+	}
 	g := c.dev.gsiOf()
 	g.mu.Lock()
 	err := g.agent.Disconnect(time.Now(), c.id, nil)
 	g.step(time.Now())
 	g.mu.Unlock()
 	if err != nil { // the peer already ended it
-		c.end()
+		c.end(nil)
 		return nil
 	}
 	select {
 	case <-c.done:
-		return nil
+		return c.err
+	case <-c.dev.done:
+		c.end(ErrClosed)
+		return ErrClosed
 	case <-ctx.Done():
-		c.end()
+		c.end(nil)
 		return ctx.Err()
 	}
 }

@@ -102,10 +102,13 @@ func (a *Agent) recvMRA(now time.Time, msg []byte) {
 	c.deadline = now.Add(c.wait)
 }
 
-// Abort gives up an active connection attempt whose REQ is unanswered or
-// whose REP the consumer has not confirmed (the consumer's context ended):
-// the peer gets a REJ with reason Timeout (kernel cm_destroy_id in REQ
-// sent), and the connection is forgotten.
+// Abort gives up a connection attempt (the consumer's context ended): an
+// active one whose REQ is unanswered or whose REP the consumer has not
+// confirmed, or a passive one whose REP is sent and whose RTU has not come.
+// The peer gets a REJ with reason Timeout (kernel cm_destroy_id in REQ sent
+// and REP sent; for the latter the REJ rejects "other", as kernel
+// cm_format_rej's, and ends the peer's connection even if it already sent
+// its RTU), and the connection is forgotten.
 func (a *Agent) Abort(id ID) error {
 	c := a.conns[id]
 	if c == nil {
@@ -120,6 +123,13 @@ func (a *Agent) Abort(id ID) error {
 		return nil
 	case !c.passive && c.state == StateREPRcvd:
 		return a.Reject(id, packet.RejTimeout, nil)
+	case c.passive && c.state == StateREPSent:
+		rej := packet.REJ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), MessageRejected: packet.MsgOther,
+			RejectedInfoLen: 8, Reason: packet.RejTimeout}
+		binary.BigEndian.PutUint64(rej.ARI[:], a.cfg.CAGUID)
+		a.send(c.peer, c.tid, &rej)
+		a.free(id)
+		return nil
 	}
 	return ErrState
 }

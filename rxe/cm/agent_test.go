@@ -364,3 +364,31 @@ func TestAbort(t *testing.T) {
 	require.Equal(t, []EventKind{EventREQ, EventRejected}, w.kinds("server"))
 	require.Zero(t, w.server.Len())
 }
+
+// TestAbortREPSent: a passive side that gives up waiting for the RTU sends
+// a REJ (reason Timeout, rejecting "other"), which ends the client's
+// established connection.
+func TestAbortREPSent(t *testing.T) {
+	w := newWire(t)
+	w.fate = lose(map[string][]int{"client RTU": {0}})
+	cid := w.connect()
+	sid := w.serverID()
+	require.Equal(t, StateREPSent, w.server.State(sid))
+	require.Equal(t, StateEstablished, w.client.State(cid))
+	require.NoError(t, w.server.Abort(sid))
+	require.Zero(t, w.server.Len())
+	o, ok := w.server.Poll()
+	require.True(t, ok)
+	var rej packet.REJ
+	_, msg, _ := packet.DecodeCMHeader(o.MAD[:])
+	require.NoError(t, rej.Decode(msg))
+	require.Equal(t, packet.RejTimeout, rej.Reason)
+	require.Equal(t, uint8(packet.MsgOther), rej.MessageRejected)
+	w.client.Receive(w.now, serverAddr, o.MAD[:])
+	w.pump()
+	require.Equal(t, []EventKind{EventREP, EventRejected}, w.kinds("client"))
+	require.Equal(t, StateTimeWait, w.client.State(cid))
+	require.ErrorIs(t, w.server.Abort(sid), ErrUnknownID)
+	w.settle()
+	require.Zero(t, w.client.Len())
+}
