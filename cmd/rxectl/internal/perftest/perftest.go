@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -92,6 +91,7 @@ const (
 	defQPTimeout  = 14
 	maxAllSize    = 8 << 20 // -a runs 2 .. 2^23
 	minIters      = 5
+	maxIters      = 1 << 28 // two 8-byte timestamps an iteration: 4 GiB
 
 	// defBusyPoll is how long a latency test spins on its CQ per
 	// completion before it sleeps in CQ.Wait, unless --busy-poll or -e
@@ -458,7 +458,8 @@ var validations = []validation{
 		}
 		return nil
 	},
-	inRange(func(o *options) int { return o.iters }, minIters, math.MaxInt, "iterations %d: at least "+strconv.Itoa(minIters)),
+	inRange(func(o *options) int { return o.iters }, minIters, maxIters,
+		"iterations %d not in ["+strconv.Itoa(minIters)+", 2^28] (each iteration keeps two 8-byte timestamps)"),
 	func(o *options, _ Test) error {
 		if o.mtu != 0 && rxe.MTU(mtuEnum(o.mtu)).Bytes() != o.mtu {
 			return fmt.Errorf("MTU %d: one of 256, 512, 1024, 2048, 4096", o.mtu)
@@ -522,7 +523,10 @@ func (o *options) checkOutput(t Test) error {
 // defaults: a 5 s period for --run_infinitely (DEF_DURATION), a margin of
 // a quarter of the duration, and no peak in duration mode.
 func (o *options) checkDuration(t Test) error {
-	if o.duration < 0 || o.infinitely && o.all || o.duration > 0 && o.all {
+	if o.duration < 0 {
+		return fmt.Errorf("-D %d: a duration is a positive number of seconds", o.duration)
+	}
+	if o.infinitely && o.all || o.duration > 0 && o.all {
 		return errors.New("-D and --run_infinitely cannot be combined with -a")
 	}
 	if o.infinitely && o.duration == 0 {
@@ -688,7 +692,10 @@ const dialTimeout = 10 * time.Second
 
 // runClient connects to the server and runs the test.
 func runClient(ctx context.Context, t Test, o *options, stdout io.Writer) error {
-	addr := net.JoinHostPort(o.host, strconv.Itoa(o.oobPort))
+	// An IPv6 host may come bracketed, as in a URL: JoinHostPort adds
+	// the brackets itself.
+	host := strings.TrimSuffix(strings.TrimPrefix(o.host, "["), "]")
+	addr := net.JoinHostPort(host, strconv.Itoa(o.oobPort))
 	d := net.Dialer{Timeout: dialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

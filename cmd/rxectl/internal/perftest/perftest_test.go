@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -361,7 +362,10 @@ func TestPerftestUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"read-bw", "--loopback", "-n", "2"}, "at least 5"},
+		{[]string{"read-bw", "--loopback", "-n", "2"}, "iterations 2 not in [5, 2^28]"},
+		{[]string{"read-bw", "--loopback", "-n", "99999999999999"}, "iterations 99999999999999 not in [5, 2^28]"},
+		{[]string{"read-lat", "--loopback", "-n", "99999999999999"}, "not in [5, 2^28]"},
+		{[]string{"read-bw", "--loopback", "-D", "-1"}, "-D -1: a duration is a positive number of seconds"},
 		{[]string{"read-bw", "--loopback", "-m", "1000"}, "MTU 1000"},
 		{[]string{"read-bw", "--loopback", "host"}, "--loopback takes no HOST"},
 		{[]string{"read-bw", "a", "b"}, "at most one HOST"},
@@ -487,6 +491,37 @@ func TestRetryExceeded(t *testing.T) {
 	require.Contains(t, errs, "RETRY_EXC_ERR")
 	require.Contains(t, errs, "transport retry counter exceeded")
 	require.Contains(t, errs, "wrong address or GID")
+	require.NotRegexp(t, `: peer\s*$`, errs, "no stray sentinel text at the end")
+}
+
+// TestRetryExcText: RETRY_EXC_ERR names its likely causes by what the
+// peer did: answered during the retries (loss), answered before them and
+// then fell silent (the peer or the path gone), or never answered (the
+// address, the MTU, a firewall).
+func TestRetryExcText(t *testing.T) {
+	peer := netip.MustParseAddrPort("192.0.2.7:4791")
+	for _, tc := range []struct {
+		answered bool
+		n, rcvd  uint64
+		want     []string
+		not      []string
+	}{
+		{true, 12, 5000, []string{"kept answering (12 responses during the retries)", "packet loss"}, []string{"firewall", "is gone"}},
+		{false, 0, 5000, []string{"answered 5000 packets earlier in the run", "is gone, or the path between the hosts broke"},
+			[]string{"firewall", "wrong address"}},
+		{false, 0, 0, []string{"never answered during the retries", "wrong address or GID", "UDP port 4791 blocked by a firewall"}, nil},
+	} {
+		got := retryExcText(peer, tc.answered, tc.n, tc.rcvd, 14)
+		for _, w := range tc.want {
+			require.Contains(t, got, w)
+		}
+		for _, w := range tc.not {
+			require.NotContains(t, got, w)
+		}
+	}
+	err := peerQPError{msg: "completion with status RETRY_EXC_ERR: x"}
+	require.ErrorIs(t, fmt.Errorf("wrapped: %w", err), errPeerQP)
+	require.Equal(t, "completion with status RETRY_EXC_ERR: x", err.Error())
 }
 
 // TestEventsInlineCompat runs with CQ events (-e), inline data (-I) and
@@ -696,4 +731,18 @@ func TestBidirectionalTCP(t *testing.T) {
 			require.Equal(t, bidirRow(t, out, 8192, 100), bidirRow(t, sout, 8192, 100))
 		})
 	}
+}
+
+// TestBracketedIPv6Host: HOST may be an IPv6 address in brackets, as in a
+// URL; the client dials it (here nothing listens) instead of failing on
+// doubled brackets.
+func TestBracketedIPv6Host(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, ln.Close())
+	_, errs, code := runCmd(t, "write-bw", "-p", port, "-n", "5", "[::1]")
+	require.Equal(t, cli.ExitFail, code)
+	require.Contains(t, errs, "connect to [::1]:"+port+":")
+	require.NotContains(t, errs, "[[")
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"syscall"
 	"time"
@@ -21,8 +22,22 @@ import (
 // errAddrInUse is what binding a taken UDP port fails with.
 var errAddrInUse = syscall.EADDRINUSE
 
-// errPeerQP marks completion errors caused by the peer or the path.
-var errPeerQP = errors.New("peer")
+// errPeerQP marks completion errors caused by the peer or the path
+// (errors.Is); it adds nothing to their text.
+var errPeerQP = peerQPError{}
+
+// peerQPError is errPeerQP's type: a completion error blamed on the peer
+// or the path, with its message.
+type peerQPError struct{ msg string }
+
+func (e peerQPError) Error() string { return e.msg }
+
+// Is makes every peerQPError match errPeerQP.
+func (e peerQPError) Is(target error) bool { _, ok := target.(peerQPError); return ok }
+
+// qpRetryCnt is the retry_cnt rxectl's QPs use (perftest's 7): the IB
+// timeout may pass retryCnt+1 times without progress.
+const qpRetryCnt = 7
 
 // stallTimeout is how long a side waits for the peer without any progress
 // before giving up (perftest's send-bw server gives up after 60 s too).
@@ -105,7 +120,7 @@ func (s *session) checkWC(wc rxe.WC) error {
 	default:
 		return errors.New(head)
 	}
-	return fmt.Errorf("%s: %s: %w", head, why, errPeerQP)
+	return peerQPError{msg: head + ": " + why}
 }
 
 // runBWClient is run_iter_bw: keep tx-depth work requests outstanding per
@@ -747,24 +762,39 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 }
 
 // retryExcWhy explains RETRY_EXC_ERR on QP qpn by whether the peer was
-// answering at all during the retries (rxe.QPCounters.PeerAnswered): a
-// silent peer points at the address, the MTU, a firewall or a peer that
-// is gone; a peer that answered without progress points at loss or at a
-// peer busy resending older responses.
+// answering at all during the retries (rxe.QPCounters.PeerAnswered), and
+// before them: a peer that answered without progress points at loss or at
+// a peer busy resending older responses; one that answered earlier in the
+// run and then fell silent at a peer (process, QP or host) that is gone or
+// a path that broke; one never heard from at the address, the MTU or a
+// firewall.
 func (s *session) retryExcWhy(qpn uint32) string {
-	answered, n := false, uint64(0)
+	var c rxe.QPCounters
 	for _, qp := range s.qps {
 		if qp.QPN() == qpn {
-			answered, n, _ = qp.Counters().PeerAnswered()
+			c = qp.Counters()
 		}
 	}
+	answered, n, _ := c.PeerAnswered()
+	return retryExcText(s.peerAddr, answered, n, c.RcvdPkts, s.o.timeout)
+}
+
+// retryExcText is retryExcWhy's text for a peer at peer that answered n
+// packets during the retries (answered) and rcvd packets in all, with the
+// ACK timeout exponent timeout.
+func retryExcText(peer netip.AddrPort, answered bool, n, rcvd uint64, timeout int) string {
 	if answered {
 		return fmt.Sprintf("transport retry counter exceeded: %v kept answering (%d responses during the retries) but acknowledged nothing new "+
 			"within the ACK timeout (-u %d) %d+1 times. Likely causes: heavy packet loss on the path, or a peer that answers older requests first "+
 			"(kernel rxe resends whole READ responses): a longer timeout (-u) or a lossless path helps",
-			s.peerAddr, n, s.o.timeout, 7)
+			peer, n, timeout, qpRetryCnt)
+	}
+	if rcvd > 0 {
+		return fmt.Sprintf("transport retry counter exceeded: %v answered %d packets earlier in the run, then nothing during the retries "+
+			"(ACK timeout -u %d, %d+1 times). Likely causes: the peer process, its QP or its host is gone, or the path between the hosts broke",
+			peer, rcvd, timeout, qpRetryCnt)
 	}
 	return fmt.Sprintf("transport retry counter exceeded: %v never answered during the retries. Likely causes: a wrong address or GID (the peer sent GID %v; check --bind on both ends), "+
 		"an MTU above what the path carries (try -m 1024 on both ends), UDP port %d blocked by a firewall, or the peer's QP in error or gone",
-		s.peerAddr, s.peerAddr.Addr(), s.peerAddr.Port())
+		peer, peer.Addr(), peer.Port())
 }
