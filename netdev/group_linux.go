@@ -1,6 +1,7 @@
 package netdev
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -35,7 +36,10 @@ func ListenUDPGroup(addr netip.AddrPort, n int, opts Options) ([]*UDPConn, error
 	// a port that another reuseport group of the same user already has.
 	probe, err := listenUDP(addr, Options{BatchSize: 1, RecvBuffer: -1, SendBuffer: -1, NoGSO: true, NoGRO: true}, false)
 	if err != nil {
-		return nil, fmt.Errorf("netdev: ListenUDPGroup: %v is in use: %w", addr, err)
+		if errors.Is(err, unix.EADDRINUSE) {
+			return nil, fmt.Errorf("netdev: ListenUDPGroup: %v is in use: %w", addr, err)
+		}
+		return nil, fmt.Errorf("netdev: ListenUDPGroup: %v: %w", addr, err)
 	}
 	addr = netip.AddrPortFrom(addr.Addr(), probe.local.Port())
 	probe.Close()

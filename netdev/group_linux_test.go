@@ -3,6 +3,7 @@ package netdev
 import (
 	"encoding/binary"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,4 +118,10 @@ func TestUDPGroupRefusesBusyAddress(t *testing.T) {
 		_, err := ListenUDPGroup(netip.AddrPortFrom(lo4, 0), n, Options{})
 		require.Error(t, err, "n=%d", n)
 	}
+
+	// An address of no local interface is not "in use": the error is the
+	// kernel's (EADDRNOTAVAIL).
+	_, err = ListenUDPGroup(netip.MustParseAddrPort("192.0.2.99:0"), 2, Options{})
+	require.ErrorIs(t, err, syscall.EADDRNOTAVAIL)
+	require.NotContains(t, err.Error(), "in use")
 }
