@@ -2,8 +2,12 @@ package dump
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -67,4 +71,43 @@ func TestLadderFlag(t *testing.T) {
 	_, errs, code := runCmd(t, "dump", "--ladder", dir+"/y.svg", "--qp", "99", lossyRead)
 	require.Equal(t, cli.ExitFail, code)
 	require.Contains(t, errs, "no flow to QP 0x63")
+}
+
+// TestFlowsTimeStepsAndJumps: a capture whose frame 20 is stamped 2 s
+// before its first frame, or an hour or 34 years late, is analysed
+// and drawn without a panic, in output whose size does not depend on the
+// jump.
+func TestFlowsTimeStepsAndJumps(t *testing.T) {
+	const name = "../../../../testdata/captures/kernel-rxe_rdmacm_send_4KiB.pcap"
+	frames := readPcap(t, name)
+	require.Greater(t, len(frames), 20)
+	tests := []struct {
+		name string
+		at   func(first, own time.Time) time.Time
+	}{
+		{"as captured", func(_, own time.Time) time.Time { return own }},
+		{"2 s before the first frame", func(first, _ time.Time) time.Time { return first.Add(-2 * time.Second) }},
+		{"an hour later", func(_, own time.Time) time.Time { return own.Add(time.Hour) }},
+		{"seconds' high byte flipped", func(_, own time.Time) time.Time { return own.Add(0x40 << 24 * time.Second) }},
+	}
+	dir := t.TempDir()
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := slices.Clone(frames)
+			fs[19].ci.Timestamp = tc.at(fs[0].ci.Timestamp, fs[19].ci.Timestamp)
+			file := writeFile(t, fmt.Sprintf("steps%d.pcap", i), pcapBytes(1, fs))
+			for _, args := range [][]string{{"--flows"}, {"--flows", "--json"}} {
+				out, errs, code := runCmd(t, append(append([]string{"dump"}, args...), file)...)
+				require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
+				require.Less(t, len(out), 32<<10, args)
+				require.Contains(t, out, "RC_SEND_FIRST", args)
+			}
+			svg := filepath.Join(dir, fmt.Sprintf("steps%d.svg", i))
+			_, errs, code := runCmd(t, "dump", "--ladder", svg, file)
+			require.Equal(t, cli.ExitOK, code, errs)
+			st, err := os.Stat(svg)
+			require.NoError(t, err)
+			require.Less(t, st.Size(), int64(1<<20))
+		})
+	}
 }

@@ -97,6 +97,15 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 	f.Dst = netip.AddrPortFrom(dg.Pseudo.Dst, dg.Pseudo.DstPort)
 	pkt, err := packet.Parse(dg.Payload)
 	if err != nil {
+		// Packets without a payload (READ requests, ACKs, atomics) have
+		// a fixed length, so several back to back do not parse as one:
+		// try them as segments, each with a valid ICRC, before calling
+		// the datagram malformed.
+		if f.segs = splitSegments(&dg); f.segs != nil {
+			f.Kind = KindRoCE
+			f.setSegment(0)
+			return
+		}
 		f.Kind, f.Err = KindMalformed, err
 		return
 	}

@@ -218,7 +218,9 @@ func TestAppendJSONString(t *testing.T) {
 }
 
 // FuzzDecodeFrame: any bytes, any supported link type, decoded and printed
-// in every format, never panic, and the JSON is always valid.
+// in every format, never panic, and the JSON is always valid; a split
+// datagram's segments tile its payload, each with a valid ICRC, and a
+// datagram that does not parse as one packet is RoCE only when split.
 func FuzzDecodeFrame(f *testing.F) {
 	lts := []LinkType{packet.LinkEthernet, packet.LinkSLL, packet.LinkSLL2, packet.LinkRaw, packet.LinkNull, packet.LinkLoop, packet.LinkIPv4, packet.LinkIPv6}
 	for _, fr := range readPcap(f, scapyPcap) {
@@ -231,6 +233,14 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(cat(be16(0x0800), make([]byte, 18), scapyFrame(f, 65)[14:]), uint8(2))
 	ph := packet.PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 1, DstPort: packet.UDPPort, IPFlags: packet.IPv4FlagDF}
 	f.Add(gsoDatagram(f, ph, []int{256, 256, 100}, func(i int) uint16 { return uint16(i) }), uint8(0))
+	// Three READ requests back to back: no payload, so the datagram does
+	// not parse as one packet.
+	var reads []gsoSegment
+	for i := range 3 {
+		reads = append(reads, gsoSegment{h: packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCRDMAReadRequest, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: packet.PSN(i)},
+			RETH: packet.RETHFields{VA: 0x1000, RKey: 7, DMALen: 64}}})
+	}
+	f.Add(gsoFrame(f, ph, reads, func(i int) uint16 { return uint16(i) }), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, sel uint8) {
 		lt := lts[int(sel)%len(lts)]
 		fr := Frame{Num: 1, CapLen: len(data), OrigLen: len(data) + int(sel&1)}
@@ -240,6 +250,9 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		if fr.Kind == KindMalformed {
 			require.Error(t, fr.Err)
+		}
+		if _, err := packet.Parse(fr.Datagram.Payload); fr.Kind == KindRoCE && err != nil {
+			require.GreaterOrEqual(t, fr.Segments, 2, "a datagram that is not one packet is RoCE only when split")
 		}
 		if fr.Segments > 0 {
 			// The segments tile the UDP payload, each checked.

@@ -109,7 +109,11 @@ recovery episodes with their cause as far as the capture shows it (sequence
 NAK, timeout, RNR wait, implied NAK, selective resend), their first and
 last frame and duration, RTT samples, goodput per interval, and sentences
 saying what went wrong. --json prints the same as one JSON object. Packets
-with a bad ICRC, which a receiver drops, are left out of the analysis.
+with a bad ICRC, which a receiver drops, are left out of the analysis. The
+analysis and the ladder trust the capture's frame order over its time
+stamps: a frame stamped before the frame ahead of it is taken at that
+frame's time. The goodput has at most 20 intervals however far the time
+stamps jump.
 
 --ladder OUT.svg (or .png) draws one connection as a ladder diagram:
 requester and responder as two lanes, each packet an arrow, losses,

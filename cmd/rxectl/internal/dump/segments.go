@@ -12,8 +12,10 @@ import (
 // segments are of one size but the last, which may be shorter, and carry
 // one QP's packets, each with its own headers and ICRC; the ICRC covers
 // each segment's own IP and UDP lengths and, over IPv4, its IP ID. So a
-// RoCE packet whose ICRC fails over the whole datagram is tried as such a
-// run: a segment length for which every segment parses, goes to the same
+// datagram that does not parse as one RoCE packet (packets without a
+// payload, such as READ requests, ACKs and atomics, have a fixed length),
+// or whose ICRC fails over the whole datagram, is tried as such a run: a
+// segment length for which every segment parses, goes to the same
 // destination QP, and checks with the pseudo-header of a datagram of its
 // own length.
 

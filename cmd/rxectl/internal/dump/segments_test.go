@@ -21,17 +21,35 @@ import (
 // and the frame's IP header carries id(0).
 func gsoDatagram(t testing.TB, ph packet.PseudoHeader, sizes []int, id func(i int) uint16) []byte {
 	t.Helper()
-	var roce []byte
+	var segs []gsoSegment
 	for i, n := range sizes {
 		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCRDMAWriteMiddle, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: packet.PSN(100 + i)}}
 		payload := make([]byte, n)
 		for j := range payload {
 			payload[j] = byte(i*7 + j)
 		}
+		segs = append(segs, gsoSegment{h, payload})
+	}
+	return gsoFrame(t, ph, segs, id)
+}
+
+// gsoSegment is one RoCE packet of a gsoFrame.
+type gsoSegment struct {
+	h       packet.Headers
+	payload []byte
+}
+
+// gsoFrame builds an Ethernet frame whose UDP datagram holds segs back to
+// back, each with the ICRC of a datagram of its own length; over IPv4
+// segment i has IP ID id(i), and the frame's IP header carries id(0).
+func gsoFrame(t testing.TB, ph packet.PseudoHeader, segs []gsoSegment, id func(i int) uint16) []byte {
+	t.Helper()
+	var roce []byte
+	for i, sg := range segs {
 		seg := ph
 		seg.IPID = id(i)
-		b := make([]byte, packet.PacketLen(h.BTH.Opcode, n))
-		_, err := packet.Build(b, &h, payload, &seg)
+		b := make([]byte, packet.PacketLen(sg.h.BTH.Opcode, len(sg.payload)))
+		_, err := packet.Build(b, &sg.h, sg.payload, &seg)
 		require.NoError(t, err)
 		roce = append(roce, b...)
 	}

@@ -511,7 +511,11 @@ func (h *half) goodput(r *rec) {
 	if r.payload == 0 {
 		return
 	}
-	i := int(r.t.Sub(h.c.start) / h.interval)
+	// Times are monotonic (Clock) and the interval covers the capture in
+	// fewer than MaxIntervals intervals, so i lies in 0..MaxIntervals-1;
+	// the clamp keeps a broken invariant from panicking or growing the
+	// report.
+	i := min(max(int(r.t.Sub(h.c.start)/h.interval), 0), MaxIntervals-1)
 	for len(h.c.Goodput) <= i {
 		h.c.Goodput = append(h.c.Goodput, Interval{Start: Duration(time.Duration(len(h.c.Goodput)) * h.interval)})
 	}

@@ -40,7 +40,10 @@ type Options struct {
 	// FIRST and MIDDLE packets (which carry exactly one PMTU).
 	PMTU int
 	// Interval is the width of a goodput interval; 0 picks a round width
-	// giving at most 20 intervals over the capture.
+	// giving at most 20 intervals over the capture. A width that would
+	// give more than MaxIntervals intervals is widened to the smallest
+	// 1-2-5 step giving at most MaxIntervals, so the report's size does not
+	// grow with the capture's duration.
 	Interval time.Duration
 	// Silence is the shortest quiet time before a rewind that counts as a
 	// retransmission timeout; 0 means 1 ms or 4 median RTTs, whichever is
@@ -71,6 +74,9 @@ type flowKey struct {
 	qp       uint32
 }
 
+// MaxIntervals bounds the number of goodput intervals of a connection.
+const MaxIntervals = 1000
+
 // Analyzer collects packets; Report analyses them.
 type Analyzer struct {
 	opts  Options
@@ -78,6 +84,30 @@ type Analyzer struct {
 	flows []*Flow
 	index map[flowKey]int
 	notes map[int]*Note
+	clock Clock
+}
+
+// Clock makes a capture's time stamps monotonic. A capture lists frames in
+// the order they were captured, but its time stamps may step backwards (a
+// clock set back, frames merged from two interfaces, a damaged file). A
+// protocol debugger trusts the order: a frame stamped before the frame
+// ahead of it is taken to have come at that frame's time, so durations,
+// RTTs and silences are never negative and every frame falls within the
+// capture's first and last time. A forward jump is kept as it is. The zero
+// Clock is ready to use.
+type Clock struct {
+	last time.Time
+	set  bool
+}
+
+// Next returns the monotonic time of a frame stamped t: t, or the time of
+// the frame before it when t is earlier.
+func (c *Clock) Next(t time.Time) time.Time {
+	if c.set && t.Before(c.last) {
+		return c.last
+	}
+	c.last, c.set = t, true
+	return t
 }
 
 // NewAnalyzer returns an empty Analyzer.
@@ -85,7 +115,9 @@ func NewAnalyzer(o Options) *Analyzer {
 	return &Analyzer{opts: o, index: map[flowKey]int{}, notes: map[int]*Note{}}
 }
 
-// Add records one packet. Packets must come in capture order.
+// Add records one packet. Packets must come in capture order; their times
+// are made monotonic with a Clock, so a packet stamped earlier than the
+// one added before it is analysed at that packet's time.
 func (a *Analyzer) Add(p Packet) {
 	k := flowKey{p.Src.Addr(), p.Dst.Addr(), p.Pkt.DestQP()}
 	fi, ok := a.index[k]
@@ -95,7 +127,7 @@ func (a *Analyzer) Add(p Packet) {
 		a.flows = append(a.flows, &Flow{Src: p.Src, Dst: p.Dst, DestQP: k.qp, FirstFrame: p.Frame, byOp: map[packet.Opcode]*OpcodeCount{}})
 	}
 	r := rec{
-		frame: p.Frame, t: p.Time, flow: fi,
+		frame: p.Frame, t: a.clock.Next(p.Time), flow: fi,
 		op: p.Pkt.Opcode(), mask: p.Pkt.Mask(), psn: p.Pkt.PSN(), ackReq: p.Pkt.AckReq(),
 		payload: p.Pkt.PayloadLen(), size: p.Pkt.Len(),
 	}
@@ -336,20 +368,36 @@ func (a *Analyzer) Report() *Report {
 	return rep
 }
 
-// interval is the goodput interval: Options.Interval, or a 1-2-5 step
-// giving at most 20 intervals over the capture.
+// interval is the goodput interval: Options.Interval if it gives at most
+// MaxIntervals intervals over the capture, else the smallest 1-2-5 step
+// that does; with no Options.Interval, the smallest 1-2-5 step giving at
+// most 20 intervals. Record times are monotonic, so every record of every
+// connection lies within the span from the capture's first record to its
+// last, and its interval index is below that count.
 func (a *Analyzer) interval() time.Duration {
+	var span time.Duration
+	if len(a.recs) > 0 {
+		span = a.recs[len(a.recs)-1].t.Sub(a.recs[0].t)
+	}
 	if a.opts.Interval > 0 {
-		return a.opts.Interval
+		if span/a.opts.Interval < MaxIntervals {
+			return a.opts.Interval
+		}
+		return step125(span, MaxIntervals)
 	}
 	if len(a.recs) == 0 {
 		return time.Millisecond
 	}
-	span := a.recs[len(a.recs)-1].t.Sub(a.recs[0].t)
+	return step125(span, 20)
+}
+
+// step125 returns the smallest step of 1, 2 or 5 times a power of ten
+// microseconds that divides span into at most n intervals (span/step < n).
+func step125(span time.Duration, n int) time.Duration {
 	step := time.Microsecond
 	for {
 		for _, m := range []time.Duration{1, 2, 5} {
-			if span/(m*step) < 20 {
+			if span/(m*step) < time.Duration(n) {
 				return m * step
 			}
 		}

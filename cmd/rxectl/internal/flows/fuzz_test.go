@@ -11,18 +11,25 @@ import (
 )
 
 // FuzzAnalyze feeds packet sequences made from the fuzzer's bytes (five
-// bytes a packet: direction and opcode, PSN low bits, syndrome, time step)
-// to the analysis. Properties: it never panics; every packet is counted
-// once in one flow; gaps, rewinds and messages never exceed the packets;
-// every recovery episode lies within the capture, in frame order; the
-// explanation is empty exactly when nothing went wrong.
+// bytes a packet: direction and opcode, PSN low bits, syndrome, length,
+// time step) to the analysis. The time step (timeStep) moves time forwards
+// or backwards by microseconds, milliseconds or hours. Properties: it never
+// panics; every packet is counted once in one flow; gaps, rewinds and
+// messages never exceed the packets; every recovery episode lies within the
+// capture, in frame order, and no duration is negative; the goodput has at
+// most 20 intervals and the report's size is linear in the packets, however
+// the times jump; the explanation is empty exactly when nothing went wrong.
 func FuzzAnalyze(f *testing.F) {
-	f.Add([]byte{0x04, 0, 0, 1, 0x84, 1, 0x1f, 1, 0x04, 3, 0, 1, 0x84, 3, 0x60, 1})
-	f.Add([]byte{0x0c, 0, 0, 1, 0x8d, 0, 0x1f, 1, 0x8e, 1, 0, 1, 0x8f, 3, 0x1f, 1, 0x0c, 2, 0, 50})
+	f.Add([]byte{0x04, 0, 0, 1, 1, 0x84, 1, 0x1f, 1, 1, 0x04, 3, 0, 1, 1, 0x84, 3, 0x60, 1, 1})
+	f.Add([]byte{0x0c, 0, 0, 1, 1, 0x8d, 0, 0x1f, 1, 1, 0x8e, 1, 0, 1, 1, 0x8f, 3, 0x1f, 1, 1, 0x0c, 2, 0, 50, 50})
+	// The third SEND is stamped 2 ms before the first.
+	f.Add([]byte{0x04, 0, 0, 40, 1, 0x04, 1, 0, 40, 0x81, 0x04, 2, 0, 40, 0})
+	// The second SEND is stamped an hour after the first and third.
+	f.Add([]byte{0x04, 0, 0, 40, 0xe0, 0x04, 1, 0, 40, 0xc0, 0x04, 2, 0, 40, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ps []pk
 		us := 0
-		for len(data) >= 4 {
+		for len(data) >= 5 {
 			op := packet.Opcode(data[0] & 0x1f)
 			if !op.Valid() {
 				op = packet.RCSendOnly
@@ -35,9 +42,9 @@ func FuzzAnalyze(f *testing.F) {
 			if op == packet.RCAtomicWrite {
 				p.payload = 8
 			}
-			us += int(data[3])
+			us += timeStep(data[4])
 			ps = append(ps, p)
-			data = data[4:]
+			data = data[5:]
 		}
 		rep := analyse(build(t, ps), Options{})
 		total := 0
@@ -58,8 +65,32 @@ func FuzzAnalyze(f *testing.F) {
 				require.True(t, ep.FirstFrame >= 1 && ep.FirstFrame <= ep.RewindFrame && ep.RewindFrame <= len(ps), "%+v", ep)
 				require.GreaterOrEqual(t, ep.LastFrame, ep.RewindFrame)
 				require.GreaterOrEqual(t, time.Duration(ep.Duration), time.Duration(0))
+				require.GreaterOrEqual(t, time.Duration(ep.Silence), time.Duration(0))
 			}
+			require.GreaterOrEqual(t, time.Duration(c.RTT.Min), time.Duration(0))
+			require.LessOrEqual(t, len(c.Goodput), 20)
 		}
 		require.Equal(t, len(ps), total)
+		requireSmallReport(t, rep, len(ps), 20)
 	})
+}
+
+// timeStep is the time step, in microseconds, that FuzzAnalyze reads from
+// b: 0x00-0x7f forwards b µs; then, n being the low five bits plus one,
+// 0x80-0x9f backwards n ms, 0xa0-0xbf forwards n ms, 0xc0-0xdf backwards
+// n hours, 0xe0-0xff forwards n hours.
+func timeStep(b byte) int {
+	const ms, hour = 1000, 3_600_000_000
+	n := int(b&0x1f) + 1
+	switch b >> 5 {
+	case 0, 1, 2, 3:
+		return int(b)
+	case 4:
+		return -n * ms
+	case 5:
+		return n * ms
+	case 6:
+		return -n * hour
+	}
+	return n * hour
 }

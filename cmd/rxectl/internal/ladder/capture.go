@@ -27,7 +27,8 @@ type Selection struct {
 var ErrNoPackets = errors.New("no RoCEv2 packet in the selection")
 
 // FromCapture builds the diagram of one connection of a capture, with the
-// flow analysis rep of the same packets marking what went wrong.
+// flow analysis rep of the same packets marking what went wrong. Packet
+// times are taken monotonically (flows.Clock).
 func FromCapture(pkts []flows.Packet, rep *flows.Report, sel Selection) (*Diagram, error) {
 	var conn *flows.Connection
 	for _, c := range rep.Connections {
@@ -55,8 +56,13 @@ func FromCapture(pkts []flows.Packet, rep *flows.Report, sel Selection) (*Diagra
 	if len(conn.Flows) == 1 {
 		d.Title = "RoCE ladder: " + conn.Title() + " (one direction only)"
 	}
+	// Times are made monotonic as the flow analysis makes them, so a
+	// frame stamped before the one ahead of it is drawn at that frame's
+	// time and no stamp or silence is negative.
+	var clock flows.Clock
 	var first time.Time
 	for _, p := range pkts {
+		p.Time = clock.Next(p.Time)
 		if first.IsZero() {
 			first = p.Time
 		}

@@ -156,3 +156,37 @@ func TestWritePNGAndSVG(t *testing.T) {
 	require.NoError(t, err)
 	wellFormed(t, doc)
 }
+
+// TestTimeGoesBackwards: a frame stamped before the capture's first frame
+// is drawn at the time of the frame ahead of it, so the items' times never
+// decrease and no stamp is negative.
+func TestTimeGoesBackwards(t *testing.T) {
+	tests := []struct {
+		name  string
+		frame int // index into the packets
+		by    time.Duration
+	}{
+		{"10 s before the first", 5, -10 * time.Second},
+		{"an hour later", 5, time.Hour},
+		{"the last a year earlier", -1, -365 * 24 * time.Hour},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pkts := readPcap(t, lossy)
+			i := tc.frame
+			if i < 0 {
+				i += len(pkts)
+			}
+			pkts[i].Time = pkts[i].Time.Add(tc.by)
+			d, err := FromCapture(pkts, flowstest.Analyse(pkts, flows.Options{}), Selection{})
+			require.NoError(t, err)
+			for k := 1; k < len(d.Items); k++ {
+				require.False(t, d.Items[k].Time.Before(d.Items[k-1].Time), "item %d", k)
+			}
+			var buf bytes.Buffer
+			require.NoError(t, d.WriteSVG(&buf))
+			wellFormed(t, buf.Bytes())
+			require.NotContains(t, buf.String(), "+-")
+		})
+	}
+}
