@@ -84,6 +84,9 @@ func (a *analysis) check(o *options) error {
 	case !a.flows && a.ladder != "" && o.json:
 		return errors.New("--json with --ladder needs --flows (the report to print)")
 	}
+	if a.ladder != "" {
+		return cli.CheckOutputFile("--ladder", a.ladder, ".svg", ".png")
+	}
 	return nil
 }
 

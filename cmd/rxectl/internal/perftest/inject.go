@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/plot"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/gorxe/gorxe/netdev"
@@ -277,9 +278,10 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 // checkInject validates --pcap and --plot.
 func (o *options) checkInject(t Test) error {
 	if o.plot != "" {
+		if err := cli.CheckOutputFile("--plot", o.plot, ".svg", ".png"); err != nil {
+			return err
+		}
 		switch {
-		case !strings.HasSuffix(strings.ToLower(o.plot), ".svg") && !strings.HasSuffix(strings.ToLower(o.plot), ".png"):
-			return fmt.Errorf("--plot %q: the file name must end in .svg or .png", o.plot)
 		case !o.all:
 			return errors.New("--plot draws one point per message size: use it with -a")
 		case o.host == "" && !o.loopback && (t.lat || t.verb != verbSend):

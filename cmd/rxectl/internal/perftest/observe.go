@@ -13,9 +13,9 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/dump"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/flows"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/ladder"
@@ -66,8 +66,10 @@ func (o *options) checkObserve() error {
 	if ob == nil {
 		return nil
 	}
-	if l := strings.ToLower(ob.ladder); ob.ladder != "" && !strings.HasSuffix(l, ".svg") && !strings.HasSuffix(l, ".png") {
-		return fmt.Errorf("--ladder %q: the file name must end in .svg or .png", ob.ladder)
+	if ob.ladder != "" {
+		if err := cli.CheckOutputFile("--ladder", ob.ladder, ".svg", ".png"); err != nil {
+			return err
+		}
 	}
 	names := map[string]string{}
 	for _, f := range []struct{ flag, name string }{{"--trace", ob.traceName()}, {"--ladder", ob.ladder}, {"--pcap", o.pcap}, {"--plot", o.plot}} {
