@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -442,6 +443,8 @@ func oobError(step string, err error) error {
 		return fmt.Errorf("%s: the peer closed the connection (it probably failed or runs a different test or options: see its output)", step)
 	case errors.Is(err, net.ErrClosed):
 		return fmt.Errorf("%s: interrupted", step)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%s: the peer sent nothing in time (is it rxectl or perftest, running the same test?)", step)
 	}
 	return fmt.Errorf("%s: %w", step, err)
 }

@@ -165,7 +165,13 @@ type hooks struct {
 	// held, when set, receives the session instead of the session
 	// printing its JSON, plot and statistics itself.
 	held **session
+	// setupTimeout, when set, replaces defSetupTimeout.
+	setupTimeout time.Duration
 }
+
+// defSetupTimeout bounds the first exchanges of a TCP session (versions,
+// system data, MTU): how long a peer that connected may stay silent.
+const defSetupTimeout = 60 * time.Second
 
 func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet(t.cmd, flag.ContinueOnError)

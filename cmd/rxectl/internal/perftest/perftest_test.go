@@ -746,3 +746,50 @@ func TestBracketedIPv6Host(t *testing.T) {
 	require.Contains(t, errs, "connect to [::1]:"+port+":")
 	require.NotContains(t, errs, "[[")
 }
+
+// TestSilentPeer: a TCP peer that connects (or accepts) and says nothing
+// ends the first exchange after the setup deadline with a clear error, on
+// either side, instead of holding this end forever.
+func TestSilentPeer(t *testing.T) {
+	var tst Test
+	for _, pt := range Tests {
+		if pt.cmd == "write-bw" {
+			tst = pt
+		}
+	}
+	o, err := parsePerftest(tst, []string{"-n", "5", "--udp-port", "0", "--bind", "127.0.0.1"})
+	require.NoError(t, err)
+	o.hooks.setupTimeout = 200 * time.Millisecond
+
+	// The client against a listener that accepts and never writes.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	quiet := make(chan struct{})
+	defer close(quiet)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			<-quiet
+		}
+	}()
+	o.host, o.oobPort = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	start := time.Now()
+	err = runClient(context.Background(), tst, o, io.Discard)
+	require.ErrorContains(t, err, "exchanging versions: the peer sent nothing in time")
+	require.Less(t, time.Since(start), 4*time.Second)
+
+	// The server against a client that connects and never writes.
+	so, err := parsePerftest(tst, []string{"-n", "5", "--udp-port", "0", "--bind", "127.0.0.1"})
+	require.NoError(t, err)
+	so.hooks.setupTimeout = 200 * time.Millisecond
+	sl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", sl.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	start = time.Now()
+	err = runServer(context.Background(), tst, so, io.Discard, sl)
+	require.ErrorContains(t, err, "exchanging versions: the peer sent nothing in time")
+	require.Less(t, time.Since(start), 4*time.Second)
+}

@@ -84,6 +84,7 @@ type session struct {
 	traceErr error
 	pfile    *os.File      // --pcap
 	final    *report.Final // counters after the device closed
+	endSetup func() error  // lifts the deadline of the first exchanges (TCP)
 }
 
 // runSession runs one end of the test over conn and closes conn.
@@ -107,6 +108,19 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	}
 	restore := s.shareCPUs(tcpPeer(conn.RemoteAddr())) // before the device opens a socket per processor
 	defer restore()
+	// The first exchanges (versions, system data, MTU) are bounded: a TCP
+	// peer that connected but says nothing (not rxectl or perftest) must
+	// not hold this end forever. From the address exchange on the peer is
+	// known to be one, and its pauses (a server waiting out the client's
+	// run) are the test's.
+	setup := defSetupTimeout
+	if o.hooks.setupTimeout > 0 {
+		setup = o.hooks.setupTimeout
+	}
+	if err := conn.SetDeadline(time.Now().Add(setup)); err != nil {
+		return fmt.Errorf("setting the exchange's deadline: %w", err)
+	}
+	s.endSetup = func() error { return conn.SetDeadline(time.Time{}) }
 	err := s.run(ctx, local.Unmap())
 	s.closeDevice()
 	return s.end(ctx, stdout, err)
@@ -159,6 +173,11 @@ func (s *session) runOpen(ctx context.Context) error {
 	}
 	if err := s.exchangeMTU(); err != nil {
 		return err
+	}
+	if s.endSetup != nil {
+		if err := s.endSetup(); err != nil {
+			return fmt.Errorf("clearing the exchange's deadline: %w", err)
+		}
 	}
 	s.limitUD()
 	if err := s.allocate(); err != nil {
