@@ -5,15 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // CheckOutputFile checks, before a run, that the file a flag names can be
 // written afterwards: its name ends in one of exts (case-insensitive; any
 // name if exts is empty) and its directory exists and is writable. A run
 // that measures for minutes and then cannot write its picture has wasted
-// them; the file itself is not created here.
+// them. The file itself is not created (a temporary one in its directory
+// is, and removed).
 func CheckOutputFile(flag, name string, exts ...string) error {
 	if len(exts) > 0 {
 		ok := false
@@ -32,8 +31,12 @@ func CheckOutputFile(flag, name string, exts ...string) error {
 	case !fi.IsDir():
 		return fmt.Errorf("%s %q: %s is not a directory", flag, name, dir)
 	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
+	// A file created and removed tells what the permission bits alone do
+	// not (root, ACLs, a read-only mount).
+	f, err := os.CreateTemp(dir, ".rxectl-check-*")
+	if err != nil {
 		return fmt.Errorf("%s %q: cannot write in %s: %w", flag, name, dir, err)
 	}
-	return nil
+	f.Close()
+	return os.Remove(f.Name())
 }

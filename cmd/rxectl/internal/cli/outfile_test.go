@@ -33,6 +33,9 @@ func TestCheckOutputFile(t *testing.T) {
 	}
 	_, statErr := os.Stat(filepath.Join(dir, "a.svg"))
 	require.ErrorIs(t, statErr, os.ErrNotExist, "the check creates no file")
+	left, err := filepath.Glob(filepath.Join(dir, ".rxectl-check-*"))
+	require.NoError(t, err)
+	require.Empty(t, left, "the check's temporary file is removed")
 	if os.Geteuid() != 0 { // root writes anywhere
 		require.ErrorContains(t, CheckOutputFile("--plot", filepath.Join(ro, "p.svg")), "cannot write in")
 	}
