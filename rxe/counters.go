@@ -11,7 +11,8 @@ type NamedCounter struct {
 }
 
 // Named lists the QP's counters under rxe's names, in rxe's order, then
-// gorxe's own (local drops and back-off, end-to-end credits).
+// gorxe's own (local drops and back-off, end-to-end credits, the receive
+// side of a UC or UD QP, loss recovery).
 func (c QPCounters) Named() []NamedCounter {
 	rq, rs := &c.Requester, &c.Responder
 	n := []NamedCounter{
@@ -25,7 +26,7 @@ func (c QPCounters) Named() []NamedCounter {
 		{"retry_exceeded_err", rq.RetryExceededErr},
 		{"rnr_retry_exceeded_err", rq.RNRRetryExceededErr},
 		{"completer_retry_err", rq.CompleterRetryErr},
-		{"rdma_recvs", rs.RDMARecvs},
+		{"rdma_recvs", rs.RDMARecvs + c.Unreliable.RDMARecvs}, // RC's or a UC/UD QP's
 		// gorxe's own.
 		{"retransmitted_pkts", rq.Retransmits},
 		{"ack_timeouts", rq.Timeouts},
@@ -39,6 +40,16 @@ func (c QPCounters) Named() []NamedCounter {
 		{"credit_probes", rq.CreditProbes},
 		{"credit_updates_rcvd", rq.CreditUpdates},
 		{"credit_updates_sent", rs.CreditUpdates},
+		// The receive side of a UC or UD QP.
+		{"uc_out_of_seq", c.Unreliable.OutOfSeq},
+		{"uc_msgs_dropped", c.Unreliable.MessagesDropped},
+		{"uc_length_err", c.Unreliable.LengthErr},
+		{"uc_access_err", c.Unreliable.AccessErr},
+		{"ud_qkey_mismatch", c.Unreliable.QKeyMismatch},
+		{"ucud_no_recv_wqe", c.Unreliable.NoWQE},
+		{"ucud_too_long", c.Unreliable.TooLong},
+		{"ucud_cq_overflow", c.Unreliable.CQOverflow},
+		{"ucud_dropped", c.Unreliable.Dropped},
 	}
 	// Loss recovery and selective repeat (docs/recovery.md).
 	n = append(n, c.Loss().named()...)
