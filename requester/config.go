@@ -141,9 +141,11 @@ type Completions interface {
 var (
 	// ErrQueueFull: the send queue holds MaxWR outstanding WQEs.
 	ErrQueueFull = errors.New("requester: send queue full")
-	// ErrUnsupportedOpcode: the opcode is not one this RC requester sends
-	// (LOCAL_INV, BIND_MW, TSO, FLUSH or unknown).
-	ErrUnsupportedOpcode = errors.New("requester: opcode not supported on an RC send queue")
+	// ErrUnsupportedOpcode: the opcode is not one this send queue sends: on
+	// RC LOCAL_INV, BIND_MW, TSO, FLUSH or an unknown one; on UC anything
+	// but SEND and RDMA WRITE; on UD anything but SEND (with or without
+	// immediate data).
+	ErrUnsupportedOpcode = errors.New("requester: opcode not supported by this send queue")
 	// ErrTooManySGE: the SGE list is longer than MaxSGE.
 	ErrTooManySGE = errors.New("requester: more SGEs than max_send_sge")
 	// ErrInlineTooLong: the inline data is longer than MaxInline.

@@ -2,6 +2,7 @@ package requester
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -114,10 +115,13 @@ func (u *Unreliable) Post(wr *verbs.SendWR) error {
 	case verbs.WRSend, verbs.WRSendWithImm:
 	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
 		if u.cfg.UD {
-			return ErrUnsupportedOpcode
+			return fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
 		}
 	default:
-		return ErrUnsupportedOpcode
+		if u.cfg.UD {
+			return fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
+		}
+		return fmt.Errorf("%w: a UC QP sends SEND and RDMA WRITE, with or without immediate data", ErrUnsupportedOpcode)
 	}
 	if u.tail-u.head >= uint64(len(u.ring)) {
 		return ErrQueueFull

@@ -130,3 +130,24 @@ func FuzzUnreliablePost(f *testing.F) {
 		}
 	})
 }
+
+// TestUnreliableOpcodes: a UC or UD send queue refuses the opcodes its QP
+// type does not send, with an error that names what it does send.
+func TestUnreliableOpcodes(t *testing.T) {
+	for _, tc := range []struct {
+		ud   bool
+		op   verbs.WROpcode
+		want string
+	}{
+		{true, verbs.WRRDMAWrite, "a UD QP sends SEND only"},
+		{true, verbs.WRRDMARead, "a UD QP sends SEND only"},
+		{false, verbs.WRRDMARead, "a UC QP sends SEND and RDMA WRITE"},
+		{false, verbs.WRAtomicFetchAndAdd, "a UC QP sends SEND and RDMA WRITE"},
+	} {
+		u, _, _ := newUnreliable(tc.ud)
+		err := u.Post(&verbs.SendWR{Opcode: tc.op, AH: udDest})
+		require.ErrorIs(t, err, ErrUnsupportedOpcode)
+		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), "RC")
+	}
+}
