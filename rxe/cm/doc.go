@@ -25,7 +25,8 @@
 // RTU for the active side's LocalCMResponseTimeout plus twice the packet
 // life time and resends the REP as often; a DREQ is resent the same way.
 // When retries run out, the side that timed out sends a REJ with reason
-// Timeout (or, for a DREQ, gives up) and reports EventTimeout.
+// Timeout and reports EventTimeout; for a DREQ it gives up, enters
+// time-wait and reports EventDisconnected with Reason RejTimeout.
 //
 // Duplicates and late MADs are handled as IBA 12.9 and kernel ib_cm do: a
 // duplicate REQ is answered with an MRA while the consumer decides and with
