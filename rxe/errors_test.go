@@ -445,3 +445,31 @@ func TestDeviceLimits(t *testing.T) {
 	require.NoError(t, pd.Dealloc())
 	require.Equal(t, maxMRs-1, d.Attr().MaxMR, "MR index 0 is never used")
 }
+
+// TestRefusedCreateFreesPD: creations refused after the PD was taken
+// (a destroyed CQ, the SRQ limit) give the PD back, so it deallocates.
+// The PD is taken under its lock (PD.use) and Dealloc checks its users
+// under the same lock, so a creation racing Dealloc either fails with
+// ErrClosed or makes Dealloc fail with ErrInUse.
+func TestRefusedCreateFreesPD(t *testing.T) {
+	a, _ := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	d := a.dev
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	cq, err := d.CreateCQ(4, 0)
+	require.NoError(t, err)
+	require.NoError(t, cq.Destroy())
+	for _, qa := range []QPInitAttr{{SendCQ: cq, RecvCQ: a.cq}, {SendCQ: a.cq, RecvCQ: cq}} {
+		qa.Type, qa.Cap = QPTypeRC, QPCap{MaxSendWR: 4, MaxRecvWR: 4}
+		_, err = pd.CreateQP(qa)
+		require.ErrorIs(t, err, ErrClosed)
+	}
+	d.attr.MaxSRQ = int(d.nSRQ.Load())
+	_, err = pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+	require.ErrorIs(t, err, ErrNoResources)
+	require.NoError(t, pd.Dealloc(), "a refused creation kept a reference to the PD")
+	_, err = pd.RegMR(make([]byte, 64), AccessLocalWrite)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+	require.ErrorIs(t, err, ErrClosed)
+}

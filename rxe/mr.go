@@ -15,8 +15,21 @@ import (
 type PD struct {
 	dev    *Device
 	handle uint32
-	users  atomic.Int32 // MRs, QPs and SRQs created on this PD
+	mu     sync.Mutex   // orders use against Dealloc
+	users  atomic.Int32 // MRs, QPs and SRQs created on this PD (taken by use)
 	closed atomic.Bool
+}
+
+// use takes the PD for a new MR, QP or SRQ: it fails with ErrClosed once
+// the PD is deallocated. A failed creation gives it back (users.Add(-1)).
+func (pd *PD) use() error {
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if pd.closed.Load() {
+		return ErrClosed
+	}
+	pd.users.Add(1)
+	return nil
 }
 
 // AllocPD allocates a protection domain.
@@ -36,12 +49,17 @@ func (pd *PD) Dealloc() error {
 	if pd.dev.closed.Load() {
 		return ErrClosed
 	}
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if pd.closed.Load() {
+		return ErrClosed
+	}
+	// users grows under mu only (use): nothing can take the PD between
+	// this check and closed being set.
 	if n := pd.users.Load(); n > 0 {
 		return fmt.Errorf("%w: PD has %d MRs, QPs or SRQs", ErrInUse, n)
 	}
-	if pd.closed.Swap(true) {
-		return ErrClosed
-	}
+	pd.closed.Store(true)
 	pd.dev.nPD.Add(-1)
 	return nil
 }
@@ -191,11 +209,14 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 	if mr.iova+uint64(len(buf)) < mr.iova {
 		return nil, fmt.Errorf("%w: IOVA range wraps", ErrInvalidArgument)
 	}
+	if err := pd.use(); err != nil {
+		return nil, err
+	}
 	if _, err := pd.dev.mrs.insert(mr); err != nil {
+		pd.users.Add(-1)
 		return nil, err
 	}
 	mr.valid.Store(true)
-	pd.users.Add(1)
 	return mr, nil
 }
 

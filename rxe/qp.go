@@ -104,14 +104,20 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > maxQPWR) {
 		return nil, fmt.Errorf("%w: max_recv_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
 	}
+	if err := pd.use(); err != nil {
+		return nil, err
+	}
 	if err := attr.SendCQ.use(); err != nil {
+		pd.users.Add(-1)
 		return nil, fmt.Errorf("send CQ: %w", err)
 	}
 	if err := attr.RecvCQ.use(); err != nil {
+		pd.users.Add(-1)
 		attr.SendCQ.users.Add(-1)
 		return nil, fmt.Errorf("receive CQ: %w", err)
 	}
 	release := func() {
+		pd.users.Add(-1)
 		attr.SendCQ.users.Add(-1)
 		attr.RecvCQ.users.Add(-1)
 	}
@@ -138,7 +144,6 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	qp.qpn = qpn
-	pd.users.Add(1)
 	qp.sendCQ.addReader(qp.vec.reader)
 	qp.recvCQ.addReader(qp.vec.reader)
 	return qp, nil

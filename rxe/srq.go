@@ -229,13 +229,16 @@ func (pd *PD) createSRQ(attr SRQAttr, set *SRQSet, vector int) (*SRQ, error) {
 	if attr.MaxSGE < 1 || attr.MaxSGE > d.attr.MaxSRQSGE {
 		return nil, fmt.Errorf("%w: SRQ max_sge %d not in [1, %d]", ErrInvalidArgument, attr.MaxSGE, d.attr.MaxSRQSGE)
 	}
+	if err := pd.use(); err != nil {
+		return nil, err
+	}
 	if err := d.take(&d.nSRQ, d.attr.MaxSRQ, "shared receive queues"); err != nil {
+		pd.users.Add(-1)
 		return nil, err
 	}
 	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE), set: set, vector: vector}
 	s.q.srq = s
 	s.q.limit = attr.Limit
-	pd.users.Add(1)
 	return s, nil
 }
 
