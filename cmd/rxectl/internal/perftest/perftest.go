@@ -392,7 +392,9 @@ func parsePerftest(t Test, args []string) (*options, error) {
 	case len(pos) == 1 && o.loopback:
 		return nil, errors.New("--loopback takes no HOST")
 	case len(pos) == 1:
-		o.host = pos[0]
+		// An IPv6 host may come bracketed, as in a URL; every use below
+		// (net.JoinHostPort, name resolution) wants it bare.
+		o.host = strings.TrimSuffix(strings.TrimPrefix(pos[0], "["), "]")
 	}
 	return o, o.check(t)
 }
@@ -698,10 +700,7 @@ const dialTimeout = 10 * time.Second
 
 // runClient connects to the server and runs the test.
 func runClient(ctx context.Context, t Test, o *options, stdout io.Writer) error {
-	// An IPv6 host may come bracketed, as in a URL: JoinHostPort adds
-	// the brackets itself.
-	host := strings.TrimSuffix(strings.TrimPrefix(o.host, "["), "]")
-	addr := net.JoinHostPort(host, strconv.Itoa(o.oobPort))
+	addr := net.JoinHostPort(o.host, strconv.Itoa(o.oobPort))
 	d := net.Dialer{Timeout: dialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

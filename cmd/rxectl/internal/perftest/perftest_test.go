@@ -745,6 +745,10 @@ func TestBracketedIPv6Host(t *testing.T) {
 	require.Equal(t, cli.ExitFail, code)
 	require.Contains(t, errs, "connect to [::1]:"+port+":")
 	require.NotContains(t, errs, "[[")
+	// The bare address reaches every use of HOST, -R's too.
+	o, err := parsePerftest(Tests[0], []string{"-R", "[::1]"})
+	require.NoError(t, err)
+	require.Equal(t, "::1", o.host)
 }
 
 // TestSilentPeer: a TCP peer that connects (or accepts) and says nothing
