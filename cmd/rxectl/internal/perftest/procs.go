@@ -41,8 +41,9 @@ func sharedProcs(peer netip.Addr, procs int, envSet bool, local func(netip.Addr)
 	return procs / 2
 }
 
-// tcpPeer returns the IP address of a TCP connection's remote end.
-func tcpPeer(a net.Addr) netip.Addr {
+// tcpIP returns the IP address of one end of a TCP connection (its
+// LocalAddr or RemoteAddr), or the zero Addr for another kind of address.
+func tcpIP(a net.Addr) netip.Addr {
 	var ip netip.Addr
 	if ta, ok := a.(*net.TCPAddr); ok {
 		ip, _ = netip.AddrFromSlice(ta.IP)

@@ -102,11 +102,11 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	})
 	defer stop()
 	defer s.oob.Close()
-	local := netip.MustParseAddr("0.0.0.0")
-	if ta, ok := conn.LocalAddr().(*net.TCPAddr); ok {
-		local, _ = netip.AddrFromSlice(ta.IP)
+	local := tcpIP(conn.LocalAddr())
+	if !local.IsValid() {
+		local = netip.IPv4Unspecified()
 	}
-	restore := s.shareCPUs(tcpPeer(conn.RemoteAddr())) // before the device opens a socket per processor
+	restore := s.shareCPUs(tcpIP(conn.RemoteAddr())) // before the device opens a socket per processor
 	defer restore()
 	// The first exchanges (versions, system data, MTU) are bounded: a TCP
 	// peer that connected but says nothing (not rxectl or perftest) must
