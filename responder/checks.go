@@ -164,28 +164,36 @@ func (r *Responder) takeWQE(wr *verbs.RecvWR) {
 // FIRST and MIDDLE carry exactly a PMTU, LAST 1..PMTU, ONLY 0..PMTU; a RETH
 // DMA length is at most 2^31.
 func (r *Responder) checkLength() State {
-	if r.mask&packet.MaskPayload != 0 {
-		n := r.payloadLen()
-		start, end := r.mask&packet.MaskStart != 0, r.mask&packet.MaskEnd != 0
-		switch {
-		case start && end:
-			if n > r.mtu {
-				return StateErrLength
-			}
-		case start || r.mask&packet.MaskMiddle != 0:
-			if n != r.mtu {
-				return StateErrLength
-			}
-		case end:
-			if n == 0 || n > r.mtu {
-				return StateErrLength
-			}
-		}
-	}
-	if reth := r.pkt.RETH(); reth != nil && reth.DMALen() > maxDMALen {
+	if !lengthFits(r.pkt, r.payloadLen(), r.mtu) {
 		return StateErrLength
 	}
 	return StateCheckRKey
+}
+
+// lengthFits applies rxe check_length's rules (RC and UC) to request p
+// carrying n payload bytes on a path MTU of mtu bytes: FIRST and MIDDLE
+// carry exactly a PMTU, LAST 1 to a PMTU, ONLY up to a PMTU, and a RETH's
+// DMA length is at most maxDMALen.
+func lengthFits(p packet.Packet, n, mtu int) bool {
+	if m := p.Mask(); m&packet.MaskPayload != 0 {
+		start, end := m&packet.MaskStart != 0, m&packet.MaskEnd != 0
+		switch {
+		case start && end:
+			if n > mtu {
+				return false
+			}
+		case !end:
+			if n != mtu {
+				return false
+			}
+		default:
+			if n == 0 || n > mtu {
+				return false
+			}
+		}
+	}
+	reth := p.RETH()
+	return reth == nil || reth.DMALen() <= maxDMALen
 }
 
 // checkRKey mirrors rxe check_rkey: it resolves the R_Key of an RDMA or

@@ -246,7 +246,10 @@ func (u *Unreliable) receiveUC(p packet.Packet) {
 		return
 	}
 	u.epsn = p.PSN().Next()
-	if !u.lengthOK(p) {
+	// rxe check_length; the message is then dropped (rxe's class D,
+	// drop_msg; with an SRQ rxe completes the receive WQE in error
+	// instead, gorxe drops there too).
+	if !lengthFits(p, p.PayloadLen(), u.cfg.PMTU) {
 		u.c.LengthErr++
 		u.abandon()
 		return
@@ -266,35 +269,6 @@ func (u *Unreliable) receiveUC(p packet.Packet) {
 	} else {
 		u.inMsg = p.Opcode()
 	}
-}
-
-// lengthOK applies rxe check_length to a UC packet, the rules RC's
-// checkLength applies: FIRST and MIDDLE carry exactly a PMTU, LAST 1 to a
-// PMTU, ONLY up to a PMTU, and a RETH's DMA length is at most 2^31. The
-// message is then dropped (rxe's class D, drop_msg; with an SRQ rxe
-// completes the receive WQE in error instead, gorxe drops there too).
-func (u *Unreliable) lengthOK(p packet.Packet) bool {
-	n := p.PayloadLen()
-	m := p.Mask()
-	start, end := m&packet.MaskStart != 0, m&packet.MaskEnd != 0
-	switch {
-	case start && end:
-		if n > u.cfg.PMTU {
-			return false
-		}
-	case !end:
-		if n != u.cfg.PMTU {
-			return false
-		}
-	default:
-		if n == 0 || n > u.cfg.PMTU {
-			return false
-		}
-	}
-	if reth := p.RETH(); reth != nil && reth.DMALen() > maxDMALen {
-		return false
-	}
-	return true
 }
 
 // sameOp reports whether b continues the message a began (SEND after
