@@ -1,0 +1,58 @@
+#!/bin/sh
+# The bound of docs/performance.md, "The ICRC in four chains, and what the
+# copies and the CRC cost": COMMIT with docs/skipwork.patch applied (switches
+# that skip the payload copies or the ICRC; not a correct device, never on
+# main), its in-process 64 KiB benchmarks run with each variant's switches
+# in alternating rounds (order reversed in even rounds), under the bench
+# lock, then medians per benchmark and variant. From the repository root:
+#   docs/skipwork.sh ROUNDS [COMMIT]    (COMMIT defaults to c4c3208)
+# Variants: none; S (send copy skipped); R (receive copy); SR; T (send copy
+# replaced by a read of each cache line of the MR); C (ICRC); SRC.
+# Raw lines go to $OUT (default /tmp/skipwork.txt).
+set -eu
+ROUNDS=${1:?usage: $0 ROUNDS [COMMIT]}
+COMMIT=${2:-c4c3208}
+OUT=${OUT:-/tmp/skipwork.txt}
+W=$(mktemp -d)
+git archive "$COMMIT" | tar -x -C "$W"
+(cd "$W" && patch -p1 -s <"$OLDPWD/docs/skipwork.patch" && go test -c -o "$W/rxe.test" ./rxe)
+env_of() {
+	case $1 in
+	none) echo "" ;;
+	S) echo "GORXE_X_NOSEND=1" ;;
+	R) echo "GORXE_X_NORECV=1" ;;
+	SR) echo "GORXE_X_NOSEND=1 GORXE_X_NORECV=1" ;;
+	T) echo "GORXE_X_NOSEND=1 GORXE_X_TOUCH=1" ;;
+	C) echo "GORXE_X_NOCRC=1" ;;
+	SRC) echo "GORXE_X_NOSEND=1 GORXE_X_NORECV=1 GORXE_X_NOCRC=1" ;;
+	esac
+}
+vs="none S R SR T C SRC"
+rev="SRC C T SR R S none"
+: >"$OUT"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+	order=$vs
+	[ $((r % 2)) -eq 0 ] && order=$rev
+	for v in $order; do
+		env $(env_of "$v") flock /tmp/gorxe-bench.lock "$W/rxe.test" -test.run '^$' \
+			-test.bench '(Write|Read|Send)64K/udp' -test.benchtime 2s |
+			grep '^Benchmark' | sed "s/^/r$r $v /" >>"$OUT"
+	done
+	r=$((r + 1))
+done
+python3 - "$OUT" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    r, v, name = f[0], f[1], f[2].split('/')[0].removeprefix('Benchmark')
+    m = dict((k, float(x)) for x, k in re.findall(r'([\d.]+) (MB/s|cpu-µs/op|gso-ratio|gsoUDP-MB/s)\b', line))
+    rows.setdefault((name, v), []).append(m)
+print('bench variant  MB/s  cpu-µs/op  gso-ratio per round (raw GSO+GRO MB/s)   [medians]')
+for (name, v), ms in sorted(rows.items()):
+    med = lambda k: statistics.median(m[k] for m in ms)
+    print(f"{name:12} {v:4} {med('MB/s'):7.0f} {med('cpu-µs/op'):6.1f} "
+          + ', '.join('%.3f (%.0f)' % (m['gso-ratio'], m['gsoUDP-MB/s']) for m in ms))
+PY
+rm -rf "$W"
