@@ -31,18 +31,5 @@ while [ "$r" -le "$ROUNDS" ]; do
 	done
 	r=$((r + 1))
 done
-python3 - "$OUT" <<'PY'
-import re, statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    f = line.split()
-    r, v, name = f[0], f[1], f[2].split('/')[0].removeprefix('Benchmark')
-    m = dict((k, float(x)) for x, k in re.findall(r'([\d.]+) (MB/s|cpu-µs/op|gso-ratio|gsoUDP-MB/s|ratio)\b', line))
-    rows.setdefault((name, v), []).append(m)
-print('bench variant  MB/s  cpu-µs/op  gso-ratio (per round)  gsoUDP-MB/s  ratio-to-sendmmsg   [medians]')
-for (name, v), ms in sorted(rows.items()):
-    med = lambda k: statistics.median(m[k] for m in ms)
-    print(f"{name:12} {v:3} {med('MB/s'):7.0f} {med('cpu-µs/op'):6.1f} {med('gso-ratio'):.3f} "
-          f"({', '.join('%.3f' % m['gso-ratio'] for m in ms)}) {med('gsoUDP-MB/s'):6.0f} {med('ratio'):.2f}")
-PY
+python3 docs/bench64k-table.py "$OUT"
 rm -rf "$W"
