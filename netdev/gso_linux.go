@@ -214,7 +214,7 @@ func (c *UDPConn) setGROIovs() {
 	g, r := &c.grx, c.rx
 	for i := range r.hdrs {
 		if g.bufs[i] == nil {
-			g.bufs[i] = NewBuffer(groBufSize)
+			g.bufs[i] = make([]byte, groBufSize)
 		}
 		r.setIov(i, g.bufs[i])
 	}

@@ -46,7 +46,7 @@ func newConnReader(d *Device, conn netdev.Conn, served []*vector) *connReader {
 	r := &connReader{d: d, conn: conn, served: served, msgs: make([]netdev.Message, conn.BatchSize())}
 	r.shared, _ = netdev.AsSharedReader(conn)
 	for i := range r.msgs {
-		r.msgs[i].Buf = netdev.NewBuffer(rxBufSize)
+		r.msgs[i].Buf = make([]byte, rxBufSize)
 	}
 	for _, v := range served {
 		v.reader = r

@@ -52,7 +52,7 @@ func (l *localDrop) drop() { l.head, l.n = 0, 0 }
 // only when the QP holds more datagrams than ever before.
 func (l *localDrop) push(m *netdev.Message) {
 	if l.n == len(l.held) {
-		l.held = append(l.held, netdev.Message{Buf: netdev.NewBuffer(maxPacket)})
+		l.held = append(l.held, netdev.Message{Buf: make([]byte, maxPacket)})
 	}
 	h := &l.held[l.n]
 	h.N = copy(h.Buf[:cap(h.Buf)], m.Buf[:m.N])

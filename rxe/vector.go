@@ -50,7 +50,7 @@ func newVector(d *Device, id int, conn netdev.Conn) *vector {
 	v := &vector{d: d, id: id, conn: conn, kick: make(chan struct{}, 1),
 		txMsgs: make([]netdev.Message, b), txOwners: make([]*QP, b)}
 	for i := range v.txMsgs {
-		v.txMsgs[i].Buf = netdev.NewBuffer(maxPacket)
+		v.txMsgs[i].Buf = make([]byte, maxPacket)
 	}
 	v.cpu.Store(-1)
 	v.timers.v = v
