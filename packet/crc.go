@@ -41,3 +41,17 @@ func updateSmall(crc uint32, p []byte) uint32 {
 	}
 	return ^crc
 }
+
+// crcWord feeds the eight bytes of w, its low byte first, into the
+// reflected CRC-32 register crc (not inverted: updateSmall's inner step).
+func crcWord(crc uint32, w uint64) uint32 {
+	lo, hi := crc^uint32(w), uint32(w>>32)
+	return slicing8[7][lo&0xFF] ^ slicing8[6][lo>>8&0xFF] ^ slicing8[5][lo>>16&0xFF] ^ slicing8[4][lo>>24] ^
+		slicing8[3][hi&0xFF] ^ slicing8[2][hi>>8&0xFF] ^ slicing8[1][hi>>16&0xFF] ^ slicing8[0][hi>>24]
+}
+
+// crcWord32 is crcWord for the four bytes of w.
+func crcWord32(crc, w uint32) uint32 {
+	c := crc ^ w
+	return slicing8[3][c&0xFF] ^ slicing8[2][c>>8&0xFF] ^ slicing8[1][c>>16&0xFF] ^ slicing8[0][c>>24]
+}
