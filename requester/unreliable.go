@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -271,7 +272,7 @@ func (u *Unreliable) gather(w *uwqe, dst []byte) bool {
 		if !ok {
 			return false
 		}
-		dst = dst[copy(dst, src):]
+		dst = dst[sge.Copy(dst, src):]
 		skip = 0
 		if len(dst) == 0 {
 			break

@@ -3,6 +3,7 @@ package responder
 import (
 	"errors"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -63,7 +64,7 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 		r.q.Pop()
 		return 0, false
 	}
-	copy(f.Payload(), mem)
+	sge.Copy(f.Payload(), mem)
 	n := f.Seal()
 	switch it.kind {
 	case outACK:

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -22,7 +23,7 @@ func (r *Responder) execute() State {
 	case kindWrite:
 		n := len(r.dst) // checkWriteRKey resolved exactly the payload's bytes
 		if r.placed == 0 {
-			copy(r.dst, payload)
+			sge.Copy(r.dst, payload)
 		}
 		r.wva += uint64(n)
 		r.wresid -= uint32(n)

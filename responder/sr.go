@@ -131,7 +131,7 @@ func (r *Responder) placeAhead() int {
 		if !ok || len(mem) != n {
 			return 0
 		}
-		copy(mem, r.pkt.Payload())
+		sge.Copy(mem, r.pkt.Payload())
 		return n
 	case r.inMsg == msgSend && r.kind == kindSend && r.wqe.valid:
 		w := &r.wqe

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -203,7 +204,7 @@ func (u *Unreliable) scatterAt(sges []verbs.SGE, off uint32, data []byte) bool {
 		if !ok {
 			return false
 		}
-		copy(mem, data[:n])
+		sge.Copy(mem, data[:n])
 		data, off = data[n:], 0
 	}
 	return true
@@ -335,7 +336,7 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 			u.c.AccessErr++
 			return false
 		}
-		copy(mem, pay)
+		sge.Copy(mem, pay)
 	}
 	u.off += uint32(len(pay))
 	u.c.BytesPlaced += uint64(len(pay))

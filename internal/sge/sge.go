@@ -68,9 +68,9 @@ func (c *Cursor) walk(mem Memory, sges []verbs.SGE, b []byte, need verbs.AccessF
 			return false
 		}
 		if need == 0 {
-			copy(b[:n], m)
+			Copy(b[:n], m)
 		} else {
-			copy(m, b[:n])
+			Copy(m, b[:n])
 		}
 		b = b[n:]
 		c.Offset += n
