@@ -1,0 +1,53 @@
+#!/bin/sh
+# CPU time and throughput of rxectl's loopback perftest runs, built from
+# several commits, in alternating rounds (order reversed in even rounds),
+# each run under the bench lock. From the repository root:
+#   docs/cpu-ab.sh ROUNDS "OPS" SIZE A=COMMIT B=COMMIT ...
+#   e.g. docs/cpu-ab.sh 4 "write read send" 65536 A=a418baa B=HEAD
+# Each run is `rxectl OP-bw --loopback -s SIZE -D 3` under /usr/bin/time;
+# cpu-µs/op is (user + system time of the whole process, both devices)
+# divided by the iterations it reports. Raw lines go to $OUT (default
+# /tmp/cpu-ab.txt), then medians per variant and operation.
+set -eu
+ROUNDS=${1:?usage: $0 ROUNDS "OPS" SIZE A=COMMIT ...}
+OPS=$2 SIZE=$3
+shift 3
+OUT=${OUT:-/tmp/cpu-ab.txt}
+W=$(mktemp -d)
+vs=""
+for vc in "$@"; do
+	v=${vc%%=*} c=${vc#*=}
+	mkdir -p "$W/src-$v"
+	git archive "$c" | tar -x -C "$W/src-$v"
+	(cd "$W/src-$v" && go build -o "$W/rxectl-$v" ./cmd/rxectl)
+	vs="$vs $v"
+done
+rev=$(for v in $vs; do echo "$v"; done | tac | tr '\n' ' ')
+: >"$OUT"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+	order=$vs
+	[ $((r % 2)) -eq 0 ] && order=$rev
+	for op in $OPS; do
+		for v in $order; do
+			flock /tmp/gorxe-bench.lock /usr/bin/time -f "TIME %U %S" \
+				"$W/rxectl-$v" "$op-bw" --loopback -s "$SIZE" -D 3 >"$W/one" 2>&1
+			it=$(grep -A1 '#bytes' "$W/one" | tail -1 | awk '{print $2, $4}')
+			t=$(grep TIME "$W/one" | awk '{print $2 + $3}')
+			echo "r$r $v $op $it $t" | awk '{printf "%s %s %s %s %.1f\n", $1, $2, $3, $5, $6 * 1e6 / $4}' >>"$OUT"
+		done
+	done
+	r=$((r + 1))
+done
+python3 - "$OUT" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    _, v, op, mibs, cpu = line.split()
+    rows.setdefault((op, v), []).append((float(mibs), float(cpu)))
+print("op     variant  MiB/s (median; runs)            cpu-µs/op (median; runs)")
+for (op, v), xs in sorted(rows.items()):
+    m = [x[0] for x in xs]; c = [x[1] for x in xs]
+    print(f"{op:6} {v:7}  {statistics.median(m):7.0f}; {', '.join(f'{x:.0f}' for x in m)}   {statistics.median(c):5.1f}; {', '.join(f'{x:.1f}' for x in c)}")
+PY
+rm -rf "$W"
