@@ -417,9 +417,14 @@ func (pd *PD) CreateSRQSet(attr SRQAttr) (*SRQSet, error) {
 // Len returns the number of SRQs in the set: one per completion vector.
 func (set *SRQSet) Len() int { return len(set.srqs) }
 
-// SRQ returns the SRQ of completion vector v (0 <= v < Len()), for
-// posting receive WQEs to it.
-func (set *SRQSet) SRQ(v int) *SRQ { return set.srqs[v] }
+// SRQ returns the SRQ of completion vector v, for posting receive WQEs
+// to it. A v outside [0, Len()) fails with ErrInvalidArgument.
+func (set *SRQSet) SRQ(v int) (*SRQ, error) {
+	if v < 0 || v >= len(set.srqs) {
+		return nil, fmt.Errorf("%w: vector %d of an SRQ set of %d", ErrInvalidArgument, v, len(set.srqs))
+	}
+	return set.srqs[v], nil
+}
 
 // For returns the SRQ that a QP whose receive CQ is cq must use: the SRQ of
 // cq's completion vector. Pass it as QPInitAttr.SRQ.

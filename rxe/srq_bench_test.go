@@ -120,7 +120,8 @@ func newRecvServer(tb testing.TB, d *Device, mode string, n int, connect func(k 
 		s.set, err = pd.CreateSRQSet(SRQAttr{MaxWR: depth, MaxSGE: 1})
 		require.NoError(tb, err)
 		for v := range nq {
-			s.queues[v].srq = s.set.SRQ(v)
+			s.queues[v].srq, err = s.set.SRQ(v)
+			require.NoError(tb, err)
 		}
 	}
 	for k := range n {

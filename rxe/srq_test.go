@@ -583,7 +583,7 @@ func TestSRQSet(t *testing.T) {
 				require.NoError(t, err)
 				srq, err := set.For(cqs[v])
 				require.NoError(t, err)
-				require.Same(t, set.SRQ(v), srq)
+				require.Same(t, setSRQ(t, set, v), srq)
 				require.Equal(t, v, srq.Vector())
 				for range perVector {
 					a := smallEnd(t, da, nil, qpOpts{})
@@ -616,14 +616,18 @@ func TestSRQSet(t *testing.T) {
 				require.Equal(t, v, int(w.ID/100), "QP %d (vector %d) took WQE %d", k, v, w.ID)
 			}
 			for v := range vectors {
-				require.Equal(t, 4-perVector, set.SRQ(v).Len(), "vector %d", v)
+				require.Equal(t, 4-perVector, setSRQ(t, set, v).Len(), "vector %d", v)
 				noWC(t, cqs[v], 0)
 			}
 
 			if vectors > 1 {
-				_, err = pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqs[0], RecvCQ: cqs[0], SRQ: set.SRQ(1),
+				_, err = pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cqs[0], RecvCQ: cqs[0], SRQ: setSRQ(t, set, 1),
 					Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 				require.ErrorIs(t, err, ErrInvalidArgument, "the SRQ of another vector")
+			}
+			for _, v := range []int{-1, vectors} {
+				_, err = set.SRQ(v)
+				require.ErrorIs(t, err, ErrInvalidArgument, "vector %d of %d", v, vectors)
 			}
 			_, err = set.For(nil)
 			require.ErrorIs(t, err, ErrInvalidArgument)
@@ -633,8 +637,8 @@ func TestSRQSet(t *testing.T) {
 			require.ErrorIs(t, err, ErrInvalidArgument, "a CQ of another device")
 
 			require.ErrorIs(t, set.Destroy(), ErrInUse)
-			require.ErrorIs(t, set.SRQ(0).Destroy(), ErrInvalidArgument, "destroy the set, not one SRQ")
-			_, err = set.SRQ(vectors - 1).PostRecv(RecvWR{ID: 1})
+			require.ErrorIs(t, setSRQ(t, set, 0).Destroy(), ErrInvalidArgument, "destroy the set, not one SRQ")
+			_, err = setSRQ(t, set, vectors-1).PostRecv(RecvWR{ID: 1})
 			require.NoError(t, err, "a refused Destroy destroys nothing")
 			for _, b := range bs {
 				require.NoError(t, b.qp.Destroy())
@@ -642,7 +646,7 @@ func TestSRQSet(t *testing.T) {
 			require.NoError(t, set.Destroy())
 			require.ErrorIs(t, set.Destroy(), ErrClosed)
 			for v := range vectors {
-				_, err = set.SRQ(v).PostRecv(RecvWR{ID: 1})
+				_, err = setSRQ(t, set, v).PostRecv(RecvWR{ID: 1})
 				require.ErrorIs(t, err, ErrClosed)
 			}
 		})
@@ -704,4 +708,12 @@ func TestSRQErrorMidMessage(t *testing.T) {
 		require.Equal(t, bs[1].qp.QPN(), w.QPNum)
 		require.Equal(t, uint32(2000), w.ByteLen)
 	}
+}
+
+// setSRQ is set.SRQ(v), which must succeed.
+func setSRQ(t *testing.T, set *SRQSet, v int) *SRQ {
+	t.Helper()
+	s, err := set.SRQ(v)
+	require.NoError(t, err)
+	return s
 }
