@@ -34,22 +34,37 @@ func TestCopy(t *testing.T) {
 	}
 }
 
-// BenchmarkCopy4K copies a 4 KiB payload from 4 bytes past an 8-byte
-// boundary (after a BTH) into an aligned region, with Copy and with the
-// built-in copy.
+// BenchmarkCopy4K copies 4 KiB between a datagram buffer and an aligned
+// region, with Copy and with the built-in copy: in = from a payload after
+// a 12-byte BTH into the region (WRITE and SEND placement), out = from the
+// region to a payload after a BTH (READ responses, requests), out16 = to
+// one after 16 bytes of headers (READ FIRST and LAST with their AETH).
 func BenchmarkCopy4K(b *testing.B) {
-	src := make([]byte, 16<<10)
-	dst := make([]byte, 16<<10)
+	region := make([]byte, 64<<10)
+	bufs := make([][]byte, 16)
+	for i := range bufs {
+		bufs[i] = make([]byte, 4224)
+	}
 	for _, c := range []struct {
 		name string
 		f    func(d, s []byte) int
 	}{{"sge.Copy", Copy}, {"builtin", func(d, s []byte) int { return copy(d, s) }}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(4096)
-			for i := 0; b.Loop(); i++ {
-				j := i % 3
-				c.f(dst[j*4096:j*4096+4096], src[j*4096+12:])
-			}
-		})
+		for _, dir := range []string{"in", "out", "out16"} {
+			b.Run(c.name+"/"+dir, func(b *testing.B) {
+				b.SetBytes(4096)
+				for i := 0; b.Loop(); i++ {
+					j := i % len(bufs)
+					r := region[j*4096 : j*4096+4096]
+					switch dir {
+					case "in":
+						c.f(r, bufs[j][12:])
+					case "out":
+						c.f(bufs[j][12:], r)
+					default:
+						c.f(bufs[j][16:], r)
+					}
+				}
+			})
+		}
 	}
 }
