@@ -6,7 +6,10 @@
 #   e.g. docs/cpu-ab.sh 4 "write read send" 65536 A=a418baa B=HEAD
 # Each run is `rxectl OP-bw --loopback -s SIZE -D 3` under /usr/bin/time;
 # cpu-µs/op is (user + system time of the whole process, both devices)
-# divided by the iterations it reports. Raw lines go to $OUT (default
+# divided by the iterations it reports; steal% is the processor time the
+# hypervisor took from this VM during the run (/proc/stat's steal), as a
+# share of the run's wall time on all processors: runs with a large one
+# measured a different machine. Raw lines go to $OUT (default
 # /tmp/cpu-ab.txt), then medians per variant and operation.
 set -eu
 ROUNDS=${1:?usage: $0 ROUNDS "OPS" SIZE A=COMMIT ...}
@@ -30,11 +33,13 @@ while [ "$r" -le "$ROUNDS" ]; do
 	[ $((r % 2)) -eq 0 ] && order=$rev
 	for op in $OPS; do
 		for v in $order; do
-			flock /tmp/gorxe-bench.lock /usr/bin/time -f "TIME %U %S" \
-				"$W/rxectl-$v" "$op-bw" --loopback -s "$SIZE" -D 3 >"$W/one" 2>&1
+			flock /tmp/gorxe-bench.lock sh -c 'head -1 /proc/stat; /usr/bin/time -f "TIME %U %S %e" "$@"; head -1 /proc/stat' \
+				sh "$W/rxectl-$v" "$op-bw" --loopback -s "$SIZE" -D 3 >"$W/one" 2>&1
 			it=$(grep -A1 '#bytes' "$W/one" | tail -1 | awk '{print $2, $4}')
-			t=$(grep TIME "$W/one" | awk '{print $2 + $3}')
-			echo "r$r $v $op $it $t" | awk '{printf "%s %s %s %s %.1f\n", $1, $2, $3, $5, $6 * 1e6 / $4}' >>"$OUT"
+			t=$(grep TIME "$W/one" | awk '{print $2 + $3, $4}')
+			st=$(grep '^cpu ' "$W/one" | awk '{s[NR] = $9} END {print s[2] - s[1]}')
+			echo "r$r $v $op $it $t $st $(nproc)" |
+				awk '{printf "%s %s %s %s %.1f %.1f\n", $1, $2, $3, $5, $6 * 1e6 / $4, $8 / ($7 * $9)}' >>"$OUT"
 		done
 	done
 	r=$((r + 1))
@@ -43,11 +48,12 @@ python3 - "$OUT" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    _, v, op, mibs, cpu = line.split()
-    rows.setdefault((op, v), []).append((float(mibs), float(cpu)))
-print("op     variant  MiB/s (median; runs)            cpu-µs/op (median; runs)")
+    _, v, op, mibs, cpu, steal = line.split()
+    rows.setdefault((op, v), []).append((float(mibs), float(cpu), float(steal)))
+print("op     variant  MiB/s (median; runs)   cpu-µs/op (median; runs)   steal% (runs)")
 for (op, v), xs in sorted(rows.items()):
-    m = [x[0] for x in xs]; c = [x[1] for x in xs]
-    print(f"{op:6} {v:7}  {statistics.median(m):7.0f}; {', '.join(f'{x:.0f}' for x in m)}   {statistics.median(c):5.1f}; {', '.join(f'{x:.1f}' for x in c)}")
+    m = [x[0] for x in xs]; c = [x[1] for x in xs]; s = [x[2] for x in xs]
+    print(f"{op:6} {v:7}  {statistics.median(m):5.0f}; {', '.join(f'{x:.0f}' for x in m)}   "
+          f"{statistics.median(c):5.1f}; {', '.join(f'{x:.1f}' for x in c)}   {', '.join(f'{x:.0f}' for x in s)}")
 PY
 rm -rf "$W"
