@@ -2,9 +2,13 @@ package rxe
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/cm"
 	"github.com/stretchr/testify/require"
 )
@@ -69,36 +73,99 @@ func TestDialEndsOnDeviceClose(t *testing.T) {
 	require.ErrorIs(t, returnsWithin(t, res, "Dial"), ErrClosed)
 }
 
-// TestDisconnectEndsOnDeviceClose: a Disconnect without a deadline whose
-// DREQ is unanswered returns ErrClosed when its device closes, and Done is
-// closed; so is the Done of a connection nobody disconnects.
-func TestDisconnectEndsOnDeviceClose(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
+// mutedConn is a netdev.Conn whose writes vanish while mute is set: a
+// peer that has gone silent without closing anything.
+type mutedConn struct {
+	netdev.Conn
+	mute atomic.Bool
+}
+
+func (c *mutedConn) WriteBatch(msgs []netdev.Message) (int, error) {
+	if c.mute.Load() {
+		return len(msgs), nil
+	}
+	return c.Conn.WriteBatch(msgs)
+}
+
+// cmPair connects a client on da to a server on db through a listener on
+// port, and returns both ends' connections.
+func cmPair(ctx context.Context, t *testing.T, da, db *Device, port uint16) (cc, sc *CMConn) {
+	t.Helper()
 	client, server := newCMEnd(t, da), newCMEnd(t, db)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	l, err := db.ListenCM(21, CMOptions{PD: server.pd, SendCQ: server.cq})
+	l, err := db.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
 	require.NoError(t, err)
 	acc := make(chan *CMConn, 1)
 	go func() {
 		c, _ := l.Accept(ctx)
 		acc <- c
 	}()
-	cc, err := Dial(ctx, da, "127.0.0.2:21", CMOptions{PD: client.pd, SendCQ: client.cq})
+	cc, err = Dial(ctx, da, fmt.Sprintf("%v:%d", db.Addr().Addr(), port), CMOptions{PD: client.pd, SendCQ: client.cq})
 	require.NoError(t, err)
-	sc := <-acc
+	sc = <-acc
 	require.NotNil(t, sc)
+	return cc, sc
+}
 
-	// The server's device closes: its connection ends, nobody answers the
-	// client's DREQ.
-	require.NoError(t, db.Close())
+// closedWithin requires that done closes within 2 s.
+func closedWithin(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
 	select {
-	case <-sc.Done():
+	case <-done:
 	case <-time.After(2 * time.Second):
-		t.Fatal("Done did not close after Device.Close")
+		t.Fatalf("%s is still open", what)
 	}
-	require.ErrorIs(t, sc.Disconnect(context.Background()), ErrClosed)
+}
 
+// TestDeviceCloseTellsCMPeers: a device that closes tells the peers of its
+// connections (cm.Agent.Shutdown, as kernel ib_cm when a device goes
+// away): an established connection's peer gets a DREQ and its connection
+// ends at once; a Dial whose REQ waits for the consumer's Accept is
+// rejected (consumer reject) instead of timing out.
+func TestDeviceCloseTellsCMPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	da, db := cmDevices(t, "pipe")
+	cc, sc := cmPair(ctx, t, da, db, 22)
+	require.NoError(t, db.Close())
+	closedWithin(t, sc.Done(), "the closed device's connection")
+	require.ErrorIs(t, sc.Disconnect(context.Background()), ErrClosed)
+	closedWithin(t, cc.Done(), "the peer's connection")
+	require.Equal(t, QPSErr, cc.QP.State())
+
+	da, db = cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	_, err := db.ListenCM(23, CMOptions{PD: server.pd, SendCQ: server.cq}) // nobody calls Accept
+	require.NoError(t, err)
+	res := make(chan error, 1)
+	go func() {
+		_, err := Dial(ctx, da, "127.0.0.2:23", CMOptions{PD: client.pd, SendCQ: client.cq})
+		res <- err
+	}()
+	g := db.gsiOf()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.agent.Len() == 1
+	}, 2*time.Second, time.Millisecond, "the REQ arrives")
+	require.NoError(t, db.Close())
+	var rej *RejectError
+	require.ErrorAs(t, returnsWithin(t, res, "Dial"), &rej)
+	require.Equal(t, packet.RejConsumerReject, rej.Reason)
+}
+
+// TestDisconnectEndsOnDeviceClose: a Disconnect without a deadline whose
+// DREQ is unanswered (the peer went silent) returns ErrClosed when its
+// device closes, and Done is closed.
+func TestDisconnectEndsOnDeviceClose(t *testing.T) {
+	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	mb := &mutedConn{Conn: cb}
+	da, db := cmDevicesOn(t, ca, mb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, _ := cmPair(ctx, t, da, db, 21)
+
+	mb.mute.Store(true)
 	res := make(chan error, 1)
 	go func() { res <- cc.Disconnect(context.Background()) }()
 	require.Eventually(t, func() bool { return cmAgentState(da, cc.id) == cm.StateDREQSent }, 2*time.Second, time.Millisecond)

@@ -35,6 +35,11 @@ func cmDevices(t *testing.T, kind string) (*Device, *Device) {
 		}
 		require.NoError(t, err)
 	}
+	return cmDevicesOn(t, ca, cb)
+}
+
+// cmDevicesOn opens the two devices of cmDevices on ca and cb.
+func cmDevicesOn(t *testing.T, ca, cb netdev.Conn) (*Device, *Device) {
 	da, err := Open(ca, Options{Name: "cm-a", LinkMTU: 9000, OwnConn: true})
 	require.NoError(t, err)
 	db, err := Open(cb, Options{Name: "cm-b", LinkMTU: 9000, OwnConn: true})

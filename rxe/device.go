@@ -52,7 +52,8 @@ type Device struct {
 	retired  retiredLoss // loss counters of engines gone (losscounters.go)
 
 	gsiOnce sync.Once
-	gsi     *gsi // QP1 and the connection manager (gsi.go), made on first use
+	gsi     *gsi                // QP1 and the connection manager (gsi.go), made on first use
+	gsiMade atomic.Pointer[gsi] // gsi once made, for Close (which must not make one)
 
 	closed atomic.Bool
 	done   chan struct{}
@@ -99,12 +100,17 @@ type PortAttr struct {
 // stay pollable to collect them. Receive WQEs posted to an SRQ stay in it
 // and complete no more (the SRQ's, not a QP's: ibv_destroy_srq discards
 // them too). When Close returns the device touches no
-// registered memory again. Objects stay valid but every other verbs call
+// registered memory again. The connection manager tells the peer of every
+// connection it knows (a REJ for one being set up, a DREQ for an
+// established one: gsi.shutdown). Objects stay valid but every other verbs call
 // that changes state (posting, Modify, Dereg, Destroy, Dealloc, creating
 // objects) fails with ErrClosed.
 func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return ErrClosed
+	}
+	if g := d.gsiMade.Load(); g != nil {
+		g.shutdown() // while the socket is open
 	}
 	close(d.done)
 	var err error

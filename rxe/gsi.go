@@ -48,6 +48,7 @@ func (d *Device) gsiOf() *gsi {
 		g.agent = cm.NewAgent(cm.Config{CAGUID: guid, TIDHigh: rand.Uint32(), PacketLifeTime: gsiPacketLifeTime,
 			NextCommID: rand.Uint32})
 		d.gsi = g
+		d.gsiMade.Store(g)
 	})
 	return d.gsi
 }
@@ -106,6 +107,26 @@ func (g *gsi) step(now time.Time) {
 			g.timer.Reset(dl.Sub(now))
 		}
 	}
+}
+
+// shutdown is Device.Close's part: every connection ends, its peer told
+// as kernel ib_cm tells it when a device goes away (cm.Agent.Shutdown), and
+// the timer stops. Dial, Accept and Disconnect callers see ErrClosed.
+func (g *gsi) shutdown() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.agent.Shutdown(time.Now())
+	for {
+		o, ok := g.agent.Poll()
+		if !ok {
+			break
+		}
+		g.send(&o)
+	}
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.at = time.Time{}
 }
 
 // fire runs the agent's timers.

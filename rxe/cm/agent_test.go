@@ -392,3 +392,66 @@ func TestAbortREPSent(t *testing.T) {
 	w.settle()
 	require.Zero(t, w.client.Len())
 }
+
+// TestShutdown: a device going away tells the peer of every connection
+// what kernel cm_destroy_id would, and forgets them all.
+func TestShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    func(w *wire)
+		side     string // the side that shuts down
+		reason   packet.REJReason
+		rejected uint8 // REJ's MessageRejected, if a REJ
+		attr     packet.CMAttr
+		peer     []EventKind // the peer's events at the end
+	}{
+		{"REQ sent", func(w *wire) { w.fate = lose(map[string][]int{"client REQ": {0}}) },
+			"client", packet.RejTimeout, packet.MsgREQ, packet.AttrREJ, nil},
+		{"REQ received", func(w *wire) { w.autoREQ = false },
+			"server", packet.RejConsumerReject, packet.MsgREQ, packet.AttrREJ, []EventKind{EventRejected}},
+		{"REP received", func(w *wire) { w.autoREP = false },
+			"client", packet.RejConsumerReject, packet.MsgREP, packet.AttrREJ, []EventKind{EventREQ, EventRejected}},
+		{"REP sent", func(w *wire) { w.fate = lose(map[string][]int{"client RTU": {0}}) },
+			"server", packet.RejConsumerReject, packet.MsgOther, packet.AttrREJ, []EventKind{EventREP, EventRejected}},
+		{"established, client", func(*wire) {}, "client", 0, 0, packet.AttrDREQ,
+			[]EventKind{EventREQ, EventEstablished, EventDisconnect}},
+		{"established, server", func(*wire) {}, "server", 0, 0, packet.AttrDREQ,
+			[]EventKind{EventREP, EventDisconnect}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWire(t)
+			tc.setup(w)
+			w.connect()
+			a, peer, peerName := w.client, w.server, "server"
+			if tc.side == "server" {
+				a, peer, peerName = w.server, w.client, "client"
+			}
+			require.Equal(t, 1, a.Len())
+			a.Shutdown(w.now)
+			require.Zero(t, a.Len())
+			_, ok := a.NextEvent()
+			require.False(t, ok, "no events for forgotten connections")
+			_, ok = a.Deadline()
+			require.False(t, ok, "no timers after Shutdown")
+			o, ok := a.Poll()
+			require.True(t, ok, "the peer is told")
+			h, msg, err := packet.DecodeCMHeader(o.MAD[:])
+			require.NoError(t, err)
+			require.Equal(t, tc.attr, packet.CMAttr(h.AttrID))
+			if tc.attr == packet.AttrREJ {
+				var rej packet.REJ
+				require.NoError(t, rej.Decode(msg))
+				require.Equal(t, tc.reason, rej.Reason)
+				require.Equal(t, tc.rejected, rej.MessageRejected)
+			}
+			_, more := a.Poll()
+			require.False(t, more, "one message per connection")
+			w.fate = nil
+			w.transmit(a, o)
+			w.pump()
+			w.settle()
+			require.Equal(t, tc.peer, w.kinds(peerName))
+			require.Zero(t, peer.Len(), "the peer forgets the connection too")
+		})
+	}
+}

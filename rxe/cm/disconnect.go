@@ -81,3 +81,31 @@ func (a *Agent) recvDREP(now time.Time, msg []byte) {
 		a.ctr.Dropped++
 	}
 }
+
+// Shutdown ends every connection of the agent because its device is going
+// away, telling each peer as kernel ib_cm's cm_destroy_id does: an
+// unanswered REQ is rejected with reason Timeout (Abort), a REQ or REP not
+// yet decided by the consumer and a REP whose RTU has not come are rejected
+// as the consumer's (RejConsumerReject), an established connection gets a
+// DREQ, and one already disconnecting is left to its peer. No DREP is
+// awaited and nothing is resent: every connection is forgotten and no
+// events are reported for them. The messages are queued for Poll, so the
+// caller must send them before it closes its socket.
+func (a *Agent) Shutdown(now time.Time) {
+	for id, c := range a.conns {
+		switch {
+		case !c.passive && c.state == StateREQSent:
+			_ = a.Abort(id)
+		case c.state == StateREQRcvd || c.state == StateMRASent || c.state == StateREPRcvd:
+			_ = a.Reject(id, packet.RejConsumerReject, nil)
+		case c.passive && c.state == StateREPSent:
+			rej := packet.REJ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), MessageRejected: packet.MsgOther,
+				Reason: packet.RejConsumerReject}
+			a.send(c.peer, c.tid, &rej)
+		case c.state == StateEstablished:
+			_ = a.Disconnect(now, id, nil)
+		}
+		a.free(id)
+	}
+	a.events = a.events[:0:0]
+}
