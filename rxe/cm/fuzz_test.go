@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
 )
 
 // checkInvariants: every connection that waits for the peer has a timer,
@@ -38,13 +39,14 @@ func checkInvariants(t *testing.T, a *Agent) {
 }
 
 // FuzzAgent drives a client and a server agent with a byte program:
-// connects, disconnects, time steps, lost, duplicated and late MADs, and
+// connects, disconnects, shutdowns (a device going away), time steps, lost, duplicated and late MADs, and
 // MADs made from fuzz bytes injected into either side. The agents never
 // panic, every MAD they send decodes, the invariants hold after every step,
 // and once the wire is lossless and every connection is disconnected, time
 // empties both agents.
 func FuzzAgent(f *testing.F) {
 	f.Add([]byte{0, 3, 3, 1, 4, 4})
+	f.Add([]byte{0, 3, 0, 0xFA, 4, 0xF9, 4})
 	f.Add([]byte{0, 0x16, 3, 0x25, 4, 2, 4})
 	mad := make([]byte, packet.MADSize)
 	packet.EncodeCM(mad, 9, &packet.REQ{ServiceID: service, MaxCMRetries: 15, RemoteCMResponseTimeout: 31})
@@ -54,22 +56,26 @@ func FuzzAgent(f *testing.F) {
 		w.client.cfg.MaxConns, w.server.cfg.MaxConns = 8, 8
 		mode := deliver
 		w.fate = func(string, packet.CMAttr, int) fate { return mode }
-		var ids []ID
 		for len(prog) > 0 {
 			op := prog[0]
 			prog = prog[1:]
 			switch op & 7 {
 			case 0:
-				if id, err := w.client.Connect(w.now, serverAddr, testREQ()); err == nil {
-					ids = append(ids, id)
+				_, _ = w.client.Connect(w.now, serverAddr, testREQ())
+			case 1, 2:
+				a := w.client
+				if op&7 == 2 {
+					a = w.server
 				}
-			case 1:
-				for _, id := range ids {
-					_ = w.client.Disconnect(w.now, id, nil)
+				if op>>3 == 31 { // the device goes away
+					a.Shutdown(w.now)
+					require.Zero(t, a.Len(), "Shutdown forgets every connection")
+					_, ok := a.Deadline()
+					require.False(t, ok, "no timer after Shutdown")
+					break
 				}
-			case 2:
-				for id := range w.server.conns {
-					_ = w.server.Disconnect(w.now, id, nil)
+				for id := range a.conns {
+					_ = a.Disconnect(w.now, id, nil)
 				}
 			case 3:
 				w.advance(time.Duration(op>>3) * time.Millisecond)
