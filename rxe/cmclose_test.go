@@ -33,6 +33,17 @@ func cmAgentState(d *Device, id cm.ID) cm.State {
 	return g.agent.State(id)
 }
 
+// waitCMConns waits up to 2 s until d's CM agent holds n connections.
+func waitCMConns(t *testing.T, d *Device, n int, what string) {
+	t.Helper()
+	g := d.gsiOf()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.agent.Len() == n
+	}, 2*time.Second, time.Millisecond, what)
+}
+
 // TestAcceptEndsOnDeviceClose: an Accept without a deadline returns
 // ErrClosed when its device closes.
 func TestAcceptEndsOnDeviceClose(t *testing.T) {
@@ -63,12 +74,7 @@ func TestDialEndsOnDeviceClose(t *testing.T) {
 		_, err := Dial(context.Background(), da, "127.0.0.9:9", CMOptions{PD: client.pd, SendCQ: client.cq})
 		res <- err
 	}()
-	g := da.gsiOf()
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.agent.Len() == 1
-	}, 2*time.Second, time.Millisecond, "the REQ goes out")
+	waitCMConns(t, da, 1, "the REQ goes out")
 	require.NoError(t, da.Close())
 	require.ErrorIs(t, returnsWithin(t, res, "Dial"), ErrClosed)
 }
@@ -142,12 +148,7 @@ func TestDeviceCloseTellsCMPeers(t *testing.T) {
 		_, err := Dial(ctx, da, "127.0.0.2:23", CMOptions{PD: client.pd, SendCQ: client.cq})
 		res <- err
 	}()
-	g := db.gsiOf()
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.agent.Len() == 1
-	}, 2*time.Second, time.Millisecond, "the REQ arrives")
+	waitCMConns(t, db, 1, "the REQ arrives")
 	require.NoError(t, db.Close())
 	var rej *RejectError
 	require.ErrorAs(t, returnsWithin(t, res, "Dial"), &rej)
