@@ -65,10 +65,11 @@ func (ph *PseudoHeader) valid() bool {
 // must be Valid (ICRC and Begin check it; ICRCStart panics otherwise).
 //
 // The masked IP header, UDP header and BTH (IBA A17.4.4) are assembled in
-// 64-bit words and fed to the CRC from registers. Writing them to a buffer
-// first and reading that back in words stalled on store forwarding (a
-// word load spanning several narrower stores) and made this prefix as dear
-// as folding a whole 4 KiB payload.
+// 64-bit words and fed to the CRC from registers: bytes written to a buffer
+// and read back in words stall on store forwarding (a load spanning several
+// narrower stores), which cost about as much per packet as folding a 4 KiB
+// payload (docs/performance.md, "Payload copies in pieces under 2 KiB, and
+// the ICRC's pseudo-header from registers").
 func (ph *PseudoHeader) ICRCStart(bth []byte, n int) uint32 {
 	_ = bth[BTHSize-1]
 	src, dst := ph.Src.Unmap(), ph.Dst.Unmap()

@@ -102,7 +102,8 @@ type PortAttr struct {
 // them too). When Close returns the device touches no
 // registered memory again. The connection manager tells the peer of every
 // connection it knows (a REJ for one being set up, a DREQ for an
-// established one: gsi.shutdown). Objects stay valid but every other verbs call
+// established one; docs/cm.md, "When a device closes"). Objects stay valid
+// but every other verbs call
 // that changes state (posting, Modify, Dereg, Destroy, Dealloc, creating
 // objects) fails with ErrClosed.
 func (d *Device) Close() error {
