@@ -25,7 +25,7 @@ while [ "$r" -le "$ROUNDS" ]; do
 	order=$vs
 	[ $((r % 2)) -eq 0 ] && order=$rev
 	for v in $order; do
-		flock /tmp/gorxe-bench.lock "$W/rxe-$v.test" -test.run '^$' \
+		flock /tmp/gorxe-bench.lock docs/steal.sh "$W/rxe-$v.test" -test.run '^$' \
 			-test.bench '(Write|Read|Send)64K/udp' -test.benchtime 2s |
 			grep '^Benchmark' | sed "s/^/r$r $v /" >>"$OUT"
 	done

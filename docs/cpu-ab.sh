@@ -7,9 +7,8 @@
 # Each run is `rxectl OP-bw --loopback -s SIZE -D 3` under /usr/bin/time;
 # cpu-µs/op is (user + system time of the whole process, both devices)
 # divided by the iterations it reports; steal% is the processor time the
-# hypervisor took from this VM during the run (/proc/stat's steal), as a
-# share of the run's wall time on all processors: runs with a large one
-# measured a different machine. Raw lines go to $OUT (default
+# hypervisor took from this VM during the run (docs/steal.sh): runs with a
+# large one measured a different machine. Raw lines go to $OUT (default
 # /tmp/cpu-ab.txt), then medians per variant and operation.
 set -eu
 ROUNDS=${1:?usage: $0 ROUNDS "OPS" SIZE A=COMMIT ...}
@@ -33,13 +32,11 @@ while [ "$r" -le "$ROUNDS" ]; do
 	[ $((r % 2)) -eq 0 ] && order=$rev
 	for op in $OPS; do
 		for v in $order; do
-			flock /tmp/gorxe-bench.lock sh -c 'head -1 /proc/stat; /usr/bin/time -f "TIME %U %S %e" "$@"; head -1 /proc/stat' \
-				sh "$W/rxectl-$v" "$op-bw" --loopback -s "$SIZE" -D 3 >"$W/one" 2>&1
+			flock /tmp/gorxe-bench.lock docs/steal.sh sh -c '/usr/bin/time -f "TIME %U %S" "$@" 2>&1' \
+				sh "$W/rxectl-$v" "$op-bw" --loopback -s "$SIZE" -D 3 >"$W/one"
 			it=$(grep -A1 '#bytes' "$W/one" | tail -1 | awk '{print $2, $4}')
-			t=$(grep TIME "$W/one" | awk '{print $2 + $3, $4}')
-			st=$(grep '^cpu ' "$W/one" | awk '{s[NR] = $9} END {print s[2] - s[1]}')
-			echo "r$r $v $op $it $t $st $(nproc)" |
-				awk '{printf "%s %s %s %s %.1f %.1f\n", $1, $2, $3, $5, $6 * 1e6 / $4, $8 / ($7 * $9)}' >>"$OUT"
+			t=$(grep TIME "$W/one" | awk '{print $2 + $3, $NF}')
+			echo "r$r $v $op $it $t" | awk '{printf "%s %s %s %s %.1f %s\n", $1, $2, $3, $5, $6 * 1e6 / $4, $7}' >>"$OUT"
 		done
 	done
 	r=$((r + 1))

@@ -35,7 +35,7 @@ while [ "$r" -le "$ROUNDS" ]; do
 	order=$vs
 	[ $((r % 2)) -eq 0 ] && order=$rev
 	for v in $order; do
-		env $(env_of "$v") flock /tmp/gorxe-bench.lock "$W/rxe.test" -test.run '^$' \
+		env $(env_of "$v") flock /tmp/gorxe-bench.lock docs/steal.sh "$W/rxe.test" -test.run '^$' \
 			-test.bench '(Write|Read|Send)64K/udp' -test.benchtime 2s |
 			grep '^Benchmark' | sed "s/^/r$r $v /" >>"$OUT"
 	done
