@@ -116,7 +116,9 @@ func (a *Agent) Abort(id ID) error {
 	}
 	switch {
 	case !c.passive && c.state == StateREQSent:
-		rej := packet.REJ{LocalCommID: uint32(id), MessageRejected: packet.MsgREQ, RejectedInfoLen: 8, Reason: packet.RejTimeout}
+		// "Other", as kernel cm_format_rej in REQ sent; the peer finds
+		// the connection by our ID and the ARI's GUID (recvREJ).
+		rej := packet.REJ{LocalCommID: uint32(id), MessageRejected: packet.MsgOther, RejectedInfoLen: 8, Reason: packet.RejTimeout}
 		binary.BigEndian.PutUint64(rej.ARI[:], a.cfg.CAGUID)
 		a.send(c.peer, c.tid, &rej)
 		a.free(id)

@@ -406,7 +406,12 @@ func TestShutdown(t *testing.T) {
 		peer     []EventKind // the peer's events at the end
 	}{
 		{"REQ sent", func(w *wire) { w.fate = lose(map[string][]int{"client REQ": {0}}) },
-			"client", packet.RejTimeout, packet.MsgREQ, packet.AttrREJ, nil},
+			"client", packet.RejTimeout, packet.MsgOther, packet.AttrREJ, nil},
+		// The peer holds the REQ (its consumer has not answered): the REJ
+		// names no ID of the peer's, which finds the connection by the
+		// client's ID and GUID.
+		{"REQ sent, held by the peer", func(w *wire) { w.autoREQ = false },
+			"client", packet.RejTimeout, packet.MsgOther, packet.AttrREJ, []EventKind{EventREQ, EventRejected}},
 		{"REQ received", func(w *wire) { w.autoREQ = false },
 			"server", packet.RejConsumerReject, packet.MsgREQ, packet.AttrREJ, []EventKind{EventRejected}},
 		{"REP received", func(w *wire) { w.autoREP = false },

@@ -1,6 +1,7 @@
 package cm
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"time"
 
@@ -151,6 +152,14 @@ func (a *Agent) recvREJ(now time.Time, msg []byte) {
 	var rej packet.REJ
 	_ = rej.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(rej.RemoteCommID)]
+	if c == nil && rej.Reason == packet.RejTimeout && rej.RejectedInfoLen >= 8 {
+		// An active side that gave up its REQ knows no ID of ours: its
+		// REJ names itself by communication ID and, in the ARI, CA GUID
+		// (kernel cm_acquire_rejected_id), the key of the REQ it sent.
+		if id, ok := a.byRemote[remoteKey{rej.LocalCommID, binary.BigEndian.Uint64(rej.ARI[:])}]; ok {
+			c = a.conns[id]
+		}
+	}
 	if c == nil || rej.LocalCommID != 0 && c.remoteCommID() != 0 && rej.LocalCommID != c.remoteCommID() {
 		a.ctr.Dropped++
 		return
