@@ -126,12 +126,13 @@ func closedWithin(t *testing.T, done <-chan struct{}, what string) {
 // connections (cm.Agent.Shutdown, as kernel ib_cm when a device goes
 // away): an established connection's peer gets a DREQ and its connection
 // ends at once; a Dial whose REQ waits for the consumer's Accept is
-// rejected (consumer reject) instead of timing out.
+// rejected (consumer reject) instead of timing out. Over UDP: a pipe whose
+// one end closes stops both.
 func TestDeviceCloseTellsCMPeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	da, db := cmDevices(t, "pipe")
+	da, db := cmDevices(t, "udp")
 	cc, sc := cmPair(ctx, t, da, db, 22)
 	require.NoError(t, db.Close())
 	closedWithin(t, sc.Done(), "the closed device's connection")
@@ -139,13 +140,13 @@ func TestDeviceCloseTellsCMPeers(t *testing.T) {
 	closedWithin(t, cc.Done(), "the peer's connection")
 	require.Equal(t, QPSErr, cc.QP.State())
 
-	da, db = cmDevices(t, "pipe")
+	da, db = cmDevices(t, "udp")
 	client, server := newCMEnd(t, da), newCMEnd(t, db)
 	_, err := db.ListenCM(23, CMOptions{PD: server.pd, SendCQ: server.cq}) // nobody calls Accept
 	require.NoError(t, err)
 	res := make(chan error, 1)
 	go func() {
-		_, err := Dial(ctx, da, "127.0.0.2:23", CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := Dial(ctx, da, fmt.Sprintf("%v:23", db.Addr().Addr()), CMOptions{PD: client.pd, SendCQ: client.cq})
 		res <- err
 	}()
 	waitCMConns(t, db, 1, "the REQ arrives")
@@ -177,4 +178,40 @@ func TestDisconnectEndsOnDeviceClose(t *testing.T) {
 	default:
 		t.Fatal("Done is open after Disconnect returned")
 	}
+}
+
+// TestAcceptSkipsWithdrawnREQ: a REQ whose Dial gave up while it waited in
+// the listener's queue (the client's REJ withdraws it) is not what Accept
+// returns: it takes the next one.
+func TestAcceptSkipsWithdrawnREQ(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := db.ListenCM(24, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	short, cancelShort := context.WithCancel(ctx)
+	res := make(chan error, 1)
+	go func() {
+		_, err := Dial(short, da, "127.0.0.2:24", CMOptions{PD: client.pd, SendCQ: client.cq})
+		res <- err
+	}()
+	waitCMConns(t, db, 1, "the REQ arrives")
+	cancelShort()
+	require.ErrorIs(t, returnsWithin(t, res, "Dial"), context.Canceled)
+	waitCMConns(t, db, 0, "the REJ withdraws the REQ")
+
+	acc := make(chan *CMConn, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		if err != nil {
+			t.Errorf("Accept: %v", err)
+		}
+		acc <- c
+	}()
+	cc, err := Dial(ctx, da, "127.0.0.2:24", CMOptions{PD: client.pd, SendCQ: client.cq})
+	require.NoError(t, err)
+	sc := <-acc
+	require.NotNil(t, sc)
+	require.Equal(t, cc.QP.QPN(), sc.Remote.QPN, "Accept took the second REQ")
 }

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -75,6 +76,10 @@ func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOpti
 	req := buildREQ(d, qp, from, to, psn, o)
 	g := d.gsiOf()
 	g.mu.Lock()
+	if g.down {
+		g.mu.Unlock()
+		return nil, ErrClosed
+	}
 	now := time.Now()
 	id, err := g.agent.Connect(now, to.Addr(), &req)
 	if err != nil {
@@ -137,9 +142,13 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 		g.mu.Lock()
 		err := g.agent.ConfirmREP(c.id, nil)
 		g.step(time.Now())
+		down := g.down
 		g.mu.Unlock()
-		if err != nil {
-			return false, err
+		switch {
+		case err != nil && down:
+			return false, ErrClosed // Close forgot the connection
+		case err != nil:
+			return false, fmt.Errorf("rxe: the connection ended before its REP was confirmed: %w", err)
 		}
 		go c.watch()
 		return true, nil
@@ -223,23 +232,33 @@ func (l *CMListener) Close() error {
 // the listener's private data) and waits for the RTU. It honours ctx (if
 // ctx ends while it waits for the RTU, the peer gets a REJ, which ends its
 // connection), and returns ErrClosed once the listener or the device is
-// closed.
+// closed. A request that its peer withdrew while it waited in the queue
+// (a REJ) is skipped.
 func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
-	if l.d.closed.Load() {
-		return nil, ErrClosed
+	for {
+		if l.d.closed.Load() {
+			return nil, ErrClosed
+		}
+		var e cm.Event
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-l.closed:
+			return nil, ErrClosed
+		case <-l.d.done:
+			return nil, ErrClosed
+		case e = <-l.reqs:
+		}
+		c, err := l.accept(ctx, e)
+		if !errors.Is(err, errWithdrawn) {
+			return c, err
+		}
 	}
-	var e cm.Event
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-l.closed:
-		return nil, ErrClosed
-	case <-l.d.done:
-		return nil, ErrClosed
-	case e = <-l.reqs:
-	}
-	return l.accept(ctx, e)
 }
+
+// errWithdrawn is accept's answer for a REQ whose connection ended while it
+// waited in the listener's queue: Accept takes the next one.
+var errWithdrawn = errors.New("rxe: the connection request was withdrawn")
 
 // accept answers one REQ.
 func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
@@ -283,7 +302,15 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 	g.mu.Lock()
 	now := time.Now()
 	c.events = g.wait(e.ID)
-	err = g.agent.Accept(now, e.ID, &rep)
+	switch {
+	case g.down:
+		err = ErrClosed
+	default:
+		err = g.agent.Accept(now, e.ID, &rep)
+		if errors.Is(err, cm.ErrUnknownID) {
+			err = errWithdrawn // a REJ or the REQ's timeout ended it while queued
+		}
+	}
 	g.step(now)
 	g.mu.Unlock()
 	if err == nil {

@@ -31,6 +31,7 @@ type gsi struct {
 	waiters   map[cm.ID]chan cm.Event
 	listeners map[uint64]*CMListener
 	counters  gsiCounters
+	down      bool // the device closed: no MAD is taken or sent, no connection made
 }
 
 // gsiCounters count QP1 traffic.
@@ -49,6 +50,11 @@ func (d *Device) gsiOf() *gsi {
 			NextCommID: rand.Uint32})
 		d.gsi = g
 		d.gsiMade.Store(g)
+		if d.closed.Load() {
+			// Close ran before gsiMade was set and saw no GSI to shut
+			// down (Close sets closed, then loads gsiMade).
+			g.down = true
+		}
 	})
 	return d.gsi
 }
@@ -64,6 +70,7 @@ func (d *Device) receiveGSI(now time.Time, p packet.Packet, src netip.AddrPort) 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
+	case g.down:
 	case p.Opcode() != packet.UDSendOnly || len(p.Payload()) < packet.MADSize:
 		g.counters.malformed++
 	case p.DETH().QKey() != packet.GSIQKey:
@@ -115,6 +122,7 @@ func (g *gsi) step(now time.Time) {
 func (g *gsi) shutdown() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.down = true
 	g.agent.Shutdown(time.Now())
 	for {
 		o, ok := g.agent.Poll()
