@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -15,6 +16,8 @@ func TestCopy(t *testing.T) {
 	for i := range src {
 		src[i] = byte(rng.Uint32())
 	}
+	split := 0 // cases that take Copy's pieces (a misaligned source, a 16-byte aligned destination)
+	t.Cleanup(func() { require.NotZero(t, split, "no case exercised the split copy") })
 	for _, tc := range []struct{ n, srcOff, dstOff, dstLen int }{
 		{0, 0, 0, 0}, {1, 4, 0, 1}, {copyPiece, 4, 0, copyPiece},
 		{copyPiece + 1, 4, 0, copyPiece + 1}, {4096, 12, 0, 4096},
@@ -27,6 +30,9 @@ func TestCopy(t *testing.T) {
 			buf := make([]byte, tc.dstOff+tc.dstLen+8)
 			dst := buf[tc.dstOff : tc.dstOff+tc.dstLen]
 			want := min(len(s), len(dst))
+			if want >= 2048 && uintptr(unsafe.Pointer(unsafe.SliceData(dst)))&15 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(s)))&7 != 0 {
+				split++
+			}
 			require.Equal(t, want, Copy(dst, s))
 			require.True(t, bytes.Equal(s[:want], dst[:want]))
 			require.True(t, bytes.Equal(make([]byte, len(buf)-tc.dstOff-want), buf[tc.dstOff+want:]), "wrote past the copied bytes")
