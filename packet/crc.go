@@ -7,10 +7,12 @@ import (
 
 // The standard library's crc32.Update reaches its assembly through a
 // function variable, so a stack buffer handed to it escapes to the heap.
-// The ICRC's masked pseudo-header lives in such a buffer; it is hashed here
-// with a slicing-by-8 table walk instead (same CRC-32/IEEE, same pre- and
-// post-inversion as crc32.Update), and only the packet bytes, which are on
-// the heap already, go through crc32.Update.
+// The ICRC's short parts are hashed here with a slicing-by-8 table walk
+// instead (same CRC-32/IEEE, same pre- and post-inversion as crc32.Update):
+// the masked pseudo-header, fed from registers a word at a time (crcWord,
+// ICRCStart), the 16 bytes the vector fold leaves and the masked headers
+// of a captured datagram (updateSmall, from stack buffers). Only packet
+// bytes, on the heap already, go through crc32.Update.
 
 var slicing8 [8][256]uint32
 

@@ -62,7 +62,8 @@ func (ph *PseudoHeader) valid() bool {
 // ICRC) after its pseudo-header and masked BTH, so that a sender can fold
 // the rest of the headers and the payload in with ICRCUpdate as it copies
 // them (one pass over the data). bth must hold the packet's BTH, and ph
-// must be Valid (ICRC and Begin check it; ICRCStart panics otherwise).
+// must be Valid (ICRC and Begin check it): for another ph the result is
+// meaningless and ICRCStart may panic.
 //
 // The masked IP header, UDP header and BTH (IBA A17.4.4) are assembled in
 // 64-bit words and fed to the CRC from registers: bytes written to a buffer
