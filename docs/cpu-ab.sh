@@ -16,6 +16,7 @@ OPS=$2 SIZE=$3
 shift 3
 OUT=${OUT:-/tmp/cpu-ab.txt}
 W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
 vs=""
 for vc in "$@"; do
 	v=${vc%%=*} c=${vc#*=}
@@ -34,8 +35,13 @@ while [ "$r" -le "$ROUNDS" ]; do
 		for v in $order; do
 			flock /tmp/gorxe-bench.lock docs/steal.sh sh -c '/usr/bin/time -f "TIME %U %S" "$@" 2>&1' \
 				sh "$W/rxectl-$v" "$op-bw" --loopback -s "$SIZE" -D 3 >"$W/one"
-			it=$(grep -A1 '#bytes' "$W/one" | tail -1 | awk '{print $2, $4}')
+			it=$(grep -A1 '#bytes' "$W/one" | tail -1 | awk 'NF >= 4 && $2 > 0 {print $2, $4}')
 			t=$(grep TIME "$W/one" | awk '{print $2 + $3, $NF}')
+			if [ -z "$it" ] || [ -z "$t" ]; then
+				echo "r$r $v $op: no result (output in $OUT.r$r-$v-$op)" >&2
+				cp "$W/one" "$OUT.r$r-$v-$op"
+				continue
+			fi
 			echo "r$r $v $op $it $t" | awk '{printf "%s %s %s %s %.1f %s\n", $1, $2, $3, $5, $6 * 1e6 / $4, $7}' >>"$OUT"
 		done
 	done
@@ -53,4 +59,3 @@ for (op, v), xs in sorted(rows.items()):
     print(f"{op:6} {v:7}  {statistics.median(m):5.0f}; {', '.join(f'{x:.0f}' for x in m)}   "
           f"{statistics.median(c):5.1f}; {', '.join(f'{x:.1f}' for x in c)}   {', '.join(f'{x:.0f}' for x in s)}")
 PY
-rm -rf "$W"
