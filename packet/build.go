@@ -141,7 +141,11 @@ func (f Frame) Payload() []byte { return f.b[f.off : f.off+f.n] }
 
 // Seal writes the zero pad bytes and the ICRC (IBA 9.2, Annex A17.4) and
 // returns the packet length, BTH through ICRC.
-func (f Frame) Seal() int {
+func (f Frame) Seal() int { return f.SealWith(nil) }
+
+// SealWith is Seal with the ICRC's pseudo-header started by c (a sender's
+// own ICRCPrefix; nil is Seal).
+func (f Frame) SealWith(c *ICRCPrefix) int {
 	end := f.off + f.n
 	icrc := len(f.b) - ICRCSize
 	clear(f.b[end:icrc])
@@ -149,7 +153,7 @@ func (f Frame) Seal() int {
 		clear(f.b[icrc:])
 		return len(f.b)
 	}
-	crc := f.ph.ICRCStart(f.b[:BTHSize], len(f.b))
+	crc := c.Start(f.ph, f.b[:BTHSize], len(f.b))
 	crc = ICRCUpdate(crc, f.b[BTHSize:icrc])
 	binary.LittleEndian.PutUint32(f.b[icrc:], crc)
 	return len(f.b)

@@ -73,20 +73,23 @@ func (ph *PseudoHeader) valid() bool {
 // the ICRC's pseudo-header from registers").
 func (ph *PseudoHeader) ICRCStart(bth []byte, n int) uint32 {
 	_ = bth[BTHSize-1]
+	return feedBTH(ph.headerRegister(n), bth, ph.Src.Unmap().Is4())
+}
+
+// headerRegister returns the CRC register (not inverted) after the eight
+// 0xFF bytes, the masked IP header and the UDP header of a packet of n
+// bytes (BTH through ICRC): everything of the pseudo-header before the BTH.
+func (ph *PseudoHeader) headerRegister(n int) uint32 {
 	src, dst := ph.Src.Unmap(), ph.Dst.Unmap()
 	udpLen := uint16(UDPHeaderSize + n)
 	ports := be16(ph.SrcPort) | be16(ph.DstPort)<<16
-	b0 := uint64(binary.LittleEndian.Uint32(bth))
-	b1 := binary.LittleEndian.Uint64(bth[4:])
 	r := ^uint32(crcFF8)
 	if src.Is4() {
 		s, d := src.As4(), dst.As4()
 		r = crcWord(r, 0x45|0xFF<<8|be16(uint16(IPv4HeaderSize)+udpLen)<<16|be16(ph.IPID)<<32|be16(ph.IPFlags)<<48)
 		r = crcWord(r, 0xFF|17<<8|0xFFFF<<16|uint64(binary.LittleEndian.Uint32(s[:]))<<32)
 		r = crcWord(r, uint64(binary.LittleEndian.Uint32(d[:]))|ports<<32)
-		r = crcWord(r, be16(udpLen)|0xFFFF<<16|b0<<32)
-		r = crcWord(r, b1|0xFF) // BTH byte 4: FECN, BECN, Resv6a masked
-		return ^r
+		return crcWord32(r, uint32(be16(udpLen))|0xFFFF<<16)
 	}
 	s, d := src.As16(), dst.As16()
 	r = crcWord(r, 0x6F|0xFFFFFF<<8|be16(udpLen)<<32|17<<48|0xFF<<56)
@@ -94,10 +97,60 @@ func (ph *PseudoHeader) ICRCStart(bth []byte, n int) uint32 {
 	r = crcWord(r, binary.LittleEndian.Uint64(s[8:]))
 	r = crcWord(r, binary.LittleEndian.Uint64(d[:]))
 	r = crcWord(r, binary.LittleEndian.Uint64(d[8:]))
-	r = crcWord(r, ports|be16(udpLen)<<32|0xFFFF<<48)
-	r = crcWord(r, b0|b1<<32|0xFF<<32) // BTH bytes 0-7, byte 4 masked
-	r = crcWord32(r, uint32(b1>>32))   // BTH bytes 8-11
-	return ^r
+	return crcWord(r, ports|be16(udpLen)<<32|0xFFFF<<48)
+}
+
+// feedBTH feeds the BTH with byte 4 (FECN, BECN, Resv6a) masked into the
+// register r that headerRegister returned, and returns the running CRC.
+// Over IPv4 the BTH starts 4 bytes into a word of the pseudo-header, over
+// IPv6 on a word.
+func feedBTH(r uint32, bth []byte, v4 bool) uint32 {
+	b0 := binary.LittleEndian.Uint32(bth)
+	b1 := binary.LittleEndian.Uint64(bth[4:])
+	if v4 {
+		return ^crcWord(crcWord32(r, b0), b1|0xFF)
+	}
+	return ^crcWord32(crcWord(r, uint64(b0)|b1<<32|0xFF<<32), uint32(b1>>32))
+}
+
+// ICRCPrefix remembers the CRC register after the masked IP and UDP
+// headers of the last pseudo-header and packet length it was asked for.
+// Those are the same for every full-size packet of a QP's message stream,
+// so its Start, ICRC and RecoverIPv4ID feed only the BTH to the tables
+// where PseudoHeader's methods feed the whole pseudo-header; the results
+// are the same. The zero value is ready to use; a nil *ICRCPrefix
+// remembers nothing. It is not safe for concurrent use: each sender (a
+// transport engine) and each receiving goroutine keeps its own.
+type ICRCPrefix struct {
+	ph  PseudoHeader
+	n   int
+	reg uint32
+	v4  bool
+	set bool
+}
+
+// Start is ph.ICRCStart(bth, n), with the register for ph and n remembered.
+func (c *ICRCPrefix) Start(ph *PseudoHeader, bth []byte, n int) uint32 {
+	if c == nil {
+		return ph.ICRCStart(bth, n)
+	}
+	_ = bth[BTHSize-1]
+	if !c.set || c.n != n || c.ph != *ph {
+		c.ph, c.n, c.reg, c.v4, c.set = *ph, n, ph.headerRegister(n), ph.Src.Unmap().Is4(), true
+	}
+	return feedBTH(c.reg, bth, c.v4)
+}
+
+// ICRC is ph.ICRC(pkt), with the register for ph and len(pkt) remembered.
+func (c *ICRCPrefix) ICRC(ph *PseudoHeader, pkt []byte) (uint32, error) {
+	if len(pkt) < BTHSize+ICRCSize {
+		return 0, ErrTruncated
+	}
+	if !ph.valid() {
+		return 0, ErrPseudoHeader
+	}
+	crc := c.Start(ph, pkt[:BTHSize], len(pkt))
+	return ICRCUpdate(crc, pkt[BTHSize:len(pkt)-ICRCSize]), nil
 }
 
 // be16 is v's big-endian (wire) byte order as the low 16 bits of a
@@ -108,14 +161,7 @@ func be16(v uint16) uint64 { return uint64(bits.ReverseBytes16(v)) }
 // content is ignored). It returns ErrPseudoHeader for an invalid
 // pseudo-header and ErrTruncated for a packet shorter than BTH+ICRC.
 func (ph *PseudoHeader) ICRC(pkt []byte) (uint32, error) {
-	if len(pkt) < BTHSize+ICRCSize {
-		return 0, ErrTruncated
-	}
-	if !ph.valid() {
-		return 0, ErrPseudoHeader
-	}
-	crc := ph.ICRCStart(pkt[:BTHSize], len(pkt))
-	return ICRCUpdate(crc, pkt[BTHSize:len(pkt)-ICRCSize]), nil
+	return (*ICRCPrefix)(nil).ICRC(ph, pkt)
 }
 
 // SetICRC computes the ICRC of pkt and writes it into its last four bytes.

@@ -101,12 +101,18 @@ func unzero(n int) *gf2 { return unzeroOps.pow(&zeroByteInv, n) }
 // one CRC pass over the packet (the ICRC for ID 0, which also answers ID 0
 // itself) plus, once per packet length, a small matrix inversion.
 func (ph *PseudoHeader) RecoverIPv4ID(pkt []byte) (id uint16, ok bool) {
+	return (*ICRCPrefix)(nil).RecoverIPv4ID(ph, pkt)
+}
+
+// RecoverIPv4ID is ph.RecoverIPv4ID(pkt), with the register of ph's
+// headers (for ID 0) and len(pkt) remembered.
+func (c *ICRCPrefix) RecoverIPv4ID(ph *PseudoHeader, pkt []byte) (id uint16, ok bool) {
 	if !ph.Is4() || len(pkt) < BTHSize+ICRCSize || !ph.valid() {
 		return 0, false
 	}
 	zero := *ph
 	zero.IPID = 0
-	crc0, err := zero.ICRC(pkt)
+	crc0, err := c.ICRC(&zero, pkt)
 	if err != nil {
 		return 0, false
 	}

@@ -23,7 +23,8 @@ const traceLen = 64
 // package documentation.
 type Requester struct {
 	cfg  Config
-	mem  sge.Memory // the Memory given to New, held as what the SGE walk takes
+	icrc packet.ICRCPrefix // starts the ICRC of each packet build seals
+	mem  sge.Memory        // the Memory given to New, held as what the SGE walk takes
 	cq   Completions
 	pmtu uint32
 	// pmtuShift is log2(pmtu): a path MTU is a power of two.
@@ -424,7 +425,7 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 		r.localError(w, verbs.WCLocProtErr)
 		return 0
 	}
-	n := f.Seal()
+	n := f.SealWith(&r.icrc)
 	r.noAck = noAck
 	r.commit(w, sg, psn)
 	r.c.PacketsSent++

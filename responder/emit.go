@@ -65,7 +65,7 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 		return 0, false
 	}
 	sge.Copy(f.Payload(), mem)
-	n := f.Seal()
+	n := f.SealWith(&r.icrc)
 	switch it.kind {
 	case outACK:
 		r.ctrs.AcksSent++

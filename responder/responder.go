@@ -273,6 +273,7 @@ type recvWQE struct {
 // Responder is the RC responder of one QP. Create it with New.
 type Responder struct {
 	cfg  Config
+	icrc packet.ICRCPrefix // starts the ICRC of each packet emit seals
 	env  Env
 	lmem sge.Memory           // env.Mem, held as what the SGE walk takes
 	scq  SolicitedCompletions // env.CQ, if it implements it

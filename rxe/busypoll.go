@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
 )
 
 // Busy polling: a caller that spins on a CQ (CQ.BusyPoll, as perftest
@@ -33,8 +34,9 @@ type connReader struct {
 	shared netdev.SharedReader // conn, if it is one; else nil
 	served []*vector           // the vectors whose QPs' packets conn receives
 
-	gate netdev.Gate      // with shared: held by the goroutine reading and handling a batch
-	msgs []netdev.Message // the batch being read and handled (under gate with shared)
+	gate netdev.Gate       // with shared: held by the goroutine reading and handling a batch
+	msgs []netdev.Message  // the batch being read and handled (under gate with shared)
+	icrc packet.ICRCPrefix // checks the batch's ICRCs (as msgs)
 
 	wakes []*CQ // scratch for Device.endBatch
 

@@ -1,6 +1,8 @@
 package rxe
 
 import (
+	"encoding/binary"
+
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 )
@@ -11,22 +13,23 @@ import (
 // (gorxe peers, many NICs), and if the packet's differs, the one ID that
 // explains the difference is recovered from it (kernel rxe sends non-zero
 // IDs, and the k-th datagram of a gorxe peer's UDP GSO send carries ID k);
-// StrictICRC accepts only IDs below gsoMaxID. See docs/icrc.md.
-func (d *Device) checkICRC(pkt []byte, m *netdev.Message) bool {
+// StrictICRC accepts only IDs below gsoMaxID. pre is the reading
+// goroutine's remembered pseudo-header register. See docs/icrc.md.
+func (d *Device) checkICRC(pkt []byte, m *netdev.Message, pre *packet.ICRCPrefix) bool {
 	dst := m.Local
 	if !dst.IsValid() || dst.IsUnspecified() {
 		dst = d.addr
 	}
 	ph := packet.PseudoHeader{Src: m.Addr.Addr(), Dst: dst, SrcPort: m.Addr.Port(), DstPort: d.port}
 	if !ph.Is4() {
-		if ph.CheckICRC(pkt) == nil {
+		if crc, err := pre.ICRC(&ph, pkt); err == nil && crc == binary.LittleEndian.Uint32(pkt[len(pkt)-packet.ICRCSize:]) {
 			return true
 		}
 		d.counters.badICRC.Add(1)
 		return false
 	}
 	ph.IPFlags = packet.IPv4FlagDF
-	if id, ok := ph.RecoverIPv4ID(pkt); ok && (!d.opts.StrictICRC || id < gsoMaxID) {
+	if id, ok := pre.RecoverIPv4ID(&ph, pkt); ok && (!d.opts.StrictICRC || id < gsoMaxID) {
 		if id != 0 {
 			d.counters.icrcRecovered.Add(1)
 		}

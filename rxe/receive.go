@@ -66,7 +66,7 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		d.counters.malformed.Add(1)
 		return
 	}
-	if !d.checkICRC(pkt, m) {
+	if !d.checkICRC(pkt, m, &r.icrc) {
 		return
 	}
 	if p.Opcode() == packet.CNP {
