@@ -52,8 +52,9 @@ type Device struct {
 	retired  retiredLoss // loss counters of engines gone (losscounters.go)
 
 	gsiOnce sync.Once
-	gsi     *gsi                // QP1 and the connection manager (gsi.go), made on first use
-	gsiMade atomic.Pointer[gsi] // gsi once made, for Close (which must not make one)
+	// gsi is QP1 and the connection manager (gsi.go), made on first use
+	// by gsiOf; nil until then (Close looks without making one).
+	gsi atomic.Pointer[gsi]
 
 	closed atomic.Bool
 	done   chan struct{}
@@ -110,7 +111,7 @@ func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return ErrClosed
 	}
-	if g := d.gsiMade.Load(); g != nil {
+	if g := d.gsi.Load(); g != nil {
 		g.shutdown() // while the socket is open
 	}
 	close(d.done)

@@ -48,15 +48,17 @@ func (d *Device) gsiOf() *gsi {
 			listeners: map[uint64]*CMListener{}, psn: packet.PSN(rand.Uint32() & packet.PSNMask)}
 		g.agent = cm.NewAgent(cm.Config{CAGUID: guid, TIDHigh: rand.Uint32(), PacketLifeTime: gsiPacketLifeTime,
 			NextCommID: rand.Uint32})
-		d.gsi = g
-		d.gsiMade.Store(g)
+		d.gsi.Store(g)
 		if d.closed.Load() {
-			// Close ran before gsiMade was set and saw no GSI to shut
-			// down (Close sets closed, then loads gsiMade).
+			// Close ran before d.gsi was set and saw no GSI to shut
+			// down (Close sets closed, then loads d.gsi). Close may also
+			// have seen it, hence the lock.
+			g.mu.Lock()
 			g.down = true
+			g.mu.Unlock()
 		}
 	})
-	return d.gsi
+	return d.gsi.Load()
 }
 
 // gsiPacketLifeTime is the packet life time exponent the device assumes
