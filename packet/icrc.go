@@ -149,8 +149,13 @@ func (c *ICRCPrefix) ICRC(ph *PseudoHeader, pkt []byte) (uint32, error) {
 	if !ph.valid() {
 		return 0, ErrPseudoHeader
 	}
+	return c.icrc(ph, pkt), nil
+}
+
+// icrc is ICRC for a caller that has checked pkt's length and ph.
+func (c *ICRCPrefix) icrc(ph *PseudoHeader, pkt []byte) uint32 {
 	crc := c.Start(ph, pkt[:BTHSize], len(pkt))
-	return ICRCUpdate(crc, pkt[BTHSize:len(pkt)-ICRCSize]), nil
+	return ICRCUpdate(crc, pkt[BTHSize:len(pkt)-ICRCSize])
 }
 
 // be16 is v's big-endian (wire) byte order as the low 16 bits of a
