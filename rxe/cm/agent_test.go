@@ -273,11 +273,7 @@ func TestLateMADs(t *testing.T) {
 	var req [packet.MADSize]byte
 	packet.EncodeCM(req[:], w.client.tid(id), &w.server.conns[sid].req)
 	w.server.Receive(w.now, clientAddr, req[:])
-	out, ok := w.server.Poll()
-	require.True(t, ok)
-	var rej packet.REJ
-	_, msg, _ := packet.DecodeCMHeader(out.MAD[:])
-	require.NoError(t, rej.Decode(msg))
+	_, rej := pollREJ(t, w.server)
 	require.Equal(t, packet.RejStaleConn, rej.Reason)
 	w.settle()
 	require.Zero(t, w.client.Len())
@@ -286,18 +282,12 @@ func TestLateMADs(t *testing.T) {
 	// Once forgotten: a late REP gets REJ "invalid communication ID", a
 	// late DREQ still gets its DREP, late RTU and DREP are dropped.
 	w.client.Receive(w.now, serverAddr, rep[:])
-	out, ok = w.client.Poll()
-	require.True(t, ok)
-	h, msg, _ := packet.DecodeCMHeader(out.MAD[:])
-	require.Equal(t, packet.AttrREJ, packet.CMAttr(h.AttrID))
-	require.NoError(t, rej.Decode(msg))
+	_, rej = pollREJ(t, w.client)
 	require.Equal(t, packet.RejInvalidCommID, rej.Reason)
 	require.Equal(t, uint32(sid), rej.RemoteCommID)
 	w.server.Receive(w.now, clientAddr, dreq[:])
-	out, ok = w.server.Poll()
-	require.True(t, ok)
-	h, msg, _ = packet.DecodeCMHeader(out.MAD[:])
-	require.Equal(t, packet.AttrDREP, packet.CMAttr(h.AttrID))
+	_, attr, msg := pollMAD(t, w.server, "a DREP for the late DREQ")
+	require.Equal(t, packet.AttrDREP, attr)
 	var drep packet.DREP
 	require.NoError(t, drep.Decode(msg))
 	require.Equal(t, packet.DREP{LocalCommID: uint32(sid), RemoteCommID: uint32(id)}, drep)
@@ -349,11 +339,7 @@ func TestAbort(t *testing.T) {
 	require.NoError(t, w.client.Abort(id))
 	require.Zero(t, w.client.Len())
 	require.ErrorIs(t, w.client.Abort(id), ErrUnknownID)
-	o, ok := w.client.Poll()
-	require.True(t, ok)
-	var rej packet.REJ
-	_, msg, _ := packet.DecodeCMHeader(o.MAD[:])
-	require.NoError(t, rej.Decode(msg))
+	_, rej := pollREJ(t, w.client)
 	require.Equal(t, packet.RejTimeout, rej.Reason)
 
 	w = newWire(t)
@@ -377,11 +363,7 @@ func TestAbortREPSent(t *testing.T) {
 	require.Equal(t, StateEstablished, w.client.State(cid))
 	require.NoError(t, w.server.Abort(sid))
 	require.Zero(t, w.server.Len())
-	o, ok := w.server.Poll()
-	require.True(t, ok)
-	var rej packet.REJ
-	_, msg, _ := packet.DecodeCMHeader(o.MAD[:])
-	require.NoError(t, rej.Decode(msg))
+	o, rej := pollREJ(t, w.server)
 	require.Equal(t, packet.RejTimeout, rej.Reason)
 	require.Equal(t, uint8(packet.MsgOther), rej.MessageRejected)
 	w.client.Receive(w.now, serverAddr, o.MAD[:])
@@ -438,11 +420,8 @@ func TestShutdown(t *testing.T) {
 			require.False(t, ok, "no events for forgotten connections")
 			_, ok = a.Deadline()
 			require.False(t, ok, "no timers after Shutdown")
-			o, ok := a.Poll()
-			require.True(t, ok, "the peer is told")
-			h, msg, err := packet.DecodeCMHeader(o.MAD[:])
-			require.NoError(t, err)
-			require.Equal(t, tc.attr, packet.CMAttr(h.AttrID))
+			o, attr, msg := pollMAD(t, a, "the peer is told")
+			require.Equal(t, tc.attr, attr)
 			if tc.attr == packet.AttrREJ {
 				var rej packet.REJ
 				require.NoError(t, rej.Decode(msg))

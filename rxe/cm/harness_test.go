@@ -203,3 +203,24 @@ func (w *wire) serverID() ID {
 	require.NotEmpty(w.t, w.events["server"])
 	return w.events["server"][0].ID
 }
+
+// pollMAD takes the next MAD a queued and returns it with its attribute and
+// message area; there must be one, and its header must decode.
+func pollMAD(t *testing.T, a *Agent, what string) (Out, packet.CMAttr, []byte) {
+	t.Helper()
+	o, ok := a.Poll()
+	require.True(t, ok, what)
+	h, msg, err := packet.DecodeCMHeader(o.MAD[:])
+	require.NoError(t, err)
+	return o, packet.CMAttr(h.AttrID), msg
+}
+
+// pollREJ is pollMAD for a MAD that must be a REJ, decoded.
+func pollREJ(t *testing.T, a *Agent) (Out, packet.REJ) {
+	t.Helper()
+	o, attr, msg := pollMAD(t, a, "a REJ is queued")
+	require.Equal(t, packet.AttrREJ, attr)
+	var rej packet.REJ
+	require.NoError(t, rej.Decode(msg))
+	return o, rej
+}
