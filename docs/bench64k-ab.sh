@@ -10,26 +10,15 @@ ROUNDS=${1:?usage: $0 ROUNDS A=COMMIT B=COMMIT}
 shift
 OUT=${OUT:-/tmp/bench64k-ab.txt}
 W=$(mktemp -d)
-vs=""
-for vc in "$@"; do
-	v=${vc%%=*} c=${vc#*=}
-	mkdir -p "$W/src-$v"
-	git archive "$c" | tar -x -C "$W/src-$v"
-	(cd "$W/src-$v" && go test -c -o "$W/rxe-$v.test" ./rxe)
-	vs="$vs $v"
-done
-rev=$(for v in $vs; do echo "$v"; done | tac | tr '\n' ' ')
+trap 'rm -rf "$W"' EXIT
+. docs/ablib.sh
+ab_build "$W" rxe.test "$@"
 : >"$OUT"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-	order=$vs
-	[ $((r % 2)) -eq 0 ] && order=$rev
-	for v in $order; do
-		flock /tmp/gorxe-bench.lock docs/steal.sh "$W/rxe-$v.test" -test.run '^$' \
-			-test.bench '(Write|Read|Send)64K/udp' -test.benchtime 2s |
-			grep '^Benchmark' | sed "s/^/r$r $v /" >>"$OUT"
+	for v in $(ab_order "$r" $ab_variants); do
+		ab_bench64k "$r" "$v" "$W/rxe.test-$v" >>"$OUT"
 	done
 	r=$((r + 1))
 done
 python3 docs/bench64k-table.py "$OUT"
-rm -rf "$W"

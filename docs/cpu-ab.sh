@@ -17,22 +17,13 @@ shift 3
 OUT=${OUT:-/tmp/cpu-ab.txt}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
-vs=""
-for vc in "$@"; do
-	v=${vc%%=*} c=${vc#*=}
-	mkdir -p "$W/src-$v"
-	git archive "$c" | tar -x -C "$W/src-$v"
-	(cd "$W/src-$v" && go build -o "$W/rxectl-$v" ./cmd/rxectl)
-	vs="$vs $v"
-done
-rev=$(for v in $vs; do echo "$v"; done | tac | tr '\n' ' ')
+. docs/ablib.sh
+ab_build "$W" rxectl "$@"
 : >"$OUT"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-	order=$vs
-	[ $((r % 2)) -eq 0 ] && order=$rev
 	for op in $OPS; do
-		for v in $order; do
+		for v in $(ab_order "$r" $ab_variants); do
 			flock /tmp/gorxe-bench.lock docs/steal.sh sh -c '/usr/bin/time -f "TIME %U %S" "$@" 2>&1' \
 				sh "$W/rxectl-$v" "$op-bw" --loopback -s "$SIZE" -D 3 >"$W/one"
 			it=$(grep -A1 '#bytes' "$W/one" | tail -1 | awk 'NF >= 4 && $2 > 0 {print $2, $4}')

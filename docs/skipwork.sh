@@ -14,6 +14,8 @@ ROUNDS=${1:?usage: $0 ROUNDS [COMMIT]}
 COMMIT=${2:-c4c3208}
 OUT=${OUT:-/tmp/skipwork.txt}
 W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+. docs/ablib.sh
 git archive "$COMMIT" | tar -x -C "$W"
 (cd "$W" && patch -p1 -s <"$OLDPWD/docs/skipwork.patch" && go test -c -o "$W/rxe.test" ./rxe)
 env_of() {
@@ -27,19 +29,12 @@ env_of() {
 	SRC) echo "GORXE_X_NOSEND=1 GORXE_X_NORECV=1 GORXE_X_NOCRC=1" ;;
 	esac
 }
-vs="none S R SR T C SRC"
-rev="SRC C T SR R S none"
 : >"$OUT"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-	order=$vs
-	[ $((r % 2)) -eq 0 ] && order=$rev
-	for v in $order; do
-		env $(env_of "$v") flock /tmp/gorxe-bench.lock docs/steal.sh "$W/rxe.test" -test.run '^$' \
-			-test.bench '(Write|Read|Send)64K/udp' -test.benchtime 2s |
-			grep '^Benchmark' | sed "s/^/r$r $v /" >>"$OUT"
+	for v in $(ab_order "$r" none S R SR T C SRC); do
+		ab_bench64k "$r" "$v" "$W/rxe.test" $(env_of "$v") >>"$OUT"
 	done
 	r=$((r + 1))
 done
 python3 docs/bench64k-table.py "$OUT"
-rm -rf "$W"
