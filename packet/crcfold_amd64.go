@@ -48,5 +48,19 @@ func ICRCUpdate(crc uint32, p []byte) uint32 {
 		crc = updateSmall(0xFFFFFFFF, rest[:])
 		p = p[n:]
 	}
-	return crc32.Update(crc, crc32.IEEETable, p)
+	return updateTail(crc, p)
+}
+
+// updateTail is crc32.Update(crc, crc32.IEEETable, p) for what ICRCUpdate
+// does not fold: the standard library's carry-less multiply for the
+// 16-byte blocks from 64 bytes on, the slicing table of updateSmall for
+// the rest. Below 16 bytes the standard library walks a byte at a time,
+// and every call reaches it through a sync.Once and an indirect call:
+// 12 bytes take 39 ns there and 19 here (BenchmarkICRCUpdate/12).
+func updateTail(crc uint32, p []byte) uint32 {
+	if k := len(p) &^ 15; k >= 64 {
+		crc = crc32.Update(crc, crc32.IEEETable, p[:k])
+		p = p[k:]
+	}
+	return updateSmall(crc, p)
 }

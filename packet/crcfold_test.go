@@ -106,7 +106,7 @@ func FuzzICRCUpdate(f *testing.F) {
 // BenchmarkICRCUpdate compares ICRCUpdate with crc32.Update over payloads
 // in cache: `go test -run '^$' -bench ICRCUpdate ./packet`.
 func BenchmarkICRCUpdate(b *testing.B) {
-	for _, n := range []int{64, 256, 1024, 4096, 65536} {
+	for _, n := range []int{12, 28, 44, 63, 64, 256, 1024, 4096, 4108, 65536} {
 		p := make([]byte, n)
 		for i := range p {
 			p[i] = byte(i * 7)
@@ -116,6 +116,13 @@ func BenchmarkICRCUpdate(b *testing.B) {
 			var c uint32
 			for b.Loop() {
 				c = crc32.Update(c, crc32.IEEETable, p)
+			}
+		})
+		b.Run(fmt.Sprintf("%d/small", n), func(b *testing.B) {
+			b.SetBytes(int64(n))
+			var c uint32
+			for b.Loop() {
+				c = updateSmall(c, p)
 			}
 		})
 		b.Run(fmt.Sprintf("%d/icrc", n), func(b *testing.B) {
