@@ -159,11 +159,12 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 	if rec.cfg.Off {
 		return
 	}
-	if d := r.recoveryTimeout(); d > 0 {
-		if ackReq {
+	// An AckReq packet re-arms the timer, any other packet arms it only if
+	// it is stopped (the timeout is computed only then: this runs per
+	// packet sent).
+	if ackReq || !rec.due.Armed() {
+		if d := r.recoveryTimeout(); d > 0 {
 			rec.due.Arm(now.Add(d))
-		} else {
-			rec.due.ArmIfStopped(now.Add(d))
 		}
 	}
 }

@@ -370,9 +370,9 @@ func (r *Requester) NextPacket(now time.Time, buf []byte) int {
 			r.srWatchRead(now) // a READ sent after the last response: watch it
 		}
 	}
-	if n > 0 && r.ack > 0 {
+	if n > 0 && r.ack > 0 && !r.retrans.Armed() {
 		// rxe update_state: arm the retransmit timer if it is not pending.
-		r.retrans.ArmIfStopped(now.Add(r.ack))
+		r.retrans.Arm(now.Add(r.ack))
 	}
 	return n
 }
