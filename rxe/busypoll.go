@@ -37,6 +37,11 @@ type connReader struct {
 	gate netdev.Gate       // with shared: held by the goroutine reading and handling a batch
 	msgs []netdev.Message  // the batch being read and handled (under gate with shared)
 	icrc packet.ICRCPrefix // checks the batch's ICRCs (as msgs)
+	qps  qpCache           // the last QP the batch's packets went to (as msgs)
+	// recovered counts the batch's packets whose non-zero IPv4 ID was
+	// recovered from their ICRC; dispatch adds it to the device's count
+	// once per batch (as msgs).
+	recovered uint64
 
 	wakes []*CQ // scratch for Device.endBatch
 
@@ -98,6 +103,10 @@ func (r *connReader) dispatch(n int) {
 			r.sendInline()
 			bytes = 0
 		}
+	}
+	if r.recovered > 0 {
+		r.d.counters.icrcRecovered.Add(r.recovered)
+		r.recovered = 0
 	}
 }
 

@@ -14,8 +14,10 @@ import (
 // explains the difference is recovered from it (kernel rxe sends non-zero
 // IDs, and the k-th datagram of a gorxe peer's UDP GSO send carries ID k);
 // StrictICRC accepts only IDs below gsoMaxID. pre is the reading
-// goroutine's remembered pseudo-header register. See docs/icrc.md.
-func (d *Device) checkICRC(pkt []byte, m *netdev.Message, pre *packet.ICRCPrefix) bool {
+// goroutine's remembered pseudo-header register. recovered reports a
+// valid packet whose IPv4 ID was not 0; the caller counts those
+// (Counters.ICRCRecovered). See docs/icrc.md.
+func (d *Device) checkICRC(pkt []byte, m *netdev.Message, pre *packet.ICRCPrefix) (ok, recovered bool) {
 	dst := m.Local
 	if !dst.IsValid() || dst.IsUnspecified() {
 		dst = d.addr
@@ -23,20 +25,17 @@ func (d *Device) checkICRC(pkt []byte, m *netdev.Message, pre *packet.ICRCPrefix
 	ph := packet.PseudoHeader{Src: m.Addr.Addr(), Dst: dst, SrcPort: m.Addr.Port(), DstPort: d.port}
 	if !ph.Is4() {
 		if crc, err := pre.ICRC(&ph, pkt); err == nil && crc == binary.LittleEndian.Uint32(pkt[len(pkt)-packet.ICRCSize:]) {
-			return true
+			return true, false
 		}
 		d.counters.badICRC.Add(1)
-		return false
+		return false, false
 	}
 	ph.IPFlags = packet.IPv4FlagDF
 	if id, ok := pre.RecoverIPv4ID(&ph, pkt); ok && (!d.opts.StrictICRC || id < gsoMaxID) {
-		if id != 0 {
-			d.counters.icrcRecovered.Add(1)
-		}
-		return true
+		return true, id != 0
 	}
 	d.counters.badICRC.Add(1)
-	return false
+	return false, false
 }
 
 // gsoMaxID bounds the IPv4 IDs of the datagrams of one UDP GSO send from an

@@ -59,12 +59,14 @@ type QP struct {
 // qpCounters are per-QP counters kept by the device (the engines keep
 // their own; QP.Counters merges them).
 type qpCounters struct {
-	rcvdPkts, sentPkts atomic.Uint64
-	rcvdBytes          atomic.Uint64
-	badSrc             atomic.Uint64 // packets from an address other than the peer's
-	badState           atomic.Uint64 // packets the QP's state does not accept
-	localDrops         atomic.Uint64 // datagrams the local host refused
-	dropRetries        atomic.Uint64 // held datagrams sent again after the back-off
+	// rcvdPkts and rcvdBytes are counted and read under the QP's mu (a
+	// locked add per packet received cost more than the lock itself).
+	rcvdPkts, rcvdBytes uint64
+	sentPkts            atomic.Uint64
+	badSrc              atomic.Uint64 // packets from an address other than the peer's
+	badState            atomic.Uint64 // packets the QP's state does not accept
+	localDrops          atomic.Uint64 // datagrams the local host refused
+	dropRetries         atomic.Uint64 // held datagrams sent again after the back-off
 }
 
 // Limits of gorxe devices (rxe_param.h values where rxe has them).
@@ -582,11 +584,12 @@ type QPCounters struct {
 // Counters returns a snapshot of the QP's counters.
 func (qp *QP) Counters() QPCounters {
 	c := QPCounters{
-		RcvdPkts: qp.counter.rcvdPkts.Load(), SentPkts: qp.counter.sentPkts.Load(),
-		RcvdBytes: qp.counter.rcvdBytes.Load(), BadSource: qp.counter.badSrc.Load(), BadState: qp.counter.badState.Load(),
+		SentPkts:  qp.counter.sentPkts.Load(),
+		BadSource: qp.counter.badSrc.Load(), BadState: qp.counter.badState.Load(),
 		LocalDrops: qp.counter.localDrops.Load(), DropRetries: qp.counter.dropRetries.Load(),
 	}
 	qp.mu.Lock()
+	c.RcvdPkts, c.RcvdBytes = qp.counter.rcvdPkts, qp.counter.rcvdBytes
 	c.BackoffDelay = qp.localDrop.delay
 	if qp.req != nil {
 		c.Requester = qp.req.Counters()

@@ -105,8 +105,8 @@ func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort, deferW
 		ok = false
 	}
 	if ok {
-		qp.counter.rcvdPkts.Add(1)
-		qp.counter.rcvdBytes.Add(uint64(p.Len()))
+		qp.counter.rcvdPkts++
+		qp.counter.rcvdBytes += uint64(p.Len())
 		if qp.tracing() {
 			qp.tracePass(now, p)
 		}

@@ -3,6 +3,7 @@ package rxe
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorxe/gorxe/packet"
 )
@@ -10,7 +11,8 @@ import (
 // qpTable maps QP numbers to QPs. Lookups (one per received packet) take
 // no lock: a sync.Map suits this read-mostly use.
 type qpTable struct {
-	m     sync.Map // uint32 -> *QP
+	m     sync.Map      // uint32 -> *QP
+	gen   atomic.Uint64 // bumped after every insert and remove (qpCache)
 	mu    sync.Mutex
 	count int
 	next  uint32
@@ -28,6 +30,29 @@ func (t *qpTable) lookup(qpn uint32) *QP {
 		return nil
 	}
 	return v.(*QP)
+}
+
+// qpCache is the QP a receive batch looked up last: the packets of a
+// batch mostly go to one QP, and a hit costs one atomic load where
+// sync.Map hashes an interface key. It is owned by one connReader.
+type qpCache struct {
+	gen uint64 // the table's gen when qp was looked up
+	qpn uint32
+	qp  *QP
+}
+
+// lookupCached is lookup through c. An insert or remove since c was
+// filled changes the table's gen, so a QPN that was destroyed and given
+// to a new QP is looked up again. gen is read before the map: a change
+// between the two leaves c stale and marked with the older gen.
+func (t *qpTable) lookupCached(c *qpCache, qpn uint32) *QP {
+	gen := t.gen.Load()
+	if c.qp != nil && c.qpn == qpn && c.gen == gen {
+		return c.qp
+	}
+	qp := t.lookup(qpn)
+	*c = qpCache{gen: gen, qpn: qpn, qp: qp}
+	return qp
 }
 
 // insert gives qp the next free QPN equal to vec modulo nvec (the
@@ -49,6 +74,7 @@ func (t *qpTable) insert(qp *QP, vec, nvec int) (uint32, error) {
 			continue
 		}
 		if _, loaded := t.m.LoadOrStore(qpn, qp); !loaded {
+			t.gen.Add(1)
 			t.count++
 			return qpn, nil
 		}
@@ -60,6 +86,7 @@ func (t *qpTable) remove(qpn uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.m.LoadAndDelete(qpn); ok {
+		t.gen.Add(1)
 		t.count--
 	}
 }

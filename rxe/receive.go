@@ -66,8 +66,10 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		d.counters.malformed.Add(1)
 		return
 	}
-	if !d.checkICRC(pkt, m, &r.icrc) {
+	if ok, recovered := d.checkICRC(pkt, m, &r.icrc); !ok {
 		return
+	} else if recovered {
+		r.recovered++
 	}
 	if p.Opcode() == packet.CNP {
 		d.counters.cnps.Add(1)
@@ -81,7 +83,7 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		d.receiveGSI(now, p, m.Addr)
 		return
 	}
-	qp := d.qps.lookup(p.DestQP())
+	qp := d.qps.lookupCached(&r.qps, p.DestQP())
 	if qp == nil {
 		d.counters.unknownQP.Add(1)
 		return

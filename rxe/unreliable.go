@@ -149,8 +149,8 @@ func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPo
 	case qp.typ == QPTypeUC && src.Addr().Unmap() != qp.dest.Addr():
 		qp.counter.badSrc.Add(1) // rxe check_addr: connected QPs take only their peer's packets
 	default:
-		qp.counter.rcvdPkts.Add(1)
-		qp.counter.rcvdBytes.Add(uint64(p.Len()))
+		qp.counter.rcvdPkts++
+		qp.counter.rcvdBytes += uint64(p.Len())
 		qp.uresp.Receive(now, p, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(qp.dev.addr, qp.dev.port))
 		if _, failed := qp.uresp.Failed(); failed {
 			// The receive CQ was full (rxe do_complete): the QP enters
