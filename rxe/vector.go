@@ -236,9 +236,7 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 			if adaptive {
 				backoffSent(owners[:n], start)
 			} else {
-				for _, qp := range owners[:n] {
-					qp.counter.sentPkts.Add(1)
-				}
+				countSent(owners[:n])
 			}
 		}
 		msgs, owners = msgs[n:], owners[n:]
@@ -273,15 +271,27 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 
 // backoffSent counts the datagrams of owners as sent at start and feeds
 // each QP's local-drop back-off (localDrop.sent), taking each QP's lock
-// once per run of its datagrams.
+// and adding to its count once per run of its datagrams.
 func backoffSent(owners []*QP, start time.Time) {
 	for i := 0; i < len(owners); {
-		qp := owners[i]
+		qp, j := owners[i], i
 		qp.mu.Lock()
 		for ; i < len(owners) && owners[i] == qp; i++ {
-			qp.counter.sentPkts.Add(1)
 			qp.localDrop.sent(start)
 		}
 		qp.mu.Unlock()
+		qp.counter.sentPkts.Add(uint64(i - j))
+	}
+}
+
+// countSent counts the datagrams of owners as sent, one add per run of a
+// QP's datagrams.
+func countSent(owners []*QP) {
+	for i := 0; i < len(owners); {
+		qp, j := owners[i], i
+		for i < len(owners) && owners[i] == qp {
+			i++
+		}
+		qp.counter.sentPkts.Add(uint64(i - j))
 	}
 }
