@@ -42,6 +42,11 @@ type connReader struct {
 	// recovered from their ICRC; dispatch adds it to the device's count
 	// once per batch (as msgs).
 	recovered uint64
+	// rcvdVec and rcvd count the run of the batch's packets that went to
+	// one vector's QPs; the run is added to the vector's count when the
+	// vector changes and at the end of the batch (as msgs).
+	rcvdVec *vector
+	rcvd    uint64
 
 	wakes []*CQ // scratch for Device.endBatch
 
@@ -107,6 +112,24 @@ func (r *connReader) dispatch(n int) {
 	if r.recovered > 0 {
 		r.d.counters.icrcRecovered.Add(r.recovered)
 		r.recovered = 0
+	}
+	r.countVector(nil)
+}
+
+// countVector counts a packet received for a QP of vector v, adding the
+// run counted so far to its vector's count when v differs from that
+// vector; countVector(nil) ends the run.
+func (r *connReader) countVector(v *vector) {
+	if v != nil && v == r.rcvdVec {
+		r.rcvd++
+		return
+	}
+	if r.rcvdVec != nil {
+		r.rcvdVec.rcvdPkts.Add(r.rcvd)
+	}
+	r.rcvdVec, r.rcvd = v, 0
+	if v != nil {
+		r.rcvd = 1
 	}
 }
 

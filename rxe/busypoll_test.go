@@ -308,3 +308,38 @@ func TestBusyPollDeferredAck(t *testing.T) {
 	require.Positive(t, polled(z), "z's poller read nothing: the test tests nothing")
 	require.Zero(t, qa.Counters().Requester.Retransmits, "an ACK left by BusyPoll was not sent")
 }
+
+// TestCountVector feeds a receive batch's per-vector count runs of
+// packets for two vectors: every packet is counted once, on its vector,
+// by the end of the batch.
+func TestCountVector(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		seq   string // a or b per packet
+		wantA uint64
+		wantB uint64
+	}{
+		{"empty batch", "", 0, 0},
+		{"one packet", "a", 1, 0},
+		{"one run", "aaaa", 4, 0},
+		{"alternating", "abab", 2, 2},
+		{"runs", "aabbba", 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			va, vb := new(vector), new(vector)
+			var r connReader
+			for round := uint64(1); round <= 2; round++ { // two batches
+				for _, c := range tc.seq {
+					v := va
+					if c == 'b' {
+						v = vb
+					}
+					r.countVector(v)
+				}
+				r.countVector(nil)
+				require.Equal(t, round*tc.wantA, va.rcvdPkts.Load())
+				require.Equal(t, round*tc.wantB, vb.rcvdPkts.Load())
+			}
+		})
+	}
+}

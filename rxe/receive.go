@@ -88,6 +88,6 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		d.counters.unknownQP.Add(1)
 		return
 	}
-	qp.vec.rcvdPkts.Add(1) // per vector: no cache line shared between vectors per packet
+	r.countVector(qp.vec) // per vector: no cache line shared between vectors
 	qp.receive(now, p, m.Addr, qp.vec.reader == r)
 }
