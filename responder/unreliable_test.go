@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -15,7 +16,8 @@ var (
 )
 
 // uHarness wires an Unreliable receive side to fakes: one 64 KiB local MR
-// (key 1) cut into 4 KiB receive WQEs, one 64 KiB remote MR (key 2).
+// (key 1) cut into 4 KiB receive WQEs, one 64 KiB remote MR (key 2). mods
+// change the configuration (PMTU 256, RQ PSN 100, Q_Key 9, remote write).
 type uHarness struct {
 	t   testing.TB
 	u   *Unreliable
@@ -26,14 +28,18 @@ type uHarness struct {
 	buf []byte
 }
 
-func newUHarness(t testing.TB, ud bool, wqes int) *uHarness {
+func newUHarness(t testing.TB, ud bool, wqes int, mods ...func(*UConfig)) *uHarness {
 	h := &uHarness{t: t, rq: newFakeRQ(64), cq: &fakeCQ{}, buf: make([]byte, 1024),
 		loc: &fakeMR{key: 1, va: 0x10000, buf: make([]byte, 64<<10), access: verbs.AccessLocalWrite, valid: true},
 		rem: &fakeMR{key: 2, va: 0x80000, buf: make([]byte, 64<<10), access: verbs.AccessRemoteWrite, valid: true}}
 	for i := range wqes {
 		h.rq.post(verbs.RecvWR{ID: uint64(i), SGList: []verbs.SGE{{Addr: 0x10000 + uint64(i)*4096, Length: 4096, LKey: 1}}})
 	}
-	h.u = NewUnreliable(UConfig{UD: ud, QPN: ourQPN, PMTU: 256, RQPSN: 100, QKey: 9, Access: verbs.AccessRemoteWrite},
+	cfg := UConfig{UD: ud, QPN: ourQPN, PMTU: 256, RQPSN: 100, QKey: 9, Access: verbs.AccessRemoteWrite}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	h.u = NewUnreliable(cfg,
 		Env{Mem: &fakeMem{mrs: []*fakeMR{h.loc, h.rem}}, RQ: h.rq, CQ: h.cq})
 	return h
 }
@@ -271,4 +277,146 @@ func TestUCLengthRules(t *testing.T) {
 	require.Len(t, h.cq.wcs, 1)
 	require.Equal(t, uint32(300), h.cq.wcs[0].ByteLen)
 	require.Zero(t, h.u.Counters().LengthErr)
+}
+
+// withSRQ makes the harness's receive queue a shared receive queue.
+func withSRQ(c *UConfig) { c.SRQ = true }
+
+// udDETH gives a UD request the harness's Q_Key.
+func udDETH(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 9, SrcQP: 0x33} }
+
+// TestUnreliableErrorClasses: the receive-side errors of UC and UD QPs,
+// each without and with an SRQ, sorted by IBA class as rxe_resp.c sorts
+// them. A length or R_Key error of a message that took a receive WQE is
+// class D without an SRQ (dropped, the WQE stays for the next message)
+// and class E with one (the WQE completes with REM_INV_REQ_ERR or
+// REM_ACCESS_ERR; the QP goes on). One that took no WQE is only dropped.
+func TestUnreliableErrorClasses(t *testing.T) {
+	type rx struct {
+		op   packet.Opcode
+		n    int
+		mods []reqMod
+	}
+	sge := func(addr uint64, n, key uint32) verbs.SGE { return verbs.SGE{Addr: addr, Length: n, LKey: key} }
+	wqe := func(id uint64, sges ...verbs.SGE) verbs.RecvWR { return verbs.RecvWR{ID: id, SGList: sges} }
+	big := wqe(1, sge(0x11000, 4096, 1)) // the WQE behind the first, for the next message
+	const remEnd = 0x80000 + 64<<10      // the end of the remote MR
+	tooLong := func(c UCounters) uint64 { return c.TooLong }
+	lengthErr := func(c UCounters) uint64 { return c.LengthErr }
+	accessErr := func(c UCounters) uint64 { return c.AccessErr }
+	for _, tc := range []struct {
+		name string
+		ud   bool
+		wqes []verbs.RecvWR // nil: two of 4 KiB
+		pkts []rx
+		// status is the completion of the first WQE with an SRQ (class
+		// E); 0: no WQE was taken, nothing completes.
+		status  verbs.WCStatus
+		counter func(UCounters) uint64 // counts the error once
+		noWrite bool                   // UConfig.Access without remote write
+	}{
+		{name: "UC SEND ONLY over the PMTU", pkts: []rx{{packet.UCSendOnly, 300, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND FIRST short of the PMTU", pkts: []rx{{packet.UCSendFirst, 10, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND MIDDLE over the PMTU: the WQE taken at FIRST completes",
+			pkts:   []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendMiddle, 300, nil}, {packet.UCSendLast, 10, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND LAST empty", pkts: []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendLast, 0, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND too long for its receive buffer",
+			wqes:   []verbs.RecvWR{wqe(0, sge(0x10000, 200, 1), sge(0x10100, 100, 1)), big},
+			pkts:   []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendLast, 256, nil}},
+			status: verbs.WCRemInvReqErr, counter: tooLong},
+		{name: "UC WRITE ONLY with immediate over the PMTU",
+			pkts:   []rx{{packet.UCRDMAWriteOnlyWithImm, 300, []reqMod{reth(0x80000, 2, 300), imm(1)}}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC WRITE LAST with immediate past its DMA length",
+			pkts: []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(0x80000, 2, 300)}},
+				{packet.UCRDMAWriteLastWithImm, 256, []reqMod{imm(1)}}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC WRITE ONLY with immediate, bad R_Key",
+			pkts:   []rx{{packet.UCRDMAWriteOnlyWithImm, 8, []reqMod{reth(0x80000, 99, 8), imm(1)}}},
+			status: verbs.WCRemAccessErr, counter: accessErr},
+		{name: "UC WRITE LAST with immediate past the MR",
+			pkts: []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(remEnd-266, 2, 300)}},
+				{packet.UCRDMAWriteLastWithImm, 44, []reqMod{imm(1)}}},
+			status: verbs.WCRemAccessErr, counter: accessErr},
+		{name: "UC WRITE ONLY, bad R_Key: no WQE taken",
+			pkts: []rx{{packet.UCRDMAWriteOnly, 8, []reqMod{reth(0x80000, 99, 8)}}}, counter: accessErr},
+		{name: "UC WRITE FIRST over the PMTU: no WQE taken",
+			pkts: []rx{{packet.UCRDMAWriteFirst, 300, []reqMod{reth(0x80000, 2, 600)}}}, counter: lengthErr},
+		{name: "UC WRITE ONLY with immediate without remote write: dropped before a WQE is taken (rxe check_op_valid)",
+			pkts:    []rx{{packet.UCRDMAWriteOnlyWithImm, 8, []reqMod{reth(0x80000, 2, 8), imm(1)}}},
+			counter: accessErr, noWrite: true},
+		{name: "UD datagram too long for its receive buffer", ud: true,
+			wqes:   []verbs.RecvWR{wqe(0, sge(0x10000, 60, 1), sge(0x10100, 60, 1)), big},
+			pkts:   []rx{{packet.UDSendOnly, 100, nil}},
+			status: verbs.WCRemInvReqErr, counter: tooLong},
+	} {
+		for _, srq := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/srq=%v", tc.name, srq), func(t *testing.T) {
+				mods := []func(*UConfig){}
+				if srq {
+					mods = append(mods, withSRQ)
+				}
+				if tc.noWrite {
+					mods = append(mods, func(c *UConfig) { c.Access = 0 })
+				}
+				h := newUHarness(t, tc.ud, 0, mods...)
+				wqes := tc.wqes
+				if wqes == nil {
+					wqes = []verbs.RecvWR{wqe(0, sge(0x10000, 4096, 1)), big}
+				}
+				for _, w := range wqes {
+					h.rq.post(w)
+				}
+				psn := packet.PSN(100)
+				send := func(p rx) {
+					if tc.ud {
+						p.mods = append(p.mods, udDETH)
+					}
+					h.rx(p.op, psn, p.n, p.mods...)
+					psn = psn.Next()
+				}
+				for _, p := range tc.pkts {
+					send(p)
+				}
+				completed := srq && tc.status != 0
+				c := h.u.Counters()
+				require.Equal(t, uint64(1), tc.counter(c))
+				require.Zero(t, c.TooLong+c.LengthErr+c.AccessErr-tc.counter(c), "one counter only")
+				if completed {
+					require.Len(t, h.cq.wcs, 1)
+					require.Equal(t, verbs.WC{ID: 0, Status: tc.status, Opcode: h.cq.wcs[0].Opcode, QPNum: ourQPN}, h.cq.wcs[0],
+						"an error completion carries the WR ID, status and QP number")
+					require.Equal(t, 1, h.rq.Len(), "the WQE is consumed")
+				} else {
+					require.Empty(t, h.cq.wcs)
+					require.Equal(t, 2, h.rq.Len(), "the WQE stays for the next message")
+				}
+				require.Zero(t, c.RDMARecvs, "error completions are not rdma_recvs")
+				_, failed := h.u.Failed()
+				require.False(t, failed)
+
+				// The next message: the QP goes on into the WQE left at
+				// the head.
+				n := h.cq.wcs
+				if tc.ud {
+					send(rx{packet.UDSendOnly, 16, nil})
+				} else {
+					send(rx{packet.UCSendOnly, 16, nil})
+				}
+				require.Len(t, h.cq.wcs, len(n)+1)
+				wc := h.cq.wcs[len(n)]
+				require.Equal(t, verbs.WCSuccess, wc.Status)
+				want := uint64(0)
+				if completed {
+					want = 1
+				}
+				require.Equal(t, want, wc.ID)
+				require.Equal(t, uint64(1), h.u.Counters().RDMARecvs)
+			})
+		}
+	}
 }

@@ -64,7 +64,7 @@ func (qp *QP) startUnreliableResponder() {
 	}
 	qp.uresp = responder.NewUnreliable(responder.UConfig{
 		UD: qp.typ == QPTypeUD, QPN: qp.qpn, PMTU: mtu, RQPSN: packet.PSN(qp.attr.RQPSN),
-		QKey: qp.attr.QKey, Access: qp.attr.AccessFlags,
+		QKey: qp.attr.QKey, Access: qp.attr.AccessFlags, SRQ: qp.srq != nil,
 	}, responder.Env{Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ}})
 }
 
