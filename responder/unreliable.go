@@ -68,7 +68,9 @@ type UCounters struct {
 // area, into the next receive WQE. A message too long for its receive
 // buffer or that breaks a length or R_Key rule is dropped; if it took a
 // receive WQE of an SRQ, that WQE completes in error (IBA class E,
-// UConfig.SRQ). It is sans-IO and not safe for concurrent use.
+// UConfig.SRQ). A receive WQE whose SGE cannot be written completes with
+// LOC_QP_OP_ERR and fails the receive side (class A, Failed). It is
+// sans-IO and not safe for concurrent use.
 type Unreliable struct {
 	cfg  UConfig
 	env  Env
@@ -81,10 +83,11 @@ type Unreliable struct {
 	rkey  uint32        // UC WRITE: the message's R_Key
 	wlen  uint32        // UC WRITE: the DMA length
 
-	wc      verbs.WC
-	c       UCounters
-	flushed bool
-	failed  bool // a completion found the CQ full
+	wc         verbs.WC
+	c          UCounters
+	flushed    bool
+	failed     bool           // a malformed receive WQE, or a completion found the CQ full
+	failStatus verbs.WCStatus // why, for Failed
 }
 
 // NewUnreliable returns the receive side of a UC or UD QP.
@@ -108,11 +111,22 @@ func (u *Unreliable) SetQKey(q uint32) { u.cfg.QKey = q }
 // dropped. The owner flushes the receive queue.
 func (u *Unreliable) Flush() { u.flushed = true }
 
-// Failed reports whether the receive side has failed, and the status:
-// a receive completion found the CQ full (rxe do_complete, for every QP
-// type: RESPST_ERR_CQ_OVERFLOW, then the QP enters ERR). The owner moves
-// the QP to ERR; the receive side drops every later packet.
-func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return verbs.WCGeneralErr, u.failed }
+// Failed reports whether the receive side has failed, and the status that
+// describes it: WCLocQPOpErr for a receive WQE whose SGE could not be
+// written (rxe RESPST_ERR_MALFORMED_WQE, class A for every QP type; the
+// WQE was completed with that status), WCGeneralErr for a receive
+// completion that found the CQ full (rxe do_complete: RESPST_ERR_CQ_OVERFLOW).
+// The first failure wins. The owner moves the QP to ERR; the receive side
+// drops every later packet.
+func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return u.failStatus, u.failed }
+
+// fail stops the receive side with status, unless it already failed.
+func (u *Unreliable) fail(status verbs.WCStatus) {
+	if u.failed {
+		return
+	}
+	u.failed, u.flushed, u.failStatus = true, true, status
+}
 
 // Receive handles one packet addressed to this QP; src and dst are the
 // datagram's addresses (for the UD GRH area and completion).
@@ -243,9 +257,9 @@ func (u *Unreliable) scatterAt(wr *verbs.RecvWR, off uint32, data []byte) placem
 
 // place writes data into receive WQE wr at off for packet p and reports
 // whether it did. A buffer too short is a length error (counted TooLong;
-// class E with an SRQ, else class D), as rxe send_data_in sorts it; an SGE
-// that fails is counted TooLong too and the message dropped, the WQE
-// left in the queue.
+// class E with an SRQ, else class D); an SGE that fails is a malformed
+// WQE (class A: the WQE completes with LOC_QP_OP_ERR and the receive side
+// fails), as rxe send_data_in and rxe_responder's error states sort them.
 func (u *Unreliable) place(p packet.Packet, wr *verbs.RecvWR, off uint32, data []byte) bool {
 	switch u.scatterAt(wr, off, data) {
 	case placeNoRoom:
@@ -253,7 +267,7 @@ func (u *Unreliable) place(p packet.Packet, wr *verbs.RecvWR, off uint32, data [
 		u.classE(p, verbs.WCRemInvReqErr)
 		return false
 	case placeBadSGE:
-		u.c.TooLong++
+		u.classA(p)
 		return false
 	}
 	return true
@@ -270,6 +284,15 @@ func (u *Unreliable) classE(p packet.Packet, status verbs.WCStatus) {
 	if u.cfg.SRQ {
 		u.completeErr(p, status)
 	}
+}
+
+// classA handles a malformed receive WQE (rxe RESPST_ERR_MALFORMED_WQE,
+// class A for every QP type: do_class_ac_error, COMPLETE, then ERROR):
+// the WQE completes with LOC_QP_OP_ERR and the receive side fails
+// (Failed), so that the owner moves the QP to ERR.
+func (u *Unreliable) classA(p packet.Packet) {
+	u.completeErr(p, verbs.WCLocQPOpErr)
+	u.fail(verbs.WCLocQPOpErr)
 }
 
 // completeErr completes the receive WQE at the head of the queue, the one
@@ -302,7 +325,7 @@ func (u *Unreliable) post(solicited bool) {
 	}
 	if !ok {
 		u.c.CQOverflow++
-		u.failed, u.flushed = true, true
+		u.fail(verbs.WCGeneralErr)
 		return
 	}
 	if u.wc.Status == verbs.WCSuccess {

@@ -291,6 +291,8 @@ func udDETH(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 9, SrcQP: 0x
 // class D without an SRQ (dropped, the WQE stays for the next message)
 // and class E with one (the WQE completes with REM_INV_REQ_ERR or
 // REM_ACCESS_ERR; the QP goes on). One that took no WQE is only dropped.
+// A receive WQE whose SGE cannot be written is class A either way: it
+// completes with LOC_QP_OP_ERR and the receive side fails.
 func TestUnreliableErrorClasses(t *testing.T) {
 	type rx struct {
 		op   packet.Opcode
@@ -309,10 +311,11 @@ func TestUnreliableErrorClasses(t *testing.T) {
 		ud   bool
 		wqes []verbs.RecvWR // nil: two of 4 KiB
 		pkts []rx
-		// status is the completion of the first WQE with an SRQ (class
-		// E); 0: no WQE was taken, nothing completes.
+		// status is the completion of the first WQE: with an SRQ only
+		// (class E); with or without one if WCLocQPOpErr (class A). 0:
+		// no WQE was taken, nothing completes.
 		status  verbs.WCStatus
-		counter func(UCounters) uint64 // counts the error once
+		counter func(UCounters) uint64 // counts the error once; nil for class A
 		noWrite bool                   // UConfig.Access without remote write
 	}{
 		{name: "UC SEND ONLY over the PMTU", pkts: []rx{{packet.UCSendOnly, 300, nil}},
@@ -353,6 +356,21 @@ func TestUnreliableErrorClasses(t *testing.T) {
 			wqes:   []verbs.RecvWR{wqe(0, sge(0x10000, 60, 1), sge(0x10100, 60, 1)), big},
 			pkts:   []rx{{packet.UDSendOnly, 100, nil}},
 			status: verbs.WCRemInvReqErr, counter: tooLong},
+		{name: "UC SEND into a WQE with a bad L_Key",
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, 4096, 99)), big},
+			pkts: []rx{{packet.UCSendOnly, 16, nil}}, status: verbs.WCLocQPOpErr},
+		{name: "UC SEND whose second SGE is past the MR",
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, 256, 1), sge(0x10000+64<<10-100, 1000, 1)), big},
+			pkts: []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendLast, 256, nil}}, status: verbs.WCLocQPOpErr},
+		{name: "UC SEND into an SGE without local write (the remote MR)",
+			wqes: []verbs.RecvWR{wqe(0, sge(0x80000, 4096, 2)), big},
+			pkts: []rx{{packet.UCSendOnlyWithImmediate, 16, []reqMod{imm(1)}}}, status: verbs.WCLocQPOpErr},
+		{name: "UD datagram into a WQE with a bad L_Key", ud: true,
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, 4096, 99)), big},
+			pkts: []rx{{packet.UDSendOnly, 16, nil}}, status: verbs.WCLocQPOpErr},
+		{name: "UD payload SGE with a bad L_Key after the GRH area", ud: true,
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, GRHSize, 1), sge(0x10100, 4096, 99)), big},
+			pkts: []rx{{packet.UDSendOnly, 16, nil}}, status: verbs.WCLocQPOpErr},
 	} {
 		for _, srq := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/srq=%v", tc.name, srq), func(t *testing.T) {
@@ -382,10 +400,17 @@ func TestUnreliableErrorClasses(t *testing.T) {
 				for _, p := range tc.pkts {
 					send(p)
 				}
-				completed := srq && tc.status != 0
+				classA := tc.status == verbs.WCLocQPOpErr
+				completed := classA || srq && tc.status != 0
 				c := h.u.Counters()
-				require.Equal(t, uint64(1), tc.counter(c))
-				require.Zero(t, c.TooLong+c.LengthErr+c.AccessErr-tc.counter(c), "one counter only")
+				if tc.counter != nil {
+					require.Equal(t, uint64(1), tc.counter(c))
+				}
+				if !classA {
+					require.Zero(t, c.TooLong+c.LengthErr+c.AccessErr-tc.counter(c), "one counter only")
+				} else {
+					require.Zero(t, c.TooLong+c.LengthErr+c.AccessErr, "a malformed WQE is no length or access error")
+				}
 				if completed {
 					require.Len(t, h.cq.wcs, 1)
 					require.Equal(t, verbs.WC{ID: 0, Status: tc.status, Opcode: h.cq.wcs[0].Opcode, QPNum: ourQPN}, h.cq.wcs[0],
@@ -396,16 +421,24 @@ func TestUnreliableErrorClasses(t *testing.T) {
 					require.Equal(t, 2, h.rq.Len(), "the WQE stays for the next message")
 				}
 				require.Zero(t, c.RDMARecvs, "error completions are not rdma_recvs")
-				_, failed := h.u.Failed()
-				require.False(t, failed)
+				st, failed := h.u.Failed()
+				require.Equal(t, classA, failed)
+				if classA {
+					require.Equal(t, verbs.WCLocQPOpErr, st)
+				}
 
-				// The next message: the QP goes on into the WQE left at
-				// the head.
+				// The next message: the QP goes on (classes D and E) into
+				// the WQE left at the head, or (class A) takes nothing.
 				n := h.cq.wcs
 				if tc.ud {
 					send(rx{packet.UDSendOnly, 16, nil})
 				} else {
 					send(rx{packet.UCSendOnly, 16, nil})
+				}
+				if classA {
+					require.Len(t, h.cq.wcs, len(n), "a failed receive side completes nothing more")
+					require.Equal(t, uint64(1), h.u.Counters().Dropped)
+					return
 				}
 				require.Len(t, h.cq.wcs, len(n)+1)
 				wc := h.cq.wcs[len(n)]
@@ -419,4 +452,20 @@ func TestUnreliableErrorClasses(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestUnreliableMalformedWQECQFull: a malformed receive WQE whose error
+// completion finds the CQ full fails the receive side with the CQ
+// overflow's status, as an RC responder's class A error does (the first
+// failure wins).
+func TestUnreliableMalformedWQECQFull(t *testing.T) {
+	h := newUHarness(t, false, 0)
+	h.rq.post(verbs.RecvWR{ID: 7, SGList: []verbs.SGE{{Addr: 0x10000, Length: 4096, LKey: 99}}})
+	h.cq.limit = -1
+	h.rx(packet.UCSendOnly, 100, 16)
+	st, failed := h.u.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCGeneralErr, st)
+	require.Equal(t, uint64(1), h.u.Counters().CQOverflow)
+	require.Zero(t, h.rq.Len())
 }

@@ -152,10 +152,14 @@ func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPo
 		qp.counter.rcvdPkts.Add(1)
 		qp.counter.rcvdBytes.Add(uint64(p.Len()))
 		qp.uresp.Receive(now, p, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(qp.dev.addr, qp.dev.port))
-		if _, failed := qp.uresp.Failed(); failed {
-			// The receive CQ was full (rxe do_complete): the QP enters
-			// ERR; the CQ raised its CQ_ERR event.
+		if st, failed := qp.uresp.Failed(); failed {
+			// A malformed receive WQE (rxe RESPST_ERR_MALFORMED_WQE,
+			// class A) or a full receive CQ (rxe do_complete): the QP
+			// enters ERR. The first raises QP_FATAL as an RC responder's
+			// does (raiseResponderError); the CQ raised its CQ_ERR for
+			// the second.
 			qp.dev.counters.qpErrors.Add(1)
+			qp.raiseResponderError(st)
 			qp.enterError()
 		}
 	}

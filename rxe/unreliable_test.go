@@ -359,7 +359,10 @@ func TestUDRecvCQOverflow(t *testing.T) {
 
 // TestUDReceiveErrorClasses: a UD datagram too long for the receive WQE of
 // an SRQ completes that WQE with REM_INV_REQ_ERR and the QP goes on
-// (class E, UConfig.SRQ set from the QP's SRQ).
+// (class E, UConfig.SRQ set from the QP's SRQ); a receive WQE with a bad
+// L_Key completes with LOC_QP_OP_ERR, the QP enters ERR with QP_FATAL and
+// its other receive WQEs are flushed (class A, rxe
+// RESPST_ERR_MALFORMED_WQE).
 func TestUDReceiveErrorClasses(t *testing.T) {
 	da, db := newDevices(t, "pipe")
 	a := newTypedEnd(t, da, QPTypeUD)
@@ -393,5 +396,20 @@ func TestUDReceiveErrorClasses(t *testing.T) {
 		require.Equal(t, uint32(GRHSize+200), wc.ByteLen)
 		require.Equal(t, QPSRTS, qp.State())
 		require.Equal(t, uint64(1), qp.Counters().Unreliable.TooLong)
+	})
+
+	t.Run("class A", func(t *testing.T) {
+		b := newTypedEnd(t, db, QPTypeUD)
+		readyUD(t, b, 5)
+		_, err := b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{{Addr: b.mr.Addr(), Length: 4096, LKey: b.mr.LKey() + 99}}},
+			RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(4096, 4096)}})
+		require.NoError(t, err)
+		send(b.qp.QPN(), 16)
+		wcs := waitWCs(t, b.cq, 2)
+		require.Equal(t, []wcBrief{{1, WCLocQPOpErr, WCRecv}, {2, WCWRFlushErr, WCRecv}}, briefs(wcs))
+		require.Equal(t, QPSErr, b.qp.State())
+		ev, _ := waitEvent(t, db, EventQPFatal)
+		require.Equal(t, b.qp, ev.QP)
+		require.Zero(t, b.qp.Counters().Unreliable.TooLong)
 	})
 }
