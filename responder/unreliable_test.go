@@ -138,17 +138,57 @@ func TestUDReceive(t *testing.T) {
 }
 
 // FuzzUnreliableReceive: random UC and UD packets never panic the receive
-// side, never complete more WQEs than were posted, and every completion
-// fits its WQE.
+// side, never complete more WQEs than were posted, complete them in order,
+// and every completion fits its WQE. Error completions come only from the
+// classes that make them: class E (REM_INV_REQ_ERR, REM_ACCESS_ERR) only
+// with an SRQ, class A (LOC_QP_OP_ERR) only for the WQE with a bad L_Key,
+// last, with the receive side failed.
+//
+// prog is pairs [op and PSN step][payload/2, RETH, Q_Key]; an odd-length
+// prog ends in a configuration byte: bit 0 an SRQ, bit 1 a receive WQE
+// with a bad L_Key (the one bits 5-7 number), bit 2 receive buffers of 280
+// bytes instead of 4 KiB, bit 3 RETH DMA lengths equal to the payload,
+// bit 4 RETHs with an unknown R_Key.
 func FuzzUnreliableReceive(f *testing.F) {
 	f.Add(false, []byte{0, 0, 1, 1, 2, 2, 4, 9})
 	f.Add(true, []byte{0x40, 9, 0x41, 9})
+	// In sequence, the first packet's op byte is 0x2X and the next ones'
+	// 0x3X: PSN steps of 0 and 1, opcode index (high + low nibble) mod 15.
+	f.Add(false, []byte{0x22, 150, 0x01})                // UC SEND ONLY over the PMTU, SRQ
+	f.Add(false, []byte{0x22, 8, 0x02})                  // UC SEND ONLY into a bad WQE
+	f.Add(false, []byte{0x2D, 128, 0x3E, 128, 0x05})     // UC SEND FIRST, LAST past a 280-byte buffer, SRQ
+	f.Add(false, []byte{0x29, 5, 0x19})                  // UC WRITE ONLY with immediate, bad R_Key, SRQ
+	f.Add(true, []byte{0x2A, 122, 0x05})                 // UD datagram past a 280-byte buffer, SRQ
+	f.Add(true, []byte{0x2A, 8, 0x2A, 8, 0x2A, 8, 0x22}) // UD datagrams, the second WQE bad
 	ops := []packet.Opcode{packet.UCSendFirst, packet.UCSendMiddle, packet.UCSendLast, packet.UCSendLastWithImmediate,
 		packet.UCSendOnly, packet.UCSendOnlyWithImmediate, packet.UCRDMAWriteFirst, packet.UCRDMAWriteMiddle,
 		packet.UCRDMAWriteLast, packet.UCRDMAWriteLastWithImm, packet.UCRDMAWriteOnly, packet.UCRDMAWriteOnlyWithImm,
 		packet.UDSendOnly, packet.UDSendOnlyWithImmediate, packet.RCSendOnly}
 	f.Fuzz(func(t *testing.T, ud bool, prog []byte) {
-		h := newUHarness(t, ud, 8)
+		var conf byte
+		if len(prog)%2 == 1 {
+			conf, prog = prog[len(prog)-1], prog[:len(prog)-1]
+		}
+		srq, bad, badWQE := conf&1 != 0, conf&2 != 0, int(conf>>5)
+		wqeLen, rethIsPay, rkey := uint32(4096), conf&8 != 0, uint32(2)
+		if conf&4 != 0 {
+			wqeLen = 280 // a UC FIRST fits, its LAST does not; so does a long UD datagram
+		}
+		if conf&16 != 0 {
+			rkey = 3
+		}
+		var mods []func(*UConfig)
+		if srq {
+			mods = append(mods, withSRQ)
+		}
+		h := newUHarness(t, ud, 0, mods...)
+		for i := range 8 {
+			w := verbs.RecvWR{ID: uint64(i), SGList: []verbs.SGE{{Addr: 0x10000 + uint64(i)*4096, Length: wqeLen, LKey: 1}}}
+			if bad && i == badWQE {
+				w.SGList[0].LKey = 99
+			}
+			h.rq.post(w)
+		}
 		psn := packet.PSN(100)
 		for len(prog) >= 2 {
 			op := ops[int(prog[0])%len(ops)]
@@ -161,20 +201,32 @@ func FuzzUnreliableReceive(f *testing.F) {
 			if prog[1]&1 != 0 {
 				qkey = 8
 			}
-			h.rx(op, psn, n, reth(0x80000+uint64(prog[1])*64, 2, uint32(prog[1])*4), imm(1),
+			dmaLen := uint32(prog[1]) * 4
+			if rethIsPay {
+				dmaLen = uint32(n)
+			}
+			h.rx(op, psn, n, reth(0x80000+uint64(prog[1])*64, rkey, dmaLen), imm(1),
 				func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: qkey, SrcQP: 5} })
 			prog = prog[2:]
 		}
 		// Every receive WQE taken has its completion (the CQ never fills
-		// here).
+		// here), in the order they were posted.
 		if len(h.cq.wcs)+h.rq.Len() != 8 {
 			t.Fatalf("%d completions and %d WQEs left of 8", len(h.cq.wcs), h.rq.Len())
 		}
-		for _, wc := range h.cq.wcs {
+		var succeeded uint64
+		lastA := false
+		for i, wc := range h.cq.wcs {
+			if wc.ID != uint64(i) {
+				t.Fatalf("completion %d is of WQE %d", i, wc.ID)
+			}
+			if wc.QPNum != ourQPN {
+				t.Fatalf("completion of QP %#x", wc.QPNum)
+			}
 			switch wc.Opcode {
 			case verbs.WCRecv:
-				if wc.ByteLen > 4096 {
-					t.Fatalf("completion of %d bytes in a 4096-byte WQE", wc.ByteLen)
+				if wc.ByteLen > wqeLen {
+					t.Fatalf("completion of %d bytes in a %d-byte WQE", wc.ByteLen, wqeLen)
 				}
 			case verbs.WCRecvRDMAWithImm:
 				// A WRITE's RETH here names at most 255*4 bytes.
@@ -184,12 +236,46 @@ func FuzzUnreliableReceive(f *testing.F) {
 			default:
 				t.Fatalf("completion opcode %v", wc.Opcode)
 			}
-			if wc.Status != verbs.WCSuccess {
+			switch wc.Status {
+			case verbs.WCSuccess:
+				succeeded++
+				continue
+			case verbs.WCRemInvReqErr, verbs.WCRemAccessErr:
+				if !srq {
+					t.Fatalf("class E completion %v without an SRQ", wc.Status)
+				}
+			case verbs.WCLocQPOpErr:
+				if !bad || i != badWQE || i != len(h.cq.wcs)-1 {
+					t.Fatalf("LOC_QP_OP_ERR completion %d of WQE %d (bad WQE %v %d)", i, wc.ID, bad, badWQE)
+				}
+				lastA = true
+			default:
 				t.Fatalf("completion status %v", wc.Status)
 			}
+			if wc.ByteLen != 0 || wc.Flags != 0 || wc.SrcQP != 0 || wc.Imm != 0 {
+				t.Fatalf("error completion with more than ID, status and QP: %+v", wc)
+			}
 		}
-		// Nothing lands outside the eight WQEs' buffers or past the
-		// furthest range a RETH here can name.
+		c := h.u.Counters()
+		if c.RDMARecvs != succeeded {
+			t.Fatalf("rdma_recvs %d, %d successful completions", c.RDMARecvs, succeeded)
+		}
+		if st, failed := h.u.Failed(); failed != lastA || failed && st != verbs.WCLocQPOpErr {
+			t.Fatalf("Failed() = %v, %v after a class A completion: %v", st, failed, lastA)
+		}
+		// Nothing lands outside the WQEs' buffers (nor in the one whose
+		// L_Key fails) or past the furthest range a RETH here can name.
+		for i := range 8 {
+			from, to := i*4096+int(wqeLen), (i+1)*4096
+			if bad && i == badWQE {
+				from = i * 4096
+			}
+			for j, b := range h.loc.buf[from:to] {
+				if b != 0 {
+					t.Fatalf("local MR byte %d written, outside WQE %d's buffer", from+j, i)
+				}
+			}
+		}
 		for i, b := range h.loc.buf[8*4096:] {
 			if b != 0 {
 				t.Fatalf("local MR byte %d written, outside every WQE", 8*4096+i)
