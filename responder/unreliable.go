@@ -32,11 +32,22 @@ type UConfig struct {
 	QKey uint32
 	// Access is the QP's remote access flags (UC RDMA WRITE).
 	Access verbs.AccessFlags
+	// SRQ says the receive queue is a shared receive queue. A message that
+	// took a receive WQE and then breaks a length rule (or, a UC RDMA WRITE
+	// with immediate, fails its R_Key check) completes that WQE in error
+	// and the QP goes on: IBA class E, as rxe_resp.c's RESPST_ERR_LENGTH and
+	// RESPST_ERR_RKEY_VIOLATION do for UC and UD QPs with an SRQ. Without
+	// an SRQ the message is dropped and the WQE stays for the next one
+	// (class D, rxe drop_msg).
+	SRQ bool
 }
 
-// UCounters are the statistics of an unreliable receive side.
+// UCounters are the statistics of an unreliable receive side. On a QP with
+// an SRQ, a TooLong, LengthErr or AccessErr message that had taken a
+// receive WQE also completes that WQE in error (class E, UConfig.SRQ); it
+// is counted the same either way.
 type UCounters struct {
-	RDMARecvs       uint64 // receive completions (rdma_recvs)
+	RDMARecvs       uint64 // successful receive completions (rdma_recvs)
 	BytesPlaced     uint64 // payload bytes written to memory
 	OutOfSeq        uint64 // UC packets dropped after a PSN gap or out of sequence
 	MessagesDropped uint64 // UC messages abandoned part-way
@@ -54,8 +65,12 @@ type UCounters struct {
 // WRITEs and, on a lost or out-of-sequence packet, drops the rest of that
 // message silently and resynchronises on the next FIRST or ONLY packet
 // (rxe check_psn, check_op_seq); UD places each datagram, behind its GRH
-// area, into the next receive WQE. It is sans-IO and not safe for
-// concurrent use.
+// area, into the next receive WQE. A message too long for its receive
+// buffer or that breaks a length or R_Key rule is dropped; if it took a
+// receive WQE of an SRQ, that WQE completes in error (IBA class E,
+// UConfig.SRQ). A receive WQE whose SGE cannot be written completes with
+// LOC_QP_OP_ERR and fails the receive side (class A, Failed). It is
+// sans-IO and not safe for concurrent use.
 type Unreliable struct {
 	cfg  UConfig
 	env  Env
@@ -68,10 +83,11 @@ type Unreliable struct {
 	rkey  uint32        // UC WRITE: the message's R_Key
 	wlen  uint32        // UC WRITE: the DMA length
 
-	wc      verbs.WC
-	c       UCounters
-	flushed bool
-	failed  bool // a completion found the CQ full
+	wc         verbs.WC
+	c          UCounters
+	flushed    bool
+	failed     bool           // a malformed receive WQE, or a completion found the CQ full
+	failStatus verbs.WCStatus // why, for Failed
 }
 
 // NewUnreliable returns the receive side of a UC or UD QP.
@@ -95,11 +111,22 @@ func (u *Unreliable) SetQKey(q uint32) { u.cfg.QKey = q }
 // dropped. The owner flushes the receive queue.
 func (u *Unreliable) Flush() { u.flushed = true }
 
-// Failed reports whether the receive side has failed, and the status:
-// a receive completion found the CQ full (rxe do_complete, for every QP
-// type: RESPST_ERR_CQ_OVERFLOW, then the QP enters ERR). The owner moves
-// the QP to ERR; the receive side drops every later packet.
-func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return verbs.WCGeneralErr, u.failed }
+// Failed reports whether the receive side has failed, and the status that
+// describes it: WCLocQPOpErr for a receive WQE whose SGE could not be
+// written (rxe RESPST_ERR_MALFORMED_WQE, class A for every QP type; the
+// WQE was completed with that status), WCGeneralErr for a receive
+// completion that found the CQ full (rxe do_complete: RESPST_ERR_CQ_OVERFLOW).
+// The first failure wins. The owner moves the QP to ERR; the receive side
+// drops every later packet.
+func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return u.failStatus, u.failed }
+
+// fail stops the receive side with status, unless it already failed.
+func (u *Unreliable) fail(status verbs.WCStatus) {
+	if u.failed {
+		return
+	}
+	u.failed, u.flushed, u.failStatus = true, true, status
+}
 
 // Receive handles one packet addressed to this QP; src and dst are the
 // datagram's addresses (for the UD GRH area and completion).
@@ -136,10 +163,16 @@ func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
 		u.c.NoWQE++
 		return
 	}
+	// rxe check_length for UD: the GRH area and the payload must fit the
+	// WQE's buffer, else RESPST_ERR_LENGTH (class E with an SRQ, else D).
+	if uint64(GRHSize+len(pay)) > wr.Length() {
+		u.c.TooLong++
+		u.classE(p, verbs.WCRemInvReqErr)
+		return
+	}
 	var grh [GRHSize]byte
 	fillGRH(&grh, src.Addr(), dst.Addr(), p.Len())
-	if !u.scatterAt(wr.SGList, 0, grh[:]) || !u.scatterAt(wr.SGList, GRHSize, pay) {
-		u.c.TooLong++
+	if !u.place(p, wr, 0, grh[:]) || !u.place(p, wr, GRHSize, pay) {
 		return
 	}
 	id := wr.ID
@@ -187,13 +220,25 @@ func fillGRH(g *[GRHSize]byte, src, dst netip.Addr, pktLen int) {
 	copy(g[24:40], d[:])
 }
 
-// scatterAt writes data into the buffer an SGE list describes, starting
-// off bytes into it; false if the list is too short or a key fails.
-func (u *Unreliable) scatterAt(sges []verbs.SGE, off uint32, data []byte) bool {
+// placement is what scatterAt did, as rxe send_data_in sorts copy_data's
+// errors.
+type placement uint8
+
+const (
+	placed      placement = iota
+	placeNoRoom           // the buffer is too short (-ENOSPC: RESPST_ERR_LENGTH); nothing written
+	placeBadSGE           // an SGE's L_Key, rights or range failed (RESPST_ERR_MALFORMED_WQE)
+)
+
+// scatterAt writes data into the buffer of receive WQE wr, starting off
+// bytes into it. A buffer too short for the data is found before anything
+// is written; an SGE that fails stops the copy there.
+func (u *Unreliable) scatterAt(wr *verbs.RecvWR, off uint32, data []byte) placement {
+	if uint64(off)+uint64(len(data)) > wr.Length() {
+		return placeNoRoom
+	}
+	sges := wr.SGList
 	for i := 0; len(data) > 0; i++ {
-		if i == len(sges) {
-			return false
-		}
 		s := &sges[i]
 		if off >= s.Length {
 			off -= s.Length
@@ -202,16 +247,75 @@ func (u *Unreliable) scatterAt(sges []verbs.SGE, off uint32, data []byte) bool {
 		n := min(uint32(len(data)), s.Length-off)
 		mem, ok := u.env.Mem.Local(s.LKey, s.Addr+uint64(off), n, verbs.AccessLocalWrite)
 		if !ok {
-			return false
+			return placeBadSGE
 		}
 		sge.Copy(mem, data[:n])
 		data, off = data[n:], 0
 	}
+	return placed
+}
+
+// place writes data into receive WQE wr at off for packet p and reports
+// whether it did. A buffer too short is a length error (counted TooLong;
+// class E with an SRQ, else class D); an SGE that fails is a malformed
+// WQE (class A: the WQE completes with LOC_QP_OP_ERR and the receive side
+// fails), as rxe send_data_in and rxe_responder's error states sort them.
+func (u *Unreliable) place(p packet.Packet, wr *verbs.RecvWR, off uint32, data []byte) bool {
+	switch u.scatterAt(wr, off, data) {
+	case placeNoRoom:
+		u.c.TooLong++
+		u.classE(p, verbs.WCRemInvReqErr)
+		return false
+	case placeBadSGE:
+		u.classA(p)
+		return false
+	}
 	return true
 }
 
-// post delivers the completion in u.wc. A full CQ fails the receive side
-// (Failed): the WQE is consumed and its completion lost, as in rxe.
+// classE handles a length or R_Key error of packet p, whose message took
+// the receive WQE at the head of the queue (a SEND, a UD datagram, a UC
+// RDMA WRITE with immediate's last packet). With an SRQ (IBA class E;
+// rxe_responder's RESPST_ERR_LENGTH and RESPST_ERR_RKEY_VIOLATION for UC
+// and UD) the WQE completes with status and the QP goes on. Without one
+// (class D, rxe drop_msg) nothing completes and the WQE stays for the next
+// message. Either way the caller drops the rest of the message.
+func (u *Unreliable) classE(p packet.Packet, status verbs.WCStatus) {
+	if u.cfg.SRQ {
+		u.completeErr(p, status)
+	}
+}
+
+// classA handles a malformed receive WQE (rxe RESPST_ERR_MALFORMED_WQE,
+// class A for every QP type: do_class_ac_error, COMPLETE, then ERROR):
+// the WQE completes with LOC_QP_OP_ERR and the receive side fails
+// (Failed), so that the owner moves the QP to ERR.
+func (u *Unreliable) classA(p packet.Packet) {
+	u.completeErr(p, verbs.WCLocQPOpErr)
+	u.fail(verbs.WCLocQPOpErr)
+}
+
+// completeErr completes the receive WQE at the head of the queue, the one
+// packet p's message took, with an error status; with none posted it does
+// nothing. As in rxe do_complete for an error status, only the WR ID,
+// status and QP number mean anything (the opcode is set as for success).
+func (u *Unreliable) completeErr(p packet.Packet, status verbs.WCStatus) {
+	wr, ok := u.env.RQ.Peek()
+	if !ok {
+		return
+	}
+	id := wr.ID
+	u.env.RQ.Pop()
+	u.wc = verbs.WC{ID: id, Status: status, Opcode: verbs.WCRecv, QPNum: u.cfg.QPN}
+	if p.Mask()&packet.MaskWrite != 0 {
+		u.wc.Opcode = verbs.WCRecvRDMAWithImm
+	}
+	u.post(p.BTH().SE())
+}
+
+// post delivers the completion in u.wc; RDMARecvs counts the successful
+// ones (rxe do_complete). A full CQ fails the receive side (Failed): the
+// WQE is consumed and its completion lost, as in rxe.
 func (u *Unreliable) post(solicited bool) {
 	var ok bool
 	if sc, isSC := u.env.CQ.(SolicitedCompletions); isSC {
@@ -221,10 +325,12 @@ func (u *Unreliable) post(solicited bool) {
 	}
 	if !ok {
 		u.c.CQOverflow++
-		u.failed, u.flushed = true, true
+		u.fail(verbs.WCGeneralErr)
 		return
 	}
-	u.c.RDMARecvs++
+	if u.wc.Status == verbs.WCSuccess {
+		u.c.RDMARecvs++
+	}
 }
 
 // receiveUC handles one UC packet: the PSN and opcode-sequence checks of
@@ -247,11 +353,16 @@ func (u *Unreliable) receiveUC(p packet.Packet) {
 		return
 	}
 	u.epsn = p.PSN().Next()
-	// rxe check_length; the message is then dropped (rxe's class D,
-	// drop_msg; with an SRQ rxe completes the receive WQE in error
-	// instead, gorxe drops there too).
+	// rxe check_length (RESPST_ERR_LENGTH); the message is then dropped.
+	// A SEND took its receive WQE at its first packet, a WRITE with
+	// immediate takes one at its last (rxe check_resource runs first):
+	// with an SRQ that WQE completes with REM_INV_REQ_ERR (class E),
+	// without one it stays for the next message (class D).
 	if !lengthFits(p, p.PayloadLen(), u.cfg.PMTU) {
 		u.c.LengthErr++
+		if m&(packet.MaskSend|packet.MaskRWR) != 0 {
+			u.classE(p, verbs.WCRemInvReqErr)
+		}
 		u.abandon()
 		return
 	}
@@ -288,8 +399,10 @@ func (u *Unreliable) abandon() {
 }
 
 // ucSend places a SEND packet into the receive WQE at the head of the
-// queue, which is consumed only when the message completes: an abandoned
-// message leaves it for the next one (rxe takes the WQE in do_complete).
+// queue, which is consumed only when the message completes or fails with
+// an error that completes it (place): a message abandoned otherwise
+// leaves it for the next one (rxe takes the WQE in do_complete). The
+// payload is within the path MTU (lengthFits).
 func (u *Unreliable) ucSend(p packet.Packet, start bool) bool {
 	wr, ok := u.env.RQ.Peek()
 	if !ok {
@@ -297,8 +410,7 @@ func (u *Unreliable) ucSend(p packet.Packet, start bool) bool {
 		return false
 	}
 	pay := p.Payload()
-	if len(pay) > u.cfg.PMTU || !u.scatterAt(wr.SGList, u.off, pay) {
-		u.c.TooLong++
+	if !u.place(p, wr, u.off, pay) {
 		return false
 	}
 	u.drop = false
@@ -318,22 +430,34 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 		u.va, u.rkey, u.wlen, u.off = r.VA(), r.RKey(), r.DMALen(), 0
 	}
 	pay := p.Payload()
+	// rxe check_op_valid: without remote write access the message is
+	// dropped before a receive WQE is taken.
 	if u.cfg.Access&verbs.AccessRemoteWrite == 0 {
 		u.c.AccessErr++
 		return false
 	}
+	// A LAST or ONLY with immediate data took a receive WQE (rxe
+	// check_resource): its length and R_Key errors are class E with an
+	// SRQ.
+	rwr := p.Mask()&packet.MaskRWR != 0
 	// rxe check_rkey's resid test, and a LAST that ends the message at its
 	// DMA length (the completion of a WRITE with immediate reports that
 	// length); a zero-length WRITE carries nothing (C9-88).
 	if u.wlen == 0 && len(pay) != 0 ||
 		u.wlen > 0 && !writeFits(u.cfg.PMTU, uint64(u.wlen-u.off), len(pay), p.PadCnt(), p.Mask()&packet.MaskEnd != 0) {
 		u.c.LengthErr++
+		if rwr {
+			u.classE(p, verbs.WCRemInvReqErr)
+		}
 		return false
 	}
 	if len(pay) > 0 {
 		mem, ok := u.env.Mem.Remote(u.rkey, u.va+uint64(u.off), uint32(len(pay)), verbs.AccessRemoteWrite)
 		if !ok {
 			u.c.AccessErr++
+			if rwr {
+				u.classE(p, verbs.WCRemAccessErr) // rxe RESPST_ERR_RKEY_VIOLATION
+			}
 			return false
 		}
 		sge.Copy(mem, pay)

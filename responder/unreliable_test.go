@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -15,7 +16,8 @@ var (
 )
 
 // uHarness wires an Unreliable receive side to fakes: one 64 KiB local MR
-// (key 1) cut into 4 KiB receive WQEs, one 64 KiB remote MR (key 2).
+// (key 1) cut into 4 KiB receive WQEs, one 64 KiB remote MR (key 2). mods
+// change the configuration (PMTU 256, RQ PSN 100, Q_Key 9, remote write).
 type uHarness struct {
 	t   testing.TB
 	u   *Unreliable
@@ -26,14 +28,18 @@ type uHarness struct {
 	buf []byte
 }
 
-func newUHarness(t testing.TB, ud bool, wqes int) *uHarness {
+func newUHarness(t testing.TB, ud bool, wqes int, mods ...func(*UConfig)) *uHarness {
 	h := &uHarness{t: t, rq: newFakeRQ(64), cq: &fakeCQ{}, buf: make([]byte, 1024),
 		loc: &fakeMR{key: 1, va: 0x10000, buf: make([]byte, 64<<10), access: verbs.AccessLocalWrite, valid: true},
 		rem: &fakeMR{key: 2, va: 0x80000, buf: make([]byte, 64<<10), access: verbs.AccessRemoteWrite, valid: true}}
 	for i := range wqes {
 		h.rq.post(verbs.RecvWR{ID: uint64(i), SGList: []verbs.SGE{{Addr: 0x10000 + uint64(i)*4096, Length: 4096, LKey: 1}}})
 	}
-	h.u = NewUnreliable(UConfig{UD: ud, QPN: ourQPN, PMTU: 256, RQPSN: 100, QKey: 9, Access: verbs.AccessRemoteWrite},
+	cfg := UConfig{UD: ud, QPN: ourQPN, PMTU: 256, RQPSN: 100, QKey: 9, Access: verbs.AccessRemoteWrite}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	h.u = NewUnreliable(cfg,
 		Env{Mem: &fakeMem{mrs: []*fakeMR{h.loc, h.rem}}, RQ: h.rq, CQ: h.cq})
 	return h
 }
@@ -132,17 +138,57 @@ func TestUDReceive(t *testing.T) {
 }
 
 // FuzzUnreliableReceive: random UC and UD packets never panic the receive
-// side, never complete more WQEs than were posted, and every completion
-// fits its WQE.
+// side, never complete more WQEs than were posted, complete them in order,
+// and every completion fits its WQE. Error completions come only from the
+// classes that make them: class E (REM_INV_REQ_ERR, REM_ACCESS_ERR) only
+// with an SRQ, class A (LOC_QP_OP_ERR) only for the WQE with a bad L_Key,
+// last, with the receive side failed.
+//
+// prog is pairs [op and PSN step][payload/2, RETH, Q_Key]; an odd-length
+// prog ends in a configuration byte: bit 0 an SRQ, bit 1 a receive WQE
+// with a bad L_Key (the one bits 5-7 number), bit 2 receive buffers of 280
+// bytes instead of 4 KiB, bit 3 RETH DMA lengths equal to the payload,
+// bit 4 RETHs with an unknown R_Key.
 func FuzzUnreliableReceive(f *testing.F) {
 	f.Add(false, []byte{0, 0, 1, 1, 2, 2, 4, 9})
 	f.Add(true, []byte{0x40, 9, 0x41, 9})
+	// In sequence, the first packet's op byte is 0x2X and the next ones'
+	// 0x3X: PSN steps of 0 and 1, opcode index (high + low nibble) mod 15.
+	f.Add(false, []byte{0x22, 150, 0x01})                // UC SEND ONLY over the PMTU, SRQ
+	f.Add(false, []byte{0x22, 8, 0x02})                  // UC SEND ONLY into a bad WQE
+	f.Add(false, []byte{0x2D, 128, 0x3E, 128, 0x05})     // UC SEND FIRST, LAST past a 280-byte buffer, SRQ
+	f.Add(false, []byte{0x29, 5, 0x19})                  // UC WRITE ONLY with immediate, bad R_Key, SRQ
+	f.Add(true, []byte{0x2A, 122, 0x05})                 // UD datagram past a 280-byte buffer, SRQ
+	f.Add(true, []byte{0x2A, 8, 0x2A, 8, 0x2A, 8, 0x22}) // UD datagrams, the second WQE bad
 	ops := []packet.Opcode{packet.UCSendFirst, packet.UCSendMiddle, packet.UCSendLast, packet.UCSendLastWithImmediate,
 		packet.UCSendOnly, packet.UCSendOnlyWithImmediate, packet.UCRDMAWriteFirst, packet.UCRDMAWriteMiddle,
 		packet.UCRDMAWriteLast, packet.UCRDMAWriteLastWithImm, packet.UCRDMAWriteOnly, packet.UCRDMAWriteOnlyWithImm,
 		packet.UDSendOnly, packet.UDSendOnlyWithImmediate, packet.RCSendOnly}
 	f.Fuzz(func(t *testing.T, ud bool, prog []byte) {
-		h := newUHarness(t, ud, 8)
+		var conf byte
+		if len(prog)%2 == 1 {
+			conf, prog = prog[len(prog)-1], prog[:len(prog)-1]
+		}
+		srq, bad, badWQE := conf&1 != 0, conf&2 != 0, int(conf>>5)
+		wqeLen, rethIsPay, rkey := uint32(4096), conf&8 != 0, uint32(2)
+		if conf&4 != 0 {
+			wqeLen = 280 // a UC FIRST fits, its LAST does not; so does a long UD datagram
+		}
+		if conf&16 != 0 {
+			rkey = 3
+		}
+		var mods []func(*UConfig)
+		if srq {
+			mods = append(mods, withSRQ)
+		}
+		h := newUHarness(t, ud, 0, mods...)
+		for i := range 8 {
+			w := verbs.RecvWR{ID: uint64(i), SGList: []verbs.SGE{{Addr: 0x10000 + uint64(i)*4096, Length: wqeLen, LKey: 1}}}
+			if bad && i == badWQE {
+				w.SGList[0].LKey = 99
+			}
+			h.rq.post(w)
+		}
 		psn := packet.PSN(100)
 		for len(prog) >= 2 {
 			op := ops[int(prog[0])%len(ops)]
@@ -155,20 +201,32 @@ func FuzzUnreliableReceive(f *testing.F) {
 			if prog[1]&1 != 0 {
 				qkey = 8
 			}
-			h.rx(op, psn, n, reth(0x80000+uint64(prog[1])*64, 2, uint32(prog[1])*4), imm(1),
+			dmaLen := uint32(prog[1]) * 4
+			if rethIsPay {
+				dmaLen = uint32(n)
+			}
+			h.rx(op, psn, n, reth(0x80000+uint64(prog[1])*64, rkey, dmaLen), imm(1),
 				func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: qkey, SrcQP: 5} })
 			prog = prog[2:]
 		}
 		// Every receive WQE taken has its completion (the CQ never fills
-		// here).
+		// here), in the order they were posted.
 		if len(h.cq.wcs)+h.rq.Len() != 8 {
 			t.Fatalf("%d completions and %d WQEs left of 8", len(h.cq.wcs), h.rq.Len())
 		}
-		for _, wc := range h.cq.wcs {
+		var succeeded uint64
+		lastA := false
+		for i, wc := range h.cq.wcs {
+			if wc.ID != uint64(i) {
+				t.Fatalf("completion %d is of WQE %d", i, wc.ID)
+			}
+			if wc.QPNum != ourQPN {
+				t.Fatalf("completion of QP %#x", wc.QPNum)
+			}
 			switch wc.Opcode {
 			case verbs.WCRecv:
-				if wc.ByteLen > 4096 {
-					t.Fatalf("completion of %d bytes in a 4096-byte WQE", wc.ByteLen)
+				if wc.ByteLen > wqeLen {
+					t.Fatalf("completion of %d bytes in a %d-byte WQE", wc.ByteLen, wqeLen)
 				}
 			case verbs.WCRecvRDMAWithImm:
 				// A WRITE's RETH here names at most 255*4 bytes.
@@ -178,12 +236,46 @@ func FuzzUnreliableReceive(f *testing.F) {
 			default:
 				t.Fatalf("completion opcode %v", wc.Opcode)
 			}
-			if wc.Status != verbs.WCSuccess {
+			switch wc.Status {
+			case verbs.WCSuccess:
+				succeeded++
+				continue
+			case verbs.WCRemInvReqErr, verbs.WCRemAccessErr:
+				if !srq {
+					t.Fatalf("class E completion %v without an SRQ", wc.Status)
+				}
+			case verbs.WCLocQPOpErr:
+				if !bad || i != badWQE || i != len(h.cq.wcs)-1 {
+					t.Fatalf("LOC_QP_OP_ERR completion %d of WQE %d (bad WQE %v %d)", i, wc.ID, bad, badWQE)
+				}
+				lastA = true
+			default:
 				t.Fatalf("completion status %v", wc.Status)
 			}
+			if wc.ByteLen != 0 || wc.Flags != 0 || wc.SrcQP != 0 || wc.Imm != 0 {
+				t.Fatalf("error completion with more than ID, status and QP: %+v", wc)
+			}
 		}
-		// Nothing lands outside the eight WQEs' buffers or past the
-		// furthest range a RETH here can name.
+		c := h.u.Counters()
+		if c.RDMARecvs != succeeded {
+			t.Fatalf("rdma_recvs %d, %d successful completions", c.RDMARecvs, succeeded)
+		}
+		if st, failed := h.u.Failed(); failed != lastA || failed && st != verbs.WCLocQPOpErr {
+			t.Fatalf("Failed() = %v, %v after a class A completion: %v", st, failed, lastA)
+		}
+		// Nothing lands outside the WQEs' buffers (nor in the one whose
+		// L_Key fails) or past the furthest range a RETH here can name.
+		for i := range 8 {
+			from, to := i*4096+int(wqeLen), (i+1)*4096
+			if bad && i == badWQE {
+				from = i * 4096
+			}
+			for j, b := range h.loc.buf[from:to] {
+				if b != 0 {
+					t.Fatalf("local MR byte %d written, outside WQE %d's buffer", from+j, i)
+				}
+			}
+		}
 		for i, b := range h.loc.buf[8*4096:] {
 			if b != 0 {
 				t.Fatalf("local MR byte %d written, outside every WQE", 8*4096+i)
@@ -271,4 +363,195 @@ func TestUCLengthRules(t *testing.T) {
 	require.Len(t, h.cq.wcs, 1)
 	require.Equal(t, uint32(300), h.cq.wcs[0].ByteLen)
 	require.Zero(t, h.u.Counters().LengthErr)
+}
+
+// withSRQ makes the harness's receive queue a shared receive queue.
+func withSRQ(c *UConfig) { c.SRQ = true }
+
+// udDETH gives a UD request the harness's Q_Key.
+func udDETH(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 9, SrcQP: 0x33} }
+
+// TestUnreliableErrorClasses: the receive-side errors of UC and UD QPs,
+// each without and with an SRQ, sorted by IBA class as rxe_resp.c sorts
+// them. A length or R_Key error of a message that took a receive WQE is
+// class D without an SRQ (dropped, the WQE stays for the next message)
+// and class E with one (the WQE completes with REM_INV_REQ_ERR or
+// REM_ACCESS_ERR; the QP goes on). One that took no WQE is only dropped.
+// A receive WQE whose SGE cannot be written is class A either way: it
+// completes with LOC_QP_OP_ERR and the receive side fails.
+func TestUnreliableErrorClasses(t *testing.T) {
+	type rx struct {
+		op   packet.Opcode
+		n    int
+		mods []reqMod
+	}
+	sge := func(addr uint64, n, key uint32) verbs.SGE { return verbs.SGE{Addr: addr, Length: n, LKey: key} }
+	wqe := func(id uint64, sges ...verbs.SGE) verbs.RecvWR { return verbs.RecvWR{ID: id, SGList: sges} }
+	big := wqe(1, sge(0x11000, 4096, 1)) // the WQE behind the first, for the next message
+	const remEnd = 0x80000 + 64<<10      // the end of the remote MR
+	tooLong := func(c UCounters) uint64 { return c.TooLong }
+	lengthErr := func(c UCounters) uint64 { return c.LengthErr }
+	accessErr := func(c UCounters) uint64 { return c.AccessErr }
+	for _, tc := range []struct {
+		name string
+		ud   bool
+		wqes []verbs.RecvWR // nil: two of 4 KiB
+		pkts []rx
+		// status is the completion of the first WQE: with an SRQ only
+		// (class E); with or without one if WCLocQPOpErr (class A). 0:
+		// no WQE was taken, nothing completes.
+		status  verbs.WCStatus
+		counter func(UCounters) uint64 // counts the error once; nil for class A
+		noWrite bool                   // UConfig.Access without remote write
+	}{
+		{name: "UC SEND ONLY over the PMTU", pkts: []rx{{packet.UCSendOnly, 300, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND FIRST short of the PMTU", pkts: []rx{{packet.UCSendFirst, 10, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND MIDDLE over the PMTU: the WQE taken at FIRST completes",
+			pkts:   []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendMiddle, 300, nil}, {packet.UCSendLast, 10, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND LAST empty", pkts: []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendLast, 0, nil}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC SEND too long for its receive buffer",
+			wqes:   []verbs.RecvWR{wqe(0, sge(0x10000, 200, 1), sge(0x10100, 100, 1)), big},
+			pkts:   []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendLast, 256, nil}},
+			status: verbs.WCRemInvReqErr, counter: tooLong},
+		{name: "UC WRITE ONLY with immediate over the PMTU",
+			pkts:   []rx{{packet.UCRDMAWriteOnlyWithImm, 300, []reqMod{reth(0x80000, 2, 300), imm(1)}}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC WRITE LAST with immediate past its DMA length",
+			pkts: []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(0x80000, 2, 300)}},
+				{packet.UCRDMAWriteLastWithImm, 256, []reqMod{imm(1)}}},
+			status: verbs.WCRemInvReqErr, counter: lengthErr},
+		{name: "UC WRITE ONLY with immediate, bad R_Key",
+			pkts:   []rx{{packet.UCRDMAWriteOnlyWithImm, 8, []reqMod{reth(0x80000, 99, 8), imm(1)}}},
+			status: verbs.WCRemAccessErr, counter: accessErr},
+		{name: "UC WRITE LAST with immediate past the MR",
+			pkts: []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(remEnd-266, 2, 300)}},
+				{packet.UCRDMAWriteLastWithImm, 44, []reqMod{imm(1)}}},
+			status: verbs.WCRemAccessErr, counter: accessErr},
+		{name: "UC WRITE ONLY, bad R_Key: no WQE taken",
+			pkts: []rx{{packet.UCRDMAWriteOnly, 8, []reqMod{reth(0x80000, 99, 8)}}}, counter: accessErr},
+		{name: "UC WRITE FIRST over the PMTU: no WQE taken",
+			pkts: []rx{{packet.UCRDMAWriteFirst, 300, []reqMod{reth(0x80000, 2, 600)}}}, counter: lengthErr},
+		{name: "UC WRITE ONLY with immediate without remote write: dropped before a WQE is taken (rxe check_op_valid)",
+			pkts:    []rx{{packet.UCRDMAWriteOnlyWithImm, 8, []reqMod{reth(0x80000, 2, 8), imm(1)}}},
+			counter: accessErr, noWrite: true},
+		{name: "UD datagram too long for its receive buffer", ud: true,
+			wqes:   []verbs.RecvWR{wqe(0, sge(0x10000, 60, 1), sge(0x10100, 60, 1)), big},
+			pkts:   []rx{{packet.UDSendOnly, 100, nil}},
+			status: verbs.WCRemInvReqErr, counter: tooLong},
+		{name: "UC SEND into a WQE with a bad L_Key",
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, 4096, 99)), big},
+			pkts: []rx{{packet.UCSendOnly, 16, nil}}, status: verbs.WCLocQPOpErr},
+		{name: "UC SEND whose second SGE is past the MR",
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, 256, 1), sge(0x10000+64<<10-100, 1000, 1)), big},
+			pkts: []rx{{packet.UCSendFirst, 256, nil}, {packet.UCSendLast, 256, nil}}, status: verbs.WCLocQPOpErr},
+		{name: "UC SEND into an SGE without local write (the remote MR)",
+			wqes: []verbs.RecvWR{wqe(0, sge(0x80000, 4096, 2)), big},
+			pkts: []rx{{packet.UCSendOnlyWithImmediate, 16, []reqMod{imm(1)}}}, status: verbs.WCLocQPOpErr},
+		{name: "UD datagram into a WQE with a bad L_Key", ud: true,
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, 4096, 99)), big},
+			pkts: []rx{{packet.UDSendOnly, 16, nil}}, status: verbs.WCLocQPOpErr},
+		{name: "UD payload SGE with a bad L_Key after the GRH area", ud: true,
+			wqes: []verbs.RecvWR{wqe(0, sge(0x10000, GRHSize, 1), sge(0x10100, 4096, 99)), big},
+			pkts: []rx{{packet.UDSendOnly, 16, nil}}, status: verbs.WCLocQPOpErr},
+	} {
+		for _, srq := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/srq=%v", tc.name, srq), func(t *testing.T) {
+				mods := []func(*UConfig){}
+				if srq {
+					mods = append(mods, withSRQ)
+				}
+				if tc.noWrite {
+					mods = append(mods, func(c *UConfig) { c.Access = 0 })
+				}
+				h := newUHarness(t, tc.ud, 0, mods...)
+				wqes := tc.wqes
+				if wqes == nil {
+					wqes = []verbs.RecvWR{wqe(0, sge(0x10000, 4096, 1)), big}
+				}
+				for _, w := range wqes {
+					h.rq.post(w)
+				}
+				psn := packet.PSN(100)
+				send := func(p rx) {
+					if tc.ud {
+						p.mods = append(p.mods, udDETH)
+					}
+					h.rx(p.op, psn, p.n, p.mods...)
+					psn = psn.Next()
+				}
+				for _, p := range tc.pkts {
+					send(p)
+				}
+				classA := tc.status == verbs.WCLocQPOpErr
+				completed := classA || srq && tc.status != 0
+				c := h.u.Counters()
+				if tc.counter != nil {
+					require.Equal(t, uint64(1), tc.counter(c))
+				}
+				if !classA {
+					require.Zero(t, c.TooLong+c.LengthErr+c.AccessErr-tc.counter(c), "one counter only")
+				} else {
+					require.Zero(t, c.TooLong+c.LengthErr+c.AccessErr, "a malformed WQE is no length or access error")
+				}
+				if completed {
+					require.Len(t, h.cq.wcs, 1)
+					require.Equal(t, verbs.WC{ID: 0, Status: tc.status, Opcode: h.cq.wcs[0].Opcode, QPNum: ourQPN}, h.cq.wcs[0],
+						"an error completion carries the WR ID, status and QP number")
+					require.Equal(t, 1, h.rq.Len(), "the WQE is consumed")
+				} else {
+					require.Empty(t, h.cq.wcs)
+					require.Equal(t, 2, h.rq.Len(), "the WQE stays for the next message")
+				}
+				require.Zero(t, c.RDMARecvs, "error completions are not rdma_recvs")
+				st, failed := h.u.Failed()
+				require.Equal(t, classA, failed)
+				if classA {
+					require.Equal(t, verbs.WCLocQPOpErr, st)
+				}
+
+				// The next message: the QP goes on (classes D and E) into
+				// the WQE left at the head, or (class A) takes nothing.
+				n := h.cq.wcs
+				if tc.ud {
+					send(rx{packet.UDSendOnly, 16, nil})
+				} else {
+					send(rx{packet.UCSendOnly, 16, nil})
+				}
+				if classA {
+					require.Len(t, h.cq.wcs, len(n), "a failed receive side completes nothing more")
+					require.Equal(t, uint64(1), h.u.Counters().Dropped)
+					return
+				}
+				require.Len(t, h.cq.wcs, len(n)+1)
+				wc := h.cq.wcs[len(n)]
+				require.Equal(t, verbs.WCSuccess, wc.Status)
+				want := uint64(0)
+				if completed {
+					want = 1
+				}
+				require.Equal(t, want, wc.ID)
+				require.Equal(t, uint64(1), h.u.Counters().RDMARecvs)
+			})
+		}
+	}
+}
+
+// TestUnreliableMalformedWQECQFull: a malformed receive WQE whose error
+// completion finds the CQ full fails the receive side with the CQ
+// overflow's status, as an RC responder's class A error does (the first
+// failure wins).
+func TestUnreliableMalformedWQECQFull(t *testing.T) {
+	h := newUHarness(t, false, 0)
+	h.rq.post(verbs.RecvWR{ID: 7, SGList: []verbs.SGE{{Addr: 0x10000, Length: 4096, LKey: 99}}})
+	h.cq.limit = -1
+	h.rx(packet.UCSendOnly, 100, 16)
+	st, failed := h.u.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCGeneralErr, st)
+	require.Equal(t, uint64(1), h.u.Counters().CQOverflow)
+	require.Zero(t, h.rq.Len())
 }

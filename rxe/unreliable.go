@@ -64,7 +64,7 @@ func (qp *QP) startUnreliableResponder() {
 	}
 	qp.uresp = responder.NewUnreliable(responder.UConfig{
 		UD: qp.typ == QPTypeUD, QPN: qp.qpn, PMTU: mtu, RQPSN: packet.PSN(qp.attr.RQPSN),
-		QKey: qp.attr.QKey, Access: qp.attr.AccessFlags,
+		QKey: qp.attr.QKey, Access: qp.attr.AccessFlags, SRQ: qp.srq != nil,
 	}, responder.Env{Mem: pdMemory{qp.dev, qp.pd}, RQ: qp.recvSource(), CQ: cqSink{qp.recvCQ}})
 }
 
@@ -152,10 +152,14 @@ func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPo
 		qp.counter.rcvdPkts++
 		qp.counter.rcvdBytes += uint64(p.Len())
 		qp.uresp.Receive(now, p, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(qp.dev.addr, qp.dev.port))
-		if _, failed := qp.uresp.Failed(); failed {
-			// The receive CQ was full (rxe do_complete): the QP enters
-			// ERR; the CQ raised its CQ_ERR event.
+		if st, failed := qp.uresp.Failed(); failed {
+			// A malformed receive WQE (rxe RESPST_ERR_MALFORMED_WQE,
+			// class A) or a full receive CQ (rxe do_complete): the QP
+			// enters ERR. The first raises QP_FATAL as an RC responder's
+			// does (raiseResponderError); the CQ raised its CQ_ERR for
+			// the second.
 			qp.dev.counters.qpErrors.Add(1)
+			qp.raiseResponderError(st)
 			qp.enterError()
 		}
 	}

@@ -356,3 +356,60 @@ func TestUDRecvCQOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestUDReceiveErrorClasses: a UD datagram too long for the receive WQE of
+// an SRQ completes that WQE with REM_INV_REQ_ERR and the QP goes on
+// (class E, UConfig.SRQ set from the QP's SRQ); a receive WQE with a bad
+// L_Key completes with LOC_QP_OP_ERR, the QP enters ERR with QP_FATAL and
+// its other receive WQEs are flushed (class A, rxe
+// RESPST_ERR_MALFORMED_WQE).
+func TestUDReceiveErrorClasses(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	a := newTypedEnd(t, da, QPTypeUD)
+	readyUD(t, a, 5)
+	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.NoError(t, err)
+	send := func(qpn uint32, n int) {
+		_, err := a.qp.PostSend(SendWR{Opcode: WRSend, AH: ah, RemoteQPN: qpn, RemoteQKey: 5,
+			SGList: []SGE{a.mr.SGE(0, n)}})
+		require.NoError(t, err)
+	}
+
+	t.Run("class E with an SRQ", func(t *testing.T) {
+		b := newTypedEnd(t, db, QPTypeUD)
+		srq, err := b.pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+		require.NoError(t, err)
+		qp, err := b.pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: b.cq, RecvCQ: b.cq, SRQ: srq, Cap: QPCap{MaxSendWR: 4}})
+		require.NoError(t, err)
+		b.qp = qp
+		readyUD(t, b, 5)
+		_, err = srq.PostRecv(RecvWR{ID: 1, SGList: []SGE{b.mr.SGE(0, GRHSize+100)}},
+			RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(4096, 4096)}})
+		require.NoError(t, err)
+		send(qp.QPN(), 200)
+		wc := waitWC(t, b.cq)
+		require.Equal(t, wcBrief{1, WCRemInvReqErr, WCRecv}, wcBrief{wc.ID, wc.Status, wc.Opcode})
+		require.Equal(t, qp.QPN(), wc.QPNum)
+		send(qp.QPN(), 200)
+		wc = waitWC(t, b.cq)
+		require.Equal(t, wcBrief{2, WCSuccess, WCRecv}, wcBrief{wc.ID, wc.Status, wc.Opcode})
+		require.Equal(t, uint32(GRHSize+200), wc.ByteLen)
+		require.Equal(t, QPSRTS, qp.State())
+		require.Equal(t, uint64(1), qp.Counters().Unreliable.TooLong)
+	})
+
+	t.Run("class A", func(t *testing.T) {
+		b := newTypedEnd(t, db, QPTypeUD)
+		readyUD(t, b, 5)
+		_, err := b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{{Addr: b.mr.Addr(), Length: 4096, LKey: b.mr.LKey() + 99}}},
+			RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(4096, 4096)}})
+		require.NoError(t, err)
+		send(b.qp.QPN(), 16)
+		wcs := waitWCs(t, b.cq, 2)
+		require.Equal(t, []wcBrief{{1, WCLocQPOpErr, WCRecv}, {2, WCWRFlushErr, WCRecv}}, briefs(wcs))
+		require.Equal(t, QPSErr, b.qp.State())
+		ev, _ := waitEvent(t, db, EventQPFatal)
+		require.Equal(t, b.qp, ev.QP)
+		require.Zero(t, b.qp.Counters().Unreliable.TooLong)
+	})
+}
