@@ -95,9 +95,11 @@ func (m *fakeMem) Invalidate(rkey uint32) bool {
 }
 
 // fakeRQ is a ring of receive WRs that does not allocate once built.
+// peeked says the head WR was returned by Peek and not yet popped.
 type fakeRQ struct {
 	wrs     []verbs.RecvWR
 	head, n int
+	peeked  bool
 }
 
 func newFakeRQ(size int) *fakeRQ { return &fakeRQ{wrs: make([]verbs.RecvWR, size)} }
@@ -114,10 +116,12 @@ func (q *fakeRQ) Peek() (*verbs.RecvWR, bool) {
 	if q.n == 0 {
 		return nil, false
 	}
+	q.peeked = true
 	return &q.wrs[q.head], true
 }
 
 func (q *fakeRQ) Pop() {
+	q.peeked = false
 	q.wrs[q.head] = verbs.RecvWR{}
 	q.head = (q.head + 1) % len(q.wrs)
 	q.n--

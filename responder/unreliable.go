@@ -83,6 +83,12 @@ type Unreliable struct {
 	rkey  uint32        // UC WRITE: the message's R_Key
 	wlen  uint32        // UC WRITE: the DMA length
 
+	// held: with an SRQ, a receive WQE that peek took from the shared
+	// queue and pop has not completed; it belongs to this QP (a UC SEND
+	// abandoned part-way leaves it for the next message) and Flush
+	// completes it.
+	held bool
+
 	wc         verbs.WC
 	c          UCounters
 	flushed    bool
@@ -108,8 +114,35 @@ func (u *Unreliable) SetAccess(a verbs.AccessFlags) { u.cfg.Access = a }
 func (u *Unreliable) SetQKey(q uint32) { u.cfg.QKey = q }
 
 // Flush stops the receive side (the QP entered ERR): later packets are
-// dropped. The owner flushes the receive queue.
-func (u *Unreliable) Flush() { u.flushed = true }
+// dropped. The owner flushes a receive queue of its own; of an SRQ, Flush
+// completes with WR_FLUSH_ERR the one WQE this QP took and did not
+// complete (held), which no other QP can take any more.
+func (u *Unreliable) Flush() {
+	u.flushed = true
+	if !u.held {
+		return
+	}
+	wr, _ := u.peek()
+	id := wr.ID
+	u.pop()
+	u.wc = verbs.WC{ID: id, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: u.cfg.QPN}
+	u.post(false)
+}
+
+// peek returns the receive WQE at the head of the queue (Env.RQ.Peek).
+func (u *Unreliable) peek() (*verbs.RecvWR, bool) {
+	wr, ok := u.env.RQ.Peek()
+	if ok && u.cfg.SRQ {
+		u.held = true
+	}
+	return wr, ok
+}
+
+// pop removes the WQE peek returned (Env.RQ.Pop).
+func (u *Unreliable) pop() {
+	u.env.RQ.Pop()
+	u.held = false
+}
 
 // Failed reports whether the receive side has failed, and the status that
 // describes it: WCLocQPOpErr for a receive WQE whose SGE could not be
@@ -158,7 +191,7 @@ func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
 		u.c.TooLong++
 		return
 	}
-	wr, ok := u.env.RQ.Peek()
+	wr, ok := u.peek()
 	if !ok {
 		u.c.NoWQE++
 		return
@@ -176,7 +209,7 @@ func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
 		return
 	}
 	id := wr.ID
-	u.env.RQ.Pop()
+	u.pop()
 	u.wc = verbs.WC{ID: id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(GRHSize + len(pay)),
 		QPNum: u.cfg.QPN, SrcQP: p.DETH().SrcQP(), Flags: verbs.WCFlagGRH, Src: src}
 	if p.Mask()&packet.MaskImmDt != 0 {
@@ -300,12 +333,12 @@ func (u *Unreliable) classA(p packet.Packet) {
 // nothing. As in rxe do_complete for an error status, only the WR ID,
 // status and QP number mean anything (the opcode is set as for success).
 func (u *Unreliable) completeErr(p packet.Packet, status verbs.WCStatus) {
-	wr, ok := u.env.RQ.Peek()
+	wr, ok := u.peek()
 	if !ok {
 		return
 	}
 	id := wr.ID
-	u.env.RQ.Pop()
+	u.pop()
 	u.wc = verbs.WC{ID: id, Status: status, Opcode: verbs.WCRecv, QPNum: u.cfg.QPN}
 	if p.Mask()&packet.MaskWrite != 0 {
 		u.wc.Opcode = verbs.WCRecvRDMAWithImm
@@ -404,7 +437,7 @@ func (u *Unreliable) abandon() {
 // leaves it for the next one (rxe takes the WQE in do_complete). The
 // payload is within the path MTU (lengthFits).
 func (u *Unreliable) ucSend(p packet.Packet, start bool) bool {
-	wr, ok := u.env.RQ.Peek()
+	wr, ok := u.peek()
 	if !ok {
 		u.c.NoWQE++
 		return false
@@ -466,7 +499,7 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 	u.c.BytesPlaced += uint64(len(pay))
 	u.drop = false
 	if p.Mask()&packet.MaskEnd != 0 && p.Mask()&packet.MaskImmDt != 0 {
-		wr, ok := u.env.RQ.Peek()
+		wr, ok := u.peek()
 		if !ok {
 			u.c.NoWQE++
 			return false
@@ -479,7 +512,7 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 // finish completes the receive WQE at the head of the queue for the
 // message whose last packet is p.
 func (u *Unreliable) finish(p packet.Packet, id uint64, n uint32) {
-	u.env.RQ.Pop()
+	u.pop()
 	u.wc = verbs.WC{ID: id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: n, QPNum: u.cfg.QPN}
 	if p.Mask()&packet.MaskWrite != 0 {
 		u.wc.Opcode = verbs.WCRecvRDMAWithImm

@@ -159,6 +159,7 @@ func FuzzUnreliableReceive(f *testing.F) {
 	f.Add(false, []byte{0x2D, 128, 0x3E, 128, 0x05})     // UC SEND FIRST, LAST past a 280-byte buffer, SRQ
 	f.Add(false, []byte{0x29, 5, 0x19})                  // UC WRITE ONLY with immediate, bad R_Key, SRQ
 	f.Add(true, []byte{0x2A, 122, 0x05})                 // UD datagram past a 280-byte buffer, SRQ
+	f.Add(false, []byte{0x2D, 128, 0x4D, 5, 0x01})       // UC SEND FIRST, then a LAST after a gap, SRQ
 	f.Add(true, []byte{0x2A, 8, 0x2A, 8, 0x2A, 8, 0x22}) // UD datagrams, the second WQE bad
 	ops := []packet.Opcode{packet.UCSendFirst, packet.UCSendMiddle, packet.UCSendLast, packet.UCSendLastWithImmediate,
 		packet.UCSendOnly, packet.UCSendOnlyWithImmediate, packet.UCRDMAWriteFirst, packet.UCRDMAWriteMiddle,
@@ -284,6 +285,19 @@ func FuzzUnreliableReceive(f *testing.F) {
 		for i, b := range h.rem.buf[255*64+255*4:] {
 			if b != 0 {
 				t.Fatalf("remote MR byte %d written, past every RETH range", 255*64+255*4+i)
+			}
+		}
+		// The QP enters ERR: a WQE taken from an SRQ and not completed
+		// (a UC SEND abandoned part-way) completes with WR_FLUSH_ERR, in
+		// order; the QP's own RQ is the owner's to flush.
+		done := len(h.cq.wcs)
+		h.u.Flush()
+		if srq && h.rq.peeked {
+			t.Fatalf("WQE %d taken from the SRQ is left after Flush", done)
+		}
+		for i, wc := range h.cq.wcs[done:] {
+			if !srq || wc.Status != verbs.WCWRFlushErr || wc.ID != uint64(done+i) {
+				t.Fatalf("Flush completed %+v (SRQ %v)", wc, srq)
 			}
 		}
 	})
@@ -554,4 +568,57 @@ func TestUnreliableMalformedWQECQFull(t *testing.T) {
 	require.Equal(t, verbs.WCGeneralErr, st)
 	require.Equal(t, uint64(1), h.u.Counters().CQOverflow)
 	require.Zero(t, h.rq.Len())
+}
+
+// TestUnreliableFlushHeldSRQWQE: a receive WQE taken from an SRQ by a UC
+// SEND that was then abandoned belongs to the QP until the next message
+// uses it; when the QP enters ERR, Flush completes it with WR_FLUSH_ERR.
+// Without an SRQ the WQE never left the QP's own queue, which the owner
+// flushes, so Flush completes nothing.
+func TestUnreliableFlushHeldSRQWQE(t *testing.T) {
+	f, l := packet.UCSendFirst, packet.UCSendLast
+	for _, tc := range []struct {
+		name      string
+		srq       bool
+		pkts      []packet.Opcode // sent from PSN 100
+		gap       bool            // the PSN after the first packet's is lost
+		wantFlush bool
+	}{
+		{"SRQ, abandoned after FIRST", true, []packet.Opcode{f, l}, true, true},
+		{"SRQ, completed", true, []packet.Opcode{f, l}, false, false},
+		{"SRQ, nothing received", true, nil, false, false},
+		{"own RQ, abandoned after FIRST", false, []packet.Opcode{f, l}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mods []func(*UConfig)
+			if tc.srq {
+				mods = append(mods, withSRQ)
+			}
+			h := newUHarness(t, false, 2, mods...)
+			psn := packet.PSN(100)
+			for i, op := range tc.pkts {
+				n := 256
+				if op == l {
+					n = 10
+				}
+				h.rx(op, psn, n)
+				psn++
+				if i == 0 && tc.gap {
+					psn++ // the next packet is lost
+				}
+			}
+			done := len(h.cq.wcs)
+			h.u.Flush()
+			flushed := h.cq.wcs[done:]
+			if !tc.wantFlush {
+				require.Empty(t, flushed)
+				return
+			}
+			require.Len(t, flushed, 1)
+			require.Equal(t, verbs.WC{ID: 0, Status: verbs.WCWRFlushErr, Opcode: verbs.WCRecv, QPNum: ourQPN}, flushed[0])
+			require.Equal(t, 1, h.rq.Len(), "the other WQE is left to the SRQ")
+			h.u.Flush()
+			require.Len(t, h.cq.wcs, done+1, "a second Flush completes nothing more")
+		})
+	}
 }
