@@ -484,16 +484,19 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 		}
 		return false
 	}
-	if len(pay) > 0 {
-		mem, ok := u.env.Mem.Remote(u.rkey, u.va+uint64(u.off), uint32(len(pay)), verbs.AccessRemoteWrite)
-		if !ok {
+	// rxe check_rkey: on every packet the R_Key must grant the whole rest
+	// of the message's range, so a WRITE whose range runs past its region
+	// places nothing (and the RC responder's checkWriteRKey does the same).
+	if rest := u.wlen - u.off; rest > 0 {
+		mem, ok := u.env.Mem.Remote(u.rkey, u.va+uint64(u.off), rest, verbs.AccessRemoteWrite)
+		if !ok || len(mem) != int(rest) {
 			u.c.AccessErr++
 			if rwr {
 				u.classE(p, verbs.WCRemAccessErr) // rxe RESPST_ERR_RKEY_VIOLATION
 			}
 			return false
 		}
-		sge.Copy(mem, pay)
+		sge.Copy(mem[:len(pay)], pay) // len(pay) <= rest: writeFits
 	}
 	u.off += uint32(len(pay))
 	u.c.BytesPlaced += uint64(len(pay))

@@ -105,6 +105,14 @@ func TestUCWrite(t *testing.T) {
 	h.rx(packet.UCRDMAWriteOnly, 102, 8, reth(0x80000, 99, 8))
 	require.Equal(t, uint64(1), h.u.Counters().AccessErr)
 	require.Len(t, h.cq.wcs, 1)
+	// A range that runs past the region is refused at its first packet
+	// (rxe check_rkey checks the rest of the range on every packet): the
+	// FIRST, inside the region, places nothing either.
+	end := uint64(0x80000 + len(h.rem.buf))
+	h.rx(packet.UCRDMAWriteFirst, 103, 256, reth(end-300, 2, 512))
+	h.rx(packet.UCRDMAWriteLast, 104, 256)
+	require.Equal(t, uint64(2), h.u.Counters().AccessErr)
+	require.Equal(t, make([]byte, 300), h.rem.buf[len(h.rem.buf)-300:], "nothing placed")
 }
 
 func TestUDReceive(t *testing.T) {
@@ -441,10 +449,10 @@ func TestUnreliableErrorClasses(t *testing.T) {
 		{name: "UC WRITE ONLY with immediate, bad R_Key",
 			pkts:   []rx{{packet.UCRDMAWriteOnlyWithImm, 8, []reqMod{reth(0x80000, 99, 8), imm(1)}}},
 			status: verbs.WCRemAccessErr, counter: accessErr},
-		{name: "UC WRITE LAST with immediate past the MR",
+		{name: "UC WRITE with immediate whose range runs past the MR: refused at FIRST, no WQE taken (rxe check_rkey checks the rest of the range)",
 			pkts: []rx{{packet.UCRDMAWriteFirst, 256, []reqMod{reth(remEnd-266, 2, 300)}},
 				{packet.UCRDMAWriteLastWithImm, 44, []reqMod{imm(1)}}},
-			status: verbs.WCRemAccessErr, counter: accessErr},
+			counter: accessErr, noWrite: true},
 		{name: "UC WRITE ONLY, bad R_Key: no WQE taken",
 			pkts: []rx{{packet.UCRDMAWriteOnly, 8, []reqMod{reth(0x80000, 99, 8)}}}, counter: accessErr},
 		{name: "UC WRITE FIRST over the PMTU: no WQE taken",
