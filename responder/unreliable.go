@@ -469,10 +469,17 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 		u.c.AccessErr++
 		return false
 	}
-	// A LAST or ONLY with immediate data took a receive WQE (rxe
-	// check_resource): its length and R_Key errors are class E with an
-	// SRQ.
+	// A LAST or ONLY with immediate data takes a receive WQE before its
+	// length and R_Key are checked (rxe check_resource): with none posted
+	// it places nothing (class D for UC); its length and R_Key errors are
+	// class E with an SRQ.
 	rwr := p.Mask()&packet.MaskRWR != 0
+	if rwr {
+		if _, ok := u.peek(); !ok {
+			u.c.NoWQE++
+			return false
+		}
+	}
 	// rxe check_rkey's resid test, and a LAST that ends the message at its
 	// DMA length (the completion of a WRITE with immediate reports that
 	// length); a zero-length WRITE carries nothing (C9-88).
@@ -501,12 +508,8 @@ func (u *Unreliable) ucWrite(p packet.Packet, start bool) bool {
 	u.off += uint32(len(pay))
 	u.c.BytesPlaced += uint64(len(pay))
 	u.drop = false
-	if p.Mask()&packet.MaskEnd != 0 && p.Mask()&packet.MaskImmDt != 0 {
-		wr, ok := u.peek()
-		if !ok {
-			u.c.NoWQE++
-			return false
-		}
+	if rwr {
+		wr, _ := u.peek() // taken above
 		u.finish(p, wr.ID, u.wlen)
 	}
 	return true

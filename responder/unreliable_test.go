@@ -113,6 +113,15 @@ func TestUCWrite(t *testing.T) {
 	h.rx(packet.UCRDMAWriteLast, 104, 256)
 	require.Equal(t, uint64(2), h.u.Counters().AccessErr)
 	require.Equal(t, make([]byte, 300), h.rem.buf[len(h.rem.buf)-300:], "nothing placed")
+	// A WRITE with immediate takes its receive WQE before it places its
+	// last packet (rxe check_resource): with none posted, the LAST places
+	// nothing.
+	h.rx(packet.UCRDMAWriteFirst, 105, 256, reth(0x81000, 2, 300))
+	h.rx(packet.UCRDMAWriteLastWithImm, 106, 44, imm(1))
+	require.Equal(t, uint64(1), h.u.Counters().NoWQE)
+	require.Equal(t, byte(105), h.rem.buf[0x1000], "the FIRST is placed")
+	require.Equal(t, make([]byte, 44), h.rem.buf[0x1000+256:0x1000+300], "the LAST is not")
+	require.Len(t, h.cq.wcs, 1)
 }
 
 func TestUDReceive(t *testing.T) {
