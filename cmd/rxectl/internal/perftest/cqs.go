@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"time"
 
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -66,6 +67,20 @@ func (c *cqSet) wait(ctx context.Context, wcs []rxe.WC) (int, error) {
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// waitCQsFor is waitCQs for at most d under ctx. Completions already
+// queued are taken without a wait, so the deadline's context and timer
+// are made only when the CQs are empty (made for every batch of
+// completions, they took 0.7 % of the CPU samples of a 64 KiB write-bw on
+// loopback).
+func (s *session) waitCQsFor(ctx context.Context, set *cqSet, wcs []rxe.WC, d time.Duration) (int, error) {
+	if n := set.poll(wcs); n > 0 {
+		return n, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return s.waitCQs(wctx, set, wcs)
 }
 
 // waitCQs waits for completions on the CQs of set: as waitCQ with one CQ

@@ -214,9 +214,7 @@ func (s *session) signaledBefore(scnt []int) int {
 // waitSendCQ waits for completions on the send CQs for at most stallTimeout
 // and explains the stall when none come.
 func (s *session) waitSendCQ(wcs []rxe.WC) (int, error) {
-	wctx, cancel := context.WithTimeout(context.Background(), stallTimeout)
-	n, err := s.waitCQs(wctx, &s.sset, wcs)
-	cancel()
+	n, err := s.waitCQsFor(context.Background(), &s.sset, wcs, stallTimeout)
 	if err != nil {
 		return 0, fmt.Errorf("no completion for %v: the peer stopped answering (%v)", stallTimeout, err)
 	}
@@ -364,9 +362,7 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 	var first int64
 	rcnt := 0
 	for rcnt < total {
-		wctx, cancel := context.WithTimeout(ctx, stallTimeout)
-		n, err := s.waitCQs(wctx, &s.rset, wcs)
-		cancel()
+		n, err := s.waitCQsFor(ctx, &s.rset, wcs, stallTimeout)
 		if err != nil {
 			if ctx.Err() != nil {
 				return report.BW{}, errors.New("interrupted while receiving")
@@ -420,9 +416,7 @@ func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW,
 		if left := time.Until(end); left > 0 {
 			wait = min(left+sendBWQuiet, stallTimeout)
 		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		n, err := s.waitCQs(wctx, &s.rset, wcs)
-		cancel()
+		n, err := s.waitCQsFor(ctx, &s.rset, wcs, wait)
 		if err != nil {
 			if ctx.Err() != nil || !time.Now().Before(end) {
 				break // interrupted, or the client is done
