@@ -4,12 +4,11 @@ package packet
 
 import "hash/crc32"
 
-// foldAVX512 folds p (a non-zero multiple of 256 bytes) starting from CRC
-// register reg into 16 bytes out whose CRC from a zero register is the
-// same (crcfold_amd64.s).
+// foldAVX512 feeds p (a non-zero multiple of 256 bytes) to CRC register
+// reg and returns the register after it (crcfold_amd64.s).
 //
 //go:noescape
-func foldAVX512(reg uint32, p []byte, out *[16]byte)
+func foldAVX512(reg uint32, p []byte) uint32
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv0() (eax, edx uint32)
@@ -43,9 +42,7 @@ const foldMin = 256
 // 4 KiB payload, BenchmarkICRCUpdate/4096).
 func ICRCUpdate(crc uint32, p []byte) uint32 {
 	if n := len(p) &^ 255; hasFoldAVX512 && n >= foldMin {
-		var rest [16]byte
-		foldAVX512(^crc, p[:n], &rest)
-		crc = updateSmall(0xFFFFFFFF, rest[:])
+		crc = ^foldAVX512(^crc, p[:n])
 		p = p[n:]
 	}
 	return updateTail(crc, p)

@@ -62,17 +62,35 @@ DATA fold128<>+0(SB)/8, $0x1751997d0
 DATA fold128<>+8(SB)/8, $0x0ccaa009e
 GLOBL fold128<>(SB), RODATA, $16
 
-// func foldAVX512(reg uint32, p []byte, out *[16]byte)
+// The last 16 bytes X (as an XMM register: the first eight bytes in the
+// low quadword) to the CRC register, with M(x) = X's polynomial and every
+// constant reflected as above:
+//   W = X.lo * (x^96 mod P) xor X.hi           (96 bits: M(x)*x^32, reduced)
+//   V = (W mod 2^32) * (x^64 mod P) xor W>>32   (64 bits)
+//   T = ((V mod 2^32) * mu mod 2^32) * P        (Barrett, mu = x^64 div P)
+//   register = (V xor T) >> 32
+// crcfold_test.go derives these constants too.
+DATA reduce<>+0(SB)/8, $0x0ccaa009e  // x^96 mod P
+DATA reduce<>+8(SB)/8, $0x163cd6124  // x^64 mod P
+GLOBL reduce<>(SB), RODATA, $16
+DATA barrett<>+0(SB)/8, $0x1f7011641 // mu
+DATA barrett<>+8(SB)/8, $0x1db710641 // P
+GLOBL barrett<>(SB), RODATA, $16
+DATA low32<>+0(SB)/8, $0xffffffff
+DATA low32<>+8(SB)/8, $0
+GLOBL low32<>(SB), RODATA, $16
+
+// func foldAVX512(reg uint32, p []byte) uint32
 //
 // reg is the CRC register before p (the running CRC's complement); len(p)
-// is a non-zero multiple of 256. out receives 16 bytes whose CRC from a
-// zero register equals p's CRC from reg. Four ZMM accumulators fold 256
-// bytes a step, so four carry-less multiply chains run at once.
-TEXT ·foldAVX512(SB), NOSPLIT, $0-40
+// is a non-zero multiple of 256. It returns the register after p. Four ZMM
+// accumulators fold 256 bytes a step, so four carry-less multiply chains
+// run at once; the 16 bytes left are reduced to the register by two more
+// folds and a Barrett reduction.
+TEXT ·foldAVX512(SB), NOSPLIT, $0-36
 	MOVL reg+0(FP), AX
 	MOVQ p_base+8(FP), SI
 	MOVQ p_len+16(FP), CX
-	MOVQ out+32(FP), DI
 
 	VMOVDQU64 (SI), Z1
 	VMOVDQU64 64(SI), Z2
@@ -143,7 +161,24 @@ reduce:
 	VPCLMULQDQ    $0x00, X0, X3, X3
 	VPXOR         X7, X3, X3
 	VPXOR         X3, X9, X9
-	VMOVDQU       X9, (DI)
+
+	// X9 to the register (the reduction above).
+	VMOVDQU    reduce<>(SB), X0
+	VPSRLDQ    $8, X9, X1
+	VPCLMULQDQ $0x00, X0, X9, X2 // X.lo * (x^96 mod P)
+	VPXOR      X1, X2, X2        // W
+	VPSRLDQ    $4, X2, X3        // W >> 32
+	VPAND      low32<>(SB), X2, X2
+	VPCLMULQDQ $0x10, X0, X2, X2 // (W mod 2^32) * (x^64 mod P)
+	VPXOR      X3, X2, X2        // V
+	VMOVDQU    barrett<>(SB), X0
+	VPAND      low32<>(SB), X2, X4
+	VPCLMULQDQ $0x00, X0, X4, X4 // (V mod 2^32) * mu
+	VPAND      low32<>(SB), X4, X4
+	VPCLMULQDQ $0x10, X0, X4, X4 // * P
+	VPXOR      X4, X2, X2
+	VPEXTRD    $1, X2, AX        // (V xor T) >> 32
+	MOVL       AX, ret+32(FP)
 	VZEROUPPER
 	RET
 

@@ -50,6 +50,53 @@ func TestFoldConstants(t *testing.T) {
 	}
 }
 
+// xPow64DivP is the quotient of x^64 by P (33 bits), by long division.
+func xPow64DivP() uint64 {
+	const p = 0x104C11DB7
+	var q uint64
+	hi, lo := uint64(1), uint64(0) // x^64: bit 0 of hi
+	for b := 64; b >= 32; b-- {
+		var set bool
+		if b == 64 {
+			set = hi&1 != 0
+		} else {
+			set = lo>>b&1 != 0
+		}
+		if set {
+			q |= 1 << (b - 32)
+			lo ^= p << (b - 32)
+			if b-32 > 31 {
+				hi ^= p >> (64 - (b - 32))
+			}
+		}
+	}
+	return q
+}
+
+// TestReduceConstants derives the constants of foldAVX512's last step,
+// the reduction of 16 bytes to the CRC register: x^96 and x^64 mod P
+// reflected as the fold constants are, and Barrett's mu (x^64 div P) and
+// P reflected over 33 bits.
+func TestReduceConstants(t *testing.T) {
+	src, err := os.ReadFile("crcfold_amd64.s")
+	require.NoError(t, err)
+	re := regexp.MustCompile(`DATA (reduce|barrett)<>\+(\d+)\(SB\)/8, \$0x([0-9a-f]+)`)
+	reflect33 := func(v uint64) uint64 { return bits.Reverse64(v) >> 31 }
+	want := map[string]uint64{
+		"reduce+0":  uint64(bits.Reverse32(xPowModP(96))) << 1,
+		"reduce+8":  uint64(bits.Reverse32(xPowModP(64))) << 1,
+		"barrett+0": reflect33(xPow64DivP()),
+		"barrett+8": reflect33(0x104C11DB7),
+	}
+	ms := re.FindAllStringSubmatch(string(src), -1)
+	require.Len(t, ms, len(want), "constants in crcfold_amd64.s")
+	for _, m := range ms {
+		got, err := strconv.ParseUint(m[3], 16, 64)
+		require.NoError(t, err)
+		require.Equal(t, want[m[1]+"+"+m[2]], got, "%s+%s", m[1], m[2])
+	}
+}
+
 // TestICRCUpdateMatchesStdlib compares ICRCUpdate with crc32.Update over
 // every length to 4 KiB plus a few above (each block count, each tail),
 // at unaligned offsets and random starting CRCs.
