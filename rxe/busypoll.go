@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"net/netip"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -47,6 +48,12 @@ type connReader struct {
 	// vector changes and at the end of the batch (as msgs).
 	rcvdVec *vector
 	rcvd    uint64
+	// run is the batch's current run of packets for one RC QP, runQP:
+	// they are handed to it under one hold of its lock (QP.receiveRun)
+	// when a packet for another QP comes, before a transmit pass, and at
+	// the end of the batch (as msgs).
+	run   []rcPacket
+	runQP *QP
 
 	wakes []*CQ // scratch for Device.endBatch
 
@@ -55,7 +62,8 @@ type connReader struct {
 }
 
 func newConnReader(d *Device, conn netdev.Conn, served []*vector) *connReader {
-	r := &connReader{d: d, conn: conn, served: served, msgs: make([]netdev.Message, conn.BatchSize())}
+	r := &connReader{d: d, conn: conn, served: served, msgs: make([]netdev.Message, conn.BatchSize()),
+		run: make([]rcPacket, 0, conn.BatchSize())}
 	r.shared, _ = netdev.AsSharedReader(conn)
 	for i := range r.msgs {
 		r.msgs[i].Buf = make([]byte, rxBufSize)
@@ -105,15 +113,45 @@ func (r *connReader) dispatch(n int) {
 		m := &r.msgs[i]
 		r.d.receive(now, m, r)
 		if bytes += m.N; bytes >= flushBytes && i+1 < n {
+			r.flushRun(now)
 			r.sendInline()
 			bytes = 0
 		}
 	}
+	r.flushRun(now)
 	if r.recovered > 0 {
 		r.d.counters.icrcRecovered.Add(r.recovered)
 		r.recovered = 0
 	}
 	r.countVector(nil)
+}
+
+// rcPacket is a packet of a run for one RC QP and its source address.
+type rcPacket struct {
+	p   packet.Packet
+	src netip.AddrPort
+}
+
+// addRun adds packet p from src, addressed to RC QP qp, to the batch's
+// run, handing the run so far to its QP first if it is another's.
+func (r *connReader) addRun(now time.Time, qp *QP, p packet.Packet, src netip.AddrPort) {
+	if qp != r.runQP {
+		r.flushRun(now)
+		r.runQP = qp
+	}
+	r.run = append(r.run, rcPacket{p, src})
+}
+
+// flushRun hands the run to its QP. The QP's packets to send are queued
+// without waking the transmit goroutine when r serves its vector (see
+// Device.receive).
+func (r *connReader) flushRun(now time.Time) {
+	if r.runQP == nil {
+		return
+	}
+	r.runQP.receiveRun(now, r.run, r.runQP.vec.reader == r)
+	clear(r.run)
+	r.run, r.runQP = r.run[:0], nil
 }
 
 // countVector counts a packet received for a QP of vector v, adding the

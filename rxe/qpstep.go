@@ -66,21 +66,40 @@ func (l *localDrop) sent(now time.Time) {
 	l.delay = l.backoff.Delay()
 }
 
-// receive hands one packet addressed to this QP to the responder or the
-// completer (rxe_rcv's per-QP checks, then dispatch by direction). If the
-// QP then has packets to send it is queued on its vector; with deferWake
-// the caller wakes the vector's transmit goroutine or sends them itself
+// receiveRun hands packets of one receive batch, all addressed to this RC
+// QP, to the responder or the completer (rxe_rcv's per-QP checks, then
+// dispatch by direction) under one hold of the QP's lock. The step after
+// the engines (failures, timers, drain) runs once, at the end, and at
+// once after a packet whose engine failed, so that the packets after it
+// find the QP as a step per packet would leave it. If the QP then has
+// packets to send it is queued on its vector; with deferWake the caller
+// wakes the vector's transmit goroutine or sends them itself
 // (Device.receive), else the transmit goroutine is woken here.
-func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort, deferWake bool) {
-	if qp.unreliable() {
-		qp.receiveUnreliable(now, p, src)
-		return
-	}
+func (qp *QP) receiveRun(now time.Time, run []rcPacket, deferWake bool) {
 	qp.mu.Lock()
 	if qp.dead() {
 		qp.mu.Unlock()
 		return
 	}
+	for i := range run {
+		qp.receiveLocked(now, run[i].p, run[i].src)
+		if _, _, failed := qp.failed(); failed && qp.state != QPSErr {
+			qp.afterEngines()
+		}
+	}
+	more := qp.afterEngines()
+	qp.mu.Unlock()
+	switch {
+	case !more:
+	case deferWake:
+		qp.vec.enqueue(qp)
+	default:
+		qp.vec.schedule(qp)
+	}
+}
+
+// receiveLocked is one packet's part of receiveRun (caller holds mu).
+func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) {
 	if qp.tracing() {
 		qp.traceRecv(now, p)
 	}
@@ -110,15 +129,6 @@ func (qp *QP) receive(now time.Time, p packet.Packet, src netip.AddrPort, deferW
 		if qp.tracing() {
 			qp.tracePass(now, p)
 		}
-	}
-	more := qp.afterEngines()
-	qp.mu.Unlock()
-	switch {
-	case !more:
-	case deferWake:
-		qp.vec.enqueue(qp)
-	default:
-		qp.vec.schedule(qp)
 	}
 }
 

@@ -54,11 +54,13 @@ func (d *Device) routineReceive(r *connReader) {
 	}
 }
 
-// receive checks one datagram (rxe_rcv, hdr_check) and hands it to its QP.
-// r is the reader that read it: a QP of a vector r serves that has packets
-// to send after it is queued without waking the transmit goroutine, which
-// r does after its batch (connReader.sendInline, wakeRunnable); any other
-// is queued and woken at once.
+// receive checks one datagram (rxe_rcv, hdr_check) and hands it to its QP:
+// a UC or UD QP at once, an RC QP with the run of its packets that r is
+// collecting (connReader.addRun, QP.receiveRun). r is the reader that read
+// it: a QP of a vector r serves that has packets to send after it is
+// queued without waking the transmit goroutine, which r does after its
+// batch (connReader.sendInline, wakeRunnable); any other is queued and
+// woken at once.
 func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 	pkt := m.Buf[:m.N]
 	p, err := packet.Parse(pkt)
@@ -89,5 +91,9 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		return
 	}
 	r.countVector(qp.vec) // per vector: no cache line shared between vectors
-	qp.receive(now, p, m.Addr, qp.vec.reader == r)
+	if qp.unreliable() {
+		qp.receiveUnreliable(now, p, m.Addr)
+		return
+	}
+	r.addRun(now, qp, p, m.Addr)
 }
