@@ -586,6 +586,15 @@ func (r *Requester) doRead(p *packet.Packet, w *wqe) CompState {
 	}
 	w.rcvd += n
 	r.c.ReadBytes += uint64(n)
+	if r.sr.ngot > 0 {
+		// This PSN may be marked as placed past a hole (placePart); the
+		// oldest unacknowledged PSN now passes it here, not in
+		// advanceParts (which does not run while a retry has rewound the
+		// READ). Its mark goes with it: left set, it would stand for the
+		// response srTrack PSNs later, never received, and advanceParts
+		// would count that response's bytes as placed.
+		r.sr.clearGot(p.PSN())
+	}
 	if p.Mask()&packet.MaskEnd != 0 && w.rcvd == w.length {
 		return CompCompAck
 	}

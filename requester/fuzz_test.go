@@ -58,8 +58,12 @@ func fuzzSetup(t testing.TB, sr, reads bool, parts, window int) (*harness, *regi
 			{ID: 5, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{sge(1000, 260), sge(2000, 250)}}, // +6..+7
 		}
 	}
+	tm := &trackMem{fakeMem: h.mem, r: h.r, written: map[uint64]bool{}}
+	tc := &trackCQ{fakeCQ: h.cq, mem: tm, wrs: map[uint64]verbs.SendWR{}}
+	h.r.mem, h.r.cq, h.tm = tm, tc, tm
 	for i := range wrs {
 		wrs[i].Flags |= verbs.SendSignaled
+		tc.wrs[wrs[i].ID] = wrs[i]
 		h.post(&wrs[i])
 	}
 	h.r.unlimited = true // let all go; credits are still parsed
@@ -216,6 +220,9 @@ func fuzzResponses(t *testing.T, data []byte, sr, reads bool, parts, window int)
 		if err := h.r.srCheck(); err != nil {
 			t.Fatal(err)
 		}
+		if h.tm.err != nil {
+			t.Fatal(h.tm.err)
+		}
 		// Without selective repeat every step passes the IB timeout;
 		// with it, steps of 50 µs explore the reorder window, the resend
 		// intervals and the recovery timer before the IB budget runs out.
@@ -246,6 +253,9 @@ func fuzzResponses(t *testing.T, data []byte, sr, reads bool, parts, window int)
 		}
 	}
 	h.r.Flush()
+	if h.tm.err != nil {
+		t.Fatal(h.tm.err)
+	}
 	if h.r.Outstanding() != 0 {
 		t.Fatal("Flush left WQEs")
 	}
@@ -259,4 +269,13 @@ func fuzzResponses(t *testing.T, data []byte, sr, reads bool, parts, window int)
 			t.Fatalf("completions out of order: %v", h.cq.ids())
 		}
 	}
+}
+
+// FuzzReceiveSRParts is FuzzReceiveSR with every READ asked for in parts
+// of one packet, so that the responses of a READ come from several
+// requests, each a part the responder may answer with FIRST/ONLY.
+func FuzzReceiveSRParts(f *testing.F) {
+	fuzzSeeds(f, true)
+	fuzzReadPartsSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzResponses(t, data, true, false, 1, 0) })
 }

@@ -106,6 +106,8 @@ type harness struct {
 	now time.Time
 
 	posted int // work requests post accepted
+
+	tm *trackMem // the fuzz targets' write tracking (fuzzSetup)
 }
 
 func newHarness(t testing.TB, cfg *Config) *harness {

@@ -31,7 +31,30 @@ func FuzzReceive(f *testing.F) {
 	for _, seed := range fuzzSeeds(f) {
 		f.Add(seed)
 	}
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzReceive(t, in, -1) })
+}
+
+// FuzzReceiveDereg is FuzzReceive with both memory regions deregistered
+// after the record the first input byte numbers: from then on the
+// responder must neither write them nor send READ response data (every
+// READ response reads the region when it is built), whatever it had
+// buffered out of order or queued before.
+func FuzzReceiveDereg(f *testing.F) {
+	for i, seed := range fuzzSeeds(f) {
+		f.Add(append([]byte{byte(i % 4)}, seed...))
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) < 2 {
+			return
+		}
+		fuzzReceive(t, in[1:], int(in[0]))
+	})
+}
+
+// fuzzReceive is the body of the FuzzReceive targets: dereg is the index
+// of the record after which both regions are deregistered, -1 for none.
+func fuzzReceive(t *testing.T, in []byte, dereg int) {
+	{
 		if len(in) == 0 {
 			return
 		}
@@ -77,7 +100,15 @@ func FuzzReceive(f *testing.F) {
 		cq := &fakeCQ{}
 		r := New(cfg, Env{Mem: mem, RQ: rq, CQ: cq})
 		buf := make([]byte, cfg.PMTU+64)
-		for len(in) >= 3 {
+		var rsnap, lsnap []byte // the regions as they were deregistered
+		for rec := 0; len(in) >= 3; rec++ {
+			if rec == dereg+1 && dereg >= 0 {
+				for _, mr := range mem.mrs {
+					mr.valid = false
+				}
+				rsnap = append([]byte(nil), rback...)
+				lsnap = append([]byte(nil), lback...)
+			}
 			mode, n := in[0], int(binary.BigEndian.Uint16(in[1:]))
 			in = in[3:]
 			n = min(n, len(in))
@@ -105,6 +136,9 @@ func FuzzReceive(f *testing.F) {
 				require.NoError(t, err)
 				require.NoError(t, cfg.Pseudo.CheckICRC(buf[:k]))
 				require.True(t, p.Mask()&packet.MaskAck != 0, "responses only")
+				if rsnap != nil {
+					require.Zero(t, p.PayloadLen(), "READ response data after the region was deregistered")
+				}
 				require.LessOrEqual(t, p.PayloadLen(), cfg.PMTU)
 				if a := p.AETH(); !sr && a != nil {
 					require.NotEqual(t, packet.NAKSyndrome(packet.NAKSelectiveRepeat), a.Syndrome(),
@@ -117,6 +151,10 @@ func FuzzReceive(f *testing.F) {
 			require.LessOrEqual(t, c.OOOBytesPeak, uint64(max(cfg.OOOLimit, 0)))
 			require.LessOrEqual(t, c.OOOPeak, uint64(3))
 			require.Equal(t, uint64(r.ooo.n), c.OOOBuffered)
+			if rsnap != nil {
+				require.Equal(t, rsnap, rback, "remote region written after deregistration")
+				require.Equal(t, lsnap, lback, "local region written after deregistration")
+			}
 		}
 		for i := range guard {
 			require.Equal(t, byte(0xA5), rback[i])
@@ -124,7 +162,7 @@ func FuzzReceive(f *testing.F) {
 			require.Equal(t, byte(0x5A), lback[i])
 			require.Equal(t, byte(0x5A), lback[guard+fuzzLSize+i])
 		}
-	})
+	}
 }
 
 // fuzzSeeds returns valid request sequences for the corpus.
