@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
-	"github.com/stretchr/testify/require"
 )
 
 // TestReadPartsStaleMark: under go-back-N a response of the oldest READ
