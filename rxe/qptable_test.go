@@ -2,8 +2,11 @@ package rxe
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/packet"
 )
 
 // TestQPLookupCached drives a receive batch's one-entry QP cache through
@@ -53,4 +56,85 @@ func TestQPLookupCached(t *testing.T) {
 	// A remove while the QP is cached.
 	tab.remove(n1)
 	require.Nil(t, tab.lookupCached(&c, n1), "removed while cached")
+}
+
+// TestReceiveRunMatchesOneByOne hands a run of packets to an RC QP at once
+// (QP.receiveRun, as a receive batch does) and the same packets to a
+// second, identical QP one run each, as the receive path did before runs:
+// the QP's state, counters and completions must be the same, also when a
+// packet in the middle of the run fails the responder.
+func TestReceiveRunMatchesOneByOne(t *testing.T) {
+	type pkt struct {
+		dpsn int // PSN after the QP's first expected one
+		n    int // SEND ONLY payload bytes
+	}
+	for _, tc := range []struct {
+		name   string
+		pkts   []pkt
+		cqe    int  // the receive CQ's size (default 256)
+		failed bool // the QP enters ERR (after a NAK, once it has gone)
+	}{
+		{"in order", []pkt{{0, 8}, {1, 8}, {2, 8}}, 0, false},
+		{"a duplicate in the middle", []pkt{{0, 8}, {0, 8}, {1, 8}}, 0, false},
+		{"a gap, then the missing PSN", []pkt{{1, 8}, {0, 8}, {1, 8}}, 0, false},
+		{"a length error fails the responder, then more", []pkt{{0, 8}, {1, 200}, {2, 8}, {3, 8}}, 0, true},
+		{"a full CQ fails the responder, then more", []pkt{{0, 8}, {1, 8}, {2, 8}, {3, 8}}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type outcome struct {
+				state QPState
+				c     QPCounters
+				wcs   []wcBrief
+			}
+			run := func(oneByOne bool) outcome {
+				da, db, _, _ := pipeDevices(t)
+				a := smallEnd(t, da, nil, qpOpts{})
+				b := smallEnd(t, db, nil, qpOpts{cqe: tc.cqe})
+				link(t, a, b, qpOpts{}, qpOpts{})
+				for i := range 4 {
+					_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{b.mr.SGE(i*64, 64)}})
+					require.NoError(t, err)
+				}
+				psn := b.qp.Query().RQPSN
+				var run []rcPacket
+				for _, k := range tc.pkts {
+					p, err := packet.Parse(rawSend(t, b.qp.QPN(), (psn+uint32(k.dpsn))&0xFFFFFF, make([]byte, k.n), nil))
+					require.NoError(t, err)
+					run = append(run, rcPacket{p, da.Addr()})
+				}
+				// The transmit path is held meanwhile: an ACK or NAK sent
+				// between two one-packet runs would move the QP on (a
+				// failed responder's QP enters ERR once its NAK is out),
+				// which the receive path's runs do not decide.
+				now := time.Now()
+				b.qp.vec.txMu.Lock()
+				if oneByOne {
+					for i := range run {
+						b.qp.receiveRun(now, run[i:i+1], false)
+					}
+				} else {
+					b.qp.receiveRun(now, run, false)
+				}
+				b.qp.vec.txMu.Unlock()
+				if tc.failed {
+					require.Eventually(t, func() bool { return b.qp.Query().State == QPSErr }, 5*time.Second, time.Millisecond)
+				}
+				var wcs []wcBrief
+				buf := make([]WC, 8)
+				for {
+					n := b.cq.Poll(buf)
+					if n == 0 {
+						break
+					}
+					wcs = append(wcs, briefs(buf[:n])...)
+				}
+				c := b.qp.Counters()
+				// What the transmit goroutine sent by now is timed apart.
+				c.SentPkts, c.BackoffDelay = 0, 0
+				c.Responder.AcksSent, c.Responder.NaksSent, c.Responder.AcksCoalesced = 0, 0, 0
+				return outcome{b.qp.Query().State, c, wcs}
+			}
+			require.Equal(t, run(true), run(false))
+		})
+	}
 }
