@@ -199,10 +199,13 @@ func (g *gsi) send(o *cm.Out) {
 		return
 	}
 	msg := []netdev.Message{{Buf: g.buf, N: n, Addr: netip.AddrPortFrom(o.To, d.port), Local: d.addr}}
-	v := d.vecs[0]
-	v.txMu.Lock()
-	_, err = v.conn.WriteBatch(msg)
-	v.txMu.Unlock()
+	// The MAD is written without vector 0's txMu: netdev.Conn's
+	// WriteBatch is safe for concurrent use, and a MAD keeps no order
+	// with a vector's batch. Taking txMu here deadlocked: a step holds
+	// its vector's txMu when its requester deadline reads the socket
+	// (QP.readBeforeTimeout), and a REQ it reads there is answered from
+	// receiveGSI on that same goroutine.
+	_, err = d.vecs[0].conn.WriteBatch(msg)
 	if err != nil {
 		g.counters.sendErr++
 		return
