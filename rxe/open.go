@@ -113,6 +113,13 @@ func checkConns(conns []netdev.Conn, opts *Options) (netip.Addr, error) {
 	if len(conns) == 0 {
 		return netip.Addr{}, fmt.Errorf("%w: no netdev", ErrInvalidArgument)
 	}
+	// A nil netdev is refused here, before anything calls it: the device
+	// would otherwise panic at its first LocalAddr, BatchSize or read.
+	for i, c := range conns {
+		if c == nil {
+			return netip.Addr{}, fmt.Errorf("%w: netdev %d is nil", ErrInvalidArgument, i)
+		}
+	}
 	local := conns[0].LocalAddr()
 	for _, c := range conns[1:] {
 		if c.LocalAddr() != local {
