@@ -150,6 +150,9 @@ func TestOpenConnsErrors(t *testing.T) {
 	require.Equal(t, runtime.GOMAXPROCS(0), d.Attr().NumCompVectors, "default: one vector per P")
 	_, err = d.CreateCQ(16, d.Attr().NumCompVectors)
 	require.ErrorIs(t, err, ErrInvalidArgument, "no such vector")
+	_, err = d.CreateCQ(16, -2)
+	require.ErrorIs(t, err, ErrInvalidArgument, "-1 is the only negative vector (the least-used one)")
+	require.Zero(t, d.Vectors()[0].CQs, "a refused CQ counts on no vector")
 }
 
 // TestListenVectors checks that Listen opens one socket per vector on the
