@@ -76,7 +76,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 		attr: DeviceAttr{
 			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs - 1,
 			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,
-			MaxSRQSGE: maxSGE, MaxInlineData: maxInlineData, MaxMsgSize: 1 << 31, LocalCAAckDelay: 15,
+			MaxSRQSGE: maxSGE, MaxInlineData: maxInlineData, MaxMsgSize: maxMsgSize, LocalCAAckDelay: 15,
 			NumCompVectors: opts.CompVectors,
 		},
 	}

@@ -74,6 +74,7 @@ const (
 	maxQPWR       = 0x4000
 	maxSGE        = 32
 	maxInlineData = 400
+	maxMsgSize    = requester.MaxMessage // 2^31 bytes, IBA's largest message
 )
 
 // CreateQP creates an RC, UC or UD queue pair in RESET.
