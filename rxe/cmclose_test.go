@@ -240,7 +240,9 @@ func TestDisconnectTimeoutEndsWatch(t *testing.T) {
 	da, db := cmDevicesOn(t, ca, mb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	before := cmWatchers()
+	// The connections of earlier tests end with their devices' Close.
+	require.Eventually(t, func() bool { return cmWatchers() == 0 }, 2*time.Second, time.Millisecond)
+	before := 0
 	cc, sc := cmPair(ctx, t, da, db, 25)
 	require.Equal(t, before+2, cmWatchers(), "each end follows its connection")
 
