@@ -84,22 +84,24 @@ func (d *Device) receiveGSI(now time.Time, p packet.Packet, src netip.AddrPort) 
 	}
 }
 
-// step sends what the agent queued, hands its events out and re-arms the
-// timer (caller holds mu).
+// step hands the agent's events out, sends what the agent queued and
+// re-arms the timer (caller holds mu). The events go first: handing one
+// out can queue a MAD (dispatch answers a REQ that no listener can take
+// with a REJ), which is then sent here too, not at the next MAD or timer.
 func (g *gsi) step(now time.Time) {
-	for {
-		o, ok := g.agent.Poll()
-		if !ok {
-			break
-		}
-		g.send(&o)
-	}
 	for {
 		e, ok := g.agent.NextEvent()
 		if !ok {
 			break
 		}
 		g.dispatch(e)
+	}
+	for {
+		o, ok := g.agent.Poll()
+		if !ok {
+			break
+		}
+		g.send(&o)
 	}
 	dl, ok := g.agent.Deadline()
 	switch {
