@@ -119,6 +119,9 @@ func (r *connReader) dispatch(n int) {
 		}
 	}
 	r.flushRun(now)
+	// The cache is the batch's (qpCache): forgetting it here keeps no QP
+	// destroyed after the batch reachable from the reader.
+	r.qps = qpCache{}
 	if r.recovered > 0 {
 		r.d.counters.icrcRecovered.Add(r.recovered)
 		r.recovered = 0

@@ -3,6 +3,7 @@ package rxe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,4 +215,43 @@ func TestAcceptSkipsWithdrawnREQ(t *testing.T) {
 	sc := <-acc
 	require.NotNil(t, sc)
 	require.Equal(t, cc.QP.QPN(), sc.Remote.QPN, "Accept took the second REQ")
+}
+
+// cmWatchers counts the goroutines following CM connections
+// (CMConn.watch).
+func cmWatchers() int {
+	n := 0
+	for _, g := range gorxeGoroutines() {
+		if strings.Contains(g, "(*CMConn).watch") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestDisconnectTimeoutEndsWatch: a Disconnect whose DREQ is unanswered
+// and whose context ends first ends the connection (Done closes), and
+// with it the goroutine that followed the connection's events: that
+// goroutine used to wait for an event nobody would send any more, until
+// the device closed, one per connection so abandoned.
+func TestDisconnectTimeoutEndsWatch(t *testing.T) {
+	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	mb := &mutedConn{Conn: cb}
+	da, db := cmDevicesOn(t, ca, mb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The connections of earlier tests end with their devices' Close.
+	require.Eventually(t, func() bool { return cmWatchers() == 0 }, 2*time.Second, time.Millisecond)
+	before := 0
+	cc, sc := cmPair(ctx, t, da, db, 25)
+	require.Equal(t, before+2, cmWatchers(), "each end follows its connection")
+
+	mb.mute.Store(true) // the server's DREP never comes
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	require.ErrorIs(t, cc.Disconnect(short), context.DeadlineExceeded)
+	closedWithin(t, cc.Done(), "the client's connection")
+	closedWithin(t, sc.Done(), "the server's connection (it got the DREQ)")
+	require.Eventually(t, func() bool { return cmWatchers() == before }, 2*time.Second, time.Millisecond,
+		"a connection's watch goroutine outlives it")
 }

@@ -303,3 +303,73 @@ func TestAcceptGivesUpAfterREP(t *testing.T) {
 	}
 	require.Equal(t, QPSErr, cc.QP.State())
 }
+
+// TestListenBacklogFullRejectsAtOnce: a REQ that finds the listener's
+// queue full (64 REQs nobody accepted) is answered with a REJ "no
+// resources" at once. QP1 handed the REQ to the listener after it had
+// sent what the agent queued, so the REJ it queued then waited for the
+// next MAD or CM timer (the peer's retry of the REQ, seconds later).
+func TestListenBacklogFullRejectsAtOnce(t *testing.T) {
+	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	d, err := Open(ca, Options{Name: "cm-backlog", LinkMTU: 9000, OwnConn: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close(); cb.Close() })
+	server := newCMEnd(t, d)
+	const port = 26
+	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq}) // nobody calls Accept
+	require.NoError(t, err)
+	require.Equal(t, 64, cap(l.reqs))
+
+	peer := cb.LocalAddr()
+	buf := make([]byte, maxPacket)
+	for i := range cap(l.reqs) + 1 {
+		var mad [packet.MADSize]byte
+		req := packet.REQ{LocalCommID: uint32(0x100 + i), LocalCAGUID: 0x99, LocalQPN: uint32(0x20 + i),
+			ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoTCP, port), TransportServiceType: packet.CMTransportRC,
+			RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20, MaxCMRetries: 15}
+		ip := packet.CMIPHeader{SrcPort: 40000, Src: peer.Addr(), Dst: d.addr}
+		ip.Encode(req.PrivateData[:])
+		packet.EncodeCM(mad[:], uint64(i+1), &req)
+		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
+			DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
+		ph := packet.PseudoHeader{Src: peer.Addr(), Dst: d.addr, SrcPort: peer.Port(), DstPort: d.port, IPFlags: packet.IPv4FlagDF}
+		n, err := packet.Build(buf, &h, mad[:], &ph)
+		require.NoError(t, err)
+		_, err = cb.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: d.Addr()}})
+		require.NoError(t, err)
+	}
+
+	got := make(chan packet.REJ, 1)
+	go func() {
+		msgs := []netdev.Message{{Buf: make([]byte, rxBufSize)}}
+		for {
+			k, err := cb.ReadBatch(msgs)
+			if err != nil {
+				return
+			}
+			if k == 0 {
+				continue
+			}
+			p, err := packet.Parse(msgs[0].Buf[:msgs[0].N])
+			if err != nil || p.DestQP() != packet.GSIQPN {
+				continue
+			}
+			h, msg, err := packet.DecodeCMHeader(p.Payload())
+			if err != nil || packet.CMAttr(h.AttrID) != packet.AttrREJ {
+				continue
+			}
+			var rej packet.REJ
+			if rej.Decode(msg) == nil {
+				got <- rej
+				return
+			}
+		}
+	}()
+	select {
+	case rej := <-got:
+		require.Equal(t, packet.RejNoResources, rej.Reason)
+		require.Equal(t, uint32(0x100+cap(l.reqs)), rej.RemoteCommID, "the REQ the full queue refused")
+	case <-time.After(2 * time.Second):
+		t.Fatal("no REJ for the REQ the full listener queue refused")
+	}
+}

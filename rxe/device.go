@@ -162,12 +162,14 @@ func (d *Device) PortAttr() PortAttr {
 // ActiveMTU returns the port's active MTU.
 func (d *Device) ActiveMTU() MTU { return d.activeMTU }
 
-// pickVector returns v, or the least-used vector for v < 0, and counts
-// the use.
+// pickVector returns v, or the least-used vector for v == -1, and counts
+// the use. Any other v outside [0, vectors) is refused, as the kernel's
+// ib_uverbs_create_cq refuses a comp_vector not below num_comp_vectors
+// (its field is unsigned: a negative one is out of range there too).
 func (d *Device) pickVector(v int) (int, error) {
 	d.vecMu.Lock()
 	defer d.vecMu.Unlock()
-	if v >= len(d.vecUses) {
+	if v < -1 || v >= len(d.vecUses) {
 		return 0, fmt.Errorf("%w: completion vector %d (the device has %d)", ErrInvalidArgument, v, len(d.vecUses))
 	}
 	if v < 0 {

@@ -151,10 +151,14 @@ func (c *CMConn) Done() <-chan struct{} { return c.done }
 
 // watch follows the connection's events once it is established: a DREQ
 // from the peer, or a REJ, moves the QP to ERR and closes Done; so does
-// Device.Close (the QP is then already in ERR).
+// Device.Close (the QP is then already in ERR). It returns once Done is
+// closed by anyone: end forgets the connection's waiter, so no event
+// comes after that (a Disconnect whose context ended first).
 func (c *CMConn) watch() {
 	for {
 		select {
+		case <-c.done:
+			return
 		case <-c.dev.done:
 			c.end(ErrClosed)
 			return

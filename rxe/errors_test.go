@@ -268,6 +268,41 @@ func TestPostSendRejectsBadWR(t *testing.T) {
 	require.Len(t, waitWCs(t, b.cq, 7), 7)
 }
 
+// TestPostRecvRejectsBadWR checks the post-time checks of ibv_post_recv
+// and ibv_post_srq_recv (rxe_post_one_recv): more SGEs than the queue
+// takes, or SGEs whose lengths add up to more than the largest message
+// (2^31 bytes, DeviceAttr.MaxMsgSize), fail the call with
+// ErrInvalidArgument at the refused WR, for a QP's receive queue and an
+// SRQ alike.
+func TestPostRecvRejectsBadWR(t *testing.T) {
+	a, _ := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	srq, err := a.pd.CreateSRQ(SRQAttr{MaxWR: 8, MaxSGE: 4})
+	require.NoError(t, err)
+	half := SGE{Addr: a.mr.Addr(), Length: 1 << 30, LKey: a.mr.LKey()}
+	cases := []struct {
+		name string
+		wr   RecvWR
+	}{
+		{"too-many-sges", RecvWR{SGList: make([]SGE, 5)}},
+		{"longer-than-2^31", RecvWR{SGList: []SGE{half, half, {Addr: a.mr.Addr(), Length: 1, LKey: a.mr.LKey()}}}},
+		{"sum-wraps-32-bits", RecvWR{SGList: []SGE{{Length: 0xFFFFFFFF}, {Length: 0xFFFFFFFF}, {Length: 2}}}},
+	}
+	post := map[string]func(...RecvWR) (int, error){"qp": a.qp.PostRecv, "srq": srq.PostRecv}
+	for _, c := range cases {
+		for where, f := range post {
+			t.Run(c.name+"/"+where, func(t *testing.T) {
+				ok := RecvWR{ID: 1, SGList: []SGE{a.mr.SGE(0, 64)}}
+				n, err := f(ok, c.wr)
+				require.ErrorIs(t, err, ErrInvalidArgument)
+				require.Equal(t, 1, n, "the WR before the bad one is posted")
+			})
+		}
+	}
+	n, err := srq.PostRecv(RecvWR{SGList: []SGE{half, half}})
+	require.NoError(t, err, "exactly 2^31 bytes is the largest message")
+	require.Equal(t, 1, n)
+}
+
 // localMRs are requester regions an SGE must not use.
 type localMRs struct {
 	ro      *MR // no local write

@@ -84,22 +84,24 @@ func (d *Device) receiveGSI(now time.Time, p packet.Packet, src netip.AddrPort) 
 	}
 }
 
-// step sends what the agent queued, hands its events out and re-arms the
-// timer (caller holds mu).
+// step hands the agent's events out, sends what the agent queued and
+// re-arms the timer (caller holds mu). The events go first: handing one
+// out can queue a MAD (dispatch answers a REQ that no listener can take
+// with a REJ), which is then sent here too, not at the next MAD or timer.
 func (g *gsi) step(now time.Time) {
-	for {
-		o, ok := g.agent.Poll()
-		if !ok {
-			break
-		}
-		g.send(&o)
-	}
 	for {
 		e, ok := g.agent.NextEvent()
 		if !ok {
 			break
 		}
 		g.dispatch(e)
+	}
+	for {
+		o, ok := g.agent.Poll()
+		if !ok {
+			break
+		}
+		g.send(&o)
 	}
 	dl, ok := g.agent.Deadline()
 	switch {
@@ -199,10 +201,13 @@ func (g *gsi) send(o *cm.Out) {
 		return
 	}
 	msg := []netdev.Message{{Buf: g.buf, N: n, Addr: netip.AddrPortFrom(o.To, d.port), Local: d.addr}}
-	v := d.vecs[0]
-	v.txMu.Lock()
-	_, err = v.conn.WriteBatch(msg)
-	v.txMu.Unlock()
+	// The MAD is written without vector 0's txMu: netdev.Conn's
+	// WriteBatch is safe for concurrent use, and a MAD keeps no order
+	// with a vector's batch. Taking txMu here deadlocked: a step holds
+	// its vector's txMu when its requester deadline reads the socket
+	// (QP.readBeforeTimeout), and a REQ it reads there is answered from
+	// receiveGSI on that same goroutine.
+	_, err = d.vecs[0].conn.WriteBatch(msg)
 	if err != nil {
 		g.counters.sendErr++
 		return

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 )
@@ -115,4 +116,32 @@ func TestLeakCheck(t *testing.T) {
 	require.Contains(t, strings.Join(leaked, "\n"), "routineReceive")
 	require.NoError(t, d.Close())
 	require.Empty(t, waitLeaks(before, leakWait), "after Close")
+}
+
+// TestDestroyedQPIsCollected: once a QP is destroyed and its user lets go
+// of it, nothing in the device keeps it: not the receive reader's QP
+// cache, which held the QP its last batch went to, and not the transmit
+// batch's owners, which held the QP of each datagram of the last pass;
+// both used to keep a destroyed QP (and its receive queue) reachable
+// until traffic of another QP overwrote them.
+func TestDestroyedQPIsCollected(t *testing.T) {
+	for _, kind := range []string{"pipe", "udp"} {
+		t.Run(kind, func(t *testing.T) {
+			a, b := smallPair(t, kind, qpOpts{}, qpOpts{})
+			_, err := b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{b.mr.SGE(0, 64)}})
+			require.NoError(t, err)
+			_, err = a.qp.PostSend(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 64)}})
+			require.NoError(t, err)
+			require.Equal(t, WCSuccess, waitWC(t, b.cq).Status)
+			require.Equal(t, WCSuccess, waitWC(t, a.cq).Status) // b's ACK left b's transmit path
+
+			w := weak.Make(b.qp)
+			require.NoError(t, b.qp.Destroy())
+			b.qp = nil
+			require.Eventually(t, func() bool {
+				runtime.GC()
+				return w.Value() == nil
+			}, 2*time.Second, 10*time.Millisecond, "the destroyed QP is still reachable from its device")
+		})
+	}
 }

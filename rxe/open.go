@@ -76,7 +76,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 		attr: DeviceAttr{
 			MaxQP: maxQPs, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQ: 1 << 16, MaxCQE: maxCQE, MaxMR: maxMRs - 1,
 			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,
-			MaxSRQSGE: maxSGE, MaxInlineData: maxInlineData, MaxMsgSize: 1 << 31, LocalCAAckDelay: 15,
+			MaxSRQSGE: maxSGE, MaxInlineData: maxInlineData, MaxMsgSize: maxMsgSize, LocalCAAckDelay: 15,
 			NumCompVectors: opts.CompVectors,
 		},
 	}
@@ -112,6 +112,13 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 func checkConns(conns []netdev.Conn, opts *Options) (netip.Addr, error) {
 	if len(conns) == 0 {
 		return netip.Addr{}, fmt.Errorf("%w: no netdev", ErrInvalidArgument)
+	}
+	// A nil netdev is refused here, before anything calls it: the device
+	// would otherwise panic at its first LocalAddr, BatchSize or read.
+	for i, c := range conns {
+		if c == nil {
+			return netip.Addr{}, fmt.Errorf("%w: netdev %d is nil", ErrInvalidArgument, i)
+		}
 	}
 	local := conns[0].LocalAddr()
 	for _, c := range conns[1:] {

@@ -74,6 +74,7 @@ const (
 	maxQPWR       = 0x4000
 	maxSGE        = 32
 	maxInlineData = 400
+	maxMsgSize    = requester.MaxMessage // 2^31 bytes, IBA's largest message
 )
 
 // CreateQP creates an RC, UC or UD queue pair in RESET.
@@ -438,11 +439,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	n := 0
 	var err error
 	for i := range wrs {
-		if ah, ok := wrs[i].AH.(*AddrHandle); ok && (ah == nil || ah.pd != qp.pd) {
-			what := "address handle of another PD"
-			if ah == nil {
-				what = "nil address handle"
-			}
+		if what := qp.badAH(wrs[i].AH); what != "" {
 			err = fmt.Errorf("%w: send WR %d: %s", ErrInvalidArgument, i, what)
 			break
 		}
@@ -464,6 +461,28 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		qp.schedulePosted()
 	}
 	return n, err
+}
+
+// badAH says what is wrong with a send WR's address handle, or returns
+// "" if it is none or one made by PD.CreateAH on the QP's PD. As
+// ibv_post_send takes only an ibv_ah of the QP's PD, any other
+// verbs.AddressHandle is refused: it skipped CreateAH's checks (a nil
+// one panicked in the requester with the QP's lock held, and one of the
+// other IP family failed the QP when its datagram was built).
+func (qp *QP) badAH(h verbs.AddressHandle) string {
+	if h == nil {
+		return ""
+	}
+	ah, ok := h.(*AddrHandle)
+	switch {
+	case !ok:
+		return fmt.Sprintf("address handle %T not made by PD.CreateAH", h)
+	case ah == nil:
+		return "nil address handle"
+	case ah.pd != qp.pd:
+		return "address handle of another PD"
+	}
+	return ""
 }
 
 // postOne queues wr on the QP's send engine, the UC/UD one or the RC

@@ -34,7 +34,8 @@ func (t *qpTable) lookup(qpn uint32) *QP {
 
 // qpCache is the QP a receive batch looked up last: the packets of a
 // batch mostly go to one QP, and a hit costs one atomic load where
-// sync.Map hashes an interface key. It is owned by one connReader.
+// sync.Map hashes an interface key. It is owned by one connReader, which
+// clears it at the end of each batch (connReader.dispatch).
 type qpCache struct {
 	gen uint64 // the table's gen when qp was looked up
 	qpn uint32

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
+	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -120,5 +121,84 @@ func TestFaultsReadInTurnUDP(t *testing.T) {
 			require.Positive(t, st.Dropped)
 			require.Positive(t, st.Corrupted)
 		})
+	}
+}
+
+// TestTimeoutReadOfMADDoesNotDeadlock checks that a QP whose requester
+// deadline reads the socket (readBeforeTimeout) can hand a CM MAD it finds
+// there to QP1. The step runs under its vector's txMu; QP1 answers a REQ
+// for a port nobody listens on with a REJ at once, and it used to write
+// that REJ under vector 0's txMu, which the step of a QP of vector 0 holds:
+// the transmit goroutine then waited for itself, QP1's lock stayed held,
+// and Device.Close hung in the CM's shutdown. As in
+// TestTimeoutReadsSocketFirst, the test keeps the receive goroutine from
+// reading by holding the socket's gate while the WRITE's ACK and the REQ
+// arrive.
+func TestTimeoutReadOfMADDoesNotDeadlock(t *testing.T) {
+	a, z, _ := udpPair(t, Options{CompVectors: 1, Recovery: RecoveryConfig{Floor: 50 * time.Millisecond}})
+	r := a.dev.vecs[0].reader
+	require.NotNil(t, r.shared, "the UDP netdev reads in turn")
+	write := func(id uint64) {
+		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList:     []SGE{a.mr.SGE(0, 64)},
+			RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()})
+		require.NoError(t, err)
+	}
+	write(1)
+	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+
+	// A peer that sends a REQ for a service nobody listens on, from the
+	// device's port (QP1 answers there).
+	probe, err := netdev.ListenUDP(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.3"), a.dev.port), netdev.Options{})
+	require.NoError(t, err)
+	defer probe.Close()
+	var mad [packet.MADSize]byte
+	packet.EncodeCM(mad[:], 7, &packet.REQ{LocalCommID: 0x1234, ServiceID: 0x0106_0000_0000_1d4c,
+		LocalQPN: 0x99, TransportServiceType: packet.CMTransportRC})
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
+		DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
+	ph := packet.PseudoHeader{Src: probe.LocalAddr().Addr(), Dst: a.dev.addr, SrcPort: probe.LocalAddr().Port(),
+		DstPort: a.dev.port, IPFlags: packet.IPv4FlagDF}
+	buf := make([]byte, maxPacket)
+	n, err := packet.Build(buf, &h, mad[:], &ph)
+	require.NoError(t, err)
+
+	zSent := z.dev.Counters().SentPkts
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.gate.TryLock() {
+		require.True(t, time.Now().Before(deadline), "the socket's gate stays held")
+		time.Sleep(20 * time.Microsecond)
+	}
+	write(2)
+	for z.dev.Counters().SentPkts == zSent {
+		require.True(t, time.Now().Before(deadline), "z never acknowledged the WRITE")
+		time.Sleep(20 * time.Microsecond)
+	}
+	_, err = probe.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: a.dev.Addr()}})
+	require.NoError(t, err)
+	time.Sleep(time.Millisecond / 2)
+	for r.gate.Unlock() {
+	}
+
+	// The REJ comes back, and the device closes.
+	got := make(chan bool, 1)
+	go func() {
+		msgs := []netdev.Message{{Buf: make([]byte, rxBufSize)}}
+		k, err := probe.ReadBatch(msgs)
+		got <- err == nil && k == 1
+	}()
+	select {
+	case ok := <-got:
+		require.True(t, ok, "reading QP1's answer")
+	case <-time.After(10 * time.Second):
+		t.Fatal("QP1 never answered the REQ: its send waits for the transmit path the reading step holds")
+	}
+	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+	closed := make(chan struct{})
+	go func() { a.dev.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Device.Close hangs")
 	}
 }

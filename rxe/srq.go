@@ -47,6 +47,13 @@ func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 		if len(wr.SGList) > q.maxSGE {
 			return i, fmt.Errorf("%w: receive WR %d has %d SGEs, max %d", ErrInvalidArgument, i, len(wr.SGList), q.maxSGE)
 		}
+		// No message is longer than 2^31 bytes (IBA's maximum, the
+		// device's MaxMsgSize), so a longer receive WR is malformed:
+		// rxe_post_one_recv refuses it too, as PostSend refuses such a
+		// send WR (requester.MaxMessage).
+		if n := wr.Length(); n > maxMsgSize {
+			return i, fmt.Errorf("%w: receive WR %d is %d bytes long, max %d", ErrInvalidArgument, i, n, uint64(maxMsgSize))
+		}
 		s := q.wqes.Push()
 		if s == nil {
 			return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, q.wqes.Max())

@@ -3,6 +3,7 @@ package rxe
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/requester"
+	"github.com/gorxe/gorxe/rxe/verbs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -412,4 +414,50 @@ func TestUDReceiveErrorClasses(t *testing.T) {
 		require.Equal(t, b.qp, ev.QP)
 		require.Zero(t, b.qp.Counters().Unreliable.TooLong)
 	})
+}
+
+// foreignAH is an AddressHandle that PD.CreateAH did not make.
+type foreignAH struct{ dest netip.AddrPort }
+
+func (a *foreignAH) Dest() netip.AddrPort { return a.dest }
+
+// TestUDPostSendForeignAH: a UD work request's AH must be one that
+// PD.CreateAH made on the QP's PD, as ibv_post_send takes only an ibv_ah.
+// Any other verbs.AddressHandle skipped every check of CreateAH: a nil one
+// panicked in PostSend with the QP's lock held, and one of the other IP
+// family failed the QP (LOC_QP_OP_ERR) when its datagram was built.
+func TestUDPostSendForeignAH(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+	readyUD(t, a, 0x42)
+	readyUD(t, b, 0x42)
+	for _, c := range []struct {
+		name string
+		ah   verbs.AddressHandle
+	}{
+		{"nil", (*foreignAH)(nil)},
+		{"other-family", &foreignAH{netip.MustParseAddrPort("[2001:db8::1]:4791")}},
+		{"own-type", &foreignAH{db.Addr()}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, err := func() (n int, err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("panic: %v", r)
+					}
+				}()
+				return a.qp.PostSend(SendWR{Opcode: WRSend, Flags: SendSignaled, AH: c.ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x42,
+					SGList: []SGE{{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey()}}})
+			}()
+			if !a.qp.mu.TryLock() {
+				a.qp.mu.Unlock() // white box: free it for the rest of the test and the cleanup
+				t.Fatalf("PostSend left the QP's lock held (%v)", err)
+			}
+			a.qp.mu.Unlock()
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			require.ErrorContains(t, err, "PD.CreateAH")
+			require.Zero(t, n)
+			require.Equal(t, QPSRTS, a.qp.State(), "the QP's lock is free and the QP did not fail")
+		})
+	}
 }

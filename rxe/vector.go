@@ -200,6 +200,9 @@ func (v *vector) transmitPass(limit int) int {
 	if k > 0 {
 		v.passes.Add(1)
 		v.send(v.txMsgs[:k], v.txOwners[:k])
+		// As the run queue's slots (nextRunnable), the batch's owners
+		// keep no QP alive once it is written.
+		clear(v.txOwners[:k])
 	}
 	return k
 }

@@ -128,6 +128,10 @@ func TestOpenConnsErrors(t *testing.T) {
 	defer pipeB.Close()
 	_, err := OpenConns(nil, Options{})
 	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = Open(nil, Options{})
+	require.ErrorIs(t, err, ErrInvalidArgument, "a nil netdev")
+	_, err = OpenConns([]netdev.Conn{pipeA, nil}, Options{})
+	require.ErrorIs(t, err, ErrInvalidArgument, "a nil netdev among others")
 	_, err = OpenConns([]netdev.Conn{pipeA, pipeB}, Options{})
 	require.ErrorIs(t, err, ErrInvalidArgument, "two different addresses")
 	group, err := netdev.ListenUDPGroup(netip.MustParseAddrPort("127.0.0.1:0"), 2, netdev.Options{})
@@ -146,6 +150,9 @@ func TestOpenConnsErrors(t *testing.T) {
 	require.Equal(t, runtime.GOMAXPROCS(0), d.Attr().NumCompVectors, "default: one vector per P")
 	_, err = d.CreateCQ(16, d.Attr().NumCompVectors)
 	require.ErrorIs(t, err, ErrInvalidArgument, "no such vector")
+	_, err = d.CreateCQ(16, -2)
+	require.ErrorIs(t, err, ErrInvalidArgument, "-1 is the only negative vector (the least-used one)")
+	require.Zero(t, d.Vectors()[0].CQs, "a refused CQ counts on no vector")
 }
 
 // TestListenVectors checks that Listen opens one socket per vector on the
