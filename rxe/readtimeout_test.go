@@ -29,12 +29,7 @@ func TestTimeoutReadsSocketFirst(t *testing.T) {
 	a, z, _ := udpPair(t, Options{Recovery: RecoveryConfig{Floor: 50 * time.Millisecond}})
 	r := a.dev.vecs[a.qp.vec.id].reader
 	require.NotNil(t, r.shared, "the UDP netdev reads in turn")
-	write := func(id uint64) {
-		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList:     []SGE{a.mr.SGE(0, 64)},
-			RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()})
-		require.NoError(t, err)
-	}
+	write := writer64(t, a, z)
 	// A first WRITE gives the requester its RTT sample, so the recovery
 	// timer runs at its floor, not at the IB timeout.
 	write(1)
@@ -138,12 +133,7 @@ func TestTimeoutReadOfMADDoesNotDeadlock(t *testing.T) {
 	a, z, _ := udpPair(t, Options{CompVectors: 1, Recovery: RecoveryConfig{Floor: 50 * time.Millisecond}})
 	r := a.dev.vecs[0].reader
 	require.NotNil(t, r.shared, "the UDP netdev reads in turn")
-	write := func(id uint64) {
-		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList:     []SGE{a.mr.SGE(0, 64)},
-			RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()})
-		require.NoError(t, err)
-	}
+	write := writer64(t, a, z)
 	write(1)
 	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
 
@@ -200,5 +190,17 @@ func TestTimeoutReadOfMADDoesNotDeadlock(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Device.Close hangs")
+	}
+}
+
+// writer64 returns a function that posts a signaled 64-byte RDMA WRITE
+// from a's region to the start of z's, with the given WR ID.
+func writer64(t *testing.T, a, z *end) func(id uint64) {
+	return func(id uint64) {
+		t.Helper()
+		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList:     []SGE{a.mr.SGE(0, 64)},
+			RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()})
+		require.NoError(t, err)
 	}
 }
