@@ -244,7 +244,10 @@ func TestDisconnectTimeoutEndsWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return cmWatchers() == 0 }, 2*time.Second, time.Millisecond)
 	before := 0
 	cc, sc := cmPair(ctx, t, da, db, 25)
-	require.Equal(t, before+2, cmWatchers(), "each end follows its connection")
+	// Each end's watch goroutine starts as its connection is established,
+	// maybe just after cmPair returns.
+	require.Eventually(t, func() bool { return cmWatchers() == before+2 }, 2*time.Second, time.Millisecond,
+		"each end follows its connection")
 
 	mb.mute.Store(true) // the server's DREP never comes
 	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
