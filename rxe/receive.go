@@ -82,6 +82,10 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		return
 	}
 	if p.DestQP() == packet.GSIQPN {
+		// The packets of the batch before this MAD reach their QP first,
+		// in arrival order, before anything the MAD starts (a DREQ or
+		// REJ ends with its QP in ERR).
+		r.flushRun(now)
 		d.receiveGSI(now, p, m.Addr)
 		return
 	}
