@@ -94,6 +94,15 @@ func (c *mutedConn) WriteBatch(msgs []netdev.Message) (int, error) {
 	return c.Conn.WriteBatch(msgs)
 }
 
+// mutedCMDevices opens two CM devices over a pipe; the second one's
+// sends can be muted (a peer gone silent).
+func mutedCMDevices(t *testing.T) (da, db *Device, mb *mutedConn) {
+	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	mb = &mutedConn{Conn: cb}
+	da, db = cmDevicesOn(t, ca, mb)
+	return da, db, mb
+}
+
 // cmPair connects a client on da to a server on db through a listener on
 // port, and returns both ends' connections.
 func cmPair(ctx context.Context, t *testing.T, da, db *Device, port uint16) (cc, sc *CMConn) {
@@ -161,9 +170,7 @@ func TestDeviceCloseTellsCMPeers(t *testing.T) {
 // DREQ is unanswered (the peer went silent) returns ErrClosed when its
 // device closes, and Done is closed.
 func TestDisconnectEndsOnDeviceClose(t *testing.T) {
-	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	mb := &mutedConn{Conn: cb}
-	da, db := cmDevicesOn(t, ca, mb)
+	da, db, mb := mutedCMDevices(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cc, _ := cmPair(ctx, t, da, db, 21)
@@ -235,9 +242,7 @@ func cmWatchers() int {
 // goroutine used to wait for an event nobody would send any more, until
 // the device closed, one per connection so abandoned.
 func TestDisconnectTimeoutEndsWatch(t *testing.T) {
-	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	mb := &mutedConn{Conn: cb}
-	da, db := cmDevicesOn(t, ca, mb)
+	da, db, mb := mutedCMDevices(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// The connections of earlier tests end with their devices' Close.

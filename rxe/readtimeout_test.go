@@ -37,17 +37,7 @@ func TestTimeoutReadsSocketFirst(t *testing.T) {
 	require.Positive(t, a.qp.Counters().Requester.Recovery.RTTSamples)
 
 	polledBefore := r.polledPkts.Load()
-	zSent := z.dev.Counters().SentPkts
-	deadline := time.Now().Add(10 * time.Second)
-	for !r.gate.TryLock() { // the receive goroutine is handling a batch
-		require.True(t, time.Now().Before(deadline), "the socket's gate stays held")
-		time.Sleep(20 * time.Microsecond)
-	}
-	write(2)
-	for z.dev.Counters().SentPkts == zSent {
-		require.True(t, time.Now().Before(deadline), "z never acknowledged the WRITE")
-		time.Sleep(20 * time.Microsecond)
-	}
+	writeUnread(t, r, z, write)
 	// Give the receive goroutine time to find the gate held.
 	time.Sleep(time.Millisecond / 2)
 	for r.gate.Unlock() {
@@ -153,17 +143,7 @@ func TestTimeoutReadOfMADDoesNotDeadlock(t *testing.T) {
 	n, err := packet.Build(buf, &h, mad[:], &ph)
 	require.NoError(t, err)
 
-	zSent := z.dev.Counters().SentPkts
-	deadline := time.Now().Add(10 * time.Second)
-	for !r.gate.TryLock() {
-		require.True(t, time.Now().Before(deadline), "the socket's gate stays held")
-		time.Sleep(20 * time.Microsecond)
-	}
-	write(2)
-	for z.dev.Counters().SentPkts == zSent {
-		require.True(t, time.Now().Before(deadline), "z never acknowledged the WRITE")
-		time.Sleep(20 * time.Microsecond)
-	}
+	writeUnread(t, r, z, write)
 	_, err = probe.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: a.dev.Addr()}})
 	require.NoError(t, err)
 	time.Sleep(time.Millisecond / 2)
@@ -202,5 +182,24 @@ func writer64(t *testing.T, a, z *end) func(id uint64) {
 			SGList:     []SGE{a.mr.SGE(0, 64)},
 			RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()})
 		require.NoError(t, err)
+	}
+}
+
+// writeUnread takes reader r's socket gate from the receive goroutine
+// (waiting while it handles a batch), posts WRITE 2 with write and waits
+// until z has sent its ACK, which then sits unread in the socket. The
+// caller releases the gate.
+func writeUnread(t *testing.T, r *connReader, z *end, write func(id uint64)) {
+	t.Helper()
+	zSent := z.dev.Counters().SentPkts
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.gate.TryLock() { // the receive goroutine is handling a batch
+		require.True(t, time.Now().Before(deadline), "the socket's gate stays held")
+		time.Sleep(20 * time.Microsecond)
+	}
+	write(2)
+	for z.dev.Counters().SentPkts == zSent {
+		require.True(t, time.Now().Before(deadline), "z never acknowledged the WRITE")
+		time.Sleep(20 * time.Microsecond)
 	}
 }
