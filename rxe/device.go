@@ -124,7 +124,10 @@ func (d *Device) Close() error {
 	// A conn we do not own stays open: the receive goroutine exits at its
 	// next wake-up or when the owner closes conn. A step already under way
 	// on a QP ends before closeDevice takes the QP's lock, and no later
-	// step runs (QP.dead).
+	// step runs (QP.dead). A CreateQP that passed its closed check
+	// before the Swap above either inserted its QP before qps.close, and
+	// is stopped here, or fails.
+	d.qps.close()
 	d.qps.each(func(qp *QP) { qp.closeDevice() })
 	close(d.stopped)
 	for _, v := range d.vecs {

@@ -11,11 +11,12 @@ import (
 // qpTable maps QP numbers to QPs. Lookups (one per received packet) take
 // no lock: a sync.Map suits this read-mostly use.
 type qpTable struct {
-	m     sync.Map      // uint32 -> *QP
-	gen   atomic.Uint64 // bumped after every insert and remove (qpCache)
-	mu    sync.Mutex
-	count int
-	next  uint32
+	m      sync.Map      // uint32 -> *QP
+	gen    atomic.Uint64 // bumped after every insert and remove (qpCache)
+	mu     sync.Mutex
+	count  int
+	next   uint32
+	closed bool // Device.Close has begun: insert refuses
 }
 
 // maxQPs bounds the number of QPs of a device.
@@ -62,6 +63,9 @@ func (t *qpTable) lookupCached(c *qpCache, qpn uint32) *QP {
 func (t *qpTable) insert(qp *QP, vec, nvec int) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return 0, ErrClosed
+	}
 	if t.count >= maxQPs {
 		return 0, fmt.Errorf("%w: %d QPs", ErrNoResources, maxQPs)
 	}
@@ -81,6 +85,15 @@ func (t *qpTable) insert(qp *QP, vec, nvec int) (uint32, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w: no free QPN for completion vector %d", ErrNoResources, vec)
+}
+
+// close makes every later insert fail with ErrClosed. A QP whose insert
+// returned before close is in the map for the each that follows, so
+// Device.Close stops every QP that CreateQP returned.
+func (t *qpTable) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
 }
 
 func (t *qpTable) remove(qpn uint32) {

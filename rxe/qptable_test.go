@@ -138,3 +138,18 @@ func TestReceiveRunMatchesOneByOne(t *testing.T) {
 		})
 	}
 }
+
+// TestQPTableClosed: after close, insert fails with ErrClosed and the QPs
+// inserted before stay visible to each (Device.Close stops them).
+func TestQPTableClosed(t *testing.T) {
+	var tab qpTable
+	q := new(QP)
+	_, err := tab.insert(q, 0, 1)
+	require.NoError(t, err)
+	tab.close()
+	_, err = tab.insert(new(QP), 0, 1)
+	require.ErrorIs(t, err, ErrClosed)
+	var seen []*QP
+	tab.each(func(qp *QP) { seen = append(seen, qp) })
+	require.Equal(t, []*QP{q}, seen)
+}
