@@ -300,9 +300,10 @@ func (qp *QP) startRequester() {
 // syncConfig gives the engines the attributes of mask that a Modify may
 // change once they exist (IBA 10.3.1: RTS→RTS, SQD→RTS, SQD→SQD), as
 // rxe_qp_from_attr updates qp->attr for rxe's requester and responder:
-// min_rnr_timer and the access flags to the responder; timeout, retry_cnt,
-// rnr_retry and max_rd_atomic to the requester; a new address vector's
-// pseudo-header to both, so that their ICRCs cover the new path.
+// min_rnr_timer, the access flags and max_dest_rd_atomic (the responder
+// resources) to the responder; timeout, retry_cnt, rnr_retry and
+// max_rd_atomic to the requester; a new address vector's pseudo-header to
+// both, so that their ICRCs cover the new path.
 func (qp *QP) syncConfig(mask QPAttrMask) error {
 	a := &qp.attr
 	var errs []error
@@ -310,6 +311,9 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 	if qp.resp != nil {
 		qp.resp.SetMinRNRTimer(a.MinRNRTimer)
 		qp.resp.SetAccess(a.AccessFlags)
+		if mask&QPAttrMaxDestRdAtomic != 0 {
+			qp.resp.SetMaxDestRdAtomic(a.MaxDestRdAtomic)
+		}
 		if mask&QPAttrAV != 0 {
 			errs = append(errs, qp.resp.SetPath(qp.pseudo()))
 		}

@@ -112,3 +112,24 @@ func TestSQDModifyAV(t *testing.T) {
 	require.Zero(t, dc.Counters().BadICRC, "the ICRC covers the new address")
 	require.Equal(t, atB, db.Counters().RcvdPkts, "nothing more goes to the old address")
 }
+
+// TestSQDModifyMaxDestRdAtomic changes max_dest_rd_atomic in SQD (IBA
+// 10.3.1 allows it for SQD→SQD; kernel rxe reallocates its responder
+// resources): with none left, the peer's next READ is refused with a NAK
+// invalid request, where before it succeeded.
+func TestSQDModifyMaxDestRdAtomic(t *testing.T) {
+	a, b := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	read := func(id uint64) {
+		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)},
+			RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+	}
+	read(1)
+	require.Equal(t, []wcBrief{{1, WCSuccess, WCRDMARead}}, briefs(waitWCs(t, a.cq, 1)))
+	toSQD(t, b.qp)
+	require.NoError(t, b.qp.Modify(&QPAttr{MaxDestRdAtomic: 0}, QPAttrMaxDestRdAtomic))
+	require.Zero(t, b.qp.Query().MaxDestRdAtomic)
+	require.NoError(t, b.qp.Modify(&QPAttr{State: QPSRTS}, QPAttrState))
+	read(2)
+	require.Equal(t, []wcBrief{{2, WCRemInvReqErr, WCRDMARead}}, briefs(waitWCs(t, a.cq, 1)))
+}
