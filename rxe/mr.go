@@ -10,18 +10,20 @@ import (
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
-// PD is a protection domain (IBA 10.6.3). MRs, QPs and SRQs belong to one
-// PD; a remote access succeeds only if the QP and the MR share it.
+// PD is a protection domain (IBA 10.6.3). MRs, QPs, SRQs and address
+// handles belong to one PD; a remote access succeeds only if the QP and the
+// MR share it, and a UD QP sends only through address handles of its PD.
 type PD struct {
 	dev    *Device
 	handle uint32
 	mu     sync.Mutex   // orders use against Dealloc
-	users  atomic.Int32 // MRs, QPs and SRQs created on this PD (taken by use)
+	users  atomic.Int32 // MRs, QPs, SRQs and address handles on this PD (taken by use)
 	closed atomic.Bool
 }
 
-// use takes the PD for a new MR, QP or SRQ: it fails with ErrClosed once
-// the PD is deallocated. A failed creation gives it back (users.Add(-1)).
+// use takes the PD for a new MR, QP, SRQ or address handle: it fails with
+// ErrClosed once the PD is deallocated. A failed creation gives it back
+// (users.Add(-1)).
 func (pd *PD) use() error {
 	pd.mu.Lock()
 	defer pd.mu.Unlock()
@@ -43,8 +45,10 @@ func (d *Device) AllocPD() (*PD, error) {
 	return &PD{dev: d, handle: d.nextPD.Add(1)}, nil
 }
 
-// Dealloc frees the PD. It fails with ErrInUse while MRs, QPs or SRQs
-// created on it exist, and with ErrClosed after Device.Close.
+// Dealloc frees the PD (ibv_dealloc_pd). It fails with ErrInUse while
+// MRs, QPs, SRQs or address handles created on it exist, as
+// ibv_dealloc_pd fails with EBUSY while objects use the PD, and with
+// ErrClosed after Device.Close.
 func (pd *PD) Dealloc() error {
 	if pd.dev.closed.Load() {
 		return ErrClosed
@@ -57,7 +61,7 @@ func (pd *PD) Dealloc() error {
 	// users grows under mu only (use): nothing can take the PD between
 	// this check and closed being set.
 	if n := pd.users.Load(); n > 0 {
-		return fmt.Errorf("%w: PD has %d MRs, QPs or SRQs", ErrInUse, n)
+		return fmt.Errorf("%w: PD has %d MRs, QPs, SRQs or address handles", ErrInUse, n)
 	}
 	pd.closed.Store(true)
 	pd.dev.nPD.Add(-1)

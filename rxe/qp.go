@@ -468,11 +468,14 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 }
 
 // badAH says what is wrong with a send WR's address handle, or returns
-// "" if it is none or one made by PD.CreateAH on the QP's PD. As
+// "" if it is none or a live one made by PD.CreateAH on the QP's PD. As
 // ibv_post_send takes only an ibv_ah of the QP's PD, any other
-// verbs.AddressHandle is refused: it skipped CreateAH's checks (a nil
-// one panicked in the requester with the QP's lock held, and one of the
-// other IP family failed the QP when its datagram was built).
+// verbs.AddressHandle is refused: it skipped CreateAH's checks (a nil one
+// would panic in the requester with the QP's lock held, and one of the
+// other IP family would fail the QP when its datagram is built). A handle
+// after AddrHandle.Destroy is refused too, as its ibv_ah no longer exists;
+// a WR that passed this check keeps the destination the requester copies
+// from it.
 func (qp *QP) badAH(h verbs.AddressHandle) string {
 	if h == nil {
 		return ""
@@ -485,6 +488,8 @@ func (qp *QP) badAH(h verbs.AddressHandle) string {
 		return "nil address handle"
 	case ah.pd != qp.pd:
 		return "address handle of another PD"
+	case ah.destroyed.Load():
+		return "destroyed address handle"
 	}
 	return ""
 }

@@ -3,6 +3,7 @@ package rxe
 import (
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
@@ -167,11 +168,13 @@ func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPo
 }
 
 // AddrHandle is an address handle (struct ibv_ah): the destination of UD
-// work requests, created on a PD. It implements verbs.AddressHandle.
+// work requests, created on a PD. It implements verbs.AddressHandle. It
+// counts as a user of its PD until Destroy.
 type AddrHandle struct {
-	pd   *PD
-	attr AH
-	dest netip.AddrPort
+	pd        *PD
+	attr      AH
+	dest      netip.AddrPort // never changes: PostSend copies it into the WR it queues
+	destroyed atomic.Bool    // set by Destroy; PostSend refuses the handle after it
 }
 
 // Dest returns the IP address and UDP port the handle's datagrams go to.
@@ -183,7 +186,9 @@ func (a *AddrHandle) Attr() AH { return a.attr }
 // CreateAH creates an address handle from address attributes
 // (ibv_create_ah): the destination GID (or plain IP address) and UDP port.
 // Multicast destinations are refused: gorxe does not join multicast
-// groups.
+// groups. The handle takes a use of the PD, so PD.Dealloc fails with
+// ErrInUse until the handle is destroyed; on a deallocated PD CreateAH
+// fails with ErrClosed.
 func (pd *PD) CreateAH(attr AH) (*AddrHandle, error) {
 	d := pd.dev
 	if d.closed.Load() || pd.closed.Load() {
@@ -203,7 +208,25 @@ func (pd *PD) CreateAH(attr AH) (*AddrHandle, error) {
 	if port == 0 {
 		port = packet.UDPPort
 	}
+	if err := pd.use(); err != nil {
+		return nil, err
+	}
 	return &AddrHandle{pd: pd, attr: attr, dest: netip.AddrPortFrom(g, port)}, nil
+}
+
+// Destroy destroys the address handle (ibv_destroy_ah) and gives back its
+// use of the PD. PostSend refuses the handle afterwards; a work request
+// posted before keeps its destination, which PostSend copied. A second
+// Destroy, or one after Device.Close, fails with ErrClosed.
+func (a *AddrHandle) Destroy() error {
+	if a.pd.dev.closed.Load() {
+		return ErrClosed
+	}
+	if a.destroyed.Swap(true) {
+		return ErrClosed
+	}
+	a.pd.users.Add(-1)
+	return nil
 }
 
 // CreateAHFromWC creates an address handle that answers the sender of a UD
