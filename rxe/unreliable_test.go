@@ -461,3 +461,108 @@ func TestUDPostSendForeignAH(t *testing.T) {
 		})
 	}
 }
+
+// TestAHHoldsPD: an address handle is a user of its PD, as in verbs
+// (ibv_dealloc_pd fails with EBUSY while an ibv_ah exists on the PD):
+// Dealloc fails with ErrInUse until the handle is destroyed, a second
+// Destroy fails with ErrClosed, and a deallocated PD makes no handles.
+func TestAHHoldsPD(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	for _, c := range []struct {
+		name   string
+		create func(pd *PD) (*AddrHandle, error)
+	}{
+		{"CreateAH", func(pd *PD) (*AddrHandle, error) {
+			return pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+		}},
+		{"CreateAHFromWC", func(pd *PD) (*AddrHandle, error) {
+			return pd.CreateAHFromWC(&WC{Flags: WCFlagGRH, Src: db.Addr()}, nil)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pd, err := da.AllocPD()
+			require.NoError(t, err)
+			ah, err := c.create(pd)
+			require.NoError(t, err)
+			other, err := c.create(pd)
+			require.NoError(t, err)
+
+			err = pd.Dealloc()
+			require.ErrorIs(t, err, ErrInUse)
+			require.ErrorContains(t, err, "PD has 2 MRs, QPs, SRQs or address handles")
+			require.NoError(t, ah.Destroy())
+			require.ErrorIs(t, ah.Destroy(), ErrClosed, "a second Destroy")
+			require.ErrorIs(t, pd.Dealloc(), ErrInUse, "one handle is left")
+			require.NoError(t, other.Destroy())
+			require.NoError(t, pd.Dealloc())
+
+			_, err = c.create(pd)
+			require.ErrorIs(t, err, ErrClosed, "a deallocated PD")
+			require.ErrorIs(t, ah.Destroy(), ErrClosed, "Destroy after Dealloc")
+		})
+	}
+}
+
+// TestUDPostSendDestroyedAH: PostSend refuses an address handle after
+// Destroy and posts nothing for it (the WRs before it in the call are
+// posted); a WR posted before Destroy still reaches its destination, which
+// PostSend copied.
+func TestUDPostSendDestroyedAH(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+	readyUD(t, a, 0x42)
+	readyUD(t, b, 0x42)
+	postRecvs(t, b, 4, 2048)
+	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.NoError(t, err)
+	live, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.NoError(t, err)
+	wr := func(id uint64, h *AddrHandle) SendWR {
+		return SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, AH: h, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x42,
+			SGList: []SGE{a.mr.SGE(0, 16)}}
+	}
+
+	n, err := a.qp.PostSend(wr(1, ah))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoError(t, ah.Destroy())
+	require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+	require.Equal(t, uint32(GRHSize+16), waitWC(t, b.cq).ByteLen, "the WR posted before Destroy arrives")
+
+	n, err = a.qp.PostSend(wr(2, ah))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "destroyed address handle")
+	require.Zero(t, n)
+	n, err = a.qp.PostSend(wr(3, live), wr(4, ah))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "send WR 1: destroyed address handle")
+	require.Equal(t, 1, n, "the WR before the refused one is posted")
+	require.Equal(t, []wcBrief{{3, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+	waitWC(t, b.cq)
+	noWC(t, a.cq, 50*time.Millisecond)
+	require.Zero(t, b.cq.Poll(make([]WC, 4)), "the refused WRs sent nothing")
+	require.Equal(t, QPSRTS, a.qp.State(), "a refused WR does not fail the QP")
+}
+
+// TestCloseWithAHs: Device.Close does not wait for address handles to be
+// destroyed; afterwards Destroy, like every call that changes state, fails
+// with ErrClosed, and so does CreateAH.
+func TestCloseWithAHs(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	a := newTypedEnd(t, da, QPTypeUD)
+	readyUD(t, a, 0x42)
+	ahs := make([]*AddrHandle, 3)
+	for i := range ahs {
+		var err error
+		ahs[i], err = a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+		require.NoError(t, err)
+	}
+	require.NoError(t, ahs[0].Destroy())
+	require.NoError(t, da.Close())
+	for i, ah := range ahs {
+		require.ErrorIs(t, ah.Destroy(), ErrClosed, "handle %d", i)
+	}
+	_, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, a.pd.Dealloc(), ErrClosed)
+}
