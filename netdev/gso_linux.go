@@ -221,15 +221,16 @@ func (c *UDPConn) setGROIovs() {
 }
 
 // fillGRO records the got buffers the last recvmmsg filled as the ones
-// to split, dropping truncated ones.
+// to split, dropping those whose data or control data was truncated
+// (recvDropped): without its UDP_GRO control message a coalesced buffer
+// cannot be split.
 func (c *UDPConn) fillGRO(got int) {
 	g, r := &c.grx, c.rx
 	g.got, g.next, g.off = 0, 0, 0
 	for i := range got {
 		h := &r.hdrs[i]
 		dst, seg := c.recvInfo(i)
-		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
-			c.stats.truncated.Add(1)
+		if c.recvDropped(i) {
 			continue
 		}
 		j := g.got

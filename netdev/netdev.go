@@ -26,7 +26,8 @@ const (
 // IPV6_PKTINFO when a UDPConn is bound to a wildcard address, else the bound
 // address; a PipeConn's own address). It never changes Buf itself,
 // so a slice of buffers can be reused call after call. A datagram longer than
-// cap(Buf) is dropped and counted in Stats.Truncated. The exception is a
+// cap(Buf) is dropped and counted in Stats.Truncated, and one whose control
+// data the kernel truncated in Stats.ControlTruncated. The exception is a
 // UDPConn with UDP GRO (the default on Linux): it receives into buffers of
 // its own, sets Buf to the datagram's place in one of them (len and cap N),
 // and reuses that memory at the next ReadBatch, so a datagram must be
@@ -226,6 +227,15 @@ type Stats struct {
 	ICMPErrors uint64 // ICMP errors from earlier datagrams (port unreachable…), absorbed and retried
 	Truncated  uint64 // received datagrams longer than their buffer, dropped
 
+	// ControlTruncated counts received buffers (a datagram, or with UDP
+	// GRO a coalesced buffer of several) whose control data the kernel
+	// truncated (MSG_CTRUNC), dropped: without it the UDP_GRO segment size
+	// or the IP_PKTINFO destination address may be missing, and the buffer
+	// would be returned as one datagram or with a wrong Local. UDPConn's
+	// control buffers hold every control message it asks for, so this
+	// stays 0 unless the kernel adds others. Always 0 for PipeConn.
+	ControlTruncated uint64
+
 	// RecvOverflows is the kernel's count of datagrams this socket dropped
 	// on receive (full receive buffer), as of when the most recently
 	// received datagram was queued (SO_RXQ_OVFL): drops after it show with
@@ -254,6 +264,7 @@ type counters struct {
 	packetsReceived, bytesReceived atomic.Uint64
 	noBufs, wouldBlock             atomic.Uint64
 	icmpErrors, truncated          atomic.Uint64
+	controlTruncated               atomic.Uint64
 	recvOverflows, unroutable      atomic.Uint64
 	gsoBuffers, groBuffers         atomic.Uint64
 	gsoFallbacks                   atomic.Uint64
@@ -261,19 +272,20 @@ type counters struct {
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		PacketsSent:     c.packetsSent.Load(),
-		BytesSent:       c.bytesSent.Load(),
-		PacketsReceived: c.packetsReceived.Load(),
-		BytesReceived:   c.bytesReceived.Load(),
-		NoBufs:          c.noBufs.Load(),
-		WouldBlock:      c.wouldBlock.Load(),
-		ICMPErrors:      c.icmpErrors.Load(),
-		Truncated:       c.truncated.Load(),
-		RecvOverflows:   c.recvOverflows.Load(),
-		Unroutable:      c.unroutable.Load(),
-		GSOBuffers:      c.gsoBuffers.Load(),
-		GROBuffers:      c.groBuffers.Load(),
-		GSOFallbacks:    c.gsoFallbacks.Load(),
+		PacketsSent:      c.packetsSent.Load(),
+		BytesSent:        c.bytesSent.Load(),
+		PacketsReceived:  c.packetsReceived.Load(),
+		BytesReceived:    c.bytesReceived.Load(),
+		NoBufs:           c.noBufs.Load(),
+		WouldBlock:       c.wouldBlock.Load(),
+		ICMPErrors:       c.icmpErrors.Load(),
+		Truncated:        c.truncated.Load(),
+		ControlTruncated: c.controlTruncated.Load(),
+		RecvOverflows:    c.recvOverflows.Load(),
+		Unroutable:       c.unroutable.Load(),
+		GSOBuffers:       c.gsoBuffers.Load(),
+		GROBuffers:       c.groBuffers.Load(),
+		GSOFallbacks:     c.gsoFallbacks.Load(),
 	}
 }
 

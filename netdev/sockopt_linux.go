@@ -111,7 +111,9 @@ var (
 	// cmsgDataOff is where a control message's data starts.
 	cmsgDataOff = unix.CmsgLen(0)
 	// recvOOBSize fits IPV6_PKTINFO (the larger pktinfo), SO_RXQ_OVFL and
-	// UDP_GRO.
+	// UDP_GRO: every control message the socket asks for, all at once
+	// (TestRecvControlFits), so the kernel does not truncate them
+	// (MSG_CTRUNC; UDPConn.recvDropped).
 	recvOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + 2*unix.CmsgSpace(4)
 	// sendOOBSize fits one IP_PKTINFO or IPV6_PKTINFO.
 	sendOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo)

@@ -121,15 +121,23 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		rxHdrs = groEntries(n)
 		c.grx.init(rxHdrs)
 	}
-	c.rx = newMmsg(rxHdrs, rxHdrs, recvOOBSize, unix.SYS_RECVMMSG)
-	c.rx.block = true
-	c.rx.flags = unix.MSG_DONTWAIT
-	for i := range rxHdrs {
-		h := &c.rx.hdrs[i].Hdr
-		h.Iov = &c.rx.iovs[i]
+	c.rx = newRecvMmsg(rxHdrs, recvOOBSize)
+	return c, nil
+}
+
+// newRecvMmsg makes the receive state: n headers of one I/O vector each,
+// with oobSize bytes of control buffer per header (recvOOBSize; tests give
+// less to make the kernel truncate the control data).
+func newRecvMmsg(n, oobSize int) *mmsg {
+	r := newMmsg(n, n, oobSize, unix.SYS_RECVMMSG)
+	r.block = true
+	r.flags = unix.MSG_DONTWAIT
+	for i := range n {
+		h := &r.hdrs[i].Hdr
+		h.Iov = &r.iovs[i]
 		h.SetIovlen(1)
 	}
-	return c, nil
+	return r
 }
 
 // BatchSize implements Conn.
@@ -223,16 +231,15 @@ func opError(op, call string, errno unix.Errno) error {
 }
 
 // finishRead converts the first got received headers to msgs, dropping
-// truncated datagrams by moving the good ones to the front, and returns how
-// many are good.
+// truncated datagrams (recvDropped) by moving the good ones to the front,
+// and returns how many are good.
 func (c *UDPConn) finishRead(msgs []Message, got int) int {
 	r := c.rx
 	good, bytes := 0, 0
 	for i := range got {
 		h := &r.hdrs[i]
 		dst, _ := c.recvInfo(i)
-		if h.Hdr.Flags&unix.MSG_TRUNC != 0 {
-			c.stats.truncated.Add(1)
+		if c.recvDropped(i) {
 			continue
 		}
 		if i != good {
@@ -250,12 +257,36 @@ func (c *UDPConn) finishRead(msgs []Message, got int) int {
 	return good
 }
 
+// recvDropped reports whether received header i holds a buffer to drop,
+// and counts it: its data was truncated (MSG_TRUNC: longer than the
+// buffer; Stats.Truncated) or its control data was (MSG_CTRUNC;
+// Stats.ControlTruncated). A buffer whose control data was truncated may
+// lack its UDP_GRO segment size, so that a coalesced buffer of several
+// datagrams would pass for one, or its IP_PKTINFO destination, so that
+// Local would be wrong; either way the RoCE layer would drop it later, so
+// it is dropped here, where the loss is counted. recvOOBSize holds every
+// control message the socket asks for, so the kernel truncates only if it
+// adds messages of its own.
+func (c *UDPConn) recvDropped(i int) bool {
+	switch f := c.rx.hdrs[i].Hdr.Flags; {
+	case f&unix.MSG_TRUNC != 0:
+		c.stats.truncated.Add(1)
+	case f&unix.MSG_CTRUNC != 0:
+		c.stats.controlTruncated.Add(1)
+	default:
+		return false
+	}
+	return true
+}
+
 // recvInfo reads received header i's control messages: it records the drop
 // counter and returns the datagram's destination address and GRO segment
-// size (0 if none).
+// size (0 if none). It reads no further than the control buffer, whatever
+// length the header reports.
 func (c *UDPConn) recvInfo(i int) (netip.Addr, int) {
 	h := &c.rx.hdrs[i].Hdr
-	dst, drops, haveDrops, seg := parseRecvCmsgs(c.rx.oobAt(i)[:h.Controllen])
+	oob := c.rx.oobAt(i)
+	dst, drops, haveDrops, seg := parseRecvCmsgs(oob[:min(uint64(h.Controllen), uint64(len(oob)))])
 	if haveDrops {
 		c.stats.recvOverflows.Store(uint64(drops))
 	}
