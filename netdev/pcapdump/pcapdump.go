@@ -57,6 +57,10 @@ const (
 	ttl           = 64 // Linux's default TTL and hop limit
 	maxUDPPayload = 65535 - packet.IPv4HeaderSize - packet.UDPHeaderSize
 	bufferSize    = 64 << 10
+	// maxHeldBytes bounds the memory of the reads held for a write in
+	// progress (sink.writing): their payload and heldOverhead each.
+	maxHeldBytes = 1 << 20
+	heldOverhead = 64
 )
 
 // Options configures Wrap. The zero value is the default.
@@ -95,7 +99,9 @@ type Stats struct {
 // Conn is a netdev.Conn that records in a pcap every datagram another
 // Conn sends and receives. It is safe for the same concurrent use as
 // netdev.Conn: records of concurrent ReadBatch and WriteBatch calls are
-// written whole, one after the other.
+// written whole, one after the other. Recording never makes ReadBatch
+// wait for a WriteBatch, so a Conn whose writes wait for the peer to read
+// (netdev.PipeOptions.BlockWhenFull) keeps its traffic flowing both ways.
 type Conn struct {
 	inner netdev.Conn
 	local netip.AddrPort // the inner Conn's, with Options.LocalAddr applied
@@ -108,13 +114,7 @@ type Conn struct {
 type sink struct {
 	flush bool
 
-	// order keeps the file in causal order: a WriteBatch holds it from
-	// before its socket write until its records are written, and a
-	// ReadBatch takes it before recording, so an answer read while the
-	// write that caused it is still in its system call waits for that
-	// write's records and is written after them. The write never waits for
-	// this Conn's reads (a socket write does not depend on a local read),
-	// so the lock cannot deadlock.
+	// order serialises WriteBatch calls, each with its records.
 	order sync.Mutex
 
 	mu      sync.Mutex // everything below
@@ -124,6 +124,22 @@ type sink struct {
 	err     error // first write error: capture stopped
 	stopped bool  // after a write error or Close
 	open    int   // the Conns recording here not closed yet
+
+	// The file is in causal order: a ReadBatch that returns while a
+	// WriteBatch is in its write (writing) does not record its datagrams
+	// but holds copies of them in held, and the WriteBatch records them
+	// after its own, so that an answer read while the write that caused
+	// it is still in its system call is written after that write's
+	// records. The reader does not wait for the write: a write may wait
+	// for the peer to read (a pipe with BlockWhenFull), and the peer's
+	// reader for the peer's write, which waits for this Conn's reader.
+	// Reads held beyond maxHeldBytes are recorded at once, before the
+	// write's records.
+	writing   bool
+	held      []netdev.Message // held[:nheld] are pending; the rest keep buffers for reuse
+	heldBy    []*Conn          // the Conn that read held[i]
+	nheld     int
+	heldBytes int
 
 	sent, received, skipped, badICRC, recovered, writeErrors atomic.Uint64
 }
@@ -155,13 +171,18 @@ func Wrap(inner netdev.Conn, w io.Writer, opts Options) (*Conn, error) {
 }
 
 // ReadBatch implements netdev.Conn and records the datagrams received,
-// after the records of any write in progress (see Conn.order).
+// after the records of any write in progress: while a WriteBatch is in its
+// write, ReadBatch leaves copies of them to it (see sink.writing) and
+// returns without waiting.
 func (c *Conn) ReadBatch(msgs []netdev.Message) (int, error) {
 	n, err := c.inner.ReadBatch(msgs)
 	if n > 0 {
-		c.order.Lock()
-		c.record(msgs[:n], false)
-		c.order.Unlock()
+		c.mu.Lock()
+		if !c.hold(msgs[:n]) {
+			c.recordHeld()
+			c.record(msgs[:n], false)
+		}
+		c.mu.Unlock()
 	}
 	return n, err
 }
@@ -172,11 +193,63 @@ func (c *Conn) ReadBatch(msgs []netdev.Message) (int, error) {
 func (c *Conn) WriteBatch(msgs []netdev.Message) (int, error) {
 	c.order.Lock()
 	defer c.order.Unlock()
+	c.mu.Lock()
+	c.writing = true
+	c.mu.Unlock()
 	n, err := c.inner.WriteBatch(msgs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writing = false
 	if n > 0 {
 		c.record(msgs[:n], true)
 	}
+	c.recordHeld()
 	return n, err
+}
+
+// hold keeps copies of msgs, just read, for the write in progress to
+// record, and reports whether it did: not when no write is in progress,
+// the capture has stopped or the held reads would pass maxHeldBytes
+// (caller holds mu).
+func (c *Conn) hold(msgs []netdev.Message) bool {
+	if !c.writing || c.stopped {
+		return false
+	}
+	size := 0
+	for i := range msgs {
+		size += msgs[i].N + heldOverhead
+	}
+	if c.heldBytes+size > maxHeldBytes {
+		return false
+	}
+	c.heldBytes += size
+	for i := range msgs {
+		m := &msgs[i]
+		if c.nheld == len(c.held) {
+			c.held = append(c.held, netdev.Message{})
+			c.heldBy = append(c.heldBy, nil)
+		}
+		h := &c.held[c.nheld]
+		*h = netdev.Message{Buf: append(h.Buf[:0], m.Buf[:m.N]...), N: m.N, Addr: m.Addr, Local: m.Local}
+		c.heldBy[c.nheld] = c
+		c.nheld++
+	}
+	return true
+}
+
+// recordHeld records the held reads, in the order read, and forgets them
+// (caller holds mu).
+func (c *Conn) recordHeld() {
+	for i := 0; i < c.nheld; {
+		by, j := c.heldBy[i], i+1
+		for j < c.nheld && c.heldBy[j] == by {
+			j++
+		}
+		by.record(c.held[i:j], false)
+		clear(c.heldBy[i:j])
+		i = j
+	}
+	c.nheld, c.heldBytes = 0, 0
 }
 
 // BatchSize implements netdev.Conn: the inner Conn's.
@@ -258,10 +331,8 @@ func (c *Conn) fail(err error) {
 	}
 }
 
-// record writes one record per datagram.
+// record writes one record per datagram (caller holds mu).
 func (c *Conn) record(msgs []netdev.Message, sent bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.stopped {
 		c.skipped.Add(uint64(len(msgs)))
 		return
