@@ -242,6 +242,13 @@ func (r *recvSide) read(msgs []netdev.Message) (int, error) {
 		}
 		if r.queued() == 0 {
 			r.ready, r.head = r.ready[:0], 0
+		} else if r.head > 0 && 2*r.head >= len(r.ready) {
+			// Move the rest to the front: a reader that never empties
+			// ready (the pump keeps ahead of it) would otherwise make it
+			// grow by every datagram that ever passed.
+			n := copy(r.ready, r.ready[r.head:])
+			clear(r.ready[n:])
+			r.ready, r.head = r.ready[:n], 0
 		}
 		if n > 0 {
 			r.mu.Unlock()
