@@ -28,11 +28,13 @@
 //
 // If the inner Conn refuses a datagram (a local drop, or Close), WriteBatch
 // returns as netdev.Conn requires and the decisions about the datagrams it
-// did not send are taken back, so sending them again meets the same
+// did not send are taken back, with the counts they made toward releasing
+// held (reorder) datagrams, so sending them again meets the same
 // decisions. A held (reorder), delayed or duplicate copy that the inner
 // Conn refuses is lost, as a network would lose it, and counted in
 // DirStats.Lost (a held one released by a later datagram is requeued
-// instead, to go after the next one).
+// instead: to be released by the same datagram again if that one was
+// refused too, else to go out before the next datagram WriteBatch sends).
 //
 // # Time
 //

@@ -414,15 +414,18 @@ type dgram struct {
 	local netip.Addr
 	left  int       // Reorder: datagrams still to pass before release; 0 for Delay
 	due   time.Time // release time (Delay) or latest release (Reorder)
+	by    int       // send side: the caller's index whose datagram released it (sendSide.tick)
+	first bool      // send side: released, then refused; goes out before the next datagram (releaseFirst)
 }
 
 // queue holds a direction's held and delayed datagrams, by due time, and
 // recycles datagram copies.
 type queue struct {
-	pend  []*dgram // sorted by due; equal dues in arrival order
-	nheld int      // entries of pend with left > 0
-	free  []*dgram
-	max   int
+	pend   []*dgram // sorted by due; equal dues in arrival order
+	nheld  int      // entries of pend with left > 0
+	nfirst int      // entries of pend marked first
+	free   []*dgram
+	max    int
 }
 
 func (q *queue) get(m *netdev.Message) *dgram {
@@ -433,7 +436,7 @@ func (q *queue) get(m *netdev.Message) *dgram {
 		d = new(dgram)
 	}
 	d.data = append(d.data[:0], m.Buf[:m.N]...)
-	d.addr, d.local, d.left = m.Addr, m.Local, 0
+	d.addr, d.local, d.left, d.first = m.Addr, m.Local, 0, false
 	return d
 }
 
@@ -458,7 +461,18 @@ func (q *queue) hold(d *dgram) bool {
 	if d.left > 0 {
 		q.nheld++
 	}
+	if d.first {
+		q.nfirst++
+	}
 	return true
+}
+
+// unmark clears d's first mark as d leaves pend.
+func (q *queue) unmark(d *dgram) {
+	if d.first {
+		d.first = false
+		q.nfirst--
+	}
 }
 
 // tick counts one datagram past every held one and passes those whose
@@ -473,6 +487,7 @@ func (q *queue) tick(emit func(*dgram)) {
 			d.left--
 			if d.left == 0 {
 				q.nheld--
+				q.unmark(d)
 				emit(d)
 				continue
 			}
@@ -484,6 +499,39 @@ func (q *queue) tick(emit func(*dgram)) {
 	q.pend = q.pend[:j]
 }
 
+// releaseFirst passes the entries marked first to emit, in due order.
+func (q *queue) releaseFirst(emit func(*dgram)) {
+	if q.nfirst == 0 {
+		return
+	}
+	j := 0
+	for _, d := range q.pend {
+		if d.first {
+			q.unmark(d)
+			if d.left > 0 {
+				q.nheld--
+			}
+			emit(d)
+			continue
+		}
+		q.pend[j] = d
+		j++
+	}
+	clear(q.pend[j:])
+	q.pend = q.pend[:j]
+}
+
+// untick takes back k datagrams counted past the held entries (tick) that
+// are still held: they wait for k more. (Those marked first were not
+// counted past.)
+func (q *queue) untick(k int) {
+	for _, d := range q.pend {
+		if d.left > 0 && !d.first {
+			d.left += k
+		}
+	}
+}
+
 // due passes every entry due at now to emit, in due order.
 func (q *queue) releaseDue(now time.Time, emit func(*dgram)) {
 	i := 0
@@ -491,6 +539,7 @@ func (q *queue) releaseDue(now time.Time, emit func(*dgram)) {
 		if q.pend[i].left > 0 {
 			q.nheld--
 		}
+		q.unmark(q.pend[i])
 		emit(q.pend[i])
 	}
 	if i > 0 {
@@ -512,6 +561,6 @@ func (q *queue) next() (time.Time, bool) {
 func (q *queue) drain() int {
 	n := len(q.pend)
 	clear(q.pend)
-	q.pend, q.nheld = q.pend[:0], 0
+	q.pend, q.nheld, q.nfirst = q.pend[:0], 0, 0
 	return n
 }

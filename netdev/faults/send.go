@@ -34,8 +34,11 @@ type sendSide struct {
 
 	segStart int // the caller's index the engine's saved state is before
 	flushAt  int
-	timer    *time.Timer
-	emitHeld func(*dgram)
+	// cur is the caller's index whose datagram counts past the held ones
+	// (tick); ticked is one past the last such index in this WriteBatch.
+	cur, ticked int
+	timer       *time.Timer
+	emitHeld    func(*dgram)
 }
 
 func newSendSide(c *Conn, e *engine, cfg *Config) *sendSide {
@@ -48,6 +51,7 @@ func newSendSide(c *Conn, e *engine, cfg *Config) *sendSide {
 		flushAt: b,
 	}
 	s.emitHeld = func(d *dgram) {
+		d.by = s.cur
 		s.push(netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local}, fromHeld, d)
 	}
 	return s
@@ -57,6 +61,23 @@ func (s *sendSide) push(m netdev.Message, origin int, d *dgram) {
 	s.out = append(s.out, m)
 	s.origin = append(s.origin, origin)
 	s.copies = append(s.copies, d)
+}
+
+// tick counts the caller's datagram msgs[i] past the held ones, releasing
+// those whose count runs out into out.
+func (s *sendSide) tick(i int) {
+	s.cur = i
+	s.q.tick(s.emitHeld)
+	s.ticked = i + 1
+}
+
+// releaseFirst puts the held datagrams that were released by a datagram
+// that went out, but were refused themselves (flush), into out before the
+// caller's next datagram: where they would have followed it had the inner
+// Conn not refused them.
+func (s *sendSide) releaseFirst() {
+	s.cur = -1
+	s.q.releaseFirst(s.emitHeld)
 }
 
 // mark records that the decisions before caller index i are final.
@@ -74,7 +95,9 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 		return 0, errClosed
 	}
 	s.mark(0)
+	s.ticked = 0
 	for i := range msgs {
+		s.releaseFirst()
 		m := &msgs[i]
 		if m.N < 0 || m.N > cap(m.Buf) {
 			if f, err := s.flush(msgs); err != nil {
@@ -90,7 +113,7 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 			} else {
 				s.drops = append(s.drops, i)
 			}
-			s.q.tick(s.emitHeld)
+			s.tick(i)
 			if len(s.out) >= s.flushAt {
 				if f, err := s.flush(msgs); err != nil {
 					return f, err
@@ -110,6 +133,7 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 			s.c.act(Send, LocalDrop, b)
 			return i, errLocalDrop
 		}
+		s.releaseFirst()
 		a := s.apply(d, m, i)
 		if len(s.out) > 0 {
 			if f, err := s.flush(msgs); err != nil {
@@ -121,6 +145,7 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 		}
 		s.mark(i + 1)
 	}
+	s.releaseFirst()
 	if f, err := s.flush(msgs); err != nil {
 		return f, err
 	}
@@ -128,9 +153,10 @@ func (s *sendSide) write(msgs []netdev.Message) (int, error) {
 }
 
 // flush hands out to the inner Conn. If the inner Conn refuses one of the
-// caller's datagrams, msgs[f], flush takes back the decisions from f on
-// and returns f and the error; if it refuses only copies, it counts or
-// requeues them and returns no error. msgs is nil for the timer's flush.
+// caller's datagrams, msgs[f], flush takes back the decisions from f on,
+// and the counts past the held datagrams (tick) of msgs[f:], and returns f
+// and the error; if it refuses only copies, it counts or requeues them and
+// returns no error. msgs is nil for the timer's flush.
 func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 	if len(s.out) == 0 {
 		s.countDrops(msgs, -1)
@@ -142,7 +168,17 @@ func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 	}
 	n = max(n, 0)
 	failed := -1
+	for j := n; j < len(s.out); j++ {
+		if s.origin[j] >= 0 {
+			failed = s.origin[j]
+			break
+		}
+	}
 	defer func() { s.countDrops(msgs, failed) }()
+	if failed >= 0 && s.ticked > failed {
+		// msgs[failed:] are decided again when sent again.
+		s.q.untick(s.ticked - failed)
+	}
 	var now time.Time
 	for j := range s.out {
 		d := s.copies[j]
@@ -152,18 +188,22 @@ func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 				s.q.put(d)
 			}
 		case s.origin[j] >= 0:
-			if failed < 0 {
-				failed = s.origin[j]
-			}
 			if d != nil {
 				s.q.put(d)
 			}
 		case s.origin[j] == fromHeld:
-			// Released by a datagram that went out: go after the next.
+			// Released by a datagram that was refused (or was dropped
+			// after one that was): wait for it and those after it
+			// again. Released by one that went out: go out before the
+			// caller's next datagram (releaseFirst), or when its time
+			// comes.
 			if now.IsZero() {
 				now = time.Now()
 			}
-			d.left = 1
+			d.left, d.first = 1, true
+			if failed >= 0 && d.by >= failed {
+				d.left, d.first = d.by+1-failed, false
+			}
 			if !s.q.hold(d) {
 				s.q.put(d)
 				s.c.lost(Send, 1)
@@ -251,18 +291,18 @@ func (s *sendSide) apply(d decision, m *netdev.Message, i int) Action {
 	a := d.rule.Action
 	switch a {
 	case Drop:
-		s.q.tick(s.emitHeld)
+		s.tick(i)
 	case Duplicate:
 		s.push(*m, i, nil)
 		s.push(*m, fromExtra, nil)
-		s.q.tick(s.emitHeld)
+		s.tick(i)
 	case Corrupt:
 		cp := s.q.get(m)
 		flip(cp.data, d.bit)
 		s.push(netdev.Message{Buf: cp.data, N: len(cp.data), Addr: m.Addr, Local: m.Local}, i, cp)
-		s.q.tick(s.emitHeld)
+		s.tick(i)
 	case Reorder, Delay:
-		s.q.tick(s.emitHeld)
+		s.tick(i)
 		cp := s.q.get(m)
 		now := time.Now()
 		cp.due = now.Add(d.rule.delay())
