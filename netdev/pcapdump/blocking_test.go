@@ -105,12 +105,13 @@ func sized(t *testing.T, src, dst netip.AddrPort, psn, size int) []byte {
 	return buf
 }
 
-// TestHeldReadsBounded reads more than a megabyte (400 datagrams of 4000 bytes) while a write waits for
-// the peer: the reads held for the write stop at a bound, and those past
-// it are recorded at once, the held ones first, so that nothing is lost
-// and the held copies do not grow without bound.
+// TestHeldReadsBounded reads more than a megabyte (300 datagrams of 4000
+// bytes) while a write waits for the peer: the reads held for the write
+// stop at a bound, and those past it are recorded at once, the held ones
+// first, so that nothing is lost and the held copies do not grow without
+// bound.
 func TestHeldReadsBounded(t *testing.T) {
-	const count, size = 400, 4000
+	const count, size = 300, 4000
 	a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: count, BlockWhenFull: true})
 	var buf bytes.Buffer
 	pa, err := pcapdump.Wrap(a, &buf, pcapdump.Options{})
