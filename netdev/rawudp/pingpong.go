@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +27,24 @@ type PingPongResult struct {
 // rounds times after warm-up rounds. Each round trip is timed by the
 // initiator; half of it is the one-way figure that perftest's latency tests
 // report.
+//
+// A round whose datagram or echo is lost does not hang it: when no round
+// completes for lostAfter (1 s), PingPong fails with ErrNoEcho. An echo
+// that fails to send ends the run with its error.
 func PingPong(ctx context.Context, size, warmup, rounds int) (PingPongResult, error) {
+	return pingPong(ctx, size, warmup, rounds, lostAfter, nil)
+}
+
+// ErrNoEcho is PingPong's error when a round trip did not complete within
+// a second: a datagram or its echo was lost.
+var ErrNoEcho = errors.New("rawudp: PingPong: no echo within the loss timeout (a datagram was lost)")
+
+// lostAfter is how long PingPong waits for a round to complete.
+const lostAfter = time.Second
+
+// pingPong is PingPong with the loss timeout and, for tests, a filter on
+// the echo: drop(i) true makes the responder skip its i-th echo (from 0).
+func pingPong(ctx context.Context, size, warmup, rounds int, lost time.Duration, drop func(int) bool) (PingPongResult, error) {
 	if size <= 0 || rounds <= 0 || warmup < 0 {
 		return PingPongResult{}, fmt.Errorf("rawudp: PingPong: size and rounds must be positive (got %d, %d)", size, rounds)
 	}
@@ -47,7 +65,7 @@ func PingPong(ctx context.Context, size, warmup, rounds int) (PingPongResult, er
 	echoErr := make(chan error, 1)
 	go func() { // the responder: echo every datagram
 		buf := make([]byte, size)
-		for {
+		for i := 0; ; i++ {
 			n, from, err := b.ReadFromUDPAddrPort(buf)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
@@ -56,12 +74,56 @@ func PingPong(ctx context.Context, size, warmup, rounds int) (PingPongResult, er
 				echoErr <- err
 				return
 			}
+			if drop != nil && drop(i) {
+				continue
+			}
 			if _, err := b.WriteToUDPAddrPort(buf[:n], from); err != nil {
 				echoErr <- err
+				a.Close() // the initiator's read ends; it reports err
 				return
 			}
 		}
 	}()
+	// The watchdog closes both sockets when no round completes for lost.
+	var done atomic.Uint64
+	var noEcho atomic.Bool
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		t := time.NewTicker(lost)
+		defer t.Stop()
+		last := done.Load()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			if now := done.Load(); now != last {
+				last = now
+				continue
+			}
+			noEcho.Store(true)
+			a.Close()
+			b.Close()
+			return
+		}
+	}()
+	// failed is the error of a failed round: the echo's, the loss
+	// timeout's, or the socket's joined with ctx's.
+	failed := func(err error) error {
+		select {
+		case e := <-echoErr:
+			if e != nil {
+				return e
+			}
+		default:
+		}
+		if noEcho.Load() {
+			return ErrNoEcho
+		}
+		return errors.Join(err, ctx.Err())
+	}
 	to := b.LocalAddr().(*net.UDPAddr).AddrPort()
 	msg, buf := make([]byte, size), make([]byte, size)
 	rtts := make([]time.Duration, 0, min(rounds, maxPrealloc))
@@ -71,11 +133,12 @@ func PingPong(ctx context.Context, size, warmup, rounds int) (PingPongResult, er
 		}
 		t0 := time.Now()
 		if _, err := a.WriteToUDPAddrPort(msg, to); err != nil {
-			return PingPongResult{}, errors.Join(err, ctx.Err())
+			return PingPongResult{}, failed(err)
 		}
 		if _, _, err := a.ReadFromUDPAddrPort(buf); err != nil {
-			return PingPongResult{}, errors.Join(err, ctx.Err())
+			return PingPongResult{}, failed(err)
 		}
+		done.Add(1)
 		if i >= warmup {
 			rtts = append(rtts, time.Since(t0))
 		}

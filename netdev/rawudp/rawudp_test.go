@@ -100,6 +100,17 @@ func TestPingPong(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestPingPongLostEcho: a round whose echo is lost ends the run with
+// ErrNoEcho after the loss timeout instead of blocking for ever.
+func TestPingPongLostEcho(t *testing.T) {
+	for _, at := range []int{0, 5} {
+		start := time.Now()
+		_, err := pingPong(context.Background(), 2, 2, 100, 50*time.Millisecond, func(i int) bool { return i == at })
+		require.ErrorIs(t, err, ErrNoEcho, "echo %d lost", at)
+		require.Less(t, time.Since(start), 5*time.Second)
+	}
+}
+
 // BenchmarkPingPong reports the raw UDP half round trip of 2-byte
 // datagrams (the floor for send-lat and write-lat's t_typical).
 func BenchmarkPingPong(b *testing.B) {
