@@ -34,8 +34,11 @@
 // in time-wait, or one this agent does not know, with a DREP; a REP for an
 // unknown connection with a REJ (invalid communication ID); a REQ for a
 // service nobody listens on with a REJ (invalid service ID); a duplicate REQ
-// for a connection in time-wait with a REJ (stale connection). Anything
-// else that does not fit the state is dropped and counted.
+// for a connection in time-wait with a REJ (stale connection). A REJ ends
+// only the connection both its IDs name (a REJ of a REQ, which names ours
+// only, only one that has no remote ID yet), as kernel ib_cm matches them
+// (cm_acquire_rejected_id). Anything else that does not fit the state is
+// dropped and counted.
 //
 // Transaction IDs follow kernel ib_cm's layout, so a capture of gorxe reads
 // like one of the kernel: the high 32 bits are the agent's number

@@ -151,16 +151,8 @@ func (a *Agent) Established(id ID) error {
 func (a *Agent) recvREJ(now time.Time, msg []byte) {
 	var rej packet.REJ
 	_ = rej.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
-	c := a.conns[ID(rej.RemoteCommID)]
-	if c == nil && rej.Reason == packet.RejTimeout && rej.RejectedInfoLen >= 8 {
-		// An active side that gave up its REQ knows no ID of ours: its
-		// REJ names itself by communication ID and, in the ARI, CA GUID
-		// (kernel cm_acquire_rejected_id), the key of the REQ it sent.
-		if id, ok := a.byRemote[remoteKey{rej.LocalCommID, binary.BigEndian.Uint64(rej.ARI[:])}]; ok {
-			c = a.conns[id]
-		}
-	}
-	if c == nil || rej.LocalCommID != 0 && c.remoteCommID() != 0 && rej.LocalCommID != c.remoteCommID() {
+	c := a.rejected(&rej)
+	if c == nil {
 		a.ctr.Dropped++
 		return
 	}
@@ -177,6 +169,35 @@ func (a *Agent) recvREJ(now time.Time, msg []byte) {
 	default:
 		a.ctr.Dropped++
 	}
+}
+
+// rejected returns the connection a REJ ends, or nil, matching the REJ's
+// IDs as kernel ib_cm does (cm_acquire_rejected_id, cm_acquire_id):
+//   - a REJ of a REQ (message rejected: REQ) names our ID only: it answers
+//     a REQ whose sender knows no ID of the peer's yet, so it ends only a
+//     connection that has no remote ID (the active side before the REP).
+//     A late or duplicated one, whose REQ a retry has meanwhile got
+//     through, must not end the connection that retry made;
+//   - any other REJ names both IDs, and both must match the connection's;
+//   - a REJ with reason Timeout from an active side that gave up its REQ
+//     knows no ID of ours: it names itself by its communication ID and, in
+//     the ARI, its CA GUID, the key of the REQ it sent (IBA 12.9.5.1).
+func (a *Agent) rejected(rej *packet.REJ) *conn {
+	if c := a.conns[ID(rej.RemoteCommID)]; c != nil {
+		if rej.MessageRejected == packet.MsgREQ {
+			if c.remoteCommID() == 0 {
+				return c
+			}
+		} else if rej.LocalCommID == c.remoteCommID() {
+			return c
+		}
+	}
+	if rej.Reason == packet.RejTimeout && rej.RejectedInfoLen >= 8 {
+		if id, ok := a.byRemote[remoteKey{rej.LocalCommID, binary.BigEndian.Uint64(rej.ARI[:])}]; ok {
+			return a.conns[id]
+		}
+	}
+	return nil
 }
 
 // clonePD returns a copy of private data without its trailing zeros (the

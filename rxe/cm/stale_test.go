@@ -1,0 +1,76 @@
+package cm
+
+import (
+	"testing"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
+)
+
+// TestStaleREJ: a REJ whose IDs do not name a connection as kernel ib_cm
+// matches them (cm_acquire_rejected_id) is dropped, and the connection it
+// seems to name stays as it was. A REJ of a REQ names our ID only, so it
+// ends only a connection that has no remote ID yet: a late or duplicated
+// one (the REQ it refused was retried and got through) used to end the
+// connection the retry made.
+func TestStaleREJ(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		server  bool // sent to the server (else to the client)
+		rej     func(cid, sid ID) packet.REJ
+		dropped bool
+	}{
+		{"REJ of a REQ, no local ID, to the established client", false, func(cid, sid ID) packet.REJ {
+			return packet.REJ{RemoteCommID: uint32(cid), MessageRejected: packet.MsgREQ, Reason: packet.RejNoResources}
+		}, true},
+		{"REJ of a REQ with the server's ID, to the established client", false, func(cid, sid ID) packet.REJ {
+			return packet.REJ{LocalCommID: uint32(sid), RemoteCommID: uint32(cid), MessageRejected: packet.MsgREQ,
+				Reason: packet.RejConsumerReject}
+		}, true},
+		{"REJ of a REP, no local ID, to the established server", true, func(cid, sid ID) packet.REJ {
+			return packet.REJ{RemoteCommID: uint32(sid), MessageRejected: packet.MsgREP, Reason: packet.RejConsumerReject}
+		}, true},
+		{"REJ naming another peer ID, to the established client", false, func(cid, sid ID) packet.REJ {
+			return packet.REJ{LocalCommID: uint32(sid) + 1, RemoteCommID: uint32(cid), MessageRejected: packet.MsgOther,
+				Reason: packet.RejTimeout}
+		}, true},
+		{"REJ timeout naming both IDs ends the client", false, func(cid, sid ID) packet.REJ {
+			return packet.REJ{LocalCommID: uint32(sid), RemoteCommID: uint32(cid), MessageRejected: packet.MsgOther,
+				Reason: packet.RejTimeout}
+		}, false},
+		{"REJ naming both IDs ends the server", true, func(cid, sid ID) packet.REJ {
+			return packet.REJ{LocalCommID: uint32(cid), RemoteCommID: uint32(sid), MessageRejected: packet.MsgOther,
+				Reason: packet.RejConsumerReject}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWire(t)
+			cid := w.connect()
+			sid := w.serverID()
+			require.Equal(t, StateEstablished, w.client.State(cid))
+			require.Equal(t, StateEstablished, w.server.State(sid))
+			a, id, from := w.client, cid, serverAddr
+			if tc.server {
+				a, id, from = w.server, sid, clientAddr
+			}
+			dropped := a.Counters().Dropped
+			var mad [packet.MADSize]byte
+			rej := tc.rej(cid, sid)
+			packet.EncodeCM(mad[:], 0x77, &rej)
+			a.Receive(w.now, from, mad[:])
+			_, sent := a.Poll()
+			require.False(t, sent, "a REJ is never answered")
+			ev, got := a.NextEvent()
+			if tc.dropped {
+				require.False(t, got, "no event: %+v", ev)
+				require.Equal(t, StateEstablished, a.State(id), "the connection is untouched")
+				require.Equal(t, dropped+1, a.Counters().Dropped)
+				return
+			}
+			require.True(t, got)
+			require.Equal(t, EventRejected, ev.Kind)
+			require.Equal(t, id, ev.ID)
+			require.Equal(t, StateTimeWait, a.State(id))
+		})
+	}
+}
