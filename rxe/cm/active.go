@@ -83,7 +83,12 @@ func (a *Agent) ConfirmREP(id ID, privateData []byte) error {
 
 // recvMRA handles an MRA (IBA 12.6.6): the peer received our REQ (or REP)
 // and needs up to its service timeout to answer, so the response timer
-// is pushed out to that plus the packet life time.
+// is pushed out to that plus the packet life time, and each retry then
+// waits as long. Only the first MRA of a message counts, as in kernel
+// cm_mra_handler (REQ sent → MRA REQ received, REP sent → MRA REP
+// received, where further MRAs are duplicates): a peer that kept sending
+// MRAs would otherwise hold the connection attempt open for ever, its
+// retries never running out.
 func (a *Agent) recvMRA(now time.Time, msg []byte) {
 	var mra packet.MRA
 	_ = mra.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
@@ -98,6 +103,11 @@ func (a *Agent) recvMRA(now time.Time, msg []byte) {
 		a.ctr.Dropped++
 		return
 	}
+	if c.mraRcvd {
+		a.ctr.Duplicates++
+		return
+	}
+	c.mraRcvd = true
 	c.wait = duration(mra.ServiceTimeout) + duration(a.cfg.PacketLifeTime)
 	c.deadline = now.Add(c.wait)
 }

@@ -108,7 +108,7 @@ type Event struct {
 // Counters count what the agent dropped or answered on its own.
 type Counters struct {
 	Dropped      uint64 // MADs that fit no state or failed to decode (a DREQ among them is still answered with a DREP)
-	Duplicates   uint64 // duplicate REQ, REP, DREQ answered again
+	Duplicates   uint64 // duplicate REQ, REP, DREQ answered again; duplicate RTU, DREP and MRA ignored
 	Retransmits  uint64 // REQ, REP and DREQ resent on timeout
 	RejectsSent  uint64 // REJs the agent sent on its own (no listener, timeout, stale, unknown)
 	TimeWaitExit uint64 // connections freed after time-wait

@@ -50,6 +50,9 @@ type conn struct {
 	wait     time.Duration // one attempt's response timeout
 	retries  uint8         // retransmissions left
 	deadline time.Time     // zero: no timer
+	// mraRcvd: the peer's MRA for our REQ (active) or REP (passive) has
+	// stretched the response timer; a later MRA does not (recvMRA).
+	mraRcvd bool
 }
 
 func (c *conn) remoteKey() remoteKey { return remoteKey{c.req.LocalCommID, c.req.LocalCAGUID} }

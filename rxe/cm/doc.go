@@ -24,6 +24,9 @@
 // resends the REQ up to MaxCMRetries times; the passive side waits for the
 // RTU for the active side's LocalCMResponseTimeout plus twice the packet
 // life time and resends the REP as often; a DREQ is resent the same way.
+// The peer's first MRA for a REQ or REP stretches each of its remaining
+// waits to the MRA's service timeout plus the packet life time; later
+// MRAs for it change nothing (kernel cm_mra_handler).
 // When retries run out, the side that timed out sends a REJ with reason
 // Timeout and reports EventTimeout; for a DREQ it gives up, enters
 // time-wait and reports EventDisconnected with Reason RejTimeout.
