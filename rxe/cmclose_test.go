@@ -107,6 +107,14 @@ func mutedCMDevices(t *testing.T) (da, db *Device, mb *mutedConn) {
 // port, and returns both ends' connections.
 func cmPair(ctx context.Context, t *testing.T, da, db *Device, port uint16) (cc, sc *CMConn) {
 	t.Helper()
+	return cmPairWith(ctx, t, da, db, port, CMOptions{})
+}
+
+// cmPairWith is cmPair with the client's CM timeouts and retries from
+// opts (its CMResponseTimeout and MaxCMRetries; the server's follow them,
+// as they come in the REQ).
+func cmPairWith(ctx context.Context, t *testing.T, da, db *Device, port uint16, opts CMOptions) (cc, sc *CMConn) {
+	t.Helper()
 	client, server := newCMEnd(t, da), newCMEnd(t, db)
 	l, err := db.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
 	require.NoError(t, err)
@@ -115,7 +123,8 @@ func cmPair(ctx context.Context, t *testing.T, da, db *Device, port uint16) (cc,
 		c, _ := l.Accept(ctx)
 		acc <- c
 	}()
-	cc, err = Dial(ctx, da, fmt.Sprintf("%v:%d", db.Addr().Addr(), port), CMOptions{PD: client.pd, SendCQ: client.cq})
+	cc, err = Dial(ctx, da, fmt.Sprintf("%v:%d", db.Addr().Addr(), port), CMOptions{PD: client.pd, SendCQ: client.cq,
+		CMResponseTimeout: opts.CMResponseTimeout, MaxCMRetries: opts.MaxCMRetries})
 	require.NoError(t, err)
 	sc = <-acc
 	require.NotNil(t, sc)

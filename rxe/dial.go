@@ -142,7 +142,7 @@ type CMConn struct {
 	events chan cm.Event
 	done   chan struct{}
 	once   sync.Once
-	err    error // why the connection ended (nil, or ErrClosed); set before done closes
+	err    error // why the connection ended (nil, ErrClosed or ErrCMTimeout); set before done closes
 }
 
 // Done is closed when the connection ends: the peer disconnected (the QP
@@ -164,7 +164,16 @@ func (c *CMConn) watch() {
 			return
 		case e := <-c.events:
 			switch e.Kind {
-			case cm.EventDisconnect, cm.EventRejected, cm.EventTimeout, cm.EventDisconnected:
+			case cm.EventDisconnected:
+				if e.Reason == packet.RejTimeout {
+					// Our DREQ's retries ran out with no DREP (kernel
+					// rdma_cm: DISCONNECTED with -ETIMEDOUT).
+					c.end(ErrCMTimeout)
+					return
+				}
+				c.end(nil)
+				return
+			case cm.EventDisconnect, cm.EventRejected, cm.EventTimeout:
 				c.end(nil)
 				return
 			}
@@ -173,7 +182,8 @@ func (c *CMConn) watch() {
 }
 
 // end moves the QP to ERR, forgets the connection's waiter and closes Done,
-// once; err is why it ended (nil, or ErrClosed), as Disconnect reports it.
+// once; err is why it ended (nil, ErrClosed, or ErrCMTimeout for a DREQ
+// the peer never answered), as Disconnect reports it.
 func (c *CMConn) end(err error) {
 	c.once.Do(func() {
 		c.err = err
@@ -188,8 +198,10 @@ func (c *CMConn) end(err error) {
 
 // Disconnect ends the connection (a CM DREQ) and waits for the peer's DREP
 // or ctx; the QP is then in ERR, its outstanding work requests flushed.
-// Destroying the QP is the caller's. Once the device is closed (before or
-// during the wait) it returns ErrClosed.
+// Destroying the QP is the caller's. If the peer never answers, the DREQ's
+// retries run out and it returns ErrCMTimeout, the connection ended all
+// the same. Once the device is closed (before or during the wait) it
+// returns ErrClosed.
 func (c *CMConn) Disconnect(ctx context.Context) error {
 	if c.dev.closed.Load() {
 		c.end(ErrClosed)
