@@ -2,6 +2,7 @@ package cm
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -14,6 +15,14 @@ import (
 // service ID, its QPN and starting PSN, the path, the timeouts and retry
 // counts, the private data).
 func (a *Agent) Connect(now time.Time, peer netip.Addr, req *packet.REQ) (ID, error) {
+	// The agent times the REQ with these fields: they must be what the
+	// wire carries (IBA 12.6.5: 5-bit timeouts, 4-bit retries), so that
+	// both sides time the connection alike.
+	if req.RemoteCMResponseTimeout > 31 || req.LocalCMResponseTimeout > 31 || req.MaxCMRetries > 15 ||
+		req.Primary.LocalACKTimeout > 31 {
+		return 0, fmt.Errorf("%w: REQ timeouts %d, %d, %d (at most 31), CM retries %d (at most 15)", ErrInvalid,
+			req.RemoteCMResponseTimeout, req.LocalCMResponseTimeout, req.Primary.LocalACKTimeout, req.MaxCMRetries)
+	}
 	if len(a.conns) >= a.cfg.MaxConns {
 		return 0, ErrTooMany
 	}
@@ -65,7 +74,8 @@ func (a *Agent) recvREP(from netip.Addr, tid uint64, msg []byte) {
 
 // ConfirmREP ends the active side's handshake once the consumer has moved
 // its QP to RTR and RTS with the REP's values: it sends the RTU with
-// privateData (at most 224 bytes) and the connection is established.
+// privateData (at most 224 bytes; more is ErrInvalid, as kernel
+// ib_send_cm_rtu refuses it) and the connection is established.
 func (a *Agent) ConfirmREP(id ID, privateData []byte) error {
 	c := a.conns[id]
 	if c == nil {
@@ -73,6 +83,9 @@ func (a *Agent) ConfirmREP(id ID, privateData []byte) error {
 	}
 	if c.state != StateREPRcvd {
 		return ErrState
+	}
+	if err := checkPD("RTU", privateData, packet.RTUPrivateDataSize); err != nil {
+		return err
 	}
 	c.rtu = packet.RTU{LocalCommID: uint32(id), RemoteCommID: c.rep.LocalCommID}
 	copy(c.rtu.PrivateData[:], privateData)
@@ -144,4 +157,14 @@ func (a *Agent) Abort(id ID) error {
 		return nil
 	}
 	return ErrState
+}
+
+// checkPD returns ErrInvalid if private data is longer than the n bytes
+// its message carries (kernel ib_cm's senders refuse it with -EINVAL
+// rather than cut it).
+func checkPD(msg string, pd []byte, n int) error {
+	if len(pd) > n {
+		return fmt.Errorf("%w: %d bytes of private data (a %s carries %d)", ErrInvalid, len(pd), msg, n)
+	}
+	return nil
 }

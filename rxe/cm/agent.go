@@ -45,6 +45,10 @@ var (
 	ErrListening = errors.New("cm: service ID already listened on")
 	// ErrTooMany: the agent tracks Config.MaxConns connections.
 	ErrTooMany = errors.New("cm: too many connections")
+	// ErrInvalid: an argument does not fit its field on the wire (private
+	// data longer than the message carries, a REQ field wider than its
+	// bits); nothing was sent and the connection is as it was.
+	ErrInvalid = errors.New("cm: argument out of range")
 )
 
 // Out is one MAD to send to QP1 of the node at To.

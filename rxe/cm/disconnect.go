@@ -8,9 +8,9 @@ import (
 )
 
 // Disconnect starts tearing down an established connection (IBA 12.9.6):
-// it sends a DREQ with privateData (at most 220 bytes) and waits for the
-// DREP, resending the DREQ up to the REQ's MaxCMRetries times.
-// EventDisconnected reports the end.
+// it sends a DREQ with privateData (at most 220 bytes; more is ErrInvalid)
+// and waits for the DREP, resending the DREQ up to the REQ's MaxCMRetries
+// times. EventDisconnected reports the end.
 func (a *Agent) Disconnect(now time.Time, id ID, privateData []byte) error {
 	c := a.conns[id]
 	if c == nil {
@@ -18,6 +18,9 @@ func (a *Agent) Disconnect(now time.Time, id ID, privateData []byte) error {
 	}
 	if c.state != StateEstablished {
 		return ErrState
+	}
+	if err := checkPD("DREQ", privateData, packet.DREQPrivateDataSize); err != nil {
+		return err
 	}
 	c.dreq = packet.DREQ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), RemoteQPN: c.remoteQPN()}
 	copy(c.dreq.PrivateData[:], privateData)

@@ -87,12 +87,16 @@ func (a *Agent) Accept(now time.Time, id ID, rep *packet.REP) error {
 }
 
 // Reject refuses connection id with reason and privateData (at most 148
-// bytes): the REQ on the passive side (before Accept), the REP on the
-// active side (before ConfirmREP). The connection is forgotten.
+// bytes; more is ErrInvalid): the REQ on the passive side (before Accept),
+// the REP on the active side (before ConfirmREP). The connection is
+// forgotten.
 func (a *Agent) Reject(id ID, reason packet.REJReason, privateData []byte) error {
 	c := a.conns[id]
 	if c == nil {
 		return ErrUnknownID
+	}
+	if err := checkPD("REJ", privateData, packet.REJPrivateDataSize); err != nil {
+		return err
 	}
 	rej := packet.REJ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), Reason: reason}
 	switch {
