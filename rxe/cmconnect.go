@@ -84,6 +84,9 @@ func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOpti
 	id, err := g.agent.Connect(now, to.Addr(), &req)
 	if err != nil {
 		g.mu.Unlock()
+		if errors.Is(err, cm.ErrInvalid) { // CMOptions.defaults has checked what the REQ carries
+			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNoResources, err)
 	}
 	events := g.wait(id)

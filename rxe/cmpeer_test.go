@@ -29,3 +29,32 @@ func TestDisconnectUnansweredIsTimeout(t *testing.T) {
 	require.Equal(t, QPSErr, cc.QP.State())
 	closedWithin(t, sc.Done(), "the server's connection (it got the DREQ)")
 }
+
+// TestCMOptionsOutOfRange: Dial and ListenCM refuse options wider than the
+// REQ's or the QP's fields, before anything goes out. Dial used to send a
+// REQ with them cut to their bits (a MaxCMRetries of 16 said 0 at the
+// peer, while this side retried 16 times; a retry count of 8 said 0), or
+// fail after the REQ with the QP's Modify, or blame missing resources.
+func TestCMOptionsOutOfRange(t *testing.T) {
+	da, _ := cmDevices(t, "pipe")
+	a := newCMEnd(t, da)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	for name, mut := range map[string]func(*CMOptions){
+		"Timeout 32":            func(o *CMOptions) { o.Timeout = 32 },
+		"CMResponseTimeout 32":  func(o *CMOptions) { o.CMResponseTimeout = 32 },
+		"MaxCMRetries 16":       func(o *CMOptions) { o.MaxCMRetries = 16 },
+		"RetryCnt 8":            func(o *CMOptions) { o.RetryCnt = 8 },
+		"RNRRetry 8":            func(o *CMOptions) { o.RNRRetry = 8 },
+		"ResponderResources -1": func(o *CMOptions) { o.ResponderResources = -1 },
+		"InitiatorDepth -1":     func(o *CMOptions) { o.InitiatorDepth = -1 },
+	} {
+		o := CMOptions{PD: a.pd, SendCQ: a.cq}
+		mut(&o)
+		_, err := Dial(ctx, da, "127.0.0.2:9", o)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+		_, err = da.ListenCM(9, o)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+	}
+	require.Zero(t, da.GSICounters().SentMADs, "no REQ went out")
+}

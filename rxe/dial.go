@@ -91,6 +91,19 @@ func (o *CMOptions) defaults(d *Device) error {
 	if o.PD.dev != d || o.SendCQ.dev != d || o.RecvCQ.dev != d || o.SRQ != nil && o.SRQ.dev != d {
 		return fmt.Errorf("%w: CMOptions has a PD, CQ or SRQ of another device than %s", ErrInvalidArgument, d.Name())
 	}
+	// Each of these goes on the wire in a field of a few bits (the REQ,
+	// IBA 12.6.5) and to the QP: a wider value would be cut there and
+	// refused by Modify only after the REQ or REP went out.
+	switch {
+	case o.Timeout > 31 || o.CMResponseTimeout > 31:
+		return fmt.Errorf("%w: CMOptions timeout %d, CM response timeout %d (at most 31)", ErrInvalidArgument, o.Timeout, o.CMResponseTimeout)
+	case o.RetryCnt > 7 || o.RNRRetry > 7:
+		return fmt.Errorf("%w: CMOptions retry count %d, RNR retry %d (at most 7)", ErrInvalidArgument, o.RetryCnt, o.RNRRetry)
+	case o.MaxCMRetries > 15:
+		return fmt.Errorf("%w: CMOptions CM retries %d (at most 15)", ErrInvalidArgument, o.MaxCMRetries)
+	case o.ResponderResources < 0 || o.InitiatorDepth < 0:
+		return fmt.Errorf("%w: CMOptions responder resources %d, initiator depth %d", ErrInvalidArgument, o.ResponderResources, o.InitiatorDepth)
+	}
 	if o.Cap.MaxSendWR == 0 {
 		o.Cap.MaxSendWR = 128
 	}
