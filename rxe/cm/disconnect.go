@@ -30,15 +30,22 @@ func (a *Agent) Disconnect(now time.Time, id ID, privateData []byte) error {
 	return nil
 }
 
-// recvDREQ handles a DREQ (IBA 12.9.6): it is always answered with a DREP,
-// even for a connection this agent does not know (kernel cm_dreq_handler),
-// so that the peer's retries end.
+// recvDREQ handles a DREQ (IBA 12.9.6). One whose IDs name no connection
+// of this agent is answered with a DREP all the same (kernel
+// cm_dreq_handler, cm_issue_drep), so that the peer's retries end. One
+// that names a connection but not its QP (Remote QPN) is dropped, as the
+// kernel drops it: a DREP would end the sender's side of a connection this
+// side keeps.
 func (a *Agent) recvDREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) {
 	var dreq packet.DREQ
 	_ = dreq.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(dreq.RemoteCommID)]
-	if c == nil || c.remoteCommID() != dreq.LocalCommID || c.localQPN() != dreq.RemoteQPN {
+	if c == nil || c.remoteCommID() != dreq.LocalCommID {
 		a.send(from, tid, &packet.DREP{LocalCommID: dreq.RemoteCommID, RemoteCommID: dreq.LocalCommID})
+		a.ctr.Dropped++
+		return
+	}
+	if c.localQPN() != dreq.RemoteQPN {
 		a.ctr.Dropped++
 		return
 	}

@@ -32,9 +32,11 @@
 // time-wait and reports EventDisconnected with Reason RejTimeout.
 //
 // Duplicates and late MADs are handled as IBA 12.9 and kernel ib_cm do: a
-// duplicate REQ is answered with an MRA while the consumer decides and with
-// the REP once it has; a duplicate REP with the RTU; a DREQ for a connection
-// in time-wait, or one this agent does not know, with a DREP; a REP for an
+// duplicate REQ is answered with an MRA while the consumer decides and
+// dropped once the REP is out (the REP's timer resends it); a duplicate REP
+// with the RTU; a DREQ for a connection in time-wait, or one this agent
+// does not know, with a DREP (one that names a connection but not its QP is
+// dropped, kernel cm_dreq_handler); a REP for an
 // unknown connection with a REJ (invalid communication ID); a REQ for a
 // service nobody listens on with a REJ (invalid service ID); a duplicate REQ
 // for a connection in time-wait with a REJ (stale connection). A REJ ends

@@ -74,3 +74,30 @@ func TestStaleREJ(t *testing.T) {
 		})
 	}
 }
+
+// TestDREQWrongQPN: a DREQ that names a connection by both IDs but not by
+// its QPN is dropped, as kernel cm_dreq_handler drops it; it used to be
+// answered with a DREP naming the connection, which ends the sender's
+// side while this side stays established. A DREQ of unknown IDs is still
+// answered.
+func TestDREQWrongQPN(t *testing.T) {
+	w := newWire(t)
+	cid := w.connect()
+	sid := w.serverID()
+	dropped := w.server.Counters().Dropped
+	var mad [packet.MADSize]byte
+	packet.EncodeCM(mad[:], 0x99, &packet.DREQ{LocalCommID: uint32(cid), RemoteCommID: uint32(sid), RemoteQPN: 0x23})
+	w.server.Receive(w.now, clientAddr, mad[:])
+	_, sent := w.server.Poll()
+	require.False(t, sent, "no DREP")
+	_, ev := w.server.NextEvent()
+	require.False(t, ev)
+	require.Equal(t, StateEstablished, w.server.State(sid))
+	require.Equal(t, dropped+1, w.server.Counters().Dropped)
+
+	packet.EncodeCM(mad[:], 0x9a, &packet.DREQ{LocalCommID: uint32(cid) + 1, RemoteCommID: uint32(sid), RemoteQPN: 0x22})
+	w.server.Receive(w.now, clientAddr, mad[:])
+	_, attr, _ := pollMAD(t, w.server, "a DREP for IDs of no connection")
+	require.Equal(t, packet.AttrDREP, attr)
+	require.Equal(t, StateEstablished, w.server.State(sid))
+}
