@@ -38,7 +38,7 @@ func (a *Agent) Connect(now time.Time, peer netip.Addr, req *packet.REQ) (ID, er
 
 // recvREP handles a REP (IBA 12.9.5.1): the answer to our REQ, or a
 // duplicate of it after our RTU was lost.
-func (a *Agent) recvREP(from netip.Addr, tid uint64, msg []byte) {
+func (a *Agent) recvREP(now time.Time, from netip.Addr, tid uint64, msg []byte) {
 	var rep packet.REP
 	_ = rep.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(rep.RemoteCommID)]
@@ -52,9 +52,20 @@ func (a *Agent) recvREP(from netip.Addr, tid uint64, msg []byte) {
 	}
 	switch c.state {
 	case StateREQSent:
+		if old, ok := a.byQP[qpKey{rep.LocalCAGUID, rep.LocalQPN}]; ok {
+			// Another connection has the peer's QP: reject the REP as
+			// stale and end that one; this one stays in REQ sent, its REQ
+			// retried, as in kernel cm_rep_handler.
+			a.send(from, tid, &packet.REJ{LocalCommID: rep.RemoteCommID, RemoteCommID: rep.LocalCommID,
+				MessageRejected: packet.MsgREP, Reason: packet.RejStaleConn})
+			a.ctr.RejectsSent++
+			a.staleQP(now, old)
+			return
+		}
 		c.rep = rep
 		c.state = StateREPRcvd
 		c.deadline = time.Time{}
+		a.indexQP(c)
 		r := rep
 		a.emit(Event{Kind: EventREP, ID: c.id, Peer: c.peer, REP: &r})
 	case StateEstablished:

@@ -125,6 +125,7 @@ type Agent struct {
 	cfg       Config
 	conns     map[ID]*conn
 	byRemote  map[remoteKey]ID
+	byQP      map[qpKey]ID
 	listeners map[uint64]struct{}
 	out       []Out
 	events    []Event
@@ -147,7 +148,8 @@ func NewAgent(cfg Config) *Agent {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 4096
 	}
-	return &Agent{cfg: cfg, conns: map[ID]*conn{}, byRemote: map[remoteKey]ID{}, listeners: map[uint64]struct{}{}}
+	return &Agent{cfg: cfg, conns: map[ID]*conn{}, byRemote: map[remoteKey]ID{}, byQP: map[qpKey]ID{},
+		listeners: map[uint64]struct{}{}}
 }
 
 // Counters returns the agent's counters.
@@ -277,7 +279,7 @@ func (a *Agent) Receive(now time.Time, from netip.Addr, mad []byte) {
 	case packet.AttrREJ:
 		a.recvREJ(now, msg)
 	case packet.AttrREP:
-		a.recvREP(from, h.TID, msg)
+		a.recvREP(now, from, h.TID, msg)
 	case packet.AttrRTU:
 		a.recvRTU(msg)
 	case packet.AttrDREQ:
@@ -300,5 +302,45 @@ func (a *Agent) free(id ID) {
 			delete(a.byRemote, c.remoteKey())
 		}
 	}
+	a.unindexQP(c)
 	delete(a.conns, id)
+}
+
+// qpKey identifies the peer's QP of a connection by the peer's CA GUID and
+// QPN (kernel ib_cm's remote QP table): one remote QP has one connection.
+type qpKey struct {
+	guid uint64
+	qpn  uint32
+}
+
+// remoteQP returns the key of the peer's QP: the REQ's on the passive side,
+// the REP's on the active side (nothing before the REP).
+func (c *conn) remoteQP() qpKey {
+	if c.passive {
+		return qpKey{c.req.LocalCAGUID, c.req.LocalQPN}
+	}
+	return qpKey{c.rep.LocalCAGUID, c.rep.LocalQPN}
+}
+
+// indexQP records connection c as the one of its peer's QP: a passive one
+// from its REQ, an active one from its REP, until it enters time-wait or
+// ends (kernel cm_insert_remote_qpn, cm_cleanup_timewait).
+func (a *Agent) indexQP(c *conn) { a.byQP[c.remoteQP()] = c.id }
+
+func (a *Agent) unindexQP(c *conn) {
+	if id, ok := a.byQP[c.remoteQP()]; ok && id == c.id {
+		delete(a.byQP, c.remoteQP())
+	}
+}
+
+// staleQP handles a REQ or REP that names a peer QP another connection
+// already has (IBA 12.9.8.4, stale connection; kernel cm_match_req and
+// cm_rep_handler): the peer has lost that connection (it restarted, or
+// gave up without being heard), so an established one is disconnected
+// with a DREQ, which the peer answers as one it does not know. The caller
+// rejects the REQ or REP with reason "stale connection".
+func (a *Agent) staleQP(now time.Time, id ID) {
+	if c := a.conns[id]; c != nil && c.state == StateEstablished {
+		_ = a.Disconnect(now, id, nil) // cannot fail: established, no private data
+	}
 }

@@ -109,6 +109,7 @@ func (a *Agent) arm(now time.Time, c *conn) {
 }
 
 func (a *Agent) enterTimeWait(now time.Time, c *conn) {
+	a.unindexQP(c) // the peer's QP may connect again (kernel cm_enter_timewait)
 	c.state = StateTimeWait
 	c.deadline = now.Add(a.timeWait(c))
 }

@@ -39,7 +39,11 @@
 // dropped, kernel cm_dreq_handler); a REP for an
 // unknown connection with a REJ (invalid communication ID); a REQ for a
 // service nobody listens on with a REJ (invalid service ID); a duplicate REQ
-// for a connection in time-wait with a REJ (stale connection). A REJ ends
+// for a connection in time-wait with a REJ (stale connection); a REQ or REP
+// from a peer QP (CA GUID and QPN) that another connection not yet in
+// time-wait has, with a REJ (stale connection), that other connection, if
+// established, getting a DREQ (IBA 12.9.8.4; kernel cm_match_req and
+// cm_rep_handler): the peer lost it, typically by restarting. A REJ ends
 // only the connection both its IDs name (a REJ of a REQ, which names ours
 // only, only one that has no remote ID yet), as kernel ib_cm matches them
 // (cm_acquire_rejected_id). Anything else that does not fit the state is

@@ -33,6 +33,23 @@ func checkInvariants(t *testing.T, a *Agent) {
 			t.Fatalf("stale remote index %v → %d", k, id)
 		}
 	}
+	// The remote QP index holds every connection that has its peer's QP
+	// (passive from the REQ, active from the REP) until time-wait, and
+	// nothing else.
+	indexed := 0
+	for id, c := range a.conns {
+		want := c.state != StateTimeWait && (c.passive || c.state == StateREPRcvd || c.state == StateEstablished ||
+			c.state == StateDREQSent)
+		if got, ok := a.byQP[c.remoteQP()]; want && (!ok || got != id) {
+			t.Fatalf("conn %d in %v is not in the remote QP index", id, c.state)
+		}
+		if want {
+			indexed++
+		}
+	}
+	if len(a.byQP) != indexed {
+		t.Fatalf("remote QP index holds %d connections, want %d", len(a.byQP), indexed)
+	}
 	if a.Len() > a.cfg.MaxConns {
 		t.Fatalf("%d connections, max %d", a.Len(), a.cfg.MaxConns)
 	}
@@ -215,7 +232,11 @@ func FuzzReceive(f *testing.F) {
 		w := newWire(t)
 		w.connect()
 		w.autoREQ = false
-		w.connect()
+		req := testREQ()
+		req.LocalQPN++ // another QP: not a stale connection
+		_, err := w.client.Connect(w.now, serverAddr, req)
+		require.NoError(t, err)
+		w.pump()
 		require.Equal(t, 2, w.server.Len())
 		dropped := w.server.Counters().Dropped
 		w.server.Receive(w.now, clientAddr, b)

@@ -22,6 +22,11 @@ func (a *Agent) recvREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) 
 		a.send(from, tid, &packet.REJ{RemoteCommID: req.LocalCommID, MessageRejected: packet.MsgREQ, Reason: r})
 		a.ctr.RejectsSent++
 	}
+	if old, ok := a.byQP[qpKey{req.LocalCAGUID, req.LocalQPN}]; ok {
+		reject(packet.RejStaleConn)
+		a.staleQP(now, old)
+		return
+	}
 	if _, ok := a.listeners[req.ServiceID]; !ok {
 		reject(packet.RejInvalidServiceID)
 		return
@@ -38,6 +43,7 @@ func (a *Agent) recvREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) 
 	c := &conn{id: id, state: StateREQRcvd, passive: true, peer: from, tid: tid, req: req}
 	a.conns[id] = c
 	a.byRemote[c.remoteKey()] = id
+	a.indexQP(c)
 	r := req
 	a.emit(Event{Kind: EventREQ, ID: id, Peer: from, REQ: &r})
 }

@@ -2,6 +2,7 @@ package cm
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
@@ -100,4 +101,60 @@ func TestDREQWrongQPN(t *testing.T) {
 	_, attr, _ := pollMAD(t, w.server, "a DREP for IDs of no connection")
 	require.Equal(t, packet.AttrDREP, attr)
 	require.Equal(t, StateEstablished, w.server.State(sid))
+}
+
+// TestStaleConnection: a REQ or REP from a peer QP that another
+// connection already has means the peer lost that connection (it
+// restarted without a DREQ): the REQ or REP is rejected with reason
+// "stale connection" and the old connection, if established, is
+// disconnected (IBA 12.9.8.4; kernel cm_match_req, cm_rep_handler). The
+// restarted peer answers the DREQ of a connection it does not know, so the
+// old connection ends, and the peer's next attempt connects. The old
+// connection used to stay established for ever, its peer long gone.
+func TestStaleConnection(t *testing.T) {
+	t.Run("REQ: the client restarted", func(t *testing.T) {
+		w := newWire(t)
+		w.connect()
+		old := w.serverID()
+		// The client comes back with the same CA GUID and QPN, other IDs;
+		// the old agent is gone.
+		w.client = NewAgent(Config{CAGUID: 0xC1, TIDHigh: 3, PacketLifeTime: 10, NextCommID: counterFrom(0x500)})
+		w.events["client"], w.log = nil, nil
+		id := w.connect()
+		require.Equal(t, []string{"client REQ", "server REJ", "server DREQ", "client DREP"}, w.log)
+		require.Equal(t, []EventKind{EventRejected}, w.kinds("client"))
+		require.Equal(t, packet.RejStaleConn, w.events["client"][0].Reason)
+		require.Equal(t, StateIdle, w.client.State(id))
+		require.Equal(t, []EventKind{EventREQ, EventEstablished, EventDisconnected}, w.kinds("server"))
+		require.Equal(t, StateTimeWait, w.server.State(old), "the old connection ended")
+
+		id = w.connect() // the retry
+		require.Equal(t, StateEstablished, w.client.State(id))
+		require.Equal(t, 2, w.server.Len(), "the new connection and the old one in time-wait")
+		w.settle()
+		require.Equal(t, 1, w.server.Len())
+	})
+	t.Run("REP: the server restarted", func(t *testing.T) {
+		w := newWire(t)
+		old := w.connect()
+		// The server comes back with the same CA GUID and QPN, other IDs.
+		w.server = NewAgent(Config{CAGUID: 0x5E, TIDHigh: 4, PacketLifeTime: 10, NextCommID: counterFrom(0x2000)})
+		require.NoError(t, w.server.Listen(service))
+		w.events["client"], w.events["server"], w.log = nil, nil, nil
+		req := testREQ()
+		req.LocalQPN = 0x12
+		id, err := w.client.Connect(w.now, serverAddr, req)
+		require.NoError(t, err)
+		w.pump()
+		require.Equal(t, []string{"client REQ", "server REP", "client REJ", "client DREQ", "server DREP"}, w.log)
+		require.Equal(t, []EventKind{EventDisconnected}, w.kinds("client"), "the old connection ended")
+		require.Equal(t, old, w.events["client"][0].ID)
+		require.Equal(t, StateTimeWait, w.client.State(old))
+		require.Equal(t, StateREQSent, w.client.State(id), "the new one waits, its REQ to be retried")
+		require.Equal(t, []EventKind{EventREQ, EventRejected}, w.kinds("server"))
+		require.Equal(t, packet.RejStaleConn, w.events["server"][1].Reason)
+
+		w.advance(time.Second) // the REQ's retry connects
+		require.Equal(t, StateEstablished, w.client.State(id))
+	})
 }
