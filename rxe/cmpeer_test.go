@@ -58,3 +58,21 @@ func TestCMOptionsOutOfRange(t *testing.T) {
 	}
 	require.Zero(t, da.GSICounters().SentMADs, "no REQ went out")
 }
+
+// TestDisconnectRacingClose: a Disconnect that finds the device open and
+// then its connection manager shut down (Device.Close ran in between: it
+// sets closed, then shuts the CM down, which forgets every connection)
+// returns ErrClosed, as it does when the device is closed before it; it
+// used to take the forgotten connection for one the peer had ended and
+// return nil.
+func TestDisconnectRacingClose(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, _ := cmPair(ctx, t, da, db, 28)
+	// The part of Close that Disconnect can meet after its check of
+	// closed: the CM is shut down.
+	da.gsiOf().shutdown()
+	require.ErrorIs(t, cc.Disconnect(ctx), ErrClosed)
+	closedWithin(t, cc.Done(), "the connection")
+}

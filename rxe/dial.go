@@ -222,6 +222,13 @@ func (c *CMConn) Disconnect(ctx context.Context) error {
 	}
 	g := c.dev.gsiOf()
 	g.mu.Lock()
+	if g.down {
+		// Close ran since the check above: its shutdown forgot the
+		// connection (and sent the DREQ).
+		g.mu.Unlock()
+		c.end(ErrClosed)
+		return ErrClosed
+	}
 	err := g.agent.Disconnect(time.Now(), c.id, nil)
 	g.step(time.Now())
 	g.mu.Unlock()
