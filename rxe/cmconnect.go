@@ -179,6 +179,8 @@ type CMListener struct {
 // Accept creates each connection's QP with opts. A request while no
 // Accept is waiting stays queued (up to 64; beyond, it is rejected with
 // "no resources"); the peer's CM is told to wait (MRA) if it asks again.
+// A request that is not for an RC connection or lacks RDMA CM's IP header
+// is rejected (consumer reject) and never queued.
 func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed

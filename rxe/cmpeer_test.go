@@ -2,9 +2,12 @@ package rxe
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -75,4 +78,69 @@ func TestDisconnectRacingClose(t *testing.T) {
 	da.gsiOf().shutdown()
 	require.ErrorIs(t, cc.Disconnect(ctx), ErrClosed)
 	closedWithin(t, cc.Done(), "the connection")
+}
+
+// sendMAD writes a CM MAD from QP1 of device from to QP1 of device to, as
+// from's GSI would (the test's own MAD, beside from's CM).
+func sendMAD(t *testing.T, from, to *Device, tid uint64, m packet.CMMessage) {
+	t.Helper()
+	var mad [packet.MADSize]byte
+	packet.EncodeCM(mad[:], tid, m)
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
+		DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
+	ph := packet.PseudoHeader{Src: from.addr, Dst: to.addr, SrcPort: from.port, DstPort: to.port, IPFlags: packet.IPv4FlagDF}
+	buf := make([]byte, maxPacket)
+	n, err := packet.Build(buf, &h, mad[:], &ph)
+	require.NoError(t, err)
+	_, err = from.vecs[0].conn.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: to.Addr(), Local: from.addr}})
+	require.NoError(t, err)
+}
+
+// TestAcceptSkipsMalformedREQ: a REQ that RDMA CM cannot take — no valid
+// IP header in its private data, or a transport other than RC for a
+// listener of the TCP port space — is rejected (consumer reject, as
+// kernel rdma_cm's cma_ib_req_handler refuses it before any consumer sees
+// it) and never reaches Accept. Accept used to return it: an error for a
+// missing IP header, which ends an accept loop, and for a UC REQ an RC QP
+// and a REP, then a wait for an RTU that the RC-less peer would not send.
+func TestAcceptSkipsMalformedREQ(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const port = 29
+	l, err := db.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	defer l.Close()
+
+	ip := make([]byte, packet.CMIPHeaderSize)
+	(&packet.CMIPHeader{SrcPort: 40000, Src: da.addr, Dst: db.addr}).Encode(ip)
+	bad := []packet.REQ{
+		{LocalCommID: 0x70, LocalQPN: 0x700}, // no IP header: its private data is zero
+		{LocalCommID: 0x71, LocalQPN: 0x701, TransportServiceType: packet.CMTransportUC},
+	}
+	copy(bad[1].PrivateData[:], ip)
+	for i := range bad {
+		r := &bad[i]
+		r.ServiceID, r.LocalCAGUID = packet.RDMACMServiceID(packet.RDMACMProtoTCP, port), 0xBAD
+		r.RemoteCMResponseTimeout, r.LocalCMResponseTimeout, r.MaxCMRetries = 8, 8, 0
+		sendMAD(t, da, db, uint64(0x70+i), r)
+	}
+	require.Eventually(t, func() bool { return db.GSICounters().RcvdMADs >= 2 }, 2*time.Second, time.Millisecond)
+
+	dialed := make(chan *CMConn, 1)
+	go func() {
+		cc, err := Dial(ctx, da, fmt.Sprintf("%v:%d", db.Addr().Addr(), port), CMOptions{PD: client.pd, SendCQ: client.cq})
+		if err != nil {
+			t.Errorf("Dial: %v", err)
+		}
+		dialed <- cc
+	}()
+	sc, err := l.Accept(ctx)
+	require.NoError(t, err, "Accept returns the good REQ's connection")
+	cc := <-dialed
+	require.NotNil(t, cc)
+	require.Equal(t, cc.QP.QPN(), sc.Remote.QPN)
+	require.Empty(t, l.reqs)
+	waitCMConns(t, db, 1, "the malformed REQs left nothing behind")
 }

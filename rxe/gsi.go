@@ -164,6 +164,13 @@ func (g *gsi) dispatch(e cm.Event) {
 			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			return
 		}
+		if !rdmaCMRequest(e.REQ) {
+			// Kernel rdma_cm refuses such a REQ before its consumer sees it
+			// (cma_ib_req_handler: cma_check_req_qp_type, the IP header of
+			// cma_save_req_info), and ib_cm rejects it for the consumer.
+			_ = g.agent.Reject(e.ID, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
+			return
+		}
 		select {
 		case l.reqs <- e:
 		default:
@@ -177,6 +184,15 @@ func (g *gsi) dispatch(e cm.Event) {
 		default:
 		}
 	}
+}
+
+// rdmaCMRequest reports whether a REQ is one a listener of RDMA CM's TCP
+// port space can take: an RC connection whose private data begins with a
+// valid IP CM header (IBTA Annex A11.2.2.1). Accept makes an RC QP from it
+// and reads the active side's port from that header.
+func rdmaCMRequest(req *packet.REQ) bool {
+	var ip packet.CMIPHeader
+	return req.TransportServiceType == packet.CMTransportRC && ip.Decode(req.PrivateData[:]) == nil
 }
 
 // send writes one MAD as a UD SEND_ONLY from QP1 to QP1 of o.To, with the
