@@ -98,7 +98,7 @@ func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOpti
 		select {
 		case <-ctx.Done():
 			g.mu.Lock()
-			_ = g.agent.Abort(id) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
+			_ = g.agent.Abort(time.Now(), id) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			delete(g.waiters, id)
 			g.step(time.Now())
 			g.mu.Unlock()
@@ -325,9 +325,10 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 		g.mu.Lock()
 		if !d.closed.Load() {
 			// Given up in REP sent (ctx ended): a REJ tells the peer, whose
-			// Dial may have succeeded already (IBA 12.9.8). In any other
+			// Dial may have succeeded already (IBA 12.9.8); established
+			// meanwhile (the RTU came as ctx ended): a DREQ. In any other
 			// state the connection already ended: ErrUnknownID or ErrState.
-			_ = g.agent.Abort(e.ID)
+			_ = g.agent.Abort(time.Now(), e.ID)
 			g.step(time.Now())
 		}
 		delete(g.waiters, e.ID)

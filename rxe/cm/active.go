@@ -142,13 +142,19 @@ func (a *Agent) recvMRA(now time.Time, msg []byte) {
 // The peer gets a REJ with reason Timeout (kernel cm_destroy_id in REQ sent
 // and REP sent; for the latter the REJ rejects "other", as kernel
 // cm_format_rej's, and ends the peer's connection even if it already sent
-// its RTU), and the connection is forgotten.
-func (a *Agent) Abort(id ID) error {
+// its RTU), and the connection is forgotten. An attempt that got
+// established as the consumer gave up (its RTU came just before) is
+// disconnected instead, a DREQ ending the peer's side too (kernel
+// cm_destroy_id in established): the consumer will not use it, and left
+// established it would be kept on both sides for ever.
+func (a *Agent) Abort(now time.Time, id ID) error {
 	c := a.conns[id]
 	if c == nil {
 		return ErrUnknownID
 	}
 	switch {
+	case c.state == StateEstablished:
+		return a.Disconnect(now, id, nil)
 	case !c.passive && c.state == StateREQSent:
 		// "Other", as kernel cm_format_rej in REQ sent; the peer finds
 		// the connection by our ID and the ARI's GUID (recvREJ).

@@ -336,16 +336,16 @@ func TestAbort(t *testing.T) {
 	w := newWire(t)
 	w.fate = lose(map[string][]int{"client REQ": {0}})
 	id := w.connect()
-	require.NoError(t, w.client.Abort(id))
+	require.NoError(t, w.client.Abort(w.now, id))
 	require.Zero(t, w.client.Len())
-	require.ErrorIs(t, w.client.Abort(id), ErrUnknownID)
+	require.ErrorIs(t, w.client.Abort(w.now, id), ErrUnknownID)
 	_, rej := pollREJ(t, w.client)
 	require.Equal(t, packet.RejTimeout, rej.Reason)
 
 	w = newWire(t)
 	w.autoREP = false
 	id = w.connect()
-	require.NoError(t, w.client.Abort(id))
+	require.NoError(t, w.client.Abort(w.now, id))
 	w.pump()
 	require.Equal(t, []EventKind{EventREQ, EventRejected}, w.kinds("server"))
 	require.Zero(t, w.server.Len())
@@ -361,7 +361,7 @@ func TestAbortREPSent(t *testing.T) {
 	sid := w.serverID()
 	require.Equal(t, StateREPSent, w.server.State(sid))
 	require.Equal(t, StateEstablished, w.client.State(cid))
-	require.NoError(t, w.server.Abort(sid))
+	require.NoError(t, w.server.Abort(w.now, sid))
 	require.Zero(t, w.server.Len())
 	o, rej := pollREJ(t, w.server)
 	require.Equal(t, packet.RejTimeout, rej.Reason)
@@ -370,7 +370,7 @@ func TestAbortREPSent(t *testing.T) {
 	w.pump()
 	require.Equal(t, []EventKind{EventREP, EventRejected}, w.kinds("client"))
 	require.Equal(t, StateTimeWait, w.client.State(cid))
-	require.ErrorIs(t, w.server.Abort(sid), ErrUnknownID)
+	require.ErrorIs(t, w.server.Abort(w.now, sid), ErrUnknownID)
 	w.settle()
 	require.Zero(t, w.client.Len())
 }
@@ -438,4 +438,25 @@ func TestShutdown(t *testing.T) {
 			require.Zero(t, peer.Len(), "the peer forgets the connection too")
 		})
 	}
+}
+
+// TestAbortEstablished: a consumer that gives up an attempt which got
+// established just before (the RTU came as its context ended) disconnects
+// it: a DREQ ends the peer's side too. Abort used to refuse it (ErrState),
+// and rxe's Accept then destroyed the QP of a connection both agents kept
+// established for ever.
+func TestAbortEstablished(t *testing.T) {
+	w := newWire(t)
+	cid := w.connect()
+	sid := w.serverID()
+	require.Equal(t, StateEstablished, w.server.State(sid))
+	require.NoError(t, w.server.Abort(w.now, sid))
+	w.pump()
+	require.Equal(t, []string{"client REQ", "server REP", "client RTU", "server DREQ", "client DREP"}, w.log)
+	require.Equal(t, []EventKind{EventREP, EventDisconnect}, w.kinds("client"))
+	require.Equal(t, StateTimeWait, w.client.State(cid))
+	require.Equal(t, StateTimeWait, w.server.State(sid))
+	w.settle()
+	require.Zero(t, w.client.Len())
+	require.Zero(t, w.server.Len())
 }

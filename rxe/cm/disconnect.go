@@ -105,7 +105,7 @@ func (a *Agent) Shutdown(now time.Time) {
 	for id, c := range a.conns {
 		switch {
 		case !c.passive && c.state == StateREQSent:
-			_ = a.Abort(id)
+			_ = a.Abort(now, id)
 		case c.state == StateREQRcvd || c.state == StateMRASent || c.state == StateREPRcvd:
 			_ = a.Reject(id, packet.RejConsumerReject, nil)
 		case c.passive && c.state == StateREPSent:
