@@ -78,7 +78,11 @@ func FuzzAgent(f *testing.F) {
 			prog = prog[1:]
 			switch op & 7 {
 			case 0:
-				_, _ = w.client.Connect(w.now, serverAddr, testREQ())
+				// QPs 0x11 to 0x14: a QP that another connection has
+				// makes a stale connection.
+				req := testREQ()
+				req.LocalQPN += uint32(op>>3) & 3
+				_, _ = w.client.Connect(w.now, serverAddr, req)
 			case 1, 2:
 				a := w.client
 				if op&7 == 2 {

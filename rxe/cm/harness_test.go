@@ -44,6 +44,9 @@ type wire struct {
 	autoREQ  bool // the server's consumer accepts REQs at once
 	autoREP  bool // the client's consumer confirms REPs at once
 	rejectPD []byte
+	// accepted counts the REQs the server's consumer accepted: each gets a
+	// QP of its own, QPN 0x22 for the first.
+	accepted uint32
 }
 
 type heldMAD struct {
@@ -145,7 +148,10 @@ func (w *wire) consume(a *Agent, e Event) {
 	var err error
 	switch {
 	case e.Kind == EventREQ && w.autoREQ:
-		err = a.Accept(w.now, e.ID, testREP())
+		rep := testREP()
+		rep.LocalQPN += w.accepted
+		w.accepted++
+		err = a.Accept(w.now, e.ID, rep)
 	case e.Kind == EventREQ && w.rejectPD != nil:
 		err = a.Reject(e.ID, packet.RejConsumerReject, w.rejectPD)
 	case e.Kind == EventREP && w.autoREP:

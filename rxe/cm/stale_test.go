@@ -140,6 +140,7 @@ func TestStaleConnection(t *testing.T) {
 		// The server comes back with the same CA GUID and QPN, other IDs.
 		w.server = NewAgent(Config{CAGUID: 0x5E, TIDHigh: 4, PacketLifeTime: 10, NextCommID: counterFrom(0x2000)})
 		require.NoError(t, w.server.Listen(service))
+		w.accepted = 0 // its QPs are numbered from the start again
 		w.events["client"], w.events["server"], w.log = nil, nil, nil
 		req := testREQ()
 		req.LocalQPN = 0x12
