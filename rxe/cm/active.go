@@ -132,7 +132,7 @@ func (a *Agent) recvMRA(now time.Time, msg []byte) {
 		return
 	}
 	c.mraRcvd = true
-	c.wait = duration(mra.ServiceTimeout) + duration(a.cfg.PacketLifeTime)
+	c.wait = duration(a.fromPeer(mra.ServiceTimeout)) + duration(a.cfg.PacketLifeTime)
 	c.deadline = now.Add(c.wait)
 }
 

@@ -30,6 +30,14 @@ type Config struct {
 	// time-wait); a REQ beyond it is rejected with "no resources". 0 means
 	// 4096.
 	MaxConns int
+	// MaxPeerTimeout is the largest timeout exponent the agent takes from
+	// a peer: the CM response timeout of its REQ (how long we wait for its
+	// RTU, each of up to 16 tries), the service timeout of its MRA, the
+	// local ACK timeout of its REQ (our time-wait). Larger ones count as
+	// it. The wire allows 31, 4.096 µs · 2^31 ≈ 2.4 h, so a peer that
+	// announces that and dies holds a connection, and an Accept, for
+	// some 38 h; rdma_cm announces 20 (4.3 s). 0 means 24 (about 69 s).
+	MaxPeerTimeout uint8
 }
 
 // ID names one connection of an Agent: its local communication ID.
@@ -147,6 +155,9 @@ func NewAgent(cfg Config) *Agent {
 	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 4096
+	}
+	if cfg.MaxPeerTimeout == 0 {
+		cfg.MaxPeerTimeout = 24
 	}
 	return &Agent{cfg: cfg, conns: map[ID]*conn{}, byRemote: map[remoteKey]ID{}, byQP: map[qpKey]ID{},
 		listeners: map[uint64]struct{}{}}

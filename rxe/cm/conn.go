@@ -88,17 +88,21 @@ func (c *conn) remoteQPN() uint32 {
 func (a *Agent) peerResponse(c *conn) time.Duration {
 	t := c.req.RemoteCMResponseTimeout
 	if c.passive {
-		t = c.req.LocalCMResponseTimeout
+		t = a.fromPeer(c.req.LocalCMResponseTimeout)
 	}
 	return duration(t) + 2*duration(a.cfg.PacketLifeTime)
 }
 
 // timeWait returns how long a connection stays in time-wait: the local ACK
 // timeout plus twice the packet life time, so that packets of the old
-// connection are gone from the network (IBA 12.9.8.4).
+// connection are gone from the network (IBA 12.9.8.4). On the passive side
+// the timeout is the peer's (its REQ's), bounded by Config.MaxPeerTimeout.
 func (a *Agent) timeWait(c *conn) time.Duration {
-	return duration(c.req.Primary.LocalACKTimeout) + 2*duration(a.cfg.PacketLifeTime)
+	return duration(a.fromPeer(c.req.Primary.LocalACKTimeout)) + 2*duration(a.cfg.PacketLifeTime)
 }
+
+// fromPeer bounds a timeout exponent a peer chose by Config.MaxPeerTimeout.
+func (a *Agent) fromPeer(t uint8) uint8 { return min(t, a.cfg.MaxPeerTimeout) }
 
 // arm starts the response timer of a message just sent, with the REQ's
 // retry budget.

@@ -26,7 +26,11 @@
 // life time and resends the REP as often; a DREQ is resent the same way.
 // The peer's first MRA for a REQ or REP stretches each of its remaining
 // waits to the MRA's service timeout plus the packet life time; later
-// MRAs for it change nothing (kernel cm_mra_handler).
+// MRAs for it change nothing (kernel cm_mra_handler). A timeout exponent
+// taken from the peer (its REQ's response and local ACK timeouts, its MRA's
+// service timeout) counts for at most Config.MaxPeerTimeout (24, about
+// 69 s), so that a peer announcing the wire's 31 (about 2.4 h per wait)
+// and dying holds nothing for days.
 // When retries run out, the side that timed out sends a REJ with reason
 // Timeout and reports EventTimeout; for a DREQ it gives up, enters
 // time-wait and reports EventDisconnected with Reason RejTimeout.
