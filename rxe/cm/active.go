@@ -43,8 +43,11 @@ func (a *Agent) recvREP(now time.Time, from netip.Addr, tid uint64, msg []byte) 
 	_ = rep.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
 	c := a.conns[ID(rep.RemoteCommID)]
 	if c == nil || c.passive {
-		// kernel ib_cm (cm_rep_handler): a REP for no connection of ours
-		// is rejected with "invalid communication ID".
+		// A REP for no connection of ours is rejected with "invalid
+		// communication ID" (IBA 12.6.7, reason 6), so that a passive
+		// side whose REQ we gave up on stops resending its REP. Kernel
+		// ib_cm drops it instead (cm_dup_rep_handler finds no
+		// connection).
 		a.send(from, tid, &packet.REJ{LocalCommID: rep.RemoteCommID, RemoteCommID: rep.LocalCommID,
 			MessageRejected: packet.MsgREP, Reason: packet.RejInvalidCommID})
 		a.ctr.RejectsSent++
