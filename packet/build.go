@@ -110,14 +110,20 @@ type Frame struct {
 }
 
 // Begin checks a packet of opcode h.BTH.Opcode with n payload bytes as
-// Parse would (the opcode is known, carries a payload if n > 0, exactly 8
-// bytes for ATOMIC_WRITE), checks that b holds it and that ph is valid
-// (nil: the ICRC slot is zeroed, for a caller that computes it later), and
-// writes the headers of h into b with the BTH pad count computed from n.
+// Parse would (the opcode is known, the transport header version is 0, the
+// opcode carries a payload if n > 0, exactly 8 bytes for ATOMIC_WRITE),
+// checks that b holds it and that ph is valid (nil: the ICRC slot is
+// zeroed, for a caller that computes it later), and writes the headers of h
+// into b with the BTH pad count computed from n.
 func Begin(b []byte, h *Headers, n int, ph *PseudoHeader) (Frame, error) {
 	info := &opTable[h.BTH.Opcode]
 	if info.Length == 0 {
 		return Frame{}, ErrUnknownOpcode
+	}
+	// TVer is 4 bits on the wire (IBA 9.2.5); a receiver drops a packet
+	// whose TVer is not 0 (Parse, rxe hdr_check), so none is built.
+	if h.BTH.TVer&0x0F != 0 {
+		return Frame{}, ErrBadTransportVersion
 	}
 	if n < 0 || info.Mask&MaskPayload == 0 && n != 0 ||
 		info.Mask&MaskAtomicWrite != 0 && n != 8 {

@@ -12,6 +12,7 @@ var (
 	// ICRC require.
 	ErrTruncated = errors.New("packet: truncated")
 	// ErrBadTransportVersion: BTH TVer is not 0 (rxe hdr_check drops it).
+	// Begin and Build return it too, for headers with a TVer not 0.
 	ErrBadTransportVersion = errors.New("packet: transport header version not 0")
 	// ErrUnknownOpcode: the opcode is reserved or of a transport this
 	// package does not decode (XRC, manufacturer specific).

@@ -205,6 +205,11 @@ func TestBuildErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadLength)
 	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCAtomicWrite}}, []byte{1}, nil)
 	require.ErrorIs(t, err, ErrBadLength)
+	// Parse drops TVer != 0, so Build, whose packets parse, refuses it.
+	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly, TVer: 1}}, nil, nil)
+	require.ErrorIs(t, err, ErrBadTransportVersion)
+	_, err = Begin(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly, TVer: 15}}, 0, &testPH)
+	require.ErrorIs(t, err, ErrBadTransportVersion)
 	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly}}, make([]byte, 64), nil)
 	require.ErrorIs(t, err, ErrBufferTooSmall)
 	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly}}, nil, &PseudoHeader{})
