@@ -234,7 +234,7 @@ func def(op Opcode, name string, m Mask) {
 
 // The table below is written from IBA 9.2.1 table 38 and the header lists of
 // 9.3; it agrees with rxe_opcode.c for RC, UC and UD, and with ib_pack.h for
-// the RD names.
+// the RD names (ib_pack.h has no RD RESYNC).
 func init() {
 	const (
 		pay  = MaskPayload
@@ -292,6 +292,10 @@ func init() {
 		}
 		def(TransportRD|r.op, "RD_"+r.name, m)
 	}
+	// RESYNC (operation 10101b) exists in RD only: BTH, RDETH, DETH and
+	// no payload (IBA 9.2.1 table 38, the header lists of 9.3). The
+	// kernel has no RD RESYNC; in RC and UC the operation is reserved.
+	def(TransportRD|0x15, "RD_RESYNC", req|MaskRDETH|MaskDETH|only)
 	def(RCSendLastWithInvalidate, "RC_SEND_LAST_WITH_INVALIDATE", req|pay|MaskSend|MaskIETH|MaskComp|end)
 	def(RCSendOnlyWithInvalidate, "RC_SEND_ONLY_WITH_INVALIDATE", req|pay|MaskSend|MaskIETH|MaskRWR|MaskComp|only)
 	def(RCAtomicWrite, "RC_ATOMIC_WRITE", req|pay|MaskWrite|MaskAtomicWrite|MaskRETH|only)

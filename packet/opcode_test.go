@@ -89,6 +89,7 @@ func TestOpcodeTableOthers(t *testing.T) {
 		{0x4E, "RD_RDMA_READ_RESPONSE_MIDDLE", 16},
 		{0x52, "RD_ATOMIC_ACKNOWLEDGE", 28},
 		{0x53, "RD_COMPARE_SWAP", 52},
+		{0x55, "RD_RESYNC", 24},
 		{0x64, "UD_SEND_ONLY", 20},
 		{0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", 24},
 		{0x81, "CNP", 28},
@@ -97,15 +98,21 @@ func TestOpcodeTableOthers(t *testing.T) {
 		require.Equal(t, tc.name, tc.op.String())
 		require.Equal(t, tc.length, tc.op.Info().Length, tc.name)
 	}
+	// RD RESYNC: BTH, RDETH, DETH, no payload (IBA 9.2.1 table 38, 9.3).
+	resync := Opcode(0x55).Info()
+	require.Equal(t, Mask(MaskRDETH|MaskDETH), resync.Mask&Mask(1<<NumHdrs-1))
+	require.Equal(t, BTHSize+RDETHSize, int(resync.Offset[HdrDETH]))
+	require.True(t, resync.Is(MaskReq|MaskStart|MaskEnd))
+	require.False(t, resync.Is(MaskPayload))
 	valid := 0
 	for op := 0; op < 256; op++ {
 		if Opcode(op).Valid() {
 			valid++
 		}
 	}
-	// 25 RC + 12 UC + 22 RD + 2 UD + CNP.
-	require.Equal(t, 25+12+22+2+1, valid)
-	for _, op := range []Opcode{0x15, 0x18, 0x1E, 0x2C, 0x3F, 0x55, 0x60, 0x66, 0x80, 0xA0, 0xFF} {
+	// 25 RC + 12 UC + 23 RD (RESYNC included) + 2 UD + CNP.
+	require.Equal(t, 25+12+23+2+1, valid)
+	for _, op := range []Opcode{0x15, 0x18, 0x1E, 0x2C, 0x35, 0x3F, 0x56, 0x5D, 0x60, 0x66, 0x80, 0xA0, 0xFF} {
 		require.False(t, op.Valid(), "0x%02x", uint8(op))
 	}
 	require.Equal(t, "OPCODE_0x15", Opcode(0x15).String())
