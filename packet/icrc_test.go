@@ -118,9 +118,10 @@ func TestParseIPErrors(t *testing.T) {
 	}
 }
 
-// TestCaptures checks every RoCEv2 packet of the real hardware captures:
-// it parses, and its ICRC is valid, over the captured header and over the
-// synthesized pseudo-header.
+// TestCaptures checks every RoCEv2 packet of the real captures (hardware
+// NICs and kernel rxe): it parses, and its ICRC is valid, over the captured
+// header and over the synthesized pseudo-header (which carries the IPv4 ID
+// that kernel rxe sets non-zero).
 func TestCaptures(t *testing.T) {
 	tests := []struct {
 		file  string
@@ -130,6 +131,10 @@ func TestCaptures(t *testing.T) {
 		{"huawei_hiroce_oferby_proxy.pcap", 105, map[Opcode]int{
 			RCAcknowledge: 37, RCSendFirst: 33, RCSendLastWithImmediate: 33, RCSendOnlyWithImmediate: 2}},
 		{"scapy_uts_cx4lx_cnp_and_uc_example.pcap", 2, map[Opcode]int{CNP: 1, UCSendOnly: 1}},
+		{"kernel-rxe_rdmacm_send_4KiB.pcap", 154, map[Opcode]int{
+			RCSendFirst: 20, RCSendMiddle: 40, RCSendLast: 20, RCSendOnly: 22, RCAcknowledge: 42, UDSendOnly: 10}},
+		{"kernel-rxe_ud_send_512B.pcap", 20, map[Opcode]int{UDSendOnly: 20}},
+		{"kernel-rxe_uc_write_64KiB.pcap", 640, map[Opcode]int{UCRDMAWriteFirst: 10, UCRDMAWriteMiddle: 620, UCRDMAWriteLast: 10}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
@@ -150,6 +155,12 @@ func TestCaptures(t *testing.T) {
 				count[p.Opcode()]++
 				require.True(t, d.ICRCOK(), "frame %d", i+1)
 				require.NoError(t, d.Pseudo.CheckICRC(d.Payload), "frame %d", i+1)
+				if d.Pseudo.Is4() {
+					// What a receiver that does not see the IPv4 ID does.
+					id, ok := d.Pseudo.RecoverIPv4ID(d.Payload)
+					require.True(t, ok, "frame %d", i+1)
+					require.Equal(t, d.Pseudo.IPID, id, "frame %d", i+1)
+				}
 			}
 			require.Equal(t, tc.roce, n)
 			require.Equal(t, tc.count, count)
