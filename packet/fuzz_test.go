@@ -37,6 +37,28 @@ func FuzzParse(f *testing.F) {
 		if p.HeaderLen()+p.PayloadLen()+p.PadCnt()+ICRCSize != len(b) || p.PayloadLen() < 0 {
 			t.Fatalf("inconsistent lengths: hdr %d payload %d pad %d len %d", p.HeaderLen(), p.PayloadLen(), p.PadCnt(), len(b))
 		}
+		if len(p.Payload()) != p.PayloadLen() || !info.Is(MaskPayload) && (p.PayloadLen() != 0 || p.PadCnt() != 0) {
+			t.Fatalf("payload %d bytes, PayloadLen %d, pad %d, opcode %v", len(p.Payload()), p.PayloadLen(), p.PadCnt(), p.Opcode())
+		}
+		// Every header the opcode carries lies after the BTH and before the
+		// payload, in the order of the Hdr constants, without overlap.
+		end := BTHSize
+		for h := Hdr(0); h < NumHdrs; h++ {
+			if !info.Has(h) {
+				if p.Header(h) != nil {
+					t.Fatalf("%v: header %d not carried, yet returned", p.Opcode(), h)
+				}
+				continue
+			}
+			off := int(info.Offset[h])
+			if off != end || off+h.Size() > p.HeaderLen() || len(p.Header(h)) != h.Size() {
+				t.Fatalf("%v: header %d at %d+%d, previous end %d, headers end %d", p.Opcode(), h, off, h.Size(), end, p.HeaderLen())
+			}
+			end = off + h.Size()
+		}
+		if end != p.HeaderLen() {
+			t.Fatalf("%v: headers end at %d, HeaderLen %d", p.Opcode(), end, p.HeaderLen())
+		}
 		h := p.Headers()
 		h.BTH.PadCnt = uint8(p.PadCnt())
 		out := make([]byte, len(b)+8)
