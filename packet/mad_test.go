@@ -238,6 +238,32 @@ func TestCMIPHeader(t *testing.T) {
 			require.Equal(t, make([]byte, 12), b[4:16], "IPv4 in the last 4 bytes of 16")
 		}
 	}
+	// Mixed families: an IPv6 header (which Decode accepts) whose source
+	// is IPv4-mapped, and an IPv4 source with an IPv6 destination, encode
+	// as IPv6 with the IPv4 address mapped; two IPv4-mapped addresses as
+	// IPv4. Encode used to call As4 on the IPv6 destination and panic.
+	for _, tc := range []struct {
+		src, dst string
+		version  byte
+	}{
+		{"::ffff:192.0.2.1", "2001:db8::2", 6},
+		{"192.0.2.1", "2001:db8::2", 6},
+		{"2001:db8::1", "192.0.2.2", 6},
+		{"::ffff:192.0.2.1", "::ffff:192.0.2.2", 4},
+	} {
+		h := CMIPHeader{SrcPort: 40000, Src: netip.MustParseAddr(tc.src), Dst: netip.MustParseAddr(tc.dst)}
+		b := make([]byte, CMIPHeaderSize)
+		require.NotPanics(t, func() { h.Encode(b) }, "%s → %s", tc.src, tc.dst)
+		var got CMIPHeader
+		require.NoError(t, got.Decode(b))
+		require.Equal(t, tc.version, got.IPVersion, "%s → %s", tc.src, tc.dst)
+		require.Equal(t, h.Src.Unmap(), got.Src.Unmap())
+		require.Equal(t, h.Dst.Unmap(), got.Dst.Unmap())
+		var again CMIPHeader
+		got.Encode(b)
+		require.NoError(t, again.Decode(b))
+		require.Equal(t, got, again, "Decode, Encode, Decode")
+	}
 	b := make([]byte, CMIPHeaderSize)
 	b[1] = 0x50
 	var h CMIPHeader
@@ -315,7 +341,8 @@ func FuzzCMMAD(f *testing.F) {
 				pd := make([]byte, CMIPHeaderSize)
 				ip.Encode(pd)
 				var ip2 CMIPHeader
-				if err := ip2.Decode(pd); err != nil || ip2.Src != ip.Src || ip2.Dst != ip.Dst || ip2.SrcPort != ip.SrcPort {
+				// Encode writes two IPv4-mapped addresses as IPv4.
+				if err := ip2.Decode(pd); err != nil || ip2.Src.Unmap() != ip.Src.Unmap() || ip2.Dst.Unmap() != ip.Dst.Unmap() || ip2.SrcPort != ip.SrcPort {
 					t.Fatalf("IP header did not round-trip: %v %+v %+v", err, ip, ip2)
 				}
 			}

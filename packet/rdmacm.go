@@ -88,16 +88,19 @@ func (h *CMIPHeader) Decode(b []byte) error {
 	return nil
 }
 
-// Encode writes h into b[:CMIPHeaderSize]. The IP version is taken from
-// Src (an IPv4-mapped IPv6 address counts as IPv4); Dst must be of the same
-// family.
+// Encode writes h into b[:CMIPHeaderSize] (A11.2.2.1). The header is IPv4
+// (IP version 4, each address in the last 4 bytes of its field) when Src
+// and Dst are both IPv4 or IPv4-mapped IPv6 addresses, and IPv6 otherwise,
+// an IPv4 address then written in its IPv4-mapped form; IPVersion is not
+// read. So Encode accepts whatever Decode returns, including an IPv6
+// header that pairs an IPv4-mapped address with an IPv6 one.
 func (h *CMIPHeader) Encode(b []byte) {
 	b = b[:CMIPHeaderSize]
 	clearBytes(b)
 	b[0] = putBits(putBits(0, 0, 4, h.MajorVersion), 4, 4, h.MinorVersion)
 	binary.BigEndian.PutUint16(b[2:], h.SrcPort)
 	src, dst := h.Src.Unmap(), h.Dst.Unmap()
-	if src.Is4() {
+	if src.Is4() && dst.Is4() {
 		b[1] = putBits(0, 0, 4, 4)
 		s, d := src.As4(), dst.As4()
 		copy(b[16:20], s[:])
