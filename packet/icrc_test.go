@@ -59,6 +59,46 @@ func TestICRCVectors(t *testing.T) {
 	}
 }
 
+// TestICRCMaskedBits flips every bit of the IP header, the UDP header and
+// the BTH of an IPv4 and an IPv6 vector, one at a time, and requires the
+// ICRC over the captured headers to change exactly for the bits IBA A17.4.4
+// does not mask: IPv4 TOS, TTL and header checksum; IPv6 traffic class,
+// flow label and hop limit (the version nibble is covered); the UDP
+// checksum; the BTH's FECN, BECN and Resv6a byte.
+func TestICRCMaskedBits(t *testing.T) {
+	masked := map[int]map[int]byte{ // IP version -> byte offset from the IP header -> masked bits
+		4: {1: 0xFF, 8: 0xFF, 10: 0xFF, 11: 0xFF, 20 + 6: 0xFF, 20 + 7: 0xFF, 28 + 4: 0xFF},
+		6: {0: 0x0F, 1: 0xFF, 2: 0xFF, 3: 0xFF, 7: 0xFF, 40 + 6: 0xFF, 40 + 7: 0xFF, 48 + 4: 0xFF},
+	}
+	for _, v := range loadVectors(t) {
+		if v.name != "uc_send_only_ipv4" && v.name != "uc_send_only_ipv6" {
+			continue
+		}
+		t.Run(v.name, func(t *testing.T) {
+			ip := append([]byte(nil), v.ip...)
+			d, err := ParseIP(ip)
+			require.NoError(t, err)
+			want, err := d.ICRC()
+			require.NoError(t, err)
+			m := masked[int(ip[0]>>4)]
+			hdrs := len(d.IPHeader) + UDPHeaderSize + BTHSize
+			for off := range hdrs {
+				for bit := range 8 {
+					ip[off] ^= 1 << bit
+					got, err := d.ICRC() // d's slices see the flip; nothing is re-parsed
+					require.NoError(t, err)
+					ip[off] ^= 1 << bit
+					if m[off]&(1<<bit) != 0 {
+						require.Equal(t, want, got, "byte %d bit %d is masked", off, bit)
+					} else {
+						require.NotEqual(t, want, got, "byte %d bit %d is covered", off, bit)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestICRCCoversIPv4IDAndFlags(t *testing.T) {
 	vs := loadVectors(t)
 	d, err := ParseIP(vs[0].ip) // the ConnectX CNP: ID 0x718c, DF
