@@ -22,6 +22,14 @@ func TestPSNArithmetic(t *testing.T) {
 		{0, 0x800001, 0x7FFFFF},   // still after
 		{0x123456, 0x123457, -1},  //
 		{0xFFFFF0, 0x00000F, -31}, //
+		// Exactly 2^23 apart each PSN is before the other, as in rxe's
+		// psn_compare; a window never reaches that far (PSNWindow-1).
+		{0, 0x800000, -0x800000},
+		{0xFFFFFF, 0x7FFFFF, -0x800000},
+		{0x7FFFFF, 0xFFFFFF, -0x800000},
+		{0x800001, 0x000001, -0x800000},
+		{0x7FFFFF, 0xFFFFFE, -0x7FFFFF}, // one short of half, across the wrap
+		{0xFFFFFE, 0x7FFFFF, 0x7FFFFF},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.diff, tc.a.Diff(tc.b), "%#x - %#x", uint32(tc.a), uint32(tc.b))
@@ -34,6 +42,20 @@ func TestPSNArithmetic(t *testing.T) {
 			want = 1
 		}
 		require.Equal(t, want, tc.a.Compare(tc.b))
+	}
+	// Add and Diff undo each other over the whole signed range, from
+	// PSNs at and around the wrap, and whole turns of 2^24 change nothing.
+	for _, p := range []PSN{0, 1, 0x7FFFFF, 0x800000, 0xFFFFFE, 0xFFFFFF} {
+		for _, n := range []int{-0x800000, -0x7FFFFF, -2, -1, 0, 1, 2, 0x7FFFFE, 0x7FFFFF} {
+			q := p.Add(n)
+			require.Equal(t, PSN(uint32(q)&PSNMask), q, "masked")
+			require.Equal(t, int32(n), q.Diff(p), "%#x + %d", uint32(p), n)
+			require.Equal(t, n > 0, q.After(p))
+			require.Equal(t, n < 0, q.Before(p))
+			require.Equal(t, q, p.Add(n+1<<24))
+			require.Equal(t, q, p.Add(n-1<<24))
+			require.Equal(t, n >= 0 && n < 5, q.InRange(p, 5))
+		}
 	}
 	require.Equal(t, PSN(0), PSN(0xFFFFFF).Next())
 	require.Equal(t, PSN(2), PSN(0xFFFFFF).Add(3))
