@@ -99,7 +99,11 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzParseIP: ParseIP and the ICRC over a captured IP header never panic.
+// FuzzParseIP: ParseIP and the ICRC over a captured IP header never panic;
+// an accepted datagram's headers and payload lie in order inside b; and
+// when the IP and UDP lengths say nothing more than the pseudo-header
+// does (no IPv4 options, no bytes after the UDP datagram), the ICRC over
+// the captured headers equals the ICRC over the pseudo-header.
 func FuzzParseIP(f *testing.F) {
 	for _, v := range loadVectors(f) {
 		f.Add(v.ip)
@@ -109,8 +113,23 @@ func FuzzParseIP(f *testing.F) {
 		if err != nil {
 			return
 		}
+		hl, ul := len(d.IPHeader), len(d.UDPHeader)
+		require.Equal(t, UDPHeaderSize, ul)
+		require.LessOrEqual(t, hl+ul+len(d.Payload), len(b))
+		require.True(t, bytes.Equal(b[:hl], d.IPHeader) && bytes.Equal(b[hl:hl+ul], d.UDPHeader) &&
+			bytes.Equal(b[hl+ul:hl+ul+len(d.Payload)], d.Payload), "slices in order")
+		require.Equal(t, ul+len(d.Payload), int(binary.BigEndian.Uint16(d.UDPHeader[4:])), "UDP length")
+		crc, err := d.ICRC()
+		pcrc, perr := d.Pseudo.ICRC(d.Payload)
+		require.Equal(t, err, perr)
+		plain := hl == IPv6HeaderSize && int(binary.BigEndian.Uint16(b[4:])) == ul+len(d.Payload)
+		if d.Pseudo.Is4() {
+			plain = hl == IPv4HeaderSize && int(binary.BigEndian.Uint16(b[2:])) == hl+ul+len(d.Payload)
+		}
+		if err == nil && plain {
+			require.Equal(t, crc, pcrc, "ICRC over the captured headers and over the pseudo-header")
+		}
 		_ = d.ICRCOK()
-		_, _ = d.Pseudo.ICRC(d.Payload)
 		if p, err := Parse(d.Payload); err == nil {
 			_ = p.Headers()
 		}

@@ -218,6 +218,10 @@ type IPDatagram struct {
 
 // ParseIP decodes an IPv4 or IPv6 header followed by a UDP header. It does
 // not check IP or UDP checksums (IBA A17.4.2: RoCE receivers need not).
+// It rejects with ErrBadIPHeader an IPv6 header whose source or
+// destination is an IPv4-mapped address (RFC 4291 2.5.5.2; Linux drops
+// such packets): the datagram's PseudoHeader would stand for IPv4 and
+// give an ICRC other than the one over the IPv6 header (IBA A17.4.4).
 func ParseIP(b []byte) (IPDatagram, error) {
 	var d IPDatagram
 	if len(b) < 1 {
@@ -260,6 +264,9 @@ func ParseIP(b []byte) (IPDatagram, error) {
 		}
 		d.Pseudo.Src = netip.AddrFrom16([16]byte(b[8:24]))
 		d.Pseudo.Dst = netip.AddrFrom16([16]byte(b[24:40]))
+		if d.Pseudo.Src.Is4In6() || d.Pseudo.Dst.Is4In6() {
+			return IPDatagram{}, ErrBadIPHeader
+		}
 		d.IPHeader = b[:IPv6HeaderSize]
 		udp = b[IPv6HeaderSize : IPv6HeaderSize+plen]
 	default:

@@ -136,6 +136,7 @@ func TestPseudoHeaderErrors(t *testing.T) {
 func TestParseIPErrors(t *testing.T) {
 	vs := loadVectors(t)
 	v4 := vs[1].ip
+	mapped := netip.MustParseAddr("::ffff:10.0.0.1").AsSlice()
 	tests := []struct {
 		name string
 		b    []byte
@@ -149,6 +150,10 @@ func TestParseIPErrors(t *testing.T) {
 		{"fragment", func() []byte { b := append([]byte(nil), v4...); b[6] |= 0x20; return b }(), ErrNotUDP},
 		{"udp len short", func() []byte { b := append([]byte(nil), v4...); b[24], b[25] = 0, 4; return b }(), ErrBadIPHeader},
 		{"short v6", vs[2].ip[:39], ErrBadIPHeader},
+		// An IPv6 header with an IPv4-mapped address: its PseudoHeader
+		// would be IPv4, and its ICRC not that of the IPv6 header.
+		{"v6 from ::ffff:10.0.0.1", func() []byte { b := append([]byte(nil), vs[2].ip...); copy(b[8:24], mapped); return b }(), ErrBadIPHeader},
+		{"v6 to ::ffff:10.0.0.1", func() []byte { b := append([]byte(nil), vs[2].ip...); copy(b[24:40], mapped); return b }(), ErrBadIPHeader},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
