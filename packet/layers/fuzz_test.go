@@ -33,6 +33,24 @@ func FuzzDecodeBTH(f *testing.F) {
 	parser.IgnorePanic = true // let panics out
 	var decoded []gopacket.LayerType
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// Each extension header decoded on its own (no BTH) takes its
+		// size in bytes, or reports truncation, and hands the rest on as
+		// payload.
+		for h := packet.Hdr(0); h < packet.NumHdrs; h++ {
+			pkt := gopacket.NewPacket(b, hdrLayerType(h), gopacket.DecodeOptions{SkipDecodeRecovery: true})
+			if len(b) < h.Size() {
+				if pkt.ErrorLayer() == nil || pkt.ErrorLayer().Error() != packet.ErrTruncated || !pkt.Metadata().Truncated {
+					t.Fatalf("%v of %d bytes: %v", hdrLayerType(h), len(b), pkt.ErrorLayer())
+				}
+				continue
+			}
+			ls := pkt.Layers()
+			if pkt.ErrorLayer() != nil || len(ls) == 0 || ls[0].LayerType() != hdrLayerType(h) ||
+				!bytes.Equal(ls[0].LayerContents(), b[:h.Size()]) || !bytes.Equal(ls[0].LayerPayload(), b[h.Size():]) ||
+				len(ls) != 1+min(len(b)-h.Size(), 1) {
+				t.Fatalf("%v alone: %v", hdrLayerType(h), pkt)
+			}
+		}
 		pkt := gopacket.NewPacket(b, LayerTypeBTH, gopacket.DecodeOptions{SkipDecodeRecovery: true})
 		derr := parser.DecodeLayers(b, &decoded)
 		p, err := packet.Parse(b)
