@@ -166,3 +166,40 @@ func unownedPair(t *testing.T, kind string, size int, oa, ob qpOpts) (*end, *end
 	}
 	return a, b
 }
+
+// TestDeregDuringClose: a Dereg that finds the device closing must not
+// return before the steps under way on its PD's QPs have ended. Close marks
+// the device closed, then takes each QP's lock to stop it; a Dereg in
+// between used to return ErrClosed at once, while a step that began before
+// Close (here: the test holding the QP's lock, as a transmit pass copying
+// from the region does) could still be copying, so the caller reused a
+// buffer the device was reading.
+func TestDeregDuringClose(t *testing.T) {
+	_, b := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	b.qp.mu.Lock() // a step under way
+	closed := make(chan error, 1)
+	go func() { closed <- b.dev.Close() }()
+	require.Eventually(t, b.dev.closed.Load, 5*time.Second, 100*time.Microsecond, "Close did not start")
+
+	dereg := make(chan error, 1)
+	go func() { dereg <- b.mr.Dereg() }()
+	select {
+	case err := <-dereg:
+		b.qp.mu.Unlock()
+		t.Fatalf("Dereg returned (%v) while a step of the PD's QP was under way", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	b.qp.mu.Unlock()
+	for _, ch := range []chan error{dereg, closed} {
+		select {
+		case err := <-ch:
+			if ch == dereg {
+				require.ErrorIs(t, err, ErrClosed)
+			} else {
+				require.NoError(t, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Dereg or Close did not return once the step ended")
+		}
+	}
+}

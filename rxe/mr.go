@@ -231,10 +231,15 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 // every QP of the MR's PD copies registered memory only inside one step
 // under its lock, so Dereg waits, after the region stops resolving, until
 // each of those QPs is outside a step (see quiesce). After Device.Close it
-// returns ErrClosed: Close already stopped every QP.
+// returns ErrClosed: Close stops every QP. During a Close that has not yet
+// stopped them all it returns ErrClosed too, but only once the steps under
+// way on the QPs of the MR's PD have ended: a step that began before Close
+// marked the device closed may still be copying, and every later one does
+// nothing (QP.dead).
 func (mr *MR) Dereg() error {
 	d := mr.pd.dev
 	if d.closed.Load() {
+		d.quiesce(mr.pd)
 		return ErrClosed
 	}
 	if mr.dereg.Swap(true) {
