@@ -236,3 +236,55 @@ func TestLocalDropBurstEndsAtWriteStart(t *testing.T) {
 		require.Less(t, qc.BackoffDelay, slow/4, "the write's duration was counted in the drop bursts")
 	})
 }
+
+// TestLocalDropHeldBounded: a QP whose held datagrams go out a part at a
+// time (the rest of the batch is other QPs') and are refused again each
+// time must keep them in order in no more buffers than it ever held at
+// once. takeBack used to append the refused datagrams after the ones still
+// held without reusing the slots already sent from, so every such round
+// grew the QP's held buffers by the datagrams refused, without bound under
+// a lasting local drop.
+func TestLocalDropHeldBounded(t *testing.T) {
+	const held, room = 64, 24
+	da, _ := newDevices(t, "pipe")
+	e := smallEnd(t, da, nil, qpOpts{})
+	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
+		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+	qp, v := e.qp, e.qp.vec
+	// The test is the vector's transmit pass: it holds txMu, as step and
+	// takeBack's callers do, so the transmit goroutine stays out.
+	v.txMu.Lock()
+	defer v.txMu.Unlock()
+
+	msgs := make([]netdev.Message, held)
+	owners := make([]*QP, held)
+	for i := range msgs {
+		msgs[i] = netdev.Message{Buf: make([]byte, maxPacket), N: 64}
+		msgs[i].Buf[0] = byte(i)
+		owners[i] = qp
+	}
+	qp.takeBack(msgs, owners) // the whole batch refused
+	for round := range 40 {
+		qp.mu.Lock()
+		qp.localDrop.until = time.Time{} // the back-off is over
+		k, _ := qp.stepHeld(time.Now(), msgs[:room], owners, 0)
+		qp.mu.Unlock()
+		require.Equal(t, room, k)
+		qp.takeBack(msgs[:k], owners[:k]) // refused again
+
+		qp.mu.Lock()
+		l := &qp.localDrop
+		var order []byte
+		for i := l.head; i < l.n; i++ {
+			order = append(order, l.held[i].Buf[0])
+		}
+		size := len(l.held)
+		qp.mu.Unlock()
+		want := make([]byte, held)
+		for i := range want {
+			want[i] = byte(i)
+		}
+		require.Equal(t, want, order, "round %d: the held datagrams out of order", round)
+		require.LessOrEqual(t, size, held, "round %d: %d buffers for %d held datagrams", round, size, held)
+	}
+}

@@ -60,6 +60,23 @@ func (l *localDrop) push(m *netdev.Message) {
 	l.n++
 }
 
+// compact moves the held datagrams not yet sent again, held[head:n], to
+// the front of held by swapping (every slot keeps its buffer), so that the
+// slots already sent from are the first reused. takeBack runs it before it
+// pushes: a QP whose held datagrams go out a part at a time and are
+// refused again would otherwise push them after the ones still held and
+// grow held by every refused part, without bound while the drops last.
+func (l *localDrop) compact() {
+	if l.head == 0 {
+		return
+	}
+	for i := l.head; i < l.n; i++ {
+		l.held[i-l.head], l.held[i] = l.held[i], l.held[i-l.head]
+	}
+	l.n -= l.head
+	l.head = 0
+}
+
 // sent records that one of the QP's datagrams left (retry.Backoff.OnSent).
 func (l *localDrop) sent(now time.Time) {
 	l.backoff.OnSent(now)
@@ -270,6 +287,7 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP) ([]netdev.Message, [
 	l := &qp.localDrop
 	delay := l.backoff.OnDrop(now)
 	l.delay = delay
+	l.compact()
 	start, older := l.head, l.n-l.head // held datagrams not yet sent again: they go after these
 	keep := !qp.dead() && qp.state != QPSReset
 	w := 0
