@@ -94,22 +94,58 @@ type MR struct {
 	iova       uint64
 	access     AccessFlags
 	lkey, rkey uint32
+	stride     uint8 // the step of its index's key part (mrTable.insert)
 	invalidate bool
 	valid      atomic.Bool // registered and not invalidated
 	dereg      atomic.Bool
 }
 
-// Keys are index<<8 | an 8-bit random key part, as rxe builds them
-// (rxe_mr.c rxe_mr_init); the rkey equals the lkey when any remote access
-// is granted and is 0 otherwise.
+// Keys are index<<8 | an 8-bit key part, as rxe builds them (rxe_mr.c
+// rxe_mr_init); the rkey equals the lkey when any remote access is granted
+// and is 0 otherwise.
+//
+// A late packet (a peer's request with the R_Key of a region deregistered
+// since) must not reach a region registered later. Kernel rxe gets that
+// mostly from its pool, which hands out indices cyclically
+// (xa_alloc_cyclic in rxe_pool.c), so a freed index comes back only after
+// the index space wraps, and draws a random key part each time
+// (rxe_get_next_key). gorxe keeps its table small instead, so:
+//
+//   - a freed index waits in a FIFO and is reused only once mrQuarantine
+//     other indices were freed after it (new indices are taken meanwhile,
+//     up to maxMRs, where the oldest freed one is reused at once): a
+//     register/deregister loop does not hand the same index back at every
+//     turn;
+//   - the key part of an index steps by an odd stride drawn at random when
+//     the index is first used (ib_inc_rkey steps it by one for a
+//     fast-registration MR), so it takes all 256 values before one comes
+//     back.
+//
+// A stale key thus names no region until its index has been reused 256
+// times, at least 256 × mrQuarantine registrations later; with 8 key bits
+// no scheme rules a repeat out for good. Until then its packet finds no
+// region or a key that differs, and the peer gets a Remote Access NAK.
 const maxMRs = 1 << 20
+
+// mrQuarantine is how many indices must be freed after an index before it
+// is reused (see maxMRs).
+const mrQuarantine = 1024
+
+// mrFree is a freed index: the last key it had and its key stride.
+type mrFree struct {
+	key    uint32
+	stride uint8
+}
 
 // mrTable maps key>>8 to an MR; readers load a snapshot without locking.
 type mrTable struct {
 	mu    sync.Mutex // serialises writers
 	slots atomic.Pointer[[]*MR]
-	free  []uint32 // keys of deregistered regions: their indices are free
+	free  []mrFree // freed indices, oldest first
 	next  uint32
+	// quarantine is mrQuarantine; a test may lower it to reuse an index
+	// at once.
+	quarantine int
 }
 
 func (t *mrTable) lookup(key uint32) *MR {
@@ -124,27 +160,28 @@ func (t *mrTable) lookup(key uint32) *MR {
 	return (*s)[i]
 }
 
-// insert stores mr under a free index, sets its keys and returns the lkey:
-// the index and a random key byte that differs from the one the index last
-// had, so that a stale key never names the region that reuses its index
-// (rxe_mr_init draws a fresh random key; we also rule out a repeat).
+// insert stores mr under an index, sets its keys and returns the lkey: a
+// new index with a random key part, or the oldest freed index once
+// quarantine others were freed after it (or no new index is left), with
+// its key part stepped by the index's stride.
 func (t *mrTable) insert(mr *MR) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var idx uint32
-	var key uint32
-	if n := len(t.free); n > 0 {
-		old := t.free[n-1]
-		t.free = t.free[:n-1]
-		idx = old >> 8
-		key = (old + 1 + uint32(rand.UintN(255))) & 0xFF
-	} else {
-		t.next++ // index 0 is never used, so no valid key is < 256
-		if t.next >= maxMRs {
-			return 0, fmt.Errorf("%w: %d memory regions", ErrNoResources, maxMRs)
-		}
+	var idx, key uint32
+	var stride uint8
+	switch {
+	case len(t.free) > t.quarantine || len(t.free) > 0 && t.next+1 >= maxMRs:
+		old := t.free[0]
+		t.free = t.free[1:]
+		idx, stride = old.key>>8, old.stride
+		key = (old.key + uint32(stride)) & 0xFF
+	case t.next+1 >= maxMRs: // index 0 is never used, so no valid key is < 256
+		return 0, fmt.Errorf("%w: %d memory regions", ErrNoResources, maxMRs)
+	default:
+		t.next++
 		idx = t.next
 		key = uint32(rand.UintN(256))
+		stride = uint8(2*rand.UintN(128) + 1)
 	}
 	var cur []*MR
 	if s := t.slots.Load(); s != nil {
@@ -155,6 +192,7 @@ func (t *mrTable) insert(mr *MR) (uint32, error) {
 	// The keys are set before the region is published: the receive
 	// goroutine reads them without a lock.
 	mr.lkey = idx<<8 | key
+	mr.stride = stride
 	if mr.access&verbs.AccessRemote != 0 {
 		mr.rkey = mr.lkey
 	}
@@ -163,16 +201,16 @@ func (t *mrTable) insert(mr *MR) (uint32, error) {
 	return mr.lkey, nil
 }
 
-// remove frees the index of the region with key.
-func (t *mrTable) remove(key uint32) {
+// remove frees the index of mr, to be reused after the quarantine.
+func (t *mrTable) remove(mr *MR) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cur := *t.slots.Load()
 	next := make([]*MR, len(cur))
 	copy(next, cur)
-	next[key>>8] = nil
+	next[mr.lkey>>8] = nil
 	t.slots.Store(&next)
-	t.free = append(t.free, key)
+	t.free = append(t.free, mrFree{key: mr.lkey, stride: mr.stride})
 }
 
 // RegMR registers buf with the given access rights. The buffer must not be
@@ -226,7 +264,8 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 
 // Dereg deregisters the MR (ibv_dereg_mr). Later accesses by its keys
 // fail: a peer's gets a Remote Access NAK, a local SGE a local protection
-// error. Dereg returns only once the device no longer touches the buffer,
+// error. The keys name no region registered later until their index has
+// been reused 256 times (mrTable.insert). Dereg returns only once the device no longer touches the buffer,
 // as rxe_dereg_mr waits until no requester or responder holds the region:
 // every QP of the MR's PD copies registered memory only inside one step
 // under its lock, so Dereg waits, after the region stops resolving, until
@@ -246,7 +285,7 @@ func (mr *MR) Dereg() error {
 		return ErrClosed
 	}
 	mr.valid.Store(false)
-	d.mrs.remove(mr.lkey)
+	d.mrs.remove(mr)
 	d.quiesce(mr.pd)
 	mr.pd.users.Add(-1)
 	return nil

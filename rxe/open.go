@@ -80,6 +80,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 			NumCompVectors: opts.CompVectors,
 		},
 	}
+	d.mrs.quarantine = mrQuarantine
 	if opts.PinVectors {
 		cpus, err := allowedCPUs()
 		if err != nil {
