@@ -203,3 +203,122 @@ func TestDeregDuringClose(t *testing.T) {
 		}
 	}
 }
+
+// TestDeregSourceOfSend is TestDeregWaitsForDevice for the requester: a
+// WRITE or SEND of 1 MiB gathers from a's region through a link that loses
+// 2 % of a's packets, so that go-back-N (gbn) or selective repeat (sr)
+// resends gather from it again, and a deregisters the region while the
+// message is under way, then overwrites it. No packet built after Dereg
+// returned may carry the new bytes, and a message cut by Dereg completes
+// with LOC_PROT_ERR (an L_Key that no longer names a region when the
+// requester gathers: rxe_req.c finish_packet's copy_data fails, and the
+// WQE completes with IB_WC_LOC_PROT_ERR).
+func TestDeregSourceOfSend(t *testing.T) {
+	const n = 1 << 20
+	for _, sr := range []bool{false, true} {
+		for _, op := range []WROpcode{WRRDMAWrite, WRSend} {
+			t.Run(fmt.Sprintf("sr=%v/%v", sr, op), func(t *testing.T) {
+				cut := 0
+				for round := 0; cut < 2; round++ {
+					require.Less(t, round, 20, "Dereg never landed during the transfer")
+					if deregSource(t, sr, op, n) {
+						cut++
+					}
+				}
+			})
+		}
+	}
+}
+
+// deregSource is one round of TestDeregSourceOfSend; it reports whether
+// Dereg cut the message.
+func deregSource(t *testing.T, sr bool, op WROpcode, n int) bool {
+	a, b, _ := faultyPairSR(t, 1, []string{"drop=2%,dir=send"}, sr)
+	for i := range a.buf[:n] {
+		a.buf[i] = 0xAA
+	}
+	clear(b.buf[:n])
+	syncMem(a, b)
+	if op == WRSend {
+		_, err := b.qp.PostRecv(RecvWR{ID: 9, SGList: []SGE{b.mr.SGE(0, n)}})
+		require.NoError(t, err)
+	}
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: op, Flags: SendSignaled,
+		SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.qp.vec.sentPkts.Load() < 16 {
+		require.True(t, time.Now().Before(deadline), "the transfer did not start")
+		time.Sleep(20 * time.Microsecond)
+	}
+	require.NoError(t, a.mr.Dereg())
+	for i := range a.buf[:n] {
+		a.buf[i] = 0x55
+	}
+	wc := waitWC(t, a.cq)
+	require.Equal(t, uint64(1), wc.ID)
+	cut := wc.Status != WCSuccess
+	if cut {
+		require.Equal(t, WCLocProtErr, wc.Status, "the message whose source went away")
+	}
+	// Whatever reached b came from before Dereg: let the link settle
+	// (a's QP is in ERR or done), then look.
+	waitState(t, a.qp, map[bool]QPState{true: QPSErr, false: QPSRTS}[cut])
+	syncMem(a, b)
+	require.Equal(t, -1, bytes.IndexByte(b.buf[:n], 0x55), "a packet built after Dereg carried the new bytes")
+	return cut
+}
+
+// TestDestroyWaitsForDevice is TestCloseWaitsForDevice for QP.Destroy: b
+// destroys its QP while a's 8 MiB READ streams from b's region (b's
+// responder gathers) or a's 8 MiB WRITE streams into it (b's responder
+// places), then b reuses the region at once. No READ response built after
+// Destroy returned may carry the new bytes, no WRITE data may land after
+// it, and a's request fails (its retries go unanswered).
+func TestDestroyWaitsForDevice(t *testing.T) {
+	const n = 8 << 20
+	old, fresh := bytes.Repeat([]byte{0xAA}, n), bytes.Repeat([]byte{0x55}, n)
+	for _, op := range []WROpcode{WRRDMARead, WRRDMAWrite} {
+		t.Run(op.String(), func(t *testing.T) {
+			a, b := unownedPair(t, "pipe", n, qpOpts{timeout: 8, retryCnt: 1, mtu: MTU4096}, qpOpts{mtu: MTU4096})
+			copy(a.buf, old)
+			copy(b.buf, old)
+			if op == WRRDMAWrite {
+				clear(b.buf)
+			}
+			syncMem(a, b)
+			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: op, Flags: SendSignaled,
+				SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			require.NoError(t, err)
+			moved := &b.qp.vec.sentPkts
+			if op == WRRDMAWrite {
+				moved = &b.qp.vec.rcvdPkts
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for moved.Load() < 16 {
+				require.True(t, time.Now().Before(deadline), "the transfer did not start")
+				time.Sleep(20 * time.Microsecond)
+			}
+			require.NoError(t, b.qp.Destroy())
+			var after []byte
+			if op == WRRDMARead {
+				copy(b.buf, fresh)
+			} else {
+				after = bytes.Clone(b.buf)
+			}
+			wc := waitWC(t, a.cq)
+			require.Equal(t, uint64(1), wc.ID)
+			if wc.Status == WCSuccess {
+				t.Log("the transfer completed before Destroy")
+			} else {
+				require.Equal(t, WCRetryExcErr, wc.Status)
+			}
+			syncMem(a, a)
+			if op == WRRDMARead {
+				require.Equal(t, -1, bytes.IndexByte(a.buf, 0x55), "a READ response carried bytes written after Destroy returned")
+			} else {
+				require.True(t, bytes.Equal(after, b.buf), "WRITE data landed after Destroy returned")
+			}
+		})
+	}
+}
