@@ -167,40 +167,75 @@ func unownedPair(t *testing.T, kind string, size int, oa, ob qpOpts) (*end, *end
 	return a, b
 }
 
-// TestDeregDuringClose: a Dereg that finds the device closing must not
-// return before the steps under way on its PD's QPs have ended. Close marks
-// the device closed, then takes each QP's lock to stop it; a Dereg in
-// between used to return ErrClosed at once, while a step that began before
-// Close (here: the test holding the QP's lock, as a transmit pass copying
-// from the region does) could still be copying, so the caller reused a
-// buffer the device was reading.
+// TestDeregDuringClose: a Dereg, SRQ.Destroy or SRQSet.Destroy that finds
+// the device closing must not return before the steps under way on the QPs
+// of its PD have ended. Close marks the device closed, then takes each
+// QP's lock to stop it; these calls used to return ErrClosed at once in
+// between, while a step that began before Close (here: the test holding a
+// QP's lock, as a transmit pass copying from a region or a receive placing
+// a SEND into an SRQ WQE's buffer does) could still be copying, so the
+// caller reused memory the device was touching.
 func TestDeregDuringClose(t *testing.T) {
-	_, b := smallPair(t, "pipe", qpOpts{}, qpOpts{})
-	b.qp.mu.Lock() // a step under way
-	closed := make(chan error, 1)
-	go func() { closed <- b.dev.Close() }()
-	require.Eventually(t, b.dev.closed.Load, 5*time.Second, 100*time.Microsecond, "Close did not start")
-
-	dereg := make(chan error, 1)
-	go func() { dereg <- b.mr.Dereg() }()
-	select {
-	case err := <-dereg:
-		b.qp.mu.Unlock()
-		t.Fatalf("Dereg returned (%v) while a step of the PD's QP was under way", err)
-	case <-time.After(50 * time.Millisecond):
+	cases := []struct {
+		name string
+		call func(t *testing.T, pd *PD, cq *CQ) (attach *SRQ, call func() error)
+	}{
+		{"MR.Dereg", func(t *testing.T, pd *PD, _ *CQ) (*SRQ, func() error) {
+			mr, err := pd.RegMR(make([]byte, 4096), AccessLocalWrite|AccessRemoteWrite)
+			require.NoError(t, err)
+			return nil, mr.Dereg
+		}},
+		{"SRQ.Destroy", func(t *testing.T, pd *PD, _ *CQ) (*SRQ, func() error) {
+			srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 1})
+			require.NoError(t, err)
+			return srq, srq.Destroy
+		}},
+		{"SRQSet.Destroy", func(t *testing.T, pd *PD, cq *CQ) (*SRQ, func() error) {
+			set, err := pd.CreateSRQSet(SRQAttr{MaxWR: 4, MaxSGE: 1})
+			require.NoError(t, err)
+			srq, err := set.For(cq)
+			require.NoError(t, err)
+			return srq, set.Destroy
+		}},
 	}
-	b.qp.mu.Unlock()
-	for _, ch := range []chan error{dereg, closed} {
-		select {
-		case err := <-ch:
-			if ch == dereg {
-				require.ErrorIs(t, err, ErrClosed)
-			} else {
-				require.NoError(t, err)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, _ := newDevices(t, "pipe")
+			pd, err := d.AllocPD()
+			require.NoError(t, err)
+			cq, err := d.CreateCQ(16, -1)
+			require.NoError(t, err)
+			srq, call := c.call(t, pd, cq)
+			qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: srq,
+				Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+			require.NoError(t, err)
+
+			qp.mu.Lock() // a step under way
+			closed := make(chan error, 1)
+			go func() { closed <- d.Close() }()
+			require.Eventually(t, d.closed.Load, 5*time.Second, 100*time.Microsecond, "Close did not start")
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			select {
+			case err := <-done:
+				qp.mu.Unlock()
+				t.Fatalf("returned (%v) while a step of a QP of the PD was under way", err)
+			case <-time.After(50 * time.Millisecond):
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("Dereg or Close did not return once the step ended")
-		}
+			qp.mu.Unlock()
+			for _, ch := range []chan error{done, closed} {
+				select {
+				case err := <-ch:
+					if ch == done {
+						require.ErrorIs(t, err, ErrClosed)
+					} else {
+						require.NoError(t, err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("the call or Close did not return once the step ended")
+				}
+			}
+		})
 	}
 }
 

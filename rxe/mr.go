@@ -278,8 +278,7 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 func (mr *MR) Dereg() error {
 	d := mr.pd.dev
 	if d.closed.Load() {
-		d.quiesce(mr.pd)
-		return ErrClosed
+		return d.closedFor(mr.pd)
 	}
 	if mr.dereg.Swap(true) {
 		return ErrClosed
@@ -306,6 +305,18 @@ func (d *Device) quiesce(pd *PD) {
 
 		}
 	})
+}
+
+// closedFor is what MR.Dereg and SRQ.Destroy do when they find the device
+// closed: wait until the steps under way on the QPs of pd have ended
+// (quiesce), then return ErrClosed. Close marks the device closed before
+// it stops its QPs one at a time, so a step that began before the mark may
+// still be copying to or from memory of pd's regions, while every step
+// that begins after it does nothing (QP.dead); returning at once would
+// hand the caller memory the device still touches.
+func (d *Device) closedFor(pd *PD) error {
+	d.quiesce(pd)
+	return ErrClosed
 }
 
 // LKey returns the local key, for SGEs.

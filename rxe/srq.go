@@ -359,18 +359,23 @@ func (s *SRQ) detach() {
 
 // Destroy destroys the SRQ (ibv_destroy_srq); it fails with ErrInUse while
 // QPs use it (rxe refuses with EBUSY too), and with ErrInvalidArgument for
-// an SRQ of an SRQSet (destroy the set).
+// an SRQ of an SRQSet (destroy the set). On a closed device it fails with
+// ErrClosed once no step of a QP of its PD is under way, so none is still
+// placing a message into the buffers of the SRQ's WQEs (closedFor).
 func (s *SRQ) Destroy() error {
 	if s.set != nil {
 		return fmt.Errorf("%w: the SRQ belongs to an SRQSet: destroy the set", ErrInvalidArgument)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.destroyable(); err != nil {
-		return err
+	err := s.destroyable()
+	if err == nil {
+		s.kill()
 	}
-	s.kill()
-	return nil
+	s.mu.Unlock()
+	if err != nil && s.dev.closed.Load() {
+		return s.dev.closedFor(s.pd)
+	}
+	return err
 }
 
 // destroyable reports why the SRQ cannot be destroyed (caller holds mu).
@@ -443,8 +448,18 @@ func (set *SRQSet) For(cq *CQ) (*SRQ, error) {
 }
 
 // Destroy destroys every SRQ of the set. It fails with ErrInUse, and
-// destroys none, while a QP uses any of them.
+// destroys none, while a QP uses any of them; on a closed device it fails
+// with ErrClosed as SRQ.Destroy does.
 func (set *SRQSet) Destroy() error {
+	err := set.destroy()
+	if s := set.srqs[0]; err != nil && s.dev.closed.Load() {
+		return s.dev.closedFor(s.pd)
+	}
+	return err
+}
+
+// destroy is Destroy under the locks of every SRQ of the set.
+func (set *SRQSet) destroy() error {
 	for _, s := range set.srqs {
 		s.mu.Lock()
 		defer s.mu.Unlock()
