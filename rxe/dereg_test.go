@@ -240,18 +240,20 @@ func TestDeregDuringClose(t *testing.T) {
 }
 
 // TestDeregSourceOfSend is TestDeregWaitsForDevice for the requester: a
-// WRITE or SEND of 1 MiB gathers from a's region through a link that loses
-// 2 % of a's packets, so that go-back-N (gbn) or selective repeat (sr)
-// resends gather from it again, and a deregisters the region while the
+// WRITE or SEND of 1 MiB gathers from a's region, or a READ of 1 MiB
+// scatters into it, through a link that loses 2 % of a's packets, so that
+// go-back-N (gbn) or selective repeat (sr) resends gather again and READ
+// responses are placed out of order; a deregisters the region while the
 // message is under way, then overwrites it. No packet built after Dereg
-// returned may carry the new bytes, and a message cut by Dereg completes
-// with LOC_PROT_ERR (an L_Key that no longer names a region when the
-// requester gathers: rxe_req.c finish_packet's copy_data fails, and the
-// WQE completes with IB_WC_LOC_PROT_ERR).
+// returned may carry the new bytes, no READ response may land after it,
+// and a message cut by Dereg completes with LOC_PROT_ERR (an L_Key that no
+// longer names a region when the requester gathers or scatters: rxe's
+// copy_data fails in rxe_req.c finish_packet or rxe_comp.c do_read, and
+// the WQE completes with IB_WC_LOC_PROT_ERR).
 func TestDeregSourceOfSend(t *testing.T) {
 	const n = 1 << 20
 	for _, sr := range []bool{false, true} {
-		for _, op := range []WROpcode{WRRDMAWrite, WRSend} {
+		for _, op := range []WROpcode{WRRDMAWrite, WRSend, WRRDMARead} {
 			t.Run(fmt.Sprintf("sr=%v/%v", sr, op), func(t *testing.T) {
 				cut := 0
 				for round := 0; cut < 2; round++ {
@@ -269,10 +271,14 @@ func TestDeregSourceOfSend(t *testing.T) {
 // Dereg cut the message.
 func deregSource(t *testing.T, sr bool, op WROpcode, n int) bool {
 	a, b, _ := faultyPairSR(t, 1, []string{"drop=2%,dir=send"}, sr)
-	for i := range a.buf[:n] {
-		a.buf[i] = 0xAA
+	src, dst := a.buf[:n], b.buf[:n]
+	if op == WRRDMARead {
+		src, dst = dst, src
 	}
-	clear(b.buf[:n])
+	for i := range src {
+		src[i] = 0xAA
+	}
+	clear(dst)
 	syncMem(a, b)
 	if op == WRSend {
 		_, err := b.qp.PostRecv(RecvWR{ID: 9, SGList: []SGE{b.mr.SGE(0, n)}})
@@ -281,8 +287,12 @@ func deregSource(t *testing.T, sr bool, op WROpcode, n int) bool {
 	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: op, Flags: SendSignaled,
 		SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 	require.NoError(t, err)
+	moved := &a.qp.vec.sentPkts
+	if op == WRRDMARead {
+		moved = &a.qp.vec.rcvdPkts
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for a.qp.vec.sentPkts.Load() < 16 {
+	for moved.Load() < 16 {
 		require.True(t, time.Now().Before(deadline), "the transfer did not start")
 		time.Sleep(20 * time.Microsecond)
 	}
@@ -294,13 +304,17 @@ func deregSource(t *testing.T, sr bool, op WROpcode, n int) bool {
 	require.Equal(t, uint64(1), wc.ID)
 	cut := wc.Status != WCSuccess
 	if cut {
-		require.Equal(t, WCLocProtErr, wc.Status, "the message whose source went away")
+		require.Equal(t, WCLocProtErr, wc.Status, "the message whose local region went away")
 	}
 	// Whatever reached b came from before Dereg: let the link settle
 	// (a's QP is in ERR or done), then look.
 	waitState(t, a.qp, map[bool]QPState{true: QPSErr, false: QPSRTS}[cut])
 	syncMem(a, b)
-	require.Equal(t, -1, bytes.IndexByte(b.buf[:n], 0x55), "a packet built after Dereg carried the new bytes")
+	if op == WRRDMARead {
+		require.Equal(t, -1, bytes.IndexByte(a.buf[:n], 0xAA), "a READ response landed after Dereg returned")
+	} else {
+		require.Equal(t, -1, bytes.IndexByte(b.buf[:n], 0x55), "a packet built after Dereg carried the new bytes")
+	}
 	return cut
 }
 
