@@ -29,7 +29,7 @@ func TestDeregWaitsForDevice(t *testing.T) {
 		{WRRDMARead, WCRDMARead},
 		{WRRDMAWrite, WCRDMAWrite},
 	}
-	for _, kind := range []string{"pipe", "udp"} {
+	for _, kind := range []string{"pipe", "udp", "udp-busypoll"} {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s/%v", kind, c.op), func(t *testing.T) {
 				cut := 0
@@ -48,10 +48,36 @@ func TestDeregWaitsForDevice(t *testing.T) {
 // the bytes of old between two fresh devices of kind; b deregisters its
 // region once the transfer is under way, then (for a READ) overwrites the
 // source with fresh. It reports whether Dereg cut the transfer (the peer's
-// access failed) rather than came after it.
+// access failed) rather than came after it. Kind "udp-busypoll" is "udp"
+// with a goroutine spinning on b's CQ.BusyPoll throughout, so that b's
+// requests are handled, and its READ responses sent, on that goroutine
+// too.
 func deregDuringTransfer(t *testing.T, kind string, op WROpcode, wcOp WCOpcode, old, fresh []byte) bool {
 	n := len(old)
+	busy := kind == "udp-busypoll"
+	if busy {
+		kind = "udp"
+	}
 	a, b := newPair(t, kind, MTU4096)
+	if busy {
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			wcs := make([]WC, 4)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					b.cq.BusyPoll(wcs)
+				}
+			}
+		}()
+		defer func() {
+			close(stop)
+			<-stopped
+		}()
+	}
 	copy(a.buf, old)
 	copy(b.buf, old)
 	if op == WRRDMAWrite {
