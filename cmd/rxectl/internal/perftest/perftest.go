@@ -559,9 +559,14 @@ func (o *options) checkDuration(t Test) error {
 	return nil
 }
 
+// ucMaxRx is perftest's UC_MAX_RX: the receive depth a UC or UD test
+// with the default -r gets, at most the iterations.
+const ucMaxRx = 16000
+
 // forceDependencies is force_dependecies: the depths follow the
-// iterations and the verb, cq-mod the size and the tx depth. The default
-// --busy-poll applies to the latency tests without -e only.
+// iterations, the verb and the connection type, cq-mod the size and the
+// tx depth. The default --busy-poll applies to the latency tests without
+// -e only.
 func (o *options) forceDependencies(t Test) {
 	if !o.set["busy-poll"] && (!t.lat || o.events) {
 		o.busyPoll = 0 // the bandwidth loops and -e sleep
@@ -571,6 +576,13 @@ func (o *options) forceDependencies(t Test) {
 		if t.verb == verbSend {
 			o.rxDepth = min(o.rxDepth, o.iters)
 		}
+		// Nothing acknowledges a UC or UD message: a SEND that finds no
+		// receive posted is lost, and the receiver waits for it. perftest
+		// posts a receive for every iteration (up to UC_MAX_RX) when -r
+		// is its default.
+		if (o.connType == "UC" || o.connType == "UD") && o.rxDepth == defRxSend {
+			o.rxDepth = min(o.iters, ucMaxRx)
+		}
 	}
 	if t.verb == verbWrite {
 		o.rxDepth = defRxRDMA
@@ -578,8 +590,10 @@ func (o *options) forceDependencies(t Test) {
 	if t.verb == verbSend && o.rxDepth%2 == 1 && !o.all && o.duration == 0 {
 		o.rxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
 	}
-	if o.size > 8192 && !o.all && !o.set["cq-mod"] {
-		o.cqMod = 1 // MSG_SIZE_CQ_MOD_LIMIT: no moderation for large messages
+	// MSG_SIZE_CQ_MOD_LIMIT: no moderation for large messages, except
+	// (as perftest) with UD, -a or -e, or when -Q is given.
+	if o.size > 8192 && !o.all && !o.set["cq-mod"] && o.connType != "UD" && !o.events {
+		o.cqMod = 1
 	}
 	o.cqMod = min(o.cqMod, o.txDepth)
 	if !t.lat && o.duration == 0 && o.iters > 20000 {

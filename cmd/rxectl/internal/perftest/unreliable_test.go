@@ -71,3 +71,34 @@ func TestUDLoopback(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreliableDepths: as perftest's force_dependecies, a UC or UD test
+// with the default -r posts a receive for every iteration (up to
+// UC_MAX_RX), since a SEND that finds none is lost; UD, -e and -a keep CQ
+// moderation for large messages.
+func TestUnreliableDepths(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		rxDepth, cqMod int
+	}{
+		{[]string{"send-bw", "-n", "20000", "-s", "4096"}, 512, 100},
+		{[]string{"send-bw", "-n", "20000", "-s", "4096", "-c", "UD"}, 16000, 100},
+		{[]string{"send-bw", "-n", "5000", "-s", "4096", "-c", "UC"}, 5000, 100},
+		{[]string{"send-bw", "-n", "300", "-s", "4096", "-c", "UD"}, 300, 100},
+		{[]string{"send-bw", "-n", "5000", "-s", "4096", "-c", "UD", "-r", "64"}, 64, 100},
+		{[]string{"send-lat", "-n", "2000", "-c", "UC"}, 2000, 1},
+		{[]string{"send-bw", "-n", "20000", "-c", "UD"}, 16000, 100},
+		{[]string{"send-bw", "-n", "1000", "-c", "UC"}, 1000, 1},
+		{[]string{"send-bw", "-n", "1000"}, 512, 1},
+		{[]string{"send-bw", "-n", "1000", "-e"}, 512, 100},
+		{[]string{"send-bw", "-n", "1000", "-a"}, 512, 100},
+		{[]string{"write-bw", "-n", "1000", "-Q", "8"}, 1, 8},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parsePerftest(findTest(t, tc.args[0]), tc.args[1:])
+			require.NoError(t, err)
+			require.Equal(t, tc.rxDepth, o.rxDepth, "rx depth")
+			require.Equal(t, tc.cqMod, o.cqMod, "cq-mod")
+		})
+	}
+}
