@@ -436,11 +436,15 @@ func (o *Conn) CloseConnection(my KeyMsg) error {
 	return o.p.Finish(true)
 }
 
+// ErrPeerClosed is the error (wrapped with the step) of an exchange step
+// that found the connection closed by the peer.
+var ErrPeerClosed = errors.New("the peer closed the connection (it probably failed or runs a different test or options: see its output)")
+
 // oobError explains a failed exchange step.
 func oobError(step string, err error) error {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return fmt.Errorf("%s: the peer closed the connection (it probably failed or runs a different test or options: see its output)", step)
+		return fmt.Errorf("%s: %w", step, ErrPeerClosed)
 	case errors.Is(err, net.ErrClosed):
 		return fmt.Errorf("%s: interrupted", step)
 	case errors.Is(err, os.ErrDeadlineExceeded):

@@ -776,12 +776,15 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 // endLoopback reports a loopback run once both ends have returned (cerr
 // the client's error, serr the server's): the client's session prints the
 // final report with the server's counters, and the client's error, else the
-// server's, is the run's.
+// server's, is the run's. A client that failed only because the server
+// closed the exchange reports the server's error, the cause.
 func endLoopback(stdout io.Writer, cs, ss *session, cerr, serr error) error {
 	if cs != nil {
 		cerr = cs.report(stdout, ss, cerr)
 	}
 	switch {
+	case serr != nil && errors.Is(cerr, oob.ErrPeerClosed):
+		return fmt.Errorf("server: %w", serr)
 	case cerr != nil:
 		return cerr
 	case serr != nil:

@@ -797,3 +797,33 @@ func TestSilentPeer(t *testing.T) {
 	require.ErrorContains(t, err, "exchanging versions: the peer sent nothing in time")
 	require.Less(t, time.Since(start), 4*time.Second)
 }
+
+// TestEndLoopbackError: the error of a loopback run is the client's,
+// unless the client failed only because the server closed the exchange:
+// then the server's error, the cause, is reported.
+func TestEndLoopbackError(t *testing.T) {
+	closed := fmt.Errorf("closing the connection: %w", oob.ErrPeerClosed)
+	srv := errors.New("received 19990 of 20000 messages, then nothing for 1m0s: the client stopped sending")
+	cli := errors.New("completion with status RETRY_EXC_ERR")
+	for _, tc := range []struct {
+		name       string
+		cerr, serr error
+		want       string
+	}{
+		{"both fine", nil, nil, ""},
+		{"client failed", cli, nil, cli.Error()},
+		{"client failed first", cli, fmt.Errorf("waiting: %w", oob.ErrPeerClosed), cli.Error()},
+		{"server failed", nil, srv, "server: " + srv.Error()},
+		{"server failed, client saw it close", closed, srv, "server: " + srv.Error()},
+		{"client saw the server close", closed, nil, closed.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := endLoopback(io.Discard, nil, nil, tc.cerr, tc.serr)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tc.want)
+		})
+	}
+}
