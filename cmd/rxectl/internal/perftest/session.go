@@ -34,6 +34,7 @@ type session struct {
 	o      *options
 	client bool
 	oob    *oob.Conn
+	conn   net.Conn  // the exchange's TCP connection (nil with -R), for watchPeer
 	out    io.Writer // FULL_VERBOSITY output
 	errw   io.Writer // statistics after a run with faults or a capture
 
@@ -47,11 +48,14 @@ type session struct {
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
-	ahs  []*rxe.AddrHandle // -c UD: the address handle of each peer QP
-	my   []oob.KeyMsg
-	rem  []oob.KeyMsg
-	peer oob.PeerVersion
-	cm   *cmState // -R: the rdma_cm connections (rdmacm.go)
+	// rposted counts each QP's receives posted and not yet completed
+	// (SEND tests).
+	rposted []int
+	ahs     []*rxe.AddrHandle // -c UD: the address handle of each peer QP
+	my      []oob.KeyMsg
+	rem     []oob.KeyMsg
+	peer    oob.PeerVersion
+	cm      *cmState // -R: the rdma_cm connections (rdmacm.go)
 
 	mtu         rxe.MTU
 	cycleBuffer int
@@ -95,6 +99,7 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	}
 	s := newSession(t, o, client, stdout)
 	s.oob = oob.NewConn(pipe, client)
+	s.conn = conn
 	stop := context.AfterFunc(ctx, func() {
 		if !s.softStop.Load() {
 			conn.Close()
@@ -718,7 +723,7 @@ func (s *session) latRuns(ctx context.Context, before func(size int) error, run 
 // prepareSend posts the receives of a SEND test's next size and
 // synchronises with the peer before its run.
 func (s *session) prepareSend(size int) error {
-	if err := s.postRecvs(size, min(s.o.rxDepth, s.o.iters)); err != nil {
+	if err := s.postRecvs(min(s.o.rxDepth, s.o.iters)); err != nil {
 		return err
 	}
 	return s.hs("synchronising before the run")
@@ -760,16 +765,32 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 	return nil
 }
 
-// postRecvs posts n receives of size bytes on every QP (ctx_set_recv_wqes).
-func (s *session) postRecvs(size, n int) error {
-	for i, qp := range s.qps {
-		wr := rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(i)-s.mr.Addr()), s.recvSize(size))}}
-		for range n {
-			if _, err := qp.PostRecv(wr); err != nil {
-				return fmt.Errorf("post receive: %w", err)
+// postRecvs tops every QP's posted receives up to n (ctx_set_recv_wqes).
+// Receives a size left posted (its sender stopped early) count: posting
+// n more each size would overflow the receive queue.
+func (s *session) postRecvs(n int) error {
+	if len(s.rposted) != len(s.qps) { // the first size
+		s.rposted = make([]int, len(s.qps))
+	}
+	for q := range s.qps {
+		for s.rposted[q] < n {
+			if err := s.postRecv(q); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
+
+// postRecv posts one receive on QP q, large enough for the run's largest
+// message (a receive left over from a smaller size of -a still fits), and
+// counts it in s.rposted.
+func (s *session) postRecv(q int) error {
+	wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), s.recvSize(s.o.maxSize()))}}
+	if _, err := s.qps[q].PostRecv(wr); err != nil {
+		return fmt.Errorf("post receive: %w", err)
+	}
+	s.rposted[q]++
 	return nil
 }
 

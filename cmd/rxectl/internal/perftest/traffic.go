@@ -346,6 +346,11 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 // runBWServer is run_iter_bw_server (send-bw's server): count the
 // receives, keep posting until every iteration has a receive, and time
 // from the first receive to the last (no peak: perftest disables it here).
+// Once the client has stopped sending (watchPeer: its next exchange
+// message is waiting, or it closed the connection) the messages still in
+// flight are taken until none has come for sendBWQuiet; a client that
+// finished early (interrupted, or UC/UD messages lost) leaves a row of
+// what arrived and a note on stderr.
 func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) {
 	o := s.o
 	if o.duration > 0 {
@@ -353,19 +358,31 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 	}
 	nq := len(s.qps)
 	total := o.iters * nq
-	posted := make([]int, nq)
-	for q := range posted {
-		posted[q] = min(o.rxDepth, o.iters)
-	}
+	posted := make([]int, nq) // receives available for this size's messages
+	copy(posted, s.rposted)
+	spoke, _, stopWatch := s.watchPeer(ctx)
+	defer stopWatch()
 	wcs := make([]rxe.WC, 64)
 	clk := newClock()
-	var first int64
+	var first, last int64
 	rcnt := 0
+	done := false // the client has stopped sending
 	for rcnt < total {
-		n, err := s.waitCQsFor(ctx, &s.rset, wcs, stallTimeout)
+		wctx, wait := spoke, stallTimeout
+		if done {
+			wctx, wait = ctx, peerDoneQuiet
+		}
+		n, err := s.waitCQsFor(wctx, &s.rset, wcs, wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return report.BW{}, errors.New("interrupted while receiving")
+			}
+			if !done && spoke.Err() != nil {
+				done = true // take what is still on its way
+				continue
+			}
+			if done {
+				break
 			}
 			return report.BW{}, fmt.Errorf("received %d of %d messages, then nothing for %v: the client stopped sending", rcnt, total, stallTimeout)
 		}
@@ -378,74 +395,109 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 			}
 			rcnt++
 			q := int(wc.ID)
+			if q < nq {
+				s.rposted[q]--
+			}
 			if q < nq && posted[q] < o.iters {
-				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), s.recvSize(size))}}
-				if _, err := s.qps[q].PostRecv(wr); err != nil {
-					return report.BW{}, fmt.Errorf("post receive: %w", err)
+				if err := s.postRecv(q); err != nil {
+					return report.BW{}, err
 				}
 				posted[q]++
 			}
 		}
+		last = clk.now()
 	}
-	elapsed := clk.now() - first
-	r := report.BW{Size: uint64(size), Iters: uint64(total)}
+	if rcnt < total && (rcnt > 0 || !o.all) { // -a: a size the interrupted client skipped is no news
+		fmt.Fprintf(s.errw, " Received %d of %d messages of %d bytes: the client stopped sending before the rest arrived\n", rcnt, total, size)
+	}
+	elapsed := last - first
+	r := report.BW{Size: uint64(size), Iters: uint64(rcnt)}
 	if elapsed > 0 {
-		r.Avg = float64(size) * float64(total) * 1e9 / float64(elapsed) / report.BWFactor(o.gbits)
-		r.MsgRate = float64(total) * 1e9 / float64(elapsed) / 1e6
+		r.Avg = float64(size) * float64(rcnt) * 1e9 / float64(elapsed) / report.BWFactor(o.gbits)
+		r.MsgRate = float64(rcnt) * 1e9 / float64(elapsed) / 1e6
 	}
 	return r, nil
 }
 
-// sendBWQuiet is how long send-bw's server in duration mode waits, once
-// its own duration is over, for the client's last messages.
+// sendBWQuiet is how long send-bw's server in duration mode waits for
+// the client's last messages once its own duration is over, when it
+// cannot watch the exchange (watchPeer).
 const sendBWQuiet = 300 * time.Millisecond
+
+// peerDoneQuiet is how long a receiver waits for messages still on
+// their way once the sender has stopped (watchPeer): it sent them before
+// its exchange message.
+const peerDoneQuiet = 100 * time.Millisecond
 
 // runBWServerDuration is send-bw's server with -D: repost every receive,
 // count those completed in the sample window, and end once the duration
-// is over and the client has stopped sending.
+// is over and the client has stopped sending (watchPeer; without a watch,
+// when nothing has come for sendBWQuiet). With --run_infinitely it prints
+// a row every duration, as the client does, until the client stops.
 func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW, error) {
 	o := s.o
 	start := time.Now()
 	margin := time.Duration(o.margin) * time.Second
 	dur := time.Duration(o.duration) * time.Second
-	sampleStart, sampleEnd, end := start.Add(margin), start.Add(dur-margin), start.Add(dur)
+	win := bwWindow{start: start.Add(margin), end: start.Add(dur - margin)}
+	if o.infinitely {
+		win = bwWindow{start: start, end: start.Add(dur)}
+	}
+	end := start.Add(dur)
+	spoke, watching, stopWatch := s.watchPeer(ctx)
+	defer stopWatch()
 	wcs := make([]rxe.WC, 64)
-	var counted uint64
+	var last time.Time // the last completion's
+	done := false      // the client has stopped sending
 	for {
-		wait := sendBWQuiet
-		if left := time.Until(end); left > 0 {
+		wctx, wait := spoke, sendBWQuiet
+		switch left := time.Until(end); {
+		case done:
+			wctx, wait = ctx, peerDoneQuiet
+		case left > 0:
 			wait = min(left+sendBWQuiet, stallTimeout)
+		case watching:
+			wait = stallTimeout // until the client stops
 		}
-		n, err := s.waitCQsFor(ctx, &s.rset, wcs, wait)
+		n, err := s.waitCQsFor(wctx, &s.rset, wcs, wait)
 		if err != nil {
-			if ctx.Err() != nil || !time.Now().Before(end) {
+			if ctx.Err() != nil || done {
 				break // interrupted, or the client is done
 			}
-			return report.BW{}, fmt.Errorf("received nothing for %v: the client stopped sending", stallTimeout)
+			if spoke.Err() != nil {
+				done = true // take what is still on its way
+				continue
+			}
+			if !watching && !time.Now().Before(end) {
+				break // nothing came for sendBWQuiet after the duration
+			}
+			return report.BW{}, fmt.Errorf("received nothing for %v: the client stopped sending", wait)
 		}
 		now := time.Now()
+		if o.infinitely && !now.Before(win.end) {
+			s.addBW(win.row(size, now, o.gbits)) // one --run_infinitely period
+			win = bwWindow{start: now, end: now.Add(dur)}
+		}
 		for _, wc := range wcs[:n] {
 			if err := s.checkWC(wc); err != nil {
 				return report.BW{}, err
 			}
-			if !now.Before(sampleStart) && now.Before(sampleEnd) {
-				counted++
+			if !now.Before(win.start) && now.Before(win.end) {
+				win.counted++
 			}
 			if q := int(wc.ID); q < len(s.qps) {
-				wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), s.recvSize(size))}}
-				if _, err := s.qps[q].PostRecv(wr); err != nil {
-					return report.BW{}, fmt.Errorf("post receive: %w", err)
+				s.rposted[q]--
+				if err := s.postRecv(q); err != nil {
+					return report.BW{}, err
 				}
 			}
 		}
+		last = now
 	}
-	to := earliest(sampleEnd, time.Now())
-	r := report.BW{Size: uint64(size), Iters: counted}
-	if el := to.Sub(sampleStart).Seconds(); el > 0 {
-		r.Avg = float64(size) * float64(counted) / el / report.BWFactor(o.gbits)
-		r.MsgRate = float64(counted) / el / 1e6
+	if o.infinitely {
+		return win.row(size, last, o.gbits), nil // the partial period's row
 	}
-	return r, nil
+	return win.row(size, earliest(win.end, last), o.gbits), nil // cut short when the client stopped early
 }
 
 // latWindow is a latency test's duration mode (-D): warm up for the
@@ -587,7 +639,6 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 	rxPosted := min(o.rxDepth, iters)
 	tposted := stamps(iters)
 	wr := s.sendWR(0, size)
-	recv := rxe.RecvWR{SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(0)-s.mr.Addr()), s.recvSize(size))}}
 	wc := make([]rxe.WC, 1)
 	// With -D the client ends the run: its last SEND has 1 in its first
 	// byte, and the server stops on it without answering.
@@ -605,12 +656,13 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 				return report.Lat{}, err
 			}
 			rcnt++
+			s.rposted[0]--
 			if lw.on && !s.client && buf[peerStopByte] == 1 {
 				break
 			}
 			if lw.on || rcnt+rxPosted <= iters {
-				if _, err := s.qps[0].PostRecv(recv); err != nil {
-					return report.Lat{}, fmt.Errorf("post receive: %w", err)
+				if err := s.postRecv(0); err != nil {
+					return report.Lat{}, err
 				}
 			}
 		}

@@ -1,0 +1,39 @@
+package perftest
+
+import (
+	"context"
+	"time"
+)
+
+// watchPeer watches the exchange's connection while this end receives
+// the peer's SENDs (send-bw's server, and both ends with -b). The peer
+// writes its next exchange message only once it has stopped sending
+// (finished, or interrupted), and closes the connection when it fails, so
+// data or an end waiting on the connection means no more messages are
+// coming beyond those in flight. The returned context ends then (or when
+// ctx ends); watching is false when this end cannot watch (an exchange
+// that is not a TCP connection of this host: -R), and stop ends the watch
+// and waits for it, leaving the connection's data unread.
+func (s *session) watchPeer(ctx context.Context) (spoke context.Context, watching bool, stop func()) {
+	spoke, cancel := context.WithCancel(ctx)
+	if s.conn == nil {
+		return spoke, false, cancel
+	}
+	rc := rawConn(s.conn)
+	if rc == nil {
+		return spoke, false, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if waitReadable(rc) {
+			cancel()
+		}
+	}()
+	return spoke, true, func() {
+		s.conn.SetReadDeadline(time.Unix(1, 0)) // wakes waitReadable
+		<-done
+		s.conn.SetReadDeadline(time.Time{})
+		cancel()
+	}
+}

@@ -1,0 +1,37 @@
+package perftest
+
+import (
+	"net"
+	"syscall"
+)
+
+// rawConn is c's raw connection, or nil when c has none.
+func rawConn(c net.Conn) syscall.RawConn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// waitReadable blocks until the connection rc has data to read, or the
+// peer has closed or reset it (true), or until its read deadline passes
+// or it is closed here (false). It peeks (MSG_PEEK): the data stays for
+// the exchange.
+func waitReadable(rc syscall.RawConn) bool {
+	ready := false
+	err := rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if err == syscall.EAGAIN || err == syscall.EINTR {
+			return false // nothing yet: wait until the socket is readable
+		}
+		ready = true // data, the peer's FIN (0 bytes) or an error such as a reset
+		return true
+	})
+	return err == nil && ready
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package perftest
+
+import (
+	"net"
+	"syscall"
+)
+
+// rawConn is nil: watchPeer peeks at the connection on Linux only.
+func rawConn(net.Conn) syscall.RawConn { return nil }
+
+// waitReadable is not used where rawConn is nil.
+func waitReadable(syscall.RawConn) bool { return false }
