@@ -547,6 +547,9 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		return err
 	}
 	s.printTableHeader()
+	if s.client {
+		s.softStop.Store(true) // from here an interrupt ends the run and reports it
+	}
 	for _, size := range s.o.sizes() {
 		if s.client {
 			if err := s.hs("synchronising before the run"); err != nil {
@@ -565,7 +568,9 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.addBW(r)
+		if r.Iters > 0 || !s.o.all { // -a: none when the client was interrupted before this size
+			s.addBW(r)
+		}
 		if s.o.all {
 			if err := s.hs("synchronising after the run"); err != nil {
 				return err

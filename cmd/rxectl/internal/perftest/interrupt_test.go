@@ -1,0 +1,128 @@
+package perftest
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+	"github.com/gorxe/gorxe/internal/syncbuf"
+)
+
+// twoEnds runs a server and a client of cmd with args on both (RoCE
+// between 127.0.0.1 and 127.0.0.2, ephemeral UDP ports). The client's
+// context is cancelled (an interrupt, as the first Ctrl-C) once whenRows
+// rows of its table are printed and then hold has passed. Both ends get
+// at most limit. It returns each end's output (stdout and stderr) and
+// error.
+func twoEnds(t *testing.T, cmd string, args []string, whenRows int, hold, limit time.Duration) (cliOut, srvOut string, cerr, serr error) {
+	t.Helper()
+	pt := findTest(t, cmd)
+	common := append([]string{"--udp-port", "0"}, args...)
+	so, err := parsePerftest(pt, append([]string{"--bind", "127.0.0.1"}, common...))
+	require.NoError(t, err)
+	co, err := parsePerftest(pt, append([]string{"--bind", "127.0.0.2"}, common...))
+	require.NoError(t, err)
+	var sbuf, cbuf syncbuf.Buffer
+	so.stderr, co.stderr = &sbuf, &cbuf
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	co.host, co.oobPort = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+
+	sctx, scancel := context.WithTimeout(context.Background(), limit)
+	defer scancel()
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- runServer(sctx, pt, so, &sbuf, ln) }()
+
+	cctx, ccancel := context.WithTimeout(context.Background(), limit)
+	defer ccancel()
+	go func() {
+		row := cFormatRE(fmtReport)
+		for cctx.Err() == nil {
+			n := 0
+			for _, l := range strings.Split(cbuf.String(), "\n") {
+				if row.MatchString(l) || strings.HasPrefix(l, " #bytes") {
+					n++
+				}
+			}
+			if n > whenRows { // the table header, then whenRows rows
+				time.Sleep(hold)
+				ccancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	cerr = runClient(cctx, pt, co, &cbuf)
+	serr = <-srvErr
+	return cbuf.String(), sbuf.String(), cerr, serr
+}
+
+// bwRows returns the fields of the BW rows of out.
+func bwRows(t *testing.T, out string) [][]string {
+	t.Helper()
+	var rows [][]string
+	re := cFormatRE(fmtReport)
+	for _, l := range strings.Split(out, "\n") {
+		if re.MatchString(l) {
+			rows = append(rows, fields(t, re, l))
+		}
+	}
+	return rows
+}
+
+// TestSendBWInterrupted: an interrupt during send-bw ends the client's
+// measurement cleanly, as in the other bandwidth tests: it prints the
+// row of what it sent and finishes the exchange, and the server, seeing
+// the client done, prints the row of what arrived. Neither fails, and
+// the server does not wait for the messages never sent.
+func TestSendBWInterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"iterations", []string{"-n", "5000000", "-s", "64"}},
+		{"duration", []string{"-D", "30", "-f", "0", "-s", "4096"}},
+		{"all sizes", []string{"-a", "-n", "200000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			cout, sout, cerr, serr := twoEnds(t, "send-bw", tc.args, 0, 300*time.Millisecond, 15*time.Second)
+			require.NoError(t, cerr, "client:\n%s", cout)
+			require.NoError(t, serr, "server:\n%s", sout)
+			require.Less(t, time.Since(start), 10*time.Second)
+			for _, out := range []string{cout, sout} {
+				rows := bwRows(t, out)
+				require.NotEmpty(t, rows, out)
+				require.NotEqual(t, "0", rows[len(rows)-1][1], out)
+				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+			}
+			if tc.name == "iterations" {
+				require.Contains(t, sout, " Received ")
+				require.Contains(t, sout, " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n")
+			}
+		})
+	}
+}
+
+// TestSendBWRunInfinitelyServerRows: with --run_infinitely the send-bw
+// server prints a row every -D seconds, as the client does, not only the
+// first period's.
+func TestSendBWRunInfinitelyServerRows(t *testing.T) {
+	cout, sout, cerr, serr := twoEnds(t, "send-bw", []string{"--run_infinitely", "-D", "1", "-s", "4096"}, 2, 100*time.Millisecond, 15*time.Second)
+	require.NoError(t, cerr, "client:\n%s", cout)
+	require.NoError(t, serr, "server:\n%s", sout)
+	require.GreaterOrEqual(t, len(bwRows(t, cout)), 3, cout) // two periods and the interrupted one
+	rows := bwRows(t, sout)
+	require.GreaterOrEqual(t, len(rows), 2, sout)
+	for _, r := range rows[:2] {
+		n, err := strconv.Atoi(r[1])
+		require.NoError(t, err)
+		require.Positive(t, n, sout)
+	}
+}
