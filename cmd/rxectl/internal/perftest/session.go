@@ -329,6 +329,9 @@ func (s *session) allocate() error {
 		return err
 	}
 	s.buffSize = roundUp(max(s.recvSize(o.maxSize()), s.cycleBuffer), 4096)
+	if err := s.checkMemory(); err != nil {
+		return err
+	}
 	nq := o.qps
 	// setup_mr_flags: remote rights only for the verb under test, so a
 	// SEND test's rkey is 0 as perftest's is.
