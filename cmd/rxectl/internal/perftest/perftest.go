@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -197,7 +198,9 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	if t.verb == verbSend {
 		defRx = defRxSend
 	}
-	both(&o.size, "s", "size", defSize, "message size in bytes (same on both sides)")
+	o.size = defSize
+	fs.Var((*sizeFlag)(&o.size), "s", "message size in `bytes`, or with a K or M suffix in KiB or MiB as perftest's -s 64K (same on both sides)")
+	fs.Var((*sizeFlag)(&o.size), "size", "message size in `bytes`, or with a K or M suffix in KiB or MiB as perftest's -s 64K (same on both sides)")
 	bothBool(&o.all, "a", "all", "run sizes 2 B to 8 MiB (same on both sides)")
 	both(&o.iters, "n", "iters", defIt, "iterations, at least 5 (same on both sides)")
 	both(&o.mtu, "m", "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096; the smaller of both sides' is used (default: the port's active MTU)")
@@ -250,6 +253,39 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	addFaultFlags(fs, o)
 	addObserveFlags(fs, o)
 	return fs
+}
+
+// sizeFlag is -s: a number of bytes (decimal, or 0x hex as Go's int
+// flags take it), or of KiB or MiB with a K or M suffix (perftest's -s
+// 64K, 1M).
+type sizeFlag int
+
+// String is the size in bytes.
+func (f *sizeFlag) String() string {
+	if f == nil {
+		return "0"
+	}
+	return strconv.Itoa(int(*f))
+}
+
+// Set parses a size with an optional K or M suffix.
+func (f *sizeFlag) Set(v string) error {
+	unit := int64(1)
+	switch {
+	case strings.HasSuffix(v, "K"):
+		v, unit = strings.TrimSuffix(v, "K"), 1<<10
+	case strings.HasSuffix(v, "M"):
+		v, unit = strings.TrimSuffix(v, "M"), 1<<20
+	}
+	n, err := strconv.ParseInt(v, 0, 64)
+	if err != nil {
+		return errors.New("want a number of bytes, or of KiB or MiB with a K or M suffix")
+	}
+	if n > math.MaxInt/unit || n < math.MinInt/unit {
+		return errors.New("out of range")
+	}
+	*f = sizeFlag(n * unit)
+	return nil
 }
 
 // gsoFlag is --gso: on or off, stored as rxe.Options.NoGSO.

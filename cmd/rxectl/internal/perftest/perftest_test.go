@@ -827,3 +827,39 @@ func TestEndLoopbackError(t *testing.T) {
 		})
 	}
 }
+
+// TestSizeSuffix: -s takes perftest's K and M suffixes (-s 64K, -s 1M),
+// besides bytes in decimal or 0x hex.
+func TestSizeSuffix(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int
+		err  string
+	}{
+		{"-s=65536", 65536, ""},
+		{"-s=64K", 65536, ""},
+		{"--size=1M", 1 << 20, ""},
+		{"-s=2048M", 1 << 31, ""},
+		{"-s=0x1000", 4096, ""},
+		{"-s=4096M", 0, "size 4294967296 not in [1, 2^31]"},
+		{"-s=64k", 0, `invalid value "64k" for flag -s: want a number of bytes, or of KiB or MiB with a K or M suffix`},
+		{"-s=1G", 0, `invalid value "1G" for flag -s`},
+		{"-s=9223372036854775807K", 0, "out of range"},
+	} {
+		t.Run(tc.arg, func(t *testing.T) {
+			o, err := parsePerftest(findTest(t, "write-bw"), []string{tc.arg})
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, o.size)
+		})
+	}
+	o, err := parsePerftest(findTest(t, "write-lat"), nil)
+	require.NoError(t, err)
+	require.Equal(t, defSizeLat, o.size)
+	o, err = parsePerftest(findTest(t, "atomic-bw"), nil)
+	require.NoError(t, err)
+	require.Equal(t, defSizeAtomic, o.size)
+}
