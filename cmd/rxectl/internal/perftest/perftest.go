@@ -567,8 +567,14 @@ func (o *options) checkOutput(t Test) error {
 // defaults: a 5 s period for --run_infinitely (DEF_DURATION), a margin of
 // a quarter of the duration, and no peak in duration mode.
 func (o *options) checkDuration(t Test) error {
-	if o.duration < 0 {
+	if o.duration < 0 || o.duration == 0 && o.set["duration"] {
 		return fmt.Errorf("-D %d: a duration is a positive number of seconds", o.duration)
+	}
+	if o.set["margin"] && o.margin < 0 {
+		return fmt.Errorf("-f %d: a margin is a number of seconds, 0 or more", o.margin)
+	}
+	if t.lat && o.noPeak {
+		return errors.New("-N: latency tests measure no peak bandwidth (perftest: \"NoPeak only valid for BW tests\")")
 	}
 	if o.infinitely && o.all || o.duration > 0 && o.all {
 		return errors.New("-D and --run_infinitely cannot be combined with -a")

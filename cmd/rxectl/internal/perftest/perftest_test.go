@@ -394,6 +394,11 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"send-lat", "--run_infinitely"}, "--run_infinitely is for bandwidth tests"},
 		{[]string{"write-lat", "-D", "2", "-s", "1"}, "-s 2 or more"},
 		{[]string{"write-bw", "-b", "-D", "4"}, "-b with -D or --run_infinitely is not implemented yet"},
+		{[]string{"write-bw", "--loopback", "-D", "0"}, "-D 0: a duration is a positive number of seconds"},
+		{[]string{"send-bw", "--run_infinitely", "--duration=0"}, "-D 0: a duration is a positive number of seconds"},
+		{[]string{"read-bw", "-D", "4", "-f", "-2"}, "-f -2: a margin is a number of seconds, 0 or more"},
+		{[]string{"send-lat", "-N"}, "-N: latency tests measure no peak bandwidth"},
+		{[]string{"read-lat", "--noPeak", "-n", "10"}, "-N: latency tests measure no peak bandwidth"},
 	}
 	for _, tc := range tests {
 		_, errs, code := runCmd(t, tc.args...)
