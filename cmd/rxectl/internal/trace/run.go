@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/ladder"
 )
 
@@ -35,17 +36,21 @@ with their cause, completions and QP state changes.
 --qp, or the first that sent a request) as a ladder diagram: its packets as
 arrows, its timers, retries, completions and states beside its lane, and
 its peer's responder states beside the other lane when the trace holds
-the peer's device too.
+the peer's device too. Flags may come before or after FILE.
+
+Flags:
 `)
+	fs := flags(&Filter{}, new(string))
+	fs.SetOutput(w)
+	fs.PrintDefaults()
 }
 
-// Run implements "rxectl trace [flags] FILE".
-func Run(args []string, stdout, stderr io.Writer) int {
+// flags defines the flags of rxectl trace on a new FlagSet filling f and
+// out (--ladder).
+func flags(f *Filter, out *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var f Filter
-	var out string
-	fs.StringVar(&out, "ladder", "", "draw the QP as a ladder diagram into `FILE` (.svg or .png)")
+	fs.StringVar(out, "ladder", "", "draw the QP as a ladder diagram into `FILE` (.svg or .png)")
 	fs.StringVar(&f.Dev, "dev", "", "keep the events of the device at `ADDR` (ip:port)")
 	fs.Func("qp", "keep the events of QP `N` (decimal or 0x hex)", func(s string) error {
 		n, err := strconv.ParseUint(s, 0, 24)
@@ -65,21 +70,27 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		f.From, f.To = a, b
 		return nil
 	})
-	err := fs.Parse(args)
+	return fs
+}
+
+// Run implements "rxectl trace [flags] FILE"; flags may also follow FILE.
+func Run(args []string, stdout, stderr io.Writer) int {
+	var f Filter
+	var out string
+	fs := flags(&f, &out)
+	pos, err := cli.ParseIntermixed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		Usage(stdout)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
 		return exitOK
 	}
-	if err == nil && fs.NArg() != 1 {
-		err = fmt.Errorf("want exactly one FILE, got %d arguments", fs.NArg())
+	if err == nil && len(pos) != 1 {
+		err = fmt.Errorf("want exactly one FILE, got %d arguments", len(pos))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "rxectl trace: %v\nusage: rxectl trace [--qp N] [--dev ADDR] [--time T1-T2] [--ladder OUT] FILE\n", err)
 		return exitUsage
 	}
-	fh, err := os.Open(fs.Arg(0))
+	fh, err := os.Open(pos[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "rxectl trace: %v\n", err)
 		return exitFail
@@ -87,7 +98,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	defer fh.Close()
 	evs, err := Read(fh)
 	if err != nil {
-		fmt.Fprintf(stderr, "rxectl trace: %s: %v\n", fs.Arg(0), err)
+		fmt.Fprintf(stderr, "rxectl trace: %s: %v\n", pos[0], err)
 		return exitFail
 	}
 	if err := WriteTimeline(stdout, evs, f); err != nil {

@@ -93,3 +93,20 @@ func TestRun(t *testing.T) {
 	require.Equal(t, 4, strings.Count(out.String(), "\n"), out.String())
 	require.Equal(t, 1, Run([]string{"testdata/missing.jsonl"}, &out, &errb))
 }
+
+// TestRunFlagsAfterFile: as with rxectl dump, the flags may follow FILE,
+// and the help lists them.
+func TestRunFlagsAfterFile(t *testing.T) {
+	var before, after, errb bytes.Buffer
+	require.Equal(t, 0, Run([]string{"--qp", "17", "--dev", "127.0.0.1:4791", timeout}, &before, &errb), errb.String())
+	require.Equal(t, 0, Run([]string{timeout, "--qp", "17", "--dev=127.0.0.1:4791"}, &after, &errb), errb.String())
+	require.Equal(t, before.String(), after.String())
+	require.Equal(t, 2, Run([]string{timeout, "--qp", "17", timeout}, &after, &errb))
+	require.Contains(t, errb.String(), "want exactly one FILE, got 2 arguments")
+
+	var help bytes.Buffer
+	Usage(&help)
+	for _, f := range []string{"qp N", "dev ADDR", "time T1-T2", "ladder FILE"} {
+		require.Contains(t, help.String(), "  -"+f+"\n", help.String())
+	}
+}
