@@ -124,11 +124,12 @@ const LatMeasureTail = 2
 // posts (in ns, perftest's cycles at 1000 per microsecond), divided by
 // rttFactor (2 for SEND and WRITE, whose gap is a round trip; 1 for READ
 // and atomics). Sorted, the top LatMeasureTail are dropped: m = iters - 3.
-// t_max is delta[m], the largest dropped one; t_typical the median of the
-// first m (the integer mean of the two middle ones when m is even); the
-// standard deviation truncates each deviation to an integer number of
-// microseconds before squaring it, as perftest's int temporaries do; the
-// percentiles are delta[ceil(0.99 m)] and delta[ceil(0.999 m)].
+// t_max is delta[m], the smaller of the two dropped (the second largest
+// sample); t_typical the median of the first m (the integer mean of the
+// two middle ones when m is even); the standard deviation truncates each
+// deviation to an integer number of microseconds before squaring it, as
+// perftest's int temporaries do; the percentiles are delta[ceil(0.99 m)]
+// and delta[ceil(0.999 m)].
 func LatStats(size int, tposted []int64, rttFactor int) Lat {
 	n := len(tposted) - 1
 	delta := make([]int64, n)
