@@ -682,6 +682,9 @@ func (o *options) checkDevice(t Test) error {
 		}
 		return fmt.Errorf("--bind %s is an IPv6 address: add --ipv6", o.bind)
 	}
+	if o.bind != "" && o.loopback {
+		return fmt.Errorf("--bind %s: --loopback binds its own addresses (127.0.0.1 and 127.0.0.2, or ::1 with --ipv6): drop --bind", o.bind)
+	}
 	if o.bidir && o.duration > 0 {
 		return errors.New("-b with -D or --run_infinitely is not implemented yet")
 	}
