@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -113,18 +114,26 @@ func (s *session) pollingSummary() string {
 // for up to s.spin (choosePolling; as perftest spins on ibv_poll_cq), then sleeps in
 // CQ.Wait; with -e it sleeps on the completion channel (waitCQ). It gives
 // up with an error after the stall bound without a completion, or when
-// ctx is done.
+// ctx is done, or, when the completion is the receive of one of the
+// peer's messages (fromPeer), soon after the peer has closed the exchange
+// or written its next message (s.peerDone: it will send nothing more).
+// A completion of this end's own request comes, or fails with the
+// transport's error, without the peer's help.
 //
 // CQ.BusyPoll reads the device's socket and handles what arrived on this
 // goroutine, so a spinner gets its completion without a goroutine wake-up
 // (docs/performance.md, "Busy polling reads the socket").
-func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string) error {
+func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string, fromPeer bool) error {
 	bound := s.stall()
+	pctx := ctx
+	if s.peerDone != nil && fromPeer {
+		pctx = s.peerDone // ends with ctx, or when the peer is done
+	}
 	spin := min(s.spin, bound) // the spin counts against the bound
-	if s.ch == nil && spin > 0 && busyPoll(ctx, cq, wc[:1], spin) == 1 {
+	if s.ch == nil && spin > 0 && busyPoll(pctx, cq, wc[:1], spin) == 1 {
 		return s.checkWC(wc[0])
 	}
-	wctx, cancel := context.WithTimeout(ctx, bound-spin)
+	wctx, cancel := context.WithTimeout(pctx, bound-spin)
 	defer cancel()
 	n, err := s.waitCQ(wctx, cq, wc[:1])
 	if n == 1 {
@@ -133,7 +142,35 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted while waiting for %s", what)
 	}
+	if pctx.Err() != nil {
+		// The peer is done: what it sent before may still be on its
+		// way (its exchange message can overtake its last packet).
+		qctx, cancel := context.WithTimeout(ctx, peerDoneQuiet)
+		defer cancel()
+		if n, _ := s.waitCQ(qctx, cq, wc[:1]); n == 1 {
+			return s.checkWC(wc[0])
+		}
+		return fmt.Errorf("waiting for %s: %w", what, errPeerDone)
+	}
 	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", bound, what, err)
+}
+
+// errPeerDone is the error of a latency test's wait that the peer left:
+// it closed the exchange (it failed or was killed) or went on with it.
+var errPeerDone = errors.New("the peer closed the exchange or ended its run instead (it failed or was stopped: see its output)")
+
+// watchLat makes a latency run's waits end once the peer is done
+// (watchPeer, s.peerDone) and returns the function that ends the watch.
+func (s *session) watchLat(ctx context.Context) (stop func()) {
+	done, watching, stopWatch := s.watchPeer(ctx)
+	if !watching {
+		return stopWatch
+	}
+	s.peerDone = done
+	return func() {
+		stopWatch()
+		s.peerDone = nil
+	}
 }
 
 // busyPoll polls cq with CQ.BusyPoll until it returns completions, spin

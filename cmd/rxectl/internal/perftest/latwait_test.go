@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,7 +106,7 @@ func TestLatEventsSleep(t *testing.T) {
 			require.NoError(t, err)
 			es := &session{o: s.o, ch: ch, latStall: time.Hour}
 			start := time.Now()
-			err = es.spinPoll(context.Background(), cq, make([]rxe.WC, 1), "the peer's SEND 1")
+			err = es.spinPoll(context.Background(), cq, make([]rxe.WC, 1), "the peer's SEND 1", true)
 			require.ErrorContains(t, err, "nothing for 1h0m0s while waiting for the peer's SEND 1")
 			require.Equal(t, time.Hour, time.Since(start))
 			require.NoError(t, cq.Destroy())
@@ -227,5 +228,58 @@ func TestCQPollingReported(t *testing.T) {
 			require.Equal(t, tc.peer, doc.PeerPolling)
 			require.Zero(t, unreadSockets.Load(), "a closed device's sockets still counted")
 		})
+	}
+}
+
+// TestLatPeerLeft: a latency test waiting for its peer's message ends
+// soon after the peer closes the exchange's connection (it failed or was
+// killed), with errPeerDone, however long its stall bound; an interrupt
+// still reads "interrupted".
+func TestLatPeerLeft(t *testing.T) {
+	for _, tc := range []struct {
+		verb   string
+		client bool // the side that waits for the peer first
+		want   string
+	}{
+		{"send-lat", false, "waiting for the peer's SEND 1: the peer closed the exchange"},
+		{"write-lat", true, "waiting for the peer's RDMA WRITE 1: the peer closed the exchange"},
+	} {
+		for _, mode := range []string{"wait", "busy-poll", "events"} {
+			t.Run(tc.verb+"/"+mode, func(t *testing.T) {
+				s := latTestSession(t, tc.verb, tc.client, mode == "events")
+				if mode == "busy-poll" {
+					s.o.busyPoll, s.o.set = time.Second, map[string]bool{"busy-poll": true}
+				}
+				s.choosePolling()
+				s.latStall = time.Hour
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				require.NoError(t, err)
+				defer ln.Close()
+				peer, err := net.Dial("tcp", ln.Addr().String())
+				require.NoError(t, err)
+				s.conn, err = ln.Accept()
+				require.NoError(t, err)
+				defer s.conn.Close()
+				run := s.runLatSend
+				if tc.verb == "write-lat" {
+					run = s.runLatWrite
+				}
+				done := make(chan error, 1)
+				go func() {
+					_, err := run(context.Background(), 2)
+					done <- err
+				}()
+				time.Sleep(50 * time.Millisecond) // waiting
+				peer.Close()
+				select {
+				case err = <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("still waiting 10 s after the peer closed the exchange")
+				}
+				require.ErrorIs(t, err, errPeerDone)
+				require.ErrorContains(t, err, tc.want)
+				require.Nil(t, s.peerDone, "the watch ended with the run")
+			})
+		}
 	}
 }

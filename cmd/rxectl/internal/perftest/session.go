@@ -63,10 +63,11 @@ type session struct {
 	outReads    int
 	peerAddr    netip.AddrPort // the peer's RoCE address
 
-	rqPSN    uint32        // the PSN the peer's next request will carry (write-lat)
-	latStall time.Duration // a latency test's bound on a wait for the peer; 0: stallTimeout
-	figures  io.Writer     // where --output figures go
-	softStop atomic.Bool   // an interrupt ends the measurement, not the exchange
+	rqPSN    uint32          // the PSN the peer's next request will carry (write-lat)
+	latStall time.Duration   // a latency test's bound on a wait for the peer; 0: stallTimeout
+	peerDone context.Context // a latency run's: ends once the peer is done (watchLat); nil: not watched
+	figures  io.Writer       // where --output figures go
+	softStop atomic.Bool     // an interrupt ends the measurement, not the exchange
 
 	bwResults  []report.BW
 	latResults []report.Lat

@@ -621,7 +621,7 @@ func (s *session) runLatReadAtomic(ctx context.Context, size int) (report.Lat, e
 		if _, err := s.qps[0].PostSend(wr); err != nil {
 			return report.Lat{}, fmt.Errorf("post send: %w", err)
 		}
-		if err := s.spinPoll(ctx, s.scq, wc, "a completion"); err != nil {
+		if err := s.spinPoll(ctx, s.scq, wc, "a completion", false); err != nil {
 			return report.Lat{}, err
 		}
 	}
@@ -648,11 +648,12 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 	if lw.on {
 		buf[stopByte] = 0
 	}
+	defer s.watchLat(ctx)()
 	clk := newClock()
 	scnt, rcnt := 0, 0
 	for lw.on || scnt < iters || rcnt < iters {
 		if (lw.on || rcnt < iters) && !(scnt < 1 && s.client) {
-			if err := s.spinPoll(ctx, s.rcq, wc, fmt.Sprintf("the peer's SEND %d", rcnt+1)); err != nil {
+			if err := s.spinPoll(ctx, s.rcq, wc, fmt.Sprintf("the peer's SEND %d", rcnt+1), true); err != nil {
 				return report.Lat{}, err
 			}
 			rcnt++
@@ -678,7 +679,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 				return report.Lat{}, fmt.Errorf("post send: %w", err)
 			}
 			if signaled {
-				if err := s.spinPoll(ctx, s.scq, wc, "a send completion"); err != nil {
+				if err := s.spinPoll(ctx, s.scq, wc, "a send completion", false); err != nil {
 					return report.Lat{}, err
 				}
 			}
@@ -718,6 +719,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error)
 		buf[stopByte] = 0
 	}
 	base := s.rqPSN
+	defer s.watchLat(ctx)()
 	clk := newClock()
 	scnt, ccnt, rcnt := 0, 0, 0
 	for lw.on || scnt < iters || ccnt < iters || rcnt < iters {
@@ -743,7 +745,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error)
 			}
 		}
 		if lw.on || ccnt < iters {
-			if err := s.spinPoll(ctx, s.scq, wc, "a WRITE completion"); err != nil {
+			if err := s.spinPoll(ctx, s.scq, wc, "a WRITE completion", false); err != nil {
 				return report.Lat{}, err
 			}
 			ccnt++
@@ -770,7 +772,7 @@ const (
 // waitWrite waits until the QP's responder has accepted want packets past
 // base, i.e. the peer's WRITE number n has landed.
 func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, n int) error {
-	var deadline time.Time
+	var deadline, grace time.Time
 	for spins := 0; ; spins++ {
 		a := qp.Query()
 		if (a.RQPSN-base)&0xFFFFFF >= want {
@@ -788,6 +790,13 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 				deadline = now.Add(s.stall())
 			} else if now.After(deadline) {
 				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, s.stall())
+			}
+			if s.peerDone != nil && s.peerDone.Err() != nil { // what it wrote before may still land
+				if grace.IsZero() {
+					grace = now.Add(peerDoneQuiet)
+				} else if now.After(grace) {
+					return fmt.Errorf("waiting for the peer's RDMA WRITE %d: %w", n, errPeerDone)
+				}
 			}
 		}
 		if busy, err := s.busyPollWrite(qp, spins); busy || err != nil {
