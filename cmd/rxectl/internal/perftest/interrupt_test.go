@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/gorxe/gorxe/internal/syncbuf"
 )
@@ -125,4 +126,36 @@ func TestSendBWRunInfinitelyServerRows(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, n, sout)
 	}
+}
+
+// TestSendBWInterruptedRDMACM: with -R the send-bw server cannot watch
+// the exchange (no TCP), so an interrupt still ends the client's
+// exchange, whose disconnection fails the server's receives at once: the
+// run ends in seconds, not after the server's minute-long stall bound.
+func TestSendBWInterruptedRDMACM(t *testing.T) {
+	var out, errb syncbuf.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for i := 0; i < 1000 && !strings.Contains(out.String(), " #bytes"); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		cancel()
+	}()
+	pt, port := findTest(t, "send-bw"), sharedUDPPort(t)
+	start := time.Now()
+	done := make(chan int, 1)
+	go func() {
+		done <- pt.Run([]string{"-R", "--loopback", "--udp-port", port, "-n", "5000000", "-s", "64"},
+			&out, &errb, func() context.Context { return ctx })
+	}()
+	select {
+	case code := <-done:
+		require.Equal(t, cli.ExitFail, code, "%s\n%s", out.String(), errb.String())
+		require.Contains(t, errb.String(), "interrupted")
+	case <-time.After(20 * time.Second):
+		t.Fatalf("still running 20 s after the interrupt:\n%s\n%s", out.String(), errb.String())
+	}
+	require.Less(t, time.Since(start), 20*time.Second)
 }

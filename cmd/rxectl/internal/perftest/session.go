@@ -551,8 +551,12 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		return err
 	}
 	s.printTableHeader()
-	if s.client {
-		s.softStop.Store(true) // from here an interrupt ends the run and reports it
+	// From here an interrupt ends the client's run and reports it: the
+	// server sees the client stop on the exchange's TCP connection
+	// (watchPeer). With -R it cannot watch, and the interrupt ends the
+	// exchange, whose disconnection fails the server's receives.
+	if s.client && s.conn != nil {
+		s.softStop.Store(true)
 	}
 	for _, size := range s.o.sizes() {
 		if s.client {
