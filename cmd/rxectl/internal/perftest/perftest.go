@@ -522,7 +522,9 @@ var validations = []validation{
 	},
 	inRange(func(o *options) int { return o.outs }, 0, 128, "outstanding reads %d not in [1, 128]"),
 	inRange(func(o *options) int { return o.timeout }, 0, 31, "qp-timeout %d not in [0, 31]"),
-	inRange(func(o *options) int { return o.oobPort }, 0, 65535, "port %d not in [0, 65535]"),
+	// -p 0 would make the server listen on a port it does not tell, and
+	// the client dial port 0.
+	inRange(func(o *options) int { return o.oobPort }, 1, 65535, "port %d not in [1, 65535]"),
 	inRange(func(o *options) int { return o.udpPort }, 0, 65535, "udp-port %d not in [0, 65535]"),
 	func(o *options, _ Test) error {
 		if o.bind == "" {

@@ -398,6 +398,7 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"send-bw", "--run_infinitely", "--duration=0"}, "-D 0: a duration is a positive number of seconds"},
 		{[]string{"read-bw", "-D", "4", "-f", "-2"}, "-f -2: a margin is a number of seconds, 0 or more"},
 		{[]string{"send-lat", "-N"}, "-N: latency tests measure no peak bandwidth"},
+		{[]string{"read-bw", "127.0.0.1", "--port=0"}, "port 0 not in [1, 65535]"},
 		{[]string{"write-bw", "--loopback", "--bind", "127.0.0.5"}, "--bind 127.0.0.5: --loopback binds its own addresses"},
 		{[]string{"send-lat", "--loopback", "-R", "--bind=127.0.0.5"}, "--bind 127.0.0.5: --loopback binds its own addresses"},
 		{[]string{"read-lat", "--noPeak", "-n", "10"}, "-N: latency tests measure no peak bandwidth"},
