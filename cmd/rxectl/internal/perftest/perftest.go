@@ -520,7 +520,7 @@ var validations = []validation{
 		}
 		return nil
 	},
-	inRange(func(o *options) int { return o.outs }, 0, 128, "outstanding reads %d not in [1, 128]"),
+	inRange(func(o *options) int { return o.outs }, 0, 128, "outstanding reads %d not in [0, 128] (0: the device maximum)"),
 	inRange(func(o *options) int { return o.timeout }, 0, 31, "qp-timeout %d not in [0, 31]"),
 	// -p 0 would make the server listen on a port it does not tell, and
 	// the client dial port 0.
