@@ -872,3 +872,23 @@ func TestSizeSuffix(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, defSizeAtomic, o.size)
 }
+
+// TestCheckWCExplains: the completion errors a mismatch of the two ends
+// causes carry an explanation; a receive too small for the peer's
+// message (the ends' -s differ) is one of them.
+func TestCheckWCExplains(t *testing.T) {
+	s := &session{o: &options{}}
+	require.NoError(t, s.checkWC(rxe.WC{Status: rxe.WCSuccess}))
+	for _, tc := range []struct {
+		status rxe.WCStatus
+		want   string
+	}{
+		{rxe.WCLocLenErr, "LOC_LEN_ERR (vendor_err 0x0) on QP 0x11: a message arrived longer than this end's receive buffer: the other end sends larger messages"},
+		{rxe.WCRemInvReqErr, "REM_INV_REQ_ERR (vendor_err 0x0) on QP 0x11: the peer's QP rejected the request as invalid"},
+		{rxe.WCRNRRetryExcErr, "RNR_RETRY_EXC_ERR (vendor_err 0x0) on QP 0x11: receiver-not-ready retries exceeded"},
+	} {
+		err := s.checkWC(rxe.WC{Status: tc.status, QPNum: 0x11})
+		require.ErrorContains(t, err, tc.want)
+		require.ErrorIs(t, err, errPeerQP)
+	}
+}

@@ -117,6 +117,8 @@ func (s *session) checkWC(wc rxe.WC) error {
 		why = "the peer's QP failed to execute the request: its QP is in error"
 	case rxe.WCWRFlushErr:
 		why = "flushed: this QP had already gone to the error state"
+	case rxe.WCLocLenErr:
+		why = "a message arrived longer than this end's receive buffer: the other end sends larger messages (a larger -s, or -a on one end only?)"
 	default:
 		return errors.New(head)
 	}
