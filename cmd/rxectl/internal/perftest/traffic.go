@@ -350,7 +350,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 // from the first receive to the last (no peak: perftest disables it here).
 // Once the client has stopped sending (watchPeer: its next exchange
 // message is waiting, or it closed the connection) the messages still in
-// flight are taken until none has come for sendBWQuiet; a client that
+// flight are taken until none has come for peerDoneQuiet; a client that
 // finished early (interrupted, or UC/UD messages lost) leaves a row of
 // what arrived and a note on stderr.
 func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) {
