@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package netns builds a pair of Linux network namespaces joined by a veth
 // link, for root-only tests that need traffic on a real link: a capture
 // point where the kernel has already segmented GSO buffers, qdiscs, device
