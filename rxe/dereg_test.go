@@ -84,21 +84,7 @@ func deregDuringTransfer(t *testing.T, kind string, op WROpcode, wcOp WCOpcode, 
 		clear(b.buf[:n])
 	}
 	syncMem(a, b)
-	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: op, Flags: SendSignaled,
-		SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-	require.NoError(t, err)
-
-	// Wait for the stream to be under way at b (packets counted per
-	// vector, with no QP lock taken), then deregister.
-	moved := &b.qp.vec.sentPkts
-	if op == WRRDMAWrite {
-		moved = &b.qp.vec.rcvdPkts
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for moved.Load() < 16 {
-		require.True(t, time.Now().Before(deadline), "the transfer did not start")
-		time.Sleep(20 * time.Microsecond)
-	}
+	startStream(t, a, b, op, n)
 	require.NoError(t, b.mr.Dereg())
 
 	// The buffer is the caller's again.
@@ -362,18 +348,7 @@ func TestDestroyWaitsForDevice(t *testing.T) {
 				clear(b.buf)
 			}
 			syncMem(a, b)
-			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: op, Flags: SendSignaled,
-				SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-			require.NoError(t, err)
-			moved := &b.qp.vec.sentPkts
-			if op == WRRDMAWrite {
-				moved = &b.qp.vec.rcvdPkts
-			}
-			deadline := time.Now().Add(10 * time.Second)
-			for moved.Load() < 16 {
-				require.True(t, time.Now().Before(deadline), "the transfer did not start")
-				time.Sleep(20 * time.Microsecond)
-			}
+			startStream(t, a, b, op, n)
 			require.NoError(t, b.qp.Destroy())
 			var after []byte
 			if op == WRRDMARead {
@@ -395,5 +370,24 @@ func TestDestroyWaitsForDevice(t *testing.T) {
 				require.True(t, bytes.Equal(after, b.buf), "WRITE data landed after Destroy returned")
 			}
 		})
+	}
+}
+
+// startStream posts a signaled op of n bytes from a's MR to b's and waits
+// until the stream is under way at b: 16 packets sent (READ responses) or
+// received (WRITE), counted per vector with no QP lock taken.
+func startStream(t *testing.T, a, b *end, op WROpcode, n int) {
+	t.Helper()
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: op, Flags: SendSignaled,
+		SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	require.NoError(t, err)
+	moved := &b.qp.vec.sentPkts
+	if op == WRRDMAWrite {
+		moved = &b.qp.vec.rcvdPkts
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for moved.Load() < 16 {
+		require.True(t, time.Now().Before(deadline), "the transfer did not start")
+		time.Sleep(20 * time.Microsecond)
 	}
 }
