@@ -62,14 +62,7 @@ func TestLatDeadPeer(t *testing.T) {
 	} {
 		for _, mode := range []string{"wait", "busy-poll", "events"} {
 			t.Run(tc.verb+"/"+mode, func(t *testing.T) {
-				s := latTestSession(t, tc.verb, tc.client, mode == "events")
-				if mode == "busy-poll" {
-					// Longer than the bound: the spin ends at ctx. Given
-					// on the command line, it spins although the pipe's
-					// CQ cannot read a socket (spinFor).
-					s.o.busyPoll, s.o.set = time.Second, map[string]bool{"busy-poll": true}
-				}
-				s.choosePolling()
+				s := latModeSession(t, tc.verb, tc.client, mode)
 				s.latStall = bound
 				run := s.runLatSend
 				if tc.verb == "write-lat" {
@@ -246,11 +239,7 @@ func TestLatPeerLeft(t *testing.T) {
 	} {
 		for _, mode := range []string{"wait", "busy-poll", "events"} {
 			t.Run(tc.verb+"/"+mode, func(t *testing.T) {
-				s := latTestSession(t, tc.verb, tc.client, mode == "events")
-				if mode == "busy-poll" {
-					s.o.busyPoll, s.o.set = time.Second, map[string]bool{"busy-poll": true}
-				}
-				s.choosePolling()
+				s := latModeSession(t, tc.verb, tc.client, mode)
 				s.latStall = time.Hour
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				require.NoError(t, err)
@@ -282,4 +271,18 @@ func TestLatPeerLeft(t *testing.T) {
 			})
 		}
 	}
+}
+
+// latModeSession is latTestSession waiting in mode: "wait", "busy-poll"
+// (a one-second spin, longer than the tests' bounds, so the spin ends at
+// ctx; given on the command line, it spins although the pipe's CQ cannot
+// read a socket: spinFor) or "events" (-e).
+func latModeSession(t *testing.T, verb string, client bool, mode string) *session {
+	t.Helper()
+	s := latTestSession(t, verb, client, mode == "events")
+	if mode == "busy-poll" {
+		s.o.busyPoll, s.o.set = time.Second, map[string]bool{"busy-poll": true}
+	}
+	s.choosePolling()
+	return s
 }
