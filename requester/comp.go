@@ -382,6 +382,9 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		if psn == w.lastPSN && w.kind.segmented() && w.sentAll {
 			return CompCompAck
 		}
+		if r.nakInReadTrain(p) {
+			return CompCheckAck
+		}
 		r.c.ResponsesDropped++
 		return CompDone
 	case d > 0 && w.kind.rdAtomic():
@@ -424,6 +427,26 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		return CompDone
 	}
 	return CompCheckAck
+}
+
+// nakInReadTrain reports whether p, a response before the oldest
+// unacknowledged PSN, is a fatal NAK (invalid request, remote access or
+// remote operational error) that ends the read response train in
+// progress. Kernel rxe's responder NAKs a READ that fails after some of
+// its responses were sent with the READ request's PSN (read_reply,
+// then acknowledge with pkt->psn), which the requester has passed by
+// then; rxe check_psn therefore sends an ACKNOWLEDGE that arrives while
+// a READ_RESPONSE_FIRST or MIDDLE is the last response placed to
+// check_ack instead of dropping it. Only fatal NAKs are taken here: an
+// ACK there acknowledges nothing (checkAETH drops it), and a sequence or
+// RNR NAK for an old PSN names nothing to resend.
+func (r *Requester) nakInReadTrain(p *packet.Packet) bool {
+	if p.Opcode() != packet.RCAcknowledge ||
+		r.compOp != uint8(packet.RCRDMAReadResponseFirst) && r.compOp != uint8(packet.RCRDMAReadResponseMiddle) {
+		return false
+	}
+	syn := p.AETH().Syndrome()
+	return syn.Type() == packet.SyndromeTypeNAK && syn.NAKCode() != packet.NAKPSNSeqError
 }
 
 // replayPassedHole reports whether psn, a response of the oldest READ w

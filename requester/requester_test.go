@@ -1232,3 +1232,52 @@ func TestReadGapRetriesAtOnce(t *testing.T) {
 	_, failed := h.r.Failed()
 	require.False(t, failed)
 }
+
+// TestNAKMidRead covers a fatal NAK that ends a READ whose first responses
+// arrived: kernel rxe's responder sends it with the READ request's PSN
+// (read_reply fails, acknowledge NAKs pkt->psn), which is before the
+// oldest unacknowledged PSN; rxe check_psn then hands an ACKNOWLEDGE that
+// arrives inside a read response train to check_ack all the same. An ACK
+// (not a NAK) there completes nothing and is ignored.
+func TestNAKMidRead(t *testing.T) {
+	const pmtu, p0 = 1024, 0x40
+	for _, tc := range []struct {
+		name   string
+		psn    packet.PSN
+		syn    packet.Syndrome
+		want   verbs.WCStatus
+		failed bool
+	}{
+		{"rem-access-at-request-psn", p0, packet.NAKSyndrome(packet.NAKRemoteAccess), verbs.WCRemAccessErr, true},
+		{"rem-op-at-request-psn", p0, packet.NAKSyndrome(packet.NAKRemoteOperation), verbs.WCRemOpErr, true},
+		{"inv-req-at-middle-psn", p0 + 1, packet.NAKSyndrome(packet.NAKInvalidRequest), verbs.WCRemInvReqErr, true},
+		{"rem-access-at-next-psn", p0 + 2, packet.NAKSyndrome(packet.NAKRemoteAccess), verbs.WCRemAccessErr, true},
+		{"stale-ack-ignored", p0, packet.SyndromeACKUnlimited, verbs.WCSuccess, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, baseConfig(pmtu, p0))
+			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+				SGList: []verbs.SGE{{Addr: baseA, Length: 4 * pmtu, LKey: lkeyA}}})
+			require.Len(t, h.drain(), 1)
+			train := readResp(pmtu, p0, make([]byte, 4*pmtu), 0, false)
+			h.recv(train[0])
+			h.recv(train[1])
+			h.recv(resp(packet.RCAcknowledge, tc.psn, tc.syn, 1, nil))
+			st, failed := h.r.Failed()
+			require.Equal(t, tc.failed, failed)
+			if !tc.failed {
+				require.Empty(t, h.cq.wcs)
+				h.recv(train[2])
+				h.recv(train[3])
+				require.Equal(t, []uint64{1}, h.cq.ids())
+				require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+				return
+			}
+			require.Equal(t, tc.want, st)
+			require.Len(t, h.cq.wcs, 1)
+			require.Equal(t, tc.want, h.cq.wcs[0].Status)
+			require.Equal(t, uint32(tc.syn), h.cq.wcs[0].VendorErr)
+		})
+	}
+}
