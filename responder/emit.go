@@ -103,11 +103,16 @@ func (r *Responder) countNAK(it *outItem) {
 }
 
 // readFault turns a read train whose memory has gone into a Remote Access
-// Error NAK for the response PSN that could not be sent (rxe read_reply ->
-// ERR_RKEY_VIOLATION, class C), drops everything queued behind it, and
-// fails the responder.
+// Error NAK (rxe read_reply -> ERR_RKEY_VIOLATION, class C), drops
+// everything queued behind it, and fails the responder. The NAK carries
+// the PSN of the READ request the train answers, as rxe's acknowledge
+// sends the request packet's PSN: a requester accepts it whichever of
+// the responses before the fault it received (rxe check_psn takes an
+// ACKNOWLEDGE before its oldest PSN inside a read train), whereas a NAK
+// for the response that could not be sent is dropped, as a response after
+// a gap, by a requester that lost one of the responses before it.
 func (r *Responder) readFault(it *outItem) {
-	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.psn, msn: r.msn, fatal: true}
+	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.req, msn: r.msn, fatal: true}
 	r.q.Truncate(1)
 	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
 }

@@ -26,6 +26,7 @@ type outItem struct {
 	first  bool // outRead: the next packet is FIRST or ONLY
 	syn    packet.Syndrome
 	psn    packet.PSN // PSN of the next packet
+	req    packet.PSN // outRead: PSN of the READ request the train answers
 	msn    uint32
 	orig   uint64 // outAtomicACK
 	// outRead: what is left to send.
@@ -101,6 +102,6 @@ func (r *Responder) queueAtomicACK(psn packet.PSN, orig uint64) {
 // queueRead queues a READ response train.
 func (r *Responder) queueRead(rd readReq, msn uint32) {
 	it := r.q.push()
-	it.kind, it.first, it.psn, it.msn = outRead, true, rd.psn, msn
+	it.kind, it.first, it.psn, it.req, it.msn = outRead, true, rd.psn, rd.psn, msn
 	it.va, it.rkey, it.resid = rd.va, rd.rkey, rd.length
 }

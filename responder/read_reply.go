@@ -108,7 +108,7 @@ func (r *Responder) restartTrain(res *resource) bool {
 			return true
 		}
 		r.ctrs.ReadResponsesResent += uint64(it.psn.Diff(r.rd.psn))
-		it.psn, it.va, it.resid, it.first = r.rd.psn, r.rd.va, r.rd.length, true
+		it.psn, it.req, it.va, it.resid, it.first = r.rd.psn, r.rd.psn, r.rd.va, r.rd.length, true
 		r.ctrs.ReadRestarts++
 		return true
 	}

@@ -581,20 +581,45 @@ func TestFlush(t *testing.T) {
 	})
 }
 
+// TestMRGoneMidRead covers a memory region deregistered while its READ
+// response train is being sent: the train and what follows it are
+// replaced by a Remote Access Error NAK carrying the PSN of the READ
+// request the train answers (rxe read_reply fails, and acknowledge NAKs
+// the request packet's PSN), that of the duplicate for a replayed train.
 func TestMRGoneMidRead(t *testing.T) {
-	h := newHarness(t)
-	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 3000))
-	h.rx(packet.RCRDMAWriteOnly, 103, []byte{1}, reth(rva, rkey, 1), ackReq)
-	n := h.r.NextPacket(t0, h.rxbuf)
-	require.NotZero(t, n)
-	h.remote.valid = false // deregistered between two response packets
-	out := h.drain()
-	require.Len(t, out, 1, "the train and what follows it are replaced by the NAK")
-	expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(101), aeth(packet.NAKSyndrome(packet.NAKRemoteAccess), 2))
-	status, failed := h.r.Failed()
-	require.True(t, failed)
-	require.Equal(t, verbs.WCRemAccessErr, status)
-	require.Equal(t, StateErrRKeyViolation, h.r.FailState())
+	for _, tc := range []struct {
+		name string
+		sent int // responses sent before the deregistration
+		dup  bool
+		psn  packet.PSN
+	}{
+		{name: "before_first_response", sent: 0, psn: 100},
+		{name: "after_first_response", sent: 1, psn: 100},
+		{name: "after_two_responses", sent: 2, psn: 100},
+		{name: "replayed_from_middle", sent: 2, dup: true, psn: 101},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 3000))
+			h.rx(packet.RCRDMAWriteOnly, 103, []byte{1}, reth(rva, rkey, 1), ackReq)
+			for range tc.sent {
+				require.NotZero(t, h.r.NextPacket(t0, h.rxbuf))
+			}
+			if tc.dup {
+				// The requester lost the responses from 101 on and asks
+				// for the rest; the train restarts there.
+				h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+1024, rkey, 3000-1024))
+			}
+			h.remote.valid = false // deregistered between two response packets
+			out := h.drain()
+			require.Len(t, out, 1, "the train and what follows it are replaced by the NAK")
+			expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(tc.psn), aeth(packet.NAKSyndrome(packet.NAKRemoteAccess), 2))
+			status, failed := h.r.Failed()
+			require.True(t, failed)
+			require.Equal(t, verbs.WCRemAccessErr, status)
+			require.Equal(t, StateErrRKeyViolation, h.r.FailState())
+		})
+	}
 }
 
 func TestSolicitedCompletions(t *testing.T) {
