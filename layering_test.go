@@ -62,7 +62,7 @@ var rules = map[string]rule{
 	"cmd/rxectl":                        {allow: []string{rxectl + "cli", rxectl + "dump", rxectl + "perftest", rxectl + "trace"}},
 	"cmd/rxectl/internal/flows":         {allow: []string{module + "/packet"}},
 	"cmd/rxectl/internal/ladder":        {allow: []string{rxectl + "flows", rxectl + "plot", module + "/packet"}},
-	"cmd/rxectl/internal/trace":         {allow: []string{rxectl + "flows", rxectl + "ladder"}},
+	"cmd/rxectl/internal/trace":         {allow: []string{rxectl + "cli", rxectl + "flows", rxectl + "ladder"}},
 	"cmd/rxectl/internal/cli":           {},
 	"cmd/rxectl/internal/report":        {allow: []string{module + "/netdev/faults"}},
 	"cmd/rxectl/internal/oob":           {allow: []string{rxectl + "report"}},
