@@ -32,7 +32,7 @@
 // Atomics operate with sync/atomic on the 64-bit word in native byte order.
 //
 // Steady-state Receive and NextPacket do not allocate: the responder
-// resources are allocated by New, and the output queue (internal/ring),
+// resources are allocated by New (and again by SetMaxDestRdAtomic), and the output queue (internal/ring),
 // the receive WQE's SGE copy and the slots of the out-of-order buffer grow
 // only when they must hold more than ever before. Every response is built in place by emit with packet.Begin and
 // Frame.Seal, the builder the requester uses too.
@@ -52,5 +52,5 @@
 // request, NextPacket while Pending, CreditUpdate after receive WQEs are
 // posted, and after each call it checks Failed (then, once the error NAK
 // is out, moves the QP to ERR and calls Flush). Modify QP changes reach it
-// through the setters (SetMinRNRTimer, SetAccess, SetPath).
+// through the setters (SetMinRNRTimer, SetAccess, SetMaxDestRdAtomic, SetPath).
 package responder
