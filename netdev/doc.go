@@ -105,6 +105,12 @@
 // ReadBatch receives into 64 KiB buffers of its own and returns each
 // datagram as a slice of one, valid until the next ReadBatch.
 //
+// A received datagram longer than its buffer (MSG_TRUNC), and a received
+// buffer whose control data the kernel truncated (MSG_CTRUNC: its GRO
+// segment size or IP_PKTINFO destination may be missing), is dropped and
+// counted in Stats.Truncated or Stats.ControlTruncated rather than returned
+// with a wrong length, datagram count or Local.
+//
 // # Allocations
 //
 // ReadBatch and WriteBatch allocate nothing in steady state (errors and

@@ -1,7 +1,9 @@
 // Package rawudp measures the raw UDP baselines that gorxe's throughput and
 // latency are compared with in benchmarks: batched datagrams over loopback
 // through netdev.UDPConn, with and without UDP GSO/GRO, and a one-datagram
-// ping-pong. It is a measurement helper for tests and benchmarks.
+// ping-pong. It is a measurement helper for tests and benchmarks. Loopback
+// may lose a datagram too: a PingPong round that does not complete within
+// a second fails the run with ErrNoEcho instead of hanging it.
 package rawudp
 
 import (
