@@ -4,9 +4,10 @@
 //
 // It is sans-IO, like the engines: an Agent takes the MADs that arrived
 // (Receive), the consumer's decisions (Connect, Accept, ConfirmREP, Reject,
-// Disconnect, Abort) and the passing of time (Tick), each with an explicit now;
-// it returns what to send (Poll) and what happened (NextEvent), and tells
-// when it next needs the time (Deadline). The rxe package owns the socket,
+// Disconnect, Abort) and the passing of time (Tick), those that start or
+// stop a timer with an explicit now; it returns what to send (Poll) and
+// what happened (NextEvent), and tells when it next needs the time
+// (Deadline). The rxe package owns the socket,
 // the QP1 datagrams and the timer that drive it. A decision that does not
 // fit the state fails with ErrState (ErrUnknownID for an ID the agent does
 // not track), and one whose private data or REQ fields do not fit the wire
