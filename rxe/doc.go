@@ -4,7 +4,8 @@
 //
 // The object model is libibverbs': a Device has protection domains (PD),
 // memory regions (MR) registered on a PD, completion queues (CQ), queue
-// pairs (QP) and shared receive queues (SRQ). Work requests are posted to a
+// pairs (QP), shared receive queues (SRQ) and, for UD sends, address
+// handles (AddrHandle) on a PD. Work requests are posted to a
 // QP; completions are polled from a CQ. Enum values equal libibverbs' (see
 // package rxe/verbs, re-exported here), so statuses and opcodes compare and
 // print like C tools.
