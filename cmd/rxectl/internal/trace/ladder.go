@@ -36,6 +36,9 @@ func Ladder(evs []Event, f Filter) (*ladder.Diagram, error) {
 		}
 	}
 	if !ok {
+		if fl := f.flags(); fl != "" {
+			return nil, fmt.Errorf("%w matching %s", ErrNoQP, fl)
+		}
 		return nil, ErrNoQP
 	}
 	peer := findPeer(evs, me)

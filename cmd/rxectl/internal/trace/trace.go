@@ -68,6 +68,22 @@ type Filter struct {
 	From, To float64
 }
 
+// flags returns the filter as the trace flags that set it ("--qp 17
+// --time 0.01-0.02"), or "" for none.
+func (f Filter) flags() string {
+	var p []string
+	if f.HasQPN {
+		p = append(p, fmt.Sprintf("--qp %d", f.QPN))
+	}
+	if f.Dev != "" {
+		p = append(p, "--dev "+f.Dev)
+	}
+	if f.To != 0 {
+		p = append(p, fmt.Sprintf("--time %g-%g", f.From, f.To))
+	}
+	return strings.Join(p, " ")
+}
+
 func (f Filter) keep(ev *Event) bool {
 	return (!f.HasQPN || ev.QPN == f.QPN) && (f.Dev == "" || ev.Dev == f.Dev) &&
 		(f.To == 0 || ev.T >= f.From && ev.T <= f.To)

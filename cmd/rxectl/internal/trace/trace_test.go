@@ -75,6 +75,16 @@ func TestReadErrors(t *testing.T) {
 	require.ErrorContains(t, err, "not an rxe trace event")
 	_, err = Ladder(nil, Filter{})
 	require.ErrorIs(t, err, ErrNoQP)
+	require.EqualError(t, err, "no QP in the trace sent a request")
+	// With a filter, the error names it: the trace may hold requests
+	// outside it.
+	evs := []Event{{T: 0.5, Ev: "send", Engine: "requester", Dev: "127.0.0.1:4791", QPN: 17}}
+	_, err = Ladder(evs, Filter{QPN: 18, HasQPN: true, Dev: "127.0.0.1:4791", From: 0.01, To: 0.02})
+	require.ErrorIs(t, err, ErrNoQP)
+	require.EqualError(t, err, "no QP in the trace sent a request matching --qp 18 --dev 127.0.0.1:4791 --time 0.01-0.02")
+	d, err := Ladder(evs, Filter{QPN: 17, HasQPN: true})
+	require.NoError(t, err)
+	require.Equal(t, "requester 127.0.0.1:4791 QP 17", d.Left)
 }
 
 func TestRun(t *testing.T) {
