@@ -3,6 +3,7 @@ package rxe
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,11 +304,7 @@ func deregSource(t *testing.T, sr bool, op WROpcode, n int) bool {
 	if op == WRRDMARead {
 		moved = &a.qp.vec.rcvdPkts
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for moved.Load() < 16 {
-		require.True(t, time.Now().Before(deadline), "the transfer did not start")
-		time.Sleep(20 * time.Microsecond)
-	}
+	waitStarted(t, moved)
 	require.NoError(t, a.mr.Dereg())
 	for i := range a.buf[:n] {
 		a.buf[i] = 0x55
@@ -385,6 +382,14 @@ func startStream(t *testing.T, a, b *end, op WROpcode, n int) {
 	if op == WRRDMAWrite {
 		moved = &b.qp.vec.rcvdPkts
 	}
+	waitStarted(t, moved)
+}
+
+// waitStarted waits, up to 10 s, until the packet counter moved (a
+// vector's sentPkts or rcvdPkts, read with no QP lock taken) reaches 16:
+// the transfer is under way.
+func waitStarted(t *testing.T, moved *atomic.Uint64) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for moved.Load() < 16 {
 		require.True(t, time.Now().Before(deadline), "the transfer did not start")
