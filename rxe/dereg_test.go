@@ -396,3 +396,55 @@ func waitStarted(t *testing.T, moved *atomic.Uint64) {
 		time.Sleep(20 * time.Microsecond)
 	}
 }
+
+// TestDeregTwiceConcurrently: a second Dereg of a region whose first Dereg
+// still waits for a step under way (the test holds a QP's lock, as a
+// transmit pass copying from the region does) must not return before the
+// first: its caller would reuse memory the device may still be copying.
+// The first returns nil and the second ErrClosed once the step ends.
+func TestDeregTwiceConcurrently(t *testing.T) {
+	d, _ := newDevices(t, "pipe")
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	cq, err := d.CreateCQ(16, -1)
+	require.NoError(t, err)
+	mr, err := pd.RegMR(make([]byte, 4096), AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, err)
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
+	require.NoError(t, err)
+
+	qp.mu.Lock() // a step under way
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- mr.Dereg() }()
+	require.Eventually(t, func() bool { return !mr.valid.Load() }, 5*time.Second, 100*time.Microsecond,
+		"the first Dereg did not start")
+	go func() { second <- mr.Dereg() }()
+	select {
+	case err := <-first:
+		qp.mu.Unlock()
+		t.Fatalf("the first Dereg returned (%v) while a step of a QP of the PD was under way", err)
+	case err := <-second:
+		qp.mu.Unlock()
+		t.Fatalf("the second Dereg returned (%v) while the first still waited for the device", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	qp.mu.Unlock()
+	for i, c := range []struct {
+		ch   chan error
+		want error
+	}{{first, nil}, {second, ErrClosed}} {
+		select {
+		case err := <-c.ch:
+			if c.want == nil {
+				require.NoError(t, err, "call %d", i)
+			} else {
+				require.ErrorIs(t, err, c.want, "call %d", i)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d did not return once the step ended", i)
+		}
+	}
+	require.NoError(t, qp.Destroy())
+	require.NoError(t, pd.Dealloc(), "the region is no longer a user of its PD")
+}

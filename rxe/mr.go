@@ -97,7 +97,11 @@ type MR struct {
 	stride     uint8 // the step of its index's key part (mrTable.insert)
 	invalidate bool
 	valid      atomic.Bool // registered and not invalidated
-	dereg      atomic.Bool
+	// deregMu is held by the Dereg that deregisters the region for as
+	// long as it waits for the device, so that a concurrent Dereg returns
+	// only after it; dereg says the region has been deregistered.
+	deregMu sync.Mutex
+	dereg   bool
 }
 
 // Keys are index<<8 | an 8-bit key part, as rxe builds them (rxe_mr.c
@@ -274,15 +278,20 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 // stopped them all it returns ErrClosed too, but only once the steps under
 // way on the QPs of the MR's PD have ended: a step that began before Close
 // marked the device closed may still be copying, and every later one does
-// nothing (QP.dead).
+// nothing (QP.dead). A second Dereg of the same region returns ErrClosed,
+// but not before the first has returned: the device no longer touches the
+// buffer when either call returns.
 func (mr *MR) Dereg() error {
 	d := mr.pd.dev
+	mr.deregMu.Lock()
+	defer mr.deregMu.Unlock()
 	if d.closed.Load() {
 		return d.closedFor(mr.pd)
 	}
-	if mr.dereg.Swap(true) {
+	if mr.dereg {
 		return ErrClosed
 	}
+	mr.dereg = true
 	mr.valid.Store(false)
 	d.mrs.remove(mr)
 	d.quiesce(mr.pd)
