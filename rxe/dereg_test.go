@@ -403,48 +403,69 @@ func waitStarted(t *testing.T, moved *atomic.Uint64) {
 // first: its caller would reuse memory the device may still be copying.
 // The first returns nil and the second ErrClosed once the step ends.
 func TestDeregTwiceConcurrently(t *testing.T) {
+	_, qp := stepPD(t)
+	mr, err := qp.pd.RegMR(make([]byte, 4096), AccessLocalWrite|AccessRemoteWrite)
+	require.NoError(t, err)
+	twiceDuringStep(t, qp, mr.Dereg, func() bool { return !mr.valid.Load() })
+	require.NoError(t, qp.Destroy())
+	require.NoError(t, qp.pd.Dealloc(), "the region is no longer a user of its PD")
+}
+
+// TestCloseTwiceConcurrently: a second Device.Close during a first that
+// still waits for a step under way must not return before the first has
+// stopped every QP; its caller, told that the device is closed, would free
+// memory the step may still be copying.
+func TestCloseTwiceConcurrently(t *testing.T) {
+	d, qp := stepPD(t)
+	twiceDuringStep(t, qp, d.Close, d.closed.Load)
+}
+
+// stepPD returns a device over a pipe and an RC QP of a new PD on it.
+func stepPD(t *testing.T) (*Device, *QP) {
+	t.Helper()
 	d, _ := newDevices(t, "pipe")
 	pd, err := d.AllocPD()
 	require.NoError(t, err)
 	cq, err := d.CreateCQ(16, -1)
 	require.NoError(t, err)
-	mr, err := pd.RegMR(make([]byte, 4096), AccessLocalWrite|AccessRemoteWrite)
-	require.NoError(t, err)
 	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq,
 		Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4}})
 	require.NoError(t, err)
+	return d, qp
+}
 
-	qp.mu.Lock() // a step under way
+// twiceDuringStep makes call twice while the test holds qp's lock (a step
+// under way): the first call once started reports that it has begun, the
+// second after that. Neither may return while the step lasts; once it
+// ends the first returns nil and the second ErrClosed.
+func twiceDuringStep(t *testing.T, qp *QP, call func() error, started func() bool) {
+	t.Helper()
+	qp.mu.Lock()
 	first, second := make(chan error, 1), make(chan error, 1)
-	go func() { first <- mr.Dereg() }()
-	require.Eventually(t, func() bool { return !mr.valid.Load() }, 5*time.Second, 100*time.Microsecond,
-		"the first Dereg did not start")
-	go func() { second <- mr.Dereg() }()
+	go func() { first <- call() }()
+	require.Eventually(t, started, 5*time.Second, 100*time.Microsecond, "the first call did not start")
+	go func() { second <- call() }()
 	select {
 	case err := <-first:
 		qp.mu.Unlock()
-		t.Fatalf("the first Dereg returned (%v) while a step of a QP of the PD was under way", err)
+		t.Fatalf("the first call returned (%v) while a step of a QP was under way", err)
 	case err := <-second:
 		qp.mu.Unlock()
-		t.Fatalf("the second Dereg returned (%v) while the first still waited for the device", err)
+		t.Fatalf("the second call returned (%v) while the first still waited for a step", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	qp.mu.Unlock()
-	for i, c := range []struct {
-		ch   chan error
-		want error
-	}{{first, nil}, {second, ErrClosed}} {
+	for i, want := range []error{nil, ErrClosed} {
+		ch := []chan error{first, second}[i]
 		select {
-		case err := <-c.ch:
-			if c.want == nil {
-				require.NoError(t, err, "call %d", i)
+		case err := <-ch:
+			if want == nil {
+				require.NoError(t, err, "call %d", i+1)
 			} else {
-				require.ErrorIs(t, err, c.want, "call %d", i)
+				require.ErrorIs(t, err, want, "call %d", i+1)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatalf("call %d did not return once the step ended", i)
+			t.Fatalf("call %d did not return once the step ended", i+1)
 		}
 	}
-	require.NoError(t, qp.Destroy())
-	require.NoError(t, pd.Dealloc(), "the region is no longer a user of its PD")
 }

@@ -106,9 +106,12 @@ type PortAttr struct {
 // established one; docs/cm.md, "When a device closes"). Objects stay valid
 // but every other verbs call
 // that changes state (posting, Modify, Dereg, Destroy, Dealloc, creating
-// objects) fails with ErrClosed.
+// objects) fails with ErrClosed. A second Close returns ErrClosed, once
+// the first has stopped every QP: from then on the device touches no
+// registered memory, whichever call returns first.
 func (d *Device) Close() error {
 	if d.closed.Swap(true) {
+		<-d.stopped
 		return ErrClosed
 	}
 	if g := d.gsi.Load(); g != nil {
