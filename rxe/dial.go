@@ -155,11 +155,12 @@ type CMConn struct {
 	events chan cm.Event
 	done   chan struct{}
 	once   sync.Once
-	err    error // why the connection ended (nil, ErrClosed or ErrCMTimeout); set before done closes
+	err    error // why the connection ended (nil, ErrClosed or ErrCMTimeout), as Disconnect reports it; set before done closes
 }
 
 // Done is closed when the connection ends: the peer disconnected (the QP
-// is then in ERR), Disconnect returned, or the device was closed.
+// is then in ERR), Disconnect returned, Close was called, or the device
+// was closed.
 func (c *CMConn) Done() <-chan struct{} { return c.done }
 
 // watch follows the connection's events once it is established: a DREQ
@@ -213,12 +214,21 @@ func (c *CMConn) end(err error) {
 // or ctx; the QP is then in ERR, its outstanding work requests flushed.
 // Destroying the QP is the caller's. If the peer never answers, the DREQ's
 // retries run out and it returns ErrCMTimeout, the connection ended all
-// the same. Once the device is closed (before or during the wait) it
-// returns ErrClosed.
+// the same. Once the device is closed (before or during the wait), or the
+// connection closed by Close, it returns ErrClosed; for a connection that
+// has already ended it returns at once what its end was (nil if the peer
+// ended it).
+//
+// ctx bounds only the wait for the DREP, not the disconnect: the DREQ goes
+// out and the connection ends here whatever ctx is, as with
+// http.Server.Shutdown. An ended ctx, even one already ended at the call,
+// makes Disconnect return ctx.Err() without waiting; the DREQ is then
+// resent in the background until the DREP or its retries end it, as for
+// Close, which is the way to end a connection without a context.
 func (c *CMConn) Disconnect(ctx context.Context) error {
 	if c.dev.closed.Load() {
 		c.end(ErrClosed)
-		return ErrClosed
+		return c.err
 	}
 	g := c.dev.gsiOf()
 	g.mu.Lock()
@@ -227,25 +237,69 @@ func (c *CMConn) Disconnect(ctx context.Context) error {
 		// connection (and sent the DREQ).
 		g.mu.Unlock()
 		c.end(ErrClosed)
-		return ErrClosed
+		return c.err
 	}
 	err := g.agent.Disconnect(time.Now(), c.id, nil)
+	// DREQ sent: another Disconnect, a Close, or the agent itself (a
+	// peer reusing the connection's QP: cm.Agent's stale-connection
+	// rule) sent it, and this one waits for the same end; Close ends the
+	// connection at once.
+	ending := err != nil && g.agent.State(c.id) == cm.StateDREQSent
 	g.step(time.Now())
 	g.mu.Unlock()
-	if err != nil { // the peer already ended it
+	if err != nil && !ending { // the peer already ended it
 		c.end(nil)
-		return nil
+		return c.err
 	}
 	select {
 	case <-c.done:
 		return c.err
 	case <-c.dev.done:
 		c.end(ErrClosed)
-		return ErrClosed
+		return c.err
 	case <-ctx.Done():
 		c.end(nil)
 		return ctx.Err()
 	}
+}
+
+// Close ends the connection without waiting, as rdma_destroy_id does for a
+// connected ID: an established connection gets a DREQ (the peer's side
+// ends), the QP moves to ERR (its outstanding work requests flushed) and
+// Done closes; the DREP is not awaited. Events of the connection are
+// forgotten; the DREQ is resent in the background until the DREP comes or
+// its retries run out (kernel cm_destroy_id sends it once and enters
+// time-wait; resending it lets a lost DREQ still reach the peer). The QP
+// is not destroyed: that is the caller's, after Close or Disconnect, as
+// the CM does not own it.
+//
+// Close is idempotent, never blocks on the network, and may race
+// Disconnect or Device.Close: a connection already ended (by the peer, by
+// Disconnect or by the device's Close) is left as it is. A Disconnect
+// waiting for its DREP when Close is called returns ErrClosed, as does
+// any later one. Close always returns nil.
+//
+// Destroying the QP without Close or Disconnect leaves the connection
+// established in the CM, the peer unaware, until the device closes.
+func (c *CMConn) Close() error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	g := c.dev.gsiOf()
+	g.mu.Lock()
+	if !g.down && !c.dev.closed.Load() {
+		// Established: the DREQ goes out. DREQ sent (a Disconnect's), in
+		// time-wait or forgotten (the peer ended it): nothing to send, and
+		// Disconnect fails with ErrState or ErrUnknownID.
+		now := time.Now()
+		_ = g.agent.Disconnect(now, c.id, nil)
+		g.step(now)
+	}
+	g.mu.Unlock()
+	c.end(ErrClosed)
+	return nil
 }
 
 // resolve turns "host:port" into an address of the device's family.
