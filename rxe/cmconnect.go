@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorxe/gorxe/packet"
@@ -172,7 +173,57 @@ type CMListener struct {
 	opts    CMOptions
 	reqs    chan cm.Event
 	closed  chan struct{}
+	ctr     listenerCounters
 }
+
+// listenerCounters are a CMListener's counters, updated without the GSI's
+// lock by Accept.
+type listenerCounters struct {
+	accepted, refused, withdrawn, timedOut, abandoned, failed atomic.Uint64
+}
+
+// CMListenerCounters count what became of a listener's connection
+// requests.
+type CMListenerCounters struct {
+	// Accepted counts the connections Accept returned.
+	Accepted uint64
+	// Refused counts the requests rejected before an Accept took them:
+	// not for an RC connection or without RDMA CM's IP header (consumer
+	// reject), or beyond the backlog (no resources).
+	Refused uint64
+	// Withdrawn counts the requests the peer ended before they were
+	// established: its REJ (it gave up while the request was queued or
+	// after our REP, or refused our REP) or its DREQ before its RTU.
+	Withdrawn uint64
+	// TimedOut counts the requests whose RTU did not come within the
+	// REP's retries (the peer got a REJ with reason timeout).
+	TimedOut uint64
+	// Abandoned counts the requests given up because Accept's context
+	// ended while it waited for their RTU (the peer got a REJ).
+	Abandoned uint64
+	// Failed counts the requests this side could not set up, each
+	// reported by an *AcceptError.
+	Failed uint64
+}
+
+// AcceptError is Accept's report of a connection request that this side
+// could not set up: its QP could not be created (a CMOptions resource
+// exhausted, ErrNoResources) or moved to RTR and RTS. The request was
+// rejected (no resources, or consumer reject) and the listener still
+// serves: call Accept again. Err says what failed.
+type AcceptError struct {
+	// Remote is the requester's address and RDMA CM port.
+	Remote netip.AddrPort
+	Err    error
+}
+
+// Error describes the failed request.
+func (e *AcceptError) Error() string {
+	return fmt.Sprintf("rxe: connection request from %v: %v", e.Remote, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *AcceptError) Unwrap() error { return e.Err }
 
 // ListenCM listens for RDMA CM connection requests to the device's
 // address on port (the service ID of the TCP port space, RDMA_PS_TCP).
@@ -206,6 +257,13 @@ func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
 // Addr returns the address and port the listener serves.
 func (l *CMListener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.d.addr, l.port) }
 
+// Counters returns a snapshot of the listener's counters.
+func (l *CMListener) Counters() CMListenerCounters {
+	c := &l.ctr
+	return CMListenerCounters{Accepted: c.accepted.Load(), Refused: c.refused.Load(), Withdrawn: c.withdrawn.Load(),
+		TimedOut: c.timedOut.Load(), Abandoned: c.abandoned.Load(), Failed: c.failed.Load()}
+}
+
 // Close stops listening: later requests are rejected with "invalid service
 // ID" and pending Accepts return ErrClosed (as they do once the device is
 // closed).
@@ -234,11 +292,35 @@ func (l *CMListener) Close() error {
 
 // Accept waits for a connection request and accepts it: it creates the
 // QP, moves it to RTR and RTS with the REQ's values, sends the REP (with
-// the listener's private data) and waits for the RTU. It honours ctx (if
-// ctx ends while it waits for the RTU, the peer gets a REJ, which ends its
-// connection), and returns ErrClosed once the listener or the device is
-// closed. A request that its peer withdrew while it waited in the queue
-// (a REJ) is skipped.
+// the listener's private data) and waits for the RTU.
+//
+// A request that fails by the peer's doing or the network's is not
+// Accept's error, as a TCP connection reset before accept(2) is not
+// net.Listener's: its peer withdrew it (a REJ) while it was queued or
+// after our REP, disconnected before its RTU, or its RTU never came
+// within the REP's retries. Accept counts it (Counters) and serves the
+// next request. Its errors are:
+//   - ErrClosed: the listener or the device is closed; no request will
+//     come.
+//   - ctx.Err(): ctx ended. If it ended while Accept waited for an RTU, the
+//     peer gets a REJ, which ends its connection.
+//   - *AcceptError: this side could not set up one request's QP; that
+//     request was rejected and the listener still serves.
+//
+// An accept loop therefore reads:
+//
+//	for {
+//		c, err := l.Accept(ctx)
+//		var ae *rxe.AcceptError
+//		switch {
+//		case errors.As(err, &ae):
+//			log.Print(err) // one request failed here; serve the next
+//			continue
+//		case err != nil:
+//			return err // ErrClosed or ctx's error
+//		}
+//		go serve(c)
+//	}
 func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
 	for {
 		if l.d.closed.Load() {
@@ -255,14 +337,32 @@ func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
 		case e = <-l.reqs:
 		}
 		c, err := l.accept(ctx, e)
-		if !errors.Is(err, errWithdrawn) {
-			return c, err
+		var rej *RejectError
+		var ae *AcceptError
+		switch {
+		case err == nil:
+			l.ctr.accepted.Add(1)
+			return c, nil
+		case errors.As(err, &ae):
+			l.ctr.failed.Add(1)
+			return nil, err
+		case errors.Is(err, ErrClosed):
+			return nil, err
+		case errors.Is(err, errWithdrawn), errors.As(err, &rej):
+			l.ctr.withdrawn.Add(1)
+		case errors.Is(err, ErrCMTimeout):
+			l.ctr.timedOut.Add(1)
+		default: // ctx ended while accept waited for the RTU
+			l.ctr.abandoned.Add(1)
+			return nil, err
 		}
 	}
 }
 
-// errWithdrawn is accept's answer for a REQ whose connection ended while it
-// waited in the listener's queue: Accept takes the next one.
+// errWithdrawn is accept's answer for a REQ whose connection the peer ended
+// before it was established: a REJ or the REQ's timeout ended it while it
+// was queued, or the peer sent a DREQ before its RTU. Accept takes the
+// next one.
 var errWithdrawn = errors.New("rxe: the connection request was withdrawn")
 
 // accept answers one REQ.
@@ -277,18 +377,20 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 	}
 	var ip packet.CMIPHeader
 	if err := ip.Decode(req.PrivateData[:]); err != nil {
+		// dispatch queues only REQs with the header (rdmaCMRequest).
 		reject(packet.RejConsumerReject)
-		return nil, fmt.Errorf("%w: a REQ without RDMA CM's IP header: %w", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: a REQ without RDMA CM's IP header: %w", errWithdrawn, err)
 	}
+	remote := netip.AddrPortFrom(e.Peer, ip.SrcPort)
 	qp, err := newCMQP(&o)
 	if err != nil {
 		reject(packet.RejNoResources)
-		return nil, err
+		return nil, &AcceptError{Remote: remote, Err: err}
 	}
 	o.MTU = mtuOf(req.PathMTU, o.MTU)
 	o.RetryCnt = req.RetryCount
 	psn := rand.Uint32() & packet.PSNMask
-	c := &CMConn{QP: qp, LocalAddr: netip.AddrPortFrom(d.addr, l.port), RemoteAddr: netip.AddrPortFrom(e.Peer, ip.SrcPort),
+	c := &CMConn{QP: qp, LocalAddr: netip.AddrPortFrom(d.addr, l.port), RemoteAddr: remote,
 		PrivateData: append([]byte(nil), req.PrivateData[packet.CMIPHeaderSize:]...), dev: d, id: e.ID, done: make(chan struct{})}
 	c.Local = ConnInfo{GID: d.GID(), UDPPort: d.port, QPN: qp.qpn, PSN: psn, MTU: o.MTU,
 		MaxRdAtomic: min(o.ResponderResources, max(int(req.InitiatorDepth), 1))}
@@ -298,7 +400,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 	if err := toRTS(qp, c.Local, c.Remote, &o, req.RNRRetryCount); err != nil {
 		reject(packet.RejConsumerReject)
 		qp.Destroy()
-		return nil, err
+		return nil, &AcceptError{Remote: remote, Err: err}
 	}
 	rep := packet.REP{LocalQPN: qp.qpn, StartingPSN: psn, ResponderResources: uint8(c.Local.MaxRdAtomic),
 		InitiatorDepth: uint8(c.Remote.MaxRdAtomic), TargetACKDelay: d.attr.LocalCAAckDelay, RNRRetryCount: o.RNRRetry,
@@ -312,8 +414,11 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 		err = ErrClosed
 	default:
 		err = g.agent.Accept(now, e.ID, &rep)
-		if errors.Is(err, cm.ErrUnknownID) {
+		switch {
+		case errors.Is(err, cm.ErrUnknownID):
 			err = errWithdrawn // a REJ or the REQ's timeout ended it while queued
+		case err != nil: // ErrState: only a REQ received or MRA sent is accepted, and the REQ's was
+			err = &AcceptError{Remote: remote, Err: err}
 		}
 	}
 	g.step(now)
@@ -358,7 +463,7 @@ func (c *CMConn) passiveWait(ctx context.Context) error {
 			case cm.EventTimeout:
 				return ErrCMTimeout
 			case cm.EventDisconnect:
-				return fmt.Errorf("%w: the peer disconnected before its RTU", ErrCMTimeout)
+				return fmt.Errorf("%w: the peer disconnected before its RTU", errWithdrawn)
 			}
 		}
 	}

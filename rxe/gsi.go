@@ -169,12 +169,14 @@ func (g *gsi) dispatch(e cm.Event) {
 			// (cma_ib_req_handler: cma_check_req_qp_type, the IP header of
 			// cma_save_req_info), and ib_cm rejects it for the consumer.
 			_ = g.agent.Reject(e.ID, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
+			l.ctr.refused.Add(1)
 			return
 		}
 		select {
 		case l.reqs <- e:
 		default:
 			_ = g.agent.Reject(e.ID, packet.RejNoResources, nil) // the backlog is full
+			l.ctr.refused.Add(1)
 		}
 		return
 	}

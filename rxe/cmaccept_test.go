@@ -1,0 +1,133 @@
+package rxe
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAcceptServesNextAfterPeerFailure: a request that fails by the peer's
+// doing after Accept took it — its REJ after our REP, its DREQ before its
+// RTU, an RTU that never comes — is counted and skipped, and the same
+// Accept call returns the next request's connection. Accept used to
+// return each as its error (a *RejectError, ErrCMTimeout), which an
+// accept loop could not tell from the listener's end.
+func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(p *rawCM, req *packet.REQ, rep *packet.REP)
+		want CMListenerCounters
+	}{
+		{"REJ after REP", func(p *rawCM, req *packet.REQ, rep *packet.REP) {
+			p.send(9, &packet.REJ{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID,
+				MessageRejected: packet.MsgREP, Reason: packet.RejConsumerReject})
+		}, CMListenerCounters{Accepted: 1, Withdrawn: 1}},
+		{"DREQ before RTU", func(p *rawCM, req *packet.REQ, rep *packet.REP) {
+			p.send(9, &packet.DREQ{LocalCommID: req.LocalCommID, RemoteCommID: rep.LocalCommID, RemoteQPN: rep.LocalQPN})
+		}, CMListenerCounters{Accepted: 1, Withdrawn: 1}},
+		{"no RTU", func(p *rawCM, req *packet.REQ, rep *packet.REP) {
+			var rej packet.REJ
+			p.recv(packet.AttrREJ, &rej) // the REP's retries ran out
+			require.Equal(t, packet.RejTimeout, rej.Reason)
+		}, CMListenerCounters{Accepted: 1, TimedOut: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, p := newRawCM(t)
+			server := newCMEnd(t, d)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			const port = 31
+			l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
+			require.NoError(t, err)
+			defer l.Close()
+			type result struct {
+				c   *CMConn
+				err error
+			}
+			acc := make(chan result, 1)
+			go func() {
+				c, err := l.Accept(ctx)
+				acc <- result{c, err}
+			}()
+
+			// The first request: the RTU waits are short (4.096 µs · 2^8
+			// plus twice the packet life time, one retry), for "no RTU".
+			first := p.req(port, 0x51)
+			first.LocalCMResponseTimeout, first.MaxCMRetries = 8, 1
+			p.send(1, first)
+			var rep packet.REP
+			p.recv(packet.AttrREP, &rep)
+			tc.fail(p, first, &rep)
+
+			second := p.req(port, 0x52)
+			p.send(2, second)
+			p.recv(packet.AttrREP, &rep)
+			require.Equal(t, second.LocalCommID, rep.RemoteCommID)
+			p.send(3, rtuFor(&rep))
+			var r result
+			select {
+			case r = <-acc:
+			case <-ctx.Done():
+				t.Fatal("Accept did not return")
+			}
+			require.NoError(t, r.err, "Accept returns the second request's connection")
+			require.Equal(t, second.LocalQPN, r.c.Remote.QPN)
+			require.Equal(t, tc.want, l.Counters())
+		})
+	}
+}
+
+// TestAcceptErrorIsPerRequest: a request whose QP this side cannot create
+// (here the listener asks for more send WRs than the device's max_qp_wr)
+// is rejected with "no resources" and reported as an *AcceptError that
+// names the requester and wraps the cause, and is neither ErrClosed nor a
+// context error: the listener still serves.
+func TestAcceptErrorIsPerRequest(t *testing.T) {
+	d, p := newRawCM(t)
+	server := newCMEnd(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const port = 32
+	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq, Cap: QPCap{MaxSendWR: 1 << 30}})
+	require.NoError(t, err)
+	defer l.Close()
+
+	req := p.req(port, 0x61)
+	p.send(1, req)
+	_, err = l.Accept(ctx)
+	var ae *AcceptError
+	require.ErrorAs(t, err, &ae)
+	require.NotErrorIs(t, err, ErrClosed)
+	require.Equal(t, p.addr(), ae.Remote.Addr())
+	require.Equal(t, uint16(40000), ae.Remote.Port())
+	require.ErrorIs(t, err, ErrInvalidArgument, "CreateQP's error")
+	var rej packet.REJ
+	p.recv(packet.AttrREJ, &rej)
+	require.Equal(t, packet.RejNoResources, rej.Reason)
+	require.Equal(t, CMListenerCounters{Failed: 1}, l.Counters())
+
+	require.NoError(t, l.Close())
+	_, err = l.Accept(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// TestListenerCountsRefused: a request rejected before any Accept takes
+// it (here, one without RDMA CM's IP header) is counted as refused.
+func TestListenerCountsRefused(t *testing.T) {
+	d, p := newRawCM(t)
+	server := newCMEnd(t, d)
+	const port = 33
+	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	defer l.Close()
+	req := p.req(port, 0x71)
+	req.PrivateData = [packet.REQPrivateDataSize]byte{}
+	p.send(1, req)
+	var rej packet.REJ
+	p.recv(packet.AttrREJ, &rej)
+	require.Equal(t, packet.RejConsumerReject, rej.Reason)
+	require.Equal(t, CMListenerCounters{Refused: 1}, l.Counters())
+}
