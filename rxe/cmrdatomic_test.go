@@ -1,0 +1,120 @@
+package rxe
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
+)
+
+// The READ/atomic depths of a CM connection, both directions, against
+// peers that ask for more than the device's 128 (the REQ's and REP's
+// 8-bit Responder Resources and Initiator Depth fields): each side uses
+// the smaller of the peer's offer and its own (CMOptions, bounded by the
+// device's max_qp_rd_atom and max_qp_init_rd_atom), as librdmacm's
+// rdma_accept bounds the REQ's values by the device's, and the QP's
+// attributes and CMConn.Local/Remote.MaxRdAtomic say what is used.
+
+// TestAcceptClampsREQRdAtomic: the passive side.
+func TestAcceptClampsREQRdAtomic(t *testing.T) {
+	for _, tc := range []struct {
+		reqRR, reqID     uint8 // the peer's REQ: its responder resources and initiator depth
+		optRR, optID     int   // the listener's CMOptions
+		wantRR, wantInit int   // ours: max_dest_rd_atomic (the REP's responder resources) and max_rd_atomic (its initiator depth)
+	}{
+		{255, 255, 0, 0, 16, 16},
+		{200, 200, 200, 200, 128, 128},
+		{255, 255, 255, 255, 128, 128},
+		{255, 3, 128, 128, 3, 128},
+		{2, 255, 128, 128, 128, 2},
+		{0, 0, 0, 0, 1, 0}, // the peer takes no READs: we issue none
+	} {
+		t.Run(fmt.Sprintf("REQ %d-%d opts %d-%d", tc.reqRR, tc.reqID, tc.optRR, tc.optID), func(t *testing.T) {
+			d, p := newRawCM(t)
+			server := newCMEnd(t, d)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			const port = 34
+			l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq,
+				ResponderResources: tc.optRR, InitiatorDepth: tc.optID})
+			require.NoError(t, err)
+			defer l.Close()
+			req := p.req(port, 0x81)
+			req.ResponderResources, req.InitiatorDepth = tc.reqRR, tc.reqID
+			p.send(1, req)
+			res := make(chan *CMConn, 1)
+			go func() {
+				c, err := l.Accept(ctx)
+				if err != nil {
+					t.Errorf("Accept: %v", err)
+				}
+				res <- c
+			}()
+			var rep packet.REP
+			p.recv(packet.AttrREP, &rep)
+			require.Equal(t, tc.wantRR, int(rep.ResponderResources), "the REP's responder resources")
+			require.Equal(t, tc.wantInit, int(rep.InitiatorDepth), "the REP's initiator depth")
+			p.send(2, rtuFor(&rep))
+			sc := <-res
+			require.NotNil(t, sc)
+			require.Equal(t, tc.wantRR, sc.Local.MaxRdAtomic)
+			require.Equal(t, tc.wantInit, sc.Remote.MaxRdAtomic)
+			a := sc.QP.Query()
+			require.Equal(t, tc.wantRR, a.MaxDestRdAtomic)
+			require.Equal(t, tc.wantInit, a.MaxRdAtomic)
+			require.Equal(t, QPSRTS, a.State)
+		})
+	}
+}
+
+// TestDialClampsREPRdAtomic: the active side.
+func TestDialClampsREPRdAtomic(t *testing.T) {
+	for _, tc := range []struct {
+		optRR, optID     int   // the Dial's CMOptions
+		sentRR, sentID   uint8 // what its REQ carries
+		repRR, repID     uint8 // the peer's REP
+		wantRR, wantInit int   // ours: max_dest_rd_atomic and max_rd_atomic
+	}{
+		{0, 0, 16, 16, 255, 255, 16, 16},
+		{200, 200, 128, 128, 255, 255, 128, 128},
+		{255, 255, 128, 128, 200, 200, 128, 128},
+		{128, 128, 128, 128, 5, 7, 7, 5},
+	} {
+		t.Run(fmt.Sprintf("opts %d-%d REP %d-%d", tc.optRR, tc.optID, tc.repRR, tc.repID), func(t *testing.T) {
+			d, p := newRawCM(t)
+			client := newCMEnd(t, d)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			type result struct {
+				c   *CMConn
+				err error
+			}
+			res := make(chan result, 1)
+			go func() {
+				c, err := Dial(ctx, d, fmt.Sprintf("%v:35", p.addr()), CMOptions{PD: client.pd, SendCQ: client.cq,
+					ResponderResources: tc.optRR, InitiatorDepth: tc.optID})
+				res <- result{c, err}
+			}()
+			var req packet.REQ
+			tid := p.recv(packet.AttrREQ, &req)
+			require.Equal(t, tc.sentRR, req.ResponderResources, "the REQ's responder resources")
+			require.Equal(t, tc.sentID, req.InitiatorDepth, "the REQ's initiator depth")
+			p.send(tid, &packet.REP{LocalCommID: 0x91, RemoteCommID: req.LocalCommID, LocalQPN: 0x91, StartingPSN: 7,
+				ResponderResources: tc.repRR, InitiatorDepth: tc.repID, RNRRetryCount: 7, LocalCAGUID: 0xAB})
+			var rtu packet.RTU
+			p.recv(packet.AttrRTU, &rtu)
+			r := <-res
+			require.NoError(t, r.err)
+			cc := r.c
+			require.Equal(t, tc.wantRR, cc.Local.MaxRdAtomic)
+			require.Equal(t, tc.wantInit, cc.Remote.MaxRdAtomic)
+			a := cc.QP.Query()
+			require.Equal(t, tc.wantRR, a.MaxDestRdAtomic)
+			require.Equal(t, tc.wantInit, a.MaxRdAtomic)
+			require.Equal(t, QPSRTS, a.State)
+		})
+	}
+}
