@@ -2,6 +2,7 @@ package rxe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -106,4 +107,58 @@ func ExampleDial() {
 	// server received "ping"
 	// client's buffer holds "pong" after a RECV_RDMA_WITH_IMM
 	// disconnected; the QP is in ERR
+}
+
+// An accept loop serves requests until its listener closes: Accept skips
+// requests the peer abandons (counted in Counters), returns an
+// *AcceptError for one this side could not set up, and ErrClosed once the
+// listener or the device is closed. Close ends a connection without
+// waiting for the peer's DREP.
+func ExampleCMListener_Accept() {
+	a, b := netdev.NewPipe()
+	client, server := newCMHost(a), newCMHost(b)
+	defer client.dev.Close()
+	defer server.dev.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	l, err := server.dev.ListenCM(7472, rxe.CMOptions{PD: server.pd, SendCQ: server.cq})
+	if err != nil {
+		log.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		for {
+			c, err := l.Accept(ctx)
+			var ae *rxe.AcceptError
+			switch {
+			case errors.As(err, &ae):
+				log.Print(err) // one request failed here; serve the next
+				continue
+			case err != nil:
+				served <- err // ErrClosed or ctx's error
+				return
+			}
+			<-c.Done() // serve until the client ends the connection
+			c.QP.Destroy()
+		}
+	}()
+
+	for range 2 {
+		c, err := rxe.Dial(ctx, client.dev, "127.0.0.2:7472", rxe.CMOptions{PD: client.pd, SendCQ: client.cq})
+		if err != nil {
+			log.Fatal(err)
+		}
+		c.Close() // a DREQ; the server's connection ends
+		c.QP.Destroy()
+	}
+	// The server's Accept took the second request before the client's Dial
+	// returned (its REP came from there): closing the listener now ends
+	// the loop after that connection.
+	l.Close()
+	fmt.Println("accept loop ended:", errors.Is(<-served, rxe.ErrClosed))
+	fmt.Printf("%+v\n", l.Counters())
+	// Output:
+	// accept loop ended: true
+	// {Accepted:2 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0}
 }
