@@ -214,7 +214,8 @@ type CMListenerCounters struct {
 type AcceptError struct {
 	// Remote is the requester's address and RDMA CM port.
 	Remote netip.AddrPort
-	Err    error
+	// Err is what failed: CreateQP's or Modify's error.
+	Err error
 }
 
 // Error describes the failed request.
@@ -264,9 +265,11 @@ func (l *CMListener) Counters() CMListenerCounters {
 		TimedOut: c.timedOut.Load(), Abandoned: c.abandoned.Load(), Failed: c.failed.Load()}
 }
 
-// Close stops listening: later requests are rejected with "invalid service
-// ID" and pending Accepts return ErrClosed (as they do once the device is
-// closed).
+// Close stops listening: later requests, and those queued that no Accept
+// took, are rejected with "invalid service ID", and Accepts waiting for a
+// request return ErrClosed (as they do once the device is closed). An
+// Accept already answering a request finishes it; its next call returns
+// ErrClosed.
 func (l *CMListener) Close() error {
 	g := l.d.gsiOf()
 	g.mu.Lock()
