@@ -117,7 +117,7 @@ func (p *rawCM) req(port uint16, id uint32) *packet.REQ {
 	return r
 }
 
-// rtu returns the RTU that answers rep.
+// rtuFor returns the RTU that answers rep.
 func rtuFor(rep *packet.REP) *packet.RTU {
 	return &packet.RTU{LocalCommID: rep.RemoteCommID, RemoteCommID: rep.LocalCommID}
 }
