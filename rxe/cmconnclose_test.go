@@ -161,3 +161,31 @@ func TestDisconnectCancelledContext(t *testing.T) {
 	require.Equal(t, QPSErr, cc.QP.State())
 	closedWithin(t, sc.Done(), "the peer's connection (it got the DREQ)")
 }
+
+// TestDestroyCMQPEndsConnection: destroying a connection's QP without
+// Close or Disconnect ends the connection on both sides (the peer gets a
+// DREQ), and flushes nothing to the destroyed QP's CQ. Before, such a
+// connection stayed established in both CMs until a device closed.
+func TestDestroyCMQPEndsConnection(t *testing.T) {
+	for _, side := range []string{"client", "server"} {
+		t.Run(side, func(t *testing.T) {
+			da, db := cmDevices(t, "pipe")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cc, sc := cmPair(ctx, t, da, db, 42)
+			gone, peer := cc, sc
+			if side == "server" {
+				gone, peer = sc, cc
+			}
+			_, err := gone.QP.PostRecv(RecvWR{ID: 1})
+			require.NoError(t, err)
+			require.NoError(t, gone.QP.Destroy())
+			closedWithin(t, gone.Done(), "the destroyed QP's connection")
+			closedWithin(t, peer.Done(), "the peer's connection (it got the DREQ)")
+			require.Equal(t, QPSErr, peer.QP.State())
+			var wc [4]WC
+			require.Zero(t, gone.QP.recvCQ.Poll(wc[:]), "Destroy flushes nothing")
+			require.ErrorIs(t, gone.Disconnect(ctx), ErrClosed)
+		})
+	}
+}

@@ -154,6 +154,7 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 		case err != nil:
 			return false, fmt.Errorf("rxe: the connection ended before its REP was confirmed: %w", err)
 		}
+		c.QP.cm.Store(c)
 		go c.watch()
 		return true, nil
 	case cm.EventRejected:
@@ -444,6 +445,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 		qp.Destroy()
 		return nil, err
 	}
+	qp.cm.Store(c)
 	go c.watch()
 	return c, nil
 }

@@ -279,8 +279,8 @@ func (c *CMConn) Disconnect(ctx context.Context) error {
 // waiting for its DREP when Close is called returns ErrClosed, as does
 // any later one. Close always returns nil.
 //
-// Destroying the QP without Close or Disconnect leaves the connection
-// established in the CM, the peer unaware, until the device closes.
+// QP.Destroy of the connection's QP without Close or Disconnect closes the
+// connection as Close does, once the QP is gone.
 func (c *CMConn) Close() error {
 	select {
 	case <-c.done:

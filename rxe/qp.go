@@ -54,6 +54,10 @@ type QP struct {
 	// queue's lock; queued marks it on its vector's run queue.
 	slot   timerSlot
 	queued atomic.Bool
+
+	// cm is the connection the communication manager set the QP up for
+	// (Dial, CMListener.Accept), nil for any other QP: Destroy closes it.
+	cm atomic.Pointer[CMConn]
 }
 
 // qpCounters are per-QP counters kept by the device (the engines keep
@@ -563,6 +567,9 @@ func (qp *QP) Query() QPAttr {
 
 // Destroy destroys the QP: outstanding work is discarded without
 // completions (ibv_destroy_qp). After Device.Close it fails with ErrClosed.
+// A QP that Dial or CMListener.Accept set up also ends its connection, as
+// CMConn.Close does (a DREQ, not awaited), unless the connection has ended
+// already: the peer's side does not stay established.
 func (qp *QP) Destroy() error {
 	qp.mu.Lock()
 	if qp.dead() {
@@ -582,6 +589,11 @@ func (qp *QP) Destroy() error {
 	qp.recvCQ.users.Add(-1)
 	if qp.srq != nil {
 		qp.srq.detach()
+	}
+	if c := qp.cm.Load(); c != nil {
+		// After the teardown: the connection's end finds the QP destroyed
+		// and flushes nothing to its CQs.
+		c.Close()
 	}
 	return nil
 }
