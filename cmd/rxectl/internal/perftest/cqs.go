@@ -92,6 +92,10 @@ func (s *session) waitCQs(ctx context.Context, set *cqSet, wcs []rxe.WC) (int, e
 	return set.wait(ctx, wcs)
 }
 
+// cqSlack is the entries a CQ has beyond the depth of the queues it
+// serves.
+const cqSlack = 16
+
 // createCQs makes the CQs of nq QPs. With one QP, or with -R (whose QPs
 // rdma_cm creates on the session's first CQs: rdmacm.go), it makes one CQ
 // for sends, and a second one for receives in a SEND test, as perftest
@@ -105,7 +109,7 @@ func (s *session) createCQs(nq int) error {
 		if o.events {
 			s.ch = rxe.NewCompChannel(4)
 		}
-		scq, err := s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + 16, Vector: -1, Channel: s.ch})
+		scq, err := s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + cqSlack, Vector: -1, Channel: s.ch})
 		if err != nil {
 			return err
 		}
@@ -116,7 +120,7 @@ func (s *session) createCQs(nq int) error {
 				s.rch = rxe.NewCompChannel(4)
 				rch = s.rch
 			}
-			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + 16, Vector: -1, Channel: rch}); err != nil {
+			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + cqSlack, Vector: -1, Channel: rch}); err != nil {
 				return err
 			}
 		}
@@ -147,14 +151,14 @@ func (s *session) createCQs(nq int) error {
 		var err error
 		var scq, rcq *rxe.CQ
 		if send {
-			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.rxDepth + 16, Vector: -1, Channel: rch}); err != nil {
+			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.rxDepth + cqSlack, Vector: -1, Channel: rch}); err != nil {
 				return err
 			}
-			if scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + 16, Vector: rcq.Vector(), Channel: sch}); err != nil {
+			if scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + cqSlack, Vector: rcq.Vector(), Channel: sch}); err != nil {
 				return err
 			}
 		} else {
-			if scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + 16, Vector: -1, Channel: sch}); err != nil {
+			if scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + cqSlack, Vector: -1, Channel: sch}); err != nil {
 				return err
 			}
 			rcq = scq

@@ -458,7 +458,7 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	o.forceDependencies(t)
-	return nil
+	return o.checkCMCQs(t)
 }
 
 // validation checks one setting, or a few that depend on each other.
