@@ -125,6 +125,10 @@ func (s *session) pollingSummary() string {
 // (docs/performance.md, "Busy polling reads the socket").
 func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string, fromPeer bool) error {
 	bound := s.stall()
+	lossy := fromPeer && s.unreliable()
+	if lossy {
+		bound = s.lossWait()
+	}
 	pctx := ctx
 	if s.peerDone != nil && fromPeer {
 		pctx = s.peerDone // ends with ctx, or when the peer is done
@@ -152,7 +156,53 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 		}
 		return fmt.Errorf("waiting for %s: %w", what, errPeerDone)
 	}
+	if lossy {
+		return s.lostError(bound, what)
+	}
 	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", bound, what, err)
+}
+
+// unreliable reports whether the test's QPs are UC or UD: nothing resends
+// a message they lose.
+func (s *session) unreliable() bool {
+	return s.qpType() != rxe.QPTypeRC
+}
+
+// lossWait is a UC or UD latency test's bound on a wait for the peer's
+// message (--loss-wait; defLossWait when the options leave it 0).
+func (s *session) lossWait() time.Duration {
+	if s.o.lossWait > 0 {
+		return s.o.lossWait
+	}
+	return defLossWait
+}
+
+// errLost marks the error of a UC or UD latency wait that ended after
+// lossWait without the peer's message (errors.Is).
+var errLost = errors.New("a message lost on an unreliable transport")
+
+// lostError is the error of a UC or UD latency wait for what that got
+// nothing for bound: a lost ping or pong stops the ping-pong for good.
+// lostAfter adds how far the run got.
+func (s *session) lostError(bound time.Duration, what string) error {
+	why := fmt.Sprintf("-c %s resends nothing, so one lost message stops the ping-pong; or the peer stopped", s.o.connType)
+	if len(s.o.rules) > 0 {
+		why += fmt.Sprintf("; faults are injected here (%s): see their counters", s.o.ruleList())
+	}
+	return fmt.Errorf("nothing for %v (--loss-wait) while waiting for %s: likely %w (%s)", bound, what, errLost, why)
+}
+
+// lostAfter adds to a lost-message error (errLost) how many round trips
+// of the run completed before it: done of total, or done with -D (lw on).
+// Other errors it returns as they are.
+func lostAfter(err error, done, total int, lw *latWindow) error {
+	if !errors.Is(err, errLost) {
+		return err
+	}
+	if lw.on {
+		return fmt.Errorf("%w; %d round trips completed", err, done)
+	}
+	return fmt.Errorf("%w; %d of %d round trips completed", err, done, total)
 }
 
 // errPeerDone is the error of a latency test's wait that the peer left:

@@ -99,6 +99,10 @@ const (
 	// says otherwise (latwait.go: by default only where the spinner reads
 	// the socket itself).
 	defBusyPoll = time.Second
+
+	// defLossWait is how long a UC or UD latency test waits for the
+	// peer's next message before it ends the run as lost (--loss-wait).
+	defLossWait = time.Second
 )
 
 // options are a test's settings after perftest's dependencies are applied.
@@ -131,6 +135,7 @@ type options struct {
 	ibPort      int
 	events      bool          // -e: sleep on CQ notifications instead of polling
 	busyPoll    time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
+	lossWait    time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
 	inline      int           // -I: post SEND/WRITE inline up to this size
 	connType    string        // -c
 	udMTU       int           // -c UD: the path MTU in bytes, the largest message (set by the session)
@@ -232,6 +237,9 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	both(&o.ibPort, "i", "ib-port", 1, "device port: a gorxe device has port 1 only")
 	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
 	fs.DurationVar(&o.busyPoll, "busy-poll", defBusyPoll, "latency tests: spin on the CQ (CQ.BusyPoll, which reads the socket on the spinning goroutine) up to this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; -e sleeps on the completion channel instead; by default no spin while a device of the process has sockets no spinner reads: with --pcap or --ladder, --dup, --reorder or --delay rules on received packets, or read-lat and atomic-lat with --loopback, whose server only answers)")
+	if t.lat {
+		fs.DurationVar(&o.lossWait, "loss-wait", defLossWait, "-c UC and UD latency tests: how long to wait for the peer's next SEND or WRITE before ending the run with an error (nothing resends a message lost on an unreliable transport; RC waits up to 60 s for a peer that stopped)")
+	}
 	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
 	both2 := func(p *string, short, long, def, usage string) {
 		fs.StringVar(p, short, def, usage)
@@ -492,6 +500,16 @@ var validations = []validation{
 			// the device's goroutines (docs/performance.md, "rxectl's
 			// 2-byte message rate, tried this session").
 			return fmt.Errorf("--busy-poll applies to the latency tests; %s waits in CQ.Wait", t.cmd)
+		}
+		return nil
+	},
+	func(o *options, t Test) error {
+		switch {
+		case !o.set["loss-wait"]:
+		case o.lossWait <= 0:
+			return fmt.Errorf("--loss-wait %v: a positive duration", o.lossWait)
+		case o.connType != "UC" && o.connType != "UD":
+			return fmt.Errorf("--loss-wait is for -c UC and UD, whose lost messages nothing resends; -c %s waits for the peer up to 60 s", o.connType)
 		}
 		return nil
 	},

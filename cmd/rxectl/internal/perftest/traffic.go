@@ -656,7 +656,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 	for lw.on || scnt < iters || rcnt < iters {
 		if (lw.on || rcnt < iters) && !(scnt < 1 && s.client) {
 			if err := s.spinPoll(ctx, s.rcq, wc, fmt.Sprintf("the peer's SEND %d", rcnt+1), true); err != nil {
-				return report.Lat{}, err
+				return report.Lat{}, lostAfter(err, rcnt, iters, lw)
 			}
 			rcnt++
 			s.rposted[0]--
@@ -728,7 +728,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error)
 		if (lw.on || rcnt < iters) && !(scnt < 1 && !s.client) {
 			rcnt++
 			if err := s.waitWrite(ctx, qp, base, uint32(rcnt)*pkts, rcnt); err != nil {
-				return report.Lat{}, err
+				return report.Lat{}, lostAfter(err, rcnt-1, iters, lw)
 			}
 			if got := buf[pollByte]; got != byte(rcnt) {
 				return report.Lat{}, fmt.Errorf("the peer's RDMA WRITE %d ends with byte %d, not %d: is the other end running write-lat with -s %d?", rcnt, got, byte(rcnt), size)
@@ -788,10 +788,17 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 				return fmt.Errorf("interrupted while waiting for the peer's RDMA WRITE %d", n)
 			}
 			now := time.Now()
+			bound := s.stall()
+			if s.unreliable() {
+				bound = s.lossWait()
+			}
 			if deadline.IsZero() {
-				deadline = now.Add(s.stall())
+				deadline = now.Add(bound)
 			} else if now.After(deadline) {
-				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, s.stall())
+				if s.unreliable() {
+					return s.lostError(bound, fmt.Sprintf("the peer's RDMA WRITE %d", n))
+				}
+				return fmt.Errorf("no RDMA WRITE %d from the peer for %v: the peer stopped", n, bound)
 			}
 			if s.peerDone != nil && s.peerDone.Err() != nil { // what it wrote before may still land
 				if grace.IsZero() {

@@ -1,8 +1,10 @@
 package perftest
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/stretchr/testify/require"
@@ -101,4 +103,57 @@ func TestUnreliableDepths(t *testing.T) {
 			require.Equal(t, tc.cqMod, o.cqMod, "cq-mod")
 		})
 	}
+}
+
+// TestUnreliableLatLost: a UC or UD latency test that loses a message
+// (--drop, seeded: the same messages every run) ends with an error naming
+// the lost message and how far the run got once --loss-wait has passed
+// without the peer's message, not after the 60 s stall bound.
+func TestUnreliableLatLost(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"send-lat", "-c", "UD", "-n", "1000"}, "while waiting for the peer's SEND 3: likely a message lost on an unreliable transport (-c UD resends nothing"},
+		{[]string{"send-lat", "-c", "UC", "-n", "1000"}, "while waiting for the peer's SEND 3: likely a message lost on an unreliable transport (-c UC resends nothing"},
+		{[]string{"write-lat", "-c", "UC", "-n", "1000"}, "while waiting for the peer's RDMA WRITE 3: likely a message lost on an unreliable transport (-c UC resends nothing"},
+		{[]string{"send-lat", "-c", "UD", "-D", "20"}, "; 2 round trips completed\n"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			args := append(tc.args, "--loopback", "--udp-port", "0", "--drop", "0.01", "--loss-wait", "300ms")
+			_, errs, code := runCmd(t, args...)
+			require.Equal(t, cli.ExitFail, code, errs)
+			require.Contains(t, errs, "nothing for 300ms (--loss-wait) ")
+			require.Contains(t, errs, tc.want)
+			require.Contains(t, errs, "faults are injected here (drop=0.01)")
+			if !slices.Contains(tc.args, "-D") {
+				require.Contains(t, errs, "; 2 of 1000 round trips completed\n")
+			}
+			require.Less(t, time.Since(start), 10*time.Second)
+		})
+	}
+}
+
+// TestLossWaitFlag: --loss-wait is the UC and UD latency tests'.
+func TestLossWaitFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"send-lat", "--loss-wait", "2s", "--loopback"}, "--loss-wait is for -c UC and UD"},
+		{[]string{"send-lat", "-c", "UD", "--loss-wait", "0s", "--loopback"}, "--loss-wait 0s: a positive duration"},
+		{[]string{"send-bw", "-c", "UD", "--loss-wait", "2s", "--loopback"}, "flag provided but not defined: -loss-wait"},
+	} {
+		_, errs, code := runCmd(t, tc.args...)
+		require.Equal(t, cli.ExitUsage, code, tc.args)
+		require.Contains(t, errs, tc.want)
+	}
+	o, err := parsePerftest(findTest(t, "write-lat"), []string{"-c", "UC", "--loss-wait", "2s"})
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, o.lossWait)
+	o, err = parsePerftest(findTest(t, "send-lat"), []string{"-c", "UD"})
+	require.NoError(t, err)
+	require.Equal(t, defLossWait, o.lossWait)
 }
