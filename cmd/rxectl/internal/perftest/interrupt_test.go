@@ -173,3 +173,53 @@ func TestSendBWInterruptedRDMACM(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), 20*time.Second)
 }
+
+// TestBidirInterrupted: an interrupt of one end of a -b run ends the other
+// end's run promptly too: it sees the interrupted end's next exchange
+// message while its peer's requests are fewer than -n, stops posting, says
+// so on stderr, and both ends print the rows of what they did and succeed,
+// instead of the other end running its iterations to the end alone.
+func TestBidirInterrupted(t *testing.T) {
+	for _, cmd := range []string{"send-bw", "write-bw", "read-bw"} {
+		t.Run(cmd, func(t *testing.T) {
+			start := time.Now()
+			cout, sout, cerr, serr := twoEnds(t, cmd, []string{"-b", "-n", "5000000", "-s", "64"}, 0, 300*time.Millisecond, 15*time.Second)
+			require.NoError(t, cerr, "client:\n%s", cout)
+			require.NoError(t, serr, "server:\n%s", sout)
+			require.Less(t, time.Since(start), 10*time.Second)
+			require.Regexp(t, `\n Sent \d+ of 5000000 messages of 64 bytes: the peer stopped sending early \(interrupted\?\), so this end stopped too\n`, sout)
+			require.NotContains(t, cout, " so this end stopped too", "the interrupted end stopped by itself")
+			for _, out := range []string{cout, sout} {
+				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+			}
+			if cmd == "send-bw" {
+				require.Contains(t, sout, " of 5000000 messages of 64 bytes: the peer stopped sending before the rest arrived\n")
+			}
+		})
+	}
+}
+
+// TestBidirNotStoppedEarly: ends of a -b run that both finish (-a, several
+// QPs, sizes of several packets) neither stop early nor say so: the
+// peer's requests took exactly their PSNs when its exchange message came.
+func TestBidirNotStoppedEarly(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+	}{
+		{"send-bw", []string{"-a", "-n", "20"}},
+		{"write-bw", []string{"-q", "3", "-n", "2000", "-s", "10000"}},
+		{"read-bw", []string{"-a", "-n", "20"}},
+		{"atomic-bw", []string{"-q", "2", "-n", "2000"}},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			cout, sout, cerr, serr := twoEnds(t, tc.cmd, append([]string{"-b"}, tc.args...), 1000, 0, 30*time.Second)
+			require.NoError(t, cerr, "client:\n%s", cout)
+			require.NoError(t, serr, "server:\n%s", sout)
+			for _, out := range []string{cout, sout} {
+				require.NotContains(t, out, "stopped")
+				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+			}
+		})
+	}
+}

@@ -64,6 +64,7 @@ type session struct {
 	peerAddr    netip.AddrPort // the peer's RoCE address
 
 	rqPSN    uint32          // the PSN the peer's next request will carry (write-lat)
+	peerBase []uint32        // -b: each QP's expected PSN where the size's peer requests begin (markPeerBase)
 	latStall time.Duration   // a latency test's bound on a wait for the peer; 0: stallTimeout
 	peerDone context.Context // a latency run's: ends once the peer is done (watchLat); nil: not watched
 	figures  io.Writer       // where --output figures go
@@ -607,6 +608,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 	}
 	s.printTableHeader()
 	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
+	s.markPeerBase()
 	for _, size := range s.o.sizes() {
 		if send {
 			if err := s.prepareSend(size); err != nil {
@@ -617,9 +619,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := s.hs("synchronising after the run"); err != nil {
-			return err
-		}
+		s.markPeerBase()
 		rem, err := s.oob.ExchangeReports(r)
 		if err != nil {
 			return err
@@ -636,23 +636,99 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 
 // runBidir is run_iter_bi: this end's requests, timed as runBWClient
 // times them, and for send-bw at once the receives of the peer's
-// messages (not timed: the peer reports its direction).
+// messages (not timed: the peer reports its direction); then the key
+// exchange that follows the run. In send-bw the receives go on during
+// that exchange: the peer writes its message once its own requests are
+// done, whatever it has received.
+//
+// An end that is interrupted stops posting, and its next exchange message
+// follows its last completion. Over RC this end watches the exchange
+// (watchPeer) and, once the peer's message is waiting or the peer closed
+// the connection, counts the PSNs the peer's requests took on each QP
+// since the size began (peerStoppedEarly): every request of a peer that
+// finished has been acknowledged by then. Fewer than -n requests' worth
+// means the peer stopped early, and this end stops posting too, noting it
+// on stderr, instead of running its iterations to the end alone.
 func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
-	if s.t.verb != verbSend {
-		return s.runBWClient(ctx, size)
+	spoke, watching, stopWatch := s.watchPeer(context.Background())
+	defer stopWatch()
+	sctx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	var early atomic.Bool // the peer stopped before its last request
+	if watching && s.qpType() == rxe.QPTypeRC {
+		stopAfter := context.AfterFunc(spoke, func() {
+			if s.peerStoppedEarly(size) {
+				early.Store(true)
+				stopSending()
+			}
+		})
+		defer stopAfter()
 	}
+	// The peer has stopped sending once its message is waiting (spoke) or
+	// this end has read it (synced: the exchange below may read it first).
+	stoppedSending, synced := context.WithCancel(spoke)
+	defer synced()
 	recvErr := make(chan error, 1)
-	go func() {
-		// The peer sends all its messages even if we are interrupted.
-		_, err := s.runBWServer(context.Background(), size)
-		recvErr <- err
-	}()
-	r, err := s.runBWClient(ctx, size)
+	if s.t.verb == verbSend {
+		go func() {
+			// The peer sends all its messages even if we are interrupted.
+			_, err := s.receiveBW(context.Background(), stoppedSending, size)
+			recvErr <- err
+		}()
+	} else {
+		recvErr <- nil
+	}
+	r, err := s.runBWClient(sctx, size)
+	if err == nil {
+		err = s.hs("synchronising after the run")
+	}
+	synced()
 	rerr := <-recvErr
 	if err != nil {
 		return r, err
 	}
+	if early.Load() && ctx.Err() == nil && (r.Iters > 0 || !s.o.all) {
+		fmt.Fprintf(s.errw, " Sent %d of %d messages of %d bytes: the peer stopped sending early (interrupted?), so this end stopped too\n",
+			r.Iters, s.o.iters*len(s.qps), size)
+	}
 	return r, rerr
+}
+
+// peerStoppedEarly reports whether the peer's requests of this size took
+// fewer PSNs on some QP than -n of them take (SEND and WRITE one per
+// packet, READ one per response packet, an atomic one): the responder's
+// expected PSN against s.peerBase, where the size began. The comparison
+// is modulo 2^24, the PSN space.
+func (s *session) peerStoppedEarly(size int) bool {
+	pkts := 1
+	if s.t.verb != verbAtomic {
+		pkts = max(1, (size+s.mtu.Bytes()-1)/s.mtu.Bytes())
+	}
+	want := uint32(s.o.iters*pkts) & 0xFFFFFF
+	for q, qp := range s.qps {
+		if (qp.Query().RQPSN-s.peerBase[q])&0xFFFFFF != want {
+			return true
+		}
+	}
+	return false
+}
+
+// markPeerBase records each QP's expected PSN as where the peer's
+// requests of the next size begin (peerStoppedEarly): the peer's key
+// message's PSN before the first size, the responder's expected PSN after
+// each size's closing exchange (the peer's requests of that size are all
+// acknowledged by then).
+func (s *session) markPeerBase() {
+	if s.peerBase == nil {
+		s.peerBase = make([]uint32, len(s.qps))
+		for q := range s.qps {
+			s.peerBase[q] = s.rem[q].PSN
+		}
+		return
+	}
+	for q, qp := range s.qps {
+		s.peerBase[q] = qp.Query().RQPSN
+	}
 }
 
 // flowReadAtomicLat is read_lat.c and atomic_lat.c: the client posts and

@@ -358,12 +358,19 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 	if o.duration > 0 {
 		return s.runBWServerDuration(ctx, size)
 	}
+	spoke, _, stopWatch := s.watchPeer(ctx)
+	defer stopWatch()
+	return s.receiveBW(ctx, spoke, size)
+}
+
+// receiveBW is runBWServer's loop in iterations mode; spoke ends once the
+// peer has stopped sending (watchPeer).
+func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, error) {
+	o := s.o
 	nq := len(s.qps)
 	total := o.iters * nq
 	posted := make([]int, nq) // receives available for this size's messages
 	copy(posted, s.rposted)
-	spoke, _, stopWatch := s.watchPeer(ctx)
-	defer stopWatch()
 	wcs := make([]rxe.WC, 64)
 	clk := newClock()
 	var first, last int64
@@ -410,7 +417,11 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 		last = clk.now()
 	}
 	if rcnt < total && (rcnt > 0 || !o.all) { // -a: a size the interrupted client skipped is no news
-		fmt.Fprintf(s.errw, " Received %d of %d messages of %d bytes: the client stopped sending before the rest arrived\n", rcnt, total, size)
+		who := "client"
+		if o.bidir {
+			who = "peer"
+		}
+		fmt.Fprintf(s.errw, " Received %d of %d messages of %d bytes: the %s stopped sending before the rest arrived\n", rcnt, total, size, who)
 	}
 	elapsed := last - first
 	r := report.BW{Size: uint64(size), Iters: uint64(rcnt)}
