@@ -207,10 +207,10 @@ func TestBidirNotStoppedEarly(t *testing.T) {
 		cmd  string
 		args []string
 	}{
-		{"send-bw", []string{"-a", "-n", "20"}},
-		{"write-bw", []string{"-q", "3", "-n", "2000", "-s", "10000"}},
-		{"read-bw", []string{"-a", "-n", "20"}},
-		{"atomic-bw", []string{"-q", "2", "-n", "2000"}},
+		{"send-bw", []string{"-q", "2", "-n", "200", "-s", "10000"}},
+		{"write-bw", []string{"-a", "-n", "5"}},
+		{"read-bw", []string{"-q", "3", "-n", "200", "-s", "10000"}},
+		{"atomic-bw", []string{"-q", "2", "-n", "200"}},
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
 			cout, sout, cerr, serr := twoEnds(t, tc.cmd, append([]string{"-b"}, tc.args...), 1000, 0, 30*time.Second)

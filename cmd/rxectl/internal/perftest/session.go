@@ -656,13 +656,19 @@ func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
 	defer stopSending()
 	var early atomic.Bool // the peer stopped before its last request
 	if watching && s.qpType() == rxe.QPTypeRC {
+		checked := make(chan struct{})
 		stopAfter := context.AfterFunc(spoke, func() {
+			defer close(checked)
 			if s.peerStoppedEarly(size) {
 				early.Store(true)
 				stopSending()
 			}
 		})
-		defer stopAfter()
+		defer func() {
+			if !stopAfter() {
+				<-checked // it ran: let it finish with s.peerBase
+			}
+		}()
 	}
 	// The peer has stopped sending once its message is waiting (spoke) or
 	// this end has read it (synced: the exchange below may read it first).
