@@ -848,7 +848,7 @@ func endLoopback(stdout io.Writer, cs, ss *session, cerr, serr error) error {
 		cerr = cs.report(stdout, ss, cerr)
 	}
 	switch {
-	case serr != nil && errors.Is(cerr, oob.ErrPeerClosed):
+	case serr != nil && (errors.Is(cerr, oob.ErrPeerClosed) || errors.Is(cerr, errPeerDone)):
 		return fmt.Errorf("server: %w", serr)
 	case cerr != nil:
 		return cerr

@@ -108,16 +108,18 @@ func TestUnreliableDepths(t *testing.T) {
 // TestUnreliableLatLost: a UC or UD latency test that loses a message
 // (--drop, seeded: the same messages every run) ends with an error naming
 // the lost message and how far the run got once --loss-wait has passed
-// without the peer's message, not after the 60 s stall bound.
+// without the peer's message, not after the 60 s stall bound. Either end
+// may give up first (the other then sees it leave, and --loopback reports
+// the first one's error).
 func TestUnreliableLatLost(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"send-lat", "-c", "UD", "-n", "1000"}, "while waiting for the peer's SEND 3: likely a message lost on an unreliable transport (-c UD resends nothing"},
-		{[]string{"send-lat", "-c", "UC", "-n", "1000"}, "while waiting for the peer's SEND 3: likely a message lost on an unreliable transport (-c UC resends nothing"},
-		{[]string{"write-lat", "-c", "UC", "-n", "1000"}, "while waiting for the peer's RDMA WRITE 3: likely a message lost on an unreliable transport (-c UC resends nothing"},
-		{[]string{"send-lat", "-c", "UD", "-D", "20"}, "; 2 round trips completed\n"},
+		{[]string{"send-lat", "-c", "UD", "-n", "1000"}, `waiting for the peer's SEND \d+: likely a message lost on an unreliable transport \(-c UD resends nothing`},
+		{[]string{"send-lat", "-c", "UC", "-n", "1000"}, `waiting for the peer's SEND \d+: likely a message lost on an unreliable transport \(-c UC resends nothing`},
+		{[]string{"write-lat", "-c", "UC", "-n", "1000"}, `waiting for the peer's RDMA WRITE \d+: likely a message lost on an unreliable transport \(-c UC resends nothing`},
+		{[]string{"send-lat", "-c", "UD", "-D", "20"}, `; \d+ round trips completed\n`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -126,10 +128,10 @@ func TestUnreliableLatLost(t *testing.T) {
 			_, errs, code := runCmd(t, args...)
 			require.Equal(t, cli.ExitFail, code, errs)
 			require.Contains(t, errs, "nothing for 300ms (--loss-wait) ")
-			require.Contains(t, errs, tc.want)
+			require.Regexp(t, tc.want, errs)
 			require.Contains(t, errs, "faults are injected here (drop=0.01)")
 			if !slices.Contains(tc.args, "-D") {
-				require.Contains(t, errs, "; 2 of 1000 round trips completed\n")
+				require.Regexp(t, `; \d of 1000 round trips completed\n`, errs)
 			}
 			require.Less(t, time.Since(start), 10*time.Second)
 		})
