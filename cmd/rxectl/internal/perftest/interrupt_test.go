@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/gorxe/gorxe/internal/syncbuf"
 )
@@ -142,36 +141,38 @@ func TestSendBWRunInfinitelyServerRows(t *testing.T) {
 	}
 }
 
-// TestSendBWInterruptedRDMACM: with -R the send-bw server cannot watch
-// the exchange (no TCP), so an interrupt still ends the client's
-// exchange, whose disconnection fails the server's receives at once: the
-// run ends in seconds, not after the server's minute-long stall bound.
+// TestSendBWInterruptedRDMACM: with -R, as over TCP, an interrupt of a
+// send-bw client ends its measurement cleanly: the server watches the
+// rdma_cm exchange (cmPipe.watch), sees the client's next message and
+// ends with what arrived, in seconds, not after its minute-long stall
+// bound; neither end fails.
 func TestSendBWInterruptedRDMACM(t *testing.T) {
-	var out, errb syncbuf.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for i := 0; i < 1000 && !strings.Contains(out.String(), " #bytes"); i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
-		time.Sleep(300 * time.Millisecond)
-		cancel()
-	}()
-	pt, port := findTest(t, "send-bw"), sharedUDPPort(t)
 	start := time.Now()
-	done := make(chan int, 1)
-	go func() {
-		done <- pt.Run([]string{"-R", "--loopback", "--udp-port", port, "-n", "5000000", "-s", "64"},
-			&out, &errb, func() context.Context { return ctx })
-	}()
-	select {
-	case code := <-done:
-		require.Equal(t, cli.ExitFail, code, "%s\n%s", out.String(), errb.String())
-		require.Contains(t, errb.String(), "interrupted")
-	case <-time.After(20 * time.Second):
-		t.Fatalf("still running 20 s after the interrupt:\n%s\n%s", out.String(), errb.String())
-	}
+	sout, cout, serr, cerr := cmEndsInterrupted(t, "send-bw", "-n", "5000000", "-s", "64")
+	require.NoError(t, cerr, "client:\n%s", cout)
+	require.NoError(t, serr, "server:\n%s", sout)
 	require.Less(t, time.Since(start), 20*time.Second)
+	require.Contains(t, sout, " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n")
+	for _, out := range []string{cout, sout} {
+		require.NotEmpty(t, bwRows(t, out), out)
+		require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+	}
+}
+
+// TestLatInterruptedRDMACM: with -R an interrupted latency client
+// disconnects (CM DREQ), and the server, whose QP the DREQ moves to the
+// error state, ends at once saying that the peer ended the exchange
+// (watchLat over cmPipe.watch), not with a bare flush error.
+func TestLatInterruptedRDMACM(t *testing.T) {
+	for _, cmd := range []string{"send-lat", "write-lat"} {
+		t.Run(cmd, func(t *testing.T) {
+			start := time.Now()
+			sout, cout, serr, cerr := cmEndsInterrupted(t, cmd, "-n", "2000000")
+			require.ErrorContains(t, cerr, "interrupted", cout)
+			require.ErrorIs(t, serr, errPeerDone, sout)
+			require.Less(t, time.Since(start), 20*time.Second)
+		})
+	}
 }
 
 // TestBidirInterrupted: an interrupt of one end of a -b run ends the other

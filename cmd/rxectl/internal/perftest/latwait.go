@@ -135,13 +135,13 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 	}
 	spin := min(s.spin, bound) // the spin counts against the bound
 	if s.ch == nil && spin > 0 && busyPoll(pctx, cq, wc[:1], spin) == 1 {
-		return s.checkWC(wc[0])
+		return s.checkLatWC(wc[0], what)
 	}
 	wctx, cancel := context.WithTimeout(pctx, bound-spin)
 	defer cancel()
 	n, err := s.waitCQ(wctx, cq, wc[:1])
 	if n == 1 {
-		return s.checkWC(wc[0])
+		return s.checkLatWC(wc[0], what)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted while waiting for %s", what)
@@ -203,6 +203,16 @@ func lostAfter(err error, done, total int, lw *latWindow) error {
 		return fmt.Errorf("%w; %d round trips completed", err, done)
 	}
 	return fmt.Errorf("%w; %d of %d round trips completed", err, done, total)
+}
+
+// checkLatWC is checkWC for a latency test's completion of what, except
+// that a flush because the peer disconnected (-R: flushedByPeer, with the
+// run's watch) is errPeerDone.
+func (s *session) checkLatWC(wc rxe.WC, what string) error {
+	if flushedByPeer(wc, s.peerDone) {
+		return fmt.Errorf("waiting for %s: %w", what, errPeerDone)
+	}
+	return s.checkWC(wc)
 }
 
 // errPeerDone is the error of a latency test's wait that the peer left:

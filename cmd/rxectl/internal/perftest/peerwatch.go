@@ -12,9 +12,14 @@ import (
 // data or an end waiting on the connection means no more messages are
 // coming beyond those in flight. The returned context ends then (or when
 // ctx ends); watching is false when this end cannot watch (an exchange
-// that is not a TCP connection of this host: -R), and stop ends the watch
-// and waits for it, leaving the connection's data unread.
+// that is not a TCP connection of this host's, and not -R's rdma_cm
+// connection: cmPipe.watch), and stop ends the watch and waits for it,
+// leaving the connection's data unread.
 func (s *session) watchPeer(ctx context.Context) (spoke context.Context, watching bool, stop func()) {
+	if s.cm != nil && s.cm.pipe != nil {
+		spoke, stop := s.cm.pipe.watch(ctx)
+		return spoke, true, stop
+	}
 	spoke, cancel := context.WithCancel(ctx)
 	if s.conn == nil {
 		return spoke, false, cancel

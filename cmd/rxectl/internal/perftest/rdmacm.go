@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
@@ -360,6 +361,57 @@ type cmPipe struct {
 	scq, rcq *rxe.CQ
 	stop     context.Context
 	finished bool
+	// pending is the receive completion of the peer's next message when
+	// watch took it, for Recv; unwatch ends watch's wait for one.
+	pending *rxe.WC
+	unwatch func()
+}
+
+// watch is watchPeer over the rdma_cm exchange: the returned context ends
+// once the peer's next message has arrived (its receive completion is
+// kept for Recv, so the message stays for the exchange), or the peer has
+// disconnected the exchange's connection or a test QP's (a CM DREQ: it
+// stopped, failed or was interrupted), or ctx ends. stop ends the watch
+// and waits for it. A Recv during the watch ends the wait for a message
+// first, the context untouched: Recv takes the message itself.
+func (p *cmPipe) watch(ctx context.Context) (spoke context.Context, stop func()) {
+	spoke, cancel := context.WithCancel(ctx)
+	wctx, endWait := context.WithCancel(spoke)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		wc := make([]rxe.WC, 1)
+		if n, _ := p.rcq.Wait(wctx, wc); n == 1 {
+			p.pending = &wc[0]
+			cancel()
+		}
+	}()
+	var once sync.Once
+	p.unwatch = func() {
+		once.Do(func() {
+			endWait()
+			<-waited
+		})
+	}
+	conns := append([]*rxe.CMConn{p.conn}, p.st.conns...)
+	var ends sync.WaitGroup
+	for _, c := range conns {
+		ends.Add(1)
+		go func() {
+			defer ends.Done()
+			select {
+			case <-c.Done():
+				cancel()
+			case <-spoke.Done():
+			}
+		}()
+	}
+	return spoke, func() {
+		p.unwatch()
+		p.unwatch = nil
+		cancel()
+		ends.Wait()
+	}
 }
 
 // post posts the receive of slot i.
@@ -423,9 +475,17 @@ func (p *cmPipe) Send(b []byte) error {
 
 // Recv receives one message of len(b) bytes and posts its slot again.
 func (p *cmPipe) Recv(b []byte) error {
-	wc, err := p.wait(p.rcq)
-	if err != nil {
-		return err
+	if p.unwatch != nil {
+		p.unwatch() // a pending completion is ours from here
+	}
+	var wc rxe.WC
+	if p.pending != nil {
+		wc, p.pending = *p.pending, nil
+	} else {
+		var err error
+		if wc, err = p.wait(p.rcq); err != nil {
+			return err
+		}
 	}
 	if wc.Status == rxe.WCWRFlushErr {
 		return io.EOF

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/internal/syncbuf"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -73,6 +74,44 @@ func runCMEnds(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []string) (
 	select {
 	case <-ready:
 		cliErr = runCMReady(ctx, ct, co, true, &cb, nil)
+	case err := <-done:
+		done <- err
+	}
+	srvErr = <-done
+	return sb.String(), cb.String(), srvErr, cliErr
+}
+
+// cmEndsInterrupted runs an -R server and client of cmd with args in this
+// process (RoCE between 127.0.0.1 and 127.0.0.2), interrupts the client
+// 300 ms after its table header (as the first Ctrl-C), and returns both
+// outputs (stdout and stderr) and errors. Each end gets at most 30 s.
+func cmEndsInterrupted(t *testing.T, cmd string, args ...string) (srvOut, cliOut string, srvErr, cliErr error) {
+	t.Helper()
+	pt := findTest(t, cmd)
+	common := append([]string{"-R", "--udp-port", sharedUDPPort(t)}, args...)
+	so, err := parsePerftest(pt, append([]string{"--bind", "127.0.0.1"}, common...))
+	require.NoError(t, err)
+	co, err := parsePerftest(pt, append([]string{"--bind", "127.0.0.2", "127.0.0.1"}, common...))
+	require.NoError(t, err)
+	var sb, cb syncbuf.Buffer
+	so.stderr, co.stderr = &sb, &cb
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	go func() {
+		for i := 0; i < 2000 && !strings.Contains(cb.String(), " #bytes"); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(300 * time.Millisecond)
+		ccancel()
+	}()
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- runCMReady(sctx, pt, so, false, &sb, ready) }()
+	select {
+	case <-ready:
+		cliErr = runCMReady(cctx, pt, co, true, &cb, nil)
 	case err := <-done:
 		done <- err
 	}

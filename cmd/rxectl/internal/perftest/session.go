@@ -553,10 +553,9 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	}
 	s.printTableHeader()
 	// From here an interrupt ends the client's run and reports it: the
-	// server sees the client stop on the exchange's TCP connection
-	// (watchPeer). With -R it cannot watch, and the interrupt ends the
-	// exchange, whose disconnection fails the server's receives.
-	if s.client && s.conn != nil {
+	// server sees the client stop on the exchange (watchPeer: its TCP
+	// connection, or with -R the rdma_cm connection's next message).
+	if s.client {
 		s.softStop.Store(true)
 	}
 	for _, size := range s.o.sizes() {

@@ -398,7 +398,11 @@ func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, er
 		if rcnt == 0 {
 			first = clk.now()
 		}
+		gone := false // the peer disconnected (-R): the rest is flushed
 		for _, wc := range wcs[:n] {
+			if gone = flushedByPeer(wc, spoke); gone {
+				break
+			}
 			if err := s.checkWC(wc); err != nil {
 				return report.BW{}, err
 			}
@@ -413,6 +417,9 @@ func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, er
 				}
 				posted[q]++
 			}
+		}
+		if gone {
+			break
 		}
 		last = clk.now()
 	}
@@ -430,6 +437,25 @@ func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, er
 		r.MsgRate = float64(rcnt) * 1e9 / float64(elapsed) / 1e6
 	}
 	return r, nil
+}
+
+// flushedByPeer reports whether wc is the flush of a work request
+// because the peer disconnected (-R: its CM DREQ moves this end's QP to
+// ERR and ends the connection, which ends peer, the watch of watchPeer,
+// just after): wc is WR_FLUSH_ERR and peer ends within peerDoneQuiet.
+// peer may be nil (no watch).
+func flushedByPeer(wc rxe.WC, peer context.Context) bool {
+	if wc.Status != rxe.WCWRFlushErr || peer == nil {
+		return false
+	}
+	t := time.NewTimer(peerDoneQuiet)
+	defer t.Stop()
+	select {
+	case <-peer.Done():
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // sendBWQuiet is how long send-bw's server in duration mode waits for
@@ -491,7 +517,11 @@ func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW,
 			s.addBW(win.row(size, now, o.gbits)) // one --run_infinitely period
 			win = bwWindow{start: now, end: now.Add(dur)}
 		}
+		gone := false // the peer disconnected (-R): the rest is flushed
 		for _, wc := range wcs[:n] {
+			if gone = flushedByPeer(wc, spoke); gone {
+				break
+			}
 			if err := s.checkWC(wc); err != nil {
 				return report.BW{}, err
 			}
@@ -504,6 +534,9 @@ func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW,
 					return report.BW{}, err
 				}
 			}
+		}
+		if gone {
+			break
 		}
 		last = now
 	}
@@ -792,6 +825,9 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 			return nil
 		}
 		if a.State == rxe.QPSErr {
+			if flushedByPeer(rxe.WC{Status: rxe.WCWRFlushErr}, s.peerDone) {
+				return fmt.Errorf("waiting for the peer's RDMA WRITE %d: %w", n, errPeerDone)
+			}
 			return fmt.Errorf("our QP %#x went to the error state while waiting for the peer's RDMA WRITE %d (see the peer's output)", qp.QPN(), n)
 		}
 		if spins >= writeSpins { // sleeping: a look at ctx and the clock costs little
