@@ -72,7 +72,7 @@ func (o *options) checkCM() error {
 }
 
 // cmMaxCQE is the device's limit on a CQ's entries (rxe.DeviceAttr.MaxCQE,
-// 2^18; TestCMMaxCQE checks that they agree).
+// 2^18; TestRDMACMCQLimit checks that they agree).
 const cmMaxCQE = 1 << 18
 
 // checkCMCQs refuses, before anything connects, the -R runs whose shared
