@@ -224,3 +224,21 @@ func TestBidirNotStoppedEarly(t *testing.T) {
 		})
 	}
 }
+
+// TestBidirInterruptedRDMACM: TestBidirInterrupted with -R, whose ends
+// watch the rdma_cm exchange for the interrupted end's next message.
+func TestBidirInterruptedRDMACM(t *testing.T) {
+	for _, cmd := range []string{"send-bw", "write-bw"} {
+		t.Run(cmd, func(t *testing.T) {
+			start := time.Now()
+			sout, cout, serr, cerr := cmEndsInterrupted(t, cmd, "-b", "-n", "5000000", "-s", "64")
+			require.NoError(t, cerr, "client:\n%s", cout)
+			require.NoError(t, serr, "server:\n%s", sout)
+			require.Less(t, time.Since(start), 10*time.Second)
+			require.Regexp(t, `\n Sent \d+ of 5000000 messages of 64 bytes: the peer stopped sending early \(interrupted\?\), so this end stopped too\n`, sout)
+			for _, out := range []string{cout, sout} {
+				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+			}
+		})
+	}
+}
