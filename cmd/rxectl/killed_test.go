@@ -76,3 +76,72 @@ func TestSendBWServerOfKilledClient(t *testing.T) {
 	require.Contains(t, srvOut.String(), " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n")
 	require.Contains(t, srvOut.String(), "the peer closed the connection")
 }
+
+// TestRDMACMServerOfInterruptedClient: with -R (no TCP to watch) a server
+// whose client process gets SIGINT (Ctrl-C) ends within seconds, not
+// after its minute-long stall bound: a send-bw server sees the client's
+// next exchange message on the rdma_cm connection and prints the row of
+// what arrived; a latency server sees the client disconnect (CM DREQ).
+func TestRDMACMServerOfInterruptedClient(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		code int
+		want string
+	}{
+		{"send-bw", 0, " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n"},
+		{"send-lat", 1, "the peer closed the exchange or ended its run instead"},
+		{"write-lat", 1, "the peer closed the exchange or ended its run instead"},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			common := []string{tc.cmd, "-R", "-n", "5000000", "-s", "64", "--udp-port", sharedUDPPort(t)}
+			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
+			waitFor(t, srvOut, "Waiting for client to connect")
+			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+			waitFor(t, cliOut, " #bytes")
+			time.Sleep(300 * time.Millisecond) // running
+			require.NoError(t, cli.Process.Signal(os.Interrupt))
+			interrupted := time.Now()
+
+			done := make(chan error, 1)
+			go func() { done <- srv.Wait() }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				srv.Process.Kill()
+				<-done
+				t.Fatalf("the server still runs 10 s after its client was interrupted:\n%s", srvOut)
+			}
+			require.Less(t, time.Since(interrupted), 5*time.Second)
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			require.Equal(t, tc.code, code, "server: %v\n%s", err, srvOut)
+			require.Contains(t, srvOut.String(), tc.want)
+			cli.Wait()
+		})
+	}
+}
+
+// sharedUDPPort returns a UDP port free on both 127.0.0.1 and 127.0.0.2:
+// with -R both ends' devices use the same one.
+func sharedUDPPort(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		a, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := strconv.Itoa(a.LocalAddr().(*net.UDPAddr).Port)
+		b, err := net.ListenPacket("udp4", "127.0.0.2:"+port)
+		a.Close()
+		if err == nil {
+			b.Close()
+			return port
+		}
+	}
+	t.Fatal("no UDP port free on both 127.0.0.1 and 127.0.0.2")
+	return ""
+}
