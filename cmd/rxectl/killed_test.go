@@ -77,25 +77,33 @@ func TestSendBWServerOfKilledClient(t *testing.T) {
 	require.Contains(t, srvOut.String(), "the peer closed the connection")
 }
 
-// TestRDMACMServerOfInterruptedClient: with -R (no TCP to watch) a server
-// whose client process gets SIGINT (Ctrl-C) ends within seconds, not
-// after its minute-long stall bound: a send-bw server sees the client's
-// next exchange message on the rdma_cm connection and prints the row of
-// what arrived; a latency server sees the client disconnect (CM DREQ).
-func TestRDMACMServerOfInterruptedClient(t *testing.T) {
+// TestServerOfInterruptedClient: a server whose client process gets
+// SIGINT (Ctrl-C) ends within seconds, not after its minute-long stall
+// bound or the client's iterations: with -R (no TCP to watch) a send-bw
+// server sees the client's next exchange message on the rdma_cm
+// connection and prints the row of what arrived, and a latency server
+// sees the client disconnect (CM DREQ); with -b (over TCP or -R) the
+// server stops posting once the client's requests fall short.
+func TestServerOfInterruptedClient(t *testing.T) {
 	for _, tc := range []struct {
-		cmd  string
+		args []string
 		code int
 		want string
 	}{
-		{"send-bw", 0, " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n"},
-		{"send-lat", 1, "the peer closed the exchange or ended its run instead"},
-		{"write-lat", 1, "the peer closed the exchange or ended its run instead"},
+		{[]string{"send-bw", "-R"}, 0, " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n"},
+		{[]string{"send-lat", "-R"}, 1, "the peer closed the exchange or ended its run instead"},
+		{[]string{"write-lat", "-R"}, 1, "the peer closed the exchange or ended its run instead"},
+		{[]string{"write-bw", "-b"}, 0, " of 5000000 messages of 64 bytes: the peer stopped sending early (interrupted?), so this end stopped too\n"},
+		{[]string{"send-bw", "-b", "-R"}, 0, " of 5000000 messages of 64 bytes: the peer stopped sending early (interrupted?), so this end stopped too\n"},
 	} {
-		t.Run(tc.cmd, func(t *testing.T) {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+			ln.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			common := []string{tc.cmd, "-R", "-n", "5000000", "-s", "64", "--udp-port", sharedUDPPort(t)}
+			common := append(tc.args, "-n", "5000000", "-s", "64", "-p", port, "--udp-port", sharedUDPPort(t))
 			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
 			waitFor(t, srvOut, "Waiting for client to connect")
 			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
@@ -106,7 +114,6 @@ func TestRDMACMServerOfInterruptedClient(t *testing.T) {
 
 			done := make(chan error, 1)
 			go func() { done <- srv.Wait() }()
-			var err error
 			select {
 			case err = <-done:
 			case <-time.After(10 * time.Second):
