@@ -3,6 +3,7 @@ package perftest
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,22 +180,35 @@ func TestLatInterruptedRDMACM(t *testing.T) {
 // end's run promptly too: it sees the interrupted end's next exchange
 // message while its peer's requests are fewer than -n, stops posting, says
 // so on stderr, and both ends print the rows of what they did and succeed,
-// instead of the other end running its iterations to the end alone.
+// instead of the other end running its iterations to the end alone. With
+// -a it runs none of the sizes left, as the interrupted end.
 func TestBidirInterrupted(t *testing.T) {
-	for _, cmd := range []string{"send-bw", "write-bw", "read-bw"} {
-		t.Run(cmd, func(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+		rows int // the interrupt comes after this many rows
+	}{
+		{"send-bw", []string{"-n", "5000000", "-s", "64"}, 0},
+		{"write-bw", []string{"-n", "5000000", "-s", "64"}, 0},
+		{"read-bw", []string{"-n", "5000000", "-s", "64"}, 0},
+		{"write-bw", []string{"-a", "-n", "20000"}, 1},
+		{"send-bw", []string{"-a", "-n", "20000"}, 1},
+	} {
+		t.Run(tc.cmd+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			start := time.Now()
-			cout, sout, cerr, serr := twoEnds(t, cmd, []string{"-b", "-n", "5000000", "-s", "64"}, 0, 300*time.Millisecond, 15*time.Second)
+			cout, sout, cerr, serr := twoEnds(t, tc.cmd, append([]string{"-b"}, tc.args...), tc.rows, 100*time.Millisecond, 15*time.Second)
 			require.NoError(t, cerr, "client:\n%s", cout)
 			require.NoError(t, serr, "server:\n%s", sout)
 			require.Less(t, time.Since(start), 10*time.Second)
-			require.Regexp(t, `\n Sent \d+ of 5000000 messages of 64 bytes: the peer stopped sending early \(interrupted\?\), so this end stopped too\n`, sout)
+			iters := tc.args[slices.Index(tc.args, "-n")+1]
+			require.Regexp(t, `\n Sent \d+ of `+iters+` messages of \d+ bytes: the peer stopped sending early \(interrupted\?\), so this end stopped too\n`, sout)
+			require.Equal(t, 1, strings.Count(sout, "so this end stopped too"), "the sizes left are not run:\n%s", sout)
 			require.NotContains(t, cout, " so this end stopped too", "the interrupted end stopped by itself")
 			for _, out := range []string{cout, sout} {
 				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
 			}
-			if cmd == "send-bw" {
-				require.Contains(t, sout, " of 5000000 messages of 64 bytes: the peer stopped sending before the rest arrived\n")
+			if tc.cmd == "send-bw" {
+				require.Regexp(t, ` messages of \d+ bytes: the peer stopped sending before the rest arrived\n`, sout)
 			}
 		})
 	}

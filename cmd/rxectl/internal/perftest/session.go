@@ -608,15 +608,22 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 	s.printTableHeader()
 	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
 	s.markPeerBase()
+	// Once the peer has stopped early (interrupted), this end posts no
+	// more sizes either, as the interrupted end posts none.
+	runs, stopRuns := context.WithCancel(ctx)
+	defer stopRuns()
 	for _, size := range s.o.sizes() {
 		if send {
 			if err := s.prepareSend(size); err != nil {
 				return err
 			}
 		}
-		r, err := s.runBidir(ctx, size)
+		r, early, err := s.runBidir(runs, size)
 		if err != nil {
 			return err
+		}
+		if early {
+			stopRuns()
 		}
 		s.markPeerBase()
 		rem, err := s.oob.ExchangeReports(r)
@@ -647,19 +654,20 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 // since the size began (peerStoppedEarly): every request of a peer that
 // finished has been acknowledged by then. Fewer than -n requests' worth
 // means the peer stopped early, and this end stops posting too, noting it
-// on stderr, instead of running its iterations to the end alone.
-func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
+// on stderr, instead of running its iterations to the end alone; early
+// reports it.
+func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bool, err error) {
 	spoke, watching, stopWatch := s.watchPeer(context.Background())
 	defer stopWatch()
 	sctx, stopSending := context.WithCancel(ctx)
 	defer stopSending()
-	var early atomic.Bool // the peer stopped before its last request
+	var stoppedEarly atomic.Bool // the peer stopped before its last request
 	if watching && s.qpType() == rxe.QPTypeRC {
 		checked := make(chan struct{})
 		stopAfter := context.AfterFunc(spoke, func() {
 			defer close(checked)
 			if s.peerStoppedEarly(size) {
-				early.Store(true)
+				stoppedEarly.Store(true)
 				stopSending()
 			}
 		})
@@ -683,20 +691,21 @@ func (s *session) runBidir(ctx context.Context, size int) (report.BW, error) {
 	} else {
 		recvErr <- nil
 	}
-	r, err := s.runBWClient(sctx, size)
+	r, err = s.runBWClient(sctx, size)
 	if err == nil {
 		err = s.hs("synchronising after the run")
 	}
 	synced()
 	rerr := <-recvErr
 	if err != nil {
-		return r, err
+		return r, false, err
 	}
-	if early.Load() && ctx.Err() == nil && (r.Iters > 0 || !s.o.all) {
+	early = stoppedEarly.Load() && ctx.Err() == nil
+	if early {
 		fmt.Fprintf(s.errw, " Sent %d of %d messages of %d bytes: the peer stopped sending early (interrupted?), so this end stopped too\n",
 			r.Iters, s.o.iters*len(s.qps), size)
 	}
-	return r, rerr
+	return r, early, rerr
 }
 
 // peerStoppedEarly reports whether the peer's requests of this size took
