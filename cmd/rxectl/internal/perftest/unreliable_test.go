@@ -110,7 +110,8 @@ func TestUnreliableDepths(t *testing.T) {
 // the lost message and how far the run got once --loss-wait has passed
 // without the peer's message, not after the 60 s stall bound. Either end
 // may give up first (the other then sees it leave, and --loopback reports
-// the first one's error).
+// the first one's error; only the client names the faults, injected on
+// its device).
 func TestUnreliableLatLost(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -129,9 +130,11 @@ func TestUnreliableLatLost(t *testing.T) {
 			require.Equal(t, cli.ExitFail, code, errs)
 			require.Contains(t, errs, "nothing for 300ms (--loss-wait) ")
 			require.Regexp(t, tc.want, errs)
-			require.Contains(t, errs, "faults are injected here (drop=0.01)")
+			if !strings.Contains(errs, "rxectl "+tc.args[0]+": server: ") { // --loopback's server injects no faults
+				require.Contains(t, errs, "faults are injected here (drop=0.01)")
+			}
 			if !slices.Contains(tc.args, "-D") {
-				require.Regexp(t, `; \d of 1000 round trips completed\n`, errs)
+				require.Regexp(t, `; \d+ of 1000 round trips completed\n`, errs)
 			}
 			require.Less(t, time.Since(start), 10*time.Second)
 		})
