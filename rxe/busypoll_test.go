@@ -107,6 +107,17 @@ func pingPong(t *testing.T, a, z *end, rounds int, busy func(round int) bool) {
 	require.NoError(t, <-echo)
 }
 
+// busyPair is udpPair with an IB ACK timeout of about 1 s (Timeout 18)
+// instead of 67 ms: these tests check the hand-over between busy pollers
+// and the receive goroutines, and under -race on a machine whose two CPUs
+// other processes keep busy (load average about 10) a round trip has been
+// seen to take over half a second, which with the default timeout spends
+// the whole retry budget (RETRY_EXC_ERR) on a loopback that lost nothing.
+// A reader that never read would still fail them (busyTimeout).
+func busyPair(t *testing.T) (*end, *end, [2]*netdev.UDPConn) {
+	return udpPairWith(t, Options{}, ConnectOptions{MTU: MTU4096, Timeout: 18})
+}
+
 // polled is how many datagrams busy-polling callers read from e's device.
 func polled(e *end) uint64 { return e.dev.vecs[e.cq.vector].reader.polledPkts.Load() }
 
@@ -115,7 +126,7 @@ func polled(e *end) uint64 { return e.dev.vecs[e.cq.vector].reader.polledPkts.Lo
 // the receive goroutines keep reading the same sockets, and the pollers
 // read datagrams themselves.
 func TestBusyPollPingPong(t *testing.T) {
-	a, z, _ := udpPair(t, Options{})
+	a, z, _ := busyPair(t)
 	pingPong(t, a, z, 500, func(int) bool { return true })
 	require.Positive(t, polled(a), "a's poller read nothing")
 	require.Positive(t, polled(z), "z's poller read nothing")
@@ -128,7 +139,7 @@ func TestBusyPollPingPong(t *testing.T) {
 // sleeping in CQ.Wait every few rounds, and no completion is lost or
 // waits past its bound when nobody polls.
 func TestBusyPollThenWait(t *testing.T) {
-	a, z, _ := udpPair(t, Options{})
+	a, z, _ := busyPair(t)
 	pingPong(t, a, z, 400, func(i int) bool { return i/7%2 == 0 })
 	require.Positive(t, polled(a))
 	require.Positive(t, polled(z))
@@ -153,7 +164,7 @@ func TestBusyPollPipe(t *testing.T) {
 // order (on loopback nothing is lost, so a PSN sequence error NAK would be
 // two readers handling packets out of order).
 func TestBusyPollStream(t *testing.T) {
-	a, z, _ := udpPair(t, Options{})
+	a, z, _ := busyPair(t)
 	const msgs, size, window, slots = 300, 9000, 32, 48
 	fill := func(b []byte, i int) {
 		for j := range b {

@@ -3,6 +3,7 @@ package rxe
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -17,6 +18,12 @@ import (
 // pair at PMTU 4096.
 func udpPair(t testing.TB, opts Options) (*end, *end, [2]*netdev.UDPConn) {
 	t.Helper()
+	return udpPairWith(t, opts, ConnectOptions{MTU: MTU4096})
+}
+
+// udpPairWith is udpPair with the connection's options (co) given.
+func udpPairWith(t testing.TB, opts Options, co ConnectOptions) (*end, *end, [2]*netdev.UDPConn) {
+	t.Helper()
 	var conns [2]*netdev.UDPConn
 	var devs [2]*Device
 	for i, addr := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
@@ -30,7 +37,9 @@ func udpPair(t testing.TB, opts Options) (*end, *end, [2]*netdev.UDPConn) {
 		conns[i], devs[i] = c, d
 	}
 	a, b := newEnd(t, devs[0], testBufSize), newEnd(t, devs[1], testBufSize)
-	connect(t, a, b, MTU4096)
+	ia, ib := a.qp.Info(rand.Uint32()), b.qp.Info(rand.Uint32())
+	require.NoError(t, a.qp.Connect(ia, ib, co))
+	require.NoError(t, b.qp.Connect(ib, ia, co))
 	return a, b, conns
 }
 
