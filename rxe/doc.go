@@ -17,6 +17,16 @@
 //	qp, _ := pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: ...})
 //	qp.Modify(&rxe.QPAttr{State: rxe.QPSInit, ...}, rxe.QPAttrState|...)
 //
+// Two ways connect an RC QP to its peer: QP.Connect with the peer's
+// ConnInfo exchanged out of band (as perftest does over TCP), or the
+// communication manager on QP1, as RDMA CM does: Dial on one side
+// and Device.ListenCM then CMListener.Accept on the other give a CMConn,
+// whose Disconnect (a DREQ, waiting for the DREP) or Close (not waiting)
+// ends the connection; destroying its QP closes it too. Accept skips the
+// requests that their peers abandon and returns an *AcceptError for one
+// this side could not set up, so an accept loop continues on that and
+// stops on ErrClosed (docs/cm.md, docs/api.md).
+//
 // Threading: see docs/threading.md. In short, a Device has completion
 // vectors (Options.CompVectors, default GOMAXPROCS); each has a transmit
 // goroutine (it pulls the packets of its runnable QPs into batches and
