@@ -251,6 +251,12 @@ func (c *CMConn) Disconnect(ctx context.Context) error {
 		c.end(nil)
 		return c.err
 	}
+	if err := ctx.Err(); err != nil {
+		// Ended before the wait: its error, even if the DREP has already
+		// come back (a select would pick either at random).
+		c.end(nil)
+		return err
+	}
 	select {
 	case <-c.done:
 		return c.err
