@@ -43,15 +43,7 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 			l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
 			require.NoError(t, err)
 			defer l.Close()
-			type result struct {
-				c   *CMConn
-				err error
-			}
-			acc := make(chan result, 1)
-			go func() {
-				c, err := l.Accept(ctx)
-				acc <- result{c, err}
-			}()
+			acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
 
 			// The first request: the RTU waits are short (4.096 µs · 2^8
 			// plus twice the packet life time, one retry), for "no RTU".
@@ -67,7 +59,7 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 			p.recv(packet.AttrREP, &rep)
 			require.Equal(t, second.LocalCommID, rep.RemoteCommID)
 			p.send(3, rtuFor(&rep))
-			var r result
+			var r connResult
 			select {
 			case r = <-acc:
 			case <-ctx.Done():
@@ -130,4 +122,21 @@ func TestListenerCountsRefused(t *testing.T) {
 	p.recv(packet.AttrREJ, &rej)
 	require.Equal(t, packet.RejConsumerReject, rej.Reason)
 	require.Equal(t, CMListenerCounters{Refused: 1}, l.Counters())
+}
+
+// connResult is what Dial or Accept returned.
+type connResult struct {
+	c   *CMConn
+	err error
+}
+
+// async runs f (a Dial or an Accept) on its own goroutine; its result
+// comes on the channel.
+func async(f func() (*CMConn, error)) <-chan connResult {
+	ch := make(chan connResult, 1)
+	go func() {
+		c, err := f()
+		ch <- connResult{c, err}
+	}()
+	return ch
 }

@@ -79,15 +79,7 @@ func TestDialAccept(t *testing.T) {
 			l, err := db.ListenCM(7471, CMOptions{PD: server.pd, SendCQ: server.cq, PrivateData: []byte("welcome")})
 			require.NoError(t, err)
 			defer l.Close()
-			type result struct {
-				c   *CMConn
-				err error
-			}
-			acc := make(chan result, 1)
-			go func() {
-				c, err := l.Accept(ctx)
-				acc <- result{c, err}
-			}()
+			acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
 			cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7471",
 				CMOptions{PD: client.pd, SendCQ: client.cq, PrivateData: []byte("hello")})
 			require.NoError(t, err)

@@ -88,16 +88,10 @@ func TestDialClampsREPRdAtomic(t *testing.T) {
 			client := newCMEnd(t, d)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			type result struct {
-				c   *CMConn
-				err error
-			}
-			res := make(chan result, 1)
-			go func() {
-				c, err := Dial(ctx, d, fmt.Sprintf("%v:35", p.addr()), CMOptions{PD: client.pd, SendCQ: client.cq,
+			res := async(func() (*CMConn, error) {
+				return Dial(ctx, d, fmt.Sprintf("%v:35", p.addr()), CMOptions{PD: client.pd, SendCQ: client.cq,
 					ResponderResources: tc.optRR, InitiatorDepth: tc.optID})
-				res <- result{c, err}
-			}()
+			})
 			var req packet.REQ
 			tid := p.recv(packet.AttrREQ, &req)
 			require.Equal(t, tc.sentRR, req.ResponderResources, "the REQ's responder resources")

@@ -44,13 +44,9 @@ func waitFor(t *testing.T, out *syncbuf.Buffer, s string) {
 // prints the row of what arrived and fails at once, instead of waiting
 // a minute for messages that will never come.
 func TestSendBWServerOfKilledClient(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	common := []string{"send-bw", "-n", "5000000", "-s", "64", "-p", port, "--udp-port", "0"}
+	common := []string{"send-bw", "-n", "5000000", "-s", "64", "-p", freeTCPPort(t), "--udp-port", "0"}
 	srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
 	waitFor(t, srvOut, "Waiting for client to connect")
 	cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
@@ -60,15 +56,7 @@ func TestSendBWServerOfKilledClient(t *testing.T) {
 	cli.Wait()
 	killed := time.Now()
 
-	done := make(chan error, 1)
-	go func() { done <- srv.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		srv.Process.Kill()
-		<-done
-		t.Fatalf("the server still runs 10 s after its client died:\n%s", srvOut)
-	}
+	err := serverExit(t, srv, srvOut, "died")
 	var ee *exec.ExitError
 	require.True(t, errors.As(err, &ee), "server: %v\n%s", err, srvOut)
 	require.Equal(t, 1, ee.ExitCode(), srvOut.String())
@@ -97,13 +85,9 @@ func TestServerOfInterruptedClient(t *testing.T) {
 		{[]string{"send-bw", "-b", "-R"}, 0, " of 5000000 messages of 64 bytes: the peer stopped sending early (interrupted?), so this end stopped too\n"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-			ln.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			common := append(tc.args, "-n", "5000000", "-s", "64", "-p", port, "--udp-port", sharedUDPPort(t))
+			common := append(tc.args, "-n", "5000000", "-s", "64", "-p", freeTCPPort(t), "--udp-port", sharedUDPPort(t))
 			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
 			waitFor(t, srvOut, "Waiting for client to connect")
 			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
@@ -112,15 +96,7 @@ func TestServerOfInterruptedClient(t *testing.T) {
 			require.NoError(t, cli.Process.Signal(os.Interrupt))
 			interrupted := time.Now()
 
-			done := make(chan error, 1)
-			go func() { done <- srv.Wait() }()
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				srv.Process.Kill()
-				<-done
-				t.Fatalf("the server still runs 10 s after its client was interrupted:\n%s", srvOut)
-			}
+			err := serverExit(t, srv, srvOut, "was interrupted")
 			require.Less(t, time.Since(interrupted), 5*time.Second)
 			code := 0
 			var ee *exec.ExitError
@@ -131,6 +107,34 @@ func TestServerOfInterruptedClient(t *testing.T) {
 			require.Contains(t, srvOut.String(), tc.want)
 			cli.Wait()
 		})
+	}
+}
+
+// freeTCPPort returns a TCP port that was free on 127.0.0.1 a moment ago,
+// for the exchange's -p.
+func freeTCPPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// serverExit waits at most 10 s for the server process srv to exit after
+// its client what (died, was interrupted), killing it and failing the
+// test if it does not, and returns what srv.Wait returned.
+func serverExit(t *testing.T, srv *exec.Cmd, srvOut *syncbuf.Buffer, what string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		srv.Process.Kill()
+		<-done
+		t.Fatalf("the server still runs 10 s after its client %s:\n%s", what, srvOut)
+		return nil
 	}
 }
 
