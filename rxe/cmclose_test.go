@@ -131,6 +131,19 @@ func cmPairWith(ctx context.Context, t *testing.T, da, db *Device, port uint16, 
 	return cc, sc
 }
 
+// unansweredDisconnect mutes the peer behind mb (its DREP never comes),
+// starts cc.Disconnect(ctx) on its own goroutine and waits until the DREQ
+// is out (da's agent in DREQ sent); Disconnect's result comes on the
+// channel.
+func unansweredDisconnect(ctx context.Context, t *testing.T, da *Device, mb *mutedConn, cc *CMConn) <-chan error {
+	t.Helper()
+	mb.mute.Store(true)
+	res := make(chan error, 1)
+	go func() { res <- cc.Disconnect(ctx) }()
+	require.Eventually(t, func() bool { return cmAgentState(da, cc.id) == cm.StateDREQSent }, 2*time.Second, time.Millisecond)
+	return res
+}
+
 // closedWithin requires that done closes within 2 s.
 func closedWithin(t *testing.T, done <-chan struct{}, what string) {
 	t.Helper()
@@ -184,10 +197,7 @@ func TestDisconnectEndsOnDeviceClose(t *testing.T) {
 	defer cancel()
 	cc, _ := cmPair(ctx, t, da, db, 21)
 
-	mb.mute.Store(true)
-	res := make(chan error, 1)
-	go func() { res <- cc.Disconnect(context.Background()) }()
-	require.Eventually(t, func() bool { return cmAgentState(da, cc.id) == cm.StateDREQSent }, 2*time.Second, time.Millisecond)
+	res := unansweredDisconnect(context.Background(), t, da, mb, cc)
 	require.NoError(t, da.Close())
 	require.ErrorIs(t, returnsWithin(t, res, "Disconnect"), ErrClosed)
 	select {
