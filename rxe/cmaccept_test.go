@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 }
 
 // TestAcceptErrorIsPerRequest: a request whose QP this side cannot create
-// (here the listener asks for more send WRs than the device's max_qp_wr)
+// (here its QP creation is made to fail)
 // is rejected with "no resources" and reported as an *AcceptError that
 // names the requester and wraps the cause, and is neither ErrClosed nor a
 // context error: the listener still serves.
@@ -83,9 +84,12 @@ func TestAcceptErrorIsPerRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	const port = 32
-	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq, Cap: QPCap{MaxSendWR: 1 << 30}})
+	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
 	require.NoError(t, err)
 	defer l.Close()
+	l.newQP = func(*CMOptions) (*QP, error) {
+		return nil, fmt.Errorf("%w: this side cannot create the QP", ErrInvalidArgument)
+	}
 
 	req := p.req(port, 0x61)
 	p.send(1, req)
@@ -139,4 +143,19 @@ func async(f func() (*CMConn, error)) <-chan connResult {
 		ch <- connResult{c, err}
 	}()
 	return ch
+}
+
+// TestListenCMChecksCap: a listener whose QP capabilities the device
+// cannot give is refused by ListenCM and Dial up front, not by each
+// connection's CreateQP after the request came (an AcceptError for every
+// request) or after the REQ was built.
+func TestListenCMChecksCap(t *testing.T) {
+	d, _ := newRawCM(t)
+	server := newCMEnd(t, d)
+	for _, c := range []QPCap{{MaxSendWR: 1 << 30}, {MaxRecvWR: 1 << 30}, {MaxSendSGE: 1 << 20}, {MaxInlineData: -1}} {
+		_, err := d.ListenCM(34, CMOptions{PD: server.pd, SendCQ: server.cq, Cap: c})
+		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", c)
+		_, err = Dial(context.Background(), d, "127.0.0.1:34", CMOptions{PD: server.pd, SendCQ: server.cq, Cap: c})
+		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", c)
+	}
 }

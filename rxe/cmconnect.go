@@ -175,6 +175,9 @@ type CMListener struct {
 	reqs    chan cm.Event
 	closed  chan struct{}
 	ctr     listenerCounters
+	// newQP creates each accepted connection's QP: newCMQP (tests make it
+	// fail, for an error of this side's).
+	newQP func(*CMOptions) (*QP, error)
 }
 
 // listenerCounters are a CMListener's counters, updated without the GSI's
@@ -245,7 +248,7 @@ func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
 		return nil, fmt.Errorf("%w: %d bytes of private data (a REP carries %d)", ErrInvalidArgument, len(opts.PrivateData), packet.REPPrivateDataSize)
 	}
 	l := &CMListener{d: d, port: port, service: packet.RDMACMServiceID(packet.RDMACMProtoTCP, port), opts: opts,
-		reqs: make(chan cm.Event, 64), closed: make(chan struct{})}
+		reqs: make(chan cm.Event, 64), closed: make(chan struct{}), newQP: newCMQP}
 	g := d.gsiOf()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -386,7 +389,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
 		return nil, fmt.Errorf("%w: a REQ without RDMA CM's IP header: %w", errWithdrawn, err)
 	}
 	remote := netip.AddrPortFrom(e.Peer, ip.SrcPort)
-	qp, err := newCMQP(&o)
+	qp, err := l.newQP(&o)
 	if err != nil {
 		reject(packet.RejNoResources)
 		return nil, &AcceptError{Remote: remote, Err: err}

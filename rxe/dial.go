@@ -110,6 +110,11 @@ func (o *CMOptions) defaults(d *Device) error {
 	if o.Cap.MaxRecvWR == 0 && o.SRQ == nil {
 		o.Cap.MaxRecvWR = 128
 	}
+	// Checked here, not first by every CreateQP of an Accept (each would
+	// fail as an AcceptError) or after a Dial's REQ is built.
+	if err := o.Cap.check(o.SRQ != nil); err != nil {
+		return fmt.Errorf("CMOptions.Cap: %w", err)
+	}
 	if o.Access == 0 {
 		o.Access = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
 	}

@@ -81,6 +81,26 @@ const (
 	maxMsgSize    = requester.MaxMessage // 2^31 bytes, IBA's largest message
 )
 
+// check reports a capability outside the device's limits (ibv_create_qp
+// fails with EINVAL): a send queue of 1 to maxQPWR WRs, and a receive queue
+// as large unless srq (the SRQ's WQEs are used instead), at most maxSGE
+// SGEs each way and maxInlineData inline bytes.
+func (c QPCap) check(srq bool) error {
+	if c.MaxSendWR < 1 || c.MaxSendWR > maxQPWR {
+		return fmt.Errorf("%w: max_send_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxSendWR, maxQPWR)
+	}
+	if c.MaxSendSGE < 0 || c.MaxSendSGE > maxSGE || c.MaxRecvSGE < 0 || c.MaxRecvSGE > maxSGE {
+		return fmt.Errorf("%w: max_send_sge %d / max_recv_sge %d (max %d)", ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
+	}
+	if c.MaxInlineData < 0 || c.MaxInlineData > maxInlineData {
+		return fmt.Errorf("%w: max_inline_data %d (max %d)", ErrInvalidArgument, c.MaxInlineData, maxInlineData)
+	}
+	if !srq && (c.MaxRecvWR < 1 || c.MaxRecvWR > maxQPWR) {
+		return fmt.Errorf("%w: max_recv_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
+	}
+	return nil
+}
+
 // CreateQP creates an RC, UC or UD queue pair in RESET.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	d := pd.dev
@@ -96,21 +116,12 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ.dev != d || attr.RecvCQ.dev != d || attr.SRQ != nil && attr.SRQ.dev != d {
 		return nil, fmt.Errorf("%w: CQ or SRQ of another device", ErrInvalidArgument)
 	}
+	if err := attr.Cap.check(attr.SRQ != nil); err != nil {
+		return nil, err
+	}
 	c := attr.Cap
-	if c.MaxSendWR < 1 || c.MaxSendWR > maxQPWR {
-		return nil, fmt.Errorf("%w: max_send_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxSendWR, maxQPWR)
-	}
-	if c.MaxSendSGE < 0 || c.MaxSendSGE > maxSGE || c.MaxRecvSGE < 0 || c.MaxRecvSGE > maxSGE {
-		return nil, fmt.Errorf("%w: max_send_sge %d / max_recv_sge %d (max %d)", ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
-	}
-	if c.MaxInlineData < 0 || c.MaxInlineData > maxInlineData {
-		return nil, fmt.Errorf("%w: max_inline_data %d (max %d)", ErrInvalidArgument, c.MaxInlineData, maxInlineData)
-	}
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
-	if attr.SRQ == nil && (c.MaxRecvWR < 1 || c.MaxRecvWR > maxQPWR) {
-		return nil, fmt.Errorf("%w: max_recv_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
-	}
 	if err := pd.use(); err != nil {
 		return nil, err
 	}
