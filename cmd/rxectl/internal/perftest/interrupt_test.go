@@ -96,12 +96,16 @@ func TestSendBWInterrupted(t *testing.T) {
 			// on a loaded machine no message may have completed by then,
 			// and the rows then read 0 iterations. That run says nothing
 			// about an interrupt during traffic: it is run again, up to
-			// three times in all.
+			// three times in all, each time waiting three times longer
+			// (under -race with the processors taken by other processes,
+			// no message had completed 300 ms after the header in any of
+			// three tries).
 			var cout, sout string
-			for try := 1; ; try++ {
+			wait := 300 * time.Millisecond
+			for try := 1; ; try, wait = try+1, 3*wait {
 				start := time.Now()
 				var cerr, serr error
-				cout, sout, cerr, serr = twoEnds(t, "send-bw", tc.args, 0, 300*time.Millisecond, 15*time.Second)
+				cout, sout, cerr, serr = twoEnds(t, "send-bw", tc.args, 0, wait, 15*time.Second)
 				require.NoError(t, cerr, "client:\n%s", cout)
 				require.NoError(t, serr, "server:\n%s", sout)
 				require.Less(t, time.Since(start), 10*time.Second)
