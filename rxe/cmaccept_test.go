@@ -36,14 +36,10 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 		}, CMListenerCounters{Accepted: 1, TimedOut: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, p := newRawCM(t)
-			server := newCMEnd(t, d)
+			const port = 31
+			p, l := rawListener(t, port)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			const port = 31
-			l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
-			require.NoError(t, err)
-			defer l.Close()
 			acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
 
 			// The first request: the RTU waits are short (4.096 µs · 2^8
@@ -79,21 +75,17 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 // names the requester and wraps the cause, and is neither ErrClosed nor a
 // context error: the listener still serves.
 func TestAcceptErrorIsPerRequest(t *testing.T) {
-	d, p := newRawCM(t)
-	server := newCMEnd(t, d)
+	const port = 32
+	p, l := rawListener(t, port)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	const port = 32
-	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
 	l.newQP = func(*CMOptions) (*QP, error) {
 		return nil, fmt.Errorf("%w: this side cannot create the QP", ErrInvalidArgument)
 	}
 
 	req := p.req(port, 0x61)
 	p.send(1, req)
-	_, err = l.Accept(ctx)
+	_, err := l.Accept(ctx)
 	var ae *AcceptError
 	require.ErrorAs(t, err, &ae)
 	require.NotErrorIs(t, err, ErrClosed)
@@ -113,12 +105,8 @@ func TestAcceptErrorIsPerRequest(t *testing.T) {
 // TestListenerCountsRefused: a request rejected before any Accept takes
 // it (here, one without RDMA CM's IP header) is counted as refused.
 func TestListenerCountsRefused(t *testing.T) {
-	d, p := newRawCM(t)
-	server := newCMEnd(t, d)
 	const port = 33
-	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
+	p, l := rawListener(t, port)
 	req := p.req(port, 0x71)
 	req.PrivateData = [packet.REQPrivateDataSize]byte{}
 	p.send(1, req)
@@ -158,4 +146,16 @@ func TestListenCMChecksCap(t *testing.T) {
 		_, err = Dial(context.Background(), d, "127.0.0.1:34", CMOptions{PD: server.pd, SendCQ: server.cq, Cap: c})
 		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", c)
 	}
+}
+
+// rawListener returns a raw CM peer and a listener on port of the device
+// it talks to, with an end's PD and CQ; the listener closes with the test.
+func rawListener(t *testing.T, port uint16) (*rawCM, *CMListener) {
+	t.Helper()
+	d, p := newRawCM(t)
+	server := newCMEnd(t, d)
+	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return p, l
 }
