@@ -159,3 +159,76 @@ func rawListener(t *testing.T, port uint16) (*rawCM, *CMListener) {
 	t.Cleanup(func() { l.Close() })
 	return p, l
 }
+
+// TestAcceptWithOwnCQs: AcceptWith gives each accepted connection the
+// resources passed to it instead of the listener's: each server QP's
+// completions go to its own CQ, the REP carries that call's private
+// data, and options refused before a request is taken (a CQ of another
+// device, no PD, private data longer than a REP's) leave the request
+// queued for the next call.
+func TestAcceptWithOwnCQs(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := db.ListenCM(7481, CMOptions{PD: server.pd, SendCQ: server.cq, PrivateData: []byte("listener")})
+	require.NoError(t, err)
+	defer l.Close()
+
+	const n = 3
+	cqs := make([]*CQ, n)
+	for i := range cqs {
+		cqs[i], err = db.CreateCQ(16, -1)
+		require.NoError(t, err)
+	}
+	dialed := make(chan connResult, n)
+	for i := range n {
+		go func() {
+			c, err := Dial(ctx, da, db.Addr().Addr().String()+":7481",
+				CMOptions{PD: client.pd, SendCQ: client.cq, PrivateData: []byte{byte(i)}})
+			dialed <- connResult{c, err}
+		}()
+	}
+	require.Eventually(t, func() bool { return len(l.reqs) == n }, 10*time.Second, time.Millisecond, "the requests are queued")
+	other := newCMEnd(t, da) // resources of the client's device
+	for name, o := range map[string]CMOptions{
+		"CQ of another device": {PD: server.pd, SendCQ: other.cq},
+		"no PD":                {SendCQ: server.cq},
+		"long private data":    {PD: server.pd, SendCQ: server.cq, PrivateData: make([]byte, packet.REPPrivateDataSize+1)},
+	} {
+		_, err := l.AcceptWith(ctx, o)
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+	}
+
+	require.Len(t, l.reqs, n, "the refused calls took no request")
+	type accepted struct {
+		sc *CMConn
+		j  int // the AcceptWith call that returned it
+	}
+	byClient := map[uint32]accepted{} // by the client QP's QPN
+	for i := range n {
+		sc, err := l.AcceptWith(ctx, CMOptions{PD: server.pd, SendCQ: cqs[i], PrivateData: []byte{'s', byte(i)}})
+		require.NoError(t, err)
+		byClient[sc.Remote.QPN] = accepted{sc, i}
+		_, err = sc.QP.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{{Addr: server.mr.Addr() + uint64(i)*64, Length: 64, LKey: server.mr.LKey()}}})
+		require.NoError(t, err)
+	}
+	require.Equal(t, CMListenerCounters{Accepted: n}, l.Counters())
+	for range n {
+		r := <-dialed
+		require.NoError(t, r.err)
+		cc := r.c
+		a, ok := byClient[cc.QP.QPN()]
+		require.True(t, ok)
+		sc, i := a.sc, a.j
+		require.Equal(t, []byte{'s', byte(i)}, cc.PrivateData[:2], "the REP carries AcceptWith's private data")
+		_, err = cc.QP.PostSend(SendWR{ID: 9, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{{Addr: client.mr.Addr(), Length: 4, LKey: client.mr.LKey()}}})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitWC(t, client.cq).Status)
+		wc := waitWC(t, cqs[i])
+		require.Equal(t, WCSuccess, wc.Status)
+		require.Equal(t, uint64(i), wc.ID, "the receive completes on the CQ AcceptWith gave its QP")
+		require.Equal(t, sc.QP.QPN(), wc.QPNum)
+	}
+	require.Zero(t, server.cq.Poll(make([]WC, 4)), "nothing on the listener's CQ")
+}

@@ -232,7 +232,8 @@ func (e *AcceptError) Unwrap() error { return e.Err }
 
 // ListenCM listens for RDMA CM connection requests to the device's
 // address on port (the service ID of the TCP port space, RDMA_PS_TCP).
-// Accept creates each connection's QP with opts. A request while no
+// Accept creates each connection's QP with opts (AcceptWith with others
+// for one connection). A request while no
 // Accept is waiting stays queued (up to 64; beyond, it is rejected with
 // "no resources"); the peer's CM is told to wait (MRA) if it asks again.
 // A request that is not for an RC connection or lacks RDMA CM's IP header
@@ -241,11 +242,8 @@ func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
 	}
-	if err := opts.defaults(d); err != nil {
+	if err := opts.acceptDefaults(d); err != nil {
 		return nil, err
-	}
-	if len(opts.PrivateData) > packet.REPPrivateDataSize {
-		return nil, fmt.Errorf("%w: %d bytes of private data (a REP carries %d)", ErrInvalidArgument, len(opts.PrivateData), packet.REPPrivateDataSize)
 	}
 	l := &CMListener{d: d, port: port, service: packet.RDMACMServiceID(packet.RDMACMProtoTCP, port), opts: opts,
 		reqs: make(chan cm.Event, 64), closed: make(chan struct{}), newQP: newCMQP}
@@ -257,6 +255,18 @@ func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
 	}
 	g.listeners[l.service] = l
 	return l, nil
+}
+
+// acceptDefaults is defaults for the options of an accepted connection,
+// whose private data goes in the REP.
+func (o *CMOptions) acceptDefaults(d *Device) error {
+	if err := o.defaults(d); err != nil {
+		return err
+	}
+	if len(o.PrivateData) > packet.REPPrivateDataSize {
+		return fmt.Errorf("%w: %d bytes of private data (a REP carries %d)", ErrInvalidArgument, len(o.PrivateData), packet.REPPrivateDataSize)
+	}
+	return nil
 }
 
 // Addr returns the address and port the listener serves.
@@ -329,6 +339,29 @@ func (l *CMListener) Close() error {
 //		go serve(c)
 //	}
 func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
+	return l.acceptWith(ctx, &l.opts)
+}
+
+// AcceptWith is Accept with opts in place of the options given to ListenCM
+// for this one connection: its QP gets opts' PD, CQs, SRQ and capabilities
+// and the REP opts' private data, as librdmacm's server creates each
+// request's QP (rdma_create_qp) before rdma_accept. A server that gives
+// each connection CQs of its own, on its own completion vector, passes
+// them here. Options that are not valid for the listener's device are
+// refused (ErrInvalidArgument) before a request is taken, so the request
+// stays queued for the next call.
+func (l *CMListener) AcceptWith(ctx context.Context, opts CMOptions) (*CMConn, error) {
+	if l.d.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := opts.acceptDefaults(l.d); err != nil {
+		return nil, err
+	}
+	return l.acceptWith(ctx, &opts)
+}
+
+// acceptWith is Accept with the options o, checked.
+func (l *CMListener) acceptWith(ctx context.Context, o *CMOptions) (*CMConn, error) {
 	for {
 		if l.d.closed.Load() {
 			return nil, ErrClosed
@@ -343,7 +376,7 @@ func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
 			return nil, ErrClosed
 		case e = <-l.reqs:
 		}
-		c, err := l.accept(ctx, e)
+		c, err := l.accept(ctx, e, *o)
 		var rej *RejectError
 		var ae *AcceptError
 		switch {
@@ -372,9 +405,9 @@ func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
 // next one.
 var errWithdrawn = errors.New("rxe: the connection request was withdrawn")
 
-// accept answers one REQ.
-func (l *CMListener) accept(ctx context.Context, e cm.Event) (*CMConn, error) {
-	d, o, req := l.d, l.opts, e.REQ
+// accept answers one REQ with the options o.
+func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMConn, error) {
+	d, req := l.d, e.REQ
 	g := d.gsiOf()
 	reject := func(r packet.REJReason) {
 		g.mu.Lock()
