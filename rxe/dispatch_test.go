@@ -17,15 +17,25 @@ import (
 
 // burstConn hands its reader datagrams in batches of at least min, as a
 // socket that recvmmsg reads after a burst has queued: each ReadBatch waits
-// until that many have arrived. It records the PSNs of the ACKs it sends.
+// until that many have arrived, or for at most burstWait after the first
+// (a recovery probe sent on a loaded machine adds a datagram, after which
+// a batch of min would wait for datagrams that never come). It records the
+// PSNs of the ACKs it sends.
 type burstConn struct {
 	netdev.Conn
 	min int
+
+	start sync.Once
+	in    chan netdev.Message // datagrams read from Conn, in buffers of their own
+	errc  chan error
 
 	mu    sync.Mutex
 	acks  []packet.PSN
 	other []string // what else it sent
 }
+
+// burstWait bounds how long a burstConn batch waits for its min datagrams.
+const burstWait = 200 * time.Millisecond
 
 func (c *burstConn) WriteBatch(msgs []netdev.Message) (int, error) {
 	c.mu.Lock()
@@ -53,14 +63,52 @@ func (c *burstConn) sent() ([]packet.PSN, []string) {
 	return acks, other
 }
 
-func (c *burstConn) ReadBatch(msgs []netdev.Message) (int, error) {
-	n := 0
-	for n < min(c.min, len(msgs)) {
-		k, err := c.Conn.ReadBatch(msgs[n:])
-		if err != nil {
-			return n, err
+// pump reads Conn into c.in until Conn fails (it is closed).
+func (c *burstConn) pump() {
+	msgs := make([]netdev.Message, c.Conn.BatchSize())
+	for {
+		for i := range msgs {
+			msgs[i].Buf = make([]byte, 1<<16)
 		}
-		n += k
+		n, err := c.Conn.ReadBatch(msgs)
+		if err != nil {
+			c.errc <- err
+			return
+		}
+		for _, m := range msgs[:n] {
+			c.in <- m
+		}
+	}
+}
+
+func (c *burstConn) ReadBatch(msgs []netdev.Message) (int, error) {
+	c.start.Do(func() {
+		c.in, c.errc = make(chan netdev.Message, 4096), make(chan error, 1)
+		go c.pump()
+	})
+	put := func(n int, m netdev.Message) {
+		msgs[n].N = copy(msgs[n].Buf[:cap(msgs[n].Buf)], m.Buf[:m.N])
+		msgs[n].Addr, msgs[n].Local = m.Addr, m.Local
+	}
+	select {
+	case m := <-c.in:
+		put(0, m)
+	case err := <-c.errc:
+		c.errc <- err // for the next call
+		return 0, err
+	}
+	n := 1
+	limit := min(c.min, len(msgs))
+	wait := time.NewTimer(burstWait)
+	defer wait.Stop()
+	for n < limit {
+		select {
+		case m := <-c.in:
+			put(n, m)
+			n++
+		case <-wait.C:
+			return n, nil
+		}
 	}
 	return n, nil
 }
