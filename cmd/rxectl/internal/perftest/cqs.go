@@ -96,16 +96,16 @@ func (s *session) waitCQs(ctx context.Context, set *cqSet, wcs []rxe.WC) (int, e
 // serves.
 const cqSlack = 16
 
-// createCQs makes the CQs of nq QPs. With one QP, or with -R (whose QPs
-// rdma_cm creates on the session's first CQs: rdmacm.go), it makes one CQ
-// for sends, and a second one for receives in a SEND test, as perftest
-// does. Otherwise each QP gets its own: the receive CQ on the least-used
-// completion vector and the send CQ (the same CQ unless in a SEND test)
-// on that vector too.
+// createCQs makes the CQs of nq QPs. With one QP it makes one CQ for
+// sends, and a second one for receives in a SEND test, as perftest does.
+// Otherwise each QP gets its own, with -R too (connectCMQPs hands them to
+// Dial and AcceptWith): the receive CQ on the least-used completion
+// vector and the send CQ (the same CQ unless in a SEND test) on that
+// vector too.
 func (s *session) createCQs(nq int) error {
 	o := s.o
 	send := s.t.verb == verbSend
-	if nq == 1 || o.rdmaCM {
+	if nq == 1 {
 		if o.events {
 			s.ch = rxe.NewCompChannel(4)
 		}

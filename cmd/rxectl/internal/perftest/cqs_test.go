@@ -40,6 +40,34 @@ func loopbackSessions(t *testing.T, cmd string, args ...string) (client, server 
 	return client, server
 }
 
+// loopbackCMSessions is loopbackSessions with -R: the server and the client
+// connect over rdma_cm between 127.0.0.1 and 127.0.0.2, as runLoopbackCM.
+func loopbackCMSessions(t *testing.T, cmd string, args ...string) (client, server *session) {
+	t.Helper()
+	pt := findTest(t, cmd)
+	o, err := parsePerftest(pt, append([]string{"--udp-port", sharedUDPPort(t)}, args...))
+	require.NoError(t, err)
+	so, co := *o, *o
+	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	so.hooks.held, co.hooks.held = &server, &client
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ready := make(chan struct{})
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- runCMReady(ctx, pt, &so, false, io.Discard, ready) }()
+	select {
+	case <-ready:
+	case err := <-srvErr:
+		t.Fatalf("the -R server ended before listening: %v", err)
+	}
+	co.host = "127.0.0.1"
+	require.NoError(t, runCMReady(ctx, pt, &co, true, io.Discard, nil))
+	require.NoError(t, <-srvErr)
+	require.NotNil(t, client)
+	require.NotNil(t, server)
+	return client, server
+}
+
 // vectorsOf returns the distinct completion vectors of cqs.
 func vectorsOf(cqs []*rxe.CQ) map[int]bool {
 	m := map[int]bool{}
@@ -60,7 +88,8 @@ func busyVectors(s *session) int {
 	return n
 }
 
-// TestMultiQPVectors runs the BW tests with -q 2 and -q 4: every QP has
+// TestMultiQPVectors runs the BW tests with -q 2 to 4, with and without
+// -R: every QP has
 // CQs of its own, the QPs are spread over the device's vectors (one per
 // core by default: GOMAXPROCS), the loop serves them all and counts every
 // iteration.
@@ -83,13 +112,21 @@ func TestMultiQPVectors(t *testing.T) {
 		{"write-bw", 3, []string{"-e"}},
 		{"send-bw", 2, []string{"-b"}},
 		{"send-bw", 2, []string{"-b", "-e"}},
+		// -R: rdma_cm connects the QPs on the same CQs (AcceptWith).
+		{"write-bw", 2, []string{"-R"}},
+		{"send-bw", 3, []string{"-R"}},
+		{"read-bw", 2, []string{"-R", "-e"}},
 	} {
 		t.Run(tc.cmd+"/q"+strconv.Itoa(tc.qps)+"/"+strconv.Itoa(len(tc.args)), func(t *testing.T) {
 			t.Parallel()
 			// -u 20 (a 4.3 s ACK timeout): a machine loaded by other tests
 			// can stall the peer past 7 retries of the default 67 ms.
 			args := append([]string{"-q", strconv.Itoa(tc.qps), "-s", "4096", "-n", strconv.Itoa(iters), "-u", "20"}, tc.args...)
-			cs, ss := loopbackSessions(t, tc.cmd, args...)
+			sessions := loopbackSessions
+			if slices.Contains(tc.args, "-R") {
+				sessions = loopbackCMSessions
+			}
+			cs, ss := sessions(t, tc.cmd, args...)
 			for _, s := range []*session{cs, ss} {
 				require.Len(t, s.sset.cqs, tc.qps)
 				require.Len(t, s.rset.cqs, tc.qps)

@@ -71,33 +71,6 @@ func (o *options) checkCM() error {
 	return nil
 }
 
-// cmMaxCQE is the device's limit on a CQ's entries (rxe.DeviceAttr.MaxCQE,
-// 2^18; TestRDMACMCQLimit checks that they agree).
-const cmMaxCQE = 1 << 18
-
-// checkCMCQs refuses, before anything connects, the -R runs whose shared
-// CQs (createCQs: with -R every QP completes on the session's one send CQ,
-// and a SEND test's on one receive CQ) would need more entries than the
-// device allows: -q times -t (or -r) past cmMaxCQE. CreateCQ would refuse
-// them only once both ends have connected. It runs after
-// forceDependencies, which clips the depths to the iterations.
-func (o *options) checkCMCQs(t Test) error {
-	if !o.rdmaCM {
-		return nil
-	}
-	check := func(flag string, depth int) error {
-		if n := o.qps*depth + cqSlack; n > cmMaxCQE {
-			return fmt.Errorf("-R with -q %d and %s %d: with -R rxectl's QPs share one CQ, which would need %d entries (-q × %s + %d), above the device's limit of %d: lower -q or %s (without -R each QP has its own CQ)",
-				o.qps, flag, depth, n, flag, cqSlack, cmMaxCQE, flag)
-		}
-		return nil
-	}
-	if err := check("-t", o.txDepth); err != nil || t.verb != verbSend {
-		return err
-	}
-	return check("-r", o.rxDepth)
-}
-
 // runCM runs one end of an -R test: the server (no HOST) or the client.
 func runCM(ctx context.Context, t Test, o *options, server bool, stdout io.Writer) error {
 	return runCMReady(ctx, t, o, !server, stdout, nil)
@@ -311,13 +284,14 @@ func (s *session) connectCMQPs() error {
 	if err := s.hs("synchronising before the rdma_cm connections"); err != nil {
 		return err
 	}
-	for range o.qps {
+	for i := range o.qps {
 		var c *rxe.CMConn
 		var err error
+		opts.SendCQ, opts.RecvCQ = s.qpCQs(i) // each QP's own CQs (createCQs), as without -R
 		if s.client {
 			c, err = s.cm.dial(s.cm.stop, s.dev, opts)
 		} else {
-			c, err = ln.Accept(s.cm.stop)
+			c, err = ln.AcceptWith(s.cm.stop, opts)
 		}
 		if err != nil {
 			return fmt.Errorf("rdma_cm connection of test QP %d: %w", len(s.cm.conns), err)
