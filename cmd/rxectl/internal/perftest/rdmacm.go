@@ -55,6 +55,26 @@ type cmState struct {
 	conns []*rxe.CMConn // the test QPs' connections
 	// ready, when set, is closed once the server listens (runLoopbackCM).
 	ready chan struct{}
+	// silence bounds a wait for the peer's next exchange message during
+	// which none of this end's QPs receives or sends a packet (cmSilence;
+	// tests shorten it).
+	silence time.Duration
+}
+
+// cmSilence is how long an -R exchange wait lasts with no packet from or
+// to the peer on any of the session's connections (the stall bound of the
+// test loops). A peer killed outright sends no DREQ, and nothing else
+// would end the wait. A server waits in the exchange while its client
+// runs: the client's READ, WRITE or SEND requests arrive meanwhile, or,
+// during one long READ whose requests all came, this end sends its
+// responses; a peer that is gone leaves both at rest.
+const cmSilence = stallTimeout
+
+// errPeerSilent ends an -R exchange wait that heard nothing for cmSilence.
+type errPeerSilent struct{ d time.Duration }
+
+func (e errPeerSilent) Error() string {
+	return fmt.Sprintf("no packet from or to the peer on any connection for %v (with -R a peer that was killed or whose host or path is gone sends nothing, not even a DREQ)", e.d)
 }
 
 // checkCM checks the settings -R supports.
@@ -90,7 +110,7 @@ func runCMReady(ctx context.Context, t Test, o *options, client bool, stdout io.
 		}
 	})
 	defer after()
-	s.cm = &cmState{client: client, port: uint16(o.oobPort), stop: stop, ready: ready,
+	s.cm = &cmState{client: client, port: uint16(o.oobPort), stop: stop, ready: ready, silence: cmSilence,
 		target: net.JoinHostPort(o.host, strconv.Itoa(o.oobPort))}
 	restore := func() {}
 	if client {
@@ -397,13 +417,35 @@ func (p *cmPipe) post(i int) error {
 // wait waits for one completion on cq, the connection's end (io.EOF) or
 // the stop context.
 func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
-	ctx, cancel := context.WithCancel(p.stop)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(p.stop)
+	defer cancel(nil)
+	var tick <-chan time.Time
+	if cq == p.rcq && p.st.silence > 0 {
+		// A receive waits for the peer, whose death nothing announces:
+		// bound the wait by the silence of the path. (A SEND's wait is
+		// bounded by its retries.)
+		t := time.NewTicker(min(p.st.silence/4, time.Second))
+		defer t.Stop()
+		tick = t.C
+	}
+	conns := p.st.conns // connectCMQPs appends to it once this wait is over
 	go func() {
-		select {
-		case <-p.conn.Done():
-			cancel()
-		case <-ctx.Done():
+		heard, last := p.heard(conns), time.Now()
+		for {
+			select {
+			case <-p.conn.Done():
+				cancel(nil)
+				return
+			case <-ctx.Done():
+				return
+			case now := <-tick:
+				if h := p.heard(conns); h != heard {
+					heard, last = h, now
+				} else if now.Sub(last) >= p.st.silence {
+					cancel(errPeerSilent{p.st.silence})
+					return
+				}
+			}
 		}
 	}()
 	wc := make([]rxe.WC, 1)
@@ -411,12 +453,28 @@ func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
 		if n := cq.Poll(wc); n == 1 {
 			return wc[0], nil
 		}
-		if p.stop.Err() != nil {
+		var silent errPeerSilent
+		switch {
+		case p.stop.Err() != nil:
 			return rxe.WC{}, net.ErrClosed // oobError: "interrupted"
+		case errors.As(context.Cause(ctx), &silent):
+			return rxe.WC{}, silent
 		}
 		return rxe.WC{}, io.EOF
 	}
 	return wc[0], nil
+}
+
+// heard returns the packets the exchange's QP and the test QPs of conns
+// have received from the peer and sent to it.
+func (p *cmPipe) heard(conns []*rxe.CMConn) uint64 {
+	c := p.conn.QP.Counters()
+	n := c.RcvdPkts + c.SentPkts
+	for _, cc := range conns {
+		c := cc.QP.Counters()
+		n += c.RcvdPkts + c.SentPkts
+	}
+	return n
 }
 
 // Send sends b as one SEND and waits for its completion.

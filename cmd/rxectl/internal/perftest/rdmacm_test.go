@@ -225,3 +225,92 @@ func TestRDMACMPeerFails(t *testing.T) {
 	require.ErrorContains(t, serr, "the peer closed the connection")
 	require.Less(t, time.Since(start), 30*time.Second)
 }
+
+// TestCMExchangeBoundsSilence: an -R end waiting for its peer's next
+// exchange message gives up once no packet has come from the peer or gone
+// to it on any of its connections for the silence bound (a peer killed
+// outright sends no DREQ), and not while the peer's requests still arrive
+// on a test QP:
+// here the client's SENDs on a second connection, one every 50 ms for
+// 0.6 s, keep the server's wait going past six silence bounds of 100 ms.
+func TestCMExchangeBoundsSilence(t *testing.T) {
+	ca, cb := netdev.NewPipe()
+	da, err := rxe.Open(ca, rxe.Options{Name: "cli", OwnConn: true})
+	require.NoError(t, err)
+	defer da.Close()
+	db, err := rxe.Open(cb, rxe.Options{Name: "srv", OwnConn: true})
+	require.NoError(t, err)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type end struct {
+		pd       *rxe.PD
+		mr       *rxe.MR
+		scq, rcq *rxe.CQ
+	}
+	newEnd := func(d *rxe.Device) end {
+		pd, err := d.AllocPD()
+		require.NoError(t, err)
+		mr, err := pd.RegMR(make([]byte, (1+cmRecvs)*cmSlot), rxe.AccessLocalWrite)
+		require.NoError(t, err)
+		scq, err := d.CreateCQ(64, -1)
+		require.NoError(t, err)
+		rcq, err := d.CreateCQ(64, -1)
+		require.NoError(t, err)
+		return end{pd, mr, scq, rcq}
+	}
+	cli, srv := newEnd(da), newEnd(db)
+	l, err := db.ListenCM(7490, rxe.CMOptions{PD: srv.pd, SendCQ: srv.scq, RecvCQ: srv.rcq})
+	require.NoError(t, err)
+	defer l.Close()
+	// Two connections: the exchange's and one test QP's.
+	var conns [2][2]*rxe.CMConn // [connection][client, server]
+	for i := range conns {
+		done := make(chan error, 1)
+		go func() {
+			c, err := rxe.Dial(ctx, da, db.Addr().Addr().String()+":7490", rxe.CMOptions{PD: cli.pd, SendCQ: cli.scq, RecvCQ: cli.rcq})
+			conns[i][0] = c
+			done <- err
+		}()
+		// The test QP's receives complete on a CQ of their own.
+		tcq, err := db.CreateCQ(64, -1)
+		require.NoError(t, err)
+		o := rxe.CMOptions{PD: srv.pd, SendCQ: srv.scq, RecvCQ: srv.rcq}
+		if i == 1 {
+			o.SendCQ, o.RecvCQ = tcq, tcq
+		}
+		sc, err := l.AcceptWith(ctx, o)
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+		conns[i][1] = sc
+	}
+	test := conns[1]
+	for i := range 32 {
+		_, err := test[1].QP.PostRecv(rxe.RecvWR{ID: uint64(100 + i), SGList: []rxe.SGE{srv.mr.SGE(0, cmSlot)}})
+		require.NoError(t, err)
+	}
+	p := &cmPipe{st: &cmState{conns: []*rxe.CMConn{test[1]}, silence: 100 * time.Millisecond},
+		conn: conns[0][1], mr: srv.mr, scq: srv.scq, rcq: srv.rcq, stop: ctx}
+	for i := 1; i <= cmRecvs; i++ {
+		require.NoError(t, p.post(i))
+	}
+
+	const talk = 600 * time.Millisecond
+	start := time.Now()
+	go func() {
+		for time.Since(start) < talk {
+			_, err := test[0].QP.PostSend(rxe.SendWR{Opcode: rxe.WRSend, SGList: []rxe.SGE{cli.mr.SGE(0, 8)}})
+			if err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	err = p.Recv(make([]byte, 8))
+	took := time.Since(start)
+	var silent errPeerSilent
+	require.ErrorAs(t, err, &silent)
+	require.Contains(t, err.Error(), "no packet from or to the peer on any connection for 100ms")
+	require.GreaterOrEqual(t, took, talk, "the wait went on while the peer's SENDs arrived")
+	require.Less(t, took, talk+5*time.Second)
+}
