@@ -15,24 +15,34 @@ import (
 	"github.com/gorxe/gorxe/rxe"
 )
 
+// loopbackEnds parses cmd's args with --udp-port port and returns the test
+// and the options of a server on 127.0.0.1 and a client on 127.0.0.2 that
+// leave their sessions in *server and *client.
+func loopbackEnds(t *testing.T, cmd, port string, args []string, client, server **session) (pt Test, so, co options) {
+	t.Helper()
+	pt = findTest(t, cmd)
+	o, err := parsePerftest(pt, append([]string{"--udp-port", port}, args...))
+	require.NoError(t, err)
+	so, co = *o, *o
+	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	so.hooks.held, co.hooks.held = server, client
+	co.host = "127.0.0.1"
+	return pt, so, co
+}
+
 // loopbackSessions runs cmd with args between a server and a client in
 // this process, as --loopback does, and returns both ends' sessions (their
 // devices closed, their counters kept).
 func loopbackSessions(t *testing.T, cmd string, args ...string) (client, server *session) {
 	t.Helper()
-	pt := findTest(t, cmd)
-	o, err := parsePerftest(pt, append([]string{"--udp-port", "0"}, args...))
-	require.NoError(t, err)
+	pt, so, co := loopbackEnds(t, cmd, "0", args, &client, &server)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	so, co := *o, *o
-	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
-	so.hooks.held, co.hooks.held = &server, &client
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- runServer(ctx, pt, &so, io.Discard, ln) }()
-	co.host, co.oobPort = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	co.oobPort = ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, runClient(ctx, pt, &co, io.Discard))
 	require.NoError(t, <-srvErr)
 	require.NotNil(t, client)
@@ -44,12 +54,7 @@ func loopbackSessions(t *testing.T, cmd string, args ...string) (client, server 
 // connect over rdma_cm between 127.0.0.1 and 127.0.0.2, as runLoopbackCM.
 func loopbackCMSessions(t *testing.T, cmd string, args ...string) (client, server *session) {
 	t.Helper()
-	pt := findTest(t, cmd)
-	o, err := parsePerftest(pt, append([]string{"--udp-port", sharedUDPPort(t)}, args...))
-	require.NoError(t, err)
-	so, co := *o, *o
-	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
-	so.hooks.held, co.hooks.held = &server, &client
+	pt, so, co := loopbackEnds(t, cmd, sharedUDPPort(t), args, &client, &server)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ready := make(chan struct{})
@@ -60,7 +65,6 @@ func loopbackCMSessions(t *testing.T, cmd string, args ...string) (client, serve
 	case err := <-srvErr:
 		t.Fatalf("the -R server ended before listening: %v", err)
 	}
-	co.host = "127.0.0.1"
 	require.NoError(t, runCMReady(ctx, pt, &co, true, io.Discard, nil))
 	require.NoError(t, <-srvErr)
 	require.NotNil(t, client)
