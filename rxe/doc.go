@@ -25,7 +25,8 @@
 // ends the connection; destroying its QP closes it too. Accept skips the
 // requests that their peers abandon and returns an *AcceptError for one
 // this side could not set up, so an accept loop continues on that and
-// stops on ErrClosed (docs/cm.md, docs/api.md).
+// stops on ErrClosed; CMListener.AcceptWith gives one connection its own
+// CQs or other resources (docs/cm.md, docs/api.md).
 //
 // Threading: see docs/threading.md. In short, a Device has completion
 // vectors (Options.CompVectors, default GOMAXPROCS); each has a transmit
