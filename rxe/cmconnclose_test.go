@@ -183,3 +183,29 @@ func TestDestroyCMQPEndsConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseWhileDREPReturns: the DREP that answers Close's DREQ may come
+// back before Close has ended the connection (here Close is held until
+// the DREP has moved the CM to time-wait). The connection still ends as
+// closed: a later Disconnect returns ErrClosed, not nil as for a
+// connection the peer ended. Under load this race failed
+// TestDestroyCMQPEndsConnection in 2 of 12 -race runs.
+func TestCloseWhileDREPReturns(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cc, sc := cmPair(ctx, t, da, db, 46)
+	g := da.gsiOf()
+	cc.closeGap = func() {
+		require.Eventually(t, func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.agent.State(cc.id) == cm.StateTimeWait
+		}, 5*time.Second, time.Millisecond, "the DREP did not come")
+		time.Sleep(10 * time.Millisecond) // for the event to reach watch, if it could
+	}
+	require.NoError(t, cc.Close())
+	closedWithin(t, cc.Done(), "the connection")
+	closedWithin(t, sc.Done(), "the peer's connection (it got the DREQ)")
+	require.ErrorIs(t, cc.Disconnect(ctx), ErrClosed)
+}

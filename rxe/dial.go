@@ -161,6 +161,9 @@ type CMConn struct {
 	done   chan struct{}
 	once   sync.Once
 	err    error // why the connection ended (nil, ErrClosed or ErrCMTimeout), as Disconnect reports it; set before done closes
+	// closeGap, when set (tests), runs in Close between sending the DREQ
+	// and ending the connection.
+	closeGap func()
 }
 
 // Done is closed when the connection ends: the peer disconnected (the QP
@@ -300,6 +303,10 @@ func (c *CMConn) Close() error {
 	}
 	g := c.dev.gsiOf()
 	g.mu.Lock()
+	// The connection's events are forgotten before the DREQ goes out:
+	// the DREP may come back before end below runs, and watch would then
+	// end the connection as answered (nil) instead of closed.
+	delete(g.waiters, c.id)
 	if !g.down && !c.dev.closed.Load() {
 		// Established: the DREQ goes out. DREQ sent (a Disconnect's), in
 		// time-wait or forgotten (the peer ended it): nothing to send, and
@@ -309,6 +316,9 @@ func (c *CMConn) Close() error {
 		g.step(now)
 	}
 	g.mu.Unlock()
+	if c.closeGap != nil {
+		c.closeGap()
+	}
 	c.end(ErrClosed)
 	return nil
 }
