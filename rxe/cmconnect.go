@@ -233,9 +233,9 @@ func (e *AcceptError) Unwrap() error { return e.Err }
 // ListenCM listens for RDMA CM connection requests to the device's
 // address on port (the service ID of the TCP port space, RDMA_PS_TCP).
 // Accept creates each connection's QP with opts (AcceptWith with others
-// for one connection). A request while no
-// Accept is waiting stays queued (up to 64; beyond, it is rejected with
-// "no resources"); the peer's CM is told to wait (MRA) if it asks again.
+// for one connection). A request while no Accept is waiting stays queued
+// (up to 64; beyond, it is rejected with "no resources"); the peer's CM is
+// told to wait (MRA) if it asks again.
 // A request that is not for an RC connection or lacks RDMA CM's IP header
 // is rejected (consumer reject) and never queued.
 func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
