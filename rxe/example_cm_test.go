@@ -162,3 +162,60 @@ func ExampleCMListener_Accept() {
 	// accept loop ended: true
 	// {Accepted:2 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0}
 }
+
+// A server gives each connection CQs of its own: AcceptWith creates that
+// connection's QP with the options it is given instead of the listener's,
+// here a CQ per connection on the least-used completion vector, so that
+// each connection can be served by its own goroutine waiting on its own
+// CQ.
+func ExampleCMListener_AcceptWith() {
+	a, b := netdev.NewPipe()
+	client, server := newCMHost(a), newCMHost(b)
+	defer client.dev.Close()
+	defer server.dev.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	l, err := server.dev.ListenCM(7473, rxe.CMOptions{PD: server.pd, SendCQ: server.cq})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan string, 2)
+	go func() {
+		for i := range 2 {
+			cq, err := server.dev.CreateCQ(16, -1) // -1: the least-used vector
+			if err != nil {
+				log.Fatal(err)
+			}
+			c, err := l.AcceptWith(ctx, rxe.CMOptions{PD: server.pd, SendCQ: cq})
+			if err != nil {
+				log.Fatal(err)
+			}
+			c.QP.PostRecv(rxe.RecvWR{SGList: []rxe.SGE{server.mr.SGE(64*i, 64)}})
+			go func() {
+				wc := make([]rxe.WC, 1)
+				if _, err := cq.Wait(ctx, wc); err != nil {
+					log.Fatal(err)
+				}
+				c.QP.Query() // orders this goroutine after the device's write into buf
+				got <- fmt.Sprintf("connection %d received %q on its own CQ", i, server.buf[64*i:64*i+int(wc[0].ByteLen)])
+			}()
+		}
+	}()
+
+	for i := range 2 {
+		c, err := rxe.Dial(ctx, client.dev, "127.0.0.2:7473", rxe.CMOptions{PD: client.pd, SendCQ: client.cq})
+		if err != nil {
+			log.Fatal(err)
+		}
+		n := copy(client.buf, fmt.Sprintf("hello %d", i))
+		c.QP.PostSend(rxe.SendWR{Opcode: rxe.WRSend, Flags: rxe.SendSignaled, SGList: []rxe.SGE{client.mr.SGE(0, n)}})
+		client.wait(ctx)
+		fmt.Println(<-got)
+		c.Close()
+	}
+	// Output:
+	// connection 0 received "hello 0" on its own CQ
+	// connection 1 received "hello 1" on its own CQ
+}
