@@ -36,6 +36,18 @@ func newCMHost(conn netdev.Conn) cmHost {
 	return cmHost{dev, pd, cq, mr, buf}
 }
 
+// newCMHosts returns a client and a server host joined by an in-memory
+// pipe (127.0.0.1:4791 and 127.0.0.2:4791), and a function that closes
+// both devices.
+func newCMHosts() (client, server cmHost, closeBoth func()) {
+	a, b := netdev.NewPipe()
+	client, server = newCMHost(a), newCMHost(b)
+	return client, server, func() {
+		client.dev.Close()
+		server.dev.Close()
+	}
+}
+
 func (h cmHost) wait(ctx context.Context) rxe.WC {
 	wc := make([]rxe.WC, 1)
 	if _, err := h.cq.Wait(ctx, wc); err != nil {
@@ -49,10 +61,8 @@ func (h cmHost) wait(ctx context.Context) rxe.WC {
 // and the server RDMA WRITEs its answer into the client's buffer, at the
 // address and R_Key the client put in the connection's private data.
 func ExampleDial() {
-	a, b := netdev.NewPipe() // 127.0.0.1:4791 and 127.0.0.2:4791
-	client, server := newCMHost(a), newCMHost(b)
-	defer client.dev.Close()
-	defer server.dev.Close()
+	client, server, closeBoth := newCMHosts() // 127.0.0.1:4791 and 127.0.0.2:4791
+	defer closeBoth()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -115,10 +125,8 @@ func ExampleDial() {
 // listener or the device is closed. Close ends a connection without
 // waiting for the peer's DREP.
 func ExampleCMListener_Accept() {
-	a, b := netdev.NewPipe()
-	client, server := newCMHost(a), newCMHost(b)
-	defer client.dev.Close()
-	defer server.dev.Close()
+	client, server, closeBoth := newCMHosts()
+	defer closeBoth()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -169,10 +177,8 @@ func ExampleCMListener_Accept() {
 // each connection can be served by its own goroutine waiting on its own
 // CQ.
 func ExampleCMListener_AcceptWith() {
-	a, b := netdev.NewPipe()
-	client, server := newCMHost(a), newCMHost(b)
-	defer client.dev.Close()
-	defer server.dev.Close()
+	client, server, closeBoth := newCMHosts()
+	defer closeBoth()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
