@@ -430,7 +430,11 @@ func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
 	}
 	conns := p.st.conns // connectCMQPs appends to it once this wait is over
 	go func() {
-		heard, last := p.heard(conns), time.Now()
+		var heard uint64
+		last := time.Now()
+		if tick != nil {
+			heard = p.heard(conns)
+		}
 		for {
 			select {
 			case <-p.conn.Done():
