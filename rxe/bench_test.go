@@ -305,6 +305,11 @@ func benchStream(b *testing.B, op WROpcode) {
 // noInline.
 func benchPair(b *testing.B, kind string, noInline bool) (*end, *end) {
 	ca, cb := connPair(b, kind)
+	return benchPairOn(b, ca, cb, noInline)
+}
+
+// benchPairOn is benchPair on the connections ca and cb.
+func benchPairOn(b *testing.B, ca, cb netdev.Conn, noInline bool) (*end, *end) {
 	opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline}
 	da, err := Open(ca, opts)
 	require.NoError(b, err)
