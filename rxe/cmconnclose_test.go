@@ -202,7 +202,12 @@ func TestCloseWhileDREPReturns(t *testing.T) {
 			defer g.mu.Unlock()
 			return g.agent.State(cc.id) == cm.StateTimeWait
 		}, 5*time.Second, time.Millisecond, "the DREP did not come")
-		time.Sleep(10 * time.Millisecond) // for the event to reach watch, if it could
+		// The DREP's event, if it still had a waiter, is on its way to
+		// watch, which would end the connection: give it a second.
+		select {
+		case <-cc.Done():
+		case <-time.After(time.Second):
+		}
 	}
 	require.NoError(t, cc.Close())
 	closedWithin(t, cc.Done(), "the connection")
