@@ -230,9 +230,10 @@ func TestRDMACMPeerFails(t *testing.T) {
 // exchange message gives up once no packet has come from the peer or gone
 // to it on any of its connections for the silence bound (a peer killed
 // outright sends no DREQ), and not while the peer's requests still arrive
-// on a test QP:
-// here the client's SENDs on a second connection, one every 50 ms for
-// 0.6 s, keep the server's wait going past six silence bounds of 100 ms.
+// on a test QP: here the client's SENDs on a second connection, one
+// every 25 ms for 0.6 s, keep the server's wait going past two silence
+// bounds of 250 ms (a bound ten times the SENDs' interval, so that a
+// loaded machine's scheduling gaps do not end it early).
 func TestCMExchangeBoundsSilence(t *testing.T) {
 	ca, cb := netdev.NewPipe()
 	da, err := rxe.Open(ca, rxe.Options{Name: "cli", OwnConn: true})
@@ -289,7 +290,7 @@ func TestCMExchangeBoundsSilence(t *testing.T) {
 		_, err := test[1].QP.PostRecv(rxe.RecvWR{ID: uint64(100 + i), SGList: []rxe.SGE{srv.mr.SGE(0, cmSlot)}})
 		require.NoError(t, err)
 	}
-	p := &cmPipe{st: &cmState{conns: []*rxe.CMConn{test[1]}, silence: 100 * time.Millisecond},
+	p := &cmPipe{st: &cmState{conns: []*rxe.CMConn{test[1]}, silence: 250 * time.Millisecond},
 		conn: conns[0][1], mr: srv.mr, scq: srv.scq, rcq: srv.rcq, stop: ctx}
 	for i := 1; i <= cmRecvs; i++ {
 		require.NoError(t, p.post(i))
@@ -303,14 +304,14 @@ func TestCMExchangeBoundsSilence(t *testing.T) {
 			if err != nil {
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(25 * time.Millisecond)
 		}
 	}()
 	err = p.Recv(make([]byte, 8))
 	took := time.Since(start)
 	var silent errPeerSilent
 	require.ErrorAs(t, err, &silent)
-	require.Contains(t, err.Error(), "no packet from or to the peer on any connection for 100ms")
+	require.Contains(t, err.Error(), "no packet from or to the peer on any connection for 250ms")
 	require.GreaterOrEqual(t, took, talk, "the wait went on while the peer's SENDs arrived")
 	require.Less(t, took, talk+5*time.Second)
 }
