@@ -210,25 +210,12 @@ func benchStream(b *testing.B, op WROpcode) {
 			a, z := benchPair(b, kind, *benchNoInline)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			if op == WRSend {
-				errc := recvReposter(ctx, z)
-				defer func() {
-					cancel()
-					require.NoError(b, <-errc)
-				}()
-			}
-			s := newStreamer(ctx, a, z, op, benchMsg, benchDepth, benchSignal)
-			// Warm up: timers, lazily grown buffers, the scheduler.
-			require.NoError(b, s.run(2*benchDepth))
+			s := warmStream(ctx, b, a, z, op)
 			var ab *streamer // the -rxe.ab comparison, untimed
 			var abTime time.Duration
 			if *benchAB {
 				a2, z2 := benchPair(b, kind, true)
-				if op == WRSend {
-					recvReposter(ctx, z2)
-				}
-				ab = newStreamer(ctx, a2, z2, op, benchMsg, benchDepth, benchSignal)
-				require.NoError(b, ab.run(2*benchDepth))
+				ab = warmStream(ctx, b, a2, z2, op)
 			}
 			retx0 := a.qp.Counters().Requester.Retransmits
 			ca0, cz0 := benchSnap(a.dev), benchSnap(z.dev)
@@ -299,6 +286,21 @@ func benchStream(b *testing.B, op WROpcode) {
 			}
 		})
 	}
+}
+
+// warmStream returns a streamer of op from a to z under ctx, warmed up
+// with 2×benchDepth operations (timers, lazily grown buffers, the
+// scheduler). For SEND a recvReposter keeps z's receive queue full; its
+// error is checked when the benchmark's cleanups run, after the caller's
+// deferred cancel of ctx has ended it and before the devices close.
+func warmStream(ctx context.Context, b *testing.B, a, z *end, op WROpcode) *streamer {
+	if op == WRSend {
+		errc := recvReposter(ctx, z)
+		b.Cleanup(func() { require.NoError(b, <-errc) })
+	}
+	s := newStreamer(ctx, a, z, op, benchMsg, benchDepth, benchSignal)
+	require.NoError(b, s.run(2*benchDepth))
+	return s
 }
 
 // benchPair is newPair (MTU 4096) with Options.NoInlineSend set to

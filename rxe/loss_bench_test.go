@@ -47,15 +47,7 @@ func benchLoss(b *testing.B, op WROpcode, drop string) {
 	a, z := benchPairOn(b, ca, cb, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if op == WRSend {
-		errc := recvReposter(ctx, z)
-		defer func() {
-			cancel()
-			require.NoError(b, <-errc)
-		}()
-	}
-	s := newStreamer(ctx, a, z, op, benchMsg, benchDepth, benchSignal)
-	require.NoError(b, s.run(2*benchDepth)) // warm up
+	s := warmStream(ctx, b, a, z, op)
 	r0 := z.qp.Counters().Responder
 	b.SetBytes(benchMsg)
 	b.ResetTimer()
