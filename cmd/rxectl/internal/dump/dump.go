@@ -102,7 +102,9 @@ src, dst and error. Integers are unsigned decimal JSON numbers, up to 2^64-1.
 With --flows, dump prints the flow analysis instead: the packets grouped by
 flow (source, destination, destination QP), the two directions of a
 connection paired; per flow the packets and bytes by opcode, the messages
-seen whole (FIRST..LAST or ONLY), psn_gaps (PSNs ahead of the next expected
+seen whole (FIRST..LAST or ONLY; requests as the responder executes them,
+in PSN order, and, when it sent selective-repeat reports, the requests it
+held behind a hole too), psn_gaps (PSNs ahead of the next expected
 one: packets lost before the capture point), psn_rewinds (PSNs behind the
 previous packet: retransmissions) and the NAKs by kind; per connection the
 recovery episodes with their cause as far as the capture shows it (sequence

@@ -47,8 +47,14 @@ type half struct {
 	spanUnknown bool       // the previous request was a READ of unknown span
 	msgOpen     bool
 	ePSN        packet.PSN // the responder's expected PSN, for messages
-	reqSeen     map[packet.PSN]seen
-	readStarts  map[packet.PSN]bool
+	// sr: the responder's responses hold selective-repeat hole or
+	// progress reports, so it keeps requests after a hole and executes
+	// them once the hole is filled; ahead holds those requests, by PSN,
+	// until ePSN reaches them (message).
+	sr         bool
+	ahead      map[packet.PSN]aheadReq
+	reqSeen    map[packet.PSN]seen
+	readStarts map[packet.PSN]bool
 
 	// Response stream (READ responses).
 	rStarted bool
@@ -67,6 +73,18 @@ type half struct {
 	lastT    time.Time
 }
 
+// aheadReq is a request that a selective-repeat responder holds past its
+// expected PSN: its opcode mask and the last PSN it consumes.
+type aheadReq struct {
+	mask packet.Mask
+	end  packet.PSN
+}
+
+// srAhead bounds how far past its expected PSN a selective-repeat
+// responder holds requests: its out-of-order window is at most 2^22 PSNs
+// (docs/sr-responder.md).
+const srAhead = 1 << 22
+
 // fatalNAK is a NAK that ends the connection (IBA 9.7.5.2: remote access,
 // invalid request, remote operational error).
 type fatalNAK struct {
@@ -83,20 +101,7 @@ func (a *Analyzer) analyse(g *group, iv time.Duration) {
 		c.PMTU = a.inferPMTU(g.flows)
 	}
 	halves := map[int]*half{} // by requester flow index
-	get := func(reqFlow int) *half {
-		h := halves[reqFlow]
-		if h == nil {
-			h = &half{a: a, c: c, req: a.flows[reqFlow], pmtu: c.PMTU, silence: a.opts.Silence, interval: iv,
-				reqSeen: map[packet.PSN]seen{}, respSeen: map[packet.PSN]seen{}, readStarts: map[packet.PSN]bool{}}
-			for _, fi := range g.flows {
-				if fi != reqFlow {
-					h.resp = a.flows[fi]
-				}
-			}
-			halves[reqFlow] = h
-		}
-		return h
-	}
+	var get func(reqFlow int) *half
 	other := func(fi int) int {
 		for _, o := range g.flows {
 			if o != fi {
@@ -106,6 +111,31 @@ func (a *Analyzer) analyse(g *group, iv time.Duration) {
 		return fi // a lone flow of responses: its own half
 	}
 	in := func(fi int) bool { return slices.Contains(g.flows, fi) }
+	// A responder that sent selective-repeat reports holds requests after
+	// a hole (docs/sr-responder.md); its requester's half counts messages
+	// so from the start.
+	sr := map[int]bool{} // by requester flow index
+	for i := range a.recs {
+		r := &a.recs[i]
+		if in(r.flow) && r.mask&packet.MaskAck != 0 && r.syn.IsNAK() && r.syn.NAKCode() == packet.NAKSelectiveRepeat {
+			sr[other(r.flow)] = true
+		}
+	}
+	get = func(reqFlow int) *half {
+		h := halves[reqFlow]
+		if h == nil {
+			h = &half{a: a, c: c, req: a.flows[reqFlow], pmtu: c.PMTU, silence: a.opts.Silence, interval: iv,
+				reqSeen: map[packet.PSN]seen{}, respSeen: map[packet.PSN]seen{}, readStarts: map[packet.PSN]bool{},
+				sr: sr[reqFlow]}
+			for _, fi := range g.flows {
+				if fi != reqFlow {
+					h.resp = a.flows[fi]
+				}
+			}
+			halves[reqFlow] = h
+		}
+		return h
+	}
 	var last time.Time
 	for i := range a.recs {
 		r := &a.recs[i]
@@ -224,22 +254,67 @@ func (h *half) request(r *rec, last time.Time) {
 // message counts the messages of the request stream as the responder
 // would accept them: a packet is accepted when its PSN is the responder's
 // expected PSN (ePSN), which only accepted packets advance (IBA 9.7.5.1.1);
-// a message is complete when its FIRST..LAST or ONLY were accepted.
+// a message is complete when its FIRST..LAST or ONLY were accepted. Under
+// selective repeat (h.sr) a request after ePSN, within the responder's
+// window, is kept as the responder keeps it, and accepted in PSN order once
+// the packets before it were (the responder's drain of its out-of-order
+// buffer); a copy of a PSN already kept is ignored, as the responder drops
+// it.
 func (h *half) message(f *Flow, r *rec, end packet.PSN) {
 	switch {
 	case !h.started, r.psn == h.ePSN:
 	case h.spanUnknown && r.psn.After(h.ePSN): // after a READ of unknown span
 	default:
+		if h.sr && r.psn.After(h.ePSN) && r.psn.Diff(h.ePSN) < srAhead {
+			if h.ahead == nil {
+				h.ahead = map[packet.PSN]aheadReq{}
+			}
+			if _, ok := h.ahead[r.psn]; !ok {
+				h.ahead[r.psn] = aheadReq{r.mask, end}
+			}
+		}
 		return
+	}
+	h.accept(f, r.psn, r.mask, end)
+	for len(h.ahead) > 0 {
+		a, ok := h.ahead[h.ePSN]
+		if !ok {
+			break
+		}
+		h.accept(f, h.ePSN, a.mask, a.end)
+	}
+}
+
+// accept advances ePSN past a request accepted in order at psn, with
+// opcode mask and last PSN end, counts the message it completes, and
+// forgets the kept requests from psn to end: ePSN has passed them (the
+// request itself, or PSNs inside a READ's span), so every kept request
+// stays ahead of ePSN and none is taken for the one 2^24 PSNs later.
+func (h *half) accept(f *Flow, psn packet.PSN, mask packet.Mask, end packet.PSN) {
+	if len(h.ahead) > 0 {
+		if n := end.Diff(psn); n < 0 || int(n) >= len(h.ahead) {
+			for q := range h.ahead {
+				if q.Diff(psn) >= 0 && !q.After(end) {
+					delete(h.ahead, q)
+				}
+			}
+		} else {
+			for q := psn; ; q = q.Next() {
+				delete(h.ahead, q)
+				if q == end {
+					break
+				}
+			}
+		}
 	}
 	h.ePSN = end.Next()
 	switch {
-	case r.mask&packet.MaskStart != 0 && r.mask&packet.MaskEnd != 0:
+	case mask&packet.MaskStart != 0 && mask&packet.MaskEnd != 0:
 		f.Messages++
 		h.msgOpen = false
-	case r.mask&packet.MaskStart != 0:
+	case mask&packet.MaskStart != 0:
 		h.msgOpen = true
-	case r.mask&packet.MaskEnd != 0 && h.msgOpen:
+	case mask&packet.MaskEnd != 0 && h.msgOpen:
 		f.Messages++
 		h.msgOpen = false
 	}

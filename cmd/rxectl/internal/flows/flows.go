@@ -212,6 +212,9 @@ type Flow struct {
 	ByOpcode []OpcodeCount `json:"by_opcode"`
 	// Messages counts messages seen whole and in order: FIRST through
 	// LAST, or ONLY (READ responses included; ACKs are not messages).
+	// Requests count as the responder would execute them: in PSN order,
+	// and, when the responder sent selective-repeat reports, including
+	// the requests after a hole, once it is filled.
 	Messages int `json:"messages"`
 	// PSNGaps counts packets whose PSN is ahead of the next expected PSN
 	// (READ requests consume their responses' PSNs; ACKs, which skip

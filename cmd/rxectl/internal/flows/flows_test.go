@@ -185,7 +185,74 @@ func TestHoleReport(t *testing.T) {
 	require.Len(t, rep.Connections, 1)
 	c := rep.Connections[0]
 	require.Equal(t, NAKs{HoleReports: 1}, c.Flows[1].NAKs)
+	require.Equal(t, 3, c.Flows[0].Messages, "102, held behind the hole, executes once 101 fills it")
 	for _, e := range c.Explain {
 		require.NotContains(t, e, "error state")
 	}
+}
+
+// TestMessagesUnderSelectiveRepeat: a responder that sends
+// selective-repeat reports executes the requests it held behind a hole
+// once the hole is filled, so they count as messages; one that does not
+// (go-back-N) drops them, and they count only when sent again.
+func TestMessagesUnderSelectiveRepeat(t *testing.T) {
+	hole := packet.NAKSyndrome(packet.NAKSelectiveRepeat)
+	stream := func(report packet.Syndrome) []pk {
+		return []pk{
+			{us: 0, op: packet.RCSendFirst, psn: 100, payload: 1024},                // 1
+			{us: 1, op: packet.RCSendLast, psn: 102, payload: 10},                   // 2: 101 lost
+			{us: 2, op: packet.RCRDMAReadRequest, psn: 103, dmaLen: 3000},           // 3: PSNs 103..105
+			{us: 3, op: packet.RCSendOnly, psn: 106, payload: 10},                   // 4
+			{us: 4, op: packet.RCSendOnly, psn: 106, payload: 10},                   // 5: a second copy
+			{us: 5, op: packet.RCRDMAWriteOnly, psn: 108, payload: 8, ackReq: true}, // 6: 107 lost
+			{us: 9, fromB: true, op: packet.RCAcknowledge, psn: 101, syn: report},   // 7
+			{us: 20, op: packet.RCSendMiddle, psn: 101, payload: 1024},              // 8: 101 resent
+			{us: 21, op: packet.RCSendOnly, psn: 107, payload: 10, ackReq: true},    // 9: 107 resent
+			{us: 30, fromB: true, op: packet.RCAcknowledge, psn: 108, syn: ack},     // 10
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		report packet.Syndrome
+		want   int
+	}{
+		// SEND 100..102, READ 103, SEND 106, SEND 107, WRITE 108.
+		{"selective repeat", hole, 5},
+		// Only 100 and the resent 101 are accepted in order: 102 and all
+		// after it were dropped and never sent again in this capture.
+		{"go-back-N", seqNAK, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := analyse(build(t, stream(tc.report)), Options{PMTU: 1024})
+			require.Len(t, rep.Connections, 1)
+			require.Equal(t, tc.want, rep.Connections[0].Flows[0].Messages)
+		})
+	}
+}
+
+// TestSelectiveRepeatAheadPassed: a request kept past the expected PSN
+// that a READ's span then covers is forgotten, so that the PSN 2^24 later
+// (the same map key) is not taken for it.
+func TestSelectiveRepeatAheadPassed(t *testing.T) {
+	h := &half{sr: true, started: true, ePSN: 10}
+	f := &Flow{}
+	only := packet.MaskStart | packet.MaskEnd
+	h.message(f, &rec{psn: 12, mask: only}, 12) // kept: 10 and 11 missing
+	h.message(f, &rec{psn: 10, mask: only}, 15) // a READ of PSNs 10..15 covers 12
+	require.Equal(t, packet.PSN(16), h.ePSN)
+	require.Empty(t, h.ahead, "12 is behind ePSN")
+	require.Equal(t, 1, f.Messages)
+	// 2^24 PSNs later ePSN is at 11 again; 12 arrives only after 11.
+	h.ePSN = 11
+	h.message(f, &rec{psn: 11, mask: only}, 11)
+	require.Equal(t, 2, f.Messages)
+	require.Equal(t, packet.PSN(12), h.ePSN, "no request kept for 12 in the PSNs' last turn")
+	for q := packet.PSN(20); q < 20+5000; q++ {
+		h.message(f, &rec{psn: q, mask: only}, q)
+	}
+	require.Len(t, h.ahead, 5000)
+	h.message(f, &rec{psn: 12, mask: only}, 20+4999) // a READ whose span covers them all
+	require.Empty(t, h.ahead)
+	require.Equal(t, packet.PSN(20+5000), h.ePSN)
+	require.Equal(t, 3, f.Messages)
 }

@@ -26,6 +26,10 @@ func FuzzAnalyze(f *testing.F) {
 	f.Add([]byte{0x04, 0, 0, 40, 1, 0x04, 1, 0, 40, 0x81, 0x04, 2, 0, 40, 0})
 	// The second SEND is stamped an hour after the first and third.
 	f.Add([]byte{0x04, 0, 0, 40, 0xe0, 0x04, 1, 0, 40, 0xc0, 0x04, 2, 0, 40, 0})
+	// Selective repeat: SEND FIRST 100, LAST 102 and ONLY 106 twice held
+	// behind the hole at 101, a hole report (syndrome 0x70), 101 resent.
+	f.Add([]byte{0x00, 100, 0, 10, 1, 0x02, 102, 0, 10, 1, 0x04, 106, 0, 10, 1, 0x04, 106, 0, 10, 1,
+		0x91, 101, 0x70, 0, 1, 0x01, 101, 0, 10, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ps []pk
 		us := 0
