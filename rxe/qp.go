@@ -28,8 +28,7 @@ type QP struct {
 	cap    QPCap
 	sigAll bool
 
-	respStates []string  // the responder's states since the last trace (Options.Trace)
-	traceNow   time.Time // the clock reading of the pass being traced (trace.go)
+	respStates []string // the responder's states since the last trace (Options.Trace)
 
 	// mu guards the rest: the QP's state is its own, and only the holder
 	// of mu touches it. The holders are the QP's step (qpstep.go), run by

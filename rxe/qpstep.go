@@ -118,7 +118,7 @@ func (qp *QP) receiveRun(now time.Time, run []rcPacket, deferWake bool) {
 // receiveLocked is one packet's part of receiveRun (caller holds mu).
 func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) {
 	if qp.tracing() {
-		qp.traceRecv(now, p)
+		qp.traceRecv(p)
 	}
 	ok := true
 	switch {
@@ -144,7 +144,7 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 		qp.counter.rcvdPkts++
 		qp.counter.rcvdBytes += uint64(p.Len())
 		if qp.tracing() {
-			qp.tracePass(now, p)
+			qp.tracePass(p)
 		}
 	}
 }
@@ -161,9 +161,6 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 	qp.mu.Lock()
 	qp.queued.Store(false)
 	now := time.Now()
-	if qp.tracing() {
-		qp.traceNow = now
-	}
 	if qp.dead() || qp.state == QPSReset {
 		qp.localDrop.drop()
 	}
@@ -185,7 +182,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 		qp.timerAt = time.Time{}
 		qp.req.OnTimeout(now)
 		if qp.tracing() {
-			qp.traceTimer(now)
+			qp.traceTimer()
 		}
 	}
 	k = qp.stepUnreliable(now, msgs, owners, k)
@@ -434,7 +431,7 @@ func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []ne
 			break
 		}
 		if qp.tracing() {
-			qp.traceSend(now, who, msgs[k].Buf[:n])
+			qp.traceSend(who, msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
 	}

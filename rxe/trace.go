@@ -45,7 +45,10 @@ const (
 
 // TraceEvent is one event of a QP, as Options.Trace receives it.
 type TraceEvent struct {
-	// Time is when it happened (time.Now, with its monotonic reading).
+	// Time is when the device recorded the event (time.Now, with its
+	// monotonic reading, as it handed the event to Options.Trace): a
+	// packet received in a batch is stamped when its QP takes it, not
+	// when the batch was read.
 	Time time.Time `json:"-"`
 	// Device is the device's address; QPN the QP's number.
 	Device string    `json:"dev"`
@@ -77,13 +80,17 @@ type TraceEvent struct {
 
 // NewTraceWriter returns an Options.Trace sink that writes one JSON
 // object per line to w, with "t", the seconds since the first event
-// (monotonic), first. It is safe for concurrent use by several devices;
-// write errors after the first are dropped, and the first is returned by
+// (monotonic), first. It is safe for concurrent use by several devices.
+// The lines' times never go back: an event stamped a moment before the
+// line above it, whose goroutine took the writer's lock first, is written
+// at that line's time, so the file reads as a timeline in its own order.
+// Write errors after the first are dropped, and the first is returned by
 // the error func.
 func NewTraceWriter(w io.Writer) (sink func(TraceEvent), err func() error) {
 	var (
 		mu    sync.Mutex
 		first time.Time
+		last  time.Duration // the time of the line written last
 		buf   []byte
 		werr  error
 	)
@@ -101,8 +108,9 @@ func NewTraceWriter(w io.Writer) (sink func(TraceEvent), err func() error) {
 			line.PSN = &ev.PSN
 		}
 		body, _ := json.Marshal(line) // a struct of strings and numbers
+		last = max(last, ev.Time.Sub(first))
 		buf = append(buf[:0], `{"t":`...)
-		buf = appendSeconds(buf, ev.Time.Sub(first))
+		buf = appendSeconds(buf, last)
 		buf = append(buf, ',')
 		buf = append(buf, body[1:]...)
 		buf = append(buf, '\n')
@@ -148,8 +156,12 @@ func appendInt(b []byte, v int64) []byte {
 // tracing reports whether the device traces (the hot path's only cost).
 func (qp *QP) tracing() bool { return qp.dev.opts.Trace != nil }
 
-// emit fills in the QP's identity and hands ev to the sink.
+// emit stamps ev (unless its Time is set), fills in the QP's identity and
+// hands ev to the sink.
 func (qp *QP) emit(ev TraceEvent) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
 	ev.Device = qp.dev.Addr().String()
 	ev.QPN = qp.qpn
 	qp.dev.opts.Trace(ev)
@@ -169,17 +181,16 @@ func tracePacket(ev *TraceEvent, b []byte) {
 }
 
 // traceSend records a packet an engine built (caller holds mu).
-func (qp *QP) traceSend(now time.Time, engine string, b []byte) {
-	ev := TraceEvent{Time: now, Kind: TraceSend, Engine: engine}
+func (qp *QP) traceSend(engine string, b []byte) {
+	ev := TraceEvent{Kind: TraceSend, Engine: engine}
 	tracePacket(&ev, b)
 	qp.emit(ev)
 }
 
 // traceRecv records a received packet, before the engine takes it
 // (caller holds mu).
-func (qp *QP) traceRecv(now time.Time, p packet.Packet) {
-	qp.traceNow = now
-	ev := TraceEvent{Time: now, Kind: TraceRecv, Engine: "responder"}
+func (qp *QP) traceRecv(p packet.Packet) {
+	ev := TraceEvent{Kind: TraceRecv, Engine: "responder"}
 	if p.Mask()&packet.MaskReq == 0 {
 		ev.Engine = "completer"
 	}
@@ -188,20 +199,20 @@ func (qp *QP) traceRecv(now time.Time, p packet.Packet) {
 }
 
 // tracePass records the pass of the engine that took p (caller holds mu).
-func (qp *QP) tracePass(now time.Time, p packet.Packet) {
+func (qp *QP) tracePass(p packet.Packet) {
 	if p.Mask()&packet.MaskReq == 0 {
 		if qp.req != nil {
-			qp.traceCompleter(now, &p)
+			qp.traceCompleter(&p)
 		}
 		return
 	}
-	qp.traceResponder(now)
+	qp.traceResponder()
 }
 
 // traceCompleter records the completer's last pass and, when it went
 // back to resend, a retry with its cause: the pass ran for p, or for the
 // timer when p is nil.
-func (qp *QP) traceCompleter(now time.Time, p *packet.Packet) {
+func (qp *QP) traceCompleter(p *packet.Packet) {
 	states := qp.req.Trace(nil)
 	if len(states) == 0 {
 		return
@@ -224,39 +235,29 @@ func (qp *QP) traceCompleter(now time.Time, p *packet.Packet) {
 			cause = RetryRNR
 		}
 	}
-	qp.emit(TraceEvent{Time: now, Kind: TraceStates, Engine: "completer", States: names})
+	qp.emit(TraceEvent{Kind: TraceStates, Engine: "completer", States: names})
 	if cause != "" {
-		qp.emit(TraceEvent{Time: now, Kind: TraceRetry, Engine: "requester", Cause: cause})
+		qp.emit(TraceEvent{Kind: TraceRetry, Engine: "requester", Cause: cause})
 	}
 }
 
 // traceTimer records a timer expiry and the completer pass it ran.
-func (qp *QP) traceTimer(now time.Time) {
-	qp.emit(TraceEvent{Time: now, Kind: TraceTimerFire, Engine: "completer"})
-	qp.traceCompleter(now, nil)
+func (qp *QP) traceTimer() {
+	qp.emit(TraceEvent{Kind: TraceTimerFire, Engine: "completer"})
+	qp.traceCompleter(nil)
 }
 
 // traceArm records the timer being armed for dl.
 func (qp *QP) traceArm(dl time.Time) {
-	now := qp.traceClock()
+	now := time.Now()
 	qp.emit(TraceEvent{Time: now, Kind: TraceTimerArm, Engine: "requester", Deadline: dl.Sub(now)})
 }
 
 // traceState records a QP state change.
 func (qp *QP) traceState(from, to QPState) {
-	qp.traceNow = time.Now()
 	if from != to {
-		qp.emit(TraceEvent{Time: qp.traceNow, Kind: TraceQPState, Engine: "qp", From: from.String(), To: to.String()})
+		qp.emit(TraceEvent{Kind: TraceQPState, Engine: "qp", From: from.String(), To: to.String()})
 	}
-}
-
-// traceClock is the time of the QP's current pass (the clock reading its
-// receive or step took, so a pass's events share one time), or now.
-func (qp *QP) traceClock() time.Time {
-	if qp.traceNow.IsZero() {
-		return time.Now()
-	}
-	return qp.traceNow
 }
 
 // responderTrace is the responder's Env.Trace when tracing: it collects the
@@ -269,11 +270,11 @@ func (qp *QP) responderTrace() func(responder.State) {
 }
 
 // traceResponder emits the responder's collected states (caller holds mu).
-func (qp *QP) traceResponder(now time.Time) {
+func (qp *QP) traceResponder() {
 	if len(qp.respStates) == 0 {
 		return
 	}
-	qp.emit(TraceEvent{Time: now, Kind: TraceStates, Engine: "responder", States: qp.respStates})
+	qp.emit(TraceEvent{Kind: TraceStates, Engine: "responder", States: qp.respStates})
 	qp.respStates = nil
 }
 
@@ -297,7 +298,7 @@ func (qp *QP) sink(cq *CQ, engine string) interface {
 }
 
 func (s tracedSink) record(wc *WC) {
-	s.qp.emit(TraceEvent{Time: s.qp.traceClock(), Kind: TraceComplete, Engine: s.engine,
+	s.qp.emit(TraceEvent{Kind: TraceComplete, Engine: s.engine,
 		Status: wc.Status.String(), WCOp: wc.Opcode.String(), WRID: wc.ID})
 }
 

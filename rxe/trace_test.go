@@ -96,3 +96,58 @@ func TestTraceOffIsNil(t *testing.T) {
 	transfer(t, a, b, WRSend, 100, 1)
 	require.Nil(t, b.qp.respStates)
 }
+
+// TestTraceTimelineUDP: over UDP, where one read takes many datagrams and
+// the QP handles them one after another, each event is stamped when the
+// device records it, so the trace file reads as a timeline in its own
+// order (no line's time before the line above it) and every request is
+// received at or after it was sent.
+func TestTraceTimelineUDP(t *testing.T) {
+	var w syncbuf.Buffer
+	sink, werr := NewTraceWriter(&w)
+	a, b, _ := udpPair(t, Options{Trace: sink})
+	const n, size = 32, 64 << 10
+	for i := range n {
+		flags := SendFlags(0)
+		if i == n-1 {
+			flags = SendSignaled
+		}
+		_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRRDMAWrite, Flags: flags,
+			SGList: []SGE{a.mr.SGE(i*size, size)}, RemoteAddr: b.mr.Addr() + uint64(i*size), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+	}
+	require.Equal(t, WCSuccess, waitWCs(t, a.cq, 1)[0].Status)
+	a.dev.Close()
+	b.dev.Close()
+	require.NoError(t, werr())
+
+	type line struct {
+		T      float64 `json:"t"`
+		Dev    string  `json:"dev"`
+		Ev     string  `json:"ev"`
+		Engine string  `json:"engine"`
+		PSN    *uint32 `json:"psn"`
+	}
+	sent := map[uint32]float64{}
+	prev, recvs := -1.0, 0
+	sc := bufio.NewScanner(strings.NewReader(w.String()))
+	for sc.Scan() {
+		var l line
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), sc.Text())
+		require.GreaterOrEqual(t, l.T, prev, "a line back in time: %s", sc.Text())
+		prev = l.T
+		switch {
+		case l.Ev == string(TraceSend) && l.Engine == "requester":
+			if _, ok := sent[*l.PSN]; !ok {
+				sent[*l.PSN] = l.T
+			}
+		case l.Ev == string(TraceRecv) && l.Engine == "responder":
+			recvs++
+			st, ok := sent[*l.PSN]
+			require.True(t, ok, "PSN %d received, never sent", *l.PSN)
+			require.GreaterOrEqual(t, l.T, st)
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.GreaterOrEqual(t, recvs, n*size/4096, "every request packet received")
+}
