@@ -423,7 +423,9 @@ func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, er
 		}
 		last = clk.now()
 	}
-	if rcnt < total && (rcnt > 0 || !o.all) { // -a: a size the interrupted client skipped is no news
+	// -a: a size the interrupted client skipped is no news, unless this
+	// end ran it too (-b: its row counts its own messages of that size).
+	if rcnt < total && (rcnt > 0 || !o.all || o.bidir) {
 		who := "client"
 		if o.bidir {
 			who = "peer"
