@@ -158,9 +158,13 @@ type options struct {
 	set map[string]bool // flags given on the command line (long names)
 
 	// stderr receives the statistics after a run with faults or a
-	// capture (nil: discarded).
+	// capture and the run's notes (nil: discarded).
 	stderr io.Writer
-	hooks  hooks
+	// capWarn says once per run (a --loopback run opens two devices)
+	// that the kernel capped the socket buffers (nil: on stderr, once per
+	// session).
+	capWarn *capWarner
+	hooks   hooks
 }
 
 // hooks are what a test, or runLoopback, changes in how a session runs.
@@ -394,6 +398,7 @@ func (t Test) Run(args []string, stdout, stderr io.Writer, interrupt func() cont
 		return cli.ExitUsage
 	}
 	o.stderr = stderr
+	o.capWarn = &capWarner{w: stderr}
 	ctx := context.Background()
 	if interrupt != nil {
 		ctx = interrupt()
@@ -818,7 +823,8 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 		}
 	}
 	so.output, so.json = "", false
-	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
+	so.rules, so.pcap, so.plot = nil, "", ""
+	so.stderr = serverNotes(o.stderr)
 	if o.obs != nil { // the server shares the trace file, draws no ladder
 		so.obs = &observe{trace: o.obs.trace}
 	}

@@ -593,7 +593,8 @@ func runLoopbackCM(ctx context.Context, t Test, o *options, stdout io.Writer) er
 	so, co := *o, *o
 	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
 	so.output, so.json = "", false
-	so.rules, so.pcap, so.plot, so.stderr = nil, "", "", nil
+	so.rules, so.pcap, so.plot = nil, "", ""
+	so.stderr = serverNotes(o.stderr)
 	if o.obs != nil {
 		so.obs = &observe{trace: o.obs.trace}
 	}

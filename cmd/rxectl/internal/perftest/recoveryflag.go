@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -40,7 +39,3 @@ func (f recoveryFlag) config() rxe.RecoveryConfig {
 	}
 	return rxe.RecoveryConfig{}
 }
-
-// capWarnOnce makes rxectl say once per process (a --loopback run opens
-// two devices) that the kernel capped the socket buffers.
-var capWarnOnce sync.Once

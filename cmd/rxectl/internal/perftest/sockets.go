@@ -32,7 +32,7 @@ func (s *session) openSockets(addr netip.AddrPort) ([]netdev.Conn, error) {
 	s.socks = group
 	s.bufs = group[0].BufferSizes()
 	if w := rxe.CapWarning(s.o.devName, s.bufs); w != "" {
-		capWarnOnce.Do(func() { fmt.Fprintf(s.errw, "rxectl: %s\n", w) })
+		s.o.capWarn.say(s.errw, "rxectl: "+w)
 	}
 	conns := make([]netdev.Conn, len(group))
 	for i, c := range group {

@@ -430,7 +430,13 @@ func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, er
 		if o.bidir {
 			who = "peer"
 		}
-		fmt.Fprintf(s.errw, " Received %d of %d messages of %d bytes: the %s stopped sending before the rest arrived\n", rcnt, total, size, who)
+		if s.unreliable() {
+			// A lost message and a peer that stopped look alike here.
+			fmt.Fprintf(s.errw, " Received %d of %d messages of %d bytes: the rest were lost on the way (%s resends nothing) or the %s stopped sending before they arrived\n",
+				rcnt, total, size, o.connType, who)
+		} else {
+			fmt.Fprintf(s.errw, " Received %d of %d messages of %d bytes: the %s stopped sending before the rest arrived\n", rcnt, total, size, who)
+		}
 	}
 	elapsed := last - first
 	r := report.BW{Size: uint64(size), Iters: uint64(rcnt)}

@@ -1,12 +1,16 @@
 package perftest
 
 import (
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
 
@@ -161,4 +165,77 @@ func TestLossWaitFlag(t *testing.T) {
 	o, err = parsePerftest(findTest(t, "send-lat"), []string{"-c", "UD"})
 	require.NoError(t, err)
 	require.Equal(t, defLossWait, o.lossWait)
+}
+
+// TestUnreliableLossNoted: in loopback the server's note of what arrived
+// of a size reaches the run's stderr, marked as the server's; with UC and
+// UD, where a lost message and a client that stopped look alike to it, the
+// note names both.
+func TestUnreliableLossNoted(t *testing.T) {
+	for _, tc := range []struct{ conn, size string }{{"UD", "2048"}, {"UC", "16384"}} {
+		t.Run(tc.conn, func(t *testing.T) {
+			t.Parallel()
+			_, errs, code := runCmd(t, "send-bw", "-c", tc.conn, "-s", tc.size, "--loopback", "--udp-port", "0",
+				"-n", "500", "--drop", "0.05,dir=send", "--seed", "3")
+			require.Equal(t, cli.ExitOK, code, errs)
+			m := regexp.MustCompile(`(?m)^server: Received (\d+) of 500 messages of ` + tc.size + ` bytes: the rest were lost on the way \(` +
+				tc.conn + ` resends nothing\) or the client stopped sending before they arrived$`).FindStringSubmatch(errs)
+			require.NotNil(t, m, errs)
+			n, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			require.Less(t, n, 500)
+		})
+	}
+}
+
+// TestCapWarningOncePerRun: a --loopback run whose socket buffers the
+// kernel capped says so once, whichever of its two devices opens its
+// sockets first, and so does every run in the process.
+func TestCapWarningOncePerRun(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/net/core/rmem_max")
+	if err != nil {
+		t.Skipf("no net.core.rmem_max to compare with: %v", err)
+	}
+	if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || v >= netdev.DefaultRecvBuffer {
+		t.Skipf("net.core.rmem_max = %s: the receive buffer asked for is not capped", strings.TrimSpace(string(b)))
+	}
+	for range 4 {
+		_, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-n", "10", "--no-force-buffers")
+		require.Equal(t, cli.ExitOK, code, errs)
+		require.Equal(t, 1, strings.Count(errs, "the kernel capped the socket buffers"), errs)
+	}
+}
+
+// TestPrefixWriter: each line reaches the writer whole, with the prefix,
+// however the writes cut it; a last line without its newline waits.
+func TestPrefixWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   []string
+	}{
+		{"one line", []string{" a\n"}, []string{"s: a\n"}},
+		{"two in one write", []string{" a\n b\n"}, []string{"s: a\n", "s: b\n"}},
+		{"cut", []string{" a", "b", "c\n d"}, []string{"s: abc\n"}},
+		{"empty line", []string{"\n"}, []string{"s:\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got recordWriter
+			w := &prefixWriter{w: &got, prefix: []byte("s:")}
+			for _, s := range tc.writes {
+				n, err := w.Write([]byte(s))
+				require.NoError(t, err)
+				require.Equal(t, len(s), n)
+			}
+			require.Equal(t, tc.want, got.writes)
+		})
+	}
+}
+
+// recordWriter keeps each Write as a string.
+type recordWriter struct{ writes []string }
+
+func (r *recordWriter) Write(b []byte) (int, error) {
+	r.writes = append(r.writes, string(b))
+	return len(b), nil
 }
