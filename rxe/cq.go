@@ -186,7 +186,7 @@ func (cq *CQ) Destroy() error {
 	// users changes under mu only upward (use), so a QP cannot take the
 	// CQ between this check and destroyed being set.
 	if n := cq.users.Load(); n > 0 {
-		return fmt.Errorf("%w: CQ used by %d QPs", ErrInUse, n)
+		return fmt.Errorf("%w: the CQ is the send or receive CQ of QPs still there (%d uses: a QP's send and receive queues count one each); destroy them first", ErrInUse, n)
 	}
 	cq.destroyed = true
 	cq.dev.nCQ.Add(-1)

@@ -447,7 +447,7 @@ func TestBadVerbsArguments(t *testing.T) {
 	// send and receive CQ.
 	err = a.cq.Destroy()
 	require.ErrorIs(t, err, ErrInUse)
-	require.ErrorContains(t, err, "used by 2 QPs")
+	require.ErrorContains(t, err, "the send or receive CQ of QPs still there (2 uses: a QP's send and receive queues count one each)")
 }
 
 // TestDeviceLimits: DeviceAttr's MaxPD, MaxCQ and MaxSRQ are enforced

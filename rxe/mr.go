@@ -61,7 +61,7 @@ func (pd *PD) Dealloc() error {
 	// users grows under mu only (use): nothing can take the PD between
 	// this check and closed being set.
 	if n := pd.users.Load(); n > 0 {
-		return fmt.Errorf("%w: PD has %d MRs, QPs, SRQs or address handles", ErrInUse, n)
+		return fmt.Errorf("%w: the PD still has %d objects (MRs, QPs, SRQs or address handles); destroy them first", ErrInUse, n)
 	}
 	pd.closed.Store(true)
 	pd.dev.nPD.Add(-1)

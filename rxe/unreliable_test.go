@@ -489,7 +489,7 @@ func TestAHHoldsPD(t *testing.T) {
 
 			err = pd.Dealloc()
 			require.ErrorIs(t, err, ErrInUse)
-			require.ErrorContains(t, err, "PD has 2 MRs, QPs, SRQs or address handles")
+			require.ErrorContains(t, err, "the PD still has 2 objects (MRs, QPs, SRQs or address handles)")
 			require.NoError(t, ah.Destroy())
 			require.ErrorIs(t, ah.Destroy(), ErrClosed, "a second Destroy")
 			require.ErrorIs(t, pd.Dealloc(), ErrInUse, "one handle is left")
