@@ -51,8 +51,11 @@ type half struct {
 	// progress reports, so it keeps requests after a hole and executes
 	// them once the hole is filled; ahead holds those requests, by PSN,
 	// until ePSN reaches them (message).
-	sr         bool
-	ahead      map[packet.PSN]aheadReq
+	sr    bool
+	ahead map[packet.PSN]aheadReq
+	// skipped: the PSNs a go-back-N resend round skipped (lost before
+	// the capture point), until they are seen again.
+	skipped    map[packet.PSN]bool
 	reqSeen    map[packet.PSN]seen
 	readStarts map[packet.PSN]bool
 
@@ -223,11 +226,34 @@ func (h *half) request(r *rec, last time.Time) {
 				if h.gap == nil {
 					h.gap = &evidence{frame: r.frame, t: r.t}
 				}
-			} else if h.ep != nil && h.ep.Cause == CauseUnknown {
-				h.ep.Cause = CauseSelective
+			} else if h.sr {
+				// Selective repeat resends only the holes: a resend
+				// round skips what arrived.
+				if h.ep != nil && h.ep.Cause == CauseUnknown {
+					h.ep.Cause = CauseSelective
+				}
+			} else {
+				// Go-back-N resends in PSN order (rxe req_retry): the
+				// PSNs a resend round skips were lost before the capture
+				// point, their copies from before the rewind having been
+				// discarded behind the first hole (IBA 9.7.5.1.1).
+				n := int(r.psn.Diff(h.expected))
+				f.gapAt(r.frame, n)
+				note := h.a.note(r.frame)
+				note.Gap, note.GapPSN = n, uint32(h.expected)
+				if h.gap == nil {
+					h.gap = &evidence{frame: r.frame, t: r.t}
+				}
+				if h.skipped == nil {
+					h.skipped = map[packet.PSN]bool{}
+				}
+				for q := h.expected; q != r.psn; q = q.Next() {
+					h.skipped[q] = true
+				}
 			}
 		}
 	}
+	delete(h.skipped, r.psn)
 	if h.ep != nil && !r.psn.After(h.highAtStart()) {
 		h.ep.Resent++
 		h.ep.LastFrame = r.frame
@@ -381,7 +407,10 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 		first = s
 	}
 	ep.FirstFrame, ep.start = first.frame, first.t
-	if s, ok := src[r.psn]; ok && s.frame < cutoff {
+	// The capture's copy tells of a loss after the capture point unless a
+	// go-back-N round since skipped the PSN: its last copy then never
+	// reached the capture.
+	if s, ok := src[r.psn]; ok && s.frame < cutoff && !(isReq && h.skipped[r.psn]) {
 		ep.FirstSentFrame = s.frame
 		if ep.Cause != CauseRNR {
 			h.a.note(s.frame).LostAfter = true

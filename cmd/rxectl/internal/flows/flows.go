@@ -218,7 +218,10 @@ type Flow struct {
 	Messages int `json:"messages"`
 	// PSNGaps counts packets whose PSN is ahead of the next expected PSN
 	// (READ requests consume their responses' PSNs; ACKs, which skip
-	// legitimately, are not counted); PSNMissing is the PSNs skipped.
+	// legitimately, are not counted): past the highest PSN sent, or inside
+	// a go-back-N resend round, which resends in PSN order (a
+	// selective-repeat round resends only the holes); PSNMissing is the
+	// PSNs skipped.
 	PSNGaps    int `json:"psn_gaps"`
 	PSNMissing int `json:"psn_missing"`
 	// FirstGapFrame is the frame of the first gap (0: none).

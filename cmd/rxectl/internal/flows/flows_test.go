@@ -256,3 +256,42 @@ func TestSelectiveRepeatAheadPassed(t *testing.T) {
 	require.Equal(t, packet.PSN(20+5000), h.ePSN)
 	require.Equal(t, 3, f.Messages)
 }
+
+// TestGoBackNLossInResendRound: a go-back-N requester resends in PSN
+// order, so a PSN that a resend round skips was lost before the capture
+// point; its copy from before the rewind (which the responder discarded
+// behind the first hole) does not make it a loss after the capture point.
+// A selective-repeat round skips what arrived, and is no gap.
+func TestGoBackNLossInResendRound(t *testing.T) {
+	rounds := func(report packet.Syndrome) []pk {
+		return []pk{
+			{us: 0, op: packet.RCRDMAWriteOnly, psn: 100, payload: 8},                // 1
+			{us: 1, op: packet.RCRDMAWriteOnly, psn: 101, payload: 8},                // 2
+			{us: 2, op: packet.RCRDMAWriteOnly, psn: 103, payload: 8},                // 3: 102 lost
+			{us: 3, op: packet.RCRDMAWriteOnly, psn: 104, payload: 8, ackReq: true},  // 4
+			{us: 10, fromB: true, op: packet.RCAcknowledge, psn: 102, syn: report},   // 5
+			{us: 20, op: packet.RCRDMAWriteOnly, psn: 102, payload: 8},               // 6: resend round
+			{us: 21, op: packet.RCRDMAWriteOnly, psn: 104, payload: 8, ackReq: true}, // 7: 103 skipped
+			{us: 30, fromB: true, op: packet.RCAcknowledge, psn: 103, syn: report},   // 8
+			{us: 40, op: packet.RCRDMAWriteOnly, psn: 103, payload: 8},               // 9
+			{us: 41, op: packet.RCRDMAWriteOnly, psn: 104, payload: 8, ackReq: true}, // 10
+			{us: 50, fromB: true, op: packet.RCAcknowledge, psn: 104, syn: ack},      // 11
+		}
+	}
+	c := analyse(build(t, rounds(seqNAK)), Options{}).Connections[0]
+	a := c.Flows[0]
+	require.Equal(t, []int{2, 2, 3}, []int{a.PSNGaps, a.PSNMissing, a.FirstGapFrame}, "102 in the first round, 103 in the resend")
+	require.Len(t, c.Recoveries, 2)
+	for _, ep := range c.Recoveries {
+		require.Equal(t, CauseSequenceNAK, ep.Cause)
+		require.Zero(t, ep.FirstSentFrame, "%+v", ep)
+	}
+	require.Len(t, c.Explain, 1)
+	require.Contains(t, c.Explain[0], "Requests lost before the capture point (2 PSNs in 2 gaps, first at frame 3); recovered by 2 resends after PSN sequence error NAKs")
+	require.NotContains(t, c.Explain[0], "after the capture point")
+
+	// Under selective repeat a resend round sends only the holes, so the
+	// same skip of 103 in frame 7 is no gap.
+	c = analyse(build(t, rounds(packet.NAKSyndrome(packet.NAKSelectiveRepeat))), Options{}).Connections[0]
+	require.Equal(t, 1, c.Flows[0].PSNGaps)
+}
