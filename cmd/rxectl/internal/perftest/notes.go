@@ -24,15 +24,33 @@ func (c *capWarner) say(fallback io.Writer, line string) {
 	c.once.Do(func() { fmt.Fprintln(c.w, line) })
 }
 
-// serverNotes returns where the server of a --loopback run writes its
-// notes (what arrived of a cut-short size, a -b end that stopped): the
-// run's stderr, each line led by "server:", so that they are told from the
-// client's; nil if the run's stderr is nil.
-func serverNotes(w io.Writer) io.Writer {
-	if w == nil {
-		return nil
+// shareStderr gives the two ends of a --loopback run (co, so: copies of o)
+// the run's stderr: the client writes to it as it is, the server its notes
+// (what arrived of a cut-short size, a -b end that stopped) each line led
+// by "server:", so that they are told from the client's, and either end
+// the buffer-cap warning once. The ends run at once, so their writes go
+// through one lock.
+func shareStderr(o, co, so *options) {
+	if o.stderr == nil {
+		co.stderr, so.stderr = nil, nil
+		return
 	}
-	return &prefixWriter{w: w, prefix: []byte("server:")}
+	lw := &lockedWriter{w: o.stderr}
+	co.stderr, so.stderr = lw, &prefixWriter{w: lw, prefix: []byte("server:")}
+	cw := &capWarner{w: lw}
+	co.capWarn, so.capWarn = cw, cw
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // prefixWriter writes each line written to it to w with prefix before

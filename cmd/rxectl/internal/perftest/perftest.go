@@ -824,7 +824,7 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 	}
 	so.output, so.json = "", false
 	so.rules, so.pcap, so.plot = nil, "", ""
-	so.stderr = serverNotes(o.stderr)
+	shareStderr(o, &co, &so)
 	if o.obs != nil { // the server shares the trace file, draws no ladder
 		so.obs = &observe{trace: o.obs.trace}
 	}

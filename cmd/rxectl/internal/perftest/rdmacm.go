@@ -594,7 +594,7 @@ func runLoopbackCM(ctx context.Context, t Test, o *options, stdout io.Writer) er
 	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
 	so.output, so.json = "", false
 	so.rules, so.pcap, so.plot = nil, "", ""
-	so.stderr = serverNotes(o.stderr)
+	shareStderr(o, &co, &so)
 	if o.obs != nil {
 		so.obs = &observe{trace: o.obs.trace}
 	}
