@@ -172,10 +172,6 @@ func (a *Analyzer) analyse(g *group, iv time.Duration) {
 	if c.Recoveries == nil {
 		c.Recoveries = []Recovery{}
 	}
-	for i := range c.Recoveries {
-		ep := &c.Recoveries[i]
-		ep.Spurious = ep.AnsweredAfter > 0 && c.RTT.Samples > 0 && ep.AnsweredAfter < c.RTT.Min
-	}
 	c.Explain = explain(c, halves, g.flows)
 }
 
@@ -377,7 +373,7 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 		high = h.rHigh
 	}
 	ep := &Recovery{Requester: h.req.Src, RewindFrame: r.frame, PSN: uint32(r.psn), HighPSN: uint32(high),
-		Rounds: 1, Read: r.mask&packet.MaskRead != 0 || !isReq, FirstFrame: r.frame, LastFrame: r.frame, start: r.t, rewindT: r.t}
+		Rounds: 1, Read: r.mask&packet.MaskRead != 0 || !isReq, FirstFrame: r.frame, LastFrame: r.frame, start: r.t}
 	silence := r.t.Sub(last)
 	// A first transmission counts only if the capture holds it before the
 	// trouble began: a capture that records a datagram once its write
@@ -505,10 +501,6 @@ func (h *half) response(r *rec, last time.Time) {
 	}
 	if h.ep != nil && !r.psn.Before(h.epLo) && !r.psn.After(h.highAtStart()) {
 		h.ep.LastFrame = r.frame
-	}
-	if ep := h.ep; ep != nil && ep.Cause == CauseTimeout && ep.FirstSentFrame > 0 && ep.AnsweredAfter == 0 &&
-		(r.syn.IsACK() || isReadResponse(r.op)) && !r.psn.Before(packet.PSN(ep.PSN)) {
-		ep.AnsweredAfter = Duration(max(r.t.Sub(ep.rewindT), 1))
 	}
 	if r.mask&packet.MaskStart != 0 {
 		h.sample(r)

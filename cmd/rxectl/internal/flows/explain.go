@@ -61,12 +61,9 @@ func lossSentence(h *half, eps []Recovery) string {
 		parts = append(parts, fmt.Sprintf("requests lost before the capture point (%s in %s, first at frame %d)",
 			count(h.req.PSNMissing, "PSN"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
 	}
-	var after, late []Recovery
+	var after []Recovery
 	for _, ep := range eps {
-		switch {
-		case ep.Spurious:
-			late = append(late, ep)
-		case ep.FirstSentFrame > 0 && ep.Cause != CauseRNR:
+		if ep.FirstSentFrame > 0 && ep.Cause != CauseRNR {
 			after = append(after, ep)
 		}
 	}
@@ -83,14 +80,6 @@ func lossSentence(h *half, eps []Recovery) string {
 	case len(after) > 1:
 		parts = append(parts, fmt.Sprintf("%d requests or their ACKs lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were sent again",
 			len(after), after[0].PSN, after[0].FirstSentFrame))
-	}
-	switch {
-	case len(late) == 1:
-		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) was answered late, not lost: the ACK came %s after its resend on a timeout (frame %d), sooner than the shortest round trip of the run (%s), so it answered the first copy",
-			late[0].PSN, late[0].FirstSentFrame, Human(time.Duration(late[0].AnsweredAfter)), late[0].RewindFrame, Human(time.Duration(h.c.RTT.Min))))
-	case len(late) > 1:
-		parts = append(parts, fmt.Sprintf("%d requests were answered late, not lost (first PSN %d, frame %d): each ACK came sooner after the resend on a timeout than the shortest round trip of the run (%s), so it answered the first copy",
-			len(late), late[0].PSN, late[0].FirstSentFrame, Human(time.Duration(h.c.RTT.Min))))
 	}
 	return upper(strings.Join(parts, "; "))
 }

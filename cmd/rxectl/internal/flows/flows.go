@@ -324,17 +324,8 @@ type Recovery struct {
 	// saw it before the rewind: when it did, the packet (or its answer)
 	// was lost after the capture point.
 	FirstSentFrame int `json:"first_sent_frame"`
-	// AnsweredAfter is, for a request resent on a timeout whose first
-	// copy the capture holds, how long after the resend the first ACK or
-	// response covering its PSN came (0: none came). Spurious: that was
-	// sooner than the connection's shortest round trip (RTT.Min), so it
-	// answered the first copy: nothing was lost, the ACK came late and
-	// the timer fired before it.
-	AnsweredAfter Duration `json:"answered_after,omitempty"`
-	Spurious      bool     `json:"spurious,omitempty"`
 
-	start   time.Time
-	rewindT time.Time // when the first resent packet went out
+	start time.Time
 }
 
 // RTT summarises request-to-response times: from a request that asks for
