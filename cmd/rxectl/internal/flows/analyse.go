@@ -55,7 +55,10 @@ type half struct {
 	ahead map[packet.PSN]aheadReq
 	// skipped: the PSNs a go-back-N resend round skipped (lost before
 	// the capture point), until they are seen again.
-	skipped    map[packet.PSN]bool
+	skipped map[packet.PSN]bool
+	// seqNAK is the latest sequence error NAK: a requester goes to its PSN
+	// (rxe req_retry), forward too when it was resending earlier PSNs.
+	seqNAK     seqNAKAt
 	reqSeen    map[packet.PSN]seen
 	readStarts map[packet.PSN]bool
 
@@ -74,6 +77,12 @@ type half struct {
 	pend     []pending
 	rtts     []time.Duration
 	lastT    time.Time
+}
+
+// seqNAKAt is a sequence error NAK's PSN and frame (frame 0: none).
+type seqNAKAt struct {
+	psn   packet.PSN
+	frame int
 }
 
 // aheadReq is a request that a selective-repeat responder holds past its
@@ -232,11 +241,14 @@ func (h *half) request(r *rec, last time.Time) {
 				if h.ep != nil && h.ep.Cause == CauseUnknown {
 					h.ep.Cause = CauseSelective
 				}
-			} else {
+			} else if h.seqNAK.frame == 0 || r.psn != h.seqNAK.psn || h.ep != nil && h.seqNAK.frame < h.ep.RewindFrame {
 				// Go-back-N resends in PSN order (rxe req_retry): the
 				// PSNs a resend round skips were lost before the capture
 				// point, their copies from before the rewind having been
-				// discarded behind the first hole (IBA 9.7.5.1.1).
+				// discarded behind the first hole (IBA 9.7.5.1.1). A
+				// round that goes on at the PSN of a sequence NAK that
+				// came during it went there on the NAK: the responder has
+				// what it skipped.
 				n := int(r.psn.Diff(h.expected))
 				f.gapAt(r.frame, n)
 				note := h.a.note(r.frame)
@@ -589,6 +601,9 @@ func (h *half) nak(f *Flow, r *rec) {
 	default:
 		f.NAKs.Other++
 		return
+	}
+	if ev.cause == CauseSequenceNAK {
+		h.seqNAK = seqNAKAt{psn: r.psn, frame: r.frame}
 	}
 	if h.why == nil {
 		h.why = ev

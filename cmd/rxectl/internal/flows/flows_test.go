@@ -295,3 +295,24 @@ func TestGoBackNLossInResendRound(t *testing.T) {
 	c = analyse(build(t, rounds(packet.NAKSyndrome(packet.NAKSelectiveRepeat))), Options{}).Connections[0]
 	require.Equal(t, 1, c.Flows[0].PSNGaps)
 }
+
+// TestGoBackNJumpToNAK: a resend round that goes on at the PSN of a
+// sequence NAK that came during it went there on the NAK (rxe req_retry
+// starts over at the NAK's PSN): the PSNs it passed are not counted lost.
+func TestGoBackNJumpToNAK(t *testing.T) {
+	c := analyse(build(t, []pk{
+		{us: 0, op: packet.RCRDMAWriteOnly, psn: 100, payload: 8},                // 1
+		{us: 1, op: packet.RCRDMAWriteOnly, psn: 101, payload: 8},                // 2
+		{us: 2, op: packet.RCRDMAWriteOnly, psn: 103, payload: 8},                // 3: 102 lost
+		{us: 3, op: packet.RCRDMAWriteOnly, psn: 104, payload: 8},                // 4
+		{us: 4, op: packet.RCRDMAWriteOnly, psn: 105, payload: 8, ackReq: true},  // 5
+		{us: 10, fromB: true, op: packet.RCAcknowledge, psn: 102, syn: seqNAK},   // 6
+		{us: 20, op: packet.RCRDMAWriteOnly, psn: 102, payload: 8},               // 7: the round
+		{us: 21, op: packet.RCRDMAWriteOnly, psn: 103, payload: 8},               // 8
+		{us: 25, fromB: true, op: packet.RCAcknowledge, psn: 105, syn: seqNAK},   // 9
+		{us: 26, op: packet.RCRDMAWriteOnly, psn: 105, payload: 8, ackReq: true}, // 10: on at 105
+		{us: 30, fromB: true, op: packet.RCAcknowledge, psn: 105, syn: ack},      // 11
+	}), Options{}).Connections[0]
+	a := c.Flows[0]
+	require.Equal(t, []int{1, 1}, []int{a.PSNGaps, a.PSNMissing}, "only 102, lost in the first round")
+}
