@@ -188,8 +188,7 @@ func TestDestroyCMQPEndsConnection(t *testing.T) {
 // back before Close has ended the connection (here Close is held until
 // the DREP has moved the CM to time-wait). The connection still ends as
 // closed: a later Disconnect returns ErrClosed, not nil as for a
-// connection the peer ended. Under load this race failed
-// TestDestroyCMQPEndsConnection in 2 of 12 -race runs.
+// connection the peer ended.
 func TestCloseWhileDREPReturns(t *testing.T) {
 	da, db := cmDevices(t, "pipe")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
