@@ -17,15 +17,14 @@ import (
 
 // loopbackEnds parses cmd's args with --udp-port port and returns the test
 // and the options of a server on 127.0.0.1 and a client on 127.0.0.2 that
-// leave their sessions in *server and *client.
+// leave their sessions in *server and *client, split as --loopback splits
+// them (splitLoopback).
 func loopbackEnds(t *testing.T, cmd, port string, args []string, client, server **session) (pt Test, so, co options) {
 	t.Helper()
 	pt = findTest(t, cmd)
 	o, err := parsePerftest(pt, append([]string{"--udp-port", port}, args...))
 	require.NoError(t, err)
-	so, co = *o, *o
-	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
-	so.hooks.held, co.hooks.held = server, client
+	so, co = splitLoopback(o, server, client)
 	co.host = "127.0.0.1"
 	return pt, so, co
 }

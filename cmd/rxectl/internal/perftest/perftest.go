@@ -811,8 +811,8 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	so, co := *o, *o
-	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	var ss, cs *session
+	so, co := splitLoopback(o, &ss, &cs)
 	if o.ipv6 {
 		// IPv6 has one loopback address: both devices bind ::1, the
 		// client on another UDP port, which the exchange tells the server
@@ -822,14 +822,6 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 			co.udpPort = 0
 		}
 	}
-	so.output, so.json = "", false
-	so.rules, so.pcap, so.plot = nil, "", ""
-	shareStderr(o, &co, &so)
-	if o.obs != nil { // the server shares the trace file, draws no ladder
-		so.obs = &observe{trace: o.obs.trace}
-	}
-	var ss, cs *session
-	so.hooks.held, co.hooks.held = &ss, &cs
 	// The server follows the client: an interrupt ends the client's
 	// measurement, which then finishes the exchange with the server.
 	sctx, cancel := context.WithCancel(context.Background())
@@ -842,6 +834,24 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 		cancel()
 	}
 	return endLoopback(stdout, cs, ss, cerr, <-srvErr)
+}
+
+// splitLoopback returns the options of a --loopback run's two ends,
+// copies of o: the server on 127.0.0.1, with no output, fault rules,
+// capture or plot of its own (it shares the trace file and draws no
+// ladder), and the client on 127.0.0.2; both write to the run's stderr
+// (shareStderr) and leave their sessions in *ss and *cs.
+func splitLoopback(o *options, ss, cs **session) (so, co options) {
+	so, co = *o, *o
+	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
+	so.output, so.json = "", false
+	so.rules, so.pcap, so.plot = nil, "", ""
+	shareStderr(o, &co, &so)
+	if o.obs != nil {
+		so.obs = &observe{trace: o.obs.trace}
+	}
+	so.hooks.held, co.hooks.held = ss, cs
+	return so, co
 }
 
 // endLoopback reports a loopback run once both ends have returned (cerr

@@ -590,16 +590,8 @@ func (p *cmPipe) Close() error {
 // client on 127.0.0.2, both rxectl devices on UDP 4791 (or --udp-port),
 // the client's output printed.
 func runLoopbackCM(ctx context.Context, t Test, o *options, stdout io.Writer) error {
-	so, co := *o, *o
-	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
-	so.output, so.json = "", false
-	so.rules, so.pcap, so.plot = nil, "", ""
-	shareStderr(o, &co, &so)
-	if o.obs != nil {
-		so.obs = &observe{trace: o.obs.trace}
-	}
 	var ss, cs *session
-	so.hooks.held, co.hooks.held = &ss, &cs
+	so, co := splitLoopback(o, &ss, &cs)
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan struct{})
