@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -150,4 +151,25 @@ func TestTraceTimelineUDP(t *testing.T) {
 	}
 	require.NoError(t, sc.Err())
 	require.GreaterOrEqual(t, recvs, n*size/4096, "every request packet received")
+}
+
+// TestTraceWriterNeverGoesBack: an event stamped before the line written
+// last (its goroutine took the writer's lock later) is written at that
+// line's time, so the file's times never go back.
+func TestTraceWriterNeverGoesBack(t *testing.T) {
+	var w syncbuf.Buffer
+	sink, werr := NewTraceWriter(&w)
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, us := range []int{0, 30, 10, 40} {
+		sink(TraceEvent{Time: t0.Add(time.Duration(us) * time.Microsecond), Kind: TraceQPState})
+	}
+	require.NoError(t, werr())
+	var ts []float64
+	sc := bufio.NewScanner(strings.NewReader(w.String()))
+	for sc.Scan() {
+		var l struct{ T float64 }
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &l))
+		ts = append(ts, l.T)
+	}
+	require.Equal(t, []float64{0, 0.00003, 0.00003, 0.00004}, ts)
 }
