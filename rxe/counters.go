@@ -76,6 +76,8 @@ func (c Counters) Named() []NamedCounter {
 		{"events_dropped", c.EventsDropped},
 		{"notify_dropped", c.NotifyDropped},
 		{"receive_errors", c.ReceiveErrors},
+		{"pin_errors", c.PinErrors},
+		{"polled_pkts", c.PolledPkts},
 	}, c.Loss.named()...)
 }
 
@@ -96,6 +98,14 @@ type Counters struct {
 	NotifyDropped uint64 // CQ notifications lost to a full CompChannel
 	ReceiveErrors uint64 // netdev read errors
 	PinErrors     uint64 // vector goroutines that could not be pinned (Options.PinVectors)
+	// PolledPkts counts the received datagrams read without waiting,
+	// outside the receive goroutine's blocking read: by busy-polling
+	// callers (CQ.BusyPoll), which handle them on their own goroutine, by
+	// a QP that reads its socket before it acts on a timer, and by the
+	// goroutine that held the socket when one of those found it taken and
+	// left the reading to it. A spinning latency loop that reads its
+	// socket itself shows here; the receive goroutine read the rest.
+	PolledPkts uint64
 	// Loss sums the loss-recovery and selective-repeat counters of the
 	// device's QPs, those destroyed or reset included (srtt_us and
 	// ooo_buffered count live QPs only).
@@ -116,16 +126,22 @@ type deviceCounters struct {
 // Counters returns a snapshot of the device counters.
 func (d *Device) Counters() Counters {
 	c := &d.counters
-	var sent, rcvd uint64
+	var sent, rcvd, polled uint64
+	var seen *connReader
 	for _, v := range d.vecs {
 		sent += v.sentPkts.Load()
 		rcvd += v.rcvdPkts.Load()
+		// A reader serves all vectors or one (OpenConns): count each once.
+		if r := v.reader; r != nil && r != seen {
+			polled += r.polledPkts.Load()
+			seen = r
+		}
 	}
 	return Counters{
 		SentPkts: sent, RcvdPkts: rcvd, BadICRC: c.badICRC.Load(),
 		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
 		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
-		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), Loss: d.lossTotals(),
+		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, Loss: d.lossTotals(),
 	}
 }

@@ -33,6 +33,12 @@ func TestNamedCounters(t *testing.T) {
 	require.Equal(t, NamedCounter{"sent_pkts", 10}, d[0])
 	require.Equal(t, NamedCounter{"send_err", 11}, d[2])
 	require.Equal(t, NamedCounter{"bad_icrc", 12}, d[3])
+	got = map[string]uint64{}
+	for _, n := range (Counters{PinErrors: 13, PolledPkts: 14}).Named() {
+		got[n.Name] = n.Value
+	}
+	require.Equal(t, uint64(13), got["pin_errors"])
+	require.Equal(t, uint64(14), got["polled_pkts"])
 }
 
 // TestNamedLossCounters: the loss-recovery and selective-repeat counters

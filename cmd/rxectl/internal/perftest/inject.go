@@ -144,7 +144,8 @@ func deviceStats(s *session) report.Device {
 	c := s.dev.Counters()
 	return report.Device{Name: s.dev.Name(), Addr: s.dev.Addr().String(),
 		SentPkts: c.SentPkts, RcvdPkts: c.RcvdPkts, BadICRC: c.BadICRC, ICRCRecovered: c.ICRCRecovered,
-		Malformed: c.Malformed, UnknownQP: c.UnknownQP, LocalDrops: c.LocalDrops, SendErr: c.SendErr, QPErrors: c.QPErrors}
+		Malformed: c.Malformed, UnknownQP: c.UnknownQP, LocalDrops: c.LocalDrops, SendErr: c.SendErr, QPErrors: c.QPErrors,
+		PolledPkts: c.PolledPkts}
 }
 
 // transportStats sums the QPs' counters.

@@ -26,8 +26,9 @@ var spinners atomic.Int32
 // spinner reads: those a spinner cannot read (netdev.AsSharedReader false
 // once the capture and the fault injection are stacked on them: --pcap,
 // --ladder, receive rules that queue datagrams), and every socket of a
-// device whose side of a latency test waits for no completion (the
-// server of read-lat and atomic-lat only answers). The device goroutines
+// device whose side of a latency test waits for no completion and does
+// not spin either (the server of read-lat and atomic-lat with -e or
+// --busy-poll 0; without them it reads its socket in answerLoop). The device goroutines
 // that read them run only on a processor no spinner holds, and the Go
 // runtime polls the network from an idle processor (or every 10 ms). With
 // --loopback both ends share the process's processors.
@@ -81,6 +82,12 @@ func (s *session) choosePolling() {
 	s.spin, s.pollMode = 0, ""
 	switch {
 	case s.answersOnly():
+		if s.ch == nil && s.rcq.PollsSocket() {
+			s.spin = s.spinFor(s.rcq)
+		}
+		if s.spin > 0 {
+			s.pollMode = "busy"
+		}
 	case s.ch != nil:
 		s.pollMode = "events"
 	default:
@@ -96,6 +103,8 @@ func (s *session) choosePolling() {
 // the default spin was left out, why.
 func (s *session) pollingSummary() string {
 	switch p := s.pollMode; {
+	case s.answersOnly() && s.spin > 0:
+		return fmt.Sprintf("busy (this end only answers: it spins reading the socket and answers on the spinning goroutine, up to %v after each request)", s.spin)
 	case s.answersOnly():
 		return "none (this end only answers: its device's goroutines do the work)"
 	case p == "events":
@@ -283,4 +292,56 @@ func (s *session) busyPollWrite(qp *rxe.QP, spins int) (bool, error) {
 		runtime.Gosched()
 	}
 	return true, nil
+}
+
+// answerLoop is the spinning of a latency test's end that only answers
+// (answersOnly: the server of read-lat and atomic-lat) when choosePolling
+// gave it a spin: until stop is closed it reads the device's socket with
+// CQ.BusyPoll on its receive CQ, so the responder runs and its READ
+// response or atomic ACK leaves on this goroutine, the way a spinning
+// requester gets its completion (busyPoll): no goroutine wake-up between a
+// request's arrival and its answer. A NIC or kernel rxe answers without
+// waking a process; the device's receive goroutine, which serves the
+// socket while nothing spins, is woken by the Go runtime's network poller
+// (about 10 µs a 2-byte read-lat round trip on this project's machine:
+// docs/performance.md, "The answering end of read-lat spins"). After
+// s.spin without a request (the QP's expected PSN unchanged) it looks
+// only once a millisecond, leaving the socket to the device's goroutines,
+// and spins again once a request came. It yields the processor every
+// latCheckEvery polls. The answering end's CQ receives no completion in
+// these tests; an error completion that comes all the same (a flush)
+// ends the loop with checkWC's error.
+func (s *session) answerLoop(stop <-chan struct{}) error {
+	qp := s.qps[0]
+	var wc [1]rxe.WC
+	last := qp.Query().RQPSN
+	idleSince := time.Now()
+	for i := 1; ; i++ {
+		if s.rcq.BusyPoll(wc[:]) > 0 && wc[0].Status != rxe.WCSuccess {
+			return s.checkWC(wc[0])
+		}
+		if i%latCheckEvery != 0 {
+			continue
+		}
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		runtime.Gosched()
+		now := time.Now()
+		if psn := qp.Query().RQPSN; psn != last {
+			last, idleSince = psn, now
+			continue
+		}
+		if now.Sub(idleSince) < s.spin {
+			continue
+		}
+		// Idle: look once a millisecond until a request comes.
+		select {
+		case <-stop:
+			return nil
+		case <-time.After(time.Millisecond):
+		}
+	}
 }

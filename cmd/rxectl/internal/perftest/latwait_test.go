@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -202,7 +203,13 @@ func TestCQPollingReported(t *testing.T) {
 		{"send-lat", []string{"--busy-poll", "0"}, "wait", "wait", "wait (CQ.Wait)"},
 		{"send-lat", []string{"--pcap", filepath.Join(dir, "b.pcap"), "--busy-poll", "1ms"}, "busy", "busy", "busy (spins up to 1ms a completion; the device's goroutines read the socket)"},
 		{"send-lat", []string{"-e"}, "events", "events", "events (-e"},
-		{"read-lat", nil, "wait", "", "wait (CQ.Wait: the default does not spin"}, // the server waits for nothing
+		// read-lat's server waits for no completion: it spins reading its
+		// socket and answers there (answerLoop), so the client spins too.
+		{"read-lat", nil, "busy", "busy", "busy (spins up to 1s a completion, reading the socket)"},
+		{"atomic-lat", nil, "busy", "busy", "busy (spins up to 1s a completion, reading the socket)"},
+		{"read-lat", []string{"--busy-poll", "0"}, "wait", "", "wait (CQ.Wait)"},
+		{"read-lat", []string{"-e"}, "events", "", "events (-e"},
+		{"read-lat", []string{"--pcap", filepath.Join(dir, "c.pcap")}, "wait", "", "wait (CQ.Wait: the default does not spin"},
 	} {
 		t.Run(strings.Join(append([]string{tc.cmd}, tc.args...), " "), func(t *testing.T) {
 			// -u 18 (1.07 s, 8.6 s of retries): both ends spin in this
@@ -216,12 +223,29 @@ func TestCQPollingReported(t *testing.T) {
 			out, errOut, code = runCmd(t, append(args, "--json")...)
 			require.Zero(t, code, errOut)
 			var doc struct {
-				Polling     string `json:"cq_polling"`
-				PeerPolling string `json:"peer_cq_polling"`
+				Polling     string        `json:"cq_polling"`
+				PeerPolling string        `json:"peer_cq_polling"`
+				Device      report.Device `json:"device"`
+				PeerDevice  report.Device `json:"peer_device"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 			require.Equal(t, tc.want, doc.Polling)
 			require.Equal(t, tc.peer, doc.PeerPolling)
+			// A spinning end reads its socket itself (unless a capture
+			// sits on it): the datagrams it handled so are counted.
+			for _, d := range []struct {
+				mode string
+				dev  report.Device
+			}{{doc.Polling, doc.Device}, {doc.PeerPolling, doc.PeerDevice}} {
+				if d.mode == "busy" && !strings.Contains(tc.header, "device's goroutines read") {
+					require.Positive(t, d.dev.PolledPkts, "a spinning end read nothing itself")
+				}
+				if d.mode != "busy" {
+					// Only a QP's read before acting on a timer
+					// (rxe.Counters.PolledPkts) reads without a spinner.
+					require.Less(t, 2*d.dev.PolledPkts, d.dev.RcvdPkts, "an end that does not spin read its socket")
+				}
+			}
 			require.Zero(t, unreadSockets.Load(), "a closed device's sockets still counted")
 		})
 	}

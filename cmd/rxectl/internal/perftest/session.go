@@ -242,7 +242,9 @@ func (s *session) openDevice(local netip.Addr) error {
 	}
 	s.dev = dev
 	for _, c := range conns {
-		if _, ok := netdev.AsSharedReader(c); !ok || s.answersOnly() {
+		// An end that only answers reads its sockets itself while it
+		// spins (answerLoop): with -e or --busy-poll 0 it does not.
+		if _, ok := netdev.AsSharedReader(c); !ok || (s.answersOnly() && s.o.busyPoll == 0) {
 			s.unread++
 		}
 	}
@@ -757,7 +759,18 @@ func (s *session) flowReadAtomicLat(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := s.oob.CloseConnection(s.my[0]); err != nil {
+	if !s.client && s.spin > 0 {
+		stop, done := make(chan struct{}), make(chan error, 1)
+		go func() { done <- s.answerLoop(stop) }()
+		err := s.oob.CloseConnection(s.my[0])
+		close(stop)
+		if aerr := <-done; aerr != nil {
+			return aerr
+		}
+		if err != nil {
+			return err
+		}
+	} else if err := s.oob.CloseConnection(s.my[0]); err != nil {
 		return err
 	}
 	s.printLine()

@@ -54,6 +54,9 @@ type Device struct {
 	LocalDrops    uint64 `json:"local_drops"`
 	SendErr       uint64 `json:"send_err"`
 	QPErrors      uint64 `json:"qp_errors"`
+	// PolledPkts counts the datagrams a spinning latency loop read and
+	// handled itself (rxe.Counters.PolledPkts; --busy-poll).
+	PolledPkts uint64 `json:"polled_pkts"`
 }
 
 // Transport sums the QPs' counters that show recovery at work.
