@@ -299,6 +299,12 @@ func (r *connReader) pollLocked() int {
 // completes a wait costs its receiver one system call before the answer
 // leaves, not two.
 //
+// A passive end, such as the target of READs and atomics, which gets no
+// completion for what it answers, can spin on BusyPoll of its QPs' CQ all
+// the same: the requests it reads are answered on the spinning goroutine,
+// without waking the receive goroutine (rxectl's read-lat server does
+// this).
+//
 // The socket is read only where the device's netdev can be shared with the
 // receive goroutine (netdev.SharedReader: a netdev.UDPConn, as Listen
 // opens, or a decorator over one that reads in turn, netdev.AsSharedReader;
