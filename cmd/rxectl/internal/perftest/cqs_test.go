@@ -56,7 +56,7 @@ func loopbackCMSessions(t *testing.T, cmd string, args ...string) (client, serve
 	pt, so, co := loopbackEnds(t, cmd, sharedUDPPort(t), args, &client, &server)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ready := make(chan struct{})
+	ready := make(chan uint16, 1)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- runCMReady(ctx, pt, &so, false, io.Discard, ready) }()
 	select {

@@ -53,12 +53,16 @@ type cmState struct {
 	stop  context.Context
 	pipe  *cmPipe
 	conns []*rxe.CMConn // the test QPs' connections
-	// ready, when set, is closed once the server listens (runLoopbackCM).
-	ready chan struct{}
+	// ready, when set, is sent the device's UDP port once the server
+	// listens (runLoopbackCM).
+	ready chan<- uint16
 	// silence bounds a wait for the peer's next exchange message during
 	// which none of this end's QPs receives or sends a packet (cmSilence;
 	// tests shorten it).
 	silence time.Duration
+	// udpPort is the UDP port the client's REQs go to: its device's own
+	// (rxe.Dial), named by dialError.
+	udpPort uint16
 }
 
 // cmSilence is how long an -R exchange wait lasts with no packet from or
@@ -88,6 +92,11 @@ func (o *options) checkCM() error {
 	if o.loopback && o.ipv6 {
 		return errors.New("-R with --loopback --ipv6: both ends would share ::1 and the RDMA CM talks to the peer's UDP port 4791 only; use IPv4 for the loopback")
 	}
+	if !o.loopback && o.udpPort == 0 {
+		// rxe.Dial sends the CM's REQ to the peer's QP1 on this device's
+		// own UDP port; an ephemeral one differs from the peer's.
+		return errors.New("-R with --udp-port 0: the RDMA CM reaches the peer on this end's own UDP port, so both ends need the same fixed --udp-port (4791 against perftest)")
+	}
 	return nil
 }
 
@@ -96,7 +105,7 @@ func runCM(ctx context.Context, t Test, o *options, server bool, stdout io.Write
 	return runCMReady(ctx, t, o, !server, stdout, nil)
 }
 
-func runCMReady(ctx context.Context, t Test, o *options, client bool, stdout io.Writer, ready chan struct{}) error {
+func runCMReady(ctx context.Context, t Test, o *options, client bool, stdout io.Writer, ready chan<- uint16) error {
 	local, err := cmLocalAddr(ctx, o, client)
 	if err != nil {
 		return err
@@ -211,7 +220,7 @@ func (s *session) connectComm(ctx context.Context) error {
 			io.WriteString(s.out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 		}
 		if s.cm.ready != nil {
-			close(s.cm.ready)
+			s.cm.ready <- s.dev.Addr().Port() // buffered
 		}
 		c, err = ln.Accept(ctx)
 		ln.Close()
@@ -248,6 +257,7 @@ func (st *cmState) listen(d *rxe.Device, opts rxe.CMOptions) (*rxe.CMListener, e
 func (st *cmState) dial(ctx context.Context, d *rxe.Device, opts rxe.CMOptions) (*rxe.CMConn, error) {
 	for try := 1; ; try++ {
 		dctx, cancel := context.WithTimeout(ctx, cmDialTimeout)
+		st.udpPort = d.Addr().Port() // where Dial sends the REQ
 		c, err := rxe.Dial(dctx, d, st.target, opts)
 		cancel()
 		if err == nil {
@@ -274,7 +284,7 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 	case ctx.Err() != nil:
 		return fmt.Errorf("rdma_cm connect to %s: interrupted", st.target)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, rxe.ErrCMTimeout):
-		return fmt.Errorf("rdma_cm connect to %s: no answer within %v (%w) — is an RDMA device (rxectl or kernel rxe) on UDP %d there?", st.target, cmDialTimeout, err, defRoCEPort)
+		return fmt.Errorf("rdma_cm connect to %s: no answer within %v (%w) — is an RDMA device (rxectl or kernel rxe) on UDP %d there?", st.target, cmDialTimeout, err, st.udpPort)
 	}
 	return fmt.Errorf("rdma_cm connect to %s: %w", st.target, err)
 }
@@ -594,13 +604,19 @@ func runLoopbackCM(ctx context.Context, t Test, o *options, stdout io.Writer) er
 	so, co := splitLoopback(o, &ss, &cs)
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ready := make(chan struct{})
+	ready := make(chan uint16, 1)
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- runCMReady(sctx, t, &so, false, io.Discard, ready) }()
 	var cerr error
 	select {
-	case <-ready:
+	case port := <-ready:
 		co.host = "127.0.0.1"
+		// The client's REQ goes to the server's QP1 on the client's own
+		// UDP port (rxe.Dial): with --udp-port 0 the client takes the
+		// port the server's device got (on another address).
+		if co.udpPort == 0 {
+			co.udpPort = int(port)
+		}
 		cerr = runCMReady(ctx, t, &co, true, stdout, nil)
 		if cerr != nil {
 			cancel()

@@ -41,12 +41,13 @@ func sharedUDPPort(t *testing.T) string {
 }
 
 // TestRDMACMLoopback runs every program with -R --loopback: the header says
-// rdma_cm, and a result row follows.
+// rdma_cm, and a result row follows. With --udp-port 0 the server's device
+// takes an ephemeral port and the client the same one on 127.0.0.2
+// (runLoopbackCM), since the CM reaches the peer on the client's own port.
 func TestRDMACMLoopback(t *testing.T) {
-	port := sharedUDPPort(t)
 	for _, pt := range Tests {
 		t.Run(pt.cmd, func(t *testing.T) {
-			out, errs, code := runCmd(t, pt.cmd, "-R", "--loopback", "--udp-port", port, "-n", "20")
+			out, errs, code := runCmd(t, pt.cmd, "-R", "--loopback", "--udp-port", "0", "-n", "20")
 			require.Equal(t, cli.ExitOK, code, errs)
 			require.Contains(t, out, "\n rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n")
 			require.Regexp(t, regexp.MustCompile(`(?m)^ \d+\s+20\s+\d`), out)
@@ -68,7 +69,7 @@ func runCMEnds(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []string) (
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var sb, cb bytes.Buffer
-	ready := make(chan struct{})
+	ready := make(chan uint16, 1)
 	done := make(chan error, 1)
 	go func() { done <- runCMReady(ctx, pt, so, false, &sb, ready) }()
 	select {
@@ -106,7 +107,7 @@ func cmEndsInterrupted(t *testing.T, cmd string, args ...string) (srvOut, cliOut
 		time.Sleep(300 * time.Millisecond)
 		ccancel()
 	}()
-	ready := make(chan struct{})
+	ready := make(chan uint16, 1)
 	done := make(chan error, 1)
 	go func() { done <- runCMReady(sctx, pt, so, false, &sb, ready) }()
 	select {
@@ -205,6 +206,8 @@ func TestRDMACMOptions(t *testing.T) {
 		{[]string{"send-bw", "-R", "-c", "UD", "--loopback"}, "-R with -c UD"},
 		{[]string{"write-bw", "-R", "-c", "UC", "--loopback"}, "-R with -c UC"},
 		{[]string{"send-bw", "-R", "--loopback", "--ipv6"}, "-R with --loopback --ipv6"},
+		{[]string{"read-lat", "-R", "--udp-port", "0", "127.0.0.1"}, "-R with --udp-port 0: the RDMA CM reaches the peer on this end's own UDP port"},
+		{[]string{"read-lat", "-R", "--udp-port", "0"}, "-R with --udp-port 0"},
 	} {
 		_, errs, code := runCmd(t, tc.args...)
 		require.Equal(t, cli.ExitUsage, code, tc.args)
