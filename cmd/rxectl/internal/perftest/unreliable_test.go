@@ -66,6 +66,11 @@ func TestUDLoopback(t *testing.T) {
 			require.Equal(t, cli.ExitOK, code, errs)
 			require.Contains(t, out, " Connection type : UD\t\tUsing SRQ      : OFF\n")
 			require.Contains(t, errs, tc.note)
+			if tc.note != "" {
+				// Both ends change the size, from one command line: the
+				// note is the client's only.
+				require.Equal(t, 1, strings.Count(errs, "Max msg size"), errs)
+			}
 			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 			row := fmtReport
 			if strings.HasSuffix(tc.prog, "lat") {
