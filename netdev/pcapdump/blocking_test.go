@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -198,4 +199,58 @@ func TestHeldReadsBounded(t *testing.T) {
 	require.Equal(t, sentAt[0]+1, sentAt[1], "the write's records together")
 	require.Positive(t, sentAt[0], "after the reads recorded past the bound")
 	require.Less(t, sentAt[1], count+1, "before the reads still held")
+}
+
+// TestStampsOfAWriteAndAReadDuringIt: a sent datagram's record is stamped
+// when its write began, and a datagram read while that write was still in
+// progress keeps the time it was read, though it is recorded after the
+// write's records; so the round trip a capture shows is not cut to zero.
+// The write waits 20 ms (on the bubble's clock) for the peer to read; the
+// answer is read 10 ms into it.
+func TestStampsOfAWriteAndAReadDuringIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: 1, BlockWhenFull: true})
+		var buf bytes.Buffer
+		pa, err := pcapdump.Wrap(a, &buf, pcapdump.Options{})
+		require.NoError(t, err)
+		msg := func(from, to netdev.Conn, psn int) []netdev.Message {
+			p := build(t, from.LocalAddr(), to.LocalAddr(), psn, gorxeKind)
+			return []netdev.Message{{Buf: p, N: len(p), Addr: to.LocalAddr()}}
+		}
+		_, err = a.WriteBatch(msg(a, b, 0)) // b's queue is full
+		require.NoError(t, err)
+		start := time.Now()
+		wrote := make(chan error, 1)
+		go func() { _, err := pa.WriteBatch(msg(a, b, 1)); wrote <- err }()
+		synctest.Wait() // the write waits for b to read
+
+		time.Sleep(10 * time.Millisecond)
+		_, err = b.WriteBatch(msg(b, a, 2))
+		require.NoError(t, err)
+		in := []netdev.Message{{Buf: make([]byte, 512)}}
+		n, err := pa.ReadBatch(in)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+
+		time.Sleep(10 * time.Millisecond)
+		out := make([]netdev.Message, 2)
+		for i := range out {
+			out[i].Buf = make([]byte, 512)
+		}
+		for got := 0; got < 2; {
+			n, err := b.ReadBatch(out)
+			require.NoError(t, err)
+			got += n
+		}
+		require.NoError(t, <-wrote)
+		require.NoError(t, pa.Close())
+
+		recs := decode(t, buf.Bytes())
+		require.Len(t, recs, 2)
+		require.True(t, recs[0].sent, "the write's record first")
+		require.Equal(t, 1, recs[0].psn)
+		require.True(t, start.Equal(recs[0].at), "stamped when the write began: %v, not %v", recs[0].at, start)
+		require.False(t, recs[1].sent)
+		require.True(t, start.Add(10*time.Millisecond).Equal(recs[1].at), "stamped when it was read (+10ms), not when the write returned: %v after the write began", recs[1].at.Sub(start))
+	})
 }

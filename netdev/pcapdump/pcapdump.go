@@ -102,6 +102,15 @@ type Stats struct {
 // written whole, one after the other. Recording never makes ReadBatch
 // wait for a WriteBatch, so a Conn whose writes wait for the peer to read
 // (netdev.PipeOptions.BlockWhenFull) keeps its traffic flowing both ways.
+//
+// A sent datagram's record is stamped when its WriteBatch handed it to
+// the inner Conn (the start of the write), a received one's when its
+// ReadBatch returned; a record that waited for the capture's lock behind
+// a later-stamped one takes that one's time, so timestamps never go back
+// in the file. A round trip read off the capture (a request's record to
+// its answer's) is then no shorter than the real one: an answer read
+// while the request's write was still in its system call keeps the time
+// it was read, not the time the write returned.
 type Conn struct {
 	inner netdev.Conn
 	local netip.AddrPort // the inner Conn's, with Options.LocalAddr applied
@@ -138,8 +147,14 @@ type sink struct {
 	writing   bool
 	held      []netdev.Message // held[:nheld] are pending; the rest keep buffers for reuse
 	heldBy    []*Conn          // the Conn that read held[i]
+	heldAt    []time.Time      // when held[i] was read
 	nheld     int
 	heldBytes int
+
+	// last is the timestamp of the last record: a record stamped before
+	// it (it waited for mu behind a later-stamped one) takes last, so the
+	// file's timestamps never go back.
+	last time.Time
 
 	sent, received, skipped, badICRC, recovered, writeErrors atomic.Uint64
 }
@@ -177,10 +192,11 @@ func Wrap(inner netdev.Conn, w io.Writer, opts Options) (*Conn, error) {
 func (c *Conn) ReadBatch(msgs []netdev.Message) (int, error) {
 	n, err := c.inner.ReadBatch(msgs)
 	if n > 0 {
+		at := time.Now()
 		c.mu.Lock()
-		if !c.hold(msgs[:n]) {
+		if !c.hold(msgs[:n], at) {
 			c.recordHeld()
-			c.record(msgs[:n], false)
+			c.record(msgs[:n], false, at)
 		}
 		c.mu.Unlock()
 	}
@@ -195,23 +211,24 @@ func (c *Conn) WriteBatch(msgs []netdev.Message) (int, error) {
 	defer c.order.Unlock()
 	c.mu.Lock()
 	c.writing = true
+	at := time.Now() // the datagrams are the kernel's from here on
 	c.mu.Unlock()
 	n, err := c.inner.WriteBatch(msgs)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writing = false
 	if n > 0 {
-		c.record(msgs[:n], true)
+		c.record(msgs[:n], true, at)
 	}
 	c.recordHeld()
 	return n, err
 }
 
-// hold keeps copies of msgs, just read, for the write in progress to
-// record, and reports whether it did: not when no write is in progress,
-// the capture has stopped or the held reads would pass maxHeldBytes
-// (caller holds mu).
-func (c *Conn) hold(msgs []netdev.Message) bool {
+// hold keeps copies of msgs, read at time at, for the write in progress
+// to record, and reports whether it did: not when no write is in
+// progress, the capture has stopped or the held reads would pass
+// maxHeldBytes (caller holds mu).
+func (c *Conn) hold(msgs []netdev.Message, at time.Time) bool {
 	if !c.writing || c.stopped {
 		return false
 	}
@@ -228,10 +245,11 @@ func (c *Conn) hold(msgs []netdev.Message) bool {
 		if c.nheld == len(c.held) {
 			c.held = append(c.held, netdev.Message{})
 			c.heldBy = append(c.heldBy, nil)
+			c.heldAt = append(c.heldAt, time.Time{})
 		}
 		h := &c.held[c.nheld]
 		*h = netdev.Message{Buf: append(h.Buf[:0], m.Buf[:m.N]...), N: m.N, Addr: m.Addr, Local: m.Local}
-		c.heldBy[c.nheld] = c
+		c.heldBy[c.nheld], c.heldAt[c.nheld] = c, at
 		c.nheld++
 	}
 	return true
@@ -241,11 +259,11 @@ func (c *Conn) hold(msgs []netdev.Message) bool {
 // (caller holds mu).
 func (c *Conn) recordHeld() {
 	for i := 0; i < c.nheld; {
-		by, j := c.heldBy[i], i+1
-		for j < c.nheld && c.heldBy[j] == by {
+		by, at, j := c.heldBy[i], c.heldAt[i], i+1
+		for j < c.nheld && c.heldBy[j] == by && c.heldAt[j].Equal(at) {
 			j++
 		}
-		by.record(c.held[i:j], false)
+		by.record(c.held[i:j], false, at)
 		clear(c.heldBy[i:j])
 		i = j
 	}
@@ -331,13 +349,18 @@ func (c *Conn) fail(err error) {
 	}
 }
 
-// record writes one record per datagram (caller holds mu).
-func (c *Conn) record(msgs []netdev.Message, sent bool) {
+// record writes one record per datagram, stamped at (or at the last
+// record's time if that is later: sink.last) (caller holds mu).
+func (c *Conn) record(msgs []netdev.Message, sent bool, at time.Time) {
 	if c.stopped {
 		c.skipped.Add(uint64(len(msgs)))
 		return
 	}
-	now := time.Now()
+	if at.Before(c.last) {
+		at = c.last
+	}
+	c.last = at
+	now := at
 	for i := range msgs {
 		m := &msgs[i]
 		frame, ok := c.synthesize(m, sent)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/gopacket"
 	gplayers "github.com/google/gopacket/layers"
@@ -63,6 +64,7 @@ type record struct {
 	sent bool // from LocalMAC
 	d    packet.IPDatagram
 	psn  int
+	at   time.Time // the record's timestamp
 }
 
 // decode reads a whole pcap and checks what every record must satisfy:
@@ -102,7 +104,7 @@ func decode(t *testing.T, b []byte) []record {
 		require.Nil(t, p.ErrorLayer(), "gopacket decodes it")
 		bth, ok := p.Layer(rocelayers.LayerTypeBTH).(*rocelayers.BTH)
 		require.True(t, ok, "a BTH")
-		out = append(out, record{sent: sent, d: d, psn: int(bth.Packet().PSN())})
+		out = append(out, record{sent: sent, d: d, psn: int(bth.Packet().PSN()), at: ci.Timestamp})
 	}
 	return out
 }
