@@ -114,7 +114,7 @@ func (s *session) pollingSummary() string {
 	case p == "busy":
 		return fmt.Sprintf("busy (spins up to %v a completion; the device's goroutines read the socket)", s.o.busyPoll)
 	case s.o.busyPoll > 0 && !s.o.set["busy-poll"]:
-		return "wait (CQ.Wait: the default does not spin while a device of this process has sockets no spinner reads: --pcap, --ladder, fault rules that queue received packets, or the answering end of read-lat and atomic-lat with --loopback)"
+		return "wait (CQ.Wait: the default does not spin while a device of this process has sockets no spinner reads: --pcap, --ladder, fault rules that queue received packets)"
 	}
 	return "wait (CQ.Wait)"
 }
