@@ -41,6 +41,8 @@ type half struct {
 
 	// Request stream.
 	started     bool
+	firstReq    packet.PSN // the PSN of the first request captured
+	prevReread  bool       // the previous request re-read PSNs asked for before
 	prevEnd     packet.PSN // last PSN the previous request consumed
 	expected    packet.PSN // next PSN in order
 	high        packet.PSN // highest PSN consumed so far
@@ -61,6 +63,12 @@ type half struct {
 	seqNAK     seqNAKAt
 	reqSeen    map[packet.PSN]seen
 	readStarts map[packet.PSN]bool
+	// reads are the READ requests whose responses have not all been seen,
+	// oldest first (at most maxOpenReads): a READ's response message is
+	// counted once every PSN of its span has had a response, in whatever
+	// order they came (a selective-repeat requester places them so and
+	// re-reads only the holes).
+	reads []*readMsg
 
 	// Response stream (READ responses).
 	rStarted bool
@@ -91,6 +99,19 @@ type aheadReq struct {
 	mask packet.Mask
 	end  packet.PSN
 }
+
+// readMsg is a READ request's span, first to end, and the PSNs of it
+// that responses have covered so far (got, kept while some are missing).
+type readMsg struct {
+	first, end packet.PSN
+	missing    int
+	got        map[packet.PSN]bool
+}
+
+// maxOpenReads bounds the READs whose responses a half waits for: a
+// capture that holds requests and not their answers (or a hostile one)
+// forgets the oldest, which then go uncounted.
+const maxOpenReads = 1024
 
 // srAhead bounds how far past its expected PSN a selective-repeat
 // responder holds requests: its out-of-order window is at most 2^22 PSNs
@@ -241,6 +262,14 @@ func (h *half) request(r *rec, last time.Time) {
 				if h.ep != nil && h.ep.Cause == CauseUnknown {
 					h.ep.Cause = CauseSelective
 				}
+			} else if h.prevReread && (r.psn == h.high.Next() || r.mask&packet.MaskRead != 0) {
+				// A requester that re-read only a hole of its READs
+				// (selective repeat between gorxe ends,
+				// docs/sr-requester.md) re-reads the next hole or goes
+				// on at the frontier, past the READs answered or still
+				// being answered; a go-back-N requester re-reads to the
+				// end of the READ and then sends every later request
+				// again, in order (rxe req_retry).
 			} else if h.seqNAK.frame == 0 || r.psn != h.seqNAK.psn || h.ep != nil && h.seqNAK.frame < h.ep.RewindFrame {
 				// Go-back-N resends in PSN order (rxe req_retry): the
 				// PSNs a resend round skips were lost before the capture
@@ -272,6 +301,12 @@ func (h *half) request(r *rec, last time.Time) {
 	}
 	h.message(f, r, end)
 	if r.mask&packet.MaskRead != 0 {
+		// A request at or below the highest PSN requested so far is a
+		// resend (new requests only go past it): a re-read is no new
+		// message.
+		if known && (!h.started || r.psn.After(h.high)) {
+			h.openRead(r.psn, n)
+		}
 		h.readStarts[r.psn] = true
 	}
 	if !dup {
@@ -285,6 +320,11 @@ func (h *half) request(r *rec, last time.Time) {
 	if !h.started || end.After(h.high) {
 		h.high = end
 	}
+	if !h.started {
+		h.firstReq = r.psn
+	}
+	// A READ at or below the frontier re-reads what was asked before.
+	h.prevReread = r.mask&packet.MaskRead != 0 && h.started && !r.psn.After(h.high)
 	h.started = true
 	h.prevEnd, h.expected, h.spanUnknown = end, end.Next(), !known
 }
@@ -435,6 +475,46 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	h.dropPending(r.psn)
 }
 
+// readOf is the index in h.reads of the READ whose span holds psn, or -1.
+func (h *half) readOf(psn packet.PSN) int {
+	for i, rd := range h.reads {
+		if !psn.Before(rd.first) && !psn.After(rd.end) {
+			return i
+		}
+	}
+	return -1
+}
+
+// openRead starts waiting for the responses of a READ of n PSNs from psn.
+func (h *half) openRead(psn packet.PSN, n int) {
+	if len(h.reads) == maxOpenReads {
+		h.reads = slices.Delete(h.reads, 0, 1)
+	}
+	h.reads = append(h.reads, &readMsg{first: psn, end: psn.Add(n - 1), missing: n})
+}
+
+// coverRead records a READ response at psn against the awaited READ whose
+// span holds it, if any, and reports whether that completed the READ.
+func (h *half) coverRead(psn packet.PSN) bool {
+	i := h.readOf(psn)
+	if i < 0 {
+		return false
+	}
+	rd := h.reads[i]
+	if rd.got == nil {
+		rd.got = map[packet.PSN]bool{}
+	}
+	if !rd.got[psn] {
+		rd.got[psn] = true
+		rd.missing--
+	}
+	if rd.missing > 0 {
+		return false
+	}
+	h.reads = slices.Delete(h.reads, i, i+1)
+	return true
+}
+
 // insideRead reports whether psn lies inside an earlier READ's responses
 // but is not that READ's first PSN: a re-read of the rest, after the
 // requester saw a later response than the one it waited for.
@@ -536,14 +616,24 @@ func (h *half) response(r *rec, last time.Time) {
 		}
 	}
 	inOrder := !h.rStarted || r.psn == h.rPrev.Next()
+	// A READ whose request the capture holds is one message once its whole
+	// span was answered (coverRead); one whose request it does not hold
+	// (sent before the capture began) or whose span is unknown (no PMTU),
+	// once FIRST..LAST came in order.
+	if h.coverRead(r.psn) {
+		f.Messages++
+	}
+	byRequest := h.pmtu > 0 && h.started && !r.psn.Before(h.firstReq)
 	switch {
 	case first && r.mask&packet.MaskEnd != 0:
-		f.Messages++
+		if !byRequest {
+			f.Messages++
+		}
 		h.rOpen = false
 	case first:
 		h.rOpen = true
 	case r.mask&packet.MaskEnd != 0:
-		if h.rOpen && inOrder {
+		if h.rOpen && inOrder && !byRequest {
 			f.Messages++
 		}
 		h.rOpen = false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -315,4 +316,62 @@ func TestGoBackNJumpToNAK(t *testing.T) {
 	}), Options{}).Connections[0]
 	a := c.Flows[0]
 	require.Equal(t, []int{1, 1}, []int{a.PSNGaps, a.PSNMissing}, "only 102, lost in the first round")
+}
+
+// TestSelectiveRepeatReads: a selective-repeat requester places READ
+// responses in any order and re-reads only the holes, one at a time, then
+// goes on at the frontier (docs/sr-requester.md). Its re-reads and the
+// jumps back to the frontier are no gaps in the request stream, and a
+// READ is one response message however its responses came, whether the
+// capture holds the lost response (lost after the capture point: the
+// re-read's answer is a copy) or not.
+func TestSelectiveRepeatReads(t *testing.T) {
+	resp := func(us int, op packet.Opcode, psn uint32) pk {
+		return pk{us: us, fromB: true, op: op, psn: psn, payload: 1024, syn: ack}
+	}
+	const (
+		first, middle, last, only = packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseMiddle,
+			packet.RCRDMAReadResponseLast, packet.RCRDMAReadResponseOnly
+	)
+	rd := func(us int, psn, n uint32) pk {
+		return pk{us: us, op: packet.RCRDMAReadRequest, psn: psn, dmaLen: n * 1024, ackReq: true}
+	}
+	for _, tc := range []struct {
+		name      string
+		ps        []pk
+		lostAfter bool // the capture holds a response that was re-read
+	}{
+		{"two holes lost before the capture point", []pk{
+			rd(0, 10, 4), rd(1, 14, 4), // PSNs 10..13, 14..17
+			resp(5, first, 10), resp(6, middle, 11), resp(7, last, 13), // 12 lost
+			resp(8, first, 14), resp(9, last, 17), resp(9, middle, 16), // 15 lost; 17 before 16
+			rd(10, 12, 1), rd(11, 15, 1), // the two holes
+			rd(12, 18, 2), // on at the frontier
+			resp(15, only, 12), resp(16, only, 15), resp(17, first, 18), resp(18, last, 19),
+		}, false},
+		{"a response lost after the capture point", []pk{
+			rd(0, 10, 4), rd(1, 14, 4),
+			resp(5, first, 10), resp(6, middle, 11), resp(6, middle, 12), resp(7, last, 13),
+			resp(8, first, 14), resp(8, middle, 15), resp(8, middle, 16), resp(9, last, 17),
+			rd(10, 12, 1), // 12 was lost after the capture point
+			rd(12, 18, 2),
+			resp(15, only, 12), resp(17, first, 18), resp(18, last, 19),
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := analyse(build(t, tc.ps), Options{PMTU: 1024})
+			require.Len(t, rep.Connections, 1)
+			c := rep.Connections[0]
+			req, res := c.Flows[0], c.Flows[1]
+			require.Equal(t, 3, req.Messages, "READs 10, 14 and 18")
+			require.Zero(t, req.PSNGaps, "the re-reads and the frontier are no gaps: %+v", req)
+			require.Equal(t, 3, res.Messages, "one per READ: %+v", res)
+			for _, e := range c.Explain {
+				require.NotContains(t, e, "Requests lost before the capture point")
+			}
+			if tc.lostAfter {
+				require.Contains(t, strings.Join(c.Explain, " "), "lost after the capture point")
+			}
+		})
+	}
 }
