@@ -185,7 +185,8 @@ func TestLatInterruptedRDMACM(t *testing.T) {
 // message while its peer's requests are fewer than -n, stops posting, says
 // so on stderr, and both ends print the rows of what they did and succeed,
 // instead of the other end running its iterations to the end alone. With
-// -a it runs none of the sizes left, as the interrupted end.
+// -a it runs none of the sizes left, as the interrupted end. With -D each
+// end runs for its own duration, and the other end finishes its own.
 func TestBidirInterrupted(t *testing.T) {
 	for _, tc := range []struct {
 		cmd  string
@@ -197,6 +198,7 @@ func TestBidirInterrupted(t *testing.T) {
 		{"read-bw", []string{"-n", "5000000", "-s", "64"}, 0},
 		{"write-bw", []string{"-a", "-n", "20000"}, 1},
 		{"send-bw", []string{"-a", "-n", "20000"}, 1},
+		{"write-bw", []string{"-D", "3", "-f", "0"}, 0},
 	} {
 		t.Run(tc.cmd+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			start := time.Now()
@@ -204,6 +206,16 @@ func TestBidirInterrupted(t *testing.T) {
 			require.NoError(t, cerr, "client:\n%s", cout)
 			require.NoError(t, serr, "server:\n%s", sout)
 			require.Less(t, time.Since(start), 10*time.Second)
+			if slices.Contains(tc.args, "-D") {
+				// Each end runs for its own duration: the server goes on
+				// to its end, owes no count and says nothing of the
+				// client's stop.
+				require.NotContains(t, sout, "stopped")
+				for _, out := range []string{cout, sout} {
+					require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+				}
+				return
+			}
 			iters := tc.args[slices.Index(tc.args, "-n")+1]
 			require.Regexp(t, `\n Sent \d+ of `+iters+` messages of \d+ bytes: the peer stopped sending early \(interrupted\?\), so this end stopped too\n`, sout)
 			require.Equal(t, 1, strings.Count(sout, "so this end stopped too"), "the sizes left are not run:\n%s", sout)

@@ -393,7 +393,8 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"read-bw", "--bind", "::1"}, "add --ipv6"},
 		{[]string{"send-lat", "--run_infinitely"}, "--run_infinitely is for bandwidth tests"},
 		{[]string{"write-lat", "-D", "2", "-s", "1"}, "-s 2 or more"},
-		{[]string{"write-bw", "-b", "-D", "4"}, "-b with -D or --run_infinitely is not implemented yet"},
+		{[]string{"write-bw", "-b", "--run_infinitely"}, "-b with --run_infinitely is not implemented: give -D"},
+		{[]string{"send-bw", "-b", "-D", "4"}, "send-bw -b with -D is not implemented"},
 		{[]string{"write-bw", "--loopback", "-D", "0"}, "-D 0: a duration is a positive number of seconds"},
 		{[]string{"send-bw", "--run_infinitely", "--duration=0"}, "-D 0: a duration is a positive number of seconds"},
 		{[]string{"read-bw", "-D", "4", "-f", "-2"}, "-f -2: a margin is a number of seconds, 0 or more"},
@@ -738,6 +739,41 @@ func TestBidirectionalTCP(t *testing.T) {
 				require.Contains(t, o, " TX depth        : 100\n")
 			}
 			require.Equal(t, bidirRow(t, out, 8192, 100), bidirRow(t, sout, 8192, 100))
+		})
+	}
+}
+
+// TestBidirectionalDuration runs READ, WRITE and atomic -b with -D between
+// a server and a client over TCP: each end runs its requests for the
+// duration, and both print the same row, the sum of both directions
+// (perftest's duplex RUN_REGULAR: the same exchange as with -n), each with
+// its own iteration count and no peak (duration mode).
+func TestBidirectionalDuration(t *testing.T) {
+	for _, cmd := range []string{"write-bw", "read-bw", "atomic-bw"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			common := []string{"-b", "-D", "1", "-f", "0", "--udp-port", "0"}
+			port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, common...)...)
+			out, errs, code := runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, common...)...)
+			sout, serr := wait()
+			require.NoError(t, serr)
+			require.Equal(t, cli.ExitOK, code, errs)
+			var rows [2][]string
+			for i, o := range []string{out, sout} {
+				require.Contains(t, o, " Bidirectional BW Test\n")
+				for _, l := range strings.Split(o, "\n") {
+					if cFormatRE(fmtReport).MatchString(l) {
+						rows[i] = strings.Fields(l)
+					}
+				}
+				require.Len(t, rows[i], 5, o)
+				iters, err := strconv.Atoi(rows[i][1])
+				require.NoError(t, err)
+				require.Positive(t, iters, o)
+				require.Equal(t, "0.00", rows[i][2], "no peak in duration mode")
+			}
+			require.Equal(t, rows[0][0], rows[1][0], "size")
+			require.Equal(t, rows[0][3:], rows[1][3:], "both ends print the sum of both directions")
 		})
 	}
 }

@@ -664,7 +664,8 @@ func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bo
 	sctx, stopSending := context.WithCancel(ctx)
 	defer stopSending()
 	var stoppedEarly atomic.Bool // the peer stopped before its last request
-	if watching && s.qpType() == rxe.QPTypeRC {
+	// With -D each end runs for its own duration: the peer owes no count.
+	if watching && s.qpType() == rxe.QPTypeRC && s.o.duration == 0 {
 		checked := make(chan struct{})
 		stopAfter := context.AfterFunc(spoke, func() {
 			defer close(checked)
