@@ -305,9 +305,10 @@ func (s *session) busyPollWrite(qp *rxe.QP, spins int) (bool, error) {
 // socket while nothing spins, is woken by the Go runtime's network poller
 // (about 10 µs a 2-byte read-lat round trip on this project's machine:
 // docs/performance.md, "The answering end of read-lat spins"). After
-// s.spin without a request (the QP's expected PSN unchanged) it looks
-// only once a millisecond, leaving the socket to the device's goroutines,
-// and spins again once a request came. It yields the processor every
+// s.spin without a request (the QP's expected PSN unchanged) it polls
+// only a burst of latCheckEvery times a millisecond, leaving the socket
+// to the device's goroutines in between, and spins again once a request
+// came. It yields the processor every
 // latCheckEvery polls. The answering end's CQ receives no completion in
 // these tests; an error completion that comes all the same (a flush)
 // ends the loop with checkWC's error.
