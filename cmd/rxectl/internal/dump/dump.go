@@ -104,8 +104,11 @@ flow (source, destination, destination QP), the two directions of a
 connection paired; per flow the packets and bytes by opcode, the messages
 seen whole (FIRST..LAST or ONLY; requests as the responder executes them,
 in PSN order, and, when it sent selective-repeat reports, the requests it
-held behind a hole too), psn_gaps (PSNs ahead of the next expected
-one: packets lost before the capture point), psn_rewinds (PSNs behind the
+held behind a hole too; a READ's responses once every PSN of its span
+came, in any order, re-reads included), psn_gaps (PSNs ahead of the next
+expected one: packets lost before the capture point; not a re-read of a
+hole's READ responses, nor the requester going on after it),
+psn_rewinds (PSNs behind the
 previous packet: retransmissions) and the NAKs by kind; per connection the
 recovery episodes with their cause as far as the capture shows it (sequence
 NAK, timeout, RNR wait, implied NAK, selective resend), their first and
