@@ -199,6 +199,7 @@ func TestBidirInterrupted(t *testing.T) {
 		{"write-bw", []string{"-a", "-n", "20000"}, 1},
 		{"send-bw", []string{"-a", "-n", "20000"}, 1},
 		{"write-bw", []string{"-D", "3", "-f", "0"}, 0},
+		{"send-bw", []string{"-D", "3", "-f", "0"}, 0},
 	} {
 		t.Run(tc.cmd+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			start := time.Now()

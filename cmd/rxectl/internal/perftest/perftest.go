@@ -710,14 +710,8 @@ func (o *options) checkDevice(t Test) error {
 	if o.bind != "" && o.loopback {
 		return fmt.Errorf("--bind %s: --loopback binds its own addresses (127.0.0.1 and 127.0.0.2, or ::1 with --ipv6): drop --bind", o.bind)
 	}
-	switch {
-	case o.bidir && o.infinitely:
+	if o.bidir && o.infinitely {
 		return errors.New("-b with --run_infinitely is not implemented: give -D for a timed bidirectional run")
-	case o.bidir && o.duration > 0 && t.verb == verbSend:
-		// perftest's send_bw -b -D exchanges no reports after the run
-		// (each end prints its own direction), unlike its other duplex
-		// runs; rxectl does not speak that sequence.
-		return errors.New("send-bw -b with -D is not implemented: run send-bw -b with -n, or write-bw -b -D")
 	}
 	return nil
 }

@@ -628,6 +628,12 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 			stopRuns()
 		}
 		s.markPeerBase()
+		if send && s.o.duration > 0 {
+			// perftest's send_bw -b -D exchanges no reports: each end's
+			// row counts both directions (bidirSendRow).
+			s.addBW(r)
+			continue
+		}
 		rem, err := s.oob.ExchangeReports(r)
 		if err != nil {
 			return err
@@ -685,13 +691,22 @@ func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bo
 	stoppedSending, synced := context.WithCancel(spoke)
 	defer synced()
 	recvErr := make(chan error, 1)
-	if s.t.verb == verbSend {
+	var rcvd uint64 // send-bw -D: the messages received in the sample window
+	var rcvdFor time.Duration
+	switch {
+	case s.t.verb == verbSend && s.o.duration > 0:
+		go func() {
+			var err error
+			rcvd, rcvdFor, err = s.receiveDuring(context.Background(), stoppedSending)
+			recvErr <- err
+		}()
+	case s.t.verb == verbSend:
 		go func() {
 			// The peer sends all its messages even if we are interrupted.
 			_, err := s.receiveBW(context.Background(), stoppedSending, size)
 			recvErr <- err
 		}()
-	} else {
+	default:
 		recvErr <- nil
 	}
 	r, err = s.runBWClient(sctx, size)
@@ -703,12 +718,90 @@ func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bo
 	if err != nil {
 		return r, false, err
 	}
+	if s.t.verb == verbSend && s.o.duration > 0 && rerr == nil {
+		r = bidirSendRow(r, rcvd, rcvdFor, s.o.gbits)
+	}
 	early = stoppedEarly.Load() && ctx.Err() == nil
 	if early {
 		fmt.Fprintf(s.errw, " Sent %d of %d messages of %d bytes: the peer stopped sending early (interrupted?), so this end stopped too\n",
 			r.Iters, s.o.iters*len(s.qps), size)
 	}
 	return r, early, rerr
+}
+
+// bidirSendRow is the row of one end of send-bw -b -D, as perftest's
+// run_iter_bi counts it in duration mode: the messages this end sent
+// (sent, the sample window's row of its requests) and those it received
+// in its sample window (rcvd over rcvdFor), both directions in one count
+// over the sender's window; the ends exchange no reports. The window's
+// length is the sender's, read back from its row (or the receiver's when
+// nothing was sent).
+func bidirSendRow(sent report.BW, rcvd uint64, rcvdFor time.Duration, gbits bool) report.BW {
+	elapsed := rcvdFor
+	if sent.Iters > 0 && sent.MsgRate > 0 {
+		elapsed = time.Duration(float64(sent.Iters) / (sent.MsgRate * 1e6) * float64(time.Second))
+	}
+	return report.NewBW(int(sent.Size), sent.Iters+rcvd, elapsed, gbits)
+}
+
+// receiveDuring is the receiving half of one end of send-bw -b -D: it
+// reposts every receive and counts those that complete in the sample
+// window (-D less the margins, from now), until the peer has stopped
+// sending (spoke: its exchange message is waiting, or this end read it)
+// and nothing more came for peerDoneQuiet. It returns the count and the
+// window's length up to the last receive.
+func (s *session) receiveDuring(ctx, spoke context.Context) (uint64, time.Duration, error) {
+	o := s.o
+	start := time.Now()
+	margin := time.Duration(o.margin) * time.Second
+	win := bwWindow{start: start.Add(margin), end: start.Add(time.Duration(o.duration)*time.Second - margin)}
+	wcs := make([]rxe.WC, 64)
+	var last time.Time // the last completion's
+	done := false      // the peer has stopped sending
+	for {
+		wctx, wait := spoke, stallTimeout
+		if done {
+			wctx, wait = ctx, peerDoneQuiet
+		}
+		n, err := s.waitCQsFor(wctx, &s.rset, wcs, wait)
+		if err != nil {
+			if done || ctx.Err() != nil {
+				break
+			}
+			if spoke.Err() != nil {
+				done = true // take what is still on its way
+				continue
+			}
+			return 0, 0, fmt.Errorf("received nothing for %v: the peer stopped sending", wait)
+		}
+		now := time.Now()
+		gone := false // the peer disconnected (-R): the rest is flushed
+		for _, wc := range wcs[:n] {
+			if gone = flushedByPeer(wc, spoke); gone {
+				break
+			}
+			if err := s.checkWC(wc); err != nil {
+				return 0, 0, err
+			}
+			if !now.Before(win.start) && now.Before(win.end) {
+				win.counted++
+			}
+			if q := int(wc.ID); q < len(s.qps) {
+				s.rposted[q]--
+				if err := s.postRecv(q); err != nil {
+					return 0, 0, err
+				}
+			}
+		}
+		if gone {
+			break
+		}
+		last = now
+	}
+	if last.IsZero() || last.Before(win.start) {
+		return win.counted, 0, nil
+	}
+	return win.counted, earliest(win.end, last).Sub(win.start), nil
 }
 
 // peerStoppedEarly reports whether the peer's requests of this size took
