@@ -176,6 +176,19 @@ func defaultSize(pt Test) int {
 
 // startServer runs a server for args on an ephemeral TCP port and returns
 // its port and a function that waits for it.
+// tcpEnds runs cmd's server on 127.0.0.1 and its client on 127.0.0.2,
+// both with args, the exchange over TCP, and returns both outputs once
+// both succeeded.
+func tcpEnds(t *testing.T, cmd string, args ...string) (cout, sout string) {
+	t.Helper()
+	port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, args...)...)
+	cout, errs, code := runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, args...)...)
+	sout, serr := wait()
+	require.NoError(t, serr, "server; client: code %d, stderr: %s, stdout: %s", code, errs, cout)
+	require.Equal(t, cli.ExitOK, code, errs)
+	return cout, sout
+}
+
 func startServer(t *testing.T, cmd string, args ...string) (int, func() (string, error)) {
 	t.Helper()
 	pt := findTest(t, cmd)
@@ -319,18 +332,15 @@ func TestDurationSendAndLat(t *testing.T) {
 				t.Parallel()
 				pt := findTest(t, cmd)
 				common := []string{"--udp-port", "0", "-D", "1", "-f", "0"}
-				var out, errs, sout string
-				var code int
+				var out, sout string
 				if tcp {
-					port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, common...)...)
-					out, errs, code = runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, common...)...)
-					var serr error
-					sout, serr = wait()
-					require.NoError(t, serr, "client: code %d, stderr: %s, stdout: %s", code, errs, out)
+					out, sout = tcpEnds(t, cmd, common...)
 				} else {
+					var errs string
+					var code int
 					out, errs, code = runCmd(t, append([]string{cmd, "--loopback"}, common...)...)
+					require.Equal(t, cli.ExitOK, code, errs)
 				}
-				require.Equal(t, cli.ExitOK, code, errs)
 				for _, o := range []string{out, sout} {
 					if o == "" || pt.lat && pt.verb != verbSend && pt.verb != verbWrite && o == sout {
 						continue // read-lat and atomic-lat servers print no table
@@ -727,12 +737,7 @@ func TestBidirectionalTCP(t *testing.T) {
 	for _, cmd := range []string{"write-bw", "send-bw"} {
 		t.Run(cmd, func(t *testing.T) {
 			t.Parallel()
-			common := []string{"-b", "-n", "100", "--udp-port", "0", "-s", "8192"}
-			port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, common...)...)
-			out, errs, code := runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, common...)...)
-			sout, serr := wait()
-			require.NoError(t, serr)
-			require.Equal(t, cli.ExitOK, code, errs)
+			out, sout := tcpEnds(t, cmd, "-b", "-n", "100", "--udp-port", "0", "-s", "8192")
 			for _, o := range []string{out, sout} {
 				require.Contains(t, o, " Bidirectional BW Test\n")
 				require.Contains(t, o, " TX depth        : 100\n")
@@ -754,12 +759,7 @@ func TestBidirectionalDuration(t *testing.T) {
 	for _, cmd := range []string{"write-bw", "read-bw", "atomic-bw", "send-bw"} {
 		t.Run(cmd, func(t *testing.T) {
 			t.Parallel()
-			common := []string{"-b", "-D", "1", "-f", "0", "--udp-port", "0"}
-			port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, common...)...)
-			out, errs, code := runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, common...)...)
-			sout, serr := wait()
-			require.NoError(t, serr)
-			require.Equal(t, cli.ExitOK, code, errs)
+			out, sout := tcpEnds(t, cmd, "-b", "-D", "1", "-f", "0", "--udp-port", "0")
 			var rows [2][]string
 			for i, o := range []string{out, sout} {
 				require.Contains(t, o, " Bidirectional BW Test\n")
