@@ -30,6 +30,14 @@ func FuzzAnalyze(f *testing.F) {
 	// behind the hole at 101, a hole report (syndrome 0x70), 101 resent.
 	f.Add([]byte{0x00, 100, 0, 10, 1, 0x02, 102, 0, 10, 1, 0x04, 106, 0, 10, 1, 0x04, 106, 0, 10, 1,
 		0x91, 101, 0x70, 0, 1, 0x01, 101, 0, 10, 1})
+	// Selective-repeat READs: READs 10..13 and 14..17 (PMTU 50 from the
+	// FIRST payloads), response 12 lost, a one-packet re-read of 12, a new
+	// READ at the frontier (18), the re-read's answer and READ 18's.
+	f.Add([]byte{0x0c, 10, 0, 2, 1, 0x0c, 14, 0, 2, 1,
+		0x8d, 10, 0x1f, 50, 1, 0x8e, 11, 0, 50, 1, 0x8f, 13, 0x1f, 50, 1,
+		0x8d, 14, 0x1f, 50, 1, 0x8e, 15, 0, 50, 1, 0x8e, 16, 0, 50, 1, 0x8f, 17, 0x1f, 50, 1,
+		0x0c, 12, 0, 0, 1, 0x0c, 18, 0, 1, 1,
+		0x90, 12, 0x1f, 50, 1, 0x8d, 18, 0x1f, 50, 1, 0x8f, 19, 0x1f, 50, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ps []pk
 		us := 0
