@@ -90,7 +90,7 @@ func (o *options) checkCM() error {
 		return fmt.Errorf("-R with -c %s: rxectl connects RC QPs only through rdma_cm", o.connType)
 	}
 	if o.loopback && o.ipv6 {
-		return errors.New("-R with --loopback --ipv6: both ends would share ::1 and the RDMA CM talks to the peer's UDP port 4791 only; use IPv4 for the loopback")
+		return errors.New("-R with --loopback --ipv6: both ends would share ::1, and the RDMA CM reaches the peer on this end's own UDP port, so the two ends need an address each; use IPv4 for the loopback")
 	}
 	if !o.loopback && o.udpPort == 0 {
 		// rxe.Dial sends the CM's REQ to the peer's QP1 on this device's
@@ -255,9 +255,9 @@ func (st *cmState) listen(d *rxe.Device, opts rxe.CMOptions) (*rxe.CMListener, e
 // dial connects to the server, retrying while it refuses because nobody
 // listens on the port yet.
 func (st *cmState) dial(ctx context.Context, d *rxe.Device, opts rxe.CMOptions) (*rxe.CMConn, error) {
+	st.udpPort = d.Addr().Port() // where Dial sends the REQ
 	for try := 1; ; try++ {
 		dctx, cancel := context.WithTimeout(ctx, cmDialTimeout)
-		st.udpPort = d.Addr().Port() // where Dial sends the REQ
 		c, err := rxe.Dial(dctx, d, st.target, opts)
 		cancel()
 		if err == nil {
