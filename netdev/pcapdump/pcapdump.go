@@ -360,7 +360,6 @@ func (c *Conn) record(msgs []netdev.Message, sent bool, at time.Time) {
 		at = c.last
 	}
 	c.last = at
-	now := at
 	for i := range msgs {
 		m := &msgs[i]
 		frame, ok := c.synthesize(m, sent)
@@ -368,7 +367,7 @@ func (c *Conn) record(msgs []netdev.Message, sent bool, at time.Time) {
 			c.skipped.Add(1)
 			continue
 		}
-		ci := gopacket.CaptureInfo{Timestamp: now, CaptureLength: len(frame), Length: len(frame)}
+		ci := gopacket.CaptureInfo{Timestamp: at, CaptureLength: len(frame), Length: len(frame)}
 		if err := c.pw.WritePacket(ci, frame); err != nil {
 			c.fail(err)
 			c.skipped.Add(uint64(len(msgs) - i))
