@@ -130,6 +130,11 @@ func TestBusyPollPingPong(t *testing.T) {
 	pingPong(t, a, z, 500, func(int) bool { return true })
 	require.Positive(t, polled(a), "a's poller read nothing")
 	require.Positive(t, polled(z), "z's poller read nothing")
+	for _, e := range []*end{a, z} {
+		// One reader serves all the device's vectors (GOMAXPROCS of them):
+		// the exported counter counts it once.
+		require.Equal(t, polled(e), e.dev.Counters().PolledPkts)
+	}
 	require.True(t, a.cq.busy.Load())
 	require.Zero(t, z.qp.Counters().Responder.OutOfSeqRequest)
 }
@@ -153,6 +158,7 @@ func TestBusyPollPipe(t *testing.T) {
 	pingPong(t, a, z, 200, func(int) bool { return true })
 	require.Zero(t, polled(a))
 	require.Zero(t, polled(z))
+	require.Zero(t, a.dev.Counters().PolledPkts)
 }
 
 // TestBusyPollStream checks that busy polling keeps a stream in order: a
@@ -280,6 +286,8 @@ func TestBusyPollOtherVector(t *testing.T) {
 	}
 	require.Positive(t, a.dev.vecs[1].reader.polledPkts.Load(), "the ACKs were read by the poller on vector 1's socket")
 	require.True(t, a.cq.PollsSocket())
+	// Two sockets, a reader each: the device's counter sums both, once.
+	require.Equal(t, a.dev.vecs[0].reader.polledPkts.Load()+a.dev.vecs[1].reader.polledPkts.Load(), a.dev.Counters().PolledPkts)
 }
 
 // TestBusyPollDeferredAck checks that the ACKs BusyPoll leaves queued
