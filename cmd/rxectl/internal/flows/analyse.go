@@ -300,11 +300,11 @@ func (h *half) request(r *rec, last time.Time) {
 		h.ep.LastFrame = r.frame
 	}
 	h.message(f, r, end)
+	// A request at or below the highest PSN requested so far is a resend
+	// (new requests only go past it): a re-read is no new message.
+	reread := r.mask&packet.MaskRead != 0 && h.started && !r.psn.After(h.high)
 	if r.mask&packet.MaskRead != 0 {
-		// A request at or below the highest PSN requested so far is a
-		// resend (new requests only go past it): a re-read is no new
-		// message.
-		if known && (!h.started || r.psn.After(h.high)) {
+		if known && !reread {
 			h.openRead(r.psn, n)
 		}
 		h.readStarts[r.psn] = true
@@ -323,8 +323,7 @@ func (h *half) request(r *rec, last time.Time) {
 	if !h.started {
 		h.firstReq = r.psn
 	}
-	// A READ at or below the frontier re-reads what was asked before.
-	h.prevReread = r.mask&packet.MaskRead != 0 && h.started && !r.psn.After(h.high)
+	h.prevReread = reread
 	h.started = true
 	h.prevEnd, h.expected, h.spanUnknown = end, end.Next(), !known
 }
