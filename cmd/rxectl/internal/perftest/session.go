@@ -691,13 +691,12 @@ func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bo
 	stoppedSending, synced := context.WithCancel(spoke)
 	defer synced()
 	recvErr := make(chan error, 1)
-	var rcvd uint64 // send-bw -D: the messages received in the sample window
-	var rcvdFor time.Duration
+	var rcvd report.BW // send-bw -D: the receives of the sample window
 	switch {
 	case s.t.verb == verbSend && s.o.duration > 0:
 		go func() {
 			var err error
-			rcvd, rcvdFor, err = s.receiveDuring(context.Background(), stoppedSending)
+			rcvd, err = s.receiveDuration(context.Background(), stoppedSending, true, size)
 			recvErr <- err
 		}()
 	case s.t.verb == verbSend:
@@ -719,7 +718,7 @@ func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bo
 		return r, false, err
 	}
 	if s.t.verb == verbSend && s.o.duration > 0 && rerr == nil {
-		r = bidirSendRow(r, rcvd, rcvdFor, s.o.gbits)
+		r = bidirSendRow(r, rcvd, s.o.gbits)
 	}
 	early = stoppedEarly.Load() && ctx.Err() == nil
 	if early {
@@ -730,78 +729,20 @@ func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bo
 }
 
 // bidirSendRow is the row of one end of send-bw -b -D, as perftest's
-// run_iter_bi counts it in duration mode: the messages this end sent
-// (sent, the sample window's row of its requests) and those it received
-// in its sample window (rcvd over rcvdFor), both directions in one count
-// over the sender's window; the ends exchange no reports. The window's
-// length is the sender's, read back from its row (or the receiver's when
-// nothing was sent).
-func bidirSendRow(sent report.BW, rcvd uint64, rcvdFor time.Duration, gbits bool) report.BW {
-	elapsed := rcvdFor
-	if sent.Iters > 0 && sent.MsgRate > 0 {
-		elapsed = time.Duration(float64(sent.Iters) / (sent.MsgRate * 1e6) * float64(time.Second))
+// run_iter_bi counts it in duration mode: the messages this end sent and
+// those it received, each its sample window's row, in one count over the
+// sender's window (the receiver's when nothing was sent); the ends
+// exchange no reports.
+func bidirSendRow(sent, rcvd report.BW, gbits bool) report.BW {
+	w := sent
+	if w.Iters == 0 {
+		w = rcvd
 	}
-	return report.NewBW(int(sent.Size), sent.Iters+rcvd, elapsed, gbits)
-}
-
-// receiveDuring is the receiving half of one end of send-bw -b -D: it
-// reposts every receive and counts those that complete in the sample
-// window (-D less the margins, from now), until the peer has stopped
-// sending (spoke: its exchange message is waiting, or this end read it)
-// and nothing more came for peerDoneQuiet. It returns the count and the
-// window's length up to the last receive.
-func (s *session) receiveDuring(ctx, spoke context.Context) (uint64, time.Duration, error) {
-	o := s.o
-	start := time.Now()
-	margin := time.Duration(o.margin) * time.Second
-	win := bwWindow{start: start.Add(margin), end: start.Add(time.Duration(o.duration)*time.Second - margin)}
-	wcs := make([]rxe.WC, 64)
-	var last time.Time // the last completion's
-	done := false      // the peer has stopped sending
-	for {
-		wctx, wait := spoke, stallTimeout
-		if done {
-			wctx, wait = ctx, peerDoneQuiet
-		}
-		n, err := s.waitCQsFor(wctx, &s.rset, wcs, wait)
-		if err != nil {
-			if done || ctx.Err() != nil {
-				break
-			}
-			if spoke.Err() != nil {
-				done = true // take what is still on its way
-				continue
-			}
-			return 0, 0, fmt.Errorf("received nothing for %v: the peer stopped sending", wait)
-		}
-		now := time.Now()
-		gone := false // the peer disconnected (-R): the rest is flushed
-		for _, wc := range wcs[:n] {
-			if gone = flushedByPeer(wc, spoke); gone {
-				break
-			}
-			if err := s.checkWC(wc); err != nil {
-				return 0, 0, err
-			}
-			if !now.Before(win.start) && now.Before(win.end) {
-				win.counted++
-			}
-			if q := int(wc.ID); q < len(s.qps) {
-				s.rposted[q]--
-				if err := s.postRecv(q); err != nil {
-					return 0, 0, err
-				}
-			}
-		}
-		if gone {
-			break
-		}
-		last = now
+	var elapsed time.Duration
+	if w.Iters > 0 && w.MsgRate > 0 { // a row's window: its count over its rate
+		elapsed = time.Duration(float64(w.Iters) / (w.MsgRate * 1e6) * float64(time.Second))
 	}
-	if last.IsZero() || last.Before(win.start) {
-		return win.counted, 0, nil
-	}
-	return win.counted, earliest(win.end, last).Sub(win.start), nil
+	return report.NewBW(int(sent.Size), sent.Iters+rcvd.Iters, elapsed, gbits)
 }
 
 // peerStoppedEarly reports whether the peer's requests of this size took

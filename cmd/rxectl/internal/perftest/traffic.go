@@ -482,6 +482,16 @@ const peerDoneQuiet = 100 * time.Millisecond
 // when nothing has come for sendBWQuiet). With --run_infinitely it prints
 // a row every duration, as the client does, until the client stops.
 func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW, error) {
+	spoke, watching, stopWatch := s.watchPeer(ctx)
+	defer stopWatch()
+	return s.receiveDuration(ctx, spoke, watching, size)
+}
+
+// receiveDuration is runBWServerDuration's loop, and the receiving half
+// of each end of send-bw -b -D: spoke ends once the peer has stopped
+// sending, when watching says the end can tell (watchPeer); its row
+// counts the receives of the sample window.
+func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, size int) (report.BW, error) {
 	o := s.o
 	start := time.Now()
 	margin := time.Duration(o.margin) * time.Second
@@ -491,8 +501,6 @@ func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW,
 		win = bwWindow{start: start, end: start.Add(dur)}
 	}
 	end := start.Add(dur)
-	spoke, watching, stopWatch := s.watchPeer(ctx)
-	defer stopWatch()
 	wcs := make([]rxe.WC, 64)
 	var last time.Time // the last completion's
 	done := false      // the client has stopped sending
@@ -518,7 +526,7 @@ func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW,
 			if !watching && !time.Now().Before(end) {
 				break // nothing came for sendBWQuiet after the duration
 			}
-			return report.BW{}, fmt.Errorf("received nothing for %v: the client stopped sending", wait)
+			return report.BW{}, fmt.Errorf("received nothing for %v: the peer stopped sending", wait)
 		}
 		now := time.Now()
 		if o.infinitely && !now.Before(win.end) {
