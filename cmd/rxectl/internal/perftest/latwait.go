@@ -28,10 +28,10 @@ var spinners atomic.Int32
 // --ladder, receive rules that queue datagrams), and every socket of a
 // device whose side of a latency test waits for no completion and does
 // not spin either (the server of read-lat and atomic-lat with -e or
-// --busy-poll 0; without them it reads its socket in answerLoop). The device goroutines
-// that read them run only on a processor no spinner holds, and the Go
-// runtime polls the network from an idle processor (or every 10 ms). With
-// --loopback both ends share the process's processors.
+// --busy-poll 0; without them it reads its socket in answerLoop). The
+// device goroutines that read them run only on a processor no spinner
+// holds, and the Go runtime polls the network from an idle processor (or
+// every 10 ms). With --loopback both ends share the process's processors.
 var unreadSockets atomic.Int32
 
 // latCheckEvery is how many empty polls pass between two looks at the
@@ -308,10 +308,9 @@ func (s *session) busyPollWrite(qp *rxe.QP, spins int) (bool, error) {
 // s.spin without a request (the QP's expected PSN unchanged) it polls
 // only a burst of latCheckEvery times a millisecond, leaving the socket
 // to the device's goroutines in between, and spins again once a request
-// came. It yields the processor every
-// latCheckEvery polls. The answering end's CQ receives no completion in
-// these tests; an error completion that comes all the same (a flush)
-// ends the loop with checkWC's error.
+// came. It yields the processor every latCheckEvery polls. The answering
+// end's CQ receives no completion in these tests; an error completion
+// that comes all the same (a flush) ends the loop with checkWC's error.
 func (s *session) answerLoop(stop <-chan struct{}) error {
 	qp := s.qps[0]
 	var wc [1]rxe.WC
@@ -338,11 +337,27 @@ func (s *session) answerLoop(stop <-chan struct{}) error {
 		if now.Sub(idleSince) < s.spin {
 			continue
 		}
-		// Idle: look once a millisecond until a request comes.
+		// Idle: a burst of polls once a millisecond until a request comes.
 		select {
 		case <-stop:
 			return nil
 		case <-time.After(time.Millisecond):
 		}
+	}
+}
+
+// startAnswering starts answerLoop on its own goroutine when this end
+// only answers and choosePolling gave it a spin, and returns the function
+// that stops it and returns its error; otherwise it starts nothing and
+// the function returns nil.
+func (s *session) startAnswering() (stop func() error) {
+	if !s.answersOnly() || s.spin <= 0 {
+		return func() error { return nil }
+	}
+	quit, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- s.answerLoop(quit) }()
+	return func() error {
+		close(quit)
+		return <-done
 	}
 }

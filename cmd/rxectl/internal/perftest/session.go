@@ -794,18 +794,12 @@ func (s *session) flowReadAtomicLat(ctx context.Context) error {
 			return err
 		}
 	}
-	if !s.client && s.spin > 0 {
-		stop, done := make(chan struct{}), make(chan error, 1)
-		go func() { done <- s.answerLoop(stop) }()
-		err := s.oob.CloseConnection(s.my[0])
-		close(stop)
-		if aerr := <-done; aerr != nil {
-			return aerr
-		}
-		if err != nil {
-			return err
-		}
-	} else if err := s.oob.CloseConnection(s.my[0]); err != nil {
+	stopAnswering := s.startAnswering()
+	err := s.oob.CloseConnection(s.my[0])
+	if aerr := stopAnswering(); aerr != nil {
+		return aerr
+	}
+	if err != nil {
 		return err
 	}
 	s.printLine()
