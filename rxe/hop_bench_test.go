@@ -1,22 +1,22 @@
 package rxe
 
 import (
-	"net"
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/netdev/rawudp"
 )
 
 // BenchmarkHopOneGoroutine is a 2-byte SEND ping-pong between two devices
 // on loopback UDP sockets driven by one goroutine: it posts a's SEND,
 // busy-polls z's CQ for the receive, posts z's answer and busy-polls a's
 // CQ for it, so each op is one round trip with no goroutine hand-off, no
-// wake-up and no spinning on an empty socket (a loopback send has queued
-// the datagram at the receiving socket when it returns). Beside it the
-// same exchange of one 2-byte datagram each way over two UDP sockets on
-// one goroutine (raw-hop-ns). A hop's cost (hop-ns, half a round trip) is
+// wake-up and no wait for a datagram (a loopback send has queued it at
+// the receiving socket when it returns). Beside it the same exchange of
+// one 2-byte datagram each way over two UDP sockets on one goroutine
+// (raw-hop-ns, rawudp.HopOneGoroutine). A hop's cost (hop-ns, half a round trip) is
 // then the processor time of the device's send and receive paths and of
 // the kernel's, and hop-ratio says how much of it is gorxe's: the profile
 // of this benchmark shows where a latency test's fixed cost per hop goes;
@@ -94,44 +94,12 @@ func benchHop(b *testing.B, noGSO bool) {
 		reads += e.dev.counters.readBatches.Load()
 		writes += e.dev.counters.writeBatches.Load()
 	}
-	raw := rawHop(b, max(b.N, 20000))
+	raw, err := rawudp.HopOneGoroutine(2, 1000, max(b.N, 20000))
+	require.NoError(b, err)
 	b.ReportMetric(float64(hop.Nanoseconds()), "hop-ns")
 	b.ReportMetric(float64(raw.Nanoseconds()), "raw-hop-ns")
 	b.ReportMetric(float64(hop)/float64(raw), "hop-ratio")
 	hops := float64(2 * (b.N + 1000))
 	b.ReportMetric(float64(reads)/hops, "reads-per-hop")
 	b.ReportMetric(float64(writes)/hops, "writes-per-hop")
-}
-
-// rawHop is the raw UDP counterpart of BenchmarkHopOneGoroutine: n round
-// trips of one 2-byte datagram each way between two loopback sockets, on
-// one goroutine; it returns the time of half a round trip.
-func rawHop(b *testing.B, n int) time.Duration {
-	var conns [2]*net.UDPConn
-	var addrs [2]netip.AddrPort
-	for i, s := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(s)))
-		require.NoError(b, err)
-		defer c.Close()
-		conns[i], addrs[i] = c, c.LocalAddr().(*net.UDPAddr).AddrPort()
-	}
-	msg, buf := make([]byte, 2), make([]byte, 64)
-	hop := func(from, to int) {
-		if _, err := conns[from].WriteToUDPAddrPort(msg, addrs[to]); err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := conns[to].ReadFromUDPAddrPort(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for range 1000 {
-		hop(0, 1)
-		hop(1, 0)
-	}
-	start := time.Now()
-	for range n {
-		hop(0, 1)
-		hop(1, 0)
-	}
-	return time.Since(start) / time.Duration(2*n)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -171,3 +172,56 @@ const maxPrealloc = 1 << 16
 // ctxCheckEvery is how many rounds pass between two looks at ctx; the
 // sockets are also closed when ctx ends.
 const ctxCheckEvery = 64
+
+// HopOneGoroutine measures the processor cost of one UDP hop on this
+// machine: one goroutine sends a datagram of size bytes from one loopback
+// socket to another (127.0.0.1 to 127.0.0.2), reads it there, sends it
+// back and reads it again, rounds times after warmup rounds. A loopback
+// send has queued the datagram at the receiving socket when it returns,
+// so no read waits and no goroutine is woken: the figure is the kernel's
+// send and receive paths and Go's socket calls. It returns the time of
+// half a round trip (one hop), the counterpart of rxe's
+// BenchmarkHopOneGoroutine.
+func HopOneGoroutine(size, warmup, rounds int) (time.Duration, error) {
+	if size <= 0 || rounds <= 0 || warmup < 0 {
+		return 0, fmt.Errorf("rawudp: HopOneGoroutine: size and rounds must be positive (got %d, %d)", size, rounds)
+	}
+	var conns [2]*net.UDPConn
+	var addrs [2]netip.AddrPort
+	for i, s := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(s)))
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		// A datagram lost on loopback would block the read for good.
+		if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+			return 0, err
+		}
+		conns[i], addrs[i] = c, c.LocalAddr().(*net.UDPAddr).AddrPort()
+	}
+	msg, buf := make([]byte, size), make([]byte, size+1)
+	hop := func(from, to int) error {
+		if _, err := conns[from].WriteToUDPAddrPort(msg, addrs[to]); err != nil {
+			return err
+		}
+		n, _, err := conns[to].ReadFromUDPAddrPort(buf)
+		if err == nil && n != size {
+			err = fmt.Errorf("rawudp: HopOneGoroutine: read %d bytes, sent %d", n, size)
+		}
+		return err
+	}
+	var start time.Time
+	for i := range warmup + rounds {
+		if i == warmup {
+			start = time.Now()
+		}
+		if err := hop(0, 1); err != nil {
+			return 0, err
+		}
+		if err := hop(1, 0); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start) / time.Duration(2*rounds), nil
+}

@@ -100,6 +100,19 @@ func TestPingPong(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestHopOneGoroutine: a hop on one goroutine takes some time, and
+// arguments that measure nothing are refused.
+func TestHopOneGoroutine(t *testing.T) {
+	hop, err := HopOneGoroutine(2, 10, 200)
+	require.NoError(t, err)
+	require.Positive(t, hop)
+	t.Logf("hop on one goroutine: %v", hop)
+	_, err = HopOneGoroutine(0, 0, 1)
+	require.Error(t, err)
+	_, err = HopOneGoroutine(2, 0, 0)
+	require.Error(t, err)
+}
+
 // TestPingPongLostEcho: a round whose echo is lost ends the run with
 // ErrNoEcho after the loss timeout instead of blocking for ever.
 func TestPingPongLostEcho(t *testing.T) {
