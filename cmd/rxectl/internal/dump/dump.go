@@ -111,7 +111,7 @@ hole's READ responses, nor the requester going on after it),
 psn_rewinds (PSNs behind the
 previous packet: retransmissions) and the NAKs by kind; per connection the
 recovery episodes with their cause as far as the capture shows it (sequence
-NAK, timeout, RNR wait, implied NAK, selective resend), their first and
+NAK, timeout, RNR wait, implied NAK, selective resend, probe), their first and
 last frame and duration, RTT samples, goodput per interval, and sentences
 saying what went wrong. --json prints the same as one JSON object. Packets
 with a bad ICRC, which a receiver drops, are left out of the analysis. The

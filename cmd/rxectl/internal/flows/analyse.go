@@ -58,6 +58,20 @@ type half struct {
 	// skipped: the PSNs a go-back-N resend round skipped (lost before
 	// the capture point), until they are seen again.
 	skipped map[packet.PSN]bool
+	// skips are the latest such gaps (at most maxSkips): one that an ACK
+	// later acknowledges whole while none of its PSNs was sent again was
+	// no loss (a probe's requester went on at its frontier), and is taken
+	// back.
+	skips []skipGap
+	// gapFrames are the frames of the request stream's gaps, in order:
+	// FirstGapFrame is the first that stands.
+	gapFrames []int
+	// acked is the highest PSN an ACK in the capture acknowledged
+	// (cumulatively, IBA 9.7.5.1.2), ackFrame that ACK's frame; ackOK
+	// says whether there was one.
+	acked    packet.PSN
+	ackFrame int
+	ackOK    bool
 	// seqNAK is the latest sequence error NAK: a requester goes to its PSN
 	// (rxe req_retry), forward too when it was resending earlier PSNs.
 	seqNAK     seqNAKAt
@@ -86,6 +100,39 @@ type half struct {
 	rtts     []time.Duration
 	lastT    time.Time
 }
+
+// skipGap is a gap of n PSNs from psn counted at frame; evidence says
+// whether it became the half's gap evidence, and missed whether the
+// responder showed it missed one of them (a NAK into it, or a timeout's
+// resend).
+type skipGap struct {
+	frame, n         int
+	psn              packet.PSN
+	evidence, missed bool
+}
+
+// reqGapAt counts a gap of n PSNs in the request stream at frame.
+func (h *half) reqGapAt(frame, n int) {
+	h.req.gapAt(frame, n)
+	h.gapFrames = append(h.gapFrames, frame)
+}
+
+// holds reports whether psn lies in the gap.
+func (sg *skipGap) holds(psn packet.PSN) bool {
+	return !psn.Before(sg.psn) && psn.Diff(sg.psn) < int32(sg.n)
+}
+
+// missed marks the gaps that hold psn as losses the responder saw.
+func (h *half) missed(psn packet.PSN) {
+	for i := range h.skips {
+		if h.skips[i].holds(psn) {
+			h.skips[i].missed = true
+		}
+	}
+}
+
+// maxSkips bounds the gaps a half may still take back.
+const maxSkips = 64
 
 // seqNAKAt is a sequence error NAK's PSN and frame (frame 0: none).
 type seqNAKAt struct {
@@ -250,7 +297,7 @@ func (h *half) request(r *rec, last time.Time) {
 			h.rewind(r, last, true)
 		case r.psn.After(h.expected) && !h.spanUnknown:
 			if r.psn.After(h.high.Next()) {
-				f.gapAt(r.frame, int(r.psn.Diff(h.high.Next())))
+				h.reqGapAt(r.frame, int(r.psn.Diff(h.high.Next())))
 				n := h.a.note(r.frame)
 				n.Gap, n.GapPSN = int(r.psn.Diff(h.high.Next())), uint32(h.high.Next())
 				if h.gap == nil {
@@ -277,19 +324,28 @@ func (h *half) request(r *rec, last time.Time) {
 				// discarded behind the first hole (IBA 9.7.5.1.1). A
 				// round that goes on at the PSN of a sequence NAK that
 				// came during it went there on the NAK: the responder has
-				// what it skipped.
-				n := int(r.psn.Diff(h.expected))
-				f.gapAt(r.frame, n)
-				note := h.a.note(r.frame)
-				note.Gap, note.GapPSN = n, uint32(h.expected)
-				if h.gap == nil {
-					h.gap = &evidence{frame: r.frame, t: r.t}
+				// what it skipped. So has it the PSNs an ACK in the
+				// capture acknowledged, and a probe's requester skips
+				// those (or, if its ACK is still to come, PSNs that ACK
+				// acknowledges: h.ack takes the gap back).
+				from := h.expected
+				if h.ackOK && !h.acked.Before(from) && h.acked.Before(r.psn) {
+					from = h.acked.Next()
 				}
-				if h.skipped == nil {
-					h.skipped = map[packet.PSN]bool{}
+				if h.ackOK && !h.acked.Before(r.psn) {
+					from = r.psn
 				}
-				for q := h.expected; q != r.psn; q = q.Next() {
-					h.skipped[q] = true
+				if n := int(r.psn.Diff(from)); n > 0 {
+					h.skipGap(r, from, n)
+				}
+				if r.psn == h.high.Next() && h.ep != nil && h.ep.Resent == 1 && h.ep.Rounds == 1 {
+					// One packet resent, then on at the frontier: a
+					// probe, which asks for an ACK without going back.
+					h.ep.Probe = true
+					if h.ep.Cause == CauseUnknown {
+						h.ep.Cause = CauseProbe
+						h.a.note(h.ep.RewindFrame).Cause = CauseProbe
+					}
 				}
 			}
 		}
@@ -440,6 +496,9 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 		ep.FirstFrame, ep.start = h.why.frame, h.why.t
 	case silence >= h.silenceThreshold():
 		ep.Cause, ep.Silence = CauseTimeout, Duration(silence)
+		if isReq {
+			h.missed(r.psn)
+		}
 	case isReq && r.mask&packet.MaskRead != 0 && (h.insideRead(r.psn) || h.rStarted && h.rHigh.After(r.psn)):
 		ep.Cause = CauseImpliedNAK
 	default:
@@ -461,9 +520,16 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	// The capture's copy tells of a loss after the capture point unless a
 	// go-back-N round since skipped the PSN: its last copy then never
 	// reached the capture.
+	// An ACK in the capture had acknowledged the request: the responder
+	// had it, and the ACK was lost after the capture point or came after
+	// the requester's timer fired. (A re-read's answer is its READ
+	// response, which the capture's copy already accounts for.)
+	if isReq && r.mask&packet.MaskRead == 0 && h.ackOK && !r.psn.After(h.acked) {
+		ep.AckedFrame = h.ackFrame
+	}
 	if s, ok := src[r.psn]; ok && s.frame < cutoff && !(isReq && h.skipped[r.psn]) {
 		ep.FirstSentFrame = s.frame
-		if ep.Cause != CauseRNR {
+		if ep.Cause != CauseRNR && ep.AckedFrame == 0 {
 			h.a.note(s.frame).LostAfter = true
 		}
 	}
@@ -472,6 +538,74 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	n.Resent, n.Cause, n.Silence = true, ep.Cause, time.Duration(ep.Silence)
 	h.gap, h.why = nil, nil
 	h.dropPending(r.psn)
+}
+
+// skipGap counts a gap of n PSNs from psn that the request r skipped
+// (lost before the capture point unless an ACK later takes it back) and
+// keeps its PSNs in h.skipped until they are seen again.
+func (h *half) skipGap(r *rec, psn packet.PSN, n int) {
+	sg := skipGap{frame: r.frame, n: n, psn: psn}
+	h.reqGapAt(r.frame, n)
+	note := h.a.note(r.frame)
+	note.Gap, note.GapPSN = n, uint32(psn)
+	if h.gap == nil {
+		h.gap = &evidence{frame: r.frame, t: r.t}
+		sg.evidence = true
+	}
+	if h.skipped == nil {
+		h.skipped = map[packet.PSN]bool{}
+	}
+	for q := psn; q != r.psn; q = q.Next() {
+		h.skipped[q] = true
+	}
+	if len(h.skips) == maxSkips {
+		h.skips = slices.Delete(h.skips, 0, 1)
+	}
+	h.skips = append(h.skips, sg)
+}
+
+// ack records an ACK (an AETH with an ACK syndrome: an ACK packet, a READ
+// response's or an atomic ACK) of every PSN up to r.psn (IBA 9.7.5.1.2)
+// and takes back the skipped gaps it acknowledges whole when the
+// responder never showed it missed one of their PSNs (no NAK into the
+// gap, no resend of one after a timeout): it had them, and the requester
+// that skipped them was probing (a probe of one of them does not count).
+func (h *half) ack(r *rec) {
+	if !h.ackOK || r.psn.After(h.acked) {
+		h.acked, h.ackFrame, h.ackOK = r.psn, r.frame, true
+	}
+	h.skips = slices.DeleteFunc(h.skips, func(sg skipGap) bool {
+		last := sg.psn.Add(sg.n - 1)
+		if r.psn.Before(last) {
+			return false
+		}
+		if sg.missed {
+			return true // the gap stands
+		}
+		for q := sg.psn; ; q = q.Next() {
+			delete(h.skipped, q)
+			if q == last {
+				break
+			}
+		}
+		f := h.req
+		f.PSNGaps--
+		f.PSNMissing -= sg.n
+		if i, ok := slices.BinarySearch(h.gapFrames, sg.frame); ok {
+			h.gapFrames = slices.Delete(h.gapFrames, i, i+1)
+		}
+		f.FirstGapFrame = 0
+		if len(h.gapFrames) > 0 {
+			f.FirstGapFrame = h.gapFrames[0]
+		}
+		if n := h.a.notes[sg.frame]; n != nil {
+			n.Gap, n.GapPSN = 0, 0
+		}
+		if sg.evidence && h.gap != nil && h.gap.frame == sg.frame {
+			h.gap = nil
+		}
+		return true
+	})
 }
 
 // readOf is the index in h.reads of the READ whose span holds psn, or -1.
@@ -586,6 +720,9 @@ func (h *half) response(r *rec, last time.Time) {
 	if r.mask&packet.MaskAETH != 0 && !r.syn.IsACK() {
 		h.nak(f, r)
 	}
+	if r.mask&packet.MaskAETH != 0 && r.syn.IsACK() {
+		h.ack(r)
+	}
 	_, dup := h.respSeen[r.psn]
 	if !dup && isReadResponse(r.op) {
 		h.respSeen[r.psn] = seen{r.frame, r.t}
@@ -672,6 +809,7 @@ func (h *half) nak(f *Flow, r *rec) {
 			f.NAKs.ProgressReports++
 		} else {
 			f.NAKs.HoleReports++
+			h.missed(r.psn)
 		}
 		return
 	case r.syn.IsNAK():
@@ -693,6 +831,7 @@ func (h *half) nak(f *Flow, r *rec) {
 	}
 	if ev.cause == CauseSequenceNAK {
 		h.seqNAK = seqNAKAt{psn: r.psn, frame: r.frame}
+		h.missed(r.psn)
 	}
 	if h.why == nil {
 		h.why = ev

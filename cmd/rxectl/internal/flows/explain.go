@@ -61,9 +61,18 @@ func lossSentence(h *half, eps []Recovery) string {
 		parts = append(parts, fmt.Sprintf("requests lost before the capture point (%s in %s, first at frame %d)",
 			count(h.req.PSNMissing, "PSN"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
 	}
-	var after []Recovery
+	// The capture holds the first copy of what was resent: a READ
+	// response, or a request that no ACK had acknowledged (after) or one
+	// that an ACK had (acked).
+	var after, timed, acked []Recovery
 	for _, ep := range eps {
-		if ep.FirstSentFrame > 0 && ep.Cause != CauseRNR {
+		switch {
+		case ep.FirstSentFrame == 0 || ep.Cause == CauseRNR:
+		case ep.AckedFrame > 0:
+			acked = append(acked, ep)
+		case !ep.Read && timerDriven(ep.Cause):
+			timed = append(timed, ep)
+		default:
 			after = append(after, ep)
 		}
 	}
@@ -81,7 +90,31 @@ func lossSentence(h *half, eps []Recovery) string {
 		parts = append(parts, fmt.Sprintf("%d requests or their ACKs lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were sent again",
 			len(after), after[0].PSN, after[0].FirstSentFrame))
 	}
+	// Sent again on a timer with no NAK: the capture cannot tell a loss
+	// after its point from an answer that came after the timer fired.
+	switch {
+	case len(timed) == 1:
+		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) sent again on a timer though the capture holds it: it or its ACK was lost after the capture point, or the ACK came after the requester's timer fired",
+			timed[0].PSN, timed[0].FirstSentFrame))
+	case len(timed) > 1:
+		parts = append(parts, fmt.Sprintf("%d requests sent again on a timer though the capture holds them (first PSN %d, frame %d): they or their ACKs were lost after the capture point, or the ACKs came after the requester's timer fired",
+			len(timed), timed[0].PSN, timed[0].FirstSentFrame))
+	}
+	switch {
+	case len(acked) == 1:
+		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) sent again though the capture holds its ACK (frame %d): the ACK was lost after the capture point or came after the requester's timer fired",
+			acked[0].PSN, acked[0].RewindFrame, acked[0].AckedFrame))
+	case len(acked) > 1:
+		parts = append(parts, fmt.Sprintf("%d requests sent again though the capture holds their ACKs (first PSN %d at frame %d, its ACK at frame %d): the ACKs were lost after the capture point or came after the requester's timer fired",
+			len(acked), acked[0].PSN, acked[0].RewindFrame, acked[0].AckedFrame))
+	}
 	return upper(strings.Join(parts, "; "))
+}
+
+// timerDriven reports whether episodes of cause c start on the
+// requester's timer rather than on a NAK.
+func timerDriven(c Cause) bool {
+	return c == CauseTimeout || c == CauseProbe || c == CauseUnknown
 }
 
 // recoverySentence groups the episodes by cause.
@@ -91,7 +124,7 @@ func recoverySentence(eps []Recovery) string {
 	for _, ep := range eps {
 		by[ep.Cause] = append(by[ep.Cause], ep)
 	}
-	for _, cause := range []Cause{CauseImpliedNAK, CauseSequenceNAK, CauseSelective, CauseRNR, CauseTimeout, CauseUnknown} {
+	for _, cause := range []Cause{CauseImpliedNAK, CauseSequenceNAK, CauseSelective, CauseRNR, CauseTimeout, CauseProbe, CauseUnknown} {
 		g := by[cause]
 		if len(g) == 0 {
 			continue
@@ -119,12 +152,10 @@ func recoverySentence(eps []Recovery) string {
 			} else {
 				parts = append(parts, fmt.Sprintf("%d ACK timeouts (silences of %s median, first at frame %d)", len(g), Human(medianSilence(g)), g[0].RewindFrame))
 			}
+		case CauseProbe:
+			parts = append(parts, fmt.Sprintf("%s (one packet sent again, then on at the highest PSN; at frame %s)", count(len(g), "probe"), firstFrames(g)))
 		case CauseUnknown:
-			frames := make([]string, 0, 3)
-			for _, ep := range g[:min(3, len(g))] {
-				frames = append(frames, strconv.Itoa(ep.RewindFrame))
-			}
-			parts = append(parts, fmt.Sprintf("%s with no cause in the capture (at frame %s)", count(len(g), resend), strings.Join(frames, ", ")))
+			parts = append(parts, fmt.Sprintf("%s with no cause in the capture (at frame %s)", count(len(g), resend), firstFrames(g)))
 		}
 	}
 	switch len(parts) {
@@ -134,6 +165,15 @@ func recoverySentence(eps []Recovery) string {
 		return parts[0]
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// firstFrames lists the rewind frames of the first three episodes.
+func firstFrames(g []Recovery) string {
+	frames := make([]string, 0, 3)
+	for _, ep := range g[:min(3, len(g))] {
+		frames = append(frames, strconv.Itoa(ep.RewindFrame))
+	}
+	return strings.Join(frames, ", ")
 }
 
 func medianWord(g []Recovery) string {

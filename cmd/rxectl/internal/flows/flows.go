@@ -170,8 +170,9 @@ type Note struct {
 	Gap    int
 	GapPSN uint32
 	// LostAfter: the capture holds this packet, yet its PSN was sent
-	// again: it was lost after the capture point (or, for a request, its
-	// answer was).
+	// again and no ACK in the capture had acknowledged it: it was lost
+	// after the capture point (or, for a request, its answer was, or the
+	// answer came after the requester's timer fired).
 	LostAfter bool
 	// Cause is set on the packet that opened a recovery episode.
 	Cause Cause
@@ -289,6 +290,11 @@ const (
 	// CauseSelective: the requester resent some PSNs and went on from
 	// where it was (selective resend), with no NAK or silence before.
 	CauseSelective Cause = "selective resend"
+	// CauseProbe: the requester resent one packet and then went on at
+	// the PSN after the highest it had sent, with no NAK or long silence
+	// before: a recovery timer or tail-loss probe (RFC 8985's idea;
+	// docs/recovery.md), which asks for an ACK without going back.
+	CauseProbe Cause = "probe"
 	// CauseUnknown: a rewind the capture shows no reason for.
 	CauseUnknown Cause = "unknown"
 )
@@ -317,12 +323,22 @@ type Recovery struct {
 	Read bool `json:"read"`
 	// Silence is the quiet time before the rewind (timeouts).
 	Silence Duration `json:"silence,omitempty"`
+	// Probe is true when the requester resent one packet and then went
+	// on at the PSN after the highest it had sent (a probe, whatever the
+	// silence before it): the PSNs between were not sent again.
+	Probe bool `json:"probe,omitempty"`
+	// AckedFrame is the frame of an ACK that the capture holds before
+	// the rewind and that acknowledged the first resent PSN (0: none):
+	// the responder had the request, so the ACK was lost after the
+	// capture point or reached the requester after its timer fired.
+	AckedFrame int `json:"acked_frame,omitempty"`
 	// RNRTimer is the RNR NAK's timer code (RNR waits).
 	RNRTimer uint8 `json:"rnr_timer,omitempty"`
 	// FirstSentFrame is the frame where the capture first holds the
 	// first resent PSN (the READ response, for a re-read), 0 if it never
-	// saw it before the rewind: when it did, the packet (or its answer)
-	// was lost after the capture point.
+	// saw it before the rewind: when it did and no ACK had acknowledged
+	// it (AckedFrame 0), the packet or its answer was lost after the
+	// capture point, or the answer came after the requester's timer fired.
 	FirstSentFrame int `json:"first_sent_frame"`
 
 	start time.Time

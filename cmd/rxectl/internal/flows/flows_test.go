@@ -116,7 +116,7 @@ func TestLossyRC(t *testing.T) {
 	require.Equal(t, 4*1024+2*100, c.Goodput[0].Bytes, "100, 101, 103, 102 once each; 104; 105 once")
 	require.Equal(t, 100+8, c.Goodput[5].Bytes)
 	require.Equal(t, []string{
-		"Requests lost before the capture point (1 PSN in 1 gap, first at frame 3); request PSN 105 (frame 10) or its ACK lost after the capture point: the capture holds it, yet it was sent again; recovered by 1 resend after PSN sequence error NAKs in 28 µs, 1 RNR wait (timer code 12) of 710 µs and 1 ACK timeout of 5.0 ms at frame 11.",
+		"Requests lost before the capture point (1 PSN in 1 gap, first at frame 3); request PSN 105 (frame 10) sent again on a timer though the capture holds it: it or its ACK was lost after the capture point, or the ACK came after the requester's timer fired; recovered by 1 resend after PSN sequence error NAKs in 28 µs, 1 RNR wait (timer code 12) of 710 µs and 1 ACK timeout of 5.0 ms at frame 11.",
 		"Remote access error NAK at frame 18 (PSN 107): the requester's QP goes to the error state and flushes its outstanding work requests.",
 	}, c.Explain)
 }
@@ -371,6 +371,71 @@ func TestSelectiveRepeatReads(t *testing.T) {
 			}
 			if tc.lostAfter {
 				require.Contains(t, strings.Join(c.Explain, " "), "lost after the capture point")
+			}
+		})
+	}
+}
+
+// TestProbes: a requester that resends one packet and goes on at the PSN
+// after the highest it sent is probing (docs/recovery.md): the PSNs it
+// passed are no loss once an ACK acknowledges them with no NAK into them,
+// and a resend of a request that an ACK in the capture had acknowledged
+// is not blamed on the request.
+func TestProbes(t *testing.T) {
+	w := func(us int, psn uint32) pk {
+		return pk{us: us, op: packet.RCRDMAWriteOnly, psn: psn, payload: 8, ackReq: true}
+	}
+	a := func(us int, psn uint32, syn packet.Syndrome) pk {
+		return pk{us: us, fromB: true, op: packet.RCAcknowledge, psn: psn, syn: syn}
+	}
+	tests := []struct {
+		name         string
+		ps           []pk
+		gaps         []int // PSNGaps, PSNMissing, FirstGapFrame
+		cause        Cause
+		acked, first int // AckedFrame, FirstSentFrame
+		lostAfter    bool
+		explain      string
+	}{{
+		name: "slow answer",
+		ps: []pk{w(0, 100), a(10, 100, ack), w(20, 101), w(21, 102), w(22, 103),
+			w(500, 101), // 6: a probe after 478 µs, below the 1 ms timeout threshold
+			w(501, 104), // 7: on at the frontier, past 102 and 103
+			a(700, 103, ack), a(710, 104, ack)},
+		gaps: []int{0, 0, 0}, cause: CauseProbe, first: 3, lostAfter: true,
+		explain: "Request PSN 101 (frame 3) sent again on a timer though the capture holds it: it or its ACK was lost after the capture point, or the ACK came after the requester's timer fired; recovered by 1 probe (one packet sent again, then on at the highest PSN; at frame 6).",
+	}, {
+		name: "acknowledged before",
+		ps: []pk{w(0, 100), a(10, 100, ack), w(20, 101), w(21, 102), a(30, 102, ack),
+			w(900, 101), // 6: acknowledged at frame 5
+			w(901, 103), a(910, 103, ack)},
+		gaps: []int{0, 0, 0}, cause: CauseProbe, acked: 5, first: 3,
+		explain: "Request PSN 101 (frame 6) sent again though the capture holds its ACK (frame 5): the ACK was lost after the capture point or came after the requester's timer fired; recovered by 1 probe (one packet sent again, then on at the highest PSN; at frame 6).",
+	}, {
+		name: "NAK into the skipped PSNs",
+		ps: []pk{w(0, 100), a(10, 100, ack), w(20, 101), w(21, 102), w(22, 103),
+			w(500, 101), w(501, 104),
+			a(510, 102, seqNAK), // 8: the responder never had 102
+			w(520, 102), w(521, 103), w(522, 104), a(530, 104, ack)},
+		gaps: []int{1, 2, 7}, cause: CauseProbe, first: 3, lostAfter: true,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := analyse(build(t, tt.ps), Options{})
+			c := rep.Connections[0]
+			f := c.Flows[0]
+			require.Equal(t, tt.gaps, []int{f.PSNGaps, f.PSNMissing, f.FirstGapFrame})
+			require.NotEmpty(t, c.Recoveries)
+			ep := c.Recoveries[0]
+			require.Equal(t, tt.cause, ep.Cause)
+			require.True(t, ep.Probe)
+			require.Equal(t, []int{tt.acked, tt.first}, []int{ep.AckedFrame, ep.FirstSentFrame})
+			require.Equal(t, tt.lostAfter, rep.Notes[tt.first] != nil && rep.Notes[tt.first].LostAfter)
+			if n := rep.Notes[7]; tt.gaps[0] == 0 && n != nil {
+				require.Zero(t, n.Gap, "no lost PSNs drawn before frame 7")
+			}
+			if tt.explain != "" {
+				require.Equal(t, []string{tt.explain}, c.Explain)
 			}
 		})
 	}

@@ -87,6 +87,12 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 			if ep.Cause == CauseRNR {
 				fmt.Fprintf(b, ", RNR timer code %d", ep.RNRTimer)
 			}
+			if ep.Probe && ep.Cause != CauseProbe {
+				fmt.Fprint(b, ", a probe (then on at the highest PSN)")
+			}
+			if ep.AckedFrame > 0 {
+				fmt.Fprintf(b, ", though acknowledged at frame %d", ep.AckedFrame)
+			}
 			fmt.Fprintln(b)
 		}
 	}
