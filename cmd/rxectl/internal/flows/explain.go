@@ -92,23 +92,34 @@ func lossSentence(h *half, eps []Recovery) string {
 	}
 	// Sent again on a timer with no NAK: the capture cannot tell a loss
 	// after its point from an answer that came after the timer fired.
-	switch {
-	case len(timed) == 1:
-		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) sent again on a timer though the capture holds it: it or its ACK was lost after the capture point, or the ACK came after the requester's timer fired",
-			timed[0].PSN, timed[0].FirstSentFrame))
-	case len(timed) > 1:
-		parts = append(parts, fmt.Sprintf("%d requests sent again on a timer though the capture holds them (first PSN %d, frame %d): they or their ACKs were lost after the capture point, or the ACKs came after the requester's timer fired",
-			len(timed), timed[0].PSN, timed[0].FirstSentFrame))
-	}
-	switch {
-	case len(acked) == 1:
-		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) sent again though the capture holds its ACK (frame %d): the ACK was lost after the capture point or came after the requester's timer fired",
-			acked[0].PSN, acked[0].RewindFrame, acked[0].AckedFrame))
-	case len(acked) > 1:
-		parts = append(parts, fmt.Sprintf("%d requests sent again though the capture holds their ACKs (first PSN %d at frame %d, its ACK at frame %d): the ACKs were lost after the capture point or came after the requester's timer fired",
-			len(acked), acked[0].PSN, acked[0].RewindFrame, acked[0].AckedFrame))
-	}
+	parts = appendClause(parts, timed, func(ep Recovery) string {
+		return fmt.Sprintf("request PSN %d (frame %d) sent again on a timer though the capture holds it: it or its ACK was lost after the capture point, or the ACK came after the requester's timer fired",
+			ep.PSN, ep.FirstSentFrame)
+	}, func(ep Recovery) string {
+		return fmt.Sprintf("%d requests sent again on a timer though the capture holds them (first PSN %d, frame %d): they or their ACKs were lost after the capture point, or the ACKs came after the requester's timer fired",
+			len(timed), ep.PSN, ep.FirstSentFrame)
+	})
+	parts = appendClause(parts, acked, func(ep Recovery) string {
+		return fmt.Sprintf("request PSN %d (frame %d) sent again though the capture holds its ACK (frame %d): the ACK was lost after the capture point or came after the requester's timer fired",
+			ep.PSN, ep.RewindFrame, ep.AckedFrame)
+	}, func(ep Recovery) string {
+		return fmt.Sprintf("%d requests sent again though the capture holds their ACKs (first PSN %d at frame %d, its ACK at frame %d): the ACKs were lost after the capture point or came after the requester's timer fired",
+			len(acked), ep.PSN, ep.RewindFrame, ep.AckedFrame)
+	})
 	return upper(strings.Join(parts, "; "))
+}
+
+// appendClause appends to parts the clause one writes for a single
+// episode, or the one many writes (given the first) for several; nothing
+// for none.
+func appendClause(parts []string, g []Recovery, one, many func(Recovery) string) []string {
+	switch len(g) {
+	case 0:
+		return parts
+	case 1:
+		return append(parts, one(g[0]))
+	}
+	return append(parts, many(g[0]))
 }
 
 // timerDriven reports whether episodes of cause c start on the
