@@ -59,9 +59,9 @@ type half struct {
 	// the capture point), until they are seen again.
 	skipped map[packet.PSN]bool
 	// skips are the latest such gaps (at most maxSkips): one that an ACK
-	// later acknowledges whole while none of its PSNs was sent again was
-	// no loss (a probe's requester went on at its frontier), and is taken
-	// back.
+	// later acknowledges whole while the responder never showed it missed
+	// one of its PSNs was no loss (a probe's requester went on at its
+	// frontier), and is taken back (ack).
 	skips []skipGap
 	// gapFrames are the frames of the request stream's gaps, in order:
 	// FirstGapFrame is the first that stands.
@@ -329,11 +329,11 @@ func (h *half) request(r *rec, last time.Time) {
 				// those (or, if its ACK is still to come, PSNs that ACK
 				// acknowledges: h.ack takes the gap back).
 				from := h.expected
-				if h.ackOK && !h.acked.Before(from) && h.acked.Before(r.psn) {
+				if h.ackOK && !h.acked.Before(from) {
 					from = h.acked.Next()
-				}
-				if h.ackOK && !h.acked.Before(r.psn) {
-					from = r.psn
+					if r.psn.Before(from) {
+						from = r.psn
+					}
 				}
 				if n := int(r.psn.Diff(from)); n > 0 {
 					h.skipGap(r, from, n)
@@ -517,9 +517,6 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 		first = s
 	}
 	ep.FirstFrame, ep.start = first.frame, first.t
-	// The capture's copy tells of a loss after the capture point unless a
-	// go-back-N round since skipped the PSN: its last copy then never
-	// reached the capture.
 	// An ACK in the capture had acknowledged the request: the responder
 	// had it, and the ACK was lost after the capture point or came after
 	// the requester's timer fired. (A re-read's answer is its READ
@@ -527,6 +524,9 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	if isReq && r.mask&packet.MaskRead == 0 && h.ackOK && !r.psn.After(h.acked) {
 		ep.AckedFrame = h.ackFrame
 	}
+	// Otherwise the capture's copy tells of a loss after the capture point
+	// unless a go-back-N round since skipped the PSN: its last copy then
+	// never reached the capture.
 	if s, ok := src[r.psn]; ok && s.frame < cutoff && !(isReq && h.skipped[r.psn]) {
 		ep.FirstSentFrame = s.frame
 		if ep.Cause != CauseRNR && ep.AckedFrame == 0 {
@@ -717,11 +717,12 @@ func (h *half) response(r *rec, last time.Time) {
 	if f == nil {
 		f = h.req // responses whose requests the capture does not hold
 	}
-	if r.mask&packet.MaskAETH != 0 && !r.syn.IsACK() {
-		h.nak(f, r)
-	}
-	if r.mask&packet.MaskAETH != 0 && r.syn.IsACK() {
-		h.ack(r)
+	if r.mask&packet.MaskAETH != 0 {
+		if r.syn.IsACK() {
+			h.ack(r)
+		} else {
+			h.nak(f, r)
+		}
 	}
 	_, dup := h.respSeen[r.psn]
 	if !dup && isReadResponse(r.op) {
