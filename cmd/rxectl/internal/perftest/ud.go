@@ -30,7 +30,7 @@ func (s *session) limitUD() {
 	if !o.all && o.size > o.udMTU {
 		// A --loopback run's two ends share one command line and one MTU:
 		// the client's note says it for both.
-		if s.client || s.o.hooks.held == nil {
+		if s.client || !s.o.loopback {
 			fmt.Fprintf(s.errw, " Max msg size in UD is MTU %d\n Changing to this MTU\n", o.udMTU)
 		}
 		o.size = o.udMTU
