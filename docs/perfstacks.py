@@ -11,7 +11,7 @@ buffers on 7ffb1ce"):
   perf record -g -o /tmp/perf-w64g.data -- /tmp/rxe.test -test.run '^$' \\
       -test.bench 'Write64K/udp' -test.benchtime 3s
   perf script -i /tmp/perf-w64g.data -F comm,tid,ip,sym | python3 docs/perfstacks.py \\
-      --drop rawudp.Measure --drop benchGSORound --drop benchRawRound \\
+      --drop rawudp.Measure --drop benchGSORound \\
       --has runtime.memmove --has _copy_from_iter --has _copy_to_iter \\
       --has foldAVX512 --has runtime.park_m --has do_epoll_wait \\
       --has schedule_hrtimeout_range_clock
