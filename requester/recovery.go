@@ -229,14 +229,16 @@ func (r *Requester) onResponse(now time.Time, p *packet.Packet, oldComp packet.P
 
 // spuriousExpiry reports whether the first response after a probe, at
 // now, proves the expiry spurious: it acknowledges packets sent before
-// the probe, and it came sooner after the probe than the fastest round
-// trip measured, so it cannot be the peer's answer to the probe: the
-// peer had the packets and answered them late (a stall), rather than an
-// acknowledgement being lost (then the probe's own answer, a round trip
-// later, acknowledges them).
+// the probe (the probed PSN's first copy among them), and it came sooner
+// after the probe than the fastest round trip measured, so it cannot be
+// the peer's answer to the probe: the peer had the packets and answered
+// them late (a stall), rather than an acknowledgement being lost (then
+// the probe's own answer, a round trip later, acknowledges them). A READ
+// response is one PSN, so the first one on its way after a re-read probe
+// acknowledges just the probed PSN.
 func (r *Requester) spuriousExpiry(now time.Time) bool {
 	rec := &r.rec
-	if rec.heard.IsZero() || !rec.rtt.Valid() || !r.compPSN.After(rec.probePSN.Next()) {
+	if rec.heard.IsZero() || !rec.rtt.Valid() || !r.compPSN.After(rec.probePSN) {
 		return false
 	}
 	return now.Sub(rec.probeAt) < rec.rtt.Stats().Min

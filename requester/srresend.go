@@ -392,27 +392,31 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 	n := r.srResend(now, buf)
 	if n > 0 {
 		r.rec.c.TailProbes++
-		r.rec.probeOut, r.rec.probePSN = true, r.compPSN
+		r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now
 	}
 	return n
 }
 
 // srProbeAnswered runs on the first response after a probe, oldComp
 // being the oldest unacknowledged PSN before it (probeAnswered). If the
-// answer acknowledged something new but PSNs sent before the probe are
-// still unacknowledged, the oldest of them is missing at the responder
-// (it was sent before the probe, so it would have arrived first) and is
-// probed at once: a lost tail costs a round trip per lost packet, not a
-// recovery timeout each. Unlike go-back-N (probeAnswered), an answer that
-// acknowledges exactly the probe's PSN does not send everything after it:
-// under selective repeat the responder may hold those PSNs, and the ACK of
-// its drain may merely have been lost. READ and atomic responses have
-// their own loss detection (srDetect). Nothing changes the window.
+// answer acknowledges exactly the probe's PSN while PSNs sent before the
+// probe are still unacknowledged, the responder had nothing after the
+// probed packet (it would have acknowledged it with the rest): the oldest
+// of those PSNs is missing too and is probed at once, so a lost tail costs
+// a round trip per lost packet, not a recovery timeout each. An answer
+// that acknowledges beyond the probe's PSN shows the responder had later
+// packets: it was slow, and the rest is on its way or reported as holes
+// (a chain of probes here resent one packet per ACK of a loaded stream).
+// Unlike go-back-N (probeAnswered), nothing is sent beyond the oldest
+// missing PSN: under selective repeat the responder may hold later PSNs,
+// and the ACK of its drain may merely have been lost. READ and atomic
+// responses have their own loss detection (srDetect). Nothing changes the
+// window.
 func (r *Requester) srProbeAnswered(oldComp packet.PSN) {
 	if r.stopped || r.head == r.tail || !r.sr.probeHigh.After(r.compPSN) || r.slot(r.head).kind.rdAtomic() {
 		return
 	}
-	if r.compPSN.After(oldComp) && r.sr.ndue == 0 {
+	if r.compPSN.After(oldComp) && r.compPSN == r.rec.probePSN.Next() && r.sr.ndue == 0 {
 		r.rec.probeDue = true
 	}
 }

@@ -1,6 +1,7 @@
 package requester
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -427,6 +428,143 @@ func TestSRReadProbeOneResponse(t *testing.T) {
 			} else {
 				require.Equal(t, uint64(1), c.Recovery.TailProbes)
 			}
+		})
+	}
+}
+
+// TestSRReadProbeSpurious: under selective repeat the recovery timer fires
+// while a 16-packet READ has delivered only its first four responses, and
+// the other twelve, on their way all along, arrive sooner after the
+// probe than any round trip. The expiry is spurious (RTOSpurious), as it
+// is for a SEND or WRITE probe (TestSRSpuriousProbeNoChain): the re-read
+// probe's time is its own, not an earlier probe's.
+func TestSRReadProbeSpurious(t *testing.T) {
+	const (
+		p0   = 0x900
+		pmtu = 1024
+		n    = 16
+	)
+	for _, earlier := range []bool{false, true} {
+		t.Run(fmt.Sprintf("earlier probe %v", earlier), func(t *testing.T) {
+			cfg := baseConfig(pmtu, p0)
+			cfg.SelectiveRepeat = true
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+			p := warm(t, h, p0)
+			if earlier {
+				// A WRITE probed and answered long before the READ.
+				postWrite4K(t, h, 7)
+				h.now = h.r.Deadline()
+				h.r.OnTimeout(h.now)
+				require.Len(t, h.drain(), 1, "the WRITE's probe")
+				h.now = h.now.Add(rttTest)
+				h.recv(ack(p + 3))
+				require.Equal(t, []uint64{7}, h.cq.ids())
+				p += 4
+				h.now = h.now.Add(10 * rttTest)
+			}
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+				SGList: []verbs.SGE{{Addr: baseA, Length: n * pmtu, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+			require.Len(t, h.drain(), 1)
+			data := make([]byte, n*pmtu)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			train := readResp(pmtu, p, data, 0, false)
+			h.now = h.now.Add(rttTest)
+			for _, b := range train[:4] {
+				h.recv(b)
+			}
+			spurious := h.r.Counters().Recovery.RTOSpurious
+			h.now = h.r.Deadline()
+			h.r.OnTimeout(h.now)
+			require.Len(t, h.drain(), 1, "the probe")
+			h.now = h.now.Add(rttTest / 10)
+			for _, b := range train[4:] {
+				h.recv(b)
+			}
+			require.Contains(t, h.cq.ids(), uint64(1))
+			require.Equal(t, data, h.mem[lkeyA].buf[:n*pmtu])
+			require.Equal(t, spurious+1, h.r.Counters().Recovery.RTOSpurious,
+				"the rest of the READ came sooner after the probe than a round trip")
+		})
+	}
+}
+
+// TestRecoverySpuriousAckOfProbePSN: under go-back-N the recovery timer
+// fires on a WRITE of four packets, and the ACK of exactly its first PSN
+// (the probe's) comes a tenth of a round trip after the probe: that is the
+// original packet's ACK, not the probe's answer, so the expiry is spurious
+// and nothing is sent again (a probe's answer acknowledging exactly its
+// PSN would start a go-back-N from the next one, probeAnswered).
+func TestRecoverySpuriousAckOfProbePSN(t *testing.T) {
+	const p0 = 0xa00
+	h, p := warmHarness(t, p0)
+	postWrite4K(t, h, 1)
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	probe := h.drain()
+	require.Len(t, probe, 1, "the probe")
+	require.Equal(t, p, parse(t, probe[0]).PSN())
+	h.now = h.now.Add(rttTest / 10)
+	h.recv(ack(p))
+	require.Zero(t, len(h.drain()), "no go-back-N on an ACK that was on its way")
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(1), rc.RTOSpurious)
+	require.Zero(t, h.r.Counters().CompleterRetryErr)
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p + 3))
+	require.Equal(t, []uint64{1}, h.cq.ids())
+}
+
+// TestSRSlowResponderNoChain: under selective repeat the recovery timer
+// fires on two WRITEs (eight packets) while the responder is slow, not
+// lossy. The first ACK after the probe comes later than a round trip and
+// acknowledges the first WRITE, whose four packets the responder had
+// besides the probed one: it had later packets than the probe's, so the
+// rest sent before the probe is not a lost tail but still on its way, and
+// no second probe goes (srProbeAnswered). A lost tail, whose answer
+// acknowledges exactly the probe's PSN, is probed packet by packet
+// ("lost tail").
+func TestSRSlowResponderNoChain(t *testing.T) {
+	const p0 = 0xb00
+	for _, tc := range []string{"slow", "lost tail"} {
+		t.Run(tc, func(t *testing.T) {
+			cfg := baseConfig(1024, p0)
+			cfg.SelectiveRepeat = true
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+			p := warm(t, h, p0)
+			postWrite4K(t, h, 1)
+			postWrite4K(t, h, 2)
+			h.now = h.r.Deadline()
+			h.r.OnTimeout(h.now)
+			probe := h.drain()
+			require.Len(t, probe, 1, "the probe")
+			require.Equal(t, p, parse(t, probe[0]).PSN())
+			h.now = h.now.Add(2 * rttTest)
+			if tc == "slow" {
+				h.recv(ack(p + 3))
+				require.Equal(t, []uint64{1}, h.cq.ids())
+				require.Zero(t, len(h.drain()), "no second probe")
+				h.now = h.now.Add(rttTest / 10)
+				h.recv(ack(p + 7))
+				require.Equal(t, []uint64{1, 2}, h.cq.ids())
+				require.Equal(t, uint64(1), h.r.Counters().Recovery.TailProbes)
+				return
+			}
+			for i := range packet.PSN(8) {
+				h.recv(ack(p + i))
+				if i == 7 {
+					break
+				}
+				next := h.drain()
+				require.Len(t, next, 1, "the next packet of the lost tail, probed at once")
+				require.Equal(t, p+i+1, parse(t, next[0]).PSN())
+				h.now = h.now.Add(rttTest)
+			}
+			require.Equal(t, []uint64{1, 2}, h.cq.ids())
+			require.Equal(t, uint64(8), h.r.Counters().Recovery.TailProbes)
 		})
 	}
 }
