@@ -423,15 +423,25 @@ func (cq *CQ) PollsSocket() bool {
 // wake-up waited for the batch (CQ.wakeWaiter), taking them into *scratch
 // (the caller's, reused) so that no lock is held while it wakes them.
 //
-// If a completion of the batch left its CQ more than half full
-// (Device.behind), the CQ's consumer is falling behind the device, and
-// endBatch then yields its processor. The goroutine it woke runs next on
-// that processor; without the yield it waits until this goroutine
-// blocks, and a receive goroutine that finds the socket never empty (a
-// stream of SENDs at the machine's speed) blocks late: until the Go
-// runtime preempts it, up to 10 ms later, the consumer reposts nothing,
-// and its receive queue runs empty (RNR NAKs) or its CQ overflows. The
-// yield costs a goroutine switch, and only while a consumer is behind.
+// A goroutine woken here waits in this processor's run queue until this
+// goroutine blocks or is preempted, and a receive goroutine that finds the
+// socket never empty (a stream at the machine's speed) blocks late. So
+// endBatch yields its processor, letting the woken goroutine run next, in
+// two cases:
+//
+//   - a CQ it wakes was woken by an earlier batch and its completions are
+//     still there (CQ.woken): its consumer has not run since (it may also
+//     be running elsewhere and not have polled yet). Yielding then made
+//     64 KiB READ and SEND streams faster and cheaper per operation, and
+//     left WRITE level (docs/performance.md, "A consumer that has not
+//     taken its completions since its wake-up");
+//   - a completion of the batch left its CQ more than half full
+//     (Device.behind): the consumer is falling behind the device, and
+//     until the Go runtime preempts this goroutine, up to 10 ms later, it
+//     reposts nothing, so its receive queue runs empty (RNR NAKs) or its
+//     CQ overflows.
+//
+// The yield costs a goroutine switch, and only while a consumer waits.
 func (d *Device) endBatch(scratch *[]*CQ) {
 	d.batches.Add(-1)
 	if d.behind.Load() && d.behind.Swap(false) {
@@ -446,13 +456,29 @@ func (d *Device) endBatch(scratch *[]*CQ) {
 	clear(d.wakes)
 	d.wakes = d.wakes[:0]
 	d.wakeMu.Unlock()
+	if wakeCQs(list) {
+		runtime.Gosched()
+	}
+	clear(list)
+	*scratch = list[:0]
+}
+
+// wakeCQs wakes the waiters of the CQs in list and reports whether one of
+// them had been woken before and has not taken its completions since
+// (CQ.woken).
+func wakeCQs(list []*CQ) bool {
+	starved := false
 	for _, cq := range list {
 		cq.wakePending.Store(false)
+		if cq.woken.Load() && cq.queued.Load() > 0 {
+			starved = true
+		} else {
+			cq.woken.Store(true)
+		}
 		select {
 		case cq.wake <- struct{}{}:
 		default:
 		}
 	}
-	clear(list)
-	*scratch = list[:0]
+	return starved
 }

@@ -58,6 +58,10 @@ type CQ struct {
 	// wakePending is set while the CQ waits in Device.wakes for the end
 	// of a batch to wake its Wait (wakeWaiter).
 	wakePending atomic.Bool
+	// woken is set when Device.endBatch wakes the CQ's waiter and cleared
+	// when completions are next taken (Poll): while it is set with
+	// completions queued, the consumer has not run since it was woken.
+	woken atomic.Bool
 
 	// unsent is set when a BusyPoll handled datagrams and left the packets
 	// they made ready for the next BusyPoll (or a PostSend) to send.
@@ -123,6 +127,9 @@ func (cq *CQ) Poll(wcs []WC) int {
 	}
 	cq.queued.Add(int32(-k))
 	cq.mu.Unlock()
+	if cq.woken.Load() {
+		cq.woken.Store(false)
+	}
 	return k
 }
 

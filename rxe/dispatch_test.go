@@ -311,3 +311,69 @@ func TestCQBehindYields(t *testing.T) {
 	require.Greater(t, yielded, trials/2, "a CQ more than half full: the waiter runs before endBatch returns")
 	require.Less(t, quiet, trials/2, "a CQ half full: endBatch does not yield")
 }
+
+// TestCQStarvedYields checks endBatch's other yield: a waiter woken at the
+// end of one batch that has not taken its completions by the end of the
+// next runs before that endBatch returns ("starved"; with one processor
+// it cannot run while the batches go on); if its completions were taken
+// in between, the second endBatch does not yield ("polled"). A trial in
+// which the scheduler takes the global queue first (1 schedule in 61) may
+// miss, hence the majority.
+func TestCQStarvedYields(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	d, cq := pipeCQ(t, "starved", 64)
+
+	// trial ends two batches of one completion each while a goroutine
+	// waits in Wait, taking the first batch's completion in between if
+	// poll is set, and reports whether the waiter had run when the second
+	// endBatch returned.
+	trial := func(poll bool) bool {
+		var ran atomic.Bool
+		ready, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			ready <- struct{}{}
+			_, err := cq.Wait(context.Background(), make([]WC, 1))
+			if err == nil {
+				ran.Store(true)
+			}
+		}()
+		<-ready
+		runtime.Gosched() // the waiter blocks in Wait
+		var scratch []*CQ
+		for b := range 2 {
+			d.batches.Add(1)
+			require.True(t, cq.push(&WC{ID: uint64(b)}, false))
+			d.endBatch(&scratch)
+			if b == 0 {
+				require.True(t, cq.woken.Load(), "woken by the first batch")
+				if poll {
+					require.Equal(t, 1, cq.Poll(make([]WC, 8)))
+					require.False(t, cq.woken.Load(), "taking completions clears it")
+				}
+			}
+		}
+		got := ran.Load()
+		<-done
+		for cq.Poll(make([]WC, 8)) > 0 {
+		}
+		select {
+		case <-cq.wake:
+		default:
+		}
+		cq.woken.Store(false)
+		return got
+	}
+	const trials = 20
+	yielded, quiet := 0, 0
+	for range trials {
+		if trial(false) {
+			yielded++
+		}
+		if trial(true) {
+			quiet++
+		}
+	}
+	require.Greater(t, yielded, trials/2, "starved: the waiter runs before the second endBatch returns")
+	require.Less(t, quiet, trials/2, "polled: endBatch does not yield")
+}
