@@ -106,12 +106,14 @@ func (r *connReader) handle(n int) {
 // packets never reach flushBytes and cost no extra pass.
 func (r *connReader) dispatch(n int) {
 	r.d.batches.Add(1)
-	defer r.d.endBatch(&r.wakes)
+	total := 0
+	defer func() { r.d.endBatch(&r.wakes, total >= streamBytes) }()
 	now := time.Now()
 	bytes := 0
 	for i := range n {
 		m := &r.msgs[i]
 		r.d.receive(now, m, r)
+		total += m.N
 		if bytes += m.N; bytes >= flushBytes && i+1 < n {
 			r.flushRun(now)
 			r.sendInline()
@@ -173,6 +175,12 @@ func (r *connReader) countVector(v *vector) {
 		r.rcvd = 1
 	}
 }
+
+// streamBytes is the size of a batch of datagrams from which endBatch
+// takes the receive goroutine for one that reads a stream, and lets a
+// consumer it woke before run first (four 4 KiB packets; a batch of ACKs
+// or small messages is far smaller).
+const streamBytes = 16 << 10
 
 // flushBytes is how many bytes of datagrams dispatch handles between
 // transmit passes within a batch: sixteen 4 KiB packets, a 64 KiB
@@ -429,11 +437,13 @@ func (cq *CQ) PollsSocket() bool {
 // endBatch yields its processor, letting the woken goroutine run next, in
 // two cases:
 //
-//   - a CQ it wakes was woken by an earlier batch and its completions are
-//     still there (CQ.woken): its consumer has not run since (it may also
-//     be running elsewhere and not have polled yet). Yielding then made
-//     64 KiB READ and SEND streams faster and cheaper per operation, and
-//     left WRITE level (docs/performance.md, "A consumer that has not
+//   - stream is set (the batch held streamBytes or more: READ responses,
+//     WRITE or SEND data) and a CQ it wakes was woken by an earlier batch
+//     and its completions are still there (CQ.woken): its consumer has
+//     not run since (or runs elsewhere and has not polled yet). Yielding
+//     then made 64 KiB READ and SEND streams faster and cheaper per
+//     operation; after batches of ACKs (the requester of a WRITE stream)
+//     it made WRITE slower (docs/performance.md, "A consumer that has not
 //     taken its completions since its wake-up");
 //   - a completion of the batch left its CQ more than half full
 //     (Device.behind): the consumer is falling behind the device, and
@@ -442,7 +452,7 @@ func (cq *CQ) PollsSocket() bool {
 //     CQ overflows.
 //
 // The yield costs a goroutine switch, and only while a consumer waits.
-func (d *Device) endBatch(scratch *[]*CQ) {
+func (d *Device) endBatch(scratch *[]*CQ, stream bool) {
 	d.batches.Add(-1)
 	if d.behind.Load() && d.behind.Swap(false) {
 		defer runtime.Gosched()
@@ -456,7 +466,7 @@ func (d *Device) endBatch(scratch *[]*CQ) {
 	clear(d.wakes)
 	d.wakes = d.wakes[:0]
 	d.wakeMu.Unlock()
-	if wakeCQs(list) {
+	if wakeCQs(list) && stream {
 		runtime.Gosched()
 	}
 	clear(list)

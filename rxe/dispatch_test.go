@@ -245,7 +245,7 @@ func TestCQWakeAfterBatch(t *testing.T) {
 	require.Equal(t, []*CQ{cq}, d.wakes, "the CQ waits once for the end of the batch")
 	d.wakeMu.Unlock()
 	var scratch []*CQ
-	d.endBatch(&scratch)
+	d.endBatch(&scratch, true)
 	require.Len(t, cq.wake, 1, "woken at the end of the batch")
 	require.False(t, cq.wakePending.Load())
 	require.Equal(t, 3, cq.Poll(make([]WC, 8)))
@@ -286,7 +286,7 @@ func TestCQBehindYields(t *testing.T) {
 			require.True(t, cq.push(&WC{ID: uint64(i)}, false))
 		}
 		var scratch []*CQ
-		d.endBatch(&scratch)
+		d.endBatch(&scratch, true)
 		got := ran.Load()
 		<-done
 		for cq.Poll(make([]WC, 8)) > 0 {
@@ -314,11 +314,12 @@ func TestCQBehindYields(t *testing.T) {
 
 // TestCQStarvedYields checks endBatch's other yield: a waiter woken at the
 // end of one batch that has not taken its completions by the end of the
-// next runs before that endBatch returns ("starved"; with one processor
-// it cannot run while the batches go on); if its completions were taken
-// in between, the second endBatch does not yield ("polled"). A trial in
-// which the scheduler takes the global queue first (1 schedule in 61) may
-// miss, hence the majority.
+// next runs before that endBatch returns if the batch was a stream's
+// ("starved"; with one processor it cannot run while the batches go on).
+// If its completions were taken in between ("polled"), or the batch was
+// not a stream's ("small batch"), the second endBatch does not yield. A
+// trial in which the scheduler takes the global queue first (1 schedule
+// in 61) may miss, hence the majority.
 func TestCQStarvedYields(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	d, cq := pipeCQ(t, "starved", 64)
@@ -327,7 +328,7 @@ func TestCQStarvedYields(t *testing.T) {
 	// waits in Wait, taking the first batch's completion in between if
 	// poll is set, and reports whether the waiter had run when the second
 	// endBatch returned.
-	trial := func(poll bool) bool {
+	trial := func(poll, stream bool) bool {
 		var ran atomic.Bool
 		ready, done := make(chan struct{}), make(chan struct{})
 		go func() {
@@ -344,7 +345,7 @@ func TestCQStarvedYields(t *testing.T) {
 		for b := range 2 {
 			d.batches.Add(1)
 			require.True(t, cq.push(&WC{ID: uint64(b)}, false))
-			d.endBatch(&scratch)
+			d.endBatch(&scratch, stream)
 			if b == 0 {
 				require.True(t, cq.woken.Load(), "woken by the first batch")
 				if poll {
@@ -365,15 +366,25 @@ func TestCQStarvedYields(t *testing.T) {
 		return got
 	}
 	const trials = 20
-	yielded, quiet := 0, 0
-	for range trials {
-		if trial(false) {
-			yielded++
+	for _, tc := range []struct {
+		name         string
+		poll, stream bool
+		yield        bool
+	}{
+		{"starved", false, true, true},
+		{"polled", true, true, false},
+		{"small batch", false, false, false},
+	} {
+		ran := 0
+		for range trials {
+			if trial(tc.poll, tc.stream) {
+				ran++
+			}
 		}
-		if trial(true) {
-			quiet++
+		if tc.yield {
+			require.Greater(t, ran, trials/2, "%s: the waiter runs before the second endBatch returns", tc.name)
+		} else {
+			require.Less(t, ran, trials/2, "%s: endBatch does not yield", tc.name)
 		}
 	}
-	require.Greater(t, yielded, trials/2, "starved: the waiter runs before the second endBatch returns")
-	require.Less(t, quiet, trials/2, "polled: endBatch does not yield")
 }
