@@ -438,13 +438,16 @@ func (cq *CQ) PollsSocket() bool {
 // two cases:
 //
 //   - stream is set (the batch held streamBytes or more: READ responses,
-//     WRITE or SEND data) and a CQ it wakes was woken by an earlier batch
-//     and its completions are still there (CQ.woken): its consumer has
-//     not run since (or runs elsewhere and has not polled yet). Yielding
-//     then made 64 KiB READ and SEND streams faster and cheaper per
-//     operation; after batches of ACKs (the requester of a WRITE stream)
-//     it made WRITE slower (docs/performance.md, "A consumer that has not
-//     taken its completions since its wake-up");
+//     WRITE or SEND data), and a CQ it wakes holds a send queue's
+//     completion and was woken by an earlier batch whose completions are
+//     still there (CQ.woken, CQ.sendWC): its consumer, which posts the
+//     next requests, has not run since (or runs elsewhere and has not
+//     polled yet). Yielding then made a 64 KiB READ stream faster and
+//     cheaper per operation. The same yield for receive completions, or
+//     after batches of ACKs, made SEND or WRITE streams slower in some
+//     runs (docs/performance.md, "A consumer that has not taken its
+//     completions since its wake-up"); the receiving consumer has the
+//     next rule;
 //   - a completion of the batch left its CQ more than half full
 //     (Device.behind): the consumer is falling behind the device, and
 //     until the Go runtime preempts this goroutine, up to 10 ms later, it
@@ -474,13 +477,13 @@ func (d *Device) endBatch(scratch *[]*CQ, stream bool) {
 }
 
 // wakeCQs wakes the waiters of the CQs in list and reports whether one of
-// them had been woken before and has not taken its completions since
-// (CQ.woken).
+// them holds a send queue's completion and had been woken before and has
+// not taken its completions since (CQ.woken, CQ.sendWC).
 func wakeCQs(list []*CQ) bool {
 	starved := false
 	for _, cq := range list {
 		cq.wakePending.Store(false)
-		if cq.woken.Load() && cq.queued.Load() > 0 {
+		if cq.woken.Load() && cq.queued.Load() > 0 && cq.sendWC.Load() {
 			starved = true
 		} else {
 			cq.woken.Store(true)

@@ -61,7 +61,9 @@ type CQ struct {
 	// woken is set when Device.endBatch wakes the CQ's waiter and cleared
 	// when completions are next taken (Poll): while it is set with
 	// completions queued, the consumer has not run since it was woken.
-	woken atomic.Bool
+	// sendWC is set when a send queue's completion is queued and cleared
+	// with woken.
+	woken, sendWC atomic.Bool
 
 	// unsent is set when a BusyPoll handled datagrams and left the packets
 	// they made ready for the next BusyPoll (or a PostSend) to send.
@@ -129,6 +131,9 @@ func (cq *CQ) Poll(wcs []WC) int {
 	cq.mu.Unlock()
 	if cq.woken.Load() {
 		cq.woken.Store(false)
+	}
+	if cq.sendWC.Load() {
+		cq.sendWC.Store(false)
 	}
 	return k
 }
@@ -253,6 +258,9 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 		return false
 	}
 	*slot = *wc
+	if !wc.Opcode.IsRecv() && !cq.sendWC.Load() {
+		cq.sendWC.Store(true)
+	}
 	if q := cq.queued.Add(1); int(q) > cq.wcs.Max()/2 && cq.dev.batches.Load() > 0 {
 		cq.dev.behind.Store(true)
 	}

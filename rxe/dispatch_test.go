@@ -313,13 +313,14 @@ func TestCQBehindYields(t *testing.T) {
 }
 
 // TestCQStarvedYields checks endBatch's other yield: a waiter woken at the
-// end of one batch that has not taken its completions by the end of the
-// next runs before that endBatch returns if the batch was a stream's
+// end of one batch that has not taken its send completions by the end of
+// the next runs before that endBatch returns if the batch was a stream's
 // ("starved"; with one processor it cannot run while the batches go on).
-// If its completions were taken in between ("polled"), or the batch was
-// not a stream's ("small batch"), the second endBatch does not yield. A
-// trial in which the scheduler takes the global queue first (1 schedule
-// in 61) may miss, hence the majority.
+// If its completions were taken in between ("polled"), the batch was not
+// a stream's ("small batch"), or the completions are receive completions
+// ("receives"), the second endBatch does not yield. A trial in which the
+// scheduler takes the global queue first (1 schedule in 61) may miss,
+// hence the majority.
 func TestCQStarvedYields(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	d, cq := pipeCQ(t, "starved", 64)
@@ -328,7 +329,7 @@ func TestCQStarvedYields(t *testing.T) {
 	// waits in Wait, taking the first batch's completion in between if
 	// poll is set, and reports whether the waiter had run when the second
 	// endBatch returned.
-	trial := func(poll, stream bool) bool {
+	trial := func(poll, stream bool, op WCOpcode) bool {
 		var ran atomic.Bool
 		ready, done := make(chan struct{}), make(chan struct{})
 		go func() {
@@ -344,7 +345,7 @@ func TestCQStarvedYields(t *testing.T) {
 		var scratch []*CQ
 		for b := range 2 {
 			d.batches.Add(1)
-			require.True(t, cq.push(&WC{ID: uint64(b)}, false))
+			require.True(t, cq.push(&WC{ID: uint64(b), Opcode: op}, false))
 			d.endBatch(&scratch, stream)
 			if b == 0 {
 				require.True(t, cq.woken.Load(), "woken by the first batch")
@@ -362,6 +363,7 @@ func TestCQStarvedYields(t *testing.T) {
 		case <-cq.wake:
 		default:
 		}
+		require.False(t, cq.sendWC.Load())
 		cq.woken.Store(false)
 		return got
 	}
@@ -369,15 +371,17 @@ func TestCQStarvedYields(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		poll, stream bool
+		op           WCOpcode
 		yield        bool
 	}{
-		{"starved", false, true, true},
-		{"polled", true, true, false},
-		{"small batch", false, false, false},
+		{"starved", false, true, WCRDMARead, true},
+		{"polled", true, true, WCRDMARead, false},
+		{"small batch", false, false, WCRDMARead, false},
+		{"receives", false, true, WCRecv, false},
 	} {
 		ran := 0
 		for range trials {
-			if trial(tc.poll, tc.stream) {
+			if trial(tc.poll, tc.stream, tc.op) {
 				ran++
 			}
 		}
