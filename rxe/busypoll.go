@@ -176,10 +176,9 @@ func (r *connReader) countVector(v *vector) {
 	}
 }
 
-// streamBytes is the size of a batch of datagrams from which endBatch
-// takes the receive goroutine for one that reads a stream, and lets a
-// consumer it woke before run first (four 4 KiB packets; a batch of ACKs
-// or small messages is far smaller).
+// streamBytes is the size from which a batch of datagrams counts as a
+// stream's for endBatch: four 4 KiB packets (a batch of ACKs or of small
+// messages is far smaller).
 const streamBytes = 16 << 10
 
 // flushBytes is how many bytes of datagrams dispatch handles between
