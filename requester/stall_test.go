@@ -309,6 +309,34 @@ func TestRetryFirstPacketDoubled(t *testing.T) {
 	}
 }
 
+// srProbedWrites returns a selective-repeat harness sending from p0 whose
+// requester has sent two signaled 4 KiB WRITEs (IDs 1 and 2, eight
+// packets) after a warm-up, and then, at its recovery deadline, the
+// tail-loss probe of their first packet; and that packet's PSN.
+func srProbedWrites(t *testing.T, p0 packet.PSN) (*harness, packet.PSN) {
+	t.Helper()
+	cfg := baseConfig(1024, p0)
+	cfg.SelectiveRepeat = true
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	p := warm(t, h, p0)
+	postWrite4K(t, h, 1)
+	postWrite4K(t, h, 2)
+	probeAtDeadline(t, h, p)
+	return h, p
+}
+
+// probeAtDeadline lets h's requester reach its recovery deadline and
+// checks that it sent one probe, with PSN psn.
+func probeAtDeadline(t *testing.T, h *harness, psn packet.PSN) {
+	t.Helper()
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	probe := h.drain()
+	require.Len(t, probe, 1, "the probe")
+	require.Equal(t, psn, parse(t, probe[0]).PSN())
+}
+
 // TestSRSpuriousProbeNoChain: under selective repeat the recovery timer
 // probes while two WRITEs are merely slow, and the first response after
 // the probe, sooner than any round trip, acknowledges the first WRITE: an
@@ -318,18 +346,7 @@ func TestRetryFirstPacketDoubled(t *testing.T) {
 // SEND run with 0.1 % of its ACKs lost).
 func TestSRSpuriousProbeNoChain(t *testing.T) {
 	const p0 = 0x500
-	cfg := baseConfig(1024, p0)
-	cfg.SelectiveRepeat = true
-	h := newHarness(t, cfg)
-	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-	p := warm(t, h, p0)
-	postWrite4K(t, h, 1)
-	postWrite4K(t, h, 2)
-	h.now = h.r.Deadline()
-	h.r.OnTimeout(h.now)
-	probe := h.drain()
-	require.Len(t, probe, 1, "the probe")
-	require.Equal(t, p, parse(t, probe[0]).PSN())
+	h, p := srProbedWrites(t, p0)
 	h.now = h.now.Add(rttTest / 10)
 	h.recv(ack(p + 3)) // the first WRITE's ACK, long on its way
 	require.Equal(t, []uint64{1}, h.cq.ids())
@@ -340,6 +357,24 @@ func TestSRSpuriousProbeNoChain(t *testing.T) {
 	h.now = h.now.Add(rttTest)
 	h.recv(ack(p + 7))
 	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+}
+
+// postRead posts a signaled READ (ID 1) of n packets of pmtu bytes from
+// remote address 0x5000 into local memory at baseA, checks that its one
+// request left with PSN p, and returns the data the READ is to bring (byte
+// i is i·mul) and the response train that carries it.
+func postRead(t *testing.T, h *harness, p packet.PSN, pmtu, n, mul int) (data []byte, train [][]byte) {
+	t.Helper()
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: uint32(n * pmtu), LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+	req := h.drain()
+	require.Len(t, req, 1)
+	require.Equal(t, p, parse(t, req[0]).PSN())
+	data = make([]byte, n*pmtu)
+	for i := range data {
+		data[i] = byte(i * mul)
+	}
+	return data, readResp(pmtu, p, data, 0, false)
 }
 
 // TestSRReadProbeOneResponse: under selective repeat the recovery timer
@@ -364,14 +399,7 @@ func TestSRReadProbeOneResponse(t *testing.T) {
 			h := newHarness(t, cfg)
 			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
 			p := warm(t, h, p0)
-			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{{Addr: baseA, Length: n * pmtu, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
-			require.Len(t, h.drain(), 1)
-			data := make([]byte, n*pmtu)
-			for i := range data {
-				data[i] = byte(i * 13)
-			}
-			train := readResp(pmtu, p, data, 0, false)
+			data, train := postRead(t, h, p, pmtu, n, 13)
 			heard := 4
 			if tc == "unheard" {
 				heard = 0
@@ -463,14 +491,7 @@ func TestSRReadProbeSpurious(t *testing.T) {
 				p += 4
 				h.now = h.now.Add(10 * rttTest)
 			}
-			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-				SGList: []verbs.SGE{{Addr: baseA, Length: n * pmtu, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
-			require.Len(t, h.drain(), 1)
-			data := make([]byte, n*pmtu)
-			for i := range data {
-				data[i] = byte(i * 7)
-			}
-			train := readResp(pmtu, p, data, 0, false)
+			data, train := postRead(t, h, p, pmtu, n, 7)
 			h.now = h.now.Add(rttTest)
 			for _, b := range train[:4] {
 				h.recv(b)
@@ -501,11 +522,7 @@ func TestRecoverySpuriousAckOfProbePSN(t *testing.T) {
 	const p0 = 0xa00
 	h, p := warmHarness(t, p0)
 	postWrite4K(t, h, 1)
-	h.now = h.r.Deadline()
-	h.r.OnTimeout(h.now)
-	probe := h.drain()
-	require.Len(t, probe, 1, "the probe")
-	require.Equal(t, p, parse(t, probe[0]).PSN())
+	probeAtDeadline(t, h, p)
 	h.now = h.now.Add(rttTest / 10)
 	h.recv(ack(p))
 	require.Zero(t, len(h.drain()), "no go-back-N on an ACK that was on its way")
@@ -530,18 +547,7 @@ func TestSRSlowResponderNoChain(t *testing.T) {
 	const p0 = 0xb00
 	for _, tc := range []string{"slow", "lost tail"} {
 		t.Run(tc, func(t *testing.T) {
-			cfg := baseConfig(1024, p0)
-			cfg.SelectiveRepeat = true
-			h := newHarness(t, cfg)
-			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
-			p := warm(t, h, p0)
-			postWrite4K(t, h, 1)
-			postWrite4K(t, h, 2)
-			h.now = h.r.Deadline()
-			h.r.OnTimeout(h.now)
-			probe := h.drain()
-			require.Len(t, probe, 1, "the probe")
-			require.Equal(t, p, parse(t, probe[0]).PSN())
+			h, p := srProbedWrites(t, p0)
 			h.now = h.now.Add(2 * rttTest)
 			if tc == "slow" {
 				h.recv(ack(p + 3))

@@ -255,6 +255,38 @@ func TestCQWakeAfterBatch(t *testing.T) {
 	require.Len(t, cq.wake, 1, "outside a batch a completion wakes at once")
 }
 
+// startWaiter starts a goroutine that waits in cq.Wait for one completion
+// and returns once it has blocked there (with one processor): ran is set
+// when its Wait returned a completion, done is closed when it ends.
+func startWaiter(cq *CQ) (ran *atomic.Bool, done chan struct{}) {
+	ran, done = new(atomic.Bool), make(chan struct{})
+	ready := make(chan struct{})
+	go func() {
+		defer close(done)
+		ready <- struct{}{}
+		if _, err := cq.Wait(context.Background(), make([]WC, 1)); err == nil {
+			ran.Store(true)
+		}
+	}()
+	<-ready
+	runtime.Gosched() // the waiter blocks in Wait
+	return ran, done
+}
+
+// endWaiter reports whether startWaiter's goroutine had run (ran), then
+// lets it end and empties cq and its wake-up for the next trial.
+func endWaiter(cq *CQ, ran *atomic.Bool, done chan struct{}) bool {
+	got := ran.Load()
+	<-done
+	for cq.Poll(make([]WC, 8)) > 0 {
+	}
+	select {
+	case <-cq.wake:
+	default:
+	}
+	return got
+}
+
 // TestCQBehindYields checks endBatch's yield: when a batch's completions
 // leave a CQ more than half full, the goroutine ending the batch lets the
 // waiter it woke run before it goes on (with one processor, the waiter
@@ -269,32 +301,14 @@ func TestCQBehindYields(t *testing.T) {
 	// trial queues n completions in a batch while a goroutine waits in
 	// Wait, ends the batch and reports whether the waiter had run.
 	trial := func(n int) bool {
-		var ran atomic.Bool
-		ready, done := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(done)
-			ready <- struct{}{}
-			_, err := cq.Wait(context.Background(), make([]WC, 1))
-			if err == nil {
-				ran.Store(true)
-			}
-		}()
-		<-ready
-		runtime.Gosched() // the waiter blocks in Wait
+		ran, done := startWaiter(cq)
 		d.batches.Add(1)
 		for i := range n {
 			require.True(t, cq.push(&WC{ID: uint64(i)}, false))
 		}
 		var scratch []*CQ
 		d.endBatch(&scratch, true)
-		got := ran.Load()
-		<-done
-		for cq.Poll(make([]WC, 8)) > 0 {
-		}
-		select {
-		case <-cq.wake:
-		default:
-		}
+		got := endWaiter(cq, ran, done)
 		require.False(t, d.behind.Load())
 		return got
 	}
@@ -330,18 +344,7 @@ func TestCQStarvedYields(t *testing.T) {
 	// poll is set, and reports whether the waiter had run when the second
 	// endBatch returned.
 	trial := func(poll, stream bool, op WCOpcode) bool {
-		var ran atomic.Bool
-		ready, done := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(done)
-			ready <- struct{}{}
-			_, err := cq.Wait(context.Background(), make([]WC, 1))
-			if err == nil {
-				ran.Store(true)
-			}
-		}()
-		<-ready
-		runtime.Gosched() // the waiter blocks in Wait
+		ran, done := startWaiter(cq)
 		var scratch []*CQ
 		for b := range 2 {
 			d.batches.Add(1)
@@ -355,14 +358,7 @@ func TestCQStarvedYields(t *testing.T) {
 				}
 			}
 		}
-		got := ran.Load()
-		<-done
-		for cq.Poll(make([]WC, 8)) > 0 {
-		}
-		select {
-		case <-cq.wake:
-		default:
-		}
+		got := endWaiter(cq, ran, done)
 		require.False(t, cq.sendWC.Load())
 		cq.woken.Store(false)
 		return got
