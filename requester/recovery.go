@@ -416,11 +416,19 @@ func (r *Requester) buildProbe(now time.Time, buf []byte) int {
 	n := r.buildRest(r.head, buf)
 	r.rec.probing = false
 	if n > 0 {
-		r.rec.c.TailProbes++
-		r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now
+		r.probeSent(now)
 		r.onSent(now, r.compPSN, true, high)
 	}
 	return n
+}
+
+// probeSent counts a tail-loss probe that left at now (buildProbe,
+// srProbe) and waits for its answer (onResponse): spuriousExpiry times the
+// first response from now, and probeAnswered reads it against the oldest
+// unacknowledged PSN, the probe's.
+func (r *Requester) probeSent(now time.Time) {
+	r.rec.c.TailProbes++
+	r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now
 }
 
 // DeferRecovery restarts a running recovery timer from now. The owner

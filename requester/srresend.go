@@ -391,8 +391,7 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 	}
 	n := r.srResend(now, buf)
 	if n > 0 {
-		r.rec.c.TailProbes++
-		r.rec.probeOut, r.rec.probePSN, r.rec.probeAt = true, r.compPSN, now
+		r.probeSent(now)
 	}
 	return n
 }
