@@ -59,6 +59,7 @@ type connReader struct {
 
 	polls      atomic.Uint64 // inline reads by busy-polling callers that found datagrams
 	polledPkts atomic.Uint64 // the datagrams they handled
+	spinPkts   atomic.Uint64 // the datagrams the receive goroutine read while spinning (spin)
 }
 
 func newConnReader(d *Device, conn netdev.Conn, served []*vector) *connReader {
@@ -326,6 +327,7 @@ func (cq *CQ) BusyPoll(wcs []WC) int {
 	}
 	if !cq.busy.Load() {
 		cq.busy.Store(true)
+		cq.dev.busyPolled.Store(true) // the receive goroutines stop spinning (connReader.spin)
 	}
 	if cq.dev.closed.Load() {
 		return 0

@@ -78,6 +78,7 @@ func (c Counters) Named() []NamedCounter {
 		{"receive_errors", c.ReceiveErrors},
 		{"pin_errors", c.PinErrors},
 		{"polled_pkts", c.PolledPkts},
+		{"spin_pkts", c.SpinPkts},
 	}, c.Loss.named()...)
 }
 
@@ -106,6 +107,9 @@ type Counters struct {
 	// left the reading to it. A spinning latency loop that reads its
 	// socket itself shows here; the receive goroutine read the rest.
 	PolledPkts uint64
+	// SpinPkts counts the received datagrams a receive goroutine read
+	// while it spun after a batch instead of blocking (Options.ReceiveSpin).
+	SpinPkts uint64
 	// Loss sums the loss-recovery and selective-repeat counters of the
 	// device's QPs, those destroyed or reset included (srtt_us and
 	// ooo_buffered count live QPs only).
@@ -126,7 +130,7 @@ type deviceCounters struct {
 // Counters returns a snapshot of the device counters.
 func (d *Device) Counters() Counters {
 	c := &d.counters
-	var sent, rcvd, polled uint64
+	var sent, rcvd, polled, spun uint64
 	var seen *connReader
 	for _, v := range d.vecs {
 		sent += v.sentPkts.Load()
@@ -134,6 +138,7 @@ func (d *Device) Counters() Counters {
 		// A reader serves all vectors or one (OpenConns): count each once.
 		if r := v.reader; r != nil && r != seen {
 			polled += r.polledPkts.Load()
+			spun += r.spinPkts.Load()
 			seen = r
 		}
 	}
@@ -142,6 +147,6 @@ func (d *Device) Counters() Counters {
 		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
 		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
-		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, Loss: d.lossTotals(),
+		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, SpinPkts: spun, Loss: d.lossTotals(),
 	}
 }

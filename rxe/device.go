@@ -57,7 +57,11 @@ type Device struct {
 	gsi atomic.Pointer[gsi]
 
 	closed atomic.Bool
-	done   chan struct{}
+	// busyPolled is set by the first CQ.BusyPoll on any of the device's
+	// CQs: its caller reads the sockets itself, so the receive goroutines
+	// no longer spin after a batch (connReader.spin).
+	busyPolled atomic.Bool
+	done       chan struct{}
 	// stopped is closed once Close has stopped every QP (their flush
 	// completions are in their CQs): it ends CQ.Wait.
 	stopped chan struct{}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"time"
 )
 
 // Options configures a Device. The zero value is a good default.
@@ -61,6 +62,22 @@ type Options struct {
 	// whose receive goroutines both waited to write to each other would
 	// deadlock. UDP sockets never wait for the peer.
 	NoInlineSend bool
+	// ReceiveSpin is how long a receive goroutine that has just handled a
+	// batch keeps reading its socket without waiting (yielding its
+	// processor between reads) before it blocks in the kernel's poller;
+	// every batch it reads restarts the time. A goroutine that blocks
+	// leaves its processor idle, and on a virtual machine a processor
+	// that has gone idle takes tens of microseconds to wake for the next
+	// datagram: a lossy stream, whose batches come in bursts, then
+	// spends much of each loss's round trip waking up
+	// (docs/performance.md, "A receive goroutine that spins before it
+	// blocks"). Zero means DefaultReceiveSpin; a negative value turns the
+	// spin off. It applies to netdevs that can be read from any goroutine
+	// (netdev.SharedReader, as Listen opens); a device whose CQs are
+	// busy-polled (CQ.BusyPoll) does not spin, since its caller reads the
+	// socket itself. The cost is processor time: up to ReceiveSpin after
+	// each batch, per receive goroutine.
+	ReceiveSpin time.Duration
 	// LocalDropMode chooses what the device does with a datagram the local
 	// host refuses (netdev.ErrLocalDrop: ENOBUFS from a full qdisc, EAGAIN
 	// from a full socket buffer). The default, LocalDropAdaptive, hands it
@@ -94,6 +111,20 @@ func (o Options) compVectors() int {
 		return runtime.GOMAXPROCS(0)
 	}
 	return o.CompVectors
+}
+
+// DefaultReceiveSpin is Options.ReceiveSpin's default.
+const DefaultReceiveSpin = 100 * time.Microsecond
+
+// receiveSpin is ReceiveSpin with its default; 0 means no spin.
+func (o Options) receiveSpin() time.Duration {
+	switch {
+	case o.ReceiveSpin == 0:
+		return DefaultReceiveSpin
+	case o.ReceiveSpin < 0:
+		return 0
+	}
+	return o.ReceiveSpin
 }
 
 // LocalDropMode is what a device does after a local drop: a datagram the

@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
@@ -29,6 +30,10 @@ func (d *Device) routineReceive(r *connReader) {
 	if len(r.served) == 1 {
 		r.served[0].pin()
 	}
+	var spin time.Duration
+	if r.shared != nil {
+		spin = d.opts.receiveSpin()
+	}
 	for {
 		n, err := r.readBlocking()
 		if err != nil {
@@ -51,6 +56,51 @@ func (d *Device) routineReceive(r *connReader) {
 		}
 		d.counters.readBatches.Add(1)
 		r.handle(n)
+		if spin > 0 {
+			r.spin(spin)
+		}
+	}
+}
+
+// spin reads the socket without waiting after a batch (Options.ReceiveSpin):
+// each batch it finds is handled as the receive goroutine handles one,
+// and restarts the limit; between empty reads it yields its processor
+// (runtime.Gosched), so goroutines waiting for one run first. It returns
+// when limit passes without a datagram, the device closes, a read fails
+// (the blocking read meets the error and counts it), or a caller
+// busy-polls one of the device's CQs (that caller reads the socket
+// itself). A read it cannot take because another goroutine holds the
+// socket (a busy poller, a QP reading before a timeout) is not one: that
+// goroutine handles what is there.
+func (r *connReader) spin(limit time.Duration) {
+	d := r.d
+	end := time.Now().Add(limit)
+	for !d.closed.Load() && !d.busyPolled.Load() {
+		if r.gate.TryLock() {
+			n, err := r.shared.TryReadBatch(r.msgs)
+			if err != nil {
+				r.unlock()
+				return
+			}
+			if n > 0 {
+				r.spinPkts.Add(uint64(n))
+				d.counters.readBatches.Add(1)
+				r.handle(n)
+				end = time.Now().Add(limit)
+				continue
+			}
+			if r.unlock() > 0 {
+				// Another reader left the socket to us and we handled
+				// what it found (connReader.unlock): send what that made
+				// ready, as handle does.
+				r.sendInline()
+				end = time.Now().Add(limit)
+			}
+		}
+		if time.Now().After(end) {
+			return
+		}
+		runtime.Gosched()
 	}
 }
 
