@@ -61,7 +61,11 @@ type Device struct {
 	// CQs: its caller reads the sockets itself, so the receive goroutines
 	// no longer spin after a batch (connReader.spin).
 	busyPolled atomic.Bool
-	done       chan struct{}
+	// spinUntil (UnixNano) and spinBound say when the receive goroutines
+	// spin after a batch (Device.wantSpin).
+	spinUntil atomic.Int64
+	spinBound atomic.Bool
+	done      chan struct{}
 	// stopped is closed once Close has stopped every QP (their flush
 	// completions are in their CQs): it ends CQ.Wait.
 	stopped chan struct{}

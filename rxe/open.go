@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"fmt"
+	"github.com/gorxe/gorxe/requester"
 	"net"
 	"net/netip"
 
@@ -91,6 +92,11 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 	d.vecs = make([]*vector, opts.CompVectors)
 	for i := range d.vecs {
 		d.vecs[i] = newVector(d, i, conns[i%len(conns)])
+	}
+	if own, _ := d.recvBufferInfo(); own > 0 && windowFor(own, MTU4096.Bytes(), chargeRuns) < requester.DefaultWindow {
+		// Peers keep their windows within this small buffer: the
+		// transport waits on its round trips (Device.wantSpin).
+		d.spinBound.Store(true)
 	}
 	for i, c := range conns {
 		served := d.vecs

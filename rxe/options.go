@@ -64,15 +64,22 @@ type Options struct {
 	NoInlineSend bool
 	// ReceiveSpin is how long a receive goroutine that has just handled a
 	// batch keeps reading its socket without waiting (yielding its
-	// processor between reads) before it blocks in the kernel's poller;
-	// every batch it reads restarts the time. A goroutine that blocks
-	// leaves its processor idle, and on a virtual machine a processor
-	// that has gone idle takes tens of microseconds to wake for the next
-	// datagram: a lossy stream, whose batches come in bursts, then
-	// spends much of each loss's round trip waking up
-	// (docs/performance.md, "A receive goroutine that spins before it
-	// blocks"). Zero means DefaultReceiveSpin; a negative value turns the
-	// spin off. It applies to netdevs that can be read from any goroutine
+	// processor between reads) before it blocks in the kernel's poller,
+	// while the device's transport waits on its round trips: for 50 ms
+	// after a sign of loss recovery (a NAK or selective-repeat hole report
+	// sent or received, a request packet sent again), and for good once a
+	// QP's window was bound to a socket buffer smaller than rxe's 128-PSN
+	// window. Every batch it reads restarts the time. A goroutine that
+	// blocks leaves its processor idle; on a virtual machine an idle
+	// processor takes tens of microseconds to wake for the next datagram,
+	// and a busy Go process reads the network only from an idle processor
+	// (or every 10 ms), so each round trip of a recovery or of a
+	// buffer-bound window waited for wake-ups (docs/performance.md, "A
+	// receive goroutine that spins before it blocks"). A loss-free stream
+	// with room in its window keeps the processors busy; a spin there took
+	// turns from the goroutines doing the work, so it does not spin.
+	// Zero means DefaultReceiveSpin; a negative value turns the spin off.
+	// It applies to netdevs that can be read from any goroutine
 	// (netdev.SharedReader, as Listen opens); a device whose CQs are
 	// busy-polled (CQ.BusyPoll) does not spin, since its caller reads the
 	// socket itself. The cost is processor time: up to ReceiveSpin after

@@ -434,6 +434,30 @@ func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []ne
 			qp.traceSend(who, msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
+		qp.noteSent(now, who == "requester", msgs[k].Buf[:n])
 	}
 	return k
+}
+
+// noteSent looks at a packet b the QP's requester (req) or responder built at now for the
+// signs of a loss being recovered (Device.noteLoss): a NAK or hole report
+// from the responder, a request packet from the requester whose PSN is
+// not after the highest sent before (a packet sent again: a go-back-N
+// retry, a selective-repeat resend, a re-read, a probe).
+func (qp *QP) noteSent(now time.Time, req bool, b []byte) {
+	p, err := packet.Parse(b)
+	if err != nil {
+		return
+	}
+	if !req {
+		if lossSignal(p) {
+			qp.dev.noteLoss(now)
+		}
+		return
+	}
+	if qp.sentHighOK && !qp.sentHigh.Before(p.PSN()) {
+		qp.dev.noteLoss(now)
+		return
+	}
+	qp.sentHigh, qp.sentHighOK = p.PSN(), true
 }

@@ -62,19 +62,25 @@ func (d *Device) routineReceive(r *connReader) {
 	}
 }
 
-// spin reads the socket without waiting after a batch (Options.ReceiveSpin):
-// each batch it finds is handled as the receive goroutine handles one,
-// and restarts the limit; between empty reads it yields its processor
-// (runtime.Gosched), so goroutines waiting for one run first. It returns
-// when limit passes without a datagram, the device closes, a read fails
-// (the blocking read meets the error and counts it), or a caller
-// busy-polls one of the device's CQs (that caller reads the socket
-// itself). A read it cannot take because another goroutine holds the
-// socket (a busy poller, a QP reading before a timeout) is not one: that
-// goroutine handles what is there.
+// spin reads the socket without waiting after a batch (Options.ReceiveSpin)
+// while the device's transport waits on round trips (Device.wantSpin: a
+// loss being recovered, or a window bound to a small socket buffer): each
+// batch it finds is handled as the receive goroutine handles one, and
+// restarts the limit; after an empty read it yields its processor
+// (runtime.Gosched). It returns when limit passes without a datagram, the
+// transport no longer waits so, the device closes, a read fails (the
+// blocking read meets the error and counts it), or a caller busy-polls one
+// of the device's CQs (that caller reads the socket itself). A read it
+// cannot take because another goroutine holds the socket (a busy poller, a
+// QP reading before a timeout) is not one: that goroutine handles what is
+// there.
 func (r *connReader) spin(limit time.Duration) {
 	d := r.d
-	end := time.Now().Add(limit)
+	now := time.Now()
+	if !d.wantSpin(now) {
+		return
+	}
+	end := now.Add(limit)
 	for !d.closed.Load() && !d.busyPolled.Load() {
 		if r.gate.TryLock() {
 			n, err := r.shared.TryReadBatch(r.msgs)
@@ -97,7 +103,7 @@ func (r *connReader) spin(limit time.Duration) {
 				end = time.Now().Add(limit)
 			}
 		}
-		if time.Now().After(end) {
+		if t := time.Now(); t.After(end) || !d.wantSpin(t) {
 			return
 		}
 		runtime.Gosched()
@@ -149,5 +155,47 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		qp.receiveUnreliable(now, p, m.Addr)
 		return
 	}
+	if lossSignal(p) {
+		d.noteLoss(now)
+	}
 	r.addRun(now, qp, p, m.Addr)
+}
+
+// lossSignal reports whether the RC packet p shows a loss being
+// recovered: a NAK for a PSN sequence error (go-back-N, IBA 9.7.5.2.4) or
+// a selective-repeat hole report.
+func lossSignal(p packet.Packet) bool {
+	if p.Opcode() != packet.RCAcknowledge {
+		return false
+	}
+	s := p.AETH().Syndrome()
+	return s.IsNAK() && (s.NAKCode() == packet.NAKPSNSeqError || s.NAKCode() == packet.NAKSelectiveRepeat)
+}
+
+// lossSpinHold is how long after a loss signal (noteLoss) the receive
+// goroutines spin after their batches: the recovery of one loss takes a
+// few round trips, and at 0.1 % loss of a stream of 4 KiB packets the next
+// loss comes within a few milliseconds.
+const lossSpinHold = 50 * time.Millisecond
+
+// noteLoss records at now that a QP of the device recovers a loss (a NAK
+// or hole report sent or received, a request packet sent again): the
+// receive goroutines spin after their batches for lossSpinHold.
+func (d *Device) noteLoss(now time.Time) {
+	if until := now.UnixNano() + int64(lossSpinHold); until > d.spinUntil.Load() {
+		d.spinUntil.Store(until)
+	}
+}
+
+// wantSpin reports whether the receive goroutines spin after a batch at
+// now (connReader.spin): while a loss is being recovered (noteLoss), or
+// for good once a QP's window was bound to a socket buffer smaller than
+// rxe's 128-PSN window (QP.bufferLimits). Both make the transport wait
+// on its round trips, which a processor waking from idle lengthens; a
+// loss-free stream with room in its window keeps the processors busy, and
+// there a spin took turns from the goroutines doing the work (loss-free
+// WRITE and SEND streams 5-12 % slower; docs/performance.md, "A receive
+// goroutine that spins before it blocks").
+func (d *Device) wantSpin(now time.Time) bool {
+	return d.spinBound.Load() || now.UnixNano() < d.spinUntil.Load()
 }

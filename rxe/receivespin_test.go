@@ -4,29 +4,42 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
 
-// TestReceiveSpin checks Options.ReceiveSpin over loopback UDP: with a
-// spin longer than the test, every WRITE after the first reaches the
-// responder while its receive goroutine is still spinning after the
-// previous batch, so the spin reads it (Counters.SpinPkts); with the spin
-// off, or once a CQ of the device is busy-polled (its caller reads the
-// socket itself), the spin reads nothing.
+// TestReceiveSpin checks Options.ReceiveSpin over loopback UDP. A spin
+// longer than the test, once on, reads every WRITE after the first: the
+// WRITE reaches the responder while its receive goroutine still spins
+// after the previous batch (Counters.SpinPkts). It is on when the
+// device's receive buffer is too small for a 128-PSN window and after a
+// sign of loss; it reads nothing in a loss-free run with a large buffer,
+// with the spin off, or once a CQ of the device is busy-polled (its
+// caller reads the socket itself).
 func TestReceiveSpin(t *testing.T) {
 	const writes = 20
 	for _, tc := range []struct {
-		name     string
-		spin     time.Duration
-		busyPoll bool // busy-poll the responder's CQ once before the WRITEs
-		min, max uint64
+		name      string
+		spin      time.Duration
+		recvBuf   int  // Options.RecvBuffer: 0 is the default 64 MiB
+		loss      bool // a loss signal (Device.noteLoss) before the WRITEs
+		busyPoll  bool // busy-poll the responder's CQ once before the WRITEs
+		spinsSeen bool
 	}{
-		{name: "spins", spin: time.Minute, min: writes / 2, max: writes},
-		{name: "off", spin: -1, min: 0, max: 0},
-		{name: "busy-polled", spin: time.Minute, busyPoll: true, min: 0, max: 0},
+		{name: "small buffer", spin: time.Minute, recvBuf: 128 << 10, spinsSeen: true},
+		{name: "after a loss", spin: time.Minute, loss: true, spinsSeen: true},
+		{name: "loss-free", spin: time.Minute},
+		{name: "off", spin: -1, recvBuf: 128 << 10, loss: true},
+		{name: "busy-polled", spin: time.Minute, recvBuf: 128 << 10, loss: true, busyPoll: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, z, _ := udpPair(t, Options{ReceiveSpin: tc.spin})
+			a, z, _ := udpPair(t, Options{ReceiveSpin: tc.spin, RecvBuffer: tc.recvBuf})
+			if tc.name == "loss-free" && z.dev.spinBound.Load() {
+				t.Skip("the kernel capped the 64 MiB receive buffer (net.core.rmem_max, no CAP_NET_ADMIN): the device spins as for a small buffer")
+			}
+			if tc.loss {
+				z.dev.noteLoss(time.Now().Add(time.Minute)) // outlasts the test
+			}
 			if tc.busyPoll {
 				require.Zero(t, z.cq.BusyPoll(make([]WC, 1)))
 			}
@@ -38,8 +51,12 @@ func TestReceiveSpin(t *testing.T) {
 				require.Equal(t, WCSuccess, wc.Status)
 			}
 			got := z.dev.Counters().SpinPkts
-			require.GreaterOrEqual(t, got, tc.min, "WRITEs the responder's spin read")
-			require.LessOrEqual(t, got, tc.max, "WRITEs the responder's spin read")
+			if tc.spinsSeen {
+				require.GreaterOrEqual(t, got, uint64(writes/2), "WRITEs the responder's spin read")
+				require.LessOrEqual(t, got, uint64(writes), "WRITEs the responder's spin read")
+			} else {
+				require.Zero(t, got, "WRITEs the responder's spin read")
+			}
 		})
 	}
 }
@@ -56,4 +73,77 @@ func TestReceiveSpinDefault(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, Options{ReceiveSpin: tc.in}.receiveSpin(), "ReceiveSpin %v", tc.in)
 	}
+}
+
+// TestLossSignal checks which packets count as a loss being recovered:
+// sequence-error NAKs and hole reports, not ACKs, RNR NAKs, other NAKs
+// or requests.
+func TestLossSignal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   packet.Opcode
+		syn  packet.Syndrome
+		want bool
+	}{
+		{"ACK", packet.RCAcknowledge, packet.ACKSyndrome(31), false},
+		{"RNR NAK", packet.RCAcknowledge, packet.RNRSyndrome(12), false},
+		{"sequence error NAK", packet.RCAcknowledge, packet.NAKSyndrome(packet.NAKPSNSeqError), true},
+		{"hole report", packet.RCAcknowledge, packet.NAKSyndrome(packet.NAKSelectiveRepeat), true},
+		{"remote access error NAK", packet.RCAcknowledge, packet.NAKSyndrome(packet.NAKRemoteAccess), false},
+		{"atomic ACK", packet.RCAtomicAcknowledge, packet.ACKSyndrome(31), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			buf := make([]byte, 64)
+			h := packet.Headers{BTH: packet.BTHFields{Opcode: tc.op, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: 7},
+				AETH: packet.AETHFields{Syndrome: tc.syn, MSN: 1}}
+			n, err := packet.Build(buf, &h, nil, nil)
+			require.NoError(t, err)
+			p, err := packet.Parse(buf[:n])
+			require.NoError(t, err)
+			require.Equal(t, tc.want, lossSignal(p))
+		})
+	}
+}
+
+// TestNoteSent checks that a request packet sent again (its PSN not after
+// the highest sent) and a responder's NAK start a loss's spin, and that
+// new request packets and ACKs do not.
+func TestNoteSent(t *testing.T) {
+	build := func(op packet.Opcode, psn packet.PSN, syn packet.Syndrome) []byte {
+		buf := make([]byte, 64)
+		h := packet.Headers{BTH: packet.BTHFields{Opcode: op, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: psn},
+			AETH: packet.AETHFields{Syndrome: syn}}
+		var payload []byte
+		if op == packet.RCSendOnly {
+			payload = []byte{1, 2}
+		}
+		n, err := packet.Build(buf, &h, payload, nil)
+		require.NoError(t, err)
+		return buf[:n]
+	}
+	d := &Device{}
+	qp := &QP{dev: d}
+	now := time.Unix(1000, 0)
+	for _, step := range []struct {
+		name string
+		req  bool
+		b    []byte
+		loss bool
+	}{
+		{"first request", true, build(packet.RCSendOnly, 0xFFFFFE, 0), false},
+		{"next request, across the PSN wrap", true, build(packet.RCSendOnly, 0, 0), false},
+		{"ACK", false, build(packet.RCAcknowledge, 5, packet.ACKSyndrome(31)), false},
+		{"the first request sent again", true, build(packet.RCSendOnly, 0xFFFFFE, 0), true},
+	} {
+		require.Equal(t, step.loss, func() bool {
+			d.spinUntil.Store(0)
+			qp.noteSent(now, step.req, step.b)
+			return d.wantSpin(now)
+		}(), step.name)
+	}
+	d.spinUntil.Store(0)
+	qp.noteSent(now, false, build(packet.RCAcknowledge, 5, packet.NAKSyndrome(packet.NAKPSNSeqError)))
+	require.True(t, d.wantSpin(now), "a sequence error NAK sent")
+	require.True(t, d.wantSpin(now.Add(lossSpinHold-time.Millisecond)), "within the hold")
+	require.False(t, d.wantSpin(now.Add(lossSpinHold)), "after the hold")
 }

@@ -312,5 +312,9 @@ func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
 	if window >= requester.DefaultWindow {
 		return window, 0 // READs whole, as toward any peer with a buffer this large
 	}
+	// The window, not the processors, bounds this QP's stream: its
+	// device's receive goroutines spin after their batches from now on
+	// (Device.wantSpin).
+	qp.dev.spinBound.Store(true)
 	return window, max(window/2, 1)
 }
