@@ -57,6 +57,9 @@ type Device struct {
 	// PolledPkts counts the datagrams a spinning latency loop read and
 	// handled itself (rxe.Counters.PolledPkts; --busy-poll).
 	PolledPkts uint64 `json:"polled_pkts"`
+	// SpinPkts counts the datagrams a receive goroutine read while it
+	// spun after a batch (rxe.Counters.SpinPkts; --receive-spin).
+	SpinPkts uint64 `json:"spin_pkts"`
 }
 
 // Transport sums the QPs' counters that show recovery at work.
