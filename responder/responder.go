@@ -633,6 +633,11 @@ func (r *Responder) Counters() Counters {
 	return c
 }
 
+// Duplicates returns how many requests arrived with a PSN before the
+// expected one (Counters.DuplicateRequest): requests a requester sent
+// again, without the cost of a Counters snapshot.
+func (r *Responder) Duplicates() uint64 { return r.ctrs.DuplicateRequest }
+
 // EPSN returns the expected PSN of the next new request.
 func (r *Responder) EPSN() packet.PSN { return r.epsn }
 

@@ -98,11 +98,20 @@ func (qp *QP) receiveRun(now time.Time, run []rcPacket, deferWake bool) {
 		qp.mu.Unlock()
 		return
 	}
+	var dups uint64
+	if qp.resp != nil {
+		dups = qp.resp.Duplicates()
+	}
 	for i := range run {
 		qp.receiveLocked(now, run[i].p, run[i].src)
 		if _, _, failed := qp.failed(); failed && qp.state != QPSErr {
 			qp.afterEngines()
 		}
+	}
+	if qp.resp != nil && qp.resp.Duplicates() != dups {
+		// Requests received again: the peer recovers a loss (a re-read
+		// of lost READ responses shows only here).
+		qp.dev.noteLoss(now)
 	}
 	more := qp.afterEngines()
 	qp.mu.Unlock()

@@ -179,7 +179,8 @@ func lossSignal(p packet.Packet) bool {
 const lossSpinHold = 50 * time.Millisecond
 
 // noteLoss records at now that a QP of the device recovers a loss (a NAK
-// or hole report sent or received, a request packet sent again): the
+// or hole report sent or received, a request packet sent or received
+// again: QP.noteSent, lossSignal, QP.receiveRun): the
 // receive goroutines spin after their batches for lossSpinHold.
 func (d *Device) noteLoss(now time.Time) {
 	if until := now.UnixNano() + int64(lossSpinHold); until > d.spinUntil.Load() {

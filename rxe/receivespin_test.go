@@ -1,9 +1,11 @@
 package rxe
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
@@ -146,4 +148,40 @@ func TestNoteSent(t *testing.T) {
 	require.True(t, d.wantSpin(now), "a sequence error NAK sent")
 	require.True(t, d.wantSpin(now.Add(lossSpinHold-time.Millisecond)), "within the hold")
 	require.False(t, d.wantSpin(now.Add(lossSpinHold)), "after the hold")
+}
+
+// TestDuplicateRequestStartsSpin checks the responder's sign of a loss:
+// a request that arrives again (a re-read of lost READ responses shows
+// only so) starts the spin of the device that received it.
+func TestDuplicateRequestStartsSpin(t *testing.T) {
+	a, z, _ := udpPair(t, Options{})
+	if z.dev.spinBound.Load() {
+		t.Skip("the kernel capped the 64 MiB receive buffer (net.core.rmem_max, no CAP_NET_ADMIN): the device spins as for a small buffer")
+	}
+	_, err := a.qp.PostSend(SendWR{Opcode: WRRDMAWrite, Flags: SendSignaled,
+		SGList: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()})
+	require.NoError(t, err)
+	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+	require.False(t, z.dev.wantSpin(time.Now()), "a loss-free WRITE")
+
+	// The WRITE again, from another port of a's address (a responder
+	// checks the peer's IP address only, rxe check_addr).
+	c, err := netdev.ListenUDP(netip.AddrPortFrom(a.dev.addr, 0), netdev.Options{BlockingWrite: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	z.qp.mu.Lock()
+	psn := z.qp.resp.EPSN().Add(-1)
+	z.qp.mu.Unlock()
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCRDMAWriteOnly, PKey: packet.DefaultPKey, DestQP: z.qp.qpn, PSN: psn, AckReq: true},
+		RETH: packet.RETHFields{VA: z.mr.Addr(), RKey: z.mr.RKey(), DMALen: 64}}
+	from := c.LocalAddr()
+	ph := packet.PseudoHeader{Src: from.Addr(), Dst: z.dev.addr, SrcPort: from.Port(), DstPort: z.dev.port, IPFlags: packet.IPv4FlagDF}
+	buf := make([]byte, 256)
+	n, err := packet.Build(buf, &h, make([]byte, 64), &ph)
+	require.NoError(t, err)
+	_, err = c.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: z.dev.Addr()}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return z.qp.Counters().Responder.DuplicateRequest == 1 },
+		10*time.Second, time.Millisecond, "the duplicate WRITE reaches the responder")
+	require.True(t, z.dev.wantSpin(time.Now()), "a request received again")
 }
