@@ -52,6 +52,9 @@ type QP struct {
 	// (QP.noteSent: a request packet not after it is sent again).
 	sentHigh   packet.PSN
 	sentHighOK bool
+	// rnrRetry: an RNR NAK came since the last new request packet, so
+	// packets sent again are its retry, not a loss's (noteSent).
+	rnrRetry bool
 
 	// slot is the QP's entry in its vector's timerQueue, guarded by the
 	// queue's lock; queued marks it on its vector's run queue.

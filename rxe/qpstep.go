@@ -144,6 +144,9 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 	case p.Mask()&packet.MaskReq != 0:
 		qp.resp.Receive(now, p)
 	case qp.req != nil:
+		if p.Opcode() == packet.RCAcknowledge && p.AETH().Syndrome().IsRNR() {
+			qp.rnrRetry = true // the retry it starts is not a loss's (noteSent)
+		}
 		qp.req.Receive(now, p)
 	default: // a response before RTS
 		qp.counter.badState.Add(1)
@@ -452,7 +455,10 @@ func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []ne
 // signs of a loss being recovered (Device.noteLoss): a NAK or hole report
 // from the responder, a request packet from the requester whose PSN is
 // not after the highest sent before (a packet sent again: a go-back-N
-// retry, a selective-repeat resend, a re-read, a probe).
+// retry, a selective-repeat resend, a re-read, a probe), unless an RNR
+// NAK started the retry (the responder had no receive WQE: flow
+// control, not loss; its wait is a timer's, which no spin shortens).
+// The first new packet after such a retry ends it.
 func (qp *QP) noteSent(now time.Time, req bool, b []byte) {
 	p, err := packet.Parse(b)
 	if err != nil {
@@ -465,8 +471,10 @@ func (qp *QP) noteSent(now time.Time, req bool, b []byte) {
 		return
 	}
 	if qp.sentHighOK && !qp.sentHigh.Before(p.PSN()) {
-		qp.dev.noteLoss(now)
+		if !qp.rnrRetry {
+			qp.dev.noteLoss(now)
+		}
 		return
 	}
-	qp.sentHigh, qp.sentHighOK = p.PSN(), true
+	qp.sentHigh, qp.sentHighOK, qp.rnrRetry = p.PSN(), true, false
 }

@@ -109,7 +109,7 @@ func TestLossSignal(t *testing.T) {
 
 // TestNoteSent checks that a request packet sent again (its PSN not after
 // the highest sent) and a responder's NAK start a loss's spin, and that
-// new request packets and ACKs do not.
+// new request packets, ACKs and an RNR NAK's retry do not.
 func TestNoteSent(t *testing.T) {
 	build := func(op packet.Opcode, psn packet.PSN, syn packet.Syndrome) []byte {
 		buf := make([]byte, 64)
@@ -143,6 +143,17 @@ func TestNoteSent(t *testing.T) {
 			return d.wantSpin(now)
 		}(), step.name)
 	}
+	// A retry an RNR NAK started is not a loss's; the next new packet
+	// ends it.
+	d.spinUntil.Store(0)
+	qp.rnrRetry = true
+	qp.noteSent(now, true, build(packet.RCSendOnly, 0xFFFFFF, 0))
+	require.False(t, d.wantSpin(now), "an RNR retry")
+	qp.noteSent(now, true, build(packet.RCSendOnly, 1, 0))
+	require.False(t, qp.rnrRetry, "a new packet ends the RNR retry")
+	qp.noteSent(now, true, build(packet.RCSendOnly, 1, 0))
+	require.True(t, d.wantSpin(now), "sent again after the RNR retry")
+
 	d.spinUntil.Store(0)
 	qp.noteSent(now, false, build(packet.RCAcknowledge, 5, packet.NAKSyndrome(packet.NAKPSNSeqError)))
 	require.True(t, d.wantSpin(now), "a sequence error NAK sent")
