@@ -67,10 +67,11 @@ type Options struct {
 	// processor between reads) before it blocks in the kernel's poller,
 	// while the device's transport waits on its round trips: for 50 ms
 	// after a sign of loss recovery (a NAK or selective-repeat hole report
-	// sent or received, a request packet sent or received again), and for
-	// good on a device whose own receive buffer, or a QP's peer's, is too
-	// small for rxe's 128-PSN window. Every batch it reads restarts the time. A goroutine that
-	// blocks leaves its processor idle; on a virtual machine an idle
+	// sent or received, a request packet sent or received again, not an
+	// RNR NAK's retry), and for good on a device whose own receive
+	// buffer, or a QP's peer's, is too small for rxe's 128-PSN window.
+	// Every batch it reads restarts the time. A goroutine that blocks
+	// leaves its processor idle; on a virtual machine an idle
 	// processor takes tens of microseconds to wake for the next datagram,
 	// and a busy Go process reads the network only from an idle processor
 	// (or every 10 ms), so each round trip of a recovery or of a
