@@ -2,12 +2,12 @@ package rxe
 
 import (
 	"fmt"
-	"github.com/gorxe/gorxe/requester"
 	"net"
 	"net/netip"
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/requester"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 

@@ -451,10 +451,10 @@ func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []ne
 	return k
 }
 
-// noteSent looks at a packet b the QP's requester (req) or responder built at now for the
-// signs of a loss being recovered (Device.noteLoss): a NAK or hole report
-// from the responder, a request packet from the requester whose PSN is
-// not after the highest sent before (a packet sent again: a go-back-N
+// noteSent looks at a packet b that the QP's requester (req) or its
+// responder built at now for the signs of a loss being recovered
+// (Device.noteLoss): a NAK or hole report from the responder, a request
+// packet from the requester whose PSN is not after the highest sent before (a packet sent again: a go-back-N
 // retry, a selective-repeat resend, a re-read, a probe), unless an RNR
 // NAK started the retry (the responder had no receive WQE: flow
 // control, not loss; its wait is a timer's, which no spin shortens).

@@ -162,8 +162,8 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 }
 
 // lossSignal reports whether the RC packet p shows a loss being
-// recovered: a NAK for a PSN sequence error (go-back-N, IBA 9.7.5.2.4) or
-// a selective-repeat hole report.
+// recovered: a NAK for a PSN sequence error (the responder saw a gap, rxe
+// check_psn; the requester goes back N) or a selective-repeat hole report.
 func lossSignal(p packet.Packet) bool {
 	if p.Opcode() != packet.RCAcknowledge {
 		return false
@@ -190,8 +190,8 @@ func (d *Device) noteLoss(now time.Time) {
 
 // wantSpin reports whether the receive goroutines spin after a batch at
 // now (connReader.spin): while a loss is being recovered (noteLoss), or
-// for good once a QP's window was bound to a socket buffer smaller than
-// rxe's 128-PSN window (QP.bufferLimits). Both make the transport wait
+// for good on a device whose own receive buffer (OpenConns), or a QP's
+// peer's (QP.bufferLimits), is too small for rxe's 128-PSN window. Both make the transport wait
 // on its round trips, which a processor waking from idle lengthens; a
 // loss-free stream with room in its window keeps the processors busy, and
 // there a spin took turns from the goroutines doing the work (loss-free
