@@ -694,7 +694,7 @@ func (r *Requester) rnrRetry(p *packet.Packet, w *wqe, now time.Time) CompState 
 		r.compPSN = p.PSN()
 	}
 	r.rewind()
-	r.startedRetry, r.nakRetry = true, false
+	r.startedRetry, r.nakRetry, r.rnrRewound = true, false, true
 	r.rnrWait.Arm(now.Add(retry.RNRDelay(p.AETH().Syndrome().Value())))
 	return CompDone
 }

@@ -67,6 +67,11 @@ type Requester struct {
 	// an implied NAK or a probe's answer, not by a timer or an RNR NAK
 	// (recoveryTimeout).
 	nakRetry bool
+	// rnrRewound: the packets sent again since the last rewind are an RNR
+	// NAK's retry (flow control, not loss); lossResent counts the others
+	// (LossSignals).
+	rnrRewound bool
+	lossResent uint64
 	// gapRetry: the retry errorRetry is about to start is for a gap in
 	// READ responses (checkPSN, completeAhead); rereadDue: readAgain asked
 	// NextPacket to re-read the oldest READ's rest (readahead.go).
@@ -187,6 +192,16 @@ func (r *Requester) Counters() Counters {
 // completion queue overflow — and the status of the WQE it failed. The
 // owner must then move the QP to the error state and call Flush.
 func (r *Requester) Failed() (verbs.WCStatus, bool) { return r.failStatus, r.failed }
+
+// LossSignals returns a count that grows with every sign of loss
+// recovery the requester meets: a sequence-error NAK or a selective-repeat
+// hole report received, or a packet sent again other than in an RNR NAK's
+// retry (the responder had no receive WQE: flow control, not loss),
+// without the cost of a Counters snapshot. The device spins its receive
+// goroutines while it grows (rxe.Options.ReceiveSpin).
+func (r *Requester) LossSignals() uint64 {
+	return r.c.RcvdSeqErr + r.c.SRHolesReceived + r.lossResent
+}
 
 // SetDraining starts (true) or ends (false) draining the send queue for
 // the SQD state: while draining no new WQE starts; WQEs already started,
@@ -532,9 +547,13 @@ func (r *Requester) commit(w *wqe, sg seg, psn packet.PSN) {
 	}
 	if psn.Before(r.highPSN) {
 		r.c.Retransmits++
+		if !r.rnrRewound {
+			r.lossResent++
+		}
 	}
 	if r.psn.After(r.highPSN) {
 		r.highPSN = r.psn
+		r.rnrRewound = false
 	}
 }
 
@@ -593,6 +612,7 @@ func segOpcode(op verbs.WROpcode, start, end bool) packet.Opcode {
 // bytes if it is a READ; later ones restart from their beginning. PSNs are
 // stable across rounds: each WQE gets the same PSNs again.
 func (r *Requester) rewind() {
+	r.rnrRewound = false // rnrRetry sets it again after the rewind
 	r.rereadDue = false
 	r.doubleFirst, r.doubleDue = false, false
 	r.cur = r.head

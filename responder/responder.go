@@ -633,10 +633,15 @@ func (r *Responder) Counters() Counters {
 	return c
 }
 
-// Duplicates returns how many requests arrived with a PSN before the
-// expected one (Counters.DuplicateRequest): requests a requester sent
-// again, without the cost of a Counters snapshot.
-func (r *Responder) Duplicates() uint64 { return r.ctrs.DuplicateRequest }
+// LossSignals returns a count that grows with every sign of loss
+// recovery the responder meets: a request received again (a requester's
+// resend or re-read: Counters.DuplicateRequest), or a sequence-error NAK
+// or selective-repeat hole report sent (OutOfSeqRequest,
+// SRHolesReported), without the cost of a Counters snapshot. The device
+// spins its receive goroutines while it grows (rxe.Options.ReceiveSpin).
+func (r *Responder) LossSignals() uint64 {
+	return r.ctrs.DuplicateRequest + r.ctrs.OutOfSeqRequest + r.ctrs.SRHolesReported
+}
 
 // EPSN returns the expected PSN of the next new request.
 func (r *Responder) EPSN() packet.PSN { return r.epsn }

@@ -286,6 +286,7 @@ func TestDuplicateSendWrite(t *testing.T) {
 	out := h.drain()
 	require.Len(t, out, 1, "coalesced")
 	expectACK(t, out[0], 103, 2)
+	require.Zero(t, h.r.LossSignals(), "requests received once")
 
 	// Duplicates are re-ACKed with ePSN-1 and never re-executed (C9-105),
 	// whatever their AckReq bit.
@@ -298,6 +299,7 @@ func TestDuplicateSendWrite(t *testing.T) {
 	require.Equal(t, pattern(10, 1), h.gather(sges, 10))
 	require.Equal(t, pattern(2500, 2), h.remoteBytes(va, 2500))
 	require.Equal(t, uint64(2), h.r.Counters().DuplicateRequest)
+	require.Equal(t, uint64(2), h.r.LossSignals(), "requests received again are signs of loss")
 	require.Equal(t, packet.PSN(104), h.r.EPSN())
 }
 
@@ -400,6 +402,7 @@ func TestOutOfSequence(t *testing.T) {
 	c := h.r.Counters()
 	require.Equal(t, uint64(2), c.OutOfSeqRequest)
 	require.Equal(t, uint64(2), c.OutOfSeqDropped)
+	require.Equal(t, uint64(2), h.r.LossSignals(), "each sequence-error NAK sent is a sign of loss")
 	_, failed := h.r.Failed()
 	require.False(t, failed)
 }

@@ -288,6 +288,7 @@ func TestSRHoleReports(t *testing.T) {
 	require.Equal(t, uint64(2+2+3), c.SRHolePSNs)
 	require.Equal(t, uint64(5), c.OOOBuffered)
 	require.Zero(t, c.OutOfSeqRequest, "no PSN Sequence Error NAK under selective repeat")
+	require.Equal(t, c.SRHolesReported, h.r.LossSignals(), "each hole report sent is a sign of loss")
 
 	w(100) // fills the first hole: 100..103 execute, ACK 103
 	out = h.drain()

@@ -48,13 +48,9 @@ type QP struct {
 	destroyed bool
 	peerBuf   peerBuffer // the peer's announced receive buffer (recvbuf.go)
 	counter   qpCounters
-	// sentHigh is the highest PSN the requester has sent, once sentHighOK
-	// (QP.noteSent: a request packet not after it is sent again).
-	sentHigh   packet.PSN
-	sentHighOK bool
-	// rnrRetry: an RNR NAK came since the last new request packet, so
-	// packets sent again are its retry, not a loss's (noteSent).
-	rnrRetry bool
+	// lossSeen is the engines' loss signals at the last look
+	// (noteLossSignals).
+	lossSeen uint64
 
 	// slot is the QP's entry in its vector's timerQueue, guarded by the
 	// queue's lock; queued marks it on its vector's run queue.
@@ -316,7 +312,6 @@ func (qp *QP) startRequester() {
 	sr := qp.selectiveRepeat()
 	cfg.SelectiveRepeat, cfg.PeerOOOLimit = sr.on, sr.peerLimit
 	qp.req = requester.New(&cfg, pdMemory{qp.dev, qp.pd}, qp.sink(qp.sendCQ, "completer"))
-	qp.sentHighOK = false
 }
 
 // syncConfig gives the engines the attributes of mask that a Modify may

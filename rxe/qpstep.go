@@ -98,20 +98,11 @@ func (qp *QP) receiveRun(now time.Time, run []rcPacket, deferWake bool) {
 		qp.mu.Unlock()
 		return
 	}
-	var dups uint64
-	if qp.resp != nil {
-		dups = qp.resp.Duplicates()
-	}
 	for i := range run {
 		qp.receiveLocked(now, run[i].p, run[i].src)
 		if _, _, failed := qp.failed(); failed && qp.state != QPSErr {
 			qp.afterEngines()
 		}
-	}
-	if qp.resp != nil && qp.resp.Duplicates() != dups {
-		// Requests received again: the peer recovers a loss (a re-read
-		// of lost READ responses shows only here).
-		qp.dev.noteLoss(now)
 	}
 	more := qp.afterEngines()
 	qp.mu.Unlock()
@@ -144,9 +135,6 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 	case p.Mask()&packet.MaskReq != 0:
 		qp.resp.Receive(now, p)
 	case qp.req != nil:
-		if p.Opcode() == packet.RCAcknowledge && p.AETH().Syndrome().IsRNR() {
-			qp.rnrRetry = true // the retry it starts is not a loss's (noteSent)
-		}
 		qp.req.Receive(now, p)
 	default: // a response before RTS
 		qp.counter.badState.Add(1)
@@ -347,6 +335,7 @@ func rotate(ms []netdev.Message, k int) {
 // the QP keeps its state until the NAK is out. Meanwhile the requester is
 // stopped (flushed), so no request leaves after the error.
 func (qp *QP) afterEngines() bool {
+	qp.noteLossSignals()
 	if qp.state != QPSErr {
 		if st, resp, failed := qp.failed(); failed {
 			if resp && qp.resp.Pending() {
@@ -446,35 +435,26 @@ func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []ne
 			qp.traceSend(who, msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
-		qp.noteSent(now, who == "requester", msgs[k].Buf[:n])
 	}
 	return k
 }
 
-// noteSent looks at a packet b that the QP's requester (req) or its
-// responder built at now for the signs of a loss being recovered
-// (Device.noteLoss): a NAK or hole report from the responder, a request
-// packet from the requester whose PSN is not after the highest sent before (a packet sent again: a go-back-N
-// retry, a selective-repeat resend, a re-read, a probe), unless an RNR
-// NAK started the retry (the responder had no receive WQE: flow
-// control, not loss; its wait is a timer's, which no spin shortens).
-// The first new packet after such a retry ends it.
-func (qp *QP) noteSent(now time.Time, req bool, b []byte) {
-	p, err := packet.Parse(b)
-	if err != nil {
-		return
+// noteLossSignals starts the device's receive spin (Device.noteLoss) when
+// the engines met a sign of loss recovery since the last look
+// (requester.LossSignals, responder.LossSignals: NAKs and hole reports
+// sent or received, requests sent or received again), caller holds mu. A
+// count that went down (a new requester after a reset) is only taken as
+// the new base.
+func (qp *QP) noteLossSignals() {
+	var n uint64
+	if qp.req != nil {
+		n += qp.req.LossSignals()
 	}
-	if !req {
-		if lossSignal(p) {
-			qp.dev.noteLoss(now)
-		}
-		return
+	if qp.resp != nil {
+		n += qp.resp.LossSignals()
 	}
-	if qp.sentHighOK && !qp.sentHigh.Before(p.PSN()) {
-		if !qp.rnrRetry {
-			qp.dev.noteLoss(now)
-		}
-		return
+	if n > qp.lossSeen {
+		qp.dev.noteLoss(time.Now())
 	}
-	qp.sentHigh, qp.sentHighOK, qp.rnrRetry = p.PSN(), true, false
+	qp.lossSeen = n
 }

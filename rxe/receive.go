@@ -155,24 +155,10 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		qp.receiveUnreliable(now, p, m.Addr)
 		return
 	}
-	if lossSignal(p) {
-		d.noteLoss(now)
-	}
 	r.addRun(now, qp, p, m.Addr)
 }
 
-// lossSignal reports whether the RC packet p shows a loss being
-// recovered: a NAK for a PSN sequence error (the responder saw a gap, rxe
-// check_psn; the requester goes back N) or a selective-repeat hole report.
-func lossSignal(p packet.Packet) bool {
-	if p.Opcode() != packet.RCAcknowledge {
-		return false
-	}
-	s := p.AETH().Syndrome()
-	return s.IsNAK() && (s.NAKCode() == packet.NAKPSNSeqError || s.NAKCode() == packet.NAKSelectiveRepeat)
-}
-
-// lossSpinHold is how long after a loss signal (noteLoss) the receive
+// lossSpinHold is how long after a sign of loss (noteLoss) the receive
 // goroutines spin after their batches: the recovery of one loss takes a
 // few round trips, and at 0.1 % loss of a stream of 4 KiB packets the next
 // loss comes within a few milliseconds.
@@ -180,7 +166,7 @@ const lossSpinHold = 50 * time.Millisecond
 
 // noteLoss records at now that a QP of the device recovers a loss (a NAK
 // or hole report sent or received, a request packet sent or received
-// again: QP.noteSent, lossSignal, QP.receiveRun): the
+// again: QP.noteLossSignals): the
 // receive goroutines spin after their batches for lossSpinHold.
 func (d *Device) noteLoss(now time.Time) {
 	if until := now.UnixNano() + int64(lossSpinHold); until > d.spinUntil.Load() {

@@ -85,88 +85,22 @@ func TestReceiveSpinDefault(t *testing.T) {
 	}
 }
 
-// TestLossSignal checks which packets count as a loss being recovered:
-// sequence-error NAKs and hole reports, not ACKs, RNR NAKs, other NAKs
-// or requests.
-func TestLossSignal(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		op   packet.Opcode
-		syn  packet.Syndrome
-		want bool
-	}{
-		{"ACK", packet.RCAcknowledge, packet.ACKSyndrome(31), false},
-		{"RNR NAK", packet.RCAcknowledge, packet.RNRSyndrome(12), false},
-		{"sequence error NAK", packet.RCAcknowledge, packet.NAKSyndrome(packet.NAKPSNSeqError), true},
-		{"hole report", packet.RCAcknowledge, packet.NAKSyndrome(packet.NAKSelectiveRepeat), true},
-		{"remote access error NAK", packet.RCAcknowledge, packet.NAKSyndrome(packet.NAKRemoteAccess), false},
-		{"atomic ACK", packet.RCAtomicAcknowledge, packet.ACKSyndrome(31), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			buf := make([]byte, 64)
-			h := packet.Headers{BTH: packet.BTHFields{Opcode: tc.op, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: 7},
-				AETH: packet.AETHFields{Syndrome: tc.syn, MSN: 1}}
-			n, err := packet.Build(buf, &h, nil, nil)
-			require.NoError(t, err)
-			p, err := packet.Parse(buf[:n])
-			require.NoError(t, err)
-			require.Equal(t, tc.want, lossSignal(p))
-		})
-	}
-}
-
-// TestNoteSent checks that a request packet sent again (its PSN not after
-// the highest sent) and a responder's NAK start a loss's spin, and that
-// new request packets, ACKs and an RNR NAK's retry do not.
-func TestNoteSent(t *testing.T) {
-	build := func(op packet.Opcode, psn packet.PSN, syn packet.Syndrome) []byte {
-		buf := make([]byte, 64)
-		h := packet.Headers{BTH: packet.BTHFields{Opcode: op, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: psn},
-			AETH: packet.AETHFields{Syndrome: syn}}
-		var payload []byte
-		if op == packet.RCSendOnly {
-			payload = []byte{1, 2}
-		}
-		n, err := packet.Build(buf, &h, payload, nil)
-		require.NoError(t, err)
-		return buf[:n]
-	}
+// TestNoteLossHold checks how long a sign of loss keeps the spin on
+// (lossSpinHold), and that a later sign extends it while an earlier one
+// does not shorten it.
+func TestNoteLossHold(t *testing.T) {
 	d := &Device{}
-	qp := &QP{dev: d}
 	now := time.Unix(1000, 0)
-	for _, step := range []struct {
-		name string
-		req  bool
-		b    []byte
-		loss bool
-	}{
-		{"first request", true, build(packet.RCSendOnly, 0xFFFFFE, 0), false},
-		{"next request, across the PSN wrap", true, build(packet.RCSendOnly, 0, 0), false},
-		{"ACK", false, build(packet.RCAcknowledge, 5, packet.ACKSyndrome(31)), false},
-		{"the first request sent again", true, build(packet.RCSendOnly, 0xFFFFFE, 0), true},
-	} {
-		require.Equal(t, step.loss, func() bool {
-			d.spinUntil.Store(0)
-			qp.noteSent(now, step.req, step.b)
-			return d.wantSpin(now)
-		}(), step.name)
-	}
-	// A retry an RNR NAK started is not a loss's; the next new packet
-	// ends it.
-	d.spinUntil.Store(0)
-	qp.rnrRetry = true
-	qp.noteSent(now, true, build(packet.RCSendOnly, 0xFFFFFF, 0))
-	require.False(t, d.wantSpin(now), "an RNR retry")
-	qp.noteSent(now, true, build(packet.RCSendOnly, 1, 0))
-	require.False(t, qp.rnrRetry, "a new packet ends the RNR retry")
-	qp.noteSent(now, true, build(packet.RCSendOnly, 1, 0))
-	require.True(t, d.wantSpin(now), "sent again after the RNR retry")
-
-	d.spinUntil.Store(0)
-	qp.noteSent(now, false, build(packet.RCAcknowledge, 5, packet.NAKSyndrome(packet.NAKPSNSeqError)))
-	require.True(t, d.wantSpin(now), "a sequence error NAK sent")
-	require.True(t, d.wantSpin(now.Add(lossSpinHold-time.Millisecond)), "within the hold")
+	require.False(t, d.wantSpin(now), "no sign of loss")
+	d.noteLoss(now)
+	require.True(t, d.wantSpin(now), "a sign of loss")
+	require.True(t, d.wantSpin(now.Add(lossSpinHold-time.Nanosecond)), "within the hold")
 	require.False(t, d.wantSpin(now.Add(lossSpinHold)), "after the hold")
+	d.noteLoss(now.Add(time.Second))
+	d.noteLoss(now) // late: leaves the later hold alone
+	require.True(t, d.wantSpin(now.Add(time.Second+lossSpinHold-time.Nanosecond)), "the later sign's hold")
+	d.spinBound.Store(true)
+	require.True(t, d.wantSpin(now.Add(time.Hour)), "a small buffer: for good")
 }
 
 // TestDuplicateRequestStartsSpin checks the responder's sign of a loss:
