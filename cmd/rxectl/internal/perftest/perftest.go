@@ -136,6 +136,8 @@ type options struct {
 	events      bool          // -e: sleep on CQ notifications instead of polling
 	busyPoll    time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
 	lossWait    time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
+	histogram   bool          // -H: print the sorted samples before a latency row
+	unsorted    bool          // -U: print the samples in the order measured before a latency row
 	inline      int           // -I: post SEND/WRITE inline up to this size
 	connType    string        // -c
 	udMTU       int           // -c UD: the path MTU in bytes, the largest message (set by the session)
@@ -243,6 +245,12 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	bothBool(&o.events, "e", "events", "sleep on CQ events (notifications on a completion channel) instead of polling")
 	fs.DurationVar(&o.busyPoll, "busy-poll", defBusyPoll, "latency tests: spin on the CQ (CQ.BusyPoll, which reads the socket on the spinning goroutine) up to this long per completion, as perftest spins on ibv_poll_cq, before sleeping in CQ.Wait (0: sleep at once; -e sleeps on the completion channel instead; by default no spin while a device of the process has sockets no spinner reads: with --pcap or --ladder, or --dup, --reorder or --delay rules on received packets; the server of read-lat and atomic-lat spins reading its socket and answers there)")
 	if t.lat {
+		// perftest's long option for -H is spelt "report-histogrm"; its
+		// help says --report-histogram. Both are taken.
+		const hUsage = "print every sample (µs) sorted, as \"i, t\" lines after \"#, usec\", before the size's row: the samples the statistics use (iteration runs only)"
+		bothBool(&o.histogram, "H", "report-histogram", hUsage)
+		fs.BoolVar(&o.histogram, "report-histogrm", false, hUsage)
+		bothBool(&o.unsorted, "U", "report-unsorted", "print every sample (µs) in the order measured, as \"i, t\" lines after \"#, usec\", before the size's row (iteration runs only)")
 		fs.DurationVar(&o.lossWait, "loss-wait", defLossWait, "-c UC and UD latency tests: how long to wait for the peer's next SEND or WRITE before ending the run with an error (nothing resends a message lost on an unreliable transport; RC waits up to 60 s for a peer that stopped)")
 	}
 	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for read and atomic tests)", maxInline))
@@ -353,6 +361,7 @@ var longNames = map[string]string{
 	"q": "qp", "o": "outs", "N": "noPeak", "u": "qp-timeout", "p": "port", "D": "duration", "f": "margin",
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
 	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
+	"H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -428,7 +437,7 @@ func parsePerftest(t Test, args []string) (*options, error) {
 	fs := perftestFlags(t, o)
 	pos, err := cli.ParseIntermixed(fs, args)
 	if err != nil {
-		return nil, err
+		return nil, explainFlagError(err, t)
 	}
 	fs.Visit(func(f *flag.Flag) {
 		name := f.Name
@@ -614,6 +623,9 @@ func (o *options) checkDuration(t Test) error {
 	}
 	if t.lat && o.infinitely {
 		return errors.New("--run_infinitely is for bandwidth tests (perftest: latency tests run with -D only)")
+	}
+	if o.histogram || o.unsorted {
+		return errors.New("-H and -U print the samples of an iteration run; a -D run keeps none (it counts round trips)")
 	}
 	if t.lat && t.verb == verbWrite && o.size < 2 {
 		return errors.New("write-lat -D needs -s 2 or more (the first byte carries the end of the run)")

@@ -122,7 +122,42 @@ func (s *session) stdoutFigure() io.Writer {
 	}
 	return io.Discard
 }
+
+// latStats is report.LatStats with the lists of samples -U and -H ask
+// for.
+func (s *session) latStats(size int, tposted []int64, rttFactor int) report.Lat {
+	r := report.LatStats(size, tposted, rttFactor)
+	if s.o.unsorted || s.o.histogram {
+		unsorted, sorted := report.LatSamples(tposted, rttFactor)
+		if s.o.unsorted {
+			r.Samples = unsorted
+		}
+		if s.o.histogram {
+			r.Histogram = sorted
+		}
+	}
+	return r
+}
+
+// printLatRow prints a latency row (or, with --output latency, its
+// figure). Before it come the lists of samples of -U and -H, as perftest
+// prints them, on the same stream as the row; after them the table's
+// header again (print_report_lat), as the lists pushed the first one out
+// of sight.
 func (s *session) printLatRow(r report.Lat) {
+	w := s.out
+	if s.o.output != "" {
+		w = s.stdoutFigure()
+	}
+	if r.Samples != nil {
+		io.WriteString(w, report.SamplesText(r.Samples))
+	}
+	if r.Histogram != nil {
+		io.WriteString(w, report.SamplesText(r.Histogram))
+	}
+	if (r.Samples != nil || r.Histogram != nil) && s.o.output == "" {
+		s.printTableHeader()
+	}
 	if s.o.output == "latency" {
 		fmt.Fprintf(s.stdoutFigure(), "%.6f\n", r.Avg) // printf("%lf\n", average)
 		return

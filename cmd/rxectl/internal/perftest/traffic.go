@@ -690,7 +690,7 @@ func (s *session) runLatReadAtomic(ctx context.Context, size int) (report.Lat, e
 	if w.on {
 		return w.result(size, 1), nil
 	}
-	return report.LatStats(size, tposted, 1), nil
+	return s.latStats(size, tposted, 1), nil
 }
 
 // runLatSend is run_iter_lat_send: SEND ping-pong, the client sending
@@ -753,7 +753,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 	if lw.on {
 		return lw.result(size, 2), nil
 	}
-	return report.LatStats(size, tposted, 2), nil
+	return s.latStats(size, tposted, 2), nil
 }
 
 // runLatWrite is run_iter_lat_write: RDMA WRITE ping-pong, the server
@@ -820,7 +820,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error)
 	if lw.on {
 		return lw.result(size, 2), nil
 	}
-	return report.LatStats(size, tposted, 2), nil
+	return s.latStats(size, tposted, 2), nil
 }
 
 // writeSpins and writePollSleep shape the wait for the peer's WRITE: a

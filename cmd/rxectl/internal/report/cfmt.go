@@ -31,6 +31,12 @@ func CFloat(v float64, width, prec int) string {
 	return s
 }
 
+// CG formats v as C's "%g": six significant digits, trailing zeros
+// dropped, in exponent form ("1.5e-05", "1.23457e+06") when the exponent
+// is below -4 or at least 6 (C11 7.21.6.1). strconv's 'g' with precision
+// 6 follows the same rules.
+func CG(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
 // CUint formats v as C's "%-<width>lu".
 func CUint(v uint64, width int) string {
 	s := strconv.FormatUint(v, 10)

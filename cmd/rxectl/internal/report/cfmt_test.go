@@ -32,3 +32,25 @@ func TestCFormats(t *testing.T) {
 	require.Equal(t, "00:00:00:00:00:00:00:00:00:00:255:255:192:168:01:07",
 		GIDString([16]byte{10: 255, 11: 255, 12: 192, 13: 168, 14: 1, 15: 7}))
 }
+
+// TestCG checks CG against C's printf("%g") (the expected strings are
+// what C's printf prints for each value).
+func TestCG(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		want string
+	}{
+		{1.5, "1.5"},
+		{5, "5"},
+		{0.5, "0.5"},
+		{12.345678, "12.3457"},
+		{2.0005, "2.0005"},
+		{0.0001, "0.0001"},
+		{0.00001, "1e-05"},
+		{100000, "100000"},
+		{999999.5, "1e+06"},
+		{1234567, "1.23457e+06"},
+	} {
+		require.Equal(t, tc.want, CG(tc.v), "%v", tc.v)
+	}
+}

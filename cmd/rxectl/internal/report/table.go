@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -115,6 +116,44 @@ type Lat struct {
 	P99     float64 `json:"p99"`
 	P999    float64 `json:"p99_9"`
 	TPS     float64 `json:"tps,omitempty"` // -D: round trips per second
+	// Samples (-U) and Histogram (-H) are LatSamples' lists, when asked
+	// for.
+	Samples   []float64 `json:"samples,omitempty"`
+	Histogram []float64 `json:"histogram,omitempty"`
+}
+
+// LatSamples are print_report_lat's lists of samples, in microseconds:
+// the gaps between consecutive posts divided by rttFactor, as LatStats
+// takes them. Unsorted (-U, --report-unsorted) has every gap in the order
+// measured; Sorted (-H, --report-histogram) has them in increasing order
+// without the LatMeasureTail largest, the samples the statistics use.
+func LatSamples(tposted []int64, rttFactor int) (unsorted, sorted []float64) {
+	n := len(tposted) - 1
+	if n <= 0 {
+		return nil, nil
+	}
+	q := 1000.0 * float64(rttFactor)
+	unsorted = make([]float64, n)
+	for i := range unsorted {
+		unsorted[i] = float64(tposted[i+1]-tposted[i]) / q
+	}
+	sorted = slices.Clone(unsorted)
+	slices.Sort(sorted)
+	return unsorted, sorted[:max(0, n-LatMeasureTail)]
+}
+
+// SamplesText is one list of LatSamples as perftest prints it: the line
+// "#, usec", then "i, sample" for each, i from 1, the sample in C's %g.
+func SamplesText(samples []float64) string {
+	var b strings.Builder
+	b.WriteString("#, usec\n")
+	for i, v := range samples {
+		b.WriteString(strconv.Itoa(i + 1))
+		b.WriteString(", ")
+		b.WriteString(CG(v))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // LatMeasureTail is LAT_MEASURE_TAIL: the largest samples left out.

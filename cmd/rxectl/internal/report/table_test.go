@@ -90,3 +90,38 @@ func TestBWRow(t *testing.T) {
 func TestLatDurRow(t *testing.T) {
 	require.Equal(t, " 2             17632            28.36          17632.00\n", LatDurRow(Lat{Size: 2, Iters: 17632, Avg: 28.36, TPS: 17632}))
 }
+
+// TestLatSamples checks the lists of -U and -H: every gap in the order
+// measured, and the gaps sorted without the LatMeasureTail largest, each
+// divided by the round-trip factor; and their text as perftest prints it.
+func TestLatSamples(t *testing.T) {
+	tests := []struct {
+		name             string
+		gaps             []int64
+		rtt              int
+		unsorted, sorted []float64
+	}{
+		{"write halves", []int64{3000, 1000, 2000, 9000, 4000, 1500, 20000}, 2,
+			[]float64{1.5, 0.5, 1, 4.5, 2, 0.75, 10}, []float64{0.5, 0.75, 1, 1.5, 2}},
+		{"read whole", []int64{10000, 2000, 4000, 3001, 50000, 7000}, 1,
+			[]float64{10, 2, 4, 3.001, 50, 7}, []float64{2, 3.001, 4, 7}},
+		{"two gaps", []int64{5000, 1000}, 1, []float64{5, 1}, []float64{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u, s := LatSamples(posts(tc.gaps...), tc.rtt)
+			require.Equal(t, tc.unsorted, u)
+			require.Equal(t, tc.sorted, s)
+			// The histogram holds the samples the statistics use.
+			if len(s) > 0 {
+				r := LatStats(2, posts(tc.gaps...), tc.rtt)
+				require.Equal(t, r.Min, s[0])
+			}
+		})
+	}
+	u, s := LatSamples(posts(), 2)
+	require.Nil(t, u)
+	require.Nil(t, s)
+	require.Equal(t, "#, usec\n1, 1.5\n2, 0.5\n3, 1234.57\n", SamplesText([]float64{1.5, 0.5, 1234.567}))
+	require.Equal(t, "#, usec\n", SamplesText(nil))
+}

@@ -1,0 +1,71 @@
+package perftest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// perftestOnly are perftest flags rxectl does not take, by their names
+// without dashes, with what to do instead or why. A command line written
+// for perftest then fails on such a flag with that reason, not only with
+// the flag package's "flag provided but not defined".
+var perftestOnly = map[string]string{
+	"C":                  "-C (--report-cycles): rxectl times with the operating system's monotonic clock and reports microseconds; it reads no CPU cycle counter",
+	"report-cycles":      "-C (--report-cycles): rxectl times with the operating system's monotonic clock and reports microseconds; it reads no CPU cycle counter",
+	"l":                  "-l (--post_list) is not supported: rxectl posts one work request per call, as perftest does without -l",
+	"post_list":          "-l (--post_list) is not supported: rxectl posts one work request per call, as perftest does without -l",
+	"S":                  "-S (--sl): the service level of RoCE is the VLAN priority a NIC sets; gorxe sends through a UDP socket and sets none",
+	"sl":                 "-S (--sl): the service level of RoCE is the VLAN priority a NIC sets; gorxe sends through a UDP socket and sets none",
+	"T":                  "-T (--tos) is not supported: gorxe sends with the socket's default IP traffic class",
+	"tos":                "-T (--tos) is not supported: gorxe sends with the socket's default IP traffic class",
+	"tclass":             "--tclass is not supported: gorxe sends with the socket's default IP traffic class",
+	"L":                  "-L (--hop_limit) is not supported: gorxe sends with the host's default TTL (hop limit)",
+	"hop_limit":          "-L (--hop_limit) is not supported: gorxe sends with the host's default TTL (hop limit)",
+	"flow_label":         "--flow_label is not supported: gorxe sends flow label 0, as kernel rxe does",
+	"w":                  "-w (--limit_bw) is not supported: rxectl does not limit its rate",
+	"limit_bw":           "-w (--limit_bw) is not supported: rxectl does not limit its rate",
+	"y":                  "-y (--limit_msgrate) is not supported: rxectl does not limit its rate",
+	"limit_msgrate":      "-y (--limit_msgrate) is not supported: rxectl does not limit its rate",
+	"W":                  "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
+	"report-counters":    "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
+	"X":                  "-X (--vector): rxectl puts each QP's CQs on the device's least-used completion vector itself",
+	"vector":             "-X (--vector): rxectl puts each QP's CQs on the device's least-used completion vector itself",
+	"g":                  "-g (--mcg): multicast is not supported",
+	"mcg":                "-g (--mcg): multicast is not supported",
+	"M":                  "-M (--MGID): multicast is not supported",
+	"MGID":               "-M (--MGID): multicast is not supported",
+	"z":                  "-z (--comm_rdma_cm) is not supported: -R connects the QPs with rdma_cm and runs the exchange over it",
+	"comm_rdma_cm":       "-z (--comm_rdma_cm) is not supported: -R connects the QPs with rdma_cm and runs the exchange over it",
+	"O":                  "-O (--dualport): a gorxe device has one port",
+	"dualport":           "-O (--dualport): a gorxe device has one port",
+	"use-srq":            "--use-srq is not supported by rxectl (the Go API has SRQs: rxe.PD.CreateSRQ)",
+	"latency_gap":        "--latency_gap is not supported",
+	"out_json":           "--out_json: rxectl prints its results as JSON on stdout with --json",
+	"out_json_file":      "--out_json_file: rxectl prints its results as JSON on stdout with --json",
+	"cpu_util":           "--cpu_util is not supported: run rxectl under /usr/bin/time for its processor time",
+	"retry_count":        "--retry_count is not supported: rxectl's QPs use perftest's default retry count, 7",
+	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions",
+}
+
+// latOnly are the flags only latency tests take (perftest: "Available
+// only on Latency tests").
+var latOnly = map[string]bool{"H": true, "report-histogram": true, "report-histogrm": true, "U": true, "report-unsorted": true, "loss-wait": true}
+
+// explainFlagError adds to a command-line error of cmd's flags what
+// rxectl knows of a flag it does not take: one of perftest's it lacks
+// (perftestOnly) or one of the latency tests' (latOnly).
+func explainFlagError(err error, t Test) error {
+	const undefined = "flag provided but not defined: -"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, undefined) {
+		return err
+	}
+	name := strings.TrimPrefix(strings.TrimPrefix(msg, undefined), "-")
+	switch {
+	case latOnly[name] && !t.lat:
+		return fmt.Errorf("%w (-%s is for the latency tests)", err, name)
+	case perftestOnly[name] != "":
+		return fmt.Errorf("%w: perftest's %s", err, perftestOnly[name])
+	}
+	return fmt.Errorf("%w (rxectl help %s lists the flags it takes)", err, t.cmd)
+}
