@@ -193,7 +193,7 @@ func interfaceMTU(addr netip.Addr) int {
 // SocketOptions returns the netdev options of Listen's sockets, for a
 // caller that opens its own netdev.UDPConn for Open: blocking writes, and
 // UDP GSO and GRO unless opts.NoGSO, with every ICRC rewritten for the IPv4
-// ID its GSO segment gets (packet.RewriteIPv4ID).
+// ID its GSO segment gets (packet.RewriteIPv4ID), and opts.TrafficClass.
 func SocketOptions(opts Options) netdev.Options {
 	return netdev.Options{
 		BlockingWrite: true,
@@ -202,5 +202,6 @@ func SocketOptions(opts Options) netdev.Options {
 		RewriteIPv4ID: packet.RewriteIPv4ID,
 		RecvBuffer:    opts.RecvBuffer,
 		NoForce:       opts.NoForceBuffers,
+		TOS:           opts.TrafficClass,
 	}
 }

@@ -107,6 +107,16 @@ type Options struct {
 	// CAP_NET_ADMIN must (the kernel then caps at net.core.rmem_max).
 	RecvBuffer     int
 	NoForceBuffers bool
+	// TrafficClass is the IP traffic class byte (DSCP << 2 | ECN: the IPv4
+	// TOS, the IPv6 Traffic Class) of every packet the device sends: RoCEv2
+	// carries the GRH's traffic class there (IBTA Annex A17), and a
+	// network that gives RoCE a lossless class (PFC or ECN by DSCP, as
+	// NICs are often set up) finds RoCE by it. Zero leaves the kernel's
+	// default, zero. The ICRC covers the field as ones, so any value keeps
+	// the packets valid. It applies to the sockets Listen opens
+	// (SocketOptions), for the whole device: a QP's AH.TrafficClass does
+	// not change it.
+	TrafficClass uint8
 	// Warnf receives Listen's warning about capped socket buffers
 	// (Device.BufferCapWarning), once for each device whose buffers were
 	// capped; nil means log.Printf, once per process.

@@ -81,9 +81,11 @@ type AH struct {
 	UDPPort uint16
 	// SGIDIndex selects our GID (gorxe devices have one usable entry).
 	SGIDIndex int
-	// HopLimit and TrafficClass go into the IP header of what we send when
-	// the netdev supports it; FlowLabel is kept for Query (rxe also sends
-	// flow label 0).
+	// HopLimit, TrafficClass and FlowLabel are kept for Query; the packets
+	// of a QP go out through its device's socket with the device's IP
+	// header fields: the host's default TTL (hop limit), the traffic
+	// class of Options.TrafficClass, and flow label 0 (as kernel rxe
+	// sends).
 	HopLimit     uint8
 	TrafficClass uint8
 	FlowLabel    uint32

@@ -76,6 +76,13 @@ type Options struct {
 	// the file live. By default records are buffered (64 KiB) until
 	// Flush, Close or a full buffer.
 	FlushEachBatch bool
+
+	// SentTOS is the IP traffic class (IPv4 TOS, IPv6 Traffic Class)
+	// written in the headers of the packets sent: the inner Conn's
+	// netdev.Options.TOS, which a wrapper cannot read from the socket.
+	// The packets received are written with 0, as the socket does not
+	// report theirs.
+	SentTOS uint8
 }
 
 // Stats is a snapshot of a Conn's counters.
@@ -122,6 +129,7 @@ type Conn struct {
 // recording into one file (Conn.Share).
 type sink struct {
 	flush bool
+	tos   uint8 // Options.SentTOS
 
 	// order serialises WriteBatch calls, each with its records.
 	order sync.Mutex
@@ -171,7 +179,7 @@ func Wrap(inner netdev.Conn, w io.Writer, opts Options) (*Conn, error) {
 		local = netip.AddrPortFrom(opts.LocalAddr, local.Port())
 	}
 	c := &Conn{inner: inner, local: local, sink: &sink{
-		flush: opts.FlushEachBatch, open: 1,
+		flush: opts.FlushEachBatch, open: 1, tos: opts.SentTOS,
 		bw:    bufio.NewWriterSize(w, bufferSize),
 		frame: make([]byte, ethHeaderSize+packet.IPv6HeaderSize+packet.UDPHeaderSize+maxUDPPayload),
 	}}
@@ -413,6 +421,10 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 		c.badICRC.Add(1)
 	}
 
+	var tos uint8
+	if sent {
+		tos = c.tos
+	}
 	f := c.frame
 	copy(f[0:6], dstMAC[:])
 	copy(f[6:12], srcMAC[:])
@@ -421,7 +433,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 	if ph.Is4() {
 		binary.BigEndian.PutUint16(f[12:], uint16(layers.EthernetTypeIPv4))
 		ipLen = packet.IPv4HeaderSize
-		ip[0], ip[1] = 0x45, 0 // version 4, 20-byte header; TOS 0
+		ip[0], ip[1] = 0x45, tos // version 4, 20-byte header
 		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+packet.UDPHeaderSize+len(payload)))
 		binary.BigEndian.PutUint16(ip[4:], ph.IPID)
 		binary.BigEndian.PutUint16(ip[6:], ph.IPFlags)
@@ -434,7 +446,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 	} else {
 		binary.BigEndian.PutUint16(f[12:], uint16(layers.EthernetTypeIPv6))
 		ipLen = packet.IPv6HeaderSize
-		ip[0], ip[1], ip[2], ip[3] = 0x60, 0, 0, 0 // version 6; traffic class and flow label 0
+		ip[0], ip[1], ip[2], ip[3] = 0x60|tos>>4, tos<<4, 0, 0 // version 6, traffic class; flow label 0
 		binary.BigEndian.PutUint16(ip[4:], uint16(packet.UDPHeaderSize+len(payload)))
 		ip[6], ip[7] = 17, ttl
 		s, d := ph.Src.As16(), ph.Dst.As16()

@@ -431,3 +431,50 @@ func TestAllocs(t *testing.T) {
 	step() // warm the ID recovery caches
 	require.Zero(t, testing.AllocsPerRun(50, step))
 }
+
+// TestSentTOS: the packets sent are written with Options.SentTOS as their
+// IP traffic class, those received with 0, in IPv4 and IPv6 headers, and
+// every header stays valid (decode checks the IPv4 checksum).
+func TestSentTOS(t *testing.T) {
+	tests := []struct {
+		name string
+		opts netdev.PipeOptions
+	}{
+		{"ipv4", netdev.PipeOptions{}},
+		{"ipv6", netdev.PipeOptions{AddrA: netip.MustParseAddrPort("[fd00::1]:4791"), AddrB: netip.MustParseAddrPort("[fd00::2]:50000")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := netdev.NewPipeWith(tc.opts)
+			defer a.Close()
+			defer b.Close()
+			var buf bytes.Buffer
+			pa, err := pcapdump.Wrap(a, &buf, pcapdump.Options{SentTOS: 0xb9})
+			require.NoError(t, err)
+			p := build(t, a.LocalAddr(), b.LocalAddr(), 1, gorxeKind)
+			_, err = pa.WriteBatch([]netdev.Message{{Buf: p, N: len(p), Addr: b.LocalAddr()}})
+			require.NoError(t, err)
+			q := build(t, b.LocalAddr(), a.LocalAddr(), 2, gorxeKind)
+			_, err = b.WriteBatch([]netdev.Message{{Buf: q, N: len(q), Addr: a.LocalAddr()}})
+			require.NoError(t, err)
+			_, err = pa.ReadBatch([]netdev.Message{{Buf: make([]byte, 9000)}})
+			require.NoError(t, err)
+			require.NoError(t, pa.Close())
+			recs := decode(t, buf.Bytes())
+			require.Len(t, recs, 2)
+			for _, r := range recs {
+				h := r.d.IPHeader
+				tos := h[1]
+				if h[0]>>4 == 6 {
+					tos = h[0]<<4 | h[1]>>4
+					require.Equal(t, byte(0), h[1]&0x0F|h[2]|h[3], "flow label 0")
+				}
+				want := byte(0)
+				if r.sent {
+					want = 0xb9
+				}
+				require.Equal(t, want, tos, "sent %v", r.sent)
+			}
+		})
+	}
+}

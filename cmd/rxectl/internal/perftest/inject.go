@@ -83,7 +83,7 @@ func (s *session) wrapConn(conn netdev.Conn) (netdev.Conn, error) {
 			conn.Close()
 			return nil, fmt.Errorf("--pcap: %w", err)
 		}
-		pc, err := pcapdump.Wrap(conn, f, pcapdump.Options{})
+		pc, err := pcapdump.Wrap(conn, f, pcapdump.Options{SentTOS: uint8(s.o.tclass)})
 		if err != nil {
 			f.Close()
 			conn.Close()
@@ -242,7 +242,7 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"recv_buffer":     s.bufs.Recv, "recv_buffer_capped": s.bufs.RecvCapped(),
 		"peer_recv_buffer": s.peer.RecvBuffer, "recovery": s.o.recovery.String(),
 		"selective_repeat": s.o.noSR.String(), "peer_selective_repeat": s.peer.SelectiveRepeat,
-		"selective_repeat_used": s.srUsed(),
+		"selective_repeat_used": s.srUsed(), "traffic_class": s.o.tclass,
 	}
 	if s.final.Faults != nil {
 		doc["faults"] = s.final.Faults

@@ -136,6 +136,7 @@ type options struct {
 	events      bool          // -e: sleep on CQ notifications instead of polling
 	busyPoll    time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
 	lossWait    time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
+	tclass      int           // -T, --tclass: the devices' rxe.Options.TrafficClass
 	histogram   bool          // -H: print the sorted samples before a latency row
 	unsorted    bool          // -U: print the samples in the order measured before a latency row
 	inline      int           // -I: post SEND/WRITE inline up to this size
@@ -260,6 +261,12 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	}
 	both2(&o.connType, "c", "connection", "RC", "connection type: RC, UC for the write and send tests, UD for the send tests (XRC, DC and SRD are not supported yet) (same on both sides)")
 	bothBool(&o.rdmaCM, "R", "rdma_cm", "connect the QPs with the RDMA connection manager and run the exchange over an rdma_cm connection, as perftest -R (RDMA CM port: -p; same on both sides)")
+	// perftest's -T sets an rdma_cm QP's TOS (with -R only) and --tclass
+	// the GRH traffic class of the QP's address; RoCEv2 sends both as the
+	// IP traffic class byte, which rxectl sets for the whole device.
+	const tcUsage = "the IP traffic class byte (IPv4 TOS, IPv6 Traffic Class: DSCP << 2 | ECN, 0-255) of every RoCE packet this side sends, as perftest's -T and --tclass set it (e.g. 106: DSCP 26 with ECN capable, a common lossless RoCE class)"
+	both(&o.tclass, "T", "tos", 0, tcUsage)
+	fs.IntVar(&o.tclass, "tclass", 0, tcUsage)
 	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
@@ -361,7 +368,7 @@ var longNames = map[string]string{
 	"q": "qp", "o": "outs", "N": "noPeak", "u": "qp-timeout", "p": "port", "D": "duration", "f": "margin",
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
 	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
-	"H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
+	"T": "tos", "H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -560,6 +567,7 @@ var validations = []validation{
 	// the client dial port 0.
 	inRange(func(o *options) int { return o.oobPort }, 1, 65535, "port %d not in [1, 65535]"),
 	inRange(func(o *options) int { return o.udpPort }, 0, 65535, "udp-port %d not in [0, 65535]"),
+	inRange(func(o *options) int { return o.tclass }, 0, 255, "traffic class %d not in [0, 255]"),
 	func(o *options, _ Test) error {
 		if o.bind == "" {
 			return nil

@@ -231,7 +231,7 @@ func (s *session) openDevice(local netip.Addr) error {
 		return err
 	}
 	dev, err := rxe.OpenConns(conns, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.localDropMode, Trace: sink,
-		Recovery: s.o.recovery.config(), ReceiveSpin: s.o.rxeReceiveSpin()})
+		Recovery: s.o.recovery.config(), ReceiveSpin: s.o.rxeReceiveSpin(), TrafficClass: uint8(s.o.tclass)})
 	if err != nil {
 		s.o.closeTrace()
 		closeConns(conns)

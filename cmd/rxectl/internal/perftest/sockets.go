@@ -19,9 +19,7 @@ import (
 // receive goroutines. Each socket gets the capture and the fault
 // injection (wrapConns). On error nothing stays open.
 func (s *session) openSockets(addr netip.AddrPort) ([]netdev.Conn, error) {
-	sockOpts := rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO})
-	sockOpts.NoForce = s.o.noForce
-	group, err := netdev.ListenUDPGroup(addr, runtime.GOMAXPROCS(0), sockOpts)
+	group, err := netdev.ListenUDPGroup(addr, runtime.GOMAXPROCS(0), s.socketOptions())
 	if err != nil {
 		hint := "is it a local address? (--bind)"
 		if errors.Is(err, errAddrInUse) {
@@ -39,6 +37,14 @@ func (s *session) openSockets(addr netip.AddrPort) ([]netdev.Conn, error) {
 		conns[i] = c
 	}
 	return s.wrapConns(conns)
+}
+
+// socketOptions are the options of the device's sockets: rxe.Listen's
+// (rxe.SocketOptions) with --gso, --tclass and --no-force-buffers.
+func (s *session) socketOptions() netdev.Options {
+	o := rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO, TrafficClass: uint8(s.o.tclass)})
+	o.NoForce = s.o.noForce
+	return o
 }
 
 // wrapConns stacks the capture and the fault injection on every socket

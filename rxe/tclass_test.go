@@ -1,0 +1,140 @@
+//go:build linux
+
+package rxe
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// tosReceiver is a plain UDP socket bound to addr (port 0) that reports
+// the IP traffic class of what it receives (IP_RECVTOS, IPV6_RECVTCLASS).
+type tosReceiver struct {
+	fd   int
+	port uint16
+	v6   bool
+}
+
+func newTOSReceiver(t *testing.T, addr netip.Addr) *tosReceiver {
+	t.Helper()
+	r := &tosReceiver{v6: addr.Is6()}
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if r.v6 {
+		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Addr: addr.As16()}
+	} else {
+		sa = &unix.SockaddrInet4{Addr: addr.As4()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	r.fd = fd
+	if r.v6 {
+		require.NoError(t, unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1))
+	} else {
+		require.NoError(t, unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTOS, 1))
+	}
+	// Bound the wait for a datagram: a device that sent nothing fails
+	// the test instead of hanging it.
+	require.NoError(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 10}))
+	require.NoError(t, unix.Bind(fd, sa))
+	got, err := unix.Getsockname(fd)
+	require.NoError(t, err)
+	switch a := got.(type) {
+	case *unix.SockaddrInet4:
+		r.port = uint16(a.Port)
+	case *unix.SockaddrInet6:
+		r.port = uint16(a.Port)
+	}
+	return r
+}
+
+// read returns the next datagram's payload and traffic class.
+func (r *tosReceiver) read(t *testing.T) ([]byte, uint8) {
+	t.Helper()
+	buf, oob := make([]byte, 9000), make([]byte, 128)
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(r.fd, buf, oob, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	require.NoError(t, err, "no datagram within 10 s")
+	cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+	require.NoError(t, err)
+	for _, cm := range cms {
+		switch {
+		case !r.v6 && cm.Header.Level == unix.IPPROTO_IP && cm.Header.Type == unix.IP_TOS && len(cm.Data) >= 1:
+			return buf[:n], cm.Data[0]
+		case r.v6 && cm.Header.Level == unix.IPPROTO_IPV6 && cm.Header.Type == unix.IPV6_TCLASS && len(cm.Data) >= 4:
+			return buf[:n], uint8(binary.NativeEndian.Uint32(cm.Data))
+		}
+	}
+	t.Fatalf("no traffic class in the control messages %v", cms)
+	return nil, 0
+}
+
+// TestTrafficClass: a device opened with Options.TrafficClass sends every
+// packet with that IP traffic class (IPv4 TOS, IPv6 Traffic Class), and
+// one opened without it with 0; the packet's ICRC is valid either way
+// (the ICRC covers the field as ones).
+func TestTrafficClass(t *testing.T) {
+	tests := []struct {
+		name string
+		addr string
+		tc   uint8
+	}{
+		{"ipv4", "127.0.0.1", 0xb8}, // DSCP 46 (EF)
+		{"ipv4 ecn", "127.0.0.1", 0x6a},
+		{"ipv4 default", "127.0.0.1", 0},
+		{"ipv6", "::1", 0x68},
+		{"ipv6 default", "::1", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := netip.MustParseAddr(tc.addr)
+			if addr.Is6() && !hostHasIPv6Loopback() {
+				t.Skip("no IPv6 loopback address on this host")
+			}
+			d, err := Listen(netip.AddrPortFrom(addr, 0), Options{TrafficClass: tc.tc, CompVectors: 1})
+			require.NoError(t, err)
+			t.Cleanup(func() { d.Close() })
+			peer := newTOSReceiver(t, addr)
+			e := newEnd(t, d, 4096)
+			local := e.qp.Info(1)
+			remote := ConnInfo{GID: addr, UDPPort: peer.port, QPN: 0x99, PSN: 100, MTU: MTU1024}
+			require.NoError(t, e.qp.Connect(local, remote, ConnectOptions{}))
+			_, err = e.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, SGList: []SGE{e.mr.SGE(0, 64)}, Flags: SendSignaled})
+			require.NoError(t, err)
+
+			pkt, got := peer.read(t)
+			require.Equal(t, tc.tc, got)
+			p, err := packet.Parse(pkt)
+			require.NoError(t, err)
+			require.Equal(t, packet.RCSendOnly, p.Opcode())
+			ph := packet.PseudoHeader{Src: addr, Dst: addr, SrcPort: d.Addr().Port(), DstPort: peer.port}
+			if addr.Is4() {
+				ph.IPFlags = packet.IPv4FlagDF // rxe sends IPv4 with DF and ID 0
+			}
+			require.NoError(t, ph.CheckICRC(pkt))
+		})
+	}
+}
+
+// hostHasIPv6Loopback reports whether a UDP socket can be bound to ::1
+// (a host or container without IPv6 has none).
+func hostHasIPv6Loopback() bool {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return unix.Bind(fd, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}) == nil
+}
