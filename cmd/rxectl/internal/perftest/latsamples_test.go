@@ -117,7 +117,7 @@ func TestFlagsRxectlLacks(t *testing.T) {
 		{[]string{"read-bw", "-H"}, "-H is for the latency tests"},
 		{[]string{"write-bw", "--report-unsorted"}, "-report-unsorted is for the latency tests"},
 		{[]string{"write-lat", "-C"}, "perftest's -C (--report-cycles): rxectl times with the operating system's monotonic clock"},
-		{[]string{"send-bw", "--post_list", "4"}, "-l (--post_list) is not supported"},
+		{[]string{"send-bw", "--limit_bw", "4"}, "-w (--limit_bw) is not supported"},
 		{[]string{"read-bw", "-L", "64"}, "-L (--hop_limit) is not supported"},
 		{[]string{"read-bw", "-T", "256"}, "traffic class 256 not in [0, 255]"},
 		{[]string{"send-bw", "--use-srq"}, "--use-srq is not supported by rxectl"},

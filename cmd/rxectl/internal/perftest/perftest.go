@@ -137,6 +137,8 @@ type options struct {
 	busyPoll    time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
 	lossWait    time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
 	tclass      int           // -T, --tclass: the devices' rxe.Options.TrafficClass
+	postList    int           // -l: work requests posted per PostSend call (bandwidth tests)
+	listCQMod   bool          // -Q was set to -l's size by forceDependencies (perftest says so)
 	histogram   bool          // -H: print the sorted samples before a latency row
 	unsorted    bool          // -U: print the samples in the order measured before a latency row
 	inline      int           // -I: post SEND/WRITE inline up to this size
@@ -221,6 +223,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	both(&o.rxDepth, "r", "rx-depth", defRx, "receive queue depth (send tests)")
 	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given)")
 	both(&o.qps, "q", "qp", 1, "number of QPs (bandwidth tests; same on both sides)")
+	both(&o.postList, "l", "post_list", 1, "bandwidth tests: post N work requests per PostSend call, a whole list at a time; -Q defaults to N and must divide it, and -n must be a multiple of it")
 	both(&o.outs, "o", "outs", 0, "outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default: the device maximum, 128)")
 	bothBool(&o.noPeak, "N", "noPeak", "do not compute the peak bandwidth")
 	fs.BoolVar(&o.gbits, "report_gbits", false, "report Gb/s (10^9 bit/s) instead of MiB/s (same on both sides)")
@@ -368,7 +371,7 @@ var longNames = map[string]string{
 	"q": "qp", "o": "outs", "N": "noPeak", "u": "qp-timeout", "p": "port", "D": "duration", "f": "margin",
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
 	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
-	"T": "tos", "H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
+	"T": "tos", "l": "post_list", "H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -489,7 +492,7 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	o.forceDependencies(t)
-	return nil
+	return o.checkPostList()
 }
 
 // validation checks one setting, or a few that depend on each other.
@@ -555,6 +558,13 @@ var validations = []validation{
 	inRange(func(o *options) int { return o.rxDepth }, 1, 16384, "rx depth %d not in [1, 16384]"),
 	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),
+	inRange(func(o *options) int { return o.postList }, 1, 8192, "post list %d not in [1, 8192]"),
+	func(o *options, t Test) error {
+		if o.postList > 1 && t.lat {
+			return errors.New("-l: post lists are for the bandwidth tests (perftest: \"Post list is supported in BW tests only\")")
+		}
+		return nil
+	},
 	func(o *options, t Test) error {
 		if t.lat && o.qps != 1 {
 			return errors.New("latency tests use one QP")
@@ -688,6 +698,27 @@ func (o *options) forceDependencies(t Test) {
 	if !t.lat && o.duration == 0 && o.iters > 20000 {
 		o.noPeak = true
 	}
+	if o.postList > 1 && !o.set["cq-mod"] {
+		// perftest: "Post List requested - CQ moderation will be the size
+		// of the post list" (each list's last request is signaled).
+		o.cqMod, o.listCQMod = o.postList, true
+	}
+}
+
+// checkPostList checks -l against the settings forceDependencies left:
+// a list is posted whole, so the iterations and the tx depth must hold
+// whole lists, and each list must end on a signaled request.
+func (o *options) checkPostList() error {
+	switch {
+	case o.postList == 1:
+	case o.duration == 0 && o.iters%o.postList != 0:
+		return fmt.Errorf("-n %d is not a multiple of the post list -l %d (perftest: \"Number of iterations must be a multiple of post list size\")", o.iters, o.postList)
+	case o.postList%o.cqMod != 0:
+		return fmt.Errorf("the post list -l %d is not a multiple of the CQ moderation -Q %d (perftest: \"Post list size must be a multiple of CQ moderation\")", o.postList, o.cqMod)
+	case o.postList > o.txDepth:
+		return fmt.Errorf("the post list -l %d is longer than the tx depth -t %d: a list is posted whole, so none would ever fit", o.postList, o.txDepth)
+	}
+	return nil
 }
 
 // checkDevice checks the flags that pick the device, its port, its GID

@@ -25,11 +25,17 @@ func (s *session) testTitle() string {
 	if s.o.bidir {
 		t += "Bidirectional "
 	}
+	if s.o.postList > 1 {
+		t += "Post List "
+	}
 	return t + "BW Test"
 }
 func (s *session) printHeader() {
 	o := s.o
 	var b strings.Builder
+	if o.listCQMod {
+		b.WriteString(report.ResultLine + "\nPost List requested - CQ moderation will be the size of the post list\n")
+	}
 	b.WriteString(report.ResultLine + "\n")
 	b.WriteString("                    " + s.testTitle() + "\n")
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
@@ -39,6 +45,9 @@ func (s *session) printHeader() {
 	b.WriteString(" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF\n")
 	if s.client || o.bidir {
 		fmt.Fprintf(&b, " TX depth        : %d\n", o.txDepth)
+	}
+	if o.postList > 1 {
+		fmt.Fprintf(&b, " Post List       : %d\n", o.postList)
 	}
 	if s.t.verb == verbSend && (!s.client || o.bidir) {
 		fmt.Fprintf(&b, " RX depth        : %d\n", o.rxDepth)

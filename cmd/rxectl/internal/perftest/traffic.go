@@ -139,10 +139,7 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 	tposted := stamps(total)
 	tcompleted := stamps(total)
 	scnt, ccnt := make([]int, nq), make([]int, nq)
-	wrs := make([]rxe.SendWR, nq)
-	for q := range nq {
-		wrs[q] = s.sendWR(q, size)
-	}
+	lists := s.sendLists(size)
 	totscnt, totccnt := 0, 0
 	wcs := make([]rxe.WC, 64)
 	clk := newClock()
@@ -152,19 +149,16 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 			stopped = true // stop posting; drain what is outstanding
 		}
 		for q, qp := range s.qps {
-			for !stopped && scnt[q] < o.iters && scnt[q]-ccnt[q] < o.txDepth {
-				i := scnt[q]
-				wr := wrs[q]
-				wr.ID = uint64(q)<<32 | uint64(i)
-				if (i+1)%o.cqMod == 0 || i == o.iters-1 {
-					wr.Flags |= rxe.SendSignaled
-				}
+			// A post list (-l) is posted whole, timed at its first
+			// request (run_iter_bw).
+			for l := o.postList; !stopped && scnt[q] < o.iters && scnt[q]+l-ccnt[q] <= o.txDepth; {
+				list := lists.next(q, scnt[q], o.iters)
 				tposted[totscnt] = clk.now()
-				if _, err := qp.PostSend(wr); err != nil {
+				if _, err := qp.PostSend(list...); err != nil {
 					return report.BW{}, fmt.Errorf("post send: %w", err)
 				}
-				scnt[q]++
-				totscnt++
+				scnt[q] += l
+				totscnt += l
 			}
 		}
 		if stopped && totccnt == s.signaledBefore(scnt) {
@@ -195,7 +189,7 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 		r.MsgRate = float64(totccnt) * 1e9 / float64(elapsed) / 1e6
 	}
 	if !o.noPeak && totccnt == total {
-		r.Peak = report.PeakBW(size, tposted, tcompleted, o.cqMod) / report.BWFactor(o.gbits)
+		r.Peak = report.PeakBW(size, tposted, tcompleted, o.cqMod, o.postList) / report.BWFactor(o.gbits)
 	}
 	return r, nil
 }
@@ -223,39 +217,67 @@ func (s *session) waitSendCQ(wcs []rxe.WC) (int, error) {
 	return n, nil
 }
 
+// sendLists are the work requests a bandwidth run posts, one post list
+// (-l, 1 by default) per QP, rewritten in place for each post.
+type sendLists struct {
+	wrs   []rxe.SendWR   // the template of each QP's requests
+	lists [][]rxe.SendWR // each QP's list, o.postList long
+	cqMod int
+}
+
+// sendLists returns the post lists of size-byte messages.
+func (s *session) sendLists(size int) *sendLists {
+	nq := len(s.qps)
+	l := &sendLists{wrs: make([]rxe.SendWR, nq), lists: make([][]rxe.SendWR, nq), cqMod: s.o.cqMod}
+	for q := range nq {
+		l.wrs[q] = s.sendWR(q, size)
+		l.lists[q] = make([]rxe.SendWR, s.o.postList)
+	}
+	return l
+}
+
+// next returns QP q's next list, its first request the scnt'th: each
+// request's ID is the QP and its index, and every cq-mod'th is signaled,
+// as is the last of an iteration run of iters (iters 0: a duration run).
+func (l *sendLists) next(q, scnt, iters int) []rxe.SendWR {
+	list := l.lists[q]
+	for k := range list {
+		i := scnt + k
+		wr := l.wrs[q]
+		wr.ID = uint64(q)<<32 | uint64(i)
+		if (i+1)%l.cqMod == 0 || i == iters-1 {
+			wr.Flags |= rxe.SendSignaled
+		}
+		list[k] = wr
+	}
+	return list
+}
+
 // bwPoster keeps tx-depth work requests of one size outstanding on every
 // QP of a run in duration mode, signalling every cq-mod'th.
 type bwPoster struct {
 	s          *session
-	wrs        []rxe.SendWR
+	lists      *sendLists
 	scnt, ccnt []int // posted and completed per QP
 }
 
 // newBWPoster returns the poster of size-byte messages.
 func (s *session) newBWPoster(size int) *bwPoster {
 	nq := len(s.qps)
-	p := &bwPoster{s: s, wrs: make([]rxe.SendWR, nq), scnt: make([]int, nq), ccnt: make([]int, nq)}
-	for q := range nq {
-		p.wrs[q] = s.sendWR(q, size)
-	}
-	return p
+	return &bwPoster{s: s, lists: s.sendLists(size), scnt: make([]int, nq), ccnt: make([]int, nq)}
 }
 
-// fill posts up to tx-depth outstanding requests per QP unless stopped,
-// and returns how many signaled requests are outstanding.
+// fill posts up to tx-depth outstanding requests per QP unless stopped, a
+// whole post list (-l) at a time, and returns how many signaled requests
+// are outstanding.
 func (p *bwPoster) fill(stopped bool) (outstanding int, err error) {
 	o := p.s.o
 	for q, qp := range p.s.qps {
-		for !stopped && p.scnt[q]-p.ccnt[q] < o.txDepth {
-			wr := p.wrs[q]
-			wr.ID = uint64(q)<<32 | uint64(p.scnt[q])
-			if (p.scnt[q]+1)%o.cqMod == 0 {
-				wr.Flags |= rxe.SendSignaled
-			}
-			if _, err := qp.PostSend(wr); err != nil {
+		for l := o.postList; !stopped && p.scnt[q]+l-p.ccnt[q] <= o.txDepth; {
+			if _, err := qp.PostSend(p.lists.next(q, p.scnt[q], 0)...); err != nil {
 				return 0, fmt.Errorf("post send: %w", err)
 			}
-			p.scnt[q]++
+			p.scnt[q] += l
 		}
 		outstanding += p.scnt[q]/o.cqMod*o.cqMod - p.ccnt[q]
 	}

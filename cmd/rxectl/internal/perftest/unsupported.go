@@ -12,8 +12,6 @@ import (
 var perftestOnly = map[string]string{
 	"C":                  "-C (--report-cycles): rxectl times with the operating system's monotonic clock and reports microseconds; it reads no CPU cycle counter",
 	"report-cycles":      "-C (--report-cycles): rxectl times with the operating system's monotonic clock and reports microseconds; it reads no CPU cycle counter",
-	"l":                  "-l (--post_list) is not supported: rxectl posts one work request per call, as perftest does without -l",
-	"post_list":          "-l (--post_list) is not supported: rxectl posts one work request per call, as perftest does without -l",
 	"S":                  "-S (--sl): the service level of RoCE is the VLAN priority a NIC sets; gorxe sends through a UDP socket and sets none",
 	"sl":                 "-S (--sl): the service level of RoCE is the VLAN priority a NIC sets; gorxe sends through a UDP socket and sets none",
 	"L":                  "-L (--hop_limit) is not supported: gorxe sends with the host's default TTL (hop limit)",
@@ -35,6 +33,7 @@ var perftestOnly = map[string]string{
 	"comm_rdma_cm":       "-z (--comm_rdma_cm) is not supported: -R connects the QPs with rdma_cm and runs the exchange over it",
 	"O":                  "-O (--dualport): a gorxe device has one port",
 	"dualport":           "-O (--dualport): a gorxe device has one port",
+	"recv_post_list":     "--recv_post_list is not supported: rxectl posts one receive per call",
 	"use-srq":            "--use-srq is not supported by rxectl (the Go API has SRQs: rxe.PD.CreateSRQ)",
 	"latency_gap":        "--latency_gap is not supported",
 	"out_json":           "--out_json: rxectl prints its results as JSON on stdout with --json",

@@ -78,8 +78,9 @@ func NewBW(size int, iters uint64, elapsed time.Duration, gbits bool) BW {
 // average time per message, in whole nanoseconds as perftest's in whole
 // cycles, over every window from a post i to a signaled completion j >= i
 // (completions fall every cq-mod requests, plus the explicitly signaled
-// last one).
-func PeakBW(size int, tposted, tcompleted []int64, cqMod int) float64 {
+// last one). Posts are timed once per post list (-l): i steps by
+// postList, the first request of each list.
+func PeakBW(size int, tposted, tcompleted []int64, cqMod, postList int) float64 {
 	n := len(tposted)
 	best := int64(math.MaxInt64)
 	try := func(i, j int) {
@@ -90,7 +91,7 @@ func PeakBW(size int, tposted, tcompleted []int64, cqMod int) float64 {
 			best = t
 		}
 	}
-	for i := 0; i < n; i++ {
+	for i := 0; i < n; i += max(postList, 1) {
 		for j := (i+1+cqMod-1)/cqMod*cqMod - 1; j < n; j += cqMod {
 			try(i, j)
 		}

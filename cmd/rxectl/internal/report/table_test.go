@@ -69,14 +69,14 @@ func TestPeakBW(t *testing.T) {
 	completed[3] = 5 * s
 	// Windows: (0..1) 4s/2, (0..3) 5s/4, (1..1) 3s/1, (1..3) 4s/3,
 	// (2..3) 3s/2, (3..3) 2s/1. The best is 1.25 s per message.
-	require.InDelta(t, 100/1.25, PeakBW(100, posted, completed, 2), 1e-6)
+	require.InDelta(t, 100/1.25, PeakBW(100, posted, completed, 2, 1), 1e-6)
 
 	// Five requests, cq-mod 2: the last is signaled explicitly and its
 	// windows count too: (4..4) 0.5 s.
 	posted = append(posted, 4*s)
 	completed = append(completed, 4*s+s/2)
-	require.InDelta(t, 100/0.5, PeakBW(100, posted, completed, 2), 1e-6)
-	require.Zero(t, PeakBW(100, posted, make([]int64, 5), 2))
+	require.InDelta(t, 100/0.5, PeakBW(100, posted, completed, 2, 1), 1e-6)
+	require.Zero(t, PeakBW(100, posted, make([]int64, 5), 2, 1))
 }
 
 func TestBWRow(t *testing.T) {
