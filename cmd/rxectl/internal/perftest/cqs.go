@@ -97,15 +97,18 @@ func (s *session) waitCQs(ctx context.Context, set *cqSet, wcs []rxe.WC) (int, e
 const cqSlack = 16
 
 // createCQs makes the CQs of nq QPs. With one QP it makes one CQ for
-// sends, and a second one for receives in a SEND test, as perftest does.
-// Otherwise each QP gets its own, with -R too (connectCMQPs hands them to
-// Dial and AcceptWith): the receive CQ on the least-used completion
-// vector and the send CQ (the same CQ unless in a SEND test) on that
-// vector too.
+// sends, and a second one for receives in a SEND test, as perftest does;
+// so it does for all the QPs of an end whose QPs share an SRQ
+// (--use-srq): a WQE of the SRQ goes to whichever QP a message comes to,
+// so QPs on two completion vectors, handled by two goroutines at once,
+// would write the same receive buffers at once. Otherwise each QP gets
+// its own, with -R too (connectCMQPs hands them to Dial and AcceptWith):
+// the receive CQ on the least-used completion vector and the send CQ (the
+// same CQ unless in a SEND test) on that vector too.
 func (s *session) createCQs(nq int) error {
 	o := s.o
 	send := s.t.verb == verbSend
-	if nq == 1 {
+	if nq == 1 || o.useSRQ && s.receives() {
 		if o.events {
 			s.ch = rxe.NewCompChannel(4)
 		}

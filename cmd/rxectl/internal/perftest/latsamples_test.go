@@ -120,7 +120,7 @@ func TestFlagsRxectlLacks(t *testing.T) {
 		{[]string{"send-bw", "--limit_bw", "4"}, "-w (--limit_bw) is not supported"},
 		{[]string{"read-bw", "-L", "64"}, "-L (--hop_limit) is not supported"},
 		{[]string{"read-bw", "-T", "256"}, "traffic class 256 not in [0, 255]"},
-		{[]string{"send-bw", "--use-srq"}, "--use-srq is not supported by rxectl"},
+		{[]string{"read-bw", "--use-srq"}, "--use-srq is for the SEND tests"},
 		{[]string{"read-bw", "--frobnicate"}, "flag provided but not defined: -frobnicate (rxectl help read-bw lists the flags it takes)"},
 		{[]string{"write-lat", "-H", "-D", "2"}, "-H and -U print the samples of an iteration run"},
 		{[]string{"read-lat", "-U", "-D", "2"}, "-H and -U print the samples of an iteration run"},

@@ -138,6 +138,7 @@ type options struct {
 	lossWait    time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
 	tclass      int           // -T, --tclass: the devices' rxe.Options.TrafficClass
 	postList    int           // -l: work requests posted per PostSend call (bandwidth tests)
+	useSRQ      bool          // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
 	listCQMod   bool          // -Q was set to -l's size by forceDependencies (perftest says so)
 	histogram   bool          // -H: print the sorted samples before a latency row
 	unsorted    bool          // -U: print the samples in the order measured before a latency row
@@ -223,6 +224,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	both(&o.rxDepth, "r", "rx-depth", defRx, "receive queue depth (send tests)")
 	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given)")
 	both(&o.qps, "q", "qp", 1, "number of QPs (bandwidth tests; same on both sides)")
+	fs.BoolVar(&o.useSRQ, "use-srq", false, "SEND tests: the QPs of the end that receives take their receives from one shared receive queue of -r WQEs (rxe.SRQ), as perftest's --use-srq")
 	both(&o.postList, "l", "post_list", 1, "bandwidth tests: post N work requests per PostSend call, a whole list at a time; -Q defaults to N and must divide it, and -n must be a multiple of it")
 	both(&o.outs, "o", "outs", 0, "outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default: the device maximum, 128)")
 	bothBool(&o.noPeak, "N", "noPeak", "do not compute the peak bandwidth")
@@ -492,6 +494,10 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	o.forceDependencies(t)
+	if o.useSRQ && o.qps > o.rxDepth {
+		// Checked after forceDependencies, which bounds -r by -n.
+		return fmt.Errorf("--use-srq: the receive depth %d, the SRQ's size, is less than the QPs -q %d (perftest: \"Using SRQ depth should be greater than number of QPs\")", o.rxDepth, o.qps)
+	}
 	return o.checkPostList()
 }
 
@@ -559,6 +565,14 @@ var validations = []validation{
 	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.postList }, 1, 8192, "post list %d not in [1, 8192]"),
+	func(o *options, t Test) error {
+		switch {
+		case !o.useSRQ:
+		case t.verb != verbSend:
+			return errors.New("--use-srq is for the SEND tests (perftest: \"Using SRQ only available in SEND / SEND_IMM tests\")")
+		}
+		return nil
+	},
 	func(o *options, t Test) error {
 		if o.postList > 1 && t.lat {
 			return errors.New("-l: post lists are for the bandwidth tests (perftest: \"Post list is supported in BW tests only\")")

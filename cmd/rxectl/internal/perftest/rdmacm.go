@@ -297,8 +297,8 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 func (s *session) connectCMQPs() error {
 	o := s.o
 	access := s.remoteAccess()
-	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, Access: access, MTU: s.mtu,
-		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
+	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq, Access: access, MTU: s.mtu,
+		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: s.qpRecvWR(), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
 		ResponderResources: s.outReads, InitiatorDepth: s.outReads, Timeout: uint8(o.timeout),
 		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
 		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}

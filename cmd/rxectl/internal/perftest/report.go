@@ -40,7 +40,7 @@ func (s *session) printHeader() {
 	b.WriteString("                    " + s.testTitle() + "\n")
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
 	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.qps)
-	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : OFF\n", o.connType)
+	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : %s\n", o.connType, onOff(o.useSRQ))
 	b.WriteString(" PCIe relax order: ON\t\tLock-free      : OFF\n")
 	b.WriteString(" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF\n")
 	if s.client || o.bidir {
@@ -85,6 +85,15 @@ func (s *session) printHeader() {
 	b.WriteString(report.ResultLine + "\n")
 	io.WriteString(s.out, b.String())
 }
+
+// onOff is perftest's "ON" or "OFF".
+func onOff(b bool) string {
+	if b {
+		return "ON"
+	}
+	return "OFF"
+}
+
 func (s *session) printAddr(side string, k oob.KeyMsg) {
 	io.WriteString(s.out, addrLines(side, s.t.verb, k))
 }

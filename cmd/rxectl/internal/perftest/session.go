@@ -48,6 +48,7 @@ type session struct {
 	ch   *rxe.CompChannel // -e: both CQs' notifications
 	rch  *rxe.CompChannel // -e with send-bw -b: the receive CQ's (its loop runs apart)
 	qps  []*rxe.QP
+	srq  *rxe.SRQ // --use-srq on an end that receives: the QPs' shared receive queue
 	// rposted counts each QP's receives posted and not yet completed
 	// (SEND tests).
 	rposted []int
@@ -361,14 +362,21 @@ func (s *session) allocate() error {
 			s.outReads = min(o.outs, s.outReads)
 		}
 	}
+	if o.useSRQ && s.receives() {
+		// perftest: one SRQ of rx-depth WQEs for all the QPs, on the ends
+		// that receive.
+		if s.srq, err = s.pd.CreateSRQ(rxe.SRQAttr{MaxWR: o.rxDepth, MaxSGE: 1}); err != nil {
+			return fmt.Errorf("create the SRQ (--use-srq): %w", err)
+		}
+	}
 	if s.cm != nil {
 		return s.connectCMQPs() // the QPs come from the rdma_cm connections
 	}
 	gid := s.dev.GID().As16()
 	for i := range nq {
 		scq, rcq := s.qpCQs(i)
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: scq, RecvCQ: rcq,
-			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: o.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: scq, RecvCQ: rcq, SRQ: s.srq,
+			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: s.qpRecvWR(), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
 		}
@@ -381,6 +389,20 @@ func (s *session) allocate() error {
 }
 
 func roundUp(v, a int) int { return (v + a - 1) / a * a }
+
+// receives reports whether this end posts receives: the SEND tests' server,
+// both ends of send-lat and of send-bw -b.
+func (s *session) receives() bool {
+	return s.t.verb == verbSend && (s.t.lat || !s.client || s.o.bidir)
+}
+
+// qpRecvWR is the receive queue depth of a test QP: none on an SRQ.
+func (s *session) qpRecvWR() int {
+	if s.srq != nil {
+		return 0
+	}
+	return s.o.rxDepth
+}
 
 // localRegion and remoteRegion are the buffer offsets of QP i's regions;
 // remoteRegion returns the advertised virtual address.
@@ -910,12 +932,17 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 	return nil
 }
 
-// postRecvs tops every QP's posted receives up to n (ctx_set_recv_wqes).
+// postRecvs tops every QP's posted receives up to n (ctx_set_recv_wqes);
+// with an SRQ, which every QP takes from, n is shared out between the
+// QPs' buffers (perftest's size_per_qp / num_of_qps), each at least one.
 // Receives a size left posted (its sender stopped early) count: posting
 // n more each size would overflow the receive queue.
 func (s *session) postRecvs(n int) error {
 	if len(s.rposted) != len(s.qps) { // the first size
 		s.rposted = make([]int, len(s.qps))
+	}
+	if s.srq != nil {
+		n = max(1, n/len(s.qps))
 	}
 	for q := range s.qps {
 		for s.rposted[q] < n {
@@ -927,12 +954,19 @@ func (s *session) postRecvs(n int) error {
 	return nil
 }
 
-// postRecv posts one receive on QP q, large enough for the run's largest
-// message (a receive left over from a smaller size of -a still fits), and
-// counts it in s.rposted.
+// postRecv posts one receive into QP q's buffer, large enough for the
+// run's largest message (a receive left over from a smaller size of -a
+// still fits), on QP q or, with --use-srq, on the SRQ (whichever QP's
+// message then takes it), and counts it in s.rposted.
 func (s *session) postRecv(q int) error {
 	wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), s.recvSize(s.o.maxSize()))}}
-	if _, err := s.qps[q].PostRecv(wr); err != nil {
+	var err error
+	if s.srq != nil {
+		_, err = s.srq.PostRecv(wr)
+	} else {
+		_, err = s.qps[q].PostRecv(wr)
+	}
+	if err != nil {
 		return fmt.Errorf("post receive: %w", err)
 	}
 	s.rposted[q]++

@@ -34,7 +34,6 @@ var perftestOnly = map[string]string{
 	"O":                  "-O (--dualport): a gorxe device has one port",
 	"dualport":           "-O (--dualport): a gorxe device has one port",
 	"recv_post_list":     "--recv_post_list is not supported: rxectl posts one receive per call",
-	"use-srq":            "--use-srq is not supported by rxectl (the Go API has SRQs: rxe.PD.CreateSRQ)",
 	"latency_gap":        "--latency_gap is not supported",
 	"out_json":           "--out_json: rxectl prints its results as JSON on stdout with --json",
 	"out_json_file":      "--out_json_file: rxectl prints its results as JSON on stdout with --json",
