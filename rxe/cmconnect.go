@@ -58,7 +58,10 @@ func buildREQ(d *Device, qp *QP, from, to netip.AddrPort, psn uint32, o *CMOptio
 		PKey: packet.DefaultPKey, PathMTU: uint8(o.MTU), RNRRetryCount: o.RNRRetry, MaxCMRetries: o.MaxCMRetries,
 		SRQ: o.SRQ != nil,
 		Primary: packet.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: packet.GIDFromAddr(from.Addr()),
-			RemoteGID: packet.GIDFromAddr(to.Addr()), HopLimit: 64, LocalACKTimeout: o.Timeout},
+			RemoteGID: packet.GIDFromAddr(to.Addr()), HopLimit: 64, LocalACKTimeout: o.Timeout,
+			// The device's traffic class, as rdma_cm puts the id's TOS in the
+			// REQ's path: a kernel peer's QP then answers with it too.
+			TrafficClass: d.opts.TrafficClass},
 	}
 	ip := packet.CMIPHeader{SrcPort: from.Port(), Src: from.Addr(), Dst: to.Addr()}
 	ip.Encode(req.PrivateData[:])

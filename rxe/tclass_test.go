@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -81,7 +82,8 @@ func (r *tosReceiver) read(t *testing.T) ([]byte, uint8) {
 	return nil, 0
 }
 
-// TestTrafficClass: a device opened with Options.TrafficClass sends every
+// TestTrafficClass: a device opened with Options.TrafficClass (on the
+// socket options Listen uses) sends every
 // packet with that IP traffic class (IPv4 TOS, IPv6 Traffic Class), and
 // one opened without it with 0; the packet's ICRC is valid either way
 // (the ICRC covers the field as ones).
@@ -103,15 +105,13 @@ func TestTrafficClass(t *testing.T) {
 			if addr.Is6() && !hostHasIPv6Loopback() {
 				t.Skip("no IPv6 loopback address on this host")
 			}
-			d, err := Listen(netip.AddrPortFrom(addr, 0), Options{TrafficClass: tc.tc, CompVectors: 1})
-			require.NoError(t, err)
-			t.Cleanup(func() { d.Close() })
+			d := tcDevice(t, netip.AddrPortFrom(addr, 0), tc.tc)
 			peer := newTOSReceiver(t, addr)
 			e := newEnd(t, d, 4096)
 			local := e.qp.Info(1)
 			remote := ConnInfo{GID: addr, UDPPort: peer.port, QPN: 0x99, PSN: 100, MTU: MTU1024}
 			require.NoError(t, e.qp.Connect(local, remote, ConnectOptions{}))
-			_, err = e.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, SGList: []SGE{e.mr.SGE(0, 64)}, Flags: SendSignaled})
+			_, err := e.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, SGList: []SGE{e.mr.SGE(0, 64)}, Flags: SendSignaled})
 			require.NoError(t, err)
 
 			pkt, got := peer.read(t)
@@ -128,6 +128,22 @@ func TestTrafficClass(t *testing.T) {
 	}
 }
 
+// tcDevice opens a device with traffic class tc on a socket of its own at
+// addr (port 0: an ephemeral one; Listen's port 0 is 4791, which other
+// tests and a kernel rxe may hold), with the socket options Listen gives
+// (SocketOptions).
+func tcDevice(t *testing.T, addr netip.AddrPort, tc uint8) *Device {
+	t.Helper()
+	opts := Options{TrafficClass: tc, CompVectors: 1}
+	c, err := netdev.ListenUDP(addr, SocketOptions(opts))
+	require.NoError(t, err)
+	opts.OwnConn, opts.Name = true, "rxe-tc"
+	d, err := Open(c, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 // hostHasIPv6Loopback reports whether a UDP socket can be bound to ::1
 // (a host or container without IPv6 has none).
 func hostHasIPv6Loopback() bool {
@@ -137,4 +153,24 @@ func hostHasIPv6Loopback() bool {
 	}
 	defer unix.Close(fd)
 	return unix.Bind(fd, &unix.SockaddrInet6{Addr: netip.IPv6Loopback().As16()}) == nil
+}
+
+// TestREQTrafficClass: a Dial's REQ carries the device's traffic class in
+// its primary path, as rdma_cm carries an id's TOS, so that a peer's QP
+// answers with it too; a device without one sends 0.
+func TestREQTrafficClass(t *testing.T) {
+	for _, tc := range []uint8{0x68, 0} {
+		d := tcDevice(t, netip.MustParseAddrPort("127.0.0.1:0"), tc)
+		e := newEnd(t, d, 4096)
+		from, to := netip.MustParseAddrPort("127.0.0.1:40000"), netip.MustParseAddrPort("127.0.0.2:7471")
+		req := buildREQ(d, e.qp, from, to, 1, &CMOptions{Timeout: 14, RetryCnt: 7, RNRRetry: 7, MTU: MTU1024})
+		require.Equal(t, tc, req.Primary.TrafficClass)
+		var mad [packet.MADSize]byte
+		packet.EncodeCM(mad[:], 1, &req)
+		_, area, err := packet.DecodeCMHeader(mad[:])
+		require.NoError(t, err)
+		var got packet.REQ
+		require.NoError(t, got.Decode(area))
+		require.Equal(t, tc, got.Primary.TrafficClass, "on the wire")
+	}
 }
