@@ -61,10 +61,13 @@ type Device struct {
 	// CQs: its caller reads the sockets itself, so the receive goroutines
 	// no longer spin after a batch (connReader.spin).
 	busyPolled atomic.Bool
-	// spinUntil (UnixNano) and spinBound say when the receive goroutines
-	// spin after a batch (Device.wantSpin).
+	// spinUntil (UnixNano), spinBound (the device's own receive buffer
+	// is too small for a 128-PSN window) and spinQPs (the QPs whose
+	// window a receive buffer bounds, QP.windowBound) say when the
+	// receive goroutines spin after a batch (Device.wantSpin).
 	spinUntil atomic.Int64
 	spinBound atomic.Bool
+	spinQPs   atomic.Int32
 	done      chan struct{}
 	// stopped is closed once Close has stopped every QP (their flush
 	// completions are in their CQs): it ends CQ.Wait.

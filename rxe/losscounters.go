@@ -145,6 +145,7 @@ type retiredLoss struct {
 // retireEngines adds the counters of the QP's RC engines to the device's
 // retired totals before they are dropped (caller holds qp.mu).
 func (qp *QP) retireEngines() {
+	qp.setWindowBound(false) // the requester goes: its window no longer asks for the spin
 	if qp.req == nil && qp.resp == nil {
 		return
 	}

@@ -68,8 +68,9 @@ type Options struct {
 	// while the device's transport waits on its round trips: for 50 ms
 	// after a sign of loss recovery (a NAK or selective-repeat hole report
 	// sent or received, a request packet sent or received again, not an
-	// RNR NAK's retry), and for good on a device whose own receive
-	// buffer, or a QP's peer's, is too small for rxe's 128-PSN window.
+	// RNR NAK's retry), for good on a device whose own receive buffer is
+	// too small for rxe's 128-PSN window, and while a QP lives (until it
+	// is reset or destroyed) whose peer's announced buffer is.
 	// Every batch it reads restarts the time. A goroutine that blocks
 	// leaves its processor idle; on a virtual machine an idle
 	// processor takes tens of microseconds to wake for the next datagram,

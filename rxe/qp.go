@@ -51,6 +51,9 @@ type QP struct {
 	// lossSeen is the engines' loss signals at the last look
 	// (noteLossSignals).
 	lossSeen uint64
+	// windowBound: the requester's window is below rxe's 128 because of a
+	// receive buffer (bufferLimits); counted in Device.spinQPs.
+	windowBound bool
 
 	// slot is the QP's entry in its vector's timerQueue, guarded by the
 	// queue's lock; queued marks it on its vector's run queue.

@@ -175,14 +175,15 @@ func (d *Device) noteLoss(now time.Time) {
 }
 
 // wantSpin reports whether the receive goroutines spin after a batch at
-// now (connReader.spin): while a loss is being recovered (noteLoss), or
-// for good on a device whose own receive buffer (OpenConns), or a QP's
-// peer's (QP.bufferLimits), is too small for rxe's 128-PSN window. Both make the transport wait
+// now (connReader.spin): while a loss is being recovered (noteLoss), for
+// good on a device whose own receive buffer is too small for rxe's
+// 128-PSN window (OpenConns), and while a QP lives whose peer's buffer is
+// (QP.bufferLimits, Device.spinQPs). Both make the transport wait
 // on its round trips, which a processor waking from idle lengthens; a
 // loss-free stream with room in its window keeps the processors busy, and
 // there a spin took turns from the goroutines doing the work (loss-free
 // WRITE and SEND streams 5-12 % slower; docs/performance.md, "A receive
 // goroutine that spins before it blocks").
 func (d *Device) wantSpin(now time.Time) bool {
-	return d.spinBound.Load() || now.UnixNano() < d.spinUntil.Load()
+	return d.spinBound.Load() || d.spinQPs.Load() > 0 || now.UnixNano() < d.spinUntil.Load()
 }

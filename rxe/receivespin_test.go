@@ -138,3 +138,42 @@ func TestDuplicateRequestStartsSpin(t *testing.T) {
 		10*time.Second, time.Millisecond, "the duplicate WRITE reaches the responder")
 	require.True(t, z.dev.wantSpin(time.Now()), "a request received again")
 }
+
+// TestWindowBoundSpinEndsWithTheQP: a QP whose peer announces a receive
+// buffer too small for a 128-PSN window makes its device spin while the
+// QP's requester lives; once the QP is destroyed or reset, a device whose
+// own buffer is large stops spinning (it did for good before).
+func TestWindowBoundSpinEndsWithTheQP(t *testing.T) {
+	var devs [2]*Device
+	for i, addr := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
+		c, err := netdev.ListenUDP(netip.MustParseAddrPort(addr), SocketOptions(Options{}))
+		require.NoError(t, err)
+		d, err := Open(c, Options{Name: "wb", LinkMTU: 9000, OwnConn: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Close() })
+		devs[i] = d
+	}
+	if devs[0].spinBound.Load() {
+		t.Skip("the kernel capped the 64 MiB receive buffer (net.core.rmem_max, no CAP_NET_ADMIN): the device spins for good")
+	}
+	connectSmall := func() *end {
+		a, b := newEnd(t, devs[0], testBufSize), newEnd(t, devs[1], testBufSize)
+		ia, ib := a.qp.Info(1), b.qp.Info(2)
+		ib.RecvBuffer, ib.RecvSockets = 128<<10, 1 // a peer with a small buffer
+		require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096}))
+		return a
+	}
+	now := time.Now()
+	require.False(t, devs[0].wantSpin(now))
+	a := connectSmall()
+	require.True(t, devs[0].wantSpin(now), "a QP bound by its peer's buffer")
+	a2 := connectSmall()
+	require.Equal(t, int32(2), devs[0].spinQPs.Load())
+	require.NoError(t, a.qp.Destroy())
+	require.True(t, devs[0].wantSpin(now), "the other QP still is")
+	require.NoError(t, a2.qp.Modify(&QPAttr{State: QPSReset}, QPAttrState))
+	require.Zero(t, devs[0].spinQPs.Load())
+	require.False(t, devs[0].wantSpin(now), "no QP bound by a buffer")
+	require.NoError(t, a2.qp.Destroy())
+	require.Zero(t, devs[0].spinQPs.Load(), "destroying a reset QP counts nothing twice")
+}

@@ -313,8 +313,24 @@ func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
 		return window, 0 // READs whole, as toward any peer with a buffer this large
 	}
 	// The window, not the processors, bounds this QP's stream: its
-	// device's receive goroutines spin after their batches from now on
-	// (Device.wantSpin).
-	qp.dev.spinBound.Store(true)
+	// device's receive goroutines spin after their batches while it
+	// lives (Device.wantSpin).
+	qp.setWindowBound(true)
 	return window, max(window/2, 1)
+}
+
+// setWindowBound records whether a receive buffer bounds the QP's window
+// below rxe's 128 (bufferLimits), counting the QP in its device's spinQPs
+// while it does; the QP's requester going (reset, Destroy) clears it. The
+// QP's lock is held.
+func (qp *QP) setWindowBound(b bool) {
+	if qp.windowBound == b {
+		return
+	}
+	qp.windowBound = b
+	if b {
+		qp.dev.spinQPs.Add(1)
+	} else {
+		qp.dev.spinQPs.Add(-1)
+	}
 }
