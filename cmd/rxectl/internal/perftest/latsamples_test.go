@@ -110,10 +110,7 @@ func TestLatSampleLists(t *testing.T) {
 // TestFlagsRxectlLacks: a perftest flag rxectl does not take, or a
 // latency test's flag given to a bandwidth test, fails with the reason.
 func TestFlagsRxectlLacks(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
+	requireUsageErrors(t, []usageCase{
 		{[]string{"read-bw", "-H"}, "-H is for the latency tests"},
 		{[]string{"write-bw", "--report-unsorted"}, "-report-unsorted is for the latency tests"},
 		{[]string{"write-lat", "-C"}, "perftest's -C (--report-cycles): rxectl times with the operating system's monotonic clock"},
@@ -124,10 +121,5 @@ func TestFlagsRxectlLacks(t *testing.T) {
 		{[]string{"read-bw", "--frobnicate"}, "flag provided but not defined: -frobnicate (rxectl help read-bw lists the flags it takes)"},
 		{[]string{"write-lat", "-H", "-D", "2"}, "-H and -U print the samples of an iteration run"},
 		{[]string{"read-lat", "-U", "-D", "2"}, "-H and -U print the samples of an iteration run"},
-	}
-	for _, tc := range tests {
-		_, errs, code := runCmd(t, tc.args...)
-		require.Equal(t, cli.ExitUsage, code, "%v", tc.args)
-		require.Contains(t, errs, tc.want, "%v", tc.args)
-	}
+	})
 }

@@ -368,10 +368,7 @@ func TestLatDurRow(t *testing.T) {
 }
 
 func TestPerftestUsage(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
+	requireUsageErrors(t, []usageCase{
 		{[]string{"read-bw", "--loopback", "-n", "2"}, "iterations 2 not in [5, 2^28]"},
 		{[]string{"read-bw", "--loopback", "-n", "99999999999999"}, "iterations 99999999999999 not in [5, 2^28]"},
 		{[]string{"read-lat", "--loopback", "-n", "99999999999999"}, "not in [5, 2^28]"},
@@ -413,16 +410,29 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"write-bw", "--loopback", "--bind", "127.0.0.5"}, "--bind 127.0.0.5: --loopback binds its own addresses"},
 		{[]string{"send-lat", "--loopback", "-R", "--bind=127.0.0.5"}, "--bind 127.0.0.5: --loopback binds its own addresses"},
 		{[]string{"read-lat", "--noPeak", "-n", "10"}, "-N: latency tests measure no peak bandwidth"},
-	}
-	for _, tc := range tests {
-		_, errs, code := runCmd(t, tc.args...)
-		require.Equal(t, cli.ExitUsage, code, "%v", tc.args)
-		require.Contains(t, errs, tc.want, "%v", tc.args)
-	}
+	})
 	out, _, code := runCmd(t, "help", "atomic-lat")
 	require.Equal(t, cli.ExitOK, code)
 	require.Contains(t, out, "-atomic_type")
 	require.Contains(t, out, "ib_atomic_lat")
+}
+
+// usageCase is a command line that must fail as a usage error with want
+// in its message.
+type usageCase struct {
+	args []string
+	want string
+}
+
+// requireUsageErrors runs each case and checks its exit status and
+// message.
+func requireUsageErrors(t *testing.T, cases []usageCase) {
+	t.Helper()
+	for _, tc := range cases {
+		_, errs, code := runCmd(t, tc.args...)
+		require.Equal(t, cli.ExitUsage, code, "%v", tc.args)
+		require.Contains(t, errs, tc.want, "%v", tc.args)
+	}
 }
 
 // TestConnectionRefused: no server on the port.

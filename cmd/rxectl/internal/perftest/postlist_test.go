@@ -61,21 +61,13 @@ func TestPostList(t *testing.T) {
 
 // TestPostListErrors: the settings a post list cannot run with.
 func TestPostListErrors(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
+	requireUsageErrors(t, []usageCase{
 		{[]string{"write-bw", "-n", "10", "-l", "4"}, "-n 10 is not a multiple of the post list -l 4"},
 		{[]string{"write-bw", "-n", "12", "-l", "4", "-Q", "3"}, "the post list -l 4 is not a multiple of the CQ moderation -Q 3"},
 		{[]string{"write-bw", "-n", "16", "-l", "8", "-t", "4", "-Q", "4"}, "the post list -l 8 is longer than the tx depth -t 4"},
 		{[]string{"write-lat", "-l", "2"}, "-l: post lists are for the bandwidth tests"},
 		{[]string{"read-bw", "-l", "0"}, "post list 0 not in [1, 8192]"},
-	}
-	for _, tc := range tests {
-		_, errs, code := runCmd(t, tc.args...)
-		require.Equal(t, cli.ExitUsage, code, "%v", tc.args)
-		require.Contains(t, errs, tc.want, "%v", tc.args)
-	}
+	})
 }
 
 // TestSendListsNext: each list's requests carry the QP and their index

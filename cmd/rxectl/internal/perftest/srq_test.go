@@ -76,16 +76,9 @@ func TestUseSRQ(t *testing.T) {
 // TestUseSRQErrors: --use-srq outside the SEND tests, and an SRQ smaller
 // than the QPs.
 func TestUseSRQErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	requireUsageErrors(t, []usageCase{
 		{[]string{"write-bw", "--use-srq"}, "--use-srq is for the SEND tests"},
 		{[]string{"read-lat", "--use-srq"}, "--use-srq is for the SEND tests"},
 		{[]string{"send-bw", "--use-srq", "-q", "8", "-n", "5"}, "--use-srq: the receive depth 6, the SRQ's size, is less than the QPs -q 8"},
-	} {
-		_, errs, code := runCmd(t, tc.args...)
-		require.Equal(t, cli.ExitUsage, code, "%v", tc.args)
-		require.Contains(t, errs, tc.want, "%v", tc.args)
-	}
+	})
 }
