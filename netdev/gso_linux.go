@@ -73,6 +73,9 @@ func (c *UDPConn) pack(chunk []Message) (k, h int, err error) {
 		if run > 1 || m.N > 0 && c.PagesTo(m.Addr.Addr()) {
 			n += putSegmentCmsg(oob[n:], m.N) // a single one: paged (paged_linux.go)
 		}
+		if m.TOS != 0 {
+			n += putTOSCmsg(oob[n:], m.TOS, c.v6)
+		}
 		if n > 0 {
 			hdr.Control = &oob[0]
 		} else {
@@ -116,7 +119,7 @@ func (c *UDPConn) checkMessage(m *Message) error {
 }
 
 // runLength is how many messages from the front of ms (at most limit) one
-// GSO send can carry: the same destination and source, the first one's
+// GSO send can carry: the same destination, source and traffic class, the first one's
 // size for all but the last, which may be shorter, all valid and non-empty,
 // within the kernel's segment and byte limits.
 func (c *UDPConn) runLength(ms []Message, limit int) int {
@@ -130,7 +133,7 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 	for n < limit {
 		m := &ms[n]
 		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > maxGSOBytes ||
-			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || c.checkMessage(m) != nil {
+			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || m.TOS != first.TOS || c.checkMessage(m) != nil {
 			break
 		}
 		n++

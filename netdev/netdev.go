@@ -37,11 +37,16 @@ const (
 // valid and not unspecified, it selects the source address of the datagram
 // (UDPConn, with IP_PKTINFO / IPV6_PKTINFO); otherwise the kernel chooses,
 // as it does for any unconnected socket. PipeConn ignores Local on write.
+// If TOS is not 0 it is the datagram's IP traffic class (IPv4 TOS, IPv6
+// Traffic Class), sent as an IP_TOS or IPV6_TCLASS control message
+// (UDPConn); 0 leaves the socket's (Options.TOS). Reads leave it 0, and
+// PipeConn ignores it.
 type Message struct {
 	Buf   []byte
 	N     int
 	Addr  netip.AddrPort
 	Local netip.Addr
+	TOS   uint8
 }
 
 // Conn sends and receives datagrams in batches.

@@ -119,6 +119,8 @@ var (
 	sendOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo)
 	// gsoOOBSize fits UDP_SEGMENT (a 16-bit segment size).
 	gsoOOBSize = unix.CmsgSpace(2)
+	// tosOOBSize fits IP_TOS or IPV6_TCLASS (an int).
+	tosOOBSize = unix.CmsgSpace(4)
 )
 
 // cmsg is one parsed control message.
@@ -208,6 +210,20 @@ func putSegmentCmsg(b []byte, size int) int {
 	data := putCmsgHdr(b, unix.SOL_UDP, unix.UDP_SEGMENT, 2)
 	binary.NativeEndian.PutUint16(data, uint16(size))
 	return gsoOOBSize
+}
+
+// putTOSCmsg writes an IP_TOS (v4) or IPV6_TCLASS control message giving
+// the datagram the traffic class tos into b (at least tosOOBSize bytes)
+// and returns its length. Both take an int (ip_cmsg_send,
+// ip6_datagram_send_ctl).
+func putTOSCmsg(b []byte, tos uint8, v6 bool) int {
+	var level, typ int32 = unix.IPPROTO_IP, unix.IP_TOS
+	if v6 {
+		level, typ = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+	}
+	data := putCmsgHdr(b, level, typ, 4)
+	binary.NativeEndian.PutUint32(data, uint32(tos))
+	return tosOOBSize
 }
 
 // putSourceCmsg writes an IP_PKTINFO (v4) or IPV6_PKTINFO control message

@@ -104,7 +104,7 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		batch:    n,
 		bufs:     setup.got,
 		gro:      setup.gro,
-		tx:       newMmsg(n, n, sendOOBSize+gsoOOBSize, unix.SYS_SENDMMSG),
+		tx:       newMmsg(n, n, sendOOBSize+gsoOOBSize+tosOOBSize, unix.SYS_SENDMMSG),
 		hdrMsgs:  make([]int, n),
 		ids:      make([]uint16, n),
 	}

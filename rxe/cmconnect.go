@@ -139,7 +139,7 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 		c.Local.MaxRdAtomic = min(o.ResponderResources, max(int(rep.InitiatorDepth), 1))
 		c.PrivateData = append([]byte(nil), rep.PrivateData[:]...)
 		srOffers(&c.Local, &c.Remote, o)
-		if err := toRTS(c.QP, c.Local, c.Remote, o, rep.RNRRetryCount); err != nil {
+		if err := toRTS(c.QP, c.Local, c.Remote, o, rep.RNRRetryCount, 0); err != nil {
 			g.mu.Lock()
 			_ = g.agent.Reject(c.id, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			g.step(time.Now())
@@ -440,7 +440,10 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 	c.Remote = ConnInfo{GID: netip.AddrFrom16(packet.GIDFromAddr(e.Peer)), UDPPort: d.port, QPN: req.LocalQPN,
 		PSN: req.StartingPSN, MTU: o.MTU, MaxRdAtomic: min(int(req.ResponderResources), o.InitiatorDepth)}
 	srOffers(&c.Local, &c.Remote, &o)
-	if err := toRTS(qp, c.Local, c.Remote, &o, req.RNRRetryCount); err != nil {
+	// The REQ's path gives the traffic class, as the kernel's CM builds
+	// the passive QP's address from it (an rdma_cm id's TOS on the
+	// active side).
+	if err := toRTS(qp, c.Local, c.Remote, &o, req.RNRRetryCount, req.Primary.TrafficClass); err != nil {
 		reject(packet.RejConsumerReject)
 		qp.Destroy()
 		return nil, &AcceptError{Remote: remote, Err: err}

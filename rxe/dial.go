@@ -367,8 +367,9 @@ func newCMQP(o *CMOptions) (*QP, error) {
 
 // toRTS takes a QP in INIT to RTR and RTS against remote, with selective
 // repeat if both ends offered it (CMOptions.SelectiveRepeat and
-// PeerSelectiveRepeat).
-func toRTS(qp *QP, local, remote ConnInfo, o *CMOptions, rnrRetry uint8) error {
+// PeerSelectiveRepeat), and the traffic class tclass in its address
+// vector (0: the device's).
+func toRTS(qp *QP, local, remote ConnInfo, o *CMOptions, rnrRetry, tclass uint8) error {
 	sr, err := negotiateSR(local, remote, false)
 	if err != nil {
 		return err
@@ -377,7 +378,7 @@ func toRTS(qp *QP, local, remote ConnInfo, o *CMOptions, rnrRetry uint8) error {
 		attr QPAttr
 		mask QPAttrMask
 	}{
-		{QPAttr{State: QPSRTR, AH: AH{DGID: remote.GID, UDPPort: remote.UDPPort, HopLimit: 64}, PathMTU: local.MTU,
+		{QPAttr{State: QPSRTR, AH: AH{DGID: remote.GID, UDPPort: remote.UDPPort, HopLimit: 64, TrafficClass: tclass}, PathMTU: local.MTU,
 			DestQPN: remote.QPN, RQPSN: remote.PSN, MaxDestRdAtomic: local.MaxRdAtomic, MinRNRTimer: 12},
 			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
 		{QPAttr{State: QPSRTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: rnrRetry,

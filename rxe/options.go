@@ -115,10 +115,11 @@ type Options struct {
 	// NICs are often set up) finds RoCE by it. Zero leaves the kernel's
 	// default, zero. The ICRC covers the field as ones, so any value keeps
 	// the packets valid. It applies to the sockets Listen opens
-	// (SocketOptions), for the whole device: a QP's AH.TrafficClass does
-	// not change it. Dial's REQ carries it in its path, as rdma_cm carries
-	// an id's TOS, so a peer that takes its path from the REQ (the kernel's
-	// CM) answers with it too.
+	// (SocketOptions), for the device's packets whose QP sets no class
+	// of its own: an RC or UC QP whose address vector has a TrafficClass
+	// sends with that (AH). Dial's REQ carries it in its path, as rdma_cm
+	// carries an id's TOS, so a peer that takes its path from the REQ
+	// (the kernel's CM, and Accept here) answers with it too.
 	TrafficClass uint8
 	// Warnf receives Listen's warning about capped socket buffers
 	// (Device.BufferCapWarning), once for each device whose buffers were

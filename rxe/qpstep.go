@@ -56,7 +56,7 @@ func (l *localDrop) push(m *netdev.Message) {
 	}
 	h := &l.held[l.n]
 	h.N = copy(h.Buf[:cap(h.Buf)], m.Buf[:m.N])
-	h.Addr, h.Local = m.Addr, m.Local
+	h.Addr, h.Local, h.TOS = m.Addr, m.Local, m.TOS
 	l.n++
 }
 
@@ -255,7 +255,7 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 	for k < len(msgs) && l.holding() {
 		h := &l.held[l.head]
 		msgs[k].N = copy(msgs[k].Buf[:cap(msgs[k].Buf)], h.Buf[:h.N])
-		msgs[k].Addr, msgs[k].Local, owners[k] = h.Addr, h.Local, qp
+		msgs[k].Addr, msgs[k].Local, msgs[k].TOS, owners[k] = h.Addr, h.Local, h.TOS, qp
 		l.head++
 		k++
 	}
@@ -435,6 +435,7 @@ func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []ne
 			qp.traceSend(who, msgs[k].Buf[:n])
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
+		msgs[k].TOS = qp.attr.AH.TrafficClass // 0: the device's (Options.TrafficClass)
 	}
 	return k
 }

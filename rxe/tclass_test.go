@@ -3,9 +3,11 @@
 package rxe
 
 import (
+	"context"
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
@@ -173,4 +175,75 @@ func TestREQTrafficClass(t *testing.T) {
 		require.NoError(t, got.Decode(area))
 		require.Equal(t, tc, got.Primary.TrafficClass, "on the wire")
 	}
+}
+
+// TestQPTrafficClass: an RC QP whose address vector has a traffic class
+// sends with it, whatever the device's; one whose address vector has 0
+// sends with the device's.
+func TestQPTrafficClass(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dev, av uint8
+		want    uint8
+	}{
+		{"av on a plain device", 0, 0x28, 0x28},
+		{"av over the device's", 0xb8, 0x28, 0x28},
+		{"the device's", 0xb8, 0, 0xb8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := netip.MustParseAddr("127.0.0.1")
+			d := tcDevice(t, netip.AddrPortFrom(addr, 0), tc.dev)
+			peer := newTOSReceiver(t, addr)
+			e := newEnd(t, d, 4096)
+			for _, s := range []struct {
+				attr QPAttr
+				mask QPAttrMask
+			}{
+				{QPAttr{State: QPSInit, Port: 1}, QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
+				{QPAttr{State: QPSRTR, AH: AH{DGID: addr, UDPPort: peer.port, TrafficClass: tc.av}, PathMTU: MTU1024, DestQPN: 0x99, RQPSN: 7},
+					QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer},
+				{QPAttr{State: QPSRTS, SQPSN: 100, Timeout: 14, RetryCnt: 7, RNRRetry: 7},
+					QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
+			} {
+				require.NoError(t, e.qp.Modify(&s.attr, s.mask))
+			}
+			_, err := e.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, SGList: []SGE{e.mr.SGE(0, 64)}, Flags: SendSignaled})
+			require.NoError(t, err)
+			_, got := peer.read(t)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestAcceptTakesREQTrafficClass: the passive side of a connection takes
+// the traffic class of the REQ's path into its QP's address vector, as
+// the kernel's CM does, so it answers with the class the active side's
+// device sends with.
+func TestAcceptTakesREQTrafficClass(t *testing.T) {
+	ca, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions(Options{TrafficClass: 0x68}))
+	require.NoError(t, err)
+	cb, err := netdev.ListenUDP(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), ca.LocalAddr().Port()), SocketOptions(Options{}))
+	if err != nil {
+		ca.Close()
+		t.Skipf("the active side's port is taken on 127.0.0.2: %v", err)
+	}
+	da, err := Open(ca, Options{Name: "tc-a", OwnConn: true, TrafficClass: 0x68})
+	require.NoError(t, err)
+	t.Cleanup(func() { da.Close() })
+	db, err := Open(cb, Options{Name: "tc-b", OwnConn: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := db.ListenCM(7471, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	defer l.Close()
+	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
+	cc, err := Dial(ctx, da, "127.0.0.2:7471", CMOptions{PD: client.pd, SendCQ: client.cq})
+	require.NoError(t, err)
+	r := <-acc
+	require.NoError(t, r.err)
+	require.Equal(t, uint8(0x68), r.c.QP.Query().AH.TrafficClass, "the passive QP's class, from the REQ")
+	require.Zero(t, cc.QP.Query().AH.TrafficClass, "the active QP sends with its device's class")
 }

@@ -135,6 +135,13 @@ func (qp *QP) stepUnreliable(now time.Time, msgs []netdev.Message, owners []*QP,
 			break
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, dst, qp.dev.addr, qp
+		// A UC QP's class is its address vector's; a UD QP's datagrams
+		// go out with the device's (an address handle's class is not
+		// applied).
+		msgs[k].TOS = 0
+		if qp.typ == QPTypeUC {
+			msgs[k].TOS = qp.attr.AH.TrafficClass
+		}
 		k++
 	}
 	return k

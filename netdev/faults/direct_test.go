@@ -150,3 +150,45 @@ func TestSendDropsKeepTheBatch(t *testing.T) {
 		})
 	}
 }
+
+// tosRecorder records the traffic class of every Message that reaches
+// the Conn it wraps.
+type tosRecorder struct {
+	netdev.Conn
+	tos []uint8
+}
+
+func (r *tosRecorder) WriteBatch(msgs []netdev.Message) (int, error) {
+	for _, m := range msgs {
+		r.tos = append(r.tos, m.TOS)
+	}
+	return r.Conn.WriteBatch(msgs)
+}
+
+// A datagram the fault injector sends late, twice or corrupted keeps its
+// Message.TOS.
+func TestFaultsKeepTOS(t *testing.T) {
+	for _, rule := range []string{"dup=0.5,dir=send", "corrupt=0.5,dir=send", "reorder=0.5,by=2,dir=send", "delay=0.5,by=1ms,dir=send"} {
+		synctest.Test(t, func(t *testing.T) {
+			a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: 256})
+			inner := &tosRecorder{Conn: a}
+			fa := faults.Wrap(inner, faults.Config{Seed: 5, Rules: mustRules(t, rule)})
+			pkts := mixed(t, 32)
+			msgs := make([]netdev.Message, len(pkts))
+			for i, p := range pkts {
+				msgs[i] = message(p)
+				msgs[i].TOS = 0x68
+			}
+			_, err := fa.WriteBatch(msgs)
+			require.NoError(t, err)
+			time.Sleep(10 * time.Millisecond) // held and delayed datagrams go out
+			synctest.Wait()
+			require.NotEmpty(t, inner.tos)
+			for i, tos := range inner.tos {
+				require.Equal(t, uint8(0x68), tos, "%s: datagram %d", rule, i)
+			}
+			require.NoError(t, fa.Close())
+			require.NoError(t, b.Close())
+		})
+	}
+}

@@ -412,6 +412,7 @@ type dgram struct {
 	data  []byte
 	addr  netip.AddrPort
 	local netip.Addr
+	tos   uint8
 	left  int       // Reorder: datagrams still to pass before release; 0 for Delay
 	due   time.Time // release time (Delay) or latest release (Reorder)
 	by    int       // send side: the caller's index whose datagram released it (sendSide.tick)
@@ -436,8 +437,13 @@ func (q *queue) get(m *netdev.Message) *dgram {
 		d = new(dgram)
 	}
 	d.data = append(d.data[:0], m.Buf[:m.N]...)
-	d.addr, d.local, d.left, d.first = m.Addr, m.Local, 0, false
+	d.addr, d.local, d.tos, d.left, d.first = m.Addr, m.Local, m.TOS, 0, false
 	return d
+}
+
+// message is the datagram as a Message to send.
+func (d *dgram) message() netdev.Message {
+	return netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local, TOS: d.tos}
 }
 
 func (q *queue) put(d *dgram) {

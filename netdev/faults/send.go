@@ -52,7 +52,7 @@ func newSendSide(c *Conn, e *engine, cfg *Config) *sendSide {
 	}
 	s.emitHeld = func(d *dgram) {
 		d.by = s.cur
-		s.push(netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local}, fromHeld, d)
+		s.push(d.message(), fromHeld, d)
 	}
 	return s
 }
@@ -272,7 +272,7 @@ func (s *sendSide) release() {
 }
 
 func (s *sendSide) emitDue(d *dgram) {
-	s.push(netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local}, fromExtra, d)
+	s.push(d.message(), fromExtra, d)
 }
 
 func (s *sendSide) close() {
@@ -299,7 +299,7 @@ func (s *sendSide) apply(d decision, m *netdev.Message, i int) Action {
 	case Corrupt:
 		cp := s.q.get(m)
 		flip(cp.data, d.bit)
-		s.push(netdev.Message{Buf: cp.data, N: len(cp.data), Addr: m.Addr, Local: m.Local}, i, cp)
+		s.push(cp.message(), i, cp)
 		s.tick(i)
 	case Reorder, Delay:
 		s.tick(i)

@@ -78,10 +78,10 @@ type Options struct {
 	FlushEachBatch bool
 
 	// SentTOS is the IP traffic class (IPv4 TOS, IPv6 Traffic Class)
-	// written in the headers of the packets sent: the inner Conn's
-	// netdev.Options.TOS, which a wrapper cannot read from the socket.
-	// The packets received are written with 0, as the socket does not
-	// report theirs.
+	// written in the headers of the packets sent whose Message.TOS is 0:
+	// the inner Conn's netdev.Options.TOS, which a wrapper cannot read
+	// from the socket. The packets received are written with 0, as the
+	// socket does not report theirs.
 	SentTOS uint8
 }
 
@@ -256,7 +256,7 @@ func (c *Conn) hold(msgs []netdev.Message, at time.Time) bool {
 			c.heldAt = append(c.heldAt, time.Time{})
 		}
 		h := &c.held[c.nheld]
-		*h = netdev.Message{Buf: append(h.Buf[:0], m.Buf[:m.N]...), N: m.N, Addr: m.Addr, Local: m.Local}
+		*h = netdev.Message{Buf: append(h.Buf[:0], m.Buf[:m.N]...), N: m.N, Addr: m.Addr, Local: m.Local, TOS: m.TOS}
 		c.heldBy[c.nheld], c.heldAt[c.nheld] = c, at
 		c.nheld++
 	}
@@ -424,6 +424,9 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 	var tos uint8
 	if sent {
 		tos = c.tos
+		if m.TOS != 0 {
+			tos = m.TOS // the message's own class, sent as a control message
+		}
 	}
 	f := c.frame
 	copy(f[0:6], dstMAC[:])
