@@ -432,8 +432,9 @@ func TestAllocs(t *testing.T) {
 	require.Zero(t, testing.AllocsPerRun(50, step))
 }
 
-// TestSentTOS: the packets sent are written with Options.SentTOS as their
-// IP traffic class, those received with 0, in IPv4 and IPv6 headers, and
+// TestSentTOS: the packets sent are written with their Message.TOS, or
+// Options.SentTOS where that is 0, as their IP traffic class, those
+// received with 0, in IPv4 and IPv6 headers, and
 // every header stays valid (decode checks the IPv4 checksum).
 func TestSentTOS(t *testing.T) {
 	tests := []struct {
@@ -452,7 +453,9 @@ func TestSentTOS(t *testing.T) {
 			pa, err := pcapdump.Wrap(a, &buf, pcapdump.Options{SentTOS: 0xb9})
 			require.NoError(t, err)
 			p := build(t, a.LocalAddr(), b.LocalAddr(), 1, gorxeKind)
-			_, err = pa.WriteBatch([]netdev.Message{{Buf: p, N: len(p), Addr: b.LocalAddr()}})
+			p3 := build(t, a.LocalAddr(), b.LocalAddr(), 3, gorxeKind)
+			// The second one carries a class of its own (Message.TOS).
+			_, err = pa.WriteBatch([]netdev.Message{{Buf: p, N: len(p), Addr: b.LocalAddr()}, {Buf: p3, N: len(p3), Addr: b.LocalAddr(), TOS: 0x28}})
 			require.NoError(t, err)
 			q := build(t, b.LocalAddr(), a.LocalAddr(), 2, gorxeKind)
 			_, err = b.WriteBatch([]netdev.Message{{Buf: q, N: len(q), Addr: a.LocalAddr()}})
@@ -461,7 +464,7 @@ func TestSentTOS(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, pa.Close())
 			recs := decode(t, buf.Bytes())
-			require.Len(t, recs, 2)
+			require.Len(t, recs, 3)
 			for _, r := range recs {
 				h := r.d.IPHeader
 				tos := h[1]
@@ -470,7 +473,10 @@ func TestSentTOS(t *testing.T) {
 					require.Equal(t, byte(0), h[1]&0x0F|h[2]|h[3], "flow label 0")
 				}
 				want := byte(0)
-				if r.sent {
+				switch {
+				case r.sent && r.psn == 3:
+					want = 0x28
+				case r.sent:
 					want = 0xb9
 				}
 				require.Equal(t, want, tos, "sent %v", r.sent)
