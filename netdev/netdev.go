@@ -39,8 +39,9 @@ const (
 // as it does for any unconnected socket. PipeConn ignores Local on write.
 // If TOS is not 0 it is the datagram's IP traffic class (IPv4 TOS, IPv6
 // Traffic Class), sent as an IP_TOS or IPV6_TCLASS control message
-// (UDPConn); 0 leaves the socket's (Options.TOS). Reads leave it 0, and
-// PipeConn ignores it.
+// (UDPConn); 0 leaves the socket's (Options.TOS). ReadBatch does not set
+// it (a received datagram's class is not reported), and PipeConn ignores
+// it.
 type Message struct {
 	Buf   []byte
 	N     int
