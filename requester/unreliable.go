@@ -64,6 +64,7 @@ type uwqe struct {
 	dest     netip.AddrPort
 	destQPN  uint32
 	qkey     uint32
+	tclass   uint8 // UD: the address handle's traffic class
 }
 
 // Unreliable is the send side of a UC or UD QP (rxe_req.c for those QP
@@ -156,7 +157,7 @@ func (u *Unreliable) Post(wr *verbs.SendWR) error {
 		w.sges = append(w.sges, wr.SGList...)
 	}
 	if u.cfg.UD {
-		w.dest, w.destQPN, w.qkey = wr.AH.Dest(), wr.RemoteQPN&packet.QPNMask, wr.RemoteQKey
+		w.dest, w.destQPN, w.qkey, w.tclass = wr.AH.Dest(), wr.RemoteQPN&packet.QPNMask, wr.RemoteQKey, wr.AH.TrafficClass()
 		if w.qkey&packet.QKeyControlled != 0 {
 			w.qkey = u.cfg.QKey
 		}
@@ -165,13 +166,14 @@ func (u *Unreliable) Post(wr *verbs.SendWR) error {
 	return nil
 }
 
-// NextPacket builds the next packet into buf and returns its length and
-// destination; 0 when nothing waits. buf must hold a packet of the path
-// MTU. A work request whose memory cannot be read fails with LOC_PROT_ERR
-// and stops the queue (Failed).
-func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort) {
+// NextPacket builds the next packet into buf and returns its length,
+// destination and IP traffic class (a UD work request's address
+// handle's; 0 for UC and for the device's); 0 when nothing waits. buf
+// must hold a packet of the path MTU. A work request whose memory cannot
+// be read fails with LOC_PROT_ERR and stops the queue (Failed).
+func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort, uint8) {
 	if !u.Pending() {
-		return 0, netip.AddrPort{}
+		return 0, netip.AddrPort{}, 0
 	}
 	w := &u.ring[u.head%uint64(len(u.ring))]
 	n := min(w.length-w.sent, uint32(u.cfg.PMTU))
@@ -189,11 +191,11 @@ func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort)
 	off, err := h.Encode(buf)
 	if err != nil || total > len(buf) {
 		u.fail(w, verbs.WCLocLenErr)
-		return 0, netip.AddrPort{}
+		return 0, netip.AddrPort{}, 0
 	}
 	if !u.gather(w, buf[off:off+int(n)]) {
 		u.fail(w, verbs.WCLocProtErr)
-		return 0, netip.AddrPort{}
+		return 0, netip.AddrPort{}, 0
 	}
 	clear(buf[off+int(n) : total-packet.ICRCSize])
 	ph := u.cfg.Pseudo
@@ -202,7 +204,7 @@ func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort)
 	}
 	if ph.SetICRC(buf[:total]) != nil {
 		u.fail(w, verbs.WCLocQPOpErr)
-		return 0, netip.AddrPort{}
+		return 0, netip.AddrPort{}, 0
 	}
 	u.psn = u.psn.Add(1)
 	w.started, w.sent = true, w.sent+n
@@ -213,7 +215,7 @@ func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort)
 		u.complete(w, verbs.WCSuccess)
 		u.head++
 	}
-	return total, w.dest
+	return total, w.dest, w.tclass
 }
 
 // opcode returns the UC or UD opcode of a packet (rxe next_opcode_uc,

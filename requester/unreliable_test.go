@@ -14,6 +14,8 @@ type testAH netip.AddrPort
 
 func (a testAH) Dest() netip.AddrPort { return netip.AddrPort(a) }
 
+func (a testAH) TrafficClass() uint8 { return 0 }
+
 var udDest = testAH(netip.MustParseAddrPort("192.0.2.9:4791"))
 
 func newUnreliable(ud bool) (*Unreliable, fakeMem, *fakeCQ) {
@@ -30,7 +32,7 @@ func drain(t *testing.T, u *Unreliable) []packet.Packet {
 	var out []packet.Packet
 	for {
 		buf := make([]byte, 2048)
-		n, dst := u.NextPacket(t0, buf)
+		n, dst, _ := u.NextPacket(t0, buf)
 		if n == 0 {
 			return out
 		}
@@ -150,4 +152,39 @@ func TestUnreliableOpcodes(t *testing.T) {
 		require.ErrorContains(t, err, tc.want)
 		require.NotContains(t, err.Error(), "RC")
 	}
+}
+
+// classAH is an address handle with a traffic class.
+type classAH struct {
+	dest netip.AddrPort
+	tc   uint8
+}
+
+func (a classAH) Dest() netip.AddrPort { return a.dest }
+
+func (a classAH) TrafficClass() uint8 { return a.tc }
+
+// TestUnreliableTrafficClass: NextPacket gives each UD datagram the
+// traffic class of its work request's address handle, copied when the
+// request was posted; a UC QP's packets get 0 (its QP's address vector
+// decides, in rxe).
+func TestUnreliableTrafficClass(t *testing.T) {
+	u, _, _ := newUnreliable(true)
+	dst := netip.MustParseAddrPort("10.0.0.9:4791")
+	for _, tc := range []uint8{0x48, 0} {
+		require.NoError(t, u.Post(&verbs.SendWR{ID: uint64(tc), Opcode: verbs.WRSend, AH: classAH{dst, tc}, RemoteQPN: 5, RemoteQKey: 7,
+			SGList: []verbs.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}))
+	}
+	buf := make([]byte, 2048)
+	for _, want := range []uint8{0x48, 0} {
+		n, to, tc := u.NextPacket(t0, buf)
+		require.Positive(t, n)
+		require.Equal(t, dst, to)
+		require.Equal(t, want, tc)
+	}
+	uc, _, _ := newUnreliable(false)
+	require.NoError(t, uc.Post(&verbs.SendWR{Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}))
+	n, _, tc := uc.NextPacket(t0, buf)
+	require.Positive(t, n)
+	require.Zero(t, tc)
 }

@@ -116,8 +116,9 @@ type Options struct {
 	// default, zero. The ICRC covers the field as ones, so any value keeps
 	// the packets valid. It applies to the sockets Listen opens
 	// (SocketOptions), for the device's packets whose QP sets no class
-	// of its own: an RC or UC QP whose address vector has a TrafficClass
-	// sends with that (AH). Dial's REQ carries it in its path, as rdma_cm
+	// of its own: an RC or UC QP whose address vector has a TrafficClass,
+	// or a UD work request whose address handle has one, sends with that
+	// (AH). Dial's REQ carries it in its path, as rdma_cm
 	// carries an id's TOS, so a peer that takes its path from the REQ
 	// (the kernel's CM, and Accept here) answers with it too.
 	TrafficClass uint8

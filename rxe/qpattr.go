@@ -82,12 +82,12 @@ type AH struct {
 	// SGIDIndex selects our GID (gorxe devices have one usable entry).
 	SGIDIndex int
 	// TrafficClass, when not 0, is the IP traffic class of the packets of
-	// an RC or UC QP with this address vector (rxe puts the AV's traffic
+	// an RC or UC QP with this address vector, or of the UD datagrams
+	// sent with an address handle made from it (rxe puts the AV's traffic
 	// class in the IP header); 0 leaves the device's
-	// (Options.TrafficClass). An address handle's is not applied: UD
-	// datagrams go out with the device's. HopLimit and FlowLabel are kept
-	// for Query: packets go out with the host's default TTL (hop limit)
-	// and flow label 0 (as kernel rxe sends).
+	// (Options.TrafficClass). HopLimit and FlowLabel are kept for Query:
+	// packets go out with the host's default TTL (hop limit) and flow
+	// label 0 (as kernel rxe sends).
 	HopLimit     uint8
 	TrafficClass uint8
 	FlowLabel    uint32

@@ -247,3 +247,38 @@ func TestAcceptTakesREQTrafficClass(t *testing.T) {
 	require.Equal(t, uint8(0x68), r.c.QP.Query().AH.TrafficClass, "the passive QP's class, from the REQ")
 	require.Zero(t, cc.QP.Query().AH.TrafficClass, "the active QP sends with its device's class")
 }
+
+// TestUnreliableTrafficClass: a UD datagram carries its address handle's
+// traffic class, a UC QP's packets its address vector's, and either
+// without one the device's.
+func TestUnreliableTrafficClass(t *testing.T) {
+	addr := netip.MustParseAddr("127.0.0.1")
+	d := tcDevice(t, netip.AddrPortFrom(addr, 0), 0xb8)
+	peer := newTOSReceiver(t, addr)
+
+	ud := newTypedEnd(t, d, QPTypeUD)
+	readyUD(t, ud, 0x1234)
+	for _, tc := range []struct{ ah, want uint8 }{{0x48, 0x48}, {0, 0xb8}} {
+		ah, err := ud.pd.CreateAH(AH{DGID: addr, UDPPort: peer.port, TrafficClass: tc.ah})
+		require.NoError(t, err)
+		require.Equal(t, tc.ah, ah.TrafficClass())
+		_, err = ud.qp.PostSend(SendWR{Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: 0x99, RemoteQKey: 0x1234,
+			SGList: []SGE{{Addr: ud.mr.Addr(), Length: 16, LKey: ud.mr.LKey()}}})
+		require.NoError(t, err)
+		_, got := peer.read(t)
+		require.Equal(t, tc.want, got, "UD with an address handle of class %#x", tc.ah)
+	}
+
+	for _, tc := range []struct{ av, want uint8 }{{0x30, 0x30}, {0, 0xb8}} {
+		uc := newTypedEnd(t, d, QPTypeUC)
+		require.NoError(t, uc.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite},
+			QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+		require.NoError(t, uc.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: addr, UDPPort: peer.port, TrafficClass: tc.av},
+			PathMTU: MTU1024, DestQPN: 0x99, RQPSN: 100}, QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
+		require.NoError(t, uc.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
+		_, err := uc.qp.PostSend(SendWR{Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{{Addr: uc.mr.Addr(), Length: 16, LKey: uc.mr.LKey()}}})
+		require.NoError(t, err)
+		_, got := peer.read(t)
+		require.Equal(t, tc.want, got, "UC with an address vector of class %#x", tc.av)
+	}
+}

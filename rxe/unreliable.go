@@ -130,15 +130,14 @@ func (qp *QP) queryUnreliable(a *QPAttr) {
 // mu); it returns the new count.
 func (qp *QP) stepUnreliable(now time.Time, msgs []netdev.Message, owners []*QP, k int) int {
 	for k < len(msgs) && qp.ureq != nil && qp.state != QPSRTR {
-		n, dst := qp.ureq.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		n, dst, tclass := qp.ureq.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
 			break
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, dst, qp.dev.addr, qp
-		// A UC QP's class is its address vector's; a UD QP's datagrams
-		// go out with the device's (an address handle's class is not
-		// applied).
-		msgs[k].TOS = 0
+		// A UD datagram's class is its address handle's, a UC QP's its
+		// address vector's (0: the device's).
+		msgs[k].TOS = tclass
 		if qp.typ == QPTypeUC {
 			msgs[k].TOS = qp.attr.AH.TrafficClass
 		}
@@ -186,6 +185,10 @@ type AddrHandle struct {
 
 // Dest returns the IP address and UDP port the handle's datagrams go to.
 func (a *AddrHandle) Dest() netip.AddrPort { return a.dest }
+
+// TrafficClass returns the IP traffic class of the handle's datagrams
+// (AH.TrafficClass; 0: the device's, Options.TrafficClass).
+func (a *AddrHandle) TrafficClass() uint8 { return a.attr.TrafficClass }
 
 // Attr returns the attributes the handle was created with.
 func (a *AddrHandle) Attr() AH { return a.attr }

@@ -421,6 +421,8 @@ type foreignAH struct{ dest netip.AddrPort }
 
 func (a *foreignAH) Dest() netip.AddrPort { return a.dest }
 
+func (a *foreignAH) TrafficClass() uint8 { return 0 }
+
 // TestUDPostSendForeignAH: a UD work request's AH must be one that
 // PD.CreateAH made on the QP's PD, as ibv_post_send takes only an ibv_ah.
 // Any other verbs.AddressHandle skipped every check of CreateAH: a nil one

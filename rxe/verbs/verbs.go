@@ -176,10 +176,12 @@ type SendWR struct {
 }
 
 // AddressHandle is the destination of a UD work request (struct ibv_ah):
-// the IP address and UDP port its datagrams go to. rxe's address handles
+// the IP address and UDP port its datagrams go to, and the IP traffic
+// class they carry (0: the sending device's). rxe's address handles
 // implement it.
 type AddressHandle interface {
 	Dest() netip.AddrPort
+	TrafficClass() uint8
 }
 
 // Length returns the message length of the WR: the inline data length or
