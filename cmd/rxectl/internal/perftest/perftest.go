@@ -139,7 +139,6 @@ type options struct {
 	tclass      int           // -T, --tclass: the devices' rxe.Options.TrafficClass
 	postList    int           // -l: work requests posted per PostSend call (bandwidth tests)
 	useSRQ      bool          // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
-	listCQMod   bool          // -Q was set to -l's size by forceDependencies (perftest says so)
 	histogram   bool          // -H: print the sorted samples before a latency row
 	unsorted    bool          // -U: print the samples in the order measured before a latency row
 	inline      int           // -I: post SEND/WRITE inline up to this size
@@ -715,9 +714,13 @@ func (o *options) forceDependencies(t Test) {
 	if o.postList > 1 && !o.set["cq-mod"] {
 		// perftest: "Post List requested - CQ moderation will be the size
 		// of the post list" (each list's last request is signaled).
-		o.cqMod, o.listCQMod = o.postList, true
+		o.cqMod = o.postList
 	}
 }
+
+// listCQMod reports whether forceDependencies set -Q to -l's size
+// (perftest says so before its header).
+func (o *options) listCQMod() bool { return o.postList > 1 && !o.set["cq-mod"] }
 
 // checkPostList checks -l against the settings forceDependencies left:
 // a list is posted whole, so the iterations and the tx depth must hold

@@ -33,7 +33,7 @@ func (s *session) testTitle() string {
 func (s *session) printHeader() {
 	o := s.o
 	var b strings.Builder
-	if o.listCQMod {
+	if o.listCQMod() {
 		b.WriteString(report.ResultLine + "\nPost List requested - CQ moderation will be the size of the post list\n")
 	}
 	b.WriteString(report.ResultLine + "\n")
