@@ -185,7 +185,8 @@ func transportStats(s *session) report.Transport {
 // document (--json), the plot (--plot) and, with faults or a capture, the
 // statistics (on stderr, or in the JSON document). peer is the loopback
 // server's session (nil otherwise). It returns runErr, or the error of
-// the capture, the JSON or the plot.
+// the capture, the JSON or the plot, or else the verifier's (-w, -y:
+// checkLimits).
 func (s *session) report(stdout io.Writer, peer *session, runErr error) error {
 	if s.final == nil {
 		return runErr
@@ -212,7 +213,10 @@ func (s *session) report(stdout io.Writer, peer *session, runErr error) error {
 	if s.traceErr != nil {
 		return s.traceErr
 	}
-	return s.observeAfter(s.errw)
+	if err := s.observeAfter(s.errw); err != nil {
+		return err
+	}
+	return s.checkLimits()
 }
 
 // writeStats writes the statistics of faults, devices and capture of
@@ -243,7 +247,16 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"peer_recv_buffer": s.peer.RecvBuffer, "recovery": s.o.recovery.String(),
 		"selective_repeat": s.o.noSR.String(), "peer_selective_repeat": s.peer.SelectiveRepeat,
 		"selective_repeat_used": s.srUsed(), "traffic_class": s.o.tclass,
-		"post_list": s.o.postList, "use_srq": s.o.useSRQ,
+		"post_list": s.o.postList, "use_srq": s.o.useSRQ, "retry_count": s.o.retryCount,
+	}
+	if m := s.limitsJSON(); m != nil {
+		doc["limits"] = m
+	}
+	if m := s.o.rateJSON(); m != nil {
+		doc["rate_limit"] = m
+	}
+	if s.o.latencyGap > 0 {
+		doc["latency_gap_usec"] = s.o.latencyGap
 	}
 	if s.final.Faults != nil {
 		doc["faults"] = s.final.Faults

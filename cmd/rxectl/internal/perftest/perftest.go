@@ -107,47 +107,56 @@ const (
 
 // options are a test's settings after perftest's dependencies are applied.
 type options struct {
-	size        int
-	all         bool
-	iters       int
-	mtu         int // bytes; 0: the port's active MTU
-	txDepth     int
-	rxDepth     int
-	cqMod       int
-	qps         int
-	outs        int // 0: the device maximum
-	noPeak      bool
-	gbits       bool
-	timeout     int
-	oobPort     int
-	bind        string
-	udpPort     int
-	loopback    bool
-	json        bool
-	output      string
-	atomicType  string
-	duration    int
-	margin      int
-	infinitely  bool
-	devName     string
-	gidIndex    int
-	cpuFreqWarn bool // -F: accepted for compatibility (no cpufreq warning here)
-	ibPort      int
-	events      bool          // -e: sleep on CQ notifications instead of polling
-	busyPoll    time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
-	lossWait    time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
-	tclass      int           // -T, --tclass: the devices' rxe.Options.TrafficClass
-	postList    int           // -l: work requests posted per PostSend call (bandwidth tests)
-	useSRQ      bool          // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
-	histogram   bool          // -H: print the sorted samples before a latency row
-	unsorted    bool          // -U: print the samples in the order measured before a latency row
-	inline      int           // -I: post SEND/WRITE inline up to this size
-	connType    string        // -c
-	udMTU       int           // -c UD: the path MTU in bytes, the largest message (set by the session)
-	ipv6        bool          // --ipv6: IPv6 GIDs
-	bidir       bool          // -b
-	host        string
-	rdmaCM      bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
+	size         int
+	all          bool
+	iters        int
+	mtu          int // bytes; 0: the port's active MTU
+	txDepth      int
+	rxDepth      int
+	cqMod        int
+	qps          int
+	outs         int // 0: the device maximum
+	noPeak       bool
+	gbits        bool
+	timeout      int
+	oobPort      int
+	bind         string
+	udpPort      int
+	loopback     bool
+	json         bool
+	output       string
+	atomicType   string
+	duration     int
+	margin       int
+	infinitely   bool
+	devName      string
+	gidIndex     int
+	cpuFreqWarn  bool // -F: accepted for compatibility (no cpufreq warning here)
+	ibPort       int
+	events       bool          // -e: sleep on CQ notifications instead of polling
+	busyPoll     time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
+	lossWait     time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
+	tclass       int           // -T, --tclass: the devices' rxe.Options.TrafficClass
+	postList     int           // -l: work requests posted per PostSend call (bandwidth tests)
+	useSRQ       bool          // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
+	histogram    bool          // -H: print the sorted samples before a latency row
+	unsorted     bool          // -U: print the samples in the order measured before a latency row
+	inline       int           // -I: post SEND/WRITE inline up to this size
+	limitBW      float64       // -w: the bandwidth a run must reach (ratelimit.go)
+	limitMsgRate float64       // -y: the message rate (Mpps) a run must reach
+	rateLimit    float64       // --rate_limit: pace the client's posts (ratelimit.go)
+	rateUnits    rateUnitsFlag // --rate_units: M, g or p
+	rateType     rateTypeFlag  // --rate_limit_type: SW only
+	burstSize    int           // --burst_size: messages a paced burst posts (0: the tx depth)
+	latencyGap   int           // --latency_gap: µs waited before each latency post
+	retryCount   int           // --retry_count: the QPs' retry_cnt
+	cpuUtil      bool          // --cpu_util: the processors' use in a -D run's sample window (cpuutil.go)
+	connType     string        // -c
+	udMTU        int           // -c UD: the path MTU in bytes, the largest message (set by the session)
+	ipv6         bool          // --ipv6: IPv6 GIDs
+	bidir        bool          // -b
+	host         string
+	rdmaCM       bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
 
 	rules         []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
 	localDropMode rxe.LocalDropMode // --local-drop-mode: the devices' rxe.Options.LocalDropMode
@@ -283,9 +292,32 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs.Var(ldm, "read-retry", "the older name of --local-drop-mode")
 	fs.DurationVar(&o.receiveSpin, "receive-spin", rxe.DefaultReceiveSpin, "how long a receive goroutine keeps reading its socket after a batch before it blocks, during loss recovery and with socket buffers too small for a 128-PSN window (0: it blocks at once); on a VM an idle processor takes tens of µs to wake for the next datagram (docs/performance.md, \"A receive goroutine that spins before it blocks\")")
 	fs.Var((*gsoFlag)(&o.noGSO), "gso", "on: send runs of equal-size packets to the peer as UDP GSO buffers and receive with UDP GRO (the kernel segments them; a capture on this host shows the unsegmented buffers); off: one datagram per packet, as kernel rxe sends (capture with --gso=off for Wireshark) (default on)")
+	addRateFlags(fs, t, o)
 	addFaultFlags(fs, o)
 	addObserveFlags(fs, o)
 	return fs
+}
+
+// addRateFlags adds perftest's verifier limits (-w, -y), its software
+// rate limiter (--rate_limit, --rate_units, --rate_limit_type,
+// --burst_size), --latency_gap, --retry_count and --cpu_util.
+func addRateFlags(fs *flag.FlagSet, t Test, o *options) {
+	if !t.lat {
+		bw := "fail the run (exit status 1) unless a row's average bandwidth reaches `limit`, in the rows' unit (MiB/s, or Gb/s with --report_gbits), as perftest's verifier limit"
+		fs.Float64Var(&o.limitBW, "w", 0, bw)
+		fs.Float64Var(&o.limitBW, "limit_bw", 0, bw)
+		mr := "fail the run (exit status 1) unless a row's message rate reaches `limit` Mpps, as perftest's verifier limit"
+		fs.Float64Var(&o.limitMsgRate, "y", 0, mr)
+		fs.Float64Var(&o.limitMsgRate, "limit_msgrate", 0, mr)
+		fs.Float64Var(&o.rateLimit, "rate_limit", 0, "pace the posts to at most `rate` (in --rate_units) with perftest's software rate limiter: bursts of --burst_size messages, each started once the one before is as old as the rate allows (an average: a late burst is followed by the next one sooner)")
+		fs.Var(&o.rateUnits, "rate_units", "the units of --rate_limit: M (MiB/s), g (Gb/s) or p (messages per second) (default g)")
+		fs.Var(&o.rateType, "rate_limit_type", "the rate limiter: SW, rxectl's own (the default here; perftest's default, HW, is a NIC's limiter, which gorxe does not have)")
+		fs.IntVar(&o.burstSize, "burst_size", 0, "messages posted per burst of --rate_limit (default: the tx depth)")
+		fs.BoolVar(&o.cpuUtil, "cpu_util", false, "with -D: add the column CPU_Util[%], the share of the host's processor time spent running (user, nice, system, irq and softirq; perftest counts user time only) in the sample window, and with --json this process's processor seconds in it")
+	} else {
+		fs.IntVar(&o.latencyGap, "latency_gap", 0, "wait `usec` microseconds before each post (outside the timed round trip), as perftest's --latency_gap")
+	}
+	fs.IntVar(&o.retryCount, "retry_count", defRetryCount, "the QPs' retry count (retry_cnt, 0-7): how many times a request is sent again after the local ACK timeout before the QP fails with RETRY_EXC_ERR (perftest sets it with -R only; rxectl with and without)")
 }
 
 // sizeFlag is -s: a number of bytes (decimal, or 0x hex as Go's int
@@ -373,6 +405,7 @@ var longNames = map[string]string{
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
 	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
 	"T": "tos", "l": "post_list", "H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
+	"w": "limit_bw", "y": "limit_msgrate",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -421,6 +454,9 @@ func (t Test) Run(args []string, stdout, stderr io.Writer, interrupt func() cont
 	}
 	o.stderr = stderr
 	o.capWarn = &capWarner{w: stderr}
+	if n := o.rateNote(); n != "" {
+		fmt.Fprintln(stderr, n)
+	}
 	ctx := context.Background()
 	if interrupt != nil {
 		ctx = interrupt()
@@ -490,6 +526,12 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	if err := o.checkInject(t); err != nil {
+		return err
+	}
+	if err := o.checkRate(); err != nil {
+		return err
+	}
+	if err := o.checkCPUUtil(t); err != nil {
 		return err
 	}
 	o.forceDependencies(t)

@@ -540,7 +540,7 @@ func TestRetryExcText(t *testing.T) {
 			[]string{"firewall", "wrong address"}},
 		{false, 0, 0, []string{"never answered during the retries", "wrong address or GID", "UDP port 4791 blocked by a firewall"}, nil},
 	} {
-		got := retryExcText(peer, tc.answered, tc.n, tc.rcvd, 14)
+		got := retryExcText(peer, tc.answered, tc.n, tc.rcvd, 14, defRetryCount)
 		for _, w := range tc.want {
 			require.Contains(t, got, w)
 		}

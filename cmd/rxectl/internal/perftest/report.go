@@ -79,6 +79,15 @@ func (s *session) printHeader() {
 		fmt.Fprintf(&b, " CQ polling      : %s\n", s.pollingSummary())
 	}
 	fmt.Fprintf(&b, " Selective repeat: %s\n", s.srSummary())
+	if o.set["rate_limit"] && (s.client || o.bidir) {
+		fmt.Fprintf(&b, " Rate limit      : %s\n", o.rateSummary())
+	}
+	if o.latencyGap > 0 {
+		fmt.Fprintf(&b, " Latency gap     : %d[usec]\n", o.latencyGap)
+	}
+	if o.retryCount != defRetryCount {
+		fmt.Fprintf(&b, " Retry count     : %d\n", o.retryCount)
+	}
 	if len(o.rules) > 0 {
 		fmt.Fprintf(&b, " Faults          : %s (seed %d)\n", o.ruleList(), o.seed)
 	}
@@ -118,6 +127,9 @@ func (s *session) printTableHeader() {
 		h = report.LatHeader
 	case s.o.gbits:
 		h = report.BWHeaderGb
+	}
+	if s.o.cpuUtil {
+		h += report.CPUUtilHeader
 	}
 	io.WriteString(s.out, report.ResultLine+"\n"+h+"\n")
 }

@@ -483,7 +483,7 @@ func (s *session) connect() error {
 		}
 		s.srAttr(&steps[1].attr, &steps[1].mask)
 		if s.t.lat || s.client || s.o.bidir {
-			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: qpRetryCnt, RNRRetry: 7,
+			steps = append(steps, qpStep{rxe.QPAttr{State: rxe.QPSRTS, SQPSN: my.PSN, Timeout: uint8(s.o.timeout), RetryCnt: uint8(s.o.retryCount), RNRRetry: 7,
 				MaxRdAtomic: max(int(rem.OutReads), 1)},
 				rxe.QPAttrState | rxe.QPAttrSQPSN | rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxQPRdAtomic})
 		}

@@ -35,9 +35,10 @@ func (e peerQPError) Error() string { return e.msg }
 // Is makes every peerQPError match errPeerQP.
 func (e peerQPError) Is(target error) bool { _, ok := target.(peerQPError); return ok }
 
-// qpRetryCnt is the retry_cnt rxectl's QPs use (perftest's 7): the IB
-// timeout may pass retryCnt+1 times without progress.
-const qpRetryCnt = 7
+// defRetryCount is the retry_cnt rxectl's QPs use unless --retry_count
+// says otherwise (perftest's DEF_RETRY_COUNT, 7): the IB timeout may pass
+// retry_cnt+1 times without progress.
+const defRetryCount = 7
 
 // stallTimeout is how long a side waits for the peer without any progress
 // before giving up (perftest's send-bw server gives up after 60 s too).
@@ -143,6 +144,7 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 	totscnt, totccnt := 0, 0
 	wcs := make([]rxe.WC, 64)
 	clk := newClock()
+	pace := o.newPacer(size, time.Now())
 	stopped := false
 	for totccnt < total {
 		if !stopped && ctx.Err() != nil {
@@ -151,7 +153,7 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 		for q, qp := range s.qps {
 			// A post list (-l) is posted whole, timed at its first
 			// request (run_iter_bw).
-			for l := o.postList; !stopped && scnt[q] < o.iters && scnt[q]+l-ccnt[q] <= o.txDepth; {
+			for l := o.postList; !stopped && scnt[q] < o.iters && scnt[q]+l-ccnt[q] <= o.txDepth && pace.ready(); {
 				list := lists.next(q, scnt[q], o.iters)
 				tposted[totscnt] = clk.now()
 				if _, err := qp.PostSend(list...); err != nil {
@@ -159,12 +161,17 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 				}
 				scnt[q] += l
 				totscnt += l
+				pace.posted(l)
 			}
 		}
-		if stopped && totccnt == s.signaledBefore(scnt) {
+		signaled := s.signaledBefore(scnt)
+		if stopped && totccnt == signaled {
 			break
 		}
-		n, err := s.waitSendCQ(wcs)
+		if totscnt == total {
+			pace = nil // all posted: nothing left to pace
+		}
+		n, err := s.waitSendCQPaced(ctx, wcs, pace, signaled-totccnt)
 		if err != nil {
 			return report.BW{}, err
 		}
@@ -258,26 +265,29 @@ func (l *sendLists) next(q, scnt, iters int) []rxe.SendWR {
 type bwPoster struct {
 	s          *session
 	lists      *sendLists
-	scnt, ccnt []int // posted and completed per QP
+	scnt, ccnt []int  // posted and completed per QP
+	pace       *pacer // --rate_limit (nil: none)
 }
 
 // newBWPoster returns the poster of size-byte messages.
 func (s *session) newBWPoster(size int) *bwPoster {
 	nq := len(s.qps)
-	return &bwPoster{s: s, lists: s.sendLists(size), scnt: make([]int, nq), ccnt: make([]int, nq)}
+	return &bwPoster{s: s, lists: s.sendLists(size), scnt: make([]int, nq), ccnt: make([]int, nq),
+		pace: s.o.newPacer(size, time.Now())}
 }
 
 // fill posts up to tx-depth outstanding requests per QP unless stopped, a
-// whole post list (-l) at a time, and returns how many signaled requests
-// are outstanding.
+// whole post list (-l) at a time, as far as the rate limiter lets it,
+// and returns how many signaled requests are outstanding.
 func (p *bwPoster) fill(stopped bool) (outstanding int, err error) {
 	o := p.s.o
 	for q, qp := range p.s.qps {
-		for l := o.postList; !stopped && p.scnt[q]+l-p.ccnt[q] <= o.txDepth; {
+		for l := o.postList; !stopped && p.scnt[q]+l-p.ccnt[q] <= o.txDepth && p.pace.ready(); {
 			if _, err := qp.PostSend(p.lists.next(q, p.scnt[q], 0)...); err != nil {
 				return 0, fmt.Errorf("post send: %w", err)
 			}
 			p.scnt[q] += l
+			p.pace.posted(l)
 		}
 		outstanding += p.scnt[q]/o.cqMod*o.cqMod - p.ccnt[q]
 	}
@@ -327,13 +337,26 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 	defer status.Clear()
 	nextStatus := start.Add(time.Second)
 	end := start.Add(dur)
+	cpu := o.newCPUWindow()
 	stopped := false
 	for {
 		now := time.Now()
+		if !now.Before(win.start) {
+			cpu.begin()
+		}
 		if o.infinitely && !now.Before(win.end) {
 			status.Clear()
-			s.addBW(win.row(size, now, o.gbits)) // one --run_infinitely period
+			cpu.finish()
+			r := win.row(size, now, o.gbits) // one --run_infinitely period
+			if err := cpu.set(&r); err != nil {
+				return report.BW{}, err
+			}
+			s.addBW(r)
+			cpu.restart()
 			win = bwWindow{start: now, end: now.Add(dur)}
+		}
+		if !now.Before(win.end) {
+			cpu.finish()
 		}
 		if !stopped && (ctx.Err() != nil || !o.infinitely && !now.Before(end)) {
 			stopped = true
@@ -345,7 +368,11 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		if stopped && outstanding == 0 {
 			break
 		}
-		n, err := s.waitSendCQ(wcs)
+		pace := p.pace
+		if stopped {
+			pace = nil // nothing more to post: wait for what is outstanding
+		}
+		n, err := s.waitSendCQPaced(ctx, wcs, pace, outstanding)
 		if err != nil {
 			return report.BW{}, err
 		}
@@ -361,10 +388,14 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		}
 	}
 	status.Clear()
+	cpu.finish() // a run cut short: the window ends now
+	var r report.BW
 	if o.infinitely {
-		return win.row(size, time.Now(), o.gbits), nil // interrupted: the partial period's row
+		r = win.row(size, time.Now(), o.gbits) // interrupted: the partial period's row
+	} else {
+		r = win.row(size, earliest(win.end, time.Now()), o.gbits) // cut short when interrupted early
 	}
-	return win.row(size, earliest(win.end, time.Now()), o.gbits), nil // cut short when interrupted early
+	return r, cpu.set(&r)
 }
 
 // runBWServer is run_iter_bw_server (send-bw's server): count the
@@ -526,6 +557,7 @@ func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, siz
 	wcs := make([]rxe.WC, 64)
 	var last time.Time // the last completion's
 	done := false      // the client has stopped sending
+	cpu := o.newCPUWindow()
 	for {
 		wctx, wait := spoke, sendBWQuiet
 		switch left := time.Until(end); {
@@ -551,9 +583,21 @@ func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, siz
 			return report.BW{}, fmt.Errorf("received nothing for %v: the peer stopped sending", wait)
 		}
 		now := time.Now()
+		if !now.Before(win.start) {
+			cpu.begin()
+		}
 		if o.infinitely && !now.Before(win.end) {
-			s.addBW(win.row(size, now, o.gbits)) // one --run_infinitely period
+			cpu.finish()
+			r := win.row(size, now, o.gbits) // one --run_infinitely period
+			if err := cpu.set(&r); err != nil {
+				return report.BW{}, err
+			}
+			s.addBW(r)
+			cpu.restart()
 			win = bwWindow{start: now, end: now.Add(dur)}
+		}
+		if !now.Before(win.end) {
+			cpu.finish()
 		}
 		gone := false // the peer disconnected (-R): the rest is flushed
 		for _, wc := range wcs[:n] {
@@ -578,10 +622,14 @@ func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, siz
 		}
 		last = now
 	}
+	cpu.finish() // the client stopped early: the window ends now
+	var r report.BW
 	if o.infinitely {
-		return win.row(size, last, o.gbits), nil // the partial period's row
+		r = win.row(size, last, o.gbits) // the partial period's row
+	} else {
+		r = win.row(size, earliest(win.end, last), o.gbits) // cut short when the client stopped early
 	}
-	return win.row(size, earliest(win.end, last), o.gbits), nil // cut short when the client stopped early
+	return r, cpu.set(&r)
 }
 
 // latWindow is a latency test's duration mode (-D): warm up for the
@@ -695,6 +743,7 @@ func (s *session) runLatReadAtomic(ctx context.Context, size int) (report.Lat, e
 	}
 	clk := newClock()
 	for i := 0; w.on || i < iters; i++ {
+		s.o.latencyGapWait()
 		if w.on {
 			if w.tick() || ctx.Err() != nil {
 				break
@@ -752,6 +801,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 			}
 		}
 		if lw.on || scnt < iters {
+			o.latencyGapWait()
 			stopping := lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
 			scnt++
 			w := wr
@@ -821,6 +871,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error)
 		}
 		stopping := false
 		if lw.on || scnt < iters {
+			s.o.latencyGapWait()
 			stopping = lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
 			scnt++
 			buf[postByte] = byte(scnt)
@@ -925,23 +976,23 @@ func (s *session) retryExcWhy(qpn uint32) string {
 		}
 	}
 	answered, n, _ := c.PeerAnswered()
-	return retryExcText(s.peerAddr, answered, n, c.RcvdPkts, s.o.timeout)
+	return retryExcText(s.peerAddr, answered, n, c.RcvdPkts, s.o.timeout, s.o.retryCount)
 }
 
 // retryExcText is retryExcWhy's text for a peer at peer that answered n
 // packets during the retries (answered) and rcvd packets in all, with the
-// ACK timeout exponent timeout.
-func retryExcText(peer netip.AddrPort, answered bool, n, rcvd uint64, timeout int) string {
+// ACK timeout exponent timeout and the retry count retries.
+func retryExcText(peer netip.AddrPort, answered bool, n, rcvd uint64, timeout, retries int) string {
 	if answered {
 		return fmt.Sprintf("transport retry counter exceeded: %v kept answering (%d responses during the retries) but acknowledged nothing new "+
 			"within the ACK timeout (-u %d) %d+1 times. Likely causes: heavy packet loss on the path, or a peer that answers older requests first "+
 			"(kernel rxe resends whole READ responses): a longer timeout (-u) or a lossless path helps",
-			peer, n, timeout, qpRetryCnt)
+			peer, n, timeout, retries)
 	}
 	if rcvd > 0 {
 		return fmt.Sprintf("transport retry counter exceeded: %v answered %d packets earlier in the run, then nothing during the retries "+
 			"(ACK timeout -u %d, %d+1 times). Likely causes: the peer process, its QP or its host is gone, or the path between the hosts broke",
-			peer, rcvd, timeout, qpRetryCnt)
+			peer, rcvd, timeout, retries)
 	}
 	return fmt.Sprintf("transport retry counter exceeded: %v never answered during the retries. Likely causes: a wrong address or GID (the peer sent GID %v; check --bind on both ends), "+
 		"an MTU above what the path carries (try -m 1024 on both ends), UDP port %d blocked by a firewall, or the peer's QP in error or gone",

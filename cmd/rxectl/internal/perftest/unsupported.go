@@ -17,10 +17,6 @@ var perftestOnly = map[string]string{
 	"L":                  "-L (--hop_limit) is not supported: gorxe sends with the host's default TTL (hop limit)",
 	"hop_limit":          "-L (--hop_limit) is not supported: gorxe sends with the host's default TTL (hop limit)",
 	"flow_label":         "--flow_label is not supported: gorxe sends flow label 0, as kernel rxe does",
-	"w":                  "-w (--limit_bw) is not supported: rxectl does not limit its rate",
-	"limit_bw":           "-w (--limit_bw) is not supported: rxectl does not limit its rate",
-	"y":                  "-y (--limit_msgrate) is not supported: rxectl does not limit its rate",
-	"limit_msgrate":      "-y (--limit_msgrate) is not supported: rxectl does not limit its rate",
 	"W":                  "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
 	"report-counters":    "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
 	"X":                  "-X (--vector): rxectl puts each QP's CQs on the device's least-used completion vector itself",
@@ -34,21 +30,24 @@ var perftestOnly = map[string]string{
 	"O":                  "-O (--dualport): a gorxe device has one port",
 	"dualport":           "-O (--dualport): a gorxe device has one port",
 	"recv_post_list":     "--recv_post_list is not supported: rxectl posts one receive per call",
-	"latency_gap":        "--latency_gap is not supported",
 	"out_json":           "--out_json: rxectl prints its results as JSON on stdout with --json",
 	"out_json_file":      "--out_json_file: rxectl prints its results as JSON on stdout with --json",
-	"cpu_util":           "--cpu_util is not supported: run rxectl under /usr/bin/time for its processor time",
-	"retry_count":        "--retry_count is not supported: rxectl's QPs use perftest's default retry count, 7",
 	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions",
 }
 
 // latOnly are the flags only latency tests take (perftest: "Available
 // only on Latency tests").
-var latOnly = map[string]bool{"H": true, "report-histogram": true, "report-histogrm": true, "U": true, "report-unsorted": true, "loss-wait": true}
+var latOnly = map[string]bool{"H": true, "report-histogram": true, "report-histogrm": true, "U": true, "report-unsorted": true, "loss-wait": true,
+	"latency_gap": true}
+
+// bwOnly are the flags only bandwidth tests take.
+var bwOnly = map[string]bool{"w": true, "limit_bw": true, "y": true, "limit_msgrate": true, "rate_limit": true,
+	"rate_units": true, "rate_limit_type": true, "burst_size": true, "cpu_util": true, "b": true, "bidirectional": true}
 
 // explainFlagError adds to a command-line error of cmd's flags what
 // rxectl knows of a flag it does not take: one of perftest's it lacks
-// (perftestOnly) or one of the latency tests' (latOnly).
+// (perftestOnly), one of the latency tests' (latOnly) or one of the
+// bandwidth tests' (bwOnly).
 func explainFlagError(err error, t Test) error {
 	const undefined = "flag provided but not defined: -"
 	msg := err.Error()
@@ -59,6 +58,8 @@ func explainFlagError(err error, t Test) error {
 	switch {
 	case latOnly[name] && !t.lat:
 		return fmt.Errorf("%w (-%s is for the latency tests)", err, name)
+	case bwOnly[name] && t.lat:
+		return fmt.Errorf("%w (-%s is for the bandwidth tests)", err, name)
 	case perftestOnly[name] != "":
 		return fmt.Errorf("%w: perftest's %s", err, perftestOnly[name])
 	}

@@ -18,6 +18,9 @@ const (
 	BWHeaderGb   = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
 	LatDurHeader = " #bytes        #iterations       t_avg[usec]    tps average"
 	LatHeader    = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+	// CPUUtilHeader follows a bandwidth header with --cpu_util
+	// (RESULT_EXT_CPU_UTIL).
+	CPUUtilHeader = "    CPU_Util[%]"
 )
 
 // BWUnit is the unit of bandwidth figures: MiB/s, or Gb/s with
@@ -38,19 +41,33 @@ type BW struct {
 	Peak    float64 `json:"bw_peak"`
 	Avg     float64 `json:"bw_average"`
 	MsgRate float64 `json:"msg_rate_mpps"`
+	// CPUUtil is --cpu_util's column: the percentage of the host's
+	// processor time spent running during the sample window (nil
+	// without it).
+	CPUUtil *float64 `json:"cpu_util,omitempty"`
+	// CPUSeconds is this process's processor time (user and system) in
+	// the sample window, with --cpu_util (nil without it).
+	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
 }
 
 // BWRow formats a BW row with REPORT_FMT
-// " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t     %-7.6lf\n",
+// " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t     %-7.6lf",
 // or, in Gb/s below 0.1, REPORT_FMT_EXT
-// " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf\n".
+// " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf",
+// then, with CPUUtil, REPORT_EXT_CPU_UTIL "\t    %-3.2f", and a newline.
 func BWRow(r BW, gbits bool) string {
+	var row string
 	if gbits && r.Avg < 0.1 {
-		return " " + CUint(r.Size, 7) + "    " + CUint(r.Iters, 0) + "           " + CFloat(r.Peak, 7, 6) +
-			"            " + CFloat(r.Avg, 7, 6) + "            " + CFloat(r.MsgRate, 7, 6) + "\n"
+		row = " " + CUint(r.Size, 7) + "    " + CUint(r.Iters, 0) + "           " + CFloat(r.Peak, 7, 6) +
+			"            " + CFloat(r.Avg, 7, 6) + "            " + CFloat(r.MsgRate, 7, 6)
+	} else {
+		row = " " + CUint(r.Size, 7) + "    " + CUint(r.Iters, 10) + "       " + CFloat(r.Peak, 7, 2) +
+			"            " + CFloat(r.Avg, 7, 2) + "\t\t     " + CFloat(r.MsgRate, 7, 6)
 	}
-	return " " + CUint(r.Size, 7) + "    " + CUint(r.Iters, 10) + "       " + CFloat(r.Peak, 7, 2) +
-		"            " + CFloat(r.Avg, 7, 2) + "\t\t     " + CFloat(r.MsgRate, 7, 6) + "\n"
+	if r.CPUUtil != nil {
+		row += "\t    " + CFloat(*r.CPUUtil, 3, 2)
+	}
+	return row + "\n"
 }
 
 // BWFactor is perftest's format_factor: MiB (0x100000 bytes, whatever the

@@ -1,0 +1,150 @@
+package perftest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+)
+
+// --cpu_util: how busy the host's processors were during a -D run's
+// sample window, as perftest's column CPU_Util[%], and how much processor
+// time this process took in it.
+
+// checkCPUUtil checks --cpu_util: perftest measures it over a duration
+// run's sample window only ("CPU Utilization works only with Duration
+// mode"), and reads /proc/stat.
+func (o *options) checkCPUUtil(t Test) error {
+	if !o.cpuUtil {
+		return nil
+	}
+	if o.duration == 0 {
+		return errors.New("--cpu_util measures the sample window of a -D run (perftest: \"CPU Utilization works only with Duration mode\")")
+	}
+	if _, err := readCPUStat(); err != nil {
+		return fmt.Errorf("--cpu_util: %w", err)
+	}
+	return nil
+}
+
+// cpuStat is one reading of the host's processor time (the first line of
+// /proc/stat, in clock ticks) and of this process's (getrusage).
+type cpuStat struct {
+	busy, total uint64        // ticks running (user, nice, system, irq, softirq) and in all
+	self        time.Duration // this process's user and system time
+}
+
+// readCPUStat reads the host's and the process's processor time.
+func readCPUStat() (cpuStat, error) {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return cpuStat{}, err
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil {
+		return cpuStat{}, fmt.Errorf("/proc/stat: %w", err)
+	}
+	return parseCPUStat(line)
+}
+
+// parseCPUStat parses the "cpu" line of /proc/stat: user, nice, system,
+// idle, iowait, irq, softirq and steal ticks (proc(5)); guest time is
+// already counted in user and nice. Busy is user, nice, system, irq and
+// softirq; the total adds idle, iowait and steal, so that a hypervisor's
+// stolen time counts as not this host's work.
+func parseCPUStat(line string) (cpuStat, error) {
+	fields := strings.Fields(line)
+	if len(fields) < 5 || fields[0] != "cpu" {
+		return cpuStat{}, fmt.Errorf("/proc/stat: the first line is %q, not the \"cpu\" line", strings.TrimSpace(line))
+	}
+	var v [8]uint64 // missing trailing fields (older kernels) count 0
+	for i := range v {
+		if 1+i >= len(fields) {
+			break
+		}
+		n, err := strconv.ParseUint(fields[1+i], 10, 64)
+		if err != nil {
+			return cpuStat{}, fmt.Errorf("/proc/stat: field %d of the cpu line: %w", 1+i, err)
+		}
+		v[i] = n
+	}
+	s := cpuStat{busy: v[0] + v[1] + v[2] + v[5] + v[6]}
+	s.total = s.busy + v[3] + v[4] + v[7]
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuStat{}, fmt.Errorf("getrusage: %w", err)
+	}
+	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return s, nil
+}
+
+// cpuWindow takes the processor readings at the start and the end of a
+// sample window (perftest's get_cpu_stats at SAMPLE_STATE and at its
+// end); with --cpu_util off it does nothing.
+type cpuWindow struct {
+	on         bool
+	start, end cpuStat
+	started    bool
+	ended      bool
+	err        error // a reading that failed
+}
+
+// newCPUWindow returns the window of a run (off without --cpu_util).
+func (o *options) newCPUWindow() *cpuWindow { return &cpuWindow{on: o.cpuUtil} }
+
+// begin takes the start reading.
+func (w *cpuWindow) begin() {
+	if !w.on || w.started {
+		return
+	}
+	w.started = true
+	w.start, w.err = readCPUStat()
+}
+
+// finish takes the end reading once.
+func (w *cpuWindow) finish() {
+	if !w.on || !w.started || w.ended || w.err != nil {
+		return
+	}
+	w.ended = true
+	w.end, w.err = readCPUStat()
+}
+
+// restart makes the end reading the start of the next window
+// (--run_infinitely's periods).
+func (w *cpuWindow) restart() {
+	if !w.on {
+		return
+	}
+	w.start, w.ended = w.end, false
+}
+
+// set puts the window's figures into r: nothing when off, not finished
+// or a reading failed (the run then says so, fail).
+func (w *cpuWindow) set(r *report.BW) error {
+	if !w.on {
+		return nil
+	}
+	if w.err != nil {
+		return fmt.Errorf("--cpu_util: %w", w.err)
+	}
+	if !w.started || !w.ended {
+		return nil // the window never began (an interrupted warm-up)
+	}
+	// Differences as signed numbers: the kernel's iowait count may go
+	// back (proc(5)).
+	util := 0.0
+	if d := int64(w.end.total - w.start.total); d > 0 {
+		util = min(max(float64(int64(w.end.busy-w.start.busy))/float64(d)*100, 0), 100)
+	}
+	self := (w.end.self - w.start.self).Seconds()
+	r.CPUUtil, r.CPUSeconds = &util, &self
+	return nil
+}

@@ -1,0 +1,379 @@
+package perftest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/gopacket/pcapgo"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// TestRatePPS: --rate_limit in each of perftest's units, as messages per
+// second for a message size, as run_iter_bw converts it.
+func TestRatePPS(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		size int
+		want float64
+	}{
+		{[]string{"--rate_limit", "8"}, 1000, 1e6},                           // 8 Gb/s of 1000-byte messages
+		{[]string{"--rate_limit", "8", "--rate_units", "g"}, 4000, 250e3},    // the default unit, given
+		{[]string{"--rate_limit", "64", "--rate_units", "M"}, 65536, 1024},   // MiB/s
+		{[]string{"--rate_limit", "1500", "--rate_units", "p"}, 65536, 1500}, // messages per second
+		{nil, 65536, 0}, // no limit
+	} {
+		o, err := parsePerftest(findTest(t, "write-bw"), tc.args)
+		require.NoError(t, err, "%v", tc.args)
+		require.InDelta(t, tc.want, o.ratePPS(tc.size), tc.want*1e-12, "%v", tc.args)
+	}
+}
+
+// TestPacer: a burst posts --burst_size messages, the next starts a gap
+// after the one before was due, and a pacer that fell behind starts its
+// bursts back to back until it has caught up (an average rate).
+func TestPacer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o, err := parsePerftest(findTest(t, "write-bw"), []string{"--rate_limit", "1000", "--rate_units", "p", "--burst_size", "10", "-l", "2", "-n", "1000"})
+		require.NoError(t, err)
+		p := o.newPacer(4096, time.Now())
+		require.Equal(t, 10*time.Millisecond, p.gap) // 10 messages at 1000 a second
+		// burst posts the lists of one burst, if one is due.
+		burst := func() int {
+			if !p.ready() {
+				return 0
+			}
+			for n := 2; ; n += 2 {
+				p.posted(2) // -l 2: lists count whole
+				if p.left == 0 {
+					return n
+				}
+			}
+		}
+		require.Equal(t, 10, burst(), "the first burst is due at once")
+		require.True(t, p.holding())
+		time.Sleep(9 * time.Millisecond)
+		require.Zero(t, burst(), "the next burst is not due yet")
+		time.Sleep(time.Millisecond)
+		require.Equal(t, 10, burst())
+		time.Sleep(35 * time.Millisecond) // 3.5 gaps late: the bursts due at 20, 30 and 40 ms go at once
+		for range 3 {
+			require.Equal(t, 10, burst())
+		}
+		require.Zero(t, burst(), "caught up: the burst of 50 ms waits")
+		require.True(t, p.holding())
+		// A post list longer than what is left of a burst still goes whole.
+		time.Sleep(5 * time.Millisecond)
+		require.True(t, p.ready())
+		p.posted(9)
+		require.True(t, p.ready())
+		p.posted(2)
+		require.Equal(t, 0, p.left)
+	})
+	var none *pacer
+	require.True(t, none.ready())
+	require.False(t, none.holding())
+	none.posted(5)
+}
+
+// TestRateFlagErrors: the rate limiter's, the verifier's and the other
+// new flags' bad values and combinations fail with the reason.
+func TestRateFlagErrors(t *testing.T) {
+	requireUsageErrors(t, []usageCase{
+		{[]string{"write-bw", "--rate_limit", "0"}, "--rate_limit 0: a positive number"},
+		{[]string{"write-bw", "--rate_limit", "-3"}, "--rate_limit -3: a positive number"},
+		{[]string{"write-bw", "--rate_limit", "NaN"}, "--rate_limit NaN: a positive number"},
+		{[]string{"write-bw", "--rate_limit", "1", "--rate_units", "K"}, `"K": M (MiB/s), g (Gb/s) or p`},
+		{[]string{"write-bw", "--rate_limit", "1", "--rate_limit_type", "HW"}, "gorxe has no hardware rate limiter"},
+		{[]string{"write-bw", "--rate_limit", "1", "--rate_limit_type", "PP"}, "packet pacing is a NIC feature"},
+		{[]string{"write-bw", "--rate_limit_type", "SW"}, "give --rate_limit too"},
+		{[]string{"write-bw", "--rate_units", "M"}, "give --rate_limit too"},
+		{[]string{"write-bw", "--burst_size", "4"}, "--burst_size needs --rate_limit"},
+		{[]string{"write-bw", "--rate_limit", "1", "--burst_size", "-1"}, "--burst_size -1: a number of messages"},
+		{[]string{"send-bw", "-w", "-1"}, "-w -1: a bandwidth limit is not negative"},
+		{[]string{"send-bw", "--limit_msgrate", "-0.5"}, "-y -0.5: a message rate limit is not negative"},
+		{[]string{"write-lat", "-w", "4"}, "-w is for the bandwidth tests"},
+		{[]string{"read-lat", "--rate_limit", "4"}, "-rate_limit is for the bandwidth tests"},
+		{[]string{"read-bw", "--latency_gap", "4"}, "-latency_gap is for the latency tests"},
+		{[]string{"send-lat", "--latency_gap", "-4"}, "--latency_gap -4: microseconds"},
+		{[]string{"read-bw", "--retry_count", "8"}, "--retry_count 8 not in [0, 7]"},
+		{[]string{"read-bw", "--retry_count", "0", "-R"}, "--retry_count 0 with -R"},
+		{[]string{"read-bw", "--cpu_util"}, "--cpu_util measures the sample window of a -D run"},
+		{[]string{"read-lat", "--cpu_util", "-D", "2"}, "-cpu_util is for the bandwidth tests"},
+	})
+}
+
+// TestCheckLimits: -w and -y pass when a row reaches them (one is enough,
+// as perftest's pass over the rows), fail otherwise, and an end without
+// rows has nothing to verify.
+func TestCheckLimits(t *testing.T) {
+	rows := []report.BW{{Size: 2, Avg: 10, MsgRate: 5}, {Size: 65536, Avg: 3000, MsgRate: 0.05}}
+	for _, tc := range []struct {
+		args []string
+		rows []report.BW
+		want string // "" passes
+	}{
+		{nil, rows, ""},
+		{[]string{"-w", "2999.5"}, rows, ""},
+		{[]string{"-w", "3000"}, rows, ""},
+		{[]string{"-w", "3000.01"}, rows, "the bandwidth 3000.00 MiB/s is below the limit -w 3000.01"},
+		{[]string{"-w", "3000.01", "--report_gbits"}, rows, "the bandwidth 3000.00 Gb/s is below the limit -w 3000.01"},
+		{[]string{"-y", "5"}, rows, ""},
+		{[]string{"-y", "5.5"}, rows, "the message rate 5.000000 Mpps is below the limit -y 5.5"},
+		{[]string{"-w", "1", "-y", "6"}, rows, "below the limit -y 6"},
+		{[]string{"-w", "1e9", "-y", "6"}, rows, "below the limit -w 1e+09"},
+		{[]string{"-w", "1e9"}, nil, ""}, // a WRITE server prints no rows
+	} {
+		o, err := parsePerftest(findTest(t, "send-bw"), tc.args)
+		require.NoError(t, err, "%v", tc.args)
+		s := &session{o: o, bwResults: tc.rows}
+		err = s.checkLimits()
+		if tc.want == "" {
+			require.NoError(t, err, "%v", tc.args)
+		} else {
+			require.ErrorContains(t, err, tc.want, "%v", tc.args)
+		}
+		if m := s.limitsJSON(); m != nil {
+			require.Equal(t, err == nil, m["passed"], "%v", tc.args)
+		}
+	}
+}
+
+// TestLimitsRun: a run that falls short of -w fails with exit status 1
+// after printing its table and JSON; one that reaches it passes.
+func TestLimitsRun(t *testing.T) {
+	t.Parallel()
+	out, errs, code := runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-s", "4096", "-n", "200", "-w", "1e9", "--json")
+	require.Equal(t, cli.ExitFail, code, errs)
+	require.Contains(t, errs, "is below the limit -w 1e+09")
+	var doc struct {
+		Limits struct {
+			BW     float64 `json:"bw"`
+			Passed bool    `json:"passed"`
+		} `json:"limits"`
+		Results []report.BW `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Equal(t, 1e9, doc.Limits.BW)
+	require.False(t, doc.Limits.Passed)
+	require.Len(t, doc.Results, 1)
+
+	_, errs, code = runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-s", "4096", "-n", "200", "-w", "0.001", "-y", "1e-9")
+	require.Equal(t, cli.ExitOK, code, errs)
+}
+
+// TestRateLimitRun: a paced run carries at most the limit plus the one
+// burst that starts at once: its last burst cannot start before
+// (bursts−1) gaps have passed, whatever the machine's speed.
+func TestRateLimitRun(t *testing.T) {
+	t.Parallel()
+	const (
+		n, burst = 600, 10
+		mibps    = 20.0
+		size     = 4096
+	)
+	for _, test := range []string{"write-bw", "send-bw", "read-bw"} {
+		out, errs, code := runCmd(t, test, "--loopback", "--udp-port", "0", "-s", strconv.Itoa(size), "-n", strconv.Itoa(n),
+			"--rate_limit", "20", "--rate_units", "M", "--burst_size", strconv.Itoa(burst), "--json")
+		require.Equal(t, cli.ExitOK, code, "%s: %s", test, errs)
+		require.NotContains(t, errs, "Setting burst size", "--burst_size was given")
+		var doc struct {
+			Rate struct {
+				Rate  float64 `json:"rate"`
+				Units string  `json:"units"`
+				Burst int     `json:"burst"`
+			} `json:"rate_limit"`
+			Results []report.BW `json:"results"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+		require.Equal(t, 20.0, doc.Rate.Rate)
+		require.Equal(t, "M", doc.Rate.Units)
+		require.Equal(t, burst, doc.Rate.Burst)
+		require.Len(t, doc.Results, 1)
+		r := doc.Results[0]
+		require.Equal(t, uint64(n), r.Iters, test)
+		require.Positive(t, r.Avg, test)
+		require.LessOrEqual(t, r.Avg, mibps*n/(n-burst)*1.0001, "%s: %.2f MiB/s against a limit of %.0f", test, r.Avg, mibps)
+	}
+	// -D: the sample window (here the whole second, -f 0) holds at most
+	// the bursts started in it, one at its start and one a gap after
+	// that (here 1.95 ms: 10 messages of 4 KiB at 20 MiB/s).
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-s", strconv.Itoa(size), "-D", "1", "-f", "0",
+		"--rate_limit", "20", "--rate_units", "M", "--burst_size", strconv.Itoa(burst), "--json")
+	require.Equal(t, cli.ExitOK, code, errs)
+	var doc struct {
+		Results []report.BW `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Len(t, doc.Results, 1)
+	r := doc.Results[0]
+	require.Positive(t, r.Avg)
+	require.LessOrEqual(t, r.Avg, mibps*1.001+float64(burst*size)/(1<<20), "-D: %.2f MiB/s against a limit of %.0f", r.Avg, mibps)
+
+	// Without --burst_size, perftest's note; the header shows the limit.
+	out, errs, code = runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-s", "65536", "-n", "40", "--rate_limit", "2")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, errs, " Setting burst size to tx depth = 40\n")
+	require.Contains(t, out, " Rate limit      : 2 Gb/s in bursts of 40 (SW)\n")
+}
+
+// TestLatencyGap: --latency_gap waits before each post; send-lat's samples
+// are half the time between two posts one round trip apart, which holds
+// both ends' gaps, so none is shorter than the gap.
+func TestLatencyGap(t *testing.T) {
+	t.Parallel()
+	out, errs, code := runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-s", "2", "-n", "200", "--latency_gap", "300", "--json")
+	require.Equal(t, cli.ExitOK, code, errs)
+	var doc struct {
+		Gap     int          `json:"latency_gap_usec"`
+		Results []report.Lat `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Equal(t, 300, doc.Gap)
+	require.Len(t, doc.Results, 1)
+	require.GreaterOrEqual(t, doc.Results[0].Min, 300.0)
+	// read-lat times each READ alone: the gap lies outside its samples.
+	_, errs, code = runCmd(t, "read-lat", "--loopback", "--udp-port", "0", "-n", "50", "--latency_gap", "100")
+	require.Equal(t, cli.ExitOK, code, errs)
+}
+
+// TestRetryCountFlag: --retry_count is the QPs' retry_cnt. With the
+// exchange, a QP whose every packet is dropped fails after retry_cnt+1 IB
+// ACK timeouts; with -R the CM REQs carry it (IBA 12.7.27, which the
+// passive side's QP takes), the exchange's connection's too, as perftest's
+// conn_param.retry_count.
+func TestRetryCountFlag(t *testing.T) {
+	t.Parallel()
+	for _, retries := range []int{2, defRetryCount} {
+		out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-n", "20", "-u", "8",
+			"--retry_count", strconv.Itoa(retries), "--drop", "1,dir=send")
+		require.Equal(t, cli.ExitFail, code, errs)
+		require.Contains(t, errs, "RETRY_EXC_ERR")
+		require.Contains(t, errs, fmt.Sprintf(" %d IB ACK timeouts;", retries+1))
+		require.Equal(t, retries != defRetryCount, strings.Contains(out, fmt.Sprintf(" Retry count     : %d\n", retries)), out)
+	}
+
+	file := filepath.Join(t.TempDir(), "cm.pcap")
+	out, errs, code := runCmd(t, "write-bw", "-R", "--loopback", "--udp-port", "0", "-n", "20", "--retry_count", "3", "--pcap", file)
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, out, " Retry count     : 3\n")
+	f, err := os.ReadFile(file)
+	require.NoError(t, err)
+	r, err := pcapgo.NewReader(bytes.NewReader(f))
+	require.NoError(t, err)
+	reqs := 0
+	for {
+		frame, _, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		// Ethernet, IPv4, UDP, BTH and DETH (a UD SEND ONLY to QP1), then the MAD.
+		const mad = 14 + 20 + 8 + 12 + 8
+		if len(frame) < mad+packet.MADSize || frame[14+20+8] != byte(packet.UDSendOnly) {
+			continue
+		}
+		h, msg, err := packet.DecodeCMHeader(frame[mad:])
+		require.NoError(t, err)
+		if packet.CMAttr(h.AttrID) != packet.AttrREQ {
+			continue
+		}
+		var req packet.REQ
+		require.NoError(t, req.Decode(msg))
+		require.Equal(t, uint8(3), req.RetryCount)
+		reqs++
+	}
+	require.Equal(t, 2, reqs, "the exchange's connection and the test QP's")
+}
+
+// TestParseCPUStat: the "cpu" line of /proc/stat, with the fields of old
+// and new kernels, and what is not one.
+func TestParseCPUStat(t *testing.T) {
+	for _, tc := range []struct {
+		line        string
+		busy, total uint64
+		err         string
+	}{
+		{"cpu  100 5 50 800 20 3 2 10 0 0\n", 160, 990, ""},
+		{"cpu 1 2 3 4\n", 6, 10, ""}, // user nice system idle only
+		{"cpu0 1 2 3 4\n", 0, 0, "not the \"cpu\" line"},
+		{"intr 5\n", 0, 0, "not the \"cpu\" line"},
+		{"cpu 1 2 x 4\n", 0, 0, "field 3 of the cpu line"},
+		{"", 0, 0, "not the \"cpu\" line"},
+	} {
+		s, err := parseCPUStat(tc.line)
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, "%q", tc.line)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.line)
+		require.Equal(t, tc.busy, s.busy, "%q", tc.line)
+		require.Equal(t, tc.total, s.total, "%q", tc.line)
+		require.Positive(t, s.self, "the test's own processor time")
+	}
+}
+
+// TestCPUWindowSet: the column is the busy share of the window's ticks,
+// clamped to [0, 100] when a count went back; a window that never
+// began or ended sets nothing.
+func TestCPUWindowSet(t *testing.T) {
+	for _, tc := range []struct {
+		start, end cpuStat
+		want       float64
+	}{
+		{cpuStat{busy: 100, total: 1000}, cpuStat{busy: 150, total: 1200}, 25},
+		{cpuStat{busy: 100, total: 1000, self: time.Second}, cpuStat{busy: 100, total: 1000, self: 2 * time.Second}, 0},
+		{cpuStat{busy: 100, total: 1000}, cpuStat{busy: 90, total: 1100}, 0},    // busy went back
+		{cpuStat{busy: 100, total: 1000}, cpuStat{busy: 400, total: 1100}, 100}, // total behind busy
+	} {
+		w := &cpuWindow{on: true, started: true, ended: true, start: tc.start, end: tc.end}
+		var r report.BW
+		require.NoError(t, w.set(&r))
+		require.NotNil(t, r.CPUUtil)
+		require.InDelta(t, tc.want, *r.CPUUtil, 1e-9)
+		require.InDelta(t, (tc.end.self - tc.start.self).Seconds(), *r.CPUSeconds, 1e-9)
+	}
+	var r report.BW
+	require.NoError(t, (&cpuWindow{on: true, started: true}).set(&r))
+	require.Nil(t, r.CPUUtil)
+	require.NoError(t, (&cpuWindow{}).set(&r))
+	require.Nil(t, r.CPUUtil)
+}
+
+// TestCPUUtilRun: -D with --cpu_util adds the column to the header and
+// the row, and --json the figures.
+func TestCPUUtilRun(t *testing.T) {
+	t.Parallel()
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-s", "65536", "-D", "1", "-f", "0", "--cpu_util")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, out, report.BWHeaderMiB+report.CPUUtilHeader+"\n")
+	require.Regexp(t, regexp.MustCompile(`(?m)^ 65536 .*\t    \d+\.\d\d\n`), out)
+
+	out, errs, code = runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-s", "65536", "-D", "1", "-f", "0", "--cpu_util", "--json")
+	require.Equal(t, cli.ExitOK, code, errs)
+	var doc struct {
+		Results []report.BW `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Len(t, doc.Results, 1)
+	r := doc.Results[0]
+	require.NotNil(t, r.CPUUtil)
+	require.NotNil(t, r.CPUSeconds)
+	require.Greater(t, *r.CPUUtil, 0.0)
+	require.LessOrEqual(t, *r.CPUUtil, 100.0)
+	require.Greater(t, *r.CPUSeconds, 0.0)
+}
