@@ -185,8 +185,8 @@ func transportStats(s *session) report.Transport {
 // document (--json), the plot (--plot) and, with faults or a capture, the
 // statistics (on stderr, or in the JSON document). peer is the loopback
 // server's session (nil otherwise). It returns runErr, or the error of
-// the capture, the JSON or the plot, or else the verifier's (-w, -y:
-// checkLimits).
+// the capture, the JSON, the plot or --out_json's file, or else the
+// verifier's (-w, -y: checkLimits).
 func (s *session) report(stdout io.Writer, peer *session, runErr error) error {
 	if s.final == nil {
 		return runErr
@@ -214,6 +214,9 @@ func (s *session) report(stdout io.Writer, peer *session, runErr error) error {
 		return s.traceErr
 	}
 	if err := s.observeAfter(s.errw); err != nil {
+		return err
+	}
+	if err := s.writeOutJSON(); err != nil {
 		return err
 	}
 	return s.checkLimits()

@@ -151,6 +151,8 @@ type options struct {
 	latencyGap   int           // --latency_gap: µs waited before each latency post
 	retryCount   int           // --retry_count: the QPs' retry_cnt
 	cpuUtil      bool          // --cpu_util: the processors' use in a -D run's sample window (cpuutil.go)
+	outJSON      bool          // --out_json: write perftest's JSON report file (outjson.go)
+	outJSONFile  string        // --out_json_file: its name
 	connType     string        // -c
 	udMTU        int           // -c UD: the path MTU in bytes, the largest message (set by the session)
 	ipv6         bool          // --ipv6: IPv6 GIDs
@@ -243,6 +245,8 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs.IntVar(&o.udpPort, "udp-port", defRoCEPort, "local RoCE UDP port; perftest peers always use 4791 (0: ephemeral, rxectl peers only)")
 	fs.BoolVar(&o.loopback, "loopback", false, "run server and client in this process (127.0.0.1 and 127.0.0.2; with --ipv6 both on ::1, the client on another UDP port), printing the client's side")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON")
+	fs.BoolVar(&o.outJSON, "out_json", false, "also write perftest's JSON report file (--out_json_file; the test's information and the last row's results, as perftest writes it): scripts that read perftest's file read rxectl's; --json prints rxectl's fuller document on standard output")
+	fs.StringVar(&o.outJSONFile, "out_json_file", defOutJSONFile, "the `file` --out_json writes")
 	fs.StringVar(&o.output, "output", "", "print one figure only: bandwidth, message_rate (BW tests) or latency (LAT tests)")
 	both(&o.duration, "D", "duration", 0, "run for N seconds instead of -n iterations (same on both sides)")
 	both(&o.margin, "f", "margin", -1, "with -D: seconds of warm-up and cool-down left out of the measurement (default: duration/4)")
@@ -532,6 +536,9 @@ func (o *options) check(t Test) error {
 		return err
 	}
 	if err := o.checkCPUUtil(t); err != nil {
+		return err
+	}
+	if err := o.checkOutJSON(); err != nil {
 		return err
 	}
 	o.forceDependencies(t)
@@ -956,7 +963,7 @@ func runLoopback(ctx context.Context, t Test, o *options, stdout io.Writer) erro
 func splitLoopback(o *options, ss, cs **session) (so, co options) {
 	so, co = *o, *o
 	so.bind, co.bind = "127.0.0.1", "127.0.0.2"
-	so.output, so.json = "", false
+	so.output, so.json, so.outJSON = "", false, false
 	so.rules, so.pcap, so.plot = nil, "", ""
 	shareStderr(o, &co, &so)
 	if o.obs != nil {

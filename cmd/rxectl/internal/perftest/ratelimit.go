@@ -226,8 +226,8 @@ func (s *session) waitSendCQPaced(ctx context.Context, wcs []rxe.WC, p *pacer, o
 // checkLimits is perftest's verifier: with -w the run fails unless a row
 // of this end reached the bandwidth limit, with -y unless one reached the
 // message rate limit (perftest keeps a pass over the rows, so with -a one
-// size is enough). An end that prints no rows (a WRITE or READ server)
-// has nothing to verify.
+// size is enough). As perftest's print_full_bw_report, a WRITE or READ
+// server verifies the client's row it prints.
 func (s *session) checkLimits() error {
 	o := s.o
 	if len(s.bwResults) == 0 || !o.set["limit_bw"] && !o.set["limit_msgrate"] {

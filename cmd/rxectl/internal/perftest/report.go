@@ -38,6 +38,10 @@ func (s *session) printHeader() {
 	}
 	b.WriteString(report.ResultLine + "\n")
 	b.WriteString("                    " + s.testTitle() + "\n")
+	if o.events && s.scq != nil {
+		// perftest: the completion vector of its CQs (-X, default 0).
+		fmt.Fprintf(&b, " Test with events. Using %s_comp%d\n", s.dev.Name(), s.scq.Vector())
+	}
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
 	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.qps)
 	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : %s\n", o.connType, onOff(o.useSRQ))

@@ -30,8 +30,6 @@ var perftestOnly = map[string]string{
 	"O":                  "-O (--dualport): a gorxe device has one port",
 	"dualport":           "-O (--dualport): a gorxe device has one port",
 	"recv_post_list":     "--recv_post_list is not supported: rxectl posts one receive per call",
-	"out_json":           "--out_json: rxectl prints its results as JSON on stdout with --json",
-	"out_json_file":      "--out_json_file: rxectl prints its results as JSON on stdout with --json",
 	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions",
 }
 
