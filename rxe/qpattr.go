@@ -86,8 +86,10 @@ type AH struct {
 	// sent with an address handle made from it (rxe puts the AV's traffic
 	// class in the IP header); 0 leaves the device's
 	// (Options.TrafficClass). HopLimit and FlowLabel are kept for Query:
-	// packets go out with the host's default TTL (hop limit) and flow
-	// label 0 (as kernel rxe sends).
+	// packets go out with the route's TTL (hop limit), the host's default,
+	// and flow label 0, as kernel rxe's do (for RoCEv2 the kernel replaces
+	// an AV's hop limit with the route's when it resolves the address:
+	// ib_resolve_unicast_gid_dmac).
 	HopLimit     uint8
 	TrafficClass uint8
 	FlowLabel    uint32

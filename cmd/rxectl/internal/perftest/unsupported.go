@@ -14,8 +14,8 @@ var perftestOnly = map[string]string{
 	"report-cycles":      "-C (--report-cycles): rxectl times with the operating system's monotonic clock and reports microseconds; it reads no CPU cycle counter",
 	"S":                  "-S (--sl): the service level of RoCE is the VLAN priority a NIC sets; gorxe sends through a UDP socket and sets none",
 	"sl":                 "-S (--sl): the service level of RoCE is the VLAN priority a NIC sets; gorxe sends through a UDP socket and sets none",
-	"L":                  "-L (--hop_limit) is not supported: gorxe sends with the host's default TTL (hop limit)",
-	"hop_limit":          "-L (--hop_limit) is not supported: gorxe sends with the host's default TTL (hop limit)",
+	"L":                  hopLimitWhy,
+	"hop_limit":          hopLimitWhy,
 	"flow_label":         "--flow_label is not supported: gorxe sends flow label 0, as kernel rxe does",
 	"W":                  "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
 	"report-counters":    "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
@@ -32,6 +32,10 @@ var perftestOnly = map[string]string{
 	"recv_post_list":     "--recv_post_list is not supported: rxectl posts one receive per call",
 	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions",
 }
+
+// hopLimitWhy is why -L is refused, as perftest refuses it for every QP
+// but raw Ethernet's.
+const hopLimitWhy = "-L (--hop_limit) sets a raw Ethernet QP's hop limit (perftest: \"Hop limit only valid for RawEth QP\"); RoCE packets carry the route's TTL, the host's default, as kernel rxe's do"
 
 // latOnly are the flags only latency tests take (perftest: "Available
 // only on Latency tests").
