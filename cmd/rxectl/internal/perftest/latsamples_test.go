@@ -114,7 +114,7 @@ func TestFlagsRxectlLacks(t *testing.T) {
 		{[]string{"read-bw", "-H"}, "-H is for the latency tests"},
 		{[]string{"write-bw", "--report-unsorted"}, "-report-unsorted is for the latency tests"},
 		{[]string{"write-lat", "-C"}, "perftest's -C (--report-cycles): rxectl times with the operating system's monotonic clock"},
-		{[]string{"send-bw", "--recv_post_list", "4"}, "--recv_post_list is not supported"},
+		{[]string{"send-bw", "--flow_label", "4"}, "--flow_label is not supported"},
 		{[]string{"read-bw", "-L", "64"}, "-L (--hop_limit) sets a raw Ethernet QP's hop limit"},
 		{[]string{"read-bw", "-T", "256"}, "traffic class 256 not in [0, 255]"},
 		{[]string{"read-bw", "--use-srq"}, "--use-srq is for the SEND tests"},

@@ -87,6 +87,9 @@ func (s *session) testInfoJSON() string {
 	if o.postList > 1 {
 		fmt.Fprintf(&b, "\"Post_List\": %d,\n", o.postList)
 	}
+	if o.recvPostList > 1 {
+		fmt.Fprintf(&b, "\"Recv_Post_List\": %d,\n", o.recvPostList)
+	}
 	if s.t.verb == verbSend && (!s.client || o.bidir) {
 		fmt.Fprintf(&b, "\"RX_depth\": %d,\n", o.rxDepth)
 	}

@@ -138,6 +138,7 @@ type options struct {
 	lossWait     time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
 	tclass       int           // -T, --tclass: the devices' rxe.Options.TrafficClass
 	postList     int           // -l: work requests posted per PostSend call (bandwidth tests)
+	recvPostList int           // --recv_post_list: receives posted per PostRecv call (bandwidth SEND tests)
 	useSRQ       bool          // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
 	histogram    bool          // -H: print the sorted samples before a latency row
 	unsorted     bool          // -U: print the samples in the order measured before a latency row
@@ -234,6 +235,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	both(&o.rxDepth, "r", "rx-depth", defRx, "receive queue depth (send tests)")
 	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given)")
 	both(&o.qps, "q", "qp", 1, "number of QPs (bandwidth tests; same on both sides)")
+	fs.IntVar(&o.recvPostList, "recv_post_list", 1, "SEND bandwidth tests: the end that receives posts its receives N at a time, in one PostRecv call (rxe.QP.PostRecv takes a list), once N of a QP's have completed; -n must be a multiple of N and -r (per QP with --use-srq) at least N")
 	fs.BoolVar(&o.useSRQ, "use-srq", false, "SEND tests: the QPs of the end that receives take their receives from one shared receive queue of -r WQEs (rxe.SRQ), as perftest's --use-srq")
 	both(&o.postList, "l", "post_list", 1, "bandwidth tests: post N work requests per PostSend call, a whole list at a time; -Q defaults to N and must divide it, and -n must be a multiple of it")
 	both(&o.outs, "o", "outs", 0, "outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default: the device maximum, 128)")
@@ -546,7 +548,10 @@ func (o *options) check(t Test) error {
 		// Checked after forceDependencies, which bounds -r by -n.
 		return fmt.Errorf("--use-srq: the receive depth %d, the SRQ's size, is less than the QPs -q %d (perftest: \"Using SRQ depth should be greater than number of QPs\")", o.rxDepth, o.qps)
 	}
-	return o.checkPostList()
+	if err := o.checkPostList(); err != nil {
+		return err
+	}
+	return o.checkRecvPostList(t)
 }
 
 // validation checks one setting, or a few that depend on each other.
@@ -613,6 +618,7 @@ var validations = []validation{
 	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.postList }, 1, 8192, "post list %d not in [1, 8192]"),
+	inRange(func(o *options) int { return o.recvPostList }, 1, 16384, "receive post list %d not in [1, 16384]"),
 	func(o *options, t Test) error {
 		switch {
 		case !o.useSRQ:
@@ -783,6 +789,30 @@ func (o *options) checkPostList() error {
 		return fmt.Errorf("the post list -l %d is not a multiple of the CQ moderation -Q %d (perftest: \"Post list size must be a multiple of CQ moderation\")", o.postList, o.cqMod)
 	case o.postList > o.txDepth:
 		return fmt.Errorf("the post list -l %d is longer than the tx depth -t %d: a list is posted whole, so none would ever fit", o.postList, o.txDepth)
+	}
+	return nil
+}
+
+// checkRecvPostList checks --recv_post_list against the settings
+// forceDependencies left: only SEND bandwidth tests post receives in a
+// loop, a run posts whole lists, and the first lists must fit the receive
+// depth.
+func (o *options) checkRecvPostList(t Test) error {
+	l := o.recvPostList
+	perQP := o.rxDepth
+	if o.useSRQ {
+		perQP /= o.qps
+	}
+	switch {
+	case l == 1:
+	case t.lat:
+		return errors.New("--recv_post_list is for the bandwidth tests (perftest: \"Receive post list is supported in BW tests only\")")
+	case t.verb != verbSend:
+		return fmt.Errorf("--recv_post_list: %s posts no receives; the SEND tests do", t.cmd)
+	case o.duration == 0 && o.iters%l != 0:
+		return fmt.Errorf("-n %d is not a multiple of the receive post list %d (perftest: \"Number of iterations must be a multiple of receive post list size\")", o.iters, l)
+	case perQP < l:
+		return fmt.Errorf("--recv_post_list %d is more than the %d receives a QP's queue holds (-r, shared out among the QPs with --use-srq): no whole list would ever be posted", l, perQP)
 	}
 	return nil
 }

@@ -53,6 +53,9 @@ func (s *session) printHeader() {
 	if o.postList > 1 {
 		fmt.Fprintf(&b, " Post List       : %d\n", o.postList)
 	}
+	if o.recvPostList > 1 {
+		fmt.Fprintf(&b, " Recv Post List  : %d\n", o.recvPostList)
+	}
 	if s.t.verb == verbSend && (!s.client || o.bidir) {
 		fmt.Fprintf(&b, " RX depth        : %d\n", o.rxDepth)
 	}

@@ -52,11 +52,15 @@ type session struct {
 	// rposted counts each QP's receives posted and not yet completed
 	// (SEND tests).
 	rposted []int
-	ahs     []*rxe.AddrHandle // -c UD: the address handle of each peer QP
-	my      []oob.KeyMsg
-	rem     []oob.KeyMsg
-	peer    oob.PeerVersion
-	cm      *cmState // -R: the rdma_cm connections (rdmacm.go)
+	// rowed counts each QP's receives completed and not yet posted
+	// again, with --recv_post_list N: they are posted N at a time.
+	rowed []int
+	rlist []rxe.RecvWR      // postRecvList's list
+	ahs   []*rxe.AddrHandle // -c UD: the address handle of each peer QP
+	my    []oob.KeyMsg
+	rem   []oob.KeyMsg
+	peer  oob.PeerVersion
+	cm    *cmState // -R: the rdma_cm connections (rdmacm.go)
 
 	mtu         rxe.MTU
 	cycleBuffer int
@@ -937,16 +941,22 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 // QPs' buffers (perftest's size_per_qp / num_of_qps), each at least one.
 // Receives a size left posted (its sender stopped early) count: posting
 // n more each size would overflow the receive queue.
+//
+// With --recv_post_list N the receives go N at a time, in one PostRecv
+// call each list (perftest's ctx_set_recv_wqes posts rx_depth / N lists),
+// so each QP tops up to the largest multiple of N within n.
 func (s *session) postRecvs(n int) error {
 	if len(s.rposted) != len(s.qps) { // the first size
-		s.rposted = make([]int, len(s.qps))
+		s.rposted, s.rowed = make([]int, len(s.qps)), make([]int, len(s.qps))
 	}
 	if s.srq != nil {
 		n = max(1, n/len(s.qps))
 	}
+	l := s.o.recvPostList
 	for q := range s.qps {
-		for s.rposted[q] < n {
-			if err := s.postRecv(q); err != nil {
+		s.rowed[q] = 0 // the top-up stands for what the last size owed
+		for s.rposted[q]+l <= n {
+			if err := s.postRecvList(q, l); err != nil {
 				return err
 			}
 		}
@@ -954,22 +964,43 @@ func (s *session) postRecvs(n int) error {
 	return nil
 }
 
-// postRecv posts one receive into QP q's buffer, large enough for the
-// run's largest message (a receive left over from a smaller size of -a
-// still fits), on QP q or, with --use-srq, on the SRQ (whichever QP's
-// message then takes it), and counts it in s.rposted.
+// postRecv posts a receive for QP q in place of one completed: at once,
+// or with --recv_post_list N once N are owed, as a list of N (perftest's
+// run_iter_bw_server posts a list once N receives of the QP are unused).
 func (s *session) postRecv(q int) error {
+	if l := s.o.recvPostList; l > 1 {
+		if s.rowed[q]++; s.rowed[q] < l {
+			return nil
+		}
+		s.rowed[q] = 0
+		return s.postRecvList(q, l)
+	}
+	return s.postRecvList(q, 1)
+}
+
+// postRecvList posts n receives into QP q's buffer in one call, each large
+// enough for the run's largest message (a receive left over from a
+// smaller size of -a still fits), on QP q or, with --use-srq, on the SRQ
+// (whichever QP's message then takes it), and counts them in s.rposted.
+func (s *session) postRecvList(q, n int) error {
 	wr := rxe.RecvWR{ID: uint64(q), SGList: []rxe.SGE{s.mr.SGE(int(s.remoteRegion(q)-s.mr.Addr()), s.recvSize(s.o.maxSize()))}}
+	if cap(s.rlist) < n {
+		s.rlist = make([]rxe.RecvWR, n)
+	}
+	list := s.rlist[:n]
+	for i := range list {
+		list[i] = wr
+	}
 	var err error
 	if s.srq != nil {
-		_, err = s.srq.PostRecv(wr)
+		_, err = s.srq.PostRecv(list...)
 	} else {
-		_, err = s.qps[q].PostRecv(wr)
+		_, err = s.qps[q].PostRecv(list...)
 	}
 	if err != nil {
 		return fmt.Errorf("post receive: %w", err)
 	}
-	s.rposted[q]++
+	s.rposted[q] += n
 	return nil
 }
 

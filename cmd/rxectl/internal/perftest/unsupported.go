@@ -29,7 +29,6 @@ var perftestOnly = map[string]string{
 	"comm_rdma_cm":       "-z (--comm_rdma_cm) is not supported: -R connects the QPs with rdma_cm and runs the exchange over it",
 	"O":                  "-O (--dualport): a gorxe device has one port",
 	"dualport":           "-O (--dualport): a gorxe device has one port",
-	"recv_post_list":     "--recv_post_list is not supported: rxectl posts one receive per call",
 	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions",
 }
 
