@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gorxe/gorxe/rxe"
@@ -104,15 +105,19 @@ const cqSlack = 16
 // would write the same receive buffers at once. Otherwise each QP gets
 // its own, with -R too (connectCMQPs hands them to Dial and AcceptWith):
 // the receive CQ on the least-used completion vector and the send CQ (the
-// same CQ unless in a SEND test) on that vector too.
+// same CQ unless in a SEND test) on that vector too. With -X every CQ is
+// on the vector it names, as perftest creates all its CQs on -X's.
 func (s *session) createCQs(nq int) error {
 	o := s.o
+	if n := s.dev.Attr().NumCompVectors; o.cqVector >= n {
+		return fmt.Errorf("-X %d: the device has %d completion vectors, 0 to %d (one per processor the Go runtime uses, GOMAXPROCS)", o.cqVector, n, n-1)
+	}
 	send := s.t.verb == verbSend
 	if nq == 1 || o.useSRQ && s.receives() {
 		if o.events {
 			s.ch = rxe.NewCompChannel(4)
 		}
-		scq, err := s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + cqSlack, Vector: -1, Channel: s.ch})
+		scq, err := s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.txDepth + cqSlack, Vector: s.o.cqVector, Channel: s.ch})
 		if err != nil {
 			return err
 		}
@@ -123,7 +128,7 @@ func (s *session) createCQs(nq int) error {
 				s.rch = rxe.NewCompChannel(4)
 				rch = s.rch
 			}
-			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + cqSlack, Vector: -1, Channel: rch}); err != nil {
+			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: nq*o.rxDepth + cqSlack, Vector: s.o.cqVector, Channel: rch}); err != nil {
 				return err
 			}
 		}
@@ -154,14 +159,14 @@ func (s *session) createCQs(nq int) error {
 		var err error
 		var scq, rcq *rxe.CQ
 		if send {
-			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.rxDepth + cqSlack, Vector: -1, Channel: rch}); err != nil {
+			if rcq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.rxDepth + cqSlack, Vector: s.o.cqVector, Channel: rch}); err != nil {
 				return err
 			}
 			if scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + cqSlack, Vector: rcq.Vector(), Channel: sch}); err != nil {
 				return err
 			}
 		} else {
-			if scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + cqSlack, Vector: -1, Channel: sch}); err != nil {
+			if scq, err = s.dev.CreateCQWith(rxe.CQAttr{CQE: o.txDepth + cqSlack, Vector: s.o.cqVector, Channel: sch}); err != nil {
 				return err
 			}
 			rcq = scq

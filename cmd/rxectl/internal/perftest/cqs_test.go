@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/rxe"
 )
 
@@ -180,4 +181,38 @@ func TestSingleQPCQs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCQVectorFlag: -X puts every CQ of a run on the vector it names, as
+// perftest creates its CQs on -X's; without it each QP's CQs go to the
+// least-used vector; a vector the device lacks is refused.
+func TestCQVectorFlag(t *testing.T) {
+	vecSession := func(args ...string) *session {
+		conn, _ := netdev.NewPipe()
+		dev, err := rxe.Open(conn, rxe.Options{OwnConn: true, CompVectors: 4})
+		require.NoError(t, err)
+		t.Cleanup(func() { dev.Close() })
+		o, err := parsePerftest(findTest(t, "send-bw"), args)
+		require.NoError(t, err)
+		return &session{t: findTest(t, "send-bw"), o: o, dev: dev}
+	}
+	vectors := func(s *session) (v []int) {
+		for _, cq := range append(s.sset.cqs, s.rset.cqs...) {
+			v = append(v, cq.Vector())
+		}
+		return v
+	}
+	s := vecSession("-q", "3", "-X", "2")
+	require.NoError(t, s.createCQs(3))
+	require.Equal(t, []int{2, 2, 2, 2, 2, 2}, vectors(s))
+	s = vecSession("-X", "3")
+	require.NoError(t, s.createCQs(1))
+	require.Equal(t, []int{3, 3}, vectors(s))
+	s = vecSession("-q", "3")
+	require.NoError(t, s.createCQs(3))
+	v := vectors(s)
+	require.Equal(t, v[:3], v[3:], "a QP's send CQ on its receive CQ's vector")
+	require.Len(t, slices.Compact(slices.Sorted(slices.Values(v[:3]))), 3, "three QPs on three vectors: %v", v)
+	s = vecSession("-X", "4")
+	require.ErrorContains(t, s.createCQs(1), "-X 4: the device has 4 completion vectors, 0 to 3")
 }

@@ -250,7 +250,7 @@ func (s *session) printJSON(w io.Writer, peer *session) error {
 		"peer_recv_buffer": s.peer.RecvBuffer, "recovery": s.o.recovery.String(),
 		"selective_repeat": s.o.noSR.String(), "peer_selective_repeat": s.peer.SelectiveRepeat,
 		"selective_repeat_used": s.srUsed(), "traffic_class": s.o.tclass,
-		"post_list": s.o.postList, "use_srq": s.o.useSRQ, "recv_post_list": s.o.recvPostList, "retry_count": s.o.retryCount,
+		"post_list": s.o.postList, "use_srq": s.o.useSRQ, "recv_post_list": s.o.recvPostList, "cq_vector": s.o.cqVector, "retry_count": s.o.retryCount,
 	}
 	if m := s.limitsJSON(); m != nil {
 		doc["limits"] = m

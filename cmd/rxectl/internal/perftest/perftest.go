@@ -140,6 +140,7 @@ type options struct {
 	postList     int           // -l: work requests posted per PostSend call (bandwidth tests)
 	recvPostList int           // --recv_post_list: receives posted per PostRecv call (bandwidth SEND tests)
 	useSRQ       bool          // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
+	cqVector     int           // -X: the completion vector of every CQ (-1: each QP's least-used)
 	histogram    bool          // -H: print the sorted samples before a latency row
 	unsorted     bool          // -U: print the samples in the order measured before a latency row
 	inline       int           // -I: post SEND/WRITE inline up to this size
@@ -235,6 +236,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	both(&o.rxDepth, "r", "rx-depth", defRx, "receive queue depth (send tests)")
 	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given)")
 	both(&o.qps, "q", "qp", 1, "number of QPs (bandwidth tests; same on both sides)")
+	both(&o.cqVector, "X", "vector", -1, "put every CQ on this completion vector, as perftest does (default: each QP's CQs on the device's least-used vector, so that -q QPs use every processor)")
 	fs.IntVar(&o.recvPostList, "recv_post_list", 1, "SEND bandwidth tests: the end that receives posts its receives N at a time, in one PostRecv call (rxe.QP.PostRecv takes a list), once N of a QP's have completed; -n must be a multiple of N and -r (per QP with --use-srq) at least N")
 	fs.BoolVar(&o.useSRQ, "use-srq", false, "SEND tests: the QPs of the end that receives take their receives from one shared receive queue of -r WQEs (rxe.SRQ), as perftest's --use-srq")
 	both(&o.postList, "l", "post_list", 1, "bandwidth tests: post N work requests per PostSend call, a whole list at a time; -Q defaults to N and must divide it, and -n must be a multiple of it")
@@ -411,7 +413,7 @@ var longNames = map[string]string{
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
 	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
 	"T": "tos", "l": "post_list", "H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
-	"w": "limit_bw", "y": "limit_msgrate",
+	"w": "limit_bw", "y": "limit_msgrate", "X": "vector",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -617,6 +619,7 @@ var validations = []validation{
 	inRange(func(o *options) int { return o.rxDepth }, 1, 16384, "rx depth %d not in [1, 16384]"),
 	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),
+	inRange(func(o *options) int { return o.cqVector }, -1, 1<<16, "-X %d: a completion vector, 0 or more"),
 	inRange(func(o *options) int { return o.postList }, 1, 8192, "post list %d not in [1, 8192]"),
 	inRange(func(o *options) int { return o.recvPostList }, 1, 16384, "receive post list %d not in [1, 16384]"),
 	func(o *options, t Test) error {

@@ -19,8 +19,6 @@ var perftestOnly = map[string]string{
 	"flow_label":         "--flow_label is not supported: gorxe sends flow label 0, as kernel rxe does",
 	"W":                  "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
 	"report-counters":    "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
-	"X":                  "-X (--vector): rxectl puts each QP's CQs on the device's least-used completion vector itself",
-	"vector":             "-X (--vector): rxectl puts each QP's CQs on the device's least-used completion vector itself",
 	"g":                  "-g (--mcg): multicast is not supported",
 	"mcg":                "-g (--mcg): multicast is not supported",
 	"M":                  "-M (--MGID): multicast is not supported",
@@ -29,7 +27,7 @@ var perftestOnly = map[string]string{
 	"comm_rdma_cm":       "-z (--comm_rdma_cm) is not supported: -R connects the QPs with rdma_cm and runs the exchange over it",
 	"O":                  "-O (--dualport): a gorxe device has one port",
 	"dualport":           "-O (--dualport): a gorxe device has one port",
-	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions",
+	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions (perftest 5.70 and later need the peer's: without the exchange they stop with \"not compatible with versions older than 5.70\")",
 }
 
 // hopLimitWhy is why -L is refused, as perftest refuses it for every QP
