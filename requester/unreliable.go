@@ -284,6 +284,9 @@ func (u *Unreliable) gather(w *uwqe, dst []byte) bool {
 }
 
 func (u *Unreliable) complete(w *uwqe, st verbs.WCStatus) {
+	if w.op == verbs.WRSend || w.op == verbs.WRSendWithImm || w.op == verbs.WRSendWithInv {
+		u.c.RDMASends++ // rxe do_complete counts every completed SEND WQE
+	}
 	if st == verbs.WCSuccess && !u.cfg.SigAll && w.flags&verbs.SendSignaled == 0 {
 		return
 	}

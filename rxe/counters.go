@@ -24,8 +24,9 @@ func (c QPCounters) Named() []NamedCounter {
 		{"send_rnr_err", rs.SendRNRErr},
 		{"rcvd_seq_err", rq.RcvdSeqErr},
 		{"retry_exceeded_err", rq.RetryExceededErr},
-		{"rnr_retry_exceeded_err", rq.RNRRetryExceededErr},
+		{"retry_rnr_exceeded_err", rq.RNRRetryExceededErr},
 		{"completer_retry_err", rq.CompleterRetryErr},
+		{"rdma_sends", rq.RDMASends},
 		{"rdma_recvs", rs.RDMARecvs + c.Unreliable.RDMARecvs}, // RC's or a UC/UD QP's
 		// gorxe's own.
 		{"retransmitted_pkts", rq.Retransmits},

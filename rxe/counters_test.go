@@ -38,6 +38,7 @@ func TestCountersCleanTransfer(t *testing.T) {
 			require.Equal(t, uint64(3000), ac.Requester.PayloadSent)
 			require.Equal(t, uint64(5000), ac.Requester.ReadBytes)
 			require.Equal(t, uint64(2), ac.Requester.Completions)
+			require.Equal(t, uint64(1), ac.Requester.RDMASends, "the SEND, not the READ (rxe rdma_sends)")
 			require.Equal(t, uint64(1), bc.Responder.RDMARecvs)
 			require.Equal(t, uint64(3000), bc.Responder.BytesPlaced)
 			require.Equal(t, uint64(5), bc.Responder.ReadResponses, "5000 bytes at 1024")

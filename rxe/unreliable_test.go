@@ -235,6 +235,8 @@ func TestUDSendRecv(t *testing.T) {
 					require.Equal(t, da.Addr(), back.Dest())
 				}
 			}
+			require.Equal(t, uint64(3), a.qp.Counters().Requester.RDMASends, "rxe rdma_sends")
+			require.Equal(t, uint64(3), b.qp.Counters().Unreliable.RDMARecvs, "rxe rdma_recvs")
 		})
 	}
 }
