@@ -107,60 +107,62 @@ const (
 
 // options are a test's settings after perftest's dependencies are applied.
 type options struct {
-	size         int
-	all          bool
-	iters        int
-	mtu          int // bytes; 0: the port's active MTU
-	txDepth      int
-	rxDepth      int
-	cqMod        int
-	qps          int
-	outs         int // 0: the device maximum
-	noPeak       bool
-	gbits        bool
-	timeout      int
-	oobPort      int
-	bind         string
-	udpPort      int
-	loopback     bool
-	json         bool
-	output       string
-	atomicType   string
-	duration     int
-	margin       int
-	infinitely   bool
-	devName      string
-	gidIndex     int
-	cpuFreqWarn  bool // -F: accepted for compatibility (no cpufreq warning here)
-	ibPort       int
-	events       bool          // -e: sleep on CQ notifications instead of polling
-	busyPoll     time.Duration // --busy-poll: latency tests spin on CQ.Poll this long per wait
-	lossWait     time.Duration // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
-	tclass       int           // -T, --tclass: the devices' rxe.Options.TrafficClass
-	postList     int           // -l: work requests posted per PostSend call (bandwidth tests)
-	recvPostList int           // --recv_post_list: receives posted per PostRecv call (bandwidth SEND tests)
-	useSRQ       bool          // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
-	cqVector     int           // -X: the completion vector of every CQ (-1: each QP's least-used)
-	histogram    bool          // -H: print the sorted samples before a latency row
-	unsorted     bool          // -U: print the samples in the order measured before a latency row
-	inline       int           // -I: post SEND/WRITE inline up to this size
-	limitBW      float64       // -w: the bandwidth a run must reach (ratelimit.go)
-	limitMsgRate float64       // -y: the message rate (Mpps) a run must reach
-	rateLimit    float64       // --rate_limit: pace the client's posts (ratelimit.go)
-	rateUnits    rateUnitsFlag // --rate_units: M, g or p
-	rateType     rateTypeFlag  // --rate_limit_type: SW only
-	burstSize    int           // --burst_size: messages a paced burst posts (0: the tx depth)
-	latencyGap   int           // --latency_gap: µs waited before each latency post
-	retryCount   int           // --retry_count: the QPs' retry_cnt
-	cpuUtil      bool          // --cpu_util: the processors' use in a -D run's sample window (cpuutil.go)
-	outJSON      bool          // --out_json: write perftest's JSON report file (outjson.go)
-	outJSONFile  string        // --out_json_file: its name
-	connType     string        // -c
-	udMTU        int           // -c UD: the path MTU in bytes, the largest message (set by the session)
-	ipv6         bool          // --ipv6: IPv6 GIDs
-	bidir        bool          // -b
-	host         string
-	rdmaCM       bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
+	size           int
+	all            bool
+	iters          int
+	mtu            int // bytes; 0: the port's active MTU
+	txDepth        int
+	rxDepth        int
+	cqMod          int
+	qps            int
+	outs           int // 0: the device maximum
+	noPeak         bool
+	gbits          bool
+	timeout        int
+	oobPort        int
+	bind           string
+	udpPort        int
+	loopback       bool
+	json           bool
+	output         string
+	atomicType     string
+	duration       int
+	margin         int
+	infinitely     bool
+	devName        string
+	gidIndex       int
+	cpuFreqWarn    bool // -F: accepted for compatibility (no cpufreq warning here)
+	ibPort         int
+	events         bool            // -e: sleep on CQ notifications instead of polling
+	busyPoll       time.Duration   // --busy-poll: latency tests spin on CQ.Poll this long per wait
+	lossWait       time.Duration   // --loss-wait: a UC/UD latency test's bound on a wait for the peer's message
+	tclass         int             // -T, --tclass: the devices' rxe.Options.TrafficClass
+	postList       int             // -l: work requests posted per PostSend call (bandwidth tests)
+	recvPostList   int             // --recv_post_list: receives posted per PostRecv call (bandwidth SEND tests)
+	useSRQ         bool            // --use-srq: the receiving end's QPs share one SRQ (SEND tests)
+	cqVector       int             // -X: the completion vector of every CQ (-1: each QP's least-used)
+	reportCounters string          // -W: the counters to report after each row (reportcounters.go)
+	counterList    []reportCounter // -W parsed
+	histogram      bool            // -H: print the sorted samples before a latency row
+	unsorted       bool            // -U: print the samples in the order measured before a latency row
+	inline         int             // -I: post SEND/WRITE inline up to this size
+	limitBW        float64         // -w: the bandwidth a run must reach (ratelimit.go)
+	limitMsgRate   float64         // -y: the message rate (Mpps) a run must reach
+	rateLimit      float64         // --rate_limit: pace the client's posts (ratelimit.go)
+	rateUnits      rateUnitsFlag   // --rate_units: M, g or p
+	rateType       rateTypeFlag    // --rate_limit_type: SW only
+	burstSize      int             // --burst_size: messages a paced burst posts (0: the tx depth)
+	latencyGap     int             // --latency_gap: µs waited before each latency post
+	retryCount     int             // --retry_count: the QPs' retry_cnt
+	cpuUtil        bool            // --cpu_util: the processors' use in a -D run's sample window (cpuutil.go)
+	outJSON        bool            // --out_json: write perftest's JSON report file (outjson.go)
+	outJSONFile    string          // --out_json_file: its name
+	connType       string          // -c
+	udMTU          int             // -c UD: the path MTU in bytes, the largest message (set by the session)
+	ipv6           bool            // --ipv6: IPv6 GIDs
+	bidir          bool            // -b
+	host           string
+	rdmaCM         bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
 
 	rules         []faults.Rule     // --drop, --dup, --reorder, --delay, --corrupt, --local-drop
 	localDropMode rxe.LocalDropMode // --local-drop-mode: the devices' rxe.Options.LocalDropMode
@@ -236,6 +238,8 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	both(&o.rxDepth, "r", "rx-depth", defRx, "receive queue depth (send tests)")
 	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given)")
 	both(&o.qps, "q", "qp", 1, "number of QPs (bandwidth tests; same on both sides)")
+	fs.StringVar(&o.reportCounters, "W", "", "after each row, how much each of these counters moved, comma-separated, as perftest's -W (e.g. hw_counters/rcvd_seq_err,counters/port_xmit_packets): hw_counters/ takes kernel rxe's names and gorxe's (docs/api.md, \"Counters\"), counters/ port_xmit_packets and port_rcv_packets")
+	fs.StringVar(&o.reportCounters, "report-counters", "", "the long name of -W")
 	both(&o.cqVector, "X", "vector", -1, "put every CQ on this completion vector, as perftest does (default: each QP's CQs on the device's least-used vector, so that -q QPs use every processor)")
 	fs.IntVar(&o.recvPostList, "recv_post_list", 1, "SEND bandwidth tests: the end that receives posts its receives N at a time, in one PostRecv call (rxe.QP.PostRecv takes a list), once N of a QP's have completed; -n must be a multiple of N and -r (per QP with --use-srq) at least N")
 	fs.BoolVar(&o.useSRQ, "use-srq", false, "SEND tests: the QPs of the end that receives take their receives from one shared receive queue of -r WQEs (rxe.SRQ), as perftest's --use-srq")
@@ -413,7 +417,7 @@ var longNames = map[string]string{
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
 	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
 	"T": "tos", "l": "post_list", "H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
-	"w": "limit_bw", "y": "limit_msgrate", "X": "vector",
+	"w": "limit_bw", "y": "limit_msgrate", "X": "vector", "W": "report-counters",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -544,6 +548,12 @@ func (o *options) check(t Test) error {
 	}
 	if err := o.checkOutJSON(); err != nil {
 		return err
+	}
+	if o.reportCounters != "" {
+		var err error
+		if o.counterList, err = parseReportCounters(o.reportCounters); err != nil {
+			return err
+		}
 	}
 	o.forceDependencies(t)
 	if o.useSRQ && o.qps > o.rxDepth {

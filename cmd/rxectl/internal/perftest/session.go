@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -55,12 +56,14 @@ type session struct {
 	// rowed counts each QP's receives completed and not yet posted
 	// again, with --recv_post_list N: they are posted N at a time.
 	rowed []int
-	rlist []rxe.RecvWR      // postRecvList's list
-	ahs   []*rxe.AddrHandle // -c UD: the address handle of each peer QP
-	my    []oob.KeyMsg
-	rem   []oob.KeyMsg
-	peer  oob.PeerVersion
-	cm    *cmState // -R: the rdma_cm connections (rdmacm.go)
+	rlist []rxe.RecvWR // postRecvList's list
+	// counters are -W's counters, this end's readings (reportcounters.go).
+	counters []reportCounter
+	ahs      []*rxe.AddrHandle // -c UD: the address handle of each peer QP
+	my       []oob.KeyMsg
+	rem      []oob.KeyMsg
+	peer     oob.PeerVersion
+	cm       *cmState // -R: the rdma_cm connections (rdmacm.go)
 
 	mtu         rxe.MTU
 	cycleBuffer int
@@ -389,6 +392,9 @@ func (s *session) allocate() error {
 			RKey: s.mr.RKey(), VAddr: s.remoteRegion(i), GID: gid})
 	}
 	s.rem = make([]oob.KeyMsg, nq)
+	// -W's first reading (a loopback run's two ends each keep their own).
+	s.counters = slices.Clone(o.counterList)
+	s.startCounters()
 	return nil
 }
 
@@ -885,8 +891,10 @@ func (s *session) latRuns(ctx context.Context, before func(size int) error, run 
 		if err != nil {
 			return err
 		}
+		r.Counters = s.counterDeltas()
 		s.latResults = append(s.latResults, r)
 		s.printLatRow(r)
+		s.printCounters(s.out, r.Counters)
 	}
 	return nil
 }
@@ -902,8 +910,10 @@ func (s *session) prepareSend(size int) error {
 
 // addBW records and prints a bandwidth row.
 func (s *session) addBW(r report.BW) {
+	r.Counters = s.counterDeltas()
 	s.bwResults = append(s.bwResults, r)
 	s.printBWRow(r)
+	s.printCounters(s.out, r.Counters)
 }
 
 // connectAndPrint is the common middle of every program: the per-QP key

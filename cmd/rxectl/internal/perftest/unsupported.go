@@ -17,8 +17,6 @@ var perftestOnly = map[string]string{
 	"L":                  hopLimitWhy,
 	"hop_limit":          hopLimitWhy,
 	"flow_label":         "--flow_label is not supported: gorxe sends flow label 0, as kernel rxe does",
-	"W":                  "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
-	"report-counters":    "-W (--report-counters): rxectl prints gorxe's counters with --json, and on stderr after a run with faults or --pcap",
 	"g":                  "-g (--mcg): multicast is not supported",
 	"mcg":                "-g (--mcg): multicast is not supported",
 	"M":                  "-M (--MGID): multicast is not supported",

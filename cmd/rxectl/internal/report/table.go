@@ -48,6 +48,8 @@ type BW struct {
 	// CPUSeconds is this process's processor time (user and system) in
 	// the sample window, with --cpu_util (nil without it).
 	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
+	// Counters are -W's counters: how much each moved during the row.
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // BWRow formats a BW row with REPORT_FMT
@@ -138,6 +140,8 @@ type Lat struct {
 	// for.
 	Samples   []float64 `json:"samples,omitempty"`
 	Histogram []float64 `json:"histogram,omitempty"`
+	// Counters are -W's counters: how much each moved during the row.
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // LatSamples are print_report_lat's lists of samples, in microseconds:
