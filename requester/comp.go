@@ -728,8 +728,8 @@ func (r *Requester) finish(w *wqe, status verbs.WCStatus) {
 			r.fail(verbs.WCFatalErr)
 		}
 	}
-	if w.op == verbs.WRSend || w.op == verbs.WRSendWithImm || w.op == verbs.WRSendWithInv {
-		r.c.RDMASends++ // rxe do_complete counts every completed SEND WQE
+	if status != verbs.WCWRFlushErr && (w.op == verbs.WRSend || w.op == verbs.WRSendWithImm || w.op == verbs.WRSendWithInv) {
+		r.c.RDMASends++ // rxe do_complete counts a completed SEND WQE; flush_send_wqe does not
 	}
 	if r.sr.ngot > 0 && !r.cfg.SelectiveRepeat {
 		r.forgetParts()

@@ -188,7 +188,7 @@ type Counters struct {
 	RetryDoubled        uint64 // retry_doubled: go-back-N retries whose first packet went twice (doubleResend)
 	RetryExceededErr    uint64 // retry_exceeded_err: retry_cnt exhausted
 	RNRRetryExceededErr uint64 // retry_rnr_exceeded_err: rnr_retry exhausted
-	RDMASends           uint64 // rdma_sends: SEND WQEs completed, whatever their status (rxe do_complete)
+	RDMASends           uint64 // rdma_sends: SEND WQEs completed, in error too but not flushed (rxe do_complete)
 
 	CreditStalls  uint64 // times a message waited for end-to-end credits
 	CreditProbes  uint64 // messages sent as the credit probe (SSN = LSN + 1)

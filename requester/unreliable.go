@@ -284,8 +284,8 @@ func (u *Unreliable) gather(w *uwqe, dst []byte) bool {
 }
 
 func (u *Unreliable) complete(w *uwqe, st verbs.WCStatus) {
-	if w.op == verbs.WRSend || w.op == verbs.WRSendWithImm || w.op == verbs.WRSendWithInv {
-		u.c.RDMASends++ // rxe do_complete counts every completed SEND WQE
+	if st != verbs.WCWRFlushErr && (w.op == verbs.WRSend || w.op == verbs.WRSendWithImm || w.op == verbs.WRSendWithInv) {
+		u.c.RDMASends++ // rxe do_complete counts a completed SEND WQE; flush_send_wqe does not
 	}
 	if st == verbs.WCSuccess && !u.cfg.SigAll && w.flags&verbs.SendSignaled == 0 {
 		return

@@ -33,6 +33,14 @@ func (o *options) checkCPUUtil(t Test) error {
 	return nil
 }
 
+// measuresCPU reports whether this end's rows carry --cpu_util's
+// figures: those of an end that runs the sample window (a client, an end
+// of -b, send-bw's server); a WRITE or READ server prints the client's
+// row, measured there.
+func (s *session) measuresCPU() bool {
+	return s.o.cpuUtil && !s.t.lat && (s.client || s.o.bidir || s.t.verb == verbSend)
+}
+
 // cpuStat is one reading of the host's processor time (the first line of
 // /proc/stat, in clock ticks) and of this process's (getrusage).
 type cpuStat struct {

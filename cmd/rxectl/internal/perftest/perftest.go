@@ -327,7 +327,7 @@ func addRateFlags(fs *flag.FlagSet, t Test, o *options) {
 		fs.IntVar(&o.burstSize, "burst_size", 0, "messages posted per burst of --rate_limit (default: the tx depth)")
 		fs.BoolVar(&o.cpuUtil, "cpu_util", false, "with -D: add the column CPU_Util[%], the share of the host's processor time spent running (user, nice, system, irq and softirq; perftest counts user time only) in the sample window, and with --json this process's processor seconds in it")
 	} else {
-		fs.IntVar(&o.latencyGap, "latency_gap", 0, "wait `usec` microseconds before each post (outside the timed round trip), as perftest's --latency_gap")
+		fs.IntVar(&o.latencyGap, "latency_gap", 0, "wait `usec` microseconds (at most 1 s) before each post, as perftest's --latency_gap; as in perftest the samples, which time one post to the next, include it")
 	}
 	fs.IntVar(&o.retryCount, "retry_count", defRetryCount, "the QPs' retry count (retry_cnt, 0-7): how many times a request is sent again after the local ACK timeout before the QP fails with RETRY_EXC_ERR (perftest sets it with -R only; rxectl with and without)")
 }
@@ -561,6 +561,9 @@ func (o *options) check(t Test) error {
 		return fmt.Errorf("--use-srq: the receive depth %d, the SRQ's size, is less than the QPs -q %d (perftest: \"Using SRQ depth should be greater than number of QPs\")", o.rxDepth, o.qps)
 	}
 	if err := o.checkPostList(); err != nil {
+		return err
+	}
+	if err := o.checkPace(); err != nil {
 		return err
 	}
 	return o.checkRecvPostList(t)
@@ -812,7 +815,7 @@ func (o *options) checkPostList() error {
 // depth.
 func (o *options) checkRecvPostList(t Test) error {
 	l := o.recvPostList
-	perQP := o.rxDepth
+	perQP := min(o.rxDepth, o.iters) // what prepareSend posts
 	if o.useSRQ {
 		perQP /= o.qps
 	}
@@ -825,7 +828,7 @@ func (o *options) checkRecvPostList(t Test) error {
 	case o.duration == 0 && o.iters%l != 0:
 		return fmt.Errorf("-n %d is not a multiple of the receive post list %d (perftest: \"Number of iterations must be a multiple of receive post list size\")", o.iters, l)
 	case perQP < l:
-		return fmt.Errorf("--recv_post_list %d is more than the %d receives a QP's queue holds (-r, shared out among the QPs with --use-srq): no whole list would ever be posted", l, perQP)
+		return fmt.Errorf("--recv_post_list %d is more than the %d receives posted for a QP (-r, at most -n, shared out among the QPs with --use-srq): no whole list would ever be posted", l, perQP)
 	}
 	return nil
 }

@@ -77,8 +77,10 @@ func (o *options) checkRate() error {
 		return fmt.Errorf("-w %g: a bandwidth limit is not negative (perftest: \"Invalid Minimum BW Limit\")", o.limitBW)
 	case o.limitMsgRate < 0:
 		return fmt.Errorf("-y %g: a message rate limit is not negative (perftest: \"Invalid Minimum msgRate Limit\")", o.limitMsgRate)
-	case o.latencyGap < 0:
-		return fmt.Errorf("--latency_gap %d: microseconds, 0 or more", o.latencyGap)
+	case o.latencyGap < 0 || o.latencyGap > maxLatencyGap:
+		return fmt.Errorf("--latency_gap %d: microseconds, 0 to %d (1 s)", o.latencyGap, maxLatencyGap)
+	case o.latencyGap > 0 && (o.connType == "UC" || o.connType == "UD") && time.Duration(o.latencyGap)*time.Microsecond*2 > o.lossWait:
+		return fmt.Errorf("--latency_gap %d: -c %s's peer ends the run when a message is %v late (--loss-wait): keep the gap under half of that", o.latencyGap, o.connType, o.lossWait)
 	case o.set["retry_count"] && (o.retryCount < 0 || o.retryCount > 7):
 		return fmt.Errorf("--retry_count %d not in [0, 7] (the QP's retry_cnt is 3 bits, IBA 11.2.4.2)", o.retryCount)
 	case o.retryCount == 0 && o.rdmaCM:
@@ -164,7 +166,7 @@ func (o *options) newPacer(size int, now time.Time) *pacer {
 		return nil
 	}
 	b := o.burst()
-	gap := time.Duration(float64(b) / pps * 1e9)
+	gap := time.Duration(float64(b) / pps * 1e9) // at most maxPaceGap (checkPace)
 	return &pacer{gap: max(gap, 1), burst: b, due: now}
 }
 
@@ -190,23 +192,31 @@ func (p *pacer) posted(n int) {
 	}
 }
 
-// holding reports whether the pacer holds the next post back until its
-// next burst is due.
-func (p *pacer) holding() bool { return p != nil && p.left == 0 && time.Now().Before(p.due) }
+// spent reports whether the pacer's last burst is over, so that the
+// next post waits for the next burst (which may be due already).
+func (p *pacer) spent() bool { return p != nil && p.left == 0 }
 
-// waitSendCQPaced waits for send completions as waitSendCQ, but while
-// the pacer holds the next burst back (and more is to be posted) only
-// until it is due, returning 0 then; with no signaled request
-// outstanding it sleeps until then. ctx ends a sleep early.
-func (s *session) waitSendCQPaced(ctx context.Context, wcs []rxe.WC, p *pacer, outstanding int) (int, error) {
-	if !p.holding() {
+// waitSendCQPaced waits for send completions as waitSendCQ; but once the
+// pacer's burst is spent (and more is to be posted) only until the next
+// burst is due, or until end (a -D run's end; zero: none), whichever
+// comes first, returning 0 then. With no signaled request outstanding
+// it sleeps until then; ctx ends the sleep early. It decides on the
+// burst's state alone, not on the clock, which may have passed the due
+// time since the post loop looked: a wait for completions with none
+// outstanding would block for good.
+func (s *session) waitSendCQPaced(ctx context.Context, wcs []rxe.WC, p *pacer, outstanding int, end time.Time) (int, error) {
+	if !p.spent() {
 		return s.waitSendCQ(wcs)
 	}
 	if n := s.sset.poll(wcs); n > 0 {
 		return n, nil
 	}
+	until := p.due
+	if !end.IsZero() && end.Before(until) {
+		until = end
+	}
 	if outstanding == 0 {
-		t := time.NewTimer(time.Until(p.due))
+		t := time.NewTimer(time.Until(until))
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -214,13 +224,34 @@ func (s *session) waitSendCQPaced(ctx context.Context, wcs []rxe.WC, p *pacer, o
 		}
 		return 0, nil
 	}
-	wctx, cancel := context.WithDeadline(context.Background(), p.due)
+	wctx, cancel := context.WithDeadline(context.Background(), until)
 	defer cancel()
 	n, err := s.waitCQs(wctx, &s.sset, wcs)
 	if err != nil && wctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
-		return 0, nil // the next burst is due
+		return 0, nil // the next burst is due, or the run's end
 	}
 	return n, err
+}
+
+// maxPaceGap bounds the time between two bursts: a peer waits
+// stallTimeout for a message before it gives up (send-bw's server), and
+// a burst every 30 s keeps well within that.
+const maxPaceGap = stallTimeout / 2
+
+// checkPace checks, once the tx depth is settled, that the rate limit
+// gives a gap between bursts of at most maxPaceGap for every size of
+// the run.
+func (o *options) checkPace() error {
+	if !o.set["rate_limit"] {
+		return nil
+	}
+	for _, size := range o.sizes() {
+		if gap := float64(o.burst()) / o.ratePPS(size); !(gap <= maxPaceGap.Seconds()) {
+			return fmt.Errorf("--rate_limit %g with bursts of %d %d-byte messages: a burst every %.3g s, and the peer gives up after %v without a message; raise the rate or lower --burst_size",
+				o.rateLimit, o.burst(), size, gap, stallTimeout)
+		}
+	}
+	return nil
 }
 
 // checkLimits is perftest's verifier: with -w the run fails unless a row
@@ -274,19 +305,30 @@ func (o *options) rateJSON() map[string]any {
 	return map[string]any{"rate": o.rateLimit, "units": o.rateUnits.String(), "burst": o.burst(), "type": "SW"}
 }
 
+// maxLatencyGap bounds --latency_gap, in µs: a peer waits for each
+// message (60 s for RC, --loss-wait for UC and UD).
+const maxLatencyGap = 1_000_000
+
 // latencyGapWait is --latency_gap before a latency test's post: it waits
 // the gap, sleeping through all but its last 100 µs and spinning those,
 // as perftest spins on the cycle counter, so that the post is not late
-// by a timer's lateness.
-func (o *options) latencyGapWait() {
+// by a timer's lateness. ctx ends the wait early.
+func (o *options) latencyGapWait(ctx context.Context) {
 	if o.latencyGap <= 0 {
 		return
 	}
 	gap := time.Duration(o.latencyGap) * time.Microsecond
 	end := time.Now().Add(gap)
 	if gap > 200*time.Microsecond {
-		time.Sleep(gap - 100*time.Microsecond)
+		t := time.NewTimer(gap - 100*time.Microsecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
 	}
 	for time.Now().Before(end) {
+		// perftest spins on the cycle counter the same way.
 	}
 }

@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe"
 )
 
 // TestRatePPS: --rate_limit in each of perftest's units, as messages per
@@ -65,7 +67,7 @@ func TestPacer(t *testing.T) {
 			}
 		}
 		require.Equal(t, 10, burst(), "the first burst is due at once")
-		require.True(t, p.holding())
+		require.True(t, p.spent())
 		time.Sleep(9 * time.Millisecond)
 		require.Zero(t, burst(), "the next burst is not due yet")
 		time.Sleep(time.Millisecond)
@@ -75,7 +77,7 @@ func TestPacer(t *testing.T) {
 			require.Equal(t, 10, burst())
 		}
 		require.Zero(t, burst(), "caught up: the burst of 50 ms waits")
-		require.True(t, p.holding())
+		require.True(t, p.spent())
 		// A post list longer than what is left of a burst still goes whole.
 		time.Sleep(5 * time.Millisecond)
 		require.True(t, p.ready())
@@ -86,7 +88,7 @@ func TestPacer(t *testing.T) {
 	})
 	var none *pacer
 	require.True(t, none.ready())
-	require.False(t, none.holding())
+	require.False(t, none.spent())
 	none.posted(5)
 }
 
@@ -110,6 +112,11 @@ func TestRateFlagErrors(t *testing.T) {
 		{[]string{"read-lat", "--rate_limit", "4"}, "-rate_limit is for the bandwidth tests"},
 		{[]string{"read-bw", "--latency_gap", "4"}, "-latency_gap is for the latency tests"},
 		{[]string{"send-lat", "--latency_gap", "-4"}, "--latency_gap -4: microseconds"},
+		{[]string{"send-lat", "--latency_gap", "1000001"}, "--latency_gap 1000001: microseconds, 0 to 1000000"},
+		{[]string{"send-lat", "-c", "UD", "--latency_gap", "600000"}, "-c UD's peer ends the run when a message is 1s late"},
+		{[]string{"write-bw", "--rate_limit", "1", "--rate_units", "p"}, "a burst every 128 s, and the peer gives up after 1m0s"},
+		{[]string{"write-bw", "--rate_limit", "1e-9", "--rate_units", "p", "--burst_size", "1"}, "a burst every 1e+09 s"},
+		{[]string{"write-bw", "-a", "--rate_limit", "0.001", "--burst_size", "1", "-n", "10"}, "4194304-byte messages: a burst every 33.6 s"},
 		{[]string{"read-bw", "--retry_count", "8"}, "--retry_count 8 not in [0, 7]"},
 		{[]string{"read-bw", "--retry_count", "0", "-R"}, "--retry_count 0 with -R"},
 		{[]string{"read-bw", "--cpu_util"}, "--cpu_util measures the sample window of a -D run"},
@@ -231,9 +238,10 @@ func TestRateLimitRun(t *testing.T) {
 	require.Contains(t, out, " Rate limit      : 2 Gb/s in bursts of 40 (SW)\n")
 }
 
-// TestLatencyGap: --latency_gap waits before each post; send-lat's samples
-// are half the time between two posts one round trip apart, which holds
-// both ends' gaps, so none is shorter than the gap.
+// TestLatencyGap: --latency_gap waits before each post. The samples time
+// one post to the next, as perftest's: send-lat's are half of a round
+// trip that holds both ends' gaps, read-lat's a round trip and one gap;
+// so none is shorter than the gap.
 func TestLatencyGap(t *testing.T) {
 	t.Parallel()
 	out, errs, code := runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-s", "2", "-n", "200", "--latency_gap", "300", "--json")
@@ -246,9 +254,10 @@ func TestLatencyGap(t *testing.T) {
 	require.Equal(t, 300, doc.Gap)
 	require.Len(t, doc.Results, 1)
 	require.GreaterOrEqual(t, doc.Results[0].Min, 300.0)
-	// read-lat times each READ alone: the gap lies outside its samples.
-	_, errs, code = runCmd(t, "read-lat", "--loopback", "--udp-port", "0", "-n", "50", "--latency_gap", "100")
+	out, errs, code = runCmd(t, "read-lat", "--loopback", "--udp-port", "0", "-n", "50", "--latency_gap", "300", "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.GreaterOrEqual(t, doc.Results[0].Min, 300.0)
 }
 
 // TestRetryCountFlag: --retry_count is the QPs' retry_cnt. With the
@@ -363,7 +372,17 @@ func TestCPUUtilRun(t *testing.T) {
 	require.Contains(t, out, report.BWHeaderMiB+report.CPUUtilHeader+"\n")
 	require.Regexp(t, regexp.MustCompile(`(?m)^ 65536 .*\t    \d+\.\d\d\n`), out)
 
-	out, errs, code = runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-s", "65536", "-D", "1", "-f", "0", "--cpu_util", "--json")
+	// A WRITE server prints the client's row, measured there: no column.
+	port, wait := startServer(t, "write-bw", "-D", "1", "-f", "0", "--cpu_util", "--udp-port", "0", "--bind", "127.0.0.1")
+	cout, errs, code := runCmd(t, "write-bw", "127.0.0.1", "-p", strconv.Itoa(port), "-D", "1", "-f", "0", "--cpu_util", "--udp-port", "0", "--bind", "127.0.0.2")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, cout, report.CPUUtilHeader)
+	sout, err := wait()
+	require.NoError(t, err)
+	require.Contains(t, sout, report.BWHeaderMiB+"\n")
+	require.NotContains(t, sout, report.CPUUtilHeader)
+
+	out, errs, code = runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-s", "65536", "-D", "1", "-f", "0", "--cpu_util", "--json", "-b")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var doc struct {
 		Results []report.BW `json:"results"`
@@ -376,4 +395,46 @@ func TestCPUUtilRun(t *testing.T) {
 	require.Greater(t, *r.CPUUtil, 0.0)
 	require.LessOrEqual(t, *r.CPUUtil, 100.0)
 	require.Greater(t, *r.CPUSeconds, 0.0)
+}
+
+// TestWaitSendCQPaced: once a burst is spent the wait ends when the next
+// burst is due, or at the run's end if that comes first, and a burst due
+// already (the clock passed it after the post loop looked) returns at
+// once, with or without completions outstanding: it never waits for a
+// completion that nothing outstanding can give.
+func TestWaitSendCQPaced(t *testing.T) {
+	s := latTestSession(t, "write-bw", true, false)
+	s.sset = cqSet{cqs: []*rxe.CQ{s.scq}}
+	wcs := make([]rxe.WC, 4)
+	wait := func(p *pacer, outstanding int, end time.Time) time.Duration {
+		t.Helper()
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			n, err := s.waitSendCQPaced(context.Background(), wcs, p, outstanding, end)
+			if err == nil && n != 0 {
+				err = fmt.Errorf("%d completions from an idle CQ", n)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the paced wait did not end")
+		}
+		return time.Since(start)
+	}
+	now := time.Now()
+	for _, outstanding := range []int{0, 1} {
+		wait(&pacer{due: now.Add(-time.Second)}, outstanding, time.Time{}) // due already
+		require.GreaterOrEqual(t, wait(&pacer{due: time.Now().Add(30 * time.Millisecond)}, outstanding, time.Time{}), 30*time.Millisecond)
+		wait(&pacer{due: time.Now().Add(time.Hour)}, outstanding, time.Now().Add(20*time.Millisecond)) // the run's end first
+	}
+	// An interrupt ends the sleep (nothing outstanding).
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n, err := s.waitSendCQPaced(ctx, wcs, &pacer{due: time.Now().Add(time.Hour)}, 0, time.Time{})
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

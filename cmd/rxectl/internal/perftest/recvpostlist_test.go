@@ -38,6 +38,18 @@ func TestRecvPostListPosting(t *testing.T) {
 	s.rposted[0]--
 	require.ErrorContains(t, s.postRecv(0), "receive queue full")
 	require.Zero(t, s.rowed[0])
+	// A size that has counted all its receives posts what is owed at once.
+	s.rowed[0] = 0
+	s.qps[0] = recreateQP(t, s)
+	s.rposted[0] = 0
+	require.NoError(t, s.postRecv(0))
+	require.NoError(t, s.postRecv(0))
+	require.Equal(t, 0, s.rposted[0])
+	require.NoError(t, s.postOwed(0))
+	require.Equal(t, 2, s.rposted[0], "the two owed, as a short list")
+	require.Zero(t, s.rowed[0])
+	require.NoError(t, s.postOwed(0), "nothing owed: nothing posted")
+	require.Equal(t, 2, s.rposted[0])
 	// A new size's top-up stands for what was owed.
 	s.rposted[0], s.rowed[0] = 0, 3
 	s.qps[0] = recreateQP(t, s)
@@ -106,7 +118,8 @@ func TestRecvPostListErrors(t *testing.T) {
 		{[]string{"send-lat", "--recv_post_list", "4"}, "--recv_post_list is for the bandwidth tests"},
 		{[]string{"write-bw", "--recv_post_list", "4"}, "--recv_post_list: write-bw posts no receives"},
 		{[]string{"send-bw", "--recv_post_list", "3", "-n", "100"}, "-n 100 is not a multiple of the receive post list 3"},
-		{[]string{"send-bw", "--recv_post_list", "64", "-r", "32", "-n", "640"}, "--recv_post_list 64 is more than the 32 receives a QP's queue holds"},
+		{[]string{"send-bw", "--recv_post_list", "64", "-r", "32", "-n", "640"}, "--recv_post_list 64 is more than the 32 receives posted for a QP"},
+		{[]string{"send-bw", "--recv_post_list", "8", "-D", "2", "-n", "5"}, "--recv_post_list 8 is more than the 5 receives posted for a QP (-r, at most -n"},
 		{[]string{"send-bw", "--recv_post_list", "16", "-r", "32", "-q", "4", "--use-srq", "-n", "640"}, "more than the 8 receives"},
 		{[]string{"send-bw", "--recv_post_list", "0"}, "receive post list 0 not in [1, 16384]"},
 	})

@@ -135,7 +135,7 @@ func (s *session) printTableHeader() {
 	case s.o.gbits:
 		h = report.BWHeaderGb
 	}
-	if s.o.cpuUtil {
+	if s.measuresCPU() {
 		h += report.CPUUtilHeader
 	}
 	io.WriteString(s.out, report.ResultLine+"\n"+h+"\n")

@@ -673,7 +673,8 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 		if r.Iters == 0 && rem.Iters == 0 {
 			continue // interrupted before this size
 		}
-		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate}
+		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate,
+			CPUUtil: r.CPUUtil, CPUSeconds: r.CPUSeconds} // this end's window: the host's processors
 		s.addBW(sum)
 	}
 	s.printLine()
@@ -774,7 +775,9 @@ func bidirSendRow(sent, rcvd report.BW, gbits bool) report.BW {
 	if w.Iters > 0 && w.MsgRate > 0 { // a row's window: its count over its rate
 		elapsed = time.Duration(float64(w.Iters) / (w.MsgRate * 1e6) * float64(time.Second))
 	}
-	return report.NewBW(int(sent.Size), sent.Iters+rcvd.Iters, elapsed, gbits)
+	r := report.NewBW(int(sent.Size), sent.Iters+rcvd.Iters, elapsed, gbits)
+	r.CPUUtil, r.CPUSeconds = w.CPUUtil, w.CPUSeconds // the window the row counts over
+	return r
 }
 
 // peerStoppedEarly reports whether the peer's requests of this size took
@@ -986,6 +989,20 @@ func (s *session) postRecv(q int) error {
 		return s.postRecvList(q, l)
 	}
 	return s.postRecvList(q, 1)
+}
+
+// postOwed posts QP q's receives owed under --recv_post_list as one
+// list, shorter than N: when a size of an iteration run has counted a
+// receive for every one of its messages, those owed are for its last
+// ones. After losses (UC, UD) the receives left from the size before
+// need not be a multiple of N, so some may be owed then.
+func (s *session) postOwed(q int) error {
+	if s.rowed == nil || s.rowed[q] == 0 {
+		return nil
+	}
+	n := s.rowed[q]
+	s.rowed[q] = 0
+	return s.postRecvList(q, n)
 }
 
 // postRecvList posts n receives into QP q's buffer in one call, each large

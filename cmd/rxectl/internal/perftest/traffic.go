@@ -171,7 +171,7 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 		if totscnt == total {
 			pace = nil // all posted: nothing left to pace
 		}
-		n, err := s.waitSendCQPaced(ctx, wcs, pace, signaled-totccnt)
+		n, err := s.waitSendCQPaced(ctx, wcs, pace, signaled-totccnt, time.Time{})
 		if err != nil {
 			return report.BW{}, err
 		}
@@ -372,7 +372,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		if stopped {
 			pace = nil // nothing more to post: wait for what is outstanding
 		}
-		n, err := s.waitSendCQPaced(ctx, wcs, pace, outstanding)
+		n, err := s.waitSendCQPaced(ctx, wcs, pace, outstanding, end)
 		if err != nil {
 			return report.BW{}, err
 		}
@@ -468,7 +468,13 @@ func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, er
 				if err := s.postRecv(q); err != nil {
 					return report.BW{}, err
 				}
-				posted[q]++
+				if posted[q]++; posted[q] == o.iters {
+					// The size's last messages need what is owed
+					// (--recv_post_list): a shorter list.
+					if err := s.postOwed(q); err != nil {
+						return report.BW{}, err
+					}
+				}
 			}
 		}
 		if gone {
@@ -743,7 +749,7 @@ func (s *session) runLatReadAtomic(ctx context.Context, size int) (report.Lat, e
 	}
 	clk := newClock()
 	for i := 0; w.on || i < iters; i++ {
-		s.o.latencyGapWait()
+		s.o.latencyGapWait(ctx)
 		if w.on {
 			if w.tick() || ctx.Err() != nil {
 				break
@@ -801,7 +807,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 			}
 		}
 		if lw.on || scnt < iters {
-			o.latencyGapWait()
+			o.latencyGapWait(ctx)
 			stopping := lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
 			scnt++
 			w := wr
@@ -871,7 +877,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error)
 		}
 		stopping := false
 		if lw.on || scnt < iters {
-			s.o.latencyGapWait()
+			s.o.latencyGapWait(ctx)
 			stopping = lw.post(ctx, s.client, buf, stopByte, tposted, scnt, clk)
 			scnt++
 			buf[postByte] = byte(scnt)
