@@ -222,12 +222,7 @@ func TestRateLimitRun(t *testing.T) {
 	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-s", strconv.Itoa(size), "-D", "1", "-f", "0",
 		"--rate_limit", "20", "--rate_units", "M", "--burst_size", strconv.Itoa(burst), "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
-	var doc struct {
-		Results []report.BW `json:"results"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
-	require.Len(t, doc.Results, 1)
-	r := doc.Results[0]
+	r := oneBWRow(t, out)
 	require.Positive(t, r.Avg)
 	require.LessOrEqual(t, r.Avg, mibps*1.001+float64(burst*size)/(1<<20), "-D: %.2f MiB/s against a limit of %.0f", r.Avg, mibps)
 
@@ -384,12 +379,7 @@ func TestCPUUtilRun(t *testing.T) {
 
 	out, errs, code = runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-s", "65536", "-D", "1", "-f", "0", "--cpu_util", "--json", "-b")
 	require.Equal(t, cli.ExitOK, code, errs)
-	var doc struct {
-		Results []report.BW `json:"results"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
-	require.Len(t, doc.Results, 1)
-	r := doc.Results[0]
+	r := oneBWRow(t, out)
 	require.NotNil(t, r.CPUUtil)
 	require.NotNil(t, r.CPUSeconds)
 	require.Greater(t, *r.CPUUtil, 0.0)
@@ -437,4 +427,15 @@ func TestWaitSendCQPaced(t *testing.T) {
 	n, err := s.waitSendCQPaced(ctx, wcs, &pacer{due: time.Now().Add(time.Hour)}, 0, time.Time{})
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// oneBWRow is the one row of a bandwidth run's --json document out.
+func oneBWRow(t *testing.T, out string) report.BW {
+	t.Helper()
+	var doc struct {
+		Results []report.BW `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Len(t, doc.Results, 1)
+	return doc.Results[0]
 }

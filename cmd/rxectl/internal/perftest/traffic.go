@@ -313,6 +313,34 @@ type bwWindow struct {
 	counted    uint64
 }
 
+// tickWindow brings a duration run's sample window up to now: --cpu_util's
+// readings at its start and its end and, with --run_infinitely, the row
+// of a period that has ended, printed (after clear, if set: the client's
+// status line) before the next period begins.
+func (s *session) tickWindow(now time.Time, win *bwWindow, cpu *cpuWindow, size int, clear func()) error {
+	o := s.o
+	if !now.Before(win.start) {
+		cpu.begin()
+	}
+	if o.infinitely && !now.Before(win.end) {
+		if clear != nil {
+			clear()
+		}
+		cpu.finish()
+		r := win.row(size, now, o.gbits) // one --run_infinitely period
+		if err := cpu.set(&r); err != nil {
+			return err
+		}
+		s.addBW(r)
+		cpu.restart()
+		*win = bwWindow{start: now, end: now.Add(time.Duration(o.duration) * time.Second)}
+	}
+	if !now.Before(win.end) {
+		cpu.finish()
+	}
+	return nil
+}
+
 // row is the window's row for messages of size bytes, measured up to to.
 func (w *bwWindow) row(size int, to time.Time, gbits bool) report.BW {
 	return report.NewBW(size, w.counted, to.Sub(w.start), gbits)
@@ -341,22 +369,8 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 	stopped := false
 	for {
 		now := time.Now()
-		if !now.Before(win.start) {
-			cpu.begin()
-		}
-		if o.infinitely && !now.Before(win.end) {
-			status.Clear()
-			cpu.finish()
-			r := win.row(size, now, o.gbits) // one --run_infinitely period
-			if err := cpu.set(&r); err != nil {
-				return report.BW{}, err
-			}
-			s.addBW(r)
-			cpu.restart()
-			win = bwWindow{start: now, end: now.Add(dur)}
-		}
-		if !now.Before(win.end) {
-			cpu.finish()
+		if err := s.tickWindow(now, &win, cpu, size, status.Clear); err != nil {
+			return report.BW{}, err
 		}
 		if !stopped && (ctx.Err() != nil || !o.infinitely && !now.Before(end)) {
 			stopped = true
@@ -589,21 +603,8 @@ func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, siz
 			return report.BW{}, fmt.Errorf("received nothing for %v: the peer stopped sending", wait)
 		}
 		now := time.Now()
-		if !now.Before(win.start) {
-			cpu.begin()
-		}
-		if o.infinitely && !now.Before(win.end) {
-			cpu.finish()
-			r := win.row(size, now, o.gbits) // one --run_infinitely period
-			if err := cpu.set(&r); err != nil {
-				return report.BW{}, err
-			}
-			s.addBW(r)
-			cpu.restart()
-			win = bwWindow{start: now, end: now.Add(dur)}
-		}
-		if !now.Before(win.end) {
-			cpu.finish()
+		if err := s.tickWindow(now, &win, cpu, size, nil); err != nil {
+			return report.BW{}, err
 		}
 		gone := false // the peer disconnected (-R): the rest is flushed
 		for _, wc := range wcs[:n] {
