@@ -198,22 +198,23 @@ func (p *pacer) spent() bool { return p != nil && p.left == 0 }
 
 // waitSendCQPaced waits for send completions as waitSendCQ; but once the
 // pacer's burst is spent (and more is to be posted) only until the next
-// burst is due, or until end (a -D run's end; zero: none), whichever
-// comes first, returning 0 then. With no signaled request outstanding
-// it sleeps until then; ctx ends the sleep early. It decides on the
-// burst's state alone, not on the clock, which may have passed the due
-// time since the post loop looked: a wait for completions with none
-// outstanding would block for good.
-func (s *session) waitSendCQPaced(ctx context.Context, wcs []rxe.WC, p *pacer, outstanding int, end time.Time) (int, error) {
-	if !p.spent() {
+// burst is due, or until edge (a -D run's next window edge or end; zero:
+// none), whichever comes first, returning 0 then. With no signaled
+// request outstanding it sleeps until then (ctx ends the sleep early):
+// it never waits for a completion with none outstanding, whatever the
+// clock did since the post loop looked. With requests outstanding and
+// the burst due already (the send queue is full) it waits for a
+// completion as waitSendCQ does, rather than spinning until one comes.
+func (s *session) waitSendCQPaced(ctx context.Context, wcs []rxe.WC, p *pacer, outstanding int, edge time.Time) (int, error) {
+	if !p.spent() || outstanding > 0 && !time.Now().Before(p.due) {
 		return s.waitSendCQ(wcs)
 	}
 	if n := s.sset.poll(wcs); n > 0 {
 		return n, nil
 	}
 	until := p.due
-	if !end.IsZero() && end.Before(until) {
-		until = end
+	if !edge.IsZero() && edge.Before(until) {
+		until = edge
 	}
 	if outstanding == 0 {
 		t := time.NewTimer(time.Until(until))
@@ -242,8 +243,8 @@ const maxPaceGap = stallTimeout / 2
 // gives a gap between bursts of at most maxPaceGap for every size of
 // the run.
 func (o *options) checkPace() error {
-	if !o.set["rate_limit"] {
-		return nil
+	if !o.set["rate_limit"] || o.duration == 0 && o.iters*o.qps <= o.burst() {
+		return nil // no limit, or an iteration run whose one burst goes at once
 	}
 	for _, size := range o.sizes() {
 		if gap := float64(o.burst()) / o.ratePPS(size); !(gap <= maxPaceGap.Seconds()) {

@@ -115,6 +115,7 @@ func TestRateFlagErrors(t *testing.T) {
 		{[]string{"send-lat", "--latency_gap", "1000001"}, "--latency_gap 1000001: microseconds, 0 to 1000000"},
 		{[]string{"send-lat", "-c", "UD", "--latency_gap", "600000"}, "-c UD's peer ends the run when a message is 1s late"},
 		{[]string{"write-bw", "--rate_limit", "1", "--rate_units", "p"}, "a burst every 128 s, and the peer gives up after 1m0s"},
+		{[]string{"write-bw", "--rate_limit", "1", "--rate_units", "p", "-D", "2"}, "a burst every 128 s"},
 		{[]string{"write-bw", "--rate_limit", "1e-9", "--rate_units", "p", "--burst_size", "1"}, "a burst every 1e+09 s"},
 		{[]string{"write-bw", "-a", "--rate_limit", "0.001", "--burst_size", "1", "-n", "10"}, "4194304-byte messages: a burst every 33.6 s"},
 		{[]string{"read-bw", "--retry_count", "8"}, "--retry_count 8 not in [0, 7]"},
@@ -387,46 +388,63 @@ func TestCPUUtilRun(t *testing.T) {
 	require.Greater(t, *r.CPUSeconds, 0.0)
 }
 
-// TestWaitSendCQPaced: once a burst is spent the wait ends when the next
-// burst is due, or at the run's end if that comes first, and a burst due
-// already (the clock passed it after the post loop looked) returns at
-// once, with or without completions outstanding: it never waits for a
-// completion that nothing outstanding can give.
+// TestWaitSendCQPaced: once a burst is spent, with nothing signaled
+// outstanding, the wait ends when the next burst is due, or at the
+// window's edge if that comes first, and at once if the burst is due
+// already (the clock passed it after the post loop looked): it never
+// waits for a completion that nothing outstanding can give. With
+// requests outstanding and the burst due already (a full send queue) it
+// waits for their completion instead of spinning.
 func TestWaitSendCQPaced(t *testing.T) {
 	s := latTestSession(t, "write-bw", true, false)
 	s.sset = cqSet{cqs: []*rxe.CQ{s.scq}}
 	wcs := make([]rxe.WC, 4)
-	wait := func(p *pacer, outstanding int, end time.Time) time.Duration {
+	wait := func(ctx context.Context, p *pacer, outstanding int, edge time.Time) int {
 		t.Helper()
-		start := time.Now()
-		done := make(chan error, 1)
+		type result struct {
+			n   int
+			err error
+		}
+		done := make(chan result, 1)
 		go func() {
-			n, err := s.waitSendCQPaced(context.Background(), wcs, p, outstanding, end)
-			if err == nil && n != 0 {
-				err = fmt.Errorf("%d completions from an idle CQ", n)
-			}
-			done <- err
+			n, err := s.waitSendCQPaced(ctx, wcs, p, outstanding, edge)
+			done <- result{n, err}
 		}()
 		select {
-		case err := <-done:
-			require.NoError(t, err)
+		case r := <-done:
+			require.NoError(t, r.err)
+			return r.n
 		case <-time.After(10 * time.Second):
 			t.Fatal("the paced wait did not end")
 		}
-		return time.Since(start)
+		return 0
 	}
-	now := time.Now()
+	bg := context.Background()
+	require.Zero(t, wait(bg, &pacer{due: time.Now().Add(-time.Second)}, 0, time.Time{}), "due already: at once")
 	for _, outstanding := range []int{0, 1} {
-		wait(&pacer{due: now.Add(-time.Second)}, outstanding, time.Time{}) // due already
-		require.GreaterOrEqual(t, wait(&pacer{due: time.Now().Add(30 * time.Millisecond)}, outstanding, time.Time{}), 30*time.Millisecond)
-		wait(&pacer{due: time.Now().Add(time.Hour)}, outstanding, time.Now().Add(20*time.Millisecond)) // the run's end first
+		due := time.Now().Add(30 * time.Millisecond)
+		require.Zero(t, wait(bg, &pacer{due: due}, outstanding, time.Time{}))
+		require.False(t, time.Now().Before(due), "outstanding %d: not before the burst is due", outstanding)
+		edge := time.Now().Add(20 * time.Millisecond)
+		require.Zero(t, wait(bg, &pacer{due: time.Now().Add(time.Hour)}, outstanding, edge))
+		require.False(t, time.Now().Before(edge), "outstanding %d: the window's edge first", outstanding)
 	}
+	// Due already with a request outstanding: its completion (here a
+	// flushed SEND posted 50 ms later) ends the wait, not the clock.
+	require.NoError(t, s.qps[0].Modify(&rxe.QPAttr{State: rxe.QPSErr}, rxe.QPAttrState))
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, err := s.qps[0].PostSend(rxe.SendWR{ID: 7, Opcode: rxe.WRSend, Flags: rxe.SendSignaled})
+		if err != nil {
+			panic(err)
+		}
+	}()
+	require.Equal(t, 1, wait(bg, &pacer{due: time.Now().Add(-time.Second)}, 1, time.Time{}))
+	require.Equal(t, rxe.WCWRFlushErr, wcs[0].Status)
 	// An interrupt ends the sleep (nothing outstanding).
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	n, err := s.waitSendCQPaced(ctx, wcs, &pacer{due: time.Now().Add(time.Hour)}, 0, time.Time{})
-	require.NoError(t, err)
-	require.Zero(t, n)
+	require.Zero(t, wait(ctx, &pacer{due: time.Now().Add(time.Hour)}, 0, time.Time{}))
 }
 
 // oneBWRow is the one row of a bandwidth run's --json document out.
@@ -438,4 +456,17 @@ func oneBWRow(t *testing.T, out string) report.BW {
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 	require.Len(t, doc.Results, 1)
 	return doc.Results[0]
+}
+
+// TestNextEdge: a paced duration loop looks at the clock again at the
+// sample window's start, then its end, then the run's end; with
+// --run_infinitely at each period's end, never at a time already past.
+func TestNextEdge(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	w := bwWindow{start: t0.Add(time.Second), end: t0.Add(3 * time.Second)}
+	end := t0.Add(4 * time.Second)
+	require.Equal(t, w.start, w.nextEdge(t0, end, false))
+	require.Equal(t, w.end, w.nextEdge(t0.Add(2*time.Second), end, false))
+	require.Equal(t, end, w.nextEdge(t0.Add(3500*time.Millisecond), end, false))
+	require.Equal(t, w.end, w.nextEdge(t0.Add(2*time.Second), end, true))
 }

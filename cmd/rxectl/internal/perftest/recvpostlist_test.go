@@ -38,16 +38,22 @@ func TestRecvPostListPosting(t *testing.T) {
 	s.rposted[0]--
 	require.ErrorContains(t, s.postRecv(0), "receive queue full")
 	require.Zero(t, s.rowed[0])
-	// A size that has counted all its receives posts what is owed at once.
+	// A QP left with no receive posts what it is owed at once, and a size
+	// that has counted all its receives posts what is owed (postOwed).
 	s.rowed[0] = 0
 	s.qps[0] = recreateQP(t, s)
 	s.rposted[0] = 0
+	require.NoError(t, s.postRecvList(0, 2))
+	s.rposted[0]-- // a completion: one still posted
 	require.NoError(t, s.postRecv(0))
+	require.Equal(t, []int{1, 1}, []int{s.rposted[0], s.rowed[0]}, "owed, not posted")
+	s.rposted[0]-- // the last posted completes
 	require.NoError(t, s.postRecv(0))
-	require.Equal(t, 0, s.rposted[0])
+	require.Equal(t, []int{2, 0}, []int{s.rposted[0], s.rowed[0]}, "none left: the two owed go at once")
+	s.rposted[0]--
+	require.NoError(t, s.postRecv(0))
 	require.NoError(t, s.postOwed(0))
-	require.Equal(t, 2, s.rposted[0], "the two owed, as a short list")
-	require.Zero(t, s.rowed[0])
+	require.Equal(t, []int{2, 0}, []int{s.rposted[0], s.rowed[0]}, "postOwed posts the one owed")
 	require.NoError(t, s.postOwed(0), "nothing owed: nothing posted")
 	require.Equal(t, 2, s.rposted[0])
 	// A new size's top-up stands for what was owed.

@@ -979,14 +979,19 @@ func (s *session) postRecvs(n int) error {
 
 // postRecv posts a receive for QP q in place of one completed: at once,
 // or with --recv_post_list N once N are owed, as a list of N (perftest's
-// run_iter_bw_server posts a list once N receives of the QP are unused).
+// run_iter_bw_server posts a list once N receives of the QP are unused),
+// or sooner once the QP holds none.
 func (s *session) postRecv(q int) error {
 	if l := s.o.recvPostList; l > 1 {
-		if s.rowed[q]++; s.rowed[q] < l {
+		// A QP left with no receive posts what it is owed at once, a
+		// shorter list: after UC/UD losses a size may begin with fewer
+		// than N posted (postRecvs tops up in whole lists).
+		if s.rowed[q]++; s.rowed[q] < l && s.rposted[q] > 0 {
 			return nil
 		}
+		n := s.rowed[q]
 		s.rowed[q] = 0
-		return s.postRecvList(q, l)
+		return s.postRecvList(q, n)
 	}
 	return s.postRecvList(q, 1)
 }

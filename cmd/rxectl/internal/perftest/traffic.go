@@ -313,6 +313,19 @@ type bwWindow struct {
 	counted    uint64
 }
 
+// nextEdge is the next time a duration run's loop must look at the clock
+// after now: the sample window's start or end, or the run's end (none
+// with --run_infinitely, whose periods end at the window's end).
+func (w *bwWindow) nextEdge(now, end time.Time, infinitely bool) time.Time {
+	switch {
+	case now.Before(w.start):
+		return w.start
+	case now.Before(w.end) || infinitely:
+		return w.end
+	}
+	return end
+}
+
 // tickWindow brings a duration run's sample window up to now: --cpu_util's
 // readings at its start and its end and, with --run_infinitely, the row
 // of a period that has ended, printed (after clear, if set: the client's
@@ -386,7 +399,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		if stopped {
 			pace = nil // nothing more to post: wait for what is outstanding
 		}
-		n, err := s.waitSendCQPaced(ctx, wcs, pace, outstanding, end)
+		n, err := s.waitSendCQPaced(ctx, wcs, pace, outstanding, win.nextEdge(now, end, o.infinitely))
 		if err != nil {
 			return report.BW{}, err
 		}
