@@ -15,14 +15,12 @@ import (
 // software rate limiter (--rate_limit with --rate_limit_type SW,
 // --rate_units, --burst_size), which paces the client's posts, and its
 // verifier limits -w (--limit_bw) and -y (--limit_msgrate), which fail a
-// run whose results stay below them.
+// run whose results stay below them; and the latency tests'
+// --latency_gap.
 
-// rateUnits is --rate_units: perftest's M (MiB/s), g (Gb/s) or p
+// rateUnitsFlag is --rate_units: perftest's M (MiB/s), g (Gb/s) or p
 // (messages per second).
-type rateUnits string
-
-// rateUnitsFlag is --rate_units.
-type rateUnitsFlag rateUnits
+type rateUnitsFlag string
 
 // String is the units' letter.
 func (f *rateUnitsFlag) String() string {
@@ -69,7 +67,8 @@ func (f *rateTypeFlag) Set(v string) error {
 	return fmt.Errorf("%q: SW (HW and PP are NIC features gorxe does not have)", v)
 }
 
-// checkRate checks the rate limiter's and the verifier's flags.
+// checkRate checks the rate limiter's and the verifier's flags, and
+// --latency_gap and --retry_count.
 func (o *options) checkRate() error {
 	limited := o.set["rate_limit"]
 	switch {
@@ -100,9 +99,10 @@ func (o *options) checkRate() error {
 	return nil
 }
 
-// rateNote is perftest's note when --burst_size is left to the tx depth.
+// rateNote is perftest's note when --burst_size is left to the tx depth
+// (not given, or 0).
 func (o *options) rateNote() string {
-	if o.set["rate_limit"] && !o.set["burst_size"] {
+	if o.set["rate_limit"] && o.burstSize <= 0 {
 		return fmt.Sprintf(" Setting burst size to tx depth = %d", o.txDepth)
 	}
 	return ""
@@ -124,7 +124,7 @@ func (o *options) ratePPS(size int) float64 {
 	if !o.set["rate_limit"] {
 		return 0
 	}
-	switch rateUnits(o.rateUnits) {
+	switch o.rateUnits.String() {
 	case "M":
 		return o.rateLimit * 1048576 / float64(size)
 	case "p":
@@ -137,10 +137,7 @@ func (o *options) ratePPS(size int) float64 {
 // rateSummary is the header line's value: the limit, its units and the
 // bursts.
 func (o *options) rateSummary() string {
-	unit := map[rateUnits]string{"M": "MiB/s", "p": "messages/s"}[rateUnits(o.rateUnits)]
-	if unit == "" {
-		unit = "Gb/s"
-	}
+	unit := map[string]string{"M": "MiB/s", "g": "Gb/s", "p": "messages/s"}[o.rateUnits.String()]
 	return fmt.Sprintf("%s %s in bursts of %d (SW)", strconv.FormatFloat(o.rateLimit, 'g', -1, 64), unit, o.burst())
 }
 
