@@ -81,7 +81,7 @@ func (s *session) testInfoJSON() string {
 	fmt.Fprintf(&b, "\"Connection_type\": %q,\n\"Using_SRQ\": %q,\n", o.connType, onOff(o.useSRQ))
 	b.WriteString("\"PCIe_relax_order\": \"ON\",\n")
 	b.WriteString("\"ibv_wr_API\": \"ON\",\n")
-	if s.client || o.bidir {
+	if s.showsTXDepth() {
 		fmt.Fprintf(&b, "\"TX_depth\": %d,\n", o.txDepth)
 	}
 	if o.postList > 1 {
@@ -90,7 +90,7 @@ func (s *session) testInfoJSON() string {
 	if o.recvPostList > 1 {
 		fmt.Fprintf(&b, "\"Recv_Post_List\": %d,\n", o.recvPostList)
 	}
-	if s.t.verb == verbSend && (!s.client || o.bidir) {
+	if s.showsRXDepth() {
 		fmt.Fprintf(&b, "\"RX_depth\": %d,\n", o.rxDepth)
 	}
 	if !s.t.lat {
@@ -100,7 +100,7 @@ func (s *session) testInfoJSON() string {
 	if o.gidIndex != 0 {
 		fmt.Fprintf(&b, "\"GID_index\": %d,\n", o.gidIndex)
 	}
-	if s.t.verb == verbRead || s.t.verb == verbAtomic {
+	if s.showsOutReads() {
 		fmt.Fprintf(&b, "\"Outstand_reads\": %d,\n", s.outReads)
 	} else {
 		fmt.Fprintf(&b, "\"Max_inline_data\": %d,\n", o.inline)

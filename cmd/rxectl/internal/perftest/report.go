@@ -30,6 +30,17 @@ func (s *session) testTitle() string {
 	}
 	return t + "BW Test"
 }
+
+// showsTXDepth, showsRXDepth and showsOutReads are when perftest's
+// header (ctx_print_test_info) and its JSON file (write_test_info_to_file)
+// show the TX depth, the RX depth, and the outstanding reads in place of
+// the max inline data.
+func (s *session) showsTXDepth() bool { return s.client || s.o.bidir }
+func (s *session) showsRXDepth() bool { return s.t.verb == verbSend && (!s.client || s.o.bidir) }
+func (s *session) showsOutReads() bool {
+	return s.t.verb == verbRead || s.t.verb == verbAtomic
+}
+
 func (s *session) printHeader() {
 	o := s.o
 	var b strings.Builder
@@ -47,7 +58,7 @@ func (s *session) printHeader() {
 	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : %s\n", o.connType, onOff(o.useSRQ))
 	b.WriteString(" PCIe relax order: ON\t\tLock-free      : OFF\n")
 	b.WriteString(" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF\n")
-	if s.client || o.bidir {
+	if s.showsTXDepth() {
 		fmt.Fprintf(&b, " TX depth        : %d\n", o.txDepth)
 	}
 	if o.postList > 1 {
@@ -56,7 +67,7 @@ func (s *session) printHeader() {
 	if o.recvPostList > 1 {
 		fmt.Fprintf(&b, " Recv Post List  : %d\n", o.recvPostList)
 	}
-	if s.t.verb == verbSend && (!s.client || o.bidir) {
+	if s.showsRXDepth() {
 		fmt.Fprintf(&b, " RX depth        : %d\n", o.rxDepth)
 	}
 	if !s.t.lat {
@@ -66,7 +77,7 @@ func (s *session) printHeader() {
 	fmt.Fprintf(&b, " Mtu             : %d[B]\n", s.mtu.Bytes())
 	b.WriteString(" Link type       : Ethernet\n")
 	fmt.Fprintf(&b, " GID index       : %d\n", o.gidIndex)
-	if s.t.verb == verbRead || s.t.verb == verbAtomic {
+	if s.showsOutReads() {
 		fmt.Fprintf(&b, " Outstand reads  : %d\n", s.outReads)
 	} else {
 		fmt.Fprintf(&b, " Max inline data : %d[B]\n", o.inline)
