@@ -54,6 +54,15 @@ func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
 		b = append(b, " mtu="...)
 		b = strconv.AppendInt(b, int64(128<<m.PathMTU), 10)
+		// What the passive side's QP takes (IBA 12.7.27, 12.7.38): the
+		// retry counts and the primary path's local ACK timeout exponent,
+		// which set how long a QP waits before RETRY_EXC_ERR.
+		b = append(b, " retry="...)
+		b = strconv.AppendUint(b, uint64(m.RetryCount), 10)
+		b = append(b, " rnr_retry="...)
+		b = strconv.AppendUint(b, uint64(m.RNRRetryCount), 10)
+		b = append(b, " ack_timeout="...)
+		b = strconv.AppendUint(b, uint64(m.Primary.LocalACKTimeout), 10)
 		var ip packet.CMIPHeader
 		if ip.Decode(m.PrivateData[:]) == nil {
 			b = append(b, " ip="...)
@@ -68,6 +77,8 @@ func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		}
 		b = ids(b, m.LocalCommID, m.RemoteCommID)
 		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
+		b = append(b, " rnr_retry="...)
+		b = strconv.AppendUint(b, uint64(m.RNRRetryCount), 10)
 	case packet.AttrRTU:
 		var m packet.RTU
 		if err := m.Decode(msg); err != nil {
