@@ -10,7 +10,8 @@ import (
 // appendCM appends a summary of the CM MAD a QP1 packet carries (IBA
 // 12.6): the message, the transaction ID, the local and remote
 // communication IDs and, by message, the service ID (with RDMA CM's port),
-// the QPN, the starting PSN, the path MTU, the REJ reason and the IP
+// the QPN, the starting PSN, the path MTU, a REQ's retry counts and
+// local ACK timeout, a REP's RNR retry count, the REJ reason and the IP
 // addresses of RDMA CM's private-data header. It appends nothing for a
 // packet that is not a UD packet to QP1; a MAD of another management class
 // shows its class, a truncated one MALFORMED.

@@ -85,16 +85,16 @@ func (o *options) checkRate() error {
 	case o.retryCount == 0 && o.rdmaCM:
 		// rxe.CMOptions.RetryCnt takes 0 as its default, 7.
 		return errors.New("--retry_count 0 with -R: rdma_cm connections here take a retry count of 1 to 7 (rxe.CMOptions reads 0 as the default, 7); without -R, 0 is taken")
+	case o.burstSize < 0:
+		return fmt.Errorf("--burst_size %d: a number of messages, 1 or more (0: the tx depth)", o.burstSize)
 	case !limited && (o.set["rate_limit_type"] || o.set["rate_units"]):
 		return errors.New("--rate_limit_type and --rate_units shape a rate limit: give --rate_limit too")
-	case !limited && o.set["burst_size"]:
+	case !limited && o.burstSize > 0:
 		return errors.New("--burst_size needs --rate_limit (perftest: \"Can't enable burst mode when rate limiter is off\")")
 	case !limited:
 		return nil
 	case !(o.rateLimit > 0) || o.rateLimit > 1e15:
 		return fmt.Errorf("--rate_limit %g: a positive number (perftest: \"Rate limit must be non-negative floating point number\")", o.rateLimit)
-	case o.burstSize < 0:
-		return fmt.Errorf("--burst_size %d: a number of messages, 1 or more", o.burstSize)
 	}
 	return nil
 }

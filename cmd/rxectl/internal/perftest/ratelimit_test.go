@@ -105,6 +105,7 @@ func TestRateFlagErrors(t *testing.T) {
 		{[]string{"write-bw", "--rate_limit_type", "SW"}, "give --rate_limit too"},
 		{[]string{"write-bw", "--rate_units", "M"}, "give --rate_limit too"},
 		{[]string{"write-bw", "--burst_size", "4"}, "--burst_size needs --rate_limit"},
+		{[]string{"write-bw", "--burst_size", "-2"}, "--burst_size -2: a number of messages"},
 		{[]string{"write-bw", "--rate_limit", "1", "--burst_size", "-1"}, "--burst_size -1: a number of messages"},
 		{[]string{"send-bw", "-w", "-1"}, "-w -1: a bandwidth limit is not negative"},
 		{[]string{"send-bw", "--limit_msgrate", "-0.5"}, "-y -0.5: a message rate limit is not negative"},
