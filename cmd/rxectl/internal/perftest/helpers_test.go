@@ -2,8 +2,14 @@ package perftest
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/google/gopacket/pcapgo"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/dump"
 )
@@ -35,4 +41,22 @@ func findTest(t testing.TB, cmd string) Test {
 	}
 	t.Fatalf("no test %q", cmd)
 	return Test{}
+}
+
+// pcapFrames returns the frames of the pcap file (a --pcap capture).
+func pcapFrames(t *testing.T, file string) [][]byte {
+	t.Helper()
+	f, err := os.ReadFile(file)
+	require.NoError(t, err)
+	r, err := pcapgo.NewReader(bytes.NewReader(f))
+	require.NoError(t, err)
+	var frames [][]byte
+	for {
+		frame, _, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return frames
+		}
+		require.NoError(t, err)
+		frames = append(frames, frame)
+	}
 }

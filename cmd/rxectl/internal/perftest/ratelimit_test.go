@@ -1,13 +1,9 @@
 package perftest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,7 +12,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/google/gopacket/pcapgo"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
@@ -277,17 +272,8 @@ func TestRetryCountFlag(t *testing.T) {
 	out, errs, code := runCmd(t, "write-bw", "-R", "--loopback", "--udp-port", "0", "-n", "20", "--retry_count", "3", "--pcap", file)
 	require.Equal(t, cli.ExitOK, code, errs)
 	require.Contains(t, out, " Retry count     : 3\n")
-	f, err := os.ReadFile(file)
-	require.NoError(t, err)
-	r, err := pcapgo.NewReader(bytes.NewReader(f))
-	require.NoError(t, err)
 	reqs := 0
-	for {
-		frame, _, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
+	for _, frame := range pcapFrames(t, file) {
 		// Ethernet, IPv4, UDP, BTH and DETH (a UD SEND ONLY to QP1), then the MAD.
 		const mad = 14 + 20 + 8 + 12 + 8
 		if len(frame) < mad+packet.MADSize || frame[14+20+8] != byte(packet.UDSendOnly) {

@@ -3,14 +3,10 @@ package perftest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 
-	"github.com/google/gopacket/pcapgo"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/netdev/pcapdump"
 	"github.com/stretchr/testify/require"
@@ -38,17 +34,8 @@ func TestTrafficClassFlag(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 		require.Equal(t, tc.want, doc.TrafficClass)
 
-		f, err := os.ReadFile(file)
-		require.NoError(t, err)
-		r, err := pcapgo.NewReader(bytes.NewReader(f))
-		require.NoError(t, err)
 		sent := 0
-		for {
-			frame, _, err := r.ReadPacketData()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err)
+		for _, frame := range pcapFrames(t, file) {
 			if bytes.Equal(frame[6:12], pcapdump.LocalMAC[:]) {
 				require.Equal(t, byte(tc.want), frame[14+1], "%s: the IPv4 TOS of a sent packet", tc.flag)
 				sent++
