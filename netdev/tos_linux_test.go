@@ -1,7 +1,6 @@
 package netdev
 
 import (
-	"encoding/binary"
 	"net"
 	"net/netip"
 	"testing"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/gorxe/gorxe/internal/cmsgtest"
 )
 
 // tosReader reads datagrams with their IP traffic class from a plain UDP
@@ -48,18 +49,10 @@ func (r *tosReader) read(t *testing.T) (int, uint8) {
 	buf, oob := make([]byte, 65536), make([]byte, 128)
 	n, oobn, _, _, err := r.c.ReadMsgUDPAddrPort(buf, oob)
 	require.NoError(t, err, "no datagram within 10 s")
-	cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+	tc, ok, err := cmsgtest.TrafficClass(oob[:oobn], r.v6)
 	require.NoError(t, err)
-	for _, cm := range cms {
-		switch {
-		case !r.v6 && cm.Header.Level == unix.IPPROTO_IP && cm.Header.Type == unix.IP_TOS && len(cm.Data) >= 1:
-			return n, cm.Data[0]
-		case r.v6 && cm.Header.Level == unix.IPPROTO_IPV6 && cm.Header.Type == unix.IPV6_TCLASS && len(cm.Data) >= 4:
-			return n, uint8(binary.NativeEndian.Uint32(cm.Data))
-		}
-	}
-	t.Fatalf("no traffic class among the control messages %v", cms)
-	return 0, 0
+	require.True(t, ok, "no traffic class among the control messages")
+	return n, tc
 }
 
 // TestMessageTOS: a Message's TOS is its datagram's traffic class, 0

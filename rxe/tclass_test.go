@@ -4,11 +4,11 @@ package rxe
 
 import (
 	"context"
-	"encoding/binary"
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/cmsgtest"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
@@ -70,18 +70,10 @@ func (r *tosReceiver) read(t *testing.T) ([]byte, uint8) {
 		}
 	}
 	require.NoError(t, err, "no datagram within 10 s")
-	cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+	tc, ok, err := cmsgtest.TrafficClass(oob[:oobn], r.v6)
 	require.NoError(t, err)
-	for _, cm := range cms {
-		switch {
-		case !r.v6 && cm.Header.Level == unix.IPPROTO_IP && cm.Header.Type == unix.IP_TOS && len(cm.Data) >= 1:
-			return buf[:n], cm.Data[0]
-		case r.v6 && cm.Header.Level == unix.IPPROTO_IPV6 && cm.Header.Type == unix.IPV6_TCLASS && len(cm.Data) >= 4:
-			return buf[:n], uint8(binary.NativeEndian.Uint32(cm.Data))
-		}
-	}
-	t.Fatalf("no traffic class in the control messages %v", cms)
-	return nil, 0
+	require.True(t, ok, "no traffic class in the control messages")
+	return buf[:n], tc
 }
 
 // TestTrafficClass: a device opened with Options.TrafficClass (on the
