@@ -178,16 +178,18 @@ func exchange(t *testing.T, a, b netdev.Conn, toB, toA [][]byte) {
 	wg.Wait()
 }
 
+// families are the pipes the capture tests run over: IPv4 and IPv6.
+var families = []struct {
+	name string
+	pipe netdev.PipeOptions
+}{
+	{"ipv4", netdev.PipeOptions{}},
+	{"ipv6", netdev.PipeOptions{AddrA: netip.MustParseAddrPort("[fd00::1]:4791"), AddrB: netip.MustParseAddrPort("[fd00::2]:50000")}},
+}
+
 // TestCapture wraps both ends of a pipe, exchanges RoCE packets whose ICRCs
 // were computed with various IPv4 IDs, and checks both captures.
 func TestCapture(t *testing.T) {
-	families := []struct {
-		name string
-		pipe netdev.PipeOptions
-	}{
-		{"ipv4", netdev.PipeOptions{}},
-		{"ipv6", netdev.PipeOptions{AddrA: netip.MustParseAddrPort("[fd00::1]:4791"), AddrB: netip.MustParseAddrPort("[fd00::2]:50000")}},
-	}
 	for _, fam := range families {
 		t.Run(fam.name, func(t *testing.T) {
 			a, b := netdev.NewPipeWith(fam.pipe)
@@ -437,16 +439,9 @@ func TestAllocs(t *testing.T) {
 // received with 0, in IPv4 and IPv6 headers, and
 // every header stays valid (decode checks the IPv4 checksum).
 func TestSentTOS(t *testing.T) {
-	tests := []struct {
-		name string
-		opts netdev.PipeOptions
-	}{
-		{"ipv4", netdev.PipeOptions{}},
-		{"ipv6", netdev.PipeOptions{AddrA: netip.MustParseAddrPort("[fd00::1]:4791"), AddrB: netip.MustParseAddrPort("[fd00::2]:50000")}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			a, b := netdev.NewPipeWith(tc.opts)
+	for _, fam := range families {
+		t.Run(fam.name, func(t *testing.T) {
+			a, b := netdev.NewPipeWith(fam.pipe)
 			defer a.Close()
 			defer b.Close()
 			var buf bytes.Buffer
