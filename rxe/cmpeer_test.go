@@ -51,6 +51,8 @@ func TestCMOptionsOutOfRange(t *testing.T) {
 		"RNRRetry 8":            func(o *CMOptions) { o.RNRRetry = 8 },
 		"ResponderResources -1": func(o *CMOptions) { o.ResponderResources = -1 },
 		"InitiatorDepth -1":     func(o *CMOptions) { o.InitiatorDepth = -1 },
+		"Explicit PATH_MTU":     func(o *CMOptions) { o.Explicit = QPAttrTimeout | QPAttrPathMTU },
+		"Explicit MIN_RNR":      func(o *CMOptions) { o.Explicit = QPAttrMinRNRTimer },
 	} {
 		o := CMOptions{PD: a.pd, SendCQ: a.cq}
 		mut(&o)
@@ -60,6 +62,54 @@ func TestCMOptionsOutOfRange(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidArgument, name)
 	}
 	require.Zero(t, da.GSICounters().SentMADs, "no REQ went out")
+}
+
+// TestCMOptionsExplicitZero: with CMOptions.Explicit a zero Timeout,
+// RetryCnt and RNRRetry are the values 0 (no local ACK timeout, no retry)
+// in the REQ, at the dialing QP and, through the REQ and REP, at the
+// accepted one; without it the same zeros are the defaults 14, 7 and 7.
+func TestCMOptionsExplicitZero(t *testing.T) {
+	for _, explicit := range []bool{false, true} {
+		t.Run(fmt.Sprint("explicit=", explicit), func(t *testing.T) {
+			da, db := cmDevices(t, "pipe")
+			client, server := newCMEnd(t, da), newCMEnd(t, db)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var mask QPAttrMask
+			if explicit {
+				mask = QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry
+			}
+			l, err := db.ListenCM(31, CMOptions{PD: server.pd, SendCQ: server.cq, Explicit: mask})
+			require.NoError(t, err)
+			acc := make(chan *CMConn, 1)
+			go func() {
+				c, _ := l.Accept(ctx)
+				acc <- c
+			}()
+			o := CMOptions{PD: client.pd, SendCQ: client.cq, Explicit: mask}
+			cc, err := Dial(ctx, da, fmt.Sprintf("%v:%d", db.Addr().Addr(), 31), o)
+			require.NoError(t, err)
+			sc := <-acc
+			require.NotNil(t, sc)
+			timeout, retry := uint8(14), uint8(7)
+			if explicit {
+				timeout, retry = 0, 0
+			}
+			ca, sa := cc.QP.Query(), sc.QP.Query()
+			require.Equal(t, timeout, ca.Timeout, "the dialing QP's local ACK timeout")
+			require.Equal(t, retry, ca.RetryCnt, "the dialing QP's retry count")
+			require.Equal(t, retry, ca.RNRRetry, "the dialing QP's RNR retry count, from the REP")
+			require.Equal(t, timeout, sa.Timeout, "the listener's own timeout")
+			require.Equal(t, retry, sa.RetryCnt, "the accepted QP's retry count, from the REQ")
+			require.Equal(t, retry, sa.RNRRetry, "the accepted QP's RNR retry count, from the REQ")
+			// The connection works with them: a WRITE completes.
+			_, err = cc.QP.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: server.mr.Addr(), RKey: server.mr.RKey(),
+				SGList: []SGE{{Addr: client.mr.Addr(), Length: 64, LKey: client.mr.LKey()}}})
+			require.NoError(t, err)
+			wc := waitWC(t, client.cq)
+			require.Equal(t, WCSuccess, wc.Status)
+		})
+	}
 }
 
 // TestDisconnectRacingClose: a Disconnect that finds the device open and

@@ -43,6 +43,15 @@ type ConnectOptions struct {
 	RNRRetry    uint8       // default 7 (infinite)
 	MinRNRTimer uint8       // default 12 (0.64 ms)
 	MaxRdAtomic int         // default 16, at most the peer's MaxRdAtomic
+	// Explicit marks the fields among Timeout, RetryCnt, RNRRetry and
+	// MinRNRTimer (QPAttrTimeout, QPAttrRetryCnt, QPAttrRNRRetry,
+	// QPAttrMinRNRTimer) whose zero is the value 0 rather than the
+	// default: a Timeout of 0 is no local ACK timeout (the requester
+	// never times out), a RetryCnt of 0 fails the QP at the first
+	// timeout, an RNRRetry of 0 at the first RNR NAK, a MinRNRTimer of 0
+	// asks for 655.36 ms (the IBA's encoding of the RNR timer). Other
+	// bits are refused with ErrInvalidArgument.
+	Explicit QPAttrMask
 	// NoSelectiveRepeat refuses selective repeat even if the peer offers
 	// it. The local ConnInfo given to the peer must then not offer it
 	// either (clear its SelectiveRepeat), so that both sides decide alike;
@@ -68,6 +77,10 @@ func (qp *QP) Info(psn uint32) ConnInfo {
 // the peer described by remote, sending from local.PSN (use the same local
 // you gave the peer).
 func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
+	if extra := o.Explicit &^ (QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMinRNRTimer); extra != 0 {
+		return fmt.Errorf("rxe: connect QP %#x: %w: ConnectOptions.Explicit has %v (only TIMEOUT, RETRY_CNT, RNR_RETRY and MIN_RNR_TIMER may be)",
+			qp.qpn, ErrInvalidArgument, extra)
+	}
 	if o.Access == 0 {
 		o.Access = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
 	}
@@ -77,18 +90,10 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 			o.MTU = qp.dev.activeMTU
 		}
 	}
-	if o.Timeout == 0 {
-		o.Timeout = 14
-	}
-	if o.RetryCnt == 0 {
-		o.RetryCnt = 7
-	}
-	if o.RNRRetry == 0 {
-		o.RNRRetry = 7
-	}
-	if o.MinRNRTimer == 0 {
-		o.MinRNRTimer = 12
-	}
+	o.Explicit.orDefault(QPAttrTimeout, &o.Timeout, 14)
+	o.Explicit.orDefault(QPAttrRetryCnt, &o.RetryCnt, 7)
+	o.Explicit.orDefault(QPAttrRNRRetry, &o.RNRRetry, 7)
+	o.Explicit.orDefault(QPAttrMinRNRTimer, &o.MinRNRTimer, 12)
 	if o.MaxRdAtomic == 0 {
 		o.MaxRdAtomic = 16
 	}

@@ -54,6 +54,15 @@ type CMOptions struct {
 	ResponderResources, InitiatorDepth int
 	Timeout                            uint8 // local ACK timeout exponent; default 14
 	RetryCnt, RNRRetry                 uint8 // default 7, 7
+	// Explicit marks the fields among Timeout, RetryCnt and RNRRetry
+	// (QPAttrTimeout, QPAttrRetryCnt, QPAttrRNRRetry) whose zero is the
+	// value 0 rather than the default: a Timeout of 0 is no local ACK
+	// timeout (the requester never times out), a RetryCnt of 0 fails the
+	// QP at the first timeout, an RNRRetry of 0 at the first RNR NAK.
+	// The REQ carries them as given. Other bits are refused with
+	// ErrInvalidArgument. A listener's QPs take the retry count and RNR
+	// retry count of each REQ, as the IBA's CM has the passive side do.
+	Explicit QPAttrMask
 	// CMResponseTimeout is the CM response timeout exponent announced in
 	// the REQ (default 20, about 4.3 s, as rdma_cm); MaxCMRetries the REQ,
 	// REP and DREQ retries (default 15).
@@ -97,6 +106,9 @@ func (o *CMOptions) defaults(d *Device) error {
 	switch {
 	case o.Timeout > 31 || o.CMResponseTimeout > 31:
 		return fmt.Errorf("%w: CMOptions timeout %d, CM response timeout %d (at most 31)", ErrInvalidArgument, o.Timeout, o.CMResponseTimeout)
+	case o.Explicit&^(QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry) != 0:
+		return fmt.Errorf("%w: CMOptions.Explicit has %v (only TIMEOUT, RETRY_CNT and RNR_RETRY may be)",
+			ErrInvalidArgument, o.Explicit&^(QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry))
 	case o.RetryCnt > 7 || o.RNRRetry > 7:
 		return fmt.Errorf("%w: CMOptions retry count %d, RNR retry %d (at most 7)", ErrInvalidArgument, o.RetryCnt, o.RNRRetry)
 	case o.MaxCMRetries > 15:
@@ -126,9 +138,9 @@ func (o *CMOptions) defaults(d *Device) error {
 			*p = v
 		}
 	}
-	setDefault(&o.Timeout, 14)
-	setDefault(&o.RetryCnt, 7)
-	setDefault(&o.RNRRetry, 7)
+	o.Explicit.orDefault(QPAttrTimeout, &o.Timeout, 14)
+	o.Explicit.orDefault(QPAttrRetryCnt, &o.RetryCnt, 7)
+	o.Explicit.orDefault(QPAttrRNRRetry, &o.RNRRetry, 7)
 	setDefault(&o.CMResponseTimeout, 20)
 	setDefault(&o.MaxCMRetries, 15)
 	if o.ResponderResources == 0 {

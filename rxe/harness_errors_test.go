@@ -12,8 +12,8 @@ import (
 )
 
 // This file is the harness of the error-path, state-machine, MR, CQ, SRQ
-// and counter tests: small QPs with explicit attributes (Connect's defaults
-// cannot express rnr_retry 0 or a short timeout), event and completion
+// and counter tests: small QPs with explicit attributes (any timeout,
+// retry count or access a test names), event and completion
 // helpers that fail fast.
 
 // pipeDevices returns two devices on an in-memory pipe and the pipe's ends,

@@ -70,6 +70,15 @@ func (m QPAttrMask) String() string {
 	return strings.Join(parts, "|")
 }
 
+// orDefault sets *v to def when it is 0 and m does not have bit: the
+// zero-means-default rule of ConnectOptions and CMOptions, with Explicit
+// as m.
+func (m QPAttrMask) orDefault(bit QPAttrMask, v *uint8, def uint8) {
+	if *v == 0 && m&bit == 0 {
+		*v = def
+	}
+}
+
 // AH is an address handle: how to reach the peer. On RoCE it is always
 // global: the GID is the peer's IP address (IPv4-mapped for IPv4).
 type AH struct {

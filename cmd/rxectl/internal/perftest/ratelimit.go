@@ -82,9 +82,6 @@ func (o *options) checkRate() error {
 		return fmt.Errorf("--latency_gap %d: -c %s's peer ends the run when a message is %v late (--loss-wait): keep the gap under half of that", o.latencyGap, o.connType, o.lossWait)
 	case o.set["retry_count"] && (o.retryCount < 0 || o.retryCount > 7):
 		return fmt.Errorf("--retry_count %d not in [0, 7] (the QP's retry_cnt is 3 bits, IBA 11.2.4.2)", o.retryCount)
-	case o.retryCount == 0 && o.rdmaCM:
-		// rxe.CMOptions.RetryCnt takes 0 as its default, 7.
-		return errors.New("--retry_count 0 with -R: rdma_cm connections here take a retry count of 1 to 7 (rxe.CMOptions reads 0 as the default, 7); without -R, 0 is taken")
 	case o.burstSize < 0:
 		return fmt.Errorf("--burst_size %d: a number of messages, 1 or more (0: the tx depth)", o.burstSize)
 	case !limited && (o.set["rate_limit_type"] || o.set["rate_units"]):

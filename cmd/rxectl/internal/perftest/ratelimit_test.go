@@ -115,7 +115,6 @@ func TestRateFlagErrors(t *testing.T) {
 		{[]string{"write-bw", "--rate_limit", "1e-9", "--rate_units", "p", "--burst_size", "1"}, "a burst every 1e+09 s"},
 		{[]string{"write-bw", "-a", "--rate_limit", "0.001", "--burst_size", "1", "-n", "10"}, "4194304-byte messages: a burst every 33.6 s"},
 		{[]string{"read-bw", "--retry_count", "8"}, "--retry_count 8 not in [0, 7]"},
-		{[]string{"read-bw", "--retry_count", "0", "-R"}, "--retry_count 0 with -R"},
 		{[]string{"read-bw", "--cpu_util"}, "--cpu_util measures the sample window of a -D run"},
 		{[]string{"read-lat", "--cpu_util", "-D", "2"}, "-cpu_util is for the bandwidth tests"},
 	})
@@ -268,28 +267,35 @@ func TestRetryCountFlag(t *testing.T) {
 		require.Equal(t, retries != defRetryCount, strings.Contains(out, fmt.Sprintf(" Retry count     : %d\n", retries)), out)
 	}
 
-	file := filepath.Join(t.TempDir(), "cm.pcap")
-	out, errs, code := runCmd(t, "write-bw", "-R", "--loopback", "--udp-port", "0", "-n", "20", "--retry_count", "3", "--pcap", file)
-	require.Equal(t, cli.ExitOK, code, errs)
-	require.Contains(t, out, " Retry count     : 3\n")
-	reqs := 0
-	for _, frame := range pcapFrames(t, file) {
-		// Ethernet, IPv4, UDP, BTH and DETH (a UD SEND ONLY to QP1), then the MAD.
-		const mad = 14 + 20 + 8 + 12 + 8
-		if len(frame) < mad+packet.MADSize || frame[14+20+8] != byte(packet.UDSendOnly) {
-			continue
+	// With -R the REQs carry --retry_count and -u as given, 0 included
+	// (no retry, no local ACK timeout), as perftest's rdma_set_option and
+	// conn_param do.
+	for _, tc := range []struct{ retries, timeout int }{{3, defQPTimeout}, {0, 0}} {
+		file := filepath.Join(t.TempDir(), "cm.pcap")
+		out, errs, code := runCmd(t, "write-bw", "-R", "--loopback", "--udp-port", "0", "-n", "20",
+			"--retry_count", strconv.Itoa(tc.retries), "-u", strconv.Itoa(tc.timeout), "--pcap", file)
+		require.Equal(t, cli.ExitOK, code, errs)
+		require.Contains(t, out, fmt.Sprintf(" Retry count     : %d\n", tc.retries))
+		reqs := 0
+		for _, frame := range pcapFrames(t, file) {
+			// Ethernet, IPv4, UDP, BTH and DETH (a UD SEND ONLY to QP1), then the MAD.
+			const mad = 14 + 20 + 8 + 12 + 8
+			if len(frame) < mad+packet.MADSize || frame[14+20+8] != byte(packet.UDSendOnly) {
+				continue
+			}
+			h, msg, err := packet.DecodeCMHeader(frame[mad:])
+			require.NoError(t, err)
+			if packet.CMAttr(h.AttrID) != packet.AttrREQ {
+				continue
+			}
+			var req packet.REQ
+			require.NoError(t, req.Decode(msg))
+			require.Equal(t, uint8(tc.retries), req.RetryCount)
+			require.Equal(t, uint8(tc.timeout), req.Primary.LocalACKTimeout)
+			reqs++
 		}
-		h, msg, err := packet.DecodeCMHeader(frame[mad:])
-		require.NoError(t, err)
-		if packet.CMAttr(h.AttrID) != packet.AttrREQ {
-			continue
-		}
-		var req packet.REQ
-		require.NoError(t, req.Decode(msg))
-		require.Equal(t, uint8(3), req.RetryCount)
-		reqs++
+		require.Equal(t, 2, reqs, "the exchange's connection and the test QP's")
 	}
-	require.Equal(t, 2, reqs, "the exchange's connection and the test QP's")
 }
 
 // TestParseCPUStat: the "cpu" line of /proc/stat, with the fields of old

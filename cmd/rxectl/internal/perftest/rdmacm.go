@@ -208,7 +208,7 @@ func (s *session) connectComm(ctx context.Context) error {
 	}
 	opts := rxe.CMOptions{PD: pd, SendCQ: p.scq, RecvCQ: p.rcq, Access: rxe.AccessLocalWrite,
 		Cap: rxe.QPCap{MaxSendWR: 4, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}, Timeout: uint8(s.o.timeout), RetryCnt: uint8(s.o.retryCount),
-		MTU: s.dev.ActiveMTU()}
+		Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt, MTU: s.dev.ActiveMTU()}
 	var c *rxe.CMConn
 	if s.client {
 		c, err = s.cm.dial(ctx, s.dev, opts)
@@ -301,7 +301,7 @@ func (s *session) connectCMQPs() error {
 	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq, Access: access, MTU: s.mtu,
 		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: s.qpRecvWR(), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
 		ResponderResources: s.outReads, InitiatorDepth: s.outReads, Timeout: uint8(o.timeout), RetryCnt: uint8(o.retryCount),
-		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
+		Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt, PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
 		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}
 	var ln *rxe.CMListener
 	if !s.client {
