@@ -73,6 +73,7 @@ type CQ struct {
 	readers atomic.Pointer[[]*connReader]
 
 	wake  chan struct{} // 1-slot: a completion arrived (for Wait)
+	dead  chan struct{} // closed by Destroy: ends every Wait
 	users atomic.Int32  // QPs using this CQ (taken under mu by use)
 }
 
@@ -101,7 +102,7 @@ func (d *Device) CreateCQWith(attr CQAttr) (*CQ, error) {
 		d.nCQ.Add(-1)
 		return nil, err
 	}
-	cq := &CQ{dev: d, vector: v, ch: attr.Channel, wake: make(chan struct{}, 1)}
+	cq := &CQ{dev: d, vector: v, ch: attr.Channel, wake: make(chan struct{}, 1), dead: make(chan struct{})}
 	cq.wcs.Init(attr.CQE, nil)
 	return cq, nil
 }
@@ -160,6 +161,8 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 		}
 		select {
 		case <-cq.wake:
+		case <-cq.dead:
+			return 0, ErrClosed
 		case <-cq.dev.stopped:
 			if n := cq.Poll(wcs); n > 0 {
 				return n, nil
@@ -173,14 +176,18 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 
 // ReqNotify arms a one-shot notification (ibv_req_notify_cq): the CQ is
 // sent on its CompChannel at the next completion, or with solicitedOnly at
-// the next solicited receive completion or error completion.
+// the next solicited receive completion or error completion. On a
+// destroyed CQ it fails with ErrClosed.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if cq.ch == nil {
 		return fmt.Errorf("%w: CQ has no completion channel", ErrInvalidState)
 	}
 	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.destroyed {
+		return ErrClosed
+	}
 	cq.armed, cq.solicitedOnly = true, solicitedOnly
-	cq.mu.Unlock()
 	return nil
 }
 
@@ -203,10 +210,7 @@ func (cq *CQ) Destroy() error {
 	cq.destroyed = true
 	cq.dev.nCQ.Add(-1)
 	cq.dev.releaseVector(cq.vector)
-	select {
-	case cq.wake <- struct{}{}:
-	default:
-	}
+	close(cq.dead) // every Wait returns, not only the one a wake token would reach
 	return nil
 }
 

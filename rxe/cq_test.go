@@ -199,3 +199,51 @@ func TestCQNotify(t *testing.T) {
 	require.Equal(t, 1, notified(one), "an error completion fires")
 	require.Zero(t, db.Counters().NotifyDropped)
 }
+
+// TestCQDestroyWakesEveryWaiter: every goroutine asleep in CQ.Wait returns
+// ErrClosed when the CQ is destroyed. Destroy used to put one token in the
+// one-slot wake channel, which woke one waiter; the others slept until
+// their context ended or the device closed.
+func TestCQDestroyWakesEveryWaiter(t *testing.T) {
+	d, _ := newDevices(t, "pipe")
+	cq, err := d.CreateCQ(4, -1)
+	require.NoError(t, err)
+	const waiters = 3
+	done := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			_, err := cq.Wait(context.Background(), make([]WC, 1))
+			done <- err
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // the waiters are asleep in Wait (were they not, each would return at its check of destroyed)
+	require.NoError(t, cq.Destroy())
+	for i := range waiters {
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, ErrClosed)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d waiters still in Wait 5 s after CQ.Destroy", waiters-i, waiters)
+		}
+	}
+}
+
+// TestVerbsOnDestroyedObjects: CQ.ReqNotify on a destroyed CQ and
+// QP.SetPeerReceiveBuffer on a destroyed QP fail with ErrClosed, as Poll,
+// Modify, PostSend and PostRecv do; both used to return nil.
+func TestVerbsOnDestroyedObjects(t *testing.T) {
+	d, _ := newDevices(t, "pipe")
+	cq, err := d.CreateCQWith(CQAttr{CQE: 4, Vector: -1, Channel: NewCompChannel(1)})
+	require.NoError(t, err)
+	require.NoError(t, cq.Destroy())
+	require.ErrorIs(t, cq.ReqNotify(false), ErrClosed)
+
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	cq2, err := d.CreateCQ(4, -1)
+	require.NoError(t, err)
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq2, RecvCQ: cq2, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+	require.NoError(t, err)
+	require.NoError(t, qp.Destroy())
+	require.ErrorIs(t, qp.SetPeerReceiveBuffer(1<<20, 1), ErrClosed)
+}

@@ -268,6 +268,9 @@ func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
 	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
+	if qp.dead() {
+		return ErrClosed
+	}
 	if qp.state == QPSRTS || qp.state == QPSSQD {
 		return fmt.Errorf("%w: the peer's receive buffer is set before RTS", ErrInvalidState)
 	}
