@@ -340,6 +340,7 @@ func (s *session) connectCMQPs() error {
 			RKey: s.mr.RKey(), VAddr: s.remoteRegion(i), GID: gid})
 	}
 	s.rem = make([]oob.KeyMsg, o.qps)
+	s.startCounters()
 	return nil
 }
 

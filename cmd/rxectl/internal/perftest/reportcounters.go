@@ -96,9 +96,12 @@ func (s *session) counterValues(cs []reportCounter) []uint64 {
 	return v
 }
 
-// startCounters takes -W's first reading, once the QPs exist (perftest's
-// counters_open at the connection).
+// startCounters takes -W's first reading, once the test QPs exist
+// (perftest's counters_open at the connection): made by the session, or
+// with -R by the rdma_cm connections. A loopback run's two ends each keep
+// their own.
 func (s *session) startCounters() {
+	s.counters = slices.Clone(s.o.counterList)
 	for i, v := range s.counterValues(s.counters) {
 		s.counters[i].last = v
 	}

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -392,8 +391,6 @@ func (s *session) allocate() error {
 			RKey: s.mr.RKey(), VAddr: s.remoteRegion(i), GID: gid})
 	}
 	s.rem = make([]oob.KeyMsg, nq)
-	// -W's first reading (a loopback run's two ends each keep their own).
-	s.counters = slices.Clone(o.counterList)
 	s.startCounters()
 	return nil
 }
