@@ -38,9 +38,12 @@ func probeOffloads(fd int, wantGSO, wantGRO bool) (gso, gro bool) {
 // gsoRefusal reports whether errno from a GSO send means the kernel cannot
 // segment this socket's datagrams (udp_send_skb: EIO without checksum
 // offload, EINVAL for a segment size or count it does not take), so that
-// sending them one by one is the way on.
+// sending them one by one is the way on. ENOPROTOOPT and EOPNOTSUPP are not
+// refusals: udp_send_skb never returns them, and a queued ICMP protocol
+// unreachable or source route failed error (classICMP) fails the next send
+// with them.
 func gsoRefusal(errno unix.Errno) bool {
-	return errno == unix.EIO || errno == unix.EINVAL || errno == unix.EOPNOTSUPP || errno == unix.ENOPROTOOPT
+	return errno == unix.EIO || errno == unix.EINVAL
 }
 
 // pack fills c.tx's headers from the front of chunk: a run of messages that
