@@ -97,8 +97,12 @@
 // kernel gives the k-th datagram of a GSO send the IPv4 ID k (the unsegmented
 // buffer has ID 0; TestGSOSegmentIDs captures it on a veth), so a payload
 // that covers the ID is corrected through Options.RewriteIPv4ID; IPv4 runs
-// are coalesced only with it. A GSO send the kernel refuses (EIO, EINVAL)
-// turns GSO off for the connection and the datagrams go one by one.
+// are coalesced only with it. With Options.RunsByQPN a run also holds one
+// RoCE destination QP only: a receiving ListenUDPGroup picks its socket once
+// per buffer, by the first datagram's QPN. A GSO send the kernel refuses
+// (EIO, EINVAL) turns GSO off for the connection and the datagrams go one by
+// one; the errnos a queued ICMP error leaves (ENOPROTOOPT, EOPNOTSUPP and
+// the others of icmp_err_convert) are not refusals.
 //
 // With UDP GRO (UDP_GRO, Linux 5.0) the kernel may deliver several datagrams
 // of one flow as one buffer, with the segment size in a control message;

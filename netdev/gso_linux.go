@@ -136,7 +136,8 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 	for n < limit {
 		m := &ms[n]
 		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > maxGSOBytes ||
-			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || m.TOS != first.TOS || c.checkMessage(m) != nil {
+			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || m.TOS != first.TOS || c.checkMessage(m) != nil ||
+			c.runsByQPN && !sameQPN(first.Buf[:first.N], m.Buf[:m.N]) {
 			break
 		}
 		n++
@@ -146,6 +147,16 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 		}
 	}
 	return n
+}
+
+// sameQPN reports whether a ListenUDPGroup steers datagrams a and b to
+// the same socket: the same BTH DestQP, or both too short for one
+// (steerByQPN).
+func sameQPN(a, b []byte) bool {
+	if len(a) < 8 || len(b) < 8 {
+		return len(a) < 8 && len(b) < 8
+	}
+	return a[5] == b[5] && a[6] == b[6] && a[7] == b[7]
 }
 
 // sameSource reports whether two Message.Local values select the same source.

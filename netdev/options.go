@@ -75,6 +75,12 @@ type Options struct {
 	// dgram in place. Without it, IPv4 datagrams are never coalesced. IPv6
 	// has no ID.
 	RewriteIPv4ID func(dgram []byte, from, to uint16)
+
+	// RunsByQPN coalesces into one GSO send only datagrams with the same
+	// RoCE BTH destination QP (payload bytes 5-7): the receiving host picks
+	// the socket of a ListenUDPGroup once per GSO buffer (or per GRO
+	// buffer), by its first datagram's QPN.
+	RunsByQPN bool
 }
 
 func (o Options) recvBuffer() int {

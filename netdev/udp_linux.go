@@ -21,19 +21,20 @@ const maxICMPRetries = 8
 // UDPConn is a Conn over an unconnected UDP socket (see the package
 // documentation for the socket options it sets). Create it with ListenUDP.
 type UDPConn struct {
-	uc       *net.UDPConn
-	rc       syscall.RawConn
-	local    netip.AddrPort
-	v6       bool
-	wildcard bool
-	batch    int
-	bufs     BufferSizes
-	closed   atomic.Bool
-	stats    counters
-	gso      atomic.Bool // UDP_SEGMENT is available and has not failed
-	gro      bool        // UDP_GRO is on
-	paged    atomic.Bool // single datagrams to this host go out paged (PagesTo)
-	rewrite  func(dgram []byte, from, to uint16)
+	uc        *net.UDPConn
+	rc        syscall.RawConn
+	local     netip.AddrPort
+	v6        bool
+	wildcard  bool
+	batch     int
+	bufs      BufferSizes
+	closed    atomic.Bool
+	stats     counters
+	gso       atomic.Bool // UDP_SEGMENT is available and has not failed
+	gro       bool        // UDP_GRO is on
+	paged     atomic.Bool // single datagrams to this host go out paged (PagesTo)
+	rewrite   func(dgram []byte, from, to uint16)
+	runsByQPN bool // Options.RunsByQPN
 
 	rmu sync.Mutex // serialises ReadBatch; guards the fields below
 	rx  *mmsg
@@ -96,17 +97,18 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 
 	n := batchSize(opts.BatchSize)
 	c := &UDPConn{
-		uc:       uc,
-		rc:       rc,
-		local:    local,
-		v6:       v6,
-		wildcard: setup.wildcard,
-		batch:    n,
-		bufs:     setup.got,
-		gro:      setup.gro,
-		tx:       newMmsg(n, n, sendOOBSize+gsoOOBSize+tosOOBSize, unix.SYS_SENDMMSG),
-		hdrMsgs:  make([]int, n),
-		ids:      make([]uint16, n),
+		uc:        uc,
+		rc:        rc,
+		local:     local,
+		v6:        v6,
+		wildcard:  setup.wildcard,
+		batch:     n,
+		bufs:      setup.got,
+		gro:       setup.gro,
+		tx:        newMmsg(n, n, sendOOBSize+gsoOOBSize+tosOOBSize, unix.SYS_SENDMMSG),
+		hdrMsgs:   make([]int, n),
+		ids:       make([]uint16, n),
+		runsByQPN: opts.RunsByQPN,
 	}
 	c.gso.Store(setup.gso && (v6 || opts.RewriteIPv4ID != nil))
 	c.paged.Store(setup.paged)

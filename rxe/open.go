@@ -200,6 +200,7 @@ func SocketOptions(opts Options) netdev.Options {
 		NoGSO:         opts.NoGSO,
 		NoGRO:         opts.NoGSO,
 		RewriteIPv4ID: packet.RewriteIPv4ID,
+		RunsByQPN:     true,
 		RecvBuffer:    opts.RecvBuffer,
 		NoForce:       opts.NoForceBuffers,
 		TOS:           opts.TrafficClass,
