@@ -49,7 +49,7 @@ var (
 
 // Snaplen is the snapshot length in the file header; records are never
 // truncated.
-const Snaplen = 65535
+const Snaplen = 262144
 
 // Header values of the synthesized frames.
 const (
