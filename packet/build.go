@@ -165,6 +165,36 @@ func (f Frame) SealWith(c *ICRCPrefix) int {
 	return len(f.b)
 }
 
+// StartICRC begins the ICRC of a packet whose payload the caller copies in
+// with ICRCCopy, in order, chaining the register from the one StartICRC
+// returns: it covers the pseudo-header (started by c, as in SealWith), the
+// BTH and the headers after it. SealICRC then finishes the packet with the
+// register after the last payload byte. The payload is then read once, as
+// it is copied, instead of once by the copy and again by SealWith.
+func (f Frame) StartICRC(c *ICRCPrefix) uint32 {
+	if f.ph == nil {
+		return 0
+	}
+	crc := c.Start(f.ph, f.b[:BTHSize], len(f.b))
+	return ICRCUpdate(crc, f.b[BTHSize:f.off])
+}
+
+// SealICRC writes the zero pad bytes and the ICRC, as Seal does, from crc,
+// the register after the payload (StartICRC's, carried through ICRCCopy
+// over every payload byte in order), and returns the packet length.
+func (f Frame) SealICRC(crc uint32) int {
+	end := f.off + f.n
+	icrc := len(f.b) - ICRCSize
+	clear(f.b[end:icrc])
+	if f.ph == nil {
+		clear(f.b[icrc:])
+		return len(f.b)
+	}
+	crc = ICRCUpdate(crc, f.b[end:icrc])
+	binary.LittleEndian.PutUint32(f.b[icrc:], crc)
+	return len(f.b)
+}
+
 // Valid reports whether ph can cover a packet: both addresses valid and
 // of one family.
 func (ph *PseudoHeader) Valid() bool { return ph.valid() }

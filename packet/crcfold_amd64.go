@@ -5,10 +5,11 @@ package packet
 import "hash/crc32"
 
 // foldAVX512 feeds p (a non-zero multiple of 256 bytes) to CRC register
-// reg and returns the register after it (crcfold_amd64.s).
+// reg and returns the register after it (crcfold_amd64.s). A non-empty
+// dst, at least as long as p, receives a copy of p, made in the same pass.
 //
 //go:noescape
-func foldAVX512(reg uint32, p []byte) uint32
+func foldAVX512(reg uint32, dst, p []byte) uint32
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 func xgetbv0() (eax, edx uint32)
@@ -42,10 +43,25 @@ const foldMin = 256
 // 4 KiB payload, BenchmarkICRCUpdate/4096).
 func ICRCUpdate(crc uint32, p []byte) uint32 {
 	if n := len(p) &^ 255; hasFoldAVX512 && n >= foldMin {
-		crc = ^foldAVX512(^crc, p[:n])
+		crc = ^foldAVX512(^crc, nil, p[:n])
 		p = p[n:]
 	}
 	return updateTail(crc, p)
+}
+
+// ICRCCopy copies src into dst, which must be at least as long, and
+// returns ICRCUpdate(crc, src). Where ICRCUpdate folds, each block is
+// stored to dst as it is folded, so src is read once: a sender that copies
+// a payload from a memory region into a packet and then computes the
+// packet's ICRC reads the payload a second time, from the cache.
+func ICRCCopy(crc uint32, dst, src []byte) uint32 {
+	dst = dst[:len(src)]
+	if n := len(src) &^ 255; hasFoldAVX512 && n >= foldMin {
+		crc = ^foldAVX512(^crc, dst[:n], src[:n])
+		dst, src = dst[n:], src[n:]
+	}
+	copy(dst, src)
+	return updateTail(crc, src)
 }
 
 // updateTail is crc32.Update(crc, crc32.IEEETable, p) for what ICRCUpdate

@@ -80,22 +80,35 @@ DATA low32<>+0(SB)/8, $0xffffffff
 DATA low32<>+8(SB)/8, $0
 GLOBL low32<>(SB), RODATA, $16
 
-// func foldAVX512(reg uint32, p []byte) uint32
+// func foldAVX512(reg uint32, dst, p []byte) uint32
 //
 // reg is the CRC register before p (the running CRC's complement); len(p)
 // is a non-zero multiple of 256. It returns the register after p. Four ZMM
 // accumulators fold 256 bytes a step, so four carry-less multiply chains
 // run at once; the 16 bytes left are reduced to the register by two more
-// folds and a Barrett reduction.
-TEXT ·foldAVX512(SB), NOSPLIT, $0-36
+// folds and a Barrett reduction. When dst is not empty (it is then at
+// least as long as p) each 64-byte block is also stored to dst as it is
+// loaded: p is copied in the same pass that folds it.
+TEXT ·foldAVX512(SB), NOSPLIT, $0-60
 	MOVL reg+0(FP), AX
-	MOVQ p_base+8(FP), SI
-	MOVQ p_len+16(FP), CX
+	MOVQ dst_base+8(FP), DI
+	MOVQ dst_len+16(FP), DX
+	MOVQ p_base+32(FP), SI
+	MOVQ p_len+40(FP), CX
 
 	VMOVDQU64 (SI), Z1
 	VMOVDQU64 64(SI), Z2
 	VMOVDQU64 128(SI), Z3
 	VMOVDQU64 192(SI), Z4
+	TESTQ     DX, DX
+	JZ        first
+	VMOVDQU64 Z1, (DI)
+	VMOVDQU64 Z2, 64(DI)
+	VMOVDQU64 Z3, 128(DI)
+	VMOVDQU64 Z4, 192(DI)
+	ADDQ      $256, DI
+
+first:
 	VMOVD     AX, X10       // zeroes the rest of Z10
 	VPXORQ    Z10, Z1, Z1   // the register meets the first four bytes
 	ADDQ      $256, SI
@@ -103,6 +116,8 @@ TEXT ·foldAVX512(SB), NOSPLIT, $0-36
 	JZ        reduce
 
 	VMOVDQU64 fold2048<>(SB), Z0
+	TESTQ     DX, DX
+	JNZ       copyloop
 
 loop:
 	VMOVDQU64  (SI), Z11
@@ -124,6 +139,34 @@ loop:
 	ADDQ       $256, SI
 	SUBQ       $256, CX
 	JNZ        loop
+	JMP        reduce
+
+	// The same step with each block stored to dst.
+copyloop:
+	VMOVDQU64  (SI), Z11
+	VMOVDQU64  64(SI), Z12
+	VMOVDQU64  128(SI), Z13
+	VMOVDQU64  192(SI), Z14
+	VMOVDQU64  Z11, (DI)
+	VMOVDQU64  Z12, 64(DI)
+	VMOVDQU64  Z13, 128(DI)
+	VMOVDQU64  Z14, 192(DI)
+	VPCLMULQDQ $0x11, Z0, Z1, Z5
+	VPCLMULQDQ $0x00, Z0, Z1, Z1
+	VPCLMULQDQ $0x11, Z0, Z2, Z6
+	VPCLMULQDQ $0x00, Z0, Z2, Z2
+	VPCLMULQDQ $0x11, Z0, Z3, Z7
+	VPCLMULQDQ $0x00, Z0, Z3, Z3
+	VPCLMULQDQ $0x11, Z0, Z4, Z8
+	VPCLMULQDQ $0x00, Z0, Z4, Z4
+	VPTERNLOGD $0x96, Z11, Z5, Z1
+	VPTERNLOGD $0x96, Z12, Z6, Z2
+	VPTERNLOGD $0x96, Z13, Z7, Z3
+	VPTERNLOGD $0x96, Z14, Z8, Z4
+	ADDQ       $256, SI
+	ADDQ       $256, DI
+	SUBQ       $256, CX
+	JNZ        copyloop
 
 reduce:
 	// Z4 ^= Z1 moved 1536 bits, Z2 moved 1024, Z3 moved 512.
@@ -178,7 +221,7 @@ reduce:
 	VPCLMULQDQ $0x10, X0, X4, X4 // * P
 	VPXOR      X4, X2, X2
 	VPEXTRD    $1, X2, AX        // (V xor T) >> 32
-	MOVL       AX, ret+32(FP)
+	MOVL       AX, ret+56(FP)
 	VZEROUPPER
 	RET
 

@@ -10,3 +10,10 @@ const hasFoldAVX512 = false
 // ICRCUpdate folds p into a running ICRC started by ICRCStart
 // (crc32.Update with the IEEE table).
 func ICRCUpdate(crc uint32, p []byte) uint32 { return crc32.Update(crc, crc32.IEEETable, p) }
+
+// ICRCCopy copies src into dst, which must be at least as long, and
+// returns ICRCUpdate(crc, src).
+func ICRCCopy(crc uint32, dst, src []byte) uint32 {
+	copy(dst[:len(src)], src)
+	return ICRCUpdate(crc, src)
+}

@@ -146,6 +146,11 @@ func FuzzBuild(f *testing.F) {
 		f.Add(uint8(s.h.BTH.Opcode), uint8(0x55), uint8(0), uint32(s.h.BTH.DestQP), uint32(s.h.BTH.PSN), []byte("0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"), s.payload, false)
 	}
 	f.Add(uint8(RCSendOnly), uint8(0), uint8(1), uint32(1), uint32(2), []byte{}, []byte("x"), true)
+	big := make([]byte, 4096+5) // a full-MTU payload and more: the fold's blocks
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	f.Add(uint8(RCRDMAWriteFirst), uint8(0), uint8(0), uint32(3), uint32(4), []byte{}, big, false)
 	v6 := PseudoHeader{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 0xC000, DstPort: UDPPort}
 	f.Fuzz(func(t *testing.T, op, flags, tver uint8, qpn, psn uint32, fields, payload []byte, ipv6 bool) {
 		var raw [96]byte
@@ -188,6 +193,20 @@ func FuzzBuild(f *testing.F) {
 		p, err := Parse(buf[:n])
 		require.NoError(t, err, "Parse(Build(x))")
 		require.NoError(t, ph.CheckICRC(buf[:n]))
+		// The same packet with its payload copied in, in two pieces, while
+		// the ICRC is computed (StartICRC, ICRCCopy, SealICRC), with an
+		// ICRCPrefix that has seen another flow first.
+		var c ICRCPrefix
+		c.Start(&v6, buf[:BTHSize], 300)
+		buf2 := make([]byte, len(buf))
+		fr, err := Begin(buf2, &h, len(payload), ph)
+		require.NoError(t, err)
+		crc := fr.StartICRC(&c)
+		cut := len(payload) / 3
+		crc = ICRCCopy(crc, fr.Payload(), payload[:cut])
+		crc = ICRCCopy(crc, fr.Payload()[cut:], payload[cut:])
+		require.Equal(t, n, fr.SealICRC(crc))
+		require.True(t, bytes.Equal(buf[:n], buf2[:n]), "StartICRC, ICRCCopy and SealICRC build what Build does")
 		require.Equal(t, len(payload), p.PayloadLen())
 		require.True(t, bytes.Equal(payload, p.Payload()))
 

@@ -436,11 +436,17 @@ func (r *Requester) build(w *wqe, buf []byte) int {
 	if err != nil {
 		panic("requester: " + err.Error()) // unreachable: known opcode, buffer and pseudo-header checked
 	}
-	if sg.payload > 0 && !r.gather(w, f.Payload()) {
-		r.localError(w, verbs.WCLocProtErr)
-		return 0
+	// The payload is folded into the ICRC as it is copied from the
+	// memory region (packet.ICRCCopy): one read of it, not two.
+	crc := f.StartICRC(&r.icrc)
+	if sg.payload > 0 {
+		var ok bool
+		if crc, ok = r.gather(w, f.Payload(), crc); !ok {
+			r.localError(w, verbs.WCLocProtErr)
+			return 0
+		}
 	}
-	n := f.SealWith(&r.icrc)
+	n := f.SealICRC(crc)
 	r.noAck = noAck
 	r.commit(w, sg, psn)
 	r.c.PacketsSent++
@@ -557,19 +563,23 @@ func (r *Requester) commit(w *wqe, sg seg, psn packet.PSN) {
 	}
 }
 
-// gather copies the next len(dst) bytes of w's message into dst and
-// advances the send cursor (rxe copy_data from the MR).
-func (r *Requester) gather(w *wqe, dst []byte) bool {
+// gather copies the next len(dst) bytes of w's message into dst, folding
+// them into the ICRC register crc, and advances the send cursor (rxe
+// copy_data from the MR); it returns the register after them.
+func (r *Requester) gather(w *wqe, dst []byte, crc uint32) (uint32, bool) {
 	if w.isInline {
 		if int(w.off)+len(dst) > len(w.inline) {
-			return false
+			return crc, false
 		}
-		copy(dst, w.inline[w.off:])
-	} else if !w.snd.Gather(r.mem, w.sges, dst) {
-		return false
+		crc = packet.ICRCCopy(crc, dst, w.inline[w.off:int(w.off)+len(dst)])
+	} else {
+		var ok bool
+		if crc, ok = w.snd.GatherICRC(r.mem, w.sges, dst, crc); !ok {
+			return crc, false
+		}
 	}
 	w.off += uint32(len(dst))
-	return true
+	return crc, true
 }
 
 // scatter places src at w's placement cursor (read response data, an

@@ -4,7 +4,10 @@
 // rxe's copy_data does (the DMA state there is a Cursor here).
 package sge
 
-import "github.com/gorxe/gorxe/rxe/verbs"
+import (
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+)
 
 // Memory resolves local keys. Local returns the length bytes at addr of the
 // memory region whose L_Key is lkey, if the region holds them and grants
@@ -39,19 +42,29 @@ func (c *Cursor) Seek(sges []verbs.SGE, off uint32) {
 // not resolve (rxe: a local protection error); c then points at the chunk
 // that failed and dst holds the bytes before it.
 func (c *Cursor) Gather(mem Memory, sges []verbs.SGE, dst []byte) bool {
-	return c.walk(mem, sges, dst, 0)
+	return c.walk(mem, sges, dst, 0, nil)
+}
+
+// GatherICRC is Gather that also folds the gathered bytes into the ICRC
+// register crc as it copies them (packet.ICRCCopy, one read of each
+// byte), and returns the register after them. When it reports false the
+// register covers the bytes copied before the chunk that failed.
+func (c *Cursor) GatherICRC(mem Memory, sges []verbs.SGE, dst []byte, crc uint32) (uint32, bool) {
+	ok := c.walk(mem, sges, dst, 0, &crc)
+	return crc, ok
 }
 
 // Scatter copies src into memory at the next len(src) bytes of the list,
 // which must grant local write access, and advances c. It reports false as
 // Gather does.
 func (c *Cursor) Scatter(mem Memory, sges []verbs.SGE, src []byte) bool {
-	return c.walk(mem, sges, src, verbs.AccessLocalWrite)
+	return c.walk(mem, sges, src, verbs.AccessLocalWrite, nil)
 }
 
 // walk copies b out of memory (need 0) or into it (need
-// AccessLocalWrite), chunk by chunk.
-func (c *Cursor) walk(mem Memory, sges []verbs.SGE, b []byte, need verbs.AccessFlags) bool {
+// AccessLocalWrite), chunk by chunk; out of memory with a non-nil crc it
+// folds each chunk into *crc as it copies it.
+func (c *Cursor) walk(mem Memory, sges []verbs.SGE, b []byte, need verbs.AccessFlags, crc *uint32) bool {
 	for len(b) > 0 {
 		if c.Index >= len(sges) {
 			return false
@@ -67,9 +80,12 @@ func (c *Cursor) walk(mem Memory, sges []verbs.SGE, b []byte, need verbs.AccessF
 		if !ok || uint32(len(m)) != n {
 			return false
 		}
-		if need == 0 {
+		switch {
+		case crc != nil:
+			*crc = packet.ICRCCopy(*crc, b[:n], m)
+		case need == 0:
 			Copy(b[:n], m)
-		} else {
+		default:
 			Copy(m, b[:n])
 		}
 		b = b[n:]

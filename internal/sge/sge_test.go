@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 	"github.com/stretchr/testify/require"
 )
@@ -159,19 +160,30 @@ func FuzzWalk(f *testing.F) {
 			addr += uint64(n)
 		}
 		off := min(int(seek), len(msg))
-		var c Cursor
+		// c gathers, f gathers the same chunks with GatherICRC: the same
+		// bytes, the same outcome, and the register of the bytes gathered.
+		var c, f Cursor
 		c.Seek(sges, uint32(off))
+		f.Seek(sges, uint32(off))
 		got := []byte{}
+		crc := uint32(0x5A5A5A5A)
 		for _, ch := range chunks {
 			b := make([]byte, int(ch%40))
 			ok := c.Gather(m, sges, b)
+			b2 := make([]byte, len(b))
+			crc2, ok2 := f.GatherICRC(m, sges, b2, crc)
+			require.Equal(t, ok, ok2, "GatherICRC fails where Gather does")
 			if off+len(got)+len(b) > len(msg) {
 				require.False(t, ok, "a chunk past the end fails")
 				break
 			}
 			require.True(t, ok)
+			require.Equal(t, b, b2, "GatherICRC copies what Gather does")
+			require.Equal(t, packet.ICRCUpdate(crc, b), crc2, "GatherICRC folds what it copies")
+			crc = crc2
 			got = append(got, b...)
 		}
+		require.Equal(t, c, f, "both cursors advance alike")
 		require.True(t, bytes.Equal(msg[off:off+len(got)], got), "gathered %x, message %x from %d", got, msg, off)
 
 		var w Cursor
