@@ -51,7 +51,7 @@ var rules = map[string]rule{
 	"internal/netns":    {allow: sockets}, // test support: joins namespaces with setns
 	"internal/cmsgtest": {allow: sockets}, // test support: reads a test socket's control messages
 	"internal/ring":     {},
-	"internal/sge":      {allow: []string{module + "/packet", module + "/rxe/verbs"}},
+	"internal/sge":      {allow: []string{module + "/packet", module + "/rxe/verbs", "golang.org/x/sys/cpu"}},
 	"examples/...":      {allow: []string{module + "/rxe", module + "/rxe/...", module + "/netdev/..."}},
 	"testdata/...":      {},
 	"docs/...":          {},

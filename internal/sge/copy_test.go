@@ -10,20 +10,41 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestCopy: Copy copies min(len(dst), len(src)) bytes and nothing past
+// them, through each of its paths: the vector loop with its tail (when this
+// processor has it), the pieces for a misaligned source into a 16-byte
+// aligned destination, and the built-in copy.
 func TestCopy(t *testing.T) {
+	vec := hasCopyAVX2
+	t.Cleanup(func() { hasCopyAVX2 = vec })
+	modes := []bool{false}
+	if vec {
+		modes = append(modes, true)
+	}
+	for _, v := range modes {
+		hasCopyAVX2 = v
+		t.Run(fmt.Sprint("vector=", v), testCopy)
+	}
+}
+
+func testCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	src := make([]byte, 3*copyPiece+64)
 	for i := range src {
 		src[i] = byte(rng.Uint32())
 	}
 	split := 0 // cases that take Copy's pieces (a misaligned source, a 16-byte aligned destination)
-	t.Cleanup(func() { require.NotZero(t, split, "no case exercised the split copy") })
+	if !hasCopyAVX2 {
+		t.Cleanup(func() { require.NotZero(t, split, "no case exercised the split copy") })
+	}
 	for _, tc := range []struct{ n, srcOff, dstOff, dstLen int }{
 		{0, 0, 0, 0}, {1, 4, 0, 1}, {copyPiece, 4, 0, copyPiece},
 		{copyPiece + 1, 4, 0, copyPiece + 1}, {4096, 12, 0, 4096},
 		{4096, 0, 12, 4096}, {4096, 8, 0, 4096}, {2 * copyPiece, 28, 3, 2 * copyPiece},
+		{255, 4, 0, 255}, {256, 4, 0, 256}, {300, 12, 5, 300}, {4097, 4, 0, 4097}, {383, 0, 1, 383},
 		{3 * copyPiece, 4, 0, 5000}, // dst shorter: copies len(dst)
 		{100, 4, 0, 4000},           // src shorter
+		{1000, 4, 0, 4000},          // src shorter, above copyVecMin
 	} {
 		t.Run(fmt.Sprintf("%+v", tc), func(t *testing.T) {
 			s := src[tc.srcOff : tc.srcOff+tc.n]
@@ -94,4 +115,30 @@ func BenchmarkCopy4KCold(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzCopy: Copy equals the built-in copy for any lengths and offsets,
+// and writes nothing past the bytes it copies.
+func FuzzCopy(f *testing.F) {
+	f.Add(uint16(4096), uint16(4096), uint8(4), uint8(0))
+	f.Add(uint16(300), uint16(5000), uint8(0), uint8(3))
+	f.Fuzz(func(t *testing.T, ns, nd uint16, so, do uint8) {
+		src := make([]byte, int(ns%9000)+int(so%64))
+		for i := range src {
+			src[i] = byte(i*13 + 1)
+		}
+		s := src[so%64:]
+		buf := make([]byte, int(nd%9000)+int(do%64)+64)
+		d := buf[do%64 : int(do%64)+int(nd%9000)]
+		n := Copy(d, s)
+		want := min(len(s), len(d))
+		if n != want || !bytes.Equal(d[:n], s[:n]) {
+			t.Fatalf("Copy of %d into %d: %d bytes, equal %v", len(s), len(d), n, bytes.Equal(d[:n], s[:n]))
+		}
+		for i, b := range buf {
+			if (i < int(do%64) || i >= int(do%64)+n) && b != 0 {
+				t.Fatalf("byte %d outside the copy written", i)
+			}
+		}
+	})
 }

@@ -1,0 +1,15 @@
+//go:build !purego
+
+package sge
+
+import "golang.org/x/sys/cpu"
+
+// hasCopyAVX2 reports whether copyAVX2 runs here (AVX2, with the OS
+// saving the YMM state).
+var hasCopyAVX2 = cpu.X86.HasAVX2
+
+// copyAVX2 copies src, a non-zero multiple of 128 bytes, into dst,
+// prefetching the 4 KiB after each destination line (copy_amd64.s).
+//
+//go:noescape
+func copyAVX2(dst, src []byte)
