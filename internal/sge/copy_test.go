@@ -33,14 +33,18 @@ func testCopy(t *testing.T) {
 	for i := range src {
 		src[i] = byte(rng.Uint32())
 	}
-	split := 0 // cases that take Copy's pieces (a misaligned source, a 16-byte aligned destination)
-	if !hasCopyAVX2 {
-		t.Cleanup(func() { require.NotZero(t, split, "no case exercised the split copy") })
-	}
+	split := 0  // cases that take Copy's pieces (a misaligned source, a 16-byte aligned destination)
+	vector := 0 // cases that take the vector loop (a 32-byte aligned destination)
+	t.Cleanup(func() {
+		require.NotZero(t, split, "no case exercised the split copy")
+		if hasCopyAVX2 {
+			require.NotZero(t, vector, "no case exercised the vector loop")
+		}
+	})
 	for _, tc := range []struct{ n, srcOff, dstOff, dstLen int }{
 		{0, 0, 0, 0}, {1, 4, 0, 1}, {copyPiece, 4, 0, copyPiece},
 		{copyPiece + 1, 4, 0, copyPiece + 1}, {4096, 12, 0, 4096},
-		{4096, 0, 12, 4096}, {4096, 8, 0, 4096}, {2 * copyPiece, 28, 3, 2 * copyPiece},
+		{4096, 0, 12, 4096}, {4096, 8, 0, 4096}, {4096, 4, 16, 4096}, {2 * copyPiece, 28, 3, 2 * copyPiece},
 		{255, 4, 0, 255}, {256, 4, 0, 256}, {300, 12, 5, 300}, {4097, 4, 0, 4097}, {383, 0, 1, 383},
 		{3 * copyPiece, 4, 0, 5000}, // dst shorter: copies len(dst)
 		{100, 4, 0, 4000},           // src shorter
@@ -48,10 +52,13 @@ func testCopy(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%+v", tc), func(t *testing.T) {
 			s := src[tc.srcOff : tc.srcOff+tc.n]
-			buf := make([]byte, tc.dstOff+tc.dstLen+8)
+			buf := aligned64(tc.dstOff + tc.dstLen + 8)
 			dst := buf[tc.dstOff : tc.dstOff+tc.dstLen]
 			want := min(len(s), len(dst))
-			if want >= 2048 && uintptr(unsafe.Pointer(unsafe.SliceData(dst)))&15 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(s)))&7 != 0 {
+			if hasCopyAVX2 && want >= copyVecMin && tc.dstOff%32 == 0 {
+				vector++
+			}
+			if want >= 2048 && (!hasCopyAVX2 || tc.dstOff%32 != 0) && uintptr(unsafe.Pointer(unsafe.SliceData(dst)))&15 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(s)))&7 != 0 {
 				split++
 			}
 			require.Equal(t, want, Copy(dst, s))
@@ -59,6 +66,13 @@ func testCopy(t *testing.T) {
 			require.True(t, bytes.Equal(make([]byte, len(buf)-tc.dstOff-want), buf[tc.dstOff+want:]), "wrote past the copied bytes")
 		})
 	}
+}
+
+// aligned64 returns n zero bytes starting on a 64-byte boundary.
+func aligned64(n int) []byte {
+	b := make([]byte, n+64)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 63)
+	return b[off : off+n]
 }
 
 // BenchmarkCopy4K copies 4 KiB between a datagram buffer and an aligned
@@ -128,7 +142,7 @@ func FuzzCopy(f *testing.F) {
 			src[i] = byte(i*13 + 1)
 		}
 		s := src[so%64:]
-		buf := make([]byte, int(nd%9000)+int(do%64)+64)
+		buf := aligned64(int(nd%9000) + int(do%64) + 64)
 		d := buf[do%64 : int(do%64)+int(nd%9000)]
 		n := Copy(d, s)
 		want := min(len(s), len(d))
