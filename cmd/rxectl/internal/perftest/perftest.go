@@ -198,6 +198,8 @@ type hooks struct {
 	held **session
 	// setupTimeout, when set, replaces defSetupTimeout.
 	setupTimeout time.Duration
+	// silence, when set, replaces stallTimeout as silentPipe's bound.
+	silence time.Duration
 }
 
 // defSetupTimeout bounds the first exchanges of a TCP session (versions,

@@ -107,7 +107,12 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 		pipe = o.hooks.pipe(conn)
 	}
 	s := newSession(t, o, client, stdout)
-	s.oob = oob.NewConn(pipe, client)
+	silence := stallTimeout
+	if o.hooks.silence > 0 {
+		silence = o.hooks.silence
+	}
+	sp := &silentPipe{Pipe: pipe, conn: conn, s: s, silence: silence}
+	s.oob = oob.NewConn(sp, client)
 	s.conn = conn
 	stop := context.AfterFunc(ctx, func() {
 		if !s.softStop.Load() {
@@ -126,7 +131,8 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	// peer that connected but says nothing (not rxectl or perftest) must
 	// not hold this end forever. From the address exchange on the peer is
 	// known to be one, and its pauses (a server waiting out the client's
-	// run) are the test's.
+	// run) are the test's: silentPipe then ends a wait only when neither
+	// the exchange nor the test QPs have moved for stallTimeout.
 	setup := defSetupTimeout
 	if o.hooks.setupTimeout > 0 {
 		setup = o.hooks.setupTimeout
@@ -134,7 +140,10 @@ func runSession(ctx context.Context, t Test, o *options, conn net.Conn, client b
 	if err := conn.SetDeadline(time.Now().Add(setup)); err != nil {
 		return fmt.Errorf("setting the exchange's deadline: %w", err)
 	}
-	s.endSetup = func() error { return conn.SetDeadline(time.Time{}) }
+	s.endSetup = func() error {
+		sp.armed.Store(true)
+		return conn.SetDeadline(time.Time{})
+	}
 	err := s.run(ctx, local.Unmap())
 	s.closeDevice()
 	return s.end(ctx, stdout, err)
@@ -458,10 +467,12 @@ func (s *session) connect() error {
 	if s.cm != nil {
 		return s.connectCM()
 	}
-	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
-	if !gid.IsValid() || gid.IsUnspecified() {
-		return fmt.Errorf("the peer sent GID %v, not an IP address", netip.AddrFrom16(s.rem[0].GID))
+	for _, rem := range s.rem {
+		if g := netip.AddrFrom16(rem.GID).Unmap(); !g.IsValid() || g.IsUnspecified() || g.IsMulticast() || g == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+			return fmt.Errorf("the peer sent GID %v, not the unicast IP address of a host", netip.AddrFrom16(rem.GID))
+		}
 	}
+	gid := netip.AddrFrom16(s.rem[0].GID).Unmap()
 	s.peerAddr = netip.AddrPortFrom(gid, s.peerAddr.Port())
 	s.rqPSN = s.rem[0].PSN
 	if gid.Is4() != s.dev.Addr().Addr().Is4() {

@@ -1,0 +1,75 @@
+package perftest
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+)
+
+// silentPipe bounds each Recv of the TCP exchange after the setup
+// exchanges, as cmPipe.wait bounds -R's: a Recv fails once no byte has
+// come and no packet has gone to or come from the peer on the test QPs
+// for silence (a peer stopped with SIGSTOP, a host gone with TCP still up,
+// a peer that sent part of a message). A server waiting out its client's
+// run keeps waiting as long as the client's requests arrive.
+type silentPipe struct {
+	oob.Pipe
+	conn    net.Conn
+	s       *session
+	silence time.Duration
+	armed   atomic.Bool // set once the setup deadline is lifted
+}
+
+type errExchangeSilent struct{ d time.Duration }
+
+func (e errExchangeSilent) Error() string {
+	return fmt.Sprintf("the peer sent nothing on the exchange and no packet came from or went to it for %v (stopped, or its host or path is gone)", e.d)
+}
+
+func (p *silentPipe) heard() uint64 {
+	var n uint64
+	for _, qp := range p.s.qps {
+		c := qp.Counters()
+		n += c.RcvdPkts + c.SentPkts
+	}
+	return n
+}
+
+func (p *silentPipe) Recv(b []byte) error {
+	if !p.armed.Load() {
+		return p.Pipe.Recv(b)
+	}
+	done := make(chan struct{})
+	var silent atomic.Bool
+	go func() {
+		t := time.NewTicker(min(p.silence/4, time.Second))
+		defer t.Stop()
+		heard, last := p.heard(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				if h := p.heard(); h != heard {
+					heard, last = h, now
+				} else if now.Sub(last) >= p.silence {
+					silent.Store(true)
+					p.conn.SetReadDeadline(time.Unix(1, 0))
+					return
+				}
+			}
+		}
+	}()
+	err := p.Pipe.Recv(b)
+	close(done)
+	if silent.Load() {
+		p.conn.SetReadDeadline(time.Time{})
+		if err != nil {
+			return errExchangeSilent{p.silence}
+		}
+	}
+	return err
+}
