@@ -54,6 +54,9 @@ func (r *Requester) srWatchRead(now time.Time) {
 // (the checks of sendable that depend on the window, READ parts and
 // max_rd_atomic; a fence or a credit wait is taken as no obstacle).
 func (r *Requester) srWillSend() bool {
+	// srAdvance may have completed WQEs past a send cursor that an RNR
+	// NAK rewound: move it up first, as Receive does after srReceive.
+	r.catchUp()
 	if r.stopped || r.cur == r.tail || r.windowFull() {
 		return false
 	}
