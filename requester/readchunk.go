@@ -14,6 +14,13 @@ package requester
 // the bytes received.
 func (r *Requester) readChunk(w *wqe) (n, pkts uint32, end bool) {
 	w.off = max(w.off, w.rcvd)
+	if d := r.psn.Diff(w.origFirst); w.started && d >= 0 && r.psn != w.origFirst.Add(int(w.off/r.pmtu)) {
+		// PSNs are stable across rounds: the request at the cursor's PSN
+		// asks from the byte that PSN carries. Responses placed since a
+		// go-back-N rewind reset this READ (selective repeat places them
+		// in order, srPlace) must not move its offset past its PSN.
+		w.off = uint32(d) * r.pmtu
+	}
 	rest := w.length - w.off
 	pkts = r.pkts(rest)
 	if !w.partsSet {
@@ -86,7 +93,7 @@ func (r *Requester) readFits(w *wqe) bool {
 	if r.cfg.SelectiveRepeat && ahead >= srTrack {
 		return false // its responses would fall outside the tracked range
 	}
-	if !r.cfg.SelectiveRepeat && r.sr.ngot > 0 && ahead > min(r.cfg.Window, int(w.parts)*max(r.cfg.MaxRdAtomic, 1)) {
+	if !r.cfg.SelectiveRepeat && r.sr.ngot > 0 && r.psn != r.compPSN && ahead > min(r.cfg.Window, int(w.parts)*max(r.cfg.MaxRdAtomic, 1)) {
 		// Responses placed ahead of a hole (readparts.go) leave the
 		// window, but the parts asked for stay within the largest window
 		// and the peer's READ resources, so that the part with the hole

@@ -134,6 +134,10 @@ func New(cfg *Config, mem Memory, cq Completions) *Requester {
 		c.AckReqEvery = DefaultAckReqEvery
 	}
 	c.AckReqEvery = min(c.AckReqEvery, c.Window)
+	if c.SelectiveRepeat && c.MaxReadPkts >= srTrack {
+		// A part's responses must fit the tracked PSNs (readFits).
+		c.MaxReadPkts = srTrack - 1
+	}
 	c.SQPSN &= packet.PSNMask
 	r := &Requester{
 		cfg:       c,
