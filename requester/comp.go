@@ -399,7 +399,10 @@ func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 		// episode (errorRetry), a new episode after in-order progress. The
 		// responder restarts the train it is sending at the duplicate's PSN
 		// (responder.readReply), so little is sent twice.
-		if w.kind == kindRead && w.state != wqePosted {
+		if w.kind == kindRead && w.state != wqePosted && p.Opcode() != packet.RCAcknowledge {
+			// (An ACK there, the responder's re-ACK of a duplicate at
+			// its ePSN-1, is no response of the READ: rxe check_psn
+			// drops it, and every copy of it would start an episode.)
 			if !psn.Before(r.psn) {
 				// Past the send cursor: a response to a request of the
 				// round before a go-back-N retry, which the cursor has
