@@ -21,6 +21,11 @@ func (r *Requester) SetTimeout(t uint8) {
 	if r.ack == 0 {
 		r.retrans.Stop()
 	}
+	// The recovery timer is capped by (and off without) the IB timeout.
+	r.rec.timer.Ceiling = r.ack
+	if r.ack == 0 {
+		r.rec.due.Stop()
+	}
 	r.probeWait = r.cfg.CreditProbe
 	if r.probeWait <= 0 {
 		r.probeWait = r.ack
