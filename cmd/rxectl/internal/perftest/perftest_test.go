@@ -468,16 +468,32 @@ func TestMTUMismatch(t *testing.T) {
 // gid, then waits for the client to go away.
 func fakePerftest(t *testing.T, version []byte, gid [16]byte) int {
 	t.Helper()
+	key := oob.KeyMsg{OutReads: 128, QPN: 0x11, PSN: 0x123456, RKey: 0x1234, VAddr: 0x7f0000001000, GID: gid}
+	return fakePeer(t, version, key, -1)
+}
+
+// fakePeer is a TCP peer that answers the setup exchanges (version, page
+// size, cache line, MTU 1024), then answers each key message with key,
+// keys of them (all of them when keys < 0), and then says nothing while
+// keeping the connection open for up to 30 s (a peer stopped with
+// SIGSTOP, a host gone with TCP still up). It returns the port it listens
+// on.
+func fakePeer(t *testing.T, version []byte, key oob.KeyMsg, keys int) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
+	quiet := make(chan struct{})
+	t.Cleanup(func() {
+		close(quiet)
+		ln.Close()
+	})
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
+		c.SetDeadline(time.Now().Add(30 * time.Second))
 		xchg := func(n int, reply []byte) bool {
 			b := make([]byte, n)
 			if _, err := io.ReadFull(c, b); err != nil {
@@ -486,11 +502,17 @@ func fakePerftest(t *testing.T, version []byte, gid [16]byte) int {
 			_, err := c.Write(reply)
 			return err == nil
 		}
-		key := oob.KeyMsg{OutReads: 128, QPN: 0x11, PSN: 0x123456, RKey: 0x1234, VAddr: 0x7f0000001000, GID: gid}.Marshal()
 		if !xchg(16, version) || !xchg(4, oob.Int32Msg(4096)) || !xchg(4, oob.Int32Msg(64)) || !xchg(2, oob.MTUMsg(3)) {
 			return
 		}
-		for xchg(oob.KeyMsgSize, key) {
+		for i := 0; keys < 0 || i < keys; i++ {
+			if !xchg(oob.KeyMsgSize, key.Marshal()) {
+				return
+			}
+		}
+		select {
+		case <-quiet:
+		case <-time.After(30 * time.Second):
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port

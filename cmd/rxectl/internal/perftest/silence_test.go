@@ -3,7 +3,6 @@ package perftest
 import (
 	"context"
 	"io"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -13,47 +12,6 @@ import (
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 )
-
-// fakeExchange is a TCP peer that answers the setup exchanges (versions,
-// page size, cache line, MTU), then answers each key message with key
-// until it has answered keys of them, and then says nothing while keeping
-// the connection open (a peer stopped with SIGSTOP, a host gone with TCP
-// still up). It returns the port it listens on.
-func fakeExchange(t *testing.T, key oob.KeyMsg, keys int) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	quiet := make(chan struct{})
-	t.Cleanup(func() {
-		close(quiet)
-		ln.Close()
-	})
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		xchg := func(n int, reply []byte) bool {
-			b := make([]byte, n)
-			if _, err := io.ReadFull(c, b); err != nil {
-				return false
-			}
-			_, err := c.Write(reply)
-			return err == nil
-		}
-		if !xchg(16, oob.VersionMsg(4791)) || !xchg(4, oob.Int32Msg(4096)) || !xchg(4, oob.Int32Msg(64)) || !xchg(2, oob.MTUMsg(3)) {
-			return
-		}
-		for range keys {
-			if !xchg(oob.KeyMsgSize, key.Marshal()) {
-				return
-			}
-		}
-		<-quiet
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // TestExchangeSilentAfterSetup: a TCP peer that answers the setup
 // exchanges and then falls silent ends the run once neither the exchange
@@ -66,7 +24,7 @@ func TestExchangeSilentAfterSetup(t *testing.T) {
 	require.NoError(t, err)
 	o.hooks.setupTimeout = 200 * time.Millisecond
 	o.hooks.silence = 2 * time.Second
-	o.host, o.oobPort = "127.0.0.1", fakeExchange(t, oob.KeyMsg{}, 0)
+	o.host, o.oobPort = "127.0.0.1", fakePeer(t, oob.VersionMsg(4791), oob.KeyMsg{}, 0)
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- runClient(context.Background(), tst, o, io.Discard) }()
@@ -100,7 +58,7 @@ func TestHostileKeyGIDs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := good
 			tc.mut(&key)
-			port := fakeExchange(t, key, 1)
+			port := fakePeer(t, oob.VersionMsg(4791), key, 1)
 			_, errs, code := runCmd(t, "write-bw", "127.0.0.1", "-p", strconv.Itoa(port), "--udp-port", "0", "--bind", "127.0.0.2", "-n", "5", "-u", "6")
 			require.Equal(t, cli.ExitFail, code, errs)
 			require.Contains(t, errs, tc.want)
