@@ -151,6 +151,15 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 	}
 	for {
 		if n := cq.Poll(wcs); n > 0 {
+			if cq.queued.Load() > 0 {
+				// Completions are left for another waiter: one wake-up
+				// (endBatch's, once per batch) reaches one waiter, so
+				// hand it on.
+				select {
+				case cq.wake <- struct{}{}:
+				default:
+				}
+			}
 			return n, nil
 		}
 		cq.mu.Lock()
