@@ -152,17 +152,7 @@ func (f Frame) Seal() int { return f.SealWith(nil) }
 // SealWith is Seal with the ICRC's pseudo-header started by c (a sender's
 // own ICRCPrefix; nil is Seal).
 func (f Frame) SealWith(c *ICRCPrefix) int {
-	end := f.off + f.n
-	icrc := len(f.b) - ICRCSize
-	clear(f.b[end:icrc])
-	if f.ph == nil {
-		clear(f.b[icrc:])
-		return len(f.b)
-	}
-	crc := c.Start(f.ph, f.b[:BTHSize], len(f.b))
-	crc = ICRCUpdate(crc, f.b[BTHSize:icrc])
-	binary.LittleEndian.PutUint32(f.b[icrc:], crc)
-	return len(f.b)
+	return f.SealICRC(ICRCUpdate(f.StartICRC(c), f.Payload()))
 }
 
 // StartICRC begins the ICRC of a packet whose payload the caller copies in

@@ -117,14 +117,30 @@ first:
 	JZ        reduce
 
 	VMOVDQU64 fold2048<>(SB), Z0
-	TESTQ     DX, DX
-	JNZ       copyloop
 
 loop:
 	VMOVDQU64  (SI), Z11
 	VMOVDQU64  64(SI), Z12
 	VMOVDQU64  128(SI), Z13
 	VMOVDQU64  192(SI), Z14
+	TESTQ      DX, DX
+	JZ         fold
+	// A payload is at most one 4 KiB MTU; the next packet of a message
+	// copies the next 4 KiB of its memory region. The hardware's stream
+	// prefetch does not cross into that page, so it is asked for here,
+	// a line per 64 bytes copied (a hint: an address past the region
+	// does not fault).
+	PREFETCHT0 4096(SI)
+	PREFETCHT0 4160(SI)
+	PREFETCHT0 4224(SI)
+	PREFETCHT0 4288(SI)
+	VMOVDQU64  Z11, (DI)
+	VMOVDQU64  Z12, 64(DI)
+	VMOVDQU64  Z13, 128(DI)
+	VMOVDQU64  Z14, 192(DI)
+	ADDQ       $256, DI
+
+fold:
 	VPCLMULQDQ $0x11, Z0, Z1, Z5
 	VPCLMULQDQ $0x00, Z0, Z1, Z1
 	VPCLMULQDQ $0x11, Z0, Z2, Z6
@@ -140,43 +156,6 @@ loop:
 	ADDQ       $256, SI
 	SUBQ       $256, CX
 	JNZ        loop
-	JMP        reduce
-
-	// The same step with each block stored to dst.
-copyloop:
-	// A payload is at most one 4 KiB MTU; the next packet of a message
-	// copies the next 4 KiB of its memory region. The hardware's stream
-	// prefetch does not cross into that page, so it is asked for here,
-	// a line per 64 bytes copied (a hint: an address past the region
-	// does not fault).
-	PREFETCHT0 4096(SI)
-	PREFETCHT0 4160(SI)
-	PREFETCHT0 4224(SI)
-	PREFETCHT0 4288(SI)
-	VMOVDQU64  (SI), Z11
-	VMOVDQU64  64(SI), Z12
-	VMOVDQU64  128(SI), Z13
-	VMOVDQU64  192(SI), Z14
-	VMOVDQU64  Z11, (DI)
-	VMOVDQU64  Z12, 64(DI)
-	VMOVDQU64  Z13, 128(DI)
-	VMOVDQU64  Z14, 192(DI)
-	VPCLMULQDQ $0x11, Z0, Z1, Z5
-	VPCLMULQDQ $0x00, Z0, Z1, Z1
-	VPCLMULQDQ $0x11, Z0, Z2, Z6
-	VPCLMULQDQ $0x00, Z0, Z2, Z2
-	VPCLMULQDQ $0x11, Z0, Z3, Z7
-	VPCLMULQDQ $0x00, Z0, Z3, Z3
-	VPCLMULQDQ $0x11, Z0, Z4, Z8
-	VPCLMULQDQ $0x00, Z0, Z4, Z4
-	VPTERNLOGD $0x96, Z11, Z5, Z1
-	VPTERNLOGD $0x96, Z12, Z6, Z2
-	VPTERNLOGD $0x96, Z13, Z7, Z3
-	VPTERNLOGD $0x96, Z14, Z8, Z4
-	ADDQ       $256, SI
-	ADDQ       $256, DI
-	SUBQ       $256, CX
-	JNZ        copyloop
 
 reduce:
 	// Z4 ^= Z1 moved 1536 bits, Z2 moved 1024, Z3 moved 512.
