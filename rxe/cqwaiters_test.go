@@ -57,20 +57,8 @@ func TestCQTwoWaiters(t *testing.T) {
 // queued; a Wait that leaves completions now hands the wake-up on.
 func TestCQTwoWaitersOneBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 		const msgs = 2
-		da, err := Open(ca, Options{Name: "wake-a", OwnConn: true, CompVectors: 1})
-		require.NoError(t, err)
-		defer da.Close()
-		db, err := Open(&burstConn{Conn: cb, min: msgs}, Options{Name: "wake-b", OwnConn: true, CompVectors: 1})
-		require.NoError(t, err)
-		defer db.Close()
-		a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
-		connectVirtual(t, a, b)
-		for i := range msgs {
-			_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{b.mr.SGE(i*64, 64)}})
-			require.NoError(t, err)
-		}
+		a, b := burstPair(t, msgs)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		got := make(chan error, msgs)

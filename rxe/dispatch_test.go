@@ -170,6 +170,28 @@ func TestACKWithinBatch(t *testing.T) {
 	require.Positive(t, own, "the first WRITE's ACK never left before the second WRITE was handled")
 }
 
+// burstPair returns two connected ends on devices of one vector whose
+// second receives its first msgs datagrams in one batch (burstConn), with
+// msgs 64-byte receives posted there. Call it inside a synctest bubble;
+// the devices close at the end of the test.
+func burstPair(t *testing.T, msgs int) (a, b *end) {
+	t.Helper()
+	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	da, err := Open(ca, Options{Name: "wake-a", OwnConn: true, CompVectors: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { da.Close() })
+	db, err := Open(&burstConn{Conn: cb, min: msgs}, Options{Name: "wake-b", OwnConn: true, CompVectors: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	a, b = newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
+	connectVirtual(t, a, b)
+	for i := range msgs {
+		_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{b.mr.SGE(i*64, 64)}})
+		require.NoError(t, err)
+	}
+	return a, b
+}
+
 // TestCQWakeOncePerBatch: eight SENDs reach the responder's device in one
 // batch while a goroutine sleeps in CQ.Wait on its receive CQ
 // (synctest.Wait makes sure it sleeps before the SENDs go). The wake-up
@@ -181,20 +203,8 @@ func TestACKWithinBatch(t *testing.T) {
 // goroutine polls.
 func TestCQWakeOncePerBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 		const msgs = 8
-		da, err := Open(ca, Options{Name: "wake-a", OwnConn: true, CompVectors: 1})
-		require.NoError(t, err)
-		defer da.Close()
-		db, err := Open(&burstConn{Conn: cb, min: msgs}, Options{Name: "wake-b", OwnConn: true, CompVectors: 1})
-		require.NoError(t, err)
-		defer db.Close()
-		a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
-		connectVirtual(t, a, b)
-		for i := range msgs {
-			_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{b.mr.SGE(i*64, 64)}})
-			require.NoError(t, err)
-		}
+		a, b := burstPair(t, msgs)
 		got := make(chan int, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
