@@ -41,7 +41,10 @@ type UConfig struct {
 
 // Errors returned by Unreliable.Post.
 var (
-	// ErrUDTooLong: a UD message longer than the path MTU (IBA C10-93.1.1).
+	// ErrUDTooLong: a UD message longer than the path MTU. IBA C10-93.1.1
+	// has the CI send nothing for it and report no error (kernel rxe
+	// completes such a work request with success and sends nothing);
+	// gorxe refuses it at Post instead, so that the mistake is not silent.
 	ErrUDTooLong = errors.New("requester: UD message longer than the path MTU")
 	// ErrNoAH: a UD work request without an address handle.
 	ErrNoAH = errors.New("requester: UD work request without an address handle")
@@ -95,6 +98,10 @@ func NewUnreliable(cfg UConfig, mem Memory, cq Completions) *Unreliable {
 
 // SQPSN returns the next PSN to send.
 func (u *Unreliable) SQPSN() packet.PSN { return u.psn }
+
+// SetQKey changes the UD QP's own Q_Key (Modify in RTS), which work
+// requests posted from now on with a controlled Q_Key are sent with.
+func (u *Unreliable) SetQKey(q uint32) { u.cfg.QKey = q }
 
 // Counters returns the send statistics (the fields a UC/UD send side has).
 func (u *Unreliable) Counters() Counters { return u.c }

@@ -103,6 +103,9 @@ func (qp *QP) syncUnreliable() {
 		qp.uresp.SetAccess(qp.attr.AccessFlags)
 		qp.uresp.SetQKey(qp.attr.QKey)
 	}
+	if qp.ureq != nil {
+		qp.ureq.SetQKey(qp.attr.QKey)
+	}
 }
 
 // flushUnreliable stops a UC or UD QP's engines as it enters ERR (caller
