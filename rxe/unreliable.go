@@ -243,9 +243,13 @@ func (a *AddrHandle) Destroy() error {
 }
 
 // CreateAHFromWC creates an address handle that answers the sender of a UD
-// receive completion (ibv_create_ah_from_wc): the completion's source
+// receive completion (ibv_create_ah_from_wc): the completion's source IP
 // address, or, if it has none, the source address of the IP header in the
-// buffer's GRH area grh (port 4791).
+// buffer's GRH area grh, at this device's own UDP port (4791 unless the
+// device was opened on another), where RoCE peers listen: the datagram's
+// UDP source port is not one (kernel rxe sends from 0xC000 + a hash of
+// the QPN). gorxe devices on different ports answer each other through
+// CreateAH with the port, as their connection managers need one port.
 func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
 	if wc == nil {
 		return nil, fmt.Errorf("%w: nil work completion", ErrInvalidArgument)
@@ -253,15 +257,18 @@ func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
 	if wc.Flags&verbs.WCFlagGRH == 0 {
 		return nil, fmt.Errorf("%w: the completion has no GRH", ErrInvalidArgument)
 	}
-	src := wc.Src
-	if !src.IsValid() {
+	// Answers go to the RoCE port the device itself uses (4791), as
+	// ibv_create_ah_from_wc's do: the datagram's UDP source port is an
+	// entropy port (kernel rxe: 0xC000 + hash(QPN)) nobody listens on.
+	src := netip.AddrPortFrom(wc.Src.Addr(), pd.dev.port)
+	if !wc.Src.IsValid() {
 		if len(grh) < GRHSize {
 			return nil, fmt.Errorf("%w: GRH area of %d bytes", ErrInvalidArgument, len(grh))
 		}
 		if grh[20]>>4 == 4 {
-			src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(grh[32:36])), packet.UDPPort)
+			src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(grh[32:36])), pd.dev.port)
 		} else {
-			src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(grh[8:24])), packet.UDPPort)
+			src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(grh[8:24])), pd.dev.port)
 		}
 	}
 	return pd.CreateAH(AH{DGID: src.Addr(), UDPPort: src.Port(), HopLimit: 64})
