@@ -168,9 +168,9 @@ func ParseFrame(frame []byte, lt LinkType) (IPDatagram, error) {
 }
 
 // PeekUDP reads the addresses and UDP ports of an IP packet that ParseIP
-// rejects (cut short by a capture, or fragmented), from whatever bytes
-// there are. firstFragment is true for the first fragment of a fragmented
-// IPv4 datagram. ok is false when the packet is not UDP or its ports are
+// rejects (cut short by a capture, fragmented, or IPv6 with extension
+// headers), from whatever bytes there are. firstFragment is true for the
+// first fragment of a fragmented datagram. ok is false when the packet is not UDP or its ports are
 // missing (a later fragment carries none).
 func PeekUDP(ip []byte) (src, dst netip.AddrPort, firstFragment, ok bool) {
 	var s, d netip.Addr
@@ -189,11 +189,29 @@ func PeekUDP(ip []byte) (src, dst netip.AddrPort, firstFragment, ok bool) {
 		s, d = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
 		udp = ip[ihl:]
 	case len(ip) >= IPv6HeaderSize && ip[0]>>4 == 6:
-		if ip[6] != 17 {
+		// Past any extension headers (Hop-by-Hop 0, Routing 43,
+		// Fragment 44, Destination Options 60; RFC 8200 4.1), which
+		// ParseIP does not take.
+		nh, off := ip[6], IPv6HeaderSize
+		for nh == 0 || nh == 43 || nh == 44 || nh == 60 {
+			if len(ip) < off+8 {
+				return
+			}
+			if nh == 44 {
+				if binary.BigEndian.Uint16(ip[off+2:])&0xFFF8 != 0 { // a later fragment: no UDP header
+					return
+				}
+				firstFragment = ip[off+3]&1 != 0
+				nh, off = ip[off], off+8
+				continue
+			}
+			nh, off = ip[off], off+8+int(ip[off+1])*8
+		}
+		if nh != 17 || len(ip) < off {
 			return
 		}
 		s, d = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
-		udp = ip[IPv6HeaderSize:]
+		udp = ip[off:]
 	default:
 		return
 	}

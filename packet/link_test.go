@@ -137,6 +137,51 @@ func TestPeekUDP(t *testing.T) {
 			_, _, _, ok = PeekUDP(v.ip[:0])
 			require.False(t, ok, "nothing")
 		}
+		if v.ip[0]>>4 == 6 {
+			// The same datagram behind extension headers: ParseIP
+			// refuses it, PeekUDP walks to the UDP header.
+			ext := func(hdrs ...[]byte) []byte {
+				b := append([]byte(nil), v.ip[:IPv6HeaderSize]...)
+				next := byte(17)
+				for i := len(hdrs) - 1; i >= 0; i-- {
+					h := append([]byte(nil), hdrs[i]...)
+					h[0], next = next, hdrs[i][0]
+					hdrs[i] = h
+				}
+				b[6] = next
+				n := 0
+				for _, h := range hdrs {
+					b = append(b, h...)
+					n += len(h)
+				}
+				binary.BigEndian.PutUint16(b[4:], binary.BigEndian.Uint16(b[4:])+uint16(n))
+				return append(b, v.ip[IPv6HeaderSize:]...)
+			}
+			hbh := []byte{0, 0, 1, 4, 0, 0, 0, 0}                            // Hop-by-Hop, PadN
+			dst8 := []byte{60, 1, 1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} // Destination Options, 16 bytes
+			firstFrag := []byte{44, 0, 0, 1, 0, 0, 0, 7}                     // offset 0, more fragments
+			laterFrag := []byte{44, 0, 0, 0x10, 0, 0, 0, 7}                  // offset 2
+			for _, tc := range []struct {
+				name     string
+				ip       []byte
+				ok, frag bool
+			}{
+				{"hop-by-hop", ext(hbh), true, false},
+				{"hop-by-hop and destination options", ext(hbh, dst8), true, false},
+				{"first fragment", ext(firstFrag), true, true},
+				{"later fragment", ext(laterFrag), false, false},
+				{"cut in the extension header", ext(hbh)[:IPv6HeaderSize+4], false, false},
+			} {
+				_, err := ParseIP(tc.ip)
+				require.Error(t, err, tc.name)
+				_, dst, frag, ok := PeekUDP(tc.ip)
+				require.Equal(t, tc.ok, ok, tc.name)
+				require.Equal(t, tc.frag, frag, tc.name)
+				if ok {
+					require.Equal(t, d.Pseudo.DstPort, dst.Port(), tc.name)
+				}
+			}
+		}
 	}
 }
 

@@ -58,6 +58,11 @@ func (p Ports) has(port uint16) bool { return slices.Contains(p, port) }
 // errFragment: a RoCEv2 datagram must not be fragmented (IBA A17.4.1: DF).
 var errFragment = errors.New("IP fragment of a RoCEv2 datagram")
 
+// errIPv6Ext: a RoCEv2 datagram after IPv6 extension headers. RoCEv2 puts
+// UDP right after the fixed IPv6 header (IBA A17.4), whose fields its ICRC
+// covers, and neither rxectl nor kernel rxe decodes one that does not.
+var errIPv6Ext = errors.New("RoCEv2 datagram behind IPv6 extension headers (not decoded: RoCEv2 has UDP follow the fixed IPv6 header)")
+
 // DecodeFrame decodes one frame of link type lt into f. It never panics on
 // any input, and never keeps data beyond f's own lifetime.
 func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
@@ -81,6 +86,8 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 		switch {
 		case frag:
 			f.Err = errFragment
+		case ip[0]>>4 == 6 && errors.Is(err, packet.ErrNotUDP):
+			f.Err = errIPv6Ext
 		case f.CapLen < f.OrigLen:
 			f.Err = fmt.Errorf("%w (frame cut by the capture: %d of %d bytes)", err, f.CapLen, f.OrigLen)
 		default:
