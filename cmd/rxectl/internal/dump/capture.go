@@ -168,11 +168,23 @@ func (c *Capture) Next() (rec Record, err error) {
 		}
 		return rec, err
 	}
+	ts := ci.Timestamp
+	if iface, err := c.ng.Interface(ci.InterfaceIndex); err == nil && iface.TimestampResolution.Binary() {
+		// gopacket (v1.1.19) scales a binary fraction of 2^-e s to
+		// nanoseconds by floor(1e9 / 2^e), which is off by up to 0.07 %
+		// of a second (0.7 ms at 2^-20). Below 2^-30 the units are
+		// recovered exactly from that product and scaled again.
+		if e := iface.TimestampResolution.Exponent(); e > 0 && e < 30 {
+			up := uint64(1e9) / (uint64(1) << e)
+			units := uint64(ts.Nanosecond()) / up
+			ts = time.Unix(ts.Unix(), int64(units*1e9>>e)).UTC()
+		}
+	}
 	lt := packet.LinkEthernet
 	if len(ci.AncillaryData) > 0 {
 		if t, ok := ci.AncillaryData[0].(layers.LinkType); ok {
 			lt = c.ngGuard.full(t)
 		}
 	}
-	return Record{Data: data, TS: ci.Timestamp, CapLen: len(data), OrigLen: ci.Length, LinkType: lt}, nil
+	return Record{Data: data, TS: ts, CapLen: len(data), OrigLen: ci.Length, LinkType: lt}, nil
 }
