@@ -23,12 +23,14 @@ type silentPipe struct {
 	armed   atomic.Bool // set once the setup deadline is lifted
 }
 
+// errExchangeSilent is silentPipe's error: nothing moved for d.
 type errExchangeSilent struct{ d time.Duration }
 
 func (e errExchangeSilent) Error() string {
 	return fmt.Sprintf("the peer sent nothing on the exchange and no packet came from or went to it for %v (stopped, or its host or path is gone)", e.d)
 }
 
+// heard returns the packets the test QPs have received and sent so far.
 func (p *silentPipe) heard() uint64 {
 	var n uint64
 	for _, qp := range p.s.qps {
@@ -38,13 +40,16 @@ func (p *silentPipe) heard() uint64 {
 	return n
 }
 
+// Recv is the pipe's Recv, ended by a read deadline in the past once
+// neither the exchange nor the test QPs have moved for p.silence.
 func (p *silentPipe) Recv(b []byte) error {
 	if !p.armed.Load() {
 		return p.Pipe.Recv(b)
 	}
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	var silent atomic.Bool
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(min(p.silence/4, time.Second))
 		defer t.Stop()
 		heard, last := p.heard(), time.Now()
@@ -65,6 +70,7 @@ func (p *silentPipe) Recv(b []byte) error {
 	}()
 	err := p.Pipe.Recv(b)
 	close(done)
+	<-exited // no deadline is set after this
 	if silent.Load() {
 		p.conn.SetReadDeadline(time.Time{})
 		if err != nil {
