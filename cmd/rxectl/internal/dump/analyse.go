@@ -26,7 +26,7 @@ type analysis struct {
 // analysisFlags adds --flows, --ladder, --qp and --frames to fs; --time
 // T1-T2 goes through timeFlag.
 func analysisFlags(fs *flag.FlagSet, a *analysis) {
-	fs.BoolVar(&a.flows, "flows", false, "print the flow analysis instead of the packets: per flow (source, destination, destination QP) packets and bytes by opcode, messages, PSN gaps and rewinds, NAKs, recovery episodes, RTT, goodput, and what went wrong (with --json: one JSON object)")
+	fs.BoolVar(&a.flows, "flows", false, "print the flow analysis instead of the packets: per flow (source, destination, destination QP, and for UD the source QP) packets and bytes by opcode, messages, PSN gaps and rewinds, NAKs, recovery episodes, RTT, goodput, and what went wrong (with --json: one JSON object)")
 	fs.StringVar(&a.ladder, "ladder", "", "draw one connection as a ladder diagram into `FILE` (.svg, or .png)")
 	fs.Func("qp", "--ladder: draw the connection of destination QP `N` (decimal or 0x hex; default: the busiest)", func(s string) error {
 		n, err := strconv.ParseUint(s, 0, 24)
@@ -92,7 +92,8 @@ func (a *analysis) check(o *options) error {
 
 // ReadPackets reads every RoCEv2 packet of a capture as the flow analysis
 // takes them, each with its own copy of the bytes. Malformed datagrams and
-// packets with a bad ICRC are left out; frames keep their numbers.
+// packets with a bad ICRC are left out; frames keep their numbers, and the
+// packets of a datagram that holds several carry their Frame.Segment.
 func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 	rd, err := NewReader(r, ports)
 	if err != nil {
@@ -117,7 +118,7 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 		if err != nil {
 			continue // cannot happen: it parsed before
 		}
-		out = append(out, flows.Packet{Frame: f.Num, Time: rec.TS, Src: f.Src, Dst: f.Dst, Pkt: p})
+		out = append(out, flows.Packet{Frame: f.Num, Segment: f.Segment, Time: rec.TS, Src: f.Src, Dst: f.Dst, Pkt: p})
 	}
 }
 

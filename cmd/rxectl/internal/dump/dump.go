@@ -100,17 +100,19 @@ for a piece of such a datagram; a malformed packet has frame,
 src, dst and error. Integers are unsigned decimal JSON numbers, up to 2^64-1.
 
 With --flows, dump prints the flow analysis instead: the packets grouped by
-flow (source, destination, destination QP), the two directions of a
-connection paired; per flow the packets and bytes by opcode, the messages
-seen whole (FIRST..LAST or ONLY; requests as the responder executes them,
-in PSN order, and, when it sent selective-repeat reports, the requests it
-held behind a hole too; a READ's responses once every PSN of its span
-came, in any order, re-reads included), psn_gaps (PSNs ahead of the next
-expected one: packets lost before the capture point; not a re-read of a
-hole's READ responses, nor the requester going on after it),
-psn_rewinds (PSNs behind the
-previous packet: retransmissions) and the NAKs by kind; per connection the
-recovery episodes with their cause as far as the capture shows it (sequence
+flow (source, destination, destination QP, and for UD the source QP), the
+two directions of a connection paired; per flow the packets and bytes by
+opcode, the messages seen whole (FIRST..LAST or ONLY; requests as the
+responder executes them, in PSN order, and, when it sent selective-repeat
+reports, the requests it held behind a hole too; a READ's responses once
+every PSN of its span came, in any order, re-reads included), psn_gaps
+(PSNs ahead of the next expected one: packets lost before the capture
+point; not a re-read of a hole's READ responses, nor the requester going
+on after it; a request that comes late, reordered, takes its PSN back from
+its gap), psn_rewinds (PSNs behind the previous packet and not late:
+retransmissions; UD, which never resends, is not checked for gaps or
+rewinds) and the NAKs by kind; per connection the recovery episodes with
+their cause as far as the capture shows it (sequence
 NAK, timeout, RNR wait, implied NAK, selective resend, probe), their first and
 last frame and duration, RTT samples, goodput per interval, and sentences
 saying what went wrong. --json prints the same as one JSON object. Packets

@@ -163,3 +163,25 @@ func jsonInt(t *testing.T, v any) int {
 	require.NoError(t, err)
 	return int(i)
 }
+
+// TestReadPacketsNumbersSegments checks that ReadPackets gives each packet
+// of a datagram that holds several the datagram's frame number and its own
+// segment (1, 2, 3), and a datagram of one packet segment 0, so the flow
+// analysis can note each packet of a GSO buffer apart.
+func TestReadPacketsNumbersSegments(t *testing.T) {
+	ph := packet.PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 49152, DstPort: packet.UDPPort, IPFlags: packet.IPv4FlagDF}
+	ts := time.Unix(1700000000, 0)
+	gso := gsoDatagram(t, ph, []int{1024, 1024, 512}, func(i int) uint16 { return 0x1234 + uint16(i) })
+	one := gsoDatagram(t, ph, []int{256}, func(int) uint16 { return 0 })
+	b := pcapBytes(1, []capFrame{
+		{data: gso, ci: gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(gso), Length: len(gso)}},
+		{data: one, ci: gopacket.CaptureInfo{Timestamp: ts, CaptureLength: len(one), Length: len(one)}},
+	})
+	pkts, err := ReadPackets(strings.NewReader(string(b)), Ports{packet.UDPPort})
+	require.NoError(t, err)
+	var got [][2]int
+	for _, p := range pkts {
+		got = append(got, [2]int{p.Frame, p.Segment})
+	}
+	require.Equal(t, [][2]int{{1, 1}, {1, 2}, {1, 3}, {2, 0}}, got)
+}

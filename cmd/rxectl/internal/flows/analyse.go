@@ -9,8 +9,8 @@ import (
 
 // seen is where a PSN was first seen.
 type seen struct {
-	frame int
-	t     time.Time
+	frame, seg int
+	t          time.Time
 }
 
 // evidence is a sign of trouble that a later rewind may be the answer to.
@@ -63,6 +63,10 @@ type half struct {
 	// one of its PSNs was no loss (a probe's requester went on at its
 	// frontier), and is taken back (ack).
 	skips []skipGap
+	// jumps are the latest gaps a request past the highest PSN opened (at
+	// most maxSkips), while some of their PSNs may still come late: a
+	// reordering path delivers them after later ones (late, fill).
+	jumps []skipGap
 	// gapFrames are the frames of the request stream's gaps, in order:
 	// FirstGapFrame is the first that stands.
 	gapFrames []int
@@ -101,14 +105,16 @@ type half struct {
 	lastT    time.Time
 }
 
-// skipGap is a gap of n PSNs from psn counted at frame; evidence says
-// whether it became the half's gap evidence, and missed whether the
-// responder showed it missed one of them (a NAK into it, or a timeout's
-// resend).
+// skipGap is a gap of n PSNs from psn counted at frame (and segment seg);
+// evidence says whether it became the half's gap evidence, and missed
+// whether the responder showed it missed one of them (a NAK into it, or a
+// timeout's resend). got holds the PSNs of a forward jump's gap that came
+// late since (fill).
 type skipGap struct {
-	frame, n         int
+	frame, seg, n    int
 	psn              packet.PSN
 	evidence, missed bool
+	got              map[packet.PSN]bool
 }
 
 // reqGapAt counts a gap of n PSNs in the request stream at frame.
@@ -128,6 +134,24 @@ func (h *half) missed(psn packet.PSN) {
 		if h.skips[i].holds(psn) {
 			h.skips[i].missed = true
 		}
+	}
+	for i := range h.jumps {
+		if h.jumps[i].holds(psn) {
+			h.jumps[i].missed = true
+		}
+	}
+}
+
+// closeJumps stops waiting for late arrivals into the gaps that hold psn
+// or lie after it, once the requester went back to psn: those gaps stand,
+// and their PSNs are resent. A go-back-N responder discards what came after
+// its first hole, so the requests kept past a gap are forgotten too.
+func (h *half) closeJumps(psn packet.PSN) {
+	h.jumps = slices.DeleteFunc(h.jumps, func(j skipGap) bool {
+		return !j.psn.Add(j.n - 1).Before(psn)
+	})
+	if !h.sr {
+		h.ahead = nil
 	}
 }
 
@@ -226,6 +250,8 @@ func (a *Analyzer) analyse(g *group, iv time.Duration) {
 			c.start = r.t
 		}
 		switch {
+		case r.mask&packet.MaskReq != 0 && r.ud:
+			get(r.flow).datagram(r)
 		case r.mask&packet.MaskReq != 0:
 			get(r.flow).request(r, last)
 		case r.mask&packet.MaskAck != 0:
@@ -278,6 +304,138 @@ func (h *half) span(r *rec) (n int, ok bool) {
 	return max(1, (int(r.dmaLen)+h.pmtu-1)/h.pmtu), true
 }
 
+// datagram handles a UD request. UD never retransmits, and a UD QP
+// numbers what it sends to every destination QP in one PSN sequence, so a
+// UD flow's PSNs are not checked for gaps or rewinds: its packets count
+// as messages (every UD request is an ONLY) and goodput.
+func (h *half) datagram(r *rec) {
+	if r.mask&packet.MaskStart != 0 && r.mask&packet.MaskEnd != 0 {
+		h.req.Messages++
+	}
+	h.goodput(r)
+}
+
+// late reports whether the request r, at or below the previous request's
+// last PSN, is a late arrival rather than a resend: its PSN is new to the
+// capture (dup false) and lies in a gap still open from a forward jump,
+// the responder has shown it missed none of that gap's PSNs (no NAK into
+// it, no timeout's resend), no NAK or implied NAK came since the gap, and
+// the connection was not silent long enough for a timeout.
+func (h *half) late(r *rec, dup bool, last time.Time) bool {
+	if dup || h.spanUnknown {
+		return false
+	}
+	i := h.jumpOf(r.psn)
+	if i < 0 {
+		return false
+	}
+	j := &h.jumps[i]
+	if j.missed || h.why != nil && h.why.frame > j.frame {
+		return false
+	}
+	return r.t.Sub(last) < h.silenceThreshold()
+}
+
+// jumpOf is the index in h.jumps of the open gap that holds psn and has
+// not had it yet, or -1.
+func (h *half) jumpOf(psn packet.PSN) int {
+	for i := range h.jumps {
+		if h.jumps[i].holds(psn) && !h.jumps[i].got[psn] {
+			return i
+		}
+	}
+	return -1
+}
+
+// fill takes back the PSNs from psn to end that a late arrival brought
+// from the open gaps of forward jumps: PSNMissing, and the gap itself
+// (PSNGaps, its frame, its note) once it has all its PSNs; the note of a
+// gap still open spans its first to its last PSN still missing.
+func (h *half) fill(psn, end packet.PSN) {
+	f := h.req
+	for i := 0; i < len(h.jumps); {
+		j := &h.jumps[i]
+		lo, hi := psn, end
+		if lo.Before(j.psn) {
+			lo = j.psn
+		}
+		if last := j.psn.Add(j.n - 1); hi.After(last) {
+			hi = last
+		}
+		if lo.After(hi) {
+			i++
+			continue
+		}
+		if j.got == nil {
+			j.got = map[packet.PSN]bool{}
+		}
+		for q := lo; ; q = q.Next() {
+			if !j.got[q] {
+				j.got[q] = true
+				f.PSNMissing--
+			}
+			if q == hi {
+				break
+			}
+		}
+		note := h.a.note(Ref{j.frame, j.seg})
+		if len(j.got) < j.n {
+			first, last := j.psn, j.psn.Add(j.n-1)
+			for j.got[first] {
+				first = first.Next()
+			}
+			for j.got[last] {
+				last = last.Add(-1)
+			}
+			note.Gap, note.GapPSN = int(last.Diff(first))+1, uint32(first)
+			i++
+			continue
+		}
+		h.dropGap(j.frame)
+		note.Gap, note.GapPSN = 0, 0
+		if j.evidence && h.gap != nil && h.gap.frame == j.frame {
+			h.gap = nil
+		}
+		h.jumps = slices.Delete(h.jumps, i, i+1)
+	}
+}
+
+// dropGap takes back a gap of the request stream counted at frame.
+func (h *half) dropGap(frame int) {
+	f := h.req
+	f.PSNGaps--
+	if i, ok := slices.BinarySearch(h.gapFrames, frame); ok {
+		h.gapFrames = slices.Delete(h.gapFrames, i, i+1)
+	}
+	f.FirstGapFrame = 0
+	if len(h.gapFrames) > 0 {
+		f.FirstGapFrame = h.gapFrames[0]
+	}
+}
+
+// lateRequest handles a request that came late (h.late): it fills its
+// gap, counts its goodput and the messages it completes, and leaves the
+// request stream where it was, since later PSNs were already seen. It is
+// no rewind and opens no recovery episode.
+func (h *half) lateRequest(f *Flow, r *rec, end packet.PSN) {
+	h.fill(r.psn, end)
+	delete(h.skipped, r.psn)
+	h.message(f, r, end)
+	if r.mask&packet.MaskRead != 0 {
+		if n, known := h.span(r); known {
+			h.openRead(r.psn, n)
+		}
+		h.readStarts[r.psn] = true
+	}
+	h.goodput(r)
+	if end.After(h.high) {
+		h.high = end
+	}
+	if len(h.jumps) == 0 && !h.sr {
+		h.ahead = nil
+	}
+}
+
 // request handles a packet of the requester; last is the time of the
 // connection's previous packet.
 func (h *half) request(r *rec, last time.Time) {
@@ -286,7 +444,11 @@ func (h *half) request(r *rec, last time.Time) {
 	end := r.psn.Add(n - 1)
 	_, dup := h.reqSeen[r.psn]
 	if !dup {
-		h.reqSeen[r.psn] = seen{r.frame, r.t}
+		h.reqSeen[r.psn] = seen{r.frame, r.seg, r.t}
+	}
+	if h.started && r.psn.Diff(h.prevEnd) <= 0 && h.late(r, dup, last) {
+		h.lateRequest(f, r, end)
+		return
 	}
 	rewound := false
 	if h.started {
@@ -295,14 +457,22 @@ func (h *half) request(r *rec, last time.Time) {
 			f.PSNRewinds++
 			rewound = true
 			h.rewind(r, last, true)
+			h.closeJumps(r.psn)
 		case r.psn.After(h.expected) && !h.spanUnknown:
 			if r.psn.After(h.high.Next()) {
-				h.reqGapAt(r.frame, int(r.psn.Diff(h.high.Next())))
-				n := h.a.note(r.frame)
-				n.Gap, n.GapPSN = int(r.psn.Diff(h.high.Next())), uint32(h.high.Next())
+				from, gap := h.high.Next(), int(r.psn.Diff(h.high.Next()))
+				h.reqGapAt(r.frame, gap)
+				n := h.a.note(r.ref())
+				n.Gap, n.GapPSN = gap, uint32(from)
+				j := skipGap{frame: r.frame, seg: r.seg, n: gap, psn: from}
 				if h.gap == nil {
 					h.gap = &evidence{frame: r.frame, t: r.t}
+					j.evidence = true
 				}
+				if len(h.jumps) == maxSkips {
+					h.jumps = slices.Delete(h.jumps, 0, 1)
+				}
+				h.jumps = append(h.jumps, j)
 			} else if h.sr {
 				// Selective repeat resends only the holes: a resend
 				// round skips what arrived.
@@ -344,7 +514,7 @@ func (h *half) request(r *rec, last time.Time) {
 					h.ep.Probe = true
 					if h.ep.Cause == CauseUnknown {
 						h.ep.Cause = CauseProbe
-						h.a.note(h.ep.RewindFrame).Cause = CauseProbe
+						h.a.note(Ref{h.ep.RewindFrame, h.ep.rewindSeg}).Cause = CauseProbe
 					}
 				}
 			}
@@ -368,7 +538,7 @@ func (h *half) request(r *rec, last time.Time) {
 	if !dup {
 		h.goodput(r)
 	} else {
-		h.a.note(r.frame).Resent = true
+		h.a.note(r.ref()).Resent = true
 	}
 	if !dup && !rewound && (r.ackReq || r.mask&(packet.MaskRead|packet.MaskAtomic) != 0) {
 		h.pend = append(h.pend, pending{r.psn, r.t})
@@ -392,13 +562,17 @@ func (h *half) request(r *rec, last time.Time) {
 // window, is kept as the responder keeps it, and accepted in PSN order once
 // the packets before it were (the responder's drain of its out-of-order
 // buffer); a copy of a PSN already kept is ignored, as the responder drops
-// it.
+// it. Without it, requests after ePSN are kept so while a jump ahead's gap
+// may still get late requests (h.jumps), and forgotten when the requester
+// goes back (closeJumps).
 func (h *half) message(f *Flow, r *rec, end packet.PSN) {
 	switch {
 	case !h.started, r.psn == h.ePSN:
 	case h.spanUnknown && r.psn.After(h.ePSN): // after a READ of unknown span
 	default:
-		if h.sr && r.psn.After(h.ePSN) && r.psn.Diff(h.ePSN) < srAhead {
+		// Requests past a forward jump are kept too while its PSNs may
+		// still come late: they are accepted once the late ones came.
+		if (h.sr || len(h.jumps) > 0) && r.psn.After(h.ePSN) && r.psn.Diff(h.ePSN) < srAhead {
 			if h.ahead == nil {
 				h.ahead = map[packet.PSN]aheadReq{}
 			}
@@ -470,7 +644,7 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	if h.ep != nil && !r.psn.After(h.epRound) && !r.psn.Before(h.epLo) {
 		h.ep.Rounds++
 		h.epRound = r.psn
-		h.a.note(r.frame).Resent = true
+		h.a.note(r.ref()).Resent = true
 		h.dropPending(r.psn)
 		return
 	}
@@ -479,7 +653,7 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	if !isReq && h.rHigh.After(high) {
 		high = h.rHigh
 	}
-	ep := &Recovery{Requester: h.req.Src, RewindFrame: r.frame, PSN: uint32(r.psn), HighPSN: uint32(high),
+	ep := &Recovery{Requester: h.req.Src, RewindFrame: r.frame, rewindSeg: r.seg, PSN: uint32(r.psn), HighPSN: uint32(high),
 		Rounds: 1, Read: r.mask&packet.MaskRead != 0 || !isReq, FirstFrame: r.frame, LastFrame: r.frame, start: r.t}
 	silence := r.t.Sub(last)
 	// A first transmission counts only if the capture holds it before the
@@ -505,9 +679,9 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 		ep.Cause = CauseUnknown
 	}
 	// The first evidence: a gap, or the lost PSN's first transmission.
-	first := seen{ep.FirstFrame, ep.start}
+	first := seen{frame: ep.FirstFrame, t: ep.start}
 	if h.gap != nil && h.gap.frame < first.frame {
-		first = seen{h.gap.frame, h.gap.t}
+		first = seen{frame: h.gap.frame, t: h.gap.t}
 	}
 	src := h.reqSeen
 	if !isReq || r.mask&packet.MaskRead != 0 {
@@ -530,11 +704,11 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	if s, ok := src[r.psn]; ok && s.frame < cutoff && !(isReq && h.skipped[r.psn]) {
 		ep.FirstSentFrame = s.frame
 		if ep.Cause != CauseRNR && ep.AckedFrame == 0 {
-			h.a.note(s.frame).LostAfter = true
+			h.a.note(Ref{s.frame, s.seg}).LostAfter = true
 		}
 	}
 	h.ep, h.epLo, h.epRound = ep, r.psn, r.psn
-	n := h.a.note(r.frame)
+	n := h.a.note(r.ref())
 	n.Resent, n.Cause, n.Silence = true, ep.Cause, time.Duration(ep.Silence)
 	h.gap, h.why = nil, nil
 	h.dropPending(r.psn)
@@ -544,9 +718,9 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 // (lost before the capture point unless an ACK later takes it back) and
 // keeps its PSNs in h.skipped until they are seen again.
 func (h *half) skipGap(r *rec, psn packet.PSN, n int) {
-	sg := skipGap{frame: r.frame, n: n, psn: psn}
+	sg := skipGap{frame: r.frame, seg: r.seg, n: n, psn: psn}
 	h.reqGapAt(r.frame, n)
-	note := h.a.note(r.frame)
+	note := h.a.note(r.ref())
 	note.Gap, note.GapPSN = n, uint32(psn)
 	if h.gap == nil {
 		h.gap = &evidence{frame: r.frame, t: r.t}
@@ -598,7 +772,7 @@ func (h *half) ack(r *rec) {
 		if len(h.gapFrames) > 0 {
 			f.FirstGapFrame = h.gapFrames[0]
 		}
-		if n := h.a.notes[sg.frame]; n != nil {
+		if n := h.a.notes[Ref{sg.frame, sg.seg}]; n != nil {
 			n.Gap, n.GapPSN = 0, 0
 		}
 		if sg.evidence && h.gap != nil && h.gap.frame == sg.frame {
@@ -726,7 +900,7 @@ func (h *half) response(r *rec, last time.Time) {
 	}
 	_, dup := h.respSeen[r.psn]
 	if !dup && isReadResponse(r.op) {
-		h.respSeen[r.psn] = seen{r.frame, r.t}
+		h.respSeen[r.psn] = seen{r.frame, r.seg, r.t}
 	}
 	if h.ep != nil && !r.psn.Before(h.epLo) && !r.psn.After(h.highAtStart()) {
 		h.ep.LastFrame = r.frame
@@ -747,7 +921,7 @@ func (h *half) response(r *rec, last time.Time) {
 		skip := int(r.psn.Diff(h.rPrev.Next()))
 		if r.psn.After(h.rHigh.Next()) || !first {
 			f.gapAt(r.frame, skip)
-			n := h.a.note(r.frame)
+			n := h.a.note(r.ref())
 			n.Gap, n.GapPSN = skip, uint32(h.rPrev.Next())
 			h.why = &evidence{cause: CauseImpliedNAK, frame: r.frame, t: r.t}
 		}
@@ -780,7 +954,7 @@ func (h *half) response(r *rec, last time.Time) {
 	if !dup {
 		h.goodput(r)
 	} else if isReadResponse(r.op) {
-		h.a.note(r.frame).Resent = true
+		h.a.note(r.ref()).Resent = true
 	}
 	if !h.rStarted || r.psn.After(h.rHigh) {
 		h.rHigh = r.psn
@@ -891,12 +1065,15 @@ func (f *Flow) gapAt(frame, n int) {
 	}
 }
 
-// note returns the Note of frame, creating it.
-func (a *Analyzer) note(frame int) *Note {
-	n := a.notes[frame]
+// note returns the Note of the packet ref, creating it.
+func (a *Analyzer) note(ref Ref) *Note {
+	n := a.notes[ref]
 	if n == nil {
 		n = &Note{}
-		a.notes[frame] = n
+		a.notes[ref] = n
 	}
 	return n
 }
+
+// ref is the frame and segment of r.
+func (r *rec) ref() Ref { return Ref{r.frame, r.seg} }

@@ -1,5 +1,6 @@
 // Package flows analyses the RoCEv2 packets of a capture: it groups them by
-// flow (source, destination, destination QP), pairs the two directions of a
+// flow (source, destination, destination QP, and for UD the source QP),
+// pairs the two directions of a
 // connection, and reports per flow what was sent and what went wrong: PSN
 // gaps and rewinds, NAKs, recovery episodes with their cause, RTT samples,
 // goodput over time, and sentences that explain it.
@@ -7,7 +8,9 @@
 // The analysis sees only what the capture point saw. A packet captured and
 // then lost (by a receiver, or by a fault injector behind the capture) shows
 // no gap; its retransmission still shows as a rewind, and the episode says
-// so. Frame numbers are the caller's, counted as Wireshark counts them.
+// so. Frame numbers are the caller's, counted as Wireshark counts them; a
+// datagram that holds several RoCE packets (GSO/GRO) gives packets with
+// one frame number and their own segment numbers.
 package flows
 
 import (
@@ -24,6 +27,10 @@ type Packet struct {
 	// Frame is the packet's frame number: 1-based, counting every frame of
 	// the capture, RoCE or not, as Wireshark does.
 	Frame int
+	// Segment is the packet's place in its datagram, counting from 1,
+	// when the datagram holds several RoCE packets back to back (a GSO or
+	// GRO buffer, which rxectl dump splits); 0 when it holds one.
+	Segment int
 	// Time is the capture time stamp.
 	Time time.Time
 	// Src and Dst are the IP addresses and UDP ports.
@@ -31,6 +38,15 @@ type Packet struct {
 	// Pkt is the parsed packet (BTH through ICRC). Analyze copies what it
 	// needs, so the buffer may be reused after Add returns.
 	Pkt packet.Packet
+}
+
+// Ref returns the packet's frame and segment.
+func (p Packet) Ref() Ref { return Ref{Frame: p.Frame, Segment: p.Segment} }
+
+// Ref names one packet of a capture: its frame number and its segment
+// (Packet.Segment), which tells apart the packets of one datagram.
+type Ref struct {
+	Frame, Segment int
 }
 
 // Options tune the analysis.
@@ -54,6 +70,8 @@ type Options struct {
 // rec is what the analysis keeps of one packet.
 type rec struct {
 	frame   int
+	seg     int // Packet.Segment
+	ud      bool
 	t       time.Time
 	flow    int // index into Analyzer.flows
 	op      packet.Opcode
@@ -67,11 +85,23 @@ type rec struct {
 	size    int // BTH through ICRC
 }
 
-// flowKey identifies a flow: source and destination address and the
-// destination QP.
+// flowKey identifies a flow: source and destination address, the
+// destination QP and, for UD, the source QP (DETH): two UD QPs of one
+// host sending to one QP are two flows.
 type flowKey struct {
 	src, dst netip.Addr
 	qp       uint32
+	ud       bool
+	srcQP    uint32
+}
+
+// keyOf is the flow key of p.
+func keyOf(p Packet) flowKey {
+	k := flowKey{src: p.Src.Addr(), dst: p.Dst.Addr(), qp: p.Pkt.DestQP()}
+	if p.Pkt.Opcode().Transport() == packet.TransportUD && p.Pkt.Mask()&packet.MaskDETH != 0 {
+		k.ud, k.srcQP = true, p.Pkt.DETH().SrcQP()
+	}
+	return k
 }
 
 // MaxIntervals bounds the number of goodput intervals of a connection.
@@ -83,7 +113,7 @@ type Analyzer struct {
 	recs  []rec
 	flows []*Flow
 	index map[flowKey]int
-	notes map[int]*Note
+	notes map[Ref]*Note
 	clock Clock
 }
 
@@ -112,22 +142,22 @@ func (c *Clock) Next(t time.Time) time.Time {
 
 // NewAnalyzer returns an empty Analyzer.
 func NewAnalyzer(o Options) *Analyzer {
-	return &Analyzer{opts: o, index: map[flowKey]int{}, notes: map[int]*Note{}}
+	return &Analyzer{opts: o, index: map[flowKey]int{}, notes: map[Ref]*Note{}}
 }
 
 // Add records one packet. Packets must come in capture order; their times
 // are made monotonic with a Clock, so a packet stamped earlier than the
 // one added before it is analysed at that packet's time.
 func (a *Analyzer) Add(p Packet) {
-	k := flowKey{p.Src.Addr(), p.Dst.Addr(), p.Pkt.DestQP()}
+	k := keyOf(p)
 	fi, ok := a.index[k]
 	if !ok {
 		fi = len(a.flows)
 		a.index[k] = fi
-		a.flows = append(a.flows, &Flow{Src: p.Src, Dst: p.Dst, DestQP: k.qp, FirstFrame: p.Frame, byOp: map[packet.Opcode]*OpcodeCount{}})
+		a.flows = append(a.flows, &Flow{Src: p.Src, Dst: p.Dst, DestQP: k.qp, UD: k.ud, SrcQP: k.srcQP, FirstFrame: p.Frame, byOp: map[packet.Opcode]*OpcodeCount{}})
 	}
 	r := rec{
-		frame: p.Frame, t: a.clock.Next(p.Time), flow: fi,
+		frame: p.Frame, seg: p.Segment, ud: k.ud, t: a.clock.Next(p.Time), flow: fi,
 		op: p.Pkt.Opcode(), mask: p.Pkt.Mask(), psn: p.Pkt.PSN(), ackReq: p.Pkt.AckReq(),
 		payload: p.Pkt.PayloadLen(), size: p.Pkt.Len(),
 	}
@@ -157,8 +187,10 @@ type Report struct {
 	Connections []*Connection `json:"connections"`
 	// Interval is the width of the goodput intervals.
 	Interval Duration `json:"goodput_interval"`
-	// Notes marks the frames a diagram should colour, by frame number.
-	Notes map[int]*Note `json:"-"`
+	// Notes marks the packets a diagram should colour, by frame and
+	// segment (Packet.Ref): each packet of a datagram that holds several
+	// has its own.
+	Notes map[Ref]*Note `json:"-"`
 }
 
 // Note is what the analysis found about one packet.
@@ -166,7 +198,10 @@ type Note struct {
 	// Resent: the packet's PSN was sent (or answered) before.
 	Resent bool
 	// Gap is the number of PSNs missing just before this packet, from
-	// GapPSN on.
+	// GapPSN on. Requests that came late since (reordered) are taken out:
+	// GapPSN is the first PSN still missing and Gap reaches the last, so
+	// late ones between them stay inside the span (Flow.PSNMissing counts
+	// only the PSNs still missing).
 	Gap    int
 	GapPSN uint32
 	// LostAfter: the capture holds this packet, yet its PSN was sent
@@ -201,11 +236,18 @@ type Connection struct {
 	start time.Time
 }
 
-// Flow is the packets from one address to another for one destination QP.
+// Flow is the packets from one address to another for one destination QP
+// and, for UD, from one source QP.
 type Flow struct {
 	Src    netip.AddrPort `json:"src"`
 	Dst    netip.AddrPort `json:"dst"`
 	DestQP uint32         `json:"dest_qp"`
+	// UD is true for a flow of UD packets, SrcQP then their DETH source
+	// QP. UD never retransmits: its PSNs are not checked for gaps and
+	// rewinds, as one source QP numbers what it sends to every
+	// destination in one sequence.
+	UD    bool   `json:"ud,omitempty"`
+	SrcQP uint32 `json:"src_qp,omitempty"`
 	// Packets and Bytes count every packet (Bytes: BTH through ICRC).
 	Packets int `json:"packets"`
 	Bytes   int `json:"bytes"`
@@ -222,13 +264,18 @@ type Flow struct {
 	// legitimately, are not counted): past the highest PSN sent, or inside
 	// a go-back-N resend round, which resends in PSN order (a
 	// selective-repeat round resends only the holes); PSNMissing is the
-	// PSNs skipped.
+	// PSNs skipped. A request that comes late into the gap of a jump ahead
+	// (reordered, see PSNRewinds) takes its PSN back: a gap whose PSNs all
+	// came late is no gap.
 	PSNGaps    int `json:"psn_gaps"`
 	PSNMissing int `json:"psn_missing"`
 	// FirstGapFrame is the frame of the first gap (0: none).
 	FirstGapFrame int `json:"first_gap_frame,omitempty"`
 	// PSNRewinds counts packets whose PSN is not after the last PSN of the
-	// flow's previous packet (modulo 2^24): retransmissions.
+	// flow's previous packet (modulo 2^24): retransmissions. A request
+	// that came late is not one: its PSN was not in the capture before
+	// and lies in a gap still open from a jump ahead, with no NAK into
+	// that gap, no NAK since it opened and no timeout-long silence before.
 	PSNRewinds int `json:"psn_rewinds"`
 	// NAKs counts the NAKs the flow carries, by kind.
 	NAKs NAKs `json:"naks"`
@@ -237,6 +284,12 @@ type Flow struct {
 	LastFrame  int `json:"last_frame"`
 
 	byOp map[packet.Opcode]*OpcodeCount
+}
+
+// Holds reports whether p belongs to the flow.
+func (f *Flow) Holds(p Packet) bool {
+	k := keyOf(p)
+	return f.Src.Addr() == k.src && f.Dst.Addr() == k.dst && f.DestQP == k.qp && f.UD == k.ud && f.SrcQP == k.srcQP
 }
 
 // OpcodeCount is the packets and bytes of one opcode.
@@ -341,7 +394,9 @@ type Recovery struct {
 	// capture point, or the answer came after the requester's timer fired.
 	FirstSentFrame int `json:"first_sent_frame"`
 
-	start time.Time
+	start     time.Time
+	rewindSeg int // the segment of RewindFrame's resent packet
+
 }
 
 // RTT summarises request-to-response times: from a request that asks for

@@ -430,8 +430,8 @@ func TestProbes(t *testing.T) {
 			require.Equal(t, tt.cause, ep.Cause)
 			require.True(t, ep.Probe)
 			require.Equal(t, []int{tt.acked, tt.first}, []int{ep.AckedFrame, ep.FirstSentFrame})
-			require.Equal(t, tt.lostAfter, rep.Notes[tt.first] != nil && rep.Notes[tt.first].LostAfter)
-			if n := rep.Notes[7]; tt.gaps[0] == 0 && n != nil {
+			require.Equal(t, tt.lostAfter, rep.Notes[Ref{Frame: tt.first}] != nil && rep.Notes[Ref{Frame: tt.first}].LostAfter)
+			if n := rep.Notes[Ref{Frame: 7}]; tt.gaps[0] == 0 && n != nil {
 				require.Zero(t, n.Gap, "no lost PSNs drawn before frame 7")
 			}
 			if tt.explain != "" {

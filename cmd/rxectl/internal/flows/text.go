@@ -31,14 +31,24 @@ func (r *Report) WriteText(w io.Writer) error {
 	return b.Flush()
 }
 
-// Title names the connection: "A QP x ⇄ B QP y" or "A → B QP y".
+// Title names the connection: "A QP x ⇄ B QP y", or for one flow its
+// name (Flow.Name).
 func (c *Connection) Title() string {
 	f := c.Flows[0]
 	if len(c.Flows) == 1 {
-		return fmt.Sprintf("%v → %v QP %#06x", f.Src, f.Dst, f.DestQP)
+		return f.Name()
 	}
 	g := c.Flows[1]
 	return fmt.Sprintf("%v QP %#06x ⇄ %v QP %#06x", f.Src, g.DestQP, f.Dst, f.DestQP)
+}
+
+// Name names the flow: "A → B QP y", or for UD "A QP x → B QP y" with its
+// source QP x.
+func (f *Flow) Name() string {
+	if f.UD {
+		return fmt.Sprintf("%v QP %#06x → %v QP %#06x", f.Src, f.SrcQP, f.Dst, f.DestQP)
+	}
+	return fmt.Sprintf("%v → %v QP %#06x", f.Src, f.Dst, f.DestQP)
 }
 
 func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
@@ -48,7 +58,7 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 	}
 	fmt.Fprintln(b)
 	for _, f := range c.Flows {
-		fmt.Fprintf(b, "  %v → %v QP %#06x: %d packets, %d bytes, frames %d-%d\n", f.Src, f.Dst, f.DestQP, f.Packets, f.Bytes, f.FirstFrame, f.LastFrame)
+		fmt.Fprintf(b, "  %s: %d packets, %d bytes, frames %d-%d\n", f.Name(), f.Packets, f.Bytes, f.FirstFrame, f.LastFrame)
 		for _, o := range f.ByOpcode {
 			fmt.Fprintf(b, "    %-34s %8d packets %12d bytes\n", o.Opcode, o.Packets, o.Bytes)
 		}

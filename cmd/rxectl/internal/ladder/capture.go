@@ -70,7 +70,7 @@ func FromCapture(pkts []flows.Packet, rep *flows.Report, sel Selection) (*Diagra
 			continue
 		}
 		right := p.Src == req.Src && p.Pkt.DestQP() == req.DestQP
-		d.add(p, rep.Notes[p.Frame], right)
+		d.add(p, rep.Notes[p.Ref()], right)
 	}
 	if len(d.Items) == 0 {
 		return nil, ErrNoPackets
@@ -88,7 +88,7 @@ func packets(c *flows.Connection) int {
 
 func inConn(c *flows.Connection, p flows.Packet) bool {
 	for _, f := range c.Flows {
-		if f.Src.Addr() == p.Src.Addr() && f.Dst.Addr() == p.Dst.Addr() && f.DestQP == p.Pkt.DestQP() {
+		if f.Holds(p) {
 			return true
 		}
 	}
