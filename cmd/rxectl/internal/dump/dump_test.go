@@ -109,7 +109,26 @@ func pcapBytesOrder(o binary.AppendByteOrder, nano bool, lt uint32, frames []cap
 
 // pcapngBytes builds a little-endian pcapng file with one interface of
 // link type lt by hand, nanosecond timestamps.
-func pcapngBytes(lt uint16, frames []capFrame) []byte {
+func pcapngBytes(lt uint16, frames []capFrame) []byte { return pcapngBytesRes(lt, 9, frames) }
+
+// pcapngBytesRes is pcapngBytes with the interface's if_tsresol: 10^-r s,
+// or with the high bit set 2^-(r&0x7F) s.
+func pcapngBytesRes(lt uint16, tsresol byte, frames []capFrame) []byte {
+	units := func(t time.Time) uint64 {
+		if tsresol&0x80 != 0 {
+			e := tsresol & 0x7F
+			return uint64(t.Unix())<<e + uint64(t.Nanosecond())<<e/1e9
+		}
+		u := uint64(t.Unix())
+		for range tsresol {
+			u *= 10
+		}
+		div := uint64(1e9)
+		for range tsresol {
+			div /= 10
+		}
+		return u + uint64(t.Nanosecond())/div
+	}
 	le := binary.LittleEndian
 	var b []byte
 	// Section Header Block without options.
@@ -120,7 +139,7 @@ func pcapngBytes(lt uint16, frames []capFrame) []byte {
 	b = le.AppendUint16(b, 0)
 	b = le.AppendUint64(b, ^uint64(0)) // section length unknown
 	b = le.AppendUint32(b, 28)
-	// Interface Description Block with if_tsresol = 9.
+	// Interface Description Block with if_tsresol.
 	b = le.AppendUint32(b, 1)
 	b = le.AppendUint32(b, 32)
 	b = le.AppendUint16(b, lt)
@@ -128,13 +147,13 @@ func pcapngBytes(lt uint16, frames []capFrame) []byte {
 	b = le.AppendUint32(b, 0) // snaplen: unlimited
 	b = le.AppendUint16(b, 9) // if_tsresol
 	b = le.AppendUint16(b, 1)
-	b = append(b, 9, 0, 0, 0)
+	b = append(b, tsresol, 0, 0, 0)
 	b = le.AppendUint32(b, 0) // opt_endofopt
 	b = le.AppendUint32(b, 32)
 	for _, f := range frames {
 		padded := (len(f.data) + 3) &^ 3
 		total := uint32(32 + padded)
-		ts := uint64(f.ci.Timestamp.UnixNano())
+		ts := units(f.ci.Timestamp)
 		b = le.AppendUint32(b, 6)
 		b = le.AppendUint32(b, total)
 		b = le.AppendUint32(b, 0)

@@ -10,6 +10,19 @@ import (
 	"github.com/gorxe/gorxe/packet"
 )
 
+// udSend returns a 64-byte UD SEND ONLY from QP srcQP to QP dqp at psn.
+func udSend(t *testing.T, srcQP, dqp, psn uint32) packet.Packet {
+	t.Helper()
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: 0xFFFF, DestQP: dqp, PSN: packet.PSN(psn)},
+		DETH: packet.DETHFields{QKey: 0x11111111, SrcQP: srcQP}}
+	b := make([]byte, packet.PacketLen(packet.UDSendOnly, 64))
+	n, err := packet.Build(b, &h, make([]byte, 64), nil)
+	require.NoError(t, err)
+	p, err := packet.Parse(b[:n])
+	require.NoError(t, err)
+	return p
+}
+
 // TestUDTwoSourceQPs checks that UD flows are keyed by source QP too. Two
 // UD QPs of one host (each its own UDP source port, as kernel rxe and gorxe
 // give every QP) send to one UD QP of another host, interleaved. Each
@@ -22,16 +35,7 @@ func TestUDTwoSourceQPs(t *testing.T) {
 	srcA := netip.MustParseAddrPort("10.0.0.1:50001")
 	srcB := netip.MustParseAddrPort("10.0.0.1:50002")
 	dst := netip.MustParseAddrPort("10.0.0.2:4791")
-	mk := func(srcQP, psn uint32) packet.Packet {
-		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: 0xFFFF, DestQP: 0x30, PSN: packet.PSN(psn)},
-			DETH: packet.DETHFields{QKey: 0x11111111, SrcQP: srcQP}}
-		b := make([]byte, packet.PacketLen(packet.UDSendOnly, 64))
-		n, err := packet.Build(b, &h, make([]byte, 64), nil)
-		require.NoError(t, err)
-		p, err := packet.Parse(b[:n])
-		require.NoError(t, err)
-		return p
-	}
+	mk := func(srcQP, psn uint32) packet.Packet { return udSend(t, srcQP, 0x30, psn) }
 	var pkts []Packet
 	for i := range 4 {
 		pkts = append(pkts,
@@ -74,16 +78,7 @@ func TestUDTwoSourceQPs(t *testing.T) {
 func TestUDOneSourceTwoDests(t *testing.T) {
 	src := netip.MustParseAddrPort("10.0.0.1:50001")
 	dst := netip.MustParseAddrPort("10.0.0.2:4791")
-	mk := func(dqp, psn uint32) packet.Packet {
-		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: 0xFFFF, DestQP: dqp, PSN: packet.PSN(psn)},
-			DETH: packet.DETHFields{QKey: 0x11111111, SrcQP: 0x17}}
-		b := make([]byte, packet.PacketLen(packet.UDSendOnly, 64))
-		n, err := packet.Build(b, &h, make([]byte, 64), nil)
-		require.NoError(t, err)
-		p, err := packet.Parse(b[:n])
-		require.NoError(t, err)
-		return p
-	}
+	mk := func(dqp, psn uint32) packet.Packet { return udSend(t, 0x17, dqp, psn) }
 	var pkts []Packet
 	for i := range 8 {
 		pkts = append(pkts, Packet{Frame: i + 1, Time: t0.Add(time.Duration(i) * time.Microsecond), Src: src, Dst: dst, Pkt: mk(0x30+uint32(i%2), 1000+uint32(i))})
