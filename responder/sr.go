@@ -337,8 +337,9 @@ func (r *Responder) sendRun() packet.PSN {
 
 // ackDrained queues a standard ACK for ePSN−1 after a drain, unless the
 // newest queued response already acknowledges that PSN (an ACK, which
-// queueACK updates anyway, an ATOMIC ACKNOWLEDGE or the last response of a
-// READ). drainOOO leaves room for it.
+// queueACK updates anyway, an ATOMIC ACKNOWLEDGE, the last response of a
+// READ, or the RNR NAK at ePSN the drain stopped on). drainOOO leaves room
+// for it.
 func (r *Responder) ackDrained() {
 	last := r.epsn.Add(-1)
 	if r.q.Len() > 0 {
@@ -349,6 +350,12 @@ func (r *Responder) ackDrained() {
 			}
 		case outRead:
 			if b.psn.Add(r.readPSNs(b.resid)-1) == last {
+				return
+			}
+		case outNAK:
+			// The drain stopped on an RNR NAK at ePSN: it acknowledges
+			// the PSNs before it, and the requester waits on it.
+			if b.syn.Type() == packet.SyndromeTypeRNR && b.psn == r.epsn {
 				return
 			}
 		}

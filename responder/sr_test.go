@@ -986,3 +986,33 @@ func TestSRFailureInResumedDrain(t *testing.T) {
 	require.Equal(t, uint64(n), binary.NativeEndian.Uint64(h.remoteBytes(va, 8)), "the atomic after it never runs")
 	require.Zero(t, h.r.Counters().OOOBuffered)
 }
+
+// TestSRDrainStopsOnRNR: under selective repeat, SENDs 101–103 are held
+// behind a hole at 100 with two receive WQEs posted. When 100 arrives the
+// drain executes 100 and 101, and 102 finds no WQE: the responder answers
+// the hole report, the ACK of 101 and the RNR NAK of 102, and nothing
+// after it. It used to queue a second ACK of 101 behind the RNR NAK.
+func TestSRDrainStopsOnRNR(t *testing.T) {
+	h := newHarness(t, withPMTU(256), withSR(0))
+	h.postRecv(1, 100)
+	h.postRecv(2, 100)
+	h.rx(packet.RCSendOnly, 101, pattern(10, 1), ackReq)
+	h.rx(packet.RCSendOnly, 102, pattern(10, 2), ackReq)
+	h.rx(packet.RCSendOnly, 103, pattern(10, 3), ackReq)
+	h.drain()
+	h.rx(packet.RCSendOnly, 100, pattern(10, 0), ackReq)
+	out := h.drain()
+	require.NotEmpty(t, out)
+	last := out[len(out)-1]
+	require.Equal(t, packet.RCAcknowledge, last.Opcode())
+	require.Equal(t, packet.SyndromeTypeRNR, last.AETH().Syndrome().Type(), "the last packet is the RNR NAK")
+	require.Equal(t, packet.PSN(102), last.PSN())
+	acks := 0
+	for _, p := range out {
+		if p.Opcode() == packet.RCAcknowledge && p.AETH().Syndrome().IsACK() && p.PSN() == 101 {
+			acks++
+		}
+	}
+	require.Equal(t, 1, acks, "one ACK of 101")
+	require.Equal(t, packet.PSN(102), h.r.EPSN())
+}
