@@ -63,19 +63,17 @@ func TestCAGUIDUniquePerHost(t *testing.T) {
 			reason = rej.Reason.String()
 		}
 	}
+	require.Equal(t, caGUID(a.addr, a.port), reqA.LocalCAGUID, "the REQ carries the device's CA GUID")
 	require.NotEqual(t, reqA.LocalCAGUID, reqB.LocalCAGUID, "hosts %v and %v announce the same CA GUID %#x", a.addr, b.addr, reqA.LocalCAGUID)
 	require.True(t, ok && e.Kind == cm.EventREQ, "host B's REQ is not reported to the listener; the server sent REJ %q", reason)
 }
 
-// TestCAGUIDDistinct: devices on different addresses or ports announce
-// different CA GUIDs, and one address and port always the same one (a
+// TestCAGUIDDistinct: devices on different addresses or ports have
+// different CA GUIDs (TestCAGUIDUniquePerHost checks that the REQ carries
+// it), and one address and port always the same one (a
 // restarted device is the same node to a peer's CM).
 func TestCAGUIDDistinct(t *testing.T) {
-	guid := func(addr string, port uint16) uint64 {
-		d := &Device{addr: netip.MustParseAddr(addr), port: port}
-		req, _ := reqOf(t, d, netip.MustParseAddr("192.0.2.200"), 0, firstQPN)
-		return req.LocalCAGUID
-	}
+	guid := func(addr string, port uint16) uint64 { return caGUID(netip.MustParseAddr(addr), port) }
 	seen := map[uint64]string{}
 	for _, c := range []struct {
 		addr string

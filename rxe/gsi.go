@@ -40,20 +40,24 @@ type gsiCounters struct {
 	rcvd, sent, badQKey, malformed, sendErr uint64
 }
 
+// caGUID returns the CA GUID of a device on addr and port. It names the
+// node to a passive CM, which keys duplicate and stale REQs on it (IBA
+// 12.9.8.4, cm_match_req): a hash of the whole address and the port, so
+// that hosts whose IPv6 addresses share their low 64 bits (::5 in two
+// subnets) differ, deterministic so that a restarted device keeps it, with
+// the locally administered bit set.
+func caGUID(addr netip.Addr, port uint16) uint64 {
+	h := fnv.New64a()
+	a := addr.As16()
+	h.Write(a[:])
+	h.Write(binary.BigEndian.AppendUint16(nil, port))
+	return h.Sum64() | 0x0200_0000_0000_0000
+}
+
 // gsiOf returns the device's GSI, creating it on first use.
 func (d *Device) gsiOf() *gsi {
 	d.gsiOnce.Do(func() {
-		// The CA GUID names this node to a passive CM, which keys
-		// duplicate and stale REQs on it (IBA 12.9.8.4, cm_match_req):
-		// it is a hash of the whole address and the port, so that hosts
-		// whose IPv6 addresses share their low 64 bits (::5 in two
-		// subnets) differ, and deterministic, so that a restarted device
-		// keeps it.
-		h := fnv.New64a()
-		a := d.addr.As16()
-		h.Write(a[:])
-		h.Write(binary.BigEndian.AppendUint16(nil, d.port))
-		guid := h.Sum64() | 0x0200_0000_0000_0000
+		guid := caGUID(d.addr, d.port)
 		g := &gsi{d: d, buf: make([]byte, maxPacket), waiters: map[cm.ID]chan cm.Event{},
 			listeners: map[uint64]*CMListener{}, psn: packet.PSN(rand.Uint32() & packet.PSNMask)}
 		g.agent = cm.NewAgent(cm.Config{CAGUID: guid, TIDHigh: rand.Uint32(), PacketLifeTime: gsiPacketLifeTime,
