@@ -98,10 +98,12 @@ func (h *Headers) Encode(b []byte) (int, error) {
 }
 
 // Frame is a packet being built in place in a caller's buffer, the one
-// way both transport engines write packets: Begin writes the headers, the
-// caller fills Payload (copying straight from a memory region, so that the
-// payload is copied once), and Seal writes the pad bytes and the ICRC. A
-// Frame is a small value; building allocates nothing.
+// way both transport engines write packets: Begin writes the headers, and
+// the caller either fills Payload and calls Seal, which writes the pad
+// bytes and the ICRC, or copies the payload in with ICRCCopy from
+// StartICRC's register and calls SealICRC (the engines: one read of the
+// payload, copied straight from a memory region). A Frame is a small
+// value; building allocates nothing.
 type Frame struct {
 	b   []byte // the packet, BTH through ICRC
 	off int    // payload offset
@@ -147,20 +149,15 @@ func (f Frame) Payload() []byte { return f.b[f.off : f.off+f.n] }
 
 // Seal writes the zero pad bytes and the ICRC (IBA 9.2, Annex A17.4) and
 // returns the packet length, BTH through ICRC.
-func (f Frame) Seal() int { return f.SealWith(nil) }
-
-// SealWith is Seal with the ICRC's pseudo-header started by c (a sender's
-// own ICRCPrefix; nil is Seal).
-func (f Frame) SealWith(c *ICRCPrefix) int {
-	return f.SealICRC(ICRCUpdate(f.StartICRC(c), f.Payload()))
-}
+func (f Frame) Seal() int { return f.SealICRC(ICRCUpdate(f.StartICRC(nil), f.Payload())) }
 
 // StartICRC begins the ICRC of a packet whose payload the caller copies in
 // with ICRCCopy, in order, chaining the register from the one StartICRC
-// returns: it covers the pseudo-header (started by c, as in SealWith), the
+// returns: it covers the pseudo-header (started by c, a sender's own
+// ICRCPrefix, or from scratch when c is nil), the
 // BTH and the headers after it. SealICRC then finishes the packet with the
 // register after the last payload byte. The payload is then read once, as
-// it is copied, instead of once by the copy and again by SealWith.
+// it is copied, instead of once by the copy and again by Seal.
 func (f Frame) StartICRC(c *ICRCPrefix) uint32 {
 	if f.ph == nil {
 		return 0
