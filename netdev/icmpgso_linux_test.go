@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -13,9 +12,11 @@ import (
 // injectICMP4 sends, through a raw socket, an ICMP destination-unreachable
 // error of the given code about a UDP datagram from -> to, as a router or
 // the peer host would: the kernel sets sk_err of the socket bound to from
-// (__udp4_lib_err) and queues the error (IP_RECVERR).
-func injectICMP4(t *testing.T, code uint8, from, to netip.AddrPort) {
+// (__udp4_lib_err) and queues the error (IP_RECVERR). It returns once
+// the error is pending on tx, the socket bound to from.
+func injectICMP4(t *testing.T, code uint8, tx *UDPConn, to netip.AddrPort) {
 	t.Helper()
+	from := tx.LocalAddr()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
 	if err != nil {
 		t.Skipf("raw ICMP socket: %v", err)
@@ -38,7 +39,7 @@ func injectICMP4(t *testing.T, code uint8, from, to netip.AddrPort) {
 	binary.BigEndian.PutUint16(udp[4:], 8+100)
 	binary.BigEndian.PutUint16(msg[2:], ipChecksum(msg))
 	require.NoError(t, unix.Sendto(fd, msg, 0, &unix.SockaddrInet4{Addr: to.Addr().As4()}))
-	time.Sleep(50 * time.Millisecond) // loopback delivery is done by then
+	waitSocketError(t, tx)
 }
 
 func ipChecksum(b []byte) uint16 {
@@ -80,7 +81,7 @@ func TestICMPErrorKeepsGSO(t *testing.T) {
 			readN(t, rx, len(run))
 			require.Equal(t, uint64(1), tx.Stats().GSOBuffers)
 
-			injectICMP4(t, tc.code, tx.LocalAddr(), rx.LocalAddr())
+			injectICMP4(t, tc.code, tx, rx.LocalAddr())
 
 			n, err = tx.WriteBatch(run)
 			require.NoError(t, err)
@@ -104,7 +105,7 @@ func TestICMPErrorKeepsPagedSends(t *testing.T) {
 		t.Skip("no paged sends")
 	}
 	one := gsoRun(rx.LocalAddr(), 1, 1000)
-	injectICMP4(t, 2, tx.LocalAddr(), rx.LocalAddr())
+	injectICMP4(t, 2, tx, rx.LocalAddr())
 	n, err := tx.WriteBatch(one)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)

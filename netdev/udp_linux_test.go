@@ -169,7 +169,7 @@ func TestUDPConnRefusedIsNotFatal(t *testing.T) {
 				n, err := a.WriteBatch(msgs)
 				require.NoError(t, err, "the refused datagrams themselves leave fine (or absorb earlier errors)")
 				require.Equal(t, k, n)
-				time.Sleep(20 * time.Millisecond) // let the ICMP errors come back
+				waitSocketError(t, a) // the ICMP errors come back
 			}
 			ping := []Message{{Buf: []byte("ping"), N: 4}}
 

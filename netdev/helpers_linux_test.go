@@ -1,0 +1,41 @@
+package netdev
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// waitSocketError waits, at most 5 seconds, until c's socket has an error
+// pending (POLLERR: an ICMP error on its error queue, IP_RECVERR), without
+// taking it. An ICMP error about a datagram sent on loopback is queued by
+// the softirq that delivers the datagram, which may run after the send
+// returns.
+func waitSocketError(t testing.TB, c *UDPConn) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var revents int16
+		var perr error
+		require.NoError(t, c.rc.Control(func(fd uintptr) {
+			fds := []unix.PollFd{{Fd: int32(fd)}} // POLLERR is reported whatever the events asked
+			var n int
+			for {
+				n, perr = unix.Poll(fds, 10)
+				if perr != unix.EINTR {
+					break
+				}
+			}
+			if n > 0 {
+				revents = fds[0].Revents
+			}
+		}))
+		require.NoError(t, perr)
+		if revents&unix.POLLERR != 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no ICMP error reached the socket within 5 s")
+	}
+}
