@@ -23,7 +23,9 @@ type UConfig struct {
 	UD bool
 	// QPN is the local QP number.
 	QPN uint32
-	// PMTU is the path MTU in bytes (UD: the largest datagram accepted).
+	// PMTU is the path MTU in bytes. UC packets must keep to it (rxe
+	// rxe_resp_check_length); a UD datagram is held to its receive buffer
+	// only (receiveUD).
 	PMTU int
 	// RQPSN is the first expected PSN (UC).
 	RQPSN packet.PSN
@@ -53,7 +55,7 @@ type UCounters struct {
 	MessagesDropped uint64 // UC messages abandoned part-way
 	QKeyMismatch    uint64 // UD datagrams with another Q_Key, dropped
 	NoWQE           uint64 // SENDs dropped for want of a receive WQE
-	TooLong         uint64 // payloads longer than the path MTU or the receive buffer, dropped
+	TooLong         uint64 // messages longer than their receive buffer, dropped
 	AccessErr       uint64 // UC RDMA WRITEs whose R_Key or range failed, dropped
 	LengthErr       uint64 // UC packets that break the length rules, their message dropped
 	CQOverflow      uint64 // receive completions the CQ had no room for; the QP fails
@@ -187,17 +189,16 @@ func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
 		return
 	}
 	pay := p.Payload()
-	if len(pay) > u.cfg.PMTU {
-		u.c.TooLong++
-		return
-	}
 	wr, ok := u.peek()
 	if !ok {
 		u.c.NoWQE++
 		return
 	}
-	// rxe check_length for UD: the GRH area and the payload must fit the
-	// WQE's buffer, else RESPST_ERR_LENGTH (class E with an SRQ, else D).
+	// rxe rxe_resp_check_length for UD and GSI: the GRH area and the
+	// payload must fit the WQE's buffer, else RESPST_ERR_LENGTH (class E
+	// with an SRQ, else D). The path MTU is not checked (its rules are
+	// RC's and UC's), so a datagram from a peer whose MTU is larger than
+	// ours is received when its buffer holds it.
 	if uint64(GRHSize+len(pay)) > wr.Length() {
 		u.c.TooLong++
 		u.classE(p, verbs.WCRemInvReqErr)
@@ -259,7 +260,7 @@ type placement uint8
 
 const (
 	placed      placement = iota
-	placeNoRoom           // the buffer is too short (-ENOSPC: RESPST_ERR_LENGTH); nothing written
+	placeNoRoom           // the buffer is too short, a length error (place); nothing written
 	placeBadSGE           // an SGE's L_Key, rights or range failed (RESPST_ERR_MALFORMED_WQE)
 )
 
@@ -290,9 +291,12 @@ func (u *Unreliable) scatterAt(wr *verbs.RecvWR, off uint32, data []byte) placem
 
 // place writes data into receive WQE wr at off for packet p and reports
 // whether it did. A buffer too short is a length error (counted TooLong;
-// class E with an SRQ, else class D); an SGE that fails is a malformed
-// WQE (class A: the WQE completes with LOC_QP_OP_ERR and the receive side
-// fails), as rxe send_data_in and rxe_responder's error states sort them.
+// class E with an SRQ, else class D), as send_data_in means to sort it
+// (-ENOSPC is RESPST_ERR_LENGTH); an SGE that fails is a malformed WQE
+// (class A: the WQE completes with LOC_QP_OP_ERR and the receive side
+// fails). Kernel rxe's copy_data returns -EINVAL for a buffer too short as
+// well, so a UC SEND that overruns its buffer there fails the QP as a
+// malformed WQE; gorxe keeps the length error, and the QP receives on.
 func (u *Unreliable) place(p packet.Packet, wr *verbs.RecvWR, off uint32, data []byte) bool {
 	switch u.scatterAt(wr, off, data) {
 	case placeNoRoom:
@@ -368,6 +372,14 @@ func (u *Unreliable) post(solicited bool) {
 
 // receiveUC handles one UC packet: the PSN and opcode-sequence checks of
 // rxe check_psn and check_op_seq for UC, then the SEND or WRITE.
+//
+// After a PSN gap, the rest of the message is dropped and a FIRST or ONLY
+// starts a new one, whatever the message in progress was. Kernel rxe
+// compares that FIRST with the opcode of the last packet it placed, which
+// the gap left inside a message, and drops it too
+// (RESPST_ERR_MISSING_OPCODE_LAST_D1E), so there a lost LAST costs the
+// message after it as well; gorxe receives the new message, as the
+// comment in rxe's do_class_d1e_error says it may be valid.
 func (u *Unreliable) receiveUC(p packet.Packet) {
 	m := p.Mask()
 	start := m&packet.MaskStart != 0
@@ -380,7 +392,14 @@ func (u *Unreliable) receiveUC(p packet.Packet) {
 		u.abandon() // a FIRST/ONLY resynchronises
 	} else if (u.inMsg != 0) == start || u.inMsg != 0 && !sameOp(u.inMsg, p.Opcode()) {
 		// A FIRST/ONLY inside a message, or a MIDDLE/LAST outside one or
-		// of another operation: the message is dropped.
+		// of another operation: the packet and the message in progress
+		// are dropped (rxe check_op_seq). A SEND in progress that took a
+		// receive WQE of an SRQ completes it with REM_INV_REQ_ERR (rxe
+		// do_class_d1e_error, class E); without an SRQ the WQE stays, to
+		// be filled from its start by the next message (class D1).
+		if u.inMsg != 0 && u.cfg.SRQ && u.held {
+			u.completeErr(p, verbs.WCRemInvReqErr)
+		}
 		u.c.OutOfSeq++
 		u.abandon()
 		return

@@ -149,7 +149,8 @@ func TestUDReceive(t *testing.T) {
 	}
 	require.Equal(t, uint32(0xFFFF), sum)
 	h.rx(packet.UDSendOnly, 3, 300, func(hd *packet.Headers) { hd.DETH.QKey = 9 })
-	require.Equal(t, uint64(1), h.u.Counters().TooLong, "longer than the path MTU")
+	require.Len(t, h.cq.wcs, 2, "longer than the path MTU, it fits its buffer (rxe rxe_resp_check_length)")
+	require.Zero(t, h.u.Counters().TooLong)
 	h.rx(packet.UCSendOnly, 4, 10)
 	require.Equal(t, uint64(1), h.u.Counters().Dropped, "a UC packet on a UD QP")
 }
@@ -637,5 +638,117 @@ func TestUnreliableFlushHeldSRQWQE(t *testing.T) {
 			h.u.Flush()
 			require.Len(t, h.cq.wcs, done+1, "a second Flush completes nothing more")
 		})
+	}
+}
+
+// TestUDPayloadOverPMTU: a UD datagram is held to its receive buffer, GRH
+// area included, not to the path MTU (rxe rxe_resp_check_length: the MTU
+// rules are RC's and UC's), so one from a peer with a larger MTU is
+// received when it fits.
+func TestUDPayloadOverPMTU(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		n      int    // payload bytes (the harness's PMTU is 256)
+		buf    uint32 // receive buffer bytes
+		srq    bool
+		done   bool // the WQE completes, with status
+		status verbs.WCStatus
+	}{
+		{"over the PMTU, fits the buffer", 300, 4096, false, true, verbs.WCSuccess},
+		{"over the PMTU, fits the buffer exactly", 1000, GRHSize + 1000, false, true, verbs.WCSuccess},
+		{"over the PMTU, fits the buffer, SRQ", 1000, 4096, true, true, verbs.WCSuccess},
+		{"one byte over the buffer: class D", 1001, GRHSize + 1000, false, false, 0},
+		{"one byte over the buffer, SRQ: class E", 1001, GRHSize + 1000, true, true, verbs.WCRemInvReqErr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mods []func(*UConfig)
+			if tc.srq {
+				mods = append(mods, withSRQ)
+			}
+			h := newUHarness(t, true, 0, mods...)
+			h.buf = make([]byte, 4096)
+			h.rq.post(verbs.RecvWR{ID: 5, SGList: []verbs.SGE{{Addr: 0x10000, Length: tc.buf, LKey: 1}}})
+			h.rx(packet.UDSendOnly, 1, tc.n, udDETH)
+			if !tc.done {
+				require.Empty(t, h.cq.wcs)
+				require.Equal(t, uint64(1), h.u.Counters().TooLong)
+				return
+			}
+			require.Len(t, h.cq.wcs, 1)
+			wc := h.cq.wcs[0]
+			require.Equal(t, tc.status, wc.Status)
+			require.Equal(t, uint64(5), wc.ID)
+			if tc.status == verbs.WCSuccess {
+				require.Equal(t, uint32(GRHSize+tc.n), wc.ByteLen)
+				require.Equal(t, byte(1), h.loc.buf[GRHSize+tc.n-1], "the payload is placed behind the GRH area")
+				require.Zero(t, h.u.Counters().TooLong)
+			}
+		})
+	}
+}
+
+// TestUCInterruptedMessage: a UC SEND interrupted in sequence by a packet
+// that does not continue it (a FIRST or ONLY, or the other operation's
+// MIDDLE) is dropped with that packet (rxe check_op_seq); on an SRQ the
+// receive WQE it had taken completes with REM_INV_REQ_ERR (rxe
+// do_class_d1e_error, class E), without one the WQE is filled from its
+// start by the next message (class D1). After a PSN gap the FIRST or ONLY
+// starts a new message into the same WQE, SRQ or not.
+func TestUCInterruptedMessage(t *testing.T) {
+	type pkt struct {
+		op  packet.Opcode
+		psn packet.PSN
+	}
+	f, m, l, o := packet.UCSendFirst, packet.UCSendMiddle, packet.UCSendLast, packet.UCSendOnly
+	type done struct {
+		id     uint64
+		status verbs.WCStatus
+		n      uint32
+	}
+	for _, tc := range []struct {
+		name       string
+		pkts       []pkt
+		rq, srq    []done
+		dropped    uint64
+		firstBytes byte // the first byte of the WQE the last message landed in
+	}{
+		{"a FIRST inside the message", []pkt{{f, 100}, {f, 101}, {l, 102}, {o, 103}},
+			[]done{{0, verbs.WCSuccess, 256}},
+			[]done{{0, verbs.WCRemInvReqErr, 0}, {1, verbs.WCSuccess, 256}}, 1, 103},
+		{"an ONLY inside the message", []pkt{{f, 100}, {o, 101}, {o, 102}},
+			[]done{{0, verbs.WCSuccess, 256}},
+			[]done{{0, verbs.WCRemInvReqErr, 0}, {1, verbs.WCSuccess, 256}}, 1, 102},
+		{"a WRITE MIDDLE inside the message", []pkt{{f, 100}, {m, 101}, {packet.UCRDMAWriteMiddle, 102}, {o, 103}},
+			[]done{{0, verbs.WCSuccess, 256}},
+			[]done{{0, verbs.WCRemInvReqErr, 0}, {1, verbs.WCSuccess, 256}}, 1, 103},
+		{"a FIRST after a gap starts a new message", []pkt{{f, 100}, {f, 103}, {l, 104}},
+			[]done{{0, verbs.WCSuccess, 512}},
+			[]done{{0, verbs.WCSuccess, 512}}, 1, 103},
+	} {
+		for _, srq := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/srq=%v", tc.name, srq), func(t *testing.T) {
+				var mods []func(*UConfig)
+				want := tc.rq
+				if srq {
+					mods, want = append(mods, withSRQ), tc.srq
+				}
+				h := newUHarness(t, false, 4, mods...)
+				for _, p := range tc.pkts {
+					h.rx(p.op, p.psn, 256)
+				}
+				var got []done
+				for _, wc := range h.cq.wcs {
+					d := done{wc.ID, wc.Status, 0}
+					if wc.Status == verbs.WCSuccess {
+						d.n = wc.ByteLen
+					}
+					got = append(got, d)
+				}
+				require.Equal(t, want, got)
+				require.Equal(t, tc.dropped, h.u.Counters().MessagesDropped)
+				last := want[len(want)-1]
+				require.Equal(t, tc.firstBytes, h.loc.buf[last.id*4096], "the message lands at its WQE's start")
+			})
+		}
 	}
 }
