@@ -466,9 +466,14 @@ func (r *Responder) onError(st State) State {
 	case StateErrLength:
 		status := verbs.WCRemInvReqErr
 		if r.lenLocal {
-			// A receive buffer too small for the message: the
-			// verbs status is local length error (ibv_poll_cq(3));
-			// rxe reports REM_INV_REQ_ERR for it too.
+			// A receive buffer too small for the message: an
+			// Invalid Request NAK and, here, local length error
+			// (ibv_poll_cq(3)), as IBA's length error is sorted.
+			// Kernel rxe differs: its copy_data returns -EINVAL,
+			// not the -ENOSPC send_data_in maps to
+			// RESPST_ERR_LENGTH, so rxe takes the overflow for a
+			// malformed WQE (Remote Operational Error NAK,
+			// LOC_QP_OP_ERR).
 			status = verbs.WCLocLenErr
 		}
 		return r.classC(st, packet.NAKInvalidRequest, status)
