@@ -67,9 +67,6 @@ type half struct {
 	// most maxSkips), while some of their PSNs may still come late: a
 	// reordering path delivers them after later ones (late, fill).
 	jumps []skipGap
-	// gapFrames are the frames of the request stream's gaps, in order:
-	// FirstGapFrame is the first that stands.
-	gapFrames []int
 	// acked is the highest PSN an ACK in the capture acknowledged
 	// (cumulatively, IBA 9.7.5.1.2), ackFrame that ACK's frame; ackOK
 	// says whether there was one.
@@ -115,12 +112,6 @@ type skipGap struct {
 	psn              packet.PSN
 	evidence, missed bool
 	got              map[packet.PSN]bool
-}
-
-// reqGapAt counts a gap of n PSNs in the request stream at frame.
-func (h *half) reqGapAt(frame, n int) {
-	h.req.gapAt(frame, n)
-	h.gapFrames = append(h.gapFrames, frame)
 }
 
 // holds reports whether psn lies in the gap.
@@ -391,25 +382,12 @@ func (h *half) fill(psn, end packet.PSN) {
 			i++
 			continue
 		}
-		h.dropGap(j.frame)
+		f.dropGap(j.frame)
 		note.Gap, note.GapPSN = 0, 0
 		if j.evidence && h.gap != nil && h.gap.frame == j.frame {
 			h.gap = nil
 		}
 		h.jumps = slices.Delete(h.jumps, i, i+1)
-	}
-}
-
-// dropGap takes back a gap of the request stream counted at frame.
-func (h *half) dropGap(frame int) {
-	f := h.req
-	f.PSNGaps--
-	if i, ok := slices.BinarySearch(h.gapFrames, frame); ok {
-		h.gapFrames = slices.Delete(h.gapFrames, i, i+1)
-	}
-	f.FirstGapFrame = 0
-	if len(h.gapFrames) > 0 {
-		f.FirstGapFrame = h.gapFrames[0]
 	}
 }
 
@@ -461,7 +439,7 @@ func (h *half) request(r *rec, last time.Time) {
 		case r.psn.After(h.expected) && !h.spanUnknown:
 			if r.psn.After(h.high.Next()) {
 				from, gap := h.high.Next(), int(r.psn.Diff(h.high.Next()))
-				h.reqGapAt(r.frame, gap)
+				h.req.gapAt(r.frame, gap)
 				n := h.a.note(r.ref())
 				n.Gap, n.GapPSN = gap, uint32(from)
 				j := skipGap{frame: r.frame, seg: r.seg, n: gap, psn: from}
@@ -719,7 +697,7 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 // keeps its PSNs in h.skipped until they are seen again.
 func (h *half) skipGap(r *rec, psn packet.PSN, n int) {
 	sg := skipGap{frame: r.frame, seg: r.seg, n: n, psn: psn}
-	h.reqGapAt(r.frame, n)
+	h.req.gapAt(r.frame, n)
 	note := h.a.note(r.ref())
 	note.Gap, note.GapPSN = n, uint32(psn)
 	if h.gap == nil {
@@ -763,15 +741,8 @@ func (h *half) ack(r *rec) {
 			}
 		}
 		f := h.req
-		f.PSNGaps--
+		f.dropGap(sg.frame)
 		f.PSNMissing -= sg.n
-		if i, ok := slices.BinarySearch(h.gapFrames, sg.frame); ok {
-			h.gapFrames = slices.Delete(h.gapFrames, i, i+1)
-		}
-		f.FirstGapFrame = 0
-		if len(h.gapFrames) > 0 {
-			f.FirstGapFrame = h.gapFrames[0]
-		}
 		if n := h.a.notes[Ref{sg.frame, sg.seg}]; n != nil {
 			n.Gap, n.GapPSN = 0, 0
 		}
@@ -1060,8 +1031,21 @@ func summarise(s []time.Duration) RTT {
 func (f *Flow) gapAt(frame, n int) {
 	f.PSNGaps++
 	f.PSNMissing += n
-	if f.FirstGapFrame == 0 {
-		f.FirstGapFrame = frame
+	f.gapFrames = append(f.gapFrames, frame)
+	f.FirstGapFrame = f.gapFrames[0]
+}
+
+// dropGap takes back a gap counted at frame (its PSNs are taken back by
+// the caller): PSNGaps, and FirstGapFrame, which becomes the first gap
+// that still stands.
+func (f *Flow) dropGap(frame int) {
+	f.PSNGaps--
+	if i, ok := slices.BinarySearch(f.gapFrames, frame); ok {
+		f.gapFrames = slices.Delete(f.gapFrames, i, i+1)
+	}
+	f.FirstGapFrame = 0
+	if len(f.gapFrames) > 0 {
+		f.FirstGapFrame = f.gapFrames[0]
 	}
 }
 

@@ -284,6 +284,9 @@ type Flow struct {
 	LastFrame  int `json:"last_frame"`
 
 	byOp map[packet.Opcode]*OpcodeCount
+	// gapFrames are the frames of the gaps counted in PSNGaps, in capture
+	// order (a gap taken back leaves it): FirstGapFrame is the first.
+	gapFrames []int
 }
 
 // Holds reports whether p belongs to the flow.
