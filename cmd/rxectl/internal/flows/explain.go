@@ -57,7 +57,13 @@ func lossSentence(h *half, eps []Recovery) string {
 		parts = append(parts, fmt.Sprintf("%s lost before the capture point (%s, first at frame %d)",
 			count(h.resp.PSNMissing, "READ response"), count(h.resp.PSNGaps, "gap"), h.resp.FirstGapFrame))
 	}
-	if h.req.PSNMissing > 0 {
+	switch {
+	case h.req.PSNMissing > 0 && h.resp == nil && !h.started:
+		// A lone flow of READ responses whose requests the capture does
+		// not hold: its gaps are the responses'.
+		parts = append(parts, fmt.Sprintf("%s lost before the capture point (%s, first at frame %d)",
+			count(h.req.PSNMissing, "READ response"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
+	case h.req.PSNMissing > 0:
 		parts = append(parts, fmt.Sprintf("requests lost before the capture point (%s in %s, first at frame %d)",
 			count(h.req.PSNMissing, "PSN"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
 	}
