@@ -85,11 +85,16 @@ type half struct {
 	// re-reads only the holes).
 	reads []*readMsg
 
-	// Response stream (READ responses).
+	// Response stream (READ responses). rMid: the latest READ response
+	// in order was a FIRST or MIDDLE. rJumps are the latest gaps a
+	// response past the highest one opened (at most maxSkips), while
+	// their PSNs may still come late (responseLate).
 	rStarted bool
 	rPrev    packet.PSN
 	rHigh    packet.PSN
 	rOpen    bool
+	rMid     bool
+	rJumps   []skipGap
 	respSeen map[packet.PSN]seen
 
 	gap, why *evidence
@@ -103,14 +108,16 @@ type half struct {
 }
 
 // skipGap is a gap of n PSNs from psn counted at frame (and segment seg);
-// evidence says whether it became the half's gap evidence, and missed
-// whether the responder showed it missed one of them (a NAK into it, or a
-// timeout's resend). got holds the PSNs of a forward jump's gap that came
-// late since (fill).
+// evidence says whether it became the half's evidence (gap for a request
+// gap; why for a READ response gap, prev then holding the why it
+// replaced), and missed whether the responder showed it missed one of
+// them (a NAK into it, or a timeout's resend). got holds the PSNs of a
+// forward jump's gap that came late since (fillJumps).
 type skipGap struct {
 	frame, seg, n    int
 	psn              packet.PSN
 	evidence, missed bool
+	prev             *evidence
 	got              map[packet.PSN]bool
 }
 
@@ -133,14 +140,20 @@ func (h *half) missed(psn packet.PSN) {
 	}
 }
 
+// dropJumpsFrom returns jumps without the gaps that hold psn or lie after
+// it.
+func dropJumpsFrom(jumps []skipGap, psn packet.PSN) []skipGap {
+	return slices.DeleteFunc(jumps, func(j skipGap) bool {
+		return !j.psn.Add(j.n - 1).Before(psn)
+	})
+}
+
 // closeJumps stops waiting for late arrivals into the gaps that hold psn
 // or lie after it, once the requester went back to psn: those gaps stand,
 // and their PSNs are resent. A go-back-N responder discards what came after
 // its first hole, so the requests kept past a gap are forgotten too.
 func (h *half) closeJumps(psn packet.PSN) {
-	h.jumps = slices.DeleteFunc(h.jumps, func(j skipGap) bool {
-		return !j.psn.Add(j.n - 1).Before(psn)
-	})
+	h.jumps = dropJumpsFrom(h.jumps, psn)
 	if !h.sr {
 		h.ahead = nil
 	}
@@ -163,11 +176,15 @@ type aheadReq struct {
 }
 
 // readMsg is a READ request's span, first to end, and the PSNs of it
-// that responses have covered so far (got, kept while some are missing).
+// that responses have covered so far (got, kept while some are missing);
+// reread says the requester read it again from rereadFrom (the lowest PSN
+// of its span a re-read asked for), while responses were still missing.
 type readMsg struct {
 	first, end packet.PSN
 	missing    int
 	got        map[packet.PSN]bool
+	reread     bool
+	rereadFrom packet.PSN
 }
 
 // maxOpenReads bounds the READs whose responses a half waits for: a
@@ -338,14 +355,26 @@ func (h *half) jumpOf(psn packet.PSN) int {
 	return -1
 }
 
-// fill takes back the PSNs from psn to end that a late arrival brought
-// from the open gaps of forward jumps: PSNMissing, and the gap itself
-// (PSNGaps, its frame, its note) once it has all its PSNs; the note of a
-// gap still open spans its first to its last PSN still missing.
+// fill takes back the PSNs from psn to end that a late request brought
+// from the open gaps of the request stream's forward jumps (fillJumps); a
+// gap that got all its PSNs is no longer the half's gap evidence.
 func (h *half) fill(psn, end packet.PSN) {
-	f := h.req
-	for i := 0; i < len(h.jumps); {
-		j := &h.jumps[i]
+	h.jumps = h.fillJumps(h.req, h.jumps, psn, end, func(j *skipGap) {
+		if j.evidence && h.gap != nil && h.gap.frame == j.frame {
+			h.gap = nil
+		}
+	})
+}
+
+// fillJumps takes back the PSNs from psn to end that a late arrival
+// brought from jumps, the open gaps of forward jumps of flow f: PSNMissing,
+// and the gap itself (PSNGaps, its frame, its note) once it has all its
+// PSNs, which closed is then called with; the note of a gap still open
+// spans its first to its last PSN still missing. It returns the gaps still
+// open.
+func (h *half) fillJumps(f *Flow, jumps []skipGap, psn, end packet.PSN, closed func(*skipGap)) []skipGap {
+	for i := 0; i < len(jumps); {
+		j := &jumps[i]
 		lo, hi := psn, end
 		if lo.Before(j.psn) {
 			lo = j.psn
@@ -384,11 +413,10 @@ func (h *half) fill(psn, end packet.PSN) {
 		}
 		f.dropGap(j.frame)
 		note.Gap, note.GapPSN = 0, 0
-		if j.evidence && h.gap != nil && h.gap.frame == j.frame {
-			h.gap = nil
-		}
-		h.jumps = slices.Delete(h.jumps, i, i+1)
+		closed(j)
+		jumps = slices.Delete(jumps, i, i+1)
 	}
+	return jumps
 }
 
 // lateRequest handles a request that came late (h.late): it fills its
@@ -396,6 +424,7 @@ func (h *half) fill(psn, end packet.PSN) {
 // request stream where it was, since later PSNs were already seen. It is
 // no rewind and opens no recovery episode.
 func (h *half) lateRequest(f *Flow, r *rec, end packet.PSN) {
+	f.PSNLate++
 	h.fill(r.psn, end)
 	delete(h.skipped, r.psn)
 	h.message(f, r, end)
@@ -510,6 +539,9 @@ func (h *half) request(r *rec, last time.Time) {
 	if r.mask&packet.MaskRead != 0 {
 		if known && !reread {
 			h.openRead(r.psn, n)
+		}
+		if reread {
+			h.markReread(r.psn)
 		}
 		h.readStarts[r.psn] = true
 	}
@@ -793,6 +825,21 @@ func (h *half) coverRead(psn packet.PSN) bool {
 	return true
 }
 
+// markReread records that a READ request re-read from psn: the awaited
+// READ whose span holds psn is read again from there, so its responses
+// from psn on that come after are the responder's answer to the re-read,
+// not late arrivals (responseLate).
+func (h *half) markReread(psn packet.PSN) {
+	i := h.readOf(psn)
+	if i < 0 {
+		return
+	}
+	rd := h.reads[i]
+	if !rd.reread || psn.Before(rd.rereadFrom) {
+		rd.reread, rd.rereadFrom = true, psn
+	}
+}
+
 // insideRead reports whether psn lies inside an earlier READ's responses
 // but is not that READ's first PSN: a re-read of the rest, after the
 // requester saw a later response than the one it waited for.
@@ -883,20 +930,43 @@ func (h *half) response(r *rec, last time.Time) {
 		return
 	}
 	first := r.mask&packet.MaskStart != 0
+	byRequest := h.pmtu > 0 && h.started && !r.psn.Before(h.firstReq)
 	switch {
 	case !h.rStarted:
+	case !r.psn.After(h.rPrev) && h.responseLate(r, dup, last):
+		h.lateResponse(f, r, byRequest)
+		return
 	case !r.psn.After(h.rPrev):
 		f.PSNRewinds++
 		h.rewind(r, last, false)
+		if !dup {
+			// The responder starts again at r.psn: the gaps from there
+			// on stand, their PSNs lost before the capture point.
+			h.rJumps = dropJumpsFrom(h.rJumps, r.psn)
+		}
 	case r.psn.After(h.rPrev.Next()) && (!first || h.rOpen):
-		skip := int(r.psn.Diff(h.rPrev.Next()))
-		if r.psn.After(h.rHigh.Next()) || !first {
+		// Past the highest response, only the PSNs after it are missing
+		// (those up to it were seen, or counted in an earlier gap);
+		// inside a resent run of responses, the ones it skips.
+		from := h.rPrev.Next()
+		if r.psn.After(h.rHigh) && h.rHigh.After(h.rPrev) {
+			from = h.rHigh.Next()
+		}
+		if skip := int(r.psn.Diff(from)); skip > 0 && (r.psn.After(h.rHigh.Next()) || !first) {
 			f.gapAt(r.frame, skip)
 			n := h.a.note(r.ref())
-			n.Gap, n.GapPSN = skip, uint32(h.rPrev.Next())
+			n.Gap, n.GapPSN = skip, uint32(from)
+			j := skipGap{frame: r.frame, seg: r.seg, n: skip, psn: from, evidence: true, prev: h.why}
 			h.why = &evidence{cause: CauseImpliedNAK, frame: r.frame, t: r.t}
+			if r.psn.After(h.rHigh) {
+				if len(h.rJumps) == maxSkips {
+					h.rJumps = slices.Delete(h.rJumps, 0, 1)
+				}
+				h.rJumps = append(h.rJumps, j)
+			}
 		}
 	}
+	h.rMid = r.mask&packet.MaskEnd == 0
 	inOrder := !h.rStarted || r.psn == h.rPrev.Next()
 	// A READ whose request the capture holds is one message once its whole
 	// span was answered (coverRead); one whose request it does not hold
@@ -905,7 +975,6 @@ func (h *half) response(r *rec, last time.Time) {
 	if h.coverRead(r.psn) {
 		f.Messages++
 	}
-	byRequest := h.pmtu > 0 && h.started && !r.psn.Before(h.firstReq)
 	switch {
 	case first && r.mask&packet.MaskEnd != 0:
 		if !byRequest {
@@ -932,6 +1001,62 @@ func (h *half) response(r *rec, last time.Time) {
 	}
 	h.rStarted = true
 	h.rPrev = r.psn
+}
+
+// responseLate reports whether the READ response r, at or below the
+// previous response's PSN, came late (reordered on the way) rather than
+// as a retransmission or the responder starting again: its PSN is new to
+// the capture (dup false), the connection was not silent long enough for
+// a timeout, and either
+//   - it lies in the span of a READ still waiting for it that was not read
+//     again from its PSN or before (a re-read's answer starts again there),
+//     and, if it starts a response message (FIRST or ONLY), at that READ's
+//     first PSN: a response message that starts inside a READ's span
+//     answers a READ request from there, a re-read whose record the capture
+//     may hold after its answer; or
+//   - no awaited READ holds it (its request is not in the capture, or its
+//     span is unknown), it lies in a gap still open from a jump ahead, and
+//     it is a MIDDLE or LAST, or follows a FIRST or MIDDLE: a responder
+//     finishes one READ's responses before it answers another request, so
+//     it cannot start again in the middle of one.
+func (h *half) responseLate(r *rec, dup bool, last time.Time) bool {
+	if dup || r.t.Sub(last) >= h.silenceThreshold() {
+		return false
+	}
+	start := r.mask&packet.MaskStart != 0
+	if i := h.readOf(r.psn); i >= 0 {
+		rd := h.reads[i]
+		if rd.reread && !r.psn.Before(rd.rereadFrom) {
+			return false
+		}
+		return !start || r.psn == rd.first
+	}
+	for i := range h.rJumps {
+		j := &h.rJumps[i]
+		if j.holds(r.psn) && !j.got[r.psn] {
+			return !start || h.rMid
+		}
+	}
+	return false
+}
+
+// lateResponse handles a READ response that came late (responseLate): it
+// fills its gap, counts its goodput and the message it completes, and
+// leaves the response stream where it was, since later PSNs were already
+// seen. It is no rewind and opens no recovery episode. A gap that got all
+// its PSNs is no longer the half's evidence of an implied NAK: the one it
+// replaced is again.
+func (h *half) lateResponse(f *Flow, r *rec, byRequest bool) {
+	f.PSNLate++
+	h.rJumps = h.fillJumps(f, h.rJumps, r.psn, r.psn, func(j *skipGap) {
+		if j.evidence && h.why != nil && h.why.frame == j.frame && h.why.cause == CauseImpliedNAK {
+			h.why = j.prev
+		}
+	})
+	if h.coverRead(r.psn) || !byRequest && r.mask&packet.MaskStart != 0 && r.mask&packet.MaskEnd != 0 {
+		f.Messages++
+	}
+	h.goodput(r)
 }
 
 // nak counts a NAK or RNR NAK and keeps it as evidence.

@@ -198,7 +198,7 @@ type Note struct {
 	// Resent: the packet's PSN was sent (or answered) before.
 	Resent bool
 	// Gap is the number of PSNs missing just before this packet, from
-	// GapPSN on. Requests that came late since (reordered) are taken out:
+	// GapPSN on. Packets that came late since (reordered) are taken out:
 	// GapPSN is the first PSN still missing and Gap reaches the last, so
 	// late ones between them stay inside the span (Flow.PSNMissing counts
 	// only the PSNs still missing).
@@ -264,19 +264,36 @@ type Flow struct {
 	// legitimately, are not counted): past the highest PSN sent, or inside
 	// a go-back-N resend round, which resends in PSN order (a
 	// selective-repeat round resends only the holes); PSNMissing is the
-	// PSNs skipped. A request that comes late into the gap of a jump ahead
-	// (reordered, see PSNRewinds) takes its PSN back: a gap whose PSNs all
+	// PSNs skipped. A READ response gap counts only PSNs past the highest
+	// response seen, or those a resent run of responses skips. A request or
+	// READ response that comes late into the gap of a jump ahead
+	// (reordered, see PSNLate) takes its PSN back: a gap whose PSNs all
 	// came late is no gap.
 	PSNGaps    int `json:"psn_gaps"`
 	PSNMissing int `json:"psn_missing"`
 	// FirstGapFrame is the frame of the first gap (0: none).
 	FirstGapFrame int `json:"first_gap_frame,omitempty"`
 	// PSNRewinds counts packets whose PSN is not after the last PSN of the
-	// flow's previous packet (modulo 2^24): retransmissions. A request
-	// that came late is not one: its PSN was not in the capture before
-	// and lies in a gap still open from a jump ahead, with no NAK into
-	// that gap, no NAK since it opened and no timeout-long silence before.
+	// flow's previous packet (modulo 2^24) and that did not come late: a
+	// PSN the capture held before (a retransmission or duplicate), or, for
+	// a READ response, the responder starting again inside a READ's span
+	// (its answer to a re-read).
 	PSNRewinds int `json:"psn_rewinds"`
+	// PSNLate counts packets that came late (reordered on the way): a PSN
+	// the capture had not held, behind later ones already seen, that is
+	// neither resent nor counted a rewind, and that takes its PSN back
+	// from the gap it fills (PSNGaps, PSNMissing). A request came late when
+	// it lies in a gap still open from a jump ahead, with no NAK into that
+	// gap, no NAK since it opened and no timeout-long silence before. A
+	// READ response came late when it lies in the span of a READ still
+	// waiting for it that was not read again from or before its PSN, and,
+	// if it starts a response message (FIRST or ONLY), at that READ's
+	// first PSN; without the READ request in the capture (sent before it
+	// began, or with an unknown span), when it lies in a gap still open
+	// from a jump ahead and is a MIDDLE or LAST, or follows a FIRST or
+	// MIDDLE (a responder finishes one READ's responses before it answers
+	// another request); in both cases with no timeout-long silence before.
+	PSNLate int `json:"psn_late"`
 	// NAKs counts the NAKs the flow carries, by kind.
 	NAKs NAKs `json:"naks"`
 	// FirstFrame and LastFrame are the flow's first and last frames.

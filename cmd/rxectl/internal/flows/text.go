@@ -66,6 +66,9 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 		if f.FirstGapFrame > 0 {
 			fmt.Fprintf(b, ", first gap at frame %d", f.FirstGapFrame)
 		}
+		if f.PSNLate > 0 {
+			fmt.Fprintf(b, ", psn_late %d", f.PSNLate)
+		}
 		fmt.Fprintln(b)
 		if n := f.NAKs; n.Total() > 0 {
 			fmt.Fprintf(b, "    NAKs: sequence error %d, RNR %d", n.SequenceError, n.RNR)
