@@ -14,8 +14,13 @@ import (
 // bytes a packet: direction and opcode, PSN low bits, syndrome, length,
 // time step) to the analysis. The time step (timeStep) moves time forwards
 // or backwards by microseconds, milliseconds or hours. Properties: it never
-// panics; every packet is counted once in one flow; gaps, rewinds and
-// messages never exceed the packets; every recovery episode lies within the
+// panics; every packet is counted once in one flow; a packet opens a gap,
+// goes back (rewind) or comes late at most once, so gaps, rewinds and late
+// arrivals together never exceed the packets, nor do messages; a flow's
+// gaps miss at least one PSN each, and FirstGapFrame is set exactly when
+// one stands; the goodput counts the payload of each request PSN and each
+// READ response PSN of a direction once, however the packets are
+// classified (in order, late, resent); every recovery episode lies within the
 // capture, in frame order, and no duration is negative; the goodput has at
 // most 20 intervals and the report's size is linear in the packets, however
 // the times jump; the explanation is empty exactly when nothing went wrong.
@@ -38,6 +43,12 @@ func FuzzAnalyze(f *testing.F) {
 		0x8d, 14, 0x1f, 50, 1, 0x8e, 15, 0, 50, 1, 0x8e, 16, 0, 50, 1, 0x8f, 17, 0x1f, 50, 1,
 		0x0c, 12, 0, 0, 1, 0x0c, 18, 0, 1, 1,
 		0x90, 12, 0x1f, 50, 1, 0x8d, 18, 0x1f, 50, 1, 0x8f, 19, 0x1f, 50, 1})
+	// READ 10..13 (PMTU 50): responses 10, 12, 11 (late), a duplicate of
+	// 12, 13; READ 14..17 loses 15, is re-read from 15 and answered again.
+	f.Add([]byte{0x0c, 10, 0, 2, 1, 0x0c, 14, 0, 2, 1,
+		0x8d, 10, 0x1f, 50, 1, 0x8e, 12, 0, 50, 1, 0x8e, 11, 0, 50, 1, 0x8e, 12, 0, 50, 1, 0x8f, 13, 0x1f, 50, 1,
+		0x8d, 14, 0x1f, 50, 1, 0x8e, 16, 0, 50, 1, 0x8f, 17, 0x1f, 50, 1,
+		0x0c, 15, 0, 1, 1, 0x8d, 15, 0x1f, 50, 1, 0x8f, 17, 0x1f, 50, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ps []pk
 		us := 0
@@ -58,13 +69,42 @@ func FuzzAnalyze(f *testing.F) {
 			ps = append(ps, p)
 			data = data[5:]
 		}
-		rep := analyse(build(t, ps), Options{})
-		total := 0
+		pkts := build(t, ps)
+		rep := analyse(pkts, Options{})
+		// The payload of each PSN of a direction's requests, and of its
+		// READ responses, counted once.
+		type psnKey struct {
+			fromB, resp bool
+			psn         packet.PSN
+		}
+		once := map[psnKey]bool{}
+		wantGoodput := 0
+		for i, p := range pkts {
+			k := psnKey{fromB: ps[i].fromB, psn: p.Pkt.PSN()}
+			switch {
+			case p.Pkt.Mask()&packet.MaskReq != 0:
+			case isReadResponse(p.Pkt.Opcode()):
+				k.resp = true
+			default:
+				continue
+			}
+			if !once[k] {
+				once[k] = true
+				wantGoodput += p.Pkt.PayloadLen()
+			}
+		}
+		total, goodput := 0, 0
 		for _, c := range rep.Connections {
 			for _, fl := range c.Flows {
 				total += fl.Packets
-				require.LessOrEqual(t, fl.PSNGaps+fl.PSNRewinds, fl.Packets)
+				require.LessOrEqual(t, fl.PSNGaps+fl.PSNRewinds+fl.PSNLate, fl.Packets, "%+v", fl)
 				require.LessOrEqual(t, fl.Messages, fl.Packets)
+				require.GreaterOrEqual(t, fl.PSNGaps, 0, "%+v", fl)
+				require.LessOrEqual(t, fl.PSNGaps, fl.PSNMissing, "%+v", fl)
+				require.Equal(t, fl.PSNGaps == 0, fl.FirstGapFrame == 0, "%+v", fl)
+			}
+			for _, iv := range c.Goodput {
+				goodput += iv.Bytes
 			}
 			trouble := len(c.Recoveries) > 0
 			for _, fl := range c.Flows {
@@ -83,6 +123,7 @@ func FuzzAnalyze(f *testing.F) {
 			require.LessOrEqual(t, len(c.Goodput), 20)
 		}
 		require.Equal(t, len(ps), total)
+		require.Equal(t, wantGoodput, goodput)
 		requireSmallReport(t, rep, len(ps), 20)
 	})
 }
