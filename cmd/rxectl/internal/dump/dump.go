@@ -109,12 +109,14 @@ every PSN of its span came, in any order, re-reads included), psn_gaps
 (PSNs ahead of the next expected one: packets lost before the capture
 point; not a re-read of a hole's READ responses, nor the requester going
 on after it; a request that comes late, reordered, takes its PSN back from
-its gap), psn_rewinds (PSNs behind the previous packet and not late:
-retransmissions; UD, which never resends, is not checked for gaps or
-rewinds) and the NAKs by kind; per connection the recovery episodes with
-their cause as far as the capture shows it (sequence
-NAK, timeout, RNR wait, implied NAK, selective resend, probe), their first and
-last frame and duration, RTT samples, goodput per interval, and sentences
+its gap, as does a READ response that fills a hole of a READ not read
+again), psn_rewinds (PSNs behind the previous packet and not late:
+retransmissions, and a responder answering a re-read again), psn_late
+(those that came late; UD, which never resends, is not checked for gaps,
+rewinds or late packets) and the NAKs by kind; per connection the
+recovery episodes with their cause as far as the capture shows it
+(sequence NAK, timeout, RNR wait, implied NAK, selective resend, probe),
+their first and last frame and duration, RTT samples, goodput per interval, and sentences
 saying what went wrong. --json prints the same as one JSON object. Packets
 with a bad ICRC, which a receiver drops, are left out of the analysis. The
 analysis and the ladder trust the capture's frame order over its time
