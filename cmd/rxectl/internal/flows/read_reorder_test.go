@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -277,4 +278,30 @@ func TestAcksOutOfOrder(t *testing.T) {
 	require.Empty(t, c.Recoveries)
 	require.Empty(t, c.Explain)
 	require.Empty(t, rep.Notes)
+}
+
+// TestReorderUDAndUC checks the other transports with packets out of
+// order: a UD flow is not checked for order at all (no gap, rewind or late
+// packet), and a UC flow, which has no responses, is judged as RC requests
+// are: the swapped WRITE came late.
+func TestReorderUDAndUC(t *testing.T) {
+	src := hostA
+	var pkts []Packet
+	for i, psn := range []uint32{1000, 1002, 1001, 1003} {
+		pkts = append(pkts, Packet{Frame: i + 1, Time: t0.Add(time.Duration(i) * time.Microsecond), Src: src, Dst: hostB, Pkt: udSend(t, 0x17, 0x30, psn)})
+	}
+	rep := analyse(pkts, Options{})
+	require.Len(t, rep.Connections, 1)
+	f := rep.Connections[0].Flows[0]
+	require.True(t, f.UD)
+	require.Equal(t, []int{4, 0, 0, 0, 0}, []int{f.Messages, f.PSNGaps, f.PSNMissing, f.PSNRewinds, f.PSNLate})
+
+	w := func(us int, psn uint32) pk { return pk{us: us, op: packet.UCRDMAWriteOnly, psn: psn, payload: 64} }
+	rep = analyse(build(t, []pk{w(0, 100), w(1, 102), w(2, 101), w(3, 103)}), Options{})
+	require.Len(t, rep.Connections, 1)
+	c := rep.Connections[0]
+	f = c.Flows[0]
+	require.Equal(t, []int{4, 0, 0, 0, 1}, []int{f.Messages, f.PSNGaps, f.PSNMissing, f.PSNRewinds, f.PSNLate})
+	require.Empty(t, c.Recoveries)
+	require.Empty(t, c.Explain)
 }
