@@ -232,6 +232,19 @@ func BenchmarkICRCUpdate(b *testing.B) {
 // the fold's block multiples and every source and destination offset
 // modulo 64 that a packet or a memory region can have.
 func TestICRCCopy(t *testing.T) {
+	fc := foldCopy
+	t.Cleanup(func() { foldCopy = fc })
+	modes := []bool{false}
+	if hasFoldAVX512 {
+		modes = append(modes, true)
+	}
+	for _, f := range modes {
+		foldCopy = f
+		t.Run(fmt.Sprint("fold=", f), testICRCCopy)
+	}
+}
+
+func testICRCCopy(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	src := make([]byte, 64+4200)
 	for i := range src {

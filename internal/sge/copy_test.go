@@ -18,7 +18,7 @@ func TestCopy(t *testing.T) {
 	vec := hasCopyAVX2
 	t.Cleanup(func() { hasCopyAVX2 = vec })
 	modes := []bool{false}
-	if vec {
+	if canCopyAVX2 {
 		modes = append(modes, true)
 	}
 	for _, v := range modes {

@@ -1,0 +1,6 @@
+//go:build !race
+
+package sge
+
+// raceEnabled: built with -race (race.go).
+const raceEnabled = false
