@@ -615,7 +615,7 @@ var validations = []validation{
 		}
 		return nil
 	},
-	inRange(func(o *options) int { return o.size }, 1, 1<<31, "size %d not in [1, 2^31]"),
+	inRange(func(o *options) int { return o.size }, 1, min(1<<31, math.MaxInt), "size %d not in [1, 2^31]"),
 	func(o *options, t Test) error {
 		if t.verb == verbAtomic && (o.size != defSizeAtomic || o.all) {
 			return errors.New("the message size of atomic tests is 8 bytes (perftest: \"Message size cannot be changed for Atomic tests\")")
