@@ -207,6 +207,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	cur := qp.state
 	next, err := checkTransition(qp.typ, cur, attr, mask)
+	if err == nil {
+		err = qp.checkDraining(cur, next, mask)
+	}
 	if err != nil {
 		qp.mu.Unlock()
 		return err
@@ -237,6 +240,18 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	qp.mu.Unlock()
 	d.schedule(qp)
 	return err
+}
+
+// checkDraining refuses a state change out of SQD while the send queue is
+// still draining (a started WQE is unacknowledged), except to ERR, as
+// kernel rxe_qp_chk_attr does (EINVAL while qp->attr.sq_draining): the QP
+// leaves SQD once SQ_DRAINED is reached. A Modify without the state bit
+// (SQD→SQD attributes) stays allowed. The caller holds mu.
+func (qp *QP) checkDraining(cur, next QPState, mask QPAttrMask) error {
+	if cur != QPSSQD || mask&QPAttrState == 0 || next == QPSErr || qp.req == nil || qp.req.Drained() {
+		return nil
+	}
+	return fmt.Errorf("%w: SQD to %v while the send queue is still draining", ErrInvalidState, next)
 }
 
 // apply copies the masked attributes.
