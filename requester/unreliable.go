@@ -299,7 +299,12 @@ func (u *Unreliable) complete(w *uwqe, st verbs.WCStatus) {
 	}
 	u.wc = verbs.WC{ID: w.id, Status: st, Opcode: verbs.WCOpcodeOf(w.op), QPNum: u.cfg.QPN}
 	if st == verbs.WCSuccess {
+		// rxe make_send_cqe, which completes UC and UD WQEs as RC ones:
+		// the message length, and IBV_WC_WITH_IMM for the WITH_IMM opcodes.
 		u.wc.ByteLen = w.length
+		if w.op == verbs.WRSendWithImm || w.op == verbs.WRRDMAWriteWithImm {
+			u.wc.Flags = verbs.WCFlagWithImm
+		}
 	}
 	u.c.Completions++
 	if !u.cq.Complete(&u.wc) {
