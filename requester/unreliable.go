@@ -115,45 +115,62 @@ func (u *Unreliable) Pending() bool { return !u.failed && u.head != u.tail }
 // Deadline returns the zero time: an unreliable QP has no timer.
 func (u *Unreliable) Deadline() time.Time { return time.Time{} }
 
-// Post validates a send work request and queues a copy (rxe_post_send's
-// checks for UC and UD): UC sends SEND and RDMA WRITE with or without
-// immediate data, UD only SEND with or without immediate data, no longer
-// than the path MTU, to an address handle.
-func (u *Unreliable) Post(wr *verbs.SendWR) error {
+// CheckUnreliable validates a send work request for a UC (ud false) or UD
+// send queue of maxSGE SGEs and maxInline inline bytes, and for UD a path
+// MTU of pmtu bytes, without posting it: Post's checks but the room in
+// the queue. The owner uses it where there is no send queue to post to (a
+// QP in ERR that never reached RTS, whose work requests rxe_post_send still
+// validates before they are flushed).
+func CheckUnreliable(wr *verbs.SendWR, ud bool, maxSGE, maxInline, pmtu int) error {
 	switch wr.Opcode {
 	case verbs.WRSend, verbs.WRSendWithImm:
 	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
-		if u.cfg.UD {
+		if ud {
 			return fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
 		}
 	default:
-		if u.cfg.UD {
+		if ud {
 			return fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
 		}
 		return fmt.Errorf("%w: a UC QP sends SEND and RDMA WRITE, with or without immediate data", ErrUnsupportedOpcode)
 	}
-	if u.tail-u.head >= uint64(len(u.ring)) {
-		return ErrQueueFull
-	}
 	inline := wr.Flags&verbs.SendInline != 0
-	if inline && len(wr.InlineData) > u.cfg.MaxInline {
+	if inline && len(wr.InlineData) > maxInline {
 		return ErrInlineTooLong
 	}
-	if !inline && len(wr.SGList) > u.cfg.MaxSGE {
+	if !inline && len(wr.SGList) > maxSGE {
 		return ErrTooManySGE
 	}
 	length := wr.Length()
 	if length > MaxMessage {
 		return ErrMessageTooLong
 	}
-	if u.cfg.UD {
-		if length > uint64(u.cfg.PMTU) {
+	if ud {
+		if length > uint64(pmtu) {
 			return ErrUDTooLong
 		}
 		if wr.AH == nil {
 			return ErrNoAH
 		}
 	}
+	return nil
+}
+
+// Post validates a send work request and queues a copy (rxe_post_send's
+// checks for UC and UD): UC sends SEND and RDMA WRITE with or without
+// immediate data, UD only SEND with or without immediate data, no longer
+// than the path MTU, to an address handle. As in rxe post_one_send, a
+// malformed work request is refused as such even when the send queue is
+// full; only a valid one gets ErrQueueFull.
+func (u *Unreliable) Post(wr *verbs.SendWR) error {
+	if err := CheckUnreliable(wr, u.cfg.UD, u.cfg.MaxSGE, u.cfg.MaxInline, u.cfg.PMTU); err != nil {
+		return err
+	}
+	if u.tail-u.head >= uint64(len(u.ring)) {
+		return ErrQueueFull
+	}
+	inline := wr.Flags&verbs.SendInline != 0
+	length := wr.Length()
 	w := &u.ring[u.tail%uint64(len(u.ring))]
 	*w = uwqe{id: wr.ID, op: wr.Opcode, flags: wr.Flags, imm: wr.Imm, remote: wr.RemoteAddr, rkey: wr.RKey,
 		length: uint32(length), isInline: inline, sges: w.sges[:0], inline: w.inline[:0],

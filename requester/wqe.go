@@ -119,42 +119,69 @@ func kindOf(op verbs.WROpcode) (kind, bool) {
 	return 0, false
 }
 
-// Post validates a send work request and copies it, with its SGE list and
-// inline data, into the next free slot of the send queue. It does not
-// check L_Keys: a bad one fails the WQE with LOC_PROT_ERR when its data is
-// copied (rxe copy_data). The checks are those of rxe_post_send's
-// validate_send_wr: a supported opcode, at most MaxSGE SGEs, at most
-// MaxInline inline bytes, exactly 8 local bytes and an 8-byte aligned
-// remote address for atomics.
-//
-// Posting to a failed or flushed requester is allowed (verbs allow posting
-// in the error state); the WQE waits for the owner's next Flush.
-func (r *Requester) Post(wr *verbs.SendWR) error {
+// Check validates a send work request for an RC send queue of maxSGE
+// SGEs and maxInline inline bytes without posting it: the checks of rxe's
+// validate_send_wr and init_send_wr, a supported opcode, at most maxSGE
+// SGEs, at most maxInline inline bytes (SEND and RDMA WRITE only), at most
+// 2^31 bytes, exactly 8 local bytes and an 8-byte aligned remote address
+// for atomics. The owner uses it where there is no Requester to post to (a
+// QP in ERR that never reached RTS, whose work requests rxe_post_send still
+// validates before they are flushed).
+func Check(wr *verbs.SendWR, maxSGE, maxInline int) error {
+	_, _, err := check(wr, maxSGE, maxInline)
+	return err
+}
+
+// check is Check, returning the WR's kind and message length too.
+func check(wr *verbs.SendWR, maxSGE, maxInline int) (kind, uint64, error) {
 	k, ok := kindOf(wr.Opcode)
 	if !ok {
-		return ErrUnsupportedOpcode
+		return 0, 0, ErrUnsupportedOpcode
 	}
-	if r.sq.Free() == 0 {
-		return ErrQueueFull
-	}
-	inline := wr.Flags&verbs.SendInline != 0
 	var length uint64
-	if inline {
+	if wr.Flags&verbs.SendInline != 0 {
 		if k == kindRead || k == kindAtomic {
-			return ErrInlineNotAllowed
+			return 0, 0, ErrInlineNotAllowed
 		}
-		if len(wr.InlineData) > r.cfg.MaxInline {
-			return ErrInlineTooLong
+		if len(wr.InlineData) > maxInline {
+			return 0, 0, ErrInlineTooLong
 		}
 		length = uint64(len(wr.InlineData))
 	} else {
-		if len(wr.SGList) > r.cfg.MaxSGE {
-			return ErrTooManySGE
+		if len(wr.SGList) > maxSGE {
+			return 0, 0, ErrTooManySGE
 		}
 		length = wr.Length()
 	}
 	if length > MaxMessage {
-		return ErrMessageTooLong
+		return 0, 0, ErrMessageTooLong
+	}
+	if k == kindAtomic || k == kindAtomicWrite {
+		if length != 8 {
+			return 0, 0, ErrAtomicLength
+		}
+		if k == kindAtomic && wr.RemoteAddr&7 != 0 {
+			return 0, 0, ErrAtomicAlign
+		}
+	}
+	return k, length, nil
+}
+
+// Post validates a send work request and copies it, with its SGE list and
+// inline data, into the next free slot of the send queue. It does not
+// check L_Keys: a bad one fails the WQE with LOC_PROT_ERR when its data is
+// copied (rxe copy_data). The checks are Check's, then those that need
+// the QP's attributes (a READ's PSN span at the path MTU, max_rd_atomic
+// above 0); as in rxe post_one_send, a malformed work request is refused
+// as such even when the send queue is full, and only a valid one gets
+// ErrQueueFull.
+//
+// Posting to a failed or flushed requester is allowed (verbs allow posting
+// in the error state); the WQE waits for the owner's next Flush.
+func (r *Requester) Post(wr *verbs.SendWR) error {
+	k, length, err := check(wr, r.cfg.MaxSGE, r.cfg.MaxInline)
+	if err != nil {
+		return err
 	}
 	if k == kindRead && (length+uint64(r.cfg.PMTU)-1)/uint64(r.cfg.PMTU) >= maxReadPSNs {
 		return ErrReadPSNSpan
@@ -162,15 +189,10 @@ func (r *Requester) Post(wr *verbs.SendWR) error {
 	if k.rdAtomic() && r.cfg.MaxRdAtomic <= 0 {
 		return ErrNoRdAtomic
 	}
-	if k == kindAtomic || k == kindAtomicWrite {
-		if length != 8 {
-			return ErrAtomicLength
-		}
-		if k == kindAtomic && wr.RemoteAddr&7 != 0 {
-			return ErrAtomicAlign
-		}
+	if r.sq.Free() == 0 {
+		return ErrQueueFull
 	}
-
+	inline := wr.Flags&verbs.SendInline != 0
 	w := r.sq.Push() // not nil: checked above
 	sges, inl := w.sges[:0], w.inline[:0]
 	*w = wqe{
