@@ -467,8 +467,14 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	if qp.ureq == nil && qp.req == nil {
 		// ERR reached before RTS: there is no send queue, but the WRs
 		// still complete with WR_FLUSH_ERR (rxe_post_send accepts WRs in
-		// ERR and flushes them; protocol.md §6.5).
+		// ERR and flushes them; protocol.md §6.5). They are validated
+		// first, as rxe post_one_send validates every WR it queues: the
+		// list stops at the first malformed one (bad_wr).
 		for i := range wrs {
+			if err := qp.checkSendWR(&wrs[i]); err != nil {
+				qp.mu.Unlock()
+				return i, fmt.Errorf("%w: send WR %d (%v): %w", ErrInvalidArgument, i, wrs[i].Opcode, err)
+			}
 			wc := WC{ID: wrs[i].ID, Status: verbs.WCWRFlushErr, Opcode: verbs.WCOpcodeOf(wrs[i].Opcode), QPNum: qp.qpn}
 			qp.sendCQ.push(&wc, false)
 		}
@@ -527,6 +533,21 @@ func (qp *QP) badAH(h verbs.AddressHandle) string {
 		return "destroyed address handle"
 	}
 	return ""
+}
+
+// checkSendWR validates wr for the QP without a send engine to post it to
+// (ERR reached before RTS; the caller holds mu): its address handle, and
+// the checks the QP type's engine makes at Post (requester.Check,
+// requester.CheckUnreliable with the port's active MTU for UD).
+func (qp *QP) checkSendWR(wr *SendWR) error {
+	if what := qp.badAH(wr.AH); what != "" {
+		return errors.New(what)
+	}
+	c := qp.cap
+	if qp.typ == QPTypeRC {
+		return requester.Check(wr, c.MaxSendSGE, c.MaxInlineData)
+	}
+	return requester.CheckUnreliable(wr, qp.typ == QPTypeUD, c.MaxSendSGE, c.MaxInlineData, qp.dev.activeMTU.Bytes())
 }
 
 // postOne queues wr on the QP's send engine, the UC/UD one or the RC
