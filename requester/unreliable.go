@@ -106,7 +106,8 @@ func (u *Unreliable) SetQKey(q uint32) { u.cfg.QKey = q }
 // Counters returns the send statistics (the fields a UC/UD send side has).
 func (u *Unreliable) Counters() Counters { return u.c }
 
-// Failed reports a local error that stopped the send queue, and its status.
+// Failed reports a local error or a send CQ overflow that stopped the send
+// queue, and its status.
 func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return u.failStatus, u.failed }
 
 // Pending reports whether a work request waits to be sent.
@@ -325,7 +326,13 @@ func (u *Unreliable) complete(w *uwqe, st verbs.WCStatus) {
 	}
 	u.c.Completions++
 	if !u.cq.Complete(&u.wc) {
+		// A send CQ overflow fails the QP, as the RC requester's does
+		// (Requester.finish): the owner moves it to ERR, whose Flush
+		// completes the rest.
 		u.c.CQOverflow++
+		if !u.failed {
+			u.failed, u.failStatus = true, verbs.WCFatalErr
+		}
 	}
 }
 
