@@ -22,6 +22,7 @@ import (
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -117,6 +118,7 @@ type options struct {
 	qps            int
 	outs           int // 0: the device maximum
 	noPeak         bool
+	peakWarn       bool // the peak was turned off by perftest's rules, not -N: perftest warns (parseNotes)
 	gbits          bool
 	timeout        int
 	oobPort        int
@@ -468,6 +470,7 @@ func (t Test) Run(args []string, stdout, stderr io.Writer, interrupt func() cont
 	}
 	o.stderr = stderr
 	o.capWarn = &capWarner{w: stderr}
+	io.WriteString(stdout, o.parseNotes())
 	if n := o.rateNote(); n != "" {
 		fmt.Fprintln(stderr, n)
 	}
@@ -740,6 +743,7 @@ func (o *options) checkDuration(t Test) error {
 	if !o.infinitely && o.duration <= 2*o.margin {
 		return fmt.Errorf("-D %d must be more than twice the margin -f %d", o.duration, o.margin)
 	}
+	o.peakWarn = o.peakWarn || !t.lat && !o.noPeak
 	o.noPeak = true // perftest: no peak in duration mode
 	return nil
 }
@@ -781,7 +785,11 @@ func (o *options) forceDependencies(t Test) {
 		o.cqMod = 1
 	}
 	o.cqMod = min(o.cqMod, o.txDepth)
-	if !t.lat && o.duration == 0 && o.iters > 20000 {
+	// perftest: no peak on send-bw's server, whose receives are not timed
+	// from posts, nor above 20,000 iterations.
+	sendServer := t.verb == verbSend && o.host == "" && !o.loopback && !o.bidir
+	if !t.lat && (sendServer || o.duration == 0 && o.iters > 20000) {
+		o.peakWarn = o.peakWarn || !o.noPeak
 		o.noPeak = true
 	}
 	if o.postList > 1 && !o.set["cq-mod"] {
@@ -789,6 +797,24 @@ func (o *options) forceDependencies(t Test) {
 		// of the post list" (each list's last request is signaled).
 		o.cqMod = o.postList
 	}
+}
+
+// parseNotes are the lines perftest's force_dependecies prints on
+// standard output while it parses the command line, before anything
+// else: that -l set -Q, and that the peak will not be measured. They
+// are left out of --json and --output (perftest prints them there too).
+func (o *options) parseNotes() string {
+	if !o.fullOutput() {
+		return ""
+	}
+	var b strings.Builder
+	if o.listCQMod() {
+		b.WriteString(report.ResultLine + "\nPost List requested - CQ moderation will be the size of the post list\n")
+	}
+	if o.peakWarn {
+		b.WriteString(" WARNING: BW peak won't be measured in this run.\n")
+	}
+	return b.String()
 }
 
 // listCQMod reports whether forceDependencies set -Q to -l's size

@@ -44,9 +44,6 @@ func (s *session) showsOutReads() bool {
 func (s *session) printHeader() {
 	o := s.o
 	var b strings.Builder
-	if o.listCQMod() {
-		b.WriteString(report.ResultLine + "\nPost List requested - CQ moderation will be the size of the post list\n")
-	}
 	b.WriteString(report.ResultLine + "\n")
 	b.WriteString("                    " + s.testTitle() + "\n")
 	if o.events && s.scq != nil {

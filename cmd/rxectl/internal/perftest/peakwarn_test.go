@@ -1,0 +1,61 @@
+package perftest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+)
+
+// peakWarning is the line perftest's force_dependecies prints (on
+// stdout, while it parses the command line) when it turns the peak off
+// itself: a duration run, send-bw's server, or more than 20,000
+// iterations; not with -N, not for latency tests.
+const peakWarning = " WARNING: BW peak won't be measured in this run.\n"
+
+// listNote is the note force_dependecies prints before it when -l sets
+// -Q.
+const listNote = "Post List requested - CQ moderation will be the size of the post list\n"
+
+// TestParseNotes: the notes perftest prints while parsing, in its order,
+// before anything else (the server's "Waiting for client" box included).
+func TestParseNotes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"write-bw", "-D", "5"}, peakWarning},
+		{[]string{"read-bw", "--run_infinitely"}, peakWarning},
+		{[]string{"send-bw"}, peakWarning}, // the server
+		{[]string{"send-bw", "192.0.2.1"}, ""},
+		{[]string{"send-bw", "-b"}, ""},
+		{[]string{"send-bw", "-N"}, ""},
+		{[]string{"send-bw", "--loopback"}, ""}, // prints the client's side
+		{[]string{"write-bw", "-n", "20001", "192.0.2.1"}, peakWarning},
+		{[]string{"write-bw", "-n", "20000", "192.0.2.1"}, ""},
+		{[]string{"write-bw", "-N", "-D", "5"}, ""},
+		{[]string{"send-lat", "-D", "5"}, ""},
+		{[]string{"write-bw", "-D", "5", "-l", "4"}, report.ResultLine + "\n" + listNote + peakWarning},
+		{[]string{"write-bw", "-l", "4", "192.0.2.1"}, report.ResultLine + "\n" + listNote},
+		{[]string{"write-bw", "-D", "5", "--output", "bandwidth"}, ""},
+		{[]string{"write-bw", "-D", "5", "--json"}, ""},
+	}
+	for _, tc := range tests {
+		o, err := parsePerftest(findTest(t, tc.args[0]), tc.args[1:])
+		require.NoError(t, err, "%v", tc.args)
+		require.Equal(t, tc.want, o.parseNotes(), "%v", tc.args)
+	}
+}
+
+// TestPeakWarningPrinted: a run prints the warning first, as perftest.
+func TestPeakWarningPrinted(t *testing.T) {
+	t.Parallel()
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "-s", "4096")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.True(t, strings.HasPrefix(out, peakWarning+report.ResultLine+"\n"), "%q", out)
+	require.Equal(t, 1, strings.Count(out, "WARNING"))
+}
