@@ -97,9 +97,9 @@ func (s *session) testInfoJSON() string {
 		fmt.Fprintf(&b, "\"CQ_Moderation\": %d,\n", o.cqMod)
 	}
 	fmt.Fprintf(&b, "\"Mtu\": %d,\n\"Link_type\": \"Ethernet\",\n", s.mtu.Bytes())
-	if o.gidIndex != 0 {
-		fmt.Fprintf(&b, "\"GID_index\": %d,\n", o.gidIndex)
-	}
+	// perftest resolves the GID index on an Ethernet link (check_link:
+	// -1 becomes 0) before it writes the file, so RoCE always has it.
+	fmt.Fprintf(&b, "\"GID_index\": %d,\n", o.gidIndex)
 	if s.showsOutReads() {
 		fmt.Fprintf(&b, "\"Outstand_reads\": %d,\n", s.outReads)
 	} else {

@@ -59,6 +59,7 @@ func TestOutJSON(t *testing.T) {
 "CQ_Moderation": 100,
 "Mtu": 4096,
 "Link_type": "Ethernet",
+"GID_index": 0,
 "Max_inline_data": 0,
 "rdma_cm_QPs": "OFF",
 "Use_ROCm_memory": "OFF",
