@@ -81,7 +81,15 @@ func (s *session) printHeader() {
 	}
 	if o.rdmaCM {
 		b.WriteString(" rdma_cm QPs\t : ON\n")
-		b.WriteString(" Data ex. method : rdma_cm\n")
+		b.WriteString(" Data ex. method : rdma_cm")
+		if o.set["tos"] {
+			fmt.Fprintf(&b, " \tTOS    : %d", o.tclass) // perftest: -T, not --tclass
+		}
+		if !s.client {
+			b.WriteString("\n" + report.ResultLine + "\n Waiting for client rdma_cm QP to connect\n" +
+				" Please run the same command with the IB/RoCE interface IP")
+		}
+		b.WriteString("\n")
 	} else {
 		b.WriteString(" rdma_cm QPs\t : OFF\n")
 		b.WriteString(" Data ex. method : Ethernet\n")
