@@ -776,7 +776,7 @@ func (o *options) forceDependencies(t Test) {
 	if t.verb == verbWrite {
 		o.rxDepth = defRxRDMA
 	}
-	if t.verb == verbSend && o.rxDepth%2 == 1 && !o.all && o.duration == 0 {
+	if t.verb == verbSend && o.rxDepth%2 == 1 && !o.all && !o.infinitely { // RUN_REGULAR, -D included
 		o.rxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
 	}
 	// MSG_SIZE_CQ_MOD_LIMIT: no moderation for large messages, except

@@ -1,0 +1,30 @@
+package perftest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestOddRXDepth: perftest's "WA for a bug when rx_depth is odd in SEND"
+// makes an odd -r even in every RUN_REGULAR run, -D runs included; not
+// with -a or --run_infinitely.
+func TestOddRXDepth(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"send-bw", "-r", "511"}, 512},
+		{[]string{"send-bw", "-r", "511", "-D", "5"}, 512},
+		{[]string{"send-lat", "-r", "511", "-D", "5"}, 512},
+		{[]string{"send-bw", "-r", "511", "--run_infinitely"}, 511},
+		{[]string{"send-bw", "-r", "511", "-a"}, 511},
+		{[]string{"send-bw", "-r", "511", "-n", "101"}, 102}, // -n bounds it first
+	}
+	for _, tc := range tests {
+		o, err := parsePerftest(findTest(t, tc.args[0]), tc.args[1:])
+		require.NoError(t, err, "%v", tc.args)
+		require.Equal(t, tc.want, o.rxDepth, "%v", tc.args)
+	}
+}
