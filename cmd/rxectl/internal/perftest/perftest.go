@@ -618,7 +618,7 @@ var validations = []validation{
 		}
 		return nil
 	},
-	inRange(func(o *options) int { return o.size }, 1, min(1<<31, math.MaxInt), "size %d not in [1, 2^31]"),
+	inRange(func(o *options) int { return o.size }, 1, math.MaxUint32/2, "size %d not in [1, 2147483647] (perftest: \"Message Size should be between 1 and 2147483647\")"),
 	func(o *options, t Test) error {
 		if t.verb == verbAtomic && (o.size != defSizeAtomic || o.all) {
 			return errors.New("the message size of atomic tests is 8 bytes (perftest: \"Message size cannot be changed for Atomic tests\")")
@@ -633,7 +633,7 @@ var validations = []validation{
 		}
 		return nil
 	},
-	inRange(func(o *options) int { return o.txDepth }, 1, 8192, "tx depth %d not in [1, 8192]"),
+	inRange(func(o *options) int { return o.txDepth }, 1, 15000, "tx depth %d not in [1, 15000]"),
 	inRange(func(o *options) int { return o.rxDepth }, 1, 16384, "rx depth %d not in [1, 16384]"),
 	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),

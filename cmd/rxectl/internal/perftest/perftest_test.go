@@ -936,9 +936,10 @@ func TestSizeSuffix(t *testing.T) {
 		{"-s=65536", 65536, ""},
 		{"-s=64K", 65536, ""},
 		{"--size=1M", 1 << 20, ""},
-		{"-s=2048M", 1 << 31, ""},
+		{"-s=2047M", 2047 << 20, ""},
+		{"-s=2048M", 0, "size 2147483648 not in [1, 2147483647]"}, // perftest: size > UINT_MAX/2
 		{"-s=0x1000", 4096, ""},
-		{"-s=4096M", 0, "size 4294967296 not in [1, 2^31]"},
+		{"-s=4096M", 0, "size 4294967296 not in [1, 2147483647]"},
 		{"-s=64k", 0, `invalid value "64k" for flag -s: want a number of bytes, or of KiB or MiB with a K or M suffix`},
 		{"-s=1G", 0, `invalid value "1G" for flag -s`},
 		{"-s=9223372036854775807K", 0, "out of range"},
