@@ -79,8 +79,8 @@ func (s *session) testInfoJSON() string {
 	fmt.Fprintf(&b, "\"Dual_port\": \"OFF\",\n\"Device\": %q,\n", s.dev.Name())
 	fmt.Fprintf(&b, "\"Number_of_qps\": %d,\n\"Transport_type\": \"IB\",\n", o.qps)
 	fmt.Fprintf(&b, "\"Connection_type\": %q,\n\"Using_SRQ\": %q,\n", o.connType, onOff(o.useSRQ))
-	b.WriteString("\"PCIe_relax_order\": \"ON\",\n")
-	b.WriteString("\"ibv_wr_API\": \"ON\",\n")
+	fmt.Fprintf(&b, "\"PCIe_relax_order\": %q,\n", onOff(!o.noPCIeRO))
+	fmt.Fprintf(&b, "\"ibv_wr_API\": %q,\n", onOff(!o.oldPostSend))
 	if s.showsTXDepth() {
 		fmt.Fprintf(&b, "\"TX_depth\": %d,\n", o.txDepth)
 	}

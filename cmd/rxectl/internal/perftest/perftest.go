@@ -162,6 +162,9 @@ type options struct {
 	connType       string          // -c
 	udMTU          int             // -c UD: the path MTU in bytes, the largest message (set by the session)
 	ipv6           bool            // --ipv6: IPv6 GIDs
+	oldPostSend    bool            // --use_old_post_send: the header's "ibv_wr* API : OFF" (gorxe has one way to post)
+	noPCIeRO       bool            // --disable_pcie_relaxed: the header's "PCIe relax order: OFF" (no PCIe here)
+	noLock         bool            // --no_lock: the header's "Lock-free : ON"
 	bidir          bool            // -b
 	host           string
 	rdmaCM         bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
@@ -296,6 +299,9 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	const tcUsage = "the IP traffic class byte (IPv4 TOS, IPv6 Traffic Class: DSCP << 2 | ECN, 0-255) of every RoCE packet this side sends, as perftest's -T and --tclass set it (e.g. 106: DSCP 26 with ECN capable, a common lossless RoCE class)"
 	both(&o.tclass, "T", "tos", 0, tcUsage)
 	fs.IntVar(&o.tclass, "tclass", 0, tcUsage)
+	fs.BoolVar(&o.oldPostSend, "use_old_post_send", false, "accepted for perftest compatibility: the header says \"ibv_wr* API : OFF\" (gorxe has one way to post)")
+	fs.BoolVar(&o.noPCIeRO, "disable_pcie_relaxed", false, "accepted for perftest compatibility: the header says \"PCIe relax order: OFF\" (gorxe's memory is not behind PCIe)")
+	fs.BoolVar(&o.noLock, "no_lock", false, "accepted for perftest compatibility: the header says \"Lock-free : ON\"")
 	fs.BoolVar(&o.ipv6, "ipv6", false, "use an IPv6 GID: RoCE over IPv6 (--bind an IPv6 address, or reach HOST over IPv6; --loopback uses ::1)")
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")

@@ -53,8 +53,8 @@ func (s *session) printHeader() {
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
 	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.qps)
 	fmt.Fprintf(&b, " Connection type : %s\t\tUsing SRQ      : %s\n", o.connType, onOff(o.useSRQ))
-	b.WriteString(" PCIe relax order: ON\t\tLock-free      : OFF\n")
-	b.WriteString(" ibv_wr* API     : ON\t\tUsing Enhanced Reorder      : OFF\n")
+	fmt.Fprintf(&b, " PCIe relax order: %s\t\tLock-free      : %s\n", onOff(!o.noPCIeRO), onOff(o.noLock))
+	fmt.Fprintf(&b, " ibv_wr* API     : %s\t\tUsing Enhanced Reorder      : OFF\n", onOff(!o.oldPostSend))
 	if s.showsTXDepth() {
 		fmt.Fprintf(&b, " TX depth        : %d\n", o.txDepth)
 	}
