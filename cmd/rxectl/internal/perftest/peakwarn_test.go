@@ -20,6 +20,10 @@ const peakWarning = " WARNING: BW peak won't be measured in this run.\n"
 // -Q.
 const listNote = "Post List requested - CQ moderation will be the size of the post list\n"
 
+// cqModWarning is force_dependecies' warning when -Q is given with a
+// size above MSG_SIZE_CQ_MOD_LIMIT (8192) that would have turned it off.
+var cqModWarning = report.ResultLine + "\nWarning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n"
+
 // TestParseNotes: the notes perftest prints while parsing, in its order,
 // before anything else (the server's "Waiting for client" box included).
 func TestParseNotes(t *testing.T) {
@@ -43,6 +47,14 @@ func TestParseNotes(t *testing.T) {
 		{[]string{"write-bw", "-l", "4", "192.0.2.1"}, report.ResultLine + "\n" + listNote},
 		{[]string{"write-bw", "-D", "5", "--output", "bandwidth"}, ""},
 		{[]string{"write-bw", "-D", "5", "--json"}, ""},
+		{[]string{"write-bw", "-Q", "10", "192.0.2.1"}, cqModWarning}, // 64 KiB
+		{[]string{"write-bw", "-Q", "1", "192.0.2.1"}, ""},
+		{[]string{"write-bw", "-Q", "10", "-s", "8192", "192.0.2.1"}, ""},
+		{[]string{"write-bw", "-Q", "10", "-a", "192.0.2.1"}, ""},
+		{[]string{"write-bw", "-Q", "10", "-e", "192.0.2.1"}, ""},
+		{[]string{"send-bw", "-Q", "10", "-c", "UD", "192.0.2.1"}, ""},
+		{[]string{"write-lat", "-Q", "10", "-s", "65536", "192.0.2.1"}, cqModWarning}, // checked before -Q is clipped to -t
+		{[]string{"write-bw", "-Q", "8", "-l", "8", "-D", "5"}, cqModWarning + peakWarning},
 	}
 	for _, tc := range tests {
 		o, err := parsePerftest(findTest(t, tc.args[0]), tc.args[1:])

@@ -118,6 +118,7 @@ type options struct {
 	qps            int
 	outs           int // 0: the device maximum
 	noPeak         bool
+	cqModWarn      bool // -Q above 1 with messages above 8 KiB: perftest warns (parseNotes)
 	peakWarn       bool // the peak was turned off by perftest's rules, not -N: perftest warns (parseNotes)
 	gbits          bool
 	timeout        int
@@ -787,8 +788,12 @@ func (o *options) forceDependencies(t Test) {
 	}
 	// MSG_SIZE_CQ_MOD_LIMIT: no moderation for large messages, except
 	// (as perftest) with UD, -a or -e, or when -Q is given.
-	if o.size > 8192 && !o.all && !o.set["cq-mod"] && o.connType != "UD" && !o.events {
-		o.cqMod = 1
+	if o.size > 8192 && !o.all && o.connType != "UD" && !o.events {
+		if !o.set["cq-mod"] {
+			o.cqMod = 1
+		} else if o.cqMod > 1 {
+			o.cqModWarn = true // checked before -Q is bounded by -t, as perftest
+		}
 	}
 	o.cqMod = min(o.cqMod, o.txDepth)
 	// perftest: no peak on send-bw's server, whose receives are not timed
@@ -807,13 +812,17 @@ func (o *options) forceDependencies(t Test) {
 
 // parseNotes are the lines perftest's force_dependecies prints on
 // standard output while it parses the command line, before anything
-// else: that -l set -Q, and that the peak will not be measured. They
+// else: that -Q may spoil a large message's figures, that -l set -Q, and
+// that the peak will not be measured. They
 // are left out of --json and --output (perftest prints them there too).
 func (o *options) parseNotes() string {
 	if !o.fullOutput() {
 		return ""
 	}
 	var b strings.Builder
+	if o.cqModWarn {
+		b.WriteString(report.ResultLine + "\nWarning: Large message requested and CQ moderation enabled\nWarning: It can lead to inaccurate results\n")
+	}
 	if o.listCQMod() {
 		b.WriteString(report.ResultLine + "\nPost List requested - CQ moderation will be the size of the post list\n")
 	}
