@@ -759,6 +759,10 @@ func (o *options) checkDuration(t Test) error {
 // with the default -r gets, at most the iterations.
 const ucMaxRx = 16000
 
+// minSRQUDRxDepth is perftest's MIN_SRQ_UD_RX_DEPTH: the receive depth of
+// a UC or UD test with --use-srq and at most this many iterations.
+const minSRQUDRxDepth = 100
+
 // forceDependencies is force_dependecies: the depths follow the
 // iterations, the verb and the connection type, cq-mod the size and the
 // tx depth. The default --busy-poll applies to the latency tests without
@@ -776,8 +780,13 @@ func (o *options) forceDependencies(t Test) {
 		// receive posted is lost, and the receiver waits for it. perftest
 		// posts a receive for every iteration (up to UC_MAX_RX) when -r
 		// is its default.
-		if (o.connType == "UC" || o.connType == "UD") && o.rxDepth == defRxSend {
-			o.rxDepth = min(o.iters, ucMaxRx)
+		if o.connType == "UC" || o.connType == "UD" {
+			if o.useSRQ && o.iters <= minSRQUDRxDepth {
+				o.rxDepth = minSRQUDRxDepth
+			}
+			if o.rxDepth == defRxSend {
+				o.rxDepth = min(o.iters, ucMaxRx)
+			}
 		}
 	}
 	if t.verb == verbWrite {

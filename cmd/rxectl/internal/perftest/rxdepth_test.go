@@ -28,3 +28,27 @@ func TestOddRXDepth(t *testing.T) {
 		require.Equal(t, tc.want, o.rxDepth, "%v", tc.args)
 	}
 }
+
+// TestUnreliableSRQRXDepth: with -c UC or UD and --use-srq, perftest
+// raises the receive depth to MIN_SRQ_UD_RX_DEPTH (100) when -n is 100
+// or less, after bounding it by -n.
+func TestUnreliableSRQRXDepth(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"send-bw", "-c", "UD", "--use-srq", "-n", "50"}, 100},
+		{[]string{"send-bw", "-c", "UC", "--use-srq", "-n", "100"}, 100},
+		{[]string{"send-lat", "-c", "UD", "--use-srq", "-n", "20"}, 100},
+		{[]string{"send-bw", "-c", "UD", "--use-srq", "-n", "101"}, 102}, // -n bounds 512, then made even
+		{[]string{"send-bw", "-c", "UD", "-n", "50"}, 50},
+		{[]string{"send-bw", "--use-srq", "-n", "50"}, 50}, // RC
+		{[]string{"send-bw", "-c", "UD", "--use-srq", "-n", "1000"}, 1000},
+	}
+	for _, tc := range tests {
+		o, err := parsePerftest(findTest(t, tc.args[0]), tc.args[1:])
+		require.NoError(t, err, "%v", tc.args)
+		require.Equal(t, tc.want, o.rxDepth, "%v", tc.args)
+	}
+}
