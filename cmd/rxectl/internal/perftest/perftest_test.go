@@ -373,7 +373,6 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"read-bw", "--loopback", "-n", "99999999999999"}, "iterations 99999999999999 not in [5, 2^28]"},
 		{[]string{"read-lat", "--loopback", "-n", "99999999999999"}, "not in [5, 2^28]"},
 		{[]string{"read-bw", "--loopback", "-D", "-1"}, "-D -1: a duration is a positive number of seconds"},
-		{[]string{"read-bw", "--loopback", "-m", "1000"}, "MTU 1000"},
 		{[]string{"read-bw", "--loopback", "host"}, "--loopback takes no HOST"},
 		{[]string{"read-bw", "a", "b"}, "at most one HOST"},
 		{[]string{"read-bw", "--loopback", "-s", "0"}, "size 0"},
@@ -455,12 +454,54 @@ func TestConnectionRefused(t *testing.T) {
 
 // TestMTUMismatch: both ends ask for different MTUs with -m.
 func TestMTUMismatch(t *testing.T) {
-	port, wait := startServer(t, "read-bw", "-m", "1024", "--udp-port", "0", "--bind", "127.0.0.1")
-	_, errs, code := runCmd(t, "read-bw", "127.0.0.1", "-p", strconv.Itoa(port), "-m", "2048", "--udp-port", "0", "--bind", "127.0.0.2")
-	require.Equal(t, cli.ExitFail, code)
-	require.Contains(t, errs, "MTU mismatch: -m 2048 here, the peer's MTU is 1024")
-	_, serr := wait()
-	require.ErrorContains(t, serr, "the peer closed the connection")
+	port, wait := startServer(t, "read-bw", "-m", "1024", "--udp-port", "0", "--bind", "127.0.0.1", "-n", "20")
+	out, errs, code := runCmd(t, "read-bw", "127.0.0.1", "-p", strconv.Itoa(port), "-m", "2048", "--udp-port", "0",
+		"--bind", "127.0.0.2", "-n", "20", "--json")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, errs, "the peer's MTU is 1024 (its -m or port MTU), below -m 2048: using 1024")
+	var r struct{ MTU int }
+	require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+	require.Equal(t, 1024, r.MTU, "the smaller of both sides' MTUs, as perftest's check_mtu")
+	sout, serr := wait()
+	require.NoError(t, serr)
+	require.Contains(t, sout, "Mtu             : 1024[B]")
+}
+
+// TestMTUFlag: -m as perftest's set_mtu takes it. A -m above the port's
+// active MTU runs at the active MTU, and so does one that is not a path
+// MTU, each with a note.
+func TestMTUFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		link    int // the devices' link MTU; 0: the interface's
+		mtu     string
+		want    int
+		note    string
+		noNotes bool
+	}{
+		{name: "a path MTU", mtu: "2048", want: 2048, noNotes: true},
+		{name: "not a path MTU", mtu: "1000", want: 4096, note: "-m 1000 is not a path MTU (256, 512, 1024, 2048 or 4096): using the port's active MTU 4096"},
+		{name: "negative", mtu: "-5", want: 4096, note: "-m -5 is not a path MTU"},
+		{name: "above the active MTU", link: 1500, mtu: "4096", want: 1024,
+			note: "-m 4096 is above this port's active MTU 1024 (link MTU 1500 minus RoCE headers): using 1024"},
+		{name: "the active MTU of a 1500-byte link", link: 1500, mtu: "1024", want: 1024, noNotes: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := linkMTU
+			linkMTU = tc.link
+			t.Cleanup(func() { linkMTU = old })
+			out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-n", "20", "-s", "8192", "-m", tc.mtu, "--json")
+			require.Equal(t, cli.ExitOK, code, errs)
+			var r struct{ MTU int }
+			require.NoError(t, json.Unmarshal([]byte(out), &r), out)
+			require.Equal(t, tc.want, r.MTU)
+			if tc.noNotes {
+				require.NotContains(t, errs, "MTU")
+			} else {
+				require.Contains(t, errs, tc.note)
+			}
+		})
+	}
 }
 
 // fakePerftest is a minimal perftest server for error paths: it answers

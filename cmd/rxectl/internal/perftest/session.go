@@ -247,7 +247,8 @@ func (s *session) openDevice(local netip.Addr) error {
 		return err
 	}
 	dev, err := rxe.OpenConns(conns, rxe.Options{OwnConn: true, Name: s.o.devName, LocalDropMode: s.o.localDropMode, Trace: sink,
-		Recovery: s.o.recovery.config(), ReceiveSpin: s.o.rxeReceiveSpin(), TrafficClass: uint8(s.o.tclass)})
+		Recovery: s.o.recovery.config(), ReceiveSpin: s.o.rxeReceiveSpin(), TrafficClass: uint8(s.o.tclass),
+		LinkMTU: linkMTU})
 	if err != nil {
 		s.o.closeTrace()
 		closeConns(conns)
@@ -306,17 +307,29 @@ func (s *session) exchangeSysData() error {
 	return nil
 }
 
+// linkMTU is the link MTU the devices are opened with (rxe.Options.LinkMTU):
+// 0, the interface's. Tests set it to give a port a smaller active MTU.
+var linkMTU = 0
+
 // exchangeMTU is check_mtu: both sides send their MTU enum and use the
-// smaller (perftest reduces silently; with -m we insist, since the user
-// asked for that MTU).
+// smaller. The MTU this side offers is perftest set_mtu's: -m, lowered to
+// the port's active MTU when it is above it, or the active MTU when -m is
+// none of 256-4096 (perftest runs on in both cases, with a note; so does
+// rxectl, with its note on stderr). A peer's smaller MTU is taken as
+// perftest takes it; rxectl says so on stderr when -m asked for more.
 func (s *session) exchangeMTU() error {
 	active := s.dev.ActiveMTU()
 	local := active
 	if s.o.mtu != 0 {
-		local = rxe.MTU(mtuEnum(s.o.mtu))
-		if local > active {
-			return fmt.Errorf("MTU mismatch: -m %d is above this port's active MTU %d (link MTU %d minus RoCE headers): use -m %d or less on both sides",
+		switch asked := rxe.MTU(mtuEnum(s.o.mtu)); {
+		case asked == 0:
+			fmt.Fprintf(s.errw, " -m %d is not a path MTU (256, 512, 1024, 2048 or 4096): using the port's active MTU %d\n",
+				s.o.mtu, active.Bytes())
+		case asked > active:
+			fmt.Fprintf(s.errw, " -m %d is above this port's active MTU %d (link MTU %d minus RoCE headers): using %d\n",
 				s.o.mtu, active.Bytes(), s.dev.PortAttr().LinkMTU, active.Bytes())
+		default:
+			local = asked
 		}
 	}
 	rem := make([]byte, oob.MTUMsgSize)
@@ -327,7 +340,8 @@ func (s *session) exchangeMTU() error {
 	s.mtu = local
 	if r >= 1 && r <= 5 && rxe.MTU(r) < local {
 		if s.o.mtu != 0 {
-			return fmt.Errorf("MTU mismatch: -m %d here, the peer's MTU is %d (its -m or port MTU): give both sides the same -m", s.o.mtu, rxe.MTU(r).Bytes())
+			fmt.Fprintf(s.errw, " the peer's MTU is %d (its -m or port MTU), below -m %d: using %d\n",
+				rxe.MTU(r).Bytes(), s.o.mtu, rxe.MTU(r).Bytes())
 		}
 		s.mtu = rxe.MTU(r)
 	}
