@@ -167,10 +167,12 @@ func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 		n = len(s.out)
 	}
 	n = max(n, 0)
-	failed := -1
+	// failed is the caller's index of the first of its datagrams the
+	// inner Conn did not take, at out[failedAt].
+	failed, failedAt := -1, len(s.out)
 	for j := n; j < len(s.out); j++ {
 		if s.origin[j] >= 0 {
-			failed = s.origin[j]
+			failed, failedAt = s.origin[j], j
 			break
 		}
 	}
@@ -209,6 +211,13 @@ func (s *sendSide) flush(msgs []netdev.Message) (int, error) {
 				s.c.lost(Send, 1)
 			}
 			s.arm(now)
+		case j > failedAt:
+			// A duplicate copy of msgs[failed] or a later datagram:
+			// its decision is taken back with theirs, and the caller
+			// sends it again, so nothing is lost.
+			if d != nil {
+				s.q.put(d)
+			}
 		default:
 			if d != nil {
 				s.q.put(d)
