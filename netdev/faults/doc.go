@@ -19,9 +19,9 @@
 // # Decisions
 //
 // Each rule of each direction draws from its own PCG generator
-// (math/rand/v2), seeded from Config.Seed, the direction and the rule's
-// index, and only for datagrams it applies to; a scripted rule counts the
-// datagrams it applies to. So a rule's decisions depend only on the seed
+// (math/rand/v2), seeded from Config.Seed, Config.Stream, the direction
+// and the rule's index, and only for datagrams it applies to; a scripted
+// rule counts the datagrams it applies to. So a rule's decisions depend only on the seed
 // and on the datagrams of its direction, not on time, batching or the
 // other rules. Sends are decided in WriteBatch, in order; receives in the
 // order the inner Conn delivers them.

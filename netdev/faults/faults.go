@@ -32,6 +32,14 @@ type Config struct {
 	// Seed seeds every rule's generator.
 	Seed uint64
 
+	// Stream tells apart Conns wrapped with the same Seed and Rules, such
+	// as the sockets of one device (one per completion vector): each
+	// Stream gives every rule a generator of its own, so that their
+	// probabilistic decisions are independent instead of the same
+	// datagram for datagram. Stream 0 draws what a Conn without it drew.
+	// Scripted rules (Nth) count the datagrams of each Conn apart.
+	Stream uint64
+
 	// Rules are the faults, in priority order.
 	Rules []Rule
 
@@ -325,9 +333,9 @@ func compile(cfg *Config, d Dir) *engine {
 		} else {
 			cr.thresh = uint64(t)
 		}
-		// One stream per direction and rule; the constants only spread
-		// the seeds apart.
-		cr.pcg = *rand.NewPCG(cfg.Seed, 0x9E3779B97F4A7C15*(uint64(d)<<32|uint64(i+1)))
+		// One stream per direction and rule (and Config.Stream); the
+		// constants only spread the seeds apart.
+		cr.pcg = *rand.NewPCG(cfg.Seed, 0x9E3779B97F4A7C15*(uint64(d)<<32|uint64(i+1))^0xBF58476D1CE4E5B9*cfg.Stream)
 	}
 	// Point each generator at its rule only now: the slice has stopped
 	// growing.

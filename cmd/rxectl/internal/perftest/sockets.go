@@ -51,7 +51,9 @@ func (s *session) socketOptions() netdev.Options {
 // (wrapConn): the sockets record into one capture file (pcapdump's
 // Conn.Share) and each gets its own fault injector with the same rules and
 // seed, deciding over the datagrams of its own vector's QPs (with -q 1,
-// all of them). On error it closes conns.
+// all of them); each draws from streams of its own (faults.Config.Stream:
+// the socket's index), so the vectors' QPs do not lose the same packets
+// together. On error it closes conns.
 func (s *session) wrapConns(conns []netdev.Conn) ([]netdev.Conn, error) {
 	first, err := s.wrapConn(conns[0])
 	if err != nil {
@@ -59,12 +61,12 @@ func (s *session) wrapConns(conns []netdev.Conn) ([]netdev.Conn, error) {
 		return nil, err
 	}
 	out := []netdev.Conn{first}
-	for _, c := range conns[1:] {
+	for i, c := range conns[1:] {
 		if s.pconn != nil {
 			c = s.pconn.Share(c)
 		}
 		if s.fconn != nil {
-			fc := faults.Wrap(c, faults.Config{Seed: s.o.seed, Rules: s.o.rules})
+			fc := faults.Wrap(c, faults.Config{Seed: s.o.seed, Stream: uint64(i + 1), Rules: s.o.rules})
 			s.fmore = append(s.fmore, fc)
 			c = fc
 		}
