@@ -354,9 +354,12 @@ type decision struct {
 }
 
 // decide advances every rule that applies to b and returns the first that
-// fires. It depends only on the rules' states and b.
+// fires. It depends only on the rules' states and b. A Corrupt rule that
+// fires draws its bit whether or not it wins, so that how far its
+// generator advances does not depend on the rules before it.
 func (e *engine) decide(b []byte) decision {
 	var fired *crule
+	bit := -1
 	for i := range e.rules {
 		r := &e.rules[i]
 		if !r.matches(b) {
@@ -372,17 +375,20 @@ func (e *engine) decide(b []byte) decision {
 		default:
 			hit = r.pcg.Uint64() < r.thresh
 		}
-		if hit && fired == nil {
-			fired = r
+		if !hit {
+			continue
+		}
+		k := -1
+		if r.Action == Corrupt {
+			if start := corruptStart(b); len(b) > start {
+				k = r.rng.IntN((len(b) - start) * 8)
+			}
+		}
+		if fired == nil {
+			fired, bit = r, k
 		}
 	}
-	d := decision{rule: fired, bit: -1}
-	if fired != nil && fired.Action == Corrupt {
-		if start := corruptStart(b); len(b) > start {
-			d.bit = fired.rng.IntN((len(b) - start) * 8)
-		}
-	}
-	return d
+	return decision{rule: fired, bit: bit}
 }
 
 // corruptStart is the first byte Corrupt may flip: the one after the BTH
