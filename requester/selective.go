@@ -30,7 +30,7 @@ const (
 )
 
 // srSlot is the resend state of one PSN: whether it is due to be resent,
-// when it was last resent (Unix nanoseconds, 0 never), how often, how
+// when it was last resent (a selective.stamp, 0 never), how often, how
 // often its resend was found lost (srRecheck, srResendLost), and what had
 // been sent by then.
 type srSlot struct {
@@ -47,11 +47,30 @@ type srSlot struct {
 // srMaxBackoff is how many times a PSN's resend interval doubles.
 const srMaxBackoff = 1
 
-// sent records that the PSN of sl was resent at now.
-func (sl *srSlot) sent(now time.Time) {
-	sl.at = now.UnixNano()
+// sent records that the PSN of sl was resent at at (a selective.stamp).
+func (sl *srSlot) sent(at int64) {
+	sl.at = at
 	sl.tries = min(sl.tries+1, srMaxBackoff+1)
 }
+
+// stamp returns now as the int64 the resend state keeps: nanoseconds since
+// epoch (the first time stamped), plus one, so that 0 still means never.
+// It is not now.UnixNano: that is the wall clock, which NTP, a resumed VM
+// or date -s step back and forth, while the requester's times carry the
+// monotonic clock, and a deadline made with time.Unix from it has no
+// monotonic reading, so Before, Sub and time.Until compare it with now on
+// the wall clock (package time, "Monotonic Clocks"). A difference of two
+// stamps, and timeAt of one, keep the monotonic clock of the times given.
+func (s *selective) stamp(now time.Time) int64 {
+	if s.epoch.IsZero() {
+		s.epoch = now
+	}
+	return max(int64(now.Sub(s.epoch)), 0) + 1
+}
+
+// timeAt returns the time of the stamp at (not 0), with the monotonic
+// reading of the times stamped.
+func (s *selective) timeAt(at int64) time.Time { return s.epoch.Add(time.Duration(at - 1)) }
 
 // selective is the requester's selective-repeat state.
 type selective struct {
@@ -85,6 +104,9 @@ type selective struct {
 	// rescan is when they are looked at again from the oldest PSN.
 	scanned packet.PSN
 	rescan  int64
+	// epoch is the first time stamped: the times above (slot at, rrAt,
+	// rescan) count from it (stamp).
+	epoch time.Time
 	// hint is the WQE index where the last PSN lookup ended.
 	hint uint64
 	// rereadPkts is set while a re-read is built: the packets it asks
@@ -467,7 +489,7 @@ func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 	if sl.due {
 		return false
 	}
-	if !force && sl.at != 0 && now.UnixNano()-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
+	if !force && sl.at != 0 && s.stamp(now)-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
 		if !r.srResendLost(sl) {
 			return false
 		}
@@ -557,7 +579,7 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 
 // srResponded records that the responder executed every request before
 // done and answered PSN psn, to a request sent at resentAt (a resend or
-// re-read, Unix nanoseconds) or as first sent (0).
+// re-read, a selective.stamp) or as first sent (0).
 func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 	s := &r.sr
 	if done.After(s.done) {
@@ -582,7 +604,7 @@ func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 	r.resetBudgets()
 }
 
-// resentAt returns when psn was last resent (Unix nanoseconds), 0 if it
+// resentAt returns when psn was last resent (a stamp), 0 if it
 // never was.
 func (s *selective) resentAt(psn packet.PSN) int64 {
 	if sl := s.lookup(psn); sl != nil {

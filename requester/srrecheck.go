@@ -44,7 +44,7 @@ func (r *Requester) srSent(now time.Time, psn packet.PSN) {
 			s.resentLo = psn
 		}
 	}
-	sl.sent(now)
+	sl.sent(s.stamp(now))
 	sl.next = r.psn
 }
 
@@ -103,7 +103,7 @@ func (r *Requester) srArmRecheck(now time.Time) {
 		r.sr.recheck.Stop()
 		return
 	}
-	r.sr.recheck.Arm(time.Unix(0, sl.at).Add(r.srRecheckWait(now, sl)))
+	r.sr.recheck.Arm(r.sr.timeAt(sl.at).Add(r.srRecheckWait(now, sl)))
 }
 
 // srRecheck runs when the resend check expires at now: the oldest packet
@@ -118,7 +118,7 @@ func (r *Requester) srRecheck(now time.Time) {
 	if !ok {
 		return
 	}
-	if at := time.Unix(0, sl.at).Add(r.srRecheckWait(now, sl)); now.Before(at) {
+	if at := r.sr.timeAt(sl.at).Add(r.srRecheckWait(now, sl)); now.Before(at) {
 		r.sr.recheck.Arm(at)
 		return
 	}

@@ -125,7 +125,7 @@ func (r *Requester) srDetect(now time.Time) {
 		return
 	}
 	from := s.scanned
-	if nano := now.UnixNano(); nano >= s.rescan {
+	if nano := s.stamp(now); nano >= s.rescan {
 		from = r.compPSN
 		s.rescan = nano + int64(r.srInterval(now))
 	}

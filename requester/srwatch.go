@@ -95,7 +95,7 @@ func (r *Requester) srWatchAnswered(now time.Time, psn packet.PSN) {
 		}
 		return
 	}
-	if !r.rec.rtt.Valid() || now.UnixNano()-at >= int64(r.rec.rtt.Stats().Min) {
+	if !r.rec.rtt.Valid() || s.stamp(now)-at >= int64(r.rec.rtt.Stats().Min) {
 		return
 	}
 	r.c.SRReadRequestsSlow++
