@@ -105,8 +105,12 @@ func (t *RecoveryTimer) timeout(rtt *RTT, floor time.Duration) time.Duration {
 	}
 	d := max(rtt.RTO(), 2*rtt.SRTT(), floor, t.learned)
 	for range t.backoff {
-		if d >= t.Ceiling {
-			break
+		// Doubling (RFC 6298 5.5) stops at Ceiling, the maximum of RFC
+		// 6298 2.5; d ≥ Ceiling−d is d*2 ≥ Ceiling without computing d*2,
+		// which overflows to a negative timeout (the timer never armed)
+		// for a Ceiling above half the largest Duration.
+		if d >= t.Ceiling-d {
+			return t.Ceiling
 		}
 		d *= 2
 	}

@@ -1,0 +1,71 @@
+package retry
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRecoveryTimerHugeCeiling: the back-off doubles the timeout up to
+// Ceiling; with a Ceiling above half the largest Duration (math.MaxInt64,
+// the natural "no ceiling") the doubling overflowed to a negative timeout,
+// which the requester takes for "timer off" and never arms.
+func TestRecoveryTimerHugeCeiling(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		floor, ceiling time.Duration
+		sample         time.Duration
+		expiries       int
+	}{
+		{"MaxInt64 ceiling, 16 expiries", 0, math.MaxInt64, time.Hour, 16},
+		{"MaxInt64 ceiling, floor past half", 5e18, math.MaxInt64, time.Millisecond, 1},
+		{"ceiling just above half", 0, math.MaxInt64/2 + 1, time.Hour, 16},
+		{"timeout 31", 0, AckTimeout(31), time.Hour, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r RTT
+			r.Sample(tc.sample, false)
+			tm := RecoveryTimer{Floor: tc.floor, Ceiling: tc.ceiling}
+			for range tc.expiries {
+				tm.Expired()
+			}
+			for _, d := range []time.Duration{tm.Timeout(&r), tm.RetryTimeout(&r)} {
+				require.Positive(t, d)
+				require.LessOrEqual(t, d, tc.ceiling)
+			}
+		})
+	}
+}
+
+// FuzzRecoveryTimerBounds: for every Ceiling > 0, every Floor, any samples
+// and any number of expiries, Timeout and RetryTimeout are in (0, Ceiling],
+// and never shrink with one more expiry.
+func FuzzRecoveryTimerBounds(f *testing.F) {
+	f.Add(int64(0), int64(math.MaxInt64), int64(time.Hour), uint8(16))
+	f.Add(int64(5e18), int64(math.MaxInt64), int64(time.Millisecond), uint8(1))
+	f.Add(int64(0), int64(AckTimeout(14)), int64(100*time.Microsecond), uint8(3))
+	f.Fuzz(func(t *testing.T, floor, ceiling, sample int64, expiries uint8) {
+		if ceiling <= 0 {
+			return
+		}
+		var r RTT
+		r.Sample(time.Duration(sample), false)
+		tm := RecoveryTimer{Floor: time.Duration(floor), Ceiling: time.Duration(ceiling)}
+		prev, prevRetry := tm.Timeout(&r), tm.RetryTimeout(&r)
+		for i := 0; i < int(expiries%24); i++ {
+			tm.Expired()
+			to, rto := tm.Timeout(&r), tm.RetryTimeout(&r)
+			for _, d := range []time.Duration{to, rto} {
+				if d <= 0 || d > tm.Ceiling {
+					t.Fatalf("timeout %v outside (0, %v] after %d expiries", d, tm.Ceiling, i+1)
+				}
+			}
+			if to < prev || rto < prevRetry {
+				t.Fatalf("an expiry shortened the timeout: %v → %v, %v → %v", prev, to, prevRetry, rto)
+			}
+			prev, prevRetry = to, rto
+		}
+	})
+}
