@@ -319,7 +319,9 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 		r.rearmRecovery(now)
 		return
 	}
-	if !rec.timer.OnExpiry(&rec.rtt, due, now) {
+	// Lateness counts against the timeout the timer was armed with: the
+	// short RetryTimeout during a NAK's go-back-N retry (recoveryTimeout).
+	if !rec.timer.OnExpiryAfter(r.recoveryTimeout(), due, now) {
 		// Late: this end was not running; time the silence again.
 		r.rearmRecovery(now)
 		return

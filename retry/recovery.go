@@ -150,11 +150,26 @@ func (t *RecoveryTimer) RetryTimeout(rtt *RTT) time.Duration {
 // a second late expiry in the same episode is taken as silence, so a
 // persistently late timer still probes, at most one timeout later.
 // Deferrals never consume the IB failure budget and are not expiries.
+//
+// Lateness is judged against Timeout(rtt); a timer armed with another
+// timeout (RetryTimeout) is judged with OnExpiryAfter.
 func (t *RecoveryTimer) OnExpiry(rtt *RTT, due, now time.Time) bool {
+	return t.OnExpiryAfter(t.Timeout(rtt), due, now)
+}
+
+// OnExpiryAfter is OnExpiry for a timer that was armed timeout before due:
+// the expiry is late if handled more than a quarter of that timeout after
+// due. During a go-back-N retry the timer runs with RetryTimeout, often a
+// fraction of Timeout (which has the 2 ms and 1/64-of-Ceiling floors):
+// judged against a quarter of Timeout, an expiry handled far more than a
+// quarter of RetryTimeout late (up to Timeout/4, which can exceed the
+// whole RetryTimeout) was taken for the peer's silence and probed
+// (docs/recovery.md, "Stalls are not losses").
+func (t *RecoveryTimer) OnExpiryAfter(timeout time.Duration, due, now time.Time) bool {
 	if t.deferred || due.IsZero() {
 		return true
 	}
-	if late := now.Sub(due); late <= t.Timeout(rtt)/lateShare {
+	if late := now.Sub(due); late <= timeout/lateShare {
 		return true
 	}
 	t.deferred = true

@@ -69,3 +69,18 @@ func FuzzRecoveryTimerBounds(f *testing.F) {
 		}
 	})
 }
+
+// TestRecoveryTimerOnExpiryAfter: lateness is judged against the timeout
+// the timer was armed with; OnExpiry is OnExpiryAfter(Timeout).
+func TestRecoveryTimerOnExpiryAfter(t *testing.T) {
+	var r RTT
+	r.Sample(300*us, false) // RTO 900 µs, RetryTimeout 900 µs, Timeout 2 ms
+	due := at(10 * time.Millisecond)
+	tm := RecoveryTimer{Ceiling: 67 * time.Millisecond}
+	armed := tm.RetryTimeout(&r)
+	require.Equal(t, 900*us, armed)
+	require.True(t, tm.OnExpiryAfter(armed, due, due.Add(armed/4)), "a quarter late: silence")
+	require.False(t, tm.OnExpiryAfter(armed, due, due.Add(armed/4+us)), "more: this end was not running")
+	tm = RecoveryTimer{Ceiling: 67 * time.Millisecond}
+	require.Equal(t, tm.OnExpiryAfter(tm.Timeout(&r), due, due.Add(400*us)), tm.OnExpiry(&r, due, due.Add(400*us)))
+}
