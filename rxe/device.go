@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorxe/gorxe/netdev"
 )
@@ -61,14 +62,18 @@ type Device struct {
 	// CQs: its caller reads the sockets itself, so the receive goroutines
 	// no longer spin after a batch (connReader.spin).
 	busyPolled atomic.Bool
-	// spinUntil (UnixNano), spinBound (the device's own receive buffer
-	// is too small for a 128-PSN window) and spinQPs (the QPs whose
-	// window a receive buffer bounds, QP.windowBound) say when the
-	// receive goroutines spin after a batch (Device.wantSpin).
+	// spinUntil (nanoseconds after epoch), spinBound (the device's own
+	// receive buffer is too small for a 128-PSN window) and spinQPs (the
+	// QPs whose window a receive buffer bounds, QP.windowBound) say when
+	// the receive goroutines spin after a batch (Device.wantSpin).
 	spinUntil atomic.Int64
 	spinBound atomic.Bool
 	spinQPs   atomic.Int32
-	done      chan struct{}
+	// epoch is when the device was opened: times kept as integers count
+	// from it, so that they follow the monotonic clock (a wall-clock step
+	// moves UnixNano, not time.Time.Sub).
+	epoch time.Time
+	done  chan struct{}
 	// stopped is closed once Close has stopped every QP (their flush
 	// completions are in their CQs): it ends CQ.Wait.
 	stopped chan struct{}

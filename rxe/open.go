@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
@@ -71,6 +72,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 	d := &Device{
 		conns: conns, ownConn: opts.OwnConn, opts: opts, addr: addr, port: conns[0].LocalAddr().Port(), linkMTU: link, activeMTU: active,
 		vecUses: make([]int, opts.CompVectors),
+		epoch:   time.Now(),
 		events:  make(chan AsyncEvent, 256),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),

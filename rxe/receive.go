@@ -169,7 +169,7 @@ const lossSpinHold = 50 * time.Millisecond
 // again: QP.noteLossSignals): the
 // receive goroutines spin after their batches for lossSpinHold.
 func (d *Device) noteLoss(now time.Time) {
-	if until := now.UnixNano() + int64(lossSpinHold); until > d.spinUntil.Load() {
+	if until := int64(now.Sub(d.epoch) + lossSpinHold); until > d.spinUntil.Load() {
 		d.spinUntil.Store(until)
 	}
 }
@@ -185,5 +185,5 @@ func (d *Device) noteLoss(now time.Time) {
 // WRITE and SEND streams 5-12 % slower; docs/performance.md, "A receive
 // goroutine that spins before it blocks").
 func (d *Device) wantSpin(now time.Time) bool {
-	return d.spinBound.Load() || d.spinQPs.Load() > 0 || now.UnixNano() < d.spinUntil.Load()
+	return d.spinBound.Load() || d.spinQPs.Load() > 0 || int64(now.Sub(d.epoch)) < d.spinUntil.Load()
 }

@@ -89,8 +89,8 @@ func TestReceiveSpinDefault(t *testing.T) {
 // (lossSpinHold), and that a later sign extends it while an earlier one
 // does not shorten it.
 func TestNoteLossHold(t *testing.T) {
-	d := &Device{}
-	now := time.Unix(1000, 0)
+	now := time.Now()
+	d := &Device{epoch: now.Add(-time.Second)}
 	require.False(t, d.wantSpin(now), "no sign of loss")
 	d.noteLoss(now)
 	require.True(t, d.wantSpin(now), "a sign of loss")

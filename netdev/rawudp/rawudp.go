@@ -117,7 +117,11 @@ func Measure(ctx context.Context, cfg Config) (Result, error) {
 
 	var (
 		received atomic.Uint64
-		lastRecv atomic.Int64 // time.Time.UnixNano of the last datagram received
+		// lastRecv is when the last datagram was received, in
+		// nanoseconds after base plus one (0: none yet): an integer
+		// that follows the monotonic clock, as UnixNano does not.
+		lastRecv atomic.Int64
+		base     = time.Now()
 		rxErr    error
 		wg       sync.WaitGroup
 	)
@@ -136,7 +140,7 @@ func Measure(ctx context.Context, cfg Config) (Result, error) {
 				}
 				return
 			}
-			lastRecv.Store(time.Now().UnixNano())
+			lastRecv.Store(int64(time.Since(base)) + 1)
 			received.Add(uint64(n))
 		}
 	}()
@@ -200,7 +204,7 @@ wait:
 		Receiver: rx.Stats(),
 	}
 	if last := lastRecv.Load(); last != 0 {
-		res.Elapsed = time.Unix(0, last).Sub(start)
+		res.Elapsed = base.Add(time.Duration(last - 1)).Sub(start)
 	}
 	if txErr != nil {
 		return res, txErr
