@@ -476,14 +476,37 @@ func (r *Requester) nakInReadTrain(p *packet.Packet) bool {
 // whose first response never came.
 func (r *Requester) replayPassedHole(w *wqe, psn packet.PSN) bool {
 	o := &r.ooo
-	end := w.lastPSN.Next() // the retry asks for the rest of the READ,
-	if r.multiPart(w) {     // or of the hole's part
-		end = w.origFirst.Add(int((r.partOf(w, r.compPSN) + 1) * w.parts))
-	}
+	end := r.holeEnd(w)
 	passed := o.seen && o.since == r.compPSN && !psn.After(o.psn) && psn.Before(end) &&
 		int(psn.Diff(r.compPSN)) <= srReorder && r.startedRetry && !w.rereadDue
 	o.seen, o.psn, o.since = true, psn, r.compPSN
 	return passed
+}
+
+// holeEnd returns the PSN after the last one a retry of the oldest READ w
+// asks for: the end of the READ, or of the part with the hole.
+func (r *Requester) holeEnd(w *wqe) packet.PSN {
+	if w.kind != kindRead {
+		return w.lastPSN.Next()
+	}
+	if r.multiPart(w) {
+		return w.origFirst.Add(int((r.partOf(w, r.compPSN) + 1) * w.parts))
+	}
+	return w.lastPSN.Next()
+}
+
+// forgetOldStream is called as a retry of the oldest WQE w leaves (a
+// re-read of its hole, or a go-back-N rewind). An out-of-order response
+// recorded before it (r.ooo) short of the end of the range the retry asks
+// for belongs to a stream whose later responses may still come, overtaken
+// on the way: one of them falling below it is no sign that the retry's
+// answer passed the hole (replayPassedHole), and taken for one it started
+// a retry and spent retry_cnt for a reordering. A stream seen to its end
+// before the retry left sends nothing more; the mark stays.
+func (r *Requester) forgetOldStream(w *wqe) {
+	if o := &r.ooo; o.seen && o.psn.Next().Before(r.holeEnd(w)) {
+		o.seen = false
+	}
 }
 
 // checkAck checks the opcode sequence of read responses and dispatches on

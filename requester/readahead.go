@@ -279,6 +279,9 @@ func (r *Requester) nextReread(now time.Time, buf []byte) int {
 			w.rereadDue = false
 			high := r.highPSN
 			if n := r.buildRest(i, buf); n > 0 {
+				if i == r.head {
+					r.forgetOldStream(w)
+				}
 				r.c.ReadHoleRereads++
 				r.onSent(now, w.firstPSN, true, high)
 				return n

@@ -548,6 +548,7 @@ func (r *Requester) commit(w *wqe, sg seg, psn packet.PSN) {
 		w.state = wqePending
 		w.sentAll = true
 		r.cur++
+		defer r.skipReceived()
 	} else {
 		w.state = wqeProcessing
 	}
@@ -631,6 +632,9 @@ func (r *Requester) rewind() {
 	r.doubleFirst, r.doubleDue = false, false
 	r.cur = r.head
 	r.psn = r.compPSN
+	if r.head != r.tail {
+		r.forgetOldStream(r.slot(r.head))
+	}
 	for i := r.head; i != r.tail; i++ {
 		w := r.slot(i)
 		if !w.started {
@@ -650,6 +654,32 @@ func (r *Requester) rewind() {
 	}
 }
 
+// skipReceived moves the send cursor past started READs whose data has
+// all been placed. After a rewind their responses may come before they
+// are asked for again (a selective-repeat responder executes the
+// requests it buffered once the hole or RNR-refused request is filled):
+// asking again would send a READ for 0 bytes at the READ's end, a request
+// the original at that PSN never made.
+func (r *Requester) skipReceived() {
+	if !r.cfg.SelectiveRepeat {
+		return // go-back-N: rewind forgets the data of all but the oldest WQE
+	}
+	for r.cur != r.tail {
+		w := r.slot(r.cur)
+		if w.kind != kindRead || !w.started || w.state != wqePosted && w.state != wqeProcessing || w.length == 0 || w.rcvd < w.length {
+			return
+		}
+		n := int(r.pkts(w.length))
+		if d := int(r.psn.Diff(w.origFirst)); d < 0 || d >= n {
+			return
+		}
+		r.psn = w.origFirst.Add(n)
+		w.off = w.length
+		w.state = wqePending
+		r.cur++
+	}
+}
+
 // seekPSN moves the send cursor of the started SEND/WRITE w to the packet
 // with PSN psn (clamped to the message), as rxe retry_first_write_send.
 func (r *Requester) seekPSN(w *wqe, psn packet.PSN) {
@@ -665,15 +695,15 @@ func (r *Requester) catchUp() {
 	if r.cur < r.head {
 		r.cur = r.head
 	}
-	if !r.psn.Before(r.compPSN) {
-		return
-	}
-	if r.cur == r.head && r.cur != r.tail {
-		if w := r.slot(r.cur); w.started && w.kind.segmented() {
-			r.seekPSN(w, r.compPSN)
+	if r.psn.Before(r.compPSN) {
+		if r.cur == r.head && r.cur != r.tail {
+			if w := r.slot(r.cur); w.started && w.kind.segmented() {
+				r.seekPSN(w, r.compPSN)
+			}
 		}
+		r.psn = r.compPSN
 	}
-	r.psn = r.compPSN
+	r.skipReceived()
 }
 
 // localError fails w with a local error status found while building its
