@@ -91,9 +91,11 @@ func (a *analysis) check(o *options) error {
 }
 
 // ReadPackets reads every RoCEv2 packet of a capture as the flow analysis
-// takes them, each with its own copy of the bytes. Malformed datagrams and
-// packets with a bad ICRC are left out; frames keep their numbers, and the
-// packets of a datagram that holds several carry their Frame.Segment.
+// takes them, each with its own copy of the bytes. Malformed datagrams are
+// left out; a packet with a bad ICRC that parses is kept with
+// flows.Packet.BadICRC set (the analysis counts it, the ladder leaves it
+// out). Frames keep their numbers, and the packets of a datagram that holds
+// several carry their Frame.Segment.
 func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 	rd, err := NewReader(r, ports)
 	if err != nil {
@@ -111,14 +113,14 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 		if err != nil {
 			return out, fmt.Errorf("after frame %d: %w", rd.Frames(), err)
 		}
-		if f.Kind != KindRoCE || !f.ICRCOK {
+		if f.Kind != KindRoCE {
 			continue
 		}
 		p, err := packet.Parse(append([]byte(nil), f.Packet.Bytes()...))
 		if err != nil {
 			continue // cannot happen: it parsed before
 		}
-		out = append(out, flows.Packet{Frame: f.Num, Segment: f.Segment, Time: rec.TS, Src: f.Src, Dst: f.Dst, Pkt: p})
+		out = append(out, flows.Packet{Frame: f.Num, Segment: f.Segment, Time: rec.TS, Src: f.Src, Dst: f.Dst, Pkt: p, BadICRC: !f.ICRCOK})
 	}
 }
 

@@ -283,6 +283,7 @@ func (a *Analyzer) analyse(g *group, iv time.Duration) {
 	if c.Recoveries == nil {
 		c.Recoveries = []Recovery{}
 	}
+	a.corrupted(g.flows)
 	c.Explain = explain(c, halves, g.flows)
 }
 
@@ -388,6 +389,7 @@ func (h *half) fillJumps(f *Flow, jumps []skipGap, psn, end packet.PSN, closed f
 		}
 		if j.got == nil {
 			j.got = map[packet.PSN]bool{}
+			h.a.lateGot[Ref{j.frame, j.seg}] = j.got
 		}
 		for q := lo; ; q = q.Next() {
 			if !j.got[q] {

@@ -54,18 +54,15 @@ func explain(c *Connection, halves map[int]*half, order []int) []string {
 func lossSentence(h *half, eps []Recovery) string {
 	var parts []string
 	if h.resp != nil && h.resp.PSNMissing > 0 {
-		parts = append(parts, fmt.Sprintf("%s lost before the capture point (%s, first at frame %d)",
-			count(h.resp.PSNMissing, "READ response"), count(h.resp.PSNGaps, "gap"), h.resp.FirstGapFrame))
+		parts = append(parts, gapClauses(h.resp, "READ response")...)
 	}
 	switch {
 	case h.req.PSNMissing > 0 && h.resp == nil && !h.started:
 		// A lone flow of READ responses whose requests the capture does
 		// not hold: its gaps are the responses'.
-		parts = append(parts, fmt.Sprintf("%s lost before the capture point (%s, first at frame %d)",
-			count(h.req.PSNMissing, "READ response"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
+		parts = append(parts, gapClauses(h.req, "READ response")...)
 	case h.req.PSNMissing > 0:
-		parts = append(parts, fmt.Sprintf("requests lost before the capture point (%s in %s, first at frame %d)",
-			count(h.req.PSNMissing, "PSN"), count(h.req.PSNGaps, "gap"), h.req.FirstGapFrame))
+		parts = append(parts, gapClauses(h.req, "")...)
 	}
 	// The capture holds the first copy of what was resent: a READ
 	// response, or a request that no ACK had acknowledged (after) or one

@@ -38,6 +38,13 @@ type Packet struct {
 	// Pkt is the parsed packet (BTH through ICRC). Analyze copies what it
 	// needs, so the buffer may be reused after Add returns.
 	Pkt packet.Packet
+	// BadICRC says the packet's ICRC is wrong: the capture holds it, but
+	// a receiver drops it. The analysis only counts it, in the flow its
+	// addresses and QP name (Flow.BadICRC; Report.BadICRCNoFlow when they
+	// name none), and uses its PSN to tell that flow's gaps it carried from
+	// losses before the capture point (Flow.PSNCorrupt); it is no packet of
+	// the flow otherwise.
+	BadICRC bool
 }
 
 // Ref returns the packet's frame and segment.
@@ -115,6 +122,13 @@ type Analyzer struct {
 	index map[flowKey]int
 	notes map[Ref]*Note
 	clock Clock
+	// bad holds the packets with a bad ICRC, in the order they came;
+	// badBy the same by flow index, once Report matched them to flows.
+	bad   []badPkt
+	badBy [][]badPkt
+	// lateGot holds, by the packet that opened a forward jump's gap
+	// (skipGap.got), the PSNs of that gap that came late since.
+	lateGot map[Ref]map[packet.PSN]bool
 }
 
 // Clock makes a capture's time stamps monotonic. A capture lists frames in
@@ -142,14 +156,20 @@ func (c *Clock) Next(t time.Time) time.Time {
 
 // NewAnalyzer returns an empty Analyzer.
 func NewAnalyzer(o Options) *Analyzer {
-	return &Analyzer{opts: o, index: map[flowKey]int{}, notes: map[Ref]*Note{}}
+	return &Analyzer{opts: o, index: map[flowKey]int{}, notes: map[Ref]*Note{}, lateGot: map[Ref]map[packet.PSN]bool{}}
 }
 
 // Add records one packet. Packets must come in capture order; their times
 // are made monotonic with a Clock, so a packet stamped earlier than the
-// one added before it is analysed at that packet's time.
+// one added before it is analysed at that packet's time. A packet with a
+// bad ICRC (Packet.BadICRC) is only kept to be counted: it opens no flow
+// and does not move the clock.
 func (a *Analyzer) Add(p Packet) {
 	k := keyOf(p)
+	if p.BadICRC {
+		a.bad = append(a.bad, badPkt{frame: p.Frame, key: k, psn: p.Pkt.PSN(), after: len(a.recs)})
+		return
+	}
 	fi, ok := a.index[k]
 	if !ok {
 		fi = len(a.flows)
@@ -191,6 +211,12 @@ type Report struct {
 	// segment (Packet.Ref): each packet of a datagram that holds several
 	// has its own.
 	Notes map[Ref]*Note `json:"-"`
+	// BadICRCNoFlow counts the packets with a bad ICRC whose addresses
+	// and QP name no flow of the capture (their BTH or IP header may be
+	// what was corrupted), BadICRCNoFlowFrames their frames, in capture
+	// order, each once.
+	BadICRCNoFlow       int   `json:"bad_icrc_no_flow,omitempty"`
+	BadICRCNoFlowFrames []int `json:"bad_icrc_no_flow_frames,omitempty"`
 }
 
 // Note is what the analysis found about one packet.
@@ -299,11 +325,27 @@ type Flow struct {
 	// FirstFrame and LastFrame are the flow's first and last frames.
 	FirstFrame int `json:"first_frame"`
 	LastFrame  int `json:"last_frame"`
+	// BadICRC counts the packets with a bad ICRC whose addresses and QP
+	// name the flow (as its packets do: Holds), BadICRCFrames their frames,
+	// in capture order, each once. The receiver drops them, so they count
+	// in nothing else: not in Packets, Bytes or ByOpcode, and their PSNs
+	// were not seen (a corrupted BTH may carry a wrong PSN or QP).
+	BadICRC       int   `json:"bad_icrc,omitempty"`
+	BadICRCFrames []int `json:"bad_icrc_frames,omitempty"`
+	// PSNCorrupt counts the PSNs missing (of PSNMissing) that a packet
+	// with a bad ICRC of the flow carried: a packet captured after the
+	// flow's packet before the gap and before the one that opened it, whose
+	// PSN is one of the gap's missing PSNs. They were corrupted before the
+	// capture point, not lost there.
+	PSNCorrupt int `json:"psn_corrupt,omitempty"`
 
 	byOp map[packet.Opcode]*OpcodeCount
 	// gapFrames are the frames of the gaps counted in PSNGaps, in capture
 	// order (a gap taken back leaves it): FirstGapFrame is the first.
 	gapFrames []int
+	// lost and corrupt split the gaps that stand (corrupted): lost the
+	// PSNs no bad-ICRC packet carried, corrupt those one did.
+	lost, corrupt gapShare
 }
 
 // Holds reports whether p belongs to the flow.
@@ -458,6 +500,7 @@ func (a *Analyzer) Report() *Report {
 	conns := a.pair()
 	iv := a.interval()
 	rep := &Report{Interval: Duration(iv), Notes: a.notes}
+	a.matchBad(rep)
 	for _, c := range conns {
 		a.analyse(c, iv)
 		rep.Connections = append(rep.Connections, c.conn)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,7 +29,38 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		c.writeText(b, i+1, time.Duration(r.Interval))
 	}
+	if r.BadICRCNoFlow > 0 {
+		if len(r.Connections) > 0 {
+			fmt.Fprintln(b)
+		}
+		fmt.Fprintf(b, "bad_icrc %d naming no flow of the capture (dropped by the receiver; their addresses or QP may be what was corrupted), %s\n",
+			r.BadICRCNoFlow, frameList(r.BadICRCNoFlowFrames))
+	}
 	return b.Flush()
+}
+
+// maxListedFrames bounds the frames WriteText lists in one line.
+const maxListedFrames = 10
+
+// frameList writes "frame 7", "frames 7, 9, 12", or, past maxListedFrames,
+// the first of them and "and N more".
+func frameList(frames []int) string {
+	var b strings.Builder
+	if len(frames) == 1 {
+		b.WriteString("frame ")
+	} else {
+		b.WriteString("frames ")
+	}
+	for i, f := range frames[:min(len(frames), maxListedFrames)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(f))
+	}
+	if n := len(frames) - maxListedFrames; n > 0 {
+		fmt.Fprintf(&b, " and %d more", n)
+	}
+	return b.String()
 }
 
 // Title names the connection: "A QP x ⇄ B QP y", or for one flow its
@@ -70,6 +102,13 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 			fmt.Fprintf(b, ", psn_late %d", f.PSNLate)
 		}
 		fmt.Fprintln(b)
+		if f.BadICRC > 0 {
+			fmt.Fprintf(b, "    bad_icrc %d", f.BadICRC)
+			if f.PSNCorrupt > 0 {
+				fmt.Fprintf(b, ", psn_corrupt %d", f.PSNCorrupt)
+			}
+			fmt.Fprintf(b, " (dropped by the receiver), %s\n", frameList(f.BadICRCFrames))
+		}
 		if n := f.NAKs; n.Total() > 0 {
 			fmt.Fprintf(b, "    NAKs: sequence error %d, RNR %d", n.SequenceError, n.RNR)
 			if len(n.RNRTimers) > 0 {

@@ -28,7 +28,8 @@ var ErrNoPackets = errors.New("no RoCEv2 packet in the selection")
 
 // FromCapture builds the diagram of one connection of a capture, with the
 // flow analysis rep of the same packets marking what went wrong. Packet
-// times are taken monotonically (flows.Clock).
+// times are taken monotonically (flows.Clock). Packets with a bad ICRC
+// (flows.Packet.BadICRC) are not drawn.
 func FromCapture(pkts []flows.Packet, rep *flows.Report, sel Selection) (*Diagram, error) {
 	var conn *flows.Connection
 	for _, c := range rep.Connections {
@@ -62,6 +63,9 @@ func FromCapture(pkts []flows.Packet, rep *flows.Report, sel Selection) (*Diagra
 	var clock flows.Clock
 	var first time.Time
 	for _, p := range pkts {
+		if p.BadICRC {
+			continue // the receiver dropped it: not drawn
+		}
 		p.Time = clock.Next(p.Time)
 		if first.IsZero() {
 			first = p.Time

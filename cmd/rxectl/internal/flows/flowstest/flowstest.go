@@ -19,7 +19,8 @@ import (
 )
 
 // ReadPcap reads the RoCEv2 packets (UDP to port 4791) of a capture,
-// numbering frames from 1 and counting every frame.
+// numbering frames from 1 and counting every frame; a packet whose ICRC is
+// wrong has flows.Packet.BadICRC set.
 func ReadPcap(name string) ([]flows.Packet, error) {
 	fh, err := os.Open(name)
 	if err != nil {
@@ -60,7 +61,8 @@ func ReadPcap(name string) ([]flows.Packet, error) {
 			continue
 		}
 		out = append(out, flows.Packet{Frame: n, Time: ci.Timestamp, Pkt: p,
-			Src: netip.AddrPortFrom(dg.Pseudo.Src, dg.Pseudo.SrcPort), Dst: netip.AddrPortFrom(dg.Pseudo.Dst, dg.Pseudo.DstPort)})
+			Src: netip.AddrPortFrom(dg.Pseudo.Src, dg.Pseudo.SrcPort), Dst: netip.AddrPortFrom(dg.Pseudo.Dst, dg.Pseudo.DstPort),
+			BadICRC: !dg.ICRCOK()})
 	}
 }
 
