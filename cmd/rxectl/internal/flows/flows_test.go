@@ -29,6 +29,8 @@ type pk struct {
 	ackReq  bool
 	syn     packet.Syndrome
 	dmaLen  uint32
+	qp      uint32 // the BTH destination QP when not 0 (a corrupted one)
+	bad     bool   // a packet with a bad ICRC (Packet.BadICRC)
 }
 
 // build turns a fixture into Packets, frame numbers from 1.
@@ -41,6 +43,9 @@ func build(t testing.TB, ps []pk) []Packet {
 		if p.fromB {
 			h.BTH.DestQP, src, dst = 0x11, hostB, hostA
 		}
+		if p.qp != 0 {
+			h.BTH.DestQP = p.qp
+		}
 		h.AETH = packet.AETHFields{Syndrome: p.syn, MSN: 1}
 		h.RETH = packet.RETHFields{VA: 0x1000, RKey: 7, DMALen: p.dmaLen}
 		b := make([]byte, packet.PacketLen(p.op, p.payload))
@@ -48,7 +53,7 @@ func build(t testing.TB, ps []pk) []Packet {
 		require.NoError(t, err)
 		pkt, err := packet.Parse(b[:n])
 		require.NoError(t, err)
-		out = append(out, Packet{Frame: i + 1, Time: t0.Add(time.Duration(p.us) * time.Microsecond), Src: src, Dst: dst, Pkt: pkt})
+		out = append(out, Packet{Frame: i + 1, Time: t0.Add(time.Duration(p.us) * time.Microsecond), Src: src, Dst: dst, Pkt: pkt, BadICRC: p.bad})
 	}
 	return out
 }

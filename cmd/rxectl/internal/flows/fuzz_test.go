@@ -13,8 +13,13 @@ import (
 // FuzzAnalyze feeds packet sequences made from the fuzzer's bytes (five
 // bytes a packet: direction and opcode, PSN low bits, syndrome, length,
 // time step) to the analysis. The time step (timeStep) moves time forwards
-// or backwards by microseconds, milliseconds or hours. Properties: it never
-// panics; every packet is counted once in one flow; a packet opens a gap,
+// or backwards by microseconds, milliseconds or hours. An opcode this
+// package does not know (0x15, 0x18-0x1b, 0x1e, 0x1f) gives a packet with a
+// bad ICRC and the opcode 16 below it. Properties: it never panics; every
+// packet with a good ICRC is counted once in one flow, and every one with a
+// bad ICRC once, in one flow or in the report (BadICRCNoFlow); the PSNs
+// counted corrupted are at most the PSNs missing and the flow's bad-ICRC
+// packets; a packet opens a gap,
 // goes back (rewind) or comes late at most once, so gaps, rewinds and late
 // arrivals together never exceed the packets, nor do messages; a flow's
 // gaps miss at least one PSN each, and FirstGapFrame is set exactly when
@@ -49,16 +54,20 @@ func FuzzAnalyze(f *testing.F) {
 		0x8d, 10, 0x1f, 50, 1, 0x8e, 12, 0, 50, 1, 0x8e, 11, 0, 50, 1, 0x8e, 12, 0, 50, 1, 0x8f, 13, 0x1f, 50, 1,
 		0x8d, 14, 0x1f, 50, 1, 0x8e, 16, 0, 50, 1, 0x8f, 17, 0x1f, 50, 1,
 		0x0c, 15, 0, 1, 1, 0x8d, 15, 0x1f, 50, 1, 0x8f, 17, 0x1f, 50, 1})
+	// SEND ONLY 10, SEND ONLY WITH IMMEDIATE 11 with a bad ICRC (0x15),
+	// SEND ONLY 12 (a gap the bad packet carried), an ACK of 12.
+	f.Add([]byte{0x04, 10, 0, 10, 1, 0x15, 11, 0, 10, 1, 0x04, 12, 0, 10, 1, 0x84, 12, 0x1f, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ps []pk
 		us := 0
 		for len(data) >= 5 {
 			op := packet.Opcode(data[0] & 0x1f)
-			if !op.Valid() {
-				op = packet.RCSendOnly
+			bad := !op.Valid()
+			if bad {
+				op -= 16
 			}
 			p := pk{us: us, fromB: data[0]&0x80 != 0, op: op, psn: uint32(data[1]) | uint32(binary.BigEndian.Uint16([]byte{0, data[0] & 0x60}))<<8,
-				syn: packet.Syndrome(data[2] & 0x7f), ackReq: data[2]&0x80 != 0, dmaLen: uint32(data[3]) * 100}
+				syn: packet.Syndrome(data[2] & 0x7f), ackReq: data[2]&0x80 != 0, dmaLen: uint32(data[3]) * 100, bad: bad}
 			if op.Info().Has(packet.HdrImmDt) || op.Info().Mask&packet.MaskPayload != 0 {
 				p.payload = int(data[3]) % 64
 			}
@@ -82,6 +91,8 @@ func FuzzAnalyze(f *testing.F) {
 		for i, p := range pkts {
 			k := psnKey{fromB: ps[i].fromB, psn: p.Pkt.PSN()}
 			switch {
+			case p.BadICRC:
+				continue
 			case p.Pkt.Mask()&packet.MaskReq != 0:
 			case isReadResponse(p.Pkt.Opcode()):
 				k.resp = true
@@ -93,10 +104,14 @@ func FuzzAnalyze(f *testing.F) {
 				wantGoodput += p.Pkt.PayloadLen()
 			}
 		}
-		total, goodput := 0, 0
+		total, goodput, bad := 0, 0, rep.BadICRCNoFlow
 		for _, c := range rep.Connections {
 			for _, fl := range c.Flows {
 				total += fl.Packets
+				bad += fl.BadICRC
+				require.LessOrEqual(t, fl.PSNCorrupt, fl.PSNMissing, "%+v", fl)
+				require.LessOrEqual(t, fl.PSNCorrupt, fl.BadICRC, "%+v", fl)
+				require.LessOrEqual(t, len(fl.BadICRCFrames), fl.BadICRC, "%+v", fl)
 				require.LessOrEqual(t, fl.PSNGaps+fl.PSNRewinds+fl.PSNLate, fl.Packets, "%+v", fl)
 				require.LessOrEqual(t, fl.Messages, fl.Packets)
 				require.GreaterOrEqual(t, fl.PSNGaps, 0, "%+v", fl)
@@ -122,7 +137,15 @@ func FuzzAnalyze(f *testing.F) {
 			require.GreaterOrEqual(t, time.Duration(c.RTT.Min), time.Duration(0))
 			require.LessOrEqual(t, len(c.Goodput), 20)
 		}
-		require.Equal(t, len(ps), total)
+		wantBad := 0
+		for _, p := range pkts {
+			if p.BadICRC {
+				wantBad++
+			}
+		}
+		require.Equal(t, len(ps)-wantBad, total)
+		require.Equal(t, wantBad, bad, "every packet with a bad ICRC counted once")
+		require.LessOrEqual(t, len(rep.BadICRCNoFlowFrames), rep.BadICRCNoFlow)
 		require.Equal(t, wantGoodput, goodput)
 		requireSmallReport(t, rep, len(ps), 20)
 	})
