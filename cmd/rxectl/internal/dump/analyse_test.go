@@ -40,6 +40,55 @@ func TestFlows(t *testing.T) {
 	require.Len(t, v.Connections[0].Explain, 1)
 }
 
+// corruptPcap is a capture of a write-bw --corrupt run: 7 packets with a bad
+// ICRC, 6 of which carried the PSNs of the flow's 6 gaps (see
+// ../flows/testdata/README.md).
+const corruptPcap = "../flows/testdata/corrupt.pcap"
+
+// TestFlowsBadICRC checks that dump --flows counts the packets with a bad
+// ICRC and explains the gaps they carried as corrupted, in text and JSON,
+// and that ReadPackets gives them marked.
+func TestFlowsBadICRC(t *testing.T) {
+	f, err := os.Open(corruptPcap)
+	require.NoError(t, err)
+	defer f.Close()
+	pkts, err := ReadPackets(f, Ports{4791})
+	require.NoError(t, err)
+	var bad []int
+	for _, p := range pkts {
+		if p.BadICRC {
+			bad = append(bad, p.Frame)
+		}
+	}
+	require.Len(t, pkts, 106)
+	require.Equal(t, []int{18, 23, 29, 53, 65, 73, 94}, bad)
+
+	const explain = "Requests corrupted before the capture point (6 PSNs in 6 gaps, first at frame 18): the capture holds them with a bad ICRC, and the receiver dropped them"
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--flows"}, []string{
+			"    messages 20, psn_gaps 6 (6 PSNs missing), psn_rewinds 2, first gap at frame 19\n" +
+				"    bad_icrc 7, psn_corrupt 6 (dropped by the receiver), frames 18, 23, 29, 53, 65, 73, 94\n",
+			"  explain: " + explain + ";",
+		}},
+		{[]string{"--flows", "--json"}, []string{
+			`"bad_icrc": 7,`,
+			`"psn_corrupt": 6`,
+			`"` + explain + `;`,
+		}},
+	}
+	for _, tc := range tests {
+		out, errs, code := runCmd(t, append(append([]string{"dump"}, tc.args...), corruptPcap)...)
+		require.Equal(t, cli.ExitOK, code, errs)
+		for _, w := range tc.want {
+			require.Contains(t, out, w, tc.args)
+		}
+		require.NotContains(t, out, "lost before the capture point", tc.args)
+	}
+}
+
 func TestLadderFlag(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{
