@@ -118,11 +118,17 @@ recovery episodes with their cause as far as the capture shows it
 (sequence NAK, timeout, RNR wait, implied NAK, selective resend, probe),
 their first and last frame and duration, RTT samples, goodput per interval, and sentences
 saying what went wrong. --json prints the same as one JSON object. Packets
-with a bad ICRC, which a receiver drops, are left out of the analysis. The
-analysis and the ladder trust the capture's frame order over its time
-stamps: a frame stamped before the frame ahead of it is taken at that
-frame's time. The goodput has at most 20 intervals however far the time
-stamps jump.
+with a bad ICRC, which a receiver drops, take no other part in the analysis
+than being counted: bad_icrc per flow, with their frames (on a line of its
+own for those whose addresses and QP name no flow: the corruption may have
+hit those); a PSN missing from a gap that such a packet of the same flow
+carried, captured after the flow's packet before the gap and before the one
+that opened it, counts in psn_corrupt, and the gap is said to be corrupted
+(bad ICRC, dropped by the receiver), not lost before the capture point. The
+ladder does not draw them. The analysis and the ladder trust the capture's
+frame order over its time stamps: a frame stamped before the frame ahead of
+it is taken at that frame's time. The goodput has at most 20 intervals
+however far the time stamps jump.
 
 --ladder OUT.svg (or .png) draws one connection as a ladder diagram:
 requester and responder as two lanes, each packet an arrow, losses,

@@ -8,7 +8,10 @@
 // The analysis sees only what the capture point saw. A packet captured and
 // then lost (by a receiver, or by a fault injector behind the capture) shows
 // no gap; its retransmission still shows as a rewind, and the episode says
-// so. Frame numbers are the caller's, counted as Wireshark counts them; a
+// so. A packet the capture holds with a bad ICRC (Packet.BadICRC) is dropped
+// by its receiver: the analysis counts it, and a gap PSN it carried is
+// corrupted rather than lost before the capture point. Frame numbers are the
+// caller's, counted as Wireshark counts them; a
 // datagram that holds several RoCE packets (GSO/GRO) gives packets with
 // one frame number and their own segment numbers.
 package flows
