@@ -63,52 +63,50 @@ func appendFrame(frames []int, frame int) []int {
 // bad-ICRC packet that carried one; lost, the other PSNs, the gaps with at
 // least one of those, and the first such gap's frame.
 func (a *Analyzer) corrupted(fis []int) {
-	type cursor struct {
-		prev int // index in a.recs of the flow's latest packet, -1: none
-		next int // the flow's next bad-ICRC packet to look at
-	}
-	cur := map[int]*cursor{}
+	// next is, by flow, the first of its bad-ICRC packets not yet taken:
+	// those captured after the flow's latest packet.
+	next := map[int]int{}
 	for _, fi := range fis {
 		if len(a.badBy[fi]) > 0 {
-			cur[fi] = &cursor{prev: -1}
+			next[fi] = 0
 		}
 	}
-	if len(cur) == 0 {
+	if len(next) == 0 {
 		return
 	}
 	for i := range a.recs {
 		r := &a.recs[i]
-		c := cur[r.flow]
-		if c == nil {
+		lo, ok := next[r.flow]
+		if !ok {
 			continue
 		}
-		// The flow's bad-ICRC packets before c.next came before its
-		// packet c.prev: those from lo on lie between it and r.
+		// bad[lo:hi] lie between the flow's previous packet and r.
 		bad := a.badBy[r.flow]
-		lo := c.next
-		for c.next < len(bad) && bad[c.next].after <= i {
-			c.next++
+		hi := lo
+		for hi < len(bad) && bad[hi].after <= i {
+			hi++
 		}
-		c.prev = i
+		next[r.flow] = hi
 		n := a.notes[r.ref()]
 		if n == nil || n.Gap <= 0 {
 			continue
 		}
 		f := a.flows[r.flow]
 		from, got := packet.PSN(n.GapPSN), a.lateGot[r.ref()]
-		missing := func(q packet.PSN) bool {
-			return !q.Before(from) && q.Diff(from) < int32(n.Gap) && !got[q]
-		}
-		m := n.Gap
+		in := func(q packet.PSN) bool { return !q.Before(from) && q.Diff(from) < int32(n.Gap) }
+		m := n.Gap // the gap's PSNs still missing
 		for q := range got {
-			if !q.Before(from) && q.Diff(from) < int32(n.Gap) {
+			if in(q) {
 				m--
 			}
 		}
-		carried := map[packet.PSN]bool{}
+		var carried map[packet.PSN]bool
 		first := 0
-		for _, b := range bad[lo:c.next] {
-			if missing(b.psn) && !carried[b.psn] {
+		for _, b := range bad[lo:hi] {
+			if in(b.psn) && !got[b.psn] && !carried[b.psn] {
+				if carried == nil {
+					carried = map[packet.PSN]bool{}
+				}
 				carried[b.psn] = true
 				if first == 0 {
 					first = b.frame
