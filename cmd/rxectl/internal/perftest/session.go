@@ -202,7 +202,9 @@ func (s *session) runOpen(ctx context.Context) error {
 			return fmt.Errorf("clearing the exchange's deadline: %w", err)
 		}
 	}
-	s.limitUD()
+	if err := s.limitUD(); err != nil {
+		return err
+	}
 	if err := s.allocate(); err != nil {
 		return err
 	}

@@ -19,22 +19,31 @@ func (s *session) recvSize(size int) int {
 	return size
 }
 
-// limitUD caps a UD test's message size at the path MTU, as perftest does
-// ("Max msg size in UD is MTU"); -a stops at the MTU.
-func (s *session) limitUD() {
+// limitUD holds a UD test's message size to the path MTU as perftest's
+// check_mtu does: a size given with -s above the MTU is refused; the
+// default size, and the largest size of -a, are cut to the MTU with a
+// note on stderr.
+func (s *session) limitUD() error {
 	o := s.o
 	if o.connType != "UD" {
-		return
+		return nil
 	}
 	o.udMTU = s.mtu.Bytes()
-	if !o.all && o.size > o.udMTU {
-		// A --loopback run's two ends share one command line and one MTU:
-		// the client's note says it for both.
-		if s.client || !s.o.loopback {
-			fmt.Fprintf(s.errw, " Max msg size in UD is MTU %d\n Changing to this MTU\n", o.udMTU)
-		}
+	if !o.all && o.size <= o.udMTU {
+		return nil
+	}
+	if !o.all && o.set["size"] {
+		return fmt.Errorf("-s %d: a UD message is at most the path MTU, %d bytes", o.size, o.udMTU)
+	}
+	// A --loopback run's two ends share one command line and one MTU:
+	// the client's note says it for both.
+	if s.client || !s.o.loopback {
+		fmt.Fprintf(s.errw, " Max msg size in UD is MTU %d\n Changing to this MTU\n", o.udMTU)
+	}
+	if !o.all {
 		o.size = o.udMTU
 	}
+	return nil
 }
 
 // connectUD takes the UD QPs to RTS (ctx_connect for UD: INIT with the

@@ -51,18 +51,22 @@ func TestUCRefusedForReadAndAtomic(t *testing.T) {
 }
 
 // TestUDLoopback runs send-bw and send-lat with -c UD in loopback, 2 B and
-// 4 KiB (the loopback MTU); a larger size is cut to the MTU as perftest
-// does.
+// 4 KiB (the loopback MTU); send-bw's default size, 64 KiB, is cut to the
+// MTU as perftest's check_mtu does, with its note.
 func TestUDLoopback(t *testing.T) {
 	for _, tc := range []struct {
 		prog, size, want, note string
 	}{
 		{"send-bw", "2", "2", ""}, {"send-bw", "4096", "4096", ""}, {"send-lat", "2", "2", ""},
-		{"send-lat", "4096", "4096", ""}, {"send-bw", "65536", "4096", " Max msg size in UD is MTU 4096\n"},
+		{"send-lat", "4096", "4096", ""}, {"send-bw", "", "4096", " Max msg size in UD is MTU 4096\n"},
 	} {
 		t.Run(tc.prog+"/"+tc.size, func(t *testing.T) {
 			t.Parallel()
-			out, errs, code := runCmd(t, tc.prog, "-c", "UD", "-s", tc.size, "--loopback", "--udp-port", "0", "-n", "20")
+			args := []string{tc.prog, "-c", "UD", "--loopback", "--udp-port", "0", "-n", "20"}
+			if tc.size != "" {
+				args = append(args, "-s", tc.size)
+			}
+			out, errs, code := runCmd(t, args...)
 			require.Equal(t, cli.ExitOK, code, errs)
 			require.Contains(t, out, " Connection type : UD\t\tUsing SRQ      : OFF\n")
 			require.Contains(t, errs, tc.note)
@@ -243,4 +247,20 @@ type recordWriter struct{ writes []string }
 func (r *recordWriter) Write(b []byte) (int, error) {
 	r.writes = append(r.writes, string(b))
 	return len(b), nil
+}
+
+// TestUDSizeAboveMTU: a UD message size given with -s above the path MTU
+// is refused, as perftest's check_mtu refuses it; with -a the sizes stop
+// at the MTU, with perftest's note.
+func TestUDSizeAboveMTU(t *testing.T) {
+	_, errs, code := runCmd(t, "send-bw", "-c", "UD", "-s", "8192", "--loopback", "--udp-port", "0", "-n", "20")
+	require.Equal(t, cli.ExitFail, code)
+	require.Contains(t, errs, "-s 8192: a UD message is at most the path MTU, 4096 bytes")
+
+	out, errs, code := runCmd(t, "send-bw", "-c", "UD", "-a", "--loopback", "--udp-port", "0", "-n", "20")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Equal(t, 1, strings.Count(errs, " Max msg size in UD is MTU 4096\n Changing to this MTU\n"), errs)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	last := fields(t, cFormatRE(fmtReport), lines[len(lines)-2])
+	require.Equal(t, "4096", last[0], "-a stops at the MTU")
 }
