@@ -39,6 +39,22 @@ func faultyPair(t *testing.T, seed uint64, rules []string) (*end, *end, *faults.
 // faultyPairSR is faultyPair with selective repeat on (both ends offer
 // it) or off (b offers nothing, as a kernel-rxe peer).
 func faultyPairSR(t *testing.T, seed uint64, rules []string, sr bool) (*end, *end, *faults.Conn) {
+	da, db, fa := faultyDevices(t, seed, rules)
+	a, b := newEnd(t, da, 1<<20), newEnd(t, db, 1<<20)
+	ia, ib := a.qp.Info(0xFFFF00), b.qp.Info(0xFFFFF0) // both wrap early
+	ib.SelectiveRepeat = sr
+	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7}
+	require.NoError(t, a.qp.Connect(ia, ib, o))
+	require.NoError(t, b.qp.Connect(ib, ia, o))
+	require.Equal(t, sr, a.qp.Query().SelectiveRepeat)
+	require.Equal(t, sr, b.qp.Query().SelectiveRepeat)
+	return a, b, fa
+}
+
+// faultyDevices opens two devices joined by an in-memory pipe whose a
+// side applies the fault rules (faults.ParseRule syntax) with seed; they
+// are closed at the end of the test.
+func faultyDevices(t *testing.T, seed uint64, rules []string) (*Device, *Device, *faults.Conn) {
 	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 	var rs []faults.Rule
 	for _, s := range rules {
@@ -55,15 +71,7 @@ func faultyPairSR(t *testing.T, seed uint64, rules []string, sr bool) (*end, *en
 		da.Close()
 		db.Close()
 	})
-	a, b := newEnd(t, da, 1<<20), newEnd(t, db, 1<<20)
-	ia, ib := a.qp.Info(0xFFFF00), b.qp.Info(0xFFFFF0) // both wrap early
-	ib.SelectiveRepeat = sr
-	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7}
-	require.NoError(t, a.qp.Connect(ia, ib, o))
-	require.NoError(t, b.qp.Connect(ib, ia, o))
-	require.Equal(t, sr, a.qp.Query().SelectiveRepeat)
-	require.Equal(t, sr, b.qp.Query().SelectiveRepeat)
-	return a, b, fa
+	return da, db, fa
 }
 
 // waitVirtual waits for one completion; the deadline is virtual time.

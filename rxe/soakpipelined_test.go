@@ -10,8 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/gorxe/gorxe/netdev"
-	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/stretchr/testify/require"
 )
 
@@ -63,19 +61,7 @@ func pipeSoak(t *testing.T, seed uint64) {
 	recvLag := rng.IntN(3) // 0: receives posted up front; else lazily (RNR)
 	t.Logf("rules %v sr %v mtu %v rdatomic %d fence %.1f recvLag %d", rules, sr, mtu, rdat, fenceP, recvLag)
 
-	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	var rs []faults.Rule
-	for _, s := range rules {
-		r, err := faults.ParseRule(s)
-		require.NoError(t, err, s)
-		rs = append(rs, r)
-	}
-	fa := faults.Wrap(pa, faults.Config{Seed: seed, Rules: rs})
-	da, err := Open(fa, Options{Name: "ps-a", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	db, err := Open(pb, Options{Name: "ps-b", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { da.Close(); db.Close() })
+	da, db, fa := faultyDevices(t, seed, rules)
 	const bufSize = 16 << 20
 	a, b := newEnd(t, da, bufSize), newEnd(t, db, bufSize)
 	ia, ib := a.qp.Info(rng.Uint32()&0xFFFFFF), b.qp.Info(0xFFFFF0)
