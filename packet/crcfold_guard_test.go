@@ -3,7 +3,6 @@
 package packet
 
 import (
-	"fmt"
 	"hash/crc32"
 	"testing"
 
@@ -29,18 +28,7 @@ func guarded(t *testing.T, n int) []byte {
 // outside dst[:len(src)], with either slice starting right after or ending
 // right before an unmapped page, for every length to 300, around the fold's
 // block multiples and a 4 KiB MTU, at every offset modulo 64.
-func TestICRCCopyGuarded(t *testing.T) {
-	fc := foldCopy
-	t.Cleanup(func() { foldCopy = fc })
-	modes := []bool{false}
-	if hasFoldAVX512 {
-		modes = append(modes, true)
-	}
-	for _, f := range modes {
-		foldCopy = f
-		t.Run(fmt.Sprint("fold=", f), testICRCCopyGuarded)
-	}
-}
+func TestICRCCopyGuarded(t *testing.T) { eachCopyPath(t, testICRCCopyGuarded) }
 
 func testICRCCopyGuarded(t *testing.T) {
 	const size = 8192 + 64
