@@ -387,8 +387,6 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"read-bw", "-D", "4", "-f", "2"}, "twice the margin"},
 		{[]string{"read-bw", "-D", "4", "-a"}, "cannot be combined"},
 		{[]string{"send-bw", "-I", "401"}, "max inline data is 400"},
-		{[]string{"read-bw", "-I", "16"}, "inline data is for SEND and WRITE"},
-		{[]string{"atomic-lat", "--inline_size=8"}, "inline data is for SEND and WRITE"},
 		{[]string{"write-bw", "-c", "UD"}, "UD has no write-bw"},
 		{[]string{"send-lat", "--connection=XRC"}, "rxectl supports RC, UC and UD so far"},
 		{[]string{"read-bw", "-c", "FOO"}, "RC, UC, UD, XRC, DC or SRD"},
@@ -1020,5 +1018,20 @@ func TestCheckWCExplains(t *testing.T) {
 		err := s.checkWC(rxe.WC{Status: tc.status, QPNum: 0x11})
 		require.ErrorContains(t, err, tc.want)
 		require.ErrorIs(t, err, errPeerQP)
+	}
+}
+
+// TestInlineReadAtomic: read and atomic tests take -I as perftest does:
+// they post no data to inline, so the inline size becomes 0 (--out_json
+// says so; their header shows the outstanding reads instead).
+func TestInlineReadAtomic(t *testing.T) {
+	for _, args := range [][]string{{"read-bw", "-I", "16"}, {"atomic-lat", "--inline_size=8"}} {
+		t.Run(args[0], func(t *testing.T) {
+			o, err := parsePerftest(findTest(t, args[0]), args[1:])
+			require.NoError(t, err)
+			require.Zero(t, o.inline)
+			_, errs, code := runCmd(t, append(args, "--loopback", "--udp-port", "0", "-n", "20")...)
+			require.Equal(t, cli.ExitOK, code, errs)
+		})
 	}
 }
