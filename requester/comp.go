@@ -706,6 +706,13 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 
 // rnrRetry waits the RNR NAK's timer, then retries from its PSN, or fails
 // the oldest WQE when rnr_retry is spent (rxe COMPST_RNR_RETRY).
+//
+// The rewind counts as a retry in progress (startedRetry), which rxe's
+// RNR path does not set: a sequence NAK the responder sent before its RNR
+// NAK, arriving after it, then starts no retry of its own and spends no
+// retry_cnt. The price: should the resend after the RNR wait itself be
+// lost, a sequence NAK for it also starts nothing, and the recovery timer
+// (or, with the recovery off, the IB timeout) resends it.
 func (r *Requester) rnrRetry(p *packet.Packet, w *wqe, now time.Time) CompState {
 	if w.state == wqePosted {
 		return CompDone // a late RNR NAK from before the current retry
