@@ -17,8 +17,8 @@ import (
 // Conn hands the pipe at most that many at a time), in batches of 7,
 // reading the pipe's other end after every batch and sending again what a
 // local drop refused. It returns the PSNs in the order they arrived and
-// how many batches were refused in part.
-func sendThrough(t *testing.T, queue, batch int, seed uint64, rules []faults.Rule, pkts [][]byte) (got []int, refused int) {
+// how many batches were refused in part, and the send side's statistics.
+func sendThrough(t *testing.T, queue, batch int, seed uint64, rules []faults.Rule, pkts [][]byte) (got []int, refused int, st faults.DirStats) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := netdev.NewPipeWith(netdev.PipeOptions{Depth: queue, BatchSize: batch})
 		fa := faults.Wrap(a, faults.Config{Seed: seed, Rules: rules})
@@ -57,8 +57,9 @@ func sendThrough(t *testing.T, queue, batch int, seed uint64, rules []faults.Rul
 			require.NoError(t, err)
 			drain()
 		}
+		st = fa.Stats().Send
 	})
-	return got, refused
+	return got, refused, st
 }
 
 // TestInnerRefusalKeepsReorderDepth sends through a pipe whose queue takes
@@ -85,13 +86,13 @@ func TestInnerRefusalKeepsReorderDepth(t *testing.T) {
 			want := tc.want
 			if want == nil {
 				var refused int
-				want, refused = sendThrough(t, 4*tc.count, 0, seed, rules, pkts)
+				want, refused, _ = sendThrough(t, 4*tc.count, 0, seed, rules, pkts)
 				require.Zero(t, refused)
 			}
 			for _, queue := range []int{2, 3, 5} {
 				for _, batch := range []int{4, 64} {
 					t.Run(fmt.Sprintf("%v/seed=%d/queue=%d/batch=%d", tc.rules, seed, queue, batch), func(t *testing.T) {
-						got, refused := sendThrough(t, queue, batch, seed, rules, pkts)
+						got, refused, _ := sendThrough(t, queue, batch, seed, rules, pkts)
 						require.Positive(t, refused)
 						require.Equal(t, want, got)
 					})
