@@ -66,13 +66,7 @@ func TestCQOverflow(t *testing.T) {
 				RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 			require.NoError(t, err)
 		}
-		ev, others := waitEvent(t, da, EventCQErr)
-		require.Same(t, tiny, ev.CQ)
-		require.Empty(t, others)
-		waitState(t, a.qp, QPSErr)
-		wcs := make([]WC, 4)
-		require.Equal(t, 2, tiny.Poll(wcs))
-		require.Equal(t, []wcBrief{{0, WCSuccess, WCRDMAWrite}, {1, WCSuccess, WCRDMAWrite}}, briefs(wcs[:2]))
+		requireSendCQOverflowed(t, da, tiny, a.qp, WCRDMAWrite)
 		require.Empty(t, drainEvents(da, 10*time.Millisecond), "CQ_ERR once")
 		require.Equal(t, uint64(3), a.qp.Counters().Requester.CQOverflow, "WR 2 and the flushes of WRs 3 and 4 found it full")
 	})
@@ -246,4 +240,19 @@ func TestVerbsOnDestroyedObjects(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, qp.Destroy())
 	require.ErrorIs(t, qp.SetPeerReceiveBuffer(1<<20, 1), ErrClosed)
+}
+
+// requireSendCQOverflowed checks what a two-entry send CQ of qp on d
+// leaves once a third signaled completion found it full: a CQ_ERR event
+// for it and no other event, the QP in ERR, and the first two completions,
+// of WRs 0 and 1, successful with opcode op.
+func requireSendCQOverflowed(t *testing.T, d *Device, cq *CQ, qp *QP, op WCOpcode) {
+	t.Helper()
+	ev, others := waitEvent(t, d, EventCQErr)
+	require.Same(t, cq, ev.CQ)
+	require.Empty(t, others)
+	waitState(t, qp, QPSErr)
+	wcs := make([]WC, 4)
+	require.Equal(t, 2, cq.Poll(wcs))
+	require.Equal(t, []wcBrief{{0, WCSuccess, op}, {1, WCSuccess, op}}, briefs(wcs[:2]))
 }

@@ -40,13 +40,7 @@ func TestUnreliableSendCQOverflow(t *testing.T) {
 				_, err := a.qp.PostSend(wr)
 				require.NoError(t, err)
 			}
-			ev, others := waitEvent(t, da, EventCQErr)
-			require.Same(t, tiny, ev.CQ)
-			require.Empty(t, others)
-			waitState(t, a.qp, QPSErr)
-			wcs := make([]WC, 4)
-			require.Equal(t, 2, tiny.Poll(wcs))
-			require.Equal(t, []wcBrief{{0, WCSuccess, WCSend}, {1, WCSuccess, WCSend}}, briefs(wcs[:2]))
+			requireSendCQOverflowed(t, da, tiny, a.qp, WCSend)
 			// Later work requests are flushed.
 			wr.ID = 9
 			_, err = a.qp.PostSend(wr)
