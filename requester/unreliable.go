@@ -123,38 +123,44 @@ func (u *Unreliable) Deadline() time.Time { return time.Time{} }
 // QP in ERR that never reached RTS, whose work requests rxe_post_send still
 // validates before they are flushed).
 func CheckUnreliable(wr *verbs.SendWR, ud bool, maxSGE, maxInline, pmtu int) error {
+	_, err := checkUnreliable(wr, ud, maxSGE, maxInline, pmtu)
+	return err
+}
+
+// checkUnreliable is CheckUnreliable, returning the message length too.
+func checkUnreliable(wr *verbs.SendWR, ud bool, maxSGE, maxInline, pmtu int) (uint64, error) {
 	switch wr.Opcode {
 	case verbs.WRSend, verbs.WRSendWithImm:
 	case verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm:
 		if ud {
-			return fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
+			return 0, fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
 		}
 	default:
 		if ud {
-			return fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
+			return 0, fmt.Errorf("%w: a UD QP sends SEND only, with or without immediate data", ErrUnsupportedOpcode)
 		}
-		return fmt.Errorf("%w: a UC QP sends SEND and RDMA WRITE, with or without immediate data", ErrUnsupportedOpcode)
+		return 0, fmt.Errorf("%w: a UC QP sends SEND and RDMA WRITE, with or without immediate data", ErrUnsupportedOpcode)
 	}
 	inline := wr.Flags&verbs.SendInline != 0
 	if inline && len(wr.InlineData) > maxInline {
-		return ErrInlineTooLong
+		return 0, ErrInlineTooLong
 	}
 	if !inline && len(wr.SGList) > maxSGE {
-		return ErrTooManySGE
+		return 0, ErrTooManySGE
 	}
 	length := wr.Length()
 	if length > MaxMessage {
-		return ErrMessageTooLong
+		return 0, ErrMessageTooLong
 	}
 	if ud {
 		if length > uint64(pmtu) {
-			return ErrUDTooLong
+			return 0, ErrUDTooLong
 		}
 		if wr.AH == nil {
-			return ErrNoAH
+			return 0, ErrNoAH
 		}
 	}
-	return nil
+	return length, nil
 }
 
 // Post validates a send work request and queues a copy (rxe_post_send's
@@ -164,14 +170,14 @@ func CheckUnreliable(wr *verbs.SendWR, ud bool, maxSGE, maxInline, pmtu int) err
 // malformed work request is refused as such even when the send queue is
 // full; only a valid one gets ErrQueueFull.
 func (u *Unreliable) Post(wr *verbs.SendWR) error {
-	if err := CheckUnreliable(wr, u.cfg.UD, u.cfg.MaxSGE, u.cfg.MaxInline, u.cfg.PMTU); err != nil {
+	length, err := checkUnreliable(wr, u.cfg.UD, u.cfg.MaxSGE, u.cfg.MaxInline, u.cfg.PMTU)
+	if err != nil {
 		return err
 	}
 	if u.tail-u.head >= uint64(len(u.ring)) {
 		return ErrQueueFull
 	}
 	inline := wr.Flags&verbs.SendInline != 0
-	length := wr.Length()
 	w := &u.ring[u.tail%uint64(len(u.ring))]
 	*w = uwqe{id: wr.ID, op: wr.Opcode, flags: wr.Flags, imm: wr.Imm, remote: wr.RemoteAddr, rkey: wr.RKey,
 		length: uint32(length), isInline: inline, sges: w.sges[:0], inline: w.inline[:0],
