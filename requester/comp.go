@@ -486,10 +486,7 @@ func (r *Requester) replayPassedHole(w *wqe, psn packet.PSN) bool {
 // holeEnd returns the PSN after the last one a retry of the oldest READ w
 // asks for: the end of the READ, or of the part with the hole.
 func (r *Requester) holeEnd(w *wqe) packet.PSN {
-	if w.kind != kindRead {
-		return w.lastPSN.Next()
-	}
-	if r.multiPart(w) {
+	if w.kind == kindRead && r.multiPart(w) {
 		return w.origFirst.Add(int((r.partOf(w, r.compPSN) + 1) * w.parts))
 	}
 	return w.lastPSN.Next()
