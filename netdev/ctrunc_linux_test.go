@@ -183,8 +183,9 @@ func TestRecvControlTruncatedDropped(t *testing.T) {
 
 // TestRecvControlFits receives with every control message a UDPConn asks
 // for present at once (IP_PKTINFO or IPV6_PKTINFO on a wildcard socket,
-// SO_RXQ_OVFL after drops, UDP_GRO for a coalesced buffer): recvOOBSize
-// holds them all, so nothing is truncated.
+// SO_RXQ_OVFL after drops, UDP_GRO for a coalesced buffer, the traffic
+// class and TTL of ReportIPFields): recvOOBSize holds them all, so nothing
+// is truncated.
 func TestRecvControlFits(t *testing.T) {
 	for _, fam := range families {
 		t.Run(fam.name, func(t *testing.T) {
@@ -193,6 +194,7 @@ func TestRecvControlFits(t *testing.T) {
 			}
 			rx := listen(t, fam.any, Options{RecvBuffer: 4096}) // the kernel's minimum
 			require.True(t, rx.GRO(), "UDP_GRO unavailable")
+			require.NoError(t, rx.ReportIPFields())
 			to := netip.AddrPortFrom(fam.lo, rx.LocalAddr().Port())
 			flood := listen(t, fam.lo, Options{NoGSO: true})
 			_, err := flood.WriteBatch(gsoRun(to, 64, 1000)) // nobody reads: most are dropped

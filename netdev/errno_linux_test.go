@@ -98,32 +98,38 @@ func TestParseRecvCmsgs(t *testing.T) {
 	copy(pkt6, netip.MustParseAddr("fd00::42").AsSlice())
 	ovflMsg := cmsgBytes(unix.SOL_SOCKET, unix.SO_RXQ_OVFL, ovfl[:])
 
+	int4 := func(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
+	v4 := netip.MustParseAddr("127.0.0.3")
+	v6 := netip.MustParseAddr("fd00::42")
 	tests := []struct {
-		name      string
-		oob       []byte
-		dst       netip.Addr
-		drops     uint32
-		haveDrops bool
+		name string
+		oob  []byte
+		want recvCmsgs
 	}{
-		{"empty", nil, netip.Addr{}, 0, false},
-		{"v4 pktinfo", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4), netip.MustParseAddr("127.0.0.3"), 0, false},
-		{"v6 pktinfo", cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, pkt6), netip.MustParseAddr("fd00::42"), 0, false},
-		{"overflow only", ovflMsg, netip.Addr{}, 7, true},
+		{"empty", nil, recvCmsgs{}},
+		{"v4 pktinfo", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4), recvCmsgs{dst: v4}},
+		{"v6 pktinfo", cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, pkt6), recvCmsgs{dst: v6}},
+		{"overflow only", ovflMsg, recvCmsgs{drops: 7, haveDrops: true}},
 		{"pktinfo then overflow", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4), ovflMsg...),
-			netip.MustParseAddr("127.0.0.3"), 7, true},
+			recvCmsgs{dst: v4, drops: 7, haveDrops: true}},
 		{"overflow then v6 pktinfo", append(append([]byte{}, ovflMsg...), cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, pkt6)...),
-			netip.MustParseAddr("fd00::42"), 7, true},
-		{"truncated header", ovflMsg[:5], netip.Addr{}, 0, false},
-		{"length beyond buffer", ovflMsg[:unix.CmsgLen(2)], netip.Addr{}, 0, false},
-		{"short pktinfo ignored", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4[:8]), netip.Addr{}, 0, false},
-		{"unknown type skipped", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_TOS, []byte{0xb8}), ovflMsg...), netip.Addr{}, 7, true},
+			recvCmsgs{dst: v6, drops: 7, haveDrops: true}},
+		{"truncated header", ovflMsg[:5], recvCmsgs{}},
+		{"length beyond buffer", ovflMsg[:unix.CmsgLen(2)], recvCmsgs{}},
+		{"short pktinfo ignored", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4[:8]), recvCmsgs{}},
+		{"unknown type skipped", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_OPTIONS, []byte{1, 1, 1, 1}), ovflMsg...),
+			recvCmsgs{drops: 7, haveDrops: true}},
+		// ip_cmsg_recv_tos gives the TOS byte, ip_cmsg_recv_ttl an int.
+		{"v4 tos and ttl", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_TTL, int4(63)), cmsgBytes(unix.IPPROTO_IP, unix.IP_TOS, []byte{0xb8})...),
+			recvCmsgs{tos: 0xb8, ttl: 63}},
+		{"v6 tclass and hop limit", append(cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_HOPLIMIT, int4(255)), cmsgBytes(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int4(0x68))...),
+			recvCmsgs{tos: 0x68, ttl: 255}},
+		{"v4 ttl too short ignored", cmsgBytes(unix.IPPROTO_IP, unix.IP_TTL, []byte{63}), recvCmsgs{}},
+		{"gro segment", cmsgBytes(unix.SOL_UDP, unix.UDP_GRO, int4(4136)), recvCmsgs{gso: 4136}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dst, drops, have, _ := parseRecvCmsgs(tc.oob)
-			require.Equal(t, tc.dst, dst)
-			require.Equal(t, tc.drops, drops)
-			require.Equal(t, tc.haveDrops, have)
+			require.Equal(t, tc.want, parseRecvCmsgs(tc.oob))
 		})
 	}
 }

@@ -198,6 +198,7 @@ type groReader struct {
 	size []int
 	from []netip.AddrPort
 	to   []netip.Addr
+	ip   [][2]uint8 // TOS and TTL (Message), one for every datagram of a buffer
 }
 
 // init sizes the reader for n buffers; the buffers themselves are made at
@@ -208,6 +209,7 @@ func (g *groReader) init(n int) {
 	g.size = make([]int, n)
 	g.from = make([]netip.AddrPort, n)
 	g.to = make([]netip.Addr, n)
+	g.ip = make([][2]uint8, n)
 }
 
 // readGRO is ReadBatch with UDP_GRO: it returns the datagrams left from the
@@ -246,7 +248,8 @@ func (c *UDPConn) fillGRO(got int) {
 	g.got, g.next, g.off = 0, 0, 0
 	for i := range got {
 		h := &r.hdrs[i]
-		dst, seg := c.recvInfo(i)
+		cm := c.recvInfo(i)
+		seg := cm.gso
 		if c.recvDropped(i) {
 			continue
 		}
@@ -261,7 +264,8 @@ func (c *UDPConn) fillGRO(got int) {
 		}
 		g.seg[j] = seg
 		g.from[j] = sockaddrAddrPort(&r.names[i], int(h.Hdr.Namelen))
-		g.to[j] = dst
+		g.to[j] = cm.dst
+		g.ip[j] = [2]uint8{cm.tos, cm.ttl}
 	}
 }
 
@@ -278,6 +282,7 @@ func (c *UDPConn) splitGRO(msgs []Message) int {
 		m.N = end - g.off
 		m.Addr = g.from[j]
 		m.Local = g.to[j]
+		m.TOS, m.TTL = g.ip[j][0], g.ip[j][1]
 		bytes += m.N
 		n++
 		g.off = end

@@ -61,6 +61,7 @@ type received struct {
 	from        netip.AddrPort
 	local       netip.Addr
 	batchLength int
+	tos, ttl    uint8
 }
 
 // readN reads until it has want datagrams. If they do not arrive within
@@ -76,7 +77,7 @@ func readN(t testing.TB, c Conn, want int) []received {
 		require.NoError(t, err, "after %d of %d datagrams", len(out), want)
 		require.Positive(t, n)
 		for _, m := range msgs[:n] {
-			out = append(out, received{bytes.Clone(m.Buf[:m.N]), m.Addr, m.Local, n})
+			out = append(out, received{bytes.Clone(m.Buf[:m.N]), m.Addr, m.Local, n, m.TOS, m.TTL})
 		}
 	}
 	return out

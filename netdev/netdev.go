@@ -39,15 +39,31 @@ const (
 // as it does for any unconnected socket. PipeConn ignores Local on write.
 // If TOS is not 0 it is the datagram's IP traffic class (IPv4 TOS, IPv6
 // Traffic Class), sent as an IP_TOS or IPV6_TCLASS control message
-// (UDPConn); 0 leaves the socket's (Options.TOS). ReadBatch does not set
-// it (a received datagram's class is not reported), and PipeConn ignores
-// it.
+// (UDPConn); 0 leaves the socket's (Options.TOS). PipeConn carries it to
+// the peer's ReadBatch. WriteBatch ignores TTL.
+//
+// ReadBatch also sets TOS and TTL: the received datagram's traffic class
+// and its IPv4 TTL or IPv6 hop limit, where the Conn reports them (a
+// UDPConn after ReportIPFields; a PipeConn reports the TOS its peer gave
+// and no TTL). Both are 0 where they are not reported.
 type Message struct {
 	Buf   []byte
 	N     int
 	Addr  netip.AddrPort
 	Local netip.Addr
 	TOS   uint8
+	TTL   uint8
+}
+
+// IPFieldReporter is a Conn that can be asked to report, in the Message of
+// every datagram it receives from then on, the traffic class and TTL of
+// the datagram's IP header (Message.TOS, Message.TTL). A UD receive copies
+// the received IP header into the buffer's GRH area, as kernel rxe does
+// (rxe_resp.c execute), and these are the fields of it a UDP socket can
+// learn. Decorators (netdev/faults, netdev/pcapdump) pass the request to
+// the Conn they wrap and return errors.ErrUnsupported if it cannot report.
+type IPFieldReporter interface {
+	ReportIPFields() error
 }
 
 // Conn sends and receives datagrams in batches.

@@ -62,6 +62,7 @@ type PipeConn struct {
 type pipeDatagram struct {
 	data []byte
 	from netip.AddrPort
+	tos  uint8
 }
 
 // pipeDir is one direction: the queue and a free list that recycles the
@@ -201,6 +202,7 @@ func (c *PipeConn) deliver(msgs []Message, n int, p *pipeDatagram) int {
 	m.N = copy(m.Buf[:cap(m.Buf)], p.data)
 	m.Addr = p.from
 	m.Local = c.local.Addr()
+	m.TOS, m.TTL = p.tos, 0
 	c.stats.packetsReceived.Add(1)
 	c.stats.bytesReceived.Add(uint64(m.N))
 	return n + 1
@@ -231,7 +233,7 @@ func (c *PipeConn) WriteBatch(msgs []Message) (int, error) {
 		}
 		p := c.out.get()
 		p.data = append(p.data[:0], m.Buf[:m.N]...)
-		p.from = c.local
+		p.from, p.tos = c.local, m.TOS
 		if c.block {
 			select {
 			case c.out.q <- p:
@@ -257,3 +259,7 @@ func (c *PipeConn) countSent(n int) {
 	c.stats.packetsSent.Add(1)
 	c.stats.bytesSent.Add(uint64(n))
 }
+
+// ReportIPFields implements IPFieldReporter. A PipeConn always reports the
+// TOS its peer gave a datagram (Message.TOS); it has no TTL to report.
+func (c *PipeConn) ReportIPFields() error { return nil }

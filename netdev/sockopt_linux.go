@@ -110,11 +110,12 @@ const (
 var (
 	// cmsgDataOff is where a control message's data starts.
 	cmsgDataOff = unix.CmsgLen(0)
-	// recvOOBSize fits IPV6_PKTINFO (the larger pktinfo), SO_RXQ_OVFL and
-	// UDP_GRO: every control message the socket asks for, all at once
-	// (TestRecvControlFits), so the kernel does not truncate them
-	// (MSG_CTRUNC; UDPConn.recvDropped).
-	recvOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + 2*unix.CmsgSpace(4)
+	// recvOOBSize fits IPV6_PKTINFO (the larger pktinfo), SO_RXQ_OVFL,
+	// UDP_GRO and the traffic class and TTL (UDPConn.ReportIPFields, ints
+	// but IPv4's one-byte TOS): every control message the socket asks for,
+	// all at once (TestRecvControlFits), so the kernel does not truncate
+	// them (MSG_CTRUNC; UDPConn.recvDropped).
+	recvOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo) + 4*unix.CmsgSpace(4)
 	// sendOOBSize fits one IP_PKTINFO or IPV6_PKTINFO.
 	sendOOBSize = unix.CmsgSpace(unix.SizeofInet6Pktinfo)
 	// gsoOOBSize fits UDP_SEGMENT (a 16-bit segment size).
@@ -172,12 +173,17 @@ func putCmsgHdr(b []byte, level, typ int32, dataLen int) []byte {
 	return data
 }
 
-// parseRecvCmsgs reads the control messages of one received datagram: the
-// destination address from IP_PKTINFO or IPV6_PKTINFO (invalid if absent),
-// the socket's receive-drop counter from SO_RXQ_OVFL (haveDrops false if
-// absent) and the segment size of a GRO-coalesced buffer from UDP_GRO (0 if
-// absent).
-func parseRecvCmsgs(oob []byte) (dst netip.Addr, drops uint32, haveDrops bool, gso int) {
+// recvCmsgs is what the control messages of one received datagram say.
+type recvCmsgs struct {
+	dst       netip.Addr // from IP_PKTINFO or IPV6_PKTINFO; invalid if absent
+	drops     uint32     // the socket's receive-drop counter (SO_RXQ_OVFL)
+	haveDrops bool       // SO_RXQ_OVFL was present
+	gso       int        // a GRO-coalesced buffer's segment size (UDP_GRO); 0 if absent
+	tos, ttl  uint8      // IP_TOS / IPV6_TCLASS and IP_TTL / IPV6_HOPLIMIT; 0 if absent
+}
+
+// parseRecvCmsgs reads the control messages of one received datagram.
+func parseRecvCmsgs(oob []byte) (c recvCmsgs) {
 	for len(oob) > 0 {
 		m, rest, ok := nextCmsg(oob)
 		if !ok {
@@ -187,21 +193,31 @@ func parseRecvCmsgs(oob []byte) (dst netip.Addr, drops uint32, haveDrops bool, g
 		case m.level == unix.IPPROTO_IP && m.typ == unix.IP_PKTINFO && len(m.data) >= unix.SizeofInet4Pktinfo:
 			// struct in_pktinfo { int ipi_ifindex; in_addr ipi_spec_dst; in_addr ipi_addr; };
 			// ipi_addr is the destination address in the IP header.
-			dst = netip.AddrFrom4([4]byte(m.data[8:12]))
+			c.dst = netip.AddrFrom4([4]byte(m.data[8:12]))
 		case m.level == unix.IPPROTO_IPV6 && m.typ == unix.IPV6_PKTINFO && len(m.data) >= unix.SizeofInet6Pktinfo:
 			// struct in6_pktinfo { in6_addr ipi6_addr; int ipi6_ifindex; };
-			dst = netip.AddrFrom16([16]byte(m.data[0:16]))
+			c.dst = netip.AddrFrom16([16]byte(m.data[0:16]))
 		case m.level == unix.SOL_SOCKET && m.typ == unix.SO_RXQ_OVFL && len(m.data) >= 4:
-			drops, haveDrops = binary.NativeEndian.Uint32(m.data), true
+			c.drops, c.haveDrops = binary.NativeEndian.Uint32(m.data), true
 		case m.level == unix.SOL_UDP && m.typ == unix.UDP_GRO && len(m.data) >= 4:
 			// udp_cmsg_recv puts the skb's gso_size as an int.
-			gso = int(int32(binary.NativeEndian.Uint32(m.data)))
+			c.gso = int(int32(binary.NativeEndian.Uint32(m.data)))
 		case m.level == unix.SOL_UDP && m.typ == unix.UDP_GRO && len(m.data) >= 2:
-			gso = int(binary.NativeEndian.Uint16(m.data))
+			c.gso = int(binary.NativeEndian.Uint16(m.data))
+		case m.level == unix.IPPROTO_IP && m.typ == unix.IP_TOS && len(m.data) >= 1:
+			// ip_cmsg_recv_tos: the header's TOS byte itself.
+			c.tos = m.data[0]
+		case m.level == unix.IPPROTO_IP && m.typ == unix.IP_TTL && len(m.data) >= 4:
+			// ip_cmsg_recv_ttl: the TTL as an int.
+			c.ttl = uint8(binary.NativeEndian.Uint32(m.data))
+		case m.level == unix.IPPROTO_IPV6 && m.typ == unix.IPV6_TCLASS && len(m.data) >= 4:
+			c.tos = uint8(binary.NativeEndian.Uint32(m.data))
+		case m.level == unix.IPPROTO_IPV6 && m.typ == unix.IPV6_HOPLIMIT && len(m.data) >= 4:
+			c.ttl = uint8(binary.NativeEndian.Uint32(m.data))
 		}
 		oob = rest
 	}
-	return dst, drops, haveDrops, gso
+	return c
 }
 
 // putSegmentCmsg writes a UDP_SEGMENT control message (the segment size of a

@@ -240,7 +240,7 @@ func (c *UDPConn) finishRead(msgs []Message, got int) int {
 	good, bytes := 0, 0
 	for i := range got {
 		h := &r.hdrs[i]
-		dst, _ := c.recvInfo(i)
+		cm := c.recvInfo(i)
 		if c.recvDropped(i) {
 			continue
 		}
@@ -252,7 +252,8 @@ func (c *UDPConn) finishRead(msgs []Message, got int) int {
 		m.N = int(h.Len)
 		bytes += m.N
 		m.Addr = sockaddrAddrPort(&r.names[i], int(h.Hdr.Namelen))
-		m.Local = dst
+		m.Local = cm.dst
+		m.TOS, m.TTL = cm.tos, cm.ttl
 	}
 	c.stats.packetsReceived.Add(uint64(good))
 	c.stats.bytesReceived.Add(uint64(bytes))
@@ -282,20 +283,46 @@ func (c *UDPConn) recvDropped(i int) bool {
 }
 
 // recvInfo reads received header i's control messages: it records the drop
-// counter and returns the datagram's destination address and GRO segment
-// size (0 if none). It reads no further than the control buffer, whatever
-// length the header reports.
-func (c *UDPConn) recvInfo(i int) (netip.Addr, int) {
+// counter and returns what they say, with the datagram's destination
+// address always set. It reads no further than the control buffer,
+// whatever length the header reports.
+func (c *UDPConn) recvInfo(i int) recvCmsgs {
 	h := &c.rx.hdrs[i].Hdr
 	oob := c.rx.oobAt(i)
-	dst, drops, haveDrops, seg := parseRecvCmsgs(oob[:min(uint64(h.Controllen), uint64(len(oob)))])
-	if haveDrops {
-		c.stats.recvOverflows.Store(uint64(drops))
+	cm := parseRecvCmsgs(oob[:min(uint64(h.Controllen), uint64(len(oob)))])
+	if cm.haveDrops {
+		c.stats.recvOverflows.Store(uint64(cm.drops))
 	}
-	if !c.wildcard || !dst.IsValid() {
-		dst = c.local.Addr()
+	if !c.wildcard || !cm.dst.IsValid() {
+		cm.dst = c.local.Addr()
 	}
-	return dst, seg
+	return cm
+}
+
+// ReportIPFields implements IPFieldReporter: it asks the kernel for the
+// traffic class and TTL of every datagram received from now on (IP_RECVTOS
+// and IP_RECVTTL, or IPV6_RECVTCLASS and IPV6_RECVHOPLIMIT). The receive
+// control buffers hold them already (recvOOBSize), so it may be called
+// while another goroutine reads.
+func (c *UDPConn) ReportIPFields() error {
+	type opt struct {
+		name       string
+		level, opt int
+	}
+	opts := []opt{{"IP_RECVTOS", unix.IPPROTO_IP, unix.IP_RECVTOS}, {"IP_RECVTTL", unix.IPPROTO_IP, unix.IP_RECVTTL}}
+	if c.v6 {
+		opts = []opt{{"IPV6_RECVTCLASS", unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS}, {"IPV6_RECVHOPLIMIT", unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT}}
+	}
+	for _, o := range opts {
+		var serr error
+		if err := c.rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), o.level, o.opt, 1) }); err != nil {
+			return err
+		}
+		if serr != nil {
+			return fmt.Errorf("netdev: setsockopt %s: %w", o.name, serr)
+		}
+	}
+	return nil
 }
 
 // WriteBatch implements Conn.

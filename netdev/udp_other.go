@@ -43,6 +43,9 @@ func (c *UDPConn) Stats() Stats { return Stats{} }
 // Close implements Conn.
 func (c *UDPConn) Close() error { return nil }
 
+// ReportIPFields implements IPFieldReporter (Linux only).
+func (c *UDPConn) ReportIPFields() error { return errors.ErrUnsupported }
+
 // ReadBatch implements Conn.
 func (c *UDPConn) ReadBatch(msgs []Message) (int, error) { return 0, errors.ErrUnsupported }
 

@@ -208,6 +208,15 @@ func (c *Conn) LocalAddr() netip.AddrPort { return c.inner.LocalAddr() }
 // Unwrap returns the inner Conn (for its own Stats, say).
 func (c *Conn) Unwrap() netdev.Conn { return c.inner }
 
+// ReportIPFields implements netdev.IPFieldReporter: it asks the inner Conn.
+// Held, delayed and duplicated datagrams keep the fields they came with.
+func (c *Conn) ReportIPFields() error {
+	if r, ok := c.inner.(netdev.IPFieldReporter); ok {
+		return r.ReportIPFields()
+	}
+	return errors.ErrUnsupported
+}
+
 // Stats returns a snapshot of the counters.
 func (c *Conn) Stats() Stats {
 	return Stats{Send: c.stats[0].snapshot(), Recv: c.stats[1].snapshot()}
@@ -427,6 +436,7 @@ type dgram struct {
 	addr  netip.AddrPort
 	local netip.Addr
 	tos   uint8
+	ttl   uint8
 	left  int       // Reorder: datagrams still to pass before release; 0 for Delay
 	due   time.Time // release time (Delay) or latest release (Reorder)
 	by    int       // send side: the caller's index whose datagram released it (sendSide.tick)
@@ -451,13 +461,13 @@ func (q *queue) get(m *netdev.Message) *dgram {
 		d = new(dgram)
 	}
 	d.data = append(d.data[:0], m.Buf[:m.N]...)
-	d.addr, d.local, d.tos, d.left, d.first = m.Addr, m.Local, m.TOS, 0, false
+	d.addr, d.local, d.tos, d.ttl, d.left, d.first = m.Addr, m.Local, m.TOS, m.TTL, 0, false
 	return d
 }
 
 // message is the datagram as a Message to send.
 func (d *dgram) message() netdev.Message {
-	return netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local, TOS: d.tos}
+	return netdev.Message{Buf: d.data, N: len(d.data), Addr: d.addr, Local: d.local, TOS: d.tos, TTL: d.ttl}
 }
 
 func (q *queue) put(d *dgram) {

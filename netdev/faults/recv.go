@@ -235,7 +235,7 @@ func (r *recvSide) read(msgs []netdev.Message) (int, error) {
 				r.c.lost(Recv, 1)
 			} else {
 				m.N = copy(m.Buf[:cap(m.Buf)], d.data)
-				m.Addr, m.Local = d.addr, d.local
+				m.Addr, m.Local, m.TOS, m.TTL = d.addr, d.local, d.tos, d.ttl
 				n++
 			}
 			r.q.put(d)

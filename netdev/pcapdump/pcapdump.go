@@ -25,6 +25,7 @@ package pcapdump
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -286,6 +287,14 @@ func (c *Conn) LocalAddr() netip.AddrPort { return c.inner.LocalAddr() }
 
 // Unwrap returns the inner Conn.
 func (c *Conn) Unwrap() netdev.Conn { return c.inner }
+
+// ReportIPFields implements netdev.IPFieldReporter: it asks the inner Conn.
+func (c *Conn) ReportIPFields() error {
+	if r, ok := c.inner.(netdev.IPFieldReporter); ok {
+		return r.ReportIPFields()
+	}
+	return errors.ErrUnsupported
+}
 
 // Stats returns a snapshot of the counters.
 func (c *Conn) Stats() Stats {
