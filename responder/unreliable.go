@@ -163,9 +163,19 @@ func (u *Unreliable) fail(status verbs.WCStatus) {
 	u.failed, u.flushed, u.failStatus = true, true, status
 }
 
-// Receive handles one packet addressed to this QP; src and dst are the
-// datagram's addresses (for the UD GRH area and completion).
-func (u *Unreliable) Receive(now time.Time, p packet.Packet, src, dst netip.AddrPort) {
+// IPHeader is what is known of the IP header a datagram arrived in: its
+// addresses and, where the socket reports them, its traffic class and TTL.
+// A UD receive writes it into the receive buffer's GRH area, where kernel
+// rxe copies the received IP header (rxe_resp.c execute).
+type IPHeader struct {
+	Src, Dst netip.AddrPort
+	TOS      uint8 // IPv4 TOS or IPv6 traffic class; 0 if not reported
+	TTL      uint8 // IPv4 TTL or IPv6 hop limit; 0 if not reported (the GRH area then says 64)
+}
+
+// Receive handles one packet addressed to this QP; h is the datagram's IP
+// header as far as it is known (for the UD GRH area and completion).
+func (u *Unreliable) Receive(now time.Time, p packet.Packet, h IPHeader) {
 	want := packet.TransportUC
 	if u.cfg.UD {
 		want = packet.TransportUD
@@ -175,7 +185,7 @@ func (u *Unreliable) Receive(now time.Time, p packet.Packet, src, dst netip.Addr
 		return
 	}
 	if u.cfg.UD {
-		u.receiveUD(p, src, dst)
+		u.receiveUD(p, &h)
 		return
 	}
 	u.receiveUC(p)
@@ -183,7 +193,7 @@ func (u *Unreliable) Receive(now time.Time, p packet.Packet, src, dst netip.Addr
 
 // receiveUD places one datagram (rxe_resp.c for IB_QPT_UD: check_keys,
 // then send_data_in of the GRH and the payload).
-func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
+func (u *Unreliable) receiveUD(p packet.Packet, h *IPHeader) {
 	if p.DETH().QKey() != u.cfg.QKey {
 		u.c.QKeyMismatch++
 		return
@@ -205,14 +215,14 @@ func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
 		return
 	}
 	var grh [GRHSize]byte
-	fillGRH(&grh, src.Addr(), dst.Addr(), p.Len())
+	fillGRH(&grh, h, p.Len())
 	if !u.place(p, wr, 0, grh[:]) || !u.place(p, wr, GRHSize, pay) {
 		return
 	}
 	id := wr.ID
 	u.pop()
 	u.wc = verbs.WC{ID: id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(GRHSize + len(pay)),
-		QPNum: u.cfg.QPN, SrcQP: p.DETH().SrcQP(), Flags: verbs.WCFlagGRH, Src: src}
+		QPNum: u.cfg.QPN, SrcQP: p.DETH().SrcQP(), Flags: verbs.WCFlagGRH, Src: h.Src}
 	if p.Mask()&packet.MaskImmDt != 0 {
 		u.wc.Flags |= verbs.WCFlagWithImm
 		u.wc.Imm = p.ImmDt().Imm()
@@ -222,33 +232,41 @@ func (u *Unreliable) receiveUD(p packet.Packet, src, dst netip.AddrPort) {
 }
 
 // fillGRH writes the GRH area of a RoCEv2 datagram of pktLen bytes (BTH
-// through ICRC): for IPv4, 20 zero bytes and the IPv4 header (DF, TTL 64,
-// UDP, a valid checksum); for IPv6, the IPv6 header.
-func fillGRH(g *[GRHSize]byte, src, dst netip.Addr, pktLen int) {
+// through ICRC) that arrived in the IP header h: for IPv4, 20 zero bytes
+// and the IPv4 header (h's TOS and TTL, DF, UDP, a valid checksum); for
+// IPv6, the IPv6 header (h's traffic class and hop limit, flow label 0). A
+// TTL not reported (0) is written as 64, the Linux default. What a UDP
+// socket does not report (the IPv4 ID, an IPv6 flow label) is 0.
+func fillGRH(g *[GRHSize]byte, h *IPHeader, pktLen int) {
 	*g = [GRHSize]byte{}
 	udpLen := packet.UDPHeaderSize + pktLen
+	ttl := h.TTL
+	if ttl == 0 {
+		ttl = 64
+	}
+	src, dst := h.Src.Addr(), h.Dst.Addr()
 	if src.Unmap().Is4() {
-		h := g[20:]
-		h[0] = 0x45
-		binary.BigEndian.PutUint16(h[2:], uint16(20+udpLen))
-		binary.BigEndian.PutUint16(h[6:], 0x4000) // DF
-		h[8], h[9] = 64, 17
+		ip := g[20:]
+		ip[0], ip[1] = 0x45, h.TOS
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+udpLen))
+		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
+		ip[8], ip[9] = ttl, 17
 		s, d := src.Unmap().As4(), dst.Unmap().As4()
-		copy(h[12:16], s[:])
-		copy(h[16:20], d[:])
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], d[:])
 		var sum uint32
 		for i := 0; i < 20; i += 2 {
-			sum += uint32(binary.BigEndian.Uint16(h[i:]))
+			sum += uint32(binary.BigEndian.Uint16(ip[i:]))
 		}
 		for sum > 0xFFFF {
 			sum = sum&0xFFFF + sum>>16
 		}
-		binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
 		return
 	}
-	g[0] = 0x60
+	g[0], g[1] = 0x60|h.TOS>>4, h.TOS<<4
 	binary.BigEndian.PutUint16(g[4:], uint16(udpLen))
-	g[6], g[7] = 17, 64
+	g[6], g[7] = 17, ttl
 	s, d := src.As16(), dst.As16()
 	copy(g[8:24], s[:])
 	copy(g[24:40], d[:])

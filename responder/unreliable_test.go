@@ -26,6 +26,8 @@ type uHarness struct {
 	loc *fakeMR
 	rem *fakeMR
 	buf []byte
+	// tos and ttl are the IP header fields the datagrams arrive with.
+	tos, ttl uint8
 }
 
 func newUHarness(t testing.TB, ud bool, wqes int, mods ...func(*UConfig)) *uHarness {
@@ -49,7 +51,7 @@ func (h *uHarness) rx(op packet.Opcode, psn packet.PSN, n int, mods ...reqMod) {
 	for i := range pay {
 		pay[i] = byte(psn)
 	}
-	h.u.Receive(t0, build(h.t, h.buf, op, psn, pay, mods...), uSrc, uDst)
+	h.u.Receive(t0, build(h.t, h.buf, op, psn, pay, mods...), IPHeader{Src: uSrc, Dst: uDst, TOS: h.tos, TTL: h.ttl})
 }
 
 func TestUCSequences(t *testing.T) {
@@ -153,6 +155,50 @@ func TestUDReceive(t *testing.T) {
 	require.Zero(t, h.u.Counters().TooLong)
 	h.rx(packet.UCSendOnly, 4, 10)
 	require.Equal(t, uint64(1), h.u.Counters().Dropped, "a UC packet on a UD QP")
+}
+
+// TestUDReceiveGRHFields: the GRH area carries the traffic class and TTL
+// (hop limit) the datagram arrived with, as kernel rxe's copy of the
+// received IP header does; a TTL the socket did not report reads 64.
+func TestUDReceiveGRHFields(t *testing.T) {
+	v6src, v6dst := netip.MustParseAddrPort("[2001:db8::1]:49152"), netip.MustParseAddrPort("[2001:db8::2]:4791")
+	tests := []struct {
+		name     string
+		src, dst netip.AddrPort
+		tos, ttl uint8
+		want     map[int]byte // GRH area offset -> byte
+	}{
+		{"ipv4", uSrc, uDst, 0xb8, 63, map[int]byte{20: 0x45, 21: 0xb8, 28: 63, 29: 17}},
+		{"ipv4 not reported", uSrc, uDst, 0, 0, map[int]byte{21: 0, 28: 64}},
+		{"ipv6", v6src, v6dst, 0x68, 255, map[int]byte{0: 0x66, 1: 0x80, 2: 0, 3: 0, 6: 17, 7: 255}},
+		{"ipv6 not reported", v6src, v6dst, 0, 0, map[int]byte{0: 0x60, 1: 0, 7: 64}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newUHarness(t, true, 1)
+			pkt := build(t, h.buf, packet.UDSendOnly, 1, []byte{1, 2, 3, 4}, func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 9, SrcQP: 5} })
+			h.u.Receive(t0, pkt, IPHeader{Src: tc.src, Dst: tc.dst, TOS: tc.tos, TTL: tc.ttl})
+			require.Len(t, h.cq.wcs, 1)
+			require.Equal(t, tc.src, h.cq.wcs[0].Src)
+			grh := h.loc.buf[:GRHSize]
+			for off, b := range tc.want {
+				require.Equal(t, b, grh[off], "GRH byte %d", off)
+			}
+			if tc.src.Addr().Is4() {
+				var sum uint32
+				for i := 20; i < 40; i += 2 {
+					sum += uint32(grh[i])<<8 | uint32(grh[i+1])
+				}
+				for sum > 0xFFFF {
+					sum = sum&0xFFFF + sum>>16
+				}
+				require.Equal(t, uint32(0xFFFF), sum, "IPv4 header checksum")
+				return
+			}
+			require.Equal(t, tc.src.Addr().AsSlice(), grh[8:24])
+			require.Equal(t, tc.dst.Addr().AsSlice(), grh[24:40])
+		})
+	}
 }
 
 // FuzzUnreliableReceive: random UC and UD packets never panic the receive

@@ -57,6 +57,12 @@ type Device struct {
 	// by gsiOf; nil until then (Close looks without making one).
 	gsi atomic.Pointer[gsi]
 
+	// ipFields is set once the device's sockets were asked to report
+	// received traffic classes and TTLs (Device.reportIPFields), under
+	// ipFieldsMu.
+	ipFieldsMu sync.Mutex
+	ipFields   bool
+
 	closed atomic.Bool
 	// busyPolled is set by the first CQ.BusyPoll on any of the device's
 	// CQs: its caller reads the sockets itself, so the receive goroutines

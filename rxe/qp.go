@@ -124,6 +124,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if err := attr.Cap.check(attr.SRQ != nil); err != nil {
 		return nil, err
 	}
+	if attr.Type == QPTypeUD {
+		if err := d.reportIPFields(); err != nil {
+			return nil, err
+		}
+	}
 	c := attr.Cap
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)

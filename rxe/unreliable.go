@@ -1,6 +1,8 @@
 package rxe
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync/atomic"
@@ -149,8 +151,36 @@ func (qp *QP) stepUnreliable(now time.Time, msgs []netdev.Message, owners []*QP,
 	return k
 }
 
-// receiveUnreliable hands a packet to a UC or UD QP's receive side.
-func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPort) {
+// reportIPFields asks the device's sockets, on the first UD QP, to report
+// the traffic class and TTL of every datagram they receive
+// (netdev.IPFieldReporter), which a UD receive writes into the GRH area
+// where kernel rxe copies the received IP header (rxe_resp.c execute), and
+// which CreateAHFromWC answers with. A Conn that cannot report leaves the
+// GRH area with traffic class 0 and TTL 64. RC and UC receive nothing from
+// them, so a device without UD QPs does not pay for the control messages.
+func (d *Device) reportIPFields() error {
+	d.ipFieldsMu.Lock()
+	defer d.ipFieldsMu.Unlock()
+	if d.ipFields {
+		return nil
+	}
+	for _, c := range d.conns {
+		r, ok := c.(netdev.IPFieldReporter)
+		if !ok {
+			continue
+		}
+		if err := r.ReportIPFields(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("rxe: asking the socket for received traffic classes: %w", err)
+		}
+	}
+	d.ipFields = true
+	return nil
+}
+
+// receiveUnreliable hands a packet to a UC or UD QP's receive side; m is
+// the datagram it came in.
+func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, m *netdev.Message) {
+	src := m.Addr
 	qp.mu.Lock()
 	switch {
 	case qp.dead():
@@ -161,7 +191,10 @@ func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, src netip.AddrPo
 	default:
 		qp.counter.rcvdPkts++
 		qp.counter.rcvdBytes += uint64(p.Len())
-		qp.uresp.Receive(now, p, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), netip.AddrPortFrom(qp.dev.addr, qp.dev.port))
+		qp.uresp.Receive(now, p, responder.IPHeader{
+			Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Dst: netip.AddrPortFrom(qp.dev.addr, qp.dev.port),
+			TOS: m.TOS, TTL: m.TTL,
+		})
 		if st, failed := qp.uresp.Failed(); failed {
 			// A malformed receive WQE (rxe RESPST_ERR_MALFORMED_WQE,
 			// class A) or a full receive CQ (rxe do_complete): the QP
@@ -250,6 +283,11 @@ func (a *AddrHandle) Destroy() error {
 // UDP source port is not one (kernel rxe sends from 0xC000 + a hash of
 // the QPN). gorxe devices on different ports answer each other through
 // CreateAH with the port, as their connection managers need one port.
+// When grh holds the GRH area, the handle's traffic class is the one the
+// datagram arrived with (and its flow label, for IPv6), and its hop limit
+// 255, as libibverbs' ibv_init_ah_from_wc sets them; grh may be nil when
+// the completion has a source address, and the traffic class is then the
+// device's.
 func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
 	if wc == nil {
 		return nil, fmt.Errorf("%w: nil work completion", ErrInvalidArgument)
@@ -257,19 +295,36 @@ func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
 	if wc.Flags&verbs.WCFlagGRH == 0 {
 		return nil, fmt.Errorf("%w: the completion has no GRH", ErrInvalidArgument)
 	}
+	if grh != nil && len(grh) < GRHSize {
+		return nil, fmt.Errorf("%w: GRH area of %d bytes", ErrInvalidArgument, len(grh))
+	}
+	if grh == nil && !wc.Src.IsValid() {
+		return nil, fmt.Errorf("%w: the completion has no source address and no GRH area was given", ErrInvalidArgument)
+	}
+	ah := AH{HopLimit: 0xFF}
+	var from netip.Addr
+	if grh != nil {
+		// A RoCEv2 GRH area holds an IPv6 header, or 20 zero bytes and an
+		// IPv4 header (rxe_resp.c execute; the layout
+		// ibv_init_ah_from_wc decodes).
+		switch {
+		case grh[0]>>4 == 6:
+			from = netip.AddrFrom16([16]byte(grh[8:24]))
+			ah.TrafficClass = grh[0]<<4 | grh[1]>>4
+			ah.FlowLabel = binary.BigEndian.Uint32(grh[0:4]) & 0xFFFFF
+		case grh[20]>>4 == 4:
+			from = netip.AddrFrom4([4]byte(grh[32:36]))
+			ah.TrafficClass = grh[21]
+		default:
+			return nil, fmt.Errorf("%w: the GRH area holds neither an IPv6 nor an IPv4 header", ErrInvalidArgument)
+		}
+	}
 	// Answers go to the RoCE port the device itself uses (4791), as
 	// ibv_create_ah_from_wc's do: the datagram's UDP source port is an
 	// entropy port (kernel rxe: 0xC000 + hash(QPN)) nobody listens on.
-	src := netip.AddrPortFrom(wc.Src.Addr(), pd.dev.port)
-	if !wc.Src.IsValid() {
-		if len(grh) < GRHSize {
-			return nil, fmt.Errorf("%w: GRH area of %d bytes", ErrInvalidArgument, len(grh))
-		}
-		if grh[20]>>4 == 4 {
-			src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(grh[32:36])), pd.dev.port)
-		} else {
-			src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(grh[8:24])), pd.dev.port)
-		}
+	if wc.Src.IsValid() {
+		from = wc.Src.Addr()
 	}
-	return pd.CreateAH(AH{DGID: src.Addr(), UDPPort: src.Port(), HopLimit: 64})
+	ah.DGID, ah.UDPPort = from, pd.dev.port
+	return pd.CreateAH(ah)
 }
