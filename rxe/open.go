@@ -12,8 +12,12 @@ import (
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
-// Listen opens a UDP socket on addr (port 0 means 4791) and a device on it.
-// Closing the device closes the socket.
+// Listen opens a device on addr (port 0 means 4791): one UDP socket per
+// completion vector, all bound to addr in a SO_REUSEPORT group whose
+// kernel steering hands each socket the packets of its vector's QPs by
+// destination QPN (netdev.ListenUDPGroup), or one socket for all vectors
+// with Options.SingleSocket. It warns once if the kernel capped the socket
+// buffers (Options.Warnf). Closing the device closes the sockets.
 func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if addr.Port() == 0 {
 		addr = netip.AddrPortFrom(addr.Addr(), packet.UDPPort)
