@@ -36,7 +36,7 @@ type ConnInfo struct {
 
 // ConnectOptions tune Connect; zero fields take perftest's defaults.
 type ConnectOptions struct {
-	Access      AccessFlags // QP access flags; default remote read, write and atomic
+	Access      AccessFlags // QP access flags; default local write, remote read, write and atomic
 	MTU         MTU         // default: the smaller of both active MTUs
 	Timeout     uint8       // default 14 (67 ms)
 	RetryCnt    uint8       // default 7
