@@ -185,8 +185,9 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 
 // ReqNotify arms a one-shot notification (ibv_req_notify_cq): the CQ is
 // sent on its CompChannel at the next completion, or with solicitedOnly at
-// the next solicited receive completion or error completion. On a
-// destroyed CQ it fails with ErrClosed.
+// the next solicited receive completion or error completion. It fails
+// with ErrInvalidState on a CQ created without a CompChannel
+// (CQAttr.Channel), and with ErrClosed on a destroyed CQ.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if cq.ch == nil {
 		return fmt.Errorf("%w: CQ has no completion channel", ErrInvalidState)
@@ -201,7 +202,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 }
 
 // Destroy destroys the CQ. It fails with ErrInUse while QPs use it, and
-// with ErrClosed after Device.Close.
+// with ErrClosed after Device.Close or a first Destroy.
 func (cq *CQ) Destroy() error {
 	if cq.dev.closed.Load() {
 		return ErrClosed
