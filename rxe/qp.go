@@ -578,10 +578,11 @@ func (qp *QP) flushSendQueue() {
 }
 
 // PostRecv posts receive work requests to the QP's own receive queue
-// (ibv_post_recv); a QP with an SRQ takes them from the SRQ instead. It
-// returns how many were posted; a full receive queue gives ErrNoResources.
-// Allowed from INIT on; in ERR they complete with WR_FLUSH_ERR. After
-// Destroy or Device.Close it fails with ErrClosed.
+// (ibv_post_recv). It returns how many were posted; a full receive queue
+// gives ErrNoResources. Allowed from INIT on (ErrInvalidState in RESET);
+// in ERR they complete with WR_FLUSH_ERR. A QP with an SRQ takes its
+// receives from the SRQ, and PostRecv on it fails with ErrInvalidArgument.
+// After Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
 	if qp.srq != nil {
 		return 0, fmt.Errorf("%w: the QP uses an SRQ: post to the SRQ", ErrInvalidArgument)
