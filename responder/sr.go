@@ -107,7 +107,8 @@ func (r *Responder) receiveOOO() State {
 // MIDDLE a full PMTU, a LAST the rest); IETH (SEND with invalidate) and
 // packets that consume a receive WQE (WRITE LAST with immediate) are held
 // whole. Whatever the peer sends, placeAhead writes only where the
-// message may write: the WRITE's R_Key range or the receive WQE's SGEs.
+// message may write: the WRITE's R_Key range, while the QP grants remote
+// write, or the receive WQE's SGEs.
 func (r *Responder) placeAhead() int {
 	const plain = packet.MaskIETH | packet.MaskRWR
 	if r.noPlaceAhead || r.mask&packet.MaskStart != 0 || r.mask&plain != 0 || r.ooo.lookup(r.psn) >= 0 {
@@ -119,6 +120,11 @@ func (r *Responder) placeAhead() int {
 	n := r.pkt.PayloadLen()
 	switch {
 	case r.inMsg == msgWrite && r.kind == kindWrite:
+		if r.cfg.Access&verbs.AccessRemoteWrite == 0 {
+			// checkOpValid runs on every packet (rxe check_op_valid):
+			// access taken away since the FIRST refuses this one too.
+			return 0
+		}
 		off := d * mtu
 		if off >= uint64(r.wresid) {
 			return 0
