@@ -77,8 +77,12 @@ func (r *Responder) scatter(data []byte) State {
 		return StateErrLength
 	}
 	if r.placed > 0 {
-		// placeAhead put the bytes at this offset on arrival.
-		w.cur.Seek(w.sges, uint32(w.placed+n))
+		// placeAhead put the bytes at this offset on arrival. Their
+		// SGEs must still resolve now, as the copy in order would need
+		// them to (rxe copy_data; a region deregistered since fails).
+		if !w.cur.Check(r.lmem, w.sges, uint32(n)) {
+			return StateErrMalformedWQE
+		}
 	} else if !w.cur.Scatter(r.lmem, w.sges, data) {
 		return StateErrMalformedWQE
 	}

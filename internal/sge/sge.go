@@ -61,6 +61,32 @@ func (c *Cursor) Scatter(mem Memory, sges []verbs.SGE, src []byte) bool {
 	return c.walk(mem, sges, src, verbs.AccessLocalWrite, nil)
 }
 
+// Check resolves the next n bytes of the list as Scatter would write them,
+// with local write access, without copying, and advances c. It reports
+// false as Scatter does. It is for bytes already in place (placed ahead
+// of their packet), whose L_Keys must still resolve when the packet
+// executes, as a copy then would need them to.
+func (c *Cursor) Check(mem Memory, sges []verbs.SGE, n uint32) bool {
+	for n > 0 {
+		if c.Index >= len(sges) {
+			return false
+		}
+		s := &sges[c.Index]
+		avail := s.Length - c.Offset
+		if avail == 0 {
+			c.Index, c.Offset = c.Index+1, 0
+			continue
+		}
+		k := min(avail, n)
+		if m, ok := mem.Local(s.LKey, s.Addr+uint64(c.Offset), k, verbs.AccessLocalWrite); !ok || uint32(len(m)) != k {
+			return false
+		}
+		n -= k
+		c.Offset += k
+	}
+	return true
+}
+
 // walk copies b out of memory (need 0) or into it (need
 // AccessLocalWrite), chunk by chunk; out of memory with a non-nil crc it
 // folds each chunk into *crc as it copies it.
