@@ -11,10 +11,10 @@ import (
 // 12.6): the message, the transaction ID, the local and remote
 // communication IDs and, by message, the service ID (with RDMA CM's port),
 // the QPN, the starting PSN, the path MTU, a REQ's retry counts and
-// local ACK timeout, a REP's RNR retry count, the REJ reason and the IP
-// addresses of RDMA CM's private-data header. It appends nothing for a
-// packet that is not a UD packet to QP1; a MAD of another management class
-// shows its class, a truncated one MALFORMED.
+// local ACK timeout, a REP's RNR retry count, the REJ reason and, under
+// an IP CM service ID, the IP addresses of RDMA CM's private-data header.
+// It appends nothing for a packet that is not a UD packet to QP1; a MAD of
+// another management class shows its class, a truncated one MALFORMED.
 func appendCM(b []byte, p *packet.Packet) []byte {
 	if p.DestQP() != packet.GSIQPN || p.Opcode().Transport() != packet.TransportUD {
 		return b
@@ -64,8 +64,11 @@ func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = strconv.AppendUint(b, uint64(m.RNRRetryCount), 10)
 		b = append(b, " ack_timeout="...)
 		b = strconv.AppendUint(b, uint64(m.Primary.LocalACKTimeout), 10)
+		// The private data starts with RDMA CM's IP addressing header
+		// only under an IP CM service ID (IBTA Annex A11.2.1, A11.2.2.1);
+		// under any other it is the consumer's own.
 		var ip packet.CMIPHeader
-		if ip.Decode(m.PrivateData[:]) == nil {
+		if _, _, ipcm := packet.ParseRDMACMServiceID(m.ServiceID); ipcm && ip.Decode(m.PrivateData[:]) == nil {
 			b = append(b, " ip="...)
 			b = netip.AddrPortFrom(ip.Src, ip.SrcPort).AppendTo(b)
 			b = append(b, "→"...)
