@@ -106,7 +106,7 @@ func Open(r io.Reader) (c *Capture, err error) {
 			return nil, fmt.Errorf("reading pcap file header: %w", unexpected(err))
 		}
 		c.LinkType = pcapLinkType(hdr) // before pcapgo reads: Peek's bytes do not last
-		c.pcap, err = pcapgo.NewReader(br)
+		c.pcap, err = pcapgo.NewReader(&pcapGuard{r: br, order: pcapOrder(hdr), skip: pcapFileHeaderLen})
 		if err != nil {
 			return nil, fmt.Errorf("reading pcap file header: %w", unexpected(err))
 		}
@@ -120,14 +120,78 @@ func Open(r io.Reader) (c *Capture, err error) {
 // pcapFileHeaderLen is the length of a classic pcap file header.
 const pcapFileHeaderLen = 24
 
+// pcapOrder returns the byte order of a classic pcap file from its magic.
+func pcapOrder(hdr []byte) binary.ByteOrder {
+	if m := binary.LittleEndian.Uint32(hdr); m == magicPcapUsLE || m == magicPcapNsLE {
+		return binary.LittleEndian
+	}
+	return binary.BigEndian
+}
+
 // pcapLinkType reads the link type of a classic pcap file header: the low
 // 16 bits of its last word (the high bits carry FCS information).
 func pcapLinkType(hdr []byte) LinkType {
-	var order binary.ByteOrder = binary.BigEndian
-	if m := binary.LittleEndian.Uint32(hdr); m == magicPcapUsLE || m == magicPcapNsLE {
-		order = binary.LittleEndian
+	return LinkType(pcapOrder(hdr).Uint32(hdr[20:24]) & 0xFFFF)
+}
+
+// pcapRecordHeaderLen is the length of a classic pcap record header:
+// seconds, fraction, captured length, original length.
+const pcapRecordHeaderLen = 16
+
+// pcapGuard passes a classic pcap stream on to pcapgo's Reader record by
+// record, raising the original length of a record to its captured length
+// where the file gives less. Wireshark reads such a record (a writer's
+// slip); pcapgo v1.1.19 refuses it after reading its header, and then
+// cannot go on, so one such record ended the dump of the whole file.
+type pcapGuard struct {
+	r     io.Reader
+	order binary.ByteOrder
+	skip  int // bytes of the file header still to pass unchanged
+	hdr   [pcapRecordHeaderLen]byte
+	nhdr  int   // bytes of hdr read
+	out   int   // bytes of hdr handed on
+	rest  int64 // bytes of the current record's data still to pass
+	err   error // sticky, after a short record header
+}
+
+// Read passes the stream through.
+func (g *pcapGuard) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
 	}
-	return LinkType(order.Uint32(hdr[20:24]) & 0xFFFF)
+	switch {
+	case g.skip > 0:
+		n, err := g.r.Read(p[:min(len(p), g.skip)])
+		g.skip -= n
+		return n, err
+	case g.out < g.nhdr: // hand on the (checked) header
+		n := copy(p, g.hdr[g.out:g.nhdr])
+		if g.out += n; g.out == pcapRecordHeaderLen {
+			g.nhdr, g.out = 0, 0
+		}
+		return n, nil
+	case g.rest > 0:
+		n, err := g.r.Read(p[:min(int64(len(p)), g.rest)])
+		g.rest -= int64(n)
+		return n, err
+	case g.err != nil:
+		return 0, g.err
+	}
+	n, err := io.ReadFull(g.r, g.hdr[:])
+	if err != nil {
+		if n == 0 {
+			return 0, err // io.EOF between records
+		}
+		// A short header: hand on what there is, then the end.
+		g.nhdr, g.err = n, io.EOF
+		return g.Read(p)
+	}
+	caplen, origlen := g.order.Uint32(g.hdr[8:]), g.order.Uint32(g.hdr[12:])
+	if caplen > origlen {
+		g.order.PutUint32(g.hdr[12:], caplen)
+	}
+	g.nhdr, g.rest = n, int64(caplen)
+	return g.Read(p)
 }
 
 // quoteMagic shows the first bytes of a file.

@@ -1,0 +1,32 @@
+package dump
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+)
+
+// TestPcapRecordLongerThanOnTheWire: a classic pcap record whose captured
+// length exceeds its original length (a writer's slip) is read, as
+// Wireshark reads it, and the records after it too, in either byte
+// order: such a record must not end the dump of the whole file.
+func TestPcapRecordLongerThanOnTheWire(t *testing.T) {
+	frames := readPcap(t, cx4Pcap)
+	require.GreaterOrEqual(t, len(frames), 2)
+	want, wantErr, code := runCmd(t, "dump", cx4Pcap)
+	require.Equal(t, cli.ExitOK, code, wantErr)
+	for _, o := range []binary.ByteOrder{binary.LittleEndian, binary.BigEndian} {
+		b := pcapBytesOrder(o.(binary.AppendByteOrder), false, 1, frames)
+		// Record 1 follows the 24-byte file header; its original length
+		// is the header's last word. Claim 14 bytes on the wire.
+		o.PutUint32(b[24+12:], 14)
+		got, gotErr, code := runCmd(t, "dump", writeFile(t, "origlen.pcap", b))
+		require.Equal(t, cli.ExitOK, code, gotErr)
+		require.Equal(t, want, got)
+		require.Equal(t, strings.Count(want, "\n"), strings.Count(got, "\n"))
+	}
+}
