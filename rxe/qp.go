@@ -231,7 +231,11 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.startResponder()
 	case cur == QPSRTR && next == QPSRTS:
 		qp.startRequester()
-	case next == QPSSQD:
+	case cur == QPSRTS && next == QPSSQD:
+		// Only RTS→SQD starts a drain: SQD→SQD (or a Modify without
+		// the state bit in SQD) keeps the drain under way or done, so
+		// SQ_DRAINED is raised once per drain (IBA 11.6.3.2; kernel rxe
+		// raises it when its requester first reaches QP_STATE_DRAINED).
 		qp.req.SetDraining(true)
 		qp.drainSent = false
 	case cur == QPSSQD && next == QPSRTS:
