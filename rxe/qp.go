@@ -87,12 +87,14 @@ const (
 )
 
 // check reports a capability outside the device's limits (ibv_create_qp
-// fails with EINVAL): a send queue of 1 to maxQPWR WRs, and a receive queue
+// fails with EINVAL): a send queue of 0 to maxQPWR WRs, and a receive queue
 // as large unless srq (the SRQ's WQEs are used instead), at most maxSGE
-// SGEs each way and maxInlineData inline bytes.
+// SGEs each way and maxInlineData inline bytes. A queue of 0 WRs is
+// allowed, as rxe_qp_chk_cap and rxe_queue_init allow it: a QP that only
+// sends, or only initiates RDMA READ and WRITE, needs no receive queue.
 func (c QPCap) check(srq bool) error {
-	if c.MaxSendWR < 1 || c.MaxSendWR > maxQPWR {
-		return fmt.Errorf("%w: max_send_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxSendWR, maxQPWR)
+	if c.MaxSendWR < 0 || c.MaxSendWR > maxQPWR {
+		return fmt.Errorf("%w: max_send_wr %d not in [0, %d]", ErrInvalidArgument, c.MaxSendWR, maxQPWR)
 	}
 	if c.MaxSendSGE < 0 || c.MaxSendSGE > maxSGE || c.MaxRecvSGE < 0 || c.MaxRecvSGE > maxSGE {
 		return fmt.Errorf("%w: max_send_sge %d / max_recv_sge %d (max %d)", ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
@@ -100,8 +102,8 @@ func (c QPCap) check(srq bool) error {
 	if c.MaxInlineData < 0 || c.MaxInlineData > maxInlineData {
 		return fmt.Errorf("%w: max_inline_data %d (max %d)", ErrInvalidArgument, c.MaxInlineData, maxInlineData)
 	}
-	if !srq && (c.MaxRecvWR < 1 || c.MaxRecvWR > maxQPWR) {
-		return fmt.Errorf("%w: max_recv_wr %d not in [1, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
+	if !srq && (c.MaxRecvWR < 0 || c.MaxRecvWR > maxQPWR) {
+		return fmt.Errorf("%w: max_recv_wr %d not in [0, %d]", ErrInvalidArgument, c.MaxRecvWR, maxQPWR)
 	}
 	return nil
 }
@@ -130,6 +132,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		}
 	}
 	c := attr.Cap
+	// The send engines hold at least one WR and one SGE (requester.Config):
+	// the capabilities reported are those, at least the ones asked for.
+	c.MaxSendWR = max(c.MaxSendWR, 1)
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
 	if err := pd.use(); err != nil {
