@@ -286,8 +286,10 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 	set(QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
 	set(QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
 	set(QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
-	set(QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
-	set(QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
+	// A PSN is 24 bits (IBA 9.3.1): the bits above are dropped, as
+	// rxe_qp_from_attr masks rq_psn and sq_psn with BTH_PSN_MASK.
+	set(QPAttrRQPSN, func() { t.RQPSN = a.RQPSN & packet.PSNMask })
+	set(QPAttrSQPSN, func() { t.SQPSN = a.SQPSN & packet.PSNMask })
 	set(QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
 	set(QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
 	set(QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })

@@ -248,12 +248,6 @@ func (d *Device) checkValues(attr *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrDestQPN != 0 && (attr.DestQPN == 0 || attr.DestQPN > packet.QPNMask) {
 		return fmt.Errorf("%w: destination QPN %#x", ErrInvalidArgument, attr.DestQPN)
 	}
-	if mask&QPAttrRQPSN != 0 && attr.RQPSN > packet.PSNMask {
-		return fmt.Errorf("%w: RQ PSN %#x is not 24-bit", ErrInvalidArgument, attr.RQPSN)
-	}
-	if mask&QPAttrSQPSN != 0 && attr.SQPSN > packet.PSNMask {
-		return fmt.Errorf("%w: SQ PSN %#x is not 24-bit", ErrInvalidArgument, attr.SQPSN)
-	}
 	if mask&QPAttrTimeout != 0 && attr.Timeout > 31 {
 		return fmt.Errorf("%w: timeout %d", ErrInvalidArgument, attr.Timeout)
 	}
