@@ -226,7 +226,10 @@ func (d *Device) checkValues(attr *QPAttr, mask QPAttrMask) error {
 		return fmt.Errorf("%w: P_Key index %d (the table has one entry)", ErrInvalidArgument, attr.PKeyIndex)
 	}
 	if mask&QPAttrAccessFlags != 0 {
-		known := AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
+		// The remote rights include FLUSH's (IBV_ACCESS_FLUSH_GLOBAL,
+		// IBV_ACCESS_FLUSH_PERSISTENT): the responder executes a FLUSH
+		// only if the QP has them, as rxe check_qp_attr_access does.
+		known := AccessLocalWrite | AccessRemote
 		if attr.AccessFlags&^known != 0 {
 			return fmt.Errorf("%w: QP access flags %#x", ErrInvalidArgument, uint32(attr.AccessFlags))
 		}
