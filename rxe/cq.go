@@ -185,9 +185,10 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 
 // ReqNotify arms a one-shot notification (ibv_req_notify_cq): the CQ is
 // sent on its CompChannel at the next completion, or with solicitedOnly at
-// the next solicited receive completion or error completion. It fails
-// with ErrInvalidState on a CQ created without a CompChannel
-// (CQAttr.Channel), and with ErrClosed on a destroyed CQ.
+// the next solicited receive completion or error completion. A CQ already
+// armed for the next completion stays so until it fires. It fails with
+// ErrInvalidState on a CQ created without a CompChannel (CQAttr.Channel),
+// and with ErrClosed on a destroyed CQ.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if cq.ch == nil {
 		return fmt.Errorf("%w: CQ has no completion channel", ErrInvalidState)
@@ -197,7 +198,14 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if cq.destroyed {
 		return ErrClosed
 	}
-	cq.armed, cq.solicitedOnly = true, solicitedOnly
+	// An arm for the next completion is not narrowed to solicited-only
+	// by a later request before it fires; the other way round widens it
+	// (IBA 11.4.2.2, C11-31 and C11-32; rxe_req_notify_cq keeps
+	// IB_CQ_NEXT_COMP).
+	if !cq.armed || cq.solicitedOnly {
+		cq.solicitedOnly = solicitedOnly
+	}
+	cq.armed = true
 	return nil
 }
 

@@ -1,0 +1,38 @@
+package rxe
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestCQNotifyArmKeepsNextCompletion: a CQ armed for the next completion
+// stays so when ReqNotify asks for solicited-only before a notification
+// fires (IBA 11.4.2.2: the request that reports more wins; kernel
+// rxe_req_notify_cq keeps IB_CQ_NEXT_COMP). Narrowing it would leave an
+// application that armed for every completion waiting for a solicited one.
+func TestCQNotifyArmKeepsNextCompletion(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	ch := NewCompChannel(4)
+	rcq, err := db.CreateCQWith(CQAttr{CQE: 64, Vector: -1, Channel: ch})
+	require.NoError(t, err)
+	a := smallEnd(t, da, nil, qpOpts{})
+	b := smallEnd(t, db, nil, qpOpts{cq: rcq})
+	link(t, a, b, qpOpts{}, qpOpts{})
+
+	require.NoError(t, rcq.ReqNotify(false))
+	require.NoError(t, rcq.ReqNotify(true))
+	_, err = b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{b.mr.SGE(0, 64)}})
+	require.NoError(t, err)
+	_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
+	require.NoError(t, err)
+	require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+	select {
+	case cq := <-ch.C:
+		require.Same(t, rcq, cq)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification for the unsolicited receive: the next-completion arm was narrowed")
+	}
+	require.Equal(t, []wcBrief{{1, WCSuccess, WCRecv}}, briefs(waitWCs(t, rcq, 1)))
+}
