@@ -188,14 +188,16 @@ func (cq *CQ) Wait(ctx context.Context, wcs []WC) (int, error) {
 // the next solicited receive completion or error completion. A CQ already
 // armed for the next completion stays so until it fires. It fails with
 // ErrInvalidState on a CQ created without a CompChannel (CQAttr.Channel),
-// and with ErrClosed on a destroyed CQ.
+// and with ErrClosed on a destroyed CQ or after Device.Close.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if cq.ch == nil {
 		return fmt.Errorf("%w: CQ has no completion channel", ErrInvalidState)
 	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	if cq.destroyed {
+	// After Device.Close no completion comes (its flushes are queued by
+	// the time Close returns): an arm would never fire.
+	if cq.destroyed || cq.dev.closed.Load() {
 		return ErrClosed
 	}
 	// An arm for the next completion is not narrowed to solicited-only

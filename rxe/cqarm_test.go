@@ -36,3 +36,32 @@ func TestCQNotifyArmKeepsNextCompletion(t *testing.T) {
 	}
 	require.Equal(t, []wcBrief{{1, WCSuccess, WCRecv}}, briefs(waitWCs(t, rcq, 1)))
 }
+
+// TestCQReqNotifyAfterClose: after Device.Close no completion can come, so
+// arming a CQ fails with ErrClosed, as the other verbs that change state
+// do (Device.Close), rather than leaving a notification loop waiting on
+// the channel for ever. The flush completions of Close still notify a CQ
+// armed before it.
+func TestCQReqNotifyAfterClose(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	ch := NewCompChannel(4)
+	cq, err := da.CreateCQWith(CQAttr{CQE: 64, Vector: -1, Channel: ch})
+	require.NoError(t, err)
+	a := smallEnd(t, da, nil, qpOpts{cq: cq})
+	b := smallEnd(t, db, nil, qpOpts{})
+	link(t, a, b, qpOpts{}, qpOpts{})
+	_, err = a.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{a.mr.SGE(0, 64)}})
+	require.NoError(t, err)
+	require.NoError(t, cq.ReqNotify(false))
+
+	require.NoError(t, da.Close())
+	select {
+	case got := <-ch.C:
+		require.Same(t, cq, got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification for the flush completion of Close")
+	}
+	require.Equal(t, []wcBrief{{1, WCWRFlushErr, WCRecv}}, briefs(waitWCs(t, cq, 1)))
+	require.ErrorIs(t, cq.ReqNotify(false), ErrClosed)
+	require.ErrorIs(t, cq.ReqNotify(true), ErrClosed)
+}
