@@ -192,9 +192,11 @@ func checkTransition(typ QPType, cur QPState, attr *QPAttr, mask QPAttrMask) (QP
 	if next > QPSErr {
 		return 0, fmt.Errorf("%w: state %v", ErrInvalidArgument, next)
 	}
-	if mask&QPAttrState != 0 && (next == QPSReset || next == QPSErr) {
+	if next == QPSReset || next == QPSErr {
 		// Always allowed, and with no other attribute (IBA 10.3.1;
-		// kernel ib_modify_qp_is_ok has no optional ones either).
+		// kernel ib_modify_qp_is_ok has no optional ones either). That
+		// holds without the state bit too: a QP in RESET or ERR stays
+		// there with an empty mask.
 		if extra := mask &^ QPAttrState; extra != 0 {
 			return 0, fmt.Errorf("%w: %v to %v does not take %v", ErrInvalidArgument, cur, next, extra)
 		}
