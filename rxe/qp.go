@@ -108,6 +108,20 @@ func (c QPCap) check(srq bool) error {
 	return nil
 }
 
+// sgeSize is the size of an SGE in a send WQE (struct ib_sge).
+const sgeSize = 16
+
+// sendWQECaps returns the SGEs and inline bytes a send WQE holds when it
+// is sized for sge SGEs and inline bytes: rxe_init_sq makes the WQE room
+// for the larger of the two and reports both capabilities it gives, so a
+// QP asked for 4 SGEs takes 64 inline bytes, and one asked for 100 inline
+// bytes takes 6 SGEs. Unlike rxe (whose max_inline_data can then exceed
+// the device's), neither goes past the device's limit.
+func sendWQECaps(sge, inline int) (int, int) {
+	room := max(sge*sgeSize, inline)
+	return min(room/sgeSize, maxSGE), min(room, maxInlineData)
+}
+
 // CreateQP creates an RC, UC or UD queue pair in RESET.
 func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	d := pd.dev
@@ -137,6 +151,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	c.MaxSendWR = max(c.MaxSendWR, 1)
 	c.MaxSendSGE = max(c.MaxSendSGE, 1)
 	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	c.MaxSendSGE, c.MaxInlineData = sendWQECaps(c.MaxSendSGE, c.MaxInlineData)
 	if err := pd.use(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -54,6 +55,58 @@ func TestCreateQPCaps(t *testing.T) {
 				require.ErrorIs(t, err, ErrNoResources, "a receive queue of 0 WRs")
 				require.Zero(t, n)
 			}
+		})
+	}
+}
+
+// TestCreateQPSendCapsWidened: as rxe_init_sq sizes a send WQE for the
+// larger of max_send_sge SGEs (16 bytes each) and max_inline_data bytes,
+// and reports both capabilities that the WQE holds, a QP takes inline data
+// up to 16 bytes per SGE asked for, and SGEs up to the inline bytes asked
+// for over 16. Cap reports them, and PostSend honours them.
+func TestCreateQPSendCapsWidened(t *testing.T) {
+	cases := []struct {
+		ask, want QPCap
+	}{
+		{QPCap{MaxSendSGE: 1}, QPCap{MaxSendSGE: 1, MaxInlineData: 16}},
+		{QPCap{MaxSendSGE: 4}, QPCap{MaxSendSGE: 4, MaxInlineData: 64}},
+		{QPCap{MaxSendSGE: 1, MaxInlineData: 100}, QPCap{MaxSendSGE: 6, MaxInlineData: 100}},
+		{QPCap{MaxSendSGE: 4, MaxInlineData: 64}, QPCap{MaxSendSGE: 4, MaxInlineData: 64}},
+		{QPCap{MaxSendSGE: 2, MaxInlineData: 40}, QPCap{MaxSendSGE: 2, MaxInlineData: 40}},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("sge-%d-inline-%d", c.ask.MaxSendSGE, c.ask.MaxInlineData), func(t *testing.T) {
+			da, db := newDevices(t, "pipe")
+			a := smallEnd(t, da, nil, qpOpts{})
+			b := smallEnd(t, db, nil, qpOpts{})
+			ask := c.ask
+			ask.MaxSendWR, ask.MaxRecvWR, ask.MaxRecvSGE = 8, 8, 1
+			qp, err := a.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq, Cap: ask})
+			require.NoError(t, err)
+			require.NoError(t, a.qp.Destroy())
+			a.qp = qp
+			got := qp.Cap()
+			require.Equal(t, c.want.MaxSendSGE, got.MaxSendSGE)
+			require.Equal(t, c.want.MaxInlineData, got.MaxInlineData)
+			link(t, a, b, qpOpts{}, qpOpts{})
+
+			n := c.want.MaxInlineData
+			_, err = b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{b.mr.SGE(0, 1024)}})
+			require.NoError(t, err)
+			_, err = qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled | SendInline, InlineData: make([]byte, n)})
+			require.NoError(t, err, "inline SEND of %d bytes", n)
+			require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+			sges := make([]SGE, c.want.MaxSendSGE)
+			for i := range sges {
+				sges[i] = a.mr.SGE(8*i, 8)
+			}
+			_, err = b.qp.PostRecv(RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(0, 1024)}})
+			require.NoError(t, err)
+			_, err = qp.PostSend(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: sges})
+			require.NoError(t, err, "SEND of %d SGEs", len(sges))
+			require.Equal(t, []wcBrief{{2, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+			_, err = qp.PostSend(SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled | SendInline, InlineData: make([]byte, n+1)})
+			require.ErrorIs(t, err, ErrInvalidArgument, "one byte over the inline capability")
 		})
 	}
 }
