@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -321,6 +322,22 @@ func (qp *QP) apply(a *QPAttr, m QPAttrMask) {
 	}
 }
 
+// roundUpPow2 returns n rounded up to a power of two (0 stays 0). The
+// responder gets that many resources for max_dest_rd_atomic n, as
+// rxe_qp_from_attr rounds it: a kernel rxe requester rounds its
+// max_rd_atomic up too, and keeps that many READs and atomics
+// outstanding, so a responder with fewer resources would recycle the
+// resource of one it may have to replay. Query still reports n, the
+// value given. max_rd_atomic is not rounded: gorxe's requester keeps no
+// more outstanding than the application agreed with its peer, whose
+// responder may not round.
+func roundUpPow2(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return 1 << bits.Len(uint(n-1))
+}
+
 // pseudo returns the ICRC pseudo-header of the packets this QP sends: our
 // address and port to the peer's, IPv4 ID 0 with DF (what an unconnected
 // socket with IP_PMTUDISC_DO puts on the wire).
@@ -336,7 +353,7 @@ func (qp *QP) startResponder() {
 	cfg := responder.Config{
 		QPN: qp.qpn, DestQPN: qp.attr.DestQPN, PMTU: qp.attr.PathMTU.Bytes(),
 		RQPSN: packet.PSN(qp.attr.RQPSN), MinRNRTimer: qp.attr.MinRNRTimer,
-		MaxDestRdAtomic: qp.attr.MaxDestRdAtomic, Access: qp.attr.AccessFlags,
+		MaxDestRdAtomic: roundUpPow2(qp.attr.MaxDestRdAtomic), Access: qp.attr.AccessFlags,
 		PKey: packet.DefaultPKey, Pseudo: qp.pseudo(),
 		Credits: qp.dev.opts.Credits, SRQ: qp.srq != nil,
 	}
@@ -378,7 +395,7 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 		qp.resp.SetMinRNRTimer(a.MinRNRTimer)
 		qp.resp.SetAccess(a.AccessFlags)
 		if mask&QPAttrMaxDestRdAtomic != 0 {
-			qp.resp.SetMaxDestRdAtomic(a.MaxDestRdAtomic)
+			qp.resp.SetMaxDestRdAtomic(roundUpPow2(a.MaxDestRdAtomic))
 		}
 		if mask&QPAttrAV != 0 {
 			errs = append(errs, qp.resp.SetPath(qp.pseudo()))
