@@ -78,6 +78,12 @@ type half struct {
 	seqNAK     seqNAKAt
 	reqSeen    map[packet.PSN]seen
 	readStarts map[packet.PSN]bool
+	// unasked are the gaps of the forward jumps (at most maxSkips) with
+	// the PSNs of them that no request in the capture has asked for yet:
+	// a READ request there was lost before the capture point or overtaken
+	// by a later one, and is a first request though its PSN is below the
+	// highest one (firstAsk).
+	unasked []psnRange
 	// reads are the READ requests whose responses have not all been seen,
 	// oldest first (at most maxOpenReads): a READ's response message is
 	// counted once every PSN of its span has had a response, in whatever
@@ -428,6 +434,9 @@ func (h *half) fillJumps(f *Flow, jumps []skipGap, psn, end packet.PSN, closed f
 func (h *half) lateRequest(f *Flow, r *rec, end packet.PSN) {
 	f.PSNLate++
 	h.fill(r.psn, end)
+	if n, known := h.span(r); known {
+		h.asked(r.psn, n)
+	}
 	delete(h.skipped, r.psn)
 	h.message(f, r, end)
 	if r.mask&packet.MaskRead != 0 {
@@ -482,6 +491,10 @@ func (h *half) request(r *rec, last time.Time) {
 					h.jumps = slices.Delete(h.jumps, 0, 1)
 				}
 				h.jumps = append(h.jumps, j)
+				if len(h.unasked) == maxSkips {
+					h.unasked = slices.Delete(h.unasked, 0, 1)
+				}
+				h.unasked = append(h.unasked, psnRange{from, gap})
 			} else if h.sr {
 				// Selective repeat resends only the holes: a resend
 				// round skips what arrived.
@@ -536,10 +549,16 @@ func (h *half) request(r *rec, last time.Time) {
 	}
 	h.message(f, r, end)
 	// A request at or below the highest PSN requested so far is a resend
-	// (new requests only go past it): a re-read is no new message.
+	// (new requests only go past it): a re-read is no new message, unless
+	// no request in the capture asked for its span before. Then it is the
+	// READ itself, its first copy lost before the capture point (or it came
+	// after a later READ, and a NAK or timeout since rules out a late
+	// arrival). The responder never executed its PSNs (its expected PSN is
+	// at or before them, IBA 9.7.5.1.1), so it answers it as a new READ,
+	// and those responses are the READ's message.
 	reread := r.mask&packet.MaskRead != 0 && h.started && !r.psn.After(h.high)
 	if r.mask&packet.MaskRead != 0 {
-		if known && !reread {
+		if known && (!reread || h.firstAsk(r.psn, n)) {
 			h.openRead(r.psn, n)
 		}
 		if reread {
@@ -547,6 +566,7 @@ func (h *half) request(r *rec, last time.Time) {
 		}
 		h.readStarts[r.psn] = true
 	}
+	h.asked(r.psn, n)
 	if !dup {
 		h.goodput(r)
 	} else {
@@ -785,6 +805,49 @@ func (h *half) ack(r *rec) {
 		}
 		return true
 	})
+}
+
+// psnRange is n PSNs from psn.
+type psnRange struct {
+	psn packet.PSN
+	n   int
+}
+
+// firstAsk reports whether no request in the capture asked for any of the
+// n PSNs from psn up to the highest requested: they lie in one gap of
+// h.unasked. A re-read repeats PSNs a request asked for (rxe req_retry
+// resends from the PSN it waits for; a selective-repeat hole is inside a
+// READ's span), so it is never one.
+func (h *half) firstAsk(psn packet.PSN, n int) bool {
+	k := min(int64(n), int64(h.high.Diff(psn))+1)
+	for _, u := range h.unasked {
+		if off := int64(psn.Diff(u.psn)); off >= 0 && off+k <= int64(u.n) {
+			return true
+		}
+	}
+	return false
+}
+
+// asked takes the n PSNs from psn, which a request asked for, out of the
+// gaps of h.unasked.
+func (h *half) asked(psn packet.PSN, n int) {
+	for i := 0; i < len(h.unasked); i++ {
+		u := h.unasked[i]
+		lo := int64(psn.Diff(u.psn)) // the request's span from u.psn
+		hi := lo + int64(n)
+		if hi <= 0 || lo >= int64(u.n) {
+			continue
+		}
+		var rest []psnRange
+		if lo > 0 {
+			rest = append(rest, psnRange{u.psn, int(lo)})
+		}
+		if hi < int64(u.n) {
+			rest = append(rest, psnRange{u.psn.Add(int(hi)), u.n - int(hi)})
+		}
+		h.unasked = slices.Replace(h.unasked, i, i+1, rest...)
+		i += len(rest) - 1
+	}
 }
 
 // readOf is the index in h.reads of the READ whose span holds psn, or -1.
