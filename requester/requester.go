@@ -207,6 +207,15 @@ func (r *Requester) LossSignals() uint64 {
 	return r.c.RcvdSeqErr + r.c.SRHolesReceived + r.lossResent
 }
 
+// Retries returns how many retries the completer started: the
+// completer_retry_err counter (Counters.CompleterRetryErr), which grows as
+// a retry starts (rxe_comp.c counts RXE_CNT_COMP_RETRY where
+// COMPST_ERROR_RETRY sets req.need_retry), without the cost of a Counters
+// snapshot. A pass through ERROR_RETRY that returned early (nothing sent
+// yet, one retry per episode unless the timer fired, selective repeat's
+// timeout, retry_cnt spent) leaves it as it was.
+func (r *Requester) Retries() uint64 { return r.c.CompleterRetryErr }
+
 // SetDraining starts (true) or ends (false) draining the send queue for
 // the SQD state: while draining no new WQE starts; WQEs already started,
 // including their retransmissions, go on.

@@ -117,8 +117,12 @@ func (qp *QP) receiveRun(now time.Time, run []rcPacket, deferWake bool) {
 
 // receiveLocked is one packet's part of receiveRun (caller holds mu).
 func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) {
+	var retries uint64 // the requester's before p, for tracePass
 	if qp.tracing() {
 		qp.traceRecv(p)
+		if qp.req != nil {
+			retries = qp.req.Retries()
+		}
 	}
 	ok := true
 	switch {
@@ -144,7 +148,7 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 		qp.counter.rcvdPkts++
 		qp.counter.rcvdBytes += uint64(p.Len())
 		if qp.tracing() {
-			qp.tracePass(p)
+			qp.tracePass(p, retries)
 		}
 	}
 }
@@ -180,9 +184,10 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 			return k
 		}
 		qp.timerAt = time.Time{}
+		retries := qp.req.Retries() // for traceTimer
 		qp.req.OnTimeout(now)
 		if qp.tracing() {
-			qp.traceTimer()
+			qp.traceTimer(retries)
 		}
 	}
 	k = qp.stepUnreliable(now, msgs, owners, k)

@@ -27,7 +27,10 @@ const (
 	TraceTimerArm TraceKind = "timer_arm"
 	// TraceTimerFire: the timer expired and the completer ran.
 	TraceTimerFire TraceKind = "timer_fire"
-	// TraceRetry: the requester goes back to resend (Cause).
+	// TraceRetry: the requester goes back to resend (Cause): a retry the
+	// completer started (one that completer_retry_err counts, not every
+	// pass through ERROR_RETRY: rxe starts one per episode unless the
+	// timer fired), or an RNR NAK's.
 	TraceRetry TraceKind = "retry"
 	// TraceComplete: a completion was posted (WC).
 	TraceComplete TraceKind = "complete"
@@ -198,11 +201,12 @@ func (qp *QP) traceRecv(p packet.Packet) {
 	qp.emit(ev)
 }
 
-// tracePass records the pass of the engine that took p (caller holds mu).
-func (qp *QP) tracePass(p packet.Packet) {
+// tracePass records the pass of the engine that took p; retries is the
+// requester's Retries before it took p (caller holds mu).
+func (qp *QP) tracePass(p packet.Packet, retries uint64) {
 	if p.Mask()&packet.MaskReq == 0 {
 		if qp.req != nil {
-			qp.traceCompleter(&p)
+			qp.traceCompleter(&p, retries)
 		}
 		return
 	}
@@ -211,8 +215,8 @@ func (qp *QP) tracePass(p packet.Packet) {
 
 // traceCompleter records the completer's last pass and, when it went
 // back to resend, a retry with its cause: the pass ran for p, or for the
-// timer when p is nil.
-func (qp *QP) traceCompleter(p *packet.Packet) {
+// timer when p is nil; retries is the requester's Retries before it.
+func (qp *QP) traceCompleter(p *packet.Packet, retries uint64) {
 	states := qp.req.Trace(nil)
 	if len(states) == 0 {
 		return
@@ -223,6 +227,13 @@ func (qp *QP) traceCompleter(p *packet.Packet) {
 		names[i] = s.String()
 		switch s {
 		case requester.CompErrorRetry:
+			// rxe's COMPST_ERROR_RETRY starts a retry once per episode
+			// unless the timer fired, and none with nothing sent yet or
+			// retry_cnt spent: a pass that started none left the
+			// completer_retry_err count as it was.
+			if qp.req.Retries() == retries {
+				continue
+			}
 			switch {
 			case p == nil:
 				cause = RetryTimeout
@@ -241,10 +252,11 @@ func (qp *QP) traceCompleter(p *packet.Packet) {
 	}
 }
 
-// traceTimer records a timer expiry and the completer pass it ran.
-func (qp *QP) traceTimer() {
+// traceTimer records a timer expiry and the completer pass it ran;
+// retries is the requester's Retries before the expiry.
+func (qp *QP) traceTimer(retries uint64) {
 	qp.emit(TraceEvent{Kind: TraceTimerFire, Engine: "completer"})
-	qp.traceCompleter(nil)
+	qp.traceCompleter(nil, retries)
 }
 
 // traceArm records the timer being armed for dl.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -172,4 +173,48 @@ func TestTraceWriterNeverGoesBack(t *testing.T) {
 		ts = append(ts, l.T)
 	}
 	require.Equal(t, []float64{0, 0.00003, 0.00003, 0.00004}, ts)
+}
+
+// TestTraceRetryOncePerEpisode: a READ whose second response is lost gets
+// its other responses after the hole, and each one takes the completer
+// through ERROR_RETRY (an implied NAK, IBA 9.7.5.1.1), but only the first
+// starts a retry: rxe's COMPST_ERROR_RETRY starts one per episode
+// (comp.started_retry) unless the timer fired. The trace has one retry
+// event per retry started, as completer_retry_err counts them, not one per
+// pass.
+func TestTraceRetryOncePerEpisode(t *testing.T) {
+	var w syncbuf.Buffer
+	var retries uint64
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPair(t, &w, "drop=RC_RDMA_READ_RESPONSE_MIDDLE#1,dir=recv")
+		_, err := a.qp.PostSend(SendWR{ID: 9, Opcode: WRRDMARead, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 8<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		wc := waitVirtual(t, a.cq)
+		require.Equal(t, WCSuccess, wc.Status)
+		synctest.Wait()
+		retries = a.qp.Counters().Requester.CompleterRetryErr
+	})
+	var passes, events int
+	sc := bufio.NewScanner(strings.NewReader(w.String()))
+	for sc.Scan() {
+		var ev struct {
+			Dev    string   `json:"dev"`
+			Ev     string   `json:"ev"`
+			Engine string   `json:"engine"`
+			States []string `json:"states"`
+			Cause  string   `json:"cause"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &ev), sc.Text())
+		switch {
+		case ev.Ev == string(TraceStates) && ev.Engine == "completer" && slices.Contains(ev.States, "ERROR_RETRY"):
+			passes++
+		case ev.Ev == string(TraceRetry):
+			events++
+			require.Equal(t, RetryImpliedNAK, ev.Cause)
+		}
+	}
+	require.Greater(t, passes, 1, "the responses after the hole each pass ERROR_RETRY")
+	require.Equal(t, uint64(1), retries, "one re-read")
+	require.Equal(t, 1, events, "one retry event per retry started")
 }
