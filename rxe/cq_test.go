@@ -120,17 +120,25 @@ func TestCQWait(t *testing.T) {
 	}
 }
 
+// notifyPair connects an RC end on da to one on db whose receive CQ rcq
+// has the completion channel ch.
+func notifyPair(t *testing.T, da, db *Device) (a, b *end, rcq *CQ, ch *CompChannel) {
+	t.Helper()
+	ch = NewCompChannel(4)
+	rcq, err := db.CreateCQWith(CQAttr{CQE: 64, Vector: -1, Channel: ch})
+	require.NoError(t, err)
+	a = smallEnd(t, da, nil, qpOpts{})
+	b = smallEnd(t, db, nil, qpOpts{cq: rcq})
+	link(t, a, b, qpOpts{}, qpOpts{})
+	return a, b, rcq, ch
+}
+
 // TestCQNotify: ReqNotify arms one notification (ibv_req_notify_cq); with
 // solicitedOnly it fires only for a solicited receive or an error
 // completion (IBA 11.4.2.2).
 func TestCQNotify(t *testing.T) {
 	da, db := newDevices(t, "pipe")
-	ch := NewCompChannel(4)
-	rcq, err := db.CreateCQWith(CQAttr{CQE: 64, Vector: -1, Channel: ch})
-	require.NoError(t, err)
-	a := smallEnd(t, da, nil, qpOpts{})
-	b := smallEnd(t, db, nil, qpOpts{cq: rcq})
-	link(t, a, b, qpOpts{}, qpOpts{})
+	a, b, rcq, ch := notifyPair(t, da, db)
 
 	plain, err := db.CreateCQ(4, -1)
 	require.NoError(t, err)

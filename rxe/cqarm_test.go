@@ -14,16 +14,11 @@ import (
 // application that armed for every completion waiting for a solicited one.
 func TestCQNotifyArmKeepsNextCompletion(t *testing.T) {
 	da, db := newDevices(t, "pipe")
-	ch := NewCompChannel(4)
-	rcq, err := db.CreateCQWith(CQAttr{CQE: 64, Vector: -1, Channel: ch})
-	require.NoError(t, err)
-	a := smallEnd(t, da, nil, qpOpts{})
-	b := smallEnd(t, db, nil, qpOpts{cq: rcq})
-	link(t, a, b, qpOpts{}, qpOpts{})
+	a, b, rcq, ch := notifyPair(t, da, db)
 
 	require.NoError(t, rcq.ReqNotify(false))
 	require.NoError(t, rcq.ReqNotify(true))
-	_, err = b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{b.mr.SGE(0, 64)}})
+	_, err := b.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{b.mr.SGE(0, 64)}})
 	require.NoError(t, err)
 	_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
 	require.NoError(t, err)

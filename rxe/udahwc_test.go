@@ -25,22 +25,8 @@ func TestUDAHFromWCIgnoresEntropyPort(t *testing.T) {
 	readyUD(t, b, 9)
 	postRecvs(t, b, 1, 2048)
 
-	peer, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions(Options{}))
-	require.NoError(t, err)
-	defer peer.Close()
-	src := peer.LocalAddr()
+	src := sendUDFromPeer(t, db, b.qp.QPN(), 0)
 	require.NotEqual(t, db.Addr().Port(), src.Port())
-
-	h := packet.Headers{
-		BTH:  packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: b.qp.QPN(), PSN: 1},
-		DETH: packet.DETHFields{QKey: 9, SrcQP: 0x11},
-	}
-	ph := packet.PseudoHeader{Src: src.Addr(), Dst: db.Addr().Addr(), SrcPort: src.Port(), DstPort: db.Addr().Port(), IPFlags: packet.IPv4FlagDF}
-	buf := make([]byte, 256)
-	n, err := packet.Build(buf, &h, []byte("hello"), &ph)
-	require.NoError(t, err)
-	_, err = peer.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: db.Addr()}})
-	require.NoError(t, err)
 
 	wc := waitWC(t, b.cq)
 	require.Equal(t, WCSuccess, wc.Status)
@@ -61,20 +47,7 @@ func TestUDGRHCarriesIPHeaderFields(t *testing.T) {
 	readyUD(t, b, 9)
 	postRecvs(t, b, 1, 2048)
 
-	peer, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions(Options{}))
-	require.NoError(t, err)
-	defer peer.Close()
-	src := peer.LocalAddr()
-	h := packet.Headers{
-		BTH:  packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: b.qp.QPN(), PSN: 1},
-		DETH: packet.DETHFields{QKey: 9, SrcQP: 0x11},
-	}
-	ph := packet.PseudoHeader{Src: src.Addr(), Dst: db.Addr().Addr(), SrcPort: src.Port(), DstPort: db.Addr().Port(), IPFlags: packet.IPv4FlagDF}
-	buf := make([]byte, 256)
-	n, err := packet.Build(buf, &h, []byte("hello"), &ph)
-	require.NoError(t, err)
-	_, err = peer.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: db.Addr(), TOS: 0xb8}})
-	require.NoError(t, err)
+	sendUDFromPeer(t, db, b.qp.QPN(), 0xb8)
 
 	wc := waitWC(t, b.cq)
 	require.Equal(t, WCSuccess, wc.Status)
@@ -86,6 +59,28 @@ func TestUDGRHCarriesIPHeaderFields(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint8(0xb8), ah.TrafficClass())
 	require.Equal(t, uint8(0xFF), ah.attr.HopLimit)
+}
+
+// sendUDFromPeer sends a UD SEND ONLY of "hello" (Q_Key 9) to QP qpn of d
+// from a plain socket on 127.0.0.1, with the IP traffic class tos, and
+// returns the socket's address.
+func sendUDFromPeer(t *testing.T, d *Device, qpn uint32, tos uint8) netip.AddrPort {
+	t.Helper()
+	peer, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions(Options{}))
+	require.NoError(t, err)
+	t.Cleanup(func() { peer.Close() })
+	src := peer.LocalAddr()
+	h := packet.Headers{
+		BTH:  packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: qpn, PSN: 1},
+		DETH: packet.DETHFields{QKey: 9, SrcQP: 0x11},
+	}
+	ph := packet.PseudoHeader{Src: src.Addr(), Dst: d.Addr().Addr(), SrcPort: src.Port(), DstPort: d.Addr().Port(), IPFlags: packet.IPv4FlagDF}
+	buf := make([]byte, 256)
+	n, err := packet.Build(buf, &h, []byte("hello"), &ph)
+	require.NoError(t, err)
+	_, err = peer.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: d.Addr(), TOS: tos}})
+	require.NoError(t, err)
+	return src
 }
 
 // defaultTTL is the host's IPv4 default TTL, what loopback datagrams

@@ -68,21 +68,11 @@ func (c *Cursor) Scatter(mem Memory, sges []verbs.SGE, src []byte) bool {
 // executes, as a copy then would need them to.
 func (c *Cursor) Check(mem Memory, sges []verbs.SGE, n uint32) bool {
 	for n > 0 {
-		if c.Index >= len(sges) {
+		m, ok := c.next(mem, sges, n, verbs.AccessLocalWrite)
+		if !ok {
 			return false
 		}
-		s := &sges[c.Index]
-		avail := s.Length - c.Offset
-		if avail == 0 {
-			c.Index, c.Offset = c.Index+1, 0
-			continue
-		}
-		k := min(avail, n)
-		if m, ok := mem.Local(s.LKey, s.Addr+uint64(c.Offset), k, verbs.AccessLocalWrite); !ok || uint32(len(m)) != k {
-			return false
-		}
-		n -= k
-		c.Offset += k
+		n -= uint32(len(m))
 	}
 	return true
 }
@@ -92,20 +82,11 @@ func (c *Cursor) Check(mem Memory, sges []verbs.SGE, n uint32) bool {
 // folds each chunk into *crc as it copies it.
 func (c *Cursor) walk(mem Memory, sges []verbs.SGE, b []byte, need verbs.AccessFlags, crc *uint32) bool {
 	for len(b) > 0 {
-		if c.Index >= len(sges) {
+		m, ok := c.next(mem, sges, uint32(len(b)), need)
+		if !ok {
 			return false
 		}
-		s := &sges[c.Index]
-		avail := s.Length - c.Offset
-		if avail == 0 {
-			c.Index, c.Offset = c.Index+1, 0
-			continue
-		}
-		n := min(avail, uint32(len(b)))
-		m, ok := mem.Local(s.LKey, s.Addr+uint64(c.Offset), n, need)
-		if !ok || uint32(len(m)) != n {
-			return false
-		}
+		n := len(m)
 		switch {
 		case crc != nil:
 			*crc = packet.ICRCCopy(*crc, b[:n], m)
@@ -115,7 +96,28 @@ func (c *Cursor) walk(mem Memory, sges []verbs.SGE, b []byte, need verbs.AccessF
 			Copy(m, b[:n])
 		}
 		b = b[n:]
-		c.Offset += n
 	}
 	return true
+}
+
+// next resolves the list's next chunk of at most want (> 0) bytes, with
+// access need, and advances c past it. It reports false, with c at that
+// chunk, if the list ends first or the chunk's L_Key does not resolve.
+func (c *Cursor) next(mem Memory, sges []verbs.SGE, want uint32, need verbs.AccessFlags) ([]byte, bool) {
+	for c.Index < len(sges) {
+		s := &sges[c.Index]
+		avail := s.Length - c.Offset
+		if avail == 0 {
+			c.Index, c.Offset = c.Index+1, 0
+			continue
+		}
+		n := min(avail, want)
+		m, ok := mem.Local(s.LKey, s.Addr+uint64(c.Offset), n, need)
+		if !ok || uint32(len(m)) != n {
+			return nil, false
+		}
+		c.Offset += n
+		return m, true
+	}
+	return nil, false
 }
