@@ -48,7 +48,11 @@ type Device struct {
 	vecUses []int // CQs per vector, for the least-used choice
 	cpus    []int // CPUs the process may run on (PinVectors)
 
-	events   chan AsyncEvent
+	events chan AsyncEvent
+	// evMu orders raise with closeEvents; evClosed is set, under it, once
+	// Close has closed events.
+	evMu     sync.Mutex
+	evClosed bool
 	counters deviceCounters
 	retired  retiredLoss // loss counters of engines gone (losscounters.go)
 
@@ -120,7 +124,8 @@ type PortAttr struct {
 // device made by Listen, the socket closes. Every QP not in RESET moves to
 // ERR, so the work requests outstanding at Close complete with
 // WR_FLUSH_ERR (as when a device goes away under a verbs consumer); the CQs
-// stay pollable to collect them. Receive WQEs posted to an SRQ stay in it
+// stay pollable to collect them. Events is closed once the QPs are
+// stopped, after the events raised until then. Receive WQEs posted to an SRQ stay in it
 // and complete no more (the SRQ's, not a QP's: ibv_destroy_srq discards
 // them too). When Close returns the device touches no
 // registered memory again. The connection manager tells the peer of every
@@ -154,6 +159,9 @@ func (d *Device) Close() error {
 	// is stopped here, or fails.
 	d.qps.close()
 	d.qps.each(func(qp *QP) { qp.closeDevice() })
+	// No QP step runs now, so no event comes: Events closes after the
+	// events of the flushes above, before a second Close returns.
+	d.closeEvents()
 	close(d.stopped)
 	for _, v := range d.vecs {
 		v.timers.close()

@@ -40,12 +40,41 @@ const (
 
 // Events delivers asynchronous events. Events that find it full are
 // dropped and counted (Counters.EventsDropped).
+//
+// Device.Close closes the channel once it has stopped every QP: a
+// receiver gets every event raised before then that found room (the
+// QP_LAST_WQE_REACHED and CQ_ERR events of Close's own flushes included)
+// and then sees the channel closed, so that
+//
+//	for e := range d.Events() { ... }
+//
+// ends after Close. An event raised later (none is, once Close has
+// stopped the QPs) is dropped and counted, never sent on the closed
+// channel. Like ibv_get_async_event's file, the channel is the device's:
+// the same channel is returned every time.
 func (d *Device) Events() <-chan AsyncEvent { return d.events }
 
+// raise queues e on Events without blocking. evMu orders it with
+// closeEvents: no event is sent on the closed channel.
 func (d *Device) raise(e AsyncEvent) {
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	if d.evClosed {
+		d.counters.eventsDropped.Add(1)
+		return
+	}
 	select {
 	case d.events <- e:
 	default:
 		d.counters.eventsDropped.Add(1)
 	}
+}
+
+// closeEvents closes Events (Device.Close, once every QP is stopped); the
+// events queued stay for the receiver.
+func (d *Device) closeEvents() {
+	d.evMu.Lock()
+	defer d.evMu.Unlock()
+	d.evClosed = true
+	close(d.events)
 }
