@@ -259,6 +259,15 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		// raises it when its requester first reaches QP_STATE_DRAINED).
 		qp.req.SetDraining(true)
 		qp.drainSent = false
+		// The SQ_DRAINED request modifies this one transition (IBA
+		// 10.3.1: EN_SQD_ASYNC_NOTIFY is an optional modifier of
+		// RTS→SQD; 11.6.3.2): a drain started without it raises
+		// nothing, whatever an earlier drain asked for. (Kernel rxe
+		// keeps en_sqd_async_notify in qp->attr and raises SQ_DRAINED
+		// whatever it says.)
+		if mask&QPAttrEnSQDAsyncNotify == 0 {
+			qp.attr.SQDrainNotify = false
+		}
 	case cur == QPSSQD && next == QPSRTS:
 		qp.req.SetDraining(false)
 	}

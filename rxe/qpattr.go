@@ -141,7 +141,11 @@ type QPAttr struct {
 	MaxDestRdAtomic int // responder resources
 	DestQPN         uint32
 	Cap             QPCap
-	SQDrainNotify   bool // with RTS→SQD: raise SQ_DRAINED when drained
+	// SQDrainNotify, given with QPAttrEnSQDAsyncNotify on RTS→SQD, raises
+	// SQ_DRAINED when that drain ends; it holds for that transition only
+	// (a later RTS→SQD without it raises nothing). Query reports the
+	// request of the last RTS→SQD.
+	SQDrainNotify bool
 	// SelectiveRepeat turns on selective repeat (docs/recovery.md) for an
 	// RC QP whose peer is a gorxe end that agreed to it: both ends must
 	// set it, or neither (Connect and rxectl negotiate it). OOOLimit

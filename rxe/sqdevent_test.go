@@ -34,3 +34,37 @@ func TestSQDrainedOncePerDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestSQDrainNotifyPerTransition: the SQ_DRAINED request (QPAttr.
+// SQDrainNotify with QPAttrEnSQDAsyncNotify) is a modifier of the one
+// RTS→SQD transition it comes with (IBA 10.3.1, 11.6.3.2), not an attribute
+// that stays: a later RTS→SQD without it raises nothing, one with it raises
+// the event again, and one with it false raises nothing.
+func TestSQDrainNotifyPerTransition(t *testing.T) {
+	cases := []struct {
+		name   string
+		attr   QPAttr
+		mask   QPAttrMask
+		raised bool
+	}{
+		{"without-the-bit", QPAttr{State: QPSSQD}, QPAttrState, false},
+		{"with-the-bit-false", QPAttr{State: QPSSQD}, QPAttrState | QPAttrEnSQDAsyncNotify, false},
+		{"with-the-bit-true", QPAttr{State: QPSSQD, SQDrainNotify: true}, QPAttrState | QPAttrEnSQDAsyncNotify, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+			toSQD(t, a.qp) // a first drain, notified
+			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTS}, QPAttrState))
+			require.NoError(t, a.qp.Modify(&c.attr, c.mask))
+			var types []AsyncEventType
+			if c.raised {
+				waitEvent(t, a.qp.dev, EventSQDrained)
+			} else {
+				types = eventTypes(drainEvents(a.qp.dev, 100*time.Millisecond))
+			}
+			require.NotContains(t, types, EventSQDrained, "SQ_DRAINED without the transition's request")
+			require.Equal(t, c.raised, a.qp.Query().SQDrainNotify, "Query reports the drain's request")
+		})
+	}
+}
