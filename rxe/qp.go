@@ -89,16 +89,20 @@ const (
 
 // check reports a capability outside the device's limits (ibv_create_qp
 // fails with EINVAL): a send queue of 0 to maxQPWR WRs, and a receive queue
-// as large unless srq (the SRQ's WQEs are used instead), at most maxSGE
-// SGEs each way and maxInlineData inline bytes. A queue of 0 WRs is
+// as large, at most maxSGE SGEs each way and maxInlineData inline bytes.
+// With srq the receive capabilities are not checked, as rxe_qp_chk_cap
+// skips them: the SRQ's WQEs are used instead. A queue of 0 WRs is
 // allowed, as rxe_qp_chk_cap and rxe_queue_init allow it: a QP that only
 // sends, or only initiates RDMA READ and WRITE, needs no receive queue.
 func (c QPCap) check(srq bool) error {
 	if c.MaxSendWR < 0 || c.MaxSendWR > maxQPWR {
 		return fmt.Errorf("%w: max_send_wr %d not in [0, %d]", ErrInvalidArgument, c.MaxSendWR, maxQPWR)
 	}
-	if c.MaxSendSGE < 0 || c.MaxSendSGE > maxSGE || c.MaxRecvSGE < 0 || c.MaxRecvSGE > maxSGE {
-		return fmt.Errorf("%w: max_send_sge %d / max_recv_sge %d (max %d)", ErrInvalidArgument, c.MaxSendSGE, c.MaxRecvSGE, maxSGE)
+	if c.MaxSendSGE < 0 || c.MaxSendSGE > maxSGE {
+		return fmt.Errorf("%w: max_send_sge %d (max %d)", ErrInvalidArgument, c.MaxSendSGE, maxSGE)
+	}
+	if !srq && (c.MaxRecvSGE < 0 || c.MaxRecvSGE > maxSGE) {
+		return fmt.Errorf("%w: max_recv_sge %d (max %d)", ErrInvalidArgument, c.MaxRecvSGE, maxSGE)
 	}
 	if c.MaxInlineData < 0 || c.MaxInlineData > maxInlineData {
 		return fmt.Errorf("%w: max_inline_data %d (max %d)", ErrInvalidArgument, c.MaxInlineData, maxInlineData)
@@ -178,7 +182,11 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 			return nil, err
 		}
 		qp.rq = attr.SRQ.q
-		c.MaxRecvWR = 0
+		// The receive capabilities asked for do not apply (check skips
+		// them): the QP has no receive queue of its own, and reports
+		// none, as ibv_query_qp reports none for a QP on an SRQ
+		// (rxe_qp_to_init leaves them 0).
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	} else {
 		qp.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
 	}

@@ -116,7 +116,9 @@ type QPInitAttr struct {
 	Type   QPType
 	SendCQ *CQ
 	RecvCQ *CQ
-	// SRQ, if set, supplies the receive WQEs (Cap.MaxRecvWR is then ignored).
+	// SRQ, if set, supplies the receive WQEs: Cap.MaxRecvWR and
+	// Cap.MaxRecvSGE are then ignored (any value is accepted), and the
+	// QP's Cap reports 0 for both.
 	SRQ *SRQ
 	Cap QPCap
 	// SigAll: every send WR generates a completion (sq_sig_all).

@@ -110,3 +110,36 @@ func TestCreateQPSendCapsWidened(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateQPOnSRQIgnoresRecvCaps: a QP on an SRQ takes its receive WQEs
+// from the SRQ, so its receive capabilities do not apply: CreateQP accepts
+// any max_recv_wr and max_recv_sge, as rxe_qp_chk_cap checks neither when
+// the QP has an SRQ, and Cap reports 0 for both (the SRQ's MaxWR and
+// MaxSGE are what apply).
+func TestCreateQPOnSRQIgnoresRecvCaps(t *testing.T) {
+	r := newModifyRig(t)
+	srq, err := r.pd.CreateSRQ(SRQAttr{MaxWR: 4, MaxSGE: 2})
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		cap  QPCap
+	}{
+		{"recv-sge-above-limit", QPCap{MaxSendWR: 4, MaxRecvSGE: maxSGE + 1}},
+		{"recv-sge-negative", QPCap{MaxSendWR: 4, MaxRecvSGE: -1}},
+		{"recv-wr-above-limit", QPCap{MaxSendWR: 4, MaxRecvWR: maxQPWR + 1, MaxRecvSGE: 1}},
+		{"recv-caps-valid", QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxRecvSGE: 4}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			qp, err := r.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: r.cq, RecvCQ: r.cq, SRQ: srq, Cap: c.cap})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, qp.Destroy()) }()
+			got := qp.Cap()
+			require.Zero(t, got.MaxRecvWR, "max_recv_wr of a QP on an SRQ")
+			require.Zero(t, got.MaxRecvSGE, "max_recv_sge of a QP on an SRQ")
+			require.Equal(t, got, qp.Query().Cap)
+		})
+	}
+	o := CMOptions{PD: r.pd, SendCQ: r.cq, RecvCQ: r.cq, SRQ: srq, Cap: QPCap{MaxRecvSGE: maxSGE + 1}}
+	require.NoError(t, o.defaults(r.dev), "CMOptions with an SRQ")
+}
