@@ -10,10 +10,22 @@ import (
 )
 
 // CompChannel delivers completion notifications (ibv_comp_channel): a CQ
-// armed with ReqNotify sends itself on C at its next completion.
+// armed with ReqNotify sends itself on C at its next completion. A channel
+// serves the CQs of one device, as an ibv_comp_channel belongs to one
+// context: the first CQ created with it binds it to its device.
+//
+// C is never closed, so a goroutine that only receives from C cannot see
+// its device close. Get, like ibv_get_cq_event, waits for the next
+// notification and ends with ErrClosed once the device is closed (or with
+// ctx's error); a loop that reads C itself should also select on a signal
+// of its own.
 type CompChannel struct {
 	// C receives the CQ whose armed notification fired.
 	C chan *CQ
+
+	mu    sync.Mutex    // protects dev and bound
+	dev   *Device       // the device of its CQs, set by the first CreateCQWith
+	bound chan struct{} // closed when dev is set (made on first use: C may be a literal's)
 }
 
 // NewCompChannel returns a completion channel that can hold depth pending
@@ -23,6 +35,71 @@ func NewCompChannel(depth int) *CompChannel {
 	return &CompChannel{C: make(chan *CQ, max(depth, 1))}
 }
 
+// Get returns the next CQ whose notification fired (ibv_get_cq_event). It
+// blocks until one does, ctx is done (ctx.Err()), or the device of the
+// channel's CQs is closed: then it returns ErrClosed, once the
+// notifications sent by then (those of Device.Close's flush completions
+// included) have been taken. A Get that began before the channel's first
+// CQ was created follows that CQ's device.
+func (ch *CompChannel) Get(ctx context.Context) (*CQ, error) {
+	ch.mu.Lock()
+	d, bound := ch.dev, ch.boundLocked()
+	ch.mu.Unlock()
+	if d == nil {
+		select {
+		case cq := <-ch.C:
+			return cq, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-bound:
+			ch.mu.Lock()
+			d = ch.dev
+			ch.mu.Unlock()
+		}
+	}
+	select {
+	case cq := <-ch.C:
+		return cq, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-d.stopped:
+		// Close has pushed its flush completions, and sent their
+		// notifications, before it closed stopped.
+		select {
+		case cq := <-ch.C:
+			return cq, nil
+		default:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// boundLocked returns the channel closed when the CompChannel is bound
+// to a device (caller holds mu).
+func (ch *CompChannel) boundLocked() chan struct{} {
+	if ch.bound == nil {
+		ch.bound = make(chan struct{})
+	}
+	return ch.bound
+}
+
+// bind binds the channel to d, the device of a CQ being created with it,
+// or refuses a CQ of another device than its first CQ's (uverbs finds a
+// CQ's completion channel among its own context's files).
+func (ch *CompChannel) bind(d *Device) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	switch ch.dev {
+	case nil:
+		ch.dev = d
+		close(ch.boundLocked())
+	case d:
+	default:
+		return fmt.Errorf("%w: the completion channel serves the CQs of device %s", ErrInvalidArgument, ch.dev.Name())
+	}
+	return nil
+}
+
 // CQAttr describes a CQ to create.
 type CQAttr struct {
 	// CQE is the minimum number of completions the CQ holds.
@@ -30,7 +107,8 @@ type CQAttr struct {
 	// Vector is the completion vector that services the CQ; -1 picks the
 	// least-used vector.
 	Vector int
-	// Channel, if non-nil, receives the CQ when an armed notification fires.
+	// Channel, if non-nil, receives the CQ when an armed notification
+	// fires. It must not serve CQs of another device (ErrInvalidArgument).
 	Channel *CompChannel
 }
 
@@ -101,6 +179,13 @@ func (d *Device) CreateCQWith(attr CQAttr) (*CQ, error) {
 	if err != nil {
 		d.nCQ.Add(-1)
 		return nil, err
+	}
+	if attr.Channel != nil {
+		if err := attr.Channel.bind(d); err != nil {
+			d.releaseVector(v)
+			d.nCQ.Add(-1)
+			return nil, err
+		}
 	}
 	cq := &CQ{dev: d, vector: v, ch: attr.Channel, wake: make(chan struct{}, 1), dead: make(chan struct{})}
 	cq.wcs.Init(attr.CQE, nil)
