@@ -193,3 +193,56 @@ func TestCloseRacesVerbs(t *testing.T) {
 }
 
 func fmtErr(name string, err error) error { return errors.Join(errors.New(name), err) }
+
+// TestAcceptEndsOnListenerOrDeviceClose: Accepts waiting for a request,
+// with and without a deadline, return ErrClosed when the listener closes,
+// when the device closes, or when both race; a listener closed twice says
+// ErrClosed the second time, and nothing panics.
+func TestAcceptEndsOnListenerOrDeviceClose(t *testing.T) {
+	cases := []struct {
+		name  string
+		close func(l *CMListener, d *Device)
+	}{
+		{"listener", func(l *CMListener, _ *Device) { require.NoError(t, l.Close()) }},
+		{"device", func(_ *CMListener, d *Device) { require.NoError(t, d.Close()) }},
+		{"both", func(l *CMListener, d *Device) {
+			var wg sync.WaitGroup
+			wg.Go(func() { l.Close() })
+			wg.Go(func() { d.Close() })
+			wg.Wait()
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			checkGoroutines(t)
+			_, db := cmDevices(t, "pipe")
+			server := newCMEnd(t, db)
+			l, err := db.ListenCM(21, CMOptions{PD: server.pd, SendCQ: server.cq})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res := make(chan error, 2)
+			for _, ctx := range []context.Context{context.Background(), ctx} {
+				go func() {
+					_, err := l.Accept(ctx)
+					res <- err
+				}()
+			}
+			time.Sleep(10 * time.Millisecond) // most often both wait by now; if not, they find it closed
+			c.close(l, db)
+			for i := range 2 {
+				select {
+				case err := <-res:
+					require.ErrorIs(t, err, ErrClosed, "Accept %d", i)
+				case <-time.After(2 * time.Second):
+					t.Fatalf("Accept %d did not return after the close", i)
+				}
+			}
+			_, err = l.AcceptWith(context.Background(), CMOptions{PD: server.pd, SendCQ: server.cq})
+			require.ErrorIs(t, err, ErrClosed)
+			if c.name == "listener" {
+				require.ErrorIs(t, l.Close(), ErrClosed)
+			}
+		})
+	}
+}
