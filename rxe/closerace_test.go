@@ -152,6 +152,44 @@ func TestCloseRacesVerbs(t *testing.T) {
 					}
 					return c.Destroy()
 				},
+				"RegDereg": func() error {
+					mr, err := a.pd.RegMR(make([]byte, 64), AccessLocalWrite)
+					if err != nil {
+						return err
+					}
+					return mr.Dereg()
+				},
+				"AllocDealloc": func() error {
+					pd, err := da.AllocPD()
+					if err != nil {
+						return err
+					}
+					return pd.Dealloc()
+				},
+				"CreateDestroySRQ": func() error {
+					s, err := a.pd.CreateSRQ(SRQAttr{MaxWR: 2, MaxSGE: 1})
+					if err != nil {
+						return err
+					}
+					return s.Destroy()
+				},
+				"ListenCMClose": func() error {
+					l, err := da.ListenCM(77, CMOptions{PD: a.pd, SendCQ: cq})
+					if err != nil {
+						return err
+					}
+					return l.Close()
+				},
+				"QueryCounters": func() error {
+					a.qp.Query()
+					a.qp.Counters()
+					da.Counters()
+					da.GSICounters()
+					if da.closed.Load() {
+						return ErrClosed
+					}
+					return nil
+				},
 				"Events": func() error {
 					select {
 					case _, ok := <-da.Events():
