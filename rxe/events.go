@@ -48,7 +48,9 @@ const (
 //
 //	for e := range d.Events() { ... }
 //
-// ends after Close. An event raised later (none is, once Close has
+// ends after Close. A receive that is not a range must check ok
+// (e, ok := <-d.Events()): the zero AsyncEvent of a closed channel reads
+// as a CQ_ERR with no CQ. An event raised later (none is, once Close has
 // stopped the QPs) is dropped and counted, never sent on the closed
 // channel. Like ibv_get_async_event's file, the channel is the device's:
 // the same channel is returned every time.

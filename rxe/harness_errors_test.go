@@ -200,7 +200,10 @@ func waitEvent(t testing.TB, d *Device, typ AsyncEventType) (AsyncEvent, []Async
 	deadline := time.After(5 * time.Second)
 	for {
 		select {
-		case e := <-d.Events():
+		case e, ok := <-d.Events():
+			if !ok {
+				t.Fatalf("Events closed without a %v event (got %v)", typ, others)
+			}
 			if e.Type == typ {
 				return e, others
 			}
@@ -212,13 +215,16 @@ func waitEvent(t testing.TB, d *Device, typ AsyncEventType) (AsyncEvent, []Async
 }
 
 // drainEvents returns the events d has pending, waiting briefly for late
-// ones.
+// ones (not after Events is closed).
 func drainEvents(d *Device, wait time.Duration) []AsyncEvent {
 	var out []AsyncEvent
 	deadline := time.After(wait)
 	for {
 		select {
-		case e := <-d.Events():
+		case e, ok := <-d.Events():
+			if !ok {
+				return out
+			}
 			out = append(out, e)
 		case <-deadline:
 			return out

@@ -202,7 +202,10 @@ func pendingEvents(d *Device) []AsyncEvent {
 	var out []AsyncEvent
 	for {
 		select {
-		case e := <-d.Events():
+		case e, ok := <-d.Events():
+			if !ok {
+				return out
+			}
 			out = append(out, e)
 		default:
 			return out
