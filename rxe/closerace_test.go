@@ -284,3 +284,72 @@ func TestAcceptEndsOnListenerOrDeviceClose(t *testing.T) {
 		})
 	}
 }
+
+// TestDestroyRacesQPVerbs: QP.Destroy while other goroutines post to the
+// QP, modify and query it, and wait on its CQ: nothing panics (-race), the
+// QP's verbs fail with ErrClosed from then on, and the device goes on
+// (its other QP still works).
+func TestDestroyRacesQPVerbs(t *testing.T) {
+	for _, kind := range []string{"pipe", "udp"} {
+		t.Run(kind, func(t *testing.T) {
+			a, b := smallPair(t, kind, qpOpts{sendWR: 256, recvWR: 256}, qpOpts{sendWR: 256, recvWR: 256})
+			for range 64 {
+				if _, err := b.qp.PostRecv(RecvWR{SGList: []SGE{b.mr.SGE(0, 64)}}); err != nil {
+					break
+				}
+			}
+			qp := a.qp
+			loops := map[string]func() error{
+				"PostSend": func() error {
+					_, err := qp.PostSend(SendWR{Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
+					return err
+				},
+				"PostRecv": func() error {
+					_, err := qp.PostRecv(RecvWR{SGList: []SGE{a.mr.SGE(0, 64)}})
+					return err
+				},
+				"Modify": func() error {
+					return qp.Modify(&QPAttr{MinRNRTimer: 2}, QPAttrMinRNRTimer)
+				},
+				"Query": func() error {
+					qp.Query()
+					qp.Counters()
+					if qp.State() == QPSReset {
+						return ErrClosed // Destroy leaves it in RESET
+					}
+					return nil
+				},
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, len(loops))
+			for name, f := range loops {
+				wg.Go(func() {
+					for {
+						err := f()
+						switch {
+						case errors.Is(err, ErrClosed):
+							return
+						case err == nil, errors.Is(err, ErrNoResources):
+						default:
+							errs <- fmtErr(name, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Go(func() { // the CQ stays: its completions are polled
+				for qp.State() != QPSReset {
+					a.cq.Poll(make([]WC, 16))
+				}
+			})
+			time.Sleep(20 * time.Millisecond)
+			require.NoError(t, qp.Destroy())
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			require.ErrorIs(t, qp.Destroy(), ErrClosed)
+		})
+	}
+}
