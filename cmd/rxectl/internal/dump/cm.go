@@ -13,26 +13,56 @@ import (
 // the QPN, the starting PSN, the path MTU, a REQ's retry counts and
 // local ACK timeout, a REP's RNR retry count, the REJ reason and, under
 // an IP CM service ID, the IP addresses of RDMA CM's private-data header.
-// It appends nothing for a packet that is not a UD packet to QP1; a MAD of
-// another management class shows its class, a truncated one MALFORMED.
-func appendCM(b []byte, p *packet.Packet) []byte {
+// It appends nothing for a packet that is not a UD packet to QP1. A MAD of
+// another management class shows its class, one the capture cut short its
+// header if that was captured, any other that does not decode MALFORMED.
+func appendCM(b []byte, f *Frame) []byte {
+	p := &f.Packet
 	if p.DestQP() != packet.GSIQPN || p.Opcode().Transport() != packet.TransportUD {
 		return b
 	}
-	h, msg, err := packet.DecodeCMHeader(p.Payload())
-	if err != nil {
-		if len(p.Payload()) >= 4 && p.Payload()[1] != packet.MgmtClassCM {
-			b = append(b, " mad class="...)
-			return appendHex(b, uint64(p.Payload()[1]), 2)
+	pay := p.Payload()
+	if f.Truncated {
+		// Only the MAD bytes the capture holds.
+		pay = pay[:min(len(pay), max(f.Captured-p.HeaderLen(), 0))]
+		if !f.HeadersCaptured() {
+			return b
+		}
+	}
+	h, msg, err := packet.DecodeCMHeader(pay)
+	if err == nil {
+		attr := packet.CMAttr(h.AttrID)
+		b = appendMADHeader(b, &h)
+		return appendCMMessage(b, attr, msg)
+	}
+	if len(pay) >= 4 && pay[1] != packet.MgmtClassCM {
+		b = append(b, " mad class="...)
+		return appendHex(b, uint64(pay[1]), 2)
+	}
+	if h.Decode(pay) != nil { // not even a MAD header
+		if f.Truncated {
+			return append(b, " mad (header not captured)"...)
 		}
 		return append(b, " mad MALFORMED"...)
 	}
-	attr := packet.CMAttr(h.AttrID)
+	switch {
+	case h.BaseVersion != packet.MADBaseVersion:
+		b = append(b, " mad base_version="...)
+		return strconv.AppendUint(b, uint64(h.BaseVersion), 10)
+	case f.Truncated:
+		b = appendMADHeader(b, &h)
+		return append(b, " (message not captured)"...)
+	}
+	return append(b, " mad MALFORMED"...)
+}
+
+// appendMADHeader appends the CM attribute and transaction ID of a MAD
+// header.
+func appendMADHeader(b []byte, h *packet.MADHeader) []byte {
 	b = append(b, " cm="...)
-	b = append(b, attr.String()...)
+	b = append(b, packet.CMAttr(h.AttrID).String()...)
 	b = append(b, " tid="...)
-	b = appendHex(b, h.TID, 16)
-	return appendCMMessage(b, attr, msg)
+	return appendHex(b, h.TID, 16)
 }
 
 // appendCMMessage appends the fields of the CM message msg of kind attr.

@@ -29,7 +29,7 @@ func TestCMIPHeaderOnlyForIPCMService(t *testing.T) {
 		require.NoError(t, err)
 		p, err := packet.Parse(b)
 		require.NoError(t, err)
-		return string(appendCM(nil, &p))
+		return string(appendCM(nil, &Frame{Kind: KindRoCE, Packet: p}))
 	}
 	ipcm := line(packet.RDMACMServiceID(packet.RDMACMProtoTCP, 18515))
 	require.Contains(t, ipcm, " ip=10.1.2.3:57410→10.1.2.4")

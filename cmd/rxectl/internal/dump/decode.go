@@ -2,7 +2,6 @@ package dump
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 
@@ -16,6 +15,11 @@ const (
 	KindOther     Kind = iota // not RoCEv2: skipped silently
 	KindRoCE                  // a RoCEv2 packet that packet.Parse accepts
 	KindMalformed             // UDP to a RoCEv2 port that does not parse
+	// KindCut is UDP to a RoCEv2 port that the capture cut short (its
+	// record holds fewer bytes than were on the wire) before the end of
+	// the IP and UDP headers or of the BTH: there is no RoCE header to
+	// decode, and nothing says the datagram was malformed.
+	KindCut
 )
 
 // Frame is everything rxectl dump reports about one captured frame. Its
@@ -34,6 +38,16 @@ type Frame struct {
 	WantICRC uint32            // the ICRC computed over the captured headers
 	ICRCOK   bool              // the packet's ICRC equals WantICRC
 
+	// Truncated says that the capture cut the frame short inside its
+	// RoCE packet (a snap length: CapLen < OrigLen). Packet then has
+	// the length the IP and UDP length fields give, but only its first
+	// Captured bytes (from the BTH on) were captured: the rest reads as
+	// zeros. Its headers are decoded as far as they were captured (see
+	// HeaderCaptured), its payload and ICRC are not checked, and
+	// ICRCOK is false without the packet being bad.
+	Truncated bool
+	Captured  int
+
 	// Segment and Segments say that the datagram holds Segments RoCE
 	// packets back to back (a GSO buffer or GRO-merged datagrams, see
 	// segments.go) and that Packet is the Segment'th, counting from 1;
@@ -41,12 +55,45 @@ type Frame struct {
 	// segment as a frame of its own; DecodeFrame leaves the first.
 	Segment, Segments int
 	segs              []segment
+	// uncaptured counts the segments of a datagram cut by the capture
+	// that follow the last one it holds any BTH of (they count in
+	// Segments, but no frame describes them).
+	uncaptured int
 }
+
+// Uncaptured is the number of f's datagram's segments that the capture
+// cut off whole, after the last segment it holds (see Frame.Segments).
+func (f *Frame) Uncaptured() int { return f.uncaptured }
 
 // setSegment makes f describe its datagram's segment i (from 0).
 func (f *Frame) setSegment(i int) {
-	f.Packet, f.WantICRC, f.ICRCOK = f.segs[i].pkt, f.segs[i].want, true
-	f.Segment, f.Segments = i+1, len(f.segs)
+	s := &f.segs[i]
+	f.Packet, f.WantICRC, f.ICRCOK = s.pkt, s.want, s.captured < 0
+	f.Truncated, f.Captured = s.captured >= 0, max(s.captured, 0)
+	f.Segment, f.Segments = i+1, len(f.segs)+f.uncaptured
+}
+
+// HeaderCaptured reports whether the capture holds the whole of f's
+// header h (which its opcode must carry): always, unless f is Truncated.
+func (f *Frame) HeaderCaptured(h packet.Hdr) bool {
+	if !f.Truncated {
+		return true
+	}
+	return int(f.Packet.Info().Offset[h])+h.Size() <= f.Captured
+}
+
+// HeadersCaptured reports whether the capture holds the BTH and every
+// extension header of f's packet.
+func (f *Frame) HeadersCaptured() bool {
+	return !f.Truncated || f.Packet.HeaderLen() <= f.Captured
+}
+
+// captured is the number of f's packet bytes the capture holds.
+func (f *Frame) captured() int {
+	if f.Truncated {
+		return f.Captured
+	}
+	return f.Packet.Len()
 }
 
 // Ports is the set of UDP destination ports decoded as RoCEv2.
@@ -89,7 +136,7 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 		case ip[0]>>4 == 6 && errors.Is(err, packet.ErrNotUDP):
 			f.Err = errIPv6Ext
 		case f.CapLen < f.OrigLen:
-			f.Err = fmt.Errorf("%w (frame cut by the capture: %d of %d bytes)", err, f.CapLen, f.OrigLen)
+			decodeCut(f, ip, err)
 		default:
 			f.Err = err
 		}

@@ -62,8 +62,9 @@ func TestDecodeFrame(t *testing.T) {
 			f[14+7] = 1 // offset 8
 			return f
 		}, lt: packet.LinkEthernet, kind: KindOther},
-		{name: "cut by the snaplen", frame: func(t *testing.T) []byte { return scapyFrame(t, 1)[:14+20+8+6] }, origLen: 314, lt: packet.LinkEthernet, kind: KindMalformed,
-			errText: "packet: malformed IP/UDP header (frame cut by the capture: 48 of 314 bytes)"},
+		// Cut by a snap length inside the BTH: nothing to decode, but not
+		// malformed either (cut.go; cut_test.go has the other cuts).
+		{name: "cut by the snaplen", frame: func(t *testing.T) []byte { return scapyFrame(t, 1)[:14+20+8+6] }, origLen: 314, lt: packet.LinkEthernet, kind: KindCut},
 		{name: "IPv6 cut", frame: func(t *testing.T) []byte { return scapyFrame(t, 40)[:14+40+8+6] }, lt: packet.LinkEthernet, kind: KindMalformed, err: packet.ErrBadIPHeader},
 		{name: "cut before the destination port", frame: func(t *testing.T) []byte { return scapyFrame(t, 1)[:14+20+3] }, lt: packet.LinkEthernet, kind: KindOther},
 		{name: "UDP length too short", frame: func(t *testing.T) []byte {
@@ -220,7 +221,9 @@ func TestAppendJSONString(t *testing.T) {
 // FuzzDecodeFrame: any bytes, any supported link type, decoded and printed
 // in every format, never panic, and the JSON is always valid; a split
 // datagram's segments tile its payload, each with a valid ICRC, and a
-// datagram that does not parse as one packet is RoCE only when split.
+// datagram that does not parse as one packet is RoCE only when split; a
+// RoCE packet cut by a snap length is the same packet, truncated, never
+// malformed (checkCut).
 func FuzzDecodeFrame(f *testing.F) {
 	lts := []LinkType{packet.LinkEthernet, packet.LinkSLL, packet.LinkSLL2, packet.LinkRaw, packet.LinkNull, packet.LinkLoop, packet.LinkIPv4, packet.LinkIPv6}
 	for _, fr := range readPcap(f, scapyPcap) {
@@ -254,7 +257,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if _, err := packet.Parse(fr.Datagram.Payload); fr.Kind == KindRoCE && err != nil {
 			require.GreaterOrEqual(t, fr.Segments, 2, "a datagram that is not one packet is RoCE only when split")
 		}
-		if fr.Segments > 0 {
+		if fr.Segments > 0 && fr.CapLen == fr.OrigLen {
 			// The segments tile the UDP payload, each checked.
 			var all []byte
 			for i := range fr.Segments {
@@ -271,7 +274,40 @@ func FuzzDecodeFrame(f *testing.F) {
 		require.True(t, json.Valid(j), "%s", j)
 		AppendText(nil, &fr, []byte("0.000000"), false)
 		AppendText(nil, &fr, []byte("0.000000"), true)
+		if fr.Kind == KindRoCE && fr.Segments == 0 && fr.CapLen == fr.OrigLen {
+			checkCut(t, &fr, data, lt, int(sel>>1))
+		}
 	})
+}
+
+// checkCut checks a property of frames cut by a capture's snap length:
+// whole.Kind is KindRoCE for the frame data; the same frame with only its
+// first bytes captured (how many depends on k) is never malformed, and
+// when the capture holds its BTH it is the same packet, truncated, with
+// the same headers and payload length.
+func checkCut(t *testing.T, whole *Frame, data []byte, lt LinkType, k int) {
+	n := len(data) * k / 128
+	cut := Frame{Num: 1, CapLen: n, OrigLen: len(data)}
+	DecodeFrame(&cut, data[:n], lt, Ports{packet.UDPPort, 53})
+	require.NotEqual(t, KindMalformed, cut.Kind, "a cut frame is not malformed: %v", cut.Err)
+	require.False(t, cut.Kind == KindRoCE && !cut.Truncated && !cut.ICRCOK && cut.Segments == 0 && whole.ICRCOK, "a cut packet is not of a bad ICRC")
+	if cut.Kind != KindRoCE || cut.Segments > 0 {
+		return
+	}
+	require.Equal(t, whole.Packet.BTH().Fields(), cut.Packet.BTH().Fields())
+	require.Equal(t, whole.Packet.PayloadLen(), cut.Packet.PayloadLen())
+	require.Equal(t, whole.Packet.Len(), cut.Packet.Len())
+	if cut.Truncated {
+		require.Less(t, cut.Captured, cut.Packet.Len())
+		require.Equal(t, whole.Packet.Bytes()[:cut.Captured], cut.Packet.Bytes()[:cut.Captured])
+		for h := packet.Hdr(0); h < packet.NumHdrs; h++ {
+			if cut.Packet.Mask()&h.Mask() != 0 && cut.HeaderCaptured(h) {
+				require.Equal(t, whole.Packet.Header(h), cut.Packet.Header(h))
+			}
+		}
+	}
+	require.True(t, json.Valid(AppendJSON(nil, &cut)))
+	AppendText(nil, &cut, []byte("0.000000"), true)
 }
 
 // FuzzNgGuard: the pcapng block follower survives any byte stream, and

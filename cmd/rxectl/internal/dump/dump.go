@@ -150,6 +150,9 @@ Flags:
 // stats counts what rxectl dump saw.
 type stats struct {
 	frames, roce, badICRC, malformed int
+	// truncated counts the packets (and KindCut frames) the capture cut
+	// short: neither malformed nor of a bad ICRC, but not checked.
+	truncated int
 }
 
 // Run implements "rxectl dump [flags] FILE"; "-" reads stdin. It returns
@@ -245,7 +248,7 @@ func (r *Reader) First() time.Time { return r.first }
 // returns io.EOF at the clean end of the file and an error wrapping
 // ErrTruncated when the file stops inside a record.
 func (r *Reader) Next(f *Frame) (Record, error) {
-	if r.seg.Segment > 0 && r.seg.Segment < r.seg.Segments {
+	if r.seg.Segment > 0 && r.seg.Segment < len(r.seg.segs) {
 		r.seg.setSegment(r.seg.Segment)
 		*f = r.seg
 		return r.rec, nil
@@ -312,9 +315,12 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 			break
 		}
 		st.roce++
-		if f.Kind == KindMalformed {
+		switch {
+		case f.Kind == KindMalformed:
 			st.malformed++
-		} else if !f.ICRCOK {
+		case f.Kind == KindCut || f.Truncated:
+			st.truncated++
+		case !f.ICRCOK:
 			st.badICRC++
 		}
 		if o.json {
@@ -342,7 +348,15 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 		}
 		status = cli.ExitFail
 	}
-	fmt.Fprintf(stderr, "rxectl dump: %d frames, %d RoCEv2 packets, %d bad ICRC, %d malformed\n", st.frames, st.roce, st.badICRC, st.malformed)
+	fmt.Fprintf(stderr, "rxectl dump: %d frames, %d RoCEv2 packets, %d bad ICRC, %d malformed", st.frames, st.roce, st.badICRC, st.malformed)
+	if st.truncated > 0 {
+		fmt.Fprintf(stderr, ", %d truncated by the capture (snap length)", st.truncated)
+	}
+	fmt.Fprintln(stderr)
+	if o.strict && st.truncated > 0 {
+		// They fail no check: their ICRC and payload were not captured.
+		fmt.Fprintf(stderr, "rxectl dump: --strict: the ICRC and payload of %d packets truncated by the capture could not be verified (not counted as failures)\n", st.truncated)
+	}
 	if status == cli.ExitOK && o.strict && st.badICRC+st.malformed > 0 {
 		status = cli.ExitFail
 	}

@@ -690,7 +690,7 @@ func TestDumpPcapNgUnsupportedInterface(t *testing.T) {
 
 // FuzzDump feeds whole files to the dump loop: it must never panic.
 func FuzzDump(f *testing.F) {
-	for _, p := range []string{cx4Pcap, scapyPcap} {
+	for _, p := range []string{cx4Pcap, scapyPcap, snapPcap} {
 		raw, err := os.ReadFile(p)
 		require.NoError(f, err)
 		f.Add(raw)

@@ -100,8 +100,11 @@ func AppendText(b []byte, f *Frame, ts []byte, verbose bool) []byte {
 	b = appendEndpoint(b, f.Src)
 	b = append(b, " → "...)
 	b = appendEndpoint(b, f.Dst)
-	if f.Kind == KindMalformed {
+	switch f.Kind {
+	case KindMalformed:
 		return appendMalformed(b, f, verbose)
+	case KindCut:
+		return appendCutFrame(b, f, verbose)
 	}
 	p := &f.Packet
 	bth := p.BTH()
@@ -130,19 +133,25 @@ func AppendText(b []byte, f *Frame, ts []byte, verbose bool) []byte {
 		b = append(b, " pkey="...)
 		b = appendHex(b, uint64(pk), 4)
 	}
-	b = appendExtHeaders(b, p, ' ')
+	b = appendExtHeaders(b, f, ' ')
 	if p.Mask()&packet.MaskPayload != 0 {
 		b = append(b, " payload="...)
 		b = strconv.AppendInt(b, int64(p.PayloadLen()), 10)
 	}
-	b = appendCM(b, p)
+	b = appendCM(b, f)
 	b = appendICRC(b, f)
 	if f.Segments > 0 {
 		b = append(b, " (segment "...)
 		b = strconv.AppendInt(b, int64(f.Segment), 10)
 		b = append(b, " of "...)
 		b = strconv.AppendInt(b, int64(f.Segments), 10)
-		b = append(b, " in one UDP datagram: GSO/GRO)"...)
+		b = append(b, " in one UDP datagram: GSO/GRO"...)
+		if f.Segment == len(f.segs) && f.uncaptured > 0 {
+			b = append(b, "; the capture holds none of the "...)
+			b = strconv.AppendInt(b, int64(f.uncaptured), 10)
+			b = append(b, " after it"...)
+		}
+		b = append(b, ')')
 	}
 	b = append(b, '\n')
 	if verbose {
@@ -178,11 +187,20 @@ func appendVerbose(b []byte, f *Frame) []byte {
 	p := &f.Packet
 	b = appendVerboseIP(b, f)
 	b = appendVerboseBTH(b, p)
-	b = appendExtHeaders(b, p, '\n')
+	b = appendExtHeaders(b, f, '\n')
 	b = append(b, "\n      payload="...)
 	b = strconv.AppendInt(b, int64(p.PayloadLen()), 10)
 	b = append(b, " pad="...)
 	b = strconv.AppendInt(b, int64(p.PadCnt()), 10)
+	if f.Truncated {
+		b = append(b, " icrc=(not captured)\n      captured "...)
+		b = strconv.AppendInt(b, int64(f.Captured), 10)
+		b = append(b, " of the packet's "...)
+		b = strconv.AppendInt(b, int64(p.Len()), 10)
+		b = append(b, " bytes:\n"...)
+		b = appendHexDump(b, p.Bytes()[:f.Captured])
+		return append(b, '\n')
+	}
 	b = append(b, " icrc="...)
 	b = appendHex(b, uint64(p.ICRC()), 8)
 	b = append(b, " want="...)
@@ -192,8 +210,65 @@ func appendVerbose(b []byte, f *Frame) []byte {
 	return append(b, '\n')
 }
 
-// appendICRC appends the ICRC verdict.
+// appendCutNote appends how much of the frame f the capture holds:
+// captured and on-the-wire lengths.
+func appendCutNote(b []byte, f *Frame) []byte {
+	b = append(b, " TRUNCATED by the capture ("...)
+	b = strconv.AppendInt(b, int64(f.CapLen), 10)
+	b = append(b, " of "...)
+	b = strconv.AppendInt(b, int64(f.OrigLen), 10)
+	return append(b, " bytes captured"...)
+}
+
+// appendCutFrame appends the rest of the line of a KindCut frame, and
+// with verbose the IP and UDP fields and a hex dump of what was captured.
+func appendCutFrame(b []byte, f *Frame, verbose bool) []byte {
+	b = appendCutNote(b, f)
+	if f.Datagram.UDPHeader == nil {
+		b = append(b, "): it ends inside the IP or UDP header, no RoCE header to decode\n"...)
+	} else {
+		b = append(b, "): it ends before the end of the BTH ("...)
+		b = strconv.AppendInt(b, int64(max(f.Captured, 0)), 10)
+		b = append(b, " of the "...)
+		b = strconv.AppendInt(b, int64(len(f.Datagram.Payload)), 10)
+		b = append(b, "-byte RoCE packet), no RoCE header to decode\n"...)
+	}
+	if verbose {
+		b = appendVerboseIP(b, f)
+		b = appendHexDump(b, f.IP)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// hdrNames names the extension headers in the text format.
+var hdrNames = [packet.NumHdrs]string{"RDETH", "DETH", "FETH", "RETH", "AtomicETH", "AETH", "AtomicAckETH", "ImmDt", "IETH", "CNP"}
+
+// appendICRC appends the ICRC verdict; for a packet the capture cut
+// short, what it holds and what could not be checked.
 func appendICRC(b []byte, f *Frame) []byte {
+	if f.Truncated {
+		b = appendCutNote(b, f)
+		p := &f.Packet
+		b = append(b, "): "...)
+		n := 0
+		for h := packet.Hdr(0); h < packet.NumHdrs; h++ {
+			if p.Mask()&h.Mask() == 0 || f.HeaderCaptured(h) {
+				continue
+			}
+			if n++; n > 1 {
+				b = append(b, ", "...)
+			}
+			b = append(b, hdrNames[h]...)
+		}
+		if n > 0 {
+			b = append(b, " not captured; "...)
+		}
+		if p.PayloadLen() > 0 && f.Captured < p.HeaderLen()+p.PayloadLen() {
+			b = append(b, "payload and "...)
+		}
+		return append(b, "ICRC not checked"...)
+	}
 	if f.ICRCOK {
 		return append(b, " ICRC ok"...)
 	}
@@ -207,7 +282,8 @@ func appendICRC(b []byte, f *Frame) []byte {
 // appendExtHeaders appends the extension headers of p in wire order, each
 // preceded by sep (a space on the summary line; a newline and an indent in
 // verbose mode).
-func appendExtHeaders(b []byte, p *packet.Packet, sep byte) []byte {
+func appendExtHeaders(b []byte, f *Frame, sep byte) []byte {
+	p := &f.Packet
 	start := func(b []byte, name string) []byte {
 		b = append(b, sep)
 		if sep == '\n' {
@@ -215,23 +291,23 @@ func appendExtHeaders(b []byte, p *packet.Packet, sep byte) []byte {
 		}
 		return append(b, name...)
 	}
-	if h := p.RDETH(); h != nil {
+	if h := p.RDETH(); h != nil && f.HeaderCaptured(packet.HdrRDETH) {
 		b = start(b, "rdeth eec=")
 		b = appendHex(b, uint64(h.EEC()), 6)
 	}
-	if h := p.DETH(); h != nil {
+	if h := p.DETH(); h != nil && f.HeaderCaptured(packet.HdrDETH) {
 		b = start(b, "deth qkey=")
 		b = appendHex(b, uint64(h.QKey()), 8)
 		b = append(b, " srcqp="...)
 		b = appendHex(b, uint64(h.SrcQP()), 6)
 	}
-	if h := p.FETH(); h != nil {
+	if h := p.FETH(); h != nil && f.HeaderCaptured(packet.HdrFETH) {
 		b = start(b, "feth sel=")
 		b = strconv.AppendUint(b, uint64(h.SelectivityLevel()), 10)
 		b = append(b, " plt="...)
 		b = strconv.AppendUint(b, uint64(h.PlacementType()), 10)
 	}
-	if h := p.RETH(); h != nil {
+	if h := p.RETH(); h != nil && f.HeaderCaptured(packet.HdrRETH) {
 		b = start(b, "reth va=")
 		b = appendHex(b, h.VA(), 0)
 		b = append(b, " rkey="...)
@@ -239,7 +315,7 @@ func appendExtHeaders(b []byte, p *packet.Packet, sep byte) []byte {
 		b = append(b, " len="...)
 		b = strconv.AppendUint(b, uint64(h.DMALen()), 10)
 	}
-	if h := p.AtomicETH(); h != nil {
+	if h := p.AtomicETH(); h != nil && f.HeaderCaptured(packet.HdrAtomicETH) {
 		b = start(b, "atomic va=")
 		b = appendHex(b, h.VA(), 0)
 		b = append(b, " rkey="...)
@@ -249,7 +325,7 @@ func appendExtHeaders(b []byte, p *packet.Packet, sep byte) []byte {
 		b = append(b, " compare="...)
 		b = appendHex(b, h.Compare(), 0)
 	}
-	if h := p.AETH(); h != nil {
+	if h := p.AETH(); h != nil && f.HeaderCaptured(packet.HdrAETH) {
 		b = start(b, "aeth ")
 		if sep == '\n' {
 			b = append(b, "syndrome="...)
@@ -260,15 +336,15 @@ func appendExtHeaders(b []byte, p *packet.Packet, sep byte) []byte {
 		b = append(b, " msn="...)
 		b = strconv.AppendUint(b, uint64(h.MSN()), 10)
 	}
-	if h := p.AtomicAckETH(); h != nil {
+	if h := p.AtomicAckETH(); h != nil && f.HeaderCaptured(packet.HdrAtomicAckETH) {
 		b = start(b, "orig=")
 		b = appendHex(b, h.Orig(), 0)
 	}
-	if h := p.ImmDt(); h != nil {
+	if h := p.ImmDt(); h != nil && f.HeaderCaptured(packet.HdrImmDt) {
 		b = start(b, "imm=")
 		b = appendHex(b, uint64(h.Imm()), 8)
 	}
-	if h := p.IETH(); h != nil {
+	if h := p.IETH(); h != nil && f.HeaderCaptured(packet.HdrIETH) {
 		b = start(b, "ieth rkey=")
 		b = appendHex(b, uint64(h.RKey()), 0)
 	}
@@ -423,10 +499,13 @@ func AppendJSON(b []byte, f *Frame) []byte {
 		b = f.Dst.AppendTo(b)
 		b = append(b, '"')
 	}
-	if f.Kind == KindMalformed {
+	switch f.Kind {
+	case KindMalformed:
 		b = append(b, `,"error":`...)
 		b = appendJSONString(b, f.Err.Error())
 		return append(b, "}\n"...)
+	case KindCut:
+		return append(appendJSONCut(b, f), "}\n"...)
 	}
 	p := &f.Packet
 	h := p.BTH().Fields()
@@ -444,10 +523,15 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	b = jsonUint(b, "dqpn", uint64(h.DestQP))
 	b = jsonBool(b, "ackreq", h.AckReq)
 	b = jsonUint(b, "psn", uint64(h.PSN))
-	b = appendJSONExt(b, p)
+	b = appendJSONExt(b, f)
 	b = jsonUint(b, "payload_len", uint64(p.PayloadLen()))
-	b = jsonUint(b, "icrc", uint64(p.ICRC()))
-	b = jsonBool(b, "icrc_ok", f.ICRCOK)
+	if f.Truncated {
+		b = appendJSONCut(b, f)
+		b = jsonUint(b, "captured", uint64(f.Captured))
+	} else {
+		b = jsonUint(b, "icrc", uint64(p.ICRC()))
+		b = jsonBool(b, "icrc_ok", f.ICRCOK)
+	}
 	if f.Segments > 0 {
 		b = jsonUint(b, "segment", uint64(f.Segment))
 		b = jsonUint(b, "segments", uint64(f.Segments))
@@ -455,28 +539,37 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	return append(b, "}\n"...)
 }
 
-// appendJSONExt appends the keys of p's extension headers.
-func appendJSONExt(b []byte, p *packet.Packet) []byte {
-	if x := p.RDETH(); x != nil {
+// appendJSONCut appends the keys of a frame the capture cut short.
+func appendJSONCut(b []byte, f *Frame) []byte {
+	b = jsonBool(b, "truncated", true)
+	b = jsonUint(b, "caplen", uint64(f.CapLen))
+	return jsonUint(b, "origlen", uint64(f.OrigLen))
+}
+
+// appendJSONExt appends the keys of f's extension headers (those
+// captured).
+func appendJSONExt(b []byte, f *Frame) []byte {
+	p := &f.Packet
+	if x := p.RDETH(); x != nil && f.HeaderCaptured(packet.HdrRDETH) {
 		b = jsonUint(b, "rdeth", uint64(x.EEC()))
 	}
-	if x := p.DETH(); x != nil {
+	if x := p.DETH(); x != nil && f.HeaderCaptured(packet.HdrDETH) {
 		b = append(b, `,"deth":{"qkey":`...)
 		b = strconv.AppendUint(b, uint64(x.QKey()), 10)
 		b = jsonUint(b, "src_qp", uint64(x.SrcQP()))
 		b = append(b, '}')
 	}
-	if x := p.FETH(); x != nil {
+	if x := p.FETH(); x != nil && f.HeaderCaptured(packet.HdrFETH) {
 		b = jsonUint(b, "feth", uint64(x.Value()))
 	}
-	if x := p.RETH(); x != nil {
+	if x := p.RETH(); x != nil && f.HeaderCaptured(packet.HdrRETH) {
 		b = append(b, `,"reth":{"va":`...)
 		b = strconv.AppendUint(b, x.VA(), 10)
 		b = jsonUint(b, "rkey", uint64(x.RKey()))
 		b = jsonUint(b, "dma_len", uint64(x.DMALen()))
 		b = append(b, '}')
 	}
-	if x := p.AtomicETH(); x != nil {
+	if x := p.AtomicETH(); x != nil && f.HeaderCaptured(packet.HdrAtomicETH) {
 		b = append(b, `,"atomiceth":{"va":`...)
 		b = strconv.AppendUint(b, x.VA(), 10)
 		b = jsonUint(b, "rkey", uint64(x.RKey()))
@@ -484,21 +577,21 @@ func appendJSONExt(b []byte, p *packet.Packet) []byte {
 		b = jsonUint(b, "compare", x.Compare())
 		b = append(b, '}')
 	}
-	if x := p.AETH(); x != nil {
+	if x := p.AETH(); x != nil && f.HeaderCaptured(packet.HdrAETH) {
 		b = append(b, `,"aeth":{"syndrome":`...)
 		b = strconv.AppendUint(b, uint64(x.Syndrome()), 10)
 		b = jsonUint(b, "msn", uint64(x.MSN()))
 		b = append(b, '}')
 	}
-	if x := p.AtomicAckETH(); x != nil {
+	if x := p.AtomicAckETH(); x != nil && f.HeaderCaptured(packet.HdrAtomicAckETH) {
 		b = append(b, `,"atomicacketh":{"orig":`...)
 		b = strconv.AppendUint(b, x.Orig(), 10)
 		b = append(b, '}')
 	}
-	if x := p.ImmDt(); x != nil {
+	if x := p.ImmDt(); x != nil && f.HeaderCaptured(packet.HdrImmDt) {
 		b = jsonUint(b, "immdt", uint64(x.Imm()))
 	}
-	if x := p.IETH(); x != nil {
+	if x := p.IETH(); x != nil && f.HeaderCaptured(packet.HdrIETH) {
 		b = jsonUint(b, "ieth", uint64(x.RKey()))
 	}
 	return b

@@ -30,6 +30,9 @@ const maxSegmentTries = 64
 type segment struct {
 	pkt  packet.Packet
 	want uint32 // its ICRC, as computed for its own datagram
+	// captured is -1 for a segment captured whole, else the bytes of it
+	// that a capture cut short holds (see cut.go).
+	captured int
 }
 
 // minPkt is the length of the shortest RoCE packet: a BTH and the ICRC.
@@ -87,7 +90,7 @@ func splitAt(d *packet.IPDatagram, n int) []segment {
 		if !ok {
 			return nil
 		}
-		segs = append(segs, segment{pkt: pkt, want: want})
+		segs = append(segs, segment{pkt: pkt, want: want, captured: -1})
 	}
 	return segs
 }

@@ -1,0 +1,232 @@
+package dump
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/gopacket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// snapPcap is frames 1-8, 20-22 and 47-50 of the kernel rdmacm capture
+// (rdmacmPcap) with every frame cut to 100 bytes, as a capture with a
+// snap length of 100 has them: "editcap -F pcap -r -s 100
+// kernel-rxe_rdmacm_send_4KiB.pcap rdmacm_snap100.pcap 1-8 20-22 47-50".
+// It holds CM MADs (REQ, REP, RTU) cut inside their message, SEND_ONLYs
+// and ACKs short enough to be whole, SEND_ONLYs and SEND_FIRST..LAST of
+// 1 KiB cut inside their payload.
+const snapPcap = "testdata/rdmacm_snap100.pcap"
+
+// cutTestPH is the pseudo-header of the built test datagrams.
+var cutTestPH = packet.PseudoHeader{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 49152, DstPort: packet.UDPPort, IPFlags: packet.IPv4FlagDF}
+
+// writeFirst builds an Ethernet frame of one RDMA WRITE FIRST (RETH)
+// with n bytes of payload.
+func writeFirst(t testing.TB, n int) []byte {
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCRDMAWriteFirst, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: 42},
+		RETH: packet.RETHFields{VA: 0xABC000, RKey: 0x77, DMALen: 4096}}
+	return gsoFrame(t, cutTestPH, []gsoSegment{{h, make([]byte, n)}}, func(int) uint16 { return 9 })
+}
+
+// readRequests builds an Ethernet frame of n READ requests back to back
+// (a GRO merge), PSNs 10, 14, ...
+func readRequests(t testing.TB, n int) []byte {
+	var segs []gsoSegment
+	for i := range n {
+		segs = append(segs, gsoSegment{h: packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCRDMAReadRequest, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: packet.PSN(10 + 4*i)},
+			RETH: packet.RETHFields{VA: 0x1000, RKey: 7, DMALen: 4096}}})
+	}
+	return gsoFrame(t, cutTestPH, segs, func(i int) uint16 { return uint16(i) })
+}
+
+// roceOff is where the BTH starts in the built Ethernet/IPv4 frames.
+const roceOff = 14 + packet.IPv4HeaderSize + packet.UDPHeaderSize
+
+// TestDecodeCutFrame: a frame the capture cut short (fewer bytes captured
+// than were on the wire) is decoded as far as its bytes go: the BTH and
+// the extension headers it holds whole, the payload length from the IP
+// and UDP lengths; it is neither malformed nor of a bad ICRC.
+func TestDecodeCutFrame(t *testing.T) {
+	tests := []struct {
+		name     string
+		frame    []byte
+		capLen   int // bytes kept
+		origLen  int // 0: len(frame)
+		kind     Kind
+		captured int  // Frame.Captured of a truncated packet
+		headers  bool // HeadersCaptured
+		payload  int
+		err      error // KindMalformed
+	}{
+		{name: "cut in the payload", frame: writeFirst(t, 1024), capLen: roceOff + 28 + 10, kind: KindRoCE, captured: 38, headers: true, payload: 1024},
+		{name: "cut in the ICRC", frame: writeFirst(t, 8), capLen: roceOff + 28 + 8 + 2, kind: KindRoCE, captured: 38, headers: true, payload: 8},
+		{name: "cut inside the RETH", frame: writeFirst(t, 1024), capLen: roceOff + 12 + 5, kind: KindRoCE, captured: 17, payload: 1024},
+		{name: "cut right after the BTH", frame: writeFirst(t, 1024), capLen: roceOff + 12, kind: KindRoCE, captured: 12, payload: 1024},
+		{name: "cut inside the BTH", frame: writeFirst(t, 1024), capLen: roceOff + 11, kind: KindCut},
+		{name: "cut inside the UDP header", frame: writeFirst(t, 1024), capLen: roceOff - 3, kind: KindCut},
+		{name: "IP length beyond the wire", frame: func() []byte {
+			f := writeFirst(t, 1024)
+			binary.BigEndian.PutUint16(f[14+2:], 2000)
+			return f
+		}(), capLen: roceOff + 40, kind: KindMalformed, err: packet.ErrBadIPHeader},
+		{name: "reserved opcode", frame: func() []byte {
+			f := writeFirst(t, 1024)
+			f[roceOff] = 0xA0 // XRC
+			return f
+		}(), capLen: roceOff + 40, kind: KindMalformed, err: packet.ErrUnknownOpcode},
+		{name: "UDP length beyond the IP packet", frame: func() []byte {
+			f := writeFirst(t, 1024)
+			binary.BigEndian.PutUint16(f[14+20+4:], 3000)
+			return f
+		}(), capLen: roceOff + 40, kind: KindMalformed, err: packet.ErrBadIPHeader},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := tc.origLen
+			if orig == 0 {
+				orig = len(tc.frame)
+			}
+			data := tc.frame[:tc.capLen]
+			f := Frame{Num: 1, CapLen: len(data), OrigLen: orig}
+			DecodeFrame(&f, data, packet.LinkEthernet, Ports{packet.UDPPort})
+			require.Equal(t, tc.kind, f.Kind, "%v", f.Err)
+			require.Equal(t, cutTestPH.Dst, f.Dst.Addr())
+			switch tc.kind {
+			case KindRoCE:
+				require.True(t, f.Truncated)
+				require.False(t, f.ICRCOK)
+				require.Equal(t, tc.captured, f.Captured)
+				require.Equal(t, tc.headers, f.HeadersCaptured())
+				require.Equal(t, tc.headers, f.HeaderCaptured(packet.HdrRETH))
+				require.Equal(t, packet.RCRDMAWriteFirst, f.Packet.Opcode())
+				require.Equal(t, packet.PSN(42), f.Packet.PSN())
+				require.Equal(t, tc.payload, f.Packet.PayloadLen())
+			case KindMalformed:
+				require.ErrorIs(t, f.Err, tc.err)
+				require.ErrorContains(t, f.Err, "frame cut by the capture")
+			case KindCut:
+				require.NoError(t, f.Err)
+			}
+			require.True(t, json.Valid(AppendJSON(nil, &f)))
+			require.NotEmpty(t, AppendText(nil, &f, []byte("0.000000"), true))
+		})
+	}
+}
+
+// TestCutFrameText: the line of a cut packet shows the headers it holds,
+// the payload length, and says what the capture held and what could not
+// be checked; a header the capture cut is not shown with zeros.
+func TestCutFrameText(t *testing.T) {
+	line := func(frame []byte, capLen int) string {
+		f := Frame{Num: 3, CapLen: capLen, OrigLen: len(frame)}
+		DecodeFrame(&f, frame[:capLen], packet.LinkEthernet, Ports{packet.UDPPort})
+		return string(AppendText(nil, &f, []byte("0.000001"), false))
+	}
+	full := writeFirst(t, 1024)
+	require.Equal(t, "    3 0.000001 10.0.0.1:49152 → 10.0.0.2:4791 RC_RDMA_WRITE_FIRST qp=0x000011 psn=42 reth va=0xabc000 rkey=0x77 len=4096 payload=1024"+
+		" TRUNCATED by the capture (100 of 1098 bytes captured): payload and ICRC not checked\n", line(full, 100))
+	require.Equal(t, "    3 0.000001 10.0.0.1:49152 → 10.0.0.2:4791 RC_RDMA_WRITE_FIRST qp=0x000011 psn=42 payload=1024"+
+		" TRUNCATED by the capture (60 of 1098 bytes captured): RETH not captured; payload and ICRC not checked\n", line(full, 60))
+	require.Equal(t, "    3 0.000001 10.0.0.1:49152 → 10.0.0.2:4791 TRUNCATED by the capture (50 of 1098 bytes captured):"+
+		" it ends before the end of the BTH (8 of the 1056-byte RoCE packet), no RoCE header to decode\n", line(full, 50))
+	small := writeFirst(t, 8)
+	require.Equal(t, "    3 0.000001 10.0.0.1:49152 → 10.0.0.2:4791 RC_RDMA_WRITE_FIRST qp=0x000011 psn=42 reth va=0xabc000 rkey=0x77 len=4096 payload=8"+
+		" TRUNCATED by the capture (80 of 82 bytes captured): ICRC not checked\n", line(small, 80))
+
+	// JSON: the headers captured, the lengths, no ICRC verdict.
+	f := Frame{Num: 3, CapLen: 60, OrigLen: len(full)}
+	DecodeFrame(&f, full[:60], packet.LinkEthernet, Ports{packet.UDPPort})
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(AppendJSON(nil, &f), &m))
+	require.Equal(t, true, m["truncated"])
+	require.Equal(t, 60.0, m["caplen"])
+	require.Equal(t, 1098.0, m["origlen"])
+	require.Equal(t, 18.0, m["captured"])
+	require.Equal(t, 1024.0, m["payload_len"])
+	require.NotContains(t, m, "reth")
+	require.NotContains(t, m, "icrc")
+	require.NotContains(t, m, "icrc_ok")
+
+	// Verbose: the hex dump holds the captured bytes only.
+	f = Frame{Num: 3, CapLen: 100, OrigLen: len(full)}
+	DecodeFrame(&f, full[:100], packet.LinkEthernet, Ports{packet.UDPPort})
+	v := string(AppendText(nil, &f, []byte("0.000001"), true))
+	require.Contains(t, v, " icrc=(not captured)\n      captured 58 of the packet's 1056 bytes:\n")
+	require.Contains(t, v, "      00000030  00 00 00 00 00 00 00 00  00 00                    |..........|\n")
+}
+
+// TestCutGRODatagram: a datagram of several packets back to back that the
+// capture cut is split by lengths as far as it goes: the packets it holds
+// whole are checked, the one it cuts is truncated, those after it are
+// counted.
+func TestCutGRODatagram(t *testing.T) {
+	const reqLen = 12 + 16 + 4
+	frame := readRequests(t, 4)
+	data := frame[:roceOff+reqLen+30] // the first whole, the second cut in its ICRC
+	var got []Frame
+	rd, err := NewReader(strings.NewReader(string(pcapBytes(1, []capFrame{{data: data, ci: ciLen(len(frame))}}))), Ports{packet.UDPPort})
+	require.NoError(t, err)
+	for {
+		var f Frame
+		if _, err := rd.Next(&f); err != nil {
+			break
+		}
+		got = append(got, f)
+	}
+	require.Len(t, got, 2)
+	require.True(t, got[0].ICRCOK)
+	require.False(t, got[0].Truncated)
+	require.Equal(t, packet.PSN(10), got[0].Packet.PSN())
+	require.True(t, got[1].Truncated)
+	require.Equal(t, packet.PSN(14), got[1].Packet.PSN())
+	require.Equal(t, 30, got[1].Captured)
+	require.True(t, got[1].HeadersCaptured())
+	require.Equal(t, 2, got[1].Uncaptured())
+	for _, f := range got {
+		require.Equal(t, 4, f.Segments)
+	}
+	text := string(AppendText(nil, &got[1], []byte("0"), false))
+	require.Contains(t, text, " TRUNCATED by the capture (104 of 170 bytes captured): ICRC not checked (segment 2 of 4 in one UDP datagram: GSO/GRO; the capture holds none of the 2 after it)\n")
+
+	// RDMA WRITE MIDDLEs of 256 bytes: the second BTH in the capture
+	// gives the length, the first packet's own ICRC confirms it.
+	frame = gsoDatagram(t, cutTestPH, []int{256, 256, 100}, func(i int) uint16 { return uint16(i) })
+	f := Frame{Num: 1, CapLen: roceOff + 272 + 30, OrigLen: len(frame)}
+	DecodeFrame(&f, frame[:f.CapLen], packet.LinkEthernet, Ports{packet.UDPPort})
+	require.Equal(t, KindRoCE, f.Kind)
+	require.Equal(t, 3, f.Segments)
+	require.True(t, f.ICRCOK)
+	require.Equal(t, 1, f.Uncaptured())
+}
+
+// TestDumpSnaplenCapture: a capture taken with a snap length is decoded,
+// not reported malformed: the summary counts its cut packets apart, and
+// --strict does not fail on them but says what it could not verify.
+func TestDumpSnaplenCapture(t *testing.T) {
+	stdout, stderr, code := runCmd(t, "dump", "--strict", snapPcap)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.NotContains(t, stdout, "MALFORMED")
+	require.Equal(t, 9, strings.Count(stdout, "TRUNCATED by the capture"))
+	require.Contains(t, stdout, "    1 0.000000 10.77.0.3:55410 → 10.77.0.2:4791 UD_SEND_ONLY qp=0x000001 psn=6 AckReq deth qkey=0x80010000 srcqp=0x000001 payload=256 cm=REQ tid=0x00000002958e0854 (message not captured) TRUNCATED by the capture (100 of 322 bytes captured): payload and ICRC not checked\n")
+	require.Contains(t, stdout, "   12 0.132244 10.77.0.3:57533 → 10.77.0.2:4791 RC_SEND_FIRST qp=0x00003e psn=2756019 payload=1024 TRUNCATED by the capture (100 of 1082 bytes captured): payload and ICRC not checked\n")
+	require.Equal(t, "rxectl dump: 15 frames, 15 RoCEv2 packets, 0 bad ICRC, 0 malformed, 9 truncated by the capture (snap length)\n"+
+		"rxectl dump: --strict: the ICRC and payload of 9 packets truncated by the capture could not be verified (not counted as failures)\n", stderr)
+
+	stdout, _, code = runCmd(t, "dump", "--json", snapPcap)
+	require.Equal(t, cli.ExitOK, code)
+	lines := decodeJSONLines(t, stdout)
+	require.Len(t, lines, 15)
+	require.Equal(t, true, lines[11]["truncated"])
+	require.Equal(t, "RC_SEND_FIRST", lines[11]["opcode"])
+	require.Equal(t, json.Number("1024"), lines[11]["payload_len"])
+	require.NotContains(t, lines[11], "error")
+}
+
+// ciLen is the capture information of a frame of n bytes on the wire.
+func ciLen(n int) gopacket.CaptureInfo { return gopacket.CaptureInfo{Length: n} }
