@@ -94,8 +94,11 @@ func (a *analysis) check(o *options) error {
 // takes them, each with its own copy of the bytes. Malformed datagrams are
 // left out; a packet with a bad ICRC that parses is kept with
 // flows.Packet.BadICRC set (the analysis counts it, the ladder leaves it
-// out). Frames keep their numbers, and the packets of a datagram that holds
-// several carry their Frame.Segment.
+// out). A packet the capture cut short (Frame.Truncated) is kept when it
+// holds all its headers: its ICRC unchecked, it counts as good, and its
+// payload (zeros) has the length the IP and UDP headers give; one cut
+// inside its headers is left out. Frames keep their numbers, and the
+// packets of a datagram that holds several carry their Frame.Segment.
 func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 	rd, err := NewReader(r, ports)
 	if err != nil {
@@ -113,14 +116,16 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 		if err != nil {
 			return out, fmt.Errorf("after frame %d: %w", rd.Frames(), err)
 		}
-		if f.Kind != KindRoCE {
+		if f.Kind != KindRoCE || !f.HeadersCaptured() {
+			// A packet the capture cut inside its headers: the
+			// zeros that stand for the rest would read as headers.
 			continue
 		}
 		p, err := packet.Parse(append([]byte(nil), f.Packet.Bytes()...))
 		if err != nil {
 			continue // cannot happen: it parsed before
 		}
-		out = append(out, flows.Packet{Frame: f.Num, Segment: f.Segment, Time: rec.TS, Src: f.Src, Dst: f.Dst, Pkt: p, BadICRC: !f.ICRCOK})
+		out = append(out, flows.Packet{Frame: f.Num, Segment: f.Segment, Time: rec.TS, Src: f.Src, Dst: f.Dst, Pkt: p, BadICRC: !f.ICRCOK && !f.Truncated})
 	}
 }
 

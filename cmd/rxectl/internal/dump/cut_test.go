@@ -228,5 +228,17 @@ func TestDumpSnaplenCapture(t *testing.T) {
 	require.NotContains(t, lines[11], "error")
 }
 
+// TestFlowsSnaplenCapture: the flow analysis of a capture cut to 96 bytes
+// a frame is that of the whole capture: PSNs, opcodes, NAKs and READ
+// spans come from the headers, the lengths from IP and UDP.
+func TestFlowsSnaplenCapture(t *testing.T) {
+	want, _, code := runCmd(t, "dump", "--flows", "../flows/testdata/read_request_lost.pcap")
+	require.Equal(t, cli.ExitOK, code)
+	got, stderr, code := runCmd(t, "dump", "--flows", "../flows/testdata/read_request_lost_snap96.pcap")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, want, got)
+	require.NotContains(t, got, "bad_icrc")
+}
+
 // ciLen is the capture information of a frame of n bytes on the wire.
 func ciLen(n int) gopacket.CaptureInfo { return gopacket.CaptureInfo{Length: n} }
