@@ -83,8 +83,7 @@ func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = appendHex(b, uint64(m.LocalCommID), 8)
 		b = appendServiceID(b, m.ServiceID)
 		b = appendQPNPSN(b, m.LocalQPN, m.StartingPSN)
-		b = append(b, " mtu="...)
-		b = strconv.AppendInt(b, int64(128<<m.PathMTU), 10)
+		b = appendPathMTU(b, m.PathMTU)
 		// What the passive side's QP takes (IBA 12.7.27, 12.7.38): the
 		// retry counts and the primary path's local ACK timeout exponent,
 		// which set how long a QP waits before RETRY_EXC_ERR.
@@ -211,4 +210,17 @@ func appendQPNPSN(b []byte, qpn, psn uint32) []byte {
 	b = appendHex(b, uint64(qpn), 6)
 	b = append(b, " spsn="...)
 	return strconv.AppendUint(b, uint64(psn), 10)
+}
+
+// appendPathMTU appends the 4-bit path MTU code of a REQ: the IBA MTU
+// enumeration, in which 1 to 5 are 256 to 4096 bytes and the other codes
+// are reserved (shown as the code, not as a size no path has).
+func appendPathMTU(b []byte, code uint8) []byte {
+	b = append(b, " mtu="...)
+	if code >= 1 && code <= 5 {
+		return strconv.AppendInt(b, int64(128)<<code, 10)
+	}
+	b = append(b, "code "...)
+	b = strconv.AppendUint(b, uint64(code), 10)
+	return append(b, " (reserved)"...)
 }

@@ -240,5 +240,34 @@ func TestFlowsSnaplenCapture(t *testing.T) {
 	require.NotContains(t, got, "bad_icrc")
 }
 
+// TestCMMADDisplay: a REQ with a reserved path MTU code shows the code,
+// not a size.
+func TestCMMADDisplay(t *testing.T) {
+	line := func(mad []byte) string {
+		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
+			DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
+		b := make([]byte, packet.PacketLen(packet.UDSendOnly, len(mad)))
+		_, err := packet.Build(b, &h, mad, nil)
+		require.NoError(t, err)
+		p, err := packet.Parse(b)
+		require.NoError(t, err)
+		return string(appendCM(nil, &Frame{Kind: KindRoCE, Packet: p}))
+	}
+	req := func(mtu uint8) []byte {
+		mad := make([]byte, packet.MADSize)
+		packet.EncodeCM(mad, 9, &packet.REQ{LocalCommID: 0x1234, ServiceID: 0x0002C90300001234, LocalQPN: 0x42, PathMTU: mtu})
+		return mad
+	}
+	for _, tc := range []struct {
+		code uint8
+		want string
+	}{
+		{1, " mtu=256 "}, {3, " mtu=1024 "}, {5, " mtu=4096 "},
+		{0, " mtu=code 0 (reserved) "}, {6, " mtu=code 6 (reserved) "}, {15, " mtu=code 15 (reserved) "},
+	} {
+		require.Contains(t, line(req(tc.code)), tc.want)
+	}
+}
+
 // ciLen is the capture information of a frame of n bytes on the wire.
 func ciLen(n int) gopacket.CaptureInfo { return gopacket.CaptureInfo{Length: n} }
