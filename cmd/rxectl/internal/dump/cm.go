@@ -14,8 +14,10 @@ import (
 // local ACK timeout, a REP's RNR retry count, the REJ reason and, under
 // an IP CM service ID, the IP addresses of RDMA CM's private-data header.
 // It appends nothing for a packet that is not a UD packet to QP1. A MAD of
-// another management class shows its class, one the capture cut short its
-// header if that was captured, any other that does not decode MALFORMED.
+// another management class shows its class, one of the CM class but of
+// another base version than 1 that version, of another class version
+// than 2 its header and class version, one the capture cut short its
+// header if that was captured, and one shorter than a MAD MALFORMED.
 func appendCM(b []byte, f *Frame) []byte {
 	p := &f.Packet
 	if p.DestQP() != packet.GSIQPN || p.Opcode().Transport() != packet.TransportUD {
@@ -49,6 +51,14 @@ func appendCM(b []byte, f *Frame) []byte {
 	case h.BaseVersion != packet.MADBaseVersion:
 		b = append(b, " mad base_version="...)
 		return strconv.AppendUint(b, uint64(h.BaseVersion), 10)
+	case h.ClassVersion != packet.CMClassVersion:
+		// The CM's class version is 2 (IBA 1.2 and later); kernel ib_cm
+		// drops a CM MAD of any other, and packet.DecodeCMHeader
+		// refuses it.
+		b = appendMADHeader(b, &h)
+		b = append(b, " class_version="...)
+		b = strconv.AppendUint(b, uint64(h.ClassVersion), 10)
+		return append(b, " (not the CM's 2: message not decoded)"...)
 	case f.Truncated:
 		b = appendMADHeader(b, &h)
 		return append(b, " (message not captured)"...)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -241,7 +242,8 @@ func TestFlowsSnaplenCapture(t *testing.T) {
 }
 
 // TestCMMADDisplay: a REQ with a reserved path MTU code shows the code,
-// not a size.
+// not a size; a CM MAD of class version 1 shows its header and says why
+// its message is not decoded.
 func TestCMMADDisplay(t *testing.T) {
 	line := func(mad []byte) string {
 		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
@@ -267,6 +269,16 @@ func TestCMMADDisplay(t *testing.T) {
 	} {
 		require.Contains(t, line(req(tc.code)), tc.want)
 	}
+	v1 := req(3)
+	v1[2] = 1 // class version
+	require.Equal(t, " cm=REQ tid=0x0000000000000009 class_version=1 (not the CM's 2: message not decoded)", line(v1))
+	other := slices.Clone(v1)
+	other[1] = 0x03 // SA
+	require.Equal(t, " mad class=0x03", line(other))
+	base := slices.Clone(v1)
+	base[0] = 2 // base version
+	require.Equal(t, " mad base_version=2", line(base))
+	require.Equal(t, " mad MALFORMED", line(v1[:20]))
 }
 
 // ciLen is the capture information of a frame of n bytes on the wire.
