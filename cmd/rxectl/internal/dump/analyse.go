@@ -97,12 +97,27 @@ func (a *analysis) check(o *options) error {
 // out). A packet the capture cut short (Frame.Truncated) is kept when it
 // holds all its headers: its ICRC unchecked, it counts as good, and its
 // payload (zeros) has the length the IP and UDP headers give; one cut
-// inside its headers is left out. Frames keep their numbers, and the
+// inside its headers is left out, and so is a cut datagram of several
+// packets it cannot split (Frame.Merged). Frames keep their numbers, and the
 // packets of a datagram that holds several carry their Frame.Segment.
 func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
+	pkts, _, err := readPackets(r, ports)
+	return pkts, err
+}
+
+// leftOut counts the packets readPackets leaves out because the capture
+// cut them short where they could not be told apart (Frame.Merged), with
+// the frame of the first.
+type leftOut struct {
+	merged, first int
+}
+
+// readPackets is ReadPackets, and says which packets it left out.
+func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, error) {
+	var lo leftOut
 	rd, err := NewReader(r, ports)
 	if err != nil {
-		return nil, err
+		return nil, lo, err
 	}
 	var (
 		out []flows.Packet
@@ -111,10 +126,18 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 	for {
 		rec, err := rd.Next(&f)
 		if err == io.EOF {
-			return out, nil
+			return out, lo, nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("after frame %d: %w", rd.Frames(), err)
+			return out, lo, fmt.Errorf("after frame %d: %w", rd.Frames(), err)
+		}
+		if f.Merged {
+			// Several packets taken for one would be a PSN gap after
+			// each, and a PMTU beyond any there is.
+			if lo.merged++; lo.merged == 1 {
+				lo.first = f.Num
+			}
+			continue
 		}
 		if f.Kind != KindRoCE || !f.HeadersCaptured() {
 			// A packet the capture cut inside its headers: the
@@ -131,7 +154,10 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 
 // analyse runs dump --flows and --ladder on the capture in r.
 func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int {
-	pkts, err := ReadPackets(r, o.ports)
+	pkts, lo, err := readPackets(r, o.ports)
+	if lo.merged > 0 {
+		fmt.Fprintf(stderr, "rxectl dump: %d packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame %d)\n", lo.merged, lo.first)
+	}
 	if err != nil && pkts == nil {
 		fmt.Fprintf(stderr, "rxectl dump: %s: %v\n", name, err)
 		return cli.ExitFail

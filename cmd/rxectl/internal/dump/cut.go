@@ -76,6 +76,7 @@ func decodeCut(f *Frame, ip []byte, err error) {
 		return
 	}
 	f.Kind, f.Packet, f.Truncated = KindRoCE, pkt, true
+	f.Merged = pkt.PayloadLen() > maxPMTU
 }
 
 // cutLengths returns the length of the IP header of ip and the IP

@@ -283,3 +283,31 @@ func TestCMMADDisplay(t *testing.T) {
 
 // ciLen is the capture information of a frame of n bytes on the wire.
 func ciLen(n int) gopacket.CaptureInfo { return gopacket.CaptureInfo{Length: n} }
+
+// TestCutMergedUnsplit: a datagram of several packets (GSO/GRO) that the
+// capture cut before the second one's BTH cannot be split: its first
+// packet's headers are shown, with a payload longer than any path MTU,
+// and the line says that the datagram holds several packets whose
+// boundaries were not captured. The flow analysis leaves it out rather
+// than take it for one packet (a PSN gap after each, a PMTU of 8 KiB).
+func TestCutMergedUnsplit(t *testing.T) {
+	frame := gsoDatagram(t, cutTestPH, []int{4096, 4096, 100}, func(i int) uint16 { return uint16(i) })
+	f := Frame{Num: 1, CapLen: roceOff + 40, OrigLen: len(frame)}
+	DecodeFrame(&f, frame[:f.CapLen], packet.LinkEthernet, Ports{packet.UDPPort})
+	require.Equal(t, KindRoCE, f.Kind)
+	require.True(t, f.Truncated)
+	require.True(t, f.Merged)
+	require.Equal(t, packet.PSN(100), f.Packet.PSN())
+	text := string(AppendText(nil, &f, []byte("0"), false))
+	require.Contains(t, text, " payload=8324 TRUNCATED by the capture (82 of 8382 bytes captured): several RoCE packets in one UDP datagram"+
+		" (GSO/GRO: a payload beyond 4096 bytes), only the first one's headers captured; payload and ICRC not checked\n")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(AppendJSON(nil, &f), &m))
+	require.Equal(t, true, m["merged"])
+
+	file := writeFile(t, "merged.pcap", pcapBytes(1, []capFrame{{data: frame[:f.CapLen], ci: ciLen(len(frame))}}))
+	stdout, stderr, code := runCmd(t, "dump", "--flows", file)
+	require.Equal(t, cli.ExitOK, code)
+	require.Equal(t, "no RoCEv2 flows\n", stdout)
+	require.Contains(t, stderr, "rxectl dump: 1 packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame 1)\n")
+}

@@ -47,6 +47,12 @@ type Frame struct {
 	// ICRCOK is false without the packet being bad.
 	Truncated bool
 	Captured  int
+	// Merged, with Truncated, says that the datagram holds several RoCE
+	// packets (a GSO buffer or GRO-merged datagrams: its payload length
+	// exceeds any path MTU) that the capture cut before the bytes that
+	// would show where they split: Packet is the first one's headers
+	// with the length of the whole datagram.
+	Merged bool
 
 	// Segment and Segments say that the datagram holds Segments RoCE
 	// packets back to back (a GSO buffer or GRO-merged datagrams, see

@@ -251,6 +251,11 @@ func appendICRC(b []byte, f *Frame) []byte {
 		b = appendCutNote(b, f)
 		p := &f.Packet
 		b = append(b, "): "...)
+		if f.Merged {
+			b = append(b, "several RoCE packets in one UDP datagram (GSO/GRO: a payload beyond "...)
+			b = strconv.AppendInt(b, maxPMTU, 10)
+			b = append(b, " bytes), only the first one's headers captured; "...)
+		}
 		n := 0
 		for h := packet.Hdr(0); h < packet.NumHdrs; h++ {
 			if p.Mask()&h.Mask() == 0 || f.HeaderCaptured(h) {
@@ -528,6 +533,9 @@ func AppendJSON(b []byte, f *Frame) []byte {
 	if f.Truncated {
 		b = appendJSONCut(b, f)
 		b = jsonUint(b, "captured", uint64(f.Captured))
+		if f.Merged {
+			b = jsonBool(b, "merged", true)
+		}
 	} else {
 		b = jsonUint(b, "icrc", uint64(p.ICRC()))
 		b = jsonBool(b, "icrc_ok", f.ICRCOK)
