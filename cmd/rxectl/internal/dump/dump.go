@@ -36,7 +36,7 @@ func flags(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per line instead of text")
 	fs.BoolVar(&o.verbose, "v", false, "print every header field and a hex dump of the RoCE packet")
 	fs.BoolVar(&o.nano, "nano", false, "print timestamps with nanosecond digits (default microseconds)")
-	fs.BoolVar(&o.strict, "strict", false, "exit with status 1 if any packet has a bad ICRC or is malformed")
+	fs.BoolVar(&o.strict, "strict", false, "exit with status 1 if any packet has a bad ICRC or is malformed (packets truncated by the capture are not: their ICRC was not captured)")
 	fs.Func("time", "print timestamps as `mode`: rel (seconds since the first frame, the default), abs (UTC date and time) or epoch (seconds since 1970); with --ladder, T1-T2 draws that window (seconds since the first frame, or durations such as 50ms-80ms)", func(s string) error {
 		m, ok := parseTimeMode(s)
 		if !ok && parseWindow(s, &o.an) {
@@ -80,8 +80,22 @@ source → destination, opcode, destination QP, PSN, the BTH flags that are set
 (SE M AckReq FECN BECN), P_Key when not 0xffff, the extension headers, the
 payload length and the ICRC verdict. A UDP datagram to a RoCEv2 port that
 does not parse is reported as MALFORMED with the reason. A summary (frames,
-RoCEv2 packets including malformed ones, bad ICRCs, malformed) goes to
-standard error.
+RoCEv2 packets including malformed ones, bad ICRCs, malformed, and those
+truncated by the capture when there are any) goes to standard error.
+
+A capture taken with a snap length (tcpdump -s 128) keeps only the first
+bytes of each frame; its records say how many bytes were captured and how
+many were on the wire. Such a packet is decoded as far as its bytes go: the
+BTH, each extension header captured whole, the MAD header of a QP1 packet,
+and the payload length, which the IP and UDP length fields give. Its line
+ends in "TRUNCATED by the capture (C of W bytes captured)", names any
+header that was not captured, and says that the payload and ICRC were not
+checked: nothing past the cut can be. A frame cut before the end of the BTH
+says so and decodes nothing. These are neither malformed nor of a bad
+ICRC; --strict does not fail on them, but says how many it could not
+verify. A GSO/GRO datagram that the capture cut is split by lengths as far
+as its bytes show them; when they show no boundary its line says that it
+holds several packets, of which only the first one's headers were captured.
 
 A UDP datagram that holds several RoCE packets back to back (a GSO buffer
 captured on the sending host before the kernel segments it, or datagrams
@@ -97,7 +111,13 @@ dma_len}, atomiceth {va, rkey, swap_add, compare}, aeth {syndrome, msn},
 atomicacketh {orig}, immdt, ieth), payload_len (without pad), icrc (the
 wire value read little-endian) and icrc_ok, and segment and segments
 for a piece of such a datagram; a malformed packet has frame,
-src, dst and error. Integers are unsigned decimal JSON numbers, up to 2^64-1.
+src, dst and error. A packet truncated by the capture has, instead of icrc
+and icrc_ok, truncated (true), caplen and origlen (the frame's captured and
+on-the-wire lengths), captured (bytes of the RoCE packet captured) and,
+for a datagram of several packets it cannot split, merged; only the
+extension headers captured whole have keys. A frame cut before the end of
+its BTH has frame, src, dst, truncated, caplen and origlen. Integers are
+unsigned decimal JSON numbers, up to 2^64-1.
 
 With --flows, dump prints the flow analysis instead: the packets grouped by
 flow (source, destination, destination QP, and for UD the source QP), the
@@ -117,7 +137,12 @@ rewinds or late packets) and the NAKs by kind; per connection the
 recovery episodes with their cause as far as the capture shows it
 (sequence NAK, timeout, RNR wait, implied NAK, selective resend, probe),
 their first and last frame and duration, RTT samples, goodput per interval, and sentences
-saying what went wrong. --json prints the same as one JSON object. Packets
+saying what went wrong. --json prints the same as one JSON object. A packet
+truncated by the capture takes part from its headers, its payload length
+from the IP and UDP lengths (a snap-length capture is analysed like the
+whole one); one cut inside its headers, and a cut datagram of several
+packets that cannot be split, are left out (standard error says how many
+of the latter). Packets
 with a bad ICRC, which a receiver drops, take no other part in the analysis
 than being counted: bad_icrc per flow, with their frames (on a line of its
 own for those whose addresses and QP name no flow: the corruption may have
