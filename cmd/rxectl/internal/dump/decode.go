@@ -94,14 +94,6 @@ func (f *Frame) HeadersCaptured() bool {
 	return !f.Truncated || f.Packet.HeaderLen() <= f.Captured
 }
 
-// captured is the number of f's packet bytes the capture holds.
-func (f *Frame) captured() int {
-	if f.Truncated {
-		return f.Captured
-	}
-	return f.Packet.Len()
-}
-
 // Ports is the set of UDP destination ports decoded as RoCEv2.
 type Ports []uint16
 

@@ -267,8 +267,8 @@ func (r *Reader) Frames() int { return r.n }
 func (r *Reader) First() time.Time { return r.first }
 
 // Next decodes the next RoCEv2 frame, or UDP datagram to a RoCEv2 port
-// that is malformed, into f and returns its record (valid until the next
-// call). A datagram that holds several RoCE packets gives one frame per
+// that is malformed or that the capture cut before its BTH (KindCut), into
+// f and returns its record (valid until the next call). A datagram that holds several RoCE packets gives one frame per
 // packet, all with the datagram's frame number (see Frame.Segment). It
 // returns io.EOF at the clean end of the file and an error wrapping
 // ErrTruncated when the file stops inside a record.
