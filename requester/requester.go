@@ -216,6 +216,13 @@ func (r *Requester) LossSignals() uint64 {
 // timeout, retry_cnt spent) leaves it as it was.
 func (r *Requester) Retries() uint64 { return r.c.CompleterRetryErr }
 
+// RNRWait returns when the RNR wait under way ends, the zero time if none
+// is: rxe's rnr_nak_timer, which COMPST_RNR_RETRY arms as it starts an RNR
+// retry (IBA 9.7.5.2.8). An RNR NAK that starts no retry (rnrRetry: a late
+// one, from before the retry under way) leaves it as it was; the wait's end
+// (OnTimeout, NextPacket) stops it.
+func (r *Requester) RNRWait() time.Time { return r.rnrWait.When() }
+
 // SetDraining starts (true) or ends (false) draining the send queue for
 // the SQD state: while draining no new WQE starts; WQEs already started,
 // including their retransmissions, go on.

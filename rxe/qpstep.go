@@ -117,12 +117,10 @@ func (qp *QP) receiveRun(now time.Time, run []rcPacket, deferWake bool) {
 
 // receiveLocked is one packet's part of receiveRun (caller holds mu).
 func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) {
-	var retries uint64 // the requester's before p, for tracePass
+	var mark compMark // the requester before p, for tracePass
 	if qp.tracing() {
 		qp.traceRecv(p)
-		if qp.req != nil {
-			retries = qp.req.Retries()
-		}
+		mark = qp.markCompleter()
 	}
 	ok := true
 	switch {
@@ -148,7 +146,7 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 		qp.counter.rcvdPkts++
 		qp.counter.rcvdBytes += uint64(p.Len())
 		if qp.tracing() {
-			qp.tracePass(p, retries)
+			qp.tracePass(p, mark)
 		}
 	}
 }
@@ -184,10 +182,13 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 			return k
 		}
 		qp.timerAt = time.Time{}
-		retries := qp.req.Retries() // for traceTimer
+		var mark compMark // the requester before the expiry, for traceTimer
+		if qp.tracing() {
+			mark = qp.markCompleter()
+		}
 		qp.req.OnTimeout(now)
 		if qp.tracing() {
-			qp.traceTimer(retries)
+			qp.traceTimer(mark)
 		}
 	}
 	k = qp.stepUnreliable(now, msgs, owners, k)

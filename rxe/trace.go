@@ -62,13 +62,17 @@ type TraceEvent struct {
 	Engine string `json:"engine,omitempty"`
 	// Opcode and PSN of a sent or received packet; Syndrome and MSN of
 	// its AETH.
-	Opcode   string `json:"op,omitempty"`
-	PSN      uint32 `json:"-"`
+	Opcode string `json:"op,omitempty"`
+	PSN    uint32 `json:"-"`
+	// HasPSN says an event other than a packet's names a PSN (written
+	// as "psn"): the PSN a retry resends from.
+	HasPSN   bool   `json:"-"`
 	Syndrome string `json:"syndrome,omitempty"`
 	MSN      uint32 `json:"msn,omitempty"`
 	// States a pass went through, with rxe's names.
 	States []string `json:"states,omitempty"`
-	// Deadline of an armed timer, from Time.
+	// Deadline of an armed timer, from Time; of an RNR retry, the RNR
+	// wait it started.
 	Deadline time.Duration `json:"deadline_ns,omitempty"`
 	// Cause of a retry.
 	Cause string `json:"cause,omitempty"`
@@ -107,7 +111,7 @@ func NewTraceWriter(w io.Writer) (sink func(TraceEvent), err func() error) {
 			first = ev.Time
 		}
 		line := traceLine{TraceEvent: ev}
-		if ev.Kind == TraceSend || ev.Kind == TraceRecv {
+		if ev.Kind == TraceSend || ev.Kind == TraceRecv || ev.HasPSN {
 			line.PSN = &ev.PSN
 		}
 		body, _ := json.Marshal(line) // a struct of strings and numbers
@@ -201,12 +205,28 @@ func (qp *QP) traceRecv(p packet.Packet) {
 	qp.emit(ev)
 }
 
-// tracePass records the pass of the engine that took p; retries is the
-// requester's Retries before it took p (caller holds mu).
-func (qp *QP) tracePass(p packet.Packet, retries uint64) {
+// compMark is the requester as traceCompleter compares it after a pass:
+// the retries it had started and the end of its RNR wait before the pass.
+type compMark struct {
+	retries uint64
+	rnrWait time.Time
+}
+
+// markCompleter returns the requester's compMark now (zero without a
+// requester).
+func (qp *QP) markCompleter() compMark {
+	if qp.req == nil {
+		return compMark{}
+	}
+	return compMark{retries: qp.req.Retries(), rnrWait: qp.req.RNRWait()}
+}
+
+// tracePass records the pass of the engine that took p; mark is the
+// requester before it took p (caller holds mu).
+func (qp *QP) tracePass(p packet.Packet, mark compMark) {
 	if p.Mask()&packet.MaskReq == 0 {
 		if qp.req != nil {
-			qp.traceCompleter(&p, retries)
+			qp.traceCompleter(&p, mark)
 		}
 		return
 	}
@@ -215,14 +235,15 @@ func (qp *QP) tracePass(p packet.Packet, retries uint64) {
 
 // traceCompleter records the completer's last pass and, when it went
 // back to resend, a retry with its cause: the pass ran for p, or for the
-// timer when p is nil; retries is the requester's Retries before it.
-func (qp *QP) traceCompleter(p *packet.Packet, retries uint64) {
+// timer when p is nil; mark is the requester before it.
+func (qp *QP) traceCompleter(p *packet.Packet, mark compMark) {
 	states := qp.req.Trace(nil)
 	if len(states) == 0 {
 		return
 	}
 	names := make([]string, len(states))
 	cause := ""
+	retry := TraceEvent{Kind: TraceRetry, Engine: "requester"}
 	for i, s := range states {
 		names[i] = s.String()
 		switch s {
@@ -231,7 +252,7 @@ func (qp *QP) traceCompleter(p *packet.Packet, retries uint64) {
 			// unless the timer fired, and none with nothing sent yet or
 			// retry_cnt spent: a pass that started none left the
 			// completer_retry_err count as it was.
-			if qp.req.Retries() == retries {
+			if qp.req.Retries() == mark.retries {
 				continue
 			}
 			switch {
@@ -243,20 +264,33 @@ func (qp *QP) traceCompleter(p *packet.Packet, retries uint64) {
 				cause = RetryImpliedNAK
 			}
 		case requester.CompRNRRetry:
+			// rxe's COMPST_RNR_RETRY starts an RNR retry, and arms
+			// rnr_nak_timer, only while the WQE is still being
+			// processed: an RNR NAK that comes after the retry under
+			// way reset it (req_retry) starts none, and the wait
+			// stays as it was. A wait armed anew is one started.
+			wait := qp.req.RNRWait()
+			if wait.IsZero() || wait.Equal(mark.rnrWait) {
+				continue
+			}
 			cause = RetryRNR
+			now := time.Now()
+			retry.Time, retry.Deadline = now, wait.Sub(now)
+			retry.PSN, retry.HasPSN = uint32(qp.req.SQPSN()), true
 		}
 	}
 	qp.emit(TraceEvent{Kind: TraceStates, Engine: "completer", States: names})
 	if cause != "" {
-		qp.emit(TraceEvent{Kind: TraceRetry, Engine: "requester", Cause: cause})
+		retry.Cause = cause
+		qp.emit(retry)
 	}
 }
 
 // traceTimer records a timer expiry and the completer pass it ran;
-// retries is the requester's Retries before the expiry.
-func (qp *QP) traceTimer(retries uint64) {
+// mark is the requester before the expiry.
+func (qp *QP) traceTimer(mark compMark) {
 	qp.emit(TraceEvent{Kind: TraceTimerFire, Engine: "completer"})
-	qp.traceCompleter(nil, retries)
+	qp.traceCompleter(nil, mark)
 }
 
 // traceArm records the timer being armed for dl.
