@@ -185,10 +185,11 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 		var mark compMark // the requester before the expiry, for traceTimer
 		if qp.tracing() {
 			mark = qp.markCompleter()
+			mark.timers = qp.req.Expired(now)
 		}
 		qp.req.OnTimeout(now)
 		if qp.tracing() {
-			qp.traceTimer(mark)
+			qp.traceTimer(now, mark)
 		}
 	}
 	k = qp.stepUnreliable(now, msgs, owners, k)

@@ -25,7 +25,10 @@ const (
 	TraceStates TraceKind = "states"
 	// TraceTimerArm: the retransmission or RNR timer was armed (Deadline).
 	TraceTimerArm TraceKind = "timer_arm"
-	// TraceTimerFire: the timer expired and the completer ran.
+	// TraceTimerFire: a requester timer expired (Timer), and what the
+	// requester sends first because of it (Action, PSN). Only the
+	// retransmit timer runs the completer: its states and any retry
+	// follow.
 	TraceTimerFire TraceKind = "timer_fire"
 	// TraceRetry: the requester goes back to resend (Cause): a retry the
 	// completer started (one that completer_retry_err counts, not every
@@ -65,7 +68,8 @@ type TraceEvent struct {
 	Opcode string `json:"op,omitempty"`
 	PSN    uint32 `json:"-"`
 	// HasPSN says an event other than a packet's names a PSN (written
-	// as "psn"): the PSN a retry resends from.
+	// as "psn"): the PSN a retry resends from, or a timer_fire's
+	// action's.
 	HasPSN   bool   `json:"-"`
 	Syndrome string `json:"syndrome,omitempty"`
 	MSN      uint32 `json:"msn,omitempty"`
@@ -76,6 +80,16 @@ type TraceEvent struct {
 	Deadline time.Duration `json:"deadline_ns,omitempty"`
 	// Cause of a retry.
 	Cause string `json:"cause,omitempty"`
+	// Timer names the requester timers a timer_fire is for, joined by
+	// "+": "retransmit" (the local ACK timeout), "rnr_wait" (the end of
+	// an RNR wait), "recovery" (the recovery timer), "credit_probe",
+	// "sr_hold", "sr_recheck", "sr_watch" (requester.Timer).
+	Timer string `json:"timer,omitempty"`
+	// Action of a timer_fire: the resend the requester builds next
+	// ("go_back_n", "rnr", "tail_probe", "double", "reread",
+	// "selective_repeat", requester.Resend) from PSN, "credit_probe", or
+	// "none".
+	Action string `json:"action,omitempty"`
 	// From and To of a QP state change.
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
@@ -206,10 +220,12 @@ func (qp *QP) traceRecv(p packet.Packet) {
 }
 
 // compMark is the requester as traceCompleter compares it after a pass:
-// the retries it had started and the end of its RNR wait before the pass.
+// the retries it had started and the end of its RNR wait before the pass;
+// for a timer expiry, the timers that expired.
 type compMark struct {
 	retries uint64
 	rnrWait time.Time
+	timers  requester.Timer
 }
 
 // markCompleter returns the requester's compMark now (zero without a
@@ -286,11 +302,25 @@ func (qp *QP) traceCompleter(p *packet.Packet, mark compMark) {
 	}
 }
 
-// traceTimer records a timer expiry and the completer pass it ran;
-// mark is the requester before the expiry.
-func (qp *QP) traceTimer(mark compMark) {
-	qp.emit(TraceEvent{Kind: TraceTimerFire, Engine: "completer"})
-	qp.traceCompleter(nil, mark)
+// traceTimer records a timer expiry at now: which of the requester's
+// timers expired, what the requester sends first because of it (the
+// resend NextPacket builds next, or "none") and, for the retransmit timer
+// only, the completer pass it ran (rxe's retrans_timer runs the completer;
+// rnr_nak_timer and the recovery, credit and selective-repeat timers do
+// not, and the requester's last pass is not repeated for them). mark is
+// the requester before the expiry.
+func (qp *QP) traceTimer(now time.Time, mark compMark) {
+	ev := TraceEvent{Kind: TraceTimerFire, Engine: "completer", Timer: mark.timers.String()}
+	ev.Action = "none"
+	if k, psn := qp.req.NextResend(now); k != requester.ResendNone {
+		ev.Action, ev.PSN, ev.HasPSN = k.String(), uint32(psn), true
+	} else if mark.timers&requester.TimerCredit != 0 && qp.req.Pending() {
+		ev.Action = "credit_probe" // the message past the credit limit may go (IBA 9.7.7.2.5)
+	}
+	qp.emit(ev)
+	if mark.timers&requester.TimerRetransmit != 0 {
+		qp.traceCompleter(nil, mark)
+	}
 }
 
 // traceArm records the timer being armed for dl.

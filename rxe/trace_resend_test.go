@@ -102,3 +102,78 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// TestTraceRNRWaitEnd: the end of an RNR wait runs no completer pass (rxe's
+// rnr_nak_timer only schedules the requester, which resends from the PSN
+// req_retry went back to): its timer_fire names the timer and the resend,
+// and no completer states follow it (the trace repeated the last pass's).
+func TestTraceRNRWaitEnd(t *testing.T) {
+	got, _ := rnrTwice(t)
+	evs := readTrace(t, got)
+	var fires []traceEv
+	passes, recvs := 0, 0
+	for _, ev := range evs {
+		switch {
+		case ev.Ev == "timer_fire":
+			fires = append(fires, ev)
+			if strings.Contains(ev.Timer, "retransmit") {
+				recvs++ // the retransmit timer runs the completer
+			}
+		case ev.Ev == "recv" && ev.Engine == "completer":
+			recvs++
+		case ev.Ev == "states" && ev.Engine == "completer":
+			passes++
+		}
+	}
+	require.Equal(t, recvs, passes, "a completer pass per response and per retransmit timeout, none for other timers")
+	require.NotEmpty(t, fires)
+	f := fires[0]
+	require.Equal(t, "rnr_wait", f.Timer)
+	require.Equal(t, "rnr", f.Action)
+	require.NotNil(t, f.PSN)
+	require.Equal(t, uint32(100), *f.PSN)
+	require.InDelta(t, 0.00064, f.T, 1e-9)
+}
+
+// TestTraceRecoveryProbe: the last packet of a WRITE is lost; the
+// recovery timer (docs/recovery.md; IBA leaves recovery before the local
+// ACK timeout to the requester) expires first and sends the oldest
+// unacknowledged packet as a tail-loss probe. The timer_fire names the
+// recovery timer and the probe's PSN, runs no completer pass, and the
+// probe's send event says it is one.
+func TestTraceRecoveryProbe(t *testing.T) {
+	var w syncbuf.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
+		// A first WRITE gives the RTT sample the recovery timer needs.
+		_, err := a.qp.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		time.Sleep(time.Millisecond)
+		_, err = a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		synctest.Wait()
+	})
+	var probes []uint32
+	passes, runs := 0, 0
+	for _, ev := range readTrace(t, w.String()) {
+		switch {
+		case ev.Ev == "timer_fire":
+			require.Equal(t, "recovery", ev.Timer, "the IB timeout never fires")
+			require.Equal(t, "tail_probe", ev.Action)
+			require.NotNil(t, ev.PSN)
+			probes = append(probes, *ev.PSN)
+		case ev.Ev == "recv" && ev.Engine == "completer":
+			runs++
+		case ev.Ev == "states" && ev.Engine == "completer":
+			passes++
+		}
+	}
+	require.Equal(t, runs, passes, "no completer pass for the recovery timer")
+	// The first probe's answer acknowledges up to 103: the next expiry
+	// probes 104.
+	require.Equal(t, []uint32{101, 104}, probes)
+}

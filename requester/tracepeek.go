@@ -1,0 +1,137 @@
+package requester
+
+import (
+	"strings"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// Timer is a set of the requester's timers (Deadline is the earliest of
+// them), as Expired reports them.
+type Timer uint8
+
+// The requester's timers.
+const (
+	TimerRetransmit Timer = 1 << iota // the local ACK timeout (rxe retrans_timer): the completer runs
+	TimerRNR                          // the end of an RNR wait (rxe rnr_nak_timer)
+	TimerCredit                       // the credit probe wait (IBA 9.7.7.2.5)
+	TimerRecovery                     // the recovery timer (onRecoveryTimeout)
+	TimerSRHold                       // selective repeat: the hold of a hole's resends (srMarkHeld)
+	TimerSRRecheck                    // selective repeat: the recheck of resends (srRecheck)
+	TimerSRWatch                      // selective repeat: the watch of READ requests (srWatchExpired)
+)
+
+var timerNames = [...]string{"retransmit", "rnr_wait", "credit_probe", "recovery", "sr_hold", "sr_recheck", "sr_watch"}
+
+// String returns the timers' names joined by "+", e.g. "rnr_wait+recovery";
+// "" for none.
+func (t Timer) String() string {
+	var b strings.Builder
+	for i, n := range timerNames {
+		if t&(1<<i) != 0 {
+			if b.Len() > 0 {
+				b.WriteByte('+')
+			}
+			b.WriteString(n)
+		}
+	}
+	return b.String()
+}
+
+// Expired returns the timers that OnTimeout(now) acts on: those whose
+// deadline has come, the recovery timer only when the retransmit timer's
+// has not (OnTimeout handles one or the other); none once the requester
+// stopped.
+func (r *Requester) Expired(now time.Time) Timer {
+	if r.stopped {
+		return 0
+	}
+	var t Timer
+	if r.rnrWait.Expired(now) {
+		t |= TimerRNR
+	}
+	if r.probe.Expired(now) {
+		t |= TimerCredit
+	}
+	if r.sr.hold.Expired(now) {
+		t |= TimerSRHold
+	}
+	if r.sr.recheck.Expired(now) {
+		t |= TimerSRRecheck
+	}
+	if r.sr.watch.Expired(now) {
+		t |= TimerSRWatch
+	}
+	if r.retrans.Expired(now) {
+		t |= TimerRetransmit
+	} else if r.rec.due.Expired(now) {
+		t |= TimerRecovery
+	}
+	return t
+}
+
+// Resend says what kind of resend a request packet is, or is about to be
+// (NextResend).
+type Resend uint8
+
+// Kinds of resend.
+const (
+	ResendNone      Resend = iota
+	ResendGoBackN          // go-back-N from the oldest unacknowledged PSN (rxe req_retry)
+	ResendRNR              // go-back-N of an RNR NAK's retry, after its wait (IBA 9.7.5.2.8)
+	ResendProbe            // the tail-loss probe: the oldest unacknowledged packet (buildProbe, srProbe)
+	ResendDouble           // the second copy of a go-back-N retry's first packet (doubleResend)
+	ResendReread           // a READ request for a READ's missing responses (nextReread, srResend)
+	ResendSelective        // selective repeat: a PSN reported missing or found lost (srResend)
+)
+
+var resendNames = [...]string{"", "go_back_n", "rnr", "tail_probe", "double", "reread", "selective_repeat"}
+
+// String returns the kind's name as a trace writes it, "" for none.
+func (k Resend) String() string {
+	if int(k) < len(resendNames) {
+		return resendNames[k]
+	}
+	return "resend"
+}
+
+// NextResend returns the resend NextPacket(now) would build first, in its
+// order (a due tail-loss probe, the second copy of a retry's first
+// packet, a re-read, the selective-repeat resend list, the send cursor
+// behind the highest PSN sent after a rewind), and its PSN; ResendNone if
+// the next packet is no resend or none may go. It is for tracing: like
+// Pending, it drops re-reads and resend marks that are no longer due.
+func (r *Requester) NextResend(now time.Time) (Resend, packet.PSN) {
+	if r.stopped || r.rnrWait.Armed() && !r.rnrWait.Expired(now) || r.head == r.tail {
+		return ResendNone, 0
+	}
+	if r.rec.probeDue && r.highPSN.After(r.compPSN) {
+		return ResendProbe, r.compPSN
+	}
+	if r.doubleReady() {
+		return ResendDouble, r.compPSN
+	}
+	if r.rereadDue && r.rereadPending() {
+		for i := r.head; i != r.tail; i++ {
+			if w := r.slot(i); w.rereadDue {
+				if i == r.head {
+					return ResendReread, r.compPSN
+				}
+				return ResendReread, w.origFirst.Add(int(w.rcvd / r.pmtu))
+			}
+		}
+	}
+	if r.srReady(now) {
+		if x, ok := r.srNextDue(); ok {
+			return ResendSelective, x
+		}
+	}
+	if r.psn.Before(r.highPSN) && r.sendable() != nil {
+		if r.rnrRewound {
+			return ResendRNR, r.psn
+		}
+		return ResendGoBackN, r.psn
+	}
+	return ResendNone, 0
+}
