@@ -688,12 +688,14 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 		// Only the oldest READ's rest is asked for again; the READs
 		// after it keep their responses (readahead.go).
 		r.c.CompleterRetryErr++
+		r.retryLog |= RetryRereadOldest
 		r.startedRetry, r.nakRetry = true, true
 		r.rereadOldest(w)
 		return CompDone
 	}
 	if r.psn.After(r.compPSN) {
 		r.c.CompleterRetryErr++
+		r.retryLog |= RetryRewind
 		r.rewind()
 		r.startedRetry, r.nakRetry = true, !timeout
 		r.doubleFirst = !timeout && !r.rec.cfg.Off

@@ -162,6 +162,7 @@ func (r *Requester) readGapAhead(v *wqe) {
 	if !v.rereadAsked {
 		r.c.ReadGaps++
 		r.c.CompleterRetryErr++
+		r.retryLog |= RetryReadAhead
 		r.readAgain(v)
 	}
 }

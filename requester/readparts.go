@@ -119,6 +119,7 @@ func (r *Requester) advanceParts() {
 		uint32(r.compPSN.Diff(w.origFirst)) < r.srRequested(w) {
 		r.c.ReadGaps++
 		r.c.CompleterRetryErr++
+		r.retryLog |= RetryPartsHole
 		r.rereadOldest(w)
 	}
 }

@@ -357,6 +357,7 @@ func (r *Requester) probeAnswered(now time.Time, oldComp packet.PSN) {
 	}
 	r.lossSeen(now)
 	r.c.CompleterRetryErr++
+	r.retryLog |= RetryProbeAnswered
 	r.rewind()
 	r.startedRetry, r.nakRetry = true, true
 }

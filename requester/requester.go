@@ -86,6 +86,9 @@ type Requester struct {
 	// completed since the last one, up to partsHold (readParts).
 	readRepairs      uint64
 	readsSinceRepair uint32
+	// retryLog: the kinds of the retries started since TakeRetryKinds
+	// (each where CompleterRetryErr grows).
+	retryLog RetryKind
 	// ooo is the last READ response of the oldest READ that came after a
 	// missing one (replayPassedHole): its PSN, and the oldest
 	// unacknowledged PSN then.

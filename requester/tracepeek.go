@@ -135,3 +135,40 @@ func (r *Requester) NextResend(now time.Time) (Resend, packet.PSN) {
 	}
 	return ResendNone, 0
 }
+
+// RetryKind is a set of the paths that start a retry, each counted in
+// Retries (completer_retry_err).
+type RetryKind uint8
+
+// Paths that start a retry.
+const (
+	// RetryRewind: errorRetry's go-back-N from the oldest unacknowledged
+	// PSN after a timeout, a sequence NAK or an implied NAK (rxe
+	// COMPST_ERROR_RETRY, req_retry).
+	RetryRewind RetryKind = 1 << iota
+	// RetryRereadOldest: errorRetry's re-read of the rest of the oldest
+	// READ after a gap in its responses (readahead.go, rereadOldest).
+	RetryRereadOldest
+	// RetryReadAhead: readGapAhead's re-read of the rest of a READ after
+	// the oldest, whose responses came with a gap (placeAhead).
+	RetryReadAhead
+	// RetryPartsHole: advanceParts' re-read of the oldest READ, asked for
+	// in parts, from a hole its responses placed ahead left.
+	RetryPartsHole
+	// RetryProbeAnswered: probeAnswered's go-back-N, when the answer to a
+	// tail-loss probe acknowledges exactly the probed PSN.
+	RetryProbeAnswered
+)
+
+// TakeRetryKinds returns the kinds of the retries started since the last
+// call, and forgets them. It is for tracing: the requester only records
+// them (one OR where a retry starts).
+func (r *Requester) TakeRetryKinds() RetryKind {
+	k := r.retryLog
+	r.retryLog = 0
+	return k
+}
+
+// OldestPSN returns the oldest unacknowledged PSN (rxe comp.psn): where a
+// re-read of the oldest READ starts.
+func (r *Requester) OldestPSN() packet.PSN { return r.compPSN }

@@ -120,7 +120,7 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 	var mark compMark // the requester before p, for tracePass
 	if qp.tracing() {
 		qp.traceRecv(p)
-		mark = qp.markCompleter()
+		mark = qp.markCompleter(&p)
 	}
 	ok := true
 	switch {
@@ -184,7 +184,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 		qp.timerAt = time.Time{}
 		var mark compMark // the requester before the expiry, for traceTimer
 		if qp.tracing() {
-			mark = qp.markCompleter()
+			mark = qp.markCompleter(nil)
 			mark.timers = qp.req.Expired(now)
 		}
 		qp.req.OnTimeout(now)
@@ -434,12 +434,16 @@ type packetSource interface {
 // names src in the trace.
 func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []netdev.Message, owners []*QP, k int) int {
 	for ; k < len(msgs); k++ {
+		var mark sendMark // the requester before the packet, for traceSend
+		if qp.tracing() {
+			mark = qp.markSend(src)
+		}
 		n := src.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
 			break
 		}
 		if qp.tracing() {
-			qp.traceSend(who, msgs[k].Buf[:n])
+			qp.traceSend(who, msgs[k].Buf[:n], mark)
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
 		msgs[k].TOS = qp.attr.AH.TrafficClass // 0: the device's (Options.TrafficClass)

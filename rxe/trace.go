@@ -30,10 +30,12 @@ const (
 	// retransmit timer runs the completer: its states and any retry
 	// follow.
 	TraceTimerFire TraceKind = "timer_fire"
-	// TraceRetry: the requester goes back to resend (Cause): a retry the
-	// completer started (one that completer_retry_err counts, not every
-	// pass through ERROR_RETRY: rxe starts one per episode unless the
-	// timer fired), or an RNR NAK's.
+	// TraceRetry: the requester starts to resend (Cause; Resend, PSN): a
+	// retry the completer started (one that completer_retry_err counts,
+	// not every pass through ERROR_RETRY: rxe starts one per episode
+	// unless the timer fired), also outside ERROR_RETRY (a re-read of a
+	// READ's rest, a probe's answer), an RNR NAK's that started an RNR
+	// wait, or a selective-repeat hole report's.
 	TraceRetry TraceKind = "retry"
 	// TraceComplete: a completion was posted (WC).
 	TraceComplete TraceKind = "complete"
@@ -47,6 +49,19 @@ const (
 	RetrySeqNAK     = "sequence NAK"
 	RetryImpliedNAK = "implied NAK"
 	RetryRNR        = "RNR NAK"
+	// RetryReadAhead: a READ after the oldest got a response past the
+	// one it waits for; its rest is asked for again (readGapAhead).
+	RetryReadAhead = "gap in a later READ"
+	// RetryReadHole: the oldest READ, asked for in parts, has a hole
+	// before responses placed ahead; its rest is asked for again.
+	RetryReadHole = "hole in the oldest READ"
+	// RetryProbeAnswered: the answer to a tail-loss probe acknowledged
+	// exactly the probed PSN, so the packets after it were lost: go-back-N
+	// at once, as a sequence NAK would (probeAnswered).
+	RetryProbeAnswered = "probe answered"
+	// RetryHoleReport: a selective-repeat responder reported a hole
+	// (packet.NAKSelectiveRepeat); its PSNs are resent.
+	RetryHoleReport = "hole report"
 )
 
 // TraceEvent is one event of a QP, as Options.Trace receives it.
@@ -80,6 +95,12 @@ type TraceEvent struct {
 	Deadline time.Duration `json:"deadline_ns,omitempty"`
 	// Cause of a retry.
 	Cause string `json:"cause,omitempty"`
+	// Resend says what is sent again: on a retry, what it resends (from
+	// PSN, when known); on a requester's send, the kind of resend the
+	// packet is, empty for a first transmission ("go_back_n", "rnr",
+	// "tail_probe", "double", "reread", "selective_repeat";
+	// requester.Resend).
+	Resend string `json:"resend,omitempty"`
 	// Timer names the requester timers a timer_fire is for, joined by
 	// "+": "retransmit" (the local ACK timeout), "rnr_wait" (the end of
 	// an RNR wait), "recovery" (the recovery timer), "credit_probe",
@@ -201,10 +222,58 @@ func tracePacket(ev *TraceEvent, b []byte) {
 	}
 }
 
-// traceSend records a packet an engine built (caller holds mu).
-func (qp *QP) traceSend(engine string, b []byte) {
+// sendMark is the requester's counters before it built a packet, from
+// which traceSend tells what kind of resend the packet is; ok is false for
+// the responder's packets.
+type sendMark struct {
+	c    requester.Counters
+	loss uint64 // LossSignals
+	ok   bool
+}
+
+// markSend returns the sendMark before src builds a packet.
+func (qp *QP) markSend(src packetSource) sendMark {
+	if qp.req == nil || src != packetSource(qp.req) {
+		return sendMark{}
+	}
+	return sendMark{c: qp.req.Counters(), loss: qp.req.LossSignals(), ok: true}
+}
+
+// resendKind tells from the requester's counters before (m) and after a
+// packet was built what kind of resend it is: a tail-loss probe (counted
+// by probeSent), the second copy of a go-back-N retry's first packet
+// (retry_doubled), a re-read of a READ's missing range (read_holes_rereads),
+// a selective-repeat resend (sr_packets_resent), or else, for a PSN sent
+// before (Retransmits), go-back-N: an RNR NAK's retry if it is no loss
+// resend (LossSignals did not grow: rnrRewound), else a loss's (rxe
+// req_retry).
+func (qp *QP) resendKind(m *sendMark) requester.Resend {
+	c := qp.req.Counters()
+	switch {
+	case c.Recovery.TailProbes != m.c.Recovery.TailProbes:
+		return requester.ResendProbe
+	case c.RetryDoubled != m.c.RetryDoubled:
+		return requester.ResendDouble
+	case c.ReadHoleRereads != m.c.ReadHoleRereads:
+		return requester.ResendReread
+	case c.SRPacketsResent != m.c.SRPacketsResent:
+		return requester.ResendSelective
+	case c.Retransmits == m.c.Retransmits:
+		return requester.ResendNone
+	case qp.req.LossSignals() == m.loss:
+		return requester.ResendRNR
+	}
+	return requester.ResendGoBackN
+}
+
+// traceSend records a packet an engine built; m is the requester before
+// it (caller holds mu).
+func (qp *QP) traceSend(engine string, b []byte, m sendMark) {
 	ev := TraceEvent{Kind: TraceSend, Engine: engine}
 	tracePacket(&ev, b)
+	if m.ok {
+		ev.Resend = qp.resendKind(&m).String()
+	}
 	qp.emit(ev)
 }
 
@@ -220,21 +289,29 @@ func (qp *QP) traceRecv(p packet.Packet) {
 }
 
 // compMark is the requester as traceCompleter compares it after a pass:
-// the retries it had started and the end of its RNR wait before the pass;
-// for a timer expiry, the timers that expired.
+// the end of its RNR wait before the pass; before a selective-repeat hole
+// report, the hole reports it had ignored (-1 for other packets); for a
+// timer expiry, the timers that expired.
 type compMark struct {
-	retries uint64
-	rnrWait time.Time
-	timers  requester.Timer
+	rnrWait      time.Time
+	holesIgnored int64
+	timers       requester.Timer
 }
 
-// markCompleter returns the requester's compMark now (zero without a
-// requester).
-func (qp *QP) markCompleter() compMark {
+// markCompleter returns the requester's compMark before it takes p (nil:
+// a timer expiry); the zero compMark without a requester.
+func (qp *QP) markCompleter(p *packet.Packet) compMark {
 	if qp.req == nil {
 		return compMark{}
 	}
-	return compMark{retries: qp.req.Retries(), rnrWait: qp.req.RNRWait()}
+	qp.req.TakeRetryKinds() // those of passes no trace followed
+	m := compMark{rnrWait: qp.req.RNRWait(), holesIgnored: -1}
+	if p != nil && p.Opcode() == packet.RCAcknowledge {
+		if syn := p.AETH().Syndrome(); syn.IsNAK() && syn.NAKCode() == packet.NAKSelectiveRepeat && p.PSN() != packet.PSN(p.AETH().MSN()&packet.PSNMask) {
+			m.holesIgnored = int64(qp.req.Counters().SRHolesIgnored)
+		}
+	}
+	return m
 }
 
 // tracePass records the pass of the engine that took p; mark is the
@@ -249,56 +326,77 @@ func (qp *QP) tracePass(p packet.Packet, mark compMark) {
 	qp.traceResponder()
 }
 
-// traceCompleter records the completer's last pass and, when it went
-// back to resend, a retry with its cause: the pass ran for p, or for the
-// timer when p is nil; mark is the requester before it.
+// traceCompleter records the completer's last pass and a retry event
+// for each retry the requester started since mark (mark is the requester
+// before it): the pass ran for p, or for the timer when p is nil. A
+// response that the selective-repeat completer took (a hole report, an
+// ACK, a READ response) leaves no states, but may start resends.
 func (qp *QP) traceCompleter(p *packet.Packet, mark compMark) {
 	states := qp.req.Trace(nil)
-	if len(states) == 0 {
+	rnr := false
+	if len(states) > 0 {
+		names := make([]string, len(states))
+		for i, s := range states {
+			names[i] = s.String()
+			if s == requester.CompRNRRetry {
+				// rxe's COMPST_RNR_RETRY starts an RNR retry, and arms
+				// rnr_nak_timer, only while the WQE is still being
+				// processed: an RNR NAK that comes after the retry under
+				// way reset it (req_retry) starts none, and the wait
+				// stays as it was. A wait armed anew is one started.
+				wait := qp.req.RNRWait()
+				rnr = !wait.IsZero() && !wait.Equal(mark.rnrWait)
+			}
+		}
+		qp.emit(TraceEvent{Kind: TraceStates, Engine: "completer", States: names})
+	}
+	kinds := qp.req.TakeRetryKinds()
+	if kinds == 0 && !rnr && mark.holesIgnored < 0 {
 		return
 	}
-	names := make([]string, len(states))
-	cause := ""
-	retry := TraceEvent{Kind: TraceRetry, Engine: "requester"}
-	for i, s := range states {
-		names[i] = s.String()
-		switch s {
-		case requester.CompErrorRetry:
-			// rxe's COMPST_ERROR_RETRY starts a retry once per episode
-			// unless the timer fired, and none with nothing sent yet or
-			// retry_cnt spent: a pass that started none left the
-			// completer_retry_err count as it was.
-			if qp.req.Retries() == mark.retries {
-				continue
-			}
-			switch {
-			case p == nil:
-				cause = RetryTimeout
-			case p.AETH() != nil && p.AETH().Syndrome().IsNAK():
-				cause = RetrySeqNAK
-			default:
-				cause = RetryImpliedNAK
-			}
-		case requester.CompRNRRetry:
-			// rxe's COMPST_RNR_RETRY starts an RNR retry, and arms
-			// rnr_nak_timer, only while the WQE is still being
-			// processed: an RNR NAK that comes after the retry under
-			// way reset it (req_retry) starts none, and the wait
-			// stays as it was. A wait armed anew is one started.
-			wait := qp.req.RNRWait()
-			if wait.IsZero() || wait.Equal(mark.rnrWait) {
-				continue
-			}
-			cause = RetryRNR
-			now := time.Now()
-			retry.Time, retry.Deadline = now, wait.Sub(now)
-			retry.PSN, retry.HasPSN = uint32(qp.req.SQPSN()), true
-		}
+	retry := func(cause string, k requester.Resend, psn packet.PSN, hasPSN bool) TraceEvent {
+		return TraceEvent{Kind: TraceRetry, Engine: "requester", Cause: cause, Resend: k.String(),
+			PSN: uint32(psn), HasPSN: hasPSN}
 	}
-	qp.emit(TraceEvent{Kind: TraceStates, Engine: "completer", States: names})
-	if cause != "" {
-		retry.Cause = cause
-		qp.emit(retry)
+	if kinds&requester.RetryRewind != 0 {
+		// rxe's COMPST_ERROR_RETRY starts a retry once per episode
+		// unless the timer fired, and none with nothing sent yet or
+		// retry_cnt spent: only a pass that started one has its event.
+		cause := RetryImpliedNAK
+		switch {
+		case p == nil:
+			cause = RetryTimeout
+		case p.AETH() != nil && p.AETH().Syndrome().IsNAK():
+			cause = RetrySeqNAK
+		}
+		qp.emit(retry(cause, requester.ResendGoBackN, qp.req.SQPSN(), true))
+	}
+	if kinds&requester.RetryRereadOldest != 0 {
+		// A gap in the oldest READ's responses (an implied NAK, IBA
+		// 9.7.5.1.1; rxe check_psn leaves it to the timer): its rest is
+		// asked for again from the oldest unacknowledged PSN.
+		qp.emit(retry(RetryImpliedNAK, requester.ResendReread, qp.req.OldestPSN(), true))
+	}
+	if kinds&requester.RetryPartsHole != 0 {
+		qp.emit(retry(RetryReadHole, requester.ResendReread, qp.req.OldestPSN(), true))
+	}
+	if kinds&requester.RetryReadAhead != 0 {
+		// The re-read's PSN is the later READ's; its send event names it.
+		qp.emit(retry(RetryReadAhead, requester.ResendReread, 0, false))
+	}
+	if kinds&requester.RetryProbeAnswered != 0 {
+		qp.emit(retry(RetryProbeAnswered, requester.ResendGoBackN, qp.req.SQPSN(), true))
+	}
+	if rnr {
+		ev := retry(RetryRNR, requester.ResendRNR, qp.req.SQPSN(), true)
+		ev.Time = time.Now()
+		ev.Deadline = qp.req.RNRWait().Sub(ev.Time)
+		qp.emit(ev)
+	}
+	if mark.holesIgnored >= 0 && p != nil && qp.req.Counters().SRHolesIgnored == uint64(mark.holesIgnored) {
+		// A selective-repeat hole report the requester took: the PSNs
+		// from p's to its AETH's go on the resend list (srHole).
+		qp.emit(retry(RetryHoleReport, requester.ResendSelective, p.PSN(), true))
 	}
 }
 

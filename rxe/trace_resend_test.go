@@ -177,3 +177,109 @@ func TestTraceRecoveryProbe(t *testing.T) {
 	// probes 104.
 	require.Equal(t, []uint32{101, 104}, probes)
 }
+
+// TestTraceProbeAnswered: a WRITE's third packet is lost and so is the
+// sequence NAK for it; the recovery timer's tail-loss probe resends the
+// oldest unacknowledged packet, whose answer acknowledges exactly it, so
+// the requester goes back N from the next PSN at once (probeAnswered), a
+// retry outside ERROR_RETRY. The trace has a retry event with that cause
+// and the PSN it resends from, and each resent packet says what kind of
+// resend it is.
+func TestTraceProbeAnswered(t *testing.T) {
+	var w syncbuf.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send", "drop=RC_ACKNOWLEDGE#2,dir=recv")
+		_, err := a.qp.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		time.Sleep(time.Millisecond)
+		_, err = a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		synctest.Wait()
+	})
+	var retries []traceEv
+	resends := map[uint32]string{}
+	for _, ev := range readTrace(t, w.String()) {
+		switch {
+		case ev.Ev == "retry":
+			retries = append(retries, ev)
+		case ev.Ev == "send" && ev.Engine == "requester" && ev.Resend != "":
+			resends[*ev.PSN] += ev.Resend + " "
+		}
+	}
+	require.Len(t, retries, 1, w.String())
+	require.Equal(t, "probe answered", retries[0].Cause)
+	require.Equal(t, "go_back_n", retries[0].Resend)
+	require.NotNil(t, retries[0].PSN)
+	require.Equal(t, uint32(102), *retries[0].PSN)
+	require.Equal(t, map[uint32]string{101: "tail_probe ", 102: "go_back_n ", 103: "go_back_n ", 104: "go_back_n "}, resends)
+}
+
+// TestTraceReadGapAhead: of two READs, the first's last response is lost
+// and so is a middle response of the second. The second's first response
+// starts a re-read of the first READ's rest (an implied NAK); its
+// response after the hole starts a re-read of its own rest (readGapAhead,
+// outside ERROR_RETRY). Both are retry events, and both READ requests
+// sent again are re-reads.
+func TestTraceReadGapAhead(t *testing.T) {
+	var w syncbuf.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPair(t, &w, "drop=RC_RDMA_READ_RESPONSE_LAST#1,dir=recv", "drop=RC_RDMA_READ_RESPONSE_MIDDLE#3,dir=recv")
+		for i := range 2 {
+			_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRRDMARead, Flags: SendSignaled,
+				SGList: []SGE{a.mr.SGE(i*4096, 4096)}, RemoteAddr: b.mr.Addr() + uint64(i*4096), RKey: b.mr.RKey()})
+			require.NoError(t, err)
+		}
+		for range 2 {
+			require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		}
+		synctest.Wait()
+	})
+	var causes, rereads []string
+	for _, ev := range readTrace(t, w.String()) {
+		switch {
+		case ev.Ev == "retry":
+			causes = append(causes, ev.Cause+"/"+ev.Resend)
+		case ev.Ev == "send" && ev.Engine == "requester" && ev.Resend != "":
+			rereads = append(rereads, ev.Resend)
+		}
+	}
+	require.Equal(t, []string{"implied NAK/reread", "gap in a later READ/reread"}, causes, w.String())
+	require.Equal(t, []string{"reread", "reread"}, rereads)
+}
+
+// TestTraceHoleReport: under selective repeat a WRITE's second packet is
+// lost; the responder reports the hole (packet.NAKSelectiveRepeat) and the
+// requester resends that packet only (srHole, srResend), which the
+// completer's states do not show (the selective-repeat completer is no
+// rxe state machine). The trace has a retry event for the report and the
+// resend says it is a selective-repeat one.
+func TestTraceHoleReport(t *testing.T) {
+	var w syncbuf.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPairSR(t, &w, true, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send")
+		_, err := a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		synctest.Wait()
+	})
+	var retries []traceEv
+	resends := map[uint32]string{}
+	for _, ev := range readTrace(t, w.String()) {
+		switch {
+		case ev.Ev == "retry":
+			retries = append(retries, ev)
+		case ev.Ev == "send" && ev.Engine == "requester" && ev.Resend != "":
+			resends[*ev.PSN] += ev.Resend + " "
+		}
+	}
+	require.Len(t, retries, 1, w.String())
+	require.Equal(t, "hole report", retries[0].Cause)
+	require.Equal(t, "selective_repeat", retries[0].Resend)
+	require.Equal(t, uint32(101), *retries[0].PSN)
+	require.Equal(t, map[uint32]string{101: "selective_repeat "}, resends)
+}

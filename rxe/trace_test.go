@@ -23,6 +23,11 @@ var updateTrace = flag.Bool("rxe.update-trace", false, "rewrite testdata/trace_*
 // tracedPair connects two traced devices through a pipe whose a-side drops
 // as rules say, on synctest's virtual clock.
 func tracedPair(t *testing.T, w *syncbuf.Buffer, rules ...string) (*end, *end) {
+	return tracedPairSR(t, w, false, rules...)
+}
+
+// tracedPairSR is tracedPair with selective repeat negotiated when sr.
+func tracedPairSR(t *testing.T, w *syncbuf.Buffer, sr bool, rules ...string) (*end, *end) {
 	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 64})
 	var rs []faults.Rule
 	for _, s := range rules {
@@ -42,9 +47,11 @@ func tracedPair(t *testing.T, w *syncbuf.Buffer, rules ...string) (*end, *end) {
 	a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
 	// The golden traces are of IBTA go-back-N, the wire any RoCE peer
 	// gets: neither end offers selective repeat.
-	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7, NoSelectiveRepeat: true}
+	o := ConnectOptions{MTU: MTU1024, Timeout: 10, RetryCnt: 7, RNRRetry: 7, NoSelectiveRepeat: !sr}
 	ia, ib := a.qp.Info(100), b.qp.Info(500)
-	ia.SelectiveRepeat, ib.SelectiveRepeat = false, false
+	if !sr {
+		ia.SelectiveRepeat, ib.SelectiveRepeat = false, false
+	}
 	require.NoError(t, a.qp.Connect(ia, ib, o))
 	require.NoError(t, b.qp.Connect(ib, ia, o))
 	return a, b
