@@ -154,6 +154,10 @@ func myItem(ev *Event, at time.Time, high *uint32, sent *bool) (ladder.Item, boo
 		it.Label = "timer armed: " + flows.Human(time.Duration(ev.Deadline))
 	case "timer_fire":
 		it.Kind, it.Dir, it.Label = ladder.Timeout, ladder.Across, "retransmission timer fired"
+		if ev.Timer != "" && ev.Timer != "retransmit" {
+			// Another requester timer: it runs no completer.
+			it.Label = ev.Timer + " timer fired: " + timerAction(ev)
+		}
 	case "retry":
 		it.Label = "retry: " + ev.Cause
 		it.Kind = ladder.Resent

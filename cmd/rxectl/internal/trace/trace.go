@@ -34,6 +34,11 @@ type Event struct {
 	Status   string   `json:"status"`
 	WCOp     string   `json:"wc_opcode"`
 	WRID     uint64   `json:"wr_id"`
+	// Timer and Action of a timer_fire, Resend of a retry or a send:
+	// optional (traces written before them have none).
+	Timer  string `json:"timer"`
+	Action string `json:"action"`
+	Resend string `json:"resend"`
 }
 
 // Read reads a trace. A line that is not a JSON object is an error naming
@@ -107,6 +112,9 @@ func WriteTimeline(w io.Writer, evs []Event, f Filter) error {
 func describe(ev *Event) string {
 	switch ev.Ev {
 	case "send":
+		if r := resendText(ev.Resend); r != "" {
+			return "→ " + packetText(ev) + "  [resend: " + r + "]"
+		}
 		return "→ " + packetText(ev)
 	case "recv":
 		return "← " + packetText(ev)
@@ -115,15 +123,88 @@ func describe(ev *Event) string {
 	case "timer_arm":
 		return "timer armed: fires in " + flows.Human(time.Duration(ev.Deadline))
 	case "timer_fire":
-		return "timer fired"
+		if ev.Timer == "" {
+			return "timer fired"
+		}
+		return "timer fired (" + ev.Timer + "): " + timerAction(ev)
 	case "retry":
-		return "RETRY (" + ev.Cause + "): go back and resend"
+		return "RETRY (" + ev.Cause + "): " + retryText(ev)
 	case "complete":
 		return fmt.Sprintf("completion %s %s wr_id %d", ev.Status, ev.WCOp, ev.WRID)
 	case "qp_state":
 		return "QP " + ev.From + " → " + ev.To
 	}
 	return ev.Ev
+}
+
+// resendText names a kind of resend (rxe.TraceEvent.Resend), "" for none.
+func resendText(k string) string {
+	switch k {
+	case "":
+		return ""
+	case "go_back_n":
+		return "go-back-N"
+	case "rnr":
+		return "RNR retry"
+	case "tail_probe":
+		return "tail-loss probe"
+	case "double":
+		return "second copy"
+	case "reread":
+		return "re-read"
+	case "selective_repeat":
+		return "selective repeat"
+	}
+	return k
+}
+
+// fromPSN is " from PSN 100", or "" when ev names no PSN.
+func fromPSN(ev *Event) string {
+	if ev.PSN == nil {
+		return ""
+	}
+	return fmt.Sprintf(" from PSN %d", *ev.PSN)
+}
+
+// timerAction says what the requester does after a timer_fire.
+func timerAction(ev *Event) string {
+	switch ev.Action {
+	case "none", "":
+		return "nothing to send"
+	case "rnr":
+		return "RNR wait over, resend" + fromPSN(ev)
+	case "tail_probe":
+		if ev.PSN != nil {
+			return fmt.Sprintf("tail-loss probe of PSN %d", *ev.PSN)
+		}
+		return "tail-loss probe"
+	case "credit_probe":
+		return "the credit probe may go"
+	case "go_back_n":
+		return "go back N" + fromPSN(ev)
+	}
+	return resendText(ev.Action) + fromPSN(ev)
+}
+
+// retryText says what a retry resends; a trace without resend fields
+// had go-back-N retries only.
+func retryText(ev *Event) string {
+	switch ev.Resend {
+	case "":
+		return "go back and resend"
+	case "go_back_n":
+		return "go back N" + fromPSN(ev)
+	case "rnr":
+		return "wait " + flows.Human(time.Duration(ev.Deadline)) + ", then resend" + fromPSN(ev)
+	case "reread":
+		if ev.PSN == nil {
+			return "re-read the missing responses"
+		}
+		return "re-read" + fromPSN(ev)
+	case "selective_repeat":
+		return "selective-repeat resend" + fromPSN(ev)
+	}
+	return resendText(ev.Resend) + fromPSN(ev)
 }
 
 // packetText is "RC_ACKNOWLEDGE PSN 100 (ACK unlimited, MSN 1)".
