@@ -433,17 +433,13 @@ type packetSource interface {
 // has none or msgs is full, and returns the new k (caller holds mu). who
 // names src in the trace.
 func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []netdev.Message, owners []*QP, k int) int {
+	if qp.tracing() {
+		return qp.takePacketsTraced(now, src, who, msgs, owners, k)
+	}
 	for ; k < len(msgs); k++ {
-		var mark sendMark // the requester before the packet, for traceSend
-		if qp.tracing() {
-			mark = qp.markSend(src)
-		}
 		n := src.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
 		if n == 0 {
 			break
-		}
-		if qp.tracing() {
-			qp.traceSend(who, msgs[k].Buf[:n], mark)
 		}
 		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
 		msgs[k].TOS = qp.attr.AH.TrafficClass // 0: the device's (Options.TrafficClass)

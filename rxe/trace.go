@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/requester"
 	"github.com/gorxe/gorxe/responder"
@@ -268,13 +269,31 @@ func (qp *QP) resendKind(m *sendMark) requester.Resend {
 
 // traceSend records a packet an engine built; m is the requester before
 // it (caller holds mu).
-func (qp *QP) traceSend(engine string, b []byte, m sendMark) {
+func (qp *QP) traceSend(engine string, b []byte, m *sendMark) {
 	ev := TraceEvent{Kind: TraceSend, Engine: engine}
 	tracePacket(&ev, b)
 	if m.ok {
-		ev.Resend = qp.resendKind(&m).String()
+		ev.Resend = qp.resendKind(m).String()
 	}
 	qp.emit(ev)
+}
+
+// takePacketsTraced is takePackets when the device traces: it records
+// each packet with the kind of resend it is (the requester's counters
+// before and after it, sendMark), which the untraced loop never reads.
+func (qp *QP) takePacketsTraced(now time.Time, src packetSource, who string, msgs []netdev.Message, owners []*QP, k int) int {
+	var mark sendMark
+	for ; k < len(msgs); k++ {
+		mark = qp.markSend(src)
+		n := src.NextPacket(now, msgs[k].Buf[:cap(msgs[k].Buf)])
+		if n == 0 {
+			break
+		}
+		qp.traceSend(who, msgs[k].Buf[:n], &mark)
+		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
+		msgs[k].TOS = qp.attr.AH.TrafficClass
+	}
+	return k
 }
 
 // traceRecv records a received packet, before the engine takes it
