@@ -3,6 +3,7 @@ package rxe
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -282,4 +283,40 @@ func TestTraceHoleReport(t *testing.T) {
 	require.Equal(t, "selective_repeat", retries[0].Resend)
 	require.Equal(t, uint32(101), *retries[0].PSN)
 	require.Equal(t, map[uint32]string{101: "selective_repeat "}, resends)
+}
+
+// TestTraceSRTimeoutProbe: under selective repeat the local ACK timeout
+// goes back N no more: errorRetry starts no retry and the oldest
+// unacknowledged packet alone is resent as a probe (OnTimeout, srProbe).
+// Each timer_fire says so, the completer's ERROR_RETRY passes have no
+// retry event, and the resends are the probes.
+func TestTraceSRTimeoutProbe(t *testing.T) {
+	var w syncbuf.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPairSR(t, &w, true, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
+		_, err := a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		synctest.Wait()
+	})
+	var fires []string
+	retries := 0
+	resends := map[uint32]string{}
+	for _, ev := range readTrace(t, w.String()) {
+		switch {
+		case ev.Ev == "timer_fire":
+			require.NotNil(t, ev.PSN, w.String())
+			fires = append(fires, fmt.Sprintf("%s/%s/%d", ev.Timer, ev.Action, *ev.PSN))
+		case ev.Ev == "retry":
+			retries++
+		case ev.Ev == "send" && ev.Engine == "requester" && ev.Resend != "":
+			resends[*ev.PSN] += ev.Resend + " "
+		}
+	}
+	// The first probe's answer acknowledges up to 102 (the responder had
+	// them, and no AckReq had asked); the next timeout probes 103.
+	require.Equal(t, []string{"retransmit/tail_probe/100", "retransmit/tail_probe/103"}, fires, w.String())
+	require.Zero(t, retries)
+	require.Equal(t, map[uint32]string{100: "tail_probe ", 103: "tail_probe "}, resends)
 }
