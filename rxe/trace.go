@@ -391,9 +391,12 @@ func (qp *QP) traceCompleter(p *packet.Packet, mark compMark) {
 		qp.emit(retry(cause, requester.ResendGoBackN, qp.req.SQPSN(), true))
 	}
 	if kinds&requester.RetryRereadOldest != 0 {
-		// A gap in the oldest READ's responses (an implied NAK, IBA
-		// 9.7.5.1.1; rxe check_psn leaves it to the timer): its rest is
-		// asked for again from the oldest unacknowledged PSN.
+		// A gap in the oldest READ's responses: a response past the
+		// READ (an implied NAK, IBA 9.7.5.1.1; rxe check_psn's
+		// COMPST_ERROR_RETRY) or inside it (which rxe check_psn drops,
+		// leaving it to the timer; checkPSN takes it alike). errorRetry
+		// asks for the READ's rest again from the oldest unacknowledged
+		// PSN instead of going back N (readahead.go).
 		qp.emit(retry(RetryImpliedNAK, requester.ResendReread, qp.req.OldestPSN(), true))
 	}
 	if kinds&requester.RetryPartsHole != 0 {
