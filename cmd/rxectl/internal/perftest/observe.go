@@ -7,6 +7,7 @@ package perftest
 // explanation).
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,8 +36,12 @@ type traceFile struct {
 	mu    sync.Mutex
 	users int // devices tracing into the file
 	file  *os.File
-	sink  func(rxe.TraceEvent)
-	err   func() error
+	// buf holds the lines until closeTrace flushes it: the devices write
+	// events while they hold a QP's lock, which a write(2) per event
+	// would keep for the file's time.
+	buf  *bufio.Writer
+	sink func(rxe.TraceEvent)
+	err  func() error
 }
 
 // addObserveFlags defines --trace and --ladder.
@@ -99,8 +104,8 @@ func (o *options) traceSink() (func(rxe.TraceEvent), error) {
 		if err != nil {
 			return nil, fmt.Errorf("--trace: %w", err)
 		}
-		ob.file = f
-		ob.sink, ob.err = rxe.NewTraceWriter(f)
+		ob.file, ob.buf = f, bufio.NewWriterSize(f, 1<<20)
+		ob.sink, ob.err = rxe.NewTraceWriter(ob.buf)
 	}
 	ob.users++
 	return ob.sink, nil
@@ -120,7 +125,11 @@ func (o *options) closeTrace() error {
 	if ob.users--; ob.users > 0 {
 		return nil
 	}
+	// The devices are closed: no event comes any more.
 	err := ob.err()
+	if ferr := ob.buf.Flush(); err == nil {
+		err = ferr
+	}
 	if cerr := ob.file.Close(); err == nil {
 		err = cerr
 	}
