@@ -128,7 +128,10 @@ type TraceEvent struct {
 // line above it, whose goroutine took the writer's lock first, is written
 // at that line's time, so the file reads as a timeline in its own order.
 // Write errors after the first are dropped, and the first is returned by
-// the error func.
+// the error func. Each line is one Write of w, made while the device
+// holds the traced QP's lock: for a file, pass a bufio.Writer and flush
+// it after Device.Close, as rxectl's --trace does, so that the transport
+// does not wait for a system call per event.
 func NewTraceWriter(w io.Writer) (sink func(TraceEvent), err func() error) {
 	var (
 		mu    sync.Mutex
