@@ -173,6 +173,13 @@ func (g *pcapGuard) Read(p []byte) (int, error) {
 	case g.rest > 0:
 		n, err := g.r.Read(p[:min(int64(len(p)), g.rest)])
 		g.rest -= int64(n)
+		if err == io.EOF && g.rest > 0 {
+			// The file ends inside the record's data. Passed on as is,
+			// io.EOF with not one byte of the data read is what pcapgo's
+			// io.ReadFull calls a clean end: the record was dropped
+			// without a word and the dump exited 0.
+			err = io.ErrUnexpectedEOF
+		}
 		return n, err
 	case g.err != nil:
 		return 0, g.err

@@ -636,6 +636,11 @@ func TestDumpBadInputs(t *testing.T) {
 		{name: "cut in record header", content: raw[:24+rec1+7], code: cli.ExitFail, lines: 1,
 			stdout:     "    1 0.000000 192.168.10.1:49374",
 			wantStderr: []string{"ends in the middle of a record after frame 1\n", "1 frames, 1 RoCEv2 packets"}},
+		// The whole record header and not one byte of its data: pcapgo
+		// took this for the clean end of the file (found by FuzzDump).
+		{name: "cut after record header", content: raw[:24+rec1+16], code: cli.ExitFail, lines: 1,
+			stdout:     "    1 0.000000 192.168.10.1:49374",
+			wantStderr: []string{"ends in the middle of a record after frame 1\n", "1 frames, 1 RoCEv2 packets"}},
 		{name: "header only", content: raw[:24], code: cli.ExitOK,
 			wantStderr: []string{"rxectl dump: 0 frames, 0 RoCEv2 packets, 0 bad ICRC, 0 malformed\n"}},
 		{name: "huge record", content: hugeRecord, code: cli.ExitFail,
