@@ -6,7 +6,9 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -693,7 +695,24 @@ func TestDumpPcapNgUnsupportedInterface(t *testing.T) {
 	require.Contains(t, stderr, "rxectl dump: 2 frames, 0 RoCEv2 packets")
 }
 
-// FuzzDump feeds whole files to the dump loop: it must never panic.
+// FuzzDump feeds whole files to the dump loop, as text, --json and -v
+// with the same ports, and checks what the output says against the file:
+//   - the summary is the last line of standard error, the same in all
+//     three modes, and its frame count is the number of records in the
+//     file (counted by Capture, and for a classic pcap file read to its end
+//     by walking its record headers here);
+//   - each RoCEv2 packet the summary counts has exactly one text line and
+//     one JSON line (a GSO/GRO datagram one per segment, numbered 1..k of
+//     N, k <= N, with the datagram's frame number), and -v's lines that
+//     are not indented details are the text lines;
+//   - the frame numbers, in 1..frames, never go down;
+//   - the JSON lines parse, and those with "error", "truncated" and
+//     "icrc_ok": false are the malformed, truncated and bad-ICRC counts,
+//     and the text line of the same packet says MALFORMED, TRUNCATED or
+//     ICRC BAD just when they do;
+//   - the exit status is 0 when the file was read to its end, 1 otherwise
+//     with an error line before the summary; a file that is no capture
+//     gives no summary and no output.
 func FuzzDump(f *testing.F) {
 	for _, p := range []string{cx4Pcap, scapyPcap, snapPcap} {
 		raw, err := os.ReadFile(p)
@@ -702,13 +721,152 @@ func FuzzDump(f *testing.F) {
 	}
 	f.Add(pcapBytes(276, readPcap(f, cx4Pcap)))
 	f.Add(pcapngBytes(276, readPcap(f, cx4Pcap)))
+	f.Add(pcapngBytes(220, readPcap(f, cx4Pcap)))
+	// A GSO datagram of three packets, whole and cut by a snap length,
+	// beside a frame with a bad ICRC, and a file that ends inside a record.
+	cx4 := readPcap(f, cx4Pcap)
+	gso := gsoDatagram(f, cutTestPH, []int{256, 256, 100}, func(i int) uint16 { return uint16(i) })
+	bad := slices.Clone(cx4[1].data)
+	bad[len(bad)-1] ^= 1
+	frames := []capFrame{cx4[0], {gso, gopacket.CaptureInfo{Timestamp: cx4[1].ci.Timestamp, CaptureLength: len(gso), Length: len(gso)}},
+		{gso[:400], gopacket.CaptureInfo{Timestamp: cx4[1].ci.Timestamp, CaptureLength: 400, Length: len(gso)}},
+		{bad, cx4[1].ci}}
+	f.Add(pcapBytes(1, frames))
+	whole := pcapBytes(1, cx4)
+	f.Add(whole[:len(whole)-5])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, o := range []options{{ports: Ports{4791}}, {json: true, ports: Ports{4791, 53}}, {verbose: true, ports: Ports{4791}}} {
+		ports := Ports{4791, 53}
+		run := func(o options) (stdout string, stderr []string, code int) {
 			var out, errb bytes.Buffer
-			code := dump(bytes.NewReader(data), "fuzz", &o, &out, &errb, false)
+			o.ports = ports
+			code = dump(bytes.NewReader(data), "fuzz", &o, &out, &errb, false)
 			require.Contains(t, []int{cli.ExitOK, cli.ExitFail}, code)
-			require.Contains(t, errb.String(), "rxectl dump: ")
+			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+			for _, l := range lines {
+				require.True(t, strings.HasPrefix(l, "rxectl dump: "), "stderr line %q", l)
+			}
+			return out.String(), lines, code
 		}
+		text, textErr, code := run(options{})
+		jsonOut, jsonErr, jcode := run(options{json: true})
+		verbose, verboseErr, vcode := run(options{verbose: true})
+		require.Equal(t, code, jcode)
+		require.Equal(t, code, vcode)
+		require.Equal(t, textErr, jsonErr)
+		require.Equal(t, textErr, verboseErr)
+
+		c, err := Open(bytes.NewReader(data))
+		if err == nil && c.pcap != nil && !c.LinkType.Supported() {
+			err = errors.New("unsupported link type")
+		}
+		if err != nil { // not a capture dump reads: one error line
+			require.Equal(t, cli.ExitFail, code)
+			require.Len(t, textErr, 1)
+			require.NotContains(t, textErr[0], " frames, ")
+			require.Empty(t, text)
+			require.Empty(t, jsonOut)
+			return
+		}
+		records := 0
+		var readErr error
+		for {
+			if _, readErr = c.Next(); readErr != nil {
+				break
+			}
+			records++
+		}
+
+		summary := textErr[len(textErr)-1]
+		var st stats
+		_, err = fmt.Sscanf(summary, "rxectl dump: %d frames, %d RoCEv2 packets, %d bad ICRC, %d malformed",
+			&st.frames, &st.roce, &st.badICRC, &st.malformed)
+		require.NoError(t, err, summary)
+		if i := strings.Index(summary, " malformed, "); i >= 0 {
+			_, err = fmt.Sscanf(summary[i:], " malformed, %d truncated by the capture (snap length)", &st.truncated)
+			require.NoError(t, err, summary)
+			require.Positive(t, st.truncated)
+		}
+		require.Equal(t, records, st.frames, "summary frames vs records in the file")
+		if readErr == io.EOF {
+			require.Equal(t, cli.ExitOK, code)
+		} else {
+			require.Equal(t, cli.ExitFail, code)
+			require.GreaterOrEqual(t, len(textErr), 2)
+			last := textErr[len(textErr)-2]
+			require.True(t, strings.Contains(last, "reading frame") || strings.Contains(last, "after frame"), last)
+		}
+		if code == cli.ExitOK && len(data) >= 24 && binary.LittleEndian.Uint32(data) == 0xA1B2C3D4 {
+			// Walk the classic pcap records by their incl_len.
+			n, off := 0, 24
+			for off+16 <= len(data) {
+				off += 16 + int(binary.LittleEndian.Uint32(data[off+8:]))
+				n++
+			}
+			require.Equal(t, len(data), off, "a file read to its end ends after a record")
+			require.Equal(t, n, st.frames)
+		}
+
+		textLines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+		jsonLines := strings.Split(strings.TrimSuffix(jsonOut, "\n"), "\n")
+		if text == "" {
+			textLines, jsonLines = nil, nil
+		}
+		require.Len(t, textLines, st.roce, "one text line per RoCEv2 packet")
+		require.Len(t, jsonLines, st.roce, "one JSON line per RoCEv2 packet")
+		var summaries []string
+		for l := range strings.Lines(verbose) {
+			if l != "\n" && !strings.HasPrefix(l, "      ") {
+				summaries = append(summaries, strings.TrimSuffix(l, "\n"))
+			}
+		}
+		require.Equal(t, textLines, summaries, "-v's packet lines")
+
+		var malformed, truncated, bad int
+		prev, seg, segs := 0, 0, 0
+		for i, jl := range jsonLines {
+			var j struct {
+				Frame     int
+				Error     *string
+				Truncated bool
+				ICRCOK    *bool `json:"icrc_ok"`
+				Segment   int
+				Segments  int
+			}
+			require.NoError(t, json.Unmarshal([]byte(jl), &j), jl)
+			tl := textLines[i]
+			num, err := strconv.Atoi(strings.Fields(tl)[0])
+			require.NoError(t, err, tl)
+			require.Equal(t, j.Frame, num, "frame of text line %q and JSON line %q", tl, jl)
+			require.True(t, j.Frame >= 1 && j.Frame <= st.frames, jl)
+			require.GreaterOrEqual(t, j.Frame, prev, "frame numbers never go down")
+			if j.Frame == prev { // the next segment of the same datagram
+				require.Equal(t, seg+1, j.Segment, jl)
+				require.Equal(t, segs, j.Segments, jl)
+			} else if j.Segments > 0 {
+				require.Equal(t, 1, j.Segment, jl)
+			}
+			require.LessOrEqual(t, j.Segment, j.Segments, jl)
+			require.Equal(t, j.Segment > 0, strings.Contains(tl, fmt.Sprintf(" (segment %d of %d in one UDP datagram", j.Segment, j.Segments)), tl)
+			prev, seg, segs = j.Frame, j.Segment, j.Segments
+			require.Equal(t, j.Error != nil, strings.Contains(tl, " MALFORMED: "), tl)
+			require.Equal(t, j.Truncated, strings.Contains(tl, " TRUNCATED by the capture ("), tl)
+			isBad := j.ICRCOK != nil && !*j.ICRCOK
+			require.Equal(t, isBad, strings.Contains(tl, " ICRC BAD (wire "), tl)
+			require.Equal(t, j.ICRCOK != nil && *j.ICRCOK, strings.HasSuffix(strings.Split(tl, " (segment ")[0], " ICRC ok"), tl)
+			switch {
+			case j.Error != nil:
+				malformed++
+			case j.Truncated:
+				truncated++
+			case isBad:
+				bad++
+			default:
+				require.True(t, j.ICRCOK != nil && *j.ICRCOK, jl)
+			}
+		}
+		require.Equal(t, st.malformed, malformed, summary)
+		require.Equal(t, st.truncated, truncated, summary)
+		require.Equal(t, st.badICRC, bad, summary)
 	})
 }
 
