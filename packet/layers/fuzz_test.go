@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/gopacket"
 	gplayers "github.com/google/gopacket/layers"
@@ -96,7 +97,9 @@ func FuzzDecodeBTH(f *testing.F) {
 }
 
 // FuzzDecodeFrame: decoding any bytes as an Ethernet frame never panics in
-// this package. NewPacket keeps gopacket's panic recovery on, because some
+// this package; CheckICRC's verdict is packet's (ParseFrame, ICRCOK); and
+// FixICRC either fails as CheckICRC does and changes nothing, or changes
+// only the ICRC and a non-zero UDP checksum, after which both check. NewPacket keeps gopacket's panic recovery on, because some
 // of gopacket v1.1.19's own decoders panic on bad input (IPsec ESP, for
 // one); a recovered panic fails the test only if its stack passes through
 // this package. The parser has only our layers and gopacket's Ethernet,
@@ -106,6 +109,16 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add(buildFrame(f, &ph4, &s.h, s.payload, true))
 		f.Add(buildFrame(f, &ph6, &s.h, s.payload, false))
 	}
+	// Frames FixICRC has work on: an IPv4 one without a UDP checksum and
+	// IPv4 and IPv6 ones with a stale ICRC (and UDP checksum).
+	s := samples(0)[4]
+	b := buildFrame(f, &ph4, &s.h, s.payload, true)
+	f.Add(append(bytes.Clone(b[:headerLen(&ph4)-2]), append([]byte{0, 0}, b[headerLen(&ph4):]...)...))
+	b[len(b)-1] ^= 0x5A
+	f.Add(b)
+	b = buildFrame(f, &ph6, &s.h, s.payload, true)
+	b[len(b)-2] ^= 0x5A
+	f.Add(b)
 	ps := newParserSet(gplayers.LayerTypeEthernet)
 	ps.parser.IgnorePanic = true
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -118,7 +131,56 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 		}
 		_ = ps.parser.DecodeLayers(b, &ps.decoded)
-		_ = CheckICRC(b, gplayers.LinkTypeEthernet)
-		_ = FixICRC(b, gplayers.LinkTypeEthernet)
+
+		// CheckICRC gives packet's verdict on the same datagram.
+		cerr := CheckICRC(b, gplayers.LinkTypeEthernet)
+		d, err := packet.ParseFrame(b, packet.LinkEthernet)
+		if err == nil {
+			_, err = d.ICRC()
+		}
+		switch {
+		case err != nil:
+			if cerr != err {
+				t.Fatalf("CheckICRC: %v; ParseFrame/ICRC: %v", cerr, err)
+			}
+		case d.ICRCOK() != (cerr == nil) || cerr != nil && cerr != packet.ErrBadICRC:
+			t.Fatalf("CheckICRC: %v; ICRCOK %v", cerr, d.ICRCOK())
+		}
+
+		// FixICRC changes nothing but the ICRC and a non-zero UDP
+		// checksum, after which both check; or fails as CheckICRC did,
+		// changing nothing.
+		fixed := bytes.Clone(b)
+		if ferr := FixICRC(fixed, gplayers.LinkTypeEthernet); ferr != nil {
+			if ferr != err || !bytes.Equal(fixed, b) {
+				t.Fatalf("FixICRC: %v (CheckICRC %v), frame changed %v", ferr, err, !bytes.Equal(fixed, b))
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("FixICRC fixed a frame CheckICRC refused: %v", err)
+		}
+		if cerr := CheckICRC(fixed, gplayers.LinkTypeEthernet); cerr != nil {
+			t.Fatalf("CheckICRC after FixICRC: %v", cerr)
+		}
+		fd, err := packet.ParseFrame(fixed, packet.LinkEthernet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := func(s []byte) int { // where s starts in fixed
+			return int(uintptr(unsafe.Pointer(unsafe.SliceData(s))) - uintptr(unsafe.Pointer(unsafe.SliceData(fixed))))
+		}
+		icrc, csum := off(fd.Payload)+len(fd.Payload)-packet.ICRCSize, off(fd.UDPHeader)+6
+		want := bytes.Clone(b)
+		copy(want[icrc:icrc+packet.ICRCSize], fixed[icrc:])
+		if binary.BigEndian.Uint16(b[csum:]) != 0 {
+			if got := binary.BigEndian.Uint16(fixed[csum:]); got != fd.UDPChecksum() {
+				t.Fatalf("UDP checksum %#04x after FixICRC, want %#04x", got, fd.UDPChecksum())
+			}
+			copy(want[csum:csum+2], fixed[csum:])
+		}
+		if !bytes.Equal(want, fixed) {
+			t.Fatalf("FixICRC changed more than the ICRC and UDP checksum:\n%x\n%x", b, fixed)
+		}
 	})
 }
