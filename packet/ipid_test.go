@@ -1,6 +1,8 @@
 package packet
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
@@ -50,6 +52,10 @@ func TestRewriteIPv4IDLong(t *testing.T) {
 	require.NoError(t, ph.CheckICRC(buf[:n]))
 }
 
+// FuzzRewriteIPv4ID: after RewriteIPv4ID the ICRC checks for the new ID;
+// no byte but the ICRC changed (an ICRC check alone misses a change to the
+// bits it masks, FECN and BECN); an ICRC off by e comes out off by e; and
+// rewriting back restores the packet.
 func FuzzRewriteIPv4ID(f *testing.F) {
 	f.Add([]byte("0123456789abcdefghijklmnop"), uint16(0), uint16(3))
 	f.Fuzz(func(t *testing.T, pkt []byte, from, to uint16) {
@@ -61,9 +67,21 @@ func FuzzRewriteIPv4ID(f *testing.F) {
 		if ph.SetICRC(pkt) != nil {
 			return
 		}
+		orig := bytes.Clone(pkt)
 		RewriteIPv4ID(pkt, from, to)
 		ph.IPID = to
 		require.NoError(t, ph.CheckICRC(pkt))
+		n := len(pkt) - ICRCSize
+		require.Equal(t, orig[:n], pkt[:n], "only the ICRC changes")
+		// It reads the length, not the ICRC: an ICRC off by e comes out
+		// off by e; and rewriting back gives the packet it started from.
+		e := uint32(from)<<16 | uint32(to) | 1
+		bad := bytes.Clone(orig)
+		binary.LittleEndian.PutUint32(bad[n:], binary.LittleEndian.Uint32(bad[n:])^e)
+		RewriteIPv4ID(bad, from, to)
+		require.Equal(t, binary.LittleEndian.Uint32(pkt[n:])^e, binary.LittleEndian.Uint32(bad[n:]))
+		RewriteIPv4ID(pkt, to, from)
+		require.Equal(t, orig, pkt)
 	})
 }
 
