@@ -10,6 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// waited is what one CQ.Wait returned.
+type waited struct {
+	n   int
+	wc  WC
+	err error
+}
+
 // TestCQTwoWaiters: two goroutines sleep in CQ.Wait on one CQ, each
 // asking for one completion, and two completions arrive (the flush
 // completions of two send WRs posted on a QP in ERR, outside any receive
@@ -31,21 +38,28 @@ func TestCQTwoWaiters(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		got := make(chan error, 2)
+		got := make(chan waited, 2)
 		for range 2 {
 			go func() {
 				wcs := make([]WC, 1)
-				_, err := cq.Wait(ctx, wcs)
-				got <- err
+				n, err := cq.Wait(ctx, wcs)
+				got <- waited{n, wcs[0], err}
 			}()
 		}
 		synctest.Wait() // both waiters sleep in Wait
 		n, err := qp.PostSend(SendWR{ID: 1, Opcode: WRSend}, SendWR{ID: 2, Opcode: WRSend})
 		require.NoError(t, err)
 		require.Equal(t, 2, n)
+		var ids []uint64
 		for i := range 2 {
-			require.NoError(t, <-got, "waiter %d (CQ holds %d completions)", i, cq.Len())
+			w := <-got
+			require.NoError(t, w.err, "waiter %d (CQ holds %d completions)", i, cq.Len())
+			require.Equal(t, 1, w.n, "waiter %d", i)
+			require.Equal(t, WCWRFlushErr, w.wc.Status, "waiter %d", i)
+			ids = append(ids, w.wc.ID)
 		}
+		require.ElementsMatch(t, []uint64{1, 2}, ids, "each waiter took one of the two completions")
+		require.Zero(t, cq.Len())
 	})
 }
 
@@ -61,12 +75,12 @@ func TestCQTwoWaitersOneBatch(t *testing.T) {
 		a, b := burstPair(t, msgs)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		got := make(chan error, msgs)
+		got := make(chan waited, msgs)
 		for range msgs {
 			go func() {
 				wcs := make([]WC, 1)
-				_, err := b.cq.Wait(ctx, wcs)
-				got <- err
+				n, err := b.cq.Wait(ctx, wcs)
+				got <- waited{n, wcs[0], err}
 			}()
 		}
 		synctest.Wait() // both waiters sleep in Wait
@@ -74,8 +88,17 @@ func TestCQTwoWaitersOneBatch(t *testing.T) {
 			_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, SGList: []SGE{a.mr.SGE(i*64, 64)}})
 			require.NoError(t, err)
 		}
+		var ids []uint64
 		for i := range msgs {
-			require.NoError(t, <-got, "waiter %d (the CQ holds %d completions)", i, b.cq.Len())
+			w := <-got
+			require.NoError(t, w.err, "waiter %d (the CQ holds %d completions)", i, b.cq.Len())
+			require.Equal(t, 1, w.n, "waiter %d", i)
+			require.Equal(t, WCSuccess, w.wc.Status, "waiter %d", i)
+			require.Equal(t, WCRecv, w.wc.Opcode, "waiter %d", i)
+			require.Equal(t, uint32(64), w.wc.ByteLen, "waiter %d", i)
+			ids = append(ids, w.wc.ID)
 		}
+		require.ElementsMatch(t, []uint64{0, 1}, ids, "each waiter took one receive")
+		require.Zero(t, b.cq.Len())
 	})
 }
