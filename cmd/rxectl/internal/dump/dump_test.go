@@ -264,6 +264,10 @@ func TestDumpRealCaptures(t *testing.T) {
 	want := map[string]struct{ frames, roce int }{
 		"huawei_hiroce_oferby_proxy.pcap":         {123, 105},
 		"scapy_uts_cx4lx_cnp_and_uc_example.pcap": {2, 2},
+		// tshark -r F | wc -l; tshark -r F -Y udp.dstport==4791 | wc -l
+		"kernel-rxe_rdmacm_send_4KiB.pcap": {154, 154},
+		"kernel-rxe_uc_write_64KiB.pcap":   {681, 640},
+		"kernel-rxe_ud_send_512B.pcap":     {49, 20},
 	}
 	paths, err := filepath.Glob("../../../../testdata/captures/*.pcap")
 	require.NoError(t, err)
