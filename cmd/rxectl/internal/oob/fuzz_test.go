@@ -50,17 +50,47 @@ func FuzzParseVersionMsg(f *testing.F) {
 	})
 }
 
-// FuzzParseMTUMsg: a peer's MTU message never crashes the parser, and the
-// messages we send for the MTU enums read back as those enums.
+// FuzzParseMTUMsg: a peer's MTU message never crashes the parser; any
+// message of MTUMsgSize bytes (all a peer sends) reads as C's
+// strtol(msg, NULL, 10) reads it; and the messages we send for the MTU
+// enums read back as those enums.
 func FuzzParseMTUMsg(f *testing.F) {
 	for enum := range 10 {
 		f.Add(MTUMsg(enum))
 	}
-	f.Add([]byte("-1"))
+	for _, s := range []string{"-1", "+7", " 4", "\t5", "12", "1.", ".5", "5x", "x5", "- ", "3\x00"} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = ParseMTUMsg(b)
+		got := ParseMTUMsg(b)
 		if len(b) == MTUMsgSize && b[0] >= '0' && b[0] <= '9' && b[1] == 0 {
-			require.Equal(t, int(b[0]-'0'), ParseMTUMsg(b))
+			require.Equal(t, int(b[0]-'0'), got)
+		}
+		if len(b) <= MTUMsgSize {
+			require.Equal(t, strtol10(b), got, "%q", b)
 		}
 	})
+}
+
+// strtol10 is C's strtol(s, NULL, 10) of the NUL-terminated string in s
+// (or all of s), for strings too short to overflow: leading white space,
+// a sign, then decimal digits.
+func strtol10(s []byte) int {
+	i := 0
+	for i < len(s) && strings.IndexByte(" \t\n\v\f\r", s[i]) >= 0 {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	v := 0
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		v = v*10 + int(s[i]-'0')
+	}
+	if neg {
+		return -v
+	}
+	return v
 }
