@@ -101,6 +101,7 @@ func fuzzReceive(t *testing.T, in []byte, dereg int) {
 		r := New(cfg, Env{Mem: mem, RQ: rq, CQ: cq})
 		buf := make([]byte, cfg.PMTU+64)
 		var rsnap, lsnap []byte // the regions as they were deregistered
+		posted := uint64(0)     // receive WQEs posted, IDs 1 to posted
 		for rec := 0; len(in) >= 3; rec++ {
 			if rec == dereg+1 && dereg >= 0 {
 				for _, mr := range mem.mrs {
@@ -115,7 +116,8 @@ func fuzzReceive(t *testing.T, in []byte, dereg int) {
 			rec := append([]byte(nil), in[:n]...)
 			in = in[n:]
 			for rq.Len() < 2 {
-				rq.post(verbs.RecvWR{ID: 1, SGList: []verbs.SGE{{Addr: lva, Length: sgeLen, LKey: lkey}, {Addr: lva + 2048, Length: sgeLen, LKey: lkey}}})
+				posted++
+				rq.post(verbs.RecvWR{ID: posted, SGList: []verbs.SGE{{Addr: lva, Length: sgeLen, LKey: lkey}, {Addr: lva + 2048, Length: sgeLen, LKey: lkey}}})
 			}
 			if mode&1 != 0 && len(rec) >= packet.BTHSize {
 				packet.BTH(rec).SetPSN(r.EPSN().Add(int(mode>>2) - 16))
@@ -144,8 +146,25 @@ func fuzzReceive(t *testing.T, in []byte, dereg int) {
 					require.NotEqual(t, packet.NAKSyndrome(packet.NAKSelectiveRepeat), a.Syndrome(),
 						"no hole report without selective repeat")
 				}
+				if a := p.AETH(); a != nil && a.Syndrome().IsACK() {
+					// An ACK (alone, or ending a READ or atomic response)
+					// acknowledges a request already executed: its PSN is
+					// before ePSN (IBA 9.7.5.1.2, rxe send_ack).
+					require.True(t, p.PSN().Before(r.EPSN()), "ACK of PSN %v with ePSN %v", p.PSN(), r.EPSN())
+				}
 			}
 			require.False(t, r.Pending())
+			// Receive WQEs complete once each, in the order they were
+			// posted (IBA 10.8.5: a receive queue completes in order),
+			// and only WQEs taken from the queue complete.
+			require.LessOrEqual(t, uint64(len(cq.wcs)), posted-uint64(rq.Len()))
+			for i, wc := range cq.wcs {
+				require.Equal(t, uint64(i+1), wc.ID, "completion %d", i)
+				require.Equal(t, uint32(ourQPN), wc.QPNum)
+				if wc.Status == verbs.WCSuccess && wc.Opcode == verbs.WCRecv {
+					require.LessOrEqual(t, wc.ByteLen, 2*sgeLen, "completion longer than its WQE")
+				}
+			}
 			c := r.Counters()
 			require.LessOrEqual(t, r.ooo.allocated(), max(cfg.OOOLimit, 0))
 			require.LessOrEqual(t, c.OOOBytesPeak, uint64(max(cfg.OOOLimit, 0)))
