@@ -193,6 +193,11 @@ func FuzzReceiveSR(f *testing.F) {
 // fuzzResponses is the body of the response fuzz targets.
 func fuzzResponses(t *testing.T, data []byte, sr, reads bool, parts, window int) {
 	h, rg, orig := fuzzSetup(t, sr, reads, parts, window)
+	// end is the PSN after the last WQE's (fuzzSetup's comments).
+	end := packet.PSN(fuzzPSN).Add(13)
+	if reads {
+		end = packet.PSN(fuzzPSN).Add(8)
+	}
 	for len(data) >= 2 {
 		n := min(int(binary.BigEndian.Uint16(data)), len(data)-2)
 		chunk := data[2 : 2+n]
@@ -202,7 +207,23 @@ func fuzzResponses(t *testing.T, data []byte, sr, reads bool, parts, window int)
 		}
 		out := int(h.r.highPSN.Diff(h.r.compPSN))
 		sent := 0
-		for h.r.NextPacket(h.now, h.buf) > 0 {
+		for {
+			comp := h.r.compPSN
+			k := h.r.NextPacket(h.now, h.buf)
+			if k == 0 {
+				break
+			}
+			// A request's PSN lies in the send window: not yet
+			// acknowledged, and belonging to a posted WQE; without
+			// selective repeat, less than Window PSNs past the oldest
+			// unacknowledged one (rxe's
+			// RXE_MAX_UNACKED_PSNS check in rxe_req.c).
+			if p, err := packet.Parse(h.buf[:k]); err != nil {
+				t.Fatalf("sent packet does not parse: %v", err)
+			} else if psn := p.PSN(); psn.Before(comp) || !psn.Before(end) ||
+				!sr && int(psn.Diff(comp)) >= h.r.cfg.Window {
+				t.Fatalf("sent PSN %v outside [%v, %v) or window %d", psn, comp, end, h.r.cfg.Window)
+			}
 			sent++
 			if sent > 4*out+64 {
 				t.Fatalf("NextPacket does not stop: %d packets for %d PSNs outstanding", sent, out)
