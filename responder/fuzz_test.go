@@ -31,29 +31,37 @@ func FuzzReceive(f *testing.F) {
 	for _, seed := range fuzzSeeds(f) {
 		f.Add(seed)
 	}
-	f.Fuzz(func(t *testing.T, in []byte) { fuzzReceive(t, in, -1) })
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzReceive(t, in, -1, false) })
 }
 
 // FuzzReceiveDereg is FuzzReceive with both memory regions deregistered
-// after the record the first input byte numbers: from then on the
-// responder must neither write them nor send READ response data (every
-// READ response reads the region when it is built), whatever it had
-// buffered out of order or queued before.
+// after the record bits 0-6 of the first input byte number: from then on
+// the responder must neither write them nor send READ response data
+// (every READ response reads the region when it is built), whatever it
+// had buffered out of order or queued before. With bit 7 set, the QP's
+// remote access is taken away instead (SetAccess(0)): from then on the
+// remote region must not change, not by a WRITE in progress (rxe
+// check_op_valid runs on every packet), nor by one placed ahead
+// (placeAhead) or held out of order and executed later.
 func FuzzReceiveDereg(f *testing.F) {
 	for i, seed := range fuzzSeeds(f) {
 		f.Add(append([]byte{byte(i % 4)}, seed...))
+		if seed[0]&128 != 0 {
+			f.Add(append([]byte{128 | 0}, seed...))
+		}
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 2 {
 			return
 		}
-		fuzzReceive(t, in[1:], int(in[0]))
+		fuzzReceive(t, in[1:], int(in[0]&127), in[0]&128 != 0)
 	})
 }
 
 // fuzzReceive is the body of the FuzzReceive targets: dereg is the index
-// of the record after which both regions are deregistered, -1 for none.
-func fuzzReceive(t *testing.T, in []byte, dereg int) {
+// of the record after which both regions are deregistered, -1 for none,
+// or if revoke the QP's remote access is taken away.
+func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 	{
 		if len(in) == 0 {
 			return
@@ -104,11 +112,15 @@ func fuzzReceive(t *testing.T, in []byte, dereg int) {
 		posted := uint64(0)     // receive WQEs posted, IDs 1 to posted
 		for rec := 0; len(in) >= 3; rec++ {
 			if rec == dereg+1 && dereg >= 0 {
-				for _, mr := range mem.mrs {
-					mr.valid = false
-				}
 				rsnap = append([]byte(nil), rback...)
-				lsnap = append([]byte(nil), lback...)
+				if revoke {
+					r.SetAccess(0)
+				} else {
+					for _, mr := range mem.mrs {
+						mr.valid = false
+					}
+					lsnap = append([]byte(nil), lback...)
+				}
 			}
 			mode, n := in[0], int(binary.BigEndian.Uint16(in[1:]))
 			in = in[3:]
@@ -138,7 +150,7 @@ func fuzzReceive(t *testing.T, in []byte, dereg int) {
 				require.NoError(t, err)
 				require.NoError(t, cfg.Pseudo.CheckICRC(buf[:k]))
 				require.True(t, p.Mask()&packet.MaskAck != 0, "responses only")
-				if rsnap != nil {
+				if lsnap != nil {
 					require.Zero(t, p.PayloadLen(), "READ response data after the region was deregistered")
 				}
 				require.LessOrEqual(t, p.PayloadLen(), cfg.PMTU)
@@ -177,7 +189,9 @@ func fuzzReceive(t *testing.T, in []byte, dereg int) {
 			require.LessOrEqual(t, c.OOOPeak, uint64(3))
 			require.Equal(t, uint64(r.ooo.n), c.OOOBuffered)
 			if rsnap != nil {
-				require.Equal(t, rsnap, rback, "remote region written after deregistration")
+				require.Equal(t, rsnap, rback, "remote region written after deregistration or SetAccess(0)")
+			}
+			if lsnap != nil {
 				require.Equal(t, lsnap, lback, "local region written after deregistration")
 			}
 		}
@@ -241,5 +255,11 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 			rec(1|17<<2, packet.RCSendMiddle, pattern(256, 0)),
 			rec(1|18<<2, packet.RCSendLast, pattern(100, 0), ackReq),
 			rec(inSeq, packet.RCSendMiddle, pattern(256, 0))),
+		// The same with the hole one PSN long, so that the WRITE's MIDDLE
+		// and LAST fit the bytes its FIRST left (placed ahead).
+		seq(128, rec(inSeq, packet.RCRDMAWriteFirst, pattern(256, 0), reth(rva+100, rkey, 1000)),
+			rec(1|17<<2, packet.RCRDMAWriteMiddle, pattern(256, 0)),
+			rec(1|18<<2, packet.RCRDMAWriteLast, pattern(232, 0), ackReq),
+			rec(inSeq, packet.RCRDMAWriteMiddle, pattern(256, 0))),
 	}
 }
