@@ -251,9 +251,16 @@ func fillGRH(g *[GRHSize]byte, h *IPHeader, pktLen int) {
 		binary.BigEndian.PutUint16(ip[2:], uint16(20+udpLen))
 		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
 		ip[8], ip[9] = ttl, 17
-		s, d := src.Unmap().As4(), dst.Unmap().As4()
+		s := src.Unmap().As4()
 		copy(ip[12:16], s[:])
-		copy(ip[16:20], d[:])
+		if d := dst.Unmap(); d.Is4() {
+			// Only an IPv4 destination fits; any other (an IPv6 device
+			// address on a netdev bound to IPv4, or none known) is left
+			// zero: As4 panics on it, and a datagram must not crash the
+			// process whatever the configuration.
+			d4 := d.As4()
+			copy(ip[16:20], d4[:])
+		}
 		var sum uint32
 		for i := 0; i < 20; i += 2 {
 			sum += uint32(binary.BigEndian.Uint16(ip[i:]))

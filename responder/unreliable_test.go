@@ -798,3 +798,23 @@ func TestUCInterruptedMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestUDReceiveGRHMixedFamilies: an IPv4 datagram whose known destination
+// is not an IPv4 address (a device whose address is IPv6 on a netdev bound
+// to IPv4, or no destination known) still completes, with the IPv4 header
+// in the GRH area and a zero destination, instead of panicking in
+// netip.Addr.As4.
+func TestUDReceiveGRHMixedFamilies(t *testing.T) {
+	for _, dst := range []netip.AddrPort{netip.MustParseAddrPort("[2001:db8::2]:4791"), {}} {
+		h := newUHarness(t, true, 1)
+		pkt := build(t, h.buf, packet.UDSendOnly, 1, []byte{1, 2, 3, 4}, func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 9, SrcQP: 5} })
+		require.NotPanics(t, func() { h.u.Receive(t0, pkt, IPHeader{Src: uSrc, Dst: dst}) })
+		require.Len(t, h.cq.wcs, 1)
+		require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+		grh := h.loc.buf[:GRHSize]
+		require.Equal(t, byte(0x45), grh[20])
+		src := uSrc.Addr().As4()
+		require.Equal(t, src[:], grh[32:36])
+		require.Equal(t, make([]byte, 4), grh[36:40], "no IPv4 destination known")
+	}
+}
