@@ -31,7 +31,8 @@ func cutErr(f *Frame, err error) error {
 // short (f.CapLen < f.OrigLen) and that packet.ParseIP rejected with err;
 // f's addresses are set. The frame is KindCut when the capture ends
 // before the end of the BTH, KindRoCE with Truncated set when it holds
-// the BTH, and KindMalformed when the bytes captured are wrong whatever
+// the BTH, decoded as uncut when it holds the whole UDP datagram (the cut
+// falls in IP bytes past the UDP length), and KindMalformed when the bytes captured are wrong whatever
 // followed them (an IP length beyond the frame's length on the wire, a
 // reserved opcode, a UDP length beyond the IP packet).
 func decodeCut(f *Frame, ip []byte, err error) {
@@ -54,6 +55,14 @@ func decodeCut(f *Frame, ip []byte, err error) {
 	dg, err := packet.ParseIP(whole)
 	if err != nil {
 		f.Kind, f.Err = KindMalformed, cutErr(f, err)
+		return
+	}
+	if len(ip)-hl-packet.UDPHeaderSize >= len(dg.Payload) {
+		// The capture holds the whole UDP datagram and cuts only IP
+		// bytes after it, past the UDP length, which the ICRC does not
+		// cover (IBA A17.4.4: IP header, UDP header, BTH to payload):
+		// the packet is whole, decoded and checked as an uncut one.
+		decodeDatagram(f, dg)
 		return
 	}
 	f.Datagram = dg

@@ -144,6 +144,11 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 		f.Kind = KindOther
 		return
 	}
+	decodeDatagram(f, dg)
+}
+
+// decodeDatagram decodes the RoCEv2 datagram dg, whole, into f.
+func decodeDatagram(f *Frame, dg packet.IPDatagram) {
 	f.Datagram = dg
 	f.Src = netip.AddrPortFrom(dg.Pseudo.Src, dg.Pseudo.SrcPort)
 	f.Dst = netip.AddrPortFrom(dg.Pseudo.Dst, dg.Pseudo.DstPort)
