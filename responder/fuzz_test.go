@@ -161,7 +161,8 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 				if a := p.AETH(); a != nil && a.Syndrome().IsACK() {
 					// An ACK (alone, or ending a READ or atomic response)
 					// acknowledges a request already executed: its PSN is
-					// before ePSN (IBA 9.7.5.1.2, rxe send_ack). Class J
+					// before ePSN (IBA 9.7.5.1; rxe acknowledges pkt->psn
+					// after execute moved resp.psn past it). Class J
 					// excepted: a SEND with invalidate whose R_Key does
 					// not invalidate is acknowledged at its own PSN, ePSN
 					// and MSN not advanced, and the QP fails (rxe execute
@@ -173,8 +174,9 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 			}
 			require.False(t, r.Pending())
 			// Receive WQEs complete once each, in the order they were
-			// posted (IBA 10.8.5: a receive queue completes in order),
-			// and only WQEs taken from the queue complete.
+			// posted (a receive queue is FIFO; rxe completes the WQE it
+			// took from the queue's head), and only WQEs taken from the
+			// queue complete.
 			require.LessOrEqual(t, uint64(len(cq.wcs)), posted-uint64(rq.Len()))
 			for i, wc := range cq.wcs {
 				require.Equal(t, uint64(i+1), wc.ID, "completion %d", i)
