@@ -154,6 +154,13 @@ func checkConns(conns []netdev.Conn, opts *Options) (netip.Addr, error) {
 	if !addr.IsValid() || addr.IsUnspecified() {
 		return netip.Addr{}, fmt.Errorf("%w: the device needs a specific address (Options.Addr) when the netdev is bound to %v", ErrInvalidArgument, local)
 	}
+	// The device's address is its GID and the source its packets and GRH
+	// areas name: it must be of the netdev's family. An IPv4 netdev carries
+	// IPv4 only; a specific IPv6 one IPv6 only (a wildcard IPv6 socket also
+	// carries IPv4, as IPv4-mapped addresses).
+	if l := local.Addr().Unmap(); l.Is4() && !addr.Is4() || l.Is6() && !l.IsUnspecified() && !addr.Is6() {
+		return netip.Addr{}, fmt.Errorf("%w: device address %v is not of the family of the netdev's %v", ErrInvalidArgument, addr, local)
+	}
 	if opts.Name == "" {
 		opts.Name = "rxe0"
 	}
