@@ -203,22 +203,7 @@ func TestCloseRacesVerbs(t *testing.T) {
 				},
 			}
 			var wg sync.WaitGroup
-			errs := make(chan error, len(loops))
-			for name, f := range loops {
-				wg.Go(func() {
-					for {
-						err := f()
-						switch {
-						case errors.Is(err, ErrClosed):
-							return
-						case err == nil, errors.Is(err, ErrNoResources):
-						default:
-							errs <- fmtErr(name, err)
-							return
-						}
-					}
-				})
-			}
+			errs := runLoops(&wg, loops)
 			time.Sleep(20 * time.Millisecond) // the loops are under way
 			require.NoError(t, da.Close())
 			wg.Wait()
@@ -231,6 +216,29 @@ func TestCloseRacesVerbs(t *testing.T) {
 }
 
 func fmtErr(name string, err error) error { return errors.Join(errors.New(name), err) }
+
+// runLoops runs each of loops in a goroutine of wg, calling it until it
+// returns ErrClosed; any error but ErrNoResources ends that loop and goes
+// to the returned channel (close it after wg.Wait).
+func runLoops(wg *sync.WaitGroup, loops map[string]func() error) chan error {
+	errs := make(chan error, len(loops))
+	for name, f := range loops {
+		wg.Go(func() {
+			for {
+				err := f()
+				switch {
+				case errors.Is(err, ErrClosed):
+					return
+				case err == nil, errors.Is(err, ErrNoResources):
+				default:
+					errs <- fmtErr(name, err)
+					return
+				}
+			}
+		})
+	}
+	return errs
+}
 
 // TestAcceptEndsOnListenerOrDeviceClose: Accepts waiting for a request,
 // with and without a deadline, return ErrClosed when the listener closes,
@@ -321,22 +329,7 @@ func TestDestroyRacesQPVerbs(t *testing.T) {
 				},
 			}
 			var wg sync.WaitGroup
-			errs := make(chan error, len(loops))
-			for name, f := range loops {
-				wg.Go(func() {
-					for {
-						err := f()
-						switch {
-						case errors.Is(err, ErrClosed):
-							return
-						case err == nil, errors.Is(err, ErrNoResources):
-						default:
-							errs <- fmtErr(name, err)
-							return
-						}
-					}
-				})
-			}
+			errs := runLoops(&wg, loops)
 			wg.Go(func() { // the CQ stays: its completions are polled
 				for qp.State() != QPSReset {
 					a.cq.Poll(make([]WC, 16))

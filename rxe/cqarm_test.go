@@ -39,13 +39,8 @@ func TestCQNotifyArmKeepsNextCompletion(t *testing.T) {
 // armed before it.
 func TestCQReqNotifyAfterClose(t *testing.T) {
 	da, db := newDevices(t, "pipe")
-	ch := NewCompChannel(4)
-	cq, err := da.CreateCQWith(CQAttr{CQE: 64, Vector: -1, Channel: ch})
-	require.NoError(t, err)
-	a := smallEnd(t, da, nil, qpOpts{cq: cq})
-	b := smallEnd(t, db, nil, qpOpts{})
-	link(t, a, b, qpOpts{}, qpOpts{})
-	_, err = a.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{a.mr.SGE(0, 64)}})
+	_, a, cq, ch := notifyPair(t, db, da) // a on da, with the channel's CQ
+	_, err := a.qp.PostRecv(RecvWR{ID: 1, SGList: []SGE{a.mr.SGE(0, 64)}})
 	require.NoError(t, err)
 	require.NoError(t, cq.ReqNotify(false))
 

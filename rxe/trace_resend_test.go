@@ -201,16 +201,7 @@ func TestTraceProbeAnswered(t *testing.T) {
 		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
 		synctest.Wait()
 	})
-	var retries []traceEv
-	resends := map[uint32]string{}
-	for _, ev := range readTrace(t, w.String()) {
-		switch {
-		case ev.Ev == "retry":
-			retries = append(retries, ev)
-		case ev.Ev == "send" && ev.Engine == "requester" && ev.Resend != "":
-			resends[*ev.PSN] += ev.Resend + " "
-		}
-	}
+	retries, resends := retriesAndResends(t, w.String())
 	require.Len(t, retries, 1, w.String())
 	require.Equal(t, "probe answered", retries[0].Cause)
 	require.Equal(t, "go_back_n", retries[0].Resend)
@@ -268,16 +259,7 @@ func TestTraceHoleReport(t *testing.T) {
 		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
 		synctest.Wait()
 	})
-	var retries []traceEv
-	resends := map[uint32]string{}
-	for _, ev := range readTrace(t, w.String()) {
-		switch {
-		case ev.Ev == "retry":
-			retries = append(retries, ev)
-		case ev.Ev == "send" && ev.Engine == "requester" && ev.Resend != "":
-			resends[*ev.PSN] += ev.Resend + " "
-		}
-	}
+	retries, resends := retriesAndResends(t, w.String())
 	require.Len(t, retries, 1, w.String())
 	require.Equal(t, "hole report", retries[0].Cause)
 	require.Equal(t, "selective_repeat", retries[0].Resend)
@@ -319,4 +301,21 @@ func TestTraceSRTimeoutProbe(t *testing.T) {
 	require.Equal(t, []string{"retransmit/tail_probe/100", "retransmit/tail_probe/103"}, fires, w.String())
 	require.Zero(t, retries)
 	require.Equal(t, map[uint32]string{100: "tail_probe ", 103: "tail_probe "}, resends)
+}
+
+// retriesAndResends returns a trace's retry events and, per PSN, the
+// kinds of the requester's resends of it, each followed by a space.
+func retriesAndResends(t *testing.T, trace string) ([]traceEv, map[uint32]string) {
+	t.Helper()
+	var retries []traceEv
+	resends := map[uint32]string{}
+	for _, ev := range readTrace(t, trace) {
+		switch {
+		case ev.Ev == "retry":
+			retries = append(retries, ev)
+		case ev.Ev == "send" && ev.Engine == "requester" && ev.Resend != "":
+			resends[*ev.PSN] += ev.Resend + " "
+		}
+	}
+	return retries, resends
 }

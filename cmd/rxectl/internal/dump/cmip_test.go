@@ -22,14 +22,7 @@ func TestCMIPHeaderOnlyForIPCMService(t *testing.T) {
 		ip.Encode(req.PrivateData[:])
 		mad := make([]byte, packet.MADSize)
 		packet.EncodeCM(mad, 9, req)
-		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
-			DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
-		b := make([]byte, packet.PacketLen(packet.UDSendOnly, len(mad)))
-		_, err := packet.Build(b, &h, mad, nil)
-		require.NoError(t, err)
-		p, err := packet.Parse(b)
-		require.NoError(t, err)
-		return string(appendCM(nil, &Frame{Kind: KindRoCE, Packet: p}))
+		return madLine(t, mad)
 	}
 	ipcm := line(packet.RDMACMServiceID(packet.RDMACMProtoTCP, 18515))
 	require.Contains(t, ipcm, " ip=10.1.2.3:57410→10.1.2.4")

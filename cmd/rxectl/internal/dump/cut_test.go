@@ -245,16 +245,7 @@ func TestFlowsSnaplenCapture(t *testing.T) {
 // not a size; a CM MAD of class version 1 shows its header and says why
 // its message is not decoded.
 func TestCMMADDisplay(t *testing.T) {
-	line := func(mad []byte) string {
-		h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
-			DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
-		b := make([]byte, packet.PacketLen(packet.UDSendOnly, len(mad)))
-		_, err := packet.Build(b, &h, mad, nil)
-		require.NoError(t, err)
-		p, err := packet.Parse(b)
-		require.NoError(t, err)
-		return string(appendCM(nil, &Frame{Kind: KindRoCE, Packet: p}))
-	}
+	line := func(mad []byte) string { return madLine(t, mad) }
 	req := func(mtu uint8) []byte {
 		mad := make([]byte, packet.MADSize)
 		packet.EncodeCM(mad, 9, &packet.REQ{LocalCommID: 0x1234, ServiceID: 0x0002C90300001234, LocalQPN: 0x42, PathMTU: mtu})
@@ -310,4 +301,17 @@ func TestCutMergedUnsplit(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code)
 	require.Equal(t, "no RoCEv2 flows\n", stdout)
 	require.Contains(t, stderr, "rxectl dump: 1 packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame 1)\n")
+}
+
+// madLine is the CM part of dump's line for a QP1 datagram carrying mad.
+func madLine(t *testing.T, mad []byte) string {
+	t.Helper()
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
+		DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
+	b := make([]byte, packet.PacketLen(packet.UDSendOnly, len(mad)))
+	_, err := packet.Build(b, &h, mad, nil)
+	require.NoError(t, err)
+	p, err := packet.Parse(b)
+	require.NoError(t, err)
+	return string(appendCM(nil, &Frame{Kind: KindRoCE, Packet: p}))
 }
