@@ -146,16 +146,7 @@ func TestTraceRecoveryProbe(t *testing.T) {
 	var w syncbuf.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
-		// A first WRITE gives the RTT sample the recovery timer needs.
-		_, err := a.qp.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-		require.NoError(t, err)
-		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
-		time.Sleep(time.Millisecond)
-		_, err = a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-		require.NoError(t, err)
-		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		writeAfterSample(t, a, b)
 		synctest.Wait()
 	})
 	var probes []uint32
@@ -190,15 +181,7 @@ func TestTraceProbeAnswered(t *testing.T) {
 	var w syncbuf.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send", "drop=RC_ACKNOWLEDGE#2,dir=recv")
-		_, err := a.qp.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-		require.NoError(t, err)
-		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
-		time.Sleep(time.Millisecond)
-		_, err = a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-		require.NoError(t, err)
-		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		writeAfterSample(t, a, b)
 		synctest.Wait()
 	})
 	retries, resends := retriesAndResends(t, w.String())
@@ -318,4 +301,20 @@ func retriesAndResends(t *testing.T, trace string) ([]traceEv, map[uint32]string
 		}
 	}
 	return retries, resends
+}
+
+// writeAfterSample WRITEs 64 bytes from a to b, which gives the RTT sample
+// the recovery timer needs, then, a millisecond later, 4 KiB, and waits
+// for both to complete with success (in a synctest bubble).
+func writeAfterSample(t *testing.T, a, b *end) {
+	t.Helper()
+	_, err := a.qp.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled,
+		SGList: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	require.NoError(t, err)
+	require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+	time.Sleep(time.Millisecond)
+	_, err = a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
+		SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	require.NoError(t, err)
+	require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
 }
