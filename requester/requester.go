@@ -210,15 +210,6 @@ func (r *Requester) LossSignals() uint64 {
 	return r.c.RcvdSeqErr + r.c.SRHolesReceived + r.lossResent
 }
 
-// Retries returns how many retries the completer started: the
-// completer_retry_err counter (Counters.CompleterRetryErr), which grows as
-// a retry starts (rxe_comp.c counts RXE_CNT_COMP_RETRY where
-// COMPST_ERROR_RETRY sets req.need_retry), without the cost of a Counters
-// snapshot. A pass through ERROR_RETRY that returned early (nothing sent
-// yet, one retry per episode unless the timer fired, selective repeat's
-// timeout, retry_cnt spent) leaves it as it was.
-func (r *Requester) Retries() uint64 { return r.c.CompleterRetryErr }
-
 // RNRWait returns when the RNR wait under way ends, the zero time if none
 // is: rxe's rnr_nak_timer, which COMPST_RNR_RETRY arms as it starts an RNR
 // retry (IBA 9.7.5.2.8). An RNR NAK that starts no retry (rnrRetry: a late
