@@ -20,19 +20,22 @@ import (
 // ctx's error); a loop that reads C itself should also select on a signal
 // of its own.
 type CompChannel struct {
-	// C receives the CQ whose armed notification fired.
-	C chan *CQ
+	// C receives the CQ whose armed notification fired. It is
+	// receive-only, as time.Timer's C: the device sends on it (c).
+	C <-chan *CQ
+	c chan *CQ
 
 	mu    sync.Mutex    // protects dev and bound
 	dev   *Device       // the device of its CQs, set by the first CreateCQWith
-	bound chan struct{} // closed when dev is set (made on first use: C may be a literal's)
+	bound chan struct{} // closed when dev is set (made on first use: Get may come first)
 }
 
 // NewCompChannel returns a completion channel that can hold depth pending
 // notifications (at least 1); a notification that finds it full is dropped
 // and counted, never blocks the device.
 func NewCompChannel(depth int) *CompChannel {
-	return &CompChannel{C: make(chan *CQ, max(depth, 1))}
+	c := make(chan *CQ, max(depth, 1))
+	return &CompChannel{C: c, c: c}
 }
 
 // Get returns the next CQ whose notification fired (ibv_get_cq_event). It
@@ -171,6 +174,9 @@ func (d *Device) CreateCQWith(attr CQAttr) (*CQ, error) {
 	}
 	if attr.CQE < 1 || attr.CQE > maxCQE {
 		return nil, fmt.Errorf("%w: cqe %d not in [1, %d]", ErrInvalidArgument, attr.CQE, maxCQE)
+	}
+	if attr.Channel != nil && attr.Channel.c == nil {
+		return nil, fmt.Errorf("%w: a completion channel not made by NewCompChannel", ErrInvalidArgument)
 	}
 	if err := d.take(&d.nCQ, d.attr.MaxCQ, "completion queues"); err != nil {
 		return nil, err
@@ -383,7 +389,7 @@ func (cq *CQ) push(wc *WC, solicited bool) bool {
 	cq.wakeWaiter()
 	if fire {
 		select {
-		case cq.ch.C <- cq:
+		case cq.ch.c <- cq:
 		default:
 			cq.dev.counters.notifyDropped.Add(1)
 		}

@@ -55,3 +55,21 @@ func TestCQReqNotifyAfterClose(t *testing.T) {
 	require.ErrorIs(t, cq.ReqNotify(false), ErrClosed)
 	require.ErrorIs(t, cq.ReqNotify(true), ErrClosed)
 }
+
+// TestCompChannelFromConstructorOnly: a CompChannel's C is receive-only
+// (a user cannot close the channel the device sends on), so only
+// NewCompChannel makes a usable one; a CQ with a zero CompChannel is
+// refused and counts against no limit.
+func TestCompChannelFromConstructorOnly(t *testing.T) {
+	da, _ := newDevices(t, "pipe")
+	before := da.Attr()
+	_, err := da.CreateCQWith(CQAttr{CQE: 4, Vector: -1, Channel: &CompChannel{}})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.Equal(t, before, da.Attr())
+	for _, v := range da.Vectors() {
+		require.Zero(t, v.CQs, "a refused CQ counts on no vector")
+	}
+	cq, err := da.CreateCQWith(CQAttr{CQE: 4, Vector: -1, Channel: NewCompChannel(1)})
+	require.NoError(t, err)
+	require.NoError(t, cq.Destroy())
+}
