@@ -6,23 +6,9 @@ import (
 	"hash/crc32"
 	"testing"
 
+	"github.com/gorxe/gorxe/internal/guardpage"
 	"github.com/stretchr/testify/require"
-	"syscall"
 )
-
-// guarded maps n readable and writable bytes (rounded up to pages) between
-// two PROT_NONE pages and returns them: a load or store one byte before or
-// after them faults.
-func guarded(t *testing.T, n int) []byte {
-	ps := syscall.Getpagesize()
-	n = (n + ps - 1) / ps * ps
-	m, err := syscall.Mmap(-1, 0, n+2*ps, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = syscall.Munmap(m) })
-	require.NoError(t, syscall.Mprotect(m[:ps], syscall.PROT_NONE))
-	require.NoError(t, syscall.Mprotect(m[ps+n:], syscall.PROT_NONE))
-	return m[ps : ps+n : ps+n]
-}
 
 // TestICRCCopyGuarded: ICRCCopy reads no byte outside src and writes none
 // outside dst[:len(src)], with either slice starting right after or ending
@@ -32,7 +18,7 @@ func TestICRCCopyGuarded(t *testing.T) { eachCopyPath(t, testICRCCopyGuarded) }
 
 func testICRCCopyGuarded(t *testing.T) {
 	const size = 8192 + 64
-	sreg, dreg := guarded(t, size), guarded(t, size)
+	sreg, dreg := guardpage.Alloc(t, size), guardpage.Alloc(t, size)
 	for i := range sreg {
 		sreg[i] = byte(i*131 + 7)
 	}

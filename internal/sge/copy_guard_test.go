@@ -6,22 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gorxe/gorxe/internal/guardpage"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
-
-// guarded maps n readable and writable bytes (rounded up to pages) between
-// two PROT_NONE pages and returns them.
-func guarded(t *testing.T, n int) []byte {
-	ps := unix.Getpagesize()
-	n = (n + ps - 1) / ps * ps
-	m, err := unix.Mmap(-1, 0, n+2*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = unix.Munmap(m) })
-	require.NoError(t, unix.Mprotect(m[:ps], unix.PROT_NONE))
-	require.NoError(t, unix.Mprotect(m[ps+n:], unix.PROT_NONE))
-	return m[ps : ps+n : ps+n]
-}
 
 // TestCopyGuarded: Copy, on each of its paths, reads nothing outside src
 // and writes nothing outside dst, with the slices against unmapped pages,
@@ -35,7 +22,7 @@ func TestCopyGuarded(t *testing.T) {
 		modes = append(modes, true)
 	}
 	const size = 8192 + 128
-	sreg, dreg := guarded(t, size), guarded(t, size)
+	sreg, dreg := guardpage.Alloc(t, size), guardpage.Alloc(t, size)
 	for i := range sreg {
 		sreg[i] = byte(i*131 + 7)
 	}
