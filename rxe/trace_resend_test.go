@@ -236,10 +236,7 @@ func TestTraceHoleReport(t *testing.T) {
 	var w syncbuf.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		a, b := tracedPairSR(t, &w, true, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send")
-		_, err := a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-		require.NoError(t, err)
-		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		writeWait(t, a, b, 3, 4<<10)
 		synctest.Wait()
 	})
 	retries, resends := retriesAndResends(t, w.String())
@@ -259,10 +256,7 @@ func TestTraceSRTimeoutProbe(t *testing.T) {
 	var w syncbuf.Buffer
 	synctest.Test(t, func(t *testing.T) {
 		a, b := tracedPairSR(t, &w, true, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
-		_, err := a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
-			SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-		require.NoError(t, err)
-		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		writeWait(t, a, b, 3, 4<<10)
 		synctest.Wait()
 	})
 	var fires []string
@@ -304,17 +298,21 @@ func retriesAndResends(t *testing.T, trace string) ([]traceEv, map[uint32]string
 }
 
 // writeAfterSample WRITEs 64 bytes from a to b, which gives the RTT sample
-// the recovery timer needs, then, a millisecond later, 4 KiB, and waits
-// for both to complete with success (in a synctest bubble).
+// the recovery timer needs, then, a millisecond later, 4 KiB (in a
+// synctest bubble).
 func writeAfterSample(t *testing.T, a, b *end) {
 	t.Helper()
-	_, err := a.qp.PostSend(SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled,
-		SGList: []SGE{a.mr.SGE(0, 64)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-	require.NoError(t, err)
-	require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+	writeWait(t, a, b, 2, 64)
 	time.Sleep(time.Millisecond)
-	_, err = a.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled,
-		SGList: []SGE{a.mr.SGE(0, 4<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	writeWait(t, a, b, 3, 4<<10)
+}
+
+// writeWait WRITEs n bytes from the start of a's buffer to b's as work
+// request id and waits for its successful completion.
+func writeWait(t *testing.T, a, b *end, id uint64, n int) {
+	t.Helper()
+	_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRRDMAWrite, Flags: SendSignaled,
+		SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 	require.NoError(t, err)
 	require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
 }
