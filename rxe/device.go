@@ -125,9 +125,9 @@ type PortAttr struct {
 // ERR, so the work requests outstanding at Close complete with
 // WR_FLUSH_ERR (as when a device goes away under a verbs consumer); the CQs
 // stay pollable to collect them. Events is closed once the QPs are
-// stopped, after the events raised until then. Receive WQEs posted to an SRQ stay in it
-// and complete no more (the SRQ's, not a QP's: ibv_destroy_srq discards
-// them too). When Close returns the device touches no
+// stopped, after the events raised until then. Receive WQEs posted to an
+// SRQ stay in it and complete no more (the SRQ's, not a QP's:
+// ibv_destroy_srq discards them too). When Close returns the device touches no
 // registered memory again. The connection manager tells the peer of every
 // connection it knows (a REJ for one being set up, a DREQ for an
 // established one; docs/cm.md, "When a device closes"). Objects stay valid

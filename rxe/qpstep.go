@@ -441,10 +441,15 @@ func (qp *QP) takePackets(now time.Time, src packetSource, who string, msgs []ne
 		if n == 0 {
 			break
 		}
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
-		msgs[k].TOS = qp.attr.AH.TrafficClass // 0: the device's (Options.TrafficClass)
+		qp.addressed(msgs, owners, k, n)
 	}
 	return k
+}
+
+// addressed makes msgs[k] the QP's n-byte packet to its peer, owned by qp.
+func (qp *QP) addressed(msgs []netdev.Message, owners []*QP, k, n int) {
+	msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
+	msgs[k].TOS = qp.attr.AH.TrafficClass // 0: the device's (Options.TrafficClass)
 }
 
 // noteLossSignals starts the device's receive spin (Device.noteLoss) when

@@ -293,8 +293,7 @@ func (qp *QP) takePacketsTraced(now time.Time, src packetSource, who string, msg
 			break
 		}
 		qp.traceSend(who, msgs[k].Buf[:n], &mark)
-		msgs[k].N, msgs[k].Addr, msgs[k].Local, owners[k] = n, qp.dest, qp.dev.addr, qp
-		msgs[k].TOS = qp.attr.AH.TrafficClass
+		qp.addressed(msgs, owners, k, n)
 	}
 	return k
 }
