@@ -103,7 +103,8 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 // OnTimeout handles the caller's timer: an expired RNR wait ends (sending
 // resumes), and an expired retransmit timer starts a go-back-N retry, or
 // fails the oldest WQE with RETRY_EXC_ERR when retry_cnt is spent. Calls
-// before Deadline (spurious firings) do nothing.
+// before Deadline (spurious firings) do nothing. Expired names the timers
+// it acts on, for the trace: a timer added here is added there.
 func (r *Requester) OnTimeout(now time.Time) {
 	if r.stopped {
 		return

@@ -42,7 +42,8 @@ func (t Timer) String() string {
 // Expired returns the timers that OnTimeout(now) acts on: those whose
 // deadline has come, the recovery timer only when the retransmit timer's
 // has not (OnTimeout handles one or the other); none once the requester
-// stopped.
+// stopped. It reads the deadlines in OnTimeout's order without acting on
+// them; the two change together.
 func (r *Requester) Expired(now time.Time) Timer {
 	if r.stopped {
 		return 0
@@ -137,7 +138,7 @@ func (r *Requester) NextResend(now time.Time) (Resend, packet.PSN) {
 }
 
 // RetryKind is a set of the paths that start a retry, each counted in
-// Retries (completer_retry_err).
+// Counters.CompleterRetryErr (completer_retry_err).
 type RetryKind uint8
 
 // Paths that start a retry.
