@@ -12,7 +12,8 @@ import (
 // CompChannel delivers completion notifications (ibv_comp_channel): a CQ
 // armed with ReqNotify sends itself on C at its next completion. A channel
 // serves the CQs of one device, as an ibv_comp_channel belongs to one
-// context: the first CQ created with it binds it to its device.
+// context: the first CQ created with it binds it to its device. Make one
+// with NewCompChannel; CreateCQWith refuses the zero CompChannel.
 //
 // C is never closed, so a goroutine that only receives from C cannot see
 // its device close. Get, like ibv_get_cq_event, waits for the next
@@ -27,7 +28,7 @@ type CompChannel struct {
 
 	mu    sync.Mutex    // protects dev and bound
 	dev   *Device       // the device of its CQs, set by the first CreateCQWith
-	bound chan struct{} // closed when dev is set (made on first use: Get may come first)
+	bound chan struct{} // closed when dev is set
 }
 
 // NewCompChannel returns a completion channel that can hold depth pending
@@ -35,7 +36,7 @@ type CompChannel struct {
 // and counted, never blocks the device.
 func NewCompChannel(depth int) *CompChannel {
 	c := make(chan *CQ, max(depth, 1))
-	return &CompChannel{C: c, c: c}
+	return &CompChannel{C: c, c: c, bound: make(chan struct{})}
 }
 
 // Get returns the next CQ whose notification fired (ibv_get_cq_event). It
@@ -46,7 +47,7 @@ func NewCompChannel(depth int) *CompChannel {
 // CQ was created follows that CQ's device.
 func (ch *CompChannel) Get(ctx context.Context) (*CQ, error) {
 	ch.mu.Lock()
-	d, bound := ch.dev, ch.boundLocked()
+	d := ch.dev
 	ch.mu.Unlock()
 	if d == nil {
 		select {
@@ -54,7 +55,7 @@ func (ch *CompChannel) Get(ctx context.Context) (*CQ, error) {
 			return cq, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-bound:
+		case <-ch.bound:
 			ch.mu.Lock()
 			d = ch.dev
 			ch.mu.Unlock()
@@ -77,15 +78,6 @@ func (ch *CompChannel) Get(ctx context.Context) (*CQ, error) {
 	}
 }
 
-// boundLocked returns the channel closed when the CompChannel is bound
-// to a device (caller holds mu).
-func (ch *CompChannel) boundLocked() chan struct{} {
-	if ch.bound == nil {
-		ch.bound = make(chan struct{})
-	}
-	return ch.bound
-}
-
 // bind binds the channel to d, the device of a CQ being created with it,
 // or refuses a CQ of another device than its first CQ's (uverbs finds a
 // CQ's completion channel among its own context's files).
@@ -95,7 +87,7 @@ func (ch *CompChannel) bind(d *Device) error {
 	switch ch.dev {
 	case nil:
 		ch.dev = d
-		close(ch.boundLocked())
+		close(ch.bound)
 	case d:
 	default:
 		return fmt.Errorf("%w: the completion channel serves the CQs of device %s", ErrInvalidArgument, ch.dev.Name())
