@@ -261,14 +261,7 @@ func fillGRH(g *[GRHSize]byte, h *IPHeader, pktLen int) {
 			d4 := d.As4()
 			copy(ip[16:20], d4[:])
 		}
-		var sum uint32
-		for i := 0; i < 20; i += 2 {
-			sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-		}
-		for sum > 0xFFFF {
-			sum = sum&0xFFFF + sum>>16
-		}
-		binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+		binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip[:20]))
 		return
 	}
 	g[0], g[1] = 0x60|h.TOS>>4, h.TOS<<4
