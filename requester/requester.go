@@ -87,7 +87,7 @@ type Requester struct {
 	readRepairs      uint64
 	readsSinceRepair uint32
 	// retryLog: the kinds of the retries started since TakeRetryKinds
-	// (each where CompleterRetryErr grows).
+	// (each where CompleterRetryErr grows) and of the hole reports taken.
 	retryLog RetryKind
 	// ooo is the last READ response of the oldest READ that came after a
 	// missing one (replayPassedHole): its PSN, and the oldest

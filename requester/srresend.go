@@ -41,6 +41,7 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 		return
 	}
 	r.srProgress(b.Next())
+	r.retryLog |= RetryHoleReport
 	r.srMarkHeld(now, lo, b)
 }
 

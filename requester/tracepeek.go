@@ -138,7 +138,8 @@ func (r *Requester) NextResend(now time.Time) (Resend, packet.PSN) {
 }
 
 // RetryKind is a set of the paths that start a retry, each counted in
-// Counters.CompleterRetryErr (completer_retry_err).
+// Counters.CompleterRetryErr (completer_retry_err), and of the hole
+// reports that start selective-repeat resends.
 type RetryKind uint8
 
 // Paths that start a retry.
@@ -159,6 +160,10 @@ const (
 	// RetryProbeAnswered: probeAnswered's go-back-N, when the answer to a
 	// tail-loss probe acknowledges exactly the probed PSN.
 	RetryProbeAnswered
+	// RetryHoleReport: srHole took a selective-repeat hole report and put
+	// the hole's PSNs on the resend list (counted in SRHolesReceived, not
+	// in completer_retry_err: no retry episode starts).
+	RetryHoleReport
 )
 
 // TakeRetryKinds returns the kinds of the retries started since the last

@@ -120,7 +120,7 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 	var mark compMark // the requester before p, for tracePass
 	if qp.tracing() {
 		qp.traceRecv(p)
-		mark = qp.markCompleter(&p)
+		mark = qp.markCompleter()
 	}
 	ok := true
 	switch {
@@ -184,7 +184,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 		qp.timerAt = time.Time{}
 		var mark compMark // the requester before the expiry, for traceTimer
 		if qp.tracing() {
-			mark = qp.markCompleter(nil)
+			mark = qp.markCompleter()
 			mark.timers = qp.req.Expired(now)
 		}
 		qp.req.OnTimeout(now)

@@ -310,29 +310,21 @@ func (qp *QP) traceRecv(p packet.Packet) {
 }
 
 // compMark is the requester as traceCompleter compares it after a pass:
-// the end of its RNR wait before the pass; before a selective-repeat hole
-// report, the hole reports it had ignored (-1 for other packets); for a
-// timer expiry, the timers that expired.
+// the end of its RNR wait before the pass; for a timer expiry, the timers
+// that expired.
 type compMark struct {
-	rnrWait      time.Time
-	holesIgnored int64
-	timers       requester.Timer
+	rnrWait time.Time
+	timers  requester.Timer
 }
 
-// markCompleter returns the requester's compMark before it takes p (nil:
-// a timer expiry); the zero compMark without a requester.
-func (qp *QP) markCompleter(p *packet.Packet) compMark {
+// markCompleter returns the requester's compMark before it takes a
+// packet or a timer expiry; the zero compMark without a requester.
+func (qp *QP) markCompleter() compMark {
 	if qp.req == nil {
 		return compMark{}
 	}
 	qp.req.TakeRetryKinds() // those of passes no trace followed
-	m := compMark{rnrWait: qp.req.RNRWait(), holesIgnored: -1}
-	if p != nil && p.Opcode() == packet.RCAcknowledge {
-		if syn := p.AETH().Syndrome(); syn.IsNAK() && syn.NAKCode() == packet.NAKSelectiveRepeat && p.PSN() != packet.PSN(p.AETH().MSN()&packet.PSNMask) {
-			m.holesIgnored = int64(qp.req.Counters().SRHolesIgnored)
-		}
-	}
-	return m
+	return compMark{rnrWait: qp.req.RNRWait()}
 }
 
 // tracePass records the pass of the engine that took p; mark is the
@@ -372,7 +364,7 @@ func (qp *QP) traceCompleter(p *packet.Packet, mark compMark) {
 		qp.emit(TraceEvent{Kind: TraceStates, Engine: "completer", States: names})
 	}
 	kinds := qp.req.TakeRetryKinds()
-	if kinds == 0 && !rnr && mark.holesIgnored < 0 {
+	if kinds == 0 && !rnr {
 		return
 	}
 	retry := func(cause string, k requester.Resend, psn packet.PSN, hasPSN bool) TraceEvent {
@@ -417,7 +409,7 @@ func (qp *QP) traceCompleter(p *packet.Packet, mark compMark) {
 		ev.Deadline = qp.req.RNRWait().Sub(ev.Time)
 		qp.emit(ev)
 	}
-	if mark.holesIgnored >= 0 && p != nil && qp.req.Counters().SRHolesIgnored == uint64(mark.holesIgnored) {
+	if kinds&requester.RetryHoleReport != 0 && p != nil {
 		// A selective-repeat hole report the requester took: the PSNs
 		// from p's to its AETH's go on the resend list (srHole).
 		qp.emit(retry(RetryHoleReport, requester.ResendSelective, p.PSN(), true))
