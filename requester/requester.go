@@ -89,6 +89,10 @@ type Requester struct {
 	// retryLog: the kinds of the retries started since TakeRetryKinds
 	// (each where CompleterRetryErr grows) and of the hole reports taken.
 	retryLog RetryKind
+	// lostPSN, lostRead: the first PSN srDetect marked lost since
+	// TakeRetryKinds, and whether it is a READ's (noteLost).
+	lostPSN  packet.PSN
+	lostRead bool
 	// ooo is the last READ response of the oldest READ that came after a
 	// missing one (replayPassedHole): its PSN, and the oldest
 	// unacknowledged PSN then.

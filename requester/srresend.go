@@ -155,8 +155,8 @@ func (r *Requester) srDetect(now time.Time) {
 		case w.kind == kindRead:
 			x = r.srMarkRun(now, w, x)
 		default:
-			if r.srLost(x) {
-				r.srMark(now, x, false)
+			if r.srLost(x) && r.srMark(now, x, false) {
+				r.noteLost(x, false)
 			}
 			x = x.Next()
 		}
@@ -188,7 +188,9 @@ func (r *Requester) srMarkRun(now time.Time, w *wqe, x packet.PSN) packet.PSN {
 		if at := s.resentAt(x); at == 0 && !x.Before(s.high) || at != 0 && !r.srLost(x) {
 			break
 		}
-		r.srMark(now, x, false)
+		if r.srMark(now, x, false) {
+			r.noteLost(x, true)
+		}
 	}
 	return x
 }

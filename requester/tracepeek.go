@@ -164,6 +164,12 @@ const (
 	// the hole's PSNs on the resend list (counted in SRHolesReceived, not
 	// in completer_retry_err: no retry episode starts).
 	RetryHoleReport
+	// RetryLostDetected: srDetect found READ responses or an atomic
+	// acknowledgement lost (srReorder later PSNs answered, RACK's idea,
+	// RFC 8985) and put them on the resend list (their resends are
+	// counted in SRPacketsResent, not in completer_retry_err: no retry
+	// episode starts). LostDetected names the first such PSN.
+	RetryLostDetected
 )
 
 // TakeRetryKinds returns the kinds of the retries started since the last
@@ -173,6 +179,23 @@ func (r *Requester) TakeRetryKinds() RetryKind {
 	k := r.retryLog
 	r.retryLog = 0
 	return k
+}
+
+// LostDetected returns the first PSN srDetect put on the resend list
+// since the retry kinds were last taken, and whether it belongs to a READ
+// (resent as a re-read); it means something only while the kinds taken
+// hold RetryLostDetected.
+func (r *Requester) LostDetected() (psn packet.PSN, read bool) {
+	return r.lostPSN, r.lostRead
+}
+
+// noteLost records that srDetect put x, of a READ or not, on the resend
+// list (RetryLostDetected): the first since the kinds were taken.
+func (r *Requester) noteLost(x packet.PSN, read bool) {
+	if r.retryLog&RetryLostDetected == 0 {
+		r.retryLog |= RetryLostDetected
+		r.lostPSN, r.lostRead = x, read
+	}
 }
 
 // OldestPSN returns the oldest unacknowledged PSN (rxe comp.psn): where a

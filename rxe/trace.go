@@ -63,6 +63,10 @@ const (
 	// RetryHoleReport: a selective-repeat responder reported a hole
 	// (packet.NAKSelectiveRepeat); its PSNs are resent.
 	RetryHoleReport = "hole report"
+	// RetryLostResponse: under selective repeat the requester found READ
+	// responses or an atomic acknowledgement lost, srReorder later PSNs
+	// having been answered (requester.RetryLostDetected).
+	RetryLostResponse = "lost response"
 )
 
 // TraceEvent is one event of a QP, as Options.Trace receives it.
@@ -413,6 +417,14 @@ func (qp *QP) traceCompleter(p *packet.Packet, mark compMark) {
 		// A selective-repeat hole report the requester took: the PSNs
 		// from p's to its AETH's go on the resend list (srHole).
 		qp.emit(retry(RetryHoleReport, requester.ResendSelective, p.PSN(), true))
+	}
+	if kinds&requester.RetryLostDetected != 0 {
+		psn, read := qp.req.LostDetected()
+		k := requester.ResendSelective
+		if read {
+			k = requester.ResendReread
+		}
+		qp.emit(retry(RetryLostResponse, k, psn, true))
 	}
 }
 

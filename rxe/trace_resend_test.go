@@ -316,3 +316,32 @@ func writeWait(t *testing.T, a, b *end, id uint64, n int) {
 	require.NoError(t, err)
 	require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
 }
+
+// TestTraceSRLostResponse: under selective repeat a READ's second
+// response is lost; the requester places the later responses and finds
+// the hole itself once srReorder later PSNs have come (srDetect), then
+// re-reads that one PSN. The trace has one retry event saying the loss was
+// detected from later responses, naming the lost PSN, and the resend is a
+// re-read, as the retry event says.
+func TestTraceSRLostResponse(t *testing.T) {
+	var w syncbuf.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPairSR(t, &w, true, "drop=RC_RDMA_READ_RESPONSE_MIDDLE#1,dir=recv")
+		_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled,
+			SGList: []SGE{a.mr.SGE(0, 8<<10)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
+		synctest.Wait()
+	})
+	retries, resends := retriesAndResends(t, w.String())
+	require.Len(t, retries, 1, w.String())
+	require.Equal(t, "lost response", retries[0].Cause)
+	require.Equal(t, "reread", retries[0].Resend)
+	require.NotNil(t, retries[0].PSN)
+	require.Equal(t, uint32(101), *retries[0].PSN)
+	require.Len(t, resends, 1, w.String())
+	for psn, kinds := range resends {
+		require.Equal(t, uint32(101), psn)
+		require.Equal(t, "reread ", kinds, w.String())
+	}
+}

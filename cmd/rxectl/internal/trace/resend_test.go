@@ -19,6 +19,7 @@ const resendLines = `{"t":0.000640000,"dev":"a","qpn":17,"ev":"retry","engine":"
 {"t":0.003000000,"dev":"a","qpn":17,"ev":"retry","engine":"requester","cause":"probe answered","resend":"go_back_n","psn":102}
 {"t":0.004000000,"dev":"a","qpn":17,"ev":"retry","engine":"requester","cause":"hole report","resend":"selective_repeat","psn":101}
 {"t":0.004000000,"dev":"a","qpn":17,"ev":"retry","engine":"requester","cause":"gap in a later READ","resend":"reread"}
+{"t":0.004500000,"dev":"a","qpn":17,"ev":"retry","engine":"requester","cause":"lost response","resend":"reread","psn":101}
 {"t":0.005000000,"dev":"a","qpn":17,"ev":"timer_fire","engine":"completer","timer":"sr_recheck","action":"none"}
 {"t":0.006000000,"dev":"a","qpn":17,"ev":"timer_fire","engine":"completer"}
 {"t":0.006000000,"dev":"a","qpn":17,"ev":"retry","engine":"requester","cause":"timeout"}
@@ -42,6 +43,7 @@ func TestTimelineResends(t *testing.T) {
 		"requester  RETRY (probe answered): go back N from PSN 102",
 		"requester  RETRY (hole report): selective-repeat resend from PSN 101",
 		"requester  RETRY (gap in a later READ): re-read the missing responses",
+		"requester  RETRY (lost response): re-read from PSN 101",
 		"completer  timer fired (sr_recheck): nothing to send",
 		"completer  timer fired",
 		"requester  RETRY (timeout): go back and resend",
