@@ -13,7 +13,9 @@
 // (packet.PseudoHeader.RecoverIPv4ID) and written, with DF or, failing
 // that, without it, so those check too. A received datagram that no ID
 // explains (corrupted on the way, or not RoCE) is written with ID 0 and DF,
-// shows a bad ICRC, and is counted in Stats.BadICRC.
+// shows a bad ICRC, and is counted in Stats.BadICRC. The traffic class and
+// TTL of a received datagram are those its Conn reported (see
+// Options.SentTOS), which the ICRC does not cover.
 //
 // Addresses: the local side of a datagram is Message.Local when it is set
 // and not unspecified, else Options.LocalAddr, else the inner Conn's
@@ -81,8 +83,10 @@ type Options struct {
 	// SentTOS is the IP traffic class (IPv4 TOS, IPv6 Traffic Class)
 	// written in the headers of the packets sent whose Message.TOS is 0:
 	// the inner Conn's netdev.Options.TOS, which a wrapper cannot read
-	// from the socket. The packets received are written with 0, as the
-	// socket does not report theirs.
+	// from the socket. The packets received are written with the traffic
+	// class and TTL the inner Conn reports in their Message (after
+	// ReportIPFields; a PipeConn always reports the traffic class), and
+	// with traffic class 0 and TTL 64 where it reports none.
 	SentTOS uint8
 }
 
@@ -257,7 +261,7 @@ func (c *Conn) hold(msgs []netdev.Message, at time.Time) bool {
 			c.heldAt = append(c.heldAt, time.Time{})
 		}
 		h := &c.held[c.nheld]
-		*h = netdev.Message{Buf: append(h.Buf[:0], m.Buf[:m.N]...), N: m.N, Addr: m.Addr, Local: m.Local, TOS: m.TOS}
+		*h = netdev.Message{Buf: append(h.Buf[:0], m.Buf[:m.N]...), N: m.N, Addr: m.Addr, Local: m.Local, TOS: m.TOS, TTL: m.TTL}
 		c.heldBy[c.nheld], c.heldAt[c.nheld] = c, at
 		c.nheld++
 	}
@@ -430,12 +434,17 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 		c.badICRC.Add(1)
 	}
 
-	var tos uint8
+	// A received datagram's traffic class and TTL are those the inner
+	// Conn reported (netdev.Message: 0 where it reports none); an
+	// unreported TTL is written as Linux's default.
+	tos, hops := m.TOS, uint8(ttl)
 	if sent {
 		tos = c.tos
 		if m.TOS != 0 {
 			tos = m.TOS // the message's own class, sent as a control message
 		}
+	} else if m.TTL != 0 {
+		hops = m.TTL
 	}
 	f := c.frame
 	copy(f[0:6], dstMAC[:])
@@ -449,7 +458,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 		binary.BigEndian.PutUint16(ip[2:], uint16(ipLen+packet.UDPHeaderSize+len(payload)))
 		binary.BigEndian.PutUint16(ip[4:], ph.IPID)
 		binary.BigEndian.PutUint16(ip[6:], ph.IPFlags)
-		ip[8], ip[9] = ttl, 17 // UDP
+		ip[8], ip[9] = hops, 17 // UDP
 		ip[10], ip[11] = 0, 0
 		s, d := ph.Src.As4(), ph.Dst.As4()
 		copy(ip[12:16], s[:])
@@ -460,7 +469,7 @@ func (c *Conn) synthesize(m *netdev.Message, sent bool) ([]byte, bool) {
 		ipLen = packet.IPv6HeaderSize
 		ip[0], ip[1], ip[2], ip[3] = 0x60|tos>>4, tos<<4, 0, 0 // version 6, traffic class; flow label 0
 		binary.BigEndian.PutUint16(ip[4:], uint16(packet.UDPHeaderSize+len(payload)))
-		ip[6], ip[7] = 17, ttl
+		ip[6], ip[7] = 17, hops
 		s, d := ph.Src.As16(), ph.Dst.As16()
 		copy(ip[8:24], s[:])
 		copy(ip[24:40], d[:])
