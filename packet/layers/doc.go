@@ -57,11 +57,13 @@
 //
 // # Writing packets
 //
-// Serialize the layers outermost first, as usual, then fill in the ICRC,
-// which covers the IP and UDP headers and so cannot be computed by the BTH
-// layer:
+// Serialize the layers outermost first, as usual (with ComputeChecksums,
+// gopacket's UDP layer must be told its IP layer first), then fill in the
+// ICRC, which covers the IP and UDP headers and so cannot be computed by
+// the BTH layer (ExampleFixICRC):
 //
-//	err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+//	err := udp.SetNetworkLayerForChecksum(&ip4)
+//	err = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
 //		&eth, &ip4, &udp, &bth, &reth, gopacket.Payload(data))
 //	err = rocelayers.FixICRC(buf.Bytes(), layers.LinkTypeEthernet)
 //
