@@ -142,10 +142,13 @@ func (a *Agent) recvMRA(now time.Time, msg []byte) {
 // Abort gives up a connection attempt (the consumer's context ended): an
 // active one whose REQ is unanswered or whose REP the consumer has not
 // confirmed, or a passive one whose REP is sent and whose RTU has not come.
-// The peer gets a REJ with reason Timeout (kernel cm_destroy_id in REQ sent
-// and REP sent; for the latter the REJ rejects "other", as kernel
-// cm_format_rej's, and ends the peer's connection even if it already sent
-// its RTU), and the connection is forgotten. An attempt that got
+// An unanswered REQ and a REP whose RTU has not come are withdrawn with a
+// REJ with reason Timeout, this CA's GUID in the ARI (kernel cm_destroy_id
+// in REQ sent; in REP sent the kernel's reason is consumer reject); the
+// latter rejects "other", as kernel cm_format_rej's, and ends the peer's
+// connection even if it already sent its RTU. A REP not yet confirmed is
+// rejected with reason consumer reject (kernel cm_destroy_id in REP
+// received). The connection is forgotten. An attempt that got
 // established as the consumer gave up (its RTU came just before) is
 // disconnected instead, a DREQ ending the peer's side too (kernel
 // cm_destroy_id in established): the consumer will not use it, and left
@@ -167,7 +170,10 @@ func (a *Agent) Abort(now time.Time, id ID) error {
 		a.free(id)
 		return nil
 	case !c.passive && c.state == StateREPRcvd:
-		return a.Reject(id, packet.RejTimeout, nil)
+		// Not Timeout: a REJ with that reason is looked up by the CA GUID
+		// in its ARI (kernel cm_acquire_rejected_id), and Reject sends
+		// none; a consumer reject is matched by both IDs.
+		return a.Reject(id, packet.RejConsumerReject, nil)
 	case c.passive && c.state == StateREPSent:
 		rej := packet.REJ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), MessageRejected: packet.MsgOther,
 			RejectedInfoLen: 8, Reason: packet.RejTimeout}

@@ -460,3 +460,29 @@ func TestAbortEstablished(t *testing.T) {
 	require.Zero(t, w.client.Len())
 	require.Zero(t, w.server.Len())
 }
+
+// TestAbortREPReceived: an active side that gives up after the REP came
+// but before it confirmed it (rxe.Dial's context ending with the REP
+// event still queued) rejects the REP as kernel cm_destroy_id does in REP
+// received: consumer reject, rejecting the REP, both IDs. It used to send
+// reason Timeout with no CA GUID in the ARI, which kernel
+// cm_acquire_rejected_id looks up by that GUID and so never finds: the
+// kernel's passive side kept resending its REP.
+func TestAbortREPReceived(t *testing.T) {
+	w := newWire(t)
+	w.autoREP = false
+	cid := w.connect()
+	sid := w.serverID()
+	require.Equal(t, StateREPRcvd, w.client.State(cid))
+	require.NoError(t, w.client.Abort(w.now, cid))
+	require.Zero(t, w.client.Len())
+	o, rej := pollREJ(t, w.client)
+	require.Equal(t, packet.RejConsumerReject, rej.Reason)
+	require.Equal(t, uint8(packet.MsgREP), rej.MessageRejected)
+	require.Equal(t, uint32(cid), rej.LocalCommID)
+	require.Equal(t, uint32(sid), rej.RemoteCommID)
+	w.server.Receive(w.now, clientAddr, o.MAD[:])
+	w.pump()
+	require.Equal(t, []EventKind{EventREQ, EventRejected}, w.kinds("server"))
+	require.Zero(t, w.server.Len())
+}
