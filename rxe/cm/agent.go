@@ -122,7 +122,7 @@ type Counters struct {
 	Dropped      uint64 // MADs that fit no state or failed to decode (a DREQ among them is still answered with a DREP)
 	Duplicates   uint64 // duplicate REQ, REP, DREQ answered again; duplicate RTU, DREP and MRA ignored
 	Retransmits  uint64 // REQ, REP and DREQ resent on timeout
-	RejectsSent  uint64 // REJs the agent sent on its own (no listener, timeout, stale, unknown)
+	RejectsSent  uint64 // REJs the agent sent on its own (no listener, timeout, stale, unknown), and SIDR_REPs refusing a SIDR_REQ
 	TimeWaitExit uint64 // connections freed after time-wait
 }
 
@@ -297,6 +297,8 @@ func (a *Agent) Receive(now time.Time, from netip.Addr, mad []byte) {
 		a.recvDREQ(now, from, h.TID, msg)
 	case packet.AttrDREP:
 		a.recvDREP(now, msg)
+	case packet.AttrSIDRREQ:
+		a.recvSIDRREQ(from, h.TID, msg)
 	default:
 		a.ctr.Dropped++
 	}
@@ -354,4 +356,17 @@ func (a *Agent) staleQP(now time.Time, id ID) {
 	if c := a.conns[id]; c != nil && c.state == StateEstablished {
 		_ = a.Disconnect(now, id, nil) // cannot fail: established, no private data
 	}
+}
+
+// recvSIDRREQ answers a SIDR_REQ (IBA 12.11.1: a UD peer resolving a
+// service ID to a QPN and Q_Key) with a SIDR_REP of status "service ID not
+// supported", in its transaction, as kernel cm_sidr_req_handler answers one
+// that no listener takes: the agent resolves no UD service, and the
+// answer ends the peer's wait at once rather than after all its retries.
+// Nothing is kept, so a repeated SIDR_REQ is answered again.
+func (a *Agent) recvSIDRREQ(from netip.Addr, tid uint64, msg []byte) {
+	var req packet.SIDRREQ
+	_ = req.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
+	a.send(from, tid, &packet.SIDRREP{RequestID: req.RequestID, Status: packet.SIDRServiceIDNotSup, ServiceID: req.ServiceID})
+	a.ctr.RejectsSent++
 }

@@ -54,8 +54,10 @@
 // cm_rep_handler): the peer lost it, typically by restarting. A REJ ends
 // only the connection both its IDs name (a REJ of a REQ, which names ours
 // only, only one that has no remote ID yet), as kernel ib_cm matches them
-// (cm_acquire_rejected_id). Anything else that does not fit the state is
-// dropped and counted.
+// (cm_acquire_rejected_id). A SIDR_REQ is answered with a SIDR_REP of
+// status "service ID not supported": the agent resolves no UD service
+// (kernel cm_sidr_req_handler with no listener). Anything else that does
+// not fit the state is dropped and counted.
 //
 // Transaction IDs follow kernel ib_cm's layout, so a capture of gorxe reads
 // like one of the kernel: the high 32 bits are the agent's number
