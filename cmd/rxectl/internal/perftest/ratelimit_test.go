@@ -463,3 +463,39 @@ func TestNextEdge(t *testing.T) {
 	require.Equal(t, end, w.nextEdge(t0.Add(3500*time.Millisecond), end, false))
 	require.Equal(t, w.end, w.nextEdge(t0.Add(2*time.Second), end, true))
 }
+
+// TestRDMACMRNRRetry: with -R the test QPs' connections carry --retry_count
+// as their RNR retry count too, in the client's REQ and the server's REP,
+// as perftest's conn_param.rnr_retry_count (rdma_cm_route_handler,
+// rdma_cm_connection_request_handler); the exchange's connection keeps 7,
+// as perftest's rdma_client_connect and rdma_server_connect. The test QPs
+// used to get 7 whatever --retry_count said.
+func TestRDMACMRNRRetry(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "cm.pcap")
+	out, errs, code := runCmd(t, "send-bw", "-R", "--loopback", "--udp-port", "0", "-n", "20",
+		"--retry_count", "3", "--pcap", file)
+	require.Equal(t, cli.ExitOK, code, errs)
+	var reqs, reps []uint8
+	for _, frame := range pcapFrames(t, file) {
+		// Ethernet, IPv4, UDP, BTH and DETH (a UD SEND ONLY to QP1), then the MAD.
+		const mad = 14 + 20 + 8 + 12 + 8
+		if len(frame) < mad+packet.MADSize || frame[14+20+8] != byte(packet.UDSendOnly) {
+			continue
+		}
+		h, msg, err := packet.DecodeCMHeader(frame[mad:])
+		require.NoError(t, err)
+		switch packet.CMAttr(h.AttrID) {
+		case packet.AttrREQ:
+			var req packet.REQ
+			require.NoError(t, req.Decode(msg))
+			reqs = append(reqs, req.RNRRetryCount)
+		case packet.AttrREP:
+			var rep packet.REP
+			require.NoError(t, rep.Decode(msg))
+			reps = append(reps, rep.RNRRetryCount)
+		}
+	}
+	require.Equal(t, []uint8{7, 3}, reqs, "the exchange's REQ, then the test QP's: %s", out)
+	require.Equal(t, []uint8{7, 3}, reps, "the exchange's REP, then the test QP's")
+}

@@ -294,14 +294,18 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 // messages, one rdma_cm connection per test QP (the client dials, the
 // server accepts), another zeroed exchange; then this end's key messages
 // describe the connected QPs. The server listens before the first
-// exchange, so the client's requests never find the port closed.
+// exchange, so the client's requests never find the port closed. The test
+// QPs' RNR retry count is --retry_count, in the REQ and the REP, as
+// perftest's conn_param.rnr_retry_count for them (rdma_cm_route_handler,
+// rdma_cm_connection_request_handler); the exchange's connection keeps 7.
 func (s *session) connectCMQPs() error {
 	o := s.o
 	access := s.remoteAccess()
 	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq, Access: access, MTU: s.mtu,
 		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: s.qpRecvWR(), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
 		ResponderResources: s.outReads, InitiatorDepth: s.outReads, Timeout: uint8(o.timeout), RetryCnt: uint8(o.retryCount),
-		Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt, PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
+		RNRRetry: uint8(o.retryCount), Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry,
+		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
 		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}
 	var ln *rxe.CMListener
 	if !s.client {
