@@ -430,7 +430,11 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 		reject(packet.RejNoResources)
 		return nil, &AcceptError{Remote: remote, Err: err}
 	}
-	o.MTU = mtuOf(req.PathMTU, o.MTU)
+	// The REQ's path MTU, as kernel ib_cm gives the passive QP
+	// (cm_init_qp_rtr_attr), bounded only by what the device's QPs take:
+	// the REP carries no MTU, so the active side sends packets of the one
+	// it asked for, and a smaller one here would refuse them.
+	o.MTU = mtuOf(req.PathMTU, d.activeMTU)
 	o.RetryCnt = req.RetryCount
 	psn := rand.Uint32() & packet.PSNMask
 	c := &CMConn{QP: qp, LocalAddr: netip.AddrPortFrom(d.addr, l.port), RemoteAddr: remote,

@@ -48,7 +48,10 @@ type CMOptions struct {
 	Cap    QPCap // default: 128 send and receive WRs, 1 SGE each
 	SigAll bool
 	Access AccessFlags // default: local write, remote read, write and atomic
-	MTU    MTU         // default: the device's active MTU (the smaller of both ends')
+	// MTU is Dial's path MTU, the REQ's (default and at most the device's
+	// active MTU); an accepted connection takes the REQ's instead, at most
+	// the device's active MTU, as kernel ib_cm has the passive side do.
+	MTU MTU
 	// ResponderResources and InitiatorDepth bound outstanding READ and
 	// atomic requests (default 16 each, as perftest asks).
 	ResponderResources, InitiatorDepth int
