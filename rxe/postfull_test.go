@@ -33,3 +33,38 @@ func TestPostSendFullQueueBadWR(t *testing.T) {
 	require.Zero(t, n)
 	require.ErrorIs(t, err, ErrNoResources, "a well-formed WR finds the queue full")
 }
+
+// TestPostRecvFullQueueBadWR: rxe post_one_recv (and rdma-core's
+// rxe_post_one_recv) looks for room in the receive queue (ENOMEM) before it
+// checks the WR's SGE count (EINVAL), the reverse of the send side, so a
+// WR with too many SGEs posted to a full queue, a QP's own or an SRQ, is
+// refused with ErrNoResources; to a queue with room, with
+// ErrInvalidArgument.
+func TestPostRecvFullQueueBadWR(t *testing.T) {
+	d, _ := newDevices(t, "pipe")
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 2, MaxSGE: 1})
+	require.NoError(t, err)
+	qp := smallEnd(t, d, pd, qpOpts{recvWR: 2}).qp
+	require.NoError(t, qp.Modify(&QPAttr{State: QPSInit, Port: 1}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+	for _, tc := range []struct {
+		name string
+		post func(...RecvWR) (int, error)
+		sges int // more than the queue's max SGEs
+	}{
+		{"qp", qp.PostRecv, 5},
+		{"srq", srq.PostRecv, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := RecvWR{ID: 9, SGList: make([]SGE, tc.sges)}
+			n, err := tc.post(bad)
+			require.Zero(t, n)
+			require.ErrorIs(t, err, ErrInvalidArgument, "room left: malformed")
+			n, err = tc.post(RecvWR{ID: 1}, RecvWR{ID: 2}, bad)
+			require.Equal(t, 2, n)
+			require.ErrorIs(t, err, ErrNoResources, "the queue is full first")
+			require.NotErrorIs(t, err, ErrInvalidArgument)
+		})
+	}
+}

@@ -38,12 +38,18 @@ func (q *recvQueue) freshSlots(s []verbs.RecvWR) {
 	}
 }
 
-// post copies wrs in; it returns how many were posted.
+// post copies wrs in; it returns how many were posted. As rxe's
+// post_one_recv, it looks for room first (a full queue: ErrNoResources,
+// rxe's ENOMEM) and only then checks the WR (EINVAL), the reverse of the
+// send side's order.
 func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i := range wrs {
 		wr := &wrs[i]
+		if q.wqes.Free() == 0 {
+			return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, q.wqes.Max())
+		}
 		if len(wr.SGList) > q.maxSGE {
 			return i, fmt.Errorf("%w: receive WR %d has %d SGEs, max %d", ErrInvalidArgument, i, len(wr.SGList), q.maxSGE)
 		}
@@ -54,10 +60,7 @@ func (q *recvQueue) post(wrs []RecvWR) (int, error) {
 		if n := wr.Length(); n > maxMsgSize {
 			return i, fmt.Errorf("%w: receive WR %d is %d bytes long, max %d", ErrInvalidArgument, i, n, uint64(maxMsgSize))
 		}
-		s := q.wqes.Push()
-		if s == nil {
-			return i, fmt.Errorf("%w: receive queue full (%d WRs)", ErrNoResources, q.wqes.Max())
-		}
+		s := q.wqes.Push() // not nil: there is room
 		s.ID = wr.ID
 		s.SGList = append(s.SGList[:0], wr.SGList...)
 	}
