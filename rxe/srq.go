@@ -189,7 +189,7 @@ func (qp *QP) recvSource() responder.RecvQueue {
 // SRQAttr describes a shared receive queue (struct ibv_srq_attr).
 type SRQAttr struct {
 	MaxWR  int // capacity
-	MaxSGE int // SGEs per receive WR
+	MaxSGE int // SGEs per receive WR; CreateSRQ makes 0 one, as rxe
 	// Limit arms SRQ_LIMIT_REACHED: raised once when fewer than Limit WQEs
 	// remain; 0 disarms. CreateSRQ honours it as kernel rxe's
 	// rxe_srq_from_init does.
@@ -236,9 +236,12 @@ func (pd *PD) createSRQ(attr SRQAttr, set *SRQSet, vector int) (*SRQ, error) {
 	if err := d.checkSRQSize(attr.MaxWR, attr.Limit); err != nil {
 		return nil, err
 	}
-	if attr.MaxSGE < 1 || attr.MaxSGE > d.attr.MaxSRQSGE {
-		return nil, fmt.Errorf("%w: SRQ max_sge %d not in [1, %d]", ErrInvalidArgument, attr.MaxSGE, d.attr.MaxSRQSGE)
+	if attr.MaxSGE < 0 || attr.MaxSGE > d.attr.MaxSRQSGE {
+		return nil, fmt.Errorf("%w: SRQ max_sge %d not in [0, %d]", ErrInvalidArgument, attr.MaxSGE, d.attr.MaxSRQSGE)
 	}
+	// rxe_srq_chk_init raises a max_sge below RXE_MIN_SRQ_SGE (1) to it,
+	// as CreateQP does a QP's MaxRecvSGE: 0 gives an SRQ of one SGE per WR.
+	attr.MaxSGE = max(attr.MaxSGE, 1)
 	if err := pd.use(); err != nil {
 		return nil, err
 	}

@@ -178,13 +178,15 @@ func TestSRQArgs(t *testing.T) {
 	d, _ := newDevices(t, "pipe")
 	pd, err := d.AllocPD()
 	require.NoError(t, err)
-	for _, a := range []SRQAttr{{MaxWR: 0, MaxSGE: 1}, {MaxWR: 4, MaxSGE: 0}, {MaxWR: 4, MaxSGE: 1, Limit: 5},
+	for _, a := range []SRQAttr{{MaxWR: 0, MaxSGE: 1}, {MaxWR: 4, MaxSGE: -1}, {MaxWR: 4, MaxSGE: 1, Limit: 5},
 		{MaxWR: 4, MaxSGE: 33}, {MaxWR: 1 << 20, MaxSGE: 1}} {
 		_, err := pd.CreateSRQ(a)
 		require.ErrorIs(t, err, ErrInvalidArgument, "%+v", a)
 	}
-	srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 2, MaxSGE: 1})
+	// rxe_srq_chk_init makes a max_sge of 0 one.
+	srq, err := pd.CreateSRQ(SRQAttr{MaxWR: 2, MaxSGE: 0})
 	require.NoError(t, err)
+	require.Equal(t, SRQAttr{MaxWR: 2, MaxSGE: 1}, srq.Query())
 	n, err := srq.PostRecv(RecvWR{ID: 1, SGList: make([]SGE, 2)})
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.Zero(t, n)
