@@ -53,6 +53,10 @@ type engineMem struct{ fakeMem }
 func (m engineMem) Remote(rkey uint32, va uint64, length uint32, need verbs.AccessFlags) ([]byte, bool) {
 	return m.Local(rkey, va, length, need)
 }
+func (m engineMem) RemoteRegion(rkey uint32, need verbs.AccessFlags) bool {
+	rg := m.fakeMem[rkey]
+	return rg != nil && need&^rg.access == 0
+}
 func (m engineMem) Invalidate(uint32) bool { return false }
 
 func newEngineResponder(h *harness, pmtu int, epsn packet.PSN, size uint32, n int) *engineResponder {

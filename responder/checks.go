@@ -223,11 +223,16 @@ func (r *Responder) checkRKey() State {
 		r.dst = mem
 	case kindFlush:
 		reth, feth := r.pkt.RETH(), r.pkt.FETH()
-		length := reth.DMALen()
 		if feth.SelectivityLevel() == flushLevelMR {
-			length = 0 // the whole region: check key and rights only
+			// The whole region: its VA and DMA length name nothing,
+			// so only key and rights are checked (rxe check_rkey
+			// skips mr_check_range for IB_FLUSH_MR).
+			if !r.env.Mem.RemoteRegion(reth.RKey(), flushAccess(feth)) {
+				return StateErrRKeyViolation
+			}
+			break
 		}
-		if _, ok := r.env.Mem.Remote(reth.RKey(), reth.VA(), length, flushAccess(feth)); !ok {
+		if _, ok := r.env.Mem.Remote(reth.RKey(), reth.VA(), reth.DMALen(), flushAccess(feth)); !ok {
 			return StateErrRKeyViolation
 		}
 	}

@@ -59,9 +59,6 @@ func (m *fakeMem) lookup(key uint32, va uint64, length uint32, need verbs.Access
 		if mr.access&need != need {
 			return nil, false
 		}
-		if length == 0 { // key and rights only (the Memory contract)
-			return mr.buf[:0:0], true
-		}
 		if va < mr.va {
 			return nil, false
 		}
@@ -77,6 +74,15 @@ func (m *fakeMem) lookup(key uint32, va uint64, length uint32, need verbs.Access
 
 func (m *fakeMem) Remote(rkey uint32, va uint64, length uint32, need verbs.AccessFlags) ([]byte, bool) {
 	return m.lookup(rkey, va, length, need)
+}
+
+func (m *fakeMem) RemoteRegion(rkey uint32, need verbs.AccessFlags) bool {
+	for _, mr := range m.mrs {
+		if mr.key == rkey && mr.valid {
+			return mr.access&need == need
+		}
+	}
+	return false
 }
 
 func (m *fakeMem) Local(lkey uint32, addr uint64, length uint32, need verbs.AccessFlags) ([]byte, bool) {

@@ -62,10 +62,16 @@ const DefaultOOOLimit = packet.DefaultOOOLimit
 // Memory resolves keys to bytes. Implementations check the key, the QP's
 // protection domain, the access rights and that [addr, addr+length) lies in
 // the region, and return exactly length bytes. A zero length checks key and
-// rights only.
+// rights and that addr lies in the region or at its end (rxe_mr.c
+// mr_check_range with a length of 0).
 type Memory interface {
 	// Remote resolves an R_Key (RDMA and atomic requests).
 	Remote(rkey uint32, va uint64, length uint32, need verbs.AccessFlags) ([]byte, bool)
+	// RemoteRegion checks an R_Key, the protection domain and the
+	// access rights only, for a request that names the whole region and
+	// no range: a FLUSH at selectivity level memory region, whose VA and
+	// DMA length rxe's check_rkey does not check.
+	RemoteRegion(rkey uint32, need verbs.AccessFlags) bool
 	// Local resolves an L_Key (receive WQE scatter entries).
 	Local(lkey uint32, addr uint64, length uint32, need verbs.AccessFlags) ([]byte, bool)
 	// Invalidate invalidates an R_Key for SEND_WITH_INV; false if the key

@@ -396,6 +396,14 @@ func (m pdMemory) Remote(rkey uint32, va uint64, length uint32, need AccessFlags
 	return mr.slice(va, length)
 }
 
+// RemoteRegion checks a peer's access to a whole region (a FLUSH at
+// selectivity level memory region): Remote's checks of the rkey, the PD
+// and the access rights, without the range.
+func (m pdMemory) RemoteRegion(rkey uint32, need AccessFlags) bool {
+	mr := m.dev.mrs.lookup(rkey)
+	return mr != nil && mr.rkey != 0 && mr.rkey == rkey && mr.pd == m.pd && mr.valid.Load() && need&^mr.access == 0
+}
+
 // Invalidate invalidates the MR with rkey for SEND_WITH_INV, if it was
 // registered with RemoteInvalidate.
 func (m pdMemory) Invalidate(rkey uint32) bool {
