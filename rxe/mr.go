@@ -405,11 +405,14 @@ func (m pdMemory) RemoteRegion(rkey uint32, need AccessFlags) bool {
 }
 
 // Invalidate invalidates the MR with rkey for SEND_WITH_INV, if it was
-// registered with RemoteInvalidate.
+// registered with RemoteInvalidate. An MR invalidated already is
+// invalidated again without error, as rxe_invalidate_mr frees a matching
+// MR whatever its state; a deregistered one names no MR and fails.
 func (m pdMemory) Invalidate(rkey uint32) bool {
 	mr := m.dev.mrs.lookup(rkey)
 	if mr == nil || mr.rkey != rkey || mr.pd != m.pd || !mr.invalidate {
 		return false
 	}
-	return mr.valid.Swap(false)
+	mr.valid.Store(false)
+	return true
 }
