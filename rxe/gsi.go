@@ -77,7 +77,10 @@ func (d *Device) gsiOf() *gsi {
 
 // gsiPacketLifeTime is the packet life time exponent the device assumes
 // for every path (4.096 µs · 2^12 ≈ 17 ms): RoCE has no subnet manager to
-// ask, and kernel rdma_cm uses a value of this order for RoCE paths.
+// ask. Kernel rdma_cm assumes more for RoCE paths (cma.c
+// CMA_IBOE_PACKET_LIFETIME: 18, about 1.07 s, in older kernels, 16, about
+// 268 ms, in newer ones), so gorxe resends a lost CM message sooner than
+// the kernel would; the value is not sent on the wire.
 const gsiPacketLifeTime = 12
 
 // receiveGSI handles a packet for QP1 (caller: the device's receive loop).
