@@ -238,7 +238,7 @@ func (r *Requester) run(p *packet.Packet, now time.Time, timeout bool) {
 		case CompUpdateComp:
 			st = r.updateComp(p)
 		case CompErrorRetry:
-			st = r.errorRetry(w, timeout)
+			st = r.errorRetry(p, w, timeout)
 		case CompRNRRetry:
 			st = r.rnrRetry(p, w, now)
 		case CompError:
@@ -574,7 +574,6 @@ func (r *Requester) checkAETH(p *packet.Packet, w *wqe) CompState {
 		r.c.RcvdRNRErr++
 		return CompRNRRetry
 	case packet.SyndromeTypeNAK:
-		w.vendor = uint32(syn)
 		switch syn.NAKCode() {
 		case packet.NAKPSNSeqError:
 			// A sequence NAK implicitly acknowledges the PSNs before it.
@@ -595,6 +594,10 @@ func (r *Requester) checkAETH(p *packet.Packet, w *wqe) CompState {
 		default: // remote operational error, and unknown codes (rxe)
 			w.status = verbs.WCRemOpErr
 		}
+		// VendorErr names the NAK that ends the WQE; a sequence NAK
+		// above only starts a retry, and names a RETRY_EXC_ERR only if
+		// it is the one that spends retry_cnt (errorRetry).
+		w.vendor = uint32(syn)
 		return CompError
 	}
 	return r.badResponse(w)
@@ -666,7 +669,11 @@ func (r *Requester) readLenOK(w *wqe, op packet.Opcode, n uint32) bool {
 // errorRetry starts a go-back-N retry after a timeout, a sequence NAK or
 // an implied NAK, or fails the oldest WQE when retry_cnt is spent (rxe
 // COMPST_ERROR_RETRY).
-func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
+//
+// A RETRY_EXC_ERR carries the syndrome of the sequence error NAK p that
+// spent the last retry as VendorErr, and 0 when a timeout or an implied
+// NAK did.
+func (r *Requester) errorRetry(p *packet.Packet, w *wqe, timeout bool) CompState {
 	gap := r.gapRetry && !timeout
 	r.gapRetry = false
 	if w == nil || w.state == wqePosted {
@@ -678,6 +685,10 @@ func (r *Requester) errorRetry(w *wqe, timeout bool) CompState {
 	if !r.retryBudget.Consume() {
 		r.c.RetryExceededErr++
 		w.status = verbs.WCRetryExcErr
+		w.vendor = 0
+		if p != nil && p.Opcode() == packet.RCAcknowledge && p.AETH().Syndrome().Type() == packet.SyndromeTypeNAK {
+			w.vendor = uint32(p.AETH().Syndrome())
+		}
 		return CompError
 	}
 	if timeout && r.cfg.SelectiveRepeat {
