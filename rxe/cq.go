@@ -117,7 +117,7 @@ type CQ struct {
 	wcs           ring.Ring[WC] // grows up to cqe only as completions wait in it
 	armed         bool
 	solicitedOnly bool
-	overflowed    bool
+	overflowed    bool // CQ_ERR raised for an overflow; cleared when Poll makes room
 	destroyed     bool
 
 	// queued mirrors wcs.Len(), written under mu: Poll on an empty CQ
@@ -210,6 +210,11 @@ func (cq *CQ) Poll(wcs []WC) int {
 		wcs[k] = *cq.wcs.Front()
 		cq.wcs.Pop()
 		k++
+	}
+	if k > 0 {
+		// Room again: the next overflow raises its own CQ_ERR (rxe_cq_post
+		// raises one at every completion that finds the CQ full).
+		cq.overflowed = false
 	}
 	cq.queued.Add(int32(-k))
 	cq.mu.Unlock()
@@ -348,7 +353,8 @@ func (s cqSink) Complete(wc *WC) bool { return s.cq.push(wc, false) }
 func (s cqSink) CompleteSolicited(wc *WC, solicited bool) bool { return s.cq.push(wc, solicited) }
 
 // push appends wc; it returns false if the CQ is full (overflow: the
-// caller moves the QP to ERR and the device raises CQ_ERR).
+// caller moves the QP to ERR and the device raises CQ_ERR, once until
+// Poll takes completions from the CQ).
 func (cq *CQ) push(wc *WC, solicited bool) bool {
 	cq.mu.Lock()
 	var slot *WC
