@@ -751,6 +751,10 @@ func (r *Requester) finish(w *wqe, status verbs.WCStatus) {
 		w.hasRdAtomic = false
 		r.rdInUse--
 	}
+	if w.partsSet && w.parts > 0 {
+		w.partsSet = false
+		r.partsWQEs--
+	}
 	if status != verbs.WCSuccess || r.cfg.SigAll || w.flags&verbs.SendSignaled != 0 {
 		r.wc = verbs.WC{
 			ID:     w.id,

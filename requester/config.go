@@ -54,10 +54,11 @@ type Config struct {
 	RetryCnt uint8
 	// RNRRetry is the rnr_retry attribute, 0..7; 7 means infinite.
 	RNRRetry uint8
-	// MaxRdAtomic is how many READ/atomic WQEs may be outstanding: the
-	// max_rd_atomic attribute, which must not exceed the peer's
-	// max_dest_rd_atomic. With 0, READ and atomic work requests are
-	// refused by Post.
+	// MaxRdAtomic is how many READ/atomic WQEs may be outstanding, and
+	// how many READ and atomic requests, a READ asked for in parts
+	// (MaxReadPkts) counting one per part in flight: the max_rd_atomic
+	// attribute, which must not exceed the peer's max_dest_rd_atomic.
+	// With 0, READ and atomic work requests are refused by Post.
 	MaxRdAtomic int
 	// PKey is the partition key written in every BTH.
 	PKey uint16

@@ -25,6 +25,9 @@ func (r *Requester) readChunk(w *wqe) (n, pkts uint32, end bool) {
 	pkts = r.pkts(rest)
 	if !w.partsSet {
 		w.parts, w.partsSet = r.readParts(), true
+		if w.parts > 0 {
+			r.partsWQEs++ // until finish
+		}
 	}
 	if m := w.parts; m > 0 {
 		// Parts end at multiples of m packets from the start of the
@@ -117,4 +120,30 @@ func (r *Requester) chunkEnd(w *wqe, n, resid uint32) bool {
 // has already matched with the oldest unacknowledged PSN.
 func (r *Requester) readInParts(w *wqe) bool {
 	return w.kind == kindRead && w.parts > 0
+}
+
+// rdRequests returns how many READ and atomic requests may hold a
+// resource at the responder: one per WQE holding a max_rd_atomic slot,
+// except that a READ asked for in parts counts one per part asked for in
+// this round (up to the send cursor) whose responses have not all been
+// placed in order. It walks the WQEs up to the send cursor only while
+// some READ is asked for in parts (partsWQEs); else it is rdInUse.
+func (r *Requester) rdRequests() int {
+	n := r.rdInUse
+	if r.partsWQEs == 0 {
+		return n
+	}
+	for i := r.head; i != r.tail && i <= r.cur; i++ {
+		w := r.slot(i)
+		if !w.hasRdAtomic || w.kind != kindRead || w.parts == 0 || w.state == wqePosted {
+			continue
+		}
+		asked := (r.pkts(w.off) + w.parts - 1) / w.parts
+		if w.off == 0 {
+			asked = 1
+		}
+		done := min(w.rcvd/r.pmtu/w.parts, asked)
+		n += int(asked-done) - 1 // in place of the slot's one
+	}
+	return n
 }

@@ -46,6 +46,7 @@ type Requester struct {
 	highPSN   packet.PSN // one past the highest PSN ever sent
 	noAck     int        // packets since the last one with AckReq
 	rdInUse   int        // max_rd_atomic slots held
+	partsWQEs int        // WQEs not completed whose READ is asked for in parts (rdRequests)
 	ssn       uint32     // next send sequence number (credits)
 	lsn       uint32     // limit sequence number from the peer's credits
 	unlimited bool       // the peer advertised "no credit limit"
@@ -276,10 +277,33 @@ func (r *Requester) sendable() *wqe {
 	if r.creditBound(w) && !r.creditOK(w) {
 		return nil
 	}
-	if w.kind.rdAtomic() && !w.hasRdAtomic && r.rdInUse >= r.cfg.MaxRdAtomic {
+	if !r.rdAtomicOK(w) {
 		return nil
 	}
 	return w
+}
+
+// rdAtomicOK reports whether the next request of w, the WQE at the send
+// cursor, stays within max_rd_atomic: a READ or atomic that holds no slot
+// yet needs one, and while READs are asked for in parts (Config.
+// MaxReadPkts, readParts) a new READ request, the first of a WQE or a
+// further part of one, needs the READ and atomic requests outstanding
+// (rdRequests) to be below max_rd_atomic. Each READ request holds one of
+// the responder's READ/atomic resources, of which the peer's
+// max_dest_rd_atomic, and so our max_rd_atomic, counts requests: rxe
+// check_init_depth takes one credit per READ WQE, which it asks for in
+// one request.
+func (r *Requester) rdAtomicOK(w *wqe) bool {
+	if !w.kind.rdAtomic() {
+		return true
+	}
+	if !w.hasRdAtomic && r.rdInUse >= r.cfg.MaxRdAtomic {
+		return false
+	}
+	if r.partsWQEs > 0 && (!w.hasRdAtomic || w.parts > 0 && w.state == wqeProcessing) {
+		return r.rdRequests() < r.cfg.MaxRdAtomic
+	}
+	return true
 }
 
 // creditOK reports whether the unstarted WQE w, which needs a credit, may

@@ -61,7 +61,7 @@ func (r *Requester) srWillSend() bool {
 		return false
 	}
 	w := r.slot(r.cur)
-	return r.readFits(w) && (!w.kind.rdAtomic() || w.hasRdAtomic || r.rdInUse < r.cfg.MaxRdAtomic)
+	return r.readFits(w) && r.rdAtomicOK(w)
 }
 
 // srWatchInterval is how long the watch waits: an interval (srInterval),
