@@ -35,13 +35,20 @@ func (r *Requester) SetTimeout(t uint8) {
 	}
 }
 
-// SetRetry sets the retry_cnt and rnr_retry attributes (0..7) and refills
-// both budgets with them (rxe_qp_from_attr sets comp.retry_cnt and
-// comp.rnr_retry the same way).
-func (r *Requester) SetRetry(retryCnt, rnrRetry uint8) {
-	r.cfg.RetryCnt, r.cfg.RNRRetry = retryCnt, rnrRetry
-	r.retryBudget = retry.NewRetryBudget(retryCnt)
-	r.rnrBudget = retry.NewRNRBudget(rnrRetry)
+// SetRetryCnt sets the retry_cnt attribute (0..7) and refills the retry
+// budget with it; the RNR budget stays as it is (rxe_qp_from_attr sets
+// comp.retry_cnt under IB_QP_RETRY_CNT alone).
+func (r *Requester) SetRetryCnt(n uint8) {
+	r.cfg.RetryCnt = n
+	r.retryBudget = retry.NewRetryBudget(n)
+}
+
+// SetRNRRetry sets the rnr_retry attribute (0..7, 7 infinite) and refills
+// the RNR budget with it; the retry budget stays as it is
+// (rxe_qp_from_attr sets comp.rnr_retry under IB_QP_RNR_RETRY alone).
+func (r *Requester) SetRNRRetry(n uint8) {
+	r.cfg.RNRRetry = n
+	r.rnrBudget = retry.NewRNRBudget(n)
 }
 
 // SetMaxRdAtomic sets max_rd_atomic: how many READ/atomic WQEs may be

@@ -51,7 +51,8 @@ func TestSetTimeoutAndRetry(t *testing.T) {
 	require.Equal(t, h.now.Add(retry.AckTimeout(20)), h.r.Deadline(), "armed with the old timeout")
 
 	h.r.SetTimeout(4)
-	h.r.SetRetry(1, 0)
+	h.r.SetRetryCnt(1)
+	h.r.SetRNRRetry(0)
 	for range 2 { // the first timeout retries once; the second fails the WQE
 		h.now = h.r.Deadline()
 		h.r.OnTimeout(h.now)
@@ -83,4 +84,33 @@ func TestSetMaxRdAtomic(t *testing.T) {
 	require.Len(t, h.drain(), 1, "the second READ takes the new slot")
 	h.r.SetMaxRdAtomic(0)
 	require.ErrorIs(t, h.r.Post(read(3)), ErrNoRdAtomic)
+}
+
+// TestSetRetryOneBudget: a Modify that names only rnr_retry leaves the
+// retry_cnt budget as the timeouts spent it, and one that names only
+// retry_cnt leaves the RNR budget (rxe_qp_from_attr refills comp.retry_cnt
+// under IB_QP_RETRY_CNT and comp.rnr_retry under IB_QP_RNR_RETRY, each
+// alone).
+func TestSetRetryOneBudget(t *testing.T) {
+	cfg := baseConfig(256, 10)
+	cfg.Timeout, cfg.RetryCnt, cfg.RNRRetry = 4, 1, 1
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 4096, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 100, LKey: lkeyA}}, RemoteAddr: rbase, RKey: rkey})
+	require.NotNil(t, h.next())
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now) // spends retry_cnt's only retry
+	require.NotNil(t, h.next())
+	_, failed := h.r.Failed()
+	require.False(t, failed)
+
+	h.r.SetRNRRetry(3) // Modify with QPAttrRNRRetry alone
+	require.Equal(t, uint8(1), h.r.cfg.RetryCnt)
+	require.Equal(t, uint8(3), h.r.cfg.RNRRetry)
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	st, failed := h.r.Failed()
+	require.True(t, failed, "the retry_cnt budget was not refilled")
+	require.Equal(t, verbs.WCRetryExcErr, st)
 }

@@ -33,7 +33,7 @@
 // Receive for each response, OnTimeout once Deadline has passed,
 // NextPacket while Pending, and after each call it checks Failed (then
 // moves the QP to ERR and calls Flush), Drained and Deadline. Modify QP
-// changes reach it through the setters (SetTimeout, SetRetry,
+// changes reach it through the setters (SetTimeout, SetRetryCnt, SetRNRRetry,
 // SetMaxRdAtomic, SetPath, SetDraining). Nothing allocates but the growth
 // of the send queue ring.
 //

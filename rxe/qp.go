@@ -422,8 +422,11 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 		if mask&QPAttrTimeout != 0 {
 			qp.req.SetTimeout(a.Timeout)
 		}
-		if mask&(QPAttrRetryCnt|QPAttrRNRRetry) != 0 {
-			qp.req.SetRetry(a.RetryCnt, a.RNRRetry)
+		if mask&QPAttrRetryCnt != 0 {
+			qp.req.SetRetryCnt(a.RetryCnt)
+		}
+		if mask&QPAttrRNRRetry != 0 {
+			qp.req.SetRNRRetry(a.RNRRetry)
 		}
 		if mask&QPAttrMaxQPRdAtomic != 0 {
 			qp.req.SetMaxRdAtomic(a.MaxRdAtomic)
