@@ -1,7 +1,9 @@
 package oob
 
 import (
+	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,14 +42,102 @@ func TestParseCMKeyMsgRejects(t *testing.T) {
 
 func FuzzParseCMKeyMsg(f *testing.F) {
 	f.Add(KeyMsg{QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40}.MarshalCM(0))
+	f.Add(KeyMsg{QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40}.MarshalCMTail(0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := ParseCMKeyMsg(b)
-		if err != nil {
-			return
+		// Every field we keep survives a round trip, in either layout.
+		if k, err := ParseCMKeyMsg(b); err == nil {
+			k2, err := ParseCMKeyMsg(k.MarshalCM(0))
+			require.NoError(t, err)
+			require.Equal(t, k, k2)
 		}
-		// Every field we keep survives a round trip.
-		k2, err := ParseCMKeyMsg(k.MarshalCM(0))
-		require.NoError(t, err)
-		require.Equal(t, k, k2)
+		if k, err := ParseCMKeyMsgTail(b); err == nil {
+			k2, err := ParseCMKeyMsgTail(k.MarshalCMTail(0))
+			require.NoError(t, err)
+			require.Equal(t, k, k2)
+		}
 	})
+}
+
+// pipeOf records what a Conn sends and plays the peer's messages.
+type pipeOf struct {
+	sent [][]byte
+	peer [][]byte
+}
+
+func (p *pipeOf) Send(b []byte) error { p.sent = append(p.sent, append([]byte(nil), b...)); return nil }
+
+func (p *pipeOf) Recv(b []byte) error {
+	if len(p.peer) == 0 {
+		return fmt.Errorf("no message from the peer")
+	}
+	if len(p.peer[0]) != len(b) {
+		return fmt.Errorf("a message of %d bytes, want %d", len(p.peer[0]), len(b))
+	}
+	copy(b, p.peer[0])
+	p.peer = p.peer[1:]
+	return nil
+}
+
+func (p *pipeOf) Finish(bool) error { return nil }
+func (p *pipeOf) Close() error      { return nil }
+
+// TestCMKeyMsgByPeerVersion: over rdma_cm, perftest 6.29 and later send
+// and read struct pingpong_dest with the 64-bit tail_markers_vaddr after
+// vaddr (64 bytes: GID at 40, SRQN at 56, GID index at 60); older
+// versions, and rxectl, the 56-byte layout. The key message follows the
+// peer's version.
+func TestCMKeyMsgByPeerVersion(t *testing.T) {
+	my := KeyMsg{OutReads: 16, QPN: 0x3a, PSN: 0xc1b7b4, RKey: 0x1234, VAddr: 0x55f220169000,
+		GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 77, 14: 0, 15: 3}}
+	rem := KeyMsg{OutReads: 1, QPN: 0x3e, PSN: 0x2a0d2b, RKey: 0x5678, VAddr: 0x7f0011223000,
+		GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 77, 14: 0, 15: 2}}
+	// perftest 6.29's rdma_write_keys of rem with GID index 1 (and a
+	// tail-marker address, which rxectl does not use).
+	perftest629, err := hex.DecodeString(strings.ReplaceAll("00000000 00000001 0000003e 002a0d2b 00005678 00000000 00007f0011223000"+
+		" 00007f0011224000 00000000000000000000ffff0a4d0002 00000000 00000001", " ", ""))
+	require.NoError(t, err)
+	require.Len(t, perftest629, 64)
+
+	tests := []struct {
+		name    string
+		version string
+		peerMsg []byte
+		size    int
+	}{
+		{"perftest 6.29", "6.29", perftest629, 64},
+		{"perftest 6.30", "6.30", perftest629, 64},
+		{"perftest 6.28", "6.28", rem.MarshalCM(1), CMKeyMsgSize},
+		{"perftest 6.06", "6.06", rem.MarshalCM(1), CMKeyMsgSize},
+		{"rxectl", "6.27\x00rxectl\x12\xb7", rem.MarshalCM(1), CMKeyMsgSize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &pipeOf{peer: [][]byte{tc.peerMsg}}
+			c := NewCMConn(p, true, 1)
+			v := make([]byte, VersionMsgSize)
+			copy(v, tc.version)
+			c.SetPeerVersion(ParseVersionMsg(v))
+			got, err := c.Handshake("key", my)
+			require.NoError(t, err)
+			require.Equal(t, rem, got)
+			require.Len(t, p.sent, 1)
+			require.Len(t, p.sent[0], tc.size)
+			if tc.size == CMKeyMsgSize {
+				require.Equal(t, my.MarshalCM(1), p.sent[0])
+				return
+			}
+			// What perftest 6.29's rdma_read_keys takes from it.
+			s := p.sent[0]
+			be := binary.BigEndian
+			require.Equal(t, uint32(16), be.Uint32(s[4:]))
+			require.Equal(t, uint32(0x3a), be.Uint32(s[8:]))
+			require.Equal(t, uint32(0xc1b7b4), be.Uint32(s[12:]))
+			require.Equal(t, uint32(0x1234), be.Uint32(s[16:]))
+			require.Equal(t, uint64(0x55f220169000), be.Uint64(s[24:]))
+			require.Equal(t, uint64(0), be.Uint64(s[32:]), "no tail markers")
+			require.Equal(t, my.GID[:], s[40:56])
+			require.Equal(t, uint32(0), be.Uint32(s[56:]))
+			require.Equal(t, uint32(1), be.Uint32(s[60:]))
+		})
+	}
 }

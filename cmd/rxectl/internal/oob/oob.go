@@ -338,8 +338,9 @@ type Conn struct {
 	p      Pipe
 	client bool
 	// cm: the key messages are rdma_cm's binary ones (MarshalCM), sent
-	// with gidIndex.
+	// with gidIndex; cmTail: in perftest 6.29's layout (MarshalCMTail).
 	cm       bool
+	cmTail   bool
 	gidIndex int
 }
 
@@ -352,6 +353,12 @@ func NewConn(p Pipe, client bool) *Conn { return &Conn{p: p, client: client} }
 func NewCMConn(p Pipe, client bool, gidIndex int) *Conn {
 	return &Conn{p: p, client: client, cm: true, gidIndex: gidIndex}
 }
+
+// SetPeerVersion tells o the peer's version. Over rdma_cm, a peer of
+// version CMTailMinVersion or later sends and reads the key message in
+// its CMKeyMsgSizeTail-byte layout, and o then does too (perftest's
+// rdma_write_keys and rdma_read_keys do not look at the peer's version).
+func (o *Conn) SetPeerVersion(v PeerVersion) { o.cmTail = v.Value >= CMTailMinVersion }
 
 // Finish ends the connection (Pipe.Finish).
 func (o *Conn) Finish(done bool) error { return o.p.Finish(done) }
@@ -382,10 +389,15 @@ func (o *Conn) Exchange(step string, my, rem []byte) error {
 func (o *Conn) Handshake(step string, my KeyMsg) (KeyMsg, error) {
 	if o.cm {
 		rem := make([]byte, CMKeyMsgSize)
-		if err := o.Exchange(step, my.MarshalCM(o.gidIndex), rem); err != nil {
+		msg, parse := my.MarshalCM(o.gidIndex), ParseCMKeyMsg
+		if o.cmTail {
+			rem = make([]byte, CMKeyMsgSizeTail)
+			msg, parse = my.MarshalCMTail(o.gidIndex), ParseCMKeyMsgTail
+		}
+		if err := o.Exchange(step, msg, rem); err != nil {
 			return KeyMsg{}, err
 		}
-		k, err := ParseCMKeyMsg(rem)
+		k, err := parse(rem)
 		if err != nil {
 			return KeyMsg{}, fmt.Errorf("%s: %w (does the peer run with -R too?)", step, err)
 		}

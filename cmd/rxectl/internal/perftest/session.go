@@ -279,6 +279,7 @@ func (s *session) exchangeVersions() error {
 		return err
 	}
 	s.peer = oob.ParseVersionMsg(rem)
+	s.oob.SetPeerVersion(s.peer) // -R: perftest 6.29's key message layout
 	if s.peer.Value < oob.MinPeerVersion {
 		return fmt.Errorf("the peer's perftest version %q is older than 5.70, whose exchange differs (perftest 4.4-0.3x or newer is needed)", s.peer.Text)
 	}
