@@ -143,6 +143,11 @@ func (d *Diagram) add(p flows.Packet, n *flows.Note, right bool) {
 	if r := p.Pkt.RETH(); r != nil && p.Pkt.Mask()&packet.MaskRead != 0 {
 		label += " len " + sizeText(r.DMALen())
 	}
+	if op == packet.CNP {
+		// Its PSN is reserved (IBA A17.9.2): the label has none.
+		d.Items = append(d.Items, Item{Kind: CNP, Dir: dir, Time: p.Time, Frame: p.Frame, Label: "CNP", PSN: psn})
+		return
+	}
 	fold := ""
 	if p.Pkt.Mask()&packet.MaskMiddle != 0 {
 		fold = name

@@ -34,11 +34,16 @@ const (
 	Timeout
 	// Note: a remark on one lane (a state transition, a timer), no arrow.
 	Note
+	// CNP: a RoCEv2 congestion notification packet (IBA A17.9.2), from
+	// the end that saw ECN marks to the QP whose packets carried them:
+	// neither a request nor a response.
+	CNP
 	numKinds
 )
 
 // kindNames are the legend's words for each kind.
-var kindNames = [numKinds]string{"request", "response / ACK", "retransmission", "NAK", "RNR NAK", "lost", "timeout", "state / timer"}
+var kindNames = [numKinds]string{"request", "response / ACK", "retransmission", "NAK", "RNR NAK", "lost", "timeout", "state / timer",
+	"congestion notification (CNP)"}
 
 // Dir is the direction of an item.
 type Dir uint8
