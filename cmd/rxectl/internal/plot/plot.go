@@ -254,7 +254,7 @@ func (p *Plot) writeSVG(w io.Writer) error {
 		}
 		b.WriteString("\"/>\n")
 		for i, y := range s.Ys {
-			v := strconv.FormatFloat(y, 'f', 2, 64)
+			v := valueText(y)
 			fmt.Fprintf(&b, "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" data-size=\"%d\" data-value=\"%s\"><title>%d bytes: %s %s</title></circle>\n",
 				a.px(p.Xs[i]), a.py(y), plotMarkerR, col, int64(p.Xs[i]), v, int64(p.Xs[i]), v, esc(p.Unit))
 		}
@@ -263,6 +263,17 @@ func (p *Plot) writeSVG(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// valueText is a point's value as its data-value and tooltip give it:
+// two decimals, or six when it is below 0.1 and not zero (the precision
+// perftest's REPORT_FMT_EXT gives Gb/s figures below 0.1), so that a
+// small figure does not read 0.00.
+func valueText(y float64) string {
+	if y != 0 && math.Abs(y) < 0.1 {
+		return strconv.FormatFloat(y, 'f', 6, 64)
+	}
+	return strconv.FormatFloat(y, 'f', 2, 64)
 }
 
 func svgColor(c color.RGBA) string { return fmt.Sprintf("#%02x%02x%02x", c.R, c.G, c.B) }
