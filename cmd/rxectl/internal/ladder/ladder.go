@@ -72,8 +72,9 @@ type Item struct {
 	// Label is the text on the arrow ("READ_RESPONSE_FIRST PSN 12").
 	Label string
 	// Fold is the key of foldable items: consecutive items with the same
-	// non-empty Fold, Kind and Dir are drawn as one band. PSN is the
-	// item's PSN, shown as the band's range.
+	// non-empty Fold, Kind and Dir (and, for arrows, PSNs that follow one
+	// another) are drawn as one band. PSN is the item's PSN, shown as the
+	// band's range.
 	Fold string
 	PSN  uint32
 	// Cut draws a Lost item as a whole arrow cut short of the far lane:
@@ -112,7 +113,8 @@ func (d *Diagram) rows() []row {
 		it := d.Items[i]
 		j := i + 1
 		if it.Fold != "" {
-			for j < len(d.Items) && d.Items[j].Fold == it.Fold && d.Items[j].Kind == it.Kind && d.Items[j].Dir == it.Dir {
+			for j < len(d.Items) && d.Items[j].Fold == it.Fold && d.Items[j].Kind == it.Kind && d.Items[j].Dir == it.Dir &&
+				(onLane(it.Dir) || d.Items[j].PSN == (d.Items[j-1].PSN+1)&0xFFFFFF) {
 				j++
 			}
 		}
@@ -132,6 +134,11 @@ func (d *Diagram) rows() []row {
 	}
 	return out
 }
+
+// onLane is true for the directions of notes, which fold by their text;
+// arrows fold only while their PSNs follow one another (IBA 9.7.1: PSNs
+// are 24 bits, wrapping), since their band names the range "PSN a-b".
+func onLane(d Dir) bool { return d == OnLeft || d == OnRight }
 
 // label is the text of a row: a band says how many items it holds.
 func (r *row) label() string {
