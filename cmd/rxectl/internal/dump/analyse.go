@@ -101,7 +101,7 @@ func (a *analysis) check(o *options) error {
 // packets it cannot split (Frame.Merged). Frames keep their numbers, and the
 // packets of a datagram that holds several carry their Frame.Segment.
 func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
-	pkts, _, err := readPackets(r, ports)
+	pkts, _, _, err := readPackets(r, ports)
 	return pkts, err
 }
 
@@ -112,12 +112,14 @@ type leftOut struct {
 	merged, first int
 }
 
-// readPackets is ReadPackets, and says which packets it left out.
-func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, error) {
+// readPackets is ReadPackets, and says which packets it left out and
+// when the capture's first frame, RoCEv2 or not, was taken (zero when it
+// has none).
+func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, time.Time, error) {
 	var lo leftOut
 	rd, err := NewReader(r, ports)
 	if err != nil {
-		return nil, lo, err
+		return nil, lo, time.Time{}, err
 	}
 	var (
 		out []flows.Packet
@@ -126,10 +128,10 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, error) {
 	for {
 		rec, err := rd.Next(&f)
 		if err == io.EOF {
-			return out, lo, nil
+			return out, lo, rd.First(), nil
 		}
 		if err != nil {
-			return out, lo, fmt.Errorf("after frame %d: %w", rd.Frames(), err)
+			return out, lo, rd.First(), fmt.Errorf("after frame %d: %w", rd.Frames(), err)
 		}
 		if f.Merged {
 			// Several packets taken for one would be a PSN gap after
@@ -154,7 +156,7 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, error) {
 
 // analyse runs dump --flows and --ladder on the capture in r.
 func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int {
-	pkts, lo, err := readPackets(r, o.ports)
+	pkts, lo, start, err := readPackets(r, o.ports)
 	if lo.merged > 0 {
 		fmt.Fprintf(stderr, "rxectl dump: %d packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame %d)\n", lo.merged, lo.first)
 	}
@@ -184,7 +186,9 @@ func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int
 		}
 	}
 	if o.an.ladder != "" {
-		d, err := ladder.FromCapture(pkts, rep, o.an.sel)
+		sel := o.an.sel
+		sel.Start = start // --time counts from the first frame, as the time column
+		d, err := ladder.FromCapture(pkts, rep, sel)
 		if err == nil {
 			err = ladder.Write(o.an.ladder, d)
 		}

@@ -19,8 +19,12 @@ type Selection struct {
 	// Frames, when not zero, keeps frames From..To (inclusive).
 	FromFrame, ToFrame int
 	// FromTime and ToTime, when ToTime is not zero, keep the packets this
-	// long after the capture's first packet.
+	// long after Start.
 	FromTime, ToTime time.Duration
+	// Start is the time stamp of the capture's first frame, RoCEv2 or not
+	// (rxectl dump's time column counts from it); zero: the first packet
+	// of those given to FromCapture.
+	Start time.Time
 }
 
 // ErrNoPackets: the selection holds no packet.
@@ -61,7 +65,7 @@ func FromCapture(pkts []flows.Packet, rep *flows.Report, sel Selection) (*Diagra
 	// frame stamped before the one ahead of it is drawn at that frame's
 	// time and no stamp or silence is negative.
 	var clock flows.Clock
-	var first time.Time
+	first := sel.Start
 	for _, p := range pkts {
 		if p.BadICRC {
 			continue // the receiver dropped it: not drawn
