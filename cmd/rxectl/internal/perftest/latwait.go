@@ -161,7 +161,9 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 		qctx, cancel := context.WithTimeout(ctx, peerDoneQuiet)
 		defer cancel()
 		if n, _ := s.waitCQ(qctx, cq, wc[:1]); n == 1 {
-			return s.checkWC(wc[0])
+			// Its last message, or the flush of this receive that
+			// the peer's disconnect caused (checkLatWC).
+			return s.checkLatWC(wc[0], what)
 		}
 		return fmt.Errorf("waiting for %s: %w", what, errPeerDone)
 	}
