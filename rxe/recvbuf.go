@@ -206,7 +206,9 @@ func windowFor(buf, pmtu int, c charge) int {
 	case chargeRuns:
 		per = netdev.RunTruesize(n, minRun)
 	}
-	w := buf * 3 / 4 / per
+	// buf*3/4 without the product: a peer's announcement is any int
+	// (ConnInfo.RecvBuffer), and 3*buf overflows from 2^63/3 on.
+	w := (buf/4*3 + buf%4*3/4) / per
 	return min(max(w, 8), announcedWindow)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"strconv"
@@ -36,6 +37,11 @@ func TestWindowFor(t *testing.T) {
 		{4096, 4096, chargeRuns, 8},
 		{128 << 20, 4096, chargeLinear, announcedWindow},
 		{0, 4096, chargeRuns, 0},
+		// An absurd announcement (a hostile or buggy peer's ConnInfo)
+		// absorbs everything: the cap, not a product that overflowed.
+		{1 << 62, 4096, chargeLinear, announcedWindow},
+		{math.MaxInt / 2, 1024, chargeRuns, announcedWindow},
+		{math.MaxInt, 4096, chargePaged, announcedWindow},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, windowFor(tc.buf, tc.pmtu, tc.c), "%d bytes, PMTU %d, charge %d", tc.buf, tc.pmtu, tc.c)
