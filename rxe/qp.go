@@ -451,6 +451,10 @@ func (qp *QP) reset() {
 	}
 	qp.stopTimers()
 	qp.attr = QPAttr{}
+	// The peer's announced buffer, like selective repeat in attr, was the
+	// last connection's: the next one, brought up with Modify alone
+	// toward a peer that announces nothing, gets rxe's window.
+	qp.peerBuf = peerBuffer{}
 }
 
 // enterError moves the QP to ERR (caller holds mu): outstanding and later

@@ -260,7 +260,8 @@ type peerBuffer struct {
 // SetPeerReceiveBuffer records the receive buffer (in bytes, as
 // getsockopt reports it) and socket count a gorxe peer announced out of
 // band (ConnInfo.RecvBuffer and RecvSockets; rxectl's gorxe-only exchange
-// data). Before RTS only; Connect calls it. With it, the requester keeps
+// data). Before RTS only; Connect calls it, and a move to RESET forgets
+// it (it was that connection's peer's). With it, the requester keeps
 // its PSN window within what the peer's buffer absorbs, and asks long
 // READs in parts its own receive buffer absorbs. Without it (a peer that
 // announced nothing) the wire is exactly as before.

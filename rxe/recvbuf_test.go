@@ -232,3 +232,39 @@ func (d *Device) qpInfoBuffer() int {
 	n, _ := d.recvBufferInfo()
 	return n
 }
+
+// TestPeerBufferEndsWithReset: the receive buffer a peer announced belongs
+// to that connection. A QP reset and brought up again with the plain verbs
+// steps (toward a kernel rxe or NIC peer, which announces nothing) keeps
+// the default window and whole READs, and its device no longer spins for
+// it, as Options.ReceiveSpin says ("until it is reset").
+func TestPeerBufferEndsWithReset(t *testing.T) {
+	da, db := newDevices(t, "pipe")
+	a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
+	ia, ib := a.qp.Info(1), b.qp.Info(2)
+	ib.RecvBuffer, ib.RecvSockets = 64<<10, 1
+	require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096}))
+	a.qp.mu.Lock()
+	window, _ := a.qp.bufferLimits(4096)
+	a.qp.mu.Unlock()
+	require.Less(t, window, requester.DefaultWindow, "the test needs a window bound by the announced buffer")
+	require.Equal(t, int32(1), da.spinQPs.Load())
+
+	require.NoError(t, a.qp.Modify(&QPAttr{State: QPSReset}, QPAttrState))
+	require.Zero(t, da.spinQPs.Load())
+	qp := a.qp
+	require.NoError(t, qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite | AccessRemoteRead},
+		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+	require.NoError(t, qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: ib.GID, UDPPort: ib.UDPPort, HopLimit: 64}, PathMTU: MTU4096,
+		DestQPN: ib.QPN, RQPSN: ib.PSN, MaxDestRdAtomic: 16, MinRNRTimer: 12},
+		QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer))
+	require.NoError(t, qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 16},
+		QPAttrState|QPAttrSQPSN|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrMaxQPRdAtomic))
+	qp.mu.Lock()
+	window, parts := qp.bufferLimits(4096)
+	qp.mu.Unlock()
+	require.Zero(t, window, "default window: the new peer announced nothing")
+	require.Zero(t, parts, "READs in one request")
+	require.Equal(t, requester.DefaultWindow, qp.Counters().Requester.Recovery.Window)
+	require.Zero(t, da.spinQPs.Load(), "no QP bound by an announced buffer")
+}
