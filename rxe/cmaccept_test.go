@@ -232,3 +232,57 @@ func TestAcceptWithOwnCQs(t *testing.T) {
 	}
 	require.Zero(t, server.cq.Poll(make([]WC, 4)), "nothing on the listener's CQ")
 }
+
+// TestCMOptionsChecksOffers: the selective-repeat bound and the peer's
+// announced buffer in CMOptions are checked as QPAttr.OOOLimit and
+// QP.SetPeerReceiveBuffer check them, by ListenCM, AcceptWith and Dial
+// before anything goes out: a bad one no longer takes a queued request
+// only to reject it (AcceptWith), or sends a REQ only to reject the REP
+// (Dial).
+func TestCMOptionsChecksOffers(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	bad := map[string]CMOptions{
+		"out-of-order buffer above MaxOOOLimit": {SelectiveRepeat: true, PeerSelectiveRepeat: true, OOOLimit: MaxOOOLimit + 1},
+		"negative out-of-order buffer":          {SelectiveRepeat: true, PeerSelectiveRepeat: true, OOOLimit: -1},
+		"negative peer receive buffer":          {PeerRecvBuffer: -1},
+		"negative peer socket count":            {PeerRecvBuffer: 1 << 20, PeerRecvSockets: -1},
+	}
+	l, err := db.ListenCM(7490, CMOptions{PD: server.pd, SendCQ: server.cq, SelectiveRepeat: true, PeerSelectiveRepeat: true})
+	require.NoError(t, err)
+	defer l.Close()
+	for name, o := range bad {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		so, co := o, o
+		so.PD, so.SendCQ = server.pd, server.cq
+		co.PD, co.SendCQ = client.pd, client.cq
+		_, err := db.ListenCM(7491, so)
+		require.ErrorIs(t, err, ErrInvalidArgument, "ListenCM: %s", name)
+		_, err = l.AcceptWith(ctx, so)
+		require.ErrorIs(t, err, ErrInvalidArgument, "AcceptWith: %s", name)
+		_, err = Dial(ctx, da, db.Addr().Addr().String()+":7490", co)
+		require.ErrorIs(t, err, ErrInvalidArgument, "Dial: %s", name)
+		cancel()
+	}
+	require.Zero(t, l.Counters(), "no request was taken")
+
+	// A request queued while AcceptWith is given a bad bound stays queued
+	// for the next call, which connects it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dialed := async(func() (*CMConn, error) {
+		return Dial(ctx, da, db.Addr().Addr().String()+":7490",
+			CMOptions{PD: client.pd, SendCQ: client.cq, SelectiveRepeat: true, PeerSelectiveRepeat: true})
+	})
+	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 10*time.Second, time.Millisecond, "the request is queued")
+	so := bad["out-of-order buffer above MaxOOOLimit"]
+	so.PD, so.SendCQ = server.pd, server.cq
+	_, err = l.AcceptWith(ctx, so)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	sc, err := l.Accept(ctx)
+	require.NoError(t, err)
+	r := <-dialed
+	require.NoError(t, r.err)
+	require.True(t, sc.QP.Query().SelectiveRepeat)
+	require.True(t, r.c.QP.Query().SelectiveRepeat)
+}

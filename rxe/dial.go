@@ -83,7 +83,8 @@ type CMOptions struct {
 	// peer out of band, and PeerSelectiveRepeat the peer's offer learned
 	// out of band (rxectl carries both in its exchange before the data
 	// QPs connect); the connection uses it only when both are set, with
-	// OOOLimit as this end's out-of-order buffer (QPAttr.OOOLimit). The
+	// OOOLimit as this end's out-of-order buffer (QPAttr.OOOLimit: 0 for
+	// the default, at most MaxOOOLimit). The
 	// CM's REQ and REP carry no offer: their private data belongs to the
 	// application (a librdmacm peer reads it), so without an out-of-band
 	// exchange the connection is go-back-N, as with any RoCE peer.
@@ -118,6 +119,12 @@ func (o *CMOptions) defaults(d *Device) error {
 		return fmt.Errorf("%w: CMOptions CM retries %d (at most 15)", ErrInvalidArgument, o.MaxCMRetries)
 	case o.ResponderResources < 0 || o.InitiatorDepth < 0:
 		return fmt.Errorf("%w: CMOptions responder resources %d, initiator depth %d", ErrInvalidArgument, o.ResponderResources, o.InitiatorDepth)
+	// The QP's Modify (checkSelectiveRepeat) and SetPeerReceiveBuffer
+	// would refuse these only once a request was taken or a REQ sent.
+	case o.OOOLimit < 0 || o.OOOLimit > MaxOOOLimit:
+		return fmt.Errorf("%w: CMOptions out-of-order buffer of %d bytes (0 for the default, at most %d)", ErrInvalidArgument, o.OOOLimit, MaxOOOLimit)
+	case o.PeerRecvBuffer < 0 || o.PeerRecvSockets < 0:
+		return fmt.Errorf("%w: CMOptions peer receive buffer %d bytes, %d sockets", ErrInvalidArgument, o.PeerRecvBuffer, o.PeerRecvSockets)
 	}
 	if o.Cap.MaxSendWR == 0 {
 		o.Cap.MaxSendWR = 128
