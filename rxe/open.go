@@ -22,7 +22,13 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	if addr.Port() == 0 {
 		addr = netip.AddrPortFrom(addr.Addr(), packet.UDPPort)
 	}
-	n := max(opts.compVectors(), 1) // a negative count fails in OpenConns
+	// Refused before a socket is opened, as checkConns refuses it: a
+	// group of one socket per vector would otherwise fail in netdev, or
+	// be opened only to be closed.
+	if opts.CompVectors < 0 || opts.compVectors() > maxCompVectors {
+		return nil, fmt.Errorf("%w: %d completion vectors (0 for GOMAXPROCS, at most %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
+	}
+	n := opts.compVectors()
 	if opts.SingleSocket {
 		n = 1
 	}

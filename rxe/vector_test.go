@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -181,6 +182,20 @@ func TestListenVectors(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	require.False(t, s.Vectors()[0].OwnSocket)
+}
+
+// TestListenRefusesVectorCount: Listen refuses a completion vector count
+// OpenConns would refuse with ErrInvalidArgument before it opens a socket,
+// instead of failing in netdev (a group of more than 1024 sockets) with
+// another error, or opening one socket per vector only to close them.
+func TestListenRefusesVectorCount(t *testing.T) {
+	for _, n := range []int{-1, maxCompVectors + 1, 1 << 20, math.MaxInt} {
+		for _, single := range []bool{false, true} {
+			_, err := Listen(netip.MustParseAddrPort("127.0.0.5:0"), Options{CompVectors: n, SingleSocket: single})
+			require.ErrorIs(t, err, ErrInvalidArgument, "%d vectors, single socket %v", n, single)
+			require.ErrorContains(t, err, "completion vectors")
+		}
+	}
 }
 
 // Vector benchmark parameters: perftest's defaults (tx depth 128, one in
