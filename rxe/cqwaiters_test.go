@@ -34,6 +34,7 @@ func TestCQTwoWaiters(t *testing.T) {
 		qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq,
 			Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		require.NoError(t, err)
+		require.NoError(t, qp.Modify(&QPAttr{State: QPSInit, Port: 1}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
 		require.NoError(t, qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -231,7 +231,7 @@ func (c *CMConn) watch() {
 func (c *CMConn) end(err error) {
 	c.once.Do(func() {
 		c.err = err
-		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState) // fails only for a QP already destroyed or closed with its device, which has nothing left to flush
+		_ = c.QP.Modify(&QPAttr{State: QPSErr}, QPAttrState) // fails only for a QP already destroyed or closed with its device, or reset by the application (RESET does not go to ERR), none of which has anything left to flush
 		g := c.dev.gsiOf()
 		g.mu.Lock()
 		delete(g.waiters, c.id)

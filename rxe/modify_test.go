@@ -73,7 +73,7 @@ func (r *modifyRig) qpIn(s QPState) *QP {
 	require.NoError(t, err)
 	path := map[QPState][]QPState{
 		QPSReset: nil, QPSInit: {QPSInit}, QPSRTR: {QPSInit, QPSRTR}, QPSRTS: {QPSInit, QPSRTR, QPSRTS},
-		QPSSQD: {QPSInit, QPSRTR, QPSRTS, QPSSQD}, QPSErr: {QPSErr},
+		QPSSQD: {QPSInit, QPSRTR, QPSRTS, QPSSQD}, QPSErr: {QPSInit, QPSErr},
 	}[s]
 	for _, next := range path {
 		cur := qp.State()
@@ -99,8 +99,8 @@ func TestModifyTransitions(t *testing.T) {
 			t.Run(fmt.Sprintf("%v-to-%v", cur, next), func(t *testing.T) {
 				r.t = t
 				tr, legal := wantTransitions[[2]QPState{cur, next}]
-				if next == QPSReset || next == QPSErr {
-					legal = true
+				if next == QPSReset || next == QPSErr && cur != QPSReset {
+					legal = true // ib_modify_qp_is_ok: RESET does not go to ERR
 				}
 				qp := r.qpIn(cur)
 				a := r.attr(cur)

@@ -54,6 +54,11 @@ func TestPostSendInErrBeforeRTS(t *testing.T) {
 				require.NoError(t, err)
 				e.qp = qp
 			}
+			init, mask := QPAttr{State: QPSInit, Port: 1}, QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags
+			if tc.typ == QPTypeUD {
+				mask = QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrQKey
+			}
+			require.NoError(t, e.qp.Modify(&init, mask))
 			require.NoError(t, e.qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))
 			n, err := e.qp.PostSend(good(e, ah, 1), tc.bad(e), good(e, ah, 3))
 			require.ErrorIs(t, err, ErrInvalidArgument)

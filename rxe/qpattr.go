@@ -184,9 +184,9 @@ var rcTransitions = map[[2]QPState]transition{
 }
 
 // checkTransition validates a Modify of a QP of type typ in state cur (IBA
-// 10.3.1): RESET and ERR are reachable from every state with no other
-// attribute; other transitions need exactly their required attributes and
-// at most their optional ones.
+// 10.3.1): RESET is reachable from every state and ERR from every state
+// but RESET, with no other attribute; other transitions need exactly their
+// required attributes and at most their optional ones.
 func checkTransition(typ QPType, cur QPState, attr *QPAttr, mask QPAttrMask) (QPState, error) {
 	next := cur
 	if mask&QPAttrState != 0 {
@@ -197,6 +197,12 @@ func checkTransition(typ QPType, cur QPState, attr *QPAttr, mask QPAttrMask) (QP
 	}
 	if next > QPSErr {
 		return 0, fmt.Errorf("%w: state %v", ErrInvalidArgument, next)
+	}
+	if cur == QPSReset && next == QPSErr {
+		// A QP in RESET goes only to RESET or INIT: kernel
+		// ib_modify_qp_is_ok has no RESET→ERR entry (rxe __qp_chk_state
+		// refuses it with EINVAL).
+		return 0, fmt.Errorf("%w: %v QP cannot go from %v to %v", ErrInvalidState, typ, cur, next)
 	}
 	if next == QPSReset || next == QPSErr {
 		// Always allowed, and with no other attribute (IBA 10.3.1;

@@ -424,6 +424,7 @@ func TestWaitSendCQPaced(t *testing.T) {
 	}
 	// Due already with a request outstanding: its completion (here a
 	// flushed SEND posted 50 ms later) ends the wait, not the clock.
+	require.NoError(t, s.qps[0].Modify(&rxe.QPAttr{State: rxe.QPSInit, Port: 1}, rxe.QPAttrState|rxe.QPAttrPKeyIndex|rxe.QPAttrPort|rxe.QPAttrAccessFlags))
 	require.NoError(t, s.qps[0].Modify(&rxe.QPAttr{State: rxe.QPSErr}, rxe.QPAttrState))
 	go func() {
 		time.Sleep(50 * time.Millisecond)
