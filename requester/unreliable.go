@@ -88,6 +88,7 @@ type Unreliable struct {
 
 	failed     bool
 	failStatus verbs.WCStatus
+	draining   bool // SQD: start no new work request
 }
 
 // NewUnreliable returns the send side of a UC or UD QP.
@@ -110,8 +111,31 @@ func (u *Unreliable) Counters() Counters { return u.c }
 // queue, and its status.
 func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return u.failStatus, u.failed }
 
-// Pending reports whether a work request waits to be sent.
-func (u *Unreliable) Pending() bool { return !u.failed && u.head != u.tail }
+// Pending reports whether a work request waits to be sent and may be:
+// while draining, only the rest of a message already started.
+func (u *Unreliable) Pending() bool {
+	return !u.failed && u.head != u.tail && (!u.draining || u.ring[u.head%uint64(len(u.ring))].started)
+}
+
+// SetDraining starts (RTS→SQD) or ends (SQD→RTS) a drain of the send
+// queue: while it lasts, a UC message already started is finished and no
+// other work request is started, as rxe req_next_wqe takes only a WQE in
+// processing in QP_STATE_DRAIN. A UD message is one packet: nothing is
+// ever under way.
+func (u *Unreliable) SetDraining(on bool) { u.draining = on }
+
+// Drained reports whether the send queue is draining and no message is
+// under way (the moment rxe raises IB_EVENT_SQ_DRAINED).
+func (u *Unreliable) Drained() bool {
+	return u.draining && (u.head == u.tail || !u.ring[u.head%uint64(len(u.ring))].started)
+}
+
+// SetDest changes a UC QP's destination and ICRC pseudo-header (a new
+// address vector, SQD→SQD): the packets built from now on go there, those
+// of work requests already posted too.
+func (u *Unreliable) SetDest(dest netip.AddrPort, ph packet.PseudoHeader) {
+	u.cfg.Dest, u.cfg.Pseudo = dest, ph
+}
 
 // Deadline returns the zero time: an unreliable QP has no timer.
 func (u *Unreliable) Deadline() time.Time { return time.Time{} }
@@ -229,9 +253,10 @@ func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort,
 		return 0, netip.AddrPort{}, 0
 	}
 	clear(buf[off+int(n) : total-packet.ICRCSize])
-	ph := u.cfg.Pseudo
+	ph, dest := u.cfg.Pseudo, u.cfg.Dest // UC: the QP's address vector
 	if u.cfg.UD {
-		ph.Dst, ph.DstPort = w.dest.Addr().Unmap(), w.dest.Port()
+		dest = w.dest // UD: the work request's address handle
+		ph.Dst, ph.DstPort = dest.Addr().Unmap(), dest.Port()
 	}
 	if ph.SetICRC(buf[:total]) != nil {
 		u.fail(w, verbs.WCLocQPOpErr)
@@ -246,7 +271,7 @@ func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort,
 		u.complete(w, verbs.WCSuccess)
 		u.head++
 	}
-	return total, w.dest, w.tclass
+	return total, dest, w.tclass
 }
 
 // opcode returns the UC or UD opcode of a packet (rxe next_opcode_uc,

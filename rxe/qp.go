@@ -254,18 +254,12 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.reset()
 	case next == QPSErr:
 		qp.enterError()
-	case qp.unreliable():
-		qp.startUnreliable(cur, next)
-	case cur == QPSInit && next == QPSRTR:
-		qp.startResponder()
-	case cur == QPSRTR && next == QPSRTS:
-		qp.startRequester()
 	case cur == QPSRTS && next == QPSSQD:
 		// Only RTS→SQD starts a drain: SQD→SQD (or a Modify without
 		// the state bit in SQD) keeps the drain under way or done, so
 		// SQ_DRAINED is raised once per drain (IBA 11.6.3.2; kernel rxe
 		// raises it when its requester first reaches QP_STATE_DRAINED).
-		qp.req.SetDraining(true)
+		qp.setDraining(true)
 		qp.drainSent = false
 		// The SQ_DRAINED request modifies this one transition (IBA
 		// 10.3.1: EN_SQD_ASYNC_NOTIFY is an optional modifier of
@@ -277,7 +271,13 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 			qp.attr.SQDrainNotify = false
 		}
 	case cur == QPSSQD && next == QPSRTS:
-		qp.req.SetDraining(false)
+		qp.setDraining(false)
+	case qp.unreliable():
+		qp.startUnreliable(cur, next)
+	case cur == QPSInit && next == QPSRTR:
+		qp.startResponder()
+	case cur == QPSRTR && next == QPSRTS:
+		qp.startRequester()
 	}
 	if qp.tracing() {
 		qp.traceState(cur, next)
@@ -295,10 +295,29 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 // leaves SQD once SQ_DRAINED is reached. A Modify without the state bit
 // (SQD→SQD attributes) stays allowed. The caller holds mu.
 func (qp *QP) checkDraining(cur, next QPState, mask QPAttrMask) error {
-	if cur != QPSSQD || mask&QPAttrState == 0 || next == QPSErr || qp.req == nil || qp.req.Drained() {
+	if cur != QPSSQD || mask&QPAttrState == 0 || next == QPSErr || qp.sendDrained() {
 		return nil
 	}
 	return fmt.Errorf("%w: SQD to %v while the send queue is still draining", ErrInvalidState, next)
+}
+
+// setDraining starts or ends the drain of the send engine, RC or UC/UD
+// (caller holds mu; a QP in RTS or SQD has one).
+func (qp *QP) setDraining(on bool) {
+	if qp.ureq != nil {
+		qp.ureq.SetDraining(on)
+		return
+	}
+	qp.req.SetDraining(on)
+}
+
+// sendDrained reports whether the send engine is draining and done
+// (caller holds mu).
+func (qp *QP) sendDrained() bool {
+	if qp.ureq != nil {
+		return qp.ureq.Drained()
+	}
+	return qp.req != nil && qp.req.Drained()
 }
 
 // apply copies the masked attributes.
@@ -407,7 +426,7 @@ func (qp *QP) startRequester() {
 func (qp *QP) syncConfig(mask QPAttrMask) error {
 	a := &qp.attr
 	var errs []error
-	qp.syncUnreliable()
+	qp.syncUnreliable(mask)
 	if qp.resp != nil {
 		qp.resp.SetMinRNRTimer(a.MinRNRTimer)
 		qp.resp.SetAccess(a.AccessFlags)

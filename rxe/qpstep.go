@@ -360,7 +360,7 @@ func (qp *QP) afterEngines() bool {
 			return false
 		}
 	}
-	if qp.state == QPSSQD && !qp.drainSent && qp.req != nil && qp.req.Drained() {
+	if qp.state == QPSSQD && !qp.drainSent && qp.sendDrained() {
 		qp.drainSent = true
 		if qp.attr.SQDrainNotify {
 			qp.dev.raise(AsyncEvent{Type: verbs.EventSQDrained, QP: qp})

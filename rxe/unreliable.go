@@ -23,7 +23,8 @@ const GRHSize = responder.GRHSize
 // The transition tables of IBA 10.3.1 (kernel ib_modify_qp_is_ok) for UC
 // and UD: UC has no retry, RNR, READ or atomic attributes; UD has no
 // address vector, destination QP or PSN on the receive side, but a Q_Key.
-// SQD (send queue drain) is not offered for UC and UD QPs.
+// Both drain their send queue in SQD as RC does (rxe runs SQD for every QP
+// type). SQE→RTS is left out: a gorxe QP never enters SQE.
 var (
 	ucTransitions = map[[2]QPState]transition{
 		{QPSReset, QPSInit}: {req: QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
@@ -34,6 +35,9 @@ var (
 		},
 		{QPSRTR, QPSRTS}: {req: QPAttrSQPSN, opt: QPAttrCurState | QPAttrAltPath | QPAttrAccessFlags | QPAttrPathMigState},
 		{QPSRTS, QPSRTS}: {opt: QPAttrCurState | QPAttrAccessFlags | QPAttrAltPath | QPAttrPathMigState},
+		{QPSRTS, QPSSQD}: {opt: QPAttrEnSQDAsyncNotify},
+		{QPSSQD, QPSRTS}: {opt: QPAttrCurState | QPAttrAltPath | QPAttrAccessFlags | QPAttrPathMigState},
+		{QPSSQD, QPSSQD}: {opt: QPAttrAV | QPAttrAltPath | QPAttrAccessFlags | QPAttrPKeyIndex | QPAttrPathMigState},
 	}
 	udTransitions = map[[2]QPState]transition{
 		{QPSReset, QPSInit}: {req: QPAttrPKeyIndex | QPAttrPort | QPAttrQKey},
@@ -41,6 +45,9 @@ var (
 		{QPSInit, QPSRTR}:   {opt: QPAttrPKeyIndex | QPAttrQKey},
 		{QPSRTR, QPSRTS}:    {req: QPAttrSQPSN, opt: QPAttrCurState | QPAttrQKey},
 		{QPSRTS, QPSRTS}:    {opt: QPAttrCurState | QPAttrQKey},
+		{QPSRTS, QPSSQD}:    {opt: QPAttrEnSQDAsyncNotify},
+		{QPSSQD, QPSRTS}:    {opt: QPAttrCurState | QPAttrQKey},
+		{QPSSQD, QPSSQD}:    {opt: QPAttrPKeyIndex | QPAttrQKey},
 	}
 )
 
@@ -99,14 +106,18 @@ func (qp *QP) startUnreliable(cur, next QPState) {
 }
 
 // syncUnreliable pushes the attributes a UC or UD QP may change in RTS
-// into its receive side (caller holds mu).
-func (qp *QP) syncUnreliable() {
+// and SQD into its engines: the access flags, the Q_Key, and a UC QP's new
+// address vector (SQD→SQD) of mask (caller holds mu).
+func (qp *QP) syncUnreliable(mask QPAttrMask) {
 	if qp.uresp != nil {
 		qp.uresp.SetAccess(qp.attr.AccessFlags)
 		qp.uresp.SetQKey(qp.attr.QKey)
 	}
 	if qp.ureq != nil {
 		qp.ureq.SetQKey(qp.attr.QKey)
+		if mask&QPAttrAV != 0 && qp.typ == QPTypeUC {
+			qp.ureq.SetDest(qp.dest, qp.pseudo())
+		}
 	}
 }
 
