@@ -124,7 +124,9 @@ type PortAttr struct {
 // device made by Listen, the socket closes. Every QP not in RESET moves to
 // ERR, so the work requests outstanding at Close complete with
 // WR_FLUSH_ERR (as when a device goes away under a verbs consumer); the CQs
-// stay pollable to collect them. Events is closed once the QPs are
+// stay pollable to collect them. A UC or UD send that completed before
+// Close goes on the wire first (its batch is written before the sockets
+// close, waiting at most a second for it). Events is closed once the QPs are
 // stopped, after the events raised until then. Receive WQEs posted to an
 // SRQ stay in it and complete no more (the SRQ's, not a QP's:
 // ibv_destroy_srq discards them too). When Close returns the device touches no
@@ -145,6 +147,14 @@ func (d *Device) Close() error {
 		g.shutdown() // while the socket is open
 	}
 	close(d.done)
+	// A UC or UD send completes when its packet is built, before the
+	// transmit pass that built it writes the batch (rxe completes it once
+	// the packet is handed to the IP layer). Let a pass under way finish
+	// writing before the sockets close, so that a send reported
+	// successful is not lost; no later pass builds anything, as every QP
+	// is dead now. The wait is bounded: a write blocked for good (a full
+	// pipe nobody reads) is cut short by the close, as before.
+	d.waitTransmitPasses(closeWriteWait)
 	var err error
 	if d.ownConn {
 		for _, c := range d.conns {
@@ -170,6 +180,26 @@ func (d *Device) Close() error {
 		d.wg.Wait()
 	}
 	return err
+}
+
+// closeWriteWait bounds how long Close waits for a transmit pass under
+// way to write its batch.
+const closeWriteWait = time.Second
+
+// waitTransmitPasses waits, at most until limit has passed, until no
+// vector's transmit pass is under way (each holds its vector's txMu from
+// its first step to the end of its write).
+func (d *Device) waitTransmitPasses(limit time.Duration) {
+	end := time.Now().Add(limit)
+	for _, v := range d.vecs {
+		for !v.txMu.TryLock() {
+			if time.Now().After(end) {
+				return
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		v.txMu.Unlock()
+	}
 }
 
 // Wait blocks until the device's goroutines have exited (after Close and,
