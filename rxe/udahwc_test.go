@@ -40,7 +40,8 @@ func TestUDAHFromWCIgnoresEntropyPort(t *testing.T) {
 // TestUDGRHCarriesIPHeaderFields: a UD datagram's GRH area carries the
 // traffic class and TTL it arrived with, as kernel rxe's copy of the
 // received IP header does (rxe_resp.c execute), and CreateAHFromWC answers
-// with that traffic class and hop limit 255 (ibv_init_ah_from_wc).
+// with that traffic class and, as hop limit, that TTL (libibverbs
+// ibv_init_ah_from_wc takes both from the IPv4 header in the GRH area).
 func TestUDGRHCarriesIPHeaderFields(t *testing.T) {
 	_, db := newDevices(t, "udp")
 	b := newTypedEnd(t, db, QPTypeUD)
@@ -58,7 +59,7 @@ func TestUDGRHCarriesIPHeaderFields(t *testing.T) {
 	ah, err := b.pd.CreateAHFromWC(&wc, grh)
 	require.NoError(t, err)
 	require.Equal(t, uint8(0xb8), ah.TrafficClass())
-	require.Equal(t, uint8(0xFF), ah.attr.HopLimit)
+	require.Equal(t, defaultTTL(t), ah.attr.HopLimit)
 }
 
 // sendUDFromPeer sends a UD SEND ONLY of "hello" (Q_Key 9) to QP qpn of d
@@ -116,22 +117,25 @@ func TestAHFromWCGRHVersion(t *testing.T) {
 		want      netip.Addr
 		tc        uint8
 		flowLabel uint32
+		hopLimit  uint8
 		err       bool
 	}{
 		{"ipv6", func() []byte {
 			g := make([]byte, GRHSize)
 			binary.BigEndian.PutUint32(g, 6<<28|0x68<<20|0x12345)
+			g[7] = 17 // the IPv6 hop limit
 			copy(g[8:24], v6.AsSlice())
 			return g
-		}, v6, 0x68, 0x12345, false},
+		}, v6, 0x68, 0x12345, 17, false},
 		{"ipv4", func() []byte {
 			g := make([]byte, GRHSize)
 			g[20], g[21] = 0x45, 0x2e
+			g[28] = 61 // the IPv4 TTL
 			copy(g[32:36], []byte{192, 0, 2, 7})
 			return g
-		}, netip.MustParseAddr("192.0.2.7"), 0x2e, 0, false},
-		{"neither", func() []byte { return make([]byte, GRHSize) }, netip.Addr{}, 0, 0, true},
-		{"short", func() []byte { return make([]byte, GRHSize-1) }, netip.Addr{}, 0, 0, true},
+		}, netip.MustParseAddr("192.0.2.7"), 0x2e, 0, 61, false},
+		{"neither", func() []byte { return make([]byte, GRHSize) }, netip.Addr{}, 0, 0, 0, true},
+		{"short", func() []byte { return make([]byte, GRHSize-1) }, netip.Addr{}, 0, 0, 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,6 +152,7 @@ func TestAHFromWCGRHVersion(t *testing.T) {
 			require.Equal(t, tc.want, ah.Dest().Addr())
 			require.Equal(t, tc.tc, ah.TrafficClass())
 			require.Equal(t, tc.flowLabel, ah.attr.FlowLabel)
+			require.Equal(t, tc.hopLimit, ah.attr.HopLimit, "the hop limit the datagram arrived with (ibv_init_ah_from_wc)")
 		})
 	}
 }

@@ -294,11 +294,12 @@ func (a *AddrHandle) Destroy() error {
 // UDP source port is not one (kernel rxe sends from 0xC000 + a hash of
 // the QPN). gorxe devices on different ports answer each other through
 // CreateAH with the port, as their connection managers need one port.
-// When grh holds the GRH area, the handle's traffic class is the one the
-// datagram arrived with (and its flow label, for IPv6), and its hop limit
-// 255, as libibverbs' ibv_init_ah_from_wc sets them; grh may be nil when
+// When grh holds the GRH area, the handle's traffic class and hop limit
+// (AH.HopLimit, kept for Attr) are the traffic class and TTL or hop limit
+// the datagram arrived with (and its flow label, for IPv6), as libibverbs'
+// ibv_init_ah_from_wc sets them from the IP header; grh may be nil when
 // the completion has a source address, and the traffic class is then the
-// device's.
+// device's and the hop limit 255.
 func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
 	if wc == nil {
 		return nil, fmt.Errorf("%w: nil work completion", ErrInvalidArgument)
@@ -323,9 +324,10 @@ func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
 			from = netip.AddrFrom16([16]byte(grh[8:24]))
 			ah.TrafficClass = grh[0]<<4 | grh[1]>>4
 			ah.FlowLabel = binary.BigEndian.Uint32(grh[0:4]) & 0xFFFFF
+			ah.HopLimit = grh[7]
 		case grh[20]>>4 == 4:
 			from = netip.AddrFrom4([4]byte(grh[32:36]))
-			ah.TrafficClass = grh[21]
+			ah.TrafficClass, ah.HopLimit = grh[21], grh[28] // TOS, TTL
 		default:
 			return nil, fmt.Errorf("%w: the GRH area holds neither an IPv6 nor an IPv4 header", ErrInvalidArgument)
 		}
