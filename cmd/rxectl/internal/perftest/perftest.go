@@ -244,7 +244,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	both(&o.mtu, "m", "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096, at most the port's active MTU (above it, or any other value, gives the active MTU, with a note); the smaller of both sides' is used (default: the port's active MTU)")
 	both(&o.txDepth, "t", "tx-depth", defTx, "send queue depth (clipped to the iterations)")
 	both(&o.rxDepth, "r", "rx-depth", defRx, "receive queue depth (send tests)")
-	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given)")
+	both(&o.cqMod, "Q", "cq-mod", defCQMod, "signal every Nth work request (1 above 8 KiB unless given, or with -a, -e or -c UD, as perftest)")
 	both(&o.qps, "q", "qp", 1, "number of QPs (bandwidth tests; same on both sides)")
 	fs.StringVar(&o.reportCounters, "W", "", "after each row, how much each of these counters moved, comma-separated, as perftest's -W (e.g. hw_counters/rcvd_seq_err,counters/port_xmit_packets): hw_counters/ takes kernel rxe's names and gorxe's (docs/api.md, \"Counters\"), counters/ port_xmit_packets and port_rcv_packets")
 	fs.StringVar(&o.reportCounters, "report-counters", "", "the long name of -W")
