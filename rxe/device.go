@@ -151,9 +151,11 @@ func (d *Device) Close() error {
 	// transmit pass that built it writes the batch (rxe completes it once
 	// the packet is handed to the IP layer). Let a pass under way finish
 	// writing before the sockets close, so that a send reported
-	// successful is not lost; no later pass builds anything, as every QP
-	// is dead now. The wait is bounded: a write blocked for good (a full
-	// pipe nobody reads) is cut short by the close, as before.
+	// successful is not lost. A pass that starts after this wait and
+	// before the QPs are stopped below can still build a send whose
+	// write the close cuts short.
+	// The wait is bounded: a write blocked for good (a full pipe nobody
+	// reads) is cut short by the close, as before.
 	d.waitTransmitPasses(closeWriteWait)
 	var err error
 	if d.ownConn {
