@@ -270,8 +270,10 @@ func (c *UDPConn) fillGRO(got int) {
 }
 
 // splitGRO fills msgs with the next datagrams of the received buffers, as
-// slices of them, and returns how many.
+// slices of them, and returns how many: at most BatchSize, as Conn.ReadBatch
+// promises, although the buffers of one recvmmsg may hold 64 times more.
 func (c *UDPConn) splitGRO(msgs []Message) int {
+	msgs = msgs[:min(len(msgs), c.batch)]
 	g := &c.grx
 	n, bytes := 0, 0
 	for n < len(msgs) && g.next < g.got {

@@ -130,8 +130,9 @@ type SharedReader interface {
 	// datagram there it returns 0 and a nil error. The caller holds the
 	// gate it gives ReadBatchGated. With UDP GRO the datagrams of a
 	// coalesced buffer that did not fit msgs stay in the Conn, where no
-	// new arrival signals them: a poller that got len(msgs) datagrams
-	// calls TryReadBatch again (after handling them) before it leaves.
+	// new arrival signals them: a poller that got min(len(msgs),
+	// BatchSize()) datagrams calls TryReadBatch again (after handling
+	// them) before it leaves.
 	TryReadBatch(msgs []Message) (n int, err error)
 }
 
