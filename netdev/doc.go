@@ -82,7 +82,10 @@
 // that read or write. UDPConn treats these as non-fatal: it drains the
 // socket's error queue (whose entries are charged to the receive buffer),
 // counts the errors in Stats.ICMPErrors and retries, so reads and writes go
-// on.
+// on. Such an error that arrives while the send buffer is more than half
+// full wakes the Go runtime's poller with EPOLLERR alone, after which the
+// runtime refuses to wait for reads ("not pollable") until the socket's
+// next event; ReadBatch then waits in poll(2) itself instead.
 //
 // Close unblocks a pending ReadBatch and WriteBatch; they return an error
 // wrapping net.ErrClosed.

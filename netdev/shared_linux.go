@@ -94,7 +94,7 @@ func (c *UDPConn) ReadBatchGated(msgs []Message, gate *Gate) (int, error) {
 	}
 	for {
 		g.gate, g.msgs, g.locked, g.left = gate, msgs, false, false
-		err := c.rc.Read(g.run)
+		err := c.read(g.run)
 		g.msgs = nil
 		if err != nil {
 			if g.locked {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -196,7 +197,7 @@ func (c *UDPConn) recv(k int) (int, error) {
 	r := c.rx
 	for {
 		r.prepRecv(k)
-		if err := c.rc.Read(r.run); err != nil {
+		if err := c.read(r.run); err != nil {
 			return 0, err // closed: a *net.OpError wrapping net.ErrClosed
 		}
 		if r.errno == 0 {
@@ -209,6 +210,50 @@ func (c *UDPConn) recv(k int) (int, error) {
 			continue
 		}
 		return 0, err
+	}
+}
+
+// errEventWait bounds each wait of read's fallback in poll(2): a Close
+// waits for it to end.
+const errEventWait = 10 // milliseconds
+
+// read runs f (a receive attempt that returns false when it would wait)
+// as RawConn.Read does, waiting in the runtime poller while f returns
+// false. One case needs more: when an ICMP error reaches the socket while
+// its send buffer is more than half full, epoll reports EPOLLERR alone
+// (udp_poll sets neither EPOLLIN nor EPOLLOUT), and the Go runtime then
+// fails every RawConn.Read at once ("not pollable": netpollcheckerr's
+// eventErr) until the socket's next event of another kind, a datagram's
+// arrival or send-buffer space. read then runs f in RawConn.Control, and
+// when f would wait it empties the socket's error queue (counted in
+// Stats.ICMPErrors; the pending ICMP error is f's, which returns it) and
+// waits in poll(2) for the socket to become readable, at most
+// errEventWait, before it tries RawConn.Read again. It returns nil once f
+// returned true, or RawConn.Read's error wrapping net.ErrClosed (or
+// os.ErrDeadlineExceeded, after a read deadline set on the socket).
+func (c *UDPConn) read(f func(fd uintptr) bool) error {
+	for {
+		err := c.rc.Read(f)
+		if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) || c.closed.Load() {
+			return err
+		}
+		done := false
+		if err := c.rc.Control(func(fd uintptr) {
+			if done = f(fd); done {
+				return
+			}
+			if icmp, _ := drainErrQueue(c.rc); icmp > 0 {
+				c.stats.icmpErrors.Add(uint64(icmp))
+			}
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(fds, errEventWait)
+		}); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		runtime.Gosched() // a reader that holds the gate (ReadBatchGated) reads what poll saw
 	}
 }
 
