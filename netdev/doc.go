@@ -104,8 +104,11 @@
 // RoCE destination QP only: a receiving ListenUDPGroup picks its socket once
 // per buffer, by the first datagram's QPN. A GSO send the kernel refuses
 // (EIO, EINVAL) turns GSO off for the connection and the datagrams go one by
-// one; the errnos a queued ICMP error leaves (ENOPROTOOPT, EOPNOTSUPP and
-// the others of icmp_err_convert) are not refusals.
+// one, once the first of them has gone out alone without UDP_SEGMENT: if
+// that fails too, the error is the datagram's own (EINVAL for port 0 or a
+// multicast source) and is returned with GSO kept on. The errnos a queued
+// ICMP error leaves (ENOPROTOOPT, EOPNOTSUPP and the others of
+// icmp_err_convert) are not refusals.
 //
 // With UDP GRO (UDP_GRO, Linux 5.0) the kernel may deliver several datagrams
 // of one flow as one buffer, with the segment size in a control message;

@@ -48,12 +48,14 @@ func gsoRefusal(errno unix.Errno) bool {
 
 // pack fills c.tx's headers from the front of chunk: a run of messages that
 // GSO may send as one buffer shares a header, every other message has its
-// own. It returns how many messages (k) and headers (h) it packed, and the
-// error for an invalid message at chunk[k], if it stopped there.
-func (c *UDPConn) pack(chunk []Message) (k, h int, err error) {
+// own. With plain, it packs chunk[0] alone, without UDP_SEGMENT (neither
+// GSO nor paged: WriteBatch's test of a refusal). It returns how many
+// messages (k) and headers (h) it packed, and the error for an invalid
+// message at chunk[k], if it stopped there.
+func (c *UDPConn) pack(chunk []Message, plain bool) (k, h int, err error) {
 	w := c.tx
-	gso := c.gso.Load()
-	for k < len(chunk) && h < len(w.hdrs) && k < len(w.iovs) {
+	gso := c.gso.Load() && !plain
+	for k < len(chunk) && h < len(w.hdrs) && k < len(w.iovs) && !(plain && h == 1) {
 		m := &chunk[k]
 		if err := c.checkMessage(m); err != nil {
 			return k, h, err
@@ -73,9 +75,11 @@ func (c *UDPConn) pack(chunk []Message) (k, h int, err error) {
 		if src := m.Local; src.IsValid() && !src.IsUnspecified() {
 			n = putSourceCmsg(oob, src.Unmap())
 		}
-		if run > 1 || m.N > 0 && c.PagesTo(m.Addr.Addr()) {
+		seg := run > 1 || !plain && m.N > 0 && c.PagesTo(m.Addr.Addr())
+		if seg {
 			n += putSegmentCmsg(oob[n:], m.N) // a single one: paged (paged_linux.go)
 		}
+		c.hdrSeg[h] = seg
 		if m.TOS != 0 {
 			n += putTOSCmsg(oob[n:], m.TOS, c.v6)
 		}

@@ -97,7 +97,8 @@ func TestICMPErrorKeepsGSO(t *testing.T) {
 }
 
 // TestICMPErrorKeepsPagedSends: the same for a single datagram sent
-// paged to loopback: pagedRefusal turns paged sends off for good.
+// paged to loopback: a paged send the kernel refuses turns paged sends
+// off for good (UDPConn.refuse).
 func TestICMPErrorKeepsPagedSends(t *testing.T) {
 	rx := listen(t, lo4, Options{})
 	tx := listen(t, lo4, Options{NoGSO: true})

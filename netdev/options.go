@@ -53,8 +53,8 @@ type Options struct {
 	// those datagrams: one pass through the stack for up to 64 datagrams.
 	// IPv4 runs are coalesced only with RewriteIPv4ID set. If the kernel
 	// refuses a GSO send (EIO from a device without checksum offload,
-	// EINVAL), the UDPConn stops using GSO and sends the datagrams one by
-	// one (Stats.GSOFallbacks).
+	// EINVAL) and takes its first datagram alone, the UDPConn stops using
+	// GSO and sends the datagrams one by one (Stats.GSOFallbacks).
 	NoGSO bool
 
 	// NoGRO turns off UDP generic receive offload. By default (where the

@@ -47,14 +47,3 @@ func (c *UDPConn) RunsTo(dst netip.Addr) bool { return c.PagesTo(dst) && c.gso.L
 // GRO reports whether c's socket has UDP_GRO on: it receives a GSO run of
 // this host whole, as one buffer charged once (RunTruesize).
 func (c *UDPConn) GRO() bool { return c.gro }
-
-// pagedRefusal reports whether the failed single-datagram header holding
-// m was sent paged and the kernel refused that (errno as for gsoRefusal);
-// paged sends are then off for good and m goes out again linear.
-func (c *UDPConn) pagedRefusal(m *Message, errno unix.Errno) bool {
-	if !c.PagesTo(m.Addr.Addr()) || !gsoRefusal(errno) {
-		return false
-	}
-	c.paged.Store(false)
-	return true
-}

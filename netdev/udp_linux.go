@@ -49,6 +49,7 @@ type UDPConn struct {
 	wmu     sync.Mutex // serialises WriteBatch; guards the fields below
 	tx      *mmsg
 	hdrMsgs []int    // messages per sendmmsg header
+	hdrSeg  []bool   // the header carries a UDP_SEGMENT control message (GSO or paged)
 	ids     []uint16 // the IPv4 ID each packed message was rewritten for
 }
 
@@ -108,6 +109,7 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		gro:       setup.gro,
 		tx:        newMmsg(n, n, sendOOBSize+gsoOOBSize+tosOOBSize, unix.SYS_SENDMMSG),
 		hdrMsgs:   make([]int, n),
+		hdrSeg:    make([]bool, n),
 		ids:       make([]uint16, n),
 		runsByQPN: opts.RunsByQPN,
 	}
@@ -382,15 +384,28 @@ func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	sent := 0
+	// refused is set when the kernel failed a header with UDP_SEGMENT
+	// (errGSORefused, errPagedRefused): the next pass sends the first
+	// datagram it held alone and without UDP_SEGMENT. If that goes out,
+	// the kernel refused the segmentation, which is turned off for good
+	// (refuse); if it fails, the error is that datagram's own (EINVAL for
+	// port 0 or a multicast source, EMSGSIZE) and is returned as for any
+	// datagram, with GSO and paged sends kept.
+	var refused error
 	for sent < len(msgs) {
 		chunk := msgs[sent:]
-		k, h, verr := c.pack(chunk)
+		k, h, verr := c.pack(chunk, refused != nil)
 		if h > 0 {
 			n, err := c.send(chunk[:k], h)
 			c.tx.clearIovs(k) // keep no reference to the caller's buffers
 			sent += n
-			if err == errGSORefused {
-				continue // the rest again, one datagram per header
+			if refused != nil && n > 0 {
+				c.refuse(refused)
+			}
+			refused = nil
+			if err == errGSORefused || err == errPagedRefused {
+				refused = err
+				continue // the rest again, the first datagram alone
 			}
 			if err != nil {
 				return sent, err
@@ -403,9 +418,26 @@ func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
 	return sent, nil
 }
 
-// errGSORefused is send's report that the kernel refused a GSO send and GSO
-// is now off, or refused a paged single datagram and paged sends are off.
-var errGSORefused = errors.New("netdev: GSO refused")
+// errGSORefused and errPagedRefused are send's reports that the kernel
+// failed a GSO send, or a single datagram sent paged, with an errno that
+// may mean it refuses the segmentation (gsoRefusal); WriteBatch tells
+// which by sending the first datagram alone without it.
+var (
+	errGSORefused   = errors.New("netdev: GSO refused")
+	errPagedRefused = errors.New("netdev: paged send refused")
+)
+
+// refuse turns off what the kernel refused (errGSORefused: GSO,
+// errPagedRefused: paged sends) for the life of the UDPConn.
+func (c *UDPConn) refuse(err error) {
+	switch err {
+	case errGSORefused:
+		c.gso.Store(false)
+		c.stats.gsoFallbacks.Store(1)
+	case errPagedRefused:
+		c.paged.Store(false)
+	}
+}
 
 // send hands the h packed headers (holding ms) to the kernel, working around
 // the sendmmsg quirks, and returns how many messages went out. Before it
@@ -446,13 +478,11 @@ func (c *UDPConn) send(ms []Message, h int) (int, error) {
 			// again, so it either goes out or reports its error.
 			continue
 		}
-		if c.hdrMsgs[doneHdrs] > 1 && gsoRefusal(w.errno) {
-			c.gso.Store(false)
-			c.stats.gsoFallbacks.Store(1)
-			return done, errGSORefused
-		}
-		if c.hdrMsgs[doneHdrs] == 1 && c.pagedRefusal(&ms[done], w.errno) {
-			return done, errGSORefused
+		if c.hdrSeg[doneHdrs] && gsoRefusal(w.errno) {
+			if c.hdrMsgs[doneHdrs] > 1 {
+				return done, errGSORefused
+			}
+			return done, errPagedRefused
 		}
 		err := opError("write", "sendmmsg", w.errno)
 		cls, errno := classify(err)
