@@ -3,6 +3,7 @@ package netdev
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net/netip"
 	"unsafe"
 
@@ -82,9 +83,13 @@ func (s *socketSetup) apply(fd int) error {
 // first (it needs CAP_NET_ADMIN and ignores rmem_max/wmem_max; forceOpt < 0
 // skips it) and the plain one as fallback (silently capped by the kernel).
 // size <= 0 keeps the
-// kernel's default. It returns the size getsockopt reports afterwards (Linux
-// doubles the request to account for bookkeeping).
+// kernel's default; a size beyond an int32 (setsockopt's int) asks for the
+// largest, which the kernel bounds anyway (sock_setsockopt: INT_MAX / 2,
+// or net.core.rmem_max / wmem_max), instead of for its low 32 bits. It
+// returns the size getsockopt reports afterwards (Linux doubles the
+// request to account for bookkeeping).
 func setBuffer(fd, forceOpt, plainOpt, size int) (got int, forced bool, err error) {
+	size = min(size, math.MaxInt32)
 	if size > 0 {
 		if forceOpt >= 0 && unix.SetsockoptInt(fd, unix.SOL_SOCKET, forceOpt, size) == nil {
 			forced = true
