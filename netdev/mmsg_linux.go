@@ -2,9 +2,7 @@ package netdev
 
 import (
 	"encoding/binary"
-	"net"
 	"net/netip"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -162,25 +160,4 @@ func sockaddrAddrPort(b *[sockaddrSize]byte, n int) netip.AddrPort {
 		return netip.AddrPortFrom(ip.Unmap(), port)
 	}
 	return netip.AddrPort{}
-}
-
-// zoneName names a scope ID as the interface it belongs to (as net.UDPAddr
-// does), or as the number if there is no such interface. Only link-local
-// IPv6 addresses have one.
-func zoneName(index uint32) string {
-	if ifi, err := net.InterfaceByIndex(int(index)); err == nil {
-		return ifi.Name
-	}
-	return strconv.FormatUint(uint64(index), 10)
-}
-
-// zoneIndex is the scope ID of a zone: an interface name or a number.
-func zoneIndex(zone string) uint32 {
-	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
-		return uint32(n)
-	}
-	if ifi, err := net.InterfaceByName(zone); err == nil {
-		return uint32(ifi.Index)
-	}
-	return 0
 }
