@@ -418,7 +418,7 @@ func (m *MRA) Encode(b []byte) {
 // REJReason is the reason code of a REJ (IBA 12.6.7.2, table 108).
 type REJReason uint16
 
-// The REJ reasons gorxe sends or interprets.
+// The REJ reasons of IBA table 108 (gorxe sends a few; dump names all).
 const (
 	RejNoQP                   REJReason = 1
 	RejNoEEC                  REJReason = 2
@@ -437,6 +437,12 @@ const (
 	RejInvalidTrafficClass    REJReason = 15
 	RejInvalidHopLimit        REJReason = 16
 	RejInvalidPacketRate      REJReason = 17
+	RejInvalidAltGID          REJReason = 18
+	RejInvalidAltLID          REJReason = 19
+	RejInvalidAltSL           REJReason = 20
+	RejInvalidAltTrafficClass REJReason = 21
+	RejInvalidAltHopLimit     REJReason = 22
+	RejInvalidAltPacketRate   REJReason = 23
 	RejPortCMRedirect         REJReason = 24
 	RejPortRedirect           REJReason = 25
 	RejInvalidMTU             REJReason = 26
@@ -446,6 +452,7 @@ const (
 	RejDuplicateLocalCommID   REJReason = 30
 	RejInvalidClassVersion    REJReason = 31
 	RejInvalidFlowLabel       REJReason = 32
+	RejInvalidAltFlowLabel    REJReason = 33
 	RejVendorOptionNotSupport REJReason = 35
 )
 
@@ -457,11 +464,15 @@ var rejNames = map[REJReason]string{
 	RejRDCNotExist: "RDC does not exist", RejInvalidGID: "invalid GID", RejInvalidLID: "invalid LID",
 	RejInvalidSL: "invalid SL", RejInvalidTrafficClass: "invalid traffic class",
 	RejInvalidHopLimit: "invalid hop limit", RejInvalidPacketRate: "invalid packet rate",
+	RejInvalidAltGID: "invalid alternate GID", RejInvalidAltLID: "invalid alternate LID",
+	RejInvalidAltSL: "invalid alternate SL", RejInvalidAltTrafficClass: "invalid alternate traffic class",
+	RejInvalidAltHopLimit: "invalid alternate hop limit", RejInvalidAltPacketRate: "invalid alternate packet rate",
 	RejPortCMRedirect: "port and CM redirection", RejPortRedirect: "port redirection",
 	RejInvalidMTU: "invalid path MTU", RejInsufficientRespRes: "insufficient responder resources",
 	RejConsumerReject: "consumer reject", RejInvalidRNRRetry: "invalid RNR NAK retry count",
 	RejDuplicateLocalCommID: "duplicate local communication ID", RejInvalidClassVersion: "invalid class version",
-	RejInvalidFlowLabel: "invalid flow label", RejVendorOptionNotSupport: "vendor option not supported",
+	RejInvalidFlowLabel: "invalid flow label", RejInvalidAltFlowLabel: "invalid alternate flow label",
+	RejVendorOptionNotSupport: "vendor option not supported",
 }
 
 // String returns the reason's name as IBA table 108 words it.

@@ -349,3 +349,27 @@ func FuzzCMMAD(f *testing.F) {
 		}
 	})
 }
+
+// TestREJReasonNames: every reason IBA table 108 defines has its name, the
+// alternate path's (18–23, 33) included, as a dump of a REJ names them;
+// an undefined code is shown as its number.
+func TestREJReasonNames(t *testing.T) {
+	for _, tc := range []struct {
+		r    REJReason
+		want string
+	}{
+		{RejInvalidPacketRate, "invalid packet rate"},
+		{RejInvalidAltGID, "invalid alternate GID"},
+		{RejInvalidAltLID, "invalid alternate LID"},
+		{RejInvalidAltSL, "invalid alternate SL"},
+		{RejInvalidAltTrafficClass, "invalid alternate traffic class"},
+		{RejInvalidAltHopLimit, "invalid alternate hop limit"},
+		{RejInvalidAltPacketRate, "invalid alternate packet rate"},
+		{RejPortCMRedirect, "port and CM redirection"},
+		{RejInvalidFlowLabel, "invalid flow label"},
+		{RejInvalidAltFlowLabel, "invalid alternate flow label"},
+		{34, "reason 0x0022"},
+	} {
+		require.Equal(t, tc.want, tc.r.String(), "code %d", tc.r)
+	}
+}
