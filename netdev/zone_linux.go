@@ -37,45 +37,39 @@ type zoneTable struct {
 // name returns the zone of scope ID index: its interface's name, or the
 // number where no interface has it.
 func (z *zoneTable) name(index uint32) string {
-	z.mu.RLock()
-	name, ok := z.byIndex[index]
-	fresh := time.Since(z.loaded) < zoneTTL
-	z.mu.RUnlock()
-	if ok && fresh {
-		return name
-	}
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.reload(ok)
-	if name, ok := z.byIndex[index]; ok {
-		return name
-	}
-	name = strconv.FormatUint(uint64(index), 10)
-	z.byIndex[index] = name
-	return name
+	return lookup(z, func() map[uint32]string { return z.byIndex }, index,
+		func(i uint32) string { return strconv.FormatUint(uint64(i), 10) })
 }
 
 // index returns the scope ID of zone: a number, or an interface's name (0
 // if no interface has it).
 func (z *zoneTable) index(zone string) uint32 {
+	return lookup(z, func() map[string]uint32 { return z.byName }, zone, func(zone string) uint32 {
+		n, _ := strconv.ParseUint(zone, 10, 32) // 0 if not a number
+		return uint32(n)
+	})
+}
+
+// lookup finds k in the map table returns, under z's read lock while the
+// table is fresh; else it reads the table again (reload) and, if k is
+// still not there, keeps miss(k) for it until the next reload.
+func lookup[K comparable, V any](z *zoneTable, table func() map[K]V, k K, miss func(K) V) V {
 	z.mu.RLock()
-	i, ok := z.byName[zone]
+	v, ok := table()[k]
 	fresh := time.Since(z.loaded) < zoneTTL
 	z.mu.RUnlock()
 	if ok && fresh {
-		return i
+		return v
 	}
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	z.reload(ok)
-	if i, ok := z.byName[zone]; ok {
-		return i
+	if v, ok := table()[k]; ok {
+		return v
 	}
-	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
-		i = uint32(n)
-	}
-	z.byName[zone] = i
-	return i
+	v = miss(k)
+	table()[k] = v
+	return v
 }
 
 // reload reads the interface table again if it is older than zoneTTL or,
