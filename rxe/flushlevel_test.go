@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 )
 
@@ -52,14 +51,7 @@ func TestFlushSelectivity(t *testing.T) {
 			psn := b.qp.Query().RQPSN
 			h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCFlush, PKey: packet.DefaultPKey, DestQP: b.qp.QPN(), PSN: packet.PSN(psn), AckReq: true},
 				RETH: packet.RETHFields{VA: tc.va(mr), RKey: key, DMALen: tc.length}, FETH: tc.feth}
-			ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
-				SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
-			buf := make([]byte, 256)
-			n, err := packet.Build(buf, &h, nil, &ph)
-			require.NoError(t, err)
-			k, err := ca.WriteBatch([]netdev.Message{{Buf: buf[:n], N: n, Addr: cb.LocalAddr()}})
-			require.NoError(t, err)
-			require.Equal(t, 1, k)
+			injectPacket(t, ca, cb, &h, nil)
 			if tc.ok {
 				want := (psn + 1) & packet.PSNMask
 				require.Eventually(t, func() bool { return b.qp.Query().RQPSN == want }, 5*time.Second, time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -245,4 +246,19 @@ func waitState(t testing.TB, qp *QP, s QPState) {
 	t.Helper()
 	require.Eventually(t, func() bool { return qp.State() == s }, 5*time.Second, time.Millisecond,
 		"QP %#x in %v, want %v", qp.QPN(), qp.State(), s)
+}
+
+// injectPacket builds the packet h (with payload) as ca's device would
+// send it to cb's, ICRC included, and writes it on ca: a request no
+// requester of this package would make.
+func injectPacket(t testing.TB, ca, cb *netdev.PipeConn, h *packet.Headers, payload []byte) {
+	t.Helper()
+	ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
+		SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
+	buf := make([]byte, 256+len(payload))
+	n, err := packet.Build(buf, h, payload, &ph)
+	require.NoError(t, err)
+	k, err := ca.WriteBatch([]netdev.Message{{Buf: buf[:n], N: n, Addr: cb.LocalAddr()}})
+	require.NoError(t, err)
+	require.Equal(t, 1, k)
 }

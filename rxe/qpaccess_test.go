@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"testing"
 
@@ -49,14 +48,7 @@ func TestFlushWithQPRight(t *testing.T) {
 	psn := b.qp.Query().RQPSN
 	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCFlush, PKey: packet.DefaultPKey, DestQP: b.qp.QPN(), PSN: packet.PSN(psn), AckReq: true},
 		RETH: packet.RETHFields{VA: mr.Addr(), RKey: mr.RKey(), DMALen: 8}, FETH: 1}
-	ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
-		SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
-	buf := make([]byte, 256)
-	n, err := packet.Build(buf, &h, nil, &ph)
-	require.NoError(t, err)
-	k, err := ca.WriteBatch([]netdev.Message{{Buf: buf[:n], N: n, Addr: cb.LocalAddr()}})
-	require.NoError(t, err)
-	require.Equal(t, 1, k)
+	injectPacket(t, ca, cb, &h, nil)
 	want := (psn + 1) & packet.PSNMask
 	require.Eventually(t, func() bool { return b.qp.Query().RQPSN == want }, 5*time.Second, time.Millisecond)
 	require.Equal(t, QPSRTS, b.qp.State())

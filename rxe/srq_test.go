@@ -683,16 +683,9 @@ func TestSRQErrorMidMessage(t *testing.T) {
 	}
 
 	// The first packet of a 2-packet SEND to QP 0, as a's device would send it.
-	ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
-		SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
 	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCSendFirst, PKey: packet.DefaultPKey,
 		DestQP: bs[0].qp.QPN(), PSN: packet.PSN(bs[0].qp.Query().RQPSN)}}
-	buf := make([]byte, 2048)
-	n, err := packet.Build(buf, &h, make([]byte, MTU1024.Bytes()), &ph)
-	require.NoError(t, err)
-	w, err := ca.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: cb.LocalAddr()}})
-	require.NoError(t, err)
-	require.Equal(t, 1, w)
+	injectPacket(t, ca, cb, &h, make([]byte, MTU1024.Bytes()))
 	require.Eventually(t, func() bool { return srq.Len() == 2 }, 5*time.Second, time.Millisecond, "QP 0 takes WQE 1")
 	noWC(t, bcq, 5*time.Millisecond)
 
