@@ -22,17 +22,7 @@ func TestCNPIsNotARequest(t *testing.T) {
 	b := netip.MustParseAddrPort("10.0.0.2:4791")
 	t0 := time.Unix(1700000000, 0)
 	mk := func(frame, us int, fromB bool, op packet.Opcode, psn uint32, payload int, syn packet.Syndrome) flows.Packet {
-		h := packet.Headers{BTH: packet.BTHFields{Opcode: op, PKey: 0xFFFF, DestQP: 0x22, PSN: packet.PSN(psn)}, AETH: packet.AETHFields{Syndrome: syn, MSN: 1}}
-		src, dst := a, b
-		if fromB {
-			h.BTH.DestQP, src, dst = 0x11, b, a
-		}
-		buf := make([]byte, packet.PacketLen(op, payload))
-		n, err := packet.Build(buf, &h, make([]byte, payload), nil)
-		require.NoError(t, err)
-		p, err := packet.Parse(buf[:n])
-		require.NoError(t, err)
-		return flows.Packet{Frame: frame, Time: t0.Add(time.Duration(us) * time.Microsecond), Src: src, Dst: dst, Pkt: p}
+		return rcPacket(t, t0, a, b, frame, 0, us, fromB, op, psn, payload, syn)
 	}
 	rc := []flows.Packet{
 		mk(1, 0, false, packet.RCSendFirst, 99, 1024, 0),

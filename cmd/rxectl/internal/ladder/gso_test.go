@@ -27,17 +27,7 @@ func TestGSOSegmentsHaveTheirOwnNotes(t *testing.T) {
 	// seg is the packet's segment in its datagram (flows.Packet.Segment):
 	// 0 for a datagram of one packet.
 	mk := func(frame, seg, us int, fromB bool, op packet.Opcode, psn uint32, payload int, syn packet.Syndrome) flows.Packet {
-		h := packet.Headers{BTH: packet.BTHFields{Opcode: op, PKey: 0xFFFF, DestQP: 0x22, PSN: packet.PSN(psn)}, AETH: packet.AETHFields{Syndrome: syn, MSN: 1}}
-		src, dst := a, b
-		if fromB {
-			h.BTH.DestQP, src, dst = 0x11, b, a
-		}
-		buf := make([]byte, packet.PacketLen(op, payload))
-		n, err := packet.Build(buf, &h, make([]byte, payload), nil)
-		require.NoError(t, err)
-		p, err := packet.Parse(buf[:n])
-		require.NoError(t, err)
-		return flows.Packet{Frame: frame, Segment: seg, Time: t0.Add(time.Duration(us) * time.Microsecond), Src: src, Dst: dst, Pkt: p}
+		return rcPacket(t, t0, a, b, frame, seg, us, fromB, op, psn, payload, syn)
 	}
 	pkts := []flows.Packet{
 		mk(1, 0, 0, false, packet.RCSendFirst, 99, 1024, 0),
