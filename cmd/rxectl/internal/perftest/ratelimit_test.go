@@ -277,19 +277,12 @@ func TestRetryCountFlag(t *testing.T) {
 		require.Equal(t, cli.ExitOK, code, errs)
 		require.Contains(t, out, fmt.Sprintf(" Retry count     : %d\n", tc.retries))
 		reqs := 0
-		for _, frame := range pcapFrames(t, file) {
-			// Ethernet, IPv4, UDP, BTH and DETH (a UD SEND ONLY to QP1), then the MAD.
-			const mad = 14 + 20 + 8 + 12 + 8
-			if len(frame) < mad+packet.MADSize || frame[14+20+8] != byte(packet.UDSendOnly) {
-				continue
-			}
-			h, msg, err := packet.DecodeCMHeader(frame[mad:])
-			require.NoError(t, err)
-			if packet.CMAttr(h.AttrID) != packet.AttrREQ {
+		for _, m := range capturedCMMADs(t, file) {
+			if m.attr != packet.AttrREQ {
 				continue
 			}
 			var req packet.REQ
-			require.NoError(t, req.Decode(msg))
+			require.NoError(t, req.Decode(m.msg))
 			require.Equal(t, uint8(tc.retries), req.RetryCount)
 			require.Equal(t, uint8(tc.timeout), req.Primary.LocalACKTimeout)
 			reqs++
@@ -478,6 +471,33 @@ func TestRDMACMRNRRetry(t *testing.T) {
 		"--retry_count", "3", "--pcap", file)
 	require.Equal(t, cli.ExitOK, code, errs)
 	var reqs, reps []uint8
+	for _, m := range capturedCMMADs(t, file) {
+		switch m.attr {
+		case packet.AttrREQ:
+			var req packet.REQ
+			require.NoError(t, req.Decode(m.msg))
+			reqs = append(reqs, req.RNRRetryCount)
+		case packet.AttrREP:
+			var rep packet.REP
+			require.NoError(t, rep.Decode(m.msg))
+			reps = append(reps, rep.RNRRetryCount)
+		}
+	}
+	require.Equal(t, []uint8{7, 3}, reqs, "the exchange's REQ, then the test QP's: %s", out)
+	require.Equal(t, []uint8{7, 3}, reps, "the exchange's REP, then the test QP's")
+}
+
+// cmMAD is a CM MAD of a capture: its attribute and its message.
+type cmMAD struct {
+	attr packet.CMAttr
+	msg  []byte
+}
+
+// capturedCMMADs returns the CM MADs of an IPv4 capture file, in order:
+// the UD SEND ONLY packets (to QP1) whose payload is a MAD.
+func capturedCMMADs(t *testing.T, file string) []cmMAD {
+	t.Helper()
+	var ms []cmMAD
 	for _, frame := range pcapFrames(t, file) {
 		// Ethernet, IPv4, UDP, BTH and DETH (a UD SEND ONLY to QP1), then the MAD.
 		const mad = 14 + 20 + 8 + 12 + 8
@@ -486,17 +506,7 @@ func TestRDMACMRNRRetry(t *testing.T) {
 		}
 		h, msg, err := packet.DecodeCMHeader(frame[mad:])
 		require.NoError(t, err)
-		switch packet.CMAttr(h.AttrID) {
-		case packet.AttrREQ:
-			var req packet.REQ
-			require.NoError(t, req.Decode(msg))
-			reqs = append(reqs, req.RNRRetryCount)
-		case packet.AttrREP:
-			var rep packet.REP
-			require.NoError(t, rep.Decode(msg))
-			reps = append(reps, rep.RNRRetryCount)
-		}
+		ms = append(ms, cmMAD{attr: packet.CMAttr(h.AttrID), msg: msg})
 	}
-	require.Equal(t, []uint8{7, 3}, reqs, "the exchange's REQ, then the test QP's: %s", out)
-	require.Equal(t, []uint8{7, 3}, reps, "the exchange's REP, then the test QP's")
+	return ms
 }
