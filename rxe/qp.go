@@ -231,13 +231,16 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if attr == nil {
 		return fmt.Errorf("%w: nil QP attributes", ErrInvalidArgument)
 	}
-	if err := d.checkValues(attr, mask); err != nil {
-		return err
-	}
 	qp.mu.Lock()
 	if qp.dead() {
 		qp.mu.Unlock()
 		return ErrClosed
+	}
+	// The values are checked once the QP is known to be alive: a QP
+	// that is gone refuses every Modify with ErrClosed.
+	if err := d.checkValues(attr, mask); err != nil {
+		qp.mu.Unlock()
+		return err
 	}
 	cur := qp.state
 	next, err := checkTransition(qp.typ, cur, attr, mask)
@@ -670,13 +673,13 @@ func (qp *QP) flushSendQueue() {
 // receives from the SRQ, and PostRecv on it fails with ErrInvalidArgument.
 // After Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) PostRecv(wrs ...RecvWR) (int, error) {
-	if qp.srq != nil {
-		return 0, fmt.Errorf("%w: the QP uses an SRQ: post to the SRQ", ErrInvalidArgument)
-	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.dead() {
 		return 0, ErrClosed
+	}
+	if qp.srq != nil {
+		return 0, fmt.Errorf("%w: the QP uses an SRQ: post to the SRQ", ErrInvalidArgument)
 	}
 	if qp.state == QPSReset {
 		return 0, fmt.Errorf("%w: PostRecv on a QP in RESET", ErrInvalidState)
