@@ -75,6 +75,8 @@ func (pd *PD) Device() *Device { return pd.dev }
 type MRAttr struct {
 	// Access is the access rights (ibv_access_flags). Remote write and
 	// remote atomic require local write (IBA 10.6.3.1, as ibv_reg_mr).
+	// AccessFlushPersistent is refused: a buffer is not persistent
+	// memory (kernel rxe refuses it outside pmem too).
 	Access AccessFlags
 	// IOVA, if non-nil, is the address peers and SGEs use for the first
 	// byte of the buffer (ibv_reg_mr_iova). By default it is the buffer's
@@ -242,6 +244,13 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 	known := verbs.AccessLocalWrite | verbs.AccessRemote | verbs.AccessZeroBased | verbs.AccessMWBind
 	if a&^known != 0 {
 		return nil, fmt.Errorf("%w: unsupported access flags %#x", ErrInvalidArgument, uint32(a&^known))
+	}
+	// A FLUSH with persistence placement may be acknowledged only for
+	// persistent memory, which a Go buffer is not (the responder writes
+	// nothing back): rxe_mr_init_user refuses the right with EINVAL for
+	// pages outside pmem (rxe_mr_fill_pages_from_sgt).
+	if a&verbs.AccessFlushPersistent != 0 {
+		return nil, fmt.Errorf("%w: persistent FLUSH access needs persistent memory, which a registered buffer is not", ErrInvalidArgument)
 	}
 	mr := &MR{pd: pd, buf: buf, access: a, invalidate: attr.RemoteInvalidate}
 	switch {

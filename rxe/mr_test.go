@@ -28,6 +28,11 @@ func TestRegMRRules(t *testing.T) {
 		{"on-demand", buf, AccessLocalWrite | verbs.AccessOnDemand},
 		{"hugetlb", buf, AccessLocalWrite | verbs.AccessHugeTLB},
 		{"unknown-bit", buf, AccessLocalWrite | 1<<12},
+		// Go memory is not persistent memory: rxe_mr_init_user refuses
+		// IB_ACCESS_FLUSH_PERSISTENT for pages outside pmem (EINVAL), so
+		// no peer's persistent FLUSH is acknowledged for it.
+		{"flush-persistent", buf, AccessLocalWrite | AccessRemoteWrite | AccessFlushPersistent},
+		{"flush-persistent-alone", buf, AccessFlushPersistent},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -50,6 +55,10 @@ func TestRegMRRules(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	// Local read only (no flags) is fine.
 	mr, err := pd.RegMR(buf, 0)
+	require.NoError(t, err)
+	require.NoError(t, mr.Dereg())
+	// FLUSH with global visibility needs no persistent memory.
+	mr, err = pd.RegMR(buf, AccessLocalWrite|AccessRemoteWrite|AccessFlushGlobal)
 	require.NoError(t, err)
 	require.NoError(t, mr.Dereg())
 	require.ErrorIs(t, mr.Dereg(), ErrClosed)
