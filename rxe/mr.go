@@ -76,7 +76,8 @@ type MRAttr struct {
 	// Access is the access rights (ibv_access_flags). Remote write and
 	// remote atomic require local write (IBA 10.6.3.1, as ibv_reg_mr).
 	// AccessFlushPersistent is refused: a buffer is not persistent
-	// memory (kernel rxe refuses it outside pmem too).
+	// memory (kernel rxe refuses it outside pmem too). The optional flags
+	// (bits 20 to 29, IBV_ACCESS_RELAXED_ORDERING first) are ignored.
 	Access AccessFlags
 	// IOVA, if non-nil, is the address peers and SGEs use for the first
 	// byte of the buffer (ibv_reg_mr_iova). By default it is the buffer's
@@ -219,6 +220,10 @@ func (t *mrTable) remove(mr *MR) {
 	t.free = append(t.free, mrFree{key: mr.lkey, stride: mr.stride})
 }
 
+// accessOptional is libibverbs' IBV_ACCESS_OPTIONAL_RANGE (the kernel's
+// IB_ACCESS_OPTIONAL): bits 20 to 29 of the access flags.
+const accessOptional AccessFlags = 1<<30 - 1<<20
+
 // RegMR registers buf with the given access rights. The buffer must not be
 // empty; it must stay reachable and must not be resized while registered
 // (peers write into it directly).
@@ -237,7 +242,10 @@ func (pd *PD) RegMRWith(buf []byte, attr MRAttr) (*MR, error) {
 	if uint64(len(buf)) > 1<<40 {
 		return nil, fmt.Errorf("%w: buffer of %d bytes", ErrInvalidArgument, len(buf))
 	}
-	a := attr.Access
+	// The optional flags (bits 20 to 29: IBV_ACCESS_RELAXED_ORDERING
+	// and the ones after it) are hints a device may ignore: rxe_reg_user_mr
+	// accepts IB_ACCESS_OPTIONAL, and gorxe ignores them.
+	a := attr.Access &^ accessOptional
 	if a&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && a&verbs.AccessLocalWrite == 0 {
 		return nil, fmt.Errorf("%w: remote write or atomic access requires local write", ErrInvalidArgument)
 	}

@@ -28,6 +28,7 @@ func TestRegMRRules(t *testing.T) {
 		{"on-demand", buf, AccessLocalWrite | verbs.AccessOnDemand},
 		{"hugetlb", buf, AccessLocalWrite | verbs.AccessHugeTLB},
 		{"unknown-bit", buf, AccessLocalWrite | 1<<12},
+		{"above-the-optional-range", buf, AccessLocalWrite | 1<<30},
 		// Go memory is not persistent memory: rxe_mr_init_user refuses
 		// IB_ACCESS_FLUSH_PERSISTENT for pages outside pmem (EINVAL), so
 		// no peer's persistent FLUSH is acknowledged for it.
@@ -57,6 +58,15 @@ func TestRegMRRules(t *testing.T) {
 	mr, err := pd.RegMR(buf, 0)
 	require.NoError(t, err)
 	require.NoError(t, mr.Dereg())
+	// The optional flags (bits 20 to 29, IBV_ACCESS_RELAXED_ORDERING
+	// first) are ignored, as rxe_reg_user_mr accepts IB_ACCESS_OPTIONAL
+	// and libibverbs lets a device ignore them.
+	for _, opt := range []AccessFlags{1 << 20, 1 << 29} {
+		mr, err = pd.RegMR(buf, AccessLocalWrite|opt)
+		require.NoError(t, err, "optional access flag %#x", uint32(opt))
+		require.Equal(t, AccessLocalWrite, mr.Access())
+		require.NoError(t, mr.Dereg())
+	}
 	// FLUSH with global visibility needs no persistent memory.
 	mr, err = pd.RegMR(buf, AccessLocalWrite|AccessRemoteWrite|AccessFlushGlobal)
 	require.NoError(t, err)
