@@ -2,7 +2,9 @@ package netdev
 
 import (
 	"encoding/binary"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -20,11 +22,12 @@ func TestGROReadBatchHonoursBatchSize(t *testing.T) {
 	}{
 		{"ReadBatch", (*UDPConn).ReadBatch},
 		{"TryReadBatch", func(c *UDPConn, msgs []Message) (int, error) {
-			for {
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
 				if n, err := c.TryReadBatch(msgs); n > 0 || err != nil {
 					return n, err
 				}
 			}
+			return 0, errors.New("TryReadBatch found nothing for 5 s")
 		}},
 		{"ReadBatchGated", func(c *UDPConn, msgs []Message) (int, error) {
 			var g Gate

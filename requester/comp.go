@@ -685,7 +685,6 @@ func (r *Requester) errorRetry(p *packet.Packet, w *wqe, timeout bool) CompState
 	if !r.retryBudget.Consume() {
 		r.c.RetryExceededErr++
 		w.status = verbs.WCRetryExcErr
-		w.vendor = 0
 		if p != nil && p.Opcode() == packet.RCAcknowledge && p.AETH().Syndrome().Type() == packet.SyndromeTypeNAK {
 			w.vendor = uint32(p.AETH().Syndrome())
 		}

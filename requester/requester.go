@@ -88,7 +88,8 @@ type Requester struct {
 	readRepairs      uint64
 	readsSinceRepair uint32
 	// retryLog: the kinds of the retries started since TakeRetryKinds
-	// (each where CompleterRetryErr grows) and of the hole reports taken.
+	// (RetryKind says which grow CompleterRetryErr), the hole reports
+	// taken and the losses srDetect found.
 	retryLog RetryKind
 	// lostPSN, lostRead: the first PSN srDetect marked lost since
 	// TakeRetryKinds, and whether it is a READ's (noteLost).

@@ -137,9 +137,11 @@ func (r *Requester) NextResend(now time.Time) (Resend, packet.PSN) {
 	return ResendNone, 0
 }
 
-// RetryKind is a set of the paths that start a retry, each counted in
-// Counters.CompleterRetryErr (completer_retry_err), and of the hole
-// reports that start selective-repeat resends.
+// RetryKind is a set of the paths that start a retry (the go-back-N and
+// re-read paths, each counted in Counters.CompleterRetryErr,
+// completer_retry_err) and of the selective-repeat events that put PSNs on
+// the resend list (a hole report taken, losses srDetect found), which
+// start no retry episode.
 type RetryKind uint8
 
 // Paths that start a retry.

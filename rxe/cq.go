@@ -212,8 +212,9 @@ func (cq *CQ) Poll(wcs []WC) int {
 		k++
 	}
 	if k > 0 {
-		// Room again: the next overflow raises its own CQ_ERR (rxe_cq_post
-		// raises one at every completion that finds the CQ full).
+		// Room again: the next overflow raises its own CQ_ERR. One
+		// overflow (completions refused until a Poll takes one) raises
+		// one; rxe_cq_post raises one at every completion it refuses.
 		cq.overflowed = false
 	}
 	cq.queued.Add(int32(-k))

@@ -403,11 +403,8 @@ func (m pdMemory) Local(lkey uint32, addr uint64, length uint32, need AccessFlag
 // Remote resolves a peer's access (rxe_resp.c check_rkey): the rkey, the
 // PD, the access rights and the range.
 func (m pdMemory) Remote(rkey uint32, va uint64, length uint32, need AccessFlags) ([]byte, bool) {
-	mr := m.dev.mrs.lookup(rkey)
-	if mr == nil || mr.rkey == 0 || mr.rkey != rkey || mr.pd != m.pd || !mr.valid.Load() {
-		return nil, false
-	}
-	if need&^mr.access != 0 {
+	mr := m.remoteMR(rkey, need)
+	if mr == nil {
 		return nil, false
 	}
 	return mr.slice(va, length)
@@ -417,8 +414,17 @@ func (m pdMemory) Remote(rkey uint32, va uint64, length uint32, need AccessFlags
 // selectivity level memory region): Remote's checks of the rkey, the PD
 // and the access rights, without the range.
 func (m pdMemory) RemoteRegion(rkey uint32, need AccessFlags) bool {
+	return m.remoteMR(rkey, need) != nil
+}
+
+// remoteMR returns the valid MR of this PD whose rkey is rkey and that
+// grants need, or nil.
+func (m pdMemory) remoteMR(rkey uint32, need AccessFlags) *MR {
 	mr := m.dev.mrs.lookup(rkey)
-	return mr != nil && mr.rkey != 0 && mr.rkey == rkey && mr.pd == m.pd && mr.valid.Load() && need&^mr.access == 0
+	if mr == nil || mr.rkey == 0 || mr.rkey != rkey || mr.pd != m.pd || !mr.valid.Load() || need&^mr.access != 0 {
+		return nil
+	}
+	return mr
 }
 
 // Invalidate invalidates the MR with rkey for SEND_WITH_INV, if it was

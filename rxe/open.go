@@ -25,8 +25,8 @@ func Listen(addr netip.AddrPort, opts Options) (*Device, error) {
 	// Refused before a socket is opened, as checkConns refuses it: a
 	// group of one socket per vector would otherwise fail in netdev, or
 	// be opened only to be closed.
-	if opts.CompVectors < 0 || opts.compVectors() > maxCompVectors {
-		return nil, fmt.Errorf("%w: %d completion vectors (0 for GOMAXPROCS, at most %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
+	if err := checkCompVectors(&opts); err != nil {
+		return nil, err
 	}
 	n := opts.compVectors()
 	if opts.SingleSocket {
@@ -173,14 +173,23 @@ func checkConns(conns []netdev.Conn, opts *Options) (netip.Addr, error) {
 	if opts.LocalDropMode > LocalDropSpin {
 		return netip.Addr{}, fmt.Errorf("%w: local drop mode %v", ErrInvalidArgument, opts.LocalDropMode)
 	}
-	if opts.CompVectors < 0 {
-		return netip.Addr{}, fmt.Errorf("%w: %d completion vectors", ErrInvalidArgument, opts.CompVectors)
+	if err := checkCompVectors(opts); err != nil {
+		return netip.Addr{}, err
 	}
 	opts.CompVectors = opts.compVectors()
-	if opts.CompVectors > maxCompVectors {
-		return netip.Addr{}, fmt.Errorf("%w: %d completion vectors (max %d)", ErrInvalidArgument, opts.CompVectors, maxCompVectors)
-	}
 	return addr, nil
+}
+
+// checkCompVectors refuses a negative Options.CompVectors, or one that
+// makes more than maxCompVectors vectors (0 takes GOMAXPROCS).
+func checkCompVectors(opts *Options) error {
+	if opts.CompVectors < 0 {
+		return fmt.Errorf("%w: %d completion vectors", ErrInvalidArgument, opts.CompVectors)
+	}
+	if n := opts.compVectors(); n > maxCompVectors {
+		return fmt.Errorf("%w: %d completion vectors (at most %d; 0 takes GOMAXPROCS)", ErrInvalidArgument, n, maxCompVectors)
+	}
+	return nil
 }
 
 // maxCompVectors bounds Options.CompVectors.

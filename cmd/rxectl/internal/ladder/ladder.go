@@ -10,6 +10,8 @@ package ladder
 import (
 	"fmt"
 	"time"
+
+	"github.com/gorxe/gorxe/packet"
 )
 
 // Kind is how an item is drawn.
@@ -114,7 +116,7 @@ func (d *Diagram) rows() []row {
 		j := i + 1
 		if it.Fold != "" {
 			for j < len(d.Items) && d.Items[j].Fold == it.Fold && d.Items[j].Kind == it.Kind && d.Items[j].Dir == it.Dir &&
-				(onLane(it.Dir) || d.Items[j].PSN == (d.Items[j-1].PSN+1)&0xFFFFFF) {
+				(onLane(it.Dir) || packet.PSN(d.Items[j].PSN) == packet.PSN(d.Items[j-1].PSN).Next()) {
 				j++
 			}
 		}
