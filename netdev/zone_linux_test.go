@@ -13,9 +13,10 @@ import (
 
 // TestLinkLocalSockaddrs: a link-local IPv6 peer's address carries its
 // zone, named as the interface of its scope ID (or the number where no
-// interface has it), and back; reading and writing such an address costs
-// no system call and no allocation per datagram, as for any other peer
-// (the interface table is cached, as package net caches it).
+// interface has it), and back; reading and writing such an address
+// allocates nothing per datagram, as for any other peer (the interface
+// table is cached, as package net caches it, instead of asked for over
+// netlink each time, which allocated 82 times).
 func TestLinkLocalSockaddrs(t *testing.T) {
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
