@@ -119,12 +119,13 @@ func (o *CMOptions) defaults(d *Device) error {
 		return fmt.Errorf("%w: CMOptions CM retries %d (at most 15)", ErrInvalidArgument, o.MaxCMRetries)
 	case o.ResponderResources < 0 || o.InitiatorDepth < 0:
 		return fmt.Errorf("%w: CMOptions responder resources %d, initiator depth %d", ErrInvalidArgument, o.ResponderResources, o.InitiatorDepth)
-	// The QP's Modify (checkSelectiveRepeat) and SetPeerReceiveBuffer
+	// The QP's SetPeerReceiveBuffer and Modify (checkSelectiveRepeat, below)
 	// would refuse these only once a request was taken or a REQ sent.
-	case o.OOOLimit < 0 || o.OOOLimit > MaxOOOLimit:
-		return fmt.Errorf("%w: CMOptions out-of-order buffer of %d bytes (0 for the default, at most %d)", ErrInvalidArgument, o.OOOLimit, MaxOOOLimit)
 	case o.PeerRecvBuffer < 0 || o.PeerRecvSockets < 0:
 		return fmt.Errorf("%w: CMOptions peer receive buffer %d bytes, %d sockets", ErrInvalidArgument, o.PeerRecvBuffer, o.PeerRecvSockets)
+	}
+	if err := checkOOOLimit("CMOptions out-of-order buffer", o.OOOLimit); err != nil {
+		return err
 	}
 	if o.Cap.MaxSendWR == 0 {
 		o.Cap.MaxSendWR = 128

@@ -29,11 +29,17 @@ func checkSelectiveRepeat(attr *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrSelectiveRepeat == 0 {
 		return nil
 	}
-	if attr.OOOLimit < 0 || attr.OOOLimit > MaxOOOLimit {
-		return fmt.Errorf("%w: out-of-order buffer of %d bytes (0 for the default, at most %d)", ErrInvalidArgument, attr.OOOLimit, MaxOOOLimit)
+	if err := checkOOOLimit("out-of-order buffer", attr.OOOLimit); err != nil {
+		return err
 	}
-	if attr.PeerOOOLimit < 0 || attr.PeerOOOLimit > MaxOOOLimit {
-		return fmt.Errorf("%w: peer's out-of-order buffer of %d bytes (0 for its default, at most %d)", ErrInvalidArgument, attr.PeerOOOLimit, MaxOOOLimit)
+	return checkOOOLimit("peer's out-of-order buffer", attr.PeerOOOLimit)
+}
+
+// checkOOOLimit refuses an out-of-order buffer bound (what names it) below
+// 0 or above MaxOOOLimit.
+func checkOOOLimit(what string, n int) error {
+	if n < 0 || n > MaxOOOLimit {
+		return fmt.Errorf("%w: %s of %d bytes (0 for the default, at most %d)", ErrInvalidArgument, what, n, MaxOOOLimit)
 	}
 	return nil
 }
