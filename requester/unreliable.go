@@ -64,7 +64,7 @@ type uwqe struct {
 	sges     []verbs.SGE
 	inline   []byte
 	isInline bool
-	dest     netip.AddrPort
+	dest     netip.AddrPort // UD: the address handle's (UC sends to the QP's, Config.Dest)
 	destQPN  uint32
 	qkey     uint32
 	tclass   uint8 // UD: the address handle's traffic class
@@ -114,8 +114,12 @@ func (u *Unreliable) Failed() (verbs.WCStatus, bool) { return u.failStatus, u.fa
 // Pending reports whether a work request waits to be sent and may be:
 // while draining, only the rest of a message already started.
 func (u *Unreliable) Pending() bool {
-	return !u.failed && u.head != u.tail && (!u.draining || u.ring[u.head%uint64(len(u.ring))].started)
+	return !u.failed && u.head != u.tail && (!u.draining || u.headStarted())
 }
+
+// headStarted reports whether the oldest work request (the queue is not
+// empty) has sent a packet: a UC message under way.
+func (u *Unreliable) headStarted() bool { return u.ring[u.head%uint64(len(u.ring))].started }
 
 // SetDraining starts (RTS→SQD) or ends (SQD→RTS) a drain of the send
 // queue: while it lasts, a UC message already started is finished and no
@@ -127,7 +131,7 @@ func (u *Unreliable) SetDraining(on bool) { u.draining = on }
 // Drained reports whether the send queue is draining and no message is
 // under way (the moment rxe raises IB_EVENT_SQ_DRAINED).
 func (u *Unreliable) Drained() bool {
-	return u.draining && (u.head == u.tail || !u.ring[u.head%uint64(len(u.ring))].started)
+	return u.draining && (u.head == u.tail || !u.headStarted())
 }
 
 // SetDest changes a UC QP's destination and ICRC pseudo-header (a new
@@ -205,7 +209,7 @@ func (u *Unreliable) Post(wr *verbs.SendWR) error {
 	w := &u.ring[u.tail%uint64(len(u.ring))]
 	*w = uwqe{id: wr.ID, op: wr.Opcode, flags: wr.Flags, imm: wr.Imm, remote: wr.RemoteAddr, rkey: wr.RKey,
 		length: uint32(length), isInline: inline, sges: w.sges[:0], inline: w.inline[:0],
-		dest: u.cfg.Dest, destQPN: u.cfg.DestQPN}
+		destQPN: u.cfg.DestQPN}
 	if inline {
 		w.inline = append(w.inline, wr.InlineData...)
 	} else {
