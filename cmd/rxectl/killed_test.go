@@ -156,3 +156,46 @@ func sharedUDPPort(t *testing.T) string {
 	t.Fatal("no UDP port free on both 127.0.0.1 and 127.0.0.2")
 	return ""
 }
+
+// TestRetryExcAfterPeerKilledNamesTheClosedConnection: an end whose peer
+// process is killed right after the exchange runs out of transport
+// retries, and says the peer closed the exchange's TCP connection (it
+// died) instead of pointing at the address, the MTU or a firewall.
+func TestRetryExcAfterPeerKilledNamesTheClosedConnection(t *testing.T) {
+	for _, tc := range []struct {
+		test   string
+		victim string // the end killed: "server" or "client"
+	}{
+		{"send-bw", "server"},
+		{"write-bw", "server"},
+		{"write-lat", "client"},
+	} {
+		t.Run(tc.test+" "+tc.victim, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			common := []string{tc.test, "-n", "5000000", "-s", "64", "-u", "14", "--retry_count", "2", "-p", freeTCPPort(t), "--udp-port", "0"}
+			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
+			waitFor(t, srvOut, "Waiting for client to connect")
+			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+			victim, victimOut, survivor, survivorOut := srv, srvOut, cli, cliOut
+			if tc.victim == "client" {
+				victim, victimOut, survivor, survivorOut = cli, cliOut, srv, srvOut
+			}
+			waitFor(t, victimOut, "remote address")
+			require.NoError(t, victim.Process.Kill())
+			victim.Wait()
+			killed := time.Now()
+
+			err := serverExit(t, survivor, survivorOut, "died")
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "survivor: %v\n%s", err, survivorOut)
+			require.Equal(t, 1, ee.ExitCode(), survivorOut.String())
+			require.Less(t, time.Since(killed), 5*time.Second)
+			out := survivorOut.String()
+			require.Contains(t, out, "RETRY_EXC_ERR")
+			require.Contains(t, out, "the peer closed the exchange's connection")
+			require.NotContains(t, out, "MTU")
+			require.NotContains(t, out, "firewall")
+		})
+	}
+}

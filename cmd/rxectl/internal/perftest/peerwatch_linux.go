@@ -35,3 +35,21 @@ func waitReadable(rc syscall.RawConn) bool {
 	})
 	return err == nil && ready
 }
+
+// peerClosed reports whether the peer has closed or reset the TCP
+// connection c: a peek (MSG_PEEK|MSG_DONTWAIT) that does not block finds
+// its FIN (0 bytes) or a reset, with no data left before it. Data, or
+// nothing yet, is false.
+func peerClosed(c net.Conn) bool {
+	rc := rawConn(c)
+	if rc == nil {
+		return false
+	}
+	closed := false
+	rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = (err == nil && n == 0) || err == syscall.ECONNRESET
+	})
+	return closed
+}

@@ -12,3 +12,6 @@ func rawConn(net.Conn) syscall.RawConn { return nil }
 
 // waitReadable is not used where rawConn is nil.
 func waitReadable(syscall.RawConn) bool { return false }
+
+// peerClosed is false: only Linux peeks at the connection.
+func peerClosed(net.Conn) bool { return false }

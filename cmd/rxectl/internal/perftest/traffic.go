@@ -987,7 +987,9 @@ func (s *session) waitWrite(ctx context.Context, qp *rxe.QP, base, want uint32, 
 // a peer busy resending older responses; one that answered earlier in the
 // run and then fell silent at a peer (process, QP or host) that is gone or
 // a path that broke; one never heard from at the address, the MTU or a
-// firewall.
+// firewall. A peer silent during the retries that has also closed the
+// exchange's TCP connection (peerClosed) has ended its process, and the
+// text says so instead.
 func (s *session) retryExcWhy(qpn uint32) string {
 	var c rxe.QPCounters
 	for _, qp := range s.qps {
@@ -996,6 +998,14 @@ func (s *session) retryExcWhy(qpn uint32) string {
 		}
 	}
 	answered, n, _ := c.PeerAnswered()
+	if !answered && s.conn != nil && peerClosed(s.conn) {
+		// The peer's kernel closed the exchange's TCP connection: its
+		// process ended, which explains the silence better than the
+		// address, the MTU or a firewall.
+		return fmt.Sprintf("transport retry counter exceeded: %v answered nothing during the retries (ACK timeout -u %d, %d+1 times; %d packets from it earlier in the run), "+
+			"and the peer closed the exchange's connection: the peer process ended (it failed, was killed or interrupted: see its output)",
+			s.peerAddr, s.o.timeout, s.o.retryCount, c.RcvdPkts)
+	}
 	return retryExcText(s.peerAddr, answered, n, c.RcvdPkts, s.o.timeout, s.o.retryCount)
 }
 
