@@ -199,3 +199,33 @@ func TestRetryExcAfterPeerKilledNamesTheClosedConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushAfterPeerDisconnectedNamesTheDisconnect: with -R, a bandwidth
+// client whose server is interrupted mid-run has its QP flushed by the
+// server's CM DREQ, and says the peer disconnected, not only that its QP
+// had gone to the error state.
+func TestFlushAfterPeerDisconnectedNamesTheDisconnect(t *testing.T) {
+	for _, test := range []string{"send-bw", "write-bw"} {
+		t.Run(test, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			common := []string{test, "-R", "-n", "5000000", "-s", "64", "-p", freeTCPPort(t), "--udp-port", sharedUDPPort(t)}
+			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
+			waitFor(t, srvOut, "Waiting for client to connect")
+			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+			waitFor(t, cliOut, " #bytes")
+			time.Sleep(300 * time.Millisecond) // running
+			require.NoError(t, srv.Process.Signal(os.Interrupt))
+			interrupted := time.Now()
+
+			err := serverExit(t, cli, cliOut, "was interrupted")
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "client: %v\n%s", err, cliOut)
+			require.Equal(t, 1, ee.ExitCode(), cliOut.String())
+			require.Less(t, time.Since(interrupted), 5*time.Second)
+			require.Contains(t, cliOut.String(), "WR_FLUSH_ERR")
+			require.Contains(t, cliOut.String(), "the peer disconnected")
+			srv.Wait()
+		})
+	}
+}

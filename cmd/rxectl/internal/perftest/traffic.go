@@ -118,12 +118,36 @@ func (s *session) checkWC(wc rxe.WC) error {
 		why = "the peer's QP failed to execute the request: its QP is in error"
 	case rxe.WCWRFlushErr:
 		why = "flushed: this QP had already gone to the error state"
+		if s.peerDisconnected(wc.QPNum) {
+			why = "flushed: the peer disconnected (CM DREQ), which put this QP in the error state: it stopped, failed or was interrupted (see its output)"
+		}
 	case rxe.WCLocLenErr:
 		why = "a message arrived longer than this end's receive buffer: the other end sends larger messages (a larger -s, or -a on one end only?)"
 	default:
 		return errors.New(head)
 	}
 	return peerQPError{msg: head + ": " + why}
+}
+
+// peerDisconnected reports whether, with -R, the rdma_cm connection of
+// QP qpn has ended while the test runs: the peer's DREQ moved the QP to
+// ERR (rxe.CMConn.Done, as cma_modify_qp_err on IB_CM_DREQ_RECEIVED), so
+// its flushed work requests are the peer's doing.
+func (s *session) peerDisconnected(qpn uint32) bool {
+	if s.cm == nil {
+		return false
+	}
+	for _, c := range s.cm.conns {
+		if c.QP.QPN() != qpn {
+			continue
+		}
+		select {
+		case <-c.Done():
+			return true
+		default:
+		}
+	}
+	return false
 }
 
 // runBWClient is run_iter_bw: keep tx-depth work requests outstanding per
