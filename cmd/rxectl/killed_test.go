@@ -229,3 +229,29 @@ func TestFlushAfterPeerDisconnectedNamesTheDisconnect(t *testing.T) {
 		})
 	}
 }
+
+// TestRDMACMExchangeRetryExcNamesThePeer: with -R, a send-bw client
+// whose server is killed as the run ends fails the final exchange
+// message with RETRY_EXC_ERR on the rdma_cm connection's QP, and says
+// the peer acknowledged nothing (it ended, or its host or path is gone)
+// instead of the bare status.
+func TestRDMACMExchangeRetryExcNamesThePeer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	common := []string{"send-bw", "-R", "-n", "20000", "-p", freeTCPPort(t), "--udp-port", sharedUDPPort(t)}
+	srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
+	waitFor(t, srvOut, "Waiting for client to connect")
+	cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+	waitFor(t, srvOut, " 65536      20000 ")
+	require.NoError(t, srv.Process.Kill())
+	srv.Wait()
+	killed := time.Now()
+
+	err := serverExit(t, cli, cliOut, "died")
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "client: %v\n%s", err, cliOut)
+	require.Equal(t, 1, ee.ExitCode(), cliOut.String())
+	require.Less(t, time.Since(killed), 9*time.Second)
+	require.Contains(t, cliOut.String(), "RETRY_EXC_ERR")
+	require.Contains(t, cliOut.String(), "the peer acknowledged nothing")
+}

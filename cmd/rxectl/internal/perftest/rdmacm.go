@@ -519,6 +519,11 @@ func (p *cmPipe) Send(b []byte) error {
 		}
 		return io.EOF
 	}
+	if wc.Status == rxe.WCRetryExcErr {
+		// The transport's retries ran out (rxe_completer's retry_cnt):
+		// the peer's QP answered nothing, as when its process is gone.
+		return fmt.Errorf("send: %v: the peer acknowledged nothing during the retries (its process ended, or its host or the path is gone: see its output)", wc.Status)
+	}
 	if wc.Status != rxe.WCSuccess {
 		return fmt.Errorf("send: %v", wc.Status)
 	}
