@@ -171,31 +171,46 @@ func TestRetryExcAfterPeerKilledNamesTheClosedConnection(t *testing.T) {
 		{"write-lat", "client"},
 	} {
 		t.Run(tc.test+" "+tc.victim, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			common := []string{tc.test, "-n", "5000000", "-s", "64", "-u", "14", "--retry_count", "2", "-p", freeTCPPort(t), "--udp-port", "0"}
-			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
-			waitFor(t, srvOut, "Waiting for client to connect")
-			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
-			victim, victimOut, survivor, survivorOut := srv, srvOut, cli, cliOut
-			if tc.victim == "client" {
-				victim, victimOut, survivor, survivorOut = cli, cliOut, srv, srvOut
-			}
-			waitFor(t, victimOut, "remote address")
-			require.NoError(t, victim.Process.Kill())
-			victim.Wait()
-			killed := time.Now()
+			// The kill must come once the run is under way: a kill
+			// during the synchronisation before it is seen there (the
+			// exchange's connection closes) and ends the survivor
+			// before any retry. The survivor's table header comes just
+			// before that synchronisation; an attempt that still lands
+			// in it is made again, later.
+			for delay := 100 * time.Millisecond; ; delay *= 3 {
+				require.Less(t, delay, 3*time.Second, "the kill never came after the run had started")
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				common := []string{tc.test, "-n", "5000000", "-s", "64", "-u", "14", "--retry_count", "2", "-p", freeTCPPort(t), "--udp-port", "0"}
+				srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
+				waitFor(t, srvOut, "Waiting for client to connect")
+				cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+				victim, victimOut, survivor, survivorOut := srv, srvOut, cli, cliOut
+				if tc.victim == "client" {
+					victim, victimOut, survivor, survivorOut = cli, cliOut, srv, srvOut
+				}
+				waitFor(t, victimOut, "remote address")
+				waitFor(t, survivorOut, " #bytes")
+				time.Sleep(delay)
+				require.NoError(t, victim.Process.Kill())
+				victim.Wait()
+				killed := time.Now()
 
-			err := serverExit(t, survivor, survivorOut, "died")
-			var ee *exec.ExitError
-			require.True(t, errors.As(err, &ee), "survivor: %v\n%s", err, survivorOut)
-			require.Equal(t, 1, ee.ExitCode(), survivorOut.String())
-			require.Less(t, time.Since(killed), 5*time.Second)
-			out := survivorOut.String()
-			require.Contains(t, out, "RETRY_EXC_ERR")
-			require.Contains(t, out, "the peer closed the exchange's connection")
-			require.NotContains(t, out, "MTU")
-			require.NotContains(t, out, "firewall")
+				err := serverExit(t, survivor, survivorOut, "died")
+				var ee *exec.ExitError
+				require.True(t, errors.As(err, &ee), "survivor: %v\n%s", err, survivorOut)
+				require.Equal(t, 1, ee.ExitCode(), survivorOut.String())
+				require.Less(t, time.Since(killed), 5*time.Second)
+				out := survivorOut.String()
+				if strings.Contains(out, "synchronising before the run") {
+					continue
+				}
+				require.Contains(t, out, "RETRY_EXC_ERR")
+				require.Contains(t, out, "the peer closed the exchange's connection")
+				require.NotContains(t, out, "MTU")
+				require.NotContains(t, out, "firewall")
+				return
+			}
 		})
 	}
 }
