@@ -39,6 +39,25 @@ func waitFor(t *testing.T, out *syncbuf.Buffer, s string) {
 	}
 }
 
+// startEnds starts an rxectl server bound to 127.0.0.1 with args, waits
+// until it listens, and starts the client bound to 127.0.0.2 toward it.
+func startEnds(t *testing.T, ctx context.Context, args ...string) (srv *exec.Cmd, srvOut *syncbuf.Buffer, cli *exec.Cmd, cliOut *syncbuf.Buffer) {
+	t.Helper()
+	srv, srvOut = startRxectl(t, ctx, append(args, "--bind", "127.0.0.1")...)
+	waitFor(t, srvOut, "Waiting for client to connect")
+	cli, cliOut = startRxectl(t, ctx, append(args, "--bind", "127.0.0.2", "127.0.0.1")...)
+	return srv, srvOut, cli, cliOut
+}
+
+// requireExit1 checks that err, what an end named who ended with, is exit
+// status 1; out is its output.
+func requireExit1(t *testing.T, err error, who string, out *syncbuf.Buffer) {
+	t.Helper()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "%s: %v\n%s", who, err, out)
+	require.Equal(t, 1, ee.ExitCode(), out.String())
+}
+
 // TestSendBWServerOfKilledClient: a send-bw server whose client process
 // dies in the middle of the run sees the exchange's connection close,
 // prints the row of what arrived and fails at once, instead of waiting
@@ -47,9 +66,7 @@ func TestSendBWServerOfKilledClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	common := []string{"send-bw", "-n", "5000000", "-s", "64", "-p", freeTCPPort(t), "--udp-port", "0"}
-	srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
-	waitFor(t, srvOut, "Waiting for client to connect")
-	cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+	srv, srvOut, cli, cliOut := startEnds(t, ctx, common...)
 	waitFor(t, cliOut, " #bytes")
 	time.Sleep(300 * time.Millisecond) // sending
 	require.NoError(t, cli.Process.Kill())
@@ -57,9 +74,7 @@ func TestSendBWServerOfKilledClient(t *testing.T) {
 	killed := time.Now()
 
 	err := serverExit(t, srv, srvOut, "died")
-	var ee *exec.ExitError
-	require.True(t, errors.As(err, &ee), "server: %v\n%s", err, srvOut)
-	require.Equal(t, 1, ee.ExitCode(), srvOut.String())
+	requireExit1(t, err, "server", srvOut)
 	require.Less(t, time.Since(killed), 5*time.Second)
 	require.Contains(t, srvOut.String(), " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n")
 	require.Contains(t, srvOut.String(), "the peer closed the connection")
@@ -88,9 +103,7 @@ func TestServerOfInterruptedClient(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			common := append(tc.args, "-n", "5000000", "-s", "64", "-p", freeTCPPort(t), "--udp-port", sharedUDPPort(t))
-			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
-			waitFor(t, srvOut, "Waiting for client to connect")
-			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+			srv, srvOut, cli, cliOut := startEnds(t, ctx, common...)
 			waitFor(t, cliOut, " #bytes")
 			time.Sleep(300 * time.Millisecond) // running
 			require.NoError(t, cli.Process.Signal(os.Interrupt))
@@ -182,9 +195,7 @@ func TestRetryExcAfterPeerKilledNamesTheClosedConnection(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				common := []string{tc.test, "-n", "5000000", "-s", "64", "-u", "14", "--retry_count", "2", "-p", freeTCPPort(t), "--udp-port", "0"}
-				srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
-				waitFor(t, srvOut, "Waiting for client to connect")
-				cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+				srv, srvOut, cli, cliOut := startEnds(t, ctx, common...)
 				victim, victimOut, survivor, survivorOut := srv, srvOut, cli, cliOut
 				if tc.victim == "client" {
 					victim, victimOut, survivor, survivorOut = cli, cliOut, srv, srvOut
@@ -197,9 +208,7 @@ func TestRetryExcAfterPeerKilledNamesTheClosedConnection(t *testing.T) {
 				killed := time.Now()
 
 				err := serverExit(t, survivor, survivorOut, "died")
-				var ee *exec.ExitError
-				require.True(t, errors.As(err, &ee), "survivor: %v\n%s", err, survivorOut)
-				require.Equal(t, 1, ee.ExitCode(), survivorOut.String())
+				requireExit1(t, err, "survivor", survivorOut)
 				require.Less(t, time.Since(killed), 5*time.Second)
 				out := survivorOut.String()
 				if strings.Contains(out, "synchronising before the run") {
@@ -225,18 +234,14 @@ func TestFlushAfterPeerDisconnectedNamesTheDisconnect(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			common := []string{test, "-R", "-n", "5000000", "-s", "64", "-p", freeTCPPort(t), "--udp-port", sharedUDPPort(t)}
-			srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
-			waitFor(t, srvOut, "Waiting for client to connect")
-			cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+			srv, _, cli, cliOut := startEnds(t, ctx, common...)
 			waitFor(t, cliOut, " #bytes")
 			time.Sleep(300 * time.Millisecond) // running
 			require.NoError(t, srv.Process.Signal(os.Interrupt))
 			interrupted := time.Now()
 
 			err := serverExit(t, cli, cliOut, "was interrupted")
-			var ee *exec.ExitError
-			require.True(t, errors.As(err, &ee), "client: %v\n%s", err, cliOut)
-			require.Equal(t, 1, ee.ExitCode(), cliOut.String())
+			requireExit1(t, err, "client", cliOut)
 			require.Less(t, time.Since(interrupted), 5*time.Second)
 			require.Contains(t, cliOut.String(), "WR_FLUSH_ERR")
 			require.Contains(t, cliOut.String(), "the peer disconnected")
@@ -254,18 +259,14 @@ func TestRDMACMExchangeRetryExcNamesThePeer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	common := []string{"send-bw", "-R", "-n", "20000", "-p", freeTCPPort(t), "--udp-port", sharedUDPPort(t)}
-	srv, srvOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.1")...)
-	waitFor(t, srvOut, "Waiting for client to connect")
-	cli, cliOut := startRxectl(t, ctx, append(common, "--bind", "127.0.0.2", "127.0.0.1")...)
+	srv, srvOut, cli, cliOut := startEnds(t, ctx, common...)
 	waitFor(t, srvOut, " 65536      20000 ")
 	require.NoError(t, srv.Process.Kill())
 	srv.Wait()
 	killed := time.Now()
 
 	err := serverExit(t, cli, cliOut, "died")
-	var ee *exec.ExitError
-	require.True(t, errors.As(err, &ee), "client: %v\n%s", err, cliOut)
-	require.Equal(t, 1, ee.ExitCode(), cliOut.String())
+	requireExit1(t, err, "client", cliOut)
 	require.Less(t, time.Since(killed), 9*time.Second)
 	require.Contains(t, cliOut.String(), "RETRY_EXC_ERR")
 	require.Contains(t, cliOut.String(), "the peer acknowledged nothing")
