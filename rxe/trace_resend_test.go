@@ -184,13 +184,8 @@ func TestTraceProbeAnswered(t *testing.T) {
 		writeAfterSample(t, a, b)
 		synctest.Wait()
 	})
-	retries, resends := retriesAndResends(t, w.String())
-	require.Len(t, retries, 1, w.String())
-	require.Equal(t, "probe answered", retries[0].Cause)
-	require.Equal(t, "go_back_n", retries[0].Resend)
-	require.NotNil(t, retries[0].PSN)
-	require.Equal(t, uint32(102), *retries[0].PSN)
-	require.Equal(t, map[uint32]string{101: "tail_probe ", 102: "go_back_n ", 103: "go_back_n ", 104: "go_back_n "}, resends)
+	requireOneRetry(t, w.String(), "probe answered", "go_back_n", 102,
+		map[uint32]string{101: "tail_probe ", 102: "go_back_n ", 103: "go_back_n ", 104: "go_back_n "})
 }
 
 // TestTraceReadGapAhead: of two READs, the first's last response is lost
@@ -239,12 +234,7 @@ func TestTraceHoleReport(t *testing.T) {
 		writeWait(t, a, b, 3, 4<<10)
 		synctest.Wait()
 	})
-	retries, resends := retriesAndResends(t, w.String())
-	require.Len(t, retries, 1, w.String())
-	require.Equal(t, "hole report", retries[0].Cause)
-	require.Equal(t, "selective_repeat", retries[0].Resend)
-	require.Equal(t, uint32(101), *retries[0].PSN)
-	require.Equal(t, map[uint32]string{101: "selective_repeat "}, resends)
+	requireOneRetry(t, w.String(), "hole report", "selective_repeat", 101, map[uint32]string{101: "selective_repeat "})
 }
 
 // TestTraceSRTimeoutProbe: under selective repeat the local ACK timeout
@@ -333,15 +323,19 @@ func TestTraceSRLostResponse(t *testing.T) {
 		require.Equal(t, WCSuccess, waitVirtual(t, a.cq).Status)
 		synctest.Wait()
 	})
-	retries, resends := retriesAndResends(t, w.String())
-	require.Len(t, retries, 1, w.String())
-	require.Equal(t, "lost response", retries[0].Cause)
-	require.Equal(t, "reread", retries[0].Resend)
+	requireOneRetry(t, w.String(), "lost response", "reread", 101, map[uint32]string{101: "reread "})
+}
+
+// requireOneRetry checks that trace has exactly one retry event, with
+// cause, resend kind and PSN, and that the requester's resends are
+// resends (per PSN, as retriesAndResends gives them).
+func requireOneRetry(t *testing.T, trace, cause, resend string, psn uint32, resends map[uint32]string) {
+	t.Helper()
+	retries, got := retriesAndResends(t, trace)
+	require.Len(t, retries, 1, trace)
+	require.Equal(t, cause, retries[0].Cause)
+	require.Equal(t, resend, retries[0].Resend)
 	require.NotNil(t, retries[0].PSN)
-	require.Equal(t, uint32(101), *retries[0].PSN)
-	require.Len(t, resends, 1, w.String())
-	for psn, kinds := range resends {
-		require.Equal(t, uint32(101), psn)
-		require.Equal(t, "reread ", kinds, w.String())
-	}
+	require.Equal(t, psn, *retries[0].PSN)
+	require.Equal(t, resends, got, trace)
 }
