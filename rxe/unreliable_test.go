@@ -420,6 +420,23 @@ func TestUDReceiveErrorClasses(t *testing.T) {
 	})
 }
 
+// lockFreedWithin reports whether mu could be locked within d; it returns
+// with mu held if so. A step of the QP's vector holds the QP's lock for a
+// moment at any time (the transmit goroutine steps a QP that Modify
+// scheduled), so one failed TryLock does not show a lock left held, and
+// unlocking on it would unlock the step's hold; a lock a call left held
+// stays held for the whole of d.
+func lockFreedWithin(mu *sync.Mutex, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !mu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return true
+}
+
 // foreignAH is an AddressHandle that PD.CreateAH did not make.
 type foreignAH struct{ dest netip.AddrPort }
 
@@ -455,7 +472,7 @@ func TestUDPostSendForeignAH(t *testing.T) {
 				return a.qp.PostSend(SendWR{Opcode: WRSend, Flags: SendSignaled, AH: c.ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 0x42,
 					SGList: []SGE{{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey()}}})
 			}()
-			if !a.qp.mu.TryLock() {
+			if !lockFreedWithin(&a.qp.mu, time.Second) {
 				a.qp.mu.Unlock() // white box: free it for the rest of the test and the cleanup
 				t.Fatalf("PostSend left the QP's lock held (%v)", err)
 			}
