@@ -1,0 +1,171 @@
+package requester
+
+import (
+	"testing"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+// An RNR NAK at the LAST packet of a WRITE WITH IMMEDIATE (the packet that
+// consumes the receive WQE, rxe check_resource) implicitly acknowledges the
+// packets before it: after the RNR wait only the LAST is sent again.
+func TestRNRNAKAtWriteWithImmLastResendsOnlyLast(t *testing.T) {
+	const pmtu, p0 = 1024, 0x40
+	h := newHarness(t, baseConfig(pmtu, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWriteWithImm, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey, Imm: 7,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 3 * pmtu, LKey: lkeyA}}})
+	first := h.drain()
+	require.Len(t, first, 3)
+	h.recv(rnr(p0+2, 1))
+	require.Empty(t, h.cq.wcs)
+	h.now = h.r.Deadline()
+	h.r.OnTimeout(h.now)
+	again := h.drain()
+	require.Len(t, again, 1, "only the refused LAST goes again")
+	require.Equal(t, first[2], again[0])
+	h.recv(ack(p0 + 2))
+	require.Equal(t, []uint64{1}, h.cq.ids())
+}
+
+// A second RNR NAK for a request sent before the RNR retry under way (a
+// duplicate, or one the responder sent for a later request) starts no
+// retry of its own and spends no rnr_retry: the counter counts retries
+// (IBA 9.7.5.2.8), and the retry has not been sent yet.
+func TestLateRNRNAKSpendsNoRNRRetry(t *testing.T) {
+	const p0 = 0x10
+	cfg := baseConfig(1024, p0)
+	cfg.RNRRetry = 1
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{{Addr: baseA, Length: 100, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1)
+	h.recv(rnr(p0, 1))
+	wait := h.r.RNRWait()
+	require.False(t, wait.IsZero())
+	h.recv(rnr(p0, 1)) // the same RNR NAK again, during the wait
+	_, failed := h.r.Failed()
+	require.False(t, failed, "the late RNR NAK spends no rnr_retry")
+	require.Equal(t, wait, h.r.RNRWait(), "nor restarts the wait")
+	h.now = wait
+	h.r.OnTimeout(h.now)
+	require.Len(t, h.drain(), 1)
+	h.recv(ack(p0))
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+}
+
+// A response for the oldest WQE before any packet of it was sent is
+// stale (rxe get_wqe: a posted WQE takes no response), even a fatal NAK
+// whose PSN is the first the WQE will get.
+func TestResponseBeforeFirstPacketIgnored(t *testing.T) {
+	h := newHarness(t, baseConfig(1024, 0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled, SGList: []verbs.SGE{{Addr: baseA, Length: 10, LKey: lkeyA}}})
+	h.recv(nak(0, packet.NAKRemoteAccess))
+	_, failed := h.r.Failed()
+	require.False(t, failed)
+	require.Empty(t, h.cq.wcs)
+	require.Equal(t, uint64(1), h.r.Counters().ResponsesDropped)
+	require.Len(t, h.drain(), 1)
+	h.recv(ack(0))
+	require.Equal(t, []uint64{1}, h.cq.ids())
+}
+
+// A completion the CQ refuses fails the requester, and a cumulative ACK
+// that covers later WQEs completes none of them after it: they are
+// flushed with WR_FLUSH_ERR.
+func TestCQOverflowLeavesLaterWQEsToFlush(t *testing.T) {
+	h := newHarness(t, baseConfig(1024, 0))
+	for i := range 3 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRSend, Flags: verbs.SendSignaled})
+	}
+	require.Len(t, h.drain(), 3)
+	h.cq.full = true
+	h.recv(ack(2))
+	st, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCFatalErr, st)
+	require.Equal(t, uint64(1), h.r.Counters().CQOverflow)
+	require.Equal(t, 2, h.r.Outstanding())
+	h.cq.full = false
+	h.r.Flush()
+	require.Equal(t, []uint64{2, 3}, h.cq.ids())
+	require.Equal(t, verbs.WCWRFlushErr, h.cq.wcs[0].Status)
+	require.Equal(t, verbs.WCWRFlushErr, h.cq.wcs[1].Status)
+}
+
+// READ responses out of the opcode sequence or of the wrong size fail the
+// READ with BAD_RESP_ERR: a train starts with FIRST or ONLY (rxe check_ack),
+// FIRST and MIDDLE carry exactly one path MTU with more to come, and LAST
+// and ONLY the rest, at most one path MTU (IBA 9.7.5.1).
+func TestBadReadResponseSequenceAndLength(t *testing.T) {
+	const pmtu = 1024
+	full := make([]byte, pmtu)
+	for _, tc := range []struct {
+		name   string
+		length uint32
+		resps  [][]byte // the last one is the bad one
+	}{
+		{"middle-without-first", 3 * pmtu, [][]byte{
+			resp(packet.RCRDMAReadResponseMiddle, 0, packet.SyndromeACKUnlimited, 0, full)}},
+		{"last-without-first", 2 * pmtu, [][]byte{
+			resp(packet.RCRDMAReadResponseLast, 0, packet.SyndromeACKUnlimited, 0, full)}},
+		{"middle-carrying-the-last-bytes", 2 * pmtu, [][]byte{
+			resp(packet.RCRDMAReadResponseFirst, 0, packet.SyndromeACKUnlimited, 0, full),
+			resp(packet.RCRDMAReadResponseMiddle, 1, packet.SyndromeACKUnlimited, 0, full)}},
+		{"only-longer-than-pmtu", 2 * pmtu, [][]byte{
+			resp(packet.RCRDMAReadResponseOnly, 0, packet.SyndromeACKUnlimited, 0, make([]byte, 2*pmtu))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, baseConfig(pmtu, 0))
+			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: tc.length, LKey: lkeyA}}})
+			require.Len(t, h.drain(), 1)
+			for _, b := range tc.resps {
+				h.recv(b)
+			}
+			st, failed := h.r.Failed()
+			require.True(t, failed)
+			require.Equal(t, verbs.WCBadRespErr, st)
+			require.Len(t, h.cq.wcs, 1)
+			require.Equal(t, verbs.WCBadRespErr, h.cq.wcs[0].Status)
+		})
+	}
+}
+
+// rdma_sends counts the SEND WQEs completed, in error too, but not those
+// flushed (rxe do_complete counts, flush_send_wqe does not).
+func TestFlushedSendsNotCountedAsRDMASends(t *testing.T) {
+	h := newHarness(t, baseConfig(1024, 0))
+	for i := range 3 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRSend, Flags: verbs.SendSignaled})
+	}
+	require.Len(t, h.drain(), 3)
+	h.recv(ack(0))
+	h.recv(nak(1, packet.NAKRemoteOperation))
+	h.r.Flush()
+	require.Equal(t, []verbs.WCStatus{verbs.WCSuccess, verbs.WCRemOpErr, verbs.WCWRFlushErr},
+		[]verbs.WCStatus{h.cq.wcs[0].Status, h.cq.wcs[1].Status, h.cq.wcs[2].Status})
+	require.Equal(t, uint64(2), h.r.Counters().RDMASends)
+}
+
+// With Config.AckReqEvery below an eighth of the window, AckReq goes on
+// every AckReqEvery-th packet and on the last of the message (rxe
+// init_req_packet's RXE_MAX_PKT_PER_ACK rule, at the configured period).
+func TestAckReqEveryNthPacket(t *testing.T) {
+	cfg := baseConfig(256, 0)
+	cfg.AckReqEvery = 5
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMAWrite, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: 12 * 256, LKey: lkeyA}}})
+	var acked []int
+	for i, b := range h.drain() {
+		if parse(t, b).AckReq() {
+			acked = append(acked, i)
+		}
+	}
+	require.Equal(t, []int{4, 9, 11}, acked)
+}
