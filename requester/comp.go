@@ -355,6 +355,15 @@ func (r *Requester) exit(now time.Time) {
 // (rxe check_psn).
 func (r *Requester) checkPSN(p *packet.Packet, w *wqe) CompState {
 	psn := p.PSN()
+	if p.Opcode() == packet.RCAcknowledge && !psn.Before(r.highPSN) {
+		// An ACK or NAK for a PSN never sent (a ghost, e.g. from an
+		// earlier incarnation of the QP) answers nothing. Taken, it
+		// would move the oldest unacknowledged PSN past the send cursor,
+		// which catchUp follows, and the rest of the message in progress
+		// would go with PSNs not its own (IBA 9.7.1).
+		r.c.ResponsesDropped++
+		return CompDone
+	}
 	if psn.After(w.lastPSN) {
 		// The response is past this WQE: it acknowledges a SEND/WRITE
 		// cumulatively, and means a READ/atomic response was lost (an

@@ -60,6 +60,8 @@
 //     WQE has been re-sent.
 //   - A plain ACK whose PSN falls inside an outstanding READ/atomic is
 //     ignored (rxe can complete a one-packet READ on it).
+//   - An ACK or NAK naming a PSN never sent is dropped (rxe takes it as
+//     progress of the oldest WQE).
 //   - The PSN window allows at most Window unacknowledged PSNs (rxe lets
 //     one more through), and AckReq is set on every AckReqEvery-th packet
 //     (rxe's counter sets it on every 66th).
