@@ -169,3 +169,28 @@ func TestAckReqEveryNthPacket(t *testing.T) {
 	}
 	require.Equal(t, []int{4, 9, 11}, acked)
 }
+
+// After a go-back-N retry of a READ asked for in parts, a response of the
+// round before to the part at the send cursor (not asked for again yet)
+// is dropped: it is no gap of this round, and starts no retry that would
+// spend retry_cnt while the peer is answering.
+func TestOldRoundReadResponseAtSendCursorStartsNoRetry(t *testing.T) {
+	const pmtu, p0 = 256, packet.PSN(100)
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = 2
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 6*pmtu, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 6 * pmtu, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 3, "three parts of two packets")
+	h.now = h.r.retrans.When()
+	h.r.OnTimeout(h.now)
+	require.Equal(t, p0, parse(t, h.next()).PSN(), "the retry asks for part 0 again")
+	require.Equal(t, p0.Add(2), h.r.SQPSN())
+	before := h.r.Counters()
+	h.recv(resp(packet.RCRDMAReadResponseFirst, p0.Add(2), packet.SyndromeACKUnlimited, 1, make([]byte, pmtu)))
+	c := h.r.Counters()
+	require.Equal(t, before.CompleterRetryErr, c.CompleterRetryErr)
+	require.Equal(t, before.ReadGaps, c.ReadGaps)
+	require.Equal(t, before.ResponsesDropped+1, c.ResponsesDropped)
+}
