@@ -194,3 +194,21 @@ func TestOldRoundReadResponseAtSendCursorStartsNoRetry(t *testing.T) {
 	require.Equal(t, before.ReadGaps, c.ReadGaps)
 	require.Equal(t, before.ResponsesDropped+1, c.ResponsesDropped)
 }
+
+// Sending arms the retransmit timer only if it is not pending (rxe
+// update_state): later packets do not push it back, so the oldest
+// unacknowledged packet times out one local ACK timeout after the
+// timer was armed, however long the sender goes on sending.
+func TestRetransmitTimerNotPushedBySends(t *testing.T) {
+	cfg := baseConfig(1024, 0)
+	cfg.Recovery.Off = true // the IB timer alone
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	T := h.r.ack
+	for i := range 3 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: baseA, Length: 10, LKey: lkeyA}}})
+		require.NotNil(t, h.next())
+		require.Equal(t, t0.Add(T), h.r.Deadline())
+		h.now = h.now.Add(T / 4)
+	}
+}
