@@ -795,6 +795,8 @@ func TestPostValidation(t *testing.T) {
 		{"atomic-length", verbs.SendWR{Opcode: verbs.WRAtomicFetchAndAdd, SGList: []verbs.SGE{{Length: 4}}}, ErrAtomicLength},
 		{"atomic-align", verbs.SendWR{Opcode: verbs.WRAtomicCmpAndSwp, RemoteAddr: 4, SGList: []verbs.SGE{sge}}, ErrAtomicAlign},
 		{"atomic-write-length", verbs.SendWR{Opcode: verbs.WRAtomicWrite, SGList: []verbs.SGE{{Length: 9}}}, ErrAtomicLength},
+		// rxe's post checks no ATOMIC_WRITE alignment: the responder NAKs a misaligned one.
+		{"atomic-write-unaligned", verbs.SendWR{Opcode: verbs.WRAtomicWrite, RemoteAddr: 4, SGList: []verbs.SGE{sge}}, nil},
 		{"too-long", verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{{Length: 1 << 31}, {Length: 1}}}, ErrMessageTooLong},
 		{"2GiB", verbs.SendWR{Opcode: verbs.WRRDMAWrite, SGList: []verbs.SGE{{Length: 1 << 31}}}, nil},
 		{"inline-ok", verbs.SendWR{Opcode: verbs.WRSend, Flags: verbs.SendInline, InlineData: make([]byte, 16)}, nil},

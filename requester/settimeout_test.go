@@ -24,3 +24,18 @@ func TestSetTimeoutRecoveryCeiling(t *testing.T) {
 	require.Equal(t, h.now.Add(retry.AckTimeout(14)), h.r.retrans.When(), "IB timer follows SetTimeout")
 	require.True(t, h.r.rec.due.Armed(), "recovery timer armed after SetTimeout(14) (ceiling %v)", h.r.rec.timer.Ceiling)
 }
+
+// SetTimeout(0) makes the local ACK timeout infinite (the timeout attribute 0) at
+// once: a retransmit timer already armed is stopped, and no retry follows.
+func TestSetTimeoutZeroStopsArmedTimer(t *testing.T) {
+	h := newHarness(t, baseConfig(1024, 0))
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled})
+	require.Len(t, h.drain(), 1)
+	require.True(t, h.r.retrans.Armed())
+	h.r.SetTimeout(0)
+	require.False(t, h.r.retrans.Armed())
+	h.now = h.now.Add(retry.AckTimeout(14))
+	h.r.OnTimeout(h.now)
+	require.Zero(t, h.r.Counters().Timeouts)
+	require.False(t, h.r.Pending())
+}
