@@ -212,3 +212,67 @@ func TestRetransmitTimerNotPushedBySends(t *testing.T) {
 		h.now = h.now.Add(T / 4)
 	}
 }
+
+// Only an ACK's AETH carries credits (IBA 9.7.7.2.5): the timer code of an
+// RNR NAK and the code of a NAK, read as credit counts, would lift the
+// limit (RNR timer 31 reads as the invalid credit code: no limit).
+func TestCreditsOnlyFromACKs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		syn  packet.Syndrome
+	}{
+		{"rnr-nak-timer-31", packet.RNRSyndrome(31)},
+		{"rnr-nak-timer-8", packet.RNRSyndrome(8)},
+		{"nak-remote-operation", packet.NAKSyndrome(packet.NAKRemoteOperation)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(1024, 0)
+			cfg.Credits = true
+			h := newHarness(t, cfg)
+			h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+			h.recv(resp(packet.RCAcknowledge, packet.PSNMask, packet.ACKSyndrome(0), 0, nil)) // LSN 0
+			h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
+			require.Empty(t, h.drain(), "SSN 1 waits to probe")
+			h.recv(resp(packet.RCAcknowledge, packet.PSNMask, tc.syn, 5, nil)) // stale: completes nothing
+			require.Empty(t, h.drain(), "still no credit")
+			require.Equal(t, uint64(1), h.r.Counters().CreditUpdates)
+		})
+	}
+}
+
+// Flush, when the QP enters the error state for any reason (a Modify to
+// ERR, not only a failure of the requester's own), stops the requester:
+// WQEs posted afterwards are not sent and wait for the next Flush, and
+// responses are dropped (rxe_requester flushes in ERR and sends nothing).
+func TestFlushStopsRequester(t *testing.T) {
+	h := newHarness(t, baseConfig(1024, 0))
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRSend, Flags: verbs.SendSignaled})
+	require.Len(t, h.drain(), 1)
+	h.r.Flush()
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Equal(t, verbs.WCWRFlushErr, h.cq.wcs[0].Status)
+	require.True(t, h.r.Deadline().IsZero())
+	h.post(&verbs.SendWR{ID: 2, Opcode: verbs.WRSend, Flags: verbs.SendSignaled})
+	require.False(t, h.r.Pending())
+	require.Nil(t, h.next())
+	h.recv(ack(0))
+	require.Equal(t, uint64(1), h.r.Counters().ResponsesDropped)
+	h.r.Flush()
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	require.Equal(t, verbs.WCWRFlushErr, h.cq.wcs[1].Status)
+}
+
+// The response to an ATOMIC_WRITE is an empty READ_RESPONSE_ONLY; one
+// carrying data is malformed and fails the WQE with BAD_RESP_ERR.
+func TestAtomicWriteResponseWithDataIsBadResponse(t *testing.T) {
+	h := newHarness(t, baseConfig(1024, 0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRAtomicWrite, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1)
+	h.recv(resp(packet.RCRDMAReadResponseOnly, 0, packet.SyndromeACKUnlimited, 1, make([]byte, 8)))
+	st, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCBadRespErr, st)
+	require.Len(t, h.cq.wcs, 1)
+	require.Equal(t, verbs.WCBadRespErr, h.cq.wcs[0].Status)
+}
