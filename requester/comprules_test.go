@@ -276,3 +276,48 @@ func TestAtomicWriteResponseWithDataIsBadResponse(t *testing.T) {
 	require.Len(t, h.cq.wcs, 1)
 	require.Equal(t, verbs.WCBadRespErr, h.cq.wcs[0].Status)
 }
+
+// Under go-back-N a response of a READ after the oldest one, arriving
+// while the oldest one's responses are missing, is placed ahead only if it
+// is the one that READ expects next, well formed: a train starts with
+// FIRST or ONLY, FIRST carries one path MTU, and its AETH is an ACK (the
+// checks doRead makes for the oldest READ). Any other is not placed.
+func TestReadResponseAheadChecked(t *testing.T) {
+	const pmtu, p0 = 1024, packet.PSN(0x300)
+	full := make([]byte, pmtu)
+	for i := range full {
+		full[i] = 0xAB
+	}
+	for _, tc := range []struct {
+		name   string
+		resp   []byte
+		placed bool
+	}{
+		{"first", resp(packet.RCRDMAReadResponseFirst, p0+2, packet.SyndromeACKUnlimited, 2, full), true},
+		{"middle-without-first", resp(packet.RCRDMAReadResponseMiddle, p0+2, packet.SyndromeACKUnlimited, 2, full), false},
+		{"short-first", resp(packet.RCRDMAReadResponseFirst, p0+2, packet.SyndromeACKUnlimited, 2, full[:100]), false},
+		{"first-with-rnr-syndrome", resp(packet.RCRDMAReadResponseFirst, p0+2, packet.RNRSyndrome(1), 2, full), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, baseConfig(pmtu, p0))
+			dst := h.mem.add(lkeyA, baseA, 4*pmtu, verbs.AccessLocalWrite, 0)
+			for i := range 2 {
+				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+					RemoteAddr: rbase + uint64(i*2*pmtu), RKey: rkey,
+					SGList: []verbs.SGE{{Addr: baseA + uint64(i*2*pmtu), Length: 2 * pmtu, LKey: lkeyA}}})
+			}
+			require.Len(t, h.drain(), 2)
+			before := append([]byte(nil), dst.buf...)
+			h.recv(tc.resp) // the first READ's responses are lost
+			if tc.placed {
+				require.Equal(t, uint64(1), h.r.Counters().ReadResponsesAhead)
+				require.Equal(t, full, dst.buf[2*pmtu:3*pmtu])
+				return
+			}
+			require.Zero(t, h.r.Counters().ReadResponsesAhead)
+			require.Equal(t, before, dst.buf)
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+		})
+	}
+}
