@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,18 +41,37 @@ func TestParseCMKeyMsgRejects(t *testing.T) {
 	}
 }
 
+// FuzzParseCMKeyMsg: a peer's rdma_cm key message never crashes the
+// parser, and one it accepts, in either layout, is what MarshalCM (or
+// MarshalCMTail) makes of the parsed fields and the message's GID index,
+// but for the bytes the parser ignores: the alignment, the tail-marker
+// address, and the top bytes of the 24-bit QPN and PSN. So every field
+// is read from its place, and every field read is written back there.
 func FuzzParseCMKeyMsg(f *testing.F) {
 	f.Add(KeyMsg{QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40}.MarshalCM(0))
 	f.Add(KeyMsg{QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40}.MarshalCMTail(0))
+	f.Add(KeyMsg{LID: 3, OutReads: 16, QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40, SRQN: 5,
+		GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 1}}.MarshalCM(2))
+	f.Add(KeyMsg{LID: 3, OutReads: 16, QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40, SRQN: 5,
+		GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 1}}.MarshalCMTail(2))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		// Every field we keep survives a round trip, in either layout.
-		if k, err := ParseCMKeyMsg(b); err == nil {
-			k2, err := ParseCMKeyMsg(k.MarshalCM(0))
-			require.NoError(t, err)
-			require.Equal(t, k, k2)
-		}
-		if k, err := ParseCMKeyMsgTail(b); err == nil {
-			k2, err := ParseCMKeyMsgTail(k.MarshalCMTail(0))
+		for _, tail := range []bool{false, true} {
+			parse, marshal, ignored := ParseCMKeyMsg, KeyMsg.MarshalCM, [][2]int{{20, 24}}
+			if tail {
+				parse, marshal, ignored = ParseCMKeyMsgTail, KeyMsg.MarshalCMTail, [][2]int{{20, 24}, {32, 40}}
+			}
+			k, err := parse(b)
+			if err != nil {
+				continue
+			}
+			want := slices.Clone(b)
+			want[8], want[12] = 0, 0 // QPN and PSN are 24 bits
+			for _, r := range ignored {
+				clear(want[r[0]:r[1]])
+			}
+			gidIndex := int(int32(binary.BigEndian.Uint32(b[len(b)-4:])))
+			require.Equal(t, want, marshal(k, gidIndex), "tail layout %v", tail)
+			k2, err := parse(marshal(k, 0))
 			require.NoError(t, err)
 			require.Equal(t, k, k2)
 		}
