@@ -97,41 +97,105 @@ func TestUnreliableUD(t *testing.T) {
 
 // FuzzUnreliablePost: any sequence of work requests either is refused by
 // Post or yields packets that parse, carry consecutive PSNs and a valid
-// ICRC; every signaled WR completes exactly once.
+// ICRC, and form, message by message, the accepted work requests in
+// posting order: a SEND or a WRITE as its opcode says (for UD one
+// packet), with the WRITE's RETH, carrying exactly the bytes of its SGE;
+// a work request with a bad L_Key sends nothing and stops the queue
+// (unless it has no bytes: rxe copy_data looks up no key for those).
+// Every work request (all are signaled) completes exactly once, in
+// posting order: the ones sent with success, the bad one with
+// LOC_PROT_ERR, the rest flushed.
 func FuzzUnreliablePost(f *testing.F) {
 	f.Add(false, []byte{0, 10, 1, 200, 3, 4})
 	f.Add(true, []byte{0, 4, 1, 255})
+	f.Add(false, []byte{0, 100, 2, 80, 0x82, 3, 0, 1})
 	f.Fuzz(func(t *testing.T, ud bool, prog []byte) {
-		u, _, cq := newUnreliable(ud)
+		u, mem, cq := newUnreliable(ud)
 		ops := []verbs.WROpcode{verbs.WRSend, verbs.WRSendWithImm, verbs.WRRDMAWrite, verbs.WRRDMAWriteWithImm, verbs.WRRDMARead}
-		posted := 0
-		for len(prog) >= 2 {
-			wr := verbs.SendWR{ID: uint64(posted), Opcode: ops[int(prog[0])%len(ops)], Flags: verbs.SendSignaled, AH: udDest,
+		var queued, accepted []verbs.SendWR // accepted: all; queued: not yet seen on the wire
+		var msg []byte                      // the payload of the message under way
+		stopped := false                    // a WR with a bad L_Key reached the head
+		for id := uint64(0); len(prog) >= 2; id++ {
+			wr := verbs.SendWR{ID: id, Opcode: ops[int(prog[0])%len(ops)], Flags: verbs.SendSignaled, AH: udDest,
+				RemoteAddr: 0x4000 + uint64(prog[1]), RKey: 5 + uint32(prog[0]),
 				SGList: []verbs.SGE{{Addr: 0x1000, Length: uint32(prog[1]) * 16, LKey: 1}}}
 			if prog[0]&0x80 != 0 {
 				wr.SGList[0].LKey = 2
 			}
 			if u.Post(&wr) == nil {
-				posted++
+				accepted = append(accepted, wr)
+				queued = append(queued, wr)
 			}
 			prog = prog[2:]
-			if len(prog) < 2 || len(prog)%4 == 0 {
-				psn := u.SQPSN()
-				for _, p := range drain(t, u) {
-					if p.PSN() != psn {
-						t.Fatalf("PSN %v, want %v", p.PSN(), psn)
-					}
-					psn = psn.Next()
+			if len(prog) >= 2 && len(prog)%4 != 0 {
+				continue
+			}
+			psn := u.SQPSN()
+			for _, p := range drain(t, u) {
+				if p.PSN() != psn {
+					t.Fatalf("PSN %v, want %v", p.PSN(), psn)
 				}
+				psn = psn.Next()
+				require.False(t, stopped, "a packet after a WR failed")
+				require.NotEmpty(t, queued, "a packet of no WR")
+				w := &queued[0]
+				require.False(t, badLKey(w), "a packet of WR %d, whose L_Key is bad", w.ID)
+				m := p.Mask()
+				send := w.Opcode == verbs.WRSend || w.Opcode == verbs.WRSendWithImm
+				require.Equal(t, send || ud, m&packet.MaskSend != 0, "WR %d (%v) sent as %v", w.ID, w.Opcode, p.Opcode())
+				imm := w.Opcode == verbs.WRSendWithImm || w.Opcode == verbs.WRRDMAWriteWithImm
+				require.Equal(t, imm && m&packet.MaskEnd != 0, p.ImmDt() != nil, "WR %d (%v) sent as %v", w.ID, w.Opcode, p.Opcode())
+				if m&packet.MaskStart != 0 {
+					require.Nil(t, msg, "a message starts inside WR %d", w.ID)
+					msg = []byte{}
+					if r := p.RETH(); r != nil {
+						require.Equal(t, [3]uint64{w.RemoteAddr, uint64(w.RKey), uint64(w.SGList[0].Length)},
+							[3]uint64{r.VA(), uint64(r.RKey()), uint64(r.DMALen())}, "RETH of WR %d", w.ID)
+					}
+				}
+				require.NotNil(t, msg, "a message of WR %d without its first packet", w.ID)
+				msg = append(msg, p.Payload()...)
+				if m&packet.MaskEnd != 0 {
+					want, _ := mem.Local(1, 0x1000, w.SGList[0].Length, 0)
+					require.True(t, bytes.Equal(want, msg), "payload of WR %d", w.ID)
+					msg = nil
+					queued = queued[1:]
+				} else {
+					require.Equal(t, 1024, p.PayloadLen(), "a packet before the last of WR %d carries the PMTU", w.ID)
+				}
+			}
+			if _, failed := u.Failed(); failed {
+				stopped = true
 			}
 		}
 		drain(t, u)
 		u.Flush()
-		if len(cq.wcs) != posted {
-			t.Fatalf("%d completions for %d posted WRs", len(cq.wcs), posted)
+		if len(cq.wcs) != len(accepted) {
+			t.Fatalf("%d completions for %d posted WRs", len(cq.wcs), len(accepted))
+		}
+		failed := false
+		for i, wc := range cq.wcs {
+			w := accepted[i]
+			require.Equal(t, w.ID, wc.ID, "completions in posting order: %v", cq.ids())
+			switch {
+			case failed:
+				require.Equal(t, verbs.WCWRFlushErr, wc.Status, "WR %d after the failed one", w.ID)
+			case badLKey(&w):
+				require.Equal(t, verbs.WCLocProtErr, wc.Status, "WR %d with a bad L_Key", w.ID)
+				failed = true
+			case i < len(accepted)-len(queued):
+				require.Equal(t, verbs.WCSuccess, wc.Status, "WR %d sent", w.ID)
+				require.Equal(t, w.SGList[0].Length, wc.ByteLen)
+			default:
+				require.Equal(t, verbs.WCWRFlushErr, wc.Status, "WR %d not sent", w.ID)
+			}
 		}
 	})
 }
+
+// badLKey reports whether a work request of FuzzUnreliablePost fails for
+// its L_Key: a bad one on an SGE with bytes to gather.
+func badLKey(w *verbs.SendWR) bool { return w.SGList[0].LKey != 1 && w.SGList[0].Length > 0 }
 
 // TestUnreliableOpcodes: a UC or UD send queue refuses the opcodes its QP
 // type does not send, with an error that names what it does send.
