@@ -1,0 +1,192 @@
+package rxe
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// fuzzGuard is the number of bytes on either side of each memory region
+// of FuzzDeviceReceive that no packet may write.
+const fuzzGuard = 64
+
+// guarded returns a buffer of n bytes with fuzzGuard guard bytes on either
+// side, all filled with fill, and the n bytes in the middle.
+func guarded(n int, fill byte) (back, mid []byte) {
+	back = bytes.Repeat([]byte{fill}, fuzzGuard+n+fuzzGuard)
+	return back, back[fuzzGuard : fuzzGuard+n : fuzzGuard+n]
+}
+
+// accounted is the number of datagrams d has counted as received, each
+// once: handed to a QP, dropped for a bad ICRC, malformed, for no QP, a
+// CNP, or a MAD for QP1.
+func accounted(d *Device) uint64 {
+	c, g := d.Counters(), d.GSICounters()
+	return c.RcvdPkts + c.BadICRC + c.Malformed + c.UnknownQP + c.CNPs + g.RcvdMADs + g.BadQKey + g.Malformed
+}
+
+// sentDatagrams is the number of datagrams d has sent: its QPs' packets
+// and QP1's MADs.
+func sentDatagrams(d *Device) uint64 { return d.Counters().SentPkts + d.GSICounters().SentMADs }
+
+// FuzzDeviceReceive injects datagrams made of the fuzzer's bytes into a
+// device over the in-memory pipe, as its peer's address: to its RC QP
+// (connected to the peer's), its UD QP, QP1 or any QPN, with a good ICRC
+// or as given. The device's receive path (rxe_rcv: parse, ICRC, P_Key,
+// dispatch to a QP or to the CM on QP1) and the engines behind it must
+// never panic, and:
+//   - every datagram either device receives is counted once, handed to a
+//     QP or dropped with its reason (Counters, GSICounters): each device
+//     counts what was injected and what the other sent, no more, no less;
+//   - nothing is written outside the memory regions, nor into a region
+//     that grants remote read access only and has no receive posted
+//     into it;
+//   - each receive work request completes at most once;
+//   - both devices close, leaving no goroutine behind (pipeDevices).
+//
+// Input: records [sel][aux][len hi][len lo][len bytes]. sel bits 0-1: the
+// destination QP (0 the RC QP, 1 the UD QP, 2 QP1, 3 the packet's own),
+// bit 2: the PSN rewritten to the RC QP's expected PSN plus sel>>6 (a
+// record after another with the same is a duplicate), bit 3: a RETH's or
+// AtomicETH's address and key aimed at the remote region (bit 4: at the
+// region the peer may only read) at offset aux-8 (before its start for aux
+// below 8), bit 5: the ICRC left as given.
+func FuzzDeviceReceive(f *testing.F) {
+	rec := func(sel, aux byte, h *packet.Headers, payload []byte) []byte {
+		b := make([]byte, 512+len(payload))
+		// Any ICRC: the target seals the packets it sends.
+		n, err := packet.Build(b, h, payload, &packet.PseudoHeader{Src: netip.IPv4Unspecified(), Dst: netip.IPv4Unspecified()})
+		require.NoError(f, err)
+		return append([]byte{sel, aux, byte(n >> 8), byte(n)}, b[:n]...)
+	}
+	bth := func(op packet.Opcode) packet.BTHFields {
+		return packet.BTHFields{Opcode: op, PKey: packet.DefaultPKey, AckReq: true}
+	}
+	write := packet.Headers{BTH: bth(packet.RCRDMAWriteOnly), RETH: packet.RETHFields{DMALen: 16}}
+	read := packet.Headers{BTH: bth(packet.RCRDMAReadRequest), RETH: packet.RETHFields{DMALen: 40}}
+	fadd := packet.Headers{BTH: bth(packet.RCFetchAdd), AtomicETH: packet.AtomicETHFields{SwapAdd: 3}}
+	send := packet.Headers{BTH: bth(packet.RCSendOnly)}
+	ud := packet.Headers{BTH: bth(packet.UDSendOnly), DETH: packet.DETHFields{QKey: fuzzQKey, SrcQP: 9}}
+	mad := make([]byte, packet.MADSize)
+	packet.EncodeCM(mad, 5, &packet.REQ{LocalCommID: 1, ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoTCP, 7471), LocalQPN: 0x44})
+	gsi := packet.Headers{BTH: bth(packet.UDSendOnly), DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: 1}}
+	f.Add(bytes.Join([][]byte{rec(4|8, 8, &write, bytes.Repeat([]byte{0xEE}, 16)), rec(4|8|1<<6, 8, &read, nil),
+		rec(4|8|2<<6, 24, &fadd, nil), rec(4|3<<6, 0, &send, []byte("hello")), rec(4|3<<6, 0, &send, []byte("hello"))}, nil))
+	f.Add(bytes.Join([][]byte{rec(4|8|16, 8, &write, bytes.Repeat([]byte{0xEE}, 16)), rec(4|8, 240, &write, bytes.Repeat([]byte{0xEE}, 16)),
+		rec(1, 0, &ud, []byte("datagram")), rec(2, 0, &gsi, mad), rec(0x20|3, 0, &send, nil)}, nil))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		da, db, ca, cb := pipeDevices(t)
+		a := smallEnd(t, da, nil, qpOpts{})
+		b := smallEnd(t, db, nil, qpOpts{})
+		link(t, a, b, qpOpts{}, qpOpts{})
+		u := newTypedEnd(t, db, QPTypeUD)
+		readyUD(t, u, fuzzQKey)
+		// The remote region, the receive buffers, and a region that a
+		// peer may read but neither write nor receive into.
+		// aux reaches from before the start of the remote regions past
+		// their end.
+		rback, rmid := guarded(240, 0xA5)
+		vback, vmid := guarded(1024, 0x5A)
+		qback, qmid := guarded(240, 0x3C)
+		rmr, err := b.pd.RegMR(rmid, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+		require.NoError(t, err)
+		vmr, err := b.pd.RegMR(vmid, AccessLocalWrite)
+		require.NoError(t, err)
+		qmr, err := b.pd.RegMR(qmid, AccessLocalWrite|AccessRemoteRead)
+		require.NoError(t, err)
+		vud, err := u.pd.RegMR(vmid, AccessLocalWrite)
+		require.NoError(t, err)
+		for i := range 4 {
+			_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{vmr.SGE(i*128, 128)}})
+			require.NoError(t, err)
+			_, err = u.qp.PostRecv(RecvWR{ID: uint64(100 + i), SGList: []SGE{vud.SGE(512+i*128, 128)}})
+			require.NoError(t, err)
+		}
+		epsn := packet.PSN(b.qp.Query().RQPSN)
+		ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
+			SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
+		accA, accB, sentA, sentB := accounted(da), accounted(db), sentDatagrams(da), sentDatagrams(db)
+		injected := uint64(0)
+		for len(in) >= 4 {
+			sel, aux, n := in[0], in[1], min(int(binary.BigEndian.Uint16(in[2:])), len(in)-4, 4096)
+			pkt := bytes.Clone(in[4 : 4+n])
+			in = in[4+n:]
+			if len(pkt) >= packet.BTHSize {
+				bt := packet.BTH(pkt)
+				switch sel & 3 {
+				case 0:
+					bt.SetDestQP(b.qp.QPN())
+				case 1:
+					bt.SetDestQP(u.qp.QPN())
+				case 2:
+					bt.SetDestQP(packet.GSIQPN)
+				}
+				if sel&4 != 0 {
+					bt.SetPSN(epsn.Add(int(sel >> 6)))
+				}
+			}
+			if sel&8 != 0 {
+				mr := rmr
+				if sel&16 != 0 {
+					mr = qmr
+				}
+				va, rk := mr.Addr()+uint64(aux)-8, mr.RKey()
+				if p, err := packet.Parse(pkt); err == nil {
+					if h := p.Header(packet.HdrRETH); h != nil {
+						binary.BigEndian.PutUint64(h, va)
+						binary.BigEndian.PutUint32(h[8:], rk)
+					} else if h := p.Header(packet.HdrAtomicETH); h != nil {
+						binary.BigEndian.PutUint64(h, va&^7)
+						binary.BigEndian.PutUint32(h[8:], rk)
+					}
+				}
+			}
+			if sel&0x20 == 0 {
+				_ = ph.SetICRC(pkt) // too short: sent as it is
+			}
+			k, err := ca.WriteBatch([]netdev.Message{{Buf: pkt, N: len(pkt), Addr: cb.LocalAddr()}})
+			require.NoError(t, err)
+			require.Equal(t, 1, k)
+			injected++
+		}
+		// Every datagram is counted once by the device that received it.
+		require.Eventually(t, func() bool {
+			return accounted(db)-accB == injected+sentDatagrams(da)-sentA && accounted(da)-accA == sentDatagrams(db)-sentB
+		}, 5*time.Second, time.Millisecond, "b counted %d of %d injected and %d from a; a counted %d of %d from b",
+			accounted(db)-accB, injected, sentDatagrams(da)-sentA, accounted(da)-accA, sentDatagrams(db)-sentB)
+		wcs := make([]WC, 64)
+		seen := map[uint64]bool{}
+		for _, cq := range []*CQ{b.cq, u.cq} {
+			for _, wc := range wcs[:cq.Poll(wcs)] {
+				// b posted no send: every completion is of a receive.
+				require.True(t, wc.ID < 4 || wc.ID >= 100 && wc.ID < 104, "completion of WR %d, never posted", wc.ID)
+				require.False(t, seen[wc.ID], "receive WR %d completed twice", wc.ID)
+				seen[wc.ID] = true
+			}
+		}
+		require.NoError(t, da.Close())
+		require.NoError(t, db.Close())
+		// The devices are closed: their goroutines no longer touch memory.
+		for _, g := range []struct {
+			name string
+			back []byte
+			fill byte
+		}{{"remote region", rback, 0xA5}, {"receive buffers", vback, 0x5A}, {"read-only region", qback, 0x3C}} {
+			for i := range fuzzGuard {
+				require.Equal(t, g.fill, g.back[i], "%s: byte %d before it written", g.name, fuzzGuard-i)
+				require.Equal(t, g.fill, g.back[len(g.back)-1-i], "%s: byte %d after it written", g.name, i)
+			}
+		}
+		require.Equal(t, bytes.Repeat([]byte{0x3C}, len(qmid)), qmid, "region without remote write rights or receives written")
+	})
+}
+
+// fuzzQKey is the Q_Key of FuzzDeviceReceive's UD QP.
+const fuzzQKey = 0x1234
