@@ -355,6 +355,25 @@ func FuzzCMMAD(f *testing.F) {
 	})
 }
 
+// FuzzRDMACMServiceID: ParseRDMACMServiceID accepts exactly the service
+// IDs with the IP CM prefix 0x0000000001 (IBTA A11.2.1), and what it
+// accepts RDMACMServiceID makes again from the protocol and port.
+func FuzzRDMACMServiceID(f *testing.F) {
+	f.Add(RDMACMServiceID(RDMACMProtoTCP, 18515))
+	f.Add(RDMACMServiceID(RDMACMProtoUDP, 0))
+	f.Add(uint64(0x0000000002064853))
+	f.Fuzz(func(t *testing.T, id uint64) {
+		proto, port, ok := ParseRDMACMServiceID(id)
+		require.Equal(t, id>>24 == 1, ok, "service ID %#016x", id)
+		if ok {
+			require.Equal(t, id, RDMACMServiceID(proto, port))
+		} else {
+			require.Zero(t, proto)
+			require.Zero(t, port)
+		}
+	})
+}
+
 // TestREJReasonNames: every reason IBA table 108 defines has its name, the
 // alternate path's (18–23, 33) included, as a dump of a REJ names them;
 // an undefined code is shown as its number.
