@@ -135,8 +135,10 @@ func TestFailures(t *testing.T) {
 // 0..31 bytes, each SGE after a gap), then gathers the message in chunks
 // of the given sizes from a cursor Seek put at an offset: the bytes equal
 // the flat message from that offset, Gather fails exactly when a chunk
-// runs past the end, and Scatter of the gathered bytes writes them back
-// unchanged.
+// runs past the end, Scatter of the gathered bytes writes them back
+// unchanged, and Scatter of them into a zeroed region of the same layout
+// writes exactly those bytes of the message, each where its SGE says,
+// and nothing else.
 func FuzzWalk(f *testing.F) {
 	f.Add([]byte{4, 0, 7, 31, 1}, []byte{3, 5, 1, 30}, uint8(2))
 	f.Add([]byte{0, 0}, []byte{1}, uint8(0))
@@ -149,14 +151,20 @@ func FuzzWalk(f *testing.F) {
 		for i := range region {
 			region[i] = byte(i * 7)
 		}
-		var sges []verbs.SGE
+		m.regions[2] = make([]byte, len(region)) // the zeroed copy, at 0x2000
+		var sges, zeroed []verbs.SGE
 		var msg []byte
+		var at []uint64 // the offset in the region of each byte of msg
 		addr := uint64(0)
 		for i, l := range lens {
 			n := uint32(l % 32)
 			addr += uint64(i % 3) // gaps between SGEs
 			sges = append(sges, verbs.SGE{Addr: 0x1000 + addr, Length: n, LKey: 1})
+			zeroed = append(zeroed, verbs.SGE{Addr: 0x2000 + addr, Length: n, LKey: 2})
 			msg = append(msg, region[addr:addr+uint64(n)]...)
+			for k := range uint64(n) {
+				at = append(at, addr+k)
+			}
 			addr += uint64(n)
 		}
 		off := min(int(seek), len(msg))
@@ -191,5 +199,14 @@ func FuzzWalk(f *testing.F) {
 		before := append([]byte(nil), region...)
 		require.True(t, w.Scatter(m, sges, got))
 		require.Equal(t, before, region, "writing back the same bytes changes nothing")
+
+		var z Cursor
+		z.Seek(zeroed, uint32(off))
+		require.True(t, z.Scatter(m, zeroed, got))
+		want := make([]byte, len(region))
+		for i := range got {
+			want[at[off+i]] = region[at[off+i]]
+		}
+		require.Equal(t, want, m.regions[2], "Scatter writes the message's bytes where the SGEs put them, and nothing else")
 	})
 }
