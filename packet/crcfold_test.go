@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"bytes"
 	"fmt"
 	"hash/crc32"
 	"math/bits"
@@ -289,19 +290,34 @@ func testICRCCopy(t *testing.T) {
 	require.Panics(t, func() { ICRCCopy(0, make([]byte, 3), make([]byte, 4)) }, "a dst shorter than src")
 }
 
-// FuzzICRCCopy: ICRCCopy copies any bytes exactly and returns the pure Go
-// reference's register.
+// FuzzICRCCopy: ICRCCopy copies any bytes exactly, writes nothing before
+// or after them in the destination's buffer (its capacity reaches past
+// them, as a packet buffer's does: the fold's assembly would not stop at a
+// slice's length), and returns the pure Go reference's register, with the
+// built-in copy and, where the fold runs, the fold's.
 func FuzzICRCCopy(f *testing.F) {
 	f.Add(uint32(0), make([]byte, 4096), uint8(4))
 	f.Add(uint32(0x12345678), []byte("ICRC copy"), uint8(0))
+	f.Add(uint32(7), bytes.Repeat([]byte{1, 2, 3}, 700), uint8(63))
+	fc := foldCopy
+	f.Cleanup(func() { foldCopy = fc })
 	f.Fuzz(func(t *testing.T, seed uint32, b []byte, off uint8) {
-		dst := make([]byte, len(b)+int(off%64))
-		got := ICRCCopy(seed, dst[off%64:], b)
-		if want := crc32.Update(seed, &genericIEEE, b); got != want {
-			t.Fatalf("len %d: ICRCCopy %#x, want %#x", len(b), got, want)
-		}
-		if string(dst[off%64:]) != string(b) {
-			t.Fatalf("len %d: the copy differs", len(b))
+		for _, fold := range []bool{false, hasFoldAVX512} {
+			foldCopy = fold
+			pre := int(off % 64)
+			buf := bytes.Repeat([]byte{0xA5}, pre+len(b)+64)
+			got := ICRCCopy(seed, buf[pre:pre+len(b)], b)
+			if want := crc32.Update(seed, &genericIEEE, b); got != want {
+				t.Fatalf("len %d fold %v: ICRCCopy %#x, want %#x", len(b), fold, got, want)
+			}
+			if string(buf[pre:pre+len(b)]) != string(b) {
+				t.Fatalf("len %d fold %v: the copy differs", len(b), fold)
+			}
+			for i, x := range buf {
+				if (i < pre || i >= pre+len(b)) && x != 0xA5 {
+					t.Fatalf("len %d dst off %d fold %v: byte %d outside the copy written", len(b), pre, fold, i)
+				}
+			}
 		}
 	})
 }
