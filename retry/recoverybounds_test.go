@@ -46,6 +46,7 @@ func FuzzRecoveryTimerBounds(f *testing.F) {
 	f.Add(int64(0), int64(math.MaxInt64), int64(time.Hour), uint8(16))
 	f.Add(int64(5e18), int64(math.MaxInt64), int64(time.Millisecond), uint8(1))
 	f.Add(int64(0), int64(AckTimeout(14)), int64(100*time.Microsecond), uint8(3))
+	f.Add(int64(time.Hour), int64(time.Millisecond), int64(time.Microsecond), uint8(0)) // a floor above the ceiling
 	f.Fuzz(func(t *testing.T, floor, ceiling, sample int64, expiries uint8) {
 		if ceiling <= 0 {
 			return
@@ -53,13 +54,15 @@ func FuzzRecoveryTimerBounds(f *testing.F) {
 		var r RTT
 		r.Sample(time.Duration(sample), false)
 		tm := RecoveryTimer{Floor: time.Duration(floor), Ceiling: time.Duration(ceiling)}
-		prev, prevRetry := tm.Timeout(&r), tm.RetryTimeout(&r)
-		for i := 0; i < int(expiries%24); i++ {
-			tm.Expired()
+		var prev, prevRetry time.Duration
+		for i := 0; i <= int(expiries%24); i++ {
+			if i > 0 {
+				tm.Expired()
+			}
 			to, rto := tm.Timeout(&r), tm.RetryTimeout(&r)
 			for _, d := range []time.Duration{to, rto} {
 				if d <= 0 || d > tm.Ceiling {
-					t.Fatalf("timeout %v outside (0, %v] after %d expiries", d, tm.Ceiling, i+1)
+					t.Fatalf("timeout %v outside (0, %v] after %d expiries", d, tm.Ceiling, i)
 				}
 			}
 			if to < prev || rto < prevRetry {
