@@ -41,7 +41,7 @@ func sentDatagrams(d *Device) uint64 { return d.Counters().SentPkts + d.GSICount
 // (connected to the peer's), its UD QP, QP1 or any QPN, with a good ICRC
 // or as given. The device's receive path (rxe_rcv: parse, ICRC, P_Key,
 // dispatch to a QP or to the CM on QP1) and the engines behind it must
-// never panic, and:
+// (with a listener for RDMA CM requests) never panic, and:
 //   - every datagram either device receives is counted once, handed to a
 //     QP or dropped with its reason (Counters, GSICounters): each device
 //     counts what was injected and what the other sent, no more, no less;
@@ -76,11 +76,18 @@ func FuzzDeviceReceive(f *testing.F) {
 	ud := packet.Headers{BTH: bth(packet.UDSendOnly), DETH: packet.DETHFields{QKey: fuzzQKey, SrcQP: 9}}
 	mad := make([]byte, packet.MADSize)
 	packet.EncodeCM(mad, 5, &packet.REQ{LocalCommID: 1, ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoTCP, 7471), LocalQPN: 0x44})
+	// A REQ for the listener, with RDMA CM's IP header.
+	listened := make([]byte, packet.MADSize)
+	req := &packet.REQ{LocalCommID: 2, ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoTCP, fuzzCMPort), LocalQPN: 0x45,
+		StartingPSN: 9, PathMTU: 3, MaxCMRetries: 3, RemoteCMResponseTimeout: 20, LocalCMResponseTimeout: 20}
+	(&packet.CMIPHeader{IPVersion: 4, SrcPort: 5000, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2")}).Encode(req.PrivateData[:])
+	packet.EncodeCM(listened, 6, req)
 	gsi := packet.Headers{BTH: bth(packet.UDSendOnly), DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: 1}}
 	f.Add(bytes.Join([][]byte{rec(4|8, 8, &write, bytes.Repeat([]byte{0xEE}, 16)), rec(4|8|1<<6, 8, &read, nil),
 		rec(4|8|2<<6, 24, &fadd, nil), rec(4|3<<6, 0, &send, []byte("hello")), rec(4|3<<6, 0, &send, []byte("hello"))}, nil))
 	f.Add(bytes.Join([][]byte{rec(4|8|16, 8, &write, bytes.Repeat([]byte{0xEE}, 16)), rec(4|8, 240, &write, bytes.Repeat([]byte{0xEE}, 16)),
-		rec(1, 0, &ud, []byte("datagram")), rec(2, 0, &gsi, mad), rec(0x20|3, 0, &send, nil)}, nil))
+		rec(1, 0, &ud, []byte("datagram")), rec(2, 0, &gsi, mad), rec(0x20|3, 0, &send, nil),
+		rec(2, 0, &gsi, listened), rec(2, 0, &gsi, listened)}, nil))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		da, db, ca, cb := pipeDevices(t)
 		a := smallEnd(t, da, nil, qpOpts{})
@@ -88,6 +95,9 @@ func FuzzDeviceReceive(f *testing.F) {
 		link(t, a, b, qpOpts{}, qpOpts{})
 		u := newTypedEnd(t, db, QPTypeUD)
 		readyUD(t, u, fuzzQKey)
+		// A listener queues the REQs for it that RDMA CM could make.
+		_, err := db.ListenCM(fuzzCMPort, CMOptions{PD: b.pd, SendCQ: b.cq, RecvCQ: b.cq})
+		require.NoError(t, err)
 		// The remote region, the receive buffers, and a region that a
 		// peer may read but neither write nor receive into.
 		// aux reaches from before the start of the remote regions past
@@ -188,5 +198,9 @@ func FuzzDeviceReceive(f *testing.F) {
 	})
 }
 
-// fuzzQKey is the Q_Key of FuzzDeviceReceive's UD QP.
-const fuzzQKey = 0x1234
+// fuzzQKey is the Q_Key of FuzzDeviceReceive's UD QP, fuzzCMPort the
+// port of its device's CM listener.
+const (
+	fuzzQKey   = 0x1234
+	fuzzCMPort = 7472
+)
