@@ -203,7 +203,8 @@ func TestUDReceiveGRHFields(t *testing.T) {
 
 // FuzzUnreliableReceive: random UC and UD packets never panic the receive
 // side, never complete more WQEs than were posted, complete them in order,
-// and every completion fits its WQE. Error completions come only from the
+// every completion fits its WQE, and a received message's bytes are its
+// packets' payloads in order. Error completions come only from the
 // classes that make them: class E (REM_INV_REQ_ERR, REM_ACCESS_ERR) only
 // with an SRQ, class A (LOC_QP_OP_ERR) only for the WQE with a bad L_Key,
 // last, with the receive side failed.
@@ -225,6 +226,7 @@ func FuzzUnreliableReceive(f *testing.F) {
 	f.Add(true, []byte{0x2A, 122, 0x05})                 // UD datagram past a 280-byte buffer, SRQ
 	f.Add(false, []byte{0x2D, 128, 0x4D, 5, 0x01})       // UC SEND FIRST, then a LAST after a gap, SRQ
 	f.Add(true, []byte{0x2A, 8, 0x2A, 8, 0x2A, 8, 0x22}) // UD datagrams, the second WQE bad
+	f.Add(false, []byte{0x2D, 128, 0x3E, 100, 0x00})     // UC SEND FIRST and LAST: one message of 456 bytes
 	ops := []packet.Opcode{packet.UCSendFirst, packet.UCSendMiddle, packet.UCSendLast, packet.UCSendLastWithImmediate,
 		packet.UCSendOnly, packet.UCSendOnlyWithImmediate, packet.UCRDMAWriteFirst, packet.UCRDMAWriteMiddle,
 		packet.UCRDMAWriteLast, packet.UCRDMAWriteLastWithImm, packet.UCRDMAWriteOnly, packet.UCRDMAWriteOnlyWithImm,
@@ -327,6 +329,28 @@ func FuzzUnreliableReceive(f *testing.F) {
 		}
 		if st, failed := h.u.Failed(); failed != lastA || failed && st != verbs.WCLocQPOpErr {
 			t.Fatalf("Failed() = %v, %v after a class A completion: %v", st, failed, lastA)
+		}
+		// A received message is its packets' payloads (each byte the low
+		// byte of its packet's PSN) at the start of its WQE's buffer: a
+		// UD datagram after the 40-byte GRH area, a UC SEND's packets in
+		// PSN order, each 256 bytes (the PMTU) but the last.
+		for _, wc := range h.cq.wcs {
+			if wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCRecv {
+				continue
+			}
+			got := h.loc.buf[int(wc.ID)*4096:][:wc.ByteLen]
+			if ud {
+				got = got[GRHSize:]
+			}
+			for k := range got {
+				want := got[0]
+				if !ud {
+					want += byte(k / 256)
+				}
+				if got[k] != want {
+					t.Fatalf("byte %d of the message in WQE %d is %#x, want %#x", k, wc.ID, got[k], want)
+				}
+			}
 		}
 		// Nothing lands outside the WQEs' buffers (nor in the one whose
 		// L_Key fails) or past the furthest range a RETH here can name.
