@@ -309,7 +309,9 @@ type recvRig struct {
 	err    error // the first error of a server goroutine
 }
 
-func newRecvRig(tb testing.TB, kind, mode string, n int) *recvRig {
+// newRecvRig connects n client QPs on one device to n server QPs of
+// mode on another, with o on both ends.
+func newRecvRig(tb testing.TB, kind, mode string, n int, o ConnectOptions) *recvRig {
 	tb.Helper()
 	da, db := recvDevices(tb, kind)
 	r := &recvRig{cindex: make(map[uint32]int, n), per: make([]int, n), wcs: make([]WC, 256), resp: []RecvWR{{}}}
@@ -327,8 +329,8 @@ func newRecvRig(tb testing.TB, kind, mode string, n int) *recvRig {
 			Cap: QPCap{MaxSendWR: recvWindow, MaxRecvWR: recvWindow, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		require.NoError(tb, err)
 		ic, is := qp.Info(rand.Uint32()), sqp.Info(rand.Uint32())
-		require.NoError(tb, qp.Connect(ic, is, ConnectOptions{}))
-		require.NoError(tb, sqp.Connect(is, ic, ConnectOptions{}))
+		require.NoError(tb, qp.Connect(ic, is, o))
+		require.NoError(tb, sqp.Connect(is, ic, o))
 		for range recvWindow {
 			_, err := qp.PostRecv(RecvWR{})
 			require.NoError(tb, err)
@@ -484,7 +486,7 @@ func BenchmarkSRQSend(b *testing.B) {
 		b.Run(fmt.Sprintf("qps=%d", n), func(b *testing.B) {
 			rigs := make([]*recvRig, len(recvModes))
 			for i, mode := range recvModes {
-				rigs[i] = newRecvRig(b, "udp", mode, n)
+				rigs[i] = newRecvRig(b, "udp", mode, n, ConnectOptions{})
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
@@ -537,10 +539,18 @@ func BenchmarkSRQSend(b *testing.B) {
 // TestSRQWorkload runs the benchmarks' workload briefly in each mode and
 // checks that it completes without an RNR NAK, as the sizing promises,
 // and that an SRQ sized below the burst does draw them.
+//
+// The pipe loses nothing, but it is one FIFO: every probe a timeout sends
+// waits behind the other QPs' requests (24 QPs × 16, 4 KiB each). Under
+// the race detector on a loaded host (GOMAXPROCS 1) the server took more
+// than the default 8 × 67 ms to work through them, and the client's QPs
+// failed with RETRY_EXC_ERR; with 4.2 s timeouts (Timeout 20) the retries
+// outlast such a backlog within the test's minute.
 func TestSRQWorkload(t *testing.T) {
+	slow := ConnectOptions{Timeout: 20}
 	for _, mode := range recvModes {
 		t.Run(mode, func(t *testing.T) {
-			r := newRecvRig(t, "pipe", mode, 24)
+			r := newRecvRig(t, "pipe", mode, 24, slow)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			require.NoError(t, r.run(ctx, 2000))
@@ -550,7 +560,7 @@ func TestSRQWorkload(t *testing.T) {
 		})
 	}
 	t.Run("undersized", func(t *testing.T) {
-		r := newRecvRig(t, "pipe", "srq", 24)
+		r := newRecvRig(t, "pipe", "srq", 24, slow)
 		// Leave 16 of the 256 buffers: the client's burst cannot fit.
 		for q := range r.srv.queues {
 			p := newSRQPort(r.srv.queues[q].srq.q)
@@ -560,7 +570,7 @@ func TestSRQWorkload(t *testing.T) {
 				p.Pop()
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		require.NoError(t, r.run(ctx, 500))
 		sent, rcvd := r.rnrNAKs()
@@ -579,7 +589,7 @@ func TestSRQDataPathAllocs(t *testing.T) {
 	}
 	for _, mode := range recvModes {
 		t.Run(mode, func(t *testing.T) {
-			r := newRecvRig(t, "pipe", mode, 4)
+			r := newRecvRig(t, "pipe", mode, 4, ConnectOptions{})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			require.NoError(t, r.run(ctx, 2*recvBurst))
