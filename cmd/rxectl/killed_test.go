@@ -133,9 +133,11 @@ func freeTCPPort(t *testing.T) string {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
-// serverExit waits at most 10 s for the server process srv to exit after
+// serverExit waits at most 20 s for the server process srv to exit after
 // its client what (died, was interrupted), killing it and failing the
-// test if it does not, and returns what srv.Wait returned.
+// test if it does not, and returns what srv.Wait returned. The callers
+// bound the time they expect more tightly; this only ends a hung end,
+// well inside the tests' 30 s contexts.
 func serverExit(t *testing.T, srv *exec.Cmd, srvOut *syncbuf.Buffer, what string) error {
 	t.Helper()
 	done := make(chan error, 1)
@@ -143,10 +145,10 @@ func serverExit(t *testing.T, srv *exec.Cmd, srvOut *syncbuf.Buffer, what string
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(10 * time.Second):
+	case <-time.After(20 * time.Second):
 		srv.Process.Kill()
 		<-done
-		t.Fatalf("the server still runs 10 s after its client %s:\n%s", what, srvOut)
+		t.Fatalf("the server still runs 20 s after its client %s:\n%s", what, srvOut)
 		return nil
 	}
 }
@@ -267,7 +269,11 @@ func TestRDMACMExchangeRetryExcNamesThePeer(t *testing.T) {
 
 	err := serverExit(t, cli, cliOut, "died")
 	requireExit1(t, err, "client", cliOut)
-	require.Less(t, time.Since(killed), 9*time.Second)
+	// The client's last exchange message (closing the connection) runs
+	// out of retries 4.6 to 9.1 s after the kill on a shared 2-core host
+	// (9 s was too tight a bound there). Well under the minute of the
+	// stall bound (stallTimeout) shows that it did not wait for that.
+	require.Less(t, time.Since(killed), 20*time.Second)
 	require.Contains(t, cliOut.String(), "RETRY_EXC_ERR")
 	require.Contains(t, cliOut.String(), "the peer acknowledged nothing")
 }
