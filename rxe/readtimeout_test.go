@@ -26,36 +26,54 @@ import (
 func TestTimeoutReadsSocketFirst(t *testing.T) {
 	// The recovery floor is long enough that the test lets the gate go
 	// well before the timer comes, even on a loaded host.
-	a, z, _ := udpPair(t, Options{Recovery: RecoveryConfig{Floor: 50 * time.Millisecond}})
+	const floor = 50 * time.Millisecond
+	a, z, _ := udpPair(t, Options{Recovery: RecoveryConfig{Floor: floor}})
 	r := a.dev.vecs[a.qp.vec.id].reader
 	require.NotNil(t, r.shared, "the UDP netdev reads in turn")
 	write := writer64(t, a, z)
 	// A first WRITE gives the requester its RTT sample, so the recovery
-	// timer runs at its floor, not at the IB timeout.
-	write(1)
-	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
-	require.Positive(t, a.qp.Counters().Requester.Recovery.RTTSamples)
-
-	polledBefore := r.polledPkts.Load()
-	writeUnread(t, r, z, write)
-	// Give the receive goroutine time to find the gate held.
-	time.Sleep(time.Millisecond / 2)
-	for r.gate.Unlock() {
-		// Taken back for us because the receive goroutine found it
-		// held: let it go again without reading.
-	}
-	wc := waitWC(t, a.cq)
-	require.Equal(t, WCSuccess, wc.Status)
-	require.Equal(t, uint64(2), wc.ID)
-	rec := a.qp.Counters().Requester.Recovery
-	require.Zero(t, rec.TailProbes, "the ACK was read before the recovery timer acted")
-	require.Zero(t, rec.RTOExpiries)
-	// Normally the deadline's step read the ACK (polledPkts grew); on a
-	// host so loaded that the ACK reached the socket only after the gate
-	// was let go, the receive goroutine read it, which proves nothing
-	// but is no failure either.
-	if r.polledPkts.Load() == polledBefore {
-		t.Log("the receive goroutine read the ACK itself")
+	// timer runs at its floor, not at the IB timeout. On a loaded host
+	// the test can hold the gate past the floor; the timer may then come
+	// while the ACK cannot be read, which proves nothing: the test tries
+	// again with the next WRITE.
+	id := uint64(0)
+	for try := 0; ; try++ {
+		require.Less(t, try, 20, "the test never let the gate go within the recovery floor")
+		for a.qp.Counters().Requester.Recovery.RTTSamples == 0 {
+			require.Less(t, id, uint64(40), "no RTT sample")
+			id++
+			write(id)
+			require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+		}
+		before := a.qp.Counters().Requester.Recovery
+		polledBefore := r.polledPkts.Load()
+		id++
+		posted := writeUnread(t, r, z, write, id)
+		// Give the receive goroutine time to find the gate held.
+		time.Sleep(time.Millisecond / 2)
+		for r.gate.Unlock() {
+			// Taken back for us because the receive goroutine found it
+			// held: let it go again without reading.
+		}
+		late := time.Since(posted) >= floor
+		wc := waitWC(t, a.cq)
+		require.Equal(t, WCSuccess, wc.Status)
+		require.Equal(t, id, wc.ID)
+		if late {
+			t.Logf("try %d: the gate was held past the recovery floor", try)
+			continue
+		}
+		rec := a.qp.Counters().Requester.Recovery
+		require.Equal(t, before.TailProbes, rec.TailProbes, "the ACK was read before the recovery timer acted")
+		require.Equal(t, before.RTOExpiries, rec.RTOExpiries)
+		// Normally the deadline's step read the ACK (polledPkts grew); on a
+		// host so loaded that the ACK reached the socket only after the gate
+		// was let go, the receive goroutine read it, which proves nothing
+		// but is no failure either.
+		if r.polledPkts.Load() == polledBefore {
+			t.Log("the receive goroutine read the ACK itself")
+		}
+		return
 	}
 }
 
@@ -143,7 +161,7 @@ func TestTimeoutReadOfMADDoesNotDeadlock(t *testing.T) {
 	n, err := packet.Build(buf, &h, mad[:], &ph)
 	require.NoError(t, err)
 
-	writeUnread(t, r, z, write)
+	writeUnread(t, r, z, write, 2)
 	_, err = probe.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: a.dev.Addr()}})
 	require.NoError(t, err)
 	time.Sleep(time.Millisecond / 2)
@@ -186,10 +204,10 @@ func writer64(t *testing.T, a, z *end) func(id uint64) {
 }
 
 // writeUnread takes reader r's socket gate from the receive goroutine
-// (waiting while it handles a batch), posts WRITE 2 with write and waits
+// (waiting while it handles a batch), posts WRITE id with write and waits
 // until z has sent its ACK, which then sits unread in the socket. The
-// caller releases the gate.
-func writeUnread(t *testing.T, r *connReader, z *end, write func(id uint64)) {
+// caller releases the gate. It returns when the WRITE was posted.
+func writeUnread(t *testing.T, r *connReader, z *end, write func(id uint64), id uint64) time.Time {
 	t.Helper()
 	zSent := z.dev.Counters().SentPkts
 	deadline := time.Now().Add(10 * time.Second)
@@ -197,9 +215,11 @@ func writeUnread(t *testing.T, r *connReader, z *end, write func(id uint64)) {
 		require.True(t, time.Now().Before(deadline), "the socket's gate stays held")
 		time.Sleep(20 * time.Microsecond)
 	}
-	write(2)
+	posted := time.Now()
+	write(id)
 	for z.dev.Counters().SentPkts == zSent {
 		require.True(t, time.Now().Before(deadline), "z never acknowledged the WRITE")
 		time.Sleep(20 * time.Microsecond)
 	}
+	return posted
 }
