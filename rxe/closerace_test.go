@@ -3,6 +3,7 @@ package rxe
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -206,7 +207,7 @@ func TestCloseRacesVerbs(t *testing.T) {
 			errs := runLoops(&wg, loops)
 			time.Sleep(20 * time.Millisecond) // the loops are under way
 			require.NoError(t, da.Close())
-			wg.Wait()
+			waitWithin(t, &wg, time.Minute, "the loops after Close")
 			close(errs)
 			for err := range errs {
 				t.Error(err)
@@ -216,6 +217,24 @@ func TestCloseRacesVerbs(t *testing.T) {
 }
 
 func fmtErr(name string, err error) error { return errors.Join(errors.New(name), err) }
+
+// waitWithin waits for wg for at most d; if its goroutines have not all
+// returned by then, the test fails with every goroutine's stack instead of
+// hanging until the test binary's timeout.
+func waitWithin(t *testing.T, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%s did not end within %v:\n%s", what, d, buf[:runtime.Stack(buf, true)])
+	}
+}
 
 // runLoops runs each of loops in a goroutine of wg, calling it until it
 // returns ErrClosed; any error but ErrNoResources ends that loop and goes
@@ -337,7 +356,7 @@ func TestDestroyRacesQPVerbs(t *testing.T) {
 			})
 			time.Sleep(20 * time.Millisecond)
 			require.NoError(t, qp.Destroy())
-			wg.Wait()
+			waitWithin(t, &wg, time.Minute, "the loops after Destroy")
 			close(errs)
 			for err := range errs {
 				t.Error(err)

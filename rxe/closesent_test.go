@@ -62,9 +62,13 @@ func TestCloseSendsCompletedDatagram(t *testing.T) {
 		da.Close()
 		close(closed)
 	}()
-	time.Sleep(5 * time.Millisecond) // Close is under way
+	require.Eventually(t, da.closed.Load, 5*time.Second, 100*time.Microsecond, "Close did not start")
 	close(gc.release)
-	<-closed
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the batch was written")
+	}
 	wcs := make([]WC, 1)
 	for end := time.Now().Add(2 * time.Second); b.cq.Poll(wcs) == 0; {
 		require.True(t, time.Now().Before(end), "the completed SEND never arrived")
