@@ -224,6 +224,12 @@ func TestDeregDuringClose(t *testing.T) {
 			require.NoError(t, err)
 
 			qp.mu.Lock() // a step under way
+			held := true // a failed require below frees the lock, or the cleanup's Close would wait for it
+			defer func() {
+				if held {
+					qp.mu.Unlock()
+				}
+			}()
 			closed := make(chan error, 1)
 			go func() { closed <- d.Close() }()
 			require.Eventually(t, d.closed.Load, 5*time.Second, 100*time.Microsecond, "Close did not start")
@@ -231,10 +237,10 @@ func TestDeregDuringClose(t *testing.T) {
 			go func() { done <- call() }()
 			select {
 			case err := <-done:
-				qp.mu.Unlock()
 				t.Fatalf("returned (%v) while a step of a QP of the PD was under way", err)
 			case <-time.After(50 * time.Millisecond):
 			}
+			held = false
 			qp.mu.Unlock()
 			for _, ch := range []chan error{done, closed} {
 				select {
@@ -441,19 +447,24 @@ func stepPD(t *testing.T) (*Device, *QP) {
 func twiceDuringStep(t *testing.T, qp *QP, call func() error, started func() bool) {
 	t.Helper()
 	qp.mu.Lock()
+	held := true // a failed require below frees the lock, or the cleanup's Close would wait for it
+	defer func() {
+		if held {
+			qp.mu.Unlock()
+		}
+	}()
 	first, second := make(chan error, 1), make(chan error, 1)
 	go func() { first <- call() }()
 	require.Eventually(t, started, 5*time.Second, 100*time.Microsecond, "the first call did not start")
 	go func() { second <- call() }()
 	select {
 	case err := <-first:
-		qp.mu.Unlock()
 		t.Fatalf("the first call returned (%v) while a step of a QP was under way", err)
 	case err := <-second:
-		qp.mu.Unlock()
 		t.Fatalf("the second call returned (%v) while the first still waited for a step", err)
 	case <-time.After(50 * time.Millisecond):
 	}
+	held = false
 	qp.mu.Unlock()
 	for i, want := range []error{nil, ErrClosed} {
 		ch := []chan error{first, second}[i]

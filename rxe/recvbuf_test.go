@@ -188,9 +188,10 @@ func TestPeerAnnouncingLargeBuffer(t *testing.T) {
 				want = announcedWindow
 			}
 			a.qp.mu.Lock()
-			require.Equal(t, sr, a.qp.selectiveRepeat().on)
+			srOn := a.qp.selectiveRepeat().on
 			window, parts := a.qp.bufferLimits(4096)
 			a.qp.mu.Unlock()
+			require.Equal(t, sr, srOn)
 			require.Equal(t, want, window)
 			require.Zero(t, parts, "READs in one request")
 			require.Equal(t, want, a.qp.Counters().Requester.Recovery.Window)

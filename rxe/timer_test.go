@@ -42,10 +42,17 @@ func TestTimerFiredBeforeStalePass(t *testing.T) {
 		}
 		d.txMu.Unlock()
 	}
+	held := true // a failed require below frees txMu, or the cleanup's Close would wait for it
+	defer func() {
+		if held {
+			d.txMu.Unlock()
+		}
+	}()
 	time.Sleep(time.Until(due) + 2*time.Millisecond) // the timer fires: the QP is queued
 	require.Eventually(t, d.runnable, 5*time.Second, time.Millisecond)
 	require.Same(t, a.qp, d.nextRunnable())
 	a.qp.step(d.txMsgs, d.txOwners, 0) // reads the clock after dequeuing: the expiry is seen
+	held = false
 	d.txMu.Unlock()
 
 	_, err = b.qp.PostRecv(RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(0, 64)}})
