@@ -50,6 +50,10 @@ func TestErrors(t *testing.T) {
 			h.rx(packet.RCRDMAWriteFirst, 100, pattern(mtu, 0), reth(rva, rkey, 2*mtu))
 			h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva, rkey, 8))
 		}, nak: invReq, nakPSN: 101, fail: verbs.WCRemInvReqErr, state: StateErrMissingOpcodeLastC},
+		{name: "missing_last_write_new_write", send: func(h *harness) {
+			h.rx(packet.RCRDMAWriteFirst, 100, pattern(mtu, 0), reth(rva, rkey, 2*mtu))
+			h.rx(packet.RCRDMAWriteOnly, 101, pattern(8, 0), reth(rva, rkey, 8), ackReq)
+		}, nak: invReq, nakPSN: 101, fail: verbs.WCRemInvReqErr, state: StateErrMissingOpcodeLastC},
 		{name: "qp_no_remote_read", mods: []cfgMod{access(verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic)},
 			send: func(h *harness) { h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8)) },
 			nak:  invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrUnsupportedOpcode},
@@ -65,6 +69,16 @@ func TestErrors(t *testing.T) {
 		{name: "qp_no_flush",
 			send: func(h *harness) { h.rx(packet.RCFlush, 100, nil, feth(flushGlobal), reth(rva, rkey, 8)) },
 			nak:  invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrUnsupportedOpcode},
+		// A FLUSH needs every placement type it asks for (rxe
+		// check_op_valid: IB_ACCESS_FLUSH_GLOBAL and _PERSISTENT each).
+		{name: "qp_no_flush_persistent", mods: []cfgMod{access(verbs.AccessFlushGlobal)},
+			send: func(h *harness) { h.rx(packet.RCFlush, 100, nil, feth(flushPersistent), reth(rva, rkey, 8)) },
+			nak:  invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrUnsupportedOpcode},
+		{name: "qp_flush_global_only_asked_both", mods: []cfgMod{access(verbs.AccessFlushGlobal)},
+			send: func(h *harness) {
+				h.rx(packet.RCFlush, 100, nil, feth(flushGlobal|flushPersistent), reth(rva, rkey, 8))
+			},
+			nak: invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrUnsupportedOpcode},
 		{name: "no_responder_resources_read", mods: []cfgMod{func(c *Config) { c.MaxDestRdAtomic = 0 }},
 			send: func(h *harness) { h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8)) },
 			nak:  invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrTooManyRDMAAtmReq},
@@ -79,6 +93,19 @@ func TestErrors(t *testing.T) {
 			h.mem.mrs = append(h.mem.mrs, &fakeMR{key: 0x99, va: 0x20000, buf: backing[1:33], valid: true,
 				access: verbs.AccessRemoteAtomic | verbs.AccessLocalWrite})
 		}, send: func(h *harness) { h.rx(packet.RCFetchAdd, 100, nil, atomicETH(0x20000, 0x99, 1, 0)) },
+			nak: invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrMisalignedAtomic},
+		// The VA is checked itself (C9-123), not only the host address it
+		// maps to: a region registered at an IOVA 4 bytes off its 8-byte
+		// aligned buffer.
+		{name: "misaligned_atomic_va_aligned_host", setup: func(h *harness) {
+			h.mem.mrs = append(h.mem.mrs, &fakeMR{key: 0x99, va: 0x20004, buf: make([]byte, 64), valid: true,
+				access: verbs.AccessRemoteAtomic | verbs.AccessLocalWrite})
+		}, send: func(h *harness) { h.rx(packet.RCFetchAdd, 100, nil, atomicETH(0x20004, 0x99, 1, 0)) },
+			nak: invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrMisalignedAtomic},
+		{name: "misaligned_atomic_write_va_aligned_host", setup: func(h *harness) {
+			h.mem.mrs = append(h.mem.mrs, &fakeMR{key: 0x99, va: 0x20004, buf: make([]byte, 64), valid: true,
+				access: verbs.AccessRemoteWrite | verbs.AccessLocalWrite})
+		}, send: func(h *harness) { h.rx(packet.RCAtomicWrite, 100, pattern(8, 0), reth(0x20004, 0x99, 8)) },
 			nak: invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrMisalignedAtomic},
 		{name: "misaligned_atomic_write",
 			send: func(h *harness) { h.rx(packet.RCAtomicWrite, 100, pattern(8, 0), reth(rva+4, rkey, 8)) },
@@ -106,6 +133,19 @@ func TestErrors(t *testing.T) {
 		{name: "length_dma_over_2g",
 			send: func(h *harness) { h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 1<<31+1)) },
 			nak:  invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrLength},
+		// A DMA length of exactly 2^31 is allowed (rxe check_length
+		// refuses only more, C9-94): it fails on the R_Key's range.
+		{name: "dma_2g_reaches_rkey_check",
+			send: func(h *harness) { h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 1<<31)) },
+			nak:  remAccess, nakPSN: 100, fail: verbs.WCRemAccessErr, state: StateErrRKeyViolation},
+		// rxe check_rkey: a WRITE packet whose pad count is not the one
+		// its payload needs is a length error.
+		{name: "length_write_only_wrong_pad", send: func(h *harness) {
+			h.r.Receive(t0, withPad(t, build(t, h.tx, packet.RCRDMAWriteOnly, 100, pattern(10, 0), reth(rva, rkey, 10)), 0))
+		}, nak: invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrLength},
+		{name: "length_write_first_padded", send: func(h *harness) {
+			h.r.Receive(t0, withPad(t, build(t, h.tx, packet.RCRDMAWriteFirst, 100, pattern(mtu, 0), reth(rva, rkey, 2*mtu)), 1))
+		}, nak: invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrLength},
 		{name: "length_write_mismatch",
 			send: func(h *harness) { h.rx(packet.RCRDMAWriteOnly, 100, pattern(10, 0), reth(rva, rkey, 20)) },
 			nak:  invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrLength},
@@ -114,6 +154,9 @@ func TestErrors(t *testing.T) {
 			nak:  invReq, nakPSN: 100, fail: verbs.WCRemInvReqErr, state: StateErrLength},
 		{name: "recv_buffer_overflow", setup: post(10),
 			send: func(h *harness) { h.rx(packet.RCSendOnly, 100, pattern(20, 0), ackReq) },
+			nak:  invReq, nakPSN: 100, wcs: []verbs.WCStatus{verbs.WCLocLenErr}, fail: verbs.WCLocLenErr, state: StateErrLength},
+		{name: "recv_buffer_overflow_by_one", setup: post(10),
+			send: func(h *harness) { h.rx(packet.RCSendOnly, 100, pattern(11, 0), ackReq) },
 			nak:  invReq, nakPSN: 100, wcs: []verbs.WCStatus{verbs.WCLocLenErr}, fail: verbs.WCLocLenErr, state: StateErrLength},
 		{name: "recv_buffer_overflow_multi", setup: post(1500), send: func(h *harness) {
 			h.rx(packet.RCSendFirst, 100, pattern(mtu, 0))
@@ -135,6 +178,16 @@ func TestErrors(t *testing.T) {
 			h.mem.mrs = append(h.mem.mrs, &fakeMR{key: 0x55, va: 0x30000, buf: make([]byte, 64), valid: true,
 				access: verbs.AccessLocalWrite | verbs.AccessRemoteWrite})
 		}, send: func(h *harness) { h.rx(packet.RCRDMAReadRequest, 100, nil, reth(0x30000, 0x55, 8)) },
+			nak: remAccess, nakPSN: 100, fail: verbs.WCRemAccessErr, state: StateErrRKeyViolation},
+		{name: "mr_without_remote_write", setup: func(h *harness) {
+			h.mem.mrs = append(h.mem.mrs, &fakeMR{key: 0x55, va: 0x30000, buf: make([]byte, 64), valid: true,
+				access: verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic})
+		}, send: func(h *harness) { h.rx(packet.RCRDMAWriteOnly, 100, pattern(8, 0), reth(0x30000, 0x55, 8), ackReq) },
+			nak: remAccess, nakPSN: 100, fail: verbs.WCRemAccessErr, state: StateErrRKeyViolation},
+		{name: "mr_without_remote_atomic", setup: func(h *harness) {
+			h.mem.mrs = append(h.mem.mrs, &fakeMR{key: 0x55, va: 0x30000, buf: make([]byte, 64), valid: true,
+				access: verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite})
+		}, send: func(h *harness) { h.rx(packet.RCFetchAdd, 100, nil, atomicETH(0x30000, 0x55, 1, 0)) },
 			nak: remAccess, nakPSN: 100, fail: verbs.WCRemAccessErr, state: StateErrRKeyViolation},
 		{name: "rkey_unknown_atomic",
 			send: func(h *harness) { h.rx(packet.RCCompareSwap, 100, nil, atomicETH(rva, 0xBAD, 1, 0)) },
@@ -202,4 +255,21 @@ func TestErrors(t *testing.T) {
 			require.Equal(t, verbs.WCWRFlushErr, h.cq.wcs[len(h.cq.wcs)-1].Status)
 		})
 	}
+}
+
+// withPad returns a copy of request p whose data area is its payload
+// followed by pad bytes of padding, with the BTH pad count set to pad: a
+// packet a requester that pads wrongly would send (its ICRC is not
+// recomputed; Receive does not check it).
+func withPad(t testing.TB, p packet.Packet, pad int) packet.Packet {
+	t.Helper()
+	b := p.Bytes()
+	end := len(b) - packet.ICRCSize - p.PadCnt() // end of the payload
+	out := append(append(append([]byte(nil), b[:end]...), make([]byte, pad)...), b[len(b)-packet.ICRCSize:]...)
+	out[1] = out[1]&^0x30 | byte(pad)<<4
+	q, err := packet.Parse(out)
+	require.NoError(t, err)
+	require.Equal(t, p.PayloadLen(), q.PayloadLen())
+	require.Equal(t, pad, q.PadCnt())
+	return q
 }
