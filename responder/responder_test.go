@@ -748,3 +748,40 @@ func TestDuplicateReadRestartsTrain(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateReadOutsideOriginalDropped: a duplicate READ is answered
+// only if its range lies inside the original READ's (rxe duplicate_request
+// drops it otherwise), here where the PSN span alone would allow it: the
+// original is one PSN of 100 bytes.
+func TestDuplicateReadOutsideOriginalDropped(t *testing.T) {
+	const va = rva + 1024
+	for _, tc := range []struct {
+		name   string
+		va     uint64
+		length uint32
+		replay bool
+	}{
+		{"same", va, 100, true},
+		{"inside", va + 40, 60, true},
+		{"longer", va, 101, false},
+		{"past_end", va + 50, 100, false},
+		{"before_start", va - 8, 100, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			copy(h.remoteBytes(rva, 4096), pattern(4096, 5))
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(va, rkey, 100))
+			require.Len(t, h.drain(), 1)
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(tc.va, rkey, tc.length))
+			out := h.drain()
+			if !tc.replay {
+				require.Empty(t, out)
+				require.Equal(t, uint64(1), h.r.Counters().DuplicateDropped)
+				return
+			}
+			require.Len(t, out, 1)
+			expect(t, out[0], opcode(packet.RCRDMAReadResponseOnly), psnIs(100),
+				payloadIs(h.remoteBytes(tc.va, int(tc.length))))
+		})
+	}
+}
