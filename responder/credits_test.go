@@ -36,6 +36,7 @@ func TestCreditUpdate(t *testing.T) {
 		msgs     int  // one-packet SENDs received (each with AckReq)
 		rnr      bool // then one more SEND, which finds no WQE
 		drain    bool // the ACKs are sent before the post
+		dup      bool // then the last SEND again, whose ACK stays queued
 		posted   int  // WQEs posted afterwards
 		want     bool // CreditUpdate queues an ACK
 		wantACKs []packet.Syndrome
@@ -49,6 +50,10 @@ func TestCreditUpdate(t *testing.T) {
 			want: false},
 		{name: "requester still has credits", credits: true, before: 4, msgs: 2, drain: true, posted: 4,
 			want: false},
+		{name: "requester has one credit left", credits: true, before: 3, msgs: 2, drain: true, posted: 4,
+			want: false},
+		{name: "ACK of a duplicate still queued", credits: true, before: 2, msgs: 2, drain: true, dup: true, posted: 4,
+			want: false, wantACKs: []packet.Syndrome{packet.ACKSyndrome(packet.CreditCode(4))}, wantMSN: 2},
 		{name: "exhausted, nothing posted", credits: true, before: 2, msgs: 2, drain: true, posted: 0,
 			want: false},
 		{name: "exhausted", credits: true, before: 2, msgs: 2, drain: true, posted: 4,
@@ -80,6 +85,9 @@ func TestCreditUpdate(t *testing.T) {
 			if tc.drain {
 				h.drain()
 			}
+			if tc.dup {
+				h.rx(packet.RCSendOnly, psn.Add(-1), pattern(8, 0), ackReq)
+			}
 			post(tc.posted)
 			require.Equal(t, tc.want, h.r.CreditUpdate())
 			out := h.drain()
@@ -93,4 +101,35 @@ func TestCreditUpdate(t *testing.T) {
 			require.False(t, h.r.CreditUpdate(), "nothing new to advertise")
 		})
 	}
+}
+
+// TestCreditUpdateAfterFailure: a responder that failed (and then a flushed
+// one) sends nothing more, so WQEs posted then draw no credit update: after
+// its error NAK the QP is in ERR (IBA 9.7.5.2.1, rxe sends nothing from
+// the error state).
+func TestCreditUpdateAfterFailure(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Credits = true })
+	h.postRecv(0, 64)
+	h.postRecv(1, 64)
+	psn := h.message(sendOps, 100, pattern(8, 0))
+	psn = h.message(sendOps, psn, pattern(8, 0))
+	// One coalesced ACK, advertising 0 credits; then a MIDDLE without a
+	// FIRST, a class C error.
+	require.Len(t, h.drain(), 1)
+	h.rx(packet.RCSendMiddle, psn, pattern(1024, 0))
+	out := h.drain()
+	require.Len(t, out, 1)
+	expect(t, out[0], syndrome(packet.NAKSyndrome(packet.NAKInvalidRequest)))
+	_, failed := h.r.Failed()
+	require.True(t, failed)
+	for i := range 4 {
+		h.postRecv(uint64(2+i), 64)
+	}
+	require.False(t, h.r.CreditUpdate(), "failed")
+	require.Empty(t, h.drain())
+	h.r.Flush()
+	h.postRecv(9, 64)
+	require.False(t, h.r.CreditUpdate(), "flushed")
+	require.Empty(t, h.drain())
+	require.Zero(t, h.r.Counters().CreditUpdates)
 }
