@@ -582,6 +582,20 @@ func TestFlush(t *testing.T) {
 		require.Len(t, out, 1)
 		expect(t, out[0], psnIs(100), syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
 	})
+	t.Run("drops_class_b_naks", func(t *testing.T) {
+		// An RNR NAK and a PSN Sequence Error NAK still queued are no
+		// error NAK of a failure: a QP moved to ERR does not send them.
+		for _, send := range []func(h *harness){
+			func(h *harness) { h.rx(packet.RCSendOnly, 100, []byte{1}, ackReq) },
+			func(h *harness) { h.rx(packet.RCRDMAWriteOnly, 102, []byte{1}, reth(rva, rkey, 1), ackReq) },
+		} {
+			h := newHarness(t)
+			send(h)
+			require.True(t, h.r.Pending())
+			h.r.Flush()
+			require.Empty(t, h.drain())
+		}
+	})
 }
 
 // TestMRGoneMidRead covers a memory region deregistered while its READ
