@@ -849,3 +849,41 @@ func TestUDReceiveGRHMixedFamilies(t *testing.T) {
 		require.Equal(t, make([]byte, 4), grh[36:40], "no IPv4 destination known")
 	}
 }
+
+// TestUnreliableSolicitedCompletions: a UC or UD receive completion tells a
+// CQ that wants it whether the message's last packet had the BTH SE bit
+// (solicited events, IBA 11.4.2.2; rxe do_complete).
+func TestUnreliableSolicitedCompletions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ud   bool
+		send func(h *uHarness, mods ...reqMod)
+	}{
+		{"UD SEND ONLY", true, func(h *uHarness, mods ...reqMod) {
+			h.rx(packet.UDSendOnly, 100, 8, append(mods, udDETH)...)
+		}},
+		{"UC SEND ONLY", false, func(h *uHarness, mods ...reqMod) { h.rx(packet.UCSendOnly, 100, 8, mods...) }},
+		{"UC SEND FIRST, LAST", false, func(h *uHarness, mods ...reqMod) {
+			h.rx(packet.UCSendFirst, 100, 256)
+			h.rx(packet.UCSendLast, 101, 8, mods...)
+		}},
+		{"UC WRITE ONLY with immediate", false, func(h *uHarness, mods ...reqMod) {
+			h.rx(packet.UCRDMAWriteOnlyWithImm, 100, 8, append(mods, reth(0x80000, 2, 8), imm(1))...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, solicited := range []bool{true, false} {
+				h := newUHarness(t, tc.ud, 1)
+				cq := &seCQ{}
+				h.u = NewUnreliable(UConfig{UD: tc.ud, QPN: ourQPN, PMTU: 256, RQPSN: 100, QKey: 9, Access: verbs.AccessRemoteWrite},
+					Env{Mem: &fakeMem{mrs: []*fakeMR{h.loc, h.rem}}, RQ: h.rq, CQ: cq})
+				var mods []reqMod
+				if solicited {
+					mods = append(mods, se)
+				}
+				tc.send(h, mods...)
+				require.Equal(t, []bool{solicited}, cq.se)
+			}
+		})
+	}
+}
