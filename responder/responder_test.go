@@ -799,3 +799,19 @@ func TestDuplicateReadOutsideOriginalDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateReadReplayInArrivalOrder: without selective repeat a
+// replayed READ's responses leave after the responses already queued, in
+// the order the requests arrived, as rxe answers each request when it
+// processes it; only selective repeat puts a replay at the head.
+func TestDuplicateReadReplayInArrivalOrder(t *testing.T) {
+	h := newHarness(t)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
+	require.Len(t, h.drain(), 1)
+	h.rx(packet.RCRDMAWriteOnly, 101, pattern(8, 0), reth(rva+64, rkey, 8), ackReq)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
+	out := h.drain()
+	require.Len(t, out, 2)
+	expectACK(t, out[0], 101, 2)
+	expect(t, out[1], opcode(packet.RCRDMAReadResponseOnly), psnIs(100))
+}
