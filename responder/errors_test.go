@@ -189,6 +189,11 @@ func TestErrors(t *testing.T) {
 				access: verbs.AccessLocalWrite | verbs.AccessRemoteRead | verbs.AccessRemoteWrite})
 		}, send: func(h *harness) { h.rx(packet.RCFetchAdd, 100, nil, atomicETH(0x30000, 0x55, 1, 0)) },
 			nak: remAccess, nakPSN: 100, fail: verbs.WCRemAccessErr, state: StateErrRKeyViolation},
+		// A FLUSH of a memory range (selectivity level 0) needs the range
+		// inside the region (rxe check_rkey's mr_check_range).
+		{name: "rkey_range_flush", mods: []cfgMod{access(verbs.AccessFlushGlobal)},
+			send: func(h *harness) { h.rx(packet.RCFlush, 100, nil, feth(flushGlobal), reth(rva+rsize-4, rkey, 8)) },
+			nak:  remAccess, nakPSN: 100, fail: verbs.WCRemAccessErr, state: StateErrRKeyViolation},
 		{name: "rkey_unknown_atomic",
 			send: func(h *harness) { h.rx(packet.RCCompareSwap, 100, nil, atomicETH(rva, 0xBAD, 1, 0)) },
 			nak:  remAccess, nakPSN: 100, fail: verbs.WCRemAccessErr, state: StateErrRKeyViolation},
