@@ -887,3 +887,33 @@ func TestUnreliableSolicitedCompletions(t *testing.T) {
 		})
 	}
 }
+
+// TestUCImmediateCompletion: a UC SEND or RDMA WRITE with immediate data
+// completes with IBV_WC_WITH_IMM and the immediate value (rxe do_complete).
+func TestUCImmediateCompletion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send func(h *uHarness)
+		op   verbs.WCOpcode
+	}{
+		{"SEND ONLY with immediate", func(h *uHarness) { h.rx(packet.UCSendOnlyWithImmediate, 100, 8, imm(0xC0FFEE)) }, verbs.WCRecv},
+		{"SEND LAST with immediate", func(h *uHarness) {
+			h.rx(packet.UCSendFirst, 100, 256)
+			h.rx(packet.UCSendLastWithImmediate, 101, 8, imm(0xC0FFEE))
+		}, verbs.WCRecv},
+		{"WRITE ONLY with immediate", func(h *uHarness) {
+			h.rx(packet.UCRDMAWriteOnlyWithImm, 100, 8, reth(0x80000, 2, 8), imm(0xC0FFEE))
+		}, verbs.WCRecvRDMAWithImm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newUHarness(t, false, 1)
+			tc.send(h)
+			require.Len(t, h.cq.wcs, 1)
+			wc := h.cq.wcs[0]
+			require.Equal(t, verbs.WCSuccess, wc.Status)
+			require.Equal(t, tc.op, wc.Opcode)
+			require.Equal(t, verbs.WCFlagWithImm, wc.Flags)
+			require.Equal(t, uint32(0xC0FFEE), wc.Imm)
+		})
+	}
+}
