@@ -917,3 +917,28 @@ func TestUCImmediateCompletion(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreliableSetters: a Modify QP in RTS changes the Q_Key a UD QP
+// accepts and the remote access a UC QP grants, from the next packet on.
+func TestUnreliableSetters(t *testing.T) {
+	t.Run("SetQKey", func(t *testing.T) {
+		h := newUHarness(t, true, 2)
+		h.u.SetQKey(7)
+		h.rx(packet.UDSendOnly, 1, 8, udDETH) // Q_Key 9
+		require.Equal(t, uint64(1), h.u.Counters().QKeyMismatch)
+		require.Empty(t, h.cq.wcs)
+		h.rx(packet.UDSendOnly, 2, 8, func(hd *packet.Headers) { hd.DETH = packet.DETHFields{QKey: 7, SrcQP: 0x33} })
+		require.Len(t, h.cq.wcs, 1)
+	})
+	t.Run("SetAccess", func(t *testing.T) {
+		h := newUHarness(t, false, 0)
+		h.u.SetAccess(verbs.AccessRemoteRead)
+		h.rx(packet.UCRDMAWriteOnly, 100, 8, reth(0x80000, 2, 8))
+		require.Equal(t, uint64(1), h.u.Counters().AccessErr)
+		require.Equal(t, make([]byte, 8), h.rem.buf[:8], "nothing placed")
+		h.u.SetAccess(verbs.AccessRemoteWrite)
+		h.rx(packet.UCRDMAWriteOnly, 101, 8, reth(0x80000, 2, 8))
+		require.Equal(t, uint64(1), h.u.Counters().AccessErr)
+		require.Equal(t, byte(101), h.rem.buf[0])
+	})
+}
