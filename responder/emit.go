@@ -111,8 +111,14 @@ func (r *Responder) countNAK(it *outItem) {
 // ACKNOWLEDGE before its oldest PSN inside a read train), whereas a NAK
 // for the response that could not be sent is dropped, as a response after
 // a gap, by a requester that lost one of the responses before it.
+//
+// The fault is the failure reported even if a request after the READ
+// failed the responder already: that request's NAK, queued behind the
+// train, is dropped with it, and kernel rxe, which answers a READ whole
+// before it looks at the next request, fails on the READ (read_reply).
 func (r *Responder) readFault(it *outItem) {
 	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.req, msn: r.msn, fatal: true}
 	r.q.Truncate(1)
+	r.failed = false
 	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
 }

@@ -546,7 +546,9 @@ func (r *Responder) classC(st State, code packet.NAKCode, status verbs.WCStatus)
 	return StateComplete
 }
 
-// fail moves the responder to its failed state. The first failure wins.
+// fail moves the responder to its failed state. The first failure wins,
+// except that a READ's fault at emit time overrides one recorded behind it
+// (readFault).
 // The out-of-order buffer is emptied: nothing held executes any more.
 func (r *Responder) fail(status verbs.WCStatus, st State) {
 	if r.failed {

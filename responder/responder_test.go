@@ -815,3 +815,26 @@ func TestDuplicateReadReplayInArrivalOrder(t *testing.T) {
 	expectACK(t, out[0], 101, 2)
 	expect(t, out[1], opcode(packet.RCRDMAReadResponseOnly), psnIs(100))
 }
+
+// TestMRGoneMidReadBeforeLaterFailure: when a READ's region goes while its
+// responses are queued and a later request has already failed the
+// responder, the READ's fault is the failure reported, the one whose NAK
+// goes on the wire (the later request's NAK queued behind the train is
+// dropped with it). Kernel rxe answers a READ whole before it looks at the
+// next request, so it fails on the READ with REM_ACCESS_ERR.
+func TestMRGoneMidReadBeforeLaterFailure(t *testing.T) {
+	h := newHarness(t)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
+	h.rx(packet.RCSendMiddle, 101, pattern(1024, 0)) // no FIRST: class C
+	status, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRemInvReqErr, status)
+	h.remote.valid = false
+	out := h.drain()
+	require.Len(t, out, 1)
+	expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(100), syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
+	status, failed = h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRemAccessErr, status, "Failed agrees with the NAK sent")
+	require.Equal(t, StateErrRKeyViolation, h.r.FailState())
+}
