@@ -323,7 +323,8 @@ func (l *CMListener) Close() error {
 //   - ErrClosed: the listener or the device is closed; no request will
 //     come.
 //   - ctx.Err(): ctx ended. If it ended while Accept waited for an RTU, the
-//     peer gets a REJ, which ends its connection.
+//     peer gets a REJ, which ends its connection; a ctx already ended at
+//     the call takes no request, which stays queued for the next call.
 //   - *AcceptError: this side could not set up one request's QP; that
 //     request was rejected and the listener still serves.
 //
@@ -368,6 +369,13 @@ func (l *CMListener) acceptWith(ctx context.Context, o *CMOptions) (*CMConn, err
 	for {
 		if l.d.closed.Load() {
 			return nil, ErrClosed
+		}
+		// An ended ctx returns before a request is taken: the select below
+		// picks among ready cases at random, and a request taken with it
+		// would get a REP and at once the REJ of an abandoned accept
+		// (passiveWait), lost to the next Accept.
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		var e cm.Event
 		select {
