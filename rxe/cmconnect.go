@@ -36,6 +36,12 @@ func Dial(ctx context.Context, d *Device, addr string, opts CMOptions) (*CMConn,
 	if err != nil {
 		return nil, err
 	}
+	// An ended ctx returns before the REQ goes out (resolving an IP
+	// literal does not look at it): the REQ would be withdrawn by a REJ
+	// at once, the peer's Accept perhaps already answering it.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	qp, err := newCMQP(&opts)
 	if err != nil {
 		return nil, err

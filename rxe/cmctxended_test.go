@@ -40,3 +40,19 @@ func TestAcceptWithEndedContextLeavesRequestQueued(t *testing.T) {
 	require.NoError(t, r.err)
 	defer r.c.Close()
 }
+
+// TestDialWithEndedContextSendsNothing: a Dial whose context has already
+// ended returns its error before a REQ goes out: the peer sees neither a
+// REQ nor the REJ withdrawing it.
+func TestDialWithEndedContextSendsNothing(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	l, err := db.ListenCM(7496, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	defer l.Close()
+	ended, end := context.WithCancel(context.Background())
+	end()
+	_, err = Dial(ended, da, db.Addr().Addr().String()+":7496", CMOptions{PD: client.pd, SendCQ: client.cq})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, da.GSICounters().SentMADs, "no REQ (or REJ) went out")
+}
