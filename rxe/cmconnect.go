@@ -161,6 +161,21 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 		case err != nil && down:
 			return false, ErrClosed // Close forgot the connection
 		case err != nil:
+			// A REJ that came while the QP moved to RTS (the passive side
+			// gave up after its REP) ended the connection; its event was
+			// queued as the agent forgot it, and it is the peer's refusal,
+			// as kernel rdma_cm reports RDMA_CM_EVENT_REJECTED then.
+			for {
+				select {
+				case e := <-c.events:
+					if e.Kind == cm.EventRejected {
+						return false, &RejectError{Reason: e.Reason, PrivateData: e.PrivateData}
+					}
+					continue
+				default:
+				}
+				break
+			}
 			return false, fmt.Errorf("rxe: the connection ended before its REP was confirmed: %w", err)
 		}
 		c.QP.cm.Store(c)
