@@ -344,8 +344,10 @@ func (l *CMListener) Close() error {
 //   - ErrClosed: the listener or the device is closed; no request will
 //     come.
 //   - ctx.Err(): ctx ended. If it ended while Accept waited for an RTU, the
-//     peer gets a REJ, which ends its connection; a ctx already ended at
-//     the call takes no request, which stays queued for the next call.
+//     peer gets a REJ, which ends its connection; if it ended while
+//     Accept set up the request's QP, before the REP, the request is
+//     rejected (consumer reject). A ctx already ended at the call takes
+//     no request, which stays queued for the next call.
 //   - *AcceptError: this side could not set up one request's QP; that
 //     request was rejected and the listener still serves.
 //
@@ -491,6 +493,12 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 	switch {
 	case g.down:
 		err = ErrClosed
+	case ctx.Err() != nil:
+		// Ended while the QP was set up: the request is refused as the
+		// consumer's (kernel cm_destroy_id rejects a REQ received so),
+		// not answered with a REP that Abort's REJ would at once withdraw.
+		_ = g.agent.Reject(e.ID, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
+		err = ctx.Err()
 	default:
 		err = g.agent.Accept(now, e.ID, &rep)
 		switch {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/packet"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,4 +57,30 @@ func TestDialWithEndedContextSendsNothing(t *testing.T) {
 	_, err = Dial(ended, da, db.Addr().Addr().String()+":7496", CMOptions{PD: client.pd, SendCQ: client.cq})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, da.GSICounters().SentMADs, "no REQ (or REJ) went out")
+}
+
+// TestAcceptContextEndedBeforeREPRejects: an Accept whose context ends
+// while it sets up the request's QP rejects the request (consumer
+// reject) instead of sending the REP and, at once, the REJ that withdraws
+// it: the peer is refused, not handed a connection that ends as it
+// confirms it.
+func TestAcceptContextEndedBeforeREPRejects(t *testing.T) {
+	const port = 37
+	p, l := rawListener(t, port)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l.newQP = func(o *CMOptions) (*QP, error) {
+		cancel() // the context ends while the QP is set up
+		return newCMQP(o)
+	}
+	p.send(1, p.req(port, 0x81))
+	_, err := l.Accept(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	r := p.next()
+	require.Equal(t, packet.AttrREJ, r.attr, "the first answer is a REJ, not a REP")
+	var rej packet.REJ
+	require.NoError(t, rej.Decode(r.msg))
+	require.Equal(t, packet.RejConsumerReject, rej.Reason)
+	require.Equal(t, uint8(packet.MsgREQ), rej.MessageRejected)
+	require.Equal(t, CMListenerCounters{Abandoned: 1}, l.Counters())
 }

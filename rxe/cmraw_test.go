@@ -121,3 +121,15 @@ func (p *rawCM) req(port uint16, id uint32) *packet.REQ {
 func rtuFor(rep *packet.REP) *packet.RTU {
 	return &packet.RTU{LocalCommID: rep.RemoteCommID, RemoteCommID: rep.LocalCommID}
 }
+
+// next waits up to 2 s for the next MAD from the device, of any kind.
+func (p *rawCM) next() rawMAD {
+	p.t.Helper()
+	select {
+	case r := <-p.mads:
+		return r
+	case <-time.After(2 * time.Second):
+		p.t.Fatal("no MAD from the device within 2 s")
+		return rawMAD{}
+	}
+}
