@@ -148,6 +148,12 @@ func TestParseIPErrors(t *testing.T) {
 		{"total beyond data", v4[:40], ErrBadIPHeader},
 		{"tcp", func() []byte { b := append([]byte(nil), v4...); b[9] = 6; return b }(), ErrNotUDP},
 		{"fragment", func() []byte { b := append([]byte(nil), v4...); b[6] |= 0x20; return b }(), ErrNotUDP},
+		// The last fragment of a datagram: MF clear, a non-zero offset.
+		{"last fragment", func() []byte { b := append([]byte(nil), v4...); b[6], b[7] = b[6]&0x40, 1; return b }(), ErrNotUDP},
+		{"icmp", func() []byte { b := append([]byte(nil), v4...); b[9] = 1; return b }(), ErrNotUDP},
+		{"total below header length", func() []byte { b := append([]byte(nil), v4...); b[2], b[3] = 0, 19; return b }(), ErrBadIPHeader},
+		{"v6 icmpv6", func() []byte { b := append([]byte(nil), vs[2].ip...); b[6] = 58; return b }(), ErrNotUDP},
+		{"v6 fragment header", func() []byte { b := append([]byte(nil), vs[2].ip...); b[6] = 44; return b }(), ErrNotUDP},
 		{"udp len short", func() []byte { b := append([]byte(nil), v4...); b[24], b[25] = 0, 4; return b }(), ErrBadIPHeader},
 		{"short v6", vs[2].ip[:39], ErrBadIPHeader},
 		// An IPv6 header with an IPv4-mapped address: its PseudoHeader
@@ -384,4 +390,16 @@ func BenchmarkICRCStart(b *testing.B) {
 		})
 		_ = sink
 	}
+}
+
+// TestDatagramICRCRejectsLongIPHeader: an IPv4 header is at most 60 bytes
+// (IHL is 4 bits of 32-bit words), so a longer IPHeader is malformed.
+func TestDatagramICRCRejectsLongIPHeader(t *testing.T) {
+	vs := loadVectors(t)
+	d, err := ParseIP(vs[1].ip)
+	require.NoError(t, err)
+	d.IPHeader = append(append([]byte(nil), d.IPHeader...), make([]byte, 44)...)
+	_, err = d.ICRC()
+	require.ErrorIs(t, err, ErrBadIPHeader)
+	require.False(t, d.ICRCOK())
 }
