@@ -181,6 +181,8 @@ func TestParseErrors(t *testing.T) {
 		{"empty", nil, ErrTruncated},
 		{"bth only", good(RCSendOnly, 0)[:12], ErrTruncated},
 		{"tver 1", func() []byte { b := good(RCSendOnly, 4); b[1] |= 1; return b }(), ErrBadTransportVersion},
+		// TVer is the whole low nibble of BTH byte 1 (IBA 9.2.5).
+		{"tver 8", func() []byte { b := good(RCSendOnly, 4); b[1] |= 8; return b }(), ErrBadTransportVersion},
 		{"reserved opcode", func() []byte { b := good(RCSendOnly, 4); b[0] = 0x15; return b }(), ErrUnknownOpcode},
 		{"xrc opcode", func() []byte { b := good(RCSendOnly, 4); b[0] = 0xA4; return b }(), ErrUnknownOpcode},
 		{"pad beyond payload", func() []byte { b := good(RCSendOnly, 0); b[1] |= 0x30; return b }(), ErrBadPadding},
@@ -188,6 +190,11 @@ func TestParseErrors(t *testing.T) {
 		{"payload on ack", append(good(RCAcknowledge, 0), 0, 0, 0, 0), ErrBadLength},
 		{"payload on read request", append(good(RCRDMAReadRequest, 0), 0, 0, 0, 0), ErrBadLength},
 		{"atomic write of 4", good(RCAtomicWrite, 8)[:len(good(RCAtomicWrite, 8))-4], ErrBadLength},
+		// The 8 bytes are the payload without the pad, as rxe's
+		// payload_size: 7 bytes and a pad byte are 7.
+		{"atomic write of 7 and a pad byte", func() []byte { b := good(RCAtomicWrite, 8); b[1] |= 0x10; return b }(), ErrBadLength},
+		// A CNP is its 16 reserved bytes (IBA A17.9.2) and carries no payload.
+		{"payload on cnp", append(good(CNP, 0), 0, 0, 0, 0), ErrBadLength},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
