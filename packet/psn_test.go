@@ -117,3 +117,30 @@ func TestCredits(t *testing.T) {
 	require.Equal(t, uint8(30), CreditCode(1<<30))
 	require.Equal(t, uint8(0), CreditCode(-5))
 }
+
+// TestSyndromeIgnoresReservedBit7: bit 7 of the AETH syndrome is reserved
+// (IBA 9.3.5); the type is bits 6..5 and the value bits 4..0, as
+// Wireshark's packet-infiniband.c dissects them.
+func TestSyndromeIgnoresReservedBit7(t *testing.T) {
+	for _, s := range []Syndrome{ACKSyndrome(8), SyndromeACKUnlimited, RNRSyndrome(12), NAKSyndrome(NAKRemoteAccess), Syndrome(0x45)} {
+		r := s | 0x80
+		require.Equal(t, s.Type(), r.Type(), "%#x", uint8(r))
+		require.Equal(t, s.Value(), r.Value(), "%#x", uint8(r))
+		require.Equal(t, s.IsACK(), r.IsACK(), "%#x", uint8(r))
+		require.Equal(t, s.IsRNR(), r.IsRNR(), "%#x", uint8(r))
+		require.Equal(t, s.IsNAK(), r.IsNAK(), "%#x", uint8(r))
+	}
+}
+
+// TestCreditsOfCodeIgnoresHighBits: a credit code is the 5 low bits of
+// the syndrome (IBA 9.7.7.2.5); Credits reads only those.
+func TestCreditsOfCodeIgnoresHighBits(t *testing.T) {
+	for code := uint8(0); code < 32; code++ {
+		n, unlimited := Credits(code)
+		for _, high := range []uint8{0x20, 0x40, 0xE0} {
+			m, u := Credits(high | code)
+			require.Equal(t, n, m, "code %#x", high|code)
+			require.Equal(t, unlimited, u, "code %#x", high|code)
+		}
+	}
+}
