@@ -330,3 +330,15 @@ func BenchmarkBuild4K(b *testing.B) {
 		}
 	}
 }
+
+// TestBTHEncodeReservedFieldsStayInTheirBits: Resv6a is the low 6 bits of
+// BTH byte 4 and Resv7 the low 7 bits of byte 8 (IBA 9.2); wider values
+// do not set FECN, BECN or AckReq.
+func TestBTHEncodeReservedFieldsStayInTheirBits(t *testing.T) {
+	b := make(BTH, BTHSize)
+	b.Encode(&BTHFields{Opcode: RCSendOnly, PKey: DefaultPKey, DestQP: 0x123456, Resv6a: 0xFF, Resv7: 0xFF, PSN: 0xABCDEF})
+	require.Equal(t, []byte{0x04, 0x00, 0xFF, 0xFF, 0x3F, 0x12, 0x34, 0x56, 0x7F, 0xAB, 0xCD, 0xEF}, []byte(b))
+	require.False(t, b.FECN())
+	require.False(t, b.BECN())
+	require.False(t, b.AckReq())
+}
