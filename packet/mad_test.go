@@ -299,6 +299,8 @@ func TestCMHeaderErrors(t *testing.T) {
 func TestCMTimeout(t *testing.T) {
 	require.Equal(t, int64(4096), CMTimeout(0))
 	require.Equal(t, int64(4096)<<20, CMTimeout(20)) // about 4.3 s, rdma_cm's default
+	// The exponent is a 5-bit field: bits above it are not part of it.
+	require.Equal(t, CMTimeout(20), CMTimeout(0x20|20))
 }
 
 // FuzzCMMAD: decoding never panics, and whatever decodes re-encodes to a MAD
