@@ -271,3 +271,22 @@ func FuzzParseFrame(f *testing.F) {
 		require.NotZero(t, d.UDPChecksum())
 	})
 }
+
+// TestUDPChecksumZeroIsSentAsOnes: a computed UDP checksum of zero is
+// sent as 0xFFFF, zero meaning "no checksum" (RFC 768; over IPv6, RFC 8200
+// 8.1).
+func TestUDPChecksumZeroIsSentAsOnes(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		ip := append([]byte(nil), v.ip...)
+		d, err := ParseIP(ip)
+		require.NoError(t, err)
+		// Two payload bytes at an even offset set to the checksum
+		// computed with them zero bring the sum to 0xFFFF.
+		d.Payload[0], d.Payload[1] = 0, 0
+		c := d.UDPChecksum()
+		binary.BigEndian.PutUint16(d.Payload, c)
+		require.Equal(t, uint16(0xFFFF), d.UDPChecksum(), v.name)
+		udp := ip[len(d.IPHeader) : len(d.IPHeader)+UDPHeaderSize+len(d.Payload)]
+		require.Equal(t, uint16(0xFFFF), UDPChecksum(d.IPHeader, udp), v.name)
+	}
+}
