@@ -290,3 +290,44 @@ func TestUDPChecksumZeroIsSentAsOnes(t *testing.T) {
 		require.Equal(t, uint16(0xFFFF), UDPChecksum(d.IPHeader, udp), v.name)
 	}
 }
+
+// TestPeekUDPSkipsLaterFragments: a fragment at any non-zero offset holds
+// no UDP header, whichever offset bits are set (IPv4: 13 bits of 8-byte
+// units; IPv6 Fragment header: 13 bits above the M flag).
+func TestPeekUDPSkipsLaterFragments(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		if v.ip[0]>>4 == 4 {
+			for _, off := range []uint16{1, 0x1000, 0x1FFF} {
+				b := append([]byte(nil), v.ip...)
+				binary.BigEndian.PutUint16(b[6:], off)
+				_, _, _, ok := PeekUDP(b)
+				require.False(t, ok, "offset %#x", off)
+			}
+			continue
+		}
+		for _, off := range []uint16{1, 0x1000, 0x1FFF} {
+			b := append([]byte(nil), v.ip[:IPv6HeaderSize]...)
+			b[6] = 44
+			frag := []byte{17, 0, 0, 0, 0, 0, 0, 7}
+			binary.BigEndian.PutUint16(frag[2:], off<<3|1)
+			b = append(append(b, frag...), v.ip[IPv6HeaderSize:]...)
+			binary.BigEndian.PutUint16(b[4:], binary.BigEndian.Uint16(b[4:])+8)
+			_, _, _, ok := PeekUDP(b)
+			require.False(t, ok, "offset %#x", off)
+		}
+	}
+}
+
+// TestPeekUDPIPv4HeaderLongerThanData: an IHL that points past the end of
+// the data is not read.
+func TestPeekUDPIPv4HeaderLongerThanData(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		if v.ip[0]>>4 != 4 {
+			continue
+		}
+		b := append([]byte(nil), v.ip[:IPv4HeaderSize+2]...)
+		b[0] = 0x4F // 60-byte header
+		_, _, _, ok := PeekUDP(b)
+		require.False(t, ok)
+	}
+}
