@@ -212,6 +212,10 @@ func TestBuildErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadLength)
 	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCAtomicWrite}}, []byte{1}, nil)
 	require.ErrorIs(t, err, ErrBadLength)
+	// TVer is the whole low nibble (IBA 9.2.5): its high bit alone is
+	// refused too.
+	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly, TVer: 8}}, nil, nil)
+	require.ErrorIs(t, err, ErrBadTransportVersion)
 	// Parse drops TVer != 0, so Build, whose packets parse, refuses it.
 	_, err = Build(buf, &Headers{BTH: BTHFields{Opcode: RCSendOnly, TVer: 1}}, nil, nil)
 	require.ErrorIs(t, err, ErrBadTransportVersion)
