@@ -346,3 +346,15 @@ func TestBTHEncodeReservedFieldsStayInTheirBits(t *testing.T) {
 	require.False(t, b.BECN())
 	require.False(t, b.AckReq())
 }
+
+// TestDETHAndRDETHEncodeKeepReservedBytesZero: the DETH source QP and the
+// RDETH EE context are 24 bits after a reserved byte (IBA 9.3.2, 9.3.1);
+// wider values leave that byte zero.
+func TestDETHAndRDETHEncodeKeepReservedBytesZero(t *testing.T) {
+	d := make(DETH, DETHSize)
+	d.Encode(0x80010000, 0xFF000001)
+	require.Equal(t, []byte{0x80, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01}, []byte(d))
+	r := make(RDETH, RDETHSize)
+	r.SetEEC(0xFF123456)
+	require.Equal(t, []byte{0x00, 0x12, 0x34, 0x56}, []byte(r))
+}
