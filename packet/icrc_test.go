@@ -403,3 +403,19 @@ func TestDatagramICRCRejectsLongIPHeader(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadIPHeader)
 	require.False(t, d.ICRCOK())
 }
+
+// TestDatagramICRCTruncated: a UDP payload shorter than a BTH and an ICRC
+// has no ICRC to compute.
+func TestDatagramICRCTruncated(t *testing.T) {
+	vs := loadVectors(t)
+	for _, v := range vs {
+		d, err := ParseIP(v.ip)
+		require.NoError(t, err)
+		for _, n := range []int{0, ICRCSize, BTHSize + ICRCSize - 1} {
+			d.Payload = d.Payload[:n]
+			_, err = d.ICRC()
+			require.ErrorIs(t, err, ErrTruncated, "%s, %d bytes", v.name, n)
+			require.False(t, d.ICRCOK())
+		}
+	}
+}
