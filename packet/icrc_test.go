@@ -419,3 +419,26 @@ func TestDatagramICRCTruncated(t *testing.T) {
 		}
 	}
 }
+
+// TestICRCPrefixFollowsPacketLength: the remembered register covers the
+// IP and UDP length fields, so packets of different lengths under one
+// pseudo-header each get their own ICRC.
+func TestICRCPrefixFollowsPacketLength(t *testing.T) {
+	for _, ph := range []PseudoHeader{
+		{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), SrcPort: 49152, DstPort: UDPPort, IPFlags: IPv4FlagDF},
+		{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 49152, DstPort: UDPPort},
+	} {
+		var c ICRCPrefix
+		pkt := make([]byte, 64)
+		for i := range pkt {
+			pkt[i] = byte(i)
+		}
+		for _, n := range []int{64, 32, 64, BTHSize + ICRCSize} {
+			want, err := ph.ICRC(pkt[:n])
+			require.NoError(t, err)
+			got, err := c.ICRC(&ph, pkt[:n])
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s, %d bytes", ph.Src, n)
+		}
+	}
+}
