@@ -399,3 +399,18 @@ func TestREJReasonNames(t *testing.T) {
 		require.Equal(t, tc.want, tc.r.String(), "code %d", tc.r)
 	}
 }
+
+// TestCMIPHeaderRefusesMajorVersions: only major version 0 of the IP CM
+// header is known (A11.2.2.1); any other is refused, as the kernel's
+// cma_save_ip_info refuses a cma_version it does not know.
+func TestCMIPHeaderRefusesMajorVersions(t *testing.T) {
+	h := CMIPHeader{SrcPort: 40000, Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2")}
+	b := make([]byte, CMIPHeaderSize)
+	h.Encode(b)
+	for _, v := range []byte{1, 2, 8, 15} {
+		c := append([]byte(nil), b...)
+		c[0] = v << 4
+		var got CMIPHeader
+		require.ErrorIs(t, got.Decode(c), ErrCMIPHeader, "major version %d", v)
+	}
+}
