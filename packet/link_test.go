@@ -331,3 +331,13 @@ func TestPeekUDPIPv4HeaderLongerThanData(t *testing.T) {
 		require.False(t, ok)
 	}
 }
+
+// TestUDPChecksumOddLength: a datagram of odd length is summed as if
+// padded with one zero byte (RFC 768). The value was computed by hand.
+func TestUDPChecksumOddLength(t *testing.T) {
+	ip := make([]byte, IPv4HeaderSize)
+	ip[0], ip[9] = 0x45, 17
+	copy(ip[12:], []byte{192, 0, 2, 1, 192, 0, 2, 2})
+	udp := []byte{0x9C, 0x40, 0x12, 0xB7, 0, 11, 0, 0, 'a', 'b', 'c'} // 40000 → 4791
+	require.Equal(t, uint16(0x087A), UDPChecksum(ip, udp))
+}
