@@ -414,3 +414,18 @@ func TestCMIPHeaderRefusesMajorVersions(t *testing.T) {
 		require.ErrorIs(t, got.Decode(c), ErrCMIPHeader, "major version %d", v)
 	}
 }
+
+// TestREQSAPSupportedBit: SAP Supported is the bit after the 5-bit
+// alternate local ACK timeout in byte 139 of the REQ (IBA 12.6.5; the
+// kernel's CM_REQ_SAP_SUPPORTED).
+func TestREQSAPSupportedBit(t *testing.T) {
+	b := make([]byte, CMDataSize)
+	(&REQ{SAPSupported: true}).Encode(b)
+	require.Equal(t, byte(0x04), b[139])
+	var m REQ
+	require.NoError(t, m.Decode(b))
+	require.True(t, m.SAPSupported)
+	b[139] = 0xFB
+	require.NoError(t, m.Decode(b))
+	require.False(t, m.SAPSupported)
+}
