@@ -358,3 +358,17 @@ func TestDETHAndRDETHEncodeKeepReservedBytesZero(t *testing.T) {
 	r.SetEEC(0xFF123456)
 	require.Equal(t, []byte{0x00, 0x12, 0x34, 0x56}, []byte(r))
 }
+
+// TestBTHSetDestQPAndSetPSNKeepTheirByteNeighbours: the destination QP
+// shares its word with FECN, BECN and Resv6a, and the PSN with AckReq and
+// Resv7 (IBA 9.2); setting one leaves the others as they were.
+func TestBTHSetDestQPAndSetPSNKeepTheirByteNeighbours(t *testing.T) {
+	b := make(BTH, BTHSize)
+	b.Encode(&BTHFields{Opcode: RCSendOnly, PKey: DefaultPKey, FECN: true, BECN: true, Resv6a: 0x3F, AckReq: true, Resv7: 0x7F})
+	b.SetDestQP(0xFF123456)
+	b.SetPSN(0xFFABCDEF)
+	require.Equal(t, []byte{0x04, 0x00, 0xFF, 0xFF, 0xFF, 0x12, 0x34, 0x56, 0xFF, 0xAB, 0xCD, 0xEF}, []byte(b))
+	b.SetDestQP(0)
+	b.SetPSN(0)
+	require.Equal(t, []byte{0x04, 0x00, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x00}, []byte(b))
+}
