@@ -144,3 +144,12 @@ func TestCreditsOfCodeIgnoresHighBits(t *testing.T) {
 		}
 	}
 }
+
+// TestSyndromeConstructorsKeepTheType: the credit code, RNR timer code and
+// NAK code are 5 bits (IBA 9.3.5 table 43); wider arguments do not change
+// the syndrome type.
+func TestSyndromeConstructorsKeepTheType(t *testing.T) {
+	require.Equal(t, Syndrome(0x05), ACKSyndrome(0xE5))
+	require.Equal(t, Syndrome(0x2C), RNRSyndrome(0xEC))
+	require.Equal(t, Syndrome(0x62), NAKSyndrome(0xE2))
+}
