@@ -429,3 +429,21 @@ func TestREQSAPSupportedBit(t *testing.T) {
 	require.NoError(t, m.Decode(b))
 	require.False(t, m.SAPSupported)
 }
+
+// TestREPFailoverAcceptedBits: Failover Accepted is the 2 bits after the
+// 5-bit target ACK delay in byte 26 of the REP (IBA 12.6.8; the kernel's
+// CM_REP_FAILOVER_ACCEPTED).
+func TestREPFailoverAcceptedBits(t *testing.T) {
+	for _, tc := range []struct {
+		v    uint8
+		wire byte
+	}{{0, 0x00}, {1, 0x02}, {2, 0x04}, {3, 0x06}} {
+		b := make([]byte, CMDataSize)
+		(&REP{FailoverAccepted: tc.v}).Encode(b)
+		require.Equal(t, tc.wire, b[26], "failover accepted %d", tc.v)
+		b[26] |= 0xF9 // target ACK delay and end-to-end flow control set
+		var m REP
+		require.NoError(t, m.Decode(b))
+		require.Equal(t, tc.v, m.FailoverAccepted)
+	}
+}
