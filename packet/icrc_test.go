@@ -442,3 +442,38 @@ func TestICRCPrefixFollowsPacketLength(t *testing.T) {
 		}
 	}
 }
+
+// TestParseIPLengthsBoundTheDatagram: bytes after the IP total length (or
+// IPv6 payload length), such as Ethernet padding or a captured FCS, are
+// not part of the datagram, and the UDP length may not reach into them;
+// bytes inside the IP length but after the UDP length are not payload.
+func TestParseIPLengthsBoundTheDatagram(t *testing.T) {
+	for _, v := range loadVectors(t) {
+		want, err := ParseIP(v.ip)
+		require.NoError(t, err)
+		v4 := v.ip[0]>>4 == 4
+		lenOff, lenBias := 4, IPv6HeaderSize
+		if v4 {
+			lenOff, lenBias = 2, 0
+		}
+		udpOff := len(want.IPHeader)
+
+		trailer := append(append([]byte(nil), v.ip...), 0xDE, 0xAD, 0xBE, 0xEF)
+		d, err := ParseIP(trailer)
+		require.NoError(t, err, v.name)
+		require.Equal(t, want.Payload, d.Payload, v.name)
+		require.True(t, d.ICRCOK(), v.name)
+
+		long := append([]byte(nil), trailer...)
+		ulen := binary.BigEndian.Uint16(long[udpOff+4:])
+		binary.BigEndian.PutUint16(long[udpOff+4:], ulen+4)
+		_, err = ParseIP(long)
+		require.ErrorIs(t, err, ErrBadIPHeader, "%s: UDP length past the IP length", v.name)
+
+		inside := append([]byte(nil), trailer...)
+		binary.BigEndian.PutUint16(inside[lenOff:], uint16(len(inside)-lenBias))
+		d, err = ParseIP(inside)
+		require.NoError(t, err, v.name)
+		require.Equal(t, want.Payload, d.Payload, "%s: bytes after the UDP length", v.name)
+	}
+}
