@@ -372,3 +372,18 @@ func TestBTHSetDestQPAndSetPSNKeepTheirByteNeighbours(t *testing.T) {
 	b.SetPSN(0)
 	require.Equal(t, []byte{0x04, 0x00, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x00}, []byte(b))
 }
+
+// TestBuildBufferOneByteShort: Build needs room for the whole packet,
+// ICRC included.
+func TestBuildBufferOneByteShort(t *testing.T) {
+	h := &Headers{BTH: BTHFields{Opcode: RCSendOnly, PKey: DefaultPKey}}
+	n := PacketLen(RCSendOnly, 5)
+	big := make([]byte, n+16)
+	for _, short := range []int{1, ICRCSize} {
+		_, err := Build(big[:n-short], h, make([]byte, 5), nil)
+		require.ErrorIs(t, err, ErrBufferTooSmall, "%d bytes short", short)
+	}
+	got, err := Build(big[:n], h, make([]byte, 5), nil)
+	require.NoError(t, err)
+	require.Equal(t, n, got)
+}
