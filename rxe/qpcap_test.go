@@ -29,6 +29,7 @@ func TestCreateQPCaps(t *testing.T) {
 		{"send-wr-above-limit", QPCap{MaxSendWR: maxQPWR + 1, MaxRecvWR: 4}, "max_send_wr"},
 		{"recv-wr-above-limit", QPCap{MaxSendWR: 4, MaxRecvWR: maxQPWR + 1}, "max_recv_wr"},
 		{"send-sge-above-limit", QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: maxSGE + 1}, "max_send_sge"},
+		{"recv-sge-above-limit", QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxRecvSGE: maxSGE + 1}, "max_recv_sge"},
 		{"inline-above-limit", QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxInlineData: maxInlineData + 1}, "max_inline_data"},
 	}
 	for _, c := range cases {
