@@ -264,3 +264,25 @@ func requireSendCQOverflowed(t *testing.T, d *Device, cq *CQ, qp *QP, op WCOpcod
 	require.Equal(t, 2, cq.Poll(wcs))
 	require.Equal(t, []wcBrief{{0, WCSuccess, op}, {1, WCSuccess, op}}, briefs(wcs[:2]))
 }
+
+// TestCreateCQSizeOutsideDeviceLimits: CreateCQWith refuses a CQ of fewer
+// than 1 or more than the device's MaxCQE entries with ErrInvalidArgument,
+// as rxe_cq_chk_attr refuses cqe <= 0 and cqe > max_cqe with EINVAL.
+func TestCreateCQSizeOutsideDeviceLimits(t *testing.T) {
+	da, _ := newDevices(t, "pipe")
+	limit := da.Attr().MaxCQE
+	cases := []struct {
+		name string
+		cqe  int
+	}{{"negative", -1}, {"zero", 0}, {"one-above-max", limit + 1}, {"far-above-max", limit + 1000}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cq, err := da.CreateCQWith(CQAttr{CQE: c.cqe, Vector: -1})
+			require.ErrorIs(t, err, ErrInvalidArgument)
+			require.Nil(t, cq)
+		})
+	}
+	cq, err := da.CreateCQWith(CQAttr{CQE: 1, Vector: -1})
+	require.NoError(t, err)
+	require.NoError(t, cq.Destroy())
+}
