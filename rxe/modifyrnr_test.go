@@ -1,0 +1,33 @@
+package rxe
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestModifyRTSMinRNRTimerReachesResponder: MIN_RNR_TIMER given on
+// RTS→RTS (IBA 10.3.1 lists it as optional there) applies to the RNR NAKs
+// the responder sends from then on, as rxe_qp_from_attr sets
+// qp->attr.min_rnr_timer that rxe's responder puts in its RNR NAKs. b
+// starts with code 1 (10 µs), is moved to code 18 (5.12 ms), and a's SEND
+// that finds no receive WQE waits the new time before each retry.
+func TestModifyRTSMinRNRTimerReachesResponder(t *testing.T) {
+	a, b := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	require.NoError(t, b.qp.Modify(&QPAttr{MinRNRTimer: 18}, QPAttrMinRNRTimer))
+	require.Equal(t, uint8(18), b.qp.Query().MinRNRTimer)
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
+	require.NoError(t, err)
+	// Each RNR NAK makes a wait 5.12 ms before the retry: in 10 ms at
+	// most three more come (with b's old 10 µs code, dozens would).
+	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr > 0 },
+		5*time.Second, 100*time.Microsecond, "the SEND draws an RNR NAK")
+	n0 := a.qp.Counters().Requester.RcvdRNRErr
+	time.Sleep(10 * time.Millisecond)
+	require.LessOrEqual(t, a.qp.Counters().Requester.RcvdRNRErr-n0, uint64(3),
+		"a's RNR waits follow the MIN_RNR_TIMER b was given on RTS→RTS")
+	_, err = b.qp.PostRecv(RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(0, 64)}})
+	require.NoError(t, err)
+	require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
+}
