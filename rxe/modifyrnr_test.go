@@ -31,3 +31,19 @@ func TestModifyRTSMinRNRTimerReachesResponder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
 }
+
+// TestModifyRTSAccessFlagsReachResponder: ACCESS_FLAGS given on RTS→RTS
+// (optional there, IBA 10.3.1) govern the requests the responder takes
+// from then on, as rxe_qp_from_attr sets qp->attr.qp_access_flags that
+// rxe's check_op_valid reads: b drops its remote write right, and a's
+// RDMA WRITE then draws an Invalid Request NAK (rxe answers an operation
+// the QP's flags refuse with RESPST_ERR_UNSUPPORTED_OPCODE) and completes
+// with WCRemInvReqErr.
+func TestModifyRTSAccessFlagsReachResponder(t *testing.T) {
+	a, b := smallPair(t, "pipe", qpOpts{}, qpOpts{})
+	require.NoError(t, b.qp.Modify(&QPAttr{AccessFlags: AccessLocalWrite | AccessRemoteRead}, QPAttrAccessFlags))
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)},
+		RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+	require.NoError(t, err)
+	require.Equal(t, []wcBrief{{1, WCRemInvReqErr, WCRDMAWrite}}, briefs(waitWCs(t, a.cq, 1)))
+}
