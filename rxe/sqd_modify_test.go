@@ -70,8 +70,8 @@ func TestSQDModifyRetryAttributes(t *testing.T) {
 }
 
 // TestSQDModifyAV moves a QP's path to another host in SQD (IBA 10.3.1):
-// after SQD→RTS its packets go to the new address with an ICRC computed
-// for it, and the new peer accepts them.
+// after SQD→RTS its packets, requests and responses, go to the new address
+// with an ICRC computed for it, and the new peer accepts them.
 func TestSQDModifyAV(t *testing.T) {
 	open := func(ip string) *Device {
 		c, err := netdev.ListenUDP(netip.MustParseAddrPort(ip+":0"), netdev.Options{BlockingWrite: true})
@@ -111,6 +111,15 @@ func TestSQDModifyAV(t *testing.T) {
 	write(2, c, 2)
 	require.Zero(t, dc.Counters().BadICRC, "the ICRC covers the new address")
 	require.Equal(t, atB, db.Counters().RcvdPkts, "nothing more goes to the old address")
+
+	// a's responder answers c on the new path too: its ACK's ICRC covers
+	// c's address (rxe computes each packet's ICRC from the QP's current
+	// AV), so c's WRITE into a completes.
+	_, err := c.qp.PostSend(SendWR{ID: 3, Opcode: WRRDMAWrite, Flags: SendSignaled, SGList: []SGE{c.mr.SGE(0, 64)},
+		RemoteAddr: a.mr.Addr() + 8192, RKey: a.mr.RKey()}) // past the bytes the test read
+	require.NoError(t, err)
+	require.Equal(t, []wcBrief{{3, WCSuccess, WCRDMAWrite}}, briefs(waitWCs(t, c.cq, 1)))
+	require.Zero(t, dc.Counters().BadICRC, "a's ACK has the ICRC of the new path")
 }
 
 // TestSQDModifyMaxDestRdAtomic changes max_dest_rd_atomic in SQD (IBA
