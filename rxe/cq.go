@@ -150,7 +150,10 @@ type CQ struct {
 	users atomic.Int32  // QPs using this CQ (taken under mu by use)
 }
 
-// maxCQE is the largest CQ (rxe's max_cqe).
+// maxCQE is the largest CQ, the device's MaxCQE. It is gorxe's own bound,
+// eight times kernel rxe's max_cqe of 2^15 - 1 (rxe_init_device_param), so
+// a program that sizes its CQs from DeviceAttr.MaxCQE can ask here for
+// more than an rxe device gives it.
 const maxCQE = 1 << 18
 
 // CreateCQ creates a completion queue for at least cqe completions on
