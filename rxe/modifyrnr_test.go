@@ -19,14 +19,17 @@ func TestModifyRTSMinRNRTimerReachesResponder(t *testing.T) {
 	require.Equal(t, uint8(18), b.qp.Query().MinRNRTimer)
 	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
 	require.NoError(t, err)
-	// Each RNR NAK makes a wait 5.12 ms before the retry: in 10 ms at
-	// most three more come (with b's old 10 µs code, dozens would).
+	// Each RNR NAK makes a wait 5.12 ms before the retry: in a time T at
+	// most T/5.12 ms + 2 more come (with b's old 10 µs code, dozens in
+	// 10 ms would). T is measured, so a host that stalls the test
+	// meanwhile widens the bound with it.
 	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr > 0 },
 		5*time.Second, 100*time.Microsecond, "the SEND draws an RNR NAK")
-	n0 := a.qp.Counters().Requester.RcvdRNRErr
+	n0, t0 := a.qp.Counters().Requester.RcvdRNRErr, time.Now()
 	time.Sleep(10 * time.Millisecond)
-	require.LessOrEqual(t, a.qp.Counters().Requester.RcvdRNRErr-n0, uint64(3),
-		"a's RNR waits follow the MIN_RNR_TIMER b was given on RTS→RTS")
+	n1, elapsed := a.qp.Counters().Requester.RcvdRNRErr, time.Since(t0)
+	require.LessOrEqual(t, n1-n0, uint64(elapsed/(5120*time.Microsecond))+2,
+		"a's RNR waits follow the MIN_RNR_TIMER b was given on RTS→RTS (%v measured)", elapsed)
 	_, err = b.qp.PostRecv(RecvWR{ID: 2, SGList: []SGE{b.mr.SGE(0, 64)}})
 	require.NoError(t, err)
 	require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}}, briefs(waitWCs(t, a.cq, 1)))
