@@ -175,9 +175,12 @@ func (a *Agent) Abort(now time.Time, id ID) error {
 		// none; a consumer reject is matched by both IDs.
 		return a.Reject(id, packet.RejConsumerReject, nil)
 	case c.passive && c.state == StateREPSent:
+		// A consumer reject rejecting "other" with both IDs, as kernel
+		// cm_destroy_id sends in REP sent (cm_format_rej): the peer's CM
+		// matches it by the two IDs, and rdma_cm reports REJECTED with
+		// reason 28 rather than a timeout the peer did not have.
 		rej := packet.REJ{LocalCommID: uint32(id), RemoteCommID: c.remoteCommID(), MessageRejected: packet.MsgOther,
-			RejectedInfoLen: 8, Reason: packet.RejTimeout}
-		binary.BigEndian.PutUint64(rej.ARI[:], a.cfg.CAGUID)
+			Reason: packet.RejConsumerReject}
 		a.send(c.peer, c.tid, &rej)
 		a.free(id)
 		return nil

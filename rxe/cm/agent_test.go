@@ -352,7 +352,8 @@ func TestAbort(t *testing.T) {
 }
 
 // TestAbortREPSent: a passive side that gives up waiting for the RTU sends
-// a REJ (reason Timeout, rejecting "other"), which ends the client's
+// the REJ kernel cm_destroy_id sends in REP sent: consumer reject,
+// rejecting "other", both comm IDs and no ARI. It ends the client's
 // established connection.
 func TestAbortREPSent(t *testing.T) {
 	w := newWire(t)
@@ -364,8 +365,11 @@ func TestAbortREPSent(t *testing.T) {
 	require.NoError(t, w.server.Abort(w.now, sid))
 	require.Zero(t, w.server.Len())
 	o, rej := pollREJ(t, w.server)
-	require.Equal(t, packet.RejTimeout, rej.Reason)
+	require.Equal(t, packet.RejConsumerReject, rej.Reason)
 	require.Equal(t, uint8(packet.MsgOther), rej.MessageRejected)
+	require.Equal(t, uint32(sid), rej.LocalCommID)
+	require.Equal(t, uint32(cid), rej.RemoteCommID)
+	require.Zero(t, rej.RejectedInfoLen, "no ARI: the kernel matches a consumer reject by its IDs")
 	w.client.Receive(w.now, serverAddr, o.MAD[:])
 	w.pump()
 	require.Equal(t, []EventKind{EventREP, EventRejected}, w.kinds("client"))
