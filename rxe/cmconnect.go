@@ -165,16 +165,8 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 			// gave up after its REP) ended the connection; its event was
 			// queued as the agent forgot it, and it is the peer's refusal,
 			// as kernel rdma_cm reports RDMA_CM_EVENT_REJECTED then.
-			for {
-				select {
-				case e := <-c.events:
-					if e.Kind == cm.EventRejected {
-						return false, &RejectError{Reason: e.Reason, PrivateData: e.PrivateData}
-					}
-					continue
-				default:
-				}
-				break
+			if rej := c.queuedReject(); rej != nil {
+				return false, rej
 			}
 			return false, fmt.Errorf("rxe: the connection ended before its REP was confirmed: %w", err)
 		}
@@ -182,11 +174,31 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 		go c.watch()
 		return true, nil
 	case cm.EventRejected:
-		return false, &RejectError{Reason: e.Reason, PrivateData: e.PrivateData}
+		return false, rejectError(e)
 	case cm.EventTimeout:
 		return false, ErrCMTimeout
 	}
 	return false, nil
+}
+
+// queuedReject takes the events queued for c without waiting and returns
+// the peer's REJ among them as a *RejectError, or nil if there is none.
+func (c *CMConn) queuedReject() *RejectError {
+	for {
+		select {
+		case e := <-c.events:
+			if e.Kind == cm.EventRejected {
+				return rejectError(e)
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// rejectError is the error of a REJ event: its reason and private data.
+func rejectError(e cm.Event) *RejectError {
+	return &RejectError{Reason: e.Reason, PrivateData: e.PrivateData}
 }
 
 // CMListener takes the RDMA CM connection requests for one port (an
@@ -547,7 +559,7 @@ func (c *CMConn) passiveWait(ctx context.Context) error {
 			case cm.EventEstablished:
 				return nil
 			case cm.EventRejected:
-				return &RejectError{Reason: e.Reason, PrivateData: e.PrivateData}
+				return rejectError(e)
 			case cm.EventTimeout:
 				return ErrCMTimeout
 			case cm.EventDisconnect:
