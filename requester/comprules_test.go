@@ -127,11 +127,7 @@ func TestBadReadResponseSequenceAndLength(t *testing.T) {
 			for _, b := range tc.resps {
 				h.recv(b)
 			}
-			st, failed := h.r.Failed()
-			require.True(t, failed)
-			require.Equal(t, verbs.WCBadRespErr, st)
-			require.Len(t, h.cq.wcs, 1)
-			require.Equal(t, verbs.WCBadRespErr, h.cq.wcs[0].Status)
+			h.requireFailedWith(verbs.WCBadRespErr)
 		})
 	}
 }
@@ -270,11 +266,7 @@ func TestAtomicWriteResponseWithDataIsBadResponse(t *testing.T) {
 	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRAtomicWrite, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: 8, LKey: lkeyA}}})
 	require.Len(t, h.drain(), 1)
 	h.recv(resp(packet.RCRDMAReadResponseOnly, 0, packet.SyndromeACKUnlimited, 1, make([]byte, 8)))
-	st, failed := h.r.Failed()
-	require.True(t, failed)
-	require.Equal(t, verbs.WCBadRespErr, st)
-	require.Len(t, h.cq.wcs, 1)
-	require.Equal(t, verbs.WCBadRespErr, h.cq.wcs[0].Status)
+	h.requireFailedWith(verbs.WCBadRespErr)
 }
 
 // Under go-back-N a response of a READ after the oldest one, arriving

@@ -184,6 +184,17 @@ func (h *harness) recv(b []byte) {
 	h.r.Receive(h.now, p)
 }
 
+// requireFailedWith checks that the requester failed with want and that
+// its one completion carries want: a failure of the only WQE posted.
+func (h *harness) requireFailedWith(want verbs.WCStatus) {
+	h.t.Helper()
+	st, failed := h.r.Failed()
+	require.True(h.t, failed)
+	require.Equal(h.t, want, st)
+	require.Len(h.t, h.cq.wcs, 1)
+	require.Equal(h.t, want, h.cq.wcs[0].Status)
+}
+
 func parse(t testing.TB, b []byte) packet.Packet {
 	t.Helper()
 	p, err := packet.Parse(b)

@@ -747,11 +747,7 @@ func TestBadResponses(t *testing.T) {
 			h.post(&verbs.SendWR{ID: 1, Opcode: tc.op, RemoteAddr: rbase, RKey: rkey, SGList: []verbs.SGE{{Addr: baseA, Length: 10, LKey: lkeyA}}})
 			require.Len(t, h.drain(), 1)
 			h.recv(tc.resp)
-			st, failed := h.r.Failed()
-			require.True(t, failed)
-			require.Equal(t, tc.want, st)
-			require.Len(t, h.cq.wcs, 1)
-			require.Equal(t, tc.want, h.cq.wcs[0].Status)
+			h.requireFailedWith(tc.want)
 		})
 	}
 }
