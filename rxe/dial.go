@@ -243,6 +243,9 @@ func (c *CMConn) end(err error) {
 
 // Disconnect ends the connection (a CM DREQ) and waits for the peer's DREP
 // or ctx; the QP is then in ERR, its outstanding work requests flushed.
+// A REJ from a peer that never saw the connection established (its RTU
+// was lost and it gave up) ends the wait too, with nil: the peer ended
+// the connection (kernel rdma_cm reports RDMA_CM_EVENT_REJECTED there).
 // Destroying the QP is the caller's. If the peer never answers, the DREQ's
 // retries run out and it returns ErrCMTimeout, the connection ended all
 // the same. Once the device is closed (before or during the wait), or the

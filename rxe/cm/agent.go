@@ -80,7 +80,9 @@ const (
 	// called); the connection is up.
 	EventEstablished
 	// EventRejected: the peer rejected the connection; Event.Reason says
-	// why.
+	// why. A REJ also ends an established connection, or one whose DREQ
+	// is out (the peer never saw our RTU and gave up): the connection is
+	// then in time-wait and no EventDisconnected follows.
 	EventRejected
 	// EventTimeout: the peer did not answer within the retries.
 	EventTimeout

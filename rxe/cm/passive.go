@@ -171,9 +171,12 @@ func (a *Agent) recvREJ(now time.Time, msg []byte) {
 	case StateREQSent, StateREPRcvd, StateREQRcvd, StateMRASent, StateREPSent:
 		a.emit(ev)
 		a.free(c.id)
-	case StateEstablished:
-		// The peer timed out waiting for our RTU and gave up: the
-		// connection is gone (kernel cm_rej_handler).
+	case StateEstablished, StateDREQSent:
+		// The peer timed out waiting for our RTU, or aborted, and gave
+		// up: the connection is gone, and a DREQ of ours is not resent
+		// (kernel cm_rej_handler enters time-wait in both states and
+		// reports the REJ; rdma_cm passes it on as
+		// RDMA_CM_EVENT_REJECTED even after rdma_disconnect).
 		a.emit(ev)
 		a.enterTimeWait(now, c)
 	default:

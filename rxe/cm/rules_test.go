@@ -398,3 +398,53 @@ func TestDREPMatchesBothIDs(t *testing.T) {
 	w.client.Receive(w.now, serverAddr, cmMAD(0x66, &packet.DREP{LocalCommID: uint32(sid), RemoteCommID: uint32(cid)}))
 	require.Equal(t, StateTimeWait, w.client.State(cid))
 }
+
+// TestREJInDREQSent: a REJ of a connection whose DREQ is out ends it at
+// once, as kernel cm_rej_handler does in DREQ sent (cancel the DREQ, enter
+// time-wait, report the REJ, which rdma_cm passes on as
+// RDMA_CM_EVENT_REJECTED): the peer never got our RTU and gave up its REP,
+// its retries run out (reason timeout) or its consumer aborting
+// (consumer reject). The DREQ is not resent after it, and no
+// EventDisconnected follows.
+func TestREJInDREQSent(t *testing.T) {
+	cases := []struct {
+		name   string
+		reject func(w *wire) // makes the server send its REJ
+		reason packet.REJReason
+		dreqs  int // DREQs the client sends in all
+	}{
+		{"the peer's REP retries run out", func(w *wire) {
+			for w.server.State(w.serverID()) == StateREPSent {
+				w.advance(time.Hour)
+			}
+		}, packet.RejTimeout, 4},
+		{"the peer aborts in REP sent", func(w *wire) {
+			require.NoError(w.t, w.server.Abort(w.now, w.serverID()))
+			w.pump()
+		}, packet.RejConsumerReject, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWire(t)
+			w.fate = func(from string, attr packet.CMAttr, n int) fate {
+				if attr == packet.AttrRTU || attr == packet.AttrDREQ {
+					return drop // the server stays in REP sent
+				}
+				return deliver
+			}
+			cid := w.connect()
+			require.Equal(t, StateEstablished, w.client.State(cid))
+			w.now = w.now.Add(time.Millisecond) // the DREQ's timer runs behind the REP's
+			require.NoError(t, w.client.Disconnect(w.now, cid, nil))
+			w.pump()
+			c.reject(w)
+			require.Equal(t, StateTimeWait, w.client.State(cid), "the REJ ends the connection")
+			require.Equal(t, []EventKind{EventREP, EventRejected}, w.kinds("client"))
+			require.Equal(t, c.reason, w.events["client"][1].Reason)
+			w.settle()
+			require.Equal(t, c.dreqs, w.seen["client DREQ"], "no DREQ after the REJ")
+			require.Equal(t, []EventKind{EventREP, EventRejected}, w.kinds("client"), "no EventDisconnected")
+			checkInvariants(t, w.client)
+		})
+	}
+}
