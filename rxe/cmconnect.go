@@ -271,7 +271,9 @@ func (e *AcceptError) Unwrap() error { return e.Err }
 // Accept creates each connection's QP with opts (AcceptWith with others
 // for one connection). A request while no Accept is waiting stays queued
 // (up to 64; beyond, it is rejected with "no resources"); the peer's CM is
-// told to wait (MRA) if it asks again.
+// told to wait (MRA) if it asks again. One its peer withdraws meanwhile
+// (a REJ: its Dial gave up, or its REQ's retries ran out) leaves the queue
+// at once and is counted as withdrawn.
 // A request that is not for an RC connection or lacks RDMA CM's IP header
 // is rejected (consumer reject) and never queued.
 func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
@@ -335,6 +337,7 @@ func (l *CMListener) Close() error {
 	for {
 		select {
 		case e := <-l.reqs:
+			delete(g.backlog, e.ID)
 			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 		default:
 			g.step(time.Now())
@@ -445,6 +448,30 @@ func (l *CMListener) acceptWith(ctx context.Context, o *CMOptions) (*CMConn, err
 	}
 }
 
+// unqueue removes the REQ of connection id from the backlog, keeping the
+// order of the others, and reports whether it was there (caller holds the
+// GSI's lock, as every sender to reqs does, so putting the others back
+// cannot block; an Accept may meanwhile take one, the first).
+func (l *CMListener) unqueue(id cm.ID) bool {
+	found := false
+	kept := make([]cm.Event, 0, len(l.reqs))
+	for n := len(l.reqs); n > 0; n-- {
+		select {
+		case e := <-l.reqs:
+			if e.ID == id {
+				found = true
+			} else {
+				kept = append(kept, e)
+			}
+		default:
+		}
+	}
+	for _, e := range kept {
+		l.reqs <- e
+	}
+	return found
+}
+
 // errWithdrawn is accept's answer for a REQ whose connection the peer ended
 // before it was established: a REJ or the REQ's timeout ended it while it
 // was queued, or the peer sent a DREQ before its RTU. Accept takes the
@@ -455,6 +482,9 @@ var errWithdrawn = errors.New("rxe: the connection request was withdrawn")
 func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMConn, error) {
 	d, req := l.d, e.REQ
 	g := d.gsiOf()
+	g.mu.Lock()
+	delete(g.backlog, e.ID) // taken: a withdrawal from now on is agent.Accept's to find
+	g.mu.Unlock()
 	reject := func(r packet.REJReason) {
 		g.mu.Lock()
 		_ = g.agent.Reject(e.ID, r, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer

@@ -33,6 +33,10 @@ type gsi struct {
 	listeners map[uint64]*CMListener
 	counters  gsiCounters
 	down      bool // the device closed: no MAD is taken or sent, no connection made
+
+	// backlog names the listener whose backlog holds each REQ queued
+	// for an Accept, until an Accept takes it or its peer withdraws it.
+	backlog map[cm.ID]*CMListener
 }
 
 // gsiCounters count QP1 traffic.
@@ -59,7 +63,7 @@ func (d *Device) gsiOf() *gsi {
 	d.gsiOnce.Do(func() {
 		guid := caGUID(d.addr, d.port)
 		g := &gsi{d: d, buf: make([]byte, maxPacket), waiters: map[cm.ID]chan cm.Event{},
-			listeners: map[uint64]*CMListener{}, psn: packet.PSN(rand.Uint32() & packet.PSNMask)}
+			listeners: map[uint64]*CMListener{}, backlog: map[cm.ID]*CMListener{}, psn: packet.PSN(rand.Uint32() & packet.PSNMask)}
 		g.agent = cm.NewAgent(cm.Config{CAGUID: guid, TIDHigh: rand.Uint32(), PacketLifeTime: gsiPacketLifeTime,
 			NextCommID: rand.Uint32})
 		d.gsi.Store(g)
@@ -191,10 +195,22 @@ func (g *gsi) dispatch(e cm.Event) {
 		}
 		select {
 		case l.reqs <- e:
+			g.backlog[e.ID] = l
 		default:
 			_ = g.agent.Reject(e.ID, packet.RejNoResources, nil) // the backlog is full
 			l.ctr.refused.Add(1)
 		}
+		return
+	}
+	if l := g.backlog[e.ID]; l != nil && g.agent.State(e.ID) == cm.StateIdle {
+		// The peer withdrew a REQ still queued (its REJ: its Dial gave
+		// up or its REQ's retries ran out; kernel cm_rej_handler ends a
+		// REQ received so): it leaves the backlog, freeing its slot, and
+		// no Accept sets up a QP for it.
+		delete(g.backlog, e.ID)
+		if l.unqueue(e.ID) {
+			l.ctr.withdrawn.Add(1)
+		} // else an Accept has just taken it: agent.Accept finds it gone and counts it
 		return
 	}
 	if ch := g.waiters[e.ID]; ch != nil {
