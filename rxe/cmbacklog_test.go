@@ -65,3 +65,35 @@ func TestWithdrawnREQLeavesBacklog(t *testing.T) {
 		})
 	}
 }
+
+// TestAcceptDuringDeviceClose: an Accept whose request's QP setup meets
+// the device's Close (CreateQP or the moves to RTS then fail with
+// ErrClosed) returns ErrClosed itself, as Dial does and as Accept does
+// when the close comes before or after the setup, and counts no failure:
+// it used to return an *AcceptError, which says that the listener still
+// serves and that the accept loop should call Accept again.
+func TestAcceptDuringDeviceClose(t *testing.T) {
+	for name, closeAt := range map[string]func(t *testing.T, d *Device, o *CMOptions) (*QP, error){
+		"before CreateQP": func(t *testing.T, d *Device, o *CMOptions) (*QP, error) {
+			require.NoError(t, d.Close())
+			return newCMQP(o)
+		},
+		"before RTR": func(t *testing.T, d *Device, o *CMOptions) (*QP, error) {
+			qp, err := newCMQP(o)
+			require.NoError(t, d.Close())
+			return qp, err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const port = 36
+			p, l := rawListener(t, port)
+			l.newQP = func(o *CMOptions) (*QP, error) { return closeAt(t, p.dev, o) }
+			p.send(1, p.req(port, 0x301))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := l.Accept(ctx)
+			require.True(t, err == ErrClosed, "Accept returned %v, not ErrClosed itself", err)
+			require.Zero(t, l.Counters().Failed)
+		})
+	}
+}

@@ -357,7 +357,8 @@ func (l *CMListener) Close() error {
 // within the REP's retries. Accept counts it (Counters) and serves the
 // next request. Its errors are:
 //   - ErrClosed: the listener or the device is closed; no request will
-//     come.
+//     come. A device that closes while Accept sets up a request's QP
+//     gives ErrClosed too, not an *AcceptError.
 //   - ctx.Err(): ctx ended. If it ended while Accept waited for an RTU, the
 //     peer gets a REJ, which ends its connection; if it ended while
 //     Accept set up the request's QP, before the REP, the request is
@@ -501,6 +502,9 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 	qp, err := l.newQP(&o)
 	if err != nil {
 		reject(packet.RejNoResources)
+		if d.closed.Load() {
+			return nil, ErrClosed // the device closed under the setup: no request will come, as Dial says
+		}
 		return nil, &AcceptError{Remote: remote, Err: err}
 	}
 	// The REQ's path MTU, as kernel ib_cm gives the passive QP
@@ -523,6 +527,9 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 	if err := toRTS(qp, c.Local, c.Remote, &o, req.RNRRetryCount, req.Primary.TrafficClass); err != nil {
 		reject(packet.RejConsumerReject)
 		qp.Destroy()
+		if d.closed.Load() {
+			return nil, ErrClosed
+		}
 		return nil, &AcceptError{Remote: remote, Err: err}
 	}
 	rep := packet.REP{LocalQPN: qp.qpn, StartingPSN: psn, ResponderResources: uint8(c.Local.MaxRdAtomic),
