@@ -101,7 +101,7 @@ func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOpti
 	}
 	events := g.wait(id)
 	g.step(now)
-	g.mu.Unlock()
+	g.unlock()
 	c := &CMConn{QP: qp, LocalAddr: from, RemoteAddr: to, dev: d, id: id, events: events, done: make(chan struct{})}
 	c.Local = ConnInfo{GID: d.GID(), UDPPort: d.port, QPN: qp.qpn, PSN: psn, MTU: o.MTU, MaxRdAtomic: o.ResponderResources}
 	for {
@@ -111,7 +111,7 @@ func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOpti
 			_ = g.agent.Abort(time.Now(), id) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			delete(g.waiters, id)
 			g.step(time.Now())
-			g.mu.Unlock()
+			g.unlock()
 			return nil, ctx.Err()
 		case <-d.done: // the agent's timers run no more: no answer will come
 			g.mu.Lock()
@@ -149,14 +149,14 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 			g.mu.Lock()
 			_ = g.agent.Reject(c.id, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			g.step(time.Now())
-			g.mu.Unlock()
+			g.unlock()
 			return false, err
 		}
 		g.mu.Lock()
 		err := g.agent.ConfirmREP(c.id, nil)
 		g.step(time.Now())
 		down := g.down
-		g.mu.Unlock()
+		g.unlock()
 		switch {
 		case err != nil && down:
 			return false, ErrClosed // Close forgot the connection
@@ -325,7 +325,7 @@ func (l *CMListener) Counters() CMListenerCounters {
 func (l *CMListener) Close() error {
 	g := l.d.gsiOf()
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
 	select {
 	case <-l.closed:
 		return ErrClosed
@@ -490,7 +490,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 		g.mu.Lock()
 		_ = g.agent.Reject(e.ID, r, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 		g.step(time.Now())
-		g.mu.Unlock()
+		g.unlock()
 	}
 	var ip packet.CMIPHeader
 	if err := ip.Decode(req.PrivateData[:]); err != nil {
@@ -558,7 +558,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 		}
 	}
 	g.step(now)
-	g.mu.Unlock()
+	g.unlock()
 	if err == nil {
 		err = c.passiveWait(ctx)
 	}
@@ -573,7 +573,7 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 			g.step(time.Now())
 		}
 		delete(g.waiters, e.ID)
-		g.mu.Unlock()
+		g.unlock()
 		qp.Destroy()
 		return nil, err
 	}

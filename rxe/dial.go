@@ -280,7 +280,7 @@ func (c *CMConn) Disconnect(ctx context.Context) error {
 	// connection at once.
 	ending := err != nil && g.agent.State(c.id) == cm.StateDREQSent
 	g.step(time.Now())
-	g.mu.Unlock()
+	g.unlock()
 	if err != nil && !ending { // the peer already ended it
 		c.end(nil)
 		return c.err
@@ -341,7 +341,7 @@ func (c *CMConn) Close() error {
 		_ = g.agent.Disconnect(now, c.id, nil)
 		g.step(now)
 	}
-	g.mu.Unlock()
+	g.unlock()
 	if c.closeGap != nil {
 		c.closeGap()
 	}

@@ -20,13 +20,15 @@ import (
 // one timer. A device creates it on first use (a MAD arriving, Dial,
 // ListenCM).
 type gsi struct {
-	d     *Device
+	d *Device
+	// psn and buf belong to the goroutine that writes the pending MADs
+	// (flushing), one at a time, which writes them without mu.
+	psn   packet.PSN
+	buf   []byte
 	mu    sync.Mutex // protects everything below
 	agent *cm.Agent
 	timer *time.Timer
 	at    time.Time // the timer's deadline, zero when stopped
-	psn   packet.PSN
-	buf   []byte
 	// waiters get the events of the connections Dial and Accept drive;
 	// listeners the REQs of their service IDs.
 	waiters   map[cm.ID]chan cm.Event
@@ -37,6 +39,15 @@ type gsi struct {
 	// backlog names the listener whose backlog holds each REQ queued
 	// for an Accept, until an Accept takes it or its peer withdraws it.
 	backlog map[cm.ID]*CMListener
+
+	// pending holds the MADs taken from the agent, in the agent's order,
+	// until the one goroutine that writes them (flushing) does so without
+	// mu: a write that blocks (a netdev waiting for room) holds up no
+	// Dial, Accept, Disconnect, received MAD or Close. flushed closes
+	// when that goroutine is done.
+	pending  []cm.Out
+	flushing bool
+	flushed  chan struct{}
 }
 
 // gsiCounters count QP1 traffic.
@@ -91,7 +102,7 @@ const gsiPacketLifeTime = 12
 func (d *Device) receiveGSI(now time.Time, p packet.Packet, src netip.AddrPort) {
 	g := d.gsiOf()
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
 	switch {
 	case g.down:
 	case p.Opcode() != packet.UDSendOnly || len(p.Payload()) < packet.MADSize:
@@ -105,10 +116,11 @@ func (d *Device) receiveGSI(now time.Time, p packet.Packet, src netip.AddrPort) 
 	}
 }
 
-// step hands the agent's events out, sends what the agent queued and
-// re-arms the timer (caller holds mu). The events go first: handing one
-// out can queue a MAD (dispatch answers a REQ that no listener can take
-// with a REJ), which is then sent here too, not at the next MAD or timer.
+// step hands the agent's events out, takes what the agent queued to send
+// (written by unlock, after mu) and re-arms the timer (caller holds mu).
+// The events go first: handing one out can queue a MAD (dispatch answers
+// a REQ that no listener can take with a REJ), which is then sent with the
+// others, not at the next MAD or timer.
 func (g *gsi) step(now time.Time) {
 	for {
 		e, ok := g.agent.NextEvent()
@@ -117,13 +129,7 @@ func (g *gsi) step(now time.Time) {
 		}
 		g.dispatch(e)
 	}
-	for {
-		o, ok := g.agent.Poll()
-		if !ok {
-			break
-		}
-		g.send(&o)
-	}
+	g.takeOut()
 	dl, ok := g.agent.Deadline()
 	switch {
 	case !ok:
@@ -144,22 +150,88 @@ func (g *gsi) step(now time.Time) {
 // shutdown is Device.Close's part: every connection ends, its peer told
 // as kernel ib_cm tells it when a device goes away (cm.Agent.Shutdown), and
 // the timer stops. Dial, Accept and Disconnect callers see ErrClosed.
+// The MADs are written on a goroutine of their own, behind any still
+// being written, and shutdown waits for them at most closeWriteWait: a
+// write blocked for good (a full pipe nobody reads) is then ended by
+// Close's closing of the netdev.
 func (g *gsi) shutdown() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.down = true
 	g.agent.Shutdown(time.Now())
-	for {
-		o, ok := g.agent.Poll()
-		if !ok {
-			break
-		}
-		g.send(&o)
-	}
+	g.takeOut()
 	if g.timer != nil {
 		g.timer.Stop()
 	}
 	g.at = time.Time{}
+	if len(g.pending) > 0 && !g.flushing {
+		g.flushing = true
+		g.flushed = make(chan struct{})
+		go g.flush()
+	}
+	busy, flushed := g.flushing, g.flushed
+	g.mu.Unlock()
+	if busy {
+		t := time.NewTimer(closeWriteWait)
+		defer t.Stop()
+		select {
+		case <-flushed:
+		case <-t.C:
+		}
+	}
+}
+
+// takeOut moves the MADs the agent queued to pending (caller holds mu).
+func (g *gsi) takeOut() {
+	for {
+		o, ok := g.agent.Poll()
+		if !ok {
+			return
+		}
+		g.pending = append(g.pending, o)
+	}
+}
+
+// unlock releases mu and then writes the pending MADs, unless another
+// goroutine is writing them already (it then writes these too, after
+// those it has, so that every connection's MADs keep their order).
+func (g *gsi) unlock() {
+	write := len(g.pending) > 0 && !g.flushing
+	if write {
+		g.flushing = true
+		g.flushed = make(chan struct{})
+	}
+	g.mu.Unlock()
+	if write {
+		g.flush()
+	}
+}
+
+// flush writes the pending MADs in order, without mu, until none is left
+// (caller: the goroutine that set flushing).
+func (g *gsi) flush() {
+	var sent, failed uint64
+	for {
+		g.mu.Lock()
+		g.counters.sent += sent
+		g.counters.sendErr += failed
+		out := g.pending
+		g.pending = nil
+		if len(out) == 0 {
+			g.flushing = false
+			close(g.flushed)
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		sent, failed = 0, 0
+		for i := range out {
+			if g.send(&out[i]) {
+				sent++
+			} else {
+				failed++
+			}
+		}
+	}
 }
 
 // fire runs the agent's timers.
@@ -168,7 +240,7 @@ func (g *gsi) fire() {
 		return
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.unlock()
 	now := time.Now()
 	g.at = time.Time{}
 	g.agent.Tick(now)
@@ -233,8 +305,9 @@ func rdmaCMRequest(req *packet.REQ) bool {
 // send writes one MAD as a UD SEND_ONLY from QP1 to QP1 of o.To, with the
 // GSI Q_Key, the default P_Key and AckReq set, on the
 // device's UDP port (CM peers are assumed to listen on the same port as
-// this device: 4791 in RoCE).
-func (g *gsi) send(o *cm.Out) {
+// this device: 4791 in RoCE), and reports whether the netdev took it
+// (caller: flush, without mu).
+func (g *gsi) send(o *cm.Out) bool {
 	d := g.d
 	h := packet.Headers{
 		BTH: packet.BTHFields{Opcode: packet.UDSendOnly, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN, PSN: g.psn,
@@ -248,8 +321,7 @@ func (g *gsi) send(o *cm.Out) {
 	}
 	n, err := packet.Build(g.buf, &h, o.MAD[:], &ph)
 	if err != nil {
-		g.counters.sendErr++
-		return
+		return false
 	}
 	msg := []netdev.Message{{Buf: g.buf, N: n, Addr: netip.AddrPortFrom(o.To, d.port), Local: d.addr}}
 	// The MAD is written without vector 0's txMu: netdev.Conn's
@@ -259,11 +331,7 @@ func (g *gsi) send(o *cm.Out) {
 	// (QP.readBeforeTimeout), and a REQ it reads there is answered from
 	// receiveGSI on that same goroutine.
 	_, err = d.vecs[0].conn.WriteBatch(msg)
-	if err != nil {
-		g.counters.sendErr++
-		return
-	}
-	g.counters.sent++
+	return err == nil
 }
 
 // wait registers a waiter for connection id's events (caller holds mu).
