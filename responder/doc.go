@@ -22,7 +22,9 @@
 //     request. Here the read is accepted at once (the expected PSN moves past
 //     the read's PSNs and the train is queued), and later requests are
 //     processed while the device is still pulling the train; responses leave
-//     in PSN order because the output queue is ordered.
+//     in PSN order because the output queue is ordered. The error
+//     completion of a later request that fails meanwhile waits for the
+//     train, and its receive WQE is flushed if the READ faults first.
 //   - Consecutive plain ACKs waiting in the output queue collapse into the
 //     newest one (ACKs are cumulative, IBA 9.7.5.1.1).
 //

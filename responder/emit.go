@@ -116,7 +116,12 @@ func (r *Responder) countNAK(it *outItem) {
 // failed the responder already: that request's NAK, queued behind the
 // train, is dropped with it, and kernel rxe, which answers a READ whole
 // before it looks at the next request, fails on the READ (read_reply).
+//
+// The error completion of that later request, held until the train had
+// gone (heldWC), is dropped too: its receive WQE, never executed as far
+// as rxe's order goes, is flushed with the rest (Flush).
 func (r *Responder) readFault(it *outItem) {
+	r.heldErr = false
 	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.req, msn: r.msn, fatal: true}
 	r.q.Truncate(1)
 	r.failed = false

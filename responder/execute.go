@@ -172,7 +172,9 @@ func (r *Responder) finishSingle() {
 
 // complete mirrors rxe do_complete: it posts the receive completion of the
 // WQE in progress (success at the end of a SEND or WRITE WITH IMMEDIATE, or
-// the error status of a failure), and consumes the WQE.
+// the error status of a failure), and consumes the WQE. The error
+// completion of a request behind a READ whose responses are still queued
+// is held until they have gone (heldWC, postHeldErr).
 func (r *Responder) complete() State {
 	if !r.wqe.valid {
 		return StateAcknowledge
@@ -199,11 +201,30 @@ func (r *Responder) complete() State {
 			wc.Imm = ieth.RKey()
 		}
 	}
+	if r.status != verbs.WCSuccess && r.q.hasRead() {
+		// The request failed behind a READ whose responses are still
+		// queued: its completion waits for them (heldWC).
+		r.heldWC, r.heldSE, r.heldErr = *wc, r.pkt.BTH().SE(), true
+		return StateAcknowledge
+	}
 	w.valid = false
 	if !r.post(wc, r.pkt.BTH().SE()) {
 		return StateErrCQOverflow
 	}
 	return StateAcknowledge
+}
+
+// postHeldErr posts the held error completion (heldWC) once no READ
+// response stream is queued ahead of it any more: the READ's train went
+// out whole, as kernel rxe sends it before it executes the next request.
+// The responder has failed already, so a full CQ changes nothing more.
+func (r *Responder) postHeldErr() {
+	if r.q.hasRead() {
+		return
+	}
+	r.heldErr = false
+	r.wqe.valid = false
+	r.post(&r.heldWC, r.heldSE)
 }
 
 // acknowledge mirrors rxe acknowledge: the error NAK if one is pending, the

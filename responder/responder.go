@@ -340,6 +340,16 @@ type Responder struct {
 	wc   verbs.WC
 	hdr  packet.Headers
 	ctrs Counters
+
+	// heldWC is the error completion of the receive WQE of a request that
+	// failed the responder while an earlier READ's response stream was
+	// still queued (heldErr, heldSE: its BTH SE bit): kernel rxe sends a
+	// READ's whole train before it looks at the next request, so the WQE
+	// completes with that error only once the stream has gone
+	// (postHeldErr), and is flushed if the READ faults first (readFault)
+	// or the QP is flushed first (Flush). The WQE stays in r.wqe meanwhile.
+	heldWC          verbs.WC
+	heldErr, heldSE bool
 }
 
 // New returns a responder for a copy of cfg. It allocates the responder resources
@@ -568,6 +578,9 @@ func (r *Responder) fail(status verbs.WCStatus, st State) {
 // is replaced by a Remote Access NAK and the responder fails (check Failed
 // after NextPacket too).
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
+	if r.heldErr {
+		r.postHeldErr()
+	}
 	if r.ooo.n > 0 && r.oooReady() {
 		r.drainOOO(now)
 	}
@@ -605,6 +618,7 @@ func (r *Responder) FailState() State { return r.failState }
 // be called again, e.g. after WQEs are posted to a QP in ERR.
 func (r *Responder) Flush() {
 	r.flushed = true
+	r.heldErr = false // its WQE, still in r.wqe, is flushed below
 	if r.wqe.valid {
 		r.wqe.valid = false
 		r.postFlush(r.wqe.id)
