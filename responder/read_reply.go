@@ -88,26 +88,41 @@ func streamOf(it *outItem, res *resource) bool {
 }
 
 // restartTrain handles a duplicate READ (r.rd, checked by replayRead)
-// whose original train res is still in the output queue. If the duplicate
-// asks for PSNs the train has not sent yet, the train answers it and the
-// duplicate is dropped; if it asks for PSNs already sent (responses lost,
-// or overtaken so that the requester dropped the rest), the train is
-// rewound to the duplicate's PSN and continues from there with FIRST, so
-// the requester does not wait behind the rest of a train it will discard.
-// rxe does the same: its duplicate_request points the QP's current read
-// resource at the replayed position. It reports whether it handled the
+// whose original train res, or the replay of an earlier duplicate of it,
+// is still in the output queue. If the duplicate asks only for PSNs that
+// stream has still to send, the stream answers it and the duplicate is
+// dropped; otherwise — it asks for PSNs already sent (responses lost, or
+// overtaken so that the requester dropped the rest), or for PSNs past the
+// stream's end (a replay ends where its duplicate's range ends) — the
+// stream is repositioned to the duplicate's range and continues from
+// there with FIRST, so the requester does not wait behind the rest of a
+// stream it will discard, and the READ keeps one stream. rxe does the
+// same: its duplicate_request resets the READ's responder resource to
+// the duplicate's PSN, VA and length. It reports whether it handled the
 // duplicate.
 func (r *Responder) restartTrain(res *resource) bool {
+	rdEnd := r.rd.psn.Add(r.readPSNs(r.rd.length))
 	for i := range r.q.Len() {
 		it := r.q.At(i)
 		if !streamOf(it, res) {
 			continue
 		}
-		if !r.rd.psn.Before(it.psn) {
+		end := it.psn.Add(r.readPSNs(it.resid))
+		if !r.rd.psn.Before(it.psn) && !end.Before(rdEnd) {
 			r.ctrs.ReadsCovered++
 			return true
 		}
-		r.ctrs.ReadResponsesResent += uint64(it.psn.Diff(r.rd.psn))
+		if r.rd.psn.Before(it.psn) {
+			r.ctrs.ReadResponsesResent += uint64(it.psn.Diff(r.rd.psn))
+		}
+		if rdEnd.After(end) {
+			// PSNs past the stream's end, which the READ's train sent.
+			from := end
+			if r.rd.psn.After(end) {
+				from = r.rd.psn
+			}
+			r.ctrs.ReadResponsesResent += uint64(rdEnd.Diff(from))
+		}
 		it.psn, it.req, it.va, it.resid, it.first = r.rd.psn, r.rd.psn, r.rd.va, r.rd.length, true
 		r.ctrs.ReadRestarts++
 		return true

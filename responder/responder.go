@@ -153,9 +153,9 @@ type Counters struct {
 	ReadResponses uint64
 	// ReadReplays counts duplicate READs answered from a resource.
 	ReadReplays uint64
-	// ReadRestarts counts duplicate READs that rewound the train still
-	// being sent to their PSN; ReadsCovered those the train still being
-	// sent answers anyway (restartTrain).
+	// ReadRestarts counts duplicate READs that repositioned the train (or
+	// replay) still being sent to their range; ReadsCovered those it
+	// answers anyway (restartTrain).
 	ReadRestarts, ReadsCovered uint64
 	// ReadsClipped counts duplicate READs under selective repeat that were
 	// served only up to where a queued stream of the same READ takes over

@@ -838,3 +838,57 @@ func TestMRGoneMidReadBeforeLaterFailure(t *testing.T) {
 	require.Equal(t, verbs.WCRemAccessErr, status, "Failed agrees with the NAK sent")
 	require.Equal(t, StateErrRKeyViolation, h.r.FailState())
 }
+
+// TestDuplicateReadPastQueuedReplay: without selective repeat a duplicate
+// READ that asks for PSNs past the end of the replay still queued for the
+// same READ is answered: the replay is repositioned to the duplicate's
+// range (FIRST at its PSN, its VA and length), as rxe duplicate_request
+// resets the READ's responder resource to the duplicate, instead of being
+// dropped as if the replay would send those PSNs. One response stream per
+// READ stays queued. A duplicate inside what the replay has still to send
+// is left to it.
+func TestDuplicateReadPastQueuedReplay(t *testing.T) {
+	const mtu = 1024
+	data := pattern(8*mtu, 9)
+	for _, tc := range []struct {
+		name     string
+		dup, end packet.PSN // the second duplicate asks for [dup, end)
+		want     []packet.PSN
+		covered  uint64
+	}{
+		{"past_replay_end", 104, 108, []packet.PSN{104, 105, 106, 107}, 0},
+		{"overlaps_replay_end", 101, 104, []packet.PSN{101, 102, 103}, 0},
+		{"inside_replay", 101, 102, []packet.PSN{100, 101}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			copy(h.remoteBytes(rva, len(data)), data)
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+			require.Len(t, h.drain(), 8)
+			// The first duplicate asks for 100..101 again: a replay is queued.
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+			off := uint32(tc.dup-100) * mtu
+			h.rx(packet.RCRDMAReadRequest, tc.dup, nil, reth(rva+uint64(off), rkey, uint32(tc.end-tc.dup)*mtu))
+			streams := 0
+			for i := range h.r.q.Len() {
+				if h.r.q.At(i).kind == outRead {
+					streams++
+				}
+			}
+			require.Equal(t, 1, streams, "one response stream for the READ")
+			out := h.drain()
+			psns := make([]packet.PSN, len(out))
+			for i, p := range out {
+				psns[i] = p.PSN()
+			}
+			require.Equal(t, tc.want, psns, "the PSNs of the responses")
+			for _, p := range out {
+				require.Equal(t, data[(p.PSN()-100)*mtu:(p.PSN()-99)*mtu], p.Payload())
+			}
+			require.Contains(t, []packet.Opcode{packet.RCRDMAReadResponseFirst, packet.RCRDMAReadResponseOnly}, out[0].Opcode())
+			require.Equal(t, packet.RCRDMAReadResponseLast, out[len(out)-1].Opcode())
+			require.Equal(t, tc.covered, h.r.Counters().ReadsCovered)
+			require.Zero(t, h.r.Counters().DuplicateDropped)
+		})
+	}
+}
