@@ -287,7 +287,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		bothBool(&o.unsorted, "U", "report-unsorted", "print every sample (µs) in the order measured, as \"i, t\" lines after \"#, usec\", before the size's row (iteration runs only)")
 		fs.DurationVar(&o.lossWait, "loss-wait", defLossWait, "-c UC and UD latency tests: how long to wait for the peer's next SEND or WRITE before ending the run with an error (nothing resends a message lost on an unreliable transport; RC waits up to 60 s for a peer that stopped)")
 	}
-	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (read and atomic tests take 0, as perftest)", maxInline))
+	both(&o.inline, "I", "inline_size", 0, fmt.Sprintf("post SEND and WRITE messages of up to N bytes inline, N at most %d (not for the read and atomic tests, as in perftest)", maxInline))
 	both2 := func(p *string, short, long, def, usage string) {
 		fs.StringVar(p, short, def, usage)
 		fs.StringVar(p, long, def, usage)
@@ -762,9 +762,6 @@ const minSRQUDRxDepth = 100
 // tx depth. The default --busy-poll applies to the latency tests without
 // -e only.
 func (o *options) forceDependencies(t Test) {
-	if t.verb == verbRead || t.verb == verbAtomic {
-		o.inline = 0 // perftest: READ and atomic tests post no data to inline, whatever -I says
-	}
 	if !o.set["busy-poll"] && (!t.lat || o.events) {
 		o.busyPoll = 0 // the bandwidth loops and -e sleep
 	}
@@ -908,6 +905,10 @@ func (o *options) checkDevice(t Test) error {
 		return fmt.Errorf("-c %s: rxectl supports RC, UC and UD so far", o.connType)
 	default:
 		return fmt.Errorf("-c %q: RC, UC, UD, XRC, DC or SRD", o.connType)
+	}
+	if o.set["inline_size"] && (t.verb == verbRead || t.verb == verbAtomic) {
+		// perftest's parser refuses -I, 0 included, for READ and atomic.
+		return fmt.Errorf("-I: inline data is for the SEND and WRITE tests; %s posts none (perftest: \"Inline feature not available on READ/Atomic verbs\")", t.cmd)
 	}
 	if o.inline < 0 || o.inline > maxInline {
 		return fmt.Errorf("-I %d: the device's max inline data is %d bytes", o.inline, maxInline)

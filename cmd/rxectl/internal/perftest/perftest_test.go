@@ -1021,17 +1021,20 @@ func TestCheckWCExplains(t *testing.T) {
 	}
 }
 
-// TestInlineReadAtomic: read and atomic tests take -I as perftest does:
-// they post no data to inline, so the inline size becomes 0 (--out_json
-// says so; their header shows the outstanding reads instead).
-func TestInlineReadAtomic(t *testing.T) {
-	for _, args := range [][]string{{"read-bw", "-I", "16"}, {"atomic-lat", "--inline_size=8"}} {
-		t.Run(args[0], func(t *testing.T) {
-			o, err := parsePerftest(findTest(t, args[0]), args[1:])
-			require.NoError(t, err)
-			require.Zero(t, o.inline)
-			_, errs, code := runCmd(t, append(args, "--loopback", "--udp-port", "0", "-n", "20")...)
-			require.Equal(t, cli.ExitOK, code, errs)
-		})
+// TestInlineRefusedByReadAtomic: read and atomic tests refuse -I, 0
+// included, as perftest's parser refuses it for READ and atomic verbs
+// ("Inline feature not available on READ/Atomic verbs"); without -I their
+// inline size is 0 (their header shows the outstanding reads instead).
+func TestInlineRefusedByReadAtomic(t *testing.T) {
+	requireUsageErrors(t, []usageCase{
+		{[]string{"read-bw", "-I", "16"}, "-I: inline data is for the SEND and WRITE tests; read-bw posts none"},
+		{[]string{"read-lat", "-I", "0"}, "Inline feature not available on READ/Atomic verbs"},
+		{[]string{"atomic-bw", "--inline_size=8"}, "atomic-bw posts none"},
+		{[]string{"atomic-lat", "--inline_size=0"}, "Inline feature not available on READ/Atomic verbs"},
+	})
+	for _, cmd := range []string{"read-bw", "atomic-lat"} {
+		o, err := parsePerftest(findTest(t, cmd), nil)
+		require.NoError(t, err)
+		require.Zero(t, o.inline, cmd)
 	}
 }
