@@ -67,12 +67,24 @@ func buildREQ(d *Device, qp *QP, from, to netip.AddrPort, psn uint32, o *CMOptio
 			RemoteGID: packet.GIDFromAddr(to.Addr()), HopLimit: 64, LocalACKTimeout: o.Timeout,
 			// The device's traffic class, as rdma_cm puts the id's TOS in the
 			// REQ's path: a kernel peer's QP then answers with it too.
-			TrafficClass: d.opts.TrafficClass},
+			TrafficClass: d.opts.TrafficClass,
+			FlowLabel:    rdmaCMFlowLabel(from.Port(), to.Port())},
 	}
 	ip := packet.CMIPHeader{SrcPort: from.Port(), Src: from.Addr(), Dst: to.Addr()}
 	ip.Encode(req.PrivateData[:])
 	copy(req.PrivateData[packet.CMIPHeaderSize:], o.PrivateData)
 	return req
+}
+
+// rdmaCMFlowLabel is the flow label rdma_cm gives the path of a RoCEv2
+// connection from RDMA CM port sport to dport, which its REQ carries
+// (kernel cma_get_roce_udp_flow_label: sport × 31 + dport, in 20 bits; an
+// IPv6 source address's own flow label would come first, and gorxe has
+// none). Kernel rxe derives a QP's UDP source port from its path's flow
+// label (rxe_modify_qp), so a kernel peer's QP sends from the port a
+// kernel active side would have given it.
+func rdmaCMFlowLabel(sport, dport uint16) uint32 {
+	return (uint32(sport)*31 + uint32(dport)) & 0xFFFFF
 }
 
 // dialQP runs the active side's exchange for a QP in INIT.
