@@ -64,7 +64,8 @@ func buildREQ(d *Device, qp *QP, from, to netip.AddrPort, psn uint32, o *CMOptio
 		PKey: packet.DefaultPKey, PathMTU: uint8(o.MTU), RNRRetryCount: o.RNRRetry, MaxCMRetries: o.MaxCMRetries,
 		SRQ: o.SRQ != nil,
 		Primary: packet.CMPath{LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: packet.GIDFromAddr(from.Addr()),
-			RemoteGID: packet.GIDFromAddr(to.Addr()), HopLimit: 64, LocalACKTimeout: o.Timeout,
+			RemoteGID: packet.GIDFromAddr(to.Addr()), HopLimit: 64,
+			LocalACKTimeout: reqLocalACKTimeout(d.attr.LocalCAAckDelay, o.Timeout),
 			// The device's traffic class, as rdma_cm puts the id's TOS in the
 			// REQ's path: a kernel peer's QP then answers with it too.
 			TrafficClass: d.opts.TrafficClass,
@@ -85,6 +86,34 @@ func buildREQ(d *Device, qp *QP, from, to netip.AddrPort, psn uint32, o *CMOptio
 // kernel active side would have given it.
 func rdmaCMFlowLabel(sport, dport uint16) uint32 {
 	return (uint32(sport)*31 + uint32(dport)) & 0xFFFFF
+}
+
+// reqLocalACKTimeout is the Local ACK Timeout of a Dial's REQ for a QP
+// whose own local ACK timeout is timeout, as kernel ib_cm fills it for an
+// rdma_cm id whose ACK timeout is set (rdma_set_option
+// RDMA_OPTION_ID_ACK_TIMEOUT, as perftest sets -u): rdma_cm gives a RoCE
+// path a packet life time of timeout − 1, or CMA_IBOE_PACKET_LIFETIME
+// (16) for timeout 0 (cma_resolve_iboe_route), and ib_cm announces about
+// 2 × packet life time + the CA's ACK delay (IBA 12.7.34): the larger of
+// life time + 1 and the ACK delay, plus one when the other is within one
+// of it, at most 31 (cm_format_req, cm_ack_timeout). A kernel passive
+// side's QP takes it as its timeout unless its application set one, so
+// it is never 0 (no timeout would reach that QP as the shortest one).
+func reqLocalACKTimeout(caAckDelay, timeout uint8) uint8 {
+	life := 16
+	if timeout > 0 {
+		life = int(timeout) - 1
+	}
+	t, delay := life+1, int(caAckDelay)
+	switch {
+	case t >= delay && delay >= t-1:
+		t++
+	case t < delay && t >= delay-1:
+		t = delay + 1
+	case t < delay:
+		t = delay
+	}
+	return uint8(min(t, 31))
 }
 
 // dialQP runs the active side's exchange for a QP in INIT.

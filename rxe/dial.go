@@ -55,7 +55,7 @@ type CMOptions struct {
 	// ResponderResources and InitiatorDepth bound outstanding READ and
 	// atomic requests (default 16 each, as perftest asks).
 	ResponderResources, InitiatorDepth int
-	Timeout                            uint8 // local ACK timeout exponent; default 14
+	Timeout                            uint8 // the QP's local ACK timeout exponent; default 14 (a Dial's REQ announces what kernel ib_cm would for it: 16 for 14, 17 for 0)
 	RetryCnt, RNRRetry                 uint8 // default 7, 7
 	// Explicit marks the fields among Timeout, RetryCnt and RNRRetry
 	// (QPAttrTimeout, QPAttrRetryCnt, QPAttrRNRRetry) whose zero is the

@@ -267,10 +267,11 @@ func TestRetryCountFlag(t *testing.T) {
 		require.Equal(t, retries != defRetryCount, strings.Contains(out, fmt.Sprintf(" Retry count     : %d\n", retries)), out)
 	}
 
-	// With -R the REQs carry --retry_count and -u as given, 0 included
-	// (no retry, no local ACK timeout), as perftest's rdma_set_option and
-	// conn_param do.
-	for _, tc := range []struct{ retries, timeout int }{{3, defQPTimeout}, {0, 0}} {
+	// With -R the REQs carry --retry_count as given, 0 included (no
+	// retry), as perftest's conn_param does, and the local ACK timeout
+	// kernel ib_cm announces for perftest's rdma_set_option of -u: 16 for
+	// 14, 17 for 0 (no timeout).
+	for _, tc := range []struct{ retries, timeout, reqTimeout int }{{3, defQPTimeout, 16}, {0, 0, 17}} {
 		file := filepath.Join(t.TempDir(), "cm.pcap")
 		out, errs, code := runCmd(t, "write-bw", "-R", "--loopback", "--udp-port", "0", "-n", "20",
 			"--retry_count", strconv.Itoa(tc.retries), "-u", strconv.Itoa(tc.timeout), "--pcap", file)
@@ -284,7 +285,7 @@ func TestRetryCountFlag(t *testing.T) {
 			var req packet.REQ
 			require.NoError(t, req.Decode(m.msg))
 			require.Equal(t, uint8(tc.retries), req.RetryCount)
-			require.Equal(t, uint8(tc.timeout), req.Primary.LocalACKTimeout)
+			require.Equal(t, uint8(tc.reqTimeout), req.Primary.LocalACKTimeout)
 			reqs++
 		}
 		require.Equal(t, 2, reqs, "the exchange's connection and the test QP's")
