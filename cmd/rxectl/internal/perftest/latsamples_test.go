@@ -114,12 +114,24 @@ func TestFlagsRxectlLacks(t *testing.T) {
 		{[]string{"read-bw", "-H"}, "-H is for the latency tests"},
 		{[]string{"write-bw", "--report-unsorted"}, "-report-unsorted is for the latency tests"},
 		{[]string{"write-lat", "-C"}, "perftest's -C (--report-cycles): rxectl times with the operating system's monotonic clock"},
-		{[]string{"send-bw", "--flow_label", "4"}, "--flow_label is not supported"},
+		{[]string{"send-bw", "--flow_label", "4"}, "perftest's --flow_label sets the GRH flow label"},
 		{[]string{"read-bw", "-L", "64"}, "-L (--hop_limit) sets a raw Ethernet QP's hop limit"},
 		{[]string{"read-bw", "-T", "256"}, "traffic class 256 not in [0, 255]"},
 		{[]string{"read-bw", "--use-srq"}, "--use-srq is for the SEND tests"},
 		{[]string{"read-bw", "--frobnicate"}, "flag provided but not defined: -frobnicate (rxectl help read-bw lists the flags it takes)"},
 		{[]string{"write-lat", "-H", "-D", "2"}, "-H and -U print the samples of an iteration run"},
 		{[]string{"read-lat", "-U", "-D", "2"}, "-H and -U print the samples of an iteration run"},
+	})
+}
+
+// TestFlowLabelRefusalSaysWhy: --flow_label is refused with what it does
+// on RoCEv2, where the IP header carries no flow label from kernel rxe:
+// it picks the UDP source port of the QP's packets (rxe_modify_qp,
+// rdma_get_udp_sport), which gorxe cannot vary per QP.
+func TestFlowLabelRefusalSaysWhy(t *testing.T) {
+	const why = "perftest's --flow_label sets the GRH flow label of the QPs' address, from which kernel rxe picks the UDP source port of a QP's packets (rxe_modify_qp: rdma_get_udp_sport; its IP headers carry flow label 0); gorxe sends every QP's packets from its device's UDP port"
+	requireUsageErrors(t, []usageCase{
+		{[]string{"send-bw", "--flow_label", "4"}, why},
+		{[]string{"write-lat", "--flow_label=1,2"}, why},
 	})
 }

@@ -16,7 +16,7 @@ var perftestOnly = map[string]string{
 	"sl":                 "-S (--sl): the service level of RoCE is the VLAN priority a NIC sets; gorxe sends through a UDP socket and sets none",
 	"L":                  hopLimitWhy,
 	"hop_limit":          hopLimitWhy,
-	"flow_label":         "--flow_label is not supported: gorxe sends flow label 0, as kernel rxe does",
+	"flow_label":         flowLabelWhy,
 	"g":                  "-g (--mcg): multicast is not supported",
 	"mcg":                "-g (--mcg): multicast is not supported",
 	"M":                  "-M (--MGID): multicast is not supported",
@@ -27,6 +27,13 @@ var perftestOnly = map[string]string{
 	"dualport":           "-O (--dualport): a gorxe device has one port",
 	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions (perftest 5.70 and later need the peer's: without the exchange they stop with \"not compatible with versions older than 5.70\")",
 }
+
+// flowLabelWhy is why --flow_label is refused: on RoCEv2 a QP's flow
+// label chooses the UDP source port of its packets (kernel rxe_modify_qp
+// takes it through rdma_get_udp_sport; prepare_ipv6_hdr writes flow
+// label 0), and gorxe's QPs all send from the device's sockets, on one
+// port.
+const flowLabelWhy = "--flow_label sets the GRH flow label of the QPs' address, from which kernel rxe picks the UDP source port of a QP's packets (rxe_modify_qp: rdma_get_udp_sport; its IP headers carry flow label 0); gorxe sends every QP's packets from its device's UDP port"
 
 // hopLimitWhy is why -L is refused, as perftest refuses it for every QP
 // but raw Ethernet's.
