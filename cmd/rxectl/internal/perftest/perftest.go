@@ -252,7 +252,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs.IntVar(&o.recvPostList, "recv_post_list", 1, "SEND bandwidth tests: the end that receives posts its receives N at a time, in one PostRecv call (rxe.QP.PostRecv takes a list), once N of a QP's have completed; -n must be a multiple of N and -r (per QP with --use-srq) at least N")
 	fs.BoolVar(&o.useSRQ, "use-srq", false, "SEND tests: the QPs of the end that receives take their receives from one shared receive queue of -r WQEs (rxe.SRQ), as perftest's --use-srq")
 	both(&o.postList, "l", "post_list", 1, "bandwidth tests: post N work requests per PostSend call, a whole list at a time; -Q defaults to N and must divide it, and -n must be a multiple of it")
-	both(&o.outs, "o", "outs", 0, "outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default: the device maximum, 128)")
+	both(&o.outs, "o", "outs", 0, "read and atomic tests: outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default: the device maximum, 128)")
 	bothBool(&o.noPeak, "N", "noPeak", "do not compute the peak bandwidth")
 	fs.BoolVar(&o.gbits, "report_gbits", false, "report Gb/s (10^9 bit/s) instead of MiB/s (same on both sides)")
 	both(&o.timeout, "u", "qp-timeout", defQPTimeout, "local ACK timeout exponent: 4.096 us * 2^N")
@@ -662,6 +662,13 @@ var validations = []validation{
 		return nil
 	},
 	inRange(func(o *options) int { return o.outs }, 0, 128, "outstanding reads %d not in [0, 128] (0: the device maximum)"),
+	func(o *options, t Test) error {
+		// perftest's parser refuses -o but for READ and atomic.
+		if o.set["outs"] && t.verb != verbRead && t.verb != verbAtomic {
+			return fmt.Errorf("-o: outstanding reads are for the read and atomic tests; %s posts none (perftest: \"Setting Outstanding reads only available on READ verb\")", t.cmd)
+		}
+		return nil
+	},
 	inRange(func(o *options) int { return o.timeout }, 0, 31, "qp-timeout %d not in [0, 31]"),
 	// -p 0 would make the server listen on a port it does not tell, and
 	// the client dial port 0.

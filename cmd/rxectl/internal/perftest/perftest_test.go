@@ -1038,3 +1038,18 @@ func TestInlineRefusedByReadAtomic(t *testing.T) {
 		require.Zero(t, o.inline, cmd)
 	}
 }
+
+// TestOutsRefusedByWriteSend: -o, the outstanding READs and atomics, is
+// refused by the tests that post neither, as perftest's parser refuses it
+// ("Setting Outstanding reads only available on READ verb"), rather than
+// being ignored; the read and atomic tests take it.
+func TestOutsRefusedByWriteSend(t *testing.T) {
+	requireUsageErrors(t, []usageCase{
+		{[]string{"write-bw", "-o", "4"}, "-o: outstanding reads are for the read and atomic tests; write-bw posts none"},
+		{[]string{"send-lat", "--outs=1"}, "Setting Outstanding reads only available on READ verb"},
+	})
+	for _, args := range [][]string{{"read-bw", "-o", "4"}, {"atomic-lat", "--outs=2"}, {"read-lat", "-o", "0"}} {
+		_, err := parsePerftest(findTest(t, args[0]), args[1:])
+		require.NoError(t, err, "%v", args)
+	}
+}
