@@ -636,6 +636,13 @@ var validations = []validation{
 		"iterations %d not in ["+strconv.Itoa(minIters)+", 2^28] (each iteration keeps two 8-byte timestamps)"),
 	inRange(func(o *options) int { return o.txDepth }, 1, 15000, "tx depth %d not in [1, 15000]"),
 	inRange(func(o *options) int { return o.rxDepth }, 1, 16384, "rx depth %d not in [1, 16384]"),
+	func(o *options, t Test) error {
+		// perftest's parser refuses -r above 1 but for SEND and WRITE.
+		if o.rxDepth > defRxRDMA && (t.verb == verbRead || t.verb == verbAtomic) {
+			return fmt.Errorf("-r %d: %s posts no receives, its receive depth is 1 (perftest: \"On RDMA verbs rx depth can be only 1\")", o.rxDepth, t.cmd)
+		}
+		return nil
+	},
 	inRange(func(o *options) int { return o.cqMod }, 1, 1024, "cq-mod %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.qps }, 1, 1024, "QPs %d not in [1, 1024]"),
 	inRange(func(o *options) int { return o.cqVector }, -1, 1<<16, "-X %d: a completion vector, 0 or more"),

@@ -52,3 +52,19 @@ func TestUnreliableSRQRXDepth(t *testing.T) {
 		require.Equal(t, tc.want, o.rxDepth, "%v", tc.args)
 	}
 }
+
+// TestRXDepthOfReadAtomic: the read and atomic tests post no receives and
+// refuse a receive depth above 1, as perftest's parser does ("On RDMA
+// verbs rx depth can be only 1"), rather than giving their QPs receive
+// queues of -r WQEs; -r 1 and the SEND and WRITE tests' -r are taken.
+func TestRXDepthOfReadAtomic(t *testing.T) {
+	t.Parallel()
+	requireUsageErrors(t, []usageCase{
+		{[]string{"read-bw", "-r", "2"}, "-r 2: read-bw posts no receives, its receive depth is 1 (perftest: \"On RDMA verbs rx depth can be only 1\")"},
+		{[]string{"atomic-lat", "--rx-depth=512"}, "On RDMA verbs rx depth can be only 1"},
+	})
+	for _, args := range [][]string{{"read-lat", "-r", "1"}, {"atomic-bw", "-r", "1"}, {"write-bw", "-r", "64"}, {"send-lat", "-r", "64"}} {
+		_, err := parsePerftest(findTest(t, args[0]), args[1:])
+		require.NoError(t, err, "%v", args)
+	}
+}
