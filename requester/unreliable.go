@@ -61,6 +61,8 @@ type uwqe struct {
 	length   uint32
 	sent     uint32 // payload bytes already put in packets
 	started  bool
+	unsent   uint32         // packets built that the owner has not reported gone (Sent, Unsent)
+	st       verbs.WCStatus // the status it completes with, once built, failed or flushed
 	sges     []verbs.SGE
 	inline   []byte
 	isInline bool
@@ -71,15 +73,20 @@ type uwqe struct {
 }
 
 // Unreliable is the send side of a UC or UD QP (rxe_req.c for those QP
-// types): it segments each work request into packets of the path MTU and
-// completes it when its last packet is built. Nothing is acknowledged or
-// retransmitted. It is sans-IO and not safe for concurrent use.
+// types): it segments each work request into packets of the path MTU.
+// Nothing is acknowledged or retransmitted. A work request completes once
+// the owner reports its last packet gone (Sent), as rxe_xmit_packet
+// marks a UC or UD WQE done only once its last packet is handed to the IP
+// layer; one whose packets never leave completes with WR_FLUSH_ERR
+// (Unsent). Work requests complete in posting order. It is sans-IO and not
+// safe for concurrent use.
 type Unreliable struct {
 	cfg  UConfig
 	mem  Memory
 	cq   Completions
 	ring []uwqe
-	head uint64 // oldest WQE (being sent)
+	done uint64 // oldest WQE not completed: [done, head) are built, failed or flushed
+	head uint64 // oldest WQE not fully built (being sent)
 	tail uint64 // next free slot
 	psn  packet.PSN
 	hdr  packet.Headers
@@ -128,10 +135,12 @@ func (u *Unreliable) headStarted() bool { return u.ring[u.head%uint64(len(u.ring
 // ever under way.
 func (u *Unreliable) SetDraining(on bool) { u.draining = on }
 
-// Drained reports whether the send queue is draining and no message is
-// under way (the moment rxe raises IB_EVENT_SQ_DRAINED).
+// Drained reports whether the send queue is draining, no message is under
+// way and every work request built has completed (the moment rxe raises
+// IB_EVENT_SQ_DRAINED: req_next_wqe waits in QP_STATE_DRAIN until the
+// completer has retired every WQE before the next one).
 func (u *Unreliable) Drained() bool {
-	return u.draining && (u.head == u.tail || !u.headStarted())
+	return u.draining && u.done == u.head && (u.head == u.tail || !u.headStarted())
 }
 
 // SetDest changes a UC QP's destination and ICRC pseudo-header (a new
@@ -196,13 +205,14 @@ func checkUnreliable(wr *verbs.SendWR, ud bool, maxSGE, maxInline, pmtu int) (ui
 // immediate data, UD only SEND with or without immediate data, no longer
 // than the path MTU, to an address handle. As in rxe post_one_send, a
 // malformed work request is refused as such even when the send queue is
-// full; only a valid one gets ErrQueueFull.
+// full; only a valid one gets ErrQueueFull. A work request holds its slot
+// until it completes (rxe frees a send WQE in its completer).
 func (u *Unreliable) Post(wr *verbs.SendWR) error {
 	length, err := checkUnreliable(wr, u.cfg.UD, u.cfg.MaxSGE, u.cfg.MaxInline, u.cfg.PMTU)
 	if err != nil {
 		return err
 	}
-	if u.tail-u.head >= uint64(len(u.ring)) {
+	if u.tail-u.done >= uint64(len(u.ring)) {
 		return ErrQueueFull
 	}
 	inline := wr.Flags&verbs.SendInline != 0
@@ -228,8 +238,10 @@ func (u *Unreliable) Post(wr *verbs.SendWR) error {
 // NextPacket builds the next packet into buf and returns its length,
 // destination and IP traffic class (a UD work request's address
 // handle's; 0 for UC and for the device's); 0 when nothing waits. buf
-// must hold a packet of the path MTU. A work request whose memory cannot
-// be read fails with LOC_PROT_ERR and stops the queue (Failed).
+// must hold a packet of the path MTU. The owner reports every packet it
+// took, in order, as gone (Sent) or never sent (Unsent). A work request
+// whose memory cannot be read fails with LOC_PROT_ERR and stops the queue
+// (Failed); it completes after the work requests before it.
 func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort, uint8) {
 	if !u.Pending() {
 		return 0, netip.AddrPort{}, 0
@@ -268,14 +280,65 @@ func (u *Unreliable) NextPacket(now time.Time, buf []byte) (int, netip.AddrPort,
 	}
 	u.psn = u.psn.Add(1)
 	w.started, w.sent = true, w.sent+n
+	w.unsent++
 	u.c.PacketsSent++
 	u.c.BytesSent += uint64(total)
 	u.c.PayloadSent += uint64(n)
 	if end {
-		u.complete(w, verbs.WCSuccess)
+		w.st = verbs.WCSuccess
 		u.head++
 	}
 	return total, dest, w.tclass
+}
+
+// Sent reports that the oldest n packets NextPacket built and not yet
+// reported have left (the owner wrote them, or dropped them past its
+// control); the work requests whose packets have all left complete, in
+// posting order (rxe_xmit_packet: a UC or UD WQE is done once its last
+// packet is handed to IP). Packets beyond those built are ignored: a
+// flush by Unsent has settled them already.
+func (u *Unreliable) Sent(n int) {
+	for i := u.done; n > 0 && i != u.tail; i++ {
+		w := &u.ring[i%uint64(len(u.ring))]
+		take := min(w.unsent, uint32(n))
+		w.unsent -= take
+		n -= int(take)
+	}
+	u.retire()
+}
+
+// Unsent reports that no packet built and not yet reported will leave
+// (the owner dropped them: a QP in ERR or a closing device). Their work
+// requests complete with WR_FLUSH_ERR unless they failed, in posting
+// order, as rxe's completer flushes the WQEs its requester never finished
+// once the QP is in ERR (flush_send_queue). The owner calls it only when
+// its QP builds nothing more (in ERR, or on a closing device), so no packet
+// is built after.
+func (u *Unreliable) Unsent() {
+	for i := u.done; i != u.tail; i++ {
+		w := &u.ring[i%uint64(len(u.ring))]
+		if w.unsent == 0 {
+			continue
+		}
+		w.unsent = 0
+		if w.st == verbs.WCSuccess {
+			w.st = verbs.WCWRFlushErr
+		}
+	}
+	u.retire()
+}
+
+// retire completes, in posting order, the work requests that are built,
+// failed or flushed and have no packet left to report.
+func (u *Unreliable) retire() {
+	for u.done != u.head {
+		w := &u.ring[u.done%uint64(len(u.ring))]
+		if w.unsent > 0 {
+			return
+		}
+		u.complete(w, w.st)
+		u.done++
+	}
 }
 
 // opcode returns the UC or UD opcode of a packet (rxe next_opcode_uc,
@@ -371,22 +434,25 @@ func (u *Unreliable) complete(w *uwqe, st verbs.WCStatus) {
 	}
 }
 
-// fail completes w with a local error and stops the queue: the QP's owner
-// moves it to ERR, whose Flush completes the rest.
+// fail gives w a local error and stops the queue: w completes once the
+// work requests before it have; the QP's owner moves the QP to ERR, whose
+// Flush completes the rest.
 func (u *Unreliable) fail(w *uwqe, st verbs.WCStatus) {
 	u.c.LocalErrors++
-	u.complete(w, st)
+	w.st = st
 	u.head++
 	u.failed, u.failStatus = true, st
+	u.retire()
 }
 
-// Flush completes every queued work request with WR_FLUSH_ERR (the QP is
-// in ERR).
+// Flush completes every work request not yet built with WR_FLUSH_ERR (the
+// QP is in ERR), after the ones built before them: those complete as
+// their packets are reported (Sent, Unsent).
 func (u *Unreliable) Flush() {
 	for ; u.head != u.tail; u.head++ {
-		w := &u.ring[u.head%uint64(len(u.ring))]
-		u.complete(w, verbs.WCWRFlushErr)
+		u.ring[u.head%uint64(len(u.ring))].st = verbs.WCWRFlushErr
 	}
+	u.retire()
 	u.failed = true
 	if u.failStatus == 0 {
 		u.failStatus = verbs.WCWRFlushErr

@@ -27,7 +27,8 @@ func newUnreliable(ud bool) (*Unreliable, fakeMem, *fakeCQ) {
 }
 
 // drain returns every packet the send queue builds, parsed and with its
-// ICRC checked against the pseudo-header of its destination.
+// ICRC checked against the pseudo-header of its destination; each is
+// reported sent as soon as it is built, as an owner whose write takes it.
 func drain(t *testing.T, u *Unreliable) []packet.Packet {
 	var out []packet.Packet
 	for {
@@ -36,6 +37,7 @@ func drain(t *testing.T, u *Unreliable) []packet.Packet {
 		if n == 0 {
 			return out
 		}
+		u.Sent(1)
 		p, err := packet.Parse(buf[:n])
 		require.NoError(t, err)
 		ph := pseudo

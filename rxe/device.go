@@ -124,9 +124,12 @@ type PortAttr struct {
 // device made by Listen, the socket closes. Every QP not in RESET moves to
 // ERR, so the work requests outstanding at Close complete with
 // WR_FLUSH_ERR (as when a device goes away under a verbs consumer); the CQs
-// stay pollable to collect them. A UC or UD send that completed before
-// Close goes on the wire first (its batch is written before the sockets
-// close, waiting at most a second for it). Events is closed once the QPs are
+// stay pollable to collect them. A UC or UD send completes once its
+// datagram is written: one whose batch is being written when Close begins
+// goes on the wire and completes with success first (its batch is written
+// before the sockets close, waiting at most a second for it); one whose
+// datagram the local host refused and its QP holds completes with
+// WR_FLUSH_ERR. Events is closed once the QPs are
 // stopped, after the events raised until then. Receive WQEs posted to an
 // SRQ stay in it and complete no more (the SRQ's, not a QP's:
 // ibv_destroy_srq discards them too). When Close returns the device touches no
@@ -147,11 +150,10 @@ func (d *Device) Close() error {
 		g.shutdown() // while the socket is open
 	}
 	close(d.done)
-	// A UC or UD send completes when its packet is built, before the
-	// transmit pass that built it writes the batch (rxe completes it once
-	// the packet is handed to the IP layer). Let a pass under way finish
-	// writing before the sockets close, so that a send reported
-	// successful is not lost. A pass that starts after this wait and
+	// A UC or UD send completes once the transmit pass that built its
+	// packet has written it (rxe_xmit_packet: once the packet is handed
+	// to the IP layer). Let a pass under way finish writing before the
+	// sockets close, so that its sends are not cut short. A pass that starts after this wait and
 	// before the QPs are stopped below can still build a send whose
 	// write the close cuts short.
 	// The wait is bounded: a write blocked for good (a full pipe nobody

@@ -164,7 +164,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 	qp.queued.Store(false)
 	now := time.Now()
 	if qp.dead() || qp.state == QPSReset {
-		qp.localDrop.drop()
+		qp.dropHeld()
 	}
 	if qp.localDrop.holding() {
 		var done bool
@@ -282,8 +282,10 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 // batch come back to the QP, in order after any it still holds, and its
 // back-off starts; the other datagrams are returned, in order, to be
 // written at once. Datagrams are moved by swapping Message values, so
-// every slot of the vector's batch keeps a buffer. The caller holds the
-// vector's txMu.
+// every slot of the vector's batch keeps a buffer. A QP destroyed, reset,
+// closed, or a UC or UD QP in ERR (which sends nothing more:
+// flushUnreliable) keeps none, and its send engine learns that they will
+// not leave. The caller holds the vector's txMu.
 func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP) ([]netdev.Message, []*QP) {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
@@ -293,7 +295,7 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP) ([]netdev.Message, [
 	l.delay = delay
 	l.compact()
 	start, older := l.head, l.n-l.head // held datagrams not yet sent again: they go after these
-	keep := !qp.dead() && qp.state != QPSReset
+	keep := !qp.dead() && qp.state != QPSReset && !(qp.unreliable() && qp.state == QPSErr)
 	w := 0
 	for i := range msgs {
 		if owners[i] == qp {
@@ -308,6 +310,9 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP) ([]netdev.Message, [
 	}
 	clear(owners[w:])
 	if !keep {
+		if qp.ureq != nil && w < len(msgs) {
+			qp.ureq.Unsent()
+		}
 		return msgs[:w], owners[:w]
 	}
 	if older > 0 {

@@ -122,13 +122,47 @@ func (qp *QP) syncUnreliable(mask QPAttrMask) {
 }
 
 // flushUnreliable stops a UC or UD QP's engines as it enters ERR (caller
-// holds mu); the receive queue is flushed by enterError.
+// holds mu); the receive queue is flushed by enterError. The datagrams the
+// QP holds after a local drop are not sent: their work requests complete
+// with WR_FLUSH_ERR, as rxe's completer flushes a WQE its requester rolled
+// back after -EAGAIN once the QP is in ERR (flush_send_queue).
 func (qp *QP) flushUnreliable() {
 	if qp.ureq != nil {
 		qp.ureq.Flush()
+		qp.dropHeld()
 	}
 	if qp.uresp != nil {
 		qp.uresp.Flush()
+	}
+}
+
+// dropHeld forgets the datagrams the QP holds after a local drop (caller
+// holds mu); a UC or UD QP's send engine learns that they will not leave
+// (requester.Unreliable.Unsent), so their work requests complete with
+// WR_FLUSH_ERR. (Destroy and a reset drop them with the engine: their
+// work requests complete not at all, as rxe flushes the send queue of a
+// destroyed or reset QP without notifying.)
+func (qp *QP) dropHeld() {
+	held := qp.localDrop.holding()
+	qp.localDrop.drop()
+	if held && qp.ureq != nil {
+		qp.ureq.Unsent()
+	}
+}
+
+// unreliableSent tells a UC or UD QP's send engine that n more of its
+// datagrams left (vector.send; caller holds mu): a work request whose last
+// datagram left completes (requester.Unreliable.Sent). A send CQ overflow
+// then moves the QP to ERR, and a drain that ends raises SQ_DRAINED
+// (afterEngines). Nothing happens for an RC QP or for a QP without a
+// send engine (destroyed or reset since the datagrams were built).
+func (qp *QP) unreliableSent(n int) {
+	if qp.ureq == nil {
+		return
+	}
+	qp.ureq.Sent(n)
+	if !qp.dead() {
+		qp.afterEngines()
 	}
 }
 

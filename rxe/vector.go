@@ -216,6 +216,11 @@ func (v *vector) transmitPass(limit int) int {
 // batch is written at once, so one QP's refusal holds back no other QP.
 // Any other error drops the datagram (the transport's own retry recovers
 // it) and is counted.
+//
+// A UC or UD QP's work request completes once its last datagram is
+// written (rxe_xmit_packet marks the WQE done once the packet is handed
+// to IP): each QP's send engine learns of its datagrams written or
+// dropped here (QP.unreliableSent); the ones it takes back stay its own.
 func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 	d := v.d
 	adaptive := d.opts.LocalDropMode == LocalDropAdaptive
@@ -239,7 +244,7 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 			if adaptive {
 				backoffSent(owners[:n], start)
 			} else {
-				countSent(owners[:n])
+				countSent(owners[:n], owners[:n])
 			}
 		}
 		msgs, owners = msgs[n:], owners[n:]
@@ -261,20 +266,25 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 				}
 			}
 			spins = 0
+			countSent(owners[:0], owners[:1]) // discarded: it left our hands, as a datagram lost on the wire
 			msgs, owners = msgs[1:], owners[1:]
 			continue
 		}
 		if d.closed.Load() || len(msgs) == 0 {
+			// Close settles the UC and UD datagrams not written
+			// (closeDevice).
 			return
 		}
 		d.counters.sendErr.Add(1)
+		countSent(owners[:0], owners[:1])
 		msgs, owners = msgs[1:], owners[1:]
 	}
 }
 
 // backoffSent counts the datagrams of owners as sent at start and feeds
 // each QP's local-drop back-off (localDrop.sent), taking each QP's lock
-// and adding to its count once per run of its datagrams.
+// and adding to its count once per run of its datagrams; a UC or UD QP's
+// send engine learns of them there (QP.unreliableSent).
 func backoffSent(owners []*QP, start time.Time) {
 	for i := 0; i < len(owners); {
 		qp, j := owners[i], i
@@ -282,19 +292,33 @@ func backoffSent(owners []*QP, start time.Time) {
 		for ; i < len(owners) && owners[i] == qp; i++ {
 			qp.localDrop.sent(start)
 		}
+		qp.unreliableSent(i - j)
 		qp.mu.Unlock()
 		qp.counter.sentPkts.Add(uint64(i - j))
 	}
 }
 
-// countSent counts the datagrams of owners as sent, one add per run of a
-// QP's datagrams.
-func countSent(owners []*QP) {
-	for i := 0; i < len(owners); {
-		qp, j := owners[i], i
-		for i < len(owners) && owners[i] == qp {
+// countSent counts the datagrams of counted as sent, one add per run of a
+// QP's datagrams, and tells the send engine of each UC or UD QP of left
+// (the datagrams that left: counted, or one dropped) of its own
+// (QP.unreliableSent), under the QP's lock, once per run.
+func countSent(counted, left []*QP) {
+	for i := 0; i < len(counted); {
+		qp, j := counted[i], i
+		for i < len(counted) && counted[i] == qp {
 			i++
 		}
 		qp.counter.sentPkts.Add(uint64(i - j))
+	}
+	for i := 0; i < len(left); {
+		qp, j := left[i], i
+		for i < len(left) && left[i] == qp {
+			i++
+		}
+		if qp.unreliable() {
+			qp.mu.Lock()
+			qp.unreliableSent(i - j)
+			qp.mu.Unlock()
+		}
 	}
 }
