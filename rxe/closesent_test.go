@@ -3,6 +3,7 @@ package rxe
 import (
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gorxe/gorxe/netdev"
@@ -83,4 +84,52 @@ func TestCloseSendsCompletedDatagram(t *testing.T) {
 	wc := wcs[0]
 	require.Equal(t, WCSuccess, wc.Status)
 	require.Equal(t, uint32(GRHSize+64), wc.ByteLen)
+}
+
+// TestCloseSettlesSendCutShort: when the write of a UD SEND's batch
+// outlasts the second Device.Close waits for it, the close cuts the write
+// short: the SEND never leaves, and its work request still completes,
+// once, with WR_FLUSH_ERR, before Close returns (the outstanding work of a
+// QP that Close moves to ERR, as rxe flushes a WQE never handed to IP),
+// not with success and not after Close returned.
+func TestCloseSettlesSendCutShort(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ca, cb := connPair(t, "pipe")
+		gc := &gateConn{Conn: ca, armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
+		da, db := openPair(t, gc, cb)
+		a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+		readyUD(t, a, 1)
+		readyUD(t, b, 1)
+		postRecvs(t, b, 1, 4096)
+		ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+		require.NoError(t, err)
+		release := sync.OnceFunc(func() { close(gc.release) })
+		defer release()
+		close(gc.armed)
+		_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1,
+			SGList: []SGE{a.mr.SGE(0, 64)}})
+		require.NoError(t, err)
+		<-gc.entered
+		closed := make(chan struct{})
+		go func() {
+			da.Close()
+			close(closed)
+		}()
+		// On the bubble's clock: Close waits its second for the write,
+		// closes the socket and stops the QPs; it then waits for the
+		// transmit goroutine still in the write.
+		time.Sleep(closeWriteWait + time.Millisecond)
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while its transmit goroutine was writing")
+		default:
+		}
+		require.Equal(t, []wcBrief{{1, WCWRFlushErr, WCSend}}, briefs(pollAll(a.cq)), "the SEND's completion before Close returns")
+		release()
+		<-closed
+		synctest.Wait()
+		require.Empty(t, briefs(pollAll(a.cq)), "a completion after Close returned")
+		require.Empty(t, pollAll(b.cq), "the SEND left after the close")
+	})
 }

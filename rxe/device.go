@@ -127,10 +127,11 @@ type PortAttr struct {
 // stay pollable to collect them. A UC or UD send completes once its
 // datagram is written: one whose batch is being written when Close begins
 // goes on the wire and completes with success first (its batch is written
-// before the sockets close, waiting at most a second for it); one whose
-// datagram the local host refused and its QP holds completes with
-// WR_FLUSH_ERR. Events is closed once the QPs are
-// stopped, after the events raised until then. Receive WQEs posted to an
+// before the sockets close, waiting at most a second for it: a write that
+// outlasts the wait is cut short, and its sends complete with
+// WR_FLUSH_ERR before Close returns); one whose datagram the local host
+// refused and its QP holds completes with WR_FLUSH_ERR. Events is closed
+// once the QPs are stopped, after the events raised until then. Receive WQEs posted to an
 // SRQ stay in it and complete no more (the SRQ's, not a QP's:
 // ibv_destroy_srq discards them too). When Close returns the device touches no
 // registered memory again. The connection manager tells the peer of every
@@ -153,11 +154,13 @@ func (d *Device) Close() error {
 	// A UC or UD send completes once the transmit pass that built its
 	// packet has written it (rxe_xmit_packet: once the packet is handed
 	// to the IP layer). Let a pass under way finish writing before the
-	// sockets close, so that its sends are not cut short. A pass that starts after this wait and
-	// before the QPs are stopped below can still build a send whose
-	// write the close cuts short.
-	// The wait is bounded: a write blocked for good (a full pipe nobody
-	// reads) is cut short by the close, as before.
+	// sockets close, so that its sends are not cut short. A pass that
+	// starts after closed is set builds nothing (a step of a closed
+	// device's QP returns at once: QP.dead), so the passes this waits for
+	// are the last that build. The wait is bounded: a write blocked for
+	// good (a full pipe nobody reads) is cut short by the close, and
+	// closeDevice completes the UC and UD work requests of its datagrams
+	// with WR_FLUSH_ERR before Close returns.
 	d.waitTransmitPasses(closeWriteWait)
 	var err error
 	if d.ownConn {

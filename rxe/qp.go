@@ -520,7 +520,12 @@ func (qp *QP) dead() bool { return qp.destroyed || qp.dev.closed.Load() }
 // closeDevice stops the QP for Device.Close (the device is already marked
 // closed): work requests still outstanding complete with WR_FLUSH_ERR, as
 // in ERR, its timers stop, and once it returns no step of the QP runs or
-// is under way, so the QP touches no registered memory again.
+// is under way, so the QP touches no registered memory again. A UC or UD
+// datagram built and not yet reported written belongs to a transmit pass
+// whose write outlasted Close's wait and that the close cuts short: its
+// work request completes with WR_FLUSH_ERR here, before Close returns
+// (requester.Unreliable.Unsent), and the pass's late report finds nothing
+// left to complete.
 func (qp *QP) closeDevice() {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
@@ -529,6 +534,9 @@ func (qp *QP) closeDevice() {
 	}
 	if qp.state != QPSReset {
 		qp.enterError()
+	}
+	if qp.ureq != nil {
+		qp.ureq.Unsent()
 	}
 	qp.stopTimers()
 }
