@@ -161,3 +161,21 @@ func TestCMKeyMsgByPeerVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestParseCMKeyMsg24BitFields: perftest sends the QPN and PSN as 32-bit
+// integers, of which the QPN and PSN are the low 24 bits (IBA 9.2); the
+// parser keeps those in either layout.
+func TestParseCMKeyMsg24BitFields(t *testing.T) {
+	for _, tail := range []bool{false, true} {
+		b := KeyMsg{QPN: 0xabcdef, PSN: 0x123456}.MarshalCM(0)
+		parse := ParseCMKeyMsg
+		if tail {
+			b, parse = KeyMsg{QPN: 0xabcdef, PSN: 0x123456}.MarshalCMTail(0), ParseCMKeyMsgTail
+		}
+		b[8], b[12] = 0xFF, 0x01
+		k, err := parse(b)
+		require.NoError(t, err)
+		require.Equal(t, uint32(0xabcdef), k.QPN, "tail layout %v", tail)
+		require.Equal(t, uint32(0x123456), k.PSN, "tail layout %v", tail)
+	}
+}

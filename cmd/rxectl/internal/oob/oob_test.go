@@ -34,6 +34,7 @@ func TestKeyMsg(t *testing.T) {
 
 	for _, bad := range []string{
 		want[:KeyMsgSize-1],              // short
+		want + "\x00",                    // long: one byte more after the NUL
 		want[:KeyMsgSize-1] + "x",        // no NUL
 		"000:" + want[4:],                // a field too narrow
 		"0000:0010:00001g" + want[16:],   // not hex
@@ -87,4 +88,62 @@ func TestVersionAndScalarMessages(t *testing.T) {
 	// perftest's hton_double: the report of read_64KiB.txt's client.
 	require.Equal(t, "4030689d208caa9d", hex.EncodeToString(DoubleMsg(math.Float64frombits(0x4030689d208caa9d))))
 	require.InDelta(t, 16.4086, math.Float64frombits(0x4030689d208caa9d), 1e-4) // MiB/s
+}
+
+// TestKeyMsgFieldWidths: the QPN and PSN are 24-bit fields (IBA 9.2), so
+// the key message carries their low 24 bits in 6 hex digits and stays
+// KeyMsgSize bytes whatever the upper bits of the Go values hold.
+func TestKeyMsgFieldWidths(t *testing.T) {
+	b := KeyMsg{QPN: 0xFF_abcdef, PSN: 0x01_123456}.Marshal()
+	require.Len(t, b, KeyMsgSize)
+	k, err := ParseKeyMsg(b)
+	require.NoError(t, err)
+	require.Equal(t, uint32(0xabcdef), k.QPN)
+	require.Equal(t, uint32(0x123456), k.PSN)
+}
+
+// TestParseVersionMsgRxectlTail: after the NUL, the rxectl marker counts
+// only when the 2-byte UDP port follows it, and the offer only when all
+// three of its bytes do; a version string long enough to leave less room
+// reads as a perftest peer, or an rxectl peer offering nothing, and never
+// crashes the parser.
+func TestParseVersionMsgRxectlTail(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  string
+		want PeerVersion
+	}{
+		{"marker without port", "6.27abcd\x00rxectl\x12", PeerVersion{Text: "6.27abcd", Value: 6.27}},
+		{"marker and port, no offer", "6.27abc\x00rxectl\x12\xb7", PeerVersion{Text: "6.27abc", Value: 6.27, RxeCtl: true, UDPPort: 4791}},
+		{"two offer bytes", "6.270\x00rxectl\x12\xb7\x00\x68", PeerVersion{Text: "6.270", Value: 6.27, RxeCtl: true, UDPPort: 4791}},
+		{"whole offer", "6.27\x00rxectl\x12\xb7\x00\x68\x81", PeerVersion{Text: "6.27", Value: 6.27, RxeCtl: true, UDPPort: 4791,
+			Offer: Offer{RecvBuffer: 0x68 * 4096, RecvSockets: 1, SelectiveRepeat: true}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Len(t, tc.msg, VersionMsgSize)
+			require.Equal(t, tc.want, ParseVersionMsg([]byte(tc.msg)))
+		})
+	}
+}
+
+// TestVersionMsgOfferBounds: the offer's fields saturate at the
+// encoding's bounds on both sides: a negative receive buffer or socket
+// count announces none (and a socket count never reaches the
+// selective-repeat bit).
+func TestVersionMsgOfferBounds(t *testing.T) {
+	tests := []struct {
+		name string
+		in   Offer
+		want Offer
+	}{
+		{"negative", Offer{RecvBuffer: -4096, RecvSockets: -1}, Offer{}},
+		{"negative with offer", Offer{RecvBuffer: -1, RecvSockets: -128, SelectiveRepeat: true}, Offer{SelectiveRepeat: true}},
+		{"beyond", Offer{RecvBuffer: 1 << 40, RecvSockets: 255}, Offer{RecvBuffer: 0xFFFF * 4096, RecvSockets: 127}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, ParseVersionMsg(VersionMsgOffer(4791, tc.in)).Offer)
+		})
+	}
 }
