@@ -1,0 +1,124 @@
+package oob
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestOOBErrorMessages: a failed step says what happened in the terms of
+// the exchange: the peer closing or resetting the connection is
+// ErrPeerClosed, our own close an interruption, a deadline a silent peer.
+func TestOOBErrorMessages(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		closed bool
+		want   string
+	}{
+		{"EOF", io.EOF, true, ""},
+		{"short read", io.ErrUnexpectedEOF, true, ""},
+		{"reset", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true, ""},
+		{"broken pipe", &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true, ""},
+		{"closed by us", &net.OpError{Op: "read", Err: net.ErrClosed}, false, "step: interrupted"},
+		{"deadline", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, false,
+			"step: the peer sent nothing in time (is it rxectl or perftest, running the same test?)"},
+		{"other", errors.New("boom"), false, "step: boom"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := oobError("step", tc.err)
+			require.Equal(t, tc.closed, errors.Is(err, ErrPeerClosed), "%v", err)
+			if tc.closed {
+				require.Equal(t, "step: "+ErrPeerClosed.Error(), err.Error())
+				return
+			}
+			require.Equal(t, tc.want, err.Error())
+		})
+	}
+}
+
+// finishPipe records what Finish was asked.
+type finishPipe struct {
+	pipeOf
+	finished []bool
+}
+
+func (p *finishPipe) Finish(done bool) error { p.finished = append(p.finished, done); return nil }
+
+// TestCloseConnectionSendsDone: ctx_close_connection is a last key
+// exchange, then "done" (perftest_communication.c), so CloseConnection
+// finishes the pipe with done after the handshake.
+func TestCloseConnectionSendsDone(t *testing.T) {
+	my, rem := KeyMsg{QPN: 1}, KeyMsg{QPN: 2}
+	p := &finishPipe{pipeOf: pipeOf{peer: [][]byte{rem.Marshal()}}}
+	require.NoError(t, NewConn(p, true).CloseConnection(my))
+	require.Equal(t, [][]byte{my.Marshal()}, p.sent)
+	require.Equal(t, []bool{true}, p.finished)
+}
+
+// TestTCPPipeFinish: Finish(true) writes "done" with its NUL and reads
+// the peer's, Finish(false) writes nothing; both then half-close, so the
+// peer reads the end of the stream, and return only once the peer has
+// closed its side.
+func TestTCPPipeFinish(t *testing.T) {
+	for _, done := range []bool{true, false} {
+		t.Run(fmt.Sprint("done=", done), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer ln.Close()
+			type result struct {
+				got []byte
+				err error
+			}
+			peer := make(chan result, 1)
+			release := make(chan struct{})
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					peer <- result{err: err}
+					return
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				if done {
+					c.Write(doneMsg)
+				}
+				got, err := io.ReadAll(c) // to our half-close
+				peer <- result{got, err}
+				<-release
+			}()
+			c, err := net.Dial("tcp", ln.Addr().String())
+			require.NoError(t, err)
+			finished := make(chan error, 1)
+			go func() { finished <- NewTCPPipe(c).Finish(done) }()
+
+			r := <-peer
+			require.NoError(t, r.err)
+			want := []byte{}
+			if done {
+				want = doneMsg
+			}
+			require.Equal(t, want, append([]byte{}, r.got...))
+			select {
+			case err := <-finished:
+				t.Fatalf("Finish returned (%v) before the peer closed", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+			close(release)
+			select {
+			case err := <-finished:
+				require.NoError(t, err)
+			case <-time.After(2 * finishTimeout):
+				t.Fatal("Finish did not return after the peer closed")
+			}
+		})
+	}
+}
