@@ -107,9 +107,11 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 
 // leftOut counts the packets readPackets leaves out because the capture
 // cut them short where they could not be told apart (Frame.Merged), with
-// the frame of the first.
+// the frame of the first, and the malformed datagrams it leaves out (for
+// --strict).
 type leftOut struct {
 	merged, first int
+	malformed     int
 }
 
 // readPackets is ReadPackets, and says which packets it left out and
@@ -139,6 +141,10 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, time.Time, 
 			if lo.merged++; lo.merged == 1 {
 				lo.first = f.Num
 			}
+			continue
+		}
+		if f.Kind == KindMalformed {
+			lo.malformed++
 			continue
 		}
 		if f.Kind != KindRoCE || !f.HeadersCaptured() {
@@ -197,6 +203,20 @@ func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int
 			return cli.ExitFail
 		}
 		fmt.Fprintf(stderr, "rxectl dump: %s: %s\n", o.an.ladder, d.Title)
+	}
+	if o.strict {
+		// --strict fails on what it fails on in the packet dump: a bad
+		// ICRC or a malformed datagram (not a packet the capture cut).
+		bad := 0
+		for _, p := range pkts {
+			if p.BadICRC {
+				bad++
+			}
+		}
+		if bad+lo.malformed > 0 {
+			fmt.Fprintf(stderr, "rxectl dump: --strict: %d bad ICRC, %d malformed\n", bad, lo.malformed)
+			status = cli.ExitFail
+		}
 	}
 	return status
 }

@@ -160,3 +160,41 @@ func TestFlowsTimeStepsAndJumps(t *testing.T) {
 		})
 	}
 }
+
+// TestFlowsStrict: --strict fails the run on a bad ICRC or a malformed
+// datagram with --flows and --ladder as it does for the packet dump (the
+// flag's help and docs/rxectl.md), and only with --strict.
+func TestFlowsStrict(t *testing.T) {
+	frames := readPcap(t, scapyPcap)
+	require.Len(t, frames, 71)
+	dir := t.TempDir()
+	good := writeFile(t, "good.pcap", pcapBytes(1, frames[:1]))
+	badICRC := writeFile(t, "bad_icrc.pcap", pcapBytes(1, frames[68:69]))    // RC_SEND_ONLY, ICRC BAD
+	malformed := writeFile(t, "malformed.pcap", pcapBytes(1, frames[70:71])) // 8 bytes of RoCE
+	ladderOut := filepath.Join(dir, "l.svg")
+	tests := []struct {
+		name string
+		args []string
+		want int
+		msg  string
+	}{
+		{"flows, bad ICRC", []string{"--flows", "--strict", badICRC}, cli.ExitFail, "--strict: 1 bad ICRC, 0 malformed"},
+		{"flows, malformed", []string{"--flows", "--strict", malformed}, cli.ExitFail, "--strict: 0 bad ICRC, 1 malformed"},
+		{"flows JSON, corrupt run", []string{"--flows", "--json", "--strict", corruptPcap}, cli.ExitFail, "--strict: 7 bad ICRC, 0 malformed"},
+		{"ladder, corrupt run", []string{"--ladder", ladderOut, "--strict", corruptPcap}, cli.ExitFail, "--strict: 7 bad ICRC, 0 malformed"},
+		{"flows, clean", []string{"--flows", "--strict", good}, cli.ExitOK, ""},
+		{"flows, bad ICRC, no --strict", []string{"--flows", badICRC}, cli.ExitOK, ""},
+		{"flows, malformed, no --strict", []string{"--flows", malformed}, cli.ExitOK, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, code := runCmd(t, append([]string{"dump"}, tc.args...)...)
+			require.Equal(t, tc.want, code, errs)
+			if tc.msg != "" {
+				require.Contains(t, errs, tc.msg)
+			} else {
+				require.NotContains(t, errs, "--strict")
+			}
+		})
+	}
+}
