@@ -44,10 +44,31 @@ func TestSplitSegmentsOfSeveralQPs(t *testing.T) {
 		return gsoSegment{h: packet.Headers{
 			BTH: packet.BTHFields{Opcode: packet.RCRDMAWriteMiddle, PKey: packet.DefaultPKey, DestQP: qp, PSN: packet.PSN(psn)}}, payload: payload}
 	}
+	// A SEND without payload is the shortest RoCE packet: a BTH and the
+	// ICRC.
+	empty := func(qp uint32, psn int) gsoSegment {
+		return gsoSegment{h: packet.Headers{
+			BTH: packet.BTHFields{Opcode: packet.RCSendOnly, PKey: packet.DefaultPKey, DestQP: qp, PSN: packet.PSN(psn)}}}
+	}
+	// A payload whose first 40 words each read as a BTH of a known opcode
+	// and the packet's own QP (06 00 00 11: RDMA WRITE FIRST at a word,
+	// QPN 0x000011 in the next): they take 40 of the tries, and the
+	// real segment length still comes within the bound.
+	lookalike := func(qp uint32, psn int) gsoSegment {
+		payload := make([]byte, 1024)
+		for j := 0; j < 40*4; j += 4 {
+			payload[j], payload[j+3] = 0x06, 0x11
+		}
+		return gsoSegment{h: packet.Headers{
+			BTH: packet.BTHFields{Opcode: packet.RCRDMAWriteMiddle, PKey: packet.DefaultPKey, DestQP: qp, PSN: packet.PSN(psn)}}, payload: payload}
+	}
 	tests := []struct {
 		name string
 		segs []gsoSegment
 	}{
+		{"two ACKs of one QP", []gsoSegment{ack(0x11, 7), ack(0x11, 8)}},
+		{"two SENDs without payload", []gsoSegment{empty(0x11, 1), empty(0x11, 2)}},
+		{"WRITE MIDDLEs of one QP, 40 BTH look-alikes first", []gsoSegment{lookalike(0x11, 1), lookalike(0x11, 2)}},
 		{"ACKs of three QPs", []gsoSegment{ack(0x11, 7), ack(0x22, 8), ack(0x33, 9)}},
 		{"WRITE MIDDLEs of two QPs", []gsoSegment{write(0x11, 1), write(0x22, 2), write(0x11, 3)}},
 		{"WRITE MIDDLEs of one QP, payloads of P_Key look-alikes", []gsoSegment{ffff(0x11, 1), ffff(0x11, 2), ffff(0x11, 3)}},

@@ -103,6 +103,7 @@ func TestDumpSplitsSegments(t *testing.T) {
 		{"IPv6 GRO", ph6, []int{2048, 2048, 100}, fixed, 0, 3, false},
 		{"one packet", ph4, []int{1024}, fixed, 0, 1, false},
 		{"corrupted second segment", ph4, []int{1024, 1024, 1024}, counting, 1024 + 12 + 4 + 100, 1, true},
+		{"IPv6, corrupted second segment", ph6, []int{1024, 1024, 1024}, fixed, 1024 + 12 + 4 + 100, 1, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
