@@ -315,3 +315,77 @@ func madLine(t *testing.T, mad []byte) string {
 	require.NoError(t, err)
 	return string(appendCM(nil, &Frame{Kind: KindRoCE, Packet: p}))
 }
+
+// TestCutDatagramBoundaries: where the capture's cut falls decides what a
+// datagram's frames say. A packet the capture holds to its last byte is
+// checked, not truncated, whether it ends the datagram's UDP bytes or is
+// a segment of several; packets without payload (READ requests) split by
+// their fixed length even when the cut falls inside the first one; a
+// segment the capture holds less than a BTH of is not decoded but
+// counted; one READ request stays one packet; a payload of exactly the
+// largest path MTU is one packet, not a merge; and only the line of the
+// last segment decoded says how many the capture holds none of.
+func TestCutDatagramBoundaries(t *testing.T) {
+	const reqLen = 12 + 16 + 4 // READ request: BTH, RETH, ICRC
+	padded := func() []byte {
+		// A WRITE FIRST whose IP packet carries 4 bytes after its UDP
+		// datagram (IP length beyond the UDP length).
+		f := append(writeFirst(t, 8), 0xEE, 0xEE, 0xEE, 0xEE)
+		ip := f[14 : 14+packet.IPv4HeaderSize]
+		binary.BigEndian.PutUint16(ip[2:], binary.BigEndian.Uint16(ip[2:])+4)
+		ip[10], ip[11] = 0, 0
+		binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip))
+		return f
+	}()
+	type seg struct {
+		psn      packet.PSN
+		captured int // -1: whole (checked)
+	}
+	tests := []struct {
+		name     string
+		frame    []byte
+		capLen   int
+		segs     []seg
+		segments int // Frame.Segments
+		merged   bool
+	}{
+		{"cut in the IP bytes after the UDP datagram", padded, len(padded) - 4, []seg{{42, -1}}, 0, false},
+		{"READ requests cut inside the first", readRequests(t, 4), roceOff + 20, []seg{{10, 20}}, 4, false},
+		{"READ requests cut at a segment's end", readRequests(t, 3), roceOff + 2*reqLen, []seg{{10, -1}, {14, -1}}, 3, false},
+		{"READ requests cut inside the second BTH", readRequests(t, 3), roceOff + reqLen + 4, []seg{{10, -1}}, 3, false},
+		{"one READ request cut in its ICRC", readRequests(t, 1), roceOff + 30, []seg{{10, 30}}, 0, false},
+		{"payload of the largest path MTU", writeFirst(t, maxPMTU), roceOff + 40, []seg{{42, 40}}, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tc.frame[:tc.capLen]
+			rd, err := NewReader(strings.NewReader(string(pcapBytes(1, []capFrame{{data: data, ci: ciLen(len(tc.frame))}}))), Ports{packet.UDPPort})
+			require.NoError(t, err)
+			var got []Frame
+			for {
+				var f Frame
+				if _, err := rd.Next(&f); err != nil {
+					break
+				}
+				got = append(got, f)
+			}
+			require.Len(t, got, len(tc.segs))
+			for i, want := range tc.segs {
+				f := &got[i]
+				require.Equal(t, KindRoCE, f.Kind, "%v", f.Err)
+				require.Equal(t, want.psn, f.Packet.PSN(), "frame %d", i)
+				require.Equal(t, want.captured >= 0, f.Truncated, "frame %d", i)
+				if want.captured >= 0 {
+					require.Equal(t, want.captured, f.Captured, "frame %d", i)
+				} else {
+					require.True(t, f.ICRCOK || tc.segments == 0, "frame %d: a whole segment checks", i)
+				}
+				require.Equal(t, tc.segments, f.Segments, "frame %d", i)
+				require.Equal(t, tc.merged, f.Merged, "frame %d", i)
+				text := string(AppendText(nil, f, []byte("0"), false))
+				last := i == len(tc.segs)-1 && tc.segments > len(tc.segs)
+				require.Equal(t, last, strings.Contains(text, "; the capture holds none of the "), "frame %d: %s", i, text)
+			}
+		})
+	}
+}
