@@ -1,0 +1,63 @@
+package dump
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/packet"
+)
+
+// TestCMLine: what dump's line says of the CM MAD a packet carries. Only
+// a UD packet to QP1 carries one (the GSI is QP1, a UD QP);
+// a MAD the capture cut shows its header when it holds it, and nothing
+// when it cut the DETH; a payload shorter than a MAD header is
+// malformed whatever its second byte; an RDMA CM service ID names its
+// port space (IBTA Annex A11.2.1: 0x06 TCP, 0x11 UDP).
+func TestCMLine(t *testing.T) {
+	req := func(sid uint64) []byte {
+		mad := make([]byte, packet.MADSize)
+		packet.EncodeCM(mad, 9, &packet.REQ{LocalCommID: 0x1234, ServiceID: sid, LocalQPN: 0x42, PathMTU: 3})
+		return mad
+	}
+	gsi := func(op packet.Opcode, mad []byte) []byte {
+		h := packet.Headers{BTH: packet.BTHFields{Opcode: op, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
+			DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
+		return gsoFrame(t, cutTestPH, []gsoSegment{{h, mad}}, func(int) uint16 { return 1 })
+	}
+	const dethEnd = packet.BTHSize + 8
+	tests := []struct {
+		name    string
+		frame   []byte
+		capLen  int // 0: whole
+		want    string
+		without string
+	}{
+		{"REQ of the UDP port space", gsi(packet.UDSendOnly, req(packet.RDMACMServiceID(packet.RDMACMProtoUDP, 7174))),
+			0, " sid=0x0000000001111c06 (udp:7174) ", ""},
+		{"REQ of the TCP port space", gsi(packet.UDSendOnly, req(packet.RDMACMServiceID(packet.RDMACMProtoTCP, 18515))),
+			0, " (tcp:18515) ", ""},
+		{"RC SEND to QP1", gsi(packet.RCSendOnly, req(packet.RDMACMServiceID(packet.RDMACMProtoTCP, 18515))),
+			0, "RC_SEND_ONLY qp=0x000001 ", " cm="},
+		{"3-byte payload, not of the CM class", gsi(packet.UDSendOnly, []byte{1, 0x81, 2}), 0, " mad MALFORMED ", " mad class="},
+		{"cut at the end of the DETH", gsi(packet.UDSendOnly, req(0)), roceOff + dethEnd, " mad (header not captured) ", ""},
+		{"cut inside the DETH", gsi(packet.UDSendOnly, req(0)), roceOff + dethEnd - 4, " TRUNCATED ", " mad"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tc.frame
+			if tc.capLen > 0 {
+				data = data[:tc.capLen]
+			}
+			f := Frame{Num: 1, CapLen: len(data), OrigLen: len(tc.frame)}
+			DecodeFrame(&f, data, packet.LinkEthernet, Ports{packet.UDPPort})
+			require.Equal(t, KindRoCE, f.Kind, "%v", f.Err)
+			line := string(AppendText(nil, &f, []byte("0"), false))
+			require.Contains(t, line, tc.want)
+			if tc.without != "" {
+				require.False(t, strings.Contains(line, tc.without), "%s", line)
+			}
+		})
+	}
+}
