@@ -116,6 +116,7 @@ func TestParseVersionMsgRxectlTail(t *testing.T) {
 		{"marker without port", "6.27abcd\x00rxectl\x12", PeerVersion{Text: "6.27abcd", Value: 6.27}},
 		{"marker and port, no offer", "6.27abc\x00rxectl\x12\xb7", PeerVersion{Text: "6.27abc", Value: 6.27, RxeCtl: true, UDPPort: 4791}},
 		{"two offer bytes", "6.270\x00rxectl\x12\xb7\x00\x68", PeerVersion{Text: "6.270", Value: 6.27, RxeCtl: true, UDPPort: 4791}},
+		{"no NUL", "6.27000000000000", PeerVersion{Text: "6.27000000000000", Value: 6.27}},
 		{"whole offer", "6.27\x00rxectl\x12\xb7\x00\x68\x81", PeerVersion{Text: "6.27", Value: 6.27, RxeCtl: true, UDPPort: 4791,
 			Offer: Offer{RecvBuffer: 0x68 * 4096, RecvSockets: 1, SelectiveRepeat: true}}},
 	}

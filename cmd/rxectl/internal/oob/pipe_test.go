@@ -8,8 +8,10 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,4 +123,50 @@ func TestTCPPipeFinish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExchangeReportsDecodes: xchg_bw_reports sends size and iterations
+// as 64-bit big-endian integers and the peak, average and message rate
+// as big-endian doubles, in that order; ExchangeReports returns the
+// peer's values as it sent them.
+func TestExchangeReportsDecodes(t *testing.T) {
+	peer := report.BW{Size: 65536, Iters: 1000, Peak: 1234.5, Avg: 1200.25, MsgRate: 0.0183}
+	p := &pipeOf{peer: [][]byte{Uint64Msg(peer.Size), Uint64Msg(peer.Iters), DoubleMsg(peer.Peak), DoubleMsg(peer.Avg), DoubleMsg(peer.MsgRate)}}
+	got, err := NewConn(p, false).ExchangeReports(report.BW{Size: 2, Iters: 3, Peak: 4, Avg: 5, MsgRate: 6})
+	require.NoError(t, err)
+	require.Equal(t, peer, got)
+	require.Equal(t, [][]byte{Uint64Msg(2), Uint64Msg(3), DoubleMsg(4), DoubleMsg(5), DoubleMsg(6)}, p.sent)
+}
+
+// TestHandshakeRejectsForeignKeys: a key message that does not parse
+// fails the step, with a hint at the peer's mode: the TCP text message
+// read over rdma_cm, or a binary one over TCP.
+func TestHandshakeRejectsForeignKeys(t *testing.T) {
+	my := KeyMsg{QPN: 1}
+	binary := make([]byte, KeyMsgSize) // all zeros: no NUL-terminated text
+	_, err := NewConn(&pipeOf{peer: [][]byte{binary}}, true).Handshake("keys", my)
+	require.ErrorContains(t, err, "keys: key message")
+	require.ErrorContains(t, err, "in Ethernet exchange mode, without -R/-z?")
+
+	text := KeyMsg{QPN: 2}.Marshal()[:CMKeyMsgSize] // "0000:0000:...": LID 0x30303030
+	_, err = NewCMConn(&pipeOf{peer: [][]byte{text}}, true, 0).Handshake("keys", my)
+	require.ErrorContains(t, err, "keys: rdma_cm key message")
+	require.ErrorContains(t, err, "(does the peer run with -R too?)")
+}
+
+// TestTCPPipeFinishBounded: a peer that reads our "done" but neither
+// answers nor closes holds Finish for finishTimeout, not for ever.
+func TestTCPPipeFinishBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ours, theirs := net.Pipe()
+		go func() {
+			buf := make([]byte, len(doneMsg))
+			io.ReadFull(theirs, buf)
+			io.Copy(io.Discard, theirs) // until Finish closes
+			theirs.Close()
+		}()
+		start := time.Now()
+		require.NoError(t, NewTCPPipe(ours).Finish(true))
+		require.Equal(t, finishTimeout, time.Since(start))
+	})
 }
