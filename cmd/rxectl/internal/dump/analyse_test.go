@@ -96,6 +96,7 @@ func TestLadderFlag(t *testing.T) {
 		{"--ladder", dir + "/b.png", "--qp", "0x12", "--frames", "40-70", lossyRead},
 		{"--ladder", dir + "/c.svg", "--time", "2ms-8ms", lossyRead},
 		{"--ladder", dir + "/d.svg", "--time", "0.002-0.008", "--time", "abs", lossyRead},
+		{"--ladder", dir + "/e.svg", "--frames", "4-4", lossyRead}, // A-B with A = B: one frame
 	} {
 		_, errs, code := runCmd(t, append([]string{"dump"}, args...)...)
 		require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
@@ -112,6 +113,9 @@ func TestLadderFlag(t *testing.T) {
 		{[]string{"--ladder", dir + "/x.svg", "--frames", "1-2", "--time", "0-1", lossyRead}, "cannot be combined"},
 		{[]string{"--flows", "-v", lossyRead}, "-v and --flows"},
 		{[]string{"--time", "never", lossyRead}, "want rel, abs or epoch"},
+		{[]string{"--ladder", dir + "/x.svg", "--time", "0.1-0.1", lossyRead}, "want rel, abs or epoch (or T1-T2 with --ladder)"},
+		{[]string{"--ladder", dir + "/x.svg", "--qp", "0x1000000", lossyRead}, "want a QP number below 2^24"},
+		{[]string{"--ladder", dir + "/x.svg", "--json", lossyRead}, "--json with --ladder needs --flows"},
 	} {
 		_, errs, code := runCmd(t, append([]string{"dump"}, tc.args...)...)
 		require.Equal(t, cli.ExitUsage, code, tc.args)

@@ -14,7 +14,8 @@ import (
 // a MAD the capture cut shows its header when it holds it, and nothing
 // when it cut the DETH; a payload shorter than a MAD header is
 // malformed whatever its second byte; an RDMA CM service ID names its
-// port space (IBTA Annex A11.2.1: 0x06 TCP, 0x11 UDP).
+// port space (IBTA Annex A11.2.1: 0x06 TCP, 0x11 UDP); a REJ shows its
+// reason, an MRA its service timeout, a SIDR REP its status.
 func TestCMLine(t *testing.T) {
 	req := func(sid uint64) []byte {
 		mad := make([]byte, packet.MADSize)
@@ -25,6 +26,11 @@ func TestCMLine(t *testing.T) {
 		h := packet.Headers{BTH: packet.BTHFields{Opcode: op, PKey: packet.DefaultPKey, DestQP: packet.GSIQPN},
 			DETH: packet.DETHFields{QKey: packet.GSIQKey, SrcQP: packet.GSIQPN}}
 		return gsoFrame(t, cutTestPH, []gsoSegment{{h, mad}}, func(int) uint16 { return 1 })
+	}
+	msg := func(m packet.CMMessage) []byte {
+		mad := make([]byte, packet.MADSize)
+		packet.EncodeCM(mad, 9, m)
+		return mad
 	}
 	const dethEnd = packet.BTHSize + 8
 	tests := []struct {
@@ -38,6 +44,12 @@ func TestCMLine(t *testing.T) {
 			0, " sid=0x0000000001111c06 (udp:7174) ", ""},
 		{"REQ of the TCP port space", gsi(packet.UDSendOnly, req(packet.RDMACMServiceID(packet.RDMACMProtoTCP, 18515))),
 			0, " (tcp:18515) ", ""},
+		{"REJ", gsi(packet.UDSendOnly, msg(&packet.REJ{LocalCommID: 1, RemoteCommID: 2, Reason: packet.RejNoQP})),
+			0, " cm=REJ tid=0x0000000000000009 lcid=0x00000001 rcid=0x00000002 reason=1 (" + packet.RejNoQP.String() + ") ", ""},
+		{"MRA", gsi(packet.UDSendOnly, msg(&packet.MRA{LocalCommID: 1, RemoteCommID: 2, ServiceTimeout: 17})),
+			0, " cm=MRA tid=0x0000000000000009 lcid=0x00000001 rcid=0x00000002 timeout=17 ", ""},
+		{"SIDR REP", gsi(packet.UDSendOnly, msg(&packet.SIDRREP{RequestID: 5, Status: 2, QPN: 0x42, QKey: 0x1234})),
+			0, " reqid=0x00000005 status=2 qpn=0x000042 qkey=0x00001234 ", ""},
 		{"RC SEND to QP1", gsi(packet.RCSendOnly, req(packet.RDMACMServiceID(packet.RDMACMProtoTCP, 18515))),
 			0, "RC_SEND_ONLY qp=0x000001 ", " cm="},
 		{"3-byte payload, not of the CM class", gsi(packet.UDSendOnly, []byte{1, 0x81, 2}), 0, " mad MALFORMED ", " mad class="},

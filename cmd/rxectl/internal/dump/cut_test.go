@@ -63,14 +63,17 @@ func TestDecodeCutFrame(t *testing.T) {
 		captured int  // Frame.Captured of a truncated packet
 		headers  bool // HeadersCaptured
 		payload  int
-		err      error // KindMalformed
+		err      error  // KindMalformed
+		text     string // in the line of a KindCut frame
 	}{
 		{name: "cut in the payload", frame: writeFirst(t, 1024), capLen: roceOff + 28 + 10, kind: KindRoCE, captured: 38, headers: true, payload: 1024},
 		{name: "cut in the ICRC", frame: writeFirst(t, 8), capLen: roceOff + 28 + 8 + 2, kind: KindRoCE, captured: 38, headers: true, payload: 8},
 		{name: "cut inside the RETH", frame: writeFirst(t, 1024), capLen: roceOff + 12 + 5, kind: KindRoCE, captured: 17, payload: 1024},
 		{name: "cut right after the BTH", frame: writeFirst(t, 1024), capLen: roceOff + 12, kind: KindRoCE, captured: 12, payload: 1024},
-		{name: "cut inside the BTH", frame: writeFirst(t, 1024), capLen: roceOff + 11, kind: KindCut},
-		{name: "cut inside the UDP header", frame: writeFirst(t, 1024), capLen: roceOff - 3, kind: KindCut},
+		{name: "cut inside the BTH", frame: writeFirst(t, 1024), capLen: roceOff + 11, kind: KindCut,
+			text: "): it ends before the end of the BTH (11 of the 1056-byte RoCE packet), no RoCE header to decode\n"},
+		{name: "cut inside the UDP header", frame: writeFirst(t, 1024), capLen: roceOff - 3, kind: KindCut,
+			text: "): it ends inside the IP or UDP header, no RoCE header to decode\n"},
 		{name: "IP length beyond the wire", frame: func() []byte {
 			f := writeFirst(t, 1024)
 			binary.BigEndian.PutUint16(f[14+2:], 2000)
@@ -113,6 +116,7 @@ func TestDecodeCutFrame(t *testing.T) {
 				require.ErrorContains(t, f.Err, "frame cut by the capture")
 			case KindCut:
 				require.NoError(t, f.Err)
+				require.Contains(t, string(AppendText(nil, &f, []byte("0"), false)), tc.text)
 			}
 			require.True(t, json.Valid(AppendJSON(nil, &f)))
 			require.NotEmpty(t, AppendText(nil, &f, []byte("0.000000"), true))
@@ -387,5 +391,24 @@ func TestCutDatagramBoundaries(t *testing.T) {
 				require.Equal(t, last, strings.Contains(text, "; the capture holds none of the "), "frame %d: %s", i, text)
 			}
 		})
+	}
+}
+
+// TestReadPacketsLeavesOutCutHeaders: the flow analysis takes a packet
+// the capture cut only when it holds all its headers: one cut inside its
+// RETH would read zeros as the rest of the RETH (ReadPackets).
+func TestReadPacketsLeavesOutCutHeaders(t *testing.T) {
+	frame := writeFirst(t, 1024)
+	for _, tc := range []struct {
+		capLen int
+		want   int
+	}{
+		{roceOff + 12 + 5, 0},  // inside the RETH
+		{roceOff + 12 + 16, 1}, // right after it
+	} {
+		file := pcapBytes(1, []capFrame{{data: frame[:tc.capLen], ci: ciLen(len(frame))}})
+		pkts, err := ReadPackets(strings.NewReader(string(file)), Ports{packet.UDPPort})
+		require.NoError(t, err)
+		require.Len(t, pkts, tc.want, "captured %d", tc.capLen)
 	}
 }

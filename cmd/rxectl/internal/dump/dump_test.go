@@ -584,6 +584,8 @@ func TestDumpTime(t *testing.T) {
 		{[]string{"--time", "abs"}, "    1 2023-11-14T22:13:20.123456Z ", "    2 2023-11-14T22:13:20.023456Z "},
 		{[]string{"--time", "abs", "--nano"}, "    1 2023-11-14T22:13:20.123456789Z ", "    2 2023-11-14T22:13:20.023456000Z "},
 		{[]string{"--time", "epoch"}, "    1 1700000000.123456 ", "    2 1700000000.023456 "},
+		{[]string{"--time", "relative"}, "    1 0.000000 ", "    2 -0.100000 "},
+		{[]string{"--time", "absolute"}, "    1 2023-11-14T22:13:20.123456Z ", "    2 2023-11-14T22:13:20.023456Z "},
 	}
 	for _, tc := range tests {
 		stdout, _, code := runCmd(t, append([]string{"dump", ng}, tc.args...)...)
@@ -696,6 +698,7 @@ func TestDumpPcapNgUnsupportedInterface(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code)
 	require.Empty(t, stdout)
 	require.Equal(t, 1, strings.Count(stderr, "skipping frames of unsupported link type 220 (first: frame 1)"))
+	require.Equal(t, 1, strings.Count(stderr, "skipping frames"), "one warning per link type, not per frame")
 	require.Contains(t, stderr, "rxectl dump: 2 frames, 0 RoCEv2 packets")
 }
 
