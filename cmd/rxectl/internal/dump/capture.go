@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"time"
 
 	"github.com/google/gopacket/layers"
@@ -240,15 +241,19 @@ func (c *Capture) Next() (rec Record, err error) {
 		return rec, err
 	}
 	ts := ci.Timestamp
-	if iface, err := c.ng.Interface(ci.InterfaceIndex); err == nil && iface.TimestampResolution.Binary() {
+	units, stamped := c.ngGuard.stamp()
+	if iface, err := c.ng.Interface(ci.InterfaceIndex); err == nil && iface.TimestampResolution.Binary() && stamped {
 		// gopacket (v1.1.19) scales a binary fraction of 2^-e s to
-		// nanoseconds by floor(1e9 / 2^e), which is off by up to 0.07 %
-		// of a second (0.7 ms at 2^-20). Below 2^-30 the units are
-		// recovered exactly from that product and scaled again.
-		if e := iface.TimestampResolution.Exponent(); e > 0 && e < 30 {
-			up := uint64(1e9) / (uint64(1) << e)
-			units := uint64(ts.Nanosecond()) / up
-			ts = time.Unix(ts.Unix(), int64(units*1e9>>e)).UTC()
+		// nanoseconds by floor(1e9 / 2^e) below 2^-30, which is off by
+		// up to 0.07 % of a second (0.7 ms at 2^-20), and divides it by
+		// floor(2^e / 1e9) from 2^-30 on, off by up to 7 % (and carried
+		// into the next second). The block's own time stamp is scaled
+		// here instead, as tshark does: whole seconds, then the fraction
+		// times 1e9 / 2^e, truncated.
+		if e := iface.TimestampResolution.Exponent(); e > 0 && e < 64 {
+			hi, lo := bits.Mul64(units&(uint64(1)<<e-1), 1e9)
+			ns := hi<<(64-e) | lo>>e
+			ts = time.Unix(int64(units>>e+iface.TimestampOffset), int64(ns)).UTC()
 		}
 	}
 	lt := packet.LinkEthernet

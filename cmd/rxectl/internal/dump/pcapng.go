@@ -33,7 +33,9 @@ const (
 //     exceeds the block or maxSnaplen, and lower an interface's snap length
 //     above maxSnaplen to it: pcapgo allocates those lengths, up to 4 GiB;
 //   - turn an end of file inside a block into io.ErrUnexpectedEOF, where
-//     pcapgo would report a clean io.EOF.
+//     pcapgo would report a clean io.EOF;
+//   - keep the raw time stamp of every packet block it passes, in order,
+//     for Capture.Next (see stamp).
 type ngGuard struct {
 	r     io.Reader
 	big   bool     // byte order of the current section
@@ -46,7 +48,30 @@ type ngGuard struct {
 	snap0 uint32   // snap length of interface 0 of the section (for SPBs)
 	nIDB  int      // IDBs seen in the current section
 	seen  []LinkType
-	err   error // sticky
+	// stamps holds the raw time stamps of the packet blocks passed on
+	// and not yet taken by stamp, in file order (ok false for a simple
+	// packet block, which has none). pcapgo reads ahead, so it may hold
+	// several, never more than the blocks in its buffer.
+	stamps []ngStamp
+	err    error // sticky
+}
+
+// ngStamp is the raw 64-bit time stamp of a packet block.
+type ngStamp struct {
+	units uint64
+	ok    bool
+}
+
+// stamp returns the raw time stamp of the oldest packet block passed on
+// and not yet taken: the one pcapgo returned last, as it returns every
+// packet block in file order.
+func (g *ngGuard) stamp() (uint64, bool) {
+	if len(g.stamps) == 0 {
+		return 0, false
+	}
+	s := g.stamps[0]
+	g.stamps = g.stamps[1:]
+	return s.units, s.ok
 }
 
 func (g *ngGuard) order() binary.ByteOrder {
@@ -159,11 +184,15 @@ func (g *ngGuard) check() {
 			g.err = errCorruptNg
 			return
 		}
+		g.stamps = append(g.stamps, ngStamp{})
 	case ngBlockEPB, ngBlockPB:
 		if caplen := int64(o.Uint32(h[20:])); caplen > length-32 || caplen > maxSnaplen {
 			g.err = errCorruptNg
 			return
 		}
+		// Time stamp (high, low) after the interface ID (and, in a PB,
+		// the drops count).
+		g.stamps = append(g.stamps, ngStamp{units: uint64(o.Uint32(h[12:]))<<32 | uint64(o.Uint32(h[16:])), ok: true})
 	}
 	g.rest, g.ok, g.out = length-int64(g.need), true, 0
 }
