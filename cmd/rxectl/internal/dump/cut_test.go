@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"net/netip"
@@ -411,4 +412,65 @@ func TestReadPacketsLeavesOutCutHeaders(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, pkts, tc.want, "captured %d", tc.capLen)
 	}
+}
+
+// TestDecodeCutFrameIPHeaders: the RoCE packet of a frame the capture cut
+// starts after the IP header as its own length field gives it (an IPv4
+// header with options, IHL 6; the fixed IPv6 header, whose payload
+// length leaves it out), and the bytes the capture did not hold read as
+// zeros, in the frame and in what ReadPackets gives the flow analysis.
+func TestDecodeCutFrameIPHeaders(t *testing.T) {
+	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCRDMAWriteFirst, PKey: packet.DefaultPKey, DestQP: 0x11, PSN: 42},
+		RETH: packet.RETHFields{VA: 0xABC000, RKey: 0x77, DMALen: 4096}}
+	payload := bytes.Repeat([]byte{0xAB}, 1024)
+	ph6 := packet.PseudoHeader{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 49152, DstPort: packet.UDPPort}
+	v6 := gsoFrame(t, ph6, []gsoSegment{{h, payload}}, func(int) uint16 { return 0 })
+	v4 := gsoFrame(t, cutTestPH, []gsoSegment{{h, payload}}, func(int) uint16 { return 9 })
+	opts := slices.Concat(v4[:14+packet.IPv4HeaderSize], []byte{1, 1, 1, 1}, v4[14+packet.IPv4HeaderSize:]) // 4 NOPs
+	ip := opts[14 : 14+24]
+	ip[0] = 0x46
+	binary.BigEndian.PutUint16(ip[2:], binary.BigEndian.Uint16(ip[2:])+4)
+	ip[10], ip[11] = 0, 0
+	binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip))
+
+	const captured = 12 + 16 + 10 // BTH, RETH, 10 bytes of payload
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		roce  int // where the BTH starts
+	}{
+		{"IPv4 with options", opts, 14 + 24 + packet.UDPHeaderSize},
+		{"IPv6", v6, 14 + packet.IPv6HeaderSize + packet.UDPHeaderSize},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tc.frame[:tc.roce+captured]
+			f := Frame{Num: 1, CapLen: len(data), OrigLen: len(tc.frame)}
+			DecodeFrame(&f, data, packet.LinkEthernet, Ports{packet.UDPPort})
+			require.Equal(t, KindRoCE, f.Kind, "%v", f.Err)
+			require.True(t, f.Truncated)
+			require.Equal(t, captured, f.Captured)
+			require.Equal(t, packet.PSN(42), f.Packet.PSN())
+			require.Equal(t, uint32(0x77), f.Packet.RETH().RKey())
+			require.Equal(t, len(payload), f.Packet.PayloadLen())
+
+			file := pcapBytes(1, []capFrame{{data: data, ci: ciLen(len(tc.frame))}})
+			pkts, err := ReadPackets(bytes.NewReader(file), Ports{packet.UDPPort})
+			require.NoError(t, err)
+			require.Len(t, pkts, 1)
+			got := pkts[0].Pkt.Payload()
+			require.Equal(t, payload[:10], got[:10])
+			require.Equal(t, make([]byte, len(payload)-10), got[10:], "not captured: zeros")
+		})
+	}
+}
+
+// TestCutMergedLeftOutFirst: the flow analysis names the first of the
+// cut datagrams of several packets it leaves out, however many follow.
+func TestCutMergedLeftOutFirst(t *testing.T) {
+	frame := gsoDatagram(t, cutTestPH, []int{4096, 4096, 100}, func(i int) uint16 { return uint16(i) })
+	cut := capFrame{data: frame[:roceOff+40], ci: ciLen(len(frame))}
+	file := writeFile(t, "merged2.pcap", pcapBytes(1, []capFrame{cut, cut, cut}))
+	_, stderr, code := runCmd(t, "dump", "--flows", file)
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, stderr, "rxectl dump: 3 packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame 1)\n")
 }

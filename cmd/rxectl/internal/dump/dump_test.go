@@ -606,6 +606,8 @@ func TestDumpBadInputs(t *testing.T) {
 	epb1 := 32 + (len(cx4[0].data)+3)&^3 // SHB 28, IDB 32, then frame 1's EPB
 	hugeEPB := slices.Clone(ng)
 	binary.LittleEndian.PutUint32(hugeEPB[28+32+20:], 0xFFFFFFF0)
+	var emptyGz bytes.Buffer // gzip of no bytes at all
+	require.NoError(t, gzip.NewWriter(&emptyGz).Close())
 	hugeRecord := pcapBytes(1, nil)
 	hugeRecord = binary.LittleEndian.AppendUint32(hugeRecord, 0)
 	hugeRecord = binary.LittleEndian.AppendUint32(hugeRecord, 0)
@@ -633,6 +635,8 @@ func TestDumpBadInputs(t *testing.T) {
 			wantStderr: []string{"not a pcap or pcapng capture (starts with 61 62)"}},
 		{name: "gzip garbage", content: []byte{0x1f, 0x8b, 0, 0, 0}, code: cli.ExitFail,
 			wantStderr: []string{"gzip"}},
+		{name: "gzip of nothing", content: emptyGz.Bytes(), code: cli.ExitFail,
+			wantStderr: []string{"gzip-compressed, but the content is empty or unreadable (EOF)"}},
 		{name: "cut file header", content: raw[:10], code: cli.ExitFail,
 			wantStderr: []string{"reading pcap file header: unexpected EOF"}},
 		{name: "cut in record data", content: raw[:24+rec1+rec2+16+10], code: cli.ExitFail, lines: 2,

@@ -58,3 +58,18 @@ func TestMalformedDatagrams(t *testing.T) {
 		})
 	}
 }
+
+// TestVerboseIPv4Flags: -v names every IPv4 flag that is set (RFC 791:
+// the reserved bit, DF, MF), the reserved one as RES.
+func TestVerboseIPv4Flags(t *testing.T) {
+	f := writeFirst(t, 8)
+	ip := f[14 : 14+packet.IPv4HeaderSize]
+	ip[6] |= 0x80 // the reserved bit, besides DF
+	ip[10], ip[11] = 0, 0
+	binary.BigEndian.PutUint16(ip[10:], packet.IPv4HeaderChecksum(ip))
+	var fr Frame
+	fr.Num, fr.CapLen, fr.OrigLen = 1, len(f), len(f)
+	DecodeFrame(&fr, f, packet.LinkEthernet, Ports{packet.UDPPort})
+	require.NotEqual(t, KindOther, fr.Kind)
+	require.Contains(t, string(AppendText(nil, &fr, []byte("0"), true)), " flags=RES|DF frag=0 ")
+}

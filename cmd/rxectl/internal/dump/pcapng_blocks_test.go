@@ -123,3 +123,54 @@ func TestDumpPcapNgBlocks(t *testing.T) {
 		})
 	}
 }
+
+// ngFile is a pcapng file in byte order o: a section header, an
+// interface of link type lt, and one enhanced packet block per frame.
+func ngFile(o binary.AppendByteOrder, lt uint16, frames ...[]byte) []byte {
+	b := o.AppendUint32(nil, 0x0A0D0D0A)
+	b = o.AppendUint32(b, 28)
+	b = o.AppendUint32(b, 0x1A2B3C4D)
+	b = o.AppendUint16(b, 1)
+	b = o.AppendUint16(b, 0)
+	b = o.AppendUint64(b, ^uint64(0))
+	b = o.AppendUint32(b, 28)
+	b = o.AppendUint32(b, 1)
+	b = o.AppendUint32(b, 20)
+	b = o.AppendUint16(b, lt)
+	b = o.AppendUint16(b, 0)
+	b = o.AppendUint32(b, 0)
+	b = o.AppendUint32(b, 20)
+	for _, data := range frames {
+		padded := (len(data) + 3) &^ 3
+		total := uint32(32 + padded)
+		b = o.AppendUint32(b, 6)
+		b = o.AppendUint32(b, total)
+		b = o.AppendUint32(b, 0)
+		b = o.AppendUint32(b, 0)
+		b = o.AppendUint32(b, 0)
+		b = o.AppendUint32(b, uint32(len(data)))
+		b = o.AppendUint32(b, uint32(len(data)))
+		b = append(b, data...)
+		b = append(b, make([]byte, padded-len(data))...)
+		b = o.AppendUint32(b, total)
+	}
+	return b
+}
+
+// TestDumpPcapNgByteOrder: a pcapng section is in the byte order its
+// byte-order magic gives (1a2b3c4d read in the writer's order): a
+// big-endian file reads as the little-endian one does.
+func TestDumpPcapNgByteOrder(t *testing.T) {
+	frames := readPcap(t, scapyPcap)[:3]
+	var data [][]byte
+	for _, f := range frames {
+		data = append(data, f.data)
+	}
+	le, errLE, code := runCmd(t, "dump", writeFile(t, "le.pcapng", ngFile(binary.LittleEndian, 1, data...)))
+	require.Equal(t, cli.ExitOK, code, errLE)
+	require.Equal(t, 3, strings.Count(le, "ICRC ok\n"))
+	be, errBE, code := runCmd(t, "dump", writeFile(t, "be.pcapng", ngFile(binary.BigEndian, 1, data...)))
+	require.Equal(t, cli.ExitOK, code, errBE)
+	require.Equal(t, le, be)
+	require.Equal(t, errLE, errBE)
+}
