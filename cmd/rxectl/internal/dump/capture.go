@@ -241,8 +241,8 @@ func (c *Capture) Next() (rec Record, err error) {
 		return rec, err
 	}
 	ts := ci.Timestamp
-	units, stamped := c.ngGuard.stamp()
-	if iface, err := c.ng.Interface(ci.InterfaceIndex); err == nil && iface.TimestampResolution.Binary() && stamped {
+	st := c.ngGuard.stamp()
+	if iface, err := c.ng.Interface(ci.InterfaceIndex); err == nil && iface.TimestampResolution.Binary() && st.ok {
 		// gopacket (v1.1.19) scales a binary fraction of 2^-e s to
 		// nanoseconds by floor(1e9 / 2^e) below 2^-30, which is off by
 		// up to 0.07 % of a second (0.7 ms at 2^-20), and divides it by
@@ -251,13 +251,17 @@ func (c *Capture) Next() (rec Record, err error) {
 		// here instead, as tshark does: whole seconds, then the fraction
 		// times 1e9 / 2^e, truncated.
 		if e := iface.TimestampResolution.Exponent(); e > 0 && e < 64 {
-			hi, lo := bits.Mul64(units&(uint64(1)<<e-1), 1e9)
+			hi, lo := bits.Mul64(st.units&(uint64(1)<<e-1), 1e9)
 			ns := hi<<(64-e) | lo>>e
-			ts = time.Unix(int64(units>>e+iface.TimestampOffset), int64(ns)).UTC()
+			ts = time.Unix(int64(st.units>>e+iface.TimestampOffset), int64(ns)).UTC()
 		}
 	}
 	lt := packet.LinkEthernet
-	if len(ci.AncillaryData) > 0 {
+	if st.linkOK {
+		// The packet's own interface's link type, all 16 bits: pcapgo's
+		// is the low byte only, which two interfaces may share.
+		lt = st.link
+	} else if len(ci.AncillaryData) > 0 {
 		if t, ok := ci.AncillaryData[0].(layers.LinkType); ok {
 			lt = c.ngGuard.full(t)
 		}

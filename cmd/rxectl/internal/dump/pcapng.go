@@ -34,8 +34,9 @@ const (
 //     above maxSnaplen to it: pcapgo allocates those lengths, up to 4 GiB;
 //   - turn an end of file inside a block into io.ErrUnexpectedEOF, where
 //     pcapgo would report a clean io.EOF;
-//   - keep the raw time stamp of every packet block it passes, in order,
-//     for Capture.Next (see stamp).
+//   - keep the raw time stamp and the interface's full link type of
+//     every packet block it passes, in order, for Capture.Next (see
+//     stamp): pcapgo gives neither exactly.
 type ngGuard struct {
 	r     io.Reader
 	big   bool     // byte order of the current section
@@ -48,30 +49,45 @@ type ngGuard struct {
 	snap0 uint32   // snap length of interface 0 of the section (for SPBs)
 	nIDB  int      // IDBs seen in the current section
 	seen  []LinkType
-	// stamps holds the raw time stamps of the packet blocks passed on
-	// and not yet taken by stamp, in file order (ok false for a simple
-	// packet block, which has none). pcapgo reads ahead, so it may hold
+	// links are the link types of the current section's interfaces, by
+	// interface ID.
+	links []LinkType
+	// stamps holds what the packet blocks passed on and not yet taken by
+	// stamp say, in file order (no time stamp for a simple packet
+	// block, which has none). pcapgo reads ahead, so it may hold
 	// several, never more than the blocks in its buffer.
 	stamps []ngStamp
 	err    error // sticky
 }
 
-// ngStamp is the raw 64-bit time stamp of a packet block.
+// ngStamp is what a packet block says of its packet: the raw 64-bit time
+// stamp (ok) and the full link type of its interface (linkOK: the
+// interface was described before it).
 type ngStamp struct {
-	units uint64
-	ok    bool
+	units  uint64
+	ok     bool
+	link   LinkType
+	linkOK bool
 }
 
-// stamp returns the raw time stamp of the oldest packet block passed on
-// and not yet taken: the one pcapgo returned last, as it returns every
+// stamp returns what the oldest packet block passed on and not yet taken
+// says: the block of the packet pcapgo returned last, as it returns every
 // packet block in file order.
-func (g *ngGuard) stamp() (uint64, bool) {
+func (g *ngGuard) stamp() ngStamp {
 	if len(g.stamps) == 0 {
-		return 0, false
+		return ngStamp{}
 	}
 	s := g.stamps[0]
 	g.stamps = g.stamps[1:]
-	return s.units, s.ok
+	return s
+}
+
+// linkOf returns the link type of interface id of the current section.
+func (g *ngGuard) linkOf(id uint32) (LinkType, bool) {
+	if id >= uint32(len(g.links)) {
+		return 0, false
+	}
+	return g.links[id], true
 }
 
 func (g *ngGuard) order() binary.ByteOrder {
@@ -141,7 +157,7 @@ func (g *ngGuard) check() {
 			g.err = errCorruptNg
 			return
 		}
-		g.nIDB, g.snap0 = 0, 0
+		g.nIDB, g.snap0, g.links = 0, 0, nil
 	}
 	o := g.order()
 	typ = o.Uint32(h)
@@ -166,6 +182,7 @@ func (g *ngGuard) check() {
 	switch typ {
 	case ngBlockIDB:
 		g.seen = append(g.seen, LinkType(o.Uint16(h[8:])))
+		g.links = append(g.links, LinkType(o.Uint16(h[8:])))
 		snap := o.Uint32(h[12:])
 		if snap > maxSnaplen {
 			snap = maxSnaplen
@@ -184,15 +201,23 @@ func (g *ngGuard) check() {
 			g.err = errCorruptNg
 			return
 		}
-		g.stamps = append(g.stamps, ngStamp{})
+		s := ngStamp{}
+		s.link, s.linkOK = g.linkOf(0) // a simple packet block is interface 0's
+		g.stamps = append(g.stamps, s)
 	case ngBlockEPB, ngBlockPB:
 		if caplen := int64(o.Uint32(h[20:])); caplen > length-32 || caplen > maxSnaplen {
 			g.err = errCorruptNg
 			return
 		}
-		// Time stamp (high, low) after the interface ID (and, in a PB,
-		// the drops count).
-		g.stamps = append(g.stamps, ngStamp{units: uint64(o.Uint32(h[12:]))<<32 | uint64(o.Uint32(h[16:])), ok: true})
+		// The interface ID (16 bits in a PB, then the drops count), then
+		// the time stamp (high, low).
+		id := o.Uint32(h[8:])
+		if typ == ngBlockPB {
+			id = uint32(o.Uint16(h[8:]))
+		}
+		s := ngStamp{units: uint64(o.Uint32(h[12:]))<<32 | uint64(o.Uint32(h[16:])), ok: true}
+		s.link, s.linkOK = g.linkOf(id)
+		g.stamps = append(g.stamps, s)
 	}
 	g.rest, g.ok, g.out = length-int64(g.need), true, 0
 }

@@ -72,8 +72,8 @@ func ngEPB(iface uint32, capLen, origLen int, data []byte) []byte {
 // length, snap length of the section's interface 0) bytes (pcapng
 // 4.4: the snap length of the first interface of its section, 0 for
 // none); a packet block whose captured length runs past its block is
-// corrupt; and an interface's full 16-bit link type is found for packets
-// of any of several interfaces that share it.
+// corrupt; and a packet has the full 16-bit link type of its own
+// interface, even where another interface's shares its low byte.
 func TestDumpPcapNgBlocks(t *testing.T) {
 	frames := readPcap(t, scapyPcap)
 	frame := frames[0].data // RC_SEND_FIRST, 256 bytes of payload
@@ -101,6 +101,12 @@ func TestDumpPcapNgBlocks(t *testing.T) {
 			cli.ExitFail, nil, "corrupt pcapng block"},
 		{"EPB captured length past its block", cat(ngSHB(), ngIDB(1, 0), ngEPB(0, len(aligned)+4, len(aligned)+4, aligned)),
 			cli.ExitFail, nil, "corrupt pcapng block"},
+		// 257 shares its low byte with Ethernet's 1, all pcapgo reports.
+		{"Ethernet and link type 257", cat(ngSHB(), ngIDB(1, 0), ngIDB(257, 0), ngEPB(1, len(frame), len(frame), frame),
+			ngEPB(0, len(frame), len(frame), frame)),
+			cli.ExitOK, []string{"    2 "}, "skipping frames of unsupported link type 257 (first: frame 1)"},
+		{"SLL2 and link type 20", cat(ngSHB(), ngIDB(20, 0), ngIDB(276, 0), ngEPB(1, len(sllFrame), len(sllFrame), sllFrame)),
+			cli.ExitOK, []string{"    1 0.000000 192.168.10.1:49374 → 192.168.10.2:4791 RC_SEND_FIRST"}, ""},
 		{"two SLL2 interfaces", cat(ngSHB(), ngIDB(276, 0), ngIDB(276, 0), ngEPB(1, len(sllFrame), len(sllFrame), sllFrame)),
 			cli.ExitOK, []string{"RC_SEND_FIRST qp=0x000011 psn=16777214 payload=256 ICRC ok"}, ""},
 	}
