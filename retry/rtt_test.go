@@ -246,3 +246,30 @@ func FuzzWindow(f *testing.F) {
 		}
 	})
 }
+
+// TestRTTLatestAndMin: Stats reports the last sample taken and the
+// smallest, whatever order the samples come in; a Karn-refused sample is
+// neither.
+func TestRTTLatestAndMin(t *testing.T) {
+	tests := []struct {
+		name        string
+		samples     []time.Duration
+		latest, min time.Duration
+	}{
+		{"falling", []time.Duration{300 * us, 200 * us, 100 * us}, 100 * us, 100 * us},
+		{"rising", []time.Duration{100 * us, 200 * us, 300 * us}, 300 * us, 100 * us},
+		{"dip in the middle", []time.Duration{300 * us, 50 * us, 400 * us}, 400 * us, 50 * us},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r RTT
+			for _, s := range tc.samples {
+				r.Sample(s, false)
+			}
+			r.Sample(us, true) // retransmitted: not a sample
+			st := r.Stats()
+			require.Equal(t, tc.latest, st.Latest)
+			require.Equal(t, tc.min, st.Min)
+		})
+	}
+}
