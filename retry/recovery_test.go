@@ -116,3 +116,21 @@ func TestRetryTimeout(t *testing.T) {
 	require.Equal(t, rt.Ceiling, rt.RetryTimeout(&rtt))
 	require.Zero(t, (&RecoveryTimer{}).RetryTimeout(&rtt), "off")
 }
+
+// TestRecoveryTimerTwiceSRTT: on a steady path RTTVAR decays and the RFC
+// 6298 RTO (SRTT + 4·RTTVAR) comes down to about SRTT, which a single
+// delayed acknowledgement would exceed; the timeout is then the probe
+// timeout of RFC 8985 7.2, 2·SRTT, for Timeout and RetryTimeout alike.
+func TestRecoveryTimerTwiceSRTT(t *testing.T) {
+	var r RTT
+	for range 40 {
+		r.Sample(10*time.Millisecond, false)
+	}
+	require.Equal(t, 10*time.Millisecond, r.SRTT())
+	require.Less(t, r.RTO(), 11*time.Millisecond, "RTTVAR has decayed")
+	tm := RecoveryTimer{Ceiling: 67 * time.Millisecond}
+	require.Equal(t, 20*time.Millisecond, tm.Timeout(&r))
+	require.Equal(t, 20*time.Millisecond, tm.RetryTimeout(&r))
+	tm.Expired()
+	require.Equal(t, 40*time.Millisecond, tm.Timeout(&r), "backed off from 2·SRTT")
+}
