@@ -134,3 +134,71 @@ func TestRecoveryTimerTwiceSRTT(t *testing.T) {
 	tm.Expired()
 	require.Equal(t, 40*time.Millisecond, tm.Timeout(&r), "backed off from 2·SRTT")
 }
+
+// TestRecoveryTimerLearnedDecay: the learned delay halves for every
+// SpuriousHalfLife since it was last raised or halved (by Decay, Learn
+// and LossFound alike, each of which decays first), is capped at a
+// quarter of Ceiling, and is forgotten only below half the default floor
+// (1 ms).
+func TestRecoveryTimerLearnedDecay(t *testing.T) {
+	const ms = time.Millisecond
+	type step struct {
+		name string
+		do   func(tm *RecoveryTimer)
+		want time.Duration
+	}
+	spurious := func(d, silence time.Duration) func(*RecoveryTimer) {
+		return func(tm *RecoveryTimer) { tm.Spurious(at(d), silence) }
+	}
+	decay := func(d time.Duration) func(*RecoveryTimer) {
+		return func(tm *RecoveryTimer) { tm.Decay(at(d)) }
+	}
+	lossFound := func(d time.Duration) func(*RecoveryTimer) {
+		return func(tm *RecoveryTimer) { tm.LossFound(at(d)) }
+	}
+	learn := func(d, silence time.Duration) func(*RecoveryTimer) {
+		return func(tm *RecoveryTimer) { tm.Learn(at(d), silence) }
+	}
+	tests := []struct {
+		name    string
+		ceiling time.Duration
+		steps   []step
+	}{
+		{"a quarter of Ceiling", 40 * ms, []step{
+			{"a second's silence", spurious(0, time.Second), 10 * ms},
+		}},
+		{"half-lives count from the rise, not from the last Decay", 67 * ms, []step{
+			{"raised", spurious(0, 16*ms), 16 * ms},
+			{"1.2 half-lives", decay(300 * ms), 8 * ms},
+			{"2 half-lives", decay(500 * ms), 4 * ms},
+		}},
+		{"a loss found restarts the half-life", 67 * ms, []step{
+			{"raised", spurious(0, 16*ms), 16 * ms},
+			{"loss found", lossFound(200 * ms), 8 * ms},
+			{"one half-life after the rise", decay(250 * ms), 8 * ms},
+			{"one half-life after the loss", decay(450 * ms), 4 * ms},
+		}},
+		{"a loss found after a quiet second decays first", 67 * ms, []step{
+			{"raised", spurious(0, 16*ms), 16 * ms},
+			{"4 half-lives: 1 ms, then halved", lossFound(time.Second), 0},
+		}},
+		{"learning after a quiet second decays first", 67 * ms, []step{
+			{"raised", spurious(0, 16*ms), 16 * ms},
+			{"4 half-lives: 1 ms, then 3 ms learned", learn(time.Second, 3*ms), 3 * ms},
+		}},
+		{"half the default floor is kept, below it forgotten", 67 * ms, []step{
+			{"raised", spurious(0, 2*ms), 2 * ms},
+			{"halved to 1 ms", lossFound(0), DefaultRecoveryFloor / 2},
+			{"halved below", lossFound(0), 0},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := RecoveryTimer{Ceiling: tc.ceiling}
+			for _, s := range tc.steps {
+				s.do(&tm)
+				require.Equal(t, s.want, tm.Learned(), s.name)
+			}
+		})
+	}
+}
