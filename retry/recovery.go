@@ -22,9 +22,14 @@ const (
 	// earlier would mostly be spurious.
 	ceilingShare = 64
 
-	// maxRecoveryBackoff bounds the doublings of the recovery timeout
-	// (2^16 × the floor is above every ceiling that matters).
-	maxRecoveryBackoff = 16
+	// maxRecoveryBackoff bounds the count of doublings of the recovery
+	// timeout, so that it cannot wrap: 63 take any timeout of 1 ns or
+	// more past every Ceiling a Duration holds, so the timeout always
+	// reaches Ceiling (RFC 6298 5.5 doubles it, 2.5 allows a maximum).
+	// timeout stops doubling at Ceiling, so a large count costs nothing.
+	// (16 stopped RetryTimeout, which starts from RetryFloor, at
+	// 2^16 × 250 µs ≈ 16 s, below the IB timeout of timeout ≥ 22.)
+	maxRecoveryBackoff = 63
 
 	// lateShare: an expiry handled more than a quarter of the timeout
 	// after it was due counts as late (OnExpiry): this end was not

@@ -87,3 +87,30 @@ func TestRecoveryTimerOnExpiryAfter(t *testing.T) {
 	tm = RecoveryTimer{Ceiling: 67 * time.Millisecond}
 	require.Equal(t, tm.OnExpiryAfter(tm.Timeout(&r), due, due.Add(400*us)), tm.OnExpiry(&r, due, due.Add(400*us)))
 }
+
+// TestRecoveryTimerBackoffReachesCeiling: each expiry without progress
+// doubles the timeout (RFC 6298 5.5) until it reaches Ceiling, however
+// long Ceiling is, and later expiries keep it there (RFC 6298 2.5 allows
+// a maximum, and the IB timeout is ours). With IB timeout 31 (about
+// 8796 s) the go-back-N timeout starts from RetryFloor, 250 µs, and needs
+// 26 doublings to get there.
+func TestRecoveryTimerBackoffReachesCeiling(t *testing.T) {
+	var r RTT
+	r.Sample(40*us, false) // RTO 120 µs: RetryTimeout is RetryFloor
+	tm := RecoveryTimer{Ceiling: AckTimeout(31)}
+	require.Equal(t, RetryFloor, tm.RetryTimeout(&r))
+	for k := 1; k <= 300; k++ {
+		tm.Expired()
+		want := tm.Ceiling
+		if k < 26 {
+			want = RetryFloor << k
+		}
+		require.Equal(t, want, tm.RetryTimeout(&r), "after %d expiries", k)
+		want = tm.Ceiling // Timeout's floor is Ceiling/64: 6 doublings
+		if k < 6 {
+			want = tm.Ceiling / 64 << k
+		}
+		require.Equal(t, want, tm.Timeout(&r), "after %d expiries", k)
+	}
+	require.Equal(t, uint64(300), tm.Expiries())
+}
