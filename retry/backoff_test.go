@@ -371,3 +371,25 @@ func BenchmarkBackoff(b *testing.B) {
 		}
 	}
 }
+
+// TestBackoffReadRetryDelayNumbers: the estimator's numbers are
+// read_retry_delay()'s, written out here rather than through the
+// constants: a step of 1 µs after 512 good packets, the mean over the
+// last 128 bursts.
+func TestBackoffReadRetryDelayNumbers(t *testing.T) {
+	b := NewBackoff(BackoffConfig{})
+	now := burst(b, t0, 100*us, 1)
+	require.Equal(t, 50*us, b.Delay())
+	now = goods(b, now, 511)
+	require.Equal(t, 50*us, b.Delay(), "511 good packets")
+	now = goods(b, now, 1)
+	require.Equal(t, 49*us, b.Delay(), "the 512th")
+
+	// 128 bursts of 300 µs push the 100 µs one out of the window.
+	for range 127 {
+		now = burst(b, now.Add(time.Millisecond), 300*us, 1)
+	}
+	require.Equal(t, (100*us+127*300*us)/256, b.Delay(), "128 bursts in the window")
+	burst(b, now.Add(time.Millisecond), 300*us, 1)
+	require.Equal(t, 150*us, b.Delay(), "the first burst has left the window")
+}
