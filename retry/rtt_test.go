@@ -273,3 +273,71 @@ func TestRTTLatestAndMin(t *testing.T) {
 		})
 	}
 }
+
+// TestWindowRules checks Window's rules one by one: Initial is kept
+// within [Min, Max]; before any loss the window grows by slow start up to
+// Max (RFC 5681 3.1: the initial threshold is as high as it goes); a loss
+// forgets the PSNs acknowledged towards the next additive increase; a
+// window smaller than 8 still grows by one per clean window; no or a
+// negative count of PSNs changes nothing; Increases counts every growth
+// and none at Max.
+func TestWindowRules(t *testing.T) {
+	t.Run("initial below min", func(t *testing.T) {
+		w := NewWindow(WindowConfig{Max: 128, Min: 32, Initial: 8})
+		require.Equal(t, 32, w.Size())
+		require.Equal(t, 32, w.Config().Initial)
+	})
+	t.Run("slow start to Max before any loss", func(t *testing.T) {
+		w := NewWindow(WindowConfig{Max: 128, Min: 8, Initial: 16})
+		require.Equal(t, 128, w.Stats().Threshold)
+		w.OnAck(16)
+		require.Equal(t, 32, w.Size())
+		w.OnAck(100)
+		require.Equal(t, 128, w.Size())
+		require.Equal(t, uint64(2), w.Stats().Increases)
+	})
+	t.Run("a loss forgets PSNs acknowledged towards an increase", func(t *testing.T) {
+		w := NewWindow(WindowConfig{Max: 128, Min: 8})
+		require.True(t, w.OnLoss(at(0), us)) // 64, threshold 96
+		w.OnAck(32)                          // slow start to 96
+		require.Equal(t, 96, w.Size())
+		w.OnAck(90) // 90 of 96 towards the next increase
+		require.Equal(t, 96, w.Size())
+		require.True(t, w.OnLoss(at(time.Second), us)) // 48, threshold 72
+		w.OnAck(24)                                    // slow start to 72
+		require.Equal(t, 72, w.Size())
+		w.OnAck(71)
+		require.Equal(t, 72, w.Size(), "71 of 72 acknowledged since the loss")
+		w.OnAck(1)
+		require.Equal(t, 81, w.Size())
+	})
+	t.Run("small windows grow by one", func(t *testing.T) {
+		w := NewWindow(WindowConfig{Max: 8, Min: 1})
+		require.True(t, w.OnLoss(at(0), 0)) // 4, threshold 6
+		w.OnAck(2)
+		require.Equal(t, 6, w.Size())
+		w.OnAck(6)
+		require.Equal(t, 7, w.Size(), "an eighth of 6 rounds to 0, but the window grows by one")
+	})
+	t.Run("no PSNs", func(t *testing.T) {
+		w := NewWindow(WindowConfig{Max: 128})
+		require.True(t, w.OnLoss(at(0), 0))
+		before := w.Stats()
+		w.OnAck(0)
+		w.OnAck(-5)
+		require.Equal(t, before, w.Stats())
+	})
+	t.Run("increases counted, none at Max", func(t *testing.T) {
+		w := NewWindow(WindowConfig{Max: 128})
+		w.OnAck(1000)
+		require.Zero(t, w.Stats().Increases, "already at Max")
+		require.True(t, w.OnLoss(at(0), 0)) // 64, threshold 96
+		w.OnAck(10)
+		w.OnAck(10)
+		require.Equal(t, uint64(2), w.Stats().Increases, "slow start")
+		w.OnAck(100) // to 96
+		w.OnAck(96)  // 108
+		require.Equal(t, 108, w.Size())
+		require.Equal(t, uint64(4), w.Stats().Increases, "additive")
+	})
+}
