@@ -353,15 +353,23 @@ func parseTrigger(r *Rule, t string) error {
 		}
 		return nil
 	}
-	scale := 1.0
-	if p, ok := strings.CutSuffix(t, "%"); ok {
-		t, scale = p, 0.01
-	}
+	t, percent := strings.CutSuffix(t, "%")
 	p, err := strconv.ParseFloat(t, 64)
 	if err != nil {
 		return ruleErr("trigger %q: want a probability, a percentage or [OPCODE]#N", t)
 	}
-	r.Prob = p * scale
+	if percent {
+		// N% is the decimal N × 10^-2: read with that exponent it is the
+		// float nearest it, the one "0.0N" gives, where N × 0.01 can be
+		// one off (57% gave 0.5700000000000001, and the report printed
+		// that). N with an exponent of its own is divided instead.
+		if q, err := strconv.ParseFloat(t+"e-2", 64); err == nil {
+			p = q
+		} else {
+			p /= 100
+		}
+	}
+	r.Prob = p
 	return nil
 }
 

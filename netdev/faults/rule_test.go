@@ -128,3 +128,34 @@ func FuzzParseRule(f *testing.F) {
 		require.Equal(t, r, back, "%q -> %q", s, r.String())
 	})
 }
+
+// TestParseRulePercentage: "N%" is the probability N/100 written in
+// decimal, the same number "0.0N" gives, so the rule prints back as the
+// user wrote it in the report of a run (rxectl's "Faults" line).
+func TestParseRulePercentage(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		prob float64
+		back string
+	}{
+		{"drop=57%", 0.57, "drop=0.57"},
+		{"drop=29%", 0.29, "drop=0.29"},
+		{"drop=1.1%", 0.011, "drop=0.011"},
+		{"drop=0.5%", 0.005, "drop=0.005"},
+		{"drop=100%", 1, "drop=1"},
+		{"drop=0%", 0, "drop=0"},
+		{"drop=1e1%", 0.1, "drop=0.1"},
+		{"delay=3%,by=5ms", 0.03, "delay=0.03,by=5ms"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			r, err := faults.ParseRule(tc.in)
+			require.NoError(t, err)
+			require.Equal(t, tc.prob, r.Prob)
+			require.Equal(t, tc.back, r.String())
+		})
+	}
+	for _, in := range []string{"drop=101%", "drop=-1%", "drop=%", "drop=NaN%", "drop=inf%"} {
+		_, err := faults.ParseRule(in)
+		require.ErrorIs(t, err, faults.ErrRule, "%q", in)
+	}
+}
