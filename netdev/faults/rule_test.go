@@ -3,6 +3,7 @@ package faults_test
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,7 @@ func TestParseRuleErrors(t *testing.T) {
 		"drop=0.1,dir=up", "drop=0.1,by=3", "drop=0.1,max=1ms", "drop=0.1,color=red", "drop=0.1,dir",
 		"reorder=0.1,by=0", "reorder=0.1,by=1ms", "delay=0.1,by=3", "delay=0.1,by=-1ms",
 		"local-drop=0.1,dir=recv", "local-drop=0.1,dir=both",
+		"drop=#5-4", "delay=0.1,by=0s", "reorder=0.1,max=0s",
 	} {
 		_, err := faults.ParseRule(in)
 		require.ErrorIs(t, err, faults.ErrRule, "%q", in)
@@ -72,6 +74,9 @@ func TestValidate(t *testing.T) {
 		{Action: faults.Drop, Nth: -1},
 		{Action: faults.Reorder, Depth: -1},
 		{Action: faults.LocalDrop, Dir: faults.Recv},
+		{Action: faults.Drop, Dir: faults.Both + 1},
+		{Action: faults.Drop, Nth: 1, Count: -1},
+		{Action: faults.Delay, Prob: 0.5, Delay: -time.Millisecond},
 	}
 	for _, r := range bad {
 		require.ErrorIs(t, r.Validate(), faults.ErrRule, "%+v", r)
@@ -158,4 +163,41 @@ func TestParseRulePercentage(t *testing.T) {
 		_, err := faults.ParseRule(in)
 		require.ErrorIs(t, err, faults.ErrRule, "%q", in)
 	}
+}
+
+// TestParseRuleWildcard: "*" alone is every known opcode, and only those;
+// a name without "*" is that opcode only, not those it is a prefix of.
+func TestParseRuleWildcard(t *testing.T) {
+	for in, want := range map[string][]packet.Opcode{
+		"drop=RC_SEND_LAST#1":       {packet.RCSendLast},
+		"drop=RC_RDMA_WRITE_ONLY#1": {packet.RCRDMAWriteOnly},
+		"drop=RC_SEND_LAST*#1":      {packet.RCSendLast, packet.RCSendLastWithImmediate, packet.RCSendLastWithInvalidate},
+	} {
+		r, err := faults.ParseRule(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, r.Opcodes, in)
+	}
+	r, err := faults.ParseRule("drop=*#1")
+	require.NoError(t, err)
+	var known []packet.Opcode
+	for v := range 256 {
+		if op := packet.Opcode(v); op.Valid() {
+			known = append(known, op)
+		}
+	}
+	require.Equal(t, known, r.Opcodes)
+}
+
+// TestRuleFlagUsage: the flag package prints a flag's default by calling
+// String on a zero value of its type (flag.PrintDefaults); a RuleFlag's
+// zero value has no rules and must not panic there.
+func TestRuleFlagUsage(t *testing.T) {
+	var rules []faults.Rule
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	var out strings.Builder
+	fs.SetOutput(&out)
+	fs.Var(faults.RuleFlag(faults.Drop, &rules), "drop", "drop datagrams")
+	fs.PrintDefaults()
+	require.Contains(t, out.String(), "drop datagrams")
+	require.NotContains(t, out.String(), "panic")
 }
