@@ -528,3 +528,37 @@ func TestWrapPanicsOnInvalidConfig(t *testing.T) {
 	require.Panics(t, func() { faults.Wrap(a, faults.Config{Rules: []faults.Rule{{Action: faults.Drop, Prob: 2}}}) })
 	require.Panics(t, func() { faults.Wrap(a, faults.Config{Rules: []faults.Rule{{}}}) })
 }
+
+// TestRuleDefaults: a Reorder rule without by= lets one datagram pass
+// before the held one, and without max= holds it at most 10 ms; a Delay
+// rule without by= delays by 1 ms (ParseRule's grammar), each way.
+func TestRuleDefaults(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		rule string
+		want []int                 // PSNs received, in order
+		late map[int]time.Duration // PSN: when it arrives, if not at once
+	}{
+		{"reorder=#1", []int{1, 0, 2, 3}, nil},
+		{"reorder=#4", []int{0, 1, 2, 3}, map[int]time.Duration{3: 10 * ms}},
+		{"delay=#2", []int{0, 2, 3, 1}, map[int]time.Duration{1: ms}},
+	}
+	for _, dir := range []faults.Dir{faults.Send, faults.Recv} {
+		for _, tc := range tests {
+			t.Run(dir.String()+"/"+tc.rule, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := faults.Config{Rules: mustRules(t, tc.rule+",dir="+dir.String())}
+					sendCfg, recvCfg := cfg, faults.Config{}
+					if dir == faults.Recv {
+						sendCfg, recvCfg = recvCfg, sendCfg
+					}
+					tr := run(t, netdev.PipeOptions{}, sendCfg, recvCfg, alternating(t, 4), 1)
+					require.Equal(t, tc.want, psns(tr.recs))
+					for _, r := range tr.recs {
+						require.Equal(t, tc.late[r.psn], r.at.Sub(tr.writeStart), "PSN %d", r.psn)
+					}
+				})
+			})
+		}
+	}
+}
