@@ -65,6 +65,9 @@ func TestActions(t *testing.T) {
 		{"dup=#2-3", []int{0, 1, 1, 2, 2, 3, 4, 5, 6, 7}, []int{1, 2}, nil},
 		{"reorder=1,op=RC_SEND_MIDDLE", []int{1, 0, 3, 2, 5, 4, 7, 6}, []int{0, 2, 4, 6}, nil},
 		{"reorder=#2,by=2", []int{0, 2, 3, 1, 4, 5, 6, 7}, []int{1}, nil},
+		// A held datagram is one of the datagrams that pass another.
+		{"reorder=#1-2", []int{0, 2, 1, 3, 4, 5, 6, 7}, []int{0, 1}, nil},
+		{"reorder=#1-2,by=2", []int{2, 0, 3, 1, 4, 5, 6, 7}, []int{0, 1}, nil},
 		// Too few datagrams follow: the hold times out.
 		{"reorder=#7,by=5,max=3ms", []int{0, 1, 2, 3, 4, 5, 7, 6}, []int{6}, nil},
 		{"delay=#1,by=10ms", []int{1, 2, 3, 4, 5, 6, 7, 0}, []int{0}, nil},
@@ -399,6 +402,10 @@ func TestQueueFull(t *testing.T) {
 		require.Equal(t, seq(4), psns(tr.recs))
 		require.Equal(t, uint64(4), tr.sendStats.Send.Delayed)
 		require.Equal(t, uint64(6), tr.sendStats.Send.Lost)
+		require.Len(t, tr.sendTrace, 4, "the lost ones were not delayed")
+		for _, e := range tr.sendTrace {
+			require.Equal(t, faults.Delay, e.action)
+		}
 	})
 }
 
