@@ -394,19 +394,31 @@ func TestInnerRefusal(t *testing.T) {
 }
 
 // TestQueueFull checks that delayed datagrams beyond MaxQueue are lost and
-// counted.
+// counted, each way.
 func TestQueueFull(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		cfg := faults.Config{MaxQueue: 4, Rules: mustRules(t, "delay=1,by=100ms")}
-		tr := run(t, netdev.PipeOptions{}, cfg, faults.Config{}, alternating(t, 10))
-		require.Equal(t, seq(4), psns(tr.recs))
-		require.Equal(t, uint64(4), tr.sendStats.Send.Delayed)
-		require.Equal(t, uint64(6), tr.sendStats.Send.Lost)
-		require.Len(t, tr.sendTrace, 4, "the lost ones were not delayed")
-		for _, e := range tr.sendTrace {
-			require.Equal(t, faults.Delay, e.action)
-		}
-	})
+	for _, dir := range []faults.Dir{faults.Send, faults.Recv} {
+		t.Run(dir.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := faults.Config{MaxQueue: 4, Rules: mustRules(t, "delay=1,by=100ms,dir="+dir.String())}
+				sendCfg, recvCfg := cfg, faults.Config{}
+				if dir == faults.Recv {
+					sendCfg, recvCfg = recvCfg, sendCfg
+				}
+				tr := run(t, netdev.PipeOptions{}, sendCfg, recvCfg, alternating(t, 10))
+				st, trace := tr.sendStats.Send, tr.sendTrace
+				if dir == faults.Recv {
+					st, trace = tr.recvStats.Recv, tr.recvTrace
+				}
+				require.Equal(t, seq(4), psns(tr.recs))
+				require.Equal(t, uint64(4), st.Delayed)
+				require.Equal(t, uint64(6), st.Lost)
+				require.Len(t, trace, 4, "the lost ones were not delayed")
+				for _, e := range trace {
+					require.Equal(t, faults.Delay, e.action)
+				}
+			})
+		})
+	}
 }
 
 // TestClose checks that Close unblocks ReadBatch and WriteBatch (with and
