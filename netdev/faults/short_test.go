@@ -70,6 +70,16 @@ func TestOpcodeFilterAllOpcodes(t *testing.T) {
 // passes an empty one as it is.
 func TestShortDatagrams(t *testing.T) {
 	op := byte(packet.RCSendOnly)
+	t.Run("trace", func(t *testing.T) {
+		var tr tracer
+		c := faults.Wrap(&recorder{}, faults.Config{Trace: tr.hook, Rules: mustRules(t, "drop=1,dir=send")})
+		for _, d := range [][]byte{raw(5, op, 0xFF), raw(packet.BTHSize-1, op, 0xFF)} {
+			_, err := c.WriteBatch([]netdev.Message{{Buf: d, N: len(d), Addr: netdev.DefaultPipeAddrB}})
+			require.NoError(t, err)
+		}
+		require.Equal(t, []event{{faults.Send, faults.Drop, 0, 0}, {faults.Send, faults.Drop, 0, 0}}, tr.get(),
+			"no BTH: opcode and PSN zero")
+	})
 	t.Run("opcode filter", func(t *testing.T) {
 		dgrams := [][]byte{raw(1, op, 1), raw(packet.BTHSize-1, op, 2), raw(packet.BTHSize, op, 3)}
 		got := sendAll(t, mustRules(t, "drop=1,dir=send,op=RC_SEND_ONLY"), dgrams)
