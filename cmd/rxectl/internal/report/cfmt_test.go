@@ -31,6 +31,8 @@ func TestCFormats(t *testing.T) {
 	require.Equal(t, "65536  ", CUint(65536, 7))
 	require.Equal(t, "00:00:00:00:00:00:00:00:00:00:255:255:192:168:01:07",
 		GIDString([16]byte{10: 255, 11: 255, 12: 192, 13: 168, 14: 1, 15: 7}))
+	require.Equal(t, "00:00:00:00:00:00:00:00:00:00:255:255:10:09:100:99",
+		GIDString([16]byte{10: 255, 11: 255, 12: 10, 13: 9, 14: 100, 15: 99}))
 }
 
 // TestCG checks CG against C's printf("%g") (the expected strings are

@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -77,6 +78,74 @@ func TestPeakBW(t *testing.T) {
 	completed = append(completed, 4*s+s/2)
 	require.InDelta(t, 100/0.5, PeakBW(100, posted, completed, 2, 1), 1e-6)
 	require.Zero(t, PeakBW(100, posted, make([]int64, 5), 2, 1))
+}
+
+// TestPeakBWWindows checks print_report_bw's choice of windows: posts
+// timed once per post list, completions every cq-mod requests plus the
+// last, and signaled completions with no recorded time left out.
+func TestPeakBWWindows(t *testing.T) {
+	s := int64(1e9)
+	tests := []struct {
+		name              string
+		posted, completed []int64
+		cqMod, postList   int
+		want              float64 // seconds per message
+	}{
+		// -l 2: only posts 0 and 2 start windows; post 1's time is not
+		// the start of a list. (1..1) would be 0.5 s.
+		{"post list", []int64{0, 4 * s, 5 * s, 6 * s}, []int64{0, 4*s + s/2, 0, 8 * s}, 2, 2, 1.5},
+		// Five requests, cq-mod 3: completions at 2 and at the last, 4
+		// (5 % 3 = 2). (4..4) 0.5 s.
+		{"last signaled", []int64{0, s, 2 * s, 3 * s, 4 * s}, []int64{0, 0, 9 * s, 0, 4*s + s/2}, 3, 1, 0.5},
+		// The completion of 1 was not recorded (zero): its windows do
+		// not count, (0..3) 1.5 s does.
+		{"unrecorded completion", []int64{0, s, 2 * s, 3 * s}, []int64{0, 0, 0, 6 * s}, 2, 1, 1.5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.InDelta(t, 100/tc.want, PeakBW(100, tc.posted, tc.completed, tc.cqMod, tc.postList), 1e-6)
+		})
+	}
+}
+
+// TestNewBW checks perftest's units: format_factor is 0x100000 bytes
+// for MiB/s and 125,000,000 bytes for Gb/s; the message rate is in
+// millions of messages per second.
+func TestNewBW(t *testing.T) {
+	r := NewBW(65536, 1000, time.Second/2, false)
+	require.Equal(t, BW{Size: 65536, Iters: 1000, Avg: 125, MsgRate: 0.002}, r)
+	r = NewBW(125000, 2000, time.Second, true)
+	require.Equal(t, BW{Size: 125000, Iters: 2000, Avg: 2, MsgRate: 0.002}, r)
+	require.Equal(t, BW{Size: 8, Iters: 3}, NewBW(8, 3, 0, false))
+	require.Equal(t, "MiB/s", BWUnit(false))
+	require.Equal(t, "Gb/s", BWUnit(true))
+}
+
+// TestBWRowFormats checks print_full_bw_report's choice of format:
+// REPORT_FMT_EXT only in Gb/s with an average below 0.1, whatever the
+// peak; and the CPU column of REPORT_EXT_CPU_UTIL.
+func TestBWRowFormats(t *testing.T) {
+	util := 12.345
+	tests := []struct {
+		name  string
+		r     BW
+		gbits bool
+		want  string
+	}{
+		{"Gb/s at 0.1", BW{Size: 8, Iters: 20, Peak: 0.05, Avg: 0.1, MsgRate: 0.1}, true,
+			" 8          20               0.05               0.10   \t\t     0.100000\n"},
+		{"Gb/s peak above 0.1, average below", BW{Size: 8, Iters: 20, Peak: 0.5, Avg: 0.05, MsgRate: 0.1}, true,
+			" 8          20           0.500000            0.050000            0.100000\n"},
+		{"MiB/s below 0.1", BW{Size: 8, Iters: 20, Peak: 0.05, Avg: 0.05, MsgRate: 0.1}, false,
+			" 8          20               0.05               0.05   \t\t     0.100000\n"},
+		{"cpu util", BW{Size: 8, Iters: 20, Peak: 1, Avg: 1, MsgRate: 0.1, CPUUtil: &util}, false,
+			" 8          20               1.00               1.00   \t\t     0.100000\t    12.35\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, BWRow(tc.r, tc.gbits))
+		})
+	}
 }
 
 func TestBWRow(t *testing.T) {
