@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,7 +85,9 @@ func (f Filter) flags() string {
 		p = append(p, "--dev "+f.Dev)
 	}
 	if f.To != 0 {
-		p = append(p, fmt.Sprintf("--time %g-%g", f.From, f.To))
+		// Plain decimals: --time splits T1-T2 at its first '-', so it
+		// cannot take the exponents %g writes for small times (1e-05).
+		p = append(p, "--time "+strconv.FormatFloat(f.From, 'f', -1, 64)+"-"+strconv.FormatFloat(f.To, 'f', -1, 64))
 	}
 	return strings.Join(p, " ")
 }

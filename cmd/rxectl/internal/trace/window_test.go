@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -98,4 +99,24 @@ func TestFlagsRefuse(t *testing.T) {
 func parseFlags(f *Filter, args []string) (string, error) {
 	var out string
 	return out, flags(f, &out).Parse(args)
+}
+
+// TestNoQPErrorFlagsParse: the flags the "no QP" error names are ones
+// rxectl trace takes back, small and large times included (C's %g would
+// write 1e-05, which --time cannot split from its '-').
+func TestNoQPErrorFlagsParse(t *testing.T) {
+	for _, want := range []Filter{
+		{From: 0.00001, To: 0.00002},
+		{From: 0, To: 1234567.5},
+		{QPN: 18, HasQPN: true, From: 0.01, To: 0.02},
+	} {
+		_, err := Ladder(nil, want)
+		require.ErrorIs(t, err, ErrNoQP)
+		_, fl, ok := strings.Cut(err.Error(), " matching ")
+		require.True(t, ok, err.Error())
+		var got Filter
+		_, perr := parseFlags(&got, strings.Fields(fl))
+		require.NoError(t, perr, fl)
+		require.Equal(t, want, got, fl)
+	}
 }
