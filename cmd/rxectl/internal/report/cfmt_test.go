@@ -16,6 +16,7 @@ func TestCFormats(t *testing.T) {
 	}{
 		{0, 4, "0000"},      // printf("%#04x", 0): no 0x for zero
 		{0x11, 4, "0x11"},   // printf("%#04x", 0x11)
+		{0x11, 5, "0x011"},  // printf("%#05x", 0x11)
 		{0x11, 6, "0x0011"}, // printf("%#06x", 0x11)
 		{0x8d6a0b, 6, "0x8d6a0b"},
 		{0x80, 4, "0x80"},
@@ -28,6 +29,8 @@ func TestCFormats(t *testing.T) {
 	}
 	require.Equal(t, "10934.23", CFloat(10934.234, 7, 2))
 	require.Equal(t, "0.50   ", CFloat(0.5, 7, 2))
+	require.Equal(t, "123.45 ", CFloat(123.45, 7, 2)) // printf("%-7.2f", 123.45)
+	require.Equal(t, "123456 ", CUint(123456, 7))     // printf("%-7lu", 123456)
 	require.Equal(t, "65536  ", CUint(65536, 7))
 	require.Equal(t, "00:00:00:00:00:00:00:00:00:00:255:255:192:168:01:07",
 		GIDString([16]byte{10: 255, 11: 255, 12: 192, 13: 168, 14: 1, 15: 7}))
