@@ -1,0 +1,54 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestWriteStatsLines checks which lines the end-of-run statistics
+// print: go-back-N's doubled retries and READ re-reads only when they
+// happened, READ re-reads on the selective-repeat line when that is in
+// use, the peer's device after this one's, and the capture's packets,
+// those not recorded and the command that decodes it.
+func TestWriteStatsLines(t *testing.T) {
+	tests := []struct {
+		name       string
+		st, peer   *Final
+		want, none []string
+	}{
+		{"quiet", &Final{Device: Device{Name: "rxe0", Addr: "10.0.0.1:4791", SentPkts: 3, RcvdPkts: 2}}, nil,
+			[]string{" Device rxe0 10.0.0.1:4791: sent 3 packets, received 2;"},
+			[]string{"go-back-N", "READ holes", "selective repeat", "Peer device", "Capture"}},
+		{"go-back-N", &Final{Transport: Transport{RetryDoubled: 1, ReadHoleRereads: 5, ReadRereadsLost: 1}}, nil,
+			[]string{"   go-back-N: 1 retries sent their first packet twice\n",
+				"   READ holes re-read: 5 (1 of them again because the answer was lost)\n"},
+			[]string{"selective repeat"}},
+		{"selective repeat", &Final{Transport: Transport{ReadHoleRereads: 5, OOOPeak: 1}}, &Final{Device: Device{Name: "rxe1"}},
+			[]string{"selective repeat: requester 0 hole reports and 0 progress reports received, 0 packets resent, 5 READ holes re-read",
+				" Peer device rxe1 "},
+			[]string{"READ holes re-read:", "go-back-N"}},
+		{"hole reports received", &Final{Transport: Transport{SRHolesReceived: 3}}, nil,
+			[]string{"selective repeat: requester 3 hole reports"}, nil},
+		{"capture", &Final{Capture: &Capture{File: "run.pcap", Sent: 7, Received: 5, Skipped: 2, Error: "disk full", Ports: []uint16{4792}}}, nil,
+			[]string{" Capture run.pcap: 12 packets (7 sent, 5 received), 2 not recorded, stopped: disk full\n",
+				"   decode with: rxectl dump --port 4792 run.pcap\n"},
+			nil},
+		{"capture complete", &Final{Capture: &Capture{File: "run.pcap", Sent: 7, Received: 5}}, nil,
+			[]string{" Capture run.pcap: 12 packets (7 sent, 5 received)\n", "   decode with: rxectl dump run.pcap\n"},
+			[]string{"not recorded", "stopped"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			WriteStats(&b, tc.st, tc.peer)
+			for _, s := range tc.want {
+				require.Contains(t, b.String(), s)
+			}
+			for _, s := range tc.none {
+				require.NotContains(t, b.String(), s)
+			}
+		})
+	}
+}
