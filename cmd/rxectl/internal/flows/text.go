@@ -175,14 +175,15 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 	}
 }
 
-// rate writes v with 3 significant digits at most.
+// rate writes v with 3 significant digits at most. The decimals are
+// chosen by the value as rounded: 9.996 rounds to 10.0, not 10.00.
 func rate(v float64) string {
 	switch {
 	case v == 0:
 		return "0"
-	case v < 10:
+	case v < 9.995:
 		return strconv.FormatFloat(v, 'f', 2, 64)
-	case v < 100:
+	case v < 99.95:
 		return strconv.FormatFloat(v, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(v, 'f', 0, 64)

@@ -70,13 +70,15 @@ func TestFrameList(t *testing.T) {
 	require.Equal(t, "frames 1, 2, 3, 4, 5, 6, 7, 8, 9, 10", frameList(fs[:10]))
 }
 
-// TestRate: three significant digits at most.
+// TestRate: three significant digits at most, also when rounding
+// carries into the next decade (9.996 is 10.0, not 10.00).
 func TestRate(t *testing.T) {
 	for _, tc := range []struct {
 		v    float64
 		want string
 	}{
 		{0, "0"}, {0.864, "0.86"}, {9.5, "9.50"}, {10, "10.0"}, {34.368, "34.4"}, {99.4, "99.4"}, {100, "100"}, {4096, "4096"},
+		{9.994, "9.99"}, {9.996, "10.0"}, {99.94, "99.9"}, {99.96, "100"},
 	} {
 		require.Equal(t, tc.want, rate(tc.v), "%v", tc.v)
 	}
