@@ -245,14 +245,17 @@ func nakName(c interface{ String() string }) string {
 
 // Human writes d for a person: "140 µs", "1.3 ms", "67 ms", "2.5 s".
 func Human(d time.Duration) string {
+	// Each form is chosen by the value as it rounds, so a value that
+	// rounds up to the next form's threshold is written in that form:
+	// 9.96 µs is 10 µs, 999.6 µs is 1.0 ms, 999.6 ms is 1.00 s.
 	switch {
-	case d < 10*time.Microsecond:
+	case d < 9950*time.Nanosecond:
 		return strconv.FormatFloat(float64(d)/1e3, 'f', 1, 64) + " µs"
-	case d < time.Millisecond:
+	case d < 999500*time.Nanosecond:
 		return strconv.FormatInt(int64((d+500)/time.Microsecond), 10) + " µs"
-	case d < 10*time.Millisecond:
+	case d < 9950*time.Microsecond:
 		return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + " ms"
-	case d < time.Second:
+	case d < 999500*time.Microsecond:
 		return strconv.FormatInt(int64((d+500*time.Microsecond)/time.Millisecond), 10) + " ms"
 	}
 	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
