@@ -243,7 +243,7 @@ func nakName(c interface{ String() string }) string {
 	return c.String()
 }
 
-// Human writes d for a person: "140 µs", "1.3 ms", "67 ms", "2.5 s".
+// Human writes d for a person: "140 µs", "1.3 ms", "67 ms", "2.50 s".
 func Human(d time.Duration) string {
 	// Each form is chosen by the value as it rounds, so a value that
 	// rounds up to the next form's threshold is written in that form:
