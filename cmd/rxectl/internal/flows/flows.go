@@ -96,10 +96,16 @@ type rec struct {
 }
 
 // flowKey identifies a flow: source and destination address, the
-// destination QP and, for UD, the source QP (DETH): two UD QPs of one
-// host sending to one QP are two flows.
+// destination UDP port, the destination QP and, for UD, the source QP
+// (DETH): two UD QPs of one host sending to one QP are two flows. The
+// destination port is the receiving device's (4791 for every standard
+// peer); it tells apart two devices on one address, each with its own QP
+// numbers (rxectl --loopback --ipv6 puts both on ::1). The source port is
+// left out: a NIC picks it per QP or per flow (RoCEv2 UDP source port
+// entropy).
 type flowKey struct {
 	src, dst netip.Addr
+	dstPort  uint16
 	qp       uint32
 	ud       bool
 	srcQP    uint32
@@ -107,7 +113,7 @@ type flowKey struct {
 
 // keyOf is the flow key of p.
 func keyOf(p Packet) flowKey {
-	k := flowKey{src: p.Src.Addr(), dst: p.Dst.Addr(), qp: p.Pkt.DestQP()}
+	k := flowKey{src: p.Src.Addr(), dst: p.Dst.Addr(), dstPort: p.Dst.Port(), qp: p.Pkt.DestQP()}
 	if p.Pkt.Opcode().Transport() == packet.TransportUD && p.Pkt.Mask()&packet.MaskDETH != 0 {
 		k.ud, k.srcQP = true, p.Pkt.DETH().SrcQP()
 	}
@@ -354,7 +360,7 @@ type Flow struct {
 // Holds reports whether p belongs to the flow.
 func (f *Flow) Holds(p Packet) bool {
 	k := keyOf(p)
-	return f.Src.Addr() == k.src && f.Dst.Addr() == k.dst && f.DestQP == k.qp && f.UD == k.ud && f.SrcQP == k.srcQP
+	return f.Src.Addr() == k.src && f.Dst.Addr() == k.dst && f.Dst.Port() == k.dstPort && f.DestQP == k.qp && f.UD == k.ud && f.SrcQP == k.srcQP
 }
 
 // OpcodeCount is the packets and bytes of one opcode.
