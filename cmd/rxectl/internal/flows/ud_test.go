@@ -102,3 +102,12 @@ func TestUDOneSourceTwoDests(t *testing.T) {
 		require.Empty(t, c.Explain)
 	}
 }
+
+// TestUDFlowName: a UD flow is named by its source QP (DETH) on the
+// sender's side and its destination QP on the receiver's.
+func TestUDFlowName(t *testing.T) {
+	src := netip.MustParseAddrPort("10.0.0.1:50001")
+	dst := netip.MustParseAddrPort("10.0.0.2:4791")
+	rep := analyse([]Packet{{Frame: 1, Time: t0, Src: src, Dst: dst, Pkt: udSend(t, 0x17, 0x30, 5)}}, Options{})
+	require.Equal(t, "10.0.0.1:50001 QP 0x000017 → 10.0.0.2:4791 QP 0x000030", rep.Connections[0].Title())
+}
