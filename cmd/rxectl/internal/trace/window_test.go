@@ -120,3 +120,22 @@ func TestNoQPErrorFlagsParse(t *testing.T) {
 		require.Equal(t, want, got, fl)
 	}
 }
+
+// TestDescribeTimerActions: each action rxe's timer_fire names
+// (rxe.TraceEvent.Action) and each kind of resend a send is
+// (rxe.TraceEvent.Resend) is said in words, with the PSN it starts from.
+func TestDescribeTimerActions(t *testing.T) {
+	tests := []struct {
+		ev   Event
+		want string
+	}{
+		{Event{Ev: "timer_fire", Timer: "retransmit", Action: "go_back_n", PSN: psn(7)}, "timer fired (retransmit): go back N from PSN 7"},
+		{Event{Ev: "timer_fire", Timer: "credit_probe", Action: "credit_probe"}, "timer fired (credit_probe): the credit probe may go"},
+		{Event{Ev: "timer_fire", Timer: "recovery", Action: "double", PSN: psn(9)}, "timer fired (recovery): second copy from PSN 9"},
+		{Event{Ev: "timer_fire", Timer: "sr_hold", Action: "none"}, "timer fired (sr_hold): nothing to send"},
+		{Event{Ev: "send", Op: "RC_SEND_ONLY", PSN: psn(9), Resend: "double"}, "→ RC_SEND_ONLY PSN 9  [resend: second copy]"},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, describe(&tc.ev))
+	}
+}
