@@ -42,13 +42,14 @@ type Event struct {
 	Resend string `json:"resend"`
 }
 
-// Read reads a trace. A line that is not a JSON object is an error naming
-// its line number; blank lines are skipped.
+// Read reads a trace. A line that is not a JSON object, or longer than
+// 1 MiB, is an error naming its line number; blank lines are skipped.
 func Read(r io.Reader) ([]Event, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var out []Event
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
@@ -62,7 +63,10 @@ func Read(r io.Reader) ([]Event, error) {
 		}
 		out = append(out, ev)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return out, fmt.Errorf("line %d: %w", n, err)
+	}
+	return out, nil
 }
 
 // Filter keeps the events of one QP (Dev may be empty: any device) and,

@@ -139,3 +139,12 @@ func TestDescribeTimerActions(t *testing.T) {
 		require.Equal(t, tc.want, describe(&tc.ev))
 	}
 }
+
+// TestReadLongLine: a line too long to be a trace event is an error that
+// names its line, as any other line Read cannot take.
+func TestReadLongLine(t *testing.T) {
+	in := "{\"t\":0,\"ev\":\"send\"}\n{\"t\":0,\"ev\":\"" + strings.Repeat("x", 2<<20) + "\"}\n"
+	evs, err := Read(strings.NewReader(in))
+	require.ErrorContains(t, err, "line 2")
+	require.Len(t, evs, 1)
+}
