@@ -177,3 +177,80 @@ func FuzzRing(f *testing.F) {
 		}
 	})
 }
+
+// TestGrowthDoubles: the first buffer has MinSlots slots (fewer under a
+// lower bound) and each later one twice as many, up to the bound; a ring
+// grows only when it must hold more elements than its buffer has slots.
+func TestGrowthDoubles(t *testing.T) {
+	for _, bound := range []int{1, 3, 4, 5, 20, 64} {
+		t.Run(fmt.Sprint(bound), func(t *testing.T) {
+			var r Ring[int]
+			r.Init(bound, nil)
+			for n := 1; n <= bound; n++ {
+				*r.Push() = n
+				want := MinSlots
+				for want < n {
+					want *= 2
+				}
+				require.Equal(t, min(want, bound), r.Slots(), "after %d pushes", n)
+			}
+		})
+	}
+}
+
+// TestNegativeCounts: a negative bound given to Init counts as 0, and
+// Truncate to a negative count keeps nothing.
+func TestNegativeCounts(t *testing.T) {
+	var r Ring[int]
+	r.Init(-3, nil)
+	require.Zero(t, r.Max())
+	require.Zero(t, r.Free())
+	require.Nil(t, r.Push())
+
+	r.Init(4, nil)
+	*r.Push() = 1
+	*r.Push() = 2
+	r.Truncate(-1)
+	require.Zero(t, r.Len())
+	require.Equal(t, 4, r.Free())
+}
+
+// TestInitEmpties: Init on a ring holding elements empties it and sets the
+// new bound and Fresh function.
+func TestInitEmpties(t *testing.T) {
+	var r Ring[int]
+	r.Init(8, nil)
+	for i := range 5 {
+		*r.Push() = i
+	}
+	r.Pop()
+	fresh := 0
+	r.Init(2, func(s []int) { fresh += len(s) })
+	require.Zero(t, r.Len())
+	require.Equal(t, 2, r.Max())
+	require.Equal(t, 2, r.Free())
+	*r.Push() = 7
+	require.Equal(t, 7, *r.Front())
+	require.Equal(t, 7, *r.Back())
+	require.Equal(t, 2, fresh, "the new Fresh prepares the new buffer")
+}
+
+// TestSetMaxKeepsBuffer: SetMax to a bound no shorter than the buffer
+// keeps it (only a buffer longer than the new bound is replaced), so it
+// allocates nothing and the elements stay in their slots.
+func TestSetMaxKeepsBuffer(t *testing.T) {
+	var r Ring[int]
+	r.Init(8, nil)
+	for i := range 8 {
+		*r.Push() = i
+	}
+	front := r.Front()
+	ok := true
+	allocs := testing.AllocsPerRun(10, func() {
+		ok = r.SetMax(8) && r.SetMax(16) && ok
+	})
+	require.True(t, ok)
+	require.Zero(t, allocs)
+	require.Same(t, front, r.Front())
+	require.Equal(t, 8, r.Slots())
+}
