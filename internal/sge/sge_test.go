@@ -210,3 +210,49 @@ func FuzzWalk(f *testing.F) {
 		require.Equal(t, want, m.regions[2], "Scatter writes the message's bytes where the SGEs put them, and nothing else")
 	})
 }
+
+// TestCheck: Check resolves every chunk of the next n bytes with local
+// write access, as Scatter would, without writing: it fails at the first
+// chunk whose L_Key does not resolve, whose region is read-only or that
+// the list does not hold, with the cursor at that chunk.
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		sges []verbs.SGE
+		n    uint32
+		ok   bool
+		at   Cursor
+	}{
+		{"none", list[:3], 0, true, Cursor{}},
+		{"whole list", list[:3], 14, true, Cursor{Index: 2, Offset: 4}},
+		{"part of the second SGE", list[:3], 12, true, Cursor{Index: 2, Offset: 2}},
+		{"past the end", list[:3], 15, false, Cursor{Index: 3}},
+		{"read-only second SGE", []verbs.SGE{{Addr: 0x2000, Length: 2, LKey: 2}, {Addr: 0x3000, Length: 4, LKey: 3}}, 4, false, Cursor{Index: 1}},
+		{"unknown second L_Key", []verbs.SGE{{Addr: 0x1000, Length: 4, LKey: 1}, {Addr: 0x9000, Length: 4, LKey: 9}}, 6, false, Cursor{Index: 1}},
+		{"beyond the region", []verbs.SGE{{Addr: 0x1000 + 60, Length: 8, LKey: 1}}, 8, false, Cursor{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMem()
+			before := flat(m)
+			var c Cursor
+			require.Equal(t, tc.ok, c.Check(m, tc.sges, tc.n))
+			require.Equal(t, tc.at, c)
+			require.Equal(t, before, flat(m), "Check writes nothing")
+		})
+	}
+}
+
+// TestGatherICRCFailure: when GatherICRC fails, the register it returns
+// covers exactly the bytes copied before the chunk that failed.
+func TestGatherICRCFailure(t *testing.T) {
+	m := newMem()
+	sges := []verbs.SGE{{Addr: 0x1000, Length: 4, LKey: 1}, {Addr: 0x9000, Length: 4, LKey: 9}}
+	dst := make([]byte, 6)
+	var c Cursor
+	crc, ok := c.GatherICRC(m, sges, dst, 0x5A5A5A5A)
+	require.False(t, ok)
+	require.Equal(t, Cursor{Index: 1}, c)
+	require.Equal(t, m.regions[1][:4], dst[:4])
+	require.Equal(t, packet.ICRCUpdate(0x5A5A5A5A, m.regions[1][:4]), crc)
+}
