@@ -46,6 +46,8 @@ func testCopy(t *testing.T) {
 		{copyPiece + 1, 4, 0, copyPiece + 1}, {4096, 12, 0, 4096},
 		{4096, 0, 12, 4096}, {4096, 8, 0, 4096}, {4096, 4, 16, 4096}, {2 * copyPiece, 28, 3, 2 * copyPiece},
 		{255, 4, 0, 255}, {256, 4, 0, 256}, {300, 12, 5, 300}, {4097, 4, 0, 4097}, {383, 0, 1, 383},
+		// One byte in the last piece of a split copy.
+		{2*copyPiece + 1, 4, 0, 2*copyPiece + 1}, {3*copyPiece + 1, 4, 0, 3*copyPiece + 1},
 		{3 * copyPiece, 4, 0, 5000}, // dst shorter: copies len(dst)
 		{100, 4, 0, 4000},           // src shorter
 		{1000, 4, 0, 4000},          // src shorter, above copyVecMin
