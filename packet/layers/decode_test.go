@@ -2,6 +2,7 @@ package layers
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -485,5 +486,34 @@ func BenchmarkNewPacket4K(b *testing.B) {
 		if pkt.Layer(LayerTypeAETH) == nil {
 			b.Fatal(pkt.ErrorLayer())
 		}
+	}
+}
+
+// TestFETHFields: the FETH's placement type is bits 3..0 of its word and
+// its selectivity level bits 5..4; bits 31..6 are reserved (rxe_hdr.h,
+// FETH_PLT_MASK and FETH_SEL_MASK).
+func TestFETHFields(t *testing.T) {
+	tests := []struct {
+		value    uint32
+		sel, plt uint8
+	}{
+		{0x00000000, 0, 0},
+		{0x00000012, 1, 2}, // scapy fixture frame 38
+		{0x00000001, 0, 1},
+		{0x0000003F, 3, 15},
+		{0x00000025, 2, 5},
+		{0xFFFFFFC0, 0, 0}, // reserved bits only
+		{0xFFFFFFFF, 3, 15},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%#08x", tc.value), func(t *testing.T) {
+			b := binary.BigEndian.AppendUint32(nil, tc.value)
+			pkt := gopacket.NewPacket(b, LayerTypeFETH, gopacket.Default)
+			require.Nil(t, pkt.ErrorLayer())
+			f := pkt.Layer(LayerTypeFETH).(*FETH)
+			require.Equal(t, tc.value, f.Value)
+			require.Equal(t, tc.sel, f.SelectivityLevel(), "selectivity level")
+			require.Equal(t, tc.plt, f.PlacementType(), "placement type")
+		})
 	}
 }
