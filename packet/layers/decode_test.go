@@ -517,3 +517,39 @@ func TestFETHFields(t *testing.T) {
 		})
 	}
 }
+
+// TestSetFieldsWireWidths: SetFields keeps of each field only the bits
+// the BTH has room for (IBA 9.2: PadCnt 2, TVer 4, the reserved 6 and 7,
+// DestQP and PSN 24), so Fields returns what a BTH written from the same
+// values decodes to.
+func TestSetFieldsWireWidths(t *testing.T) {
+	f := packet.BTHFields{Opcode: packet.RCSendOnly, SE: true, MigReq: true, PadCnt: 0xFF, TVer: 0xFF, PKey: 0xFFFF,
+		FECN: true, BECN: true, Resv6a: 0xFF, DestQP: 0xFFFFFFFF, AckReq: true, Resv7: 0xFF, PSN: 0xFFFFFFFF}
+	wire := make(packet.BTH, packet.BTHSize)
+	wire.Encode(&f)
+	var b BTH
+	b.SetFields(&f)
+	require.Equal(t, wire.Fields(), b.Fields())
+}
+
+// TestBTHDecodeAfterFailure: a BTH layer that decoded a datagram and then
+// fails on the next keeps nothing of the first: Payload, ICRC and Packet
+// are zero, and only the new BTH fields are there.
+func TestBTHDecodeAfterFailure(t *testing.T) {
+	b := make([]byte, 64)
+	n, err := packet.Build(b, &packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCSendOnly, PKey: packet.DefaultPKey, PSN: 7}},
+		[]byte("hello"), &ph4)
+	require.NoError(t, err)
+	good := b[:n]
+	bad := append([]byte(nil), good...)
+	bad[1] |= 1 // TVer 1
+
+	var l BTH
+	require.NoError(t, l.DecodeFromBytes(good, gopacket.NilDecodeFeedback))
+	require.NotZero(t, l.ICRC)
+	require.ErrorIs(t, l.DecodeFromBytes(bad, gopacket.NilDecodeFeedback), packet.ErrBadTransportVersion)
+	require.Nil(t, l.Payload)
+	require.Zero(t, l.ICRC)
+	require.Zero(t, l.Packet())
+	require.Equal(t, packet.BTH(bad).Fields(), l.Fields())
+}
