@@ -26,6 +26,20 @@ func FuzzDecodeBTH(f *testing.F) {
 		}
 		f.Add(b[:n])
 	}
+	// Header bits the samples leave zero, which a decoded layer must
+	// write back as received: the AETH syndrome's reserved bit 7 (IBA
+	// 9.3.5) and the FETH's reserved bits 31..6 (rxe_hdr.h).
+	for _, h := range []packet.Headers{
+		{BTH: packet.BTHFields{Opcode: packet.RCAcknowledge}, AETH: packet.AETHFields{Syndrome: 0x9F, MSN: 5}},
+		{BTH: packet.BTHFields{Opcode: packet.RCFlush}, FETH: 0xFFFFFFD1, RETH: packet.RETHFields{VA: 0x1000, RKey: 7}},
+	} {
+		b := make([]byte, 512)
+		n, err := packet.Build(b, &h, nil, &ph4)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b[:n])
+	}
 	f.Add([]byte{})
 	f.Add(make([]byte, 16))
 	var r RoCE
