@@ -258,19 +258,20 @@ func TestLocalDropHeldBounded(t *testing.T) {
 
 	msgs := make([]netdev.Message, held)
 	owners := make([]*QP, held)
+	gens := make([]uint32, held) // the QP's first incarnation
 	for i := range msgs {
 		msgs[i] = netdev.Message{Buf: make([]byte, maxPacket), N: 64}
 		msgs[i].Buf[0] = byte(i)
 		owners[i] = qp
 	}
-	qp.takeBack(msgs, owners) // the whole batch refused
+	qp.takeBack(msgs, owners, gens) // the whole batch refused
 	for round := range 40 {
 		qp.mu.Lock()
 		qp.localDrop.until = time.Time{} // the back-off is over
 		k, _ := qp.stepHeld(time.Now(), msgs[:room], owners, 0)
 		qp.mu.Unlock()
 		require.Equal(t, room, k)
-		qp.takeBack(msgs[:k], owners[:k]) // refused again
+		qp.takeBack(msgs[:k], owners[:k], gens[:k]) // refused again
 
 		qp.mu.Lock()
 		l := &qp.localDrop

@@ -45,6 +45,12 @@ type QP struct {
 	timerAt   time.Time             // the requester's deadline (timers.go)
 	readFor   time.Time             // the deadline the socket was last read for (readBeforeTimeout)
 	localDrop localDrop             // datagrams the local host refused, and the back-off
+	// gen is the QP's incarnation: reset starts a new one. A transmit
+	// pass tags each datagram with the incarnation that built it
+	// (vector.txGens), so that a write that returns after a reset gives
+	// the new connection neither the old one's datagrams (takeBack) nor
+	// their count (vector.send).
+	gen       uint32
 	drainSent bool
 	destroyed bool
 	peerBuf   peerBuffer // the peer's announced receive buffer (recvbuf.go)
@@ -463,8 +469,12 @@ func (qp *QP) syncConfig(mask QPAttrMask) error {
 	return nil
 }
 
-// reset returns the QP to RESET: all queue contents and PSN state go.
+// reset returns the QP to RESET: all queue contents and PSN state go,
+// and so do the datagrams of a transmit pass under way: they belong to the
+// incarnation that ends here (gen), as rxe_qp_reset drops everything the
+// QP queued.
 func (qp *QP) reset() {
+	qp.gen++
 	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil

@@ -152,16 +152,17 @@ func (qp *QP) receiveLocked(now time.Time, p packet.Packet, src netip.AddrPort) 
 }
 
 // step puts the QP's datagrams into msgs[k:] (owners[k:] get the QP) and
-// returns the new count; a QP with more to send is queued again. The
-// caller holds its vector's txMu and has just taken the QP off the run
-// queue.
+// returns the new count and the QP's incarnation (gen) that built them; a
+// QP with more to send is queued again. The caller holds its vector's txMu
+// and has just taken the QP off the run queue.
 //
 // The clock is read after queued is cleared: a wake-up that comes before
 // the reading has its expiry seen here, and one that comes after it
 // queues the QP again, so no expiry is missed.
-func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
+func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) (int, uint32) {
 	qp.mu.Lock()
 	qp.queued.Store(false)
+	gen := qp.gen
 	now := time.Now()
 	if qp.dead() || qp.state == QPSReset {
 		qp.dropHeld()
@@ -170,16 +171,16 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 		var done bool
 		if k, done = qp.stepHeld(now, msgs, owners, k); !done {
 			qp.mu.Unlock()
-			return k
+			return k, gen
 		}
 	}
 	if qp.dead() || qp.state == QPSReset || qp.state == QPSErr {
 		qp.mu.Unlock()
-		return k
+		return k, gen
 	}
 	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
 		if qp.readBeforeTimeout() {
-			return k
+			return k, gen
 		}
 		qp.timerAt = time.Time{}
 		var mark compMark // the requester before the expiry, for traceTimer
@@ -206,7 +207,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) int {
 	if more {
 		qp.vec.schedule(qp)
 	}
-	return k
+	return k, gen
 }
 
 // readBeforeTimeout runs when the requester's deadline has come (caller
@@ -280,13 +281,18 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 // takeBack is the QP's side of a local drop (LocalDropAdaptive): msgs[0],
 // which the local host refused, and every later datagram of this QP in the
 // batch come back to the QP, in order after any it still holds, and its
-// back-off starts; the other datagrams are returned, in order, to be
-// written at once. Datagrams are moved by swapping Message values, so
-// every slot of the vector's batch keeps a buffer. A QP destroyed, reset,
-// closed, or a UC or UD QP in ERR (which sends nothing more:
-// flushUnreliable) keeps none, and its send engine learns that they will
-// not leave. The caller holds the vector's txMu.
-func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP) ([]netdev.Message, []*QP) {
+// back-off starts; the other datagrams are returned, in order, with their
+// owners and incarnations (gens), to be written at once. Datagrams are
+// moved by swapping Message values, so every slot of the vector's batch
+// keeps a buffer. A QP destroyed, reset, closed, or a UC or UD QP in ERR
+// (which sends nothing more: flushUnreliable) keeps none, and its send
+// engine learns that they will not leave. Datagrams an earlier incarnation
+// of the QP built (gens: it was reset since) are not kept either, and its
+// current send engine does not learn of them: a reset drops everything
+// the QP had queued, as rxe_qp_reset empties its send queue, and the
+// connection brought up since must not send them. The caller holds the
+// vector's txMu.
+func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP, gens []uint32) ([]netdev.Message, []*QP, []uint32) {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	now := time.Now()
@@ -296,31 +302,34 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP) ([]netdev.Message, [
 	l.compact()
 	start, older := l.head, l.n-l.head // held datagrams not yet sent again: they go after these
 	keep := !qp.dead() && qp.state != QPSReset && !(qp.unreliable() && qp.state == QPSErr)
-	w := 0
+	w, mine := 0, 0 // mine: the datagrams of the QP's current incarnation taken
 	for i := range msgs {
 		if owners[i] == qp {
-			if keep {
-				l.push(&msgs[i])
+			if gens[i] == qp.gen {
+				mine++
+				if keep {
+					l.push(&msgs[i])
+				}
 			}
 			continue
 		}
 		msgs[w], msgs[i] = msgs[i], msgs[w]
-		owners[w] = owners[i]
+		owners[w], gens[w] = owners[i], gens[i]
 		w++
 	}
 	clear(owners[w:])
 	if !keep {
-		if qp.ureq != nil && w < len(msgs) {
+		if qp.ureq != nil && mine > 0 {
 			qp.ureq.Unsent()
 		}
-		return msgs[:w], owners[:w]
+		return msgs[:w], owners[:w], gens[:w]
 	}
 	if older > 0 {
 		rotate(l.held[start:l.n], older)
 	}
 	l.until = now.Add(delay)
 	qp.armTimers()
-	return msgs[:w], owners[:w]
+	return msgs[:w], owners[:w], gens[:w]
 }
 
 // rotate moves the first k messages of ms to its end, in order, by

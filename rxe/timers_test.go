@@ -175,7 +175,7 @@ func TestHeldQPWakesAtBackoffEnd(t *testing.T) {
 			synctest.Wait()
 			for q := v.nextRunnable(); q != nil; q = v.nextRunnable() {
 				wakes++
-				sent = q.step(v.txMsgs, v.txOwners, 0)
+				sent, _ = q.step(v.txMsgs, v.txOwners, 0)
 			}
 			require.Less(t, time.Since(start), time.Second)
 		}

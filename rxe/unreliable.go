@@ -155,7 +155,9 @@ func (qp *QP) dropHeld() {
 // datagram left completes (requester.Unreliable.Sent). A send CQ overflow
 // then moves the QP to ERR, and a drain that ends raises SQ_DRAINED
 // (afterEngines). Nothing happens for an RC QP or for a QP without a
-// send engine (destroyed or reset since the datagrams were built).
+// send engine (destroyed or reset). The caller counts only datagrams the
+// QP's current incarnation built (QP.gen): one reset since, and brought
+// up again, has a new engine that did not build them.
 func (qp *QP) unreliableSent(n int) {
 	if qp.ureq == nil {
 		return

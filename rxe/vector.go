@@ -36,6 +36,7 @@ type vector struct {
 	txMu     sync.Mutex
 	txMsgs   []netdev.Message // the batch being built and written
 	txOwners []*QP            // the QP of each datagram in txMsgs
+	txGens   []uint32         // the QP's incarnation (QP.gen) each datagram was built in
 
 	timers timerQueue // the wake-up times of the vector's QPs (timers.go)
 
@@ -48,7 +49,7 @@ type vector struct {
 func newVector(d *Device, id int, conn netdev.Conn) *vector {
 	b := conn.BatchSize()
 	v := &vector{d: d, id: id, conn: conn, kick: make(chan struct{}, 1),
-		txMsgs: make([]netdev.Message, b), txOwners: make([]*QP, b)}
+		txMsgs: make([]netdev.Message, b), txOwners: make([]*QP, b), txGens: make([]uint32, b)}
 	for i := range v.txMsgs {
 		v.txMsgs[i].Buf = make([]byte, maxPacket)
 	}
@@ -195,11 +196,16 @@ func (v *vector) transmitPass(limit int) int {
 		if qp == nil {
 			break
 		}
-		k = qp.step(v.txMsgs[:limit], v.txOwners, k)
+		from := k
+		var gen uint32
+		k, gen = qp.step(v.txMsgs[:limit], v.txOwners, k)
+		for i := from; i < k; i++ {
+			v.txGens[i] = gen
+		}
 	}
 	if k > 0 {
 		v.passes.Add(1)
-		v.send(v.txMsgs[:k], v.txOwners[:k])
+		v.send(v.txMsgs[:k], v.txOwners[:k], v.txGens[:k])
 		// As the run queue's slots (nextRunnable), the batch's owners
 		// keep no QP alive once it is written.
 		clear(v.txOwners[:k])
@@ -217,11 +223,16 @@ func (v *vector) transmitPass(limit int) int {
 // Any other error drops the datagram (the transport's own retry recovers
 // it) and is counted.
 //
+// gens[i] is the incarnation of its QP that built msgs[i] (QP.gen): a QP
+// reset since then is a new connection, and what it learns of the write
+// is only of its own datagrams (a reset drops everything the old
+// incarnation queued, as rxe_qp_reset empties the send queue).
+//
 // A UC or UD QP's work request completes once its last datagram is
 // written (rxe_xmit_packet marks the WQE done once the packet is handed
 // to IP): each QP's send engine learns of its datagrams written or
 // dropped here (QP.unreliableSent); the ones it takes back stay its own.
-func (v *vector) send(msgs []netdev.Message, owners []*QP) {
+func (v *vector) send(msgs []netdev.Message, owners []*QP, gens []uint32) {
 	d := v.d
 	adaptive := d.opts.LocalDropMode == LocalDropAdaptive
 	spins := 0
@@ -242,12 +253,12 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 			spins = 0
 			v.sentPkts.Add(uint64(n))
 			if adaptive {
-				backoffSent(owners[:n], start)
+				backoffSent(owners[:n], gens[:n], start)
 			} else {
-				countSent(owners[:n], owners[:n])
+				countSent(owners[:n], owners[:n], gens[:n])
 			}
 		}
-		msgs, owners = msgs[n:], owners[n:]
+		msgs, owners, gens = msgs[n:], owners[n:], gens[n:]
 		if err == nil {
 			return
 		}
@@ -256,7 +267,7 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 			owners[0].counter.localDrops.Add(1)
 			switch d.opts.LocalDropMode {
 			case LocalDropAdaptive:
-				msgs, owners = owners[0].takeBack(msgs, owners)
+				msgs, owners, gens = owners[0].takeBack(msgs, owners, gens)
 				continue
 			case LocalDropSpin:
 				if spins < spinLimit {
@@ -266,8 +277,8 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 				}
 			}
 			spins = 0
-			countSent(owners[:0], owners[:1]) // discarded: it left our hands, as a datagram lost on the wire
-			msgs, owners = msgs[1:], owners[1:]
+			countSent(owners[:0], owners[:1], gens[:1]) // discarded: it left our hands, as a datagram lost on the wire
+			msgs, owners, gens = msgs[1:], owners[1:], gens[1:]
 			continue
 		}
 		if d.closed.Load() || len(msgs) == 0 {
@@ -276,23 +287,26 @@ func (v *vector) send(msgs []netdev.Message, owners []*QP) {
 			return
 		}
 		d.counters.sendErr.Add(1)
-		countSent(owners[:0], owners[:1])
-		msgs, owners = msgs[1:], owners[1:]
+		countSent(owners[:0], owners[:1], gens[:1])
+		msgs, owners, gens = msgs[1:], owners[1:], gens[1:]
 	}
 }
 
 // backoffSent counts the datagrams of owners as sent at start and feeds
 // each QP's local-drop back-off (localDrop.sent), taking each QP's lock
-// and adding to its count once per run of its datagrams; a UC or UD QP's
-// send engine learns of them there (QP.unreliableSent).
-func backoffSent(owners []*QP, start time.Time) {
+// and adding to its count once per run of its datagrams of one
+// incarnation (gens); a UC or UD QP's send engine learns of them there
+// (QP.unreliableSent) if it is the one that built them.
+func backoffSent(owners []*QP, gens []uint32, start time.Time) {
 	for i := 0; i < len(owners); {
-		qp, j := owners[i], i
+		qp, gen, j := owners[i], gens[i], i
 		qp.mu.Lock()
-		for ; i < len(owners) && owners[i] == qp; i++ {
+		for ; i < len(owners) && owners[i] == qp && gens[i] == gen; i++ {
 			qp.localDrop.sent(start)
 		}
-		qp.unreliableSent(i - j)
+		if gen == qp.gen {
+			qp.unreliableSent(i - j)
+		}
 		qp.mu.Unlock()
 		qp.counter.sentPkts.Add(uint64(i - j))
 	}
@@ -300,9 +314,10 @@ func backoffSent(owners []*QP, start time.Time) {
 
 // countSent counts the datagrams of counted as sent, one add per run of a
 // QP's datagrams, and tells the send engine of each UC or UD QP of left
-// (the datagrams that left: counted, or one dropped) of its own
-// (QP.unreliableSent), under the QP's lock, once per run.
-func countSent(counted, left []*QP) {
+// (the datagrams that left: counted, or one dropped; gens are their
+// incarnations) of its own (QP.unreliableSent), under the QP's lock, once
+// per run, if the incarnation that built them is the QP's current one.
+func countSent(counted, left []*QP, gens []uint32) {
 	for i := 0; i < len(counted); {
 		qp, j := counted[i], i
 		for i < len(counted) && counted[i] == qp {
@@ -311,13 +326,15 @@ func countSent(counted, left []*QP) {
 		qp.counter.sentPkts.Add(uint64(i - j))
 	}
 	for i := 0; i < len(left); {
-		qp, j := left[i], i
-		for i < len(left) && left[i] == qp {
+		qp, gen, j := left[i], gens[i], i
+		for i < len(left) && left[i] == qp && gens[i] == gen {
 			i++
 		}
 		if qp.unreliable() {
 			qp.mu.Lock()
-			qp.unreliableSent(i - j)
+			if gen == qp.gen {
+				qp.unreliableSent(i - j)
+			}
 			qp.mu.Unlock()
 		}
 	}
