@@ -14,10 +14,12 @@ import (
 // writeStep is one WriteBatch of a scriptConn: once armed, it waits for
 // release (if not nil; entered is closed when it starts waiting), then
 // writes at most write datagrams and refuses the next, as a local host
-// with a full queue does (netdev.ErrLocalDrop); write -1 writes them all.
+// with a full queue does (netdev.ErrLocalDrop), or with err if set; write
+// -1 writes them all.
 type writeStep struct {
 	entered, release chan struct{}
 	write            int
+	err              error
 	done             chan struct{} // closed once the step has returned, if not nil
 }
 
@@ -50,6 +52,9 @@ func (c *scriptConn) WriteBatch(msgs []netdev.Message) (int, error) {
 	n, err := c.Conn.WriteBatch(msgs[:s.write])
 	if err != nil {
 		return n, err
+	}
+	if s.err != nil {
+		return n, s.err
 	}
 	return n, netdev.DropError{Errno: syscall.ENOBUFS}
 }
@@ -203,50 +208,82 @@ func TestResetDropsDatagramsOfWriteUnderWay(t *testing.T) {
 
 // TestResetWrittenCountStaysWithItsIncarnation: one transmit pass can hold
 // datagrams of two incarnations of a QP (it was reset and brought up again
-// between two of its steps). When the write takes only the old
-// incarnation's datagram and refuses the new one's, the new connection's
-// work request has not left and must not complete: the count written
-// belongs to the send engine the reset retired, not to the new one
-// (vector.send, backoffSent).
+// between two of its steps). The count the write takes of them goes to
+// each incarnation's own send engine (vector.send: backoffSent,
+// countSent): when the write takes only the old incarnation's datagram
+// and refuses the new one's, the new connection's work request has not
+// left and does not complete until its QP enters ERR (WR_FLUSH_ERR); when
+// it takes both, the new work request completes with success.
 func TestResetWrittenCountStaysWithItsIncarnation(t *testing.T) {
-	ca, cb := connPair(t, "pipe")
-	sc := &scriptConn{Conn: ca, rest: writeStep{write: -1}}
-	da, db := openPair(t, sc, cb)
-	a, b := newTypedEnd(t, da, QPTypeUC), newTypedEnd(t, db, QPTypeUC)
-	connectUC(t, a, b)
-	postRecvs(t, b, 4, 256)
-	send := func(id uint64) {
-		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 64)}})
-		require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		mode  LocalDropMode
+		write int // datagrams of the batch the write takes
+		want  []wcBrief
+	}{
+		{"new-refused", LocalDropAdaptive, 1, nil},
+		{"both-written", LocalDropAdaptive, -1, []wcBrief{{2, WCSuccess, WCSend}}},
+		{"both-written-timeout-mode", LocalDropTimeout, -1, []wcBrief{{2, WCSuccess, WCSend}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, cb := connPair(t, "pipe")
+			sc := &scriptConn{Conn: ca, rest: writeStep{write: -1}}
+			da, err := Open(sc, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true, LocalDropMode: tc.mode})
+			require.NoError(t, err)
+			db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				da.Close()
+				db.Close()
+			})
+			a, b := newTypedEnd(t, da, QPTypeUC), newTypedEnd(t, db, QPTypeUC)
+			connectUC(t, a, b)
+			postRecvs(t, b, 4, 256)
+			send := func(id uint64) {
+				_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 64)}})
+				require.NoError(t, err)
+			}
+			v := a.qp.vec
+			// The test is the vector's transmit pass: it holds txMu, so the
+			// transmit goroutine stays out.
+			v.txMu.Lock()
+			defer v.txMu.Unlock()
+			send(1)
+			k, gen := a.qp.step(v.txMsgs, v.txOwners, 0)
+			require.Equal(t, 1, k, "the old connection's datagram")
+			v.txGens[0] = gen
+			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSReset}, QPAttrState))
+			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite},
+				QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: db.GID(), UDPPort: db.Addr().Port()},
+				PathMTU: MTU1024, DestQPN: b.qp.QPN(), RQPSN: 100},
+				QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
+			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
+			send(2)
+			k, gen = a.qp.step(v.txMsgs, v.txOwners, k)
+			require.Equal(t, 2, k, "the new connection's datagram")
+			v.txGens[1] = gen
+			sc.mu.Lock()
+			sc.steps = []writeStep{{write: tc.write}}
+			sc.rest = writeStep{write: 0} // refused from now on
+			sc.mu.Unlock()
+			v.send(v.txMsgs[:k], v.txOwners[:k], v.txGens[:k])
+			clear(v.txOwners[:k])
+			require.Equal(t, tc.want, nilIfEmpty(briefs(pollAll(a.cq))), "the new SEND's completion once the write returned")
+			if tc.want == nil {
+				require.NoError(t, a.qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))
+				require.Equal(t, []wcBrief{{2, WCWRFlushErr, WCSend}}, briefs(pollAll(a.cq)),
+					"the new SEND, whose datagram never left, once the QP is in ERR")
+			}
+		})
 	}
-	v := a.qp.vec
-	// The test is the vector's transmit pass: it holds txMu, so the
-	// transmit goroutine stays out.
-	v.txMu.Lock()
-	defer v.txMu.Unlock()
-	send(1)
-	k, gen := a.qp.step(v.txMsgs, v.txOwners, 0)
-	require.Equal(t, 1, k, "the old connection's datagram")
-	v.txGens[0] = gen
-	require.NoError(t, a.qp.Modify(&QPAttr{State: QPSReset}, QPAttrState))
-	require.NoError(t, a.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite},
-		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-	require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: db.GID(), UDPPort: db.Addr().Port()},
-		PathMTU: MTU1024, DestQPN: b.qp.QPN(), RQPSN: 100},
-		QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
-	require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
-	send(2)
-	k, gen = a.qp.step(v.txMsgs, v.txOwners, k)
-	require.Equal(t, 2, k, "the new connection's datagram")
-	v.txGens[1] = gen
-	sc.mu.Lock()
-	sc.steps = []writeStep{{write: 1}} // the old datagram leaves, the new one is refused
-	sc.rest = writeStep{write: 0}
-	sc.mu.Unlock()
-	v.send(v.txMsgs[:k], v.txOwners[:k], v.txGens[:k])
-	clear(v.txOwners[:k])
-	require.Empty(t, briefs(pollAll(a.cq)), "the new SEND completed, though its datagram was refused")
-	require.NoError(t, a.qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))
-	require.Equal(t, []wcBrief{{2, WCWRFlushErr, WCSend}}, briefs(pollAll(a.cq)),
-		"the new SEND, whose datagram never left, once the QP is in ERR")
+}
+
+// nilIfEmpty returns nil for an empty list, for comparisons with a nil
+// expectation.
+func nilIfEmpty(b []wcBrief) []wcBrief {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
