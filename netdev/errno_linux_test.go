@@ -37,6 +37,12 @@ func TestClassify(t *testing.T) {
 		{"EMSGSIZE", xnetErr("send", syscall.EMSGSIZE), classICMP, syscall.EMSGSIZE},
 		{"EPROTO", xnetErr("recv", syscall.EPROTO), classICMP, syscall.EPROTO},
 		{"EACCES", xnetErr("send", syscall.EACCES), classICMP, syscall.EACCES},
+		// icmp_err_convert: host unknown, host isolated, protocol
+		// unreachable, source route failed.
+		{"EHOSTDOWN", xnetErr("send", syscall.EHOSTDOWN), classICMP, syscall.EHOSTDOWN},
+		{"ENONET", xnetErr("send", syscall.ENONET), classICMP, syscall.ENONET},
+		{"ENOPROTOOPT", xnetErr("recv", syscall.ENOPROTOOPT), classICMP, syscall.ENOPROTOOPT},
+		{"EOPNOTSUPP", xnetErr("recv", syscall.EOPNOTSUPP), classICMP, syscall.EOPNOTSUPP},
 		{"EINVAL", xnetErr("send", syscall.EINVAL), classOther, syscall.EINVAL},
 		{"closed", &net.OpError{Op: "read", Net: "udp", Err: net.ErrClosed}, classClosed, 0},
 		{"closed, wrapped", fmt.Errorf("x: %w", net.ErrClosed), classClosed, 0},
@@ -88,6 +94,18 @@ func cmsgBytes(level, typ int32, data []byte) []byte {
 	return b
 }
 
+// shortCmsg returns a copy of the control message m whose cmsg_len is
+// less than its header, which __cmsg_nxthdr-style walks treat as the end.
+func shortCmsg(m []byte) []byte {
+	b := append([]byte(nil), m...)
+	if cmsgLenSize == 8 {
+		binary.NativeEndian.PutUint64(b, 8)
+	} else {
+		binary.NativeEndian.PutUint32(b, 8)
+	}
+	return b
+}
+
 func TestParseRecvCmsgs(t *testing.T) {
 	var ovfl [4]byte
 	binary.NativeEndian.PutUint32(ovfl[:], 7)
@@ -116,6 +134,7 @@ func TestParseRecvCmsgs(t *testing.T) {
 			recvCmsgs{dst: v6, drops: 7, haveDrops: true}},
 		{"truncated header", ovflMsg[:5], recvCmsgs{}},
 		{"length beyond buffer", ovflMsg[:unix.CmsgLen(2)], recvCmsgs{}},
+		{"length below the header", shortCmsg(ovflMsg), recvCmsgs{}},
 		{"short pktinfo ignored", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4[:8]), recvCmsgs{}},
 		{"unknown type skipped", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_OPTIONS, []byte{1, 1, 1, 1}), ovflMsg...),
 			recvCmsgs{drops: 7, haveDrops: true}},
