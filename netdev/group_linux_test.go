@@ -52,7 +52,7 @@ func drain(t *testing.T, c *UDPConn, want int) [][]byte {
 
 func TestUDPGroupSteersByQPN(t *testing.T) {
 	for _, fam := range families {
-		for _, n := range []int{1, 2, 3, 4} {
+		for _, n := range []int{1, 2, 3, 4, 5} {
 			t.Run(fam.name+"/"+string(rune('0'+n)), func(t *testing.T) {
 				if fam.needsIPv6 {
 					skipNoIPv6(t)

@@ -478,6 +478,13 @@ func TestUDPBufferSizesCapped(t *testing.T) {
 	small := listen(t, lo4, Options{RecvBuffer: 64 << 10, SendBuffer: 64 << 10, NoForce: true})
 	require.False(t, small.BufferSizes().RecvCapped(), "a request below the cap is granted")
 	require.False(t, small.tx.handOff)
+
+	kept := listen(t, lo4, Options{RecvBuffer: -1, SendBuffer: -1, NoForce: true})
+	got = kept.BufferSizes()
+	require.Zero(t, got.RecvAsked, "the kernel's default kept: nothing asked")
+	require.Zero(t, got.SendAsked)
+	require.False(t, got.RecvCapped())
+	require.False(t, got.SendCapped())
 }
 
 func procInt(t *testing.T, path string) int {
