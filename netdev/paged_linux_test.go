@@ -145,3 +145,38 @@ func TestGSORunCharge(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesToOwnAddress: a datagram to the socket's own bound address
+// stays in this host (the kernel routes it over the loopback device), so
+// it goes out paged as to a loopback address, whether the address is
+// given plain or v4-mapped; an address of another host does not.
+func TestPagesToOwnAddress(t *testing.T) {
+	addrs, err := net.InterfaceAddrs()
+	require.NoError(t, err)
+	var own netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
+			own = p.Addr()
+			break
+		}
+	}
+	if !own.IsValid() {
+		t.Skip("no non-loopback IPv4 address on this host")
+	}
+	c := listen(t, own, Options{})
+	if !c.paged.Load() {
+		t.Skip("no UDP_SEGMENT")
+	}
+	require.True(t, c.PagesTo(own))
+	require.True(t, c.PagesTo(netip.AddrFrom16(own.As16())), "v4-mapped")
+	require.True(t, c.PagesTo(lo4))
+	other := netip.MustParseAddr("198.51.100.7")
+	if other == own {
+		other = netip.MustParseAddr("198.51.100.8")
+	}
+	require.False(t, c.PagesTo(other))
+	require.False(t, c.PagesTo(netip.IPv4Unspecified()))
+
+	w := listen(t, any4, Options{})
+	require.False(t, w.PagesTo(netip.IPv4Unspecified()))
+}
