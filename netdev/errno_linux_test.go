@@ -57,6 +57,12 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestLocalDrops: every datagram the local host refused, ENOBUFS and
+// EAGAIN alike.
+func TestLocalDrops(t *testing.T) {
+	require.Equal(t, uint64(5), Stats{NoBufs: 2, WouldBlock: 3, ICMPErrors: 7, Truncated: 11}.LocalDrops())
+}
+
 func TestDropError(t *testing.T) {
 	tests := []struct {
 		class errClass

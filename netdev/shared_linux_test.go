@@ -202,4 +202,8 @@ func TestGateHandBack(t *testing.T) {
 	require.True(t, g.take(), "free: the blocking reader takes it")
 	g.Release()
 	require.True(t, g.TryLock())
+	require.False(t, g.take(), "held: a miss is recorded")
+	g.Release()
+	require.True(t, g.TryLock(), "Release serves the miss (retaken) and unlocks again: the gate is free")
+	require.False(t, g.Unlock(), "the miss was served")
 }

@@ -387,7 +387,7 @@ func TestListenUDPErrors(t *testing.T) {
 }
 
 func TestUDPBatchSizeLimits(t *testing.T) {
-	for _, tc := range []struct{ ask, want int }{{0, DefaultBatchSize}, {-3, DefaultBatchSize}, {1, 1}, {5000, MaxBatchSize}} {
+	for _, tc := range []struct{ ask, want int }{{0, DefaultBatchSize}, {-3, DefaultBatchSize}, {1, 1}, {MaxBatchSize, MaxBatchSize}, {MaxBatchSize + 1, MaxBatchSize}, {5000, MaxBatchSize}} {
 		require.Equal(t, tc.want, listen(t, lo4, Options{BatchSize: tc.ask}).BatchSize(), "ask %d", tc.ask)
 	}
 }
