@@ -475,6 +475,13 @@ func TestUDPBufferSizesCapped(t *testing.T) {
 	require.True(t, got.SendCapped())
 	require.True(t, c.tx.handOff, "capped sockets send with Syscall6 (mmsg.call)")
 
+	// Just above the cap: the kernel still reports more than was asked
+	// (twice the cap), yet less than twice the request.
+	near := listen(t, lo4, Options{RecvBuffer: rmax + 4096, SendBuffer: wmax + 4096, NoForce: true})
+	require.Equal(t, 2*rmax, near.BufferSizes().Recv)
+	require.True(t, near.BufferSizes().RecvCapped())
+	require.True(t, near.BufferSizes().SendCapped())
+
 	small := listen(t, lo4, Options{RecvBuffer: 64 << 10, SendBuffer: 64 << 10, NoForce: true})
 	require.False(t, small.BufferSizes().RecvCapped(), "a request below the cap is granted")
 	require.False(t, small.tx.handOff)
