@@ -108,6 +108,10 @@ func TestUnreliableDepths(t *testing.T) {
 		{[]string{"send-bw", "-n", "1000", "-e"}, 512, 100},
 		{[]string{"send-bw", "-n", "1000", "-a"}, 512, 100},
 		{[]string{"write-bw", "-n", "1000", "-Q", "8"}, 1, 8},
+		// MIN_SRQ_UD_RX_DEPTH: an SRQ of UC or UD at -n 100 or less gets
+		// 100 receives, whatever -r; a -r other than the default is kept.
+		{[]string{"send-bw", "-n", "100", "-c", "UD", "--use-srq", "-r", "50"}, 100, 100},
+		{[]string{"send-bw", "-n", "1000", "-c", "UD", "-r", "600"}, 600, 100},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			o, err := parsePerftest(findTest(t, tc.args[0]), tc.args[1:])

@@ -1,0 +1,55 @@
+package perftest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPerftestRefusals: command lines perftest's parser or
+// force_dependecies refuses, and the limits of each flag's range
+// (perftest_parameters.h: MIN_RX/MAX_RX, MIN_CQ_MOD/MAX_CQ_MOD,
+// MIN_QP_NUM), refused here too, each saying what is wrong; and the
+// values just inside each limit, taken.
+func TestPerftestRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string // "": taken
+	}{
+		// "Message size cannot be changed for Atomic tests" (-a sets
+		// the size to MAX_SIZE, so atomics refuse it too).
+		{[]string{"atomic-bw", "-a"}, "message size of atomic tests is 8 bytes"},
+		{[]string{"atomic-lat", "-s", "16"}, "message size of atomic tests is 8 bytes"},
+		{[]string{"atomic-bw", "-s", "8"}, ""},
+		{[]string{"send-bw", "-r", "16384"}, ""},
+		{[]string{"send-bw", "-r", "16385"}, "rx depth 16385 not in [1, 16384]"},
+		{[]string{"send-bw", "-r", "0"}, "rx depth 0 not in [1, 16384]"},
+		{[]string{"write-bw", "-Q", "1024"}, ""},
+		{[]string{"write-bw", "-Q", "1025"}, "cq-mod 1025 not in [1, 1024]"},
+		{[]string{"write-bw", "-Q", "0"}, "cq-mod 0 not in [1, 1024]"},
+		{[]string{"write-bw", "-q", "0"}, "QPs 0 not in [1, 1024]"},
+		{[]string{"write-bw", "-u", "31"}, ""},
+		{[]string{"write-bw", "-u", "32"}, "qp-timeout 32 not in [0, 31]"},
+		// "Duration mode currently doesn't support running on all sizes";
+		// --run_infinitely is a duration run.
+		{[]string{"write-bw", "-a", "-D", "4"}, "cannot be combined with -a"},
+		{[]string{"write-bw", "-a", "--run_infinitely"}, "cannot be combined with -a"},
+		// rxectl's own: a post list is posted whole, within the tx depth;
+		// a receive post list within the receives posted; --json is
+		// the whole report, --output one figure.
+		{[]string{"write-bw", "-n", "16", "-l", "4", "-t", "4"}, ""},
+		{[]string{"write-bw", "-n", "16", "-l", "4", "-t", "3"}, "the post list -l 4 is longer than the tx depth -t 3"},
+		{[]string{"send-bw", "--recv_post_list", "3", "-n", "9", "-r", "2"}, "--recv_post_list 3 is more than the 2 receives"},
+		{[]string{"send-bw", "--recv_post_list", "2", "-n", "10", "-r", "2"}, ""},
+		{[]string{"write-bw", "--json", "--output", "bandwidth"}, "--json and --output cannot be combined"},
+	}
+	for _, tc := range tests {
+		_, err := parsePerftest(findTest(t, tc.args[0]), append(tc.args[1:], "192.0.2.1"))
+		if tc.want == "" {
+			require.NoError(t, err, "%v", tc.args)
+			continue
+		}
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+}
