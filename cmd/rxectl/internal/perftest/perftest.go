@@ -569,9 +569,12 @@ func (o *options) check(t Test) error {
 	}
 	o.forceDependencies(t)
 	if o.useSRQ && o.qps > o.rxDepth {
-		// Checked after forceDependencies, which bounds -r by -n.
+		// Checked after forceDependencies, which bounds -r by -n, and
+		// before evenRXDepth, as force_dependecies checks it before its
+		// odd rx_depth work-around.
 		return fmt.Errorf("--use-srq: the receive depth %d, the SRQ's size, is less than the QPs -q %d (perftest: \"Using SRQ depth should be greater than number of QPs\")", o.rxDepth, o.qps)
 	}
+	o.evenRXDepth(t)
 	if err := o.checkPostList(); err != nil {
 		return err
 	}
@@ -774,7 +777,7 @@ const minSRQUDRxDepth = 100
 // forceDependencies is force_dependecies: the depths follow the
 // iterations, the verb and the connection type, cq-mod the size and the
 // tx depth. The default --busy-poll applies to the latency tests without
-// -e only.
+// -e only. An odd receive depth is made even later, by evenRXDepth.
 func (o *options) forceDependencies(t Test) {
 	if !o.set["busy-poll"] && (!t.lat || o.events) {
 		o.busyPoll = 0 // the bandwidth loops and -e sleep
@@ -800,9 +803,6 @@ func (o *options) forceDependencies(t Test) {
 	if t.verb == verbWrite {
 		o.rxDepth = defRxRDMA
 	}
-	if t.verb == verbSend && o.rxDepth%2 == 1 && !o.all && !o.infinitely { // RUN_REGULAR, -D included
-		o.rxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
-	}
 	// MSG_SIZE_CQ_MOD_LIMIT: no moderation for large messages, except
 	// (as perftest) with UD, -a or -e, or when -Q is given.
 	if o.size > 8192 && !o.all && o.connType != "UD" && !o.events {
@@ -824,6 +824,15 @@ func (o *options) forceDependencies(t Test) {
 		// perftest: "Post List requested - CQ moderation will be the size
 		// of the post list" (each list's last request is signaled).
 		o.cqMod = o.postList
+	}
+}
+
+// evenRXDepth is force_dependecies' last change to the receive depth,
+// made after its check of the SRQ's depth against the QPs: an odd depth
+// of a SEND test's regular run (-D included) becomes even.
+func (o *options) evenRXDepth(t Test) {
+	if t.verb == verbSend && o.rxDepth%2 == 1 && !o.all && !o.infinitely { // RUN_REGULAR, -D included
+		o.rxDepth++ // perftest's "WA for a bug when rx_depth is odd in SEND"
 	}
 }
 

@@ -79,6 +79,10 @@ func TestUseSRQErrors(t *testing.T) {
 	requireUsageErrors(t, []usageCase{
 		{[]string{"write-bw", "--use-srq"}, "--use-srq is for the SEND tests"},
 		{[]string{"read-lat", "--use-srq"}, "--use-srq is for the SEND tests"},
-		{[]string{"send-bw", "--use-srq", "-q", "8", "-n", "5"}, "--use-srq: the receive depth 6, the SRQ's size, is less than the QPs -q 8"},
+		{[]string{"send-bw", "--use-srq", "-q", "8", "-n", "5"}, "--use-srq: the receive depth 5, the SRQ's size, is less than the QPs -q 8"},
+		{[]string{"send-bw", "--use-srq", "-q", "3", "-r", "2"}, "--use-srq: the receive depth 2, the SRQ's size, is less than the QPs -q 3"},
+		// force_dependecies checks the depth before it makes an odd one
+		// even: -r 3 is refused for 4 QPs, though 4 receives are posted.
+		{[]string{"send-bw", "--use-srq", "-q", "4", "-r", "3"}, "--use-srq: the receive depth 3, the SRQ's size, is less than the QPs -q 4"},
 	})
 }
