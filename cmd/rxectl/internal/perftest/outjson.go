@@ -120,7 +120,8 @@ func (s *session) testInfoJSON() string {
 }
 
 // bwJSONResults is write_bw_report_to_file's "results" object
-// (REPORT_FMT_JSON, REPORT_FMT_EXT_JSON in Gb/s below 0.1, then
+// (REPORT_FMT_JSON, REPORT_FMT_EXT_JSON in Gb/s below 0.1 or with
+// SixDecimals, then
 // REPORT_EXT_CPU_UTIL_JSON with --cpu_util). With --output perftest
 // writes the one figure followed by a comma, which no JSON reader takes;
 // rxectl leaves the comma out.
@@ -134,7 +135,7 @@ func (s *session) bwJSONResults(r report.BW) string {
 		fmt.Fprintf(&b, "\"msgRate_avg\": %.6f\n", r.MsgRate)
 	default:
 		prec := 2
-		if s.o.gbits && r.Avg < 0.1 {
+		if s.o.gbits && (r.Avg < 0.1 || r.SixDecimals) {
 			prec = 6
 		}
 		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"BW_peak\": %.*f,\n\"BW_average\": %.*f,\n\"MsgRate\": %.6f",

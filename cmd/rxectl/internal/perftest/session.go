@@ -698,12 +698,21 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 		if r.Iters == 0 && rem.Iters == 0 {
 			continue // interrupted before this size
 		}
-		sum := report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate,
-			CPUUtil: r.CPUUtil, CPUSeconds: r.CPUSeconds} // this end's window: the host's processors
-		s.addBW(sum)
+		s.addBW(bidirSum(r, rem, s.o.gbits))
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
+}
+
+// bidirSum is the row a -b end prints, print_full_bw_report's with the
+// peer's report: this end's size and iterations, the sum of both
+// directions' peak, average and message rate, this end's --cpu_util
+// figures (its window: the host's processors), and in Gb/s six decimals
+// when this end's own average is below 0.1, as perftest decides before
+// it adds the peer's (inc_accuracy).
+func bidirSum(r, rem report.BW, gbits bool) report.BW {
+	return report.BW{Size: r.Size, Iters: r.Iters, Peak: r.Peak + rem.Peak, Avg: r.Avg + rem.Avg, MsgRate: r.MsgRate + rem.MsgRate,
+		CPUUtil: r.CPUUtil, CPUSeconds: r.CPUSeconds, SixDecimals: gbits && r.Avg < 0.1}
 }
 
 // runBidir is run_iter_bi: this end's requests, timed as runBWClient

@@ -50,16 +50,21 @@ type BW struct {
 	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
 	// Counters are -W's counters: how much each moved during the row.
 	Counters map[string]uint64 `json:"counters,omitempty"`
+	// SixDecimals asks for six decimals in Gb/s whatever Avg is: a -b
+	// row sums both directions, and perftest's print_full_bw_report
+	// picks the format by this end's own average, before it adds the
+	// peer's (inc_accuracy).
+	SixDecimals bool `json:"-"`
 }
 
 // BWRow formats a BW row with REPORT_FMT
 // " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t     %-7.6lf",
-// or, in Gb/s below 0.1, REPORT_FMT_EXT
+// or, in Gb/s below 0.1 (or with SixDecimals), REPORT_FMT_EXT
 // " %-7lu    %lu           %-7.6lf            %-7.6lf            %-7.6lf",
 // then, with CPUUtil, REPORT_EXT_CPU_UTIL "\t    %-3.2f", and a newline.
 func BWRow(r BW, gbits bool) string {
 	var row string
-	if gbits && r.Avg < 0.1 {
+	if gbits && (r.Avg < 0.1 || r.SixDecimals) {
 		row = " " + CUint(r.Size, 7) + "    " + CUint(r.Iters, 0) + "           " + CFloat(r.Peak, 7, 6) +
 			"            " + CFloat(r.Avg, 7, 6) + "            " + CFloat(r.MsgRate, 7, 6)
 	} else {
