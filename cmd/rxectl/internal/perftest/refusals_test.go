@@ -43,6 +43,9 @@ func TestPerftestRefusals(t *testing.T) {
 		{[]string{"send-bw", "--recv_post_list", "3", "-n", "9", "-r", "2"}, "--recv_post_list 3 is more than the 2 receives"},
 		{[]string{"send-bw", "--recv_post_list", "2", "-n", "10", "-r", "2"}, ""},
 		{[]string{"write-bw", "--json", "--output", "bandwidth"}, "--json and --output cannot be combined"},
+		// "Setting Outstanding reads only available on READ verb", for
+		// any value of -o.
+		{[]string{"write-bw", "-o", "0"}, "-o: outstanding reads are for the read and atomic tests"},
 	}
 	for _, tc := range tests {
 		_, err := parsePerftest(findTest(t, tc.args[0]), append(tc.args[1:], "192.0.2.1"))
@@ -51,5 +54,26 @@ func TestPerftestRefusals(t *testing.T) {
 			continue
 		}
 		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+}
+
+// TestRateNote: perftest's note that the burst size follows the tx depth
+// comes with --rate_limit when --burst_size is not given or is 0
+// (force_dependecies: burst_size <= 0), not when it is given.
+func TestRateNote(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate_limit", "1"}, " Setting burst size to tx depth = 128"},
+		{[]string{"--rate_limit", "1", "--burst_size", "0"}, " Setting burst size to tx depth = 128"},
+		{[]string{"--rate_limit", "1", "--burst_size", "16"}, ""},
+		{[]string{"--rate_limit", "1", "-t", "32"}, " Setting burst size to tx depth = 32"},
+		{nil, ""},
+	} {
+		o, err := parsePerftest(findTest(t, "write-bw"), append(tc.args, "192.0.2.1"))
+		require.NoError(t, err, "%v", tc.args)
+		require.Equal(t, tc.want, o.rateNote(), "%v", tc.args)
 	}
 }
