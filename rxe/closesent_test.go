@@ -32,6 +32,33 @@ func (c *gateConn) WriteBatch(msgs []netdev.Message) (int, error) {
 	return c.Conn.WriteBatch(msgs)
 }
 
+// gatedUDSend opens two devices over a netdev of kind, the first behind a
+// gateConn, with a UD QP on each and a receive posted on the second, and
+// posts one signaled 64-byte UD SEND from the first: its batch's write
+// waits in the gate (gc.entered closes when it does) until release, which
+// may be called more than once.
+func gatedUDSend(t *testing.T, kind string) (gc *gateConn, da *Device, a, b *end, release func()) {
+	t.Helper()
+	ca, cb := connPair(t, kind)
+	gc = &gateConn{Conn: ca, armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
+	da, db := openPair(t, gc, cb)
+	a, b = newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+	readyUD(t, a, 1)
+	readyUD(t, b, 1)
+	postRecvs(t, b, 1, 4096)
+	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
+	require.NoError(t, err)
+	release = sync.OnceFunc(func() { close(gc.release) })
+	close(gc.armed)
+	_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1,
+		SGList: []SGE{a.mr.SGE(0, 64)}})
+	if err != nil {
+		release()
+	}
+	require.NoError(t, err)
+	return gc, da, a, b, release
+}
+
 // TestCloseSendsCompletedDatagram: a Device.Close that comes while the
 // batch holding a UD SEND is being written still writes the batch before
 // it closes the socket, and the SEND completes with success once it is
@@ -39,24 +66,10 @@ func (c *gateConn) WriteBatch(msgs []netdev.Message) (int, error) {
 // its skb is handed to the IP layer, which a later teardown does not
 // recall).
 func TestCloseSendsCompletedDatagram(t *testing.T) {
-	ca, cb := connPair(t, "udp")
-	gc := &gateConn{Conn: ca, armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
-	da, db := openPair(t, gc, cb)
-	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
-	readyUD(t, a, 1)
-	readyUD(t, b, 1)
-	postRecvs(t, b, 1, 4096)
-	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-	require.NoError(t, err)
-
+	gc, da, a, b, release := gatedUDSend(t, "udp")
 	// A failed require below lets the write go, or the cleanup's Close
 	// would wait for it until the binary's timeout.
-	release := sync.OnceFunc(func() { close(gc.release) })
 	defer release()
-	close(gc.armed)
-	_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1,
-		SGList: []SGE{a.mr.SGE(0, 64)}})
-	require.NoError(t, err)
 	select {
 	case <-gc.entered:
 	case <-time.After(5 * time.Second):
@@ -94,21 +107,8 @@ func TestCloseSendsCompletedDatagram(t *testing.T) {
 // not with success and not after Close returned.
 func TestCloseSettlesSendCutShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ca, cb := connPair(t, "pipe")
-		gc := &gateConn{Conn: ca, armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
-		da, db := openPair(t, gc, cb)
-		a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
-		readyUD(t, a, 1)
-		readyUD(t, b, 1)
-		postRecvs(t, b, 1, 4096)
-		ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-		require.NoError(t, err)
-		release := sync.OnceFunc(func() { close(gc.release) })
+		gc, da, a, b, release := gatedUDSend(t, "pipe")
 		defer release()
-		close(gc.armed)
-		_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1,
-			SGList: []SGE{a.mr.SGE(0, 64)}})
-		require.NoError(t, err)
 		<-gc.entered
 		closed := make(chan struct{})
 		go func() {
