@@ -226,16 +226,7 @@ func TestResetWrittenCountStaysWithItsIncarnation(t *testing.T) {
 		{"both-written-timeout-mode", LocalDropTimeout, -1, []wcBrief{{2, WCSuccess, WCSend}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, cb := connPair(t, "pipe")
-			sc := &scriptConn{Conn: ca, rest: writeStep{write: -1}}
-			da, err := Open(sc, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true, LocalDropMode: tc.mode})
-			require.NoError(t, err)
-			db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				da.Close()
-				db.Close()
-			})
+			sc, da, db := scriptedPair(t, tc.mode)
 			a, b := newTypedEnd(t, da, QPTypeUC), newTypedEnd(t, db, QPTypeUC)
 			connectUC(t, a, b)
 			postRecvs(t, b, 4, 256)

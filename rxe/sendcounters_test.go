@@ -8,6 +8,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// scriptedPair opens two devices over the in-memory pipe, the first
+// writing through a scriptConn (every write whole until steps are set) in
+// local-drop mode mode; both close at the test's end.
+func scriptedPair(t *testing.T, mode LocalDropMode) (sc *scriptConn, da, db *Device) {
+	t.Helper()
+	ca, cb := connPair(t, "pipe")
+	sc = &scriptConn{Conn: ca, rest: writeStep{write: -1}}
+	da, err := Open(sc, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true, LocalDropMode: mode})
+	require.NoError(t, err)
+	db, err = Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
+	if err != nil {
+		da.Close()
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		da.Close()
+		db.Close()
+	})
+	return sc, da, db
+}
+
 // TestSendCountersByOutcome: a datagram counts in its QP's and its
 // device's sent_pkts only once the host has taken it, as rxe_xmit_packet
 // counts RXE_CNT_SENT_PKTS only after a send that did not fail; one the
@@ -29,16 +50,7 @@ func TestSendCountersByOutcome(t *testing.T) {
 		{"local-drop-discarded", LocalDropTimeout, writeStep{write: 0}, 2, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, cb := connPair(t, "pipe")
-			sc := &scriptConn{Conn: ca, rest: writeStep{write: -1}}
-			da, err := Open(sc, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true, LocalDropMode: tc.mode})
-			require.NoError(t, err)
-			db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				da.Close()
-				db.Close()
-			})
+			sc, da, db := scriptedPair(t, tc.mode)
 			a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
 			readyUD(t, a, 3)
 			readyUD(t, b, 3)

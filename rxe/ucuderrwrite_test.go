@@ -21,19 +21,7 @@ func TestUnreliableErrDuringWriteKeepsNothing(t *testing.T) {
 			entered, release := make(chan struct{}), make(chan struct{})
 			sc := &scriptConn{Conn: ca, rest: writeStep{write: -1},
 				steps: []writeStep{{entered: entered, release: release, write: 0}}}
-			da, db := openPair(t, sc, cb)
-			a, b := newTypedEnd(t, da, typ), newTypedEnd(t, db, typ)
-			wr := SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 64)}}
-			if typ == QPTypeUC {
-				connectUC(t, a, b)
-			} else {
-				readyUD(t, a, 3)
-				readyUD(t, b, 3)
-				ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-				require.NoError(t, err)
-				wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), 3
-			}
-			postRecvs(t, b, 4, 256)
+			a, b, wr := unreliablePairOver(t, typ, sc, cb)
 			letGo := sync.OnceFunc(func() { close(release) })
 			defer letGo()
 			_, err := a.qp.PostSend(wr)

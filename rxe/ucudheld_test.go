@@ -31,7 +31,17 @@ func heldUnreliablePair(t *testing.T, typ QPType) (a, b *end, rc *refusingConn, 
 	t.Helper()
 	ca, cb := connPair(t, "pipe")
 	rc = &refusingConn{Conn: ca}
-	da, db := openPair(t, rc, cb)
+	a, b, wr = unreliablePairOver(t, typ, rc, cb)
+	return a, b, rc, wr
+}
+
+// unreliablePairOver opens two devices over ca and cb with an end of type
+// typ on each, ready to send from a to b (a UC pair connected, or UD QPs
+// with a's work request addressed to b), with four receives posted on b;
+// wr is a signaled 64-byte SEND from a to b.
+func unreliablePairOver(t *testing.T, typ QPType, ca, cb netdev.Conn) (a, b *end, wr SendWR) {
+	t.Helper()
+	da, db := openPair(t, ca, cb)
 	a, b = newTypedEnd(t, da, typ), newTypedEnd(t, db, typ)
 	wr = SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 64)}}
 	if typ == QPTypeUC {
@@ -44,7 +54,7 @@ func heldUnreliablePair(t *testing.T, typ QPType) (a, b *end, rc *refusingConn, 
 		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), 3
 	}
 	postRecvs(t, b, 4, 256)
-	return a, b, rc, wr
+	return a, b, wr
 }
 
 // pollAll returns the completions cq holds now, without waiting.
