@@ -145,14 +145,37 @@ type Capture struct {
 	Error    string   `json:"error,omitempty"`
 }
 
-// DumpCommand is the rxectl dump command line that decodes the capture.
+// DumpCommand is the rxectl dump command line that decodes the capture,
+// as a POSIX shell runs it when pasted (shellWord).
 func (c *Capture) DumpCommand() string {
 	var b strings.Builder
 	b.WriteString("rxectl dump")
 	for _, p := range c.Ports {
 		fmt.Fprintf(&b, " --port %d", p)
 	}
-	return b.String() + " " + c.File
+	return b.String() + " " + shellWord(c.File)
+}
+
+// shellWord returns file as one word of a POSIX shell command that names
+// it: as it is when it holds only characters no shell treats specially,
+// else in single quotes (a quote inside closes them, is escaped and
+// reopens them). A name that starts with '-' gets "./", so that rxectl
+// dump does not take it for a flag.
+func shellWord(file string) string {
+	if strings.HasPrefix(file, "-") {
+		file = "./" + file
+	}
+	plain := file != ""
+	for _, r := range file {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("@%+=:,./_-", r)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return file
+	}
+	return "'" + strings.ReplaceAll(file, "'", `'\''`) + "'"
 }
 
 // WriteStats writes the statistics of faults, devices and capture as text:

@@ -52,3 +52,28 @@ func TestWriteStatsLines(t *testing.T) {
 		})
 	}
 }
+
+// TestDumpCommandPastes: the "decode with" line is a command a POSIX shell
+// runs as printed: a capture file name with spaces or shell characters is
+// quoted, one that starts with '-' cannot be taken for a flag, and a plain
+// name is left as it is.
+func TestDumpCommandPastes(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		ports []uint16
+		want  string
+	}{
+		{"/tmp/run.pcap", nil, "rxectl dump /tmp/run.pcap"},
+		{"run.pcap", []uint16{18515}, "rxectl dump --port 18515 run.pcap"},
+		{"my run.pcap", nil, "rxectl dump 'my run.pcap'"},
+		{"it's.pcap", nil, `rxectl dump 'it'\''s.pcap'`},
+		{"a$b;c.pcap", nil, "rxectl dump 'a$b;c.pcap'"},
+		{"-x.pcap", nil, "rxectl dump ./-x.pcap"},
+		{"", nil, "rxectl dump ''"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			c := Capture{File: tc.file, Ports: tc.ports}
+			require.Equal(t, tc.want, c.DumpCommand())
+		})
+	}
+}
