@@ -31,3 +31,15 @@ func ParseIntermixed(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = rest[1:]
 	}
 }
+
+// CutRange splits a range flag's value "A-B" at its first '-' that is
+// neither A's leading sign nor the sign of an exponent ("1e-05-2e-05" is
+// 1e-05 to 2e-05), and reports whether there was one.
+func CutRange(s string) (lo, hi string, ok bool) {
+	for i := 1; i < len(s); i++ {
+		if s[i] == '-' && s[i-1] != 'e' && s[i-1] != 'E' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return "", "", false
+}

@@ -49,3 +49,33 @@ func TestParseIntermixed(t *testing.T) {
 		require.Equal(t, tc.v, *v, "%q", tc.args)
 	}
 }
+
+// TestCutRange: a range flag's value A-B splits at the first '-' that is
+// neither A's leading sign nor an exponent's sign, so that the times
+// rxectl prints in exponent form ("1e-05") are taken back.
+func TestCutRange(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		lo, hi string
+		ok     bool
+	}{
+		{"0.05-0.1", "0.05", "0.1", true},
+		{"50ms-100ms", "50ms", "100ms", true},
+		{"1e-05-2e-05", "1e-05", "2e-05", true},
+		{"1E-5-2E-5", "1E-5", "2E-5", true},
+		{"0-1e10", "0", "1e10", true},
+		{"-1-2", "-1", "2", true},
+		{"3-", "3", "", true},
+		{"12", "", "", false},
+		{"1e-05", "", "", false},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			lo, hi, ok := CutRange(tc.in)
+			require.Equal(t, tc.ok, ok)
+			if ok {
+				require.Equal(t, tc.lo, lo)
+				require.Equal(t, tc.hi, hi)
+			}
+		})
+	}
+}

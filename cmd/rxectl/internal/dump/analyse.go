@@ -48,10 +48,10 @@ func analysisFlags(fs *flag.FlagSet, a *analysis) {
 	})
 }
 
-// parseWindow reads --time T1-T2: seconds since the first frame ("0.05-0.1")
-// or durations ("50ms-100ms").
+// parseWindow reads --time T1-T2: seconds since the first frame ("0.05-0.1",
+// "1e-05-2e-05") or durations ("50ms-100ms").
 func parseWindow(s string, a *analysis) bool {
-	lo, hi, ok := strings.Cut(s, "-")
+	lo, hi, ok := cli.CutRange(s)
 	if !ok {
 		return false
 	}

@@ -202,3 +202,13 @@ func TestFlowsStrict(t *testing.T) {
 		})
 	}
 }
+
+// TestParseWindowExponents: dump's --time takes seconds in exponent form,
+// the range's '-' told apart from an exponent's sign.
+func TestParseWindowExponents(t *testing.T) {
+	var a analysis
+	require.True(t, parseWindow("1e-05-2e-05", &a))
+	require.Equal(t, 10*time.Microsecond, a.sel.FromTime)
+	require.Equal(t, 20*time.Microsecond, a.sel.ToTime)
+	require.False(t, parseWindow("2e-05-1e-05", &a))
+}

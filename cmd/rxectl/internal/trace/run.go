@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/ladder"
@@ -61,7 +60,7 @@ func flags(f *Filter, out *string) *flag.FlagSet {
 		return nil
 	})
 	fs.Func("time", "keep the events from `T1-T2` seconds after the trace's first", func(s string) error {
-		lo, hi, ok := strings.Cut(s, "-")
+		lo, hi, ok := cli.CutRange(s)
 		a, err1 := strconv.ParseFloat(lo, 64)
 		b, err2 := strconv.ParseFloat(hi, 64)
 		if !ok || err1 != nil || err2 != nil || a < 0 || b <= a {

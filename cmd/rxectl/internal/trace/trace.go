@@ -89,8 +89,8 @@ func (f Filter) flags() string {
 		p = append(p, "--dev "+f.Dev)
 	}
 	if f.To != 0 {
-		// Plain decimals: --time splits T1-T2 at its first '-', so it
-		// cannot take the exponents %g writes for small times (1e-05).
+		// Plain decimals, which read more easily than the exponents %g
+		// writes for small times (1e-05); --time takes either.
 		p = append(p, "--time "+strconv.FormatFloat(f.From, 'f', -1, 64)+"-"+strconv.FormatFloat(f.To, 'f', -1, 64))
 	}
 	return strings.Join(p, " ")

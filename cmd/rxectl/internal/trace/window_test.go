@@ -102,8 +102,7 @@ func parseFlags(f *Filter, args []string) (string, error) {
 }
 
 // TestNoQPErrorFlagsParse: the flags the "no QP" error names are ones
-// rxectl trace takes back, small and large times included (C's %g would
-// write 1e-05, which --time cannot split from its '-').
+// rxectl trace takes back, small and large times included.
 func TestNoQPErrorFlagsParse(t *testing.T) {
 	for _, want := range []Filter{
 		{From: 0.00001, To: 0.00002},
@@ -147,4 +146,13 @@ func TestReadLongLine(t *testing.T) {
 	evs, err := Read(strings.NewReader(in))
 	require.ErrorContains(t, err, "line 2")
 	require.Len(t, evs, 1)
+}
+
+// TestTimeFlagExponents: --time takes times in exponent form, as %g
+// writes them, with the range's '-' told apart from an exponent's sign.
+func TestTimeFlagExponents(t *testing.T) {
+	var got Filter
+	_, err := parseFlags(&got, []string{"--time", "1e-05-2.5e-05"})
+	require.NoError(t, err)
+	require.Equal(t, Filter{From: 1e-05, To: 2.5e-05}, got)
 }
