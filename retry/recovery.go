@@ -26,9 +26,9 @@ const (
 	// timeout, so that it cannot wrap: 63 take any timeout of 1 ns or
 	// more past every Ceiling a Duration holds, so the timeout always
 	// reaches Ceiling (RFC 6298 5.5 doubles it, 2.5 allows a maximum).
-	// timeout stops doubling at Ceiling, so a large count costs nothing.
-	// (16 stopped RetryTimeout, which starts from RetryFloor, at
-	// 2^16 × 250 µs ≈ 16 s, below the IB timeout of timeout ≥ 22.)
+	// timeout stops doubling at Ceiling, so a large count costs nothing;
+	// RetryTimeout, which starts from RetryFloor, needs more than 16 to
+	// reach the IB timeout of a QP timeout of 22 or more.
 	maxRecoveryBackoff = 63
 
 	// lateShare: an expiry handled more than a quarter of the timeout

@@ -360,9 +360,9 @@ func parseTrigger(r *Rule, t string) error {
 	}
 	if percent {
 		// N% is the decimal N × 10^-2: read with that exponent it is the
-		// float nearest it, the one "0.0N" gives, where N × 0.01 can be
-		// one off (57% gave 0.5700000000000001, and the report printed
-		// that). N with an exponent of its own is divided instead.
+		// float nearest it, the one "0.0N" gives (N × 0.01 can be one
+		// off: 57 × 0.01 is 0.5700000000000001). N with an exponent of
+		// its own is divided instead.
 		if q, err := strconv.ParseFloat(t+"e-2", 64); err == nil {
 			p = q
 		} else {
