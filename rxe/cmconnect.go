@@ -260,7 +260,7 @@ type CMListener struct {
 // listenerCounters are a CMListener's counters, updated without the GSI's
 // lock by Accept.
 type listenerCounters struct {
-	accepted, refused, withdrawn, timedOut, abandoned, failed atomic.Uint64
+	accepted, refused, withdrawn, timedOut, abandoned, failed, declined atomic.Uint64
 }
 
 // CMListenerCounters count what became of a listener's connection
@@ -285,18 +285,26 @@ type CMListenerCounters struct {
 	// Failed counts the requests this side could not set up, each
 	// reported by an *AcceptError.
 	Failed uint64
+	// Declined counts the requests AcceptFunc's choose function refused,
+	// each rejected (consumer reject) and reported by an *AcceptError.
+	Declined uint64
 }
 
 // AcceptError is Accept's report of a connection request that this side
-// could not set up: its QP could not be created (a CMOptions resource
-// exhausted, ErrNoResources) or moved to RTR and RTS. The request was
-// rejected (no resources, or consumer reject) and the listener still
-// serves: call Accept again. Err says what failed.
+// could not set up or refused: its QP could not be created (a CMOptions
+// resource exhausted, ErrNoResources) or moved to RTR and RTS, or AcceptFunc's choose function refused it or
+// chose options the device does not take. The request was rejected (no
+// resources, or consumer reject) and the listener still serves: call
+// Accept again. Err says what failed.
 type AcceptError struct {
 	// Remote is the requester's address and RDMA CM port.
 	Remote netip.AddrPort
-	// Err is what failed: CreateQP's or Modify's error.
+	// Err is what failed: CreateQP's or Modify's error, or the choose
+	// function's.
 	Err error
+	// declined: the choose function refused the request (counted as
+	// declined, not failed).
+	declined bool
 }
 
 // Error describes the failed request.
@@ -310,7 +318,7 @@ func (e *AcceptError) Unwrap() error { return e.Err }
 // ListenCM listens for RDMA CM connection requests to the device's
 // address on port (the service ID of the TCP port space, RDMA_PS_TCP).
 // Accept creates each connection's QP with opts (AcceptWith with others
-// for one connection). A request while no Accept is waiting stays queued
+// for one connection, AcceptFunc with those chosen for each request). A request while no Accept is waiting stays queued
 // (up to 64; beyond, it is rejected with "no resources"); the peer's CM is
 // told to wait (MRA) if it asks again. One its peer withdraws meanwhile
 // (a REJ: its Dial gave up, or its REQ's retries ran out) leaves the queue
@@ -355,7 +363,7 @@ func (l *CMListener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.d.addr,
 func (l *CMListener) Counters() CMListenerCounters {
 	c := &l.ctr
 	return CMListenerCounters{Accepted: c.accepted.Load(), Refused: c.refused.Load(), Withdrawn: c.withdrawn.Load(),
-		TimedOut: c.timedOut.Load(), Abandoned: c.abandoned.Load(), Failed: c.failed.Load()}
+		TimedOut: c.timedOut.Load(), Abandoned: c.abandoned.Load(), Failed: c.failed.Load(), Declined: c.declined.Load()}
 }
 
 // Close stops listening: later requests, and those queued that no Accept
@@ -423,7 +431,7 @@ func (l *CMListener) Close() error {
 //		go serve(c)
 //	}
 func (l *CMListener) Accept(ctx context.Context) (*CMConn, error) {
-	return l.acceptWith(ctx, &l.opts)
+	return l.acceptWith(ctx, func(*CMRequest) (CMOptions, error) { return l.opts, nil })
 }
 
 // AcceptWith is Accept with opts in place of the options given to ListenCM
@@ -441,11 +449,63 @@ func (l *CMListener) AcceptWith(ctx context.Context, opts CMOptions) (*CMConn, e
 	if err := opts.acceptDefaults(l.d); err != nil {
 		return nil, err
 	}
-	return l.acceptWith(ctx, &opts)
+	return l.acceptWith(ctx, func(*CMRequest) (CMOptions, error) { return opts, nil })
 }
 
-// acceptWith is Accept with the options o, checked.
-func (l *CMListener) acceptWith(ctx context.Context, o *CMOptions) (*CMConn, error) {
+// CMRequest is a connection request as AcceptFunc shows it before it is
+// answered, as librdmacm's connect request event (rdma_get_request)
+// shows it: who asks, and what its REQ offers.
+type CMRequest struct {
+	// Remote is the requester's IP address (its RDMA device's, where its
+	// REQ came from) and RDMA CM source port (RDMA CM's IP header in the
+	// REQ's private data): the CMConn's RemoteAddr once accepted. A peer's
+	// connections come from one address, each from a port of its own.
+	Remote netip.AddrPort
+	// PrivateData is the REQ's private data after RDMA CM's IP header, as
+	// the wire carries it (zero-padded): the CMConn's PrivateData once
+	// accepted.
+	PrivateData []byte
+	// ResponderResources and InitiatorDepth are the REQ's: how many READ
+	// and atomic requests the peer's QP takes at once, and how many it
+	// issues. The connection uses at most these (IBA 12.7.29, 12.7.30).
+	ResponderResources, InitiatorDepth int
+	// RetryCount and RNRRetryCount are the REQ's, which the accepted QP
+	// takes as its own (IBA 12.7.38, 12.7.40).
+	RetryCount, RNRRetryCount uint8
+}
+
+// AcceptFunc is Accept with the options chosen for each request: it waits
+// for a request, passes it to choose, and accepts it with the options
+// choose returns, as a librdmacm server reads the connect request
+// (rdma_get_request) before it calls rdma_accept or rdma_reject. A server
+// whose options depend on who asks (an offer one peer made out of band:
+// CMOptions.PeerSelectiveRepeat, PeerRecvBuffer) gives them to that
+// peer's requests only.
+//
+// If choose returns an error, the request is rejected, as rdma_reject
+// rejects it: a REJ with reason consumer reject, carrying the
+// PrivateData of a *RejectError in the error's chain (at most 148 bytes;
+// its Reason, if set, must be packet.RejConsumerReject), and AcceptFunc
+// returns an *AcceptError whose Err is choose's error (counted as
+// declined). Options choose returns that the listener's device does not
+// take are refused as AcceptWith would refuse them, but the request,
+// already taken, is rejected (consumer reject) and reported by an
+// *AcceptError with ErrInvalidArgument, as is a *RejectError that a REJ
+// cannot carry (then sent without private data).
+//
+// choose runs on AcceptFunc's goroutine; meanwhile the peer's CM, if it
+// sends its REQ again, is told to wait (MRA). Its request stays the one
+// being answered if the listener is closed meanwhile. AcceptFunc's other
+// errors are Accept's.
+func (l *CMListener) AcceptFunc(ctx context.Context, choose func(*CMRequest) (CMOptions, error)) (*CMConn, error) {
+	if choose == nil {
+		return nil, fmt.Errorf("%w: AcceptFunc without a choose function", ErrInvalidArgument)
+	}
+	return l.acceptWith(ctx, choose)
+}
+
+// acceptWith is Accept with options chosen by choose for each request.
+func (l *CMListener) acceptWith(ctx context.Context, choose func(*CMRequest) (CMOptions, error)) (*CMConn, error) {
 	for {
 		if l.d.closed.Load() {
 			return nil, ErrClosed
@@ -467,13 +527,16 @@ func (l *CMListener) acceptWith(ctx context.Context, o *CMOptions) (*CMConn, err
 			return nil, ErrClosed
 		case e = <-l.reqs:
 		}
-		c, err := l.accept(ctx, e, *o)
+		c, err := l.accept(ctx, e, choose)
 		var rej *RejectError
 		var ae *AcceptError
 		switch {
 		case err == nil:
 			l.ctr.accepted.Add(1)
 			return c, nil
+		case errors.As(err, &ae) && ae.declined:
+			l.ctr.declined.Add(1)
+			return nil, err
 		case errors.As(err, &ae):
 			l.ctr.failed.Add(1)
 			return nil, err
@@ -520,8 +583,8 @@ func (l *CMListener) unqueue(id cm.ID) bool {
 // next one.
 var errWithdrawn = errors.New("rxe: the connection request was withdrawn")
 
-// accept answers one REQ with the options o.
-func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMConn, error) {
+// accept answers one REQ with the options choose gives it.
+func (l *CMListener) accept(ctx context.Context, e cm.Event, choose func(*CMRequest) (CMOptions, error)) (*CMConn, error) {
 	d, req := l.d, e.REQ
 	g := d.gsiOf()
 	g.mu.Lock()
@@ -540,6 +603,24 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 		return nil, fmt.Errorf("%w: a REQ without RDMA CM's IP header: %w", errWithdrawn, err)
 	}
 	remote := netip.AddrPortFrom(e.Peer, ip.SrcPort)
+	o, err := choose(&CMRequest{Remote: remote, PrivateData: append([]byte(nil), req.PrivateData[packet.CMIPHeaderSize:]...),
+		ResponderResources: int(req.ResponderResources), InitiatorDepth: int(req.InitiatorDepth),
+		RetryCount: req.RetryCount, RNRRetryCount: req.RNRRetryCount})
+	if err != nil {
+		data, rerr := rejectData(err)
+		g.mu.Lock()
+		_ = g.agent.Reject(e.ID, packet.RejConsumerReject, data) // ErrUnknownID or ErrState: the peer withdrew it meanwhile, nothing to answer
+		g.step(time.Now())
+		g.unlock()
+		if rerr != nil {
+			err = rerr
+		}
+		return nil, &AcceptError{Remote: remote, Err: err, declined: true}
+	}
+	if err := o.acceptDefaults(d); err != nil {
+		reject(packet.RejConsumerReject)
+		return nil, &AcceptError{Remote: remote, Err: err}
+	}
 	qp, err := l.newQP(&o)
 	if err != nil {
 		reject(packet.RejNoResources)
@@ -621,6 +702,27 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, o CMOptions) (*CMCo
 	qp.cm.Store(c)
 	go c.watch()
 	return c, nil
+}
+
+// rejectData is the private data of the REJ for a choose function's error
+// err: a *RejectError's in its chain, or none. A *RejectError a REJ
+// cannot carry (longer private data, or a reason other than consumer
+// reject, the only one rdma_reject sends) gives none and the error
+// saying why.
+func rejectData(err error) ([]byte, error) {
+	var rej *RejectError
+	if !errors.As(err, &rej) {
+		return nil, nil
+	}
+	switch {
+	case len(rej.PrivateData) > packet.REJPrivateDataSize:
+		return nil, fmt.Errorf("%w: %d bytes of REJ private data (a REJ carries %d), the REJ went without: %w",
+			ErrInvalidArgument, len(rej.PrivateData), packet.REJPrivateDataSize, err)
+	case rej.Reason != 0 && rej.Reason != packet.RejConsumerReject:
+		return nil, fmt.Errorf("%w: REJ reason %v (a consumer's REJ is a consumer reject), the REJ went as consumer reject without private data: %w",
+			ErrInvalidArgument, rej.Reason, err)
+	}
+	return rej.PrivateData, nil
 }
 
 // passiveWait waits for the RTU of an accepted connection, ctx or the

@@ -25,7 +25,10 @@ var (
 
 // RejectError is the peer's refusal of a connection (a CM REJ): Reason
 // says why (packet.RejInvalidServiceID: nobody listens on that port;
-// packet.RejConsumerReject: the application refused).
+// packet.RejConsumerReject: the application refused), PrivateData is the
+// REJ's without its trailing zeros (the wire carries 148 bytes and no
+// length). A choose function of CMListener.AcceptFunc returns one to
+// refuse a request with private data in its REJ.
 type RejectError struct {
 	Reason      packet.REJReason
 	PrivateData []byte

@@ -1,6 +1,7 @@
 package rxe_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +169,7 @@ func ExampleCMListener_Accept() {
 	fmt.Printf("%+v\n", l.Counters())
 	// Output:
 	// accept loop ended: true
-	// {Accepted:2 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0}
+	// {Accepted:2 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0 Declined:0}
 }
 
 // A server gives each connection CQs of its own: AcceptWith creates that
@@ -224,4 +225,69 @@ func ExampleCMListener_AcceptWith() {
 	// Output:
 	// connection 0 received "hello 0" on its own CQ
 	// connection 1 received "hello 1" on its own CQ
+}
+
+// A server chooses each connection's options after seeing the request:
+// AcceptFunc shows it who asks (address and RDMA CM port), its private
+// data and its READ/atomic depths. Here a request whose private data
+// does not carry the right token is refused with a REJ carrying a reason
+// of the server's own, which the client gets as a *RejectError; the
+// server's accept loop counts it as declined and serves the next one.
+func ExampleCMListener_AcceptFunc() {
+	client, server, closeBoth := newCMHosts()
+	defer closeBoth()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	l, err := server.dev.ListenCM(7474, rxe.CMOptions{PD: server.pd, SendCQ: server.cq})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	choose := func(r *rxe.CMRequest) (rxe.CMOptions, error) {
+		if !bytes.HasPrefix(r.PrivateData, []byte("token=42")) {
+			return rxe.CMOptions{}, &rxe.RejectError{PrivateData: []byte("bad token")}
+		}
+		return rxe.CMOptions{PD: server.pd, SendCQ: server.cq}, nil
+	}
+	got := make(chan string, 1)
+	go func() {
+		for {
+			c, err := l.AcceptFunc(ctx, choose)
+			var ae *rxe.AcceptError
+			switch {
+			case errors.As(err, &ae):
+				continue // refused or failed; serve the next
+			case err != nil:
+				log.Fatal(err)
+			}
+			c.QP.PostRecv(rxe.RecvWR{SGList: []rxe.SGE{server.mr.SGE(0, 64)}})
+			wc := server.wait(ctx)
+			c.QP.Query() // orders this goroutine after the device's write into buf
+			got <- string(server.buf[:wc.ByteLen])
+			return
+		}
+	}()
+
+	for _, token := range []string{"token=7", "token=42"} {
+		c, err := rxe.Dial(ctx, client.dev, "127.0.0.2:7474",
+			rxe.CMOptions{PD: client.pd, SendCQ: client.cq, PrivateData: []byte(token)})
+		var rej *rxe.RejectError
+		if errors.As(err, &rej) {
+			fmt.Printf("%s: refused (%v): %q\n", token, rej.Reason, rej.PrivateData)
+			continue
+		} else if err != nil {
+			log.Fatal(err)
+		}
+		n := copy(client.buf, "hello")
+		c.QP.PostSend(rxe.SendWR{Opcode: rxe.WRSend, Flags: rxe.SendSignaled, SGList: []rxe.SGE{client.mr.SGE(0, n)}})
+		client.wait(ctx)
+		fmt.Printf("%s: the server received %q\n", token, <-got)
+		c.Close()
+	}
+	fmt.Printf("%+v\n", l.Counters())
+	// Output:
+	// token=7: refused (consumer reject): "bad token"
+	// token=42: the server received "hello"
+	// {Accepted:1 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0 Declined:1}
 }

@@ -1,0 +1,344 @@
+package rxe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAcceptFunc: AcceptFunc shows each request to its choose function
+// (the dialer's address and RDMA CM port, private data, READ/atomic
+// depths and retry counts) and answers it with what choose returns: the
+// options of the accepted QP, or a REJ (consumer reject, with a
+// *RejectError's private data) that reaches the dialer as its
+// *RejectError while AcceptFunc reports an *AcceptError wrapping choose's
+// error and the listener serves on.
+func TestAcceptFunc(t *testing.T) {
+	errNo := errors.New("not this one")
+	for _, tc := range []struct {
+		name string
+		// answer is choose's answer, given the server's end.
+		answer func(server *cmEnd) (CMOptions, error)
+		// rejected: the request is refused, the dialer's REJ carrying
+		// private data (its trailing zeros cut).
+		rejected bool
+		data     string
+		// wantErr: what AcceptFunc's *AcceptError wraps (nil: accepted).
+		wantErr  error
+		counters CMListenerCounters
+	}{
+		{
+			name: "accept",
+			answer: func(s *cmEnd) (CMOptions, error) {
+				return CMOptions{PD: s.pd, SendCQ: s.cq, PrivateData: []byte("chosen")}, nil
+			},
+			counters: CMListenerCounters{Accepted: 1},
+		},
+		{
+			name: "reject with private data",
+			answer: func(*cmEnd) (CMOptions, error) {
+				return CMOptions{}, fmt.Errorf("refused: %w", &RejectError{PrivateData: []byte("go away")})
+			},
+			rejected: true, data: "go away",
+			wantErr:  &RejectError{PrivateData: []byte("go away")},
+			counters: CMListenerCounters{Declined: 1},
+		},
+		{
+			name: "reject with the consumer reject reason given",
+			answer: func(*cmEnd) (CMOptions, error) {
+				return CMOptions{}, &RejectError{Reason: packet.RejConsumerReject, PrivateData: []byte("full")}
+			},
+			rejected: true, data: "full",
+			counters: CMListenerCounters{Declined: 1},
+		},
+		{
+			name:     "choose fails",
+			answer:   func(*cmEnd) (CMOptions, error) { return CMOptions{}, errNo },
+			rejected: true,
+			wantErr:  errNo,
+			counters: CMListenerCounters{Declined: 1},
+		},
+		{
+			name: "private data a REJ cannot carry",
+			answer: func(*cmEnd) (CMOptions, error) {
+				return CMOptions{}, &RejectError{PrivateData: make([]byte, packet.REJPrivateDataSize+1)}
+			},
+			rejected: true,
+			wantErr:  ErrInvalidArgument,
+			counters: CMListenerCounters{Declined: 1},
+		},
+		{
+			name: "a reason other than consumer reject",
+			answer: func(*cmEnd) (CMOptions, error) {
+				return CMOptions{}, &RejectError{Reason: packet.RejInvalidServiceID, PrivateData: []byte("x")}
+			},
+			rejected: true,
+			wantErr:  ErrInvalidArgument,
+			counters: CMListenerCounters{Declined: 1},
+		},
+		{
+			name:     "options the device does not take",
+			answer:   func(s *cmEnd) (CMOptions, error) { return CMOptions{SendCQ: s.cq}, nil }, // no PD
+			rejected: true,
+			wantErr:  ErrInvalidArgument,
+			counters: CMListenerCounters{Failed: 1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			da, db := cmDevices(t, "pipe")
+			client, server := newCMEnd(t, da), newCMEnd(t, db)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			l, err := db.ListenCM(7501, CMOptions{PD: server.pd, SendCQ: server.cq})
+			require.NoError(t, err)
+			defer l.Close()
+			var seen *CMRequest
+			acc := async(func() (*CMConn, error) {
+				return l.AcceptFunc(ctx, func(r *CMRequest) (CMOptions, error) {
+					seen = r
+					return tc.answer(server)
+				})
+			})
+			cc, derr := Dial(ctx, da, db.Addr().Addr().String()+":7501", CMOptions{PD: client.pd, SendCQ: client.cq,
+				PrivateData: []byte("asking"), ResponderResources: 3, InitiatorDepth: 5, RetryCnt: 6, RNRRetry: 4})
+			r := <-acc
+			require.NotNil(t, seen, "choose was called")
+			require.Equal(t, netip.AddrPortFrom(da.Addr().Addr(), seen.Remote.Port()), seen.Remote)
+			require.True(t, bytes.HasPrefix(seen.PrivateData, []byte("asking")))
+			require.Len(t, seen.PrivateData, packet.REQPrivateDataSize-packet.CMIPHeaderSize)
+			require.Equal(t, 3, seen.ResponderResources)
+			require.Equal(t, 5, seen.InitiatorDepth)
+			require.Equal(t, uint8(6), seen.RetryCount)
+			require.Equal(t, uint8(4), seen.RNRRetryCount)
+			if !tc.rejected {
+				require.NoError(t, derr)
+				require.NoError(t, r.err)
+				require.Equal(t, seen.Remote, r.c.RemoteAddr)
+				require.Equal(t, cc.LocalAddr, seen.Remote)
+				require.True(t, bytes.HasPrefix(cc.PrivateData, []byte("chosen")), "the chosen options' REP")
+				require.Equal(t, tc.counters, l.Counters())
+				return
+			}
+			var rej *RejectError
+			require.ErrorAs(t, derr, &rej)
+			require.Equal(t, packet.RejConsumerReject, rej.Reason)
+			require.Equal(t, tc.data, string(rej.PrivateData))
+			var ae *AcceptError
+			require.ErrorAs(t, r.err, &ae)
+			require.Equal(t, seen.Remote, ae.Remote)
+			if wantRej, ok := tc.wantErr.(*RejectError); ok {
+				var got *RejectError
+				require.ErrorAs(t, ae.Err, &got)
+				require.Equal(t, wantRej.PrivateData, got.PrivateData)
+			} else if tc.wantErr != nil {
+				require.ErrorIs(t, r.err, tc.wantErr)
+			}
+			require.Equal(t, tc.counters, l.Counters())
+
+			// The listener serves on: the next request is accepted.
+			acc = async(func() (*CMConn, error) {
+				return l.AcceptFunc(ctx, func(*CMRequest) (CMOptions, error) {
+					return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
+				})
+			})
+			_, err = Dial(ctx, da, db.Addr().Addr().String()+":7501", CMOptions{PD: client.pd, SendCQ: client.cq})
+			require.NoError(t, err)
+			require.NoError(t, (<-acc).err)
+		})
+	}
+}
+
+// TestAcceptFuncEnds: AcceptFunc waiting for a request returns ctx's
+// error once ctx ends and ErrClosed once the listener closes, without
+// calling choose; a ctx that ends while choose runs rejects the request
+// (consumer reject) instead of answering it with a REP; a listener closed
+// while choose runs still answers that request, and the next call
+// returns ErrClosed; a request queued when the listener closes gets a
+// REJ (invalid service ID) and is never shown to choose.
+func TestAcceptFuncEnds(t *testing.T) {
+	never := func(*CMRequest) (CMOptions, error) {
+		panic("choose called without a request")
+	}
+	t.Run("ctx ends while waiting", func(t *testing.T) {
+		_, db := cmDevices(t, "pipe")
+		server := newCMEnd(t, db)
+		l, err := db.ListenCM(7502, CMOptions{PD: server.pd, SendCQ: server.cq})
+		require.NoError(t, err)
+		defer l.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		res := async(func() (*CMConn, error) { return l.AcceptFunc(ctx, never) })
+		cancel()
+		select {
+		case r := <-res:
+			require.ErrorIs(t, r.err, context.Canceled)
+		case <-time.After(5 * time.Second):
+			t.Fatal("AcceptFunc still waits after its ctx ended")
+		}
+	})
+	t.Run("listener closes while waiting", func(t *testing.T) {
+		_, db := cmDevices(t, "pipe")
+		server := newCMEnd(t, db)
+		l, err := db.ListenCM(7503, CMOptions{PD: server.pd, SendCQ: server.cq})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		res := async(func() (*CMConn, error) { return l.AcceptFunc(ctx, never) })
+		require.NoError(t, l.Close())
+		r := <-res
+		require.ErrorIs(t, r.err, ErrClosed)
+	})
+	t.Run("ctx ends while choose runs", func(t *testing.T) {
+		da, db := cmDevices(t, "pipe")
+		client, server := newCMEnd(t, da), newCMEnd(t, db)
+		l, err := db.ListenCM(7504, CMOptions{PD: server.pd, SendCQ: server.cq})
+		require.NoError(t, err)
+		defer l.Close()
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		actx, acancel := context.WithCancel(dctx)
+		res := async(func() (*CMConn, error) {
+			return l.AcceptFunc(actx, func(*CMRequest) (CMOptions, error) {
+				acancel()
+				return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
+			})
+		})
+		_, err = Dial(dctx, da, db.Addr().Addr().String()+":7504", CMOptions{PD: client.pd, SendCQ: client.cq})
+		var rej *RejectError
+		require.ErrorAs(t, err, &rej)
+		require.Equal(t, packet.RejConsumerReject, rej.Reason)
+		require.ErrorIs(t, (<-res).err, context.Canceled)
+		require.Equal(t, CMListenerCounters{Abandoned: 1}, l.Counters())
+	})
+	t.Run("listener closes while choose runs", func(t *testing.T) {
+		da, db := cmDevices(t, "pipe")
+		client, server := newCMEnd(t, da), newCMEnd(t, db)
+		l, err := db.ListenCM(7505, CMOptions{PD: server.pd, SendCQ: server.cq})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var closeErr error
+		res := async(func() (*CMConn, error) {
+			return l.AcceptFunc(ctx, func(*CMRequest) (CMOptions, error) {
+				closeErr = l.Close()
+				return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
+			})
+		})
+		_, err = Dial(ctx, da, db.Addr().Addr().String()+":7505", CMOptions{PD: client.pd, SendCQ: client.cq})
+		require.NoError(t, err, "the request being answered is accepted")
+		require.NoError(t, (<-res).err)
+		require.NoError(t, closeErr)
+		_, err = l.AcceptFunc(ctx, never)
+		require.ErrorIs(t, err, ErrClosed)
+	})
+	t.Run("listener closes with a request queued", func(t *testing.T) {
+		da, db := cmDevices(t, "pipe")
+		client, server := newCMEnd(t, da), newCMEnd(t, db)
+		l, err := db.ListenCM(7506, CMOptions{PD: server.pd, SendCQ: server.cq})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		dial := async(func() (*CMConn, error) {
+			return Dial(ctx, da, db.Addr().Addr().String()+":7506", CMOptions{PD: client.pd, SendCQ: client.cq})
+		})
+		require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the request is queued")
+		require.NoError(t, l.Close())
+		var rej *RejectError
+		require.ErrorAs(t, (<-dial).err, &rej)
+		require.Equal(t, packet.RejInvalidServiceID, rej.Reason)
+		_, err = l.AcceptFunc(ctx, never)
+		require.ErrorIs(t, err, ErrClosed)
+	})
+	t.Run("no choose function", func(t *testing.T) {
+		_, db := cmDevices(t, "pipe")
+		server := newCMEnd(t, db)
+		l, err := db.ListenCM(7507, CMOptions{PD: server.pd, SendCQ: server.cq})
+		require.NoError(t, err)
+		defer l.Close()
+		_, err = l.AcceptFunc(context.Background(), nil)
+		require.ErrorIs(t, err, ErrInvalidArgument)
+	})
+}
+
+// TestAcceptFuncOptionsByPeer: one listener, two peers on addresses of
+// their own; choose gives selective repeat (and the peer's offer of it,
+// learned out of band) and its REP private data to the one that made the
+// offer, and plain options to the other, whose connection stays
+// go-back-N: a gorxe listener with PeerSelectiveRepeat in its options
+// for every request would have made both selective repeat, and the plain
+// peer would get hole reports it does not know.
+func TestAcceptFuncOptionsByPeer(t *testing.T) {
+	devs := make([]*Device, 3) // the server, the peer that offered selective repeat, another
+	for port := 25791; port < 25891; port++ {
+		var conns []netdev.Conn
+		for i := range devs {
+			c, err := netdev.ListenUDP(netip.AddrPortFrom(netip.MustParseAddr(fmt.Sprintf("127.0.14.%d", i+1)), uint16(port)), netdev.Options{BlockingWrite: true})
+			if err != nil {
+				break
+			}
+			conns = append(conns, c)
+		}
+		if len(conns) < len(devs) {
+			for _, c := range conns {
+				c.Close()
+			}
+			continue
+		}
+		for i, c := range conns {
+			d, err := Open(c, Options{Name: fmt.Sprintf("cm-%d", i), OwnConn: true})
+			require.NoError(t, err)
+			t.Cleanup(func() { d.Close() })
+			devs[i] = d
+		}
+		break
+	}
+	require.NotNil(t, devs[2], "no UDP port free on 127.0.14.1-3")
+	srv, offered, other := devs[0], devs[1], devs[2]
+	server := newCMEnd(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := srv.ListenCM(7508, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	defer l.Close()
+	choose := func(r *CMRequest) (CMOptions, error) {
+		o := CMOptions{PD: server.pd, SendCQ: server.cq, SelectiveRepeat: true, PrivateData: []byte("plain")}
+		if r.Remote.Addr() == offered.Addr().Addr() {
+			o.PeerSelectiveRepeat, o.PrivateData = true, []byte("selective")
+		}
+		return o, nil
+	}
+	for _, tc := range []struct {
+		dev   *Device
+		sr    bool // the connection's QPs use selective repeat
+		reply string
+	}{
+		{offered, true, "selective"},
+		{other, false, "plain"},
+		{offered, true, "selective"},
+	} {
+		end := newCMEnd(t, tc.dev)
+		acc := async(func() (*CMConn, error) { return l.AcceptFunc(ctx, choose) })
+		cc, err := Dial(ctx, tc.dev, srv.Addr().Addr().String()+":7508", CMOptions{PD: end.pd, SendCQ: end.cq,
+			SelectiveRepeat: tc.sr, PeerSelectiveRepeat: tc.sr})
+		require.NoError(t, err)
+		r := <-acc
+		require.NoError(t, r.err)
+		require.True(t, bytes.HasPrefix(cc.PrivateData, []byte(tc.reply)), "%s: %q", tc.dev.Addr(), cc.PrivateData[:12])
+		require.Equal(t, tc.sr, r.c.QP.Query().SelectiveRepeat, "the server's QP for %s", tc.dev.Addr())
+		require.Equal(t, tc.sr, cc.QP.Query().SelectiveRepeat, "the QP of %s", tc.dev.Addr())
+		// The connection carries data.
+		_, err = cc.QP.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: server.mr.Addr(), RKey: server.mr.RKey(),
+			SGList: []SGE{end.mr.SGE(0, 4096)}})
+		require.NoError(t, err)
+		require.Equal(t, WCSuccess, waitWC(t, end.cq).Status)
+		cc.Close()
+	}
+	require.Equal(t, uint64(3), l.Counters().Accepted)
+}
