@@ -342,3 +342,58 @@ func TestAcceptFuncOptionsByPeer(t *testing.T) {
 	}
 	require.Equal(t, uint64(3), l.Counters().Accepted)
 }
+
+// TestCMExplicitNoRdAtomic: with QPAttrMaxDestRdAtomic and
+// QPAttrMaxQPRdAtomic in CMOptions.Explicit, zero responder resources
+// and initiator depth are the values 0, as perftest's WRITE and SEND
+// tests connect: the REQ and the REP carry 0/0, both QPs have
+// max_rd_atomic and max_dest_rd_atomic 0, and WRITEs and SENDs run.
+// Without them the zeros are the default 16.
+func TestCMExplicitNoRdAtomic(t *testing.T) {
+	for _, explicit := range []bool{false, true} {
+		t.Run(fmt.Sprint("explicit=", explicit), func(t *testing.T) {
+			da, db := cmDevices(t, "pipe")
+			client, server := newCMEnd(t, da), newCMEnd(t, db)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var mask QPAttrMask
+			want := 16
+			if explicit {
+				mask, want = QPAttrMaxDestRdAtomic|QPAttrMaxQPRdAtomic, 0
+			}
+			var req *CMRequest
+			l, err := db.ListenCM(7510, CMOptions{PD: server.pd, SendCQ: server.cq})
+			require.NoError(t, err)
+			defer l.Close()
+			acc := async(func() (*CMConn, error) {
+				return l.AcceptFunc(ctx, func(r *CMRequest) (CMOptions, error) {
+					req = r
+					return CMOptions{PD: server.pd, SendCQ: server.cq, Explicit: mask}, nil
+				})
+			})
+			cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7510", CMOptions{PD: client.pd, SendCQ: client.cq, Explicit: mask})
+			require.NoError(t, err)
+			r := <-acc
+			require.NoError(t, r.err)
+			sc := r.c
+			require.Equal(t, want, req.ResponderResources, "the REQ's responder resources")
+			require.Equal(t, want, req.InitiatorDepth, "the REQ's initiator depth")
+			for _, a := range []QPAttr{cc.QP.Query(), sc.QP.Query()} {
+				require.Equal(t, want, a.MaxRdAtomic)
+				require.Equal(t, want, a.MaxDestRdAtomic)
+			}
+			_, err = sc.QP.PostRecv(RecvWR{ID: 3, SGList: []SGE{server.mr.SGE(0, 4096)}})
+			require.NoError(t, err)
+			_, err = cc.QP.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: server.mr.Addr() + 8192, RKey: server.mr.RKey(),
+				SGList: []SGE{client.mr.SGE(0, 4096)}})
+			require.NoError(t, err)
+			_, err = cc.QP.PostSend(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{client.mr.SGE(0, 2048)}})
+			require.NoError(t, err)
+			require.Equal(t, WCSuccess, waitWC(t, client.cq).Status)
+			require.Equal(t, WCSuccess, waitWC(t, client.cq).Status)
+			wc := waitWC(t, server.cq)
+			require.Equal(t, WCSuccess, wc.Status)
+			require.Equal(t, uint32(2048), wc.ByteLen)
+		})
+	}
+}

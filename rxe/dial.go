@@ -56,16 +56,22 @@ type CMOptions struct {
 	// the device's active MTU, as kernel ib_cm has the passive side do.
 	MTU MTU
 	// ResponderResources and InitiatorDepth bound outstanding READ and
-	// atomic requests (default 16 each, as perftest asks).
+	// atomic requests (default 16 each; Explicit makes 0 the value 0: the
+	// QP takes or issues none, as the rdma_conn_param of a librdmacm
+	// application that does no READs carries, perftest's WRITE and SEND
+	// tests' among them).
 	ResponderResources, InitiatorDepth int
 	Timeout                            uint8 // the QP's local ACK timeout exponent; default 14 (a Dial's REQ announces what kernel ib_cm would for it: 16 for 14, 17 for 0)
 	RetryCnt, RNRRetry                 uint8 // default 7, 7
-	// Explicit marks the fields among Timeout, RetryCnt and RNRRetry
-	// (QPAttrTimeout, QPAttrRetryCnt, QPAttrRNRRetry) whose zero is the
-	// value 0 rather than the default: a Timeout of 0 is no local ACK
-	// timeout (the requester never times out), a RetryCnt of 0 fails the
-	// QP at the first timeout, an RNRRetry of 0 at the first RNR NAK.
-	// The REQ carries them as given. Other bits are refused with
+	// Explicit marks the fields among Timeout, RetryCnt, RNRRetry,
+	// ResponderResources and InitiatorDepth (QPAttrTimeout,
+	// QPAttrRetryCnt, QPAttrRNRRetry, QPAttrMaxDestRdAtomic,
+	// QPAttrMaxQPRdAtomic) whose zero is the value 0 rather than the
+	// default: a Timeout of 0 is no local ACK timeout (the requester never
+	// times out), a RetryCnt of 0 fails the QP at the first timeout, an
+	// RNRRetry of 0 at the first RNR NAK, a ResponderResources or
+	// InitiatorDepth of 0 no READ or atomic in that direction. The REQ
+	// carries them as given. Other bits are refused with
 	// ErrInvalidArgument. A listener's QPs take the retry count and RNR
 	// retry count of each REQ, as the IBA's CM has the passive side do.
 	Explicit QPAttrMask
@@ -95,6 +101,9 @@ type CMOptions struct {
 	OOOLimit                             int
 }
 
+// cmExplicit are the bits CMOptions.Explicit may have.
+const cmExplicit = QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxDestRdAtomic | QPAttrMaxQPRdAtomic
+
 func (o *CMOptions) defaults(d *Device) error {
 	if o.PD == nil || o.SendCQ == nil {
 		return fmt.Errorf("%w: CMOptions needs a PD and a CQ", ErrInvalidArgument)
@@ -113,9 +122,9 @@ func (o *CMOptions) defaults(d *Device) error {
 	switch {
 	case o.Timeout > 31 || o.CMResponseTimeout > 31:
 		return fmt.Errorf("%w: CMOptions timeout %d, CM response timeout %d (at most 31)", ErrInvalidArgument, o.Timeout, o.CMResponseTimeout)
-	case o.Explicit&^(QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry) != 0:
-		return fmt.Errorf("%w: CMOptions.Explicit has %v (only TIMEOUT, RETRY_CNT and RNR_RETRY may be)",
-			ErrInvalidArgument, o.Explicit&^(QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry))
+	case o.Explicit&^cmExplicit != 0:
+		return fmt.Errorf("%w: CMOptions.Explicit has %v (only TIMEOUT, RETRY_CNT, RNR_RETRY, MAX_DEST_RD_ATOMIC and MAX_QP_RD_ATOMIC may be)",
+			ErrInvalidArgument, o.Explicit&^cmExplicit)
 	case o.RetryCnt > 7 || o.RNRRetry > 7:
 		return fmt.Errorf("%w: CMOptions retry count %d, RNR retry %d (at most 7)", ErrInvalidArgument, o.RetryCnt, o.RNRRetry)
 	case o.MaxCMRetries > 15:
@@ -157,10 +166,10 @@ func (o *CMOptions) defaults(d *Device) error {
 	o.Explicit.orDefault(QPAttrRNRRetry, &o.RNRRetry, 7)
 	setDefault(&o.CMResponseTimeout, 20)
 	setDefault(&o.MaxCMRetries, 15)
-	if o.ResponderResources == 0 {
+	if o.ResponderResources == 0 && o.Explicit&QPAttrMaxDestRdAtomic == 0 {
 		o.ResponderResources = 16
 	}
-	if o.InitiatorDepth == 0 {
+	if o.InitiatorDepth == 0 && o.Explicit&QPAttrMaxQPRdAtomic == 0 {
 		o.InitiatorDepth = 16
 	}
 	o.ResponderResources = min(o.ResponderResources, d.attr.MaxQPRdAtom, 255)
