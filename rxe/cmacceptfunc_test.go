@@ -91,6 +91,15 @@ func TestAcceptFunc(t *testing.T) {
 			wantErr:  ErrInvalidArgument,
 			counters: CMListenerCounters{Failed: 1},
 		},
+		{
+			name: "Prepare fails",
+			answer: func(s *cmEnd) (CMOptions, error) {
+				return CMOptions{PD: s.pd, SendCQ: s.cq, Prepare: func(*QP) error { return errNo }}, nil
+			},
+			rejected: true,
+			wantErr:  errNo,
+			counters: CMListenerCounters{Failed: 1},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			da, db := cmDevices(t, "pipe")
@@ -341,6 +350,61 @@ func TestAcceptFuncOptionsByPeer(t *testing.T) {
 		cc.Close()
 	}
 	require.Equal(t, uint64(3), l.Counters().Accepted)
+}
+
+// TestCMPrepare: CMOptions.Prepare runs on the QP in INIT before the REQ
+// or the REP goes out, so the receives it posts are there for the peer's
+// first SEND, sent the moment Dial returns (before the RTU may have
+// reached the accepting side): the SEND meets no RNR NAK, and a SEND from
+// the accepting side as soon as its Accept returns finds the dialer's
+// receive too. A Prepare error ends a Dial before any REQ goes out.
+func TestCMPrepare(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prepare := func(e *cmEnd, id uint64) func(*QP) error {
+		return func(qp *QP) error {
+			if s := qp.State(); s != QPSInit {
+				return fmt.Errorf("Prepare called in %v", s)
+			}
+			_, err := qp.PostRecv(RecvWR{ID: id, SGList: []SGE{e.mr.SGE(8192, 64)}})
+			return err
+		}
+	}
+	l, err := db.ListenCM(7509, CMOptions{PD: server.pd, SendCQ: server.cq, Prepare: prepare(server, 10)})
+	require.NoError(t, err)
+	defer l.Close()
+	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
+	cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7509", CMOptions{PD: client.pd, SendCQ: client.cq, Prepare: prepare(client, 20)})
+	require.NoError(t, err)
+	_, err = cc.QP.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{client.mr.SGE(0, 8)}})
+	require.NoError(t, err)
+	r := <-acc
+	require.NoError(t, r.err)
+	sc := r.c
+	_, err = sc.QP.PostSend(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{server.mr.SGE(0, 8)}})
+	require.NoError(t, err)
+	ids := map[uint64]WCStatus{}
+	for range 2 {
+		wc := waitWC(t, client.cq)
+		ids[wc.ID] = wc.Status
+	}
+	for range 2 {
+		wc := waitWC(t, server.cq)
+		ids[wc.ID] = wc.Status
+	}
+	require.Equal(t, map[uint64]WCStatus{1: WCSuccess, 2: WCSuccess, 10: WCSuccess, 20: WCSuccess}, ids)
+	require.Zero(t, cc.QP.Counters().Requester.RcvdRNRErr, "the client's SEND met no RNR NAK")
+	require.Zero(t, sc.QP.Counters().Requester.RcvdRNRErr, "the server's SEND met no RNR NAK")
+
+	// A Prepare error: no REQ.
+	sent := da.GSICounters().SentMADs
+	errNo := errors.New("no receives")
+	_, err = Dial(ctx, da, db.Addr().Addr().String()+":7509", CMOptions{PD: client.pd, SendCQ: client.cq,
+		Prepare: func(*QP) error { return errNo }})
+	require.ErrorIs(t, err, errNo)
+	require.Equal(t, sent, da.GSICounters().SentMADs, "no REQ went out")
 }
 
 // TestCMExplicitNoRdAtomic: with QPAttrMaxDestRdAtomic and

@@ -46,6 +46,12 @@ func Dial(ctx context.Context, d *Device, addr string, opts CMOptions) (*CMConn,
 	if err != nil {
 		return nil, err
 	}
+	if opts.Prepare != nil {
+		if err := opts.Prepare(qp); err != nil {
+			qp.Destroy()
+			return nil, err
+		}
+	}
 	c, err := dialQP(ctx, d, qp, to, &opts)
 	if err != nil {
 		qp.Destroy()
@@ -292,15 +298,16 @@ type CMListenerCounters struct {
 
 // AcceptError is Accept's report of a connection request that this side
 // could not set up or refused: its QP could not be created (a CMOptions
-// resource exhausted, ErrNoResources) or moved to RTR and RTS, or AcceptFunc's choose function refused it or
+// resource exhausted, ErrNoResources), prepared (CMOptions.Prepare) or
+// moved to RTR and RTS, or AcceptFunc's choose function refused it or
 // chose options the device does not take. The request was rejected (no
 // resources, or consumer reject) and the listener still serves: call
 // Accept again. Err says what failed.
 type AcceptError struct {
 	// Remote is the requester's address and RDMA CM port.
 	Remote netip.AddrPort
-	// Err is what failed: CreateQP's or Modify's error, or the choose
-	// function's.
+	// Err is what failed: CreateQP's, Prepare's or Modify's error, or
+	// the choose function's.
 	Err error
 	// declined: the choose function refused the request (counted as
 	// declined, not failed).
@@ -628,6 +635,16 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, choose func(*CMRequ
 			return nil, ErrClosed // the device closed under the setup: no request will come, as Dial says
 		}
 		return nil, &AcceptError{Remote: remote, Err: err}
+	}
+	if o.Prepare != nil {
+		if err := o.Prepare(qp); err != nil {
+			reject(packet.RejConsumerReject)
+			qp.Destroy()
+			if d.closed.Load() {
+				return nil, ErrClosed
+			}
+			return nil, &AcceptError{Remote: remote, Err: err}
+		}
 	}
 	// The REQ's path MTU, as kernel ib_cm gives the passive QP
 	// (cm_init_qp_rtr_attr), bounded only by what the device's QPs take:

@@ -99,6 +99,18 @@ type CMOptions struct {
 	// exchange the connection is go-back-N, as with any RoCE peer.
 	SelectiveRepeat, PeerSelectiveRepeat bool
 	OOOLimit                             int
+	// Prepare, when set, is called with the connection's QP once it is
+	// created and in INIT, before the REQ (Dial) or the REP (an accept)
+	// goes out: the place to post the receives for the peer's first
+	// SENDs, which can come as soon as the peer's QP is in RTS (an
+	// accepting peer's before our RTU reaches it), as a librdmacm
+	// application posts them between rdma_create_qp and rdma_connect or
+	// rdma_accept. It must leave the QP's state alone. Its error ends the
+	// setup and the QP is destroyed (its receives with it, completing
+	// nothing): Dial returns the error before any REQ goes out; an accept
+	// rejects the request (consumer reject) and returns the error in an
+	// *AcceptError.
+	Prepare func(*QP) error
 }
 
 // cmExplicit are the bits CMOptions.Explicit may have.

@@ -232,7 +232,9 @@ func ExampleCMListener_AcceptWith() {
 // data and its READ/atomic depths. Here a request whose private data
 // does not carry the right token is refused with a REJ carrying a reason
 // of the server's own, which the client gets as a *RejectError; the
-// server's accept loop counts it as declined and serves the next one.
+// server's accept loop counts it as declined and serves the next one,
+// and the Prepare of the options it chooses posts a receive before the
+// REP goes out, ready for the client's first SEND.
 func ExampleCMListener_AcceptFunc() {
 	client, server, closeBoth := newCMHosts()
 	defer closeBoth()
@@ -248,7 +250,10 @@ func ExampleCMListener_AcceptFunc() {
 		if !bytes.HasPrefix(r.PrivateData, []byte("token=42")) {
 			return rxe.CMOptions{}, &rxe.RejectError{PrivateData: []byte("bad token")}
 		}
-		return rxe.CMOptions{PD: server.pd, SendCQ: server.cq}, nil
+		return rxe.CMOptions{PD: server.pd, SendCQ: server.cq, Prepare: func(qp *rxe.QP) error {
+			_, err := qp.PostRecv(rxe.RecvWR{SGList: []rxe.SGE{server.mr.SGE(0, 64)}})
+			return err
+		}}, nil
 	}
 	got := make(chan string, 1)
 	go func() {
@@ -261,7 +266,6 @@ func ExampleCMListener_AcceptFunc() {
 			case err != nil:
 				log.Fatal(err)
 			}
-			c.QP.PostRecv(rxe.RecvWR{SGList: []rxe.SGE{server.mr.SGE(0, 64)}})
 			wc := server.wait(ctx)
 			c.QP.Query() // orders this goroutine after the device's write into buf
 			got <- string(server.buf[:wc.ByteLen])
