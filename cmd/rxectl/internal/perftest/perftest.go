@@ -206,6 +206,10 @@ type hooks struct {
 	setupTimeout time.Duration
 	// silence, when set, replaces stallTimeout as silentPipe's bound.
 	silence time.Duration
+	// cmExchangeUp, when set, is called on an -R end with the exchange's
+	// rdma_cm connection once it is up, before the end sends or receives
+	// on it.
+	cmExchangeUp func(*rxe.CMConn)
 }
 
 // defSetupTimeout bounds the first exchanges of a TCP session (versions,

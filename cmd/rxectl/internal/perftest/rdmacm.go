@@ -183,13 +183,14 @@ func cmLocalAddr(ctx context.Context, o *options, client bool) (netip.Addr, erro
 }
 
 // connectComm makes the exchange's rdma_cm connection: its own PD, buffer
-// and CQs, then Dial (client) or ListenCM and Accept (server), and the
-// receives. perftest's server posts its receive before rdma_accept; Accept
-// creates the QP and answers at once, so a client message that comes
-// before the receives meets an RNR NAK and is sent again 0.64 ms later
-// (RNR retry 7 retries for ever). A shared receive queue would avoid
-// that but shows in the REQ and REP (their SRQ bit), which perftest's
-// have clear.
+// and CQs, then Dial (client) or ListenCM and Accept (server). The
+// receives are posted on the QP before the REQ or the REP goes out
+// (CMOptions.Prepare), as perftest's rdma_client_connect and
+// rdma_server_connect post theirs before rdma_connect and rdma_accept:
+// the client sends the exchange's first message as soon as its Dial
+// returns, which can be before the server's Accept has returned (its
+// RTU still on the way), and that SEND then finds a receive, not an RNR
+// NAK.
 func (s *session) connectComm(ctx context.Context) error {
 	pd, err := s.dev.AllocPD()
 	if err != nil {
@@ -208,7 +209,15 @@ func (s *session) connectComm(ctx context.Context) error {
 	}
 	opts := rxe.CMOptions{PD: pd, SendCQ: p.scq, RecvCQ: p.rcq, Access: rxe.AccessLocalWrite,
 		Cap: rxe.QPCap{MaxSendWR: 4, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}, Timeout: uint8(s.o.timeout), RetryCnt: uint8(s.o.retryCount),
-		Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt, MTU: s.dev.ActiveMTU()}
+		Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt, MTU: s.dev.ActiveMTU(),
+		Prepare: func(qp *rxe.QP) error {
+			for i := 1; i <= cmRecvs; i++ {
+				if err := p.postOn(qp, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
 	var c *rxe.CMConn
 	if s.client {
 		c, err = s.cm.dial(ctx, s.dev, opts)
@@ -232,13 +241,11 @@ func (s *session) connectComm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.o.hooks.cmExchangeUp != nil {
+		s.o.hooks.cmExchangeUp(c)
+	}
 	p.conn = c
 	p.stop = ctx
-	for i := 1; i <= cmRecvs; i++ {
-		if err := p.post(i); err != nil {
-			return err
-		}
-	}
 	s.cm.pipe = p
 	s.oob = oob.NewCMConn(p, s.client, s.o.gidIndex)
 	return nil
@@ -424,9 +431,12 @@ func (p *cmPipe) watch(ctx context.Context) (spoke context.Context, stop func())
 	}
 }
 
-// post posts the receive of slot i.
-func (p *cmPipe) post(i int) error {
-	_, err := p.conn.QP.PostRecv(rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{p.mr.SGE(i*cmSlot, cmSlot)}})
+// post posts the receive of slot i on the connection's QP.
+func (p *cmPipe) post(i int) error { return p.postOn(p.conn.QP, i) }
+
+// postOn posts the receive of slot i on qp.
+func (p *cmPipe) postOn(qp *rxe.QP, i int) error {
+	_, err := qp.PostRecv(rxe.RecvWR{ID: uint64(i), SGList: []rxe.SGE{p.mr.SGE(i*cmSlot, cmSlot)}})
 	return err
 }
 

@@ -61,11 +61,21 @@ func TestRDMACMLoopback(t *testing.T) {
 // 127.0.0.1 and 127.0.0.2) and returns both outputs.
 func runCMEnds(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []string) (srvOut, cliOut string, srvErr, cliErr error) {
 	t.Helper()
+	return runCMEndsWith(t, srvCmd, cliCmd, srvArgs, cliArgs, nil)
+}
+
+// runCMEndsWith is runCMEnds with the parsed options of both ends
+// changed by set first (tests' hooks).
+func runCMEndsWith(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []string, set func(so, co *options)) (srvOut, cliOut string, srvErr, cliErr error) {
+	t.Helper()
 	pt, ct := findTest(t, srvCmd), findTest(t, cliCmd)
 	so, err := parsePerftest(pt, srvArgs)
 	require.NoError(t, err)
 	co, err := parsePerftest(ct, cliArgs)
 	require.NoError(t, err)
+	if set != nil {
+		set(so, co)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var sb, cb bytes.Buffer
