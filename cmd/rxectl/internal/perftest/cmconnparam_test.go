@@ -3,11 +3,13 @@ package perftest
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -64,4 +66,53 @@ func capturedRNRNAKs(t *testing.T, file string) int {
 		}
 	}
 	return n
+}
+
+// TestRDMACMConnParamDepths: the responder resources and initiator depth
+// of -R's REQs and REPs are perftest's rdma_conn_param: 0/0 on the
+// exchange's connection (perftest's comm context is a SEND test with no
+// outstanding reads) and on the test QPs' of WRITE and SEND tests;
+// out_reads both ways on the test QPs' of READ and atomic tests, the
+// server answering the smaller of its own and the REQ's
+// (rdma_cm_connection_request_handler). The 0/0 connections run: the
+// test completes, its QPs having max_rd_atomic and max_dest_rd_atomic 0.
+func TestRDMACMConnParamDepths(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cmd   string
+		extra []string
+		depth uint8 // the test QP's REQ and REP, both fields
+	}{
+		{"write-bw", nil, 0},
+		{"send-bw", nil, 0},
+		{"write-lat", nil, 0},
+		{"send-lat", nil, 0},
+		{"read-bw", []string{"-o", "4"}, 4},
+		{"read-lat", nil, 128}, // the device's max_qp_rd_atom
+		{"atomic-bw", []string{"-o", "2"}, 2},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "cm.pcap")
+			args := append([]string{tc.cmd, "-R", "--loopback", "--udp-port", "0", "-n", "20", "--pcap", file}, tc.extra...)
+			out, errs, code := runCmd(t, args...)
+			require.Equal(t, cli.ExitOK, code, errs)
+			require.Regexp(t, regexp.MustCompile(`(?m)^ \d+\s+20\s+\d`), out)
+			var reqs, reps [][2]uint8
+			for _, m := range capturedCMMADs(t, file) {
+				switch m.attr {
+				case packet.AttrREQ:
+					var req packet.REQ
+					require.NoError(t, req.Decode(m.msg))
+					reqs = append(reqs, [2]uint8{req.ResponderResources, req.InitiatorDepth})
+				case packet.AttrREP:
+					var rep packet.REP
+					require.NoError(t, rep.Decode(m.msg))
+					reps = append(reps, [2]uint8{rep.ResponderResources, rep.InitiatorDepth})
+				}
+			}
+			want := [][2]uint8{{0, 0}, {tc.depth, tc.depth}} // the exchange's, the test QP's
+			require.Equal(t, want, reqs, "the REQs' responder resources and initiator depth")
+			require.Equal(t, want, reps, "the REPs' responder resources and initiator depth")
+		})
+	}
 }

@@ -209,7 +209,10 @@ func (s *session) connectComm(ctx context.Context) error {
 	}
 	opts := rxe.CMOptions{PD: pd, SendCQ: p.scq, RecvCQ: p.rcq, Access: rxe.AccessLocalWrite,
 		Cap: rxe.QPCap{MaxSendWR: 4, MaxRecvWR: cmRecvs, MaxSendSGE: 1, MaxRecvSGE: 1}, Timeout: uint8(s.o.timeout), RetryCnt: uint8(s.o.retryCount),
-		Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt, MTU: s.dev.ActiveMTU(),
+		// No READ or atomic either way, as perftest's comm context (a SEND
+		// test whose out_reads is 0) connects (rdma_client_connect,
+		// rdma_server_connect).
+		Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrMaxDestRdAtomic | rxe.QPAttrMaxQPRdAtomic, MTU: s.dev.ActiveMTU(),
 		Prepare: func(qp *rxe.QP) error {
 			for i := 1; i <= cmRecvs; i++ {
 				if err := p.postOn(qp, i); err != nil {
@@ -305,13 +308,22 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 // QPs' RNR retry count is --retry_count, in the REQ and the REP, as
 // perftest's conn_param.rnr_retry_count for them (rdma_cm_route_handler,
 // rdma_cm_connection_request_handler); the exchange's connection keeps 7.
+// Their responder resources and initiator depth are perftest's too: the
+// outstanding reads both ways for READ and atomic tests (the server
+// answering the smaller of its own and the REQ's), 0 for WRITE and SEND
+// tests, whose QPs then have max_rd_atomic and max_dest_rd_atomic 0.
 func (s *session) connectCMQPs() error {
 	o := s.o
 	access := s.remoteAccess()
+	depth := 0
+	if s.t.verb == verbRead || s.t.verb == verbAtomic {
+		depth = s.outReads
+	}
 	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq, Access: access, MTU: s.mtu,
 		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: s.qpRecvWR(), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
-		ResponderResources: s.outReads, InitiatorDepth: s.outReads, Timeout: uint8(o.timeout), RetryCnt: uint8(o.retryCount),
-		RNRRetry: uint8(o.retryCount), Explicit: rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry,
+		ResponderResources: depth, InitiatorDepth: depth, Timeout: uint8(o.timeout), RetryCnt: uint8(o.retryCount),
+		RNRRetry:       uint8(o.retryCount),
+		Explicit:       rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxDestRdAtomic | rxe.QPAttrMaxQPRdAtomic,
 		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
 		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}
 	var ln *rxe.CMListener
