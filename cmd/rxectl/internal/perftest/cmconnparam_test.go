@@ -2,14 +2,18 @@ package perftest
 
 import (
 	"context"
+	"net/netip"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/internal/syncbuf"
+	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -114,5 +118,72 @@ func TestRDMACMConnParamDepths(t *testing.T) {
 			require.Equal(t, want, reqs, "the REQs' responder resources and initiator depth")
 			require.Equal(t, want, reps, "the REPs' responder resources and initiator depth")
 		})
+	}
+}
+
+// TestRDMACMServerRefusesStranger: a third host whose rdma_cm request
+// reaches an -R server while it listens for its client's test QPs (the
+// window between its listen and its accepts) is refused (a REJ, consumer
+// reject), not accepted with the options the server learned from its
+// client (selective repeat, which a kernel-rxe or librdmacm peer does not
+// know, and its receive buffer) nor in place of one of the client's test
+// QPs; the test between the server and its client runs as without it.
+// The server here waits, before telling its client that it listens,
+// until the stranger's REQ has reached it, so that request comes first.
+func TestRDMACMServerRefusesStranger(t *testing.T) {
+	port := sharedUDPPort(t)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	conn, err := netdev.ListenUDP(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.3"), uint16(p)), netdev.Options{})
+	require.NoError(t, err)
+	stranger, err := rxe.Open(conn, rxe.Options{Name: "stranger", OwnConn: true})
+	require.NoError(t, err)
+	defer stranger.Close()
+	pd, err := stranger.AllocPD()
+	require.NoError(t, err)
+	cq, err := stranger.CreateCQ(16, -1)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type dialed struct {
+		c   *rxe.CMConn
+		err error
+	}
+	res := make(chan dialed, 1)
+	var notes syncbuf.Buffer
+	common := []string{"-R", "--udp-port", port, "-n", "20", "-s", "64"}
+	srvOut, cliOut, serr, cerr := runCMEndsWith(t, "write-bw", "write-bw",
+		append([]string{"--bind", "127.0.0.1"}, common...),
+		append([]string{"127.0.0.1", "--bind", "127.0.0.2"}, common...),
+		func(so, _ *options) {
+			so.stderr = &notes
+			so.hooks.cmListening = func(d *rxe.Device) {
+				before := d.GSICounters().RcvdMADs
+				go func() {
+					c, err := rxe.Dial(ctx, stranger, "127.0.0.1:18515", rxe.CMOptions{PD: pd, SendCQ: cq})
+					res <- dialed{c, err}
+				}()
+				for ctx.Err() == nil && d.GSICounters().RcvdMADs == before {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	require.NoError(t, cerr, cliOut)
+	require.NoError(t, serr, srvOut)
+	var r dialed
+	select {
+	case r = <-res:
+	case <-ctx.Done():
+		t.Fatal("the stranger's Dial got no answer")
+	}
+	if r.c != nil {
+		t.Fatalf("the stranger was accepted (selective repeat %v)", r.c.QP.Query().SelectiveRepeat)
+	}
+	var rej *rxe.RejectError
+	require.ErrorAs(t, r.err, &rej)
+	require.Equal(t, packet.RejConsumerReject, rej.Reason)
+	require.Contains(t, notes.String(), " Refused an rdma_cm connection request from 127.0.0.3:")
+	for _, out := range []string{srvOut, cliOut} {
+		require.Regexp(t, regexp.MustCompile(`(?m)^ 64\s+20\s+\d`), out)
 	}
 }

@@ -210,6 +210,10 @@ type hooks struct {
 	// rdma_cm connection once it is up, before the end sends or receives
 	// on it.
 	cmExchangeUp func(*rxe.CMConn)
+	// cmListening, when set, is called on an -R server with its device
+	// once it listens for the test QPs' connections, before it tells its
+	// client so.
+	cmListening func(*rxe.Device)
 }
 
 // defSetupTimeout bounds the first exchanges of a TCP session (versions,

@@ -312,6 +312,11 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 // outstanding reads both ways for READ and atomic tests (the server
 // answering the smaller of its own and the REQ's), 0 for WRITE and SEND
 // tests, whose QPs then have max_rd_atomic and max_dest_rd_atomic 0.
+//
+// The server accepts the test QPs' connections of its client only: the
+// peer's offers it learned in this exchange (selective repeat, its
+// receive buffer) are that client's, and a request from another host in
+// the window between its listen and its accepts is refused (cmAccept).
 func (s *session) connectCMQPs() error {
 	o := s.o
 	access := s.remoteAccess()
@@ -328,11 +333,18 @@ func (s *session) connectCMQPs() error {
 		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}
 	var ln *rxe.CMListener
 	if !s.client {
+		// Listening without the client's offers: they go to its
+		// requests only (cmAccept).
+		plain := opts
+		plain.PeerSelectiveRepeat, plain.PeerRecvBuffer, plain.PeerRecvSockets = false, 0, 0
 		var err error
-		if ln, err = s.cm.listen(s.dev, opts); err != nil {
+		if ln, err = s.cm.listen(s.dev, plain); err != nil {
 			return err
 		}
 		defer ln.Close()
+		if s.o.hooks.cmListening != nil {
+			s.o.hooks.cmListening(s.dev)
+		}
 	}
 	s.my = make([]oob.KeyMsg, 1) // zero, as perftest's my_dest is until the QPs exist
 	if err := s.hs("synchronising before the rdma_cm connections"); err != nil {
@@ -345,7 +357,7 @@ func (s *session) connectCMQPs() error {
 		if s.client {
 			c, err = s.cm.dial(s.cm.stop, s.dev, opts)
 		} else {
-			c, err = ln.AcceptWith(s.cm.stop, opts)
+			c, err = s.cm.accept(ln, opts, s.errw)
 		}
 		if err != nil {
 			return fmt.Errorf("rdma_cm connection of test QP %d: %w", len(s.cm.conns), err)
@@ -365,6 +377,39 @@ func (s *session) connectCMQPs() error {
 	s.rem = make([]oob.KeyMsg, o.qps)
 	s.startCounters()
 	return nil
+}
+
+// errStranger is the server's refusal of a test QP's rdma_cm request from
+// another host than its client's.
+var errStranger = errors.New("not from this test's client")
+
+// accept accepts the next test QP connection of the client, the peer of
+// the exchange's connection, with opts (the options learned from it
+// included). A request from another address is refused (a REJ, consumer
+// reject) and noted on w, and the wait goes on. perftest's -R server
+// accepts the first -q requests whoever sends them
+// (rdma_cm_connection_request_handler counts them and nothing else); a
+// stranger's would take the place of one of the client's QPs, whose own
+// request would then be turned away when the listener closes, and would
+// get options learned from another peer. The client is known by its IP
+// address, its RDMA device's, which each of its connections comes from
+// (its RDMA CM source port differs from one connection to the next).
+func (st *cmState) accept(ln *rxe.CMListener, opts rxe.CMOptions, w io.Writer) (*rxe.CMConn, error) {
+	client := st.pipe.conn.RemoteAddr.Addr()
+	for {
+		c, err := ln.AcceptFunc(st.stop, func(r *rxe.CMRequest) (rxe.CMOptions, error) {
+			if r.Remote.Addr() != client {
+				return rxe.CMOptions{}, errStranger
+			}
+			return opts, nil
+		})
+		var ae *rxe.AcceptError
+		if errors.As(err, &ae) && errors.Is(err, errStranger) {
+			fmt.Fprintf(w, " Refused an rdma_cm connection request from %v: the test QPs are %v's, the client of this test\n", ae.Remote, client)
+			continue
+		}
+		return c, err
+	}
 }
 
 // connectCM stands for ctx_connect under -R, which perftest skips: the
