@@ -103,7 +103,7 @@ const cqSlack = 16
 // (--use-srq): a WQE of the SRQ goes to whichever QP a message comes to,
 // so QPs on two completion vectors, handled by two goroutines at once,
 // would write the same receive buffers at once. Otherwise each QP gets
-// its own, with -R too (connectCMQPs hands them to Dial and AcceptWith):
+// its own, with -R too (connectCMQPs hands them to Dial and AcceptFunc):
 // the receive CQ on the least-used completion vector and the send CQ (the
 // same CQ unless in a SEND test) on that vector too. With -X every CQ is
 // on the vector it names, as perftest creates all its CQs on -X's.

@@ -116,7 +116,7 @@ func TestMultiQPVectors(t *testing.T) {
 		{"write-bw", 3, []string{"-e"}},
 		{"send-bw", 2, []string{"-b"}},
 		{"send-bw", 2, []string{"-b", "-e"}},
-		// -R: rdma_cm connects the QPs on the same CQs (AcceptWith).
+		// -R: rdma_cm connects the QPs on the same CQs (AcceptFunc).
 		{"write-bw", 2, []string{"-R"}},
 		{"send-bw", 3, []string{"-R"}},
 		{"read-bw", 2, []string{"-R", "-e"}},
