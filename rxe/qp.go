@@ -511,7 +511,7 @@ func (qp *QP) enterError() {
 	if qp.srq != nil {
 		qp.dev.raise(AsyncEvent{Type: EventQPLastWQEReached, QP: qp})
 	}
-	qp.timerAt = time.Time{} // held datagrams (a NAK) still go
+	qp.timerAt = time.Time{} // held ACK and NAK packets still go (heldAcksOnly)
 }
 
 // stopTimers forgets the requester's deadline and the held datagrams and

@@ -250,9 +250,21 @@ const timeoutReadWait = 100 * time.Microsecond
 // the back-off ends it files the QP's wake-up and reports not done (the
 // QP builds nothing new: its held datagrams go first); after it, it puts
 // them into msgs[k:] and reports done once all are out, else queues the
-// QP again for the rest.
+// QP again for the rest. An RC QP in ERR, or one whose engine failed,
+// first forgets every held datagram but its ACK and NAK packets
+// (heldAcksOnly): it sends no request and no READ response or atomic
+// acknowledge once its requester is flushed, and it reports done at once
+// if nothing is left.
 func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int) (int, bool) {
 	l := &qp.localDrop
+	acksOnly := qp.heldAcksOnly()
+	if acksOnly {
+		l.keepAcks()
+		if !l.holding() {
+			l.drop()
+			return k, true
+		}
+	}
 	if now.Before(l.until) {
 		qp.armTimers()
 		return k, false
@@ -267,7 +279,7 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 		l.head++
 		k++
 	}
-	if qp.req != nil {
+	if qp.req != nil && !acksOnly {
 		qp.req.DeferRecovery(now) // the held requests leave only now
 	}
 	if l.holding() {
@@ -286,7 +298,10 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 // moved by swapping Message values, so every slot of the vector's batch
 // keeps a buffer. A QP destroyed, reset, closed, or a UC or UD QP in ERR
 // (which sends nothing more: flushUnreliable) keeps none, and its send
-// engine learns that they will not leave. Datagrams an earlier incarnation
+// engine learns that they will not leave. An RC QP in ERR, or one whose
+// engine failed, keeps only its ACK and NAK packets, those it holds
+// already included (heldAcksOnly); its requester is flushed and waits for
+// none of the others. Datagrams an earlier incarnation
 // of the QP built (gens: it was reset since) are not kept either, and its
 // current send engine does not learn of them: a reset drops everything
 // the QP had queued, as rxe_qp_reset empties its send queue, and the
@@ -300,14 +315,18 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP, gens []uint32) ([]ne
 	delay := l.backoff.OnDrop(now)
 	l.delay = delay
 	l.compact()
-	start, older := l.head, l.n-l.head // held datagrams not yet sent again: they go after these
 	keep := !qp.dead() && qp.state != QPSReset && !(qp.unreliable() && qp.state == QPSErr)
-	w, mine := 0, 0 // mine: the datagrams of the QP's current incarnation taken
+	acksOnly := keep && qp.heldAcksOnly()
+	if acksOnly {
+		l.keepAcks()
+	}
+	start, older := l.head, l.n-l.head // held datagrams not yet sent again: they go after these
+	w, mine := 0, 0                    // mine: the datagrams of the QP's current incarnation taken
 	for i := range msgs {
 		if owners[i] == qp {
 			if gens[i] == qp.gen {
 				mine++
-				if keep {
+				if keep && (!acksOnly || isAck(&msgs[i])) {
 					l.push(&msgs[i])
 				}
 			}
@@ -332,6 +351,60 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP, gens []uint32) ([]ne
 	return msgs[:w], owners[:w], gens[:w]
 }
 
+// heldAcksOnly reports whether the QP, an RC QP in ERR or one whose
+// engine failed (whose requester afterEngines has flushed while the NAK
+// of a responder error waits to be taken), may send of the datagrams it
+// holds after local drops only its ACK and NAK packets (caller holds mu).
+//
+// Kernel rxe sends nothing for a QP in ERR: its requester only flushes
+// WQEs there (rxe_requester), and a request whose transmission failed is
+// built again from its WQE, which never happens in ERR; its responder
+// drops the requests queued and flushes the receive queue (get_req,
+// check_resource) and builds no response. So a held request, which the
+// peer would execute while its work request here completed with
+// WR_FLUSH_ERR, is dropped, and so are READ responses and atomic
+// acknowledges: the peer's READ or atomic then ends as it would against
+// rxe, after its retries. ACK and NAK packets built before the error are
+// kept: rxe_resp.c sends the NAK of a fatal responder error before it
+// moves its QP to ERR (do_class_ac_error marks the error, acknowledge
+// sends the NAK, the error state follows), and afterEngines keeps the QP
+// out of ERR until that NAK is taken, so the peer learns why the QP
+// stopped (its work request completes with the NAK's status, not after
+// its retries); an ACK likewise reports requests the responder completed
+// before the error. Where rxe's own host refused such a packet it would be
+// lost; gorxe's local-drop back-off only delays it.
+func (qp *QP) heldAcksOnly() bool {
+	if qp.typ != QPTypeRC {
+		return false
+	}
+	if qp.state == QPSErr {
+		return true
+	}
+	_, _, failed := qp.failed()
+	return failed
+}
+
+// isAck reports whether m, an RC datagram the QP built (its UDP payload,
+// which starts with the BTH), is an ACK or NAK (the opcode ACKNOWLEDGE),
+// not a request, a READ response or an atomic acknowledge.
+func isAck(m *netdev.Message) bool {
+	return m.N >= packet.BTHSize && packet.BTH(m.Buf[:m.N]).Opcode() == packet.RCAcknowledge
+}
+
+// keepAcks forgets the held datagrams not yet sent again, held[head:n],
+// other than ACK and NAK packets (isAck), which keep their order; every
+// slot keeps its buffer.
+func (l *localDrop) keepAcks() {
+	w := l.head
+	for i := l.head; i < l.n; i++ {
+		if isAck(&l.held[i]) {
+			l.held[w], l.held[i] = l.held[i], l.held[w]
+			w++
+		}
+	}
+	l.n = w
+}
+
 // rotate moves the first k messages of ms to its end, in order, by
 // swapping (every Message keeps its buffer).
 func rotate(ms []netdev.Message, k int) {
@@ -354,7 +427,8 @@ func rotate(ms []netdev.Message, k int) {
 // to take; rxe sends that NAK before its QP enters ERR (rxe_resp.c:
 // ACKNOWLEDGE, then ERROR), and a step builds nothing for a QP in ERR, so
 // the QP keeps its state until the NAK is out. Meanwhile the requester is
-// stopped (flushed), so no request leaves after the error.
+// stopped (flushed), so no request leaves after the error, neither a new
+// one nor one held after a local drop (heldAcksOnly).
 func (qp *QP) afterEngines() bool {
 	qp.noteLossSignals()
 	if qp.state != QPSErr {
