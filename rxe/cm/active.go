@@ -152,11 +152,16 @@ func (a *Agent) recvMRA(now time.Time, msg []byte) {
 // established as the consumer gave up (its RTU came just before) is
 // disconnected instead, a DREQ ending the peer's side too (kernel
 // cm_destroy_id in established): the consumer will not use it, and left
-// established it would be kept on both sides for ever.
+// established it would be kept on both sides for ever. A service ID
+// resolution is ended as abortSIDR says.
 func (a *Agent) Abort(now time.Time, id ID) error {
 	c := a.conns[id]
 	if c == nil {
 		return ErrUnknownID
+	}
+	if c.isSIDR() {
+		a.abortSIDR(c)
+		return nil
 	}
 	switch {
 	case c.state == StateEstablished:

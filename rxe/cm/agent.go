@@ -92,9 +92,16 @@ const (
 	// EventDisconnected: our DREQ was answered (or timed out, Reason
 	// RejTimeout); the connection is in time-wait.
 	EventDisconnected
+	// EventSIDRREQ (passive): a SIDR_REQ for a service listened on with
+	// ListenSIDR arrived; answer it with AnswerSIDR. Event.SIDRREQ holds it.
+	EventSIDRREQ
+	// EventSIDRREP (active): the SIDR_REP answering ResolveSIDR arrived;
+	// Event.SIDRREP holds it, its Status saying whether the service gave a
+	// QPN and Q_Key. The resolution is over.
+	EventSIDRREP
 )
 
-var eventNames = [...]string{"", "REQ", "REP", "established", "rejected", "timeout", "disconnect", "disconnected"}
+var eventNames = [...]string{"", "REQ", "REP", "established", "rejected", "timeout", "disconnect", "disconnected", "SIDR_REQ", "SIDR_REP"}
 
 // String returns the event's name.
 func (k EventKind) String() string {
@@ -112,6 +119,10 @@ type Event struct {
 	// REQ is the request (EventREQ); REP the reply (EventREP).
 	REQ *packet.REQ
 	REP *packet.REP
+	// SIDRREQ is the request of EventSIDRREQ; SIDRREP the reply of
+	// EventSIDRREP.
+	SIDRREQ *packet.SIDRREQ
+	SIDRREP *packet.SIDRREP
 	// Reason is the REJ reason of EventRejected, RejTimeout for a timeout.
 	Reason packet.REJReason
 	// PrivateData is the private data of the REJ, RTU, DREQ or DREP behind
@@ -122,8 +133,8 @@ type Event struct {
 // Counters count what the agent dropped or answered on its own.
 type Counters struct {
 	Dropped      uint64 // MADs that fit no state or failed to decode (a DREQ among them is still answered with a DREP)
-	Duplicates   uint64 // duplicate REQ, REP, DREQ answered again; duplicate RTU, DREP and MRA ignored
-	Retransmits  uint64 // REQ, REP and DREQ resent on timeout
+	Duplicates   uint64 // duplicate REQ, REP, DREQ answered again; duplicate RTU, DREP, MRA and SIDR_REQ ignored
+	Retransmits  uint64 // REQ, REP, DREQ and SIDR_REQ resent on timeout
 	RejectsSent  uint64 // REJs the agent sent on its own (no listener, timeout, stale, unknown), and SIDR_REPs refusing a SIDR_REQ
 	TimeWaitExit uint64 // connections freed after time-wait
 }
@@ -137,10 +148,14 @@ type Agent struct {
 	byRemote  map[remoteKey]ID
 	byQP      map[qpKey]ID
 	listeners map[uint64]struct{}
-	out       []Out
-	events    []Event
-	nextID    uint32
-	ctr       Counters
+	// sidrListeners are the service IDs ListenSIDR took; bySIDR finds a
+	// SIDR_REQ still waiting for its consumer by its sender and request ID.
+	sidrListeners map[uint64]struct{}
+	bySIDR        map[sidrKey]ID
+	out           []Out
+	events        []Event
+	nextID        uint32
+	ctr           Counters
 }
 
 // remoteKey identifies a connection by the peer's side of it, to spot a
@@ -162,7 +177,7 @@ func NewAgent(cfg Config) *Agent {
 		cfg.MaxPeerTimeout = 24
 	}
 	return &Agent{cfg: cfg, conns: map[ID]*conn{}, byRemote: map[remoteKey]ID{}, byQP: map[qpKey]ID{},
-		listeners: map[uint64]struct{}{}}
+		listeners: map[uint64]struct{}{}, sidrListeners: map[uint64]struct{}{}, bySIDR: map[sidrKey]ID{}}
 }
 
 // Counters returns the agent's counters.
@@ -301,6 +316,8 @@ func (a *Agent) Receive(now time.Time, from netip.Addr, mad []byte) {
 		a.recvDREP(now, msg)
 	case packet.AttrSIDRREQ:
 		a.recvSIDRREQ(from, h.TID, msg)
+	case packet.AttrSIDRREP:
+		a.recvSIDRREP(msg)
 	default:
 		a.ctr.Dropped++
 	}
@@ -310,6 +327,13 @@ func (a *Agent) Receive(now time.Time, from netip.Addr, mad []byte) {
 func (a *Agent) free(id ID) {
 	c := a.conns[id]
 	if c == nil {
+		return
+	}
+	if c.isSIDR() {
+		if c.passive {
+			delete(a.bySIDR, sidrKey{c.peer, c.sreq.RequestID})
+		}
+		delete(a.conns, id)
 		return
 	}
 	if c.passive {
@@ -358,17 +382,4 @@ func (a *Agent) staleQP(now time.Time, id ID) {
 	if c := a.conns[id]; c != nil && c.state == StateEstablished {
 		_ = a.Disconnect(now, id, nil) // cannot fail: established, no private data
 	}
-}
-
-// recvSIDRREQ answers a SIDR_REQ (IBA 12.11.1: a UD peer resolving a
-// service ID to a QPN and Q_Key) with a SIDR_REP of status "service ID not
-// supported", in its transaction, as kernel cm_sidr_req_handler answers one
-// that no listener takes: the agent resolves no UD service, and the
-// answer ends the peer's wait at once rather than after all its retries.
-// Nothing is kept, so a repeated SIDR_REQ is answered again.
-func (a *Agent) recvSIDRREQ(from netip.Addr, tid uint64, msg []byte) {
-	var req packet.SIDRREQ
-	_ = req.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
-	a.send(from, tid, &packet.SIDRREP{RequestID: req.RequestID, Status: packet.SIDRServiceIDNotSup, ServiceID: req.ServiceID})
-	a.ctr.RejectsSent++
 }

@@ -23,9 +23,11 @@ const (
 	StateEstablished              // connection up
 	StateDREQSent                 // DREQ sent, waiting for DREP
 	StateTimeWait                 // disconnected; late MADs still answered
+	StateSIDRREQSent              // active: SIDR_REQ sent, waiting for SIDR_REP (IBA 12.11)
+	StateSIDRREQRcvd              // passive: SIDR_REQ reported, waiting for the consumer
 )
 
-var stateNames = [...]string{"idle", "REQ sent", "REP received", "REQ received", "MRA sent", "REP sent", "established", "DREQ sent", "time-wait"}
+var stateNames = [...]string{"idle", "REQ sent", "REP received", "REQ received", "MRA sent", "REP sent", "established", "DREQ sent", "time-wait", "SIDR_REQ sent", "SIDR_REQ received"}
 
 // String returns the state's name.
 func (s State) String() string {
@@ -47,13 +49,18 @@ type conn struct {
 	rtu      packet.RTU
 	mra      packet.MRA
 	dreq     packet.DREQ
-	wait     time.Duration // one attempt's response timeout
-	retries  uint8         // retransmissions left
-	deadline time.Time     // zero: no timer
+	sreq     packet.SIDRREQ // the SIDR_REQ of a SIDR state (sent or received)
+	wait     time.Duration  // one attempt's response timeout
+	retries  uint8          // retransmissions left
+	deadline time.Time      // zero: no timer
 	// mraRcvd: the peer's MRA for our REQ (active) or REP (passive) has
 	// stretched the response timer; a later MRA does not (recvMRA).
 	mraRcvd bool
 }
+
+// isSIDR reports whether c is a service ID resolution rather than a
+// connection: it has no remote ID, no peer QP and no time-wait.
+func (c *conn) isSIDR() bool { return c.state == StateSIDRREQSent || c.state == StateSIDRREQRcvd }
 
 func (c *conn) remoteKey() remoteKey { return remoteKey{c.req.LocalCommID, c.req.LocalCAGUID} }
 
@@ -136,6 +143,8 @@ func (a *Agent) expire(now time.Time, id ID, c *conn) {
 			a.send(c.peer, c.tid, &c.rep)
 		case StateDREQSent:
 			a.send(c.peer, a.tid(c.id), &c.dreq)
+		case StateSIDRREQSent:
+			a.send(c.peer, c.tid, &c.sreq)
 		default:
 			c.deadline = time.Time{}
 		}
@@ -159,6 +168,11 @@ func (a *Agent) expire(now time.Time, id ID, c *conn) {
 	case StateDREQSent:
 		a.enterTimeWait(now, c)
 		a.emit(Event{Kind: EventDisconnected, ID: id, Peer: c.peer, Reason: packet.RejTimeout})
+	case StateSIDRREQSent:
+		// No message: a SIDR has no REJ; the kernel reports
+		// IB_CM_SIDR_REQ_ERROR (cm_process_send_error).
+		a.emit(Event{Kind: EventTimeout, ID: id, Peer: c.peer, Reason: packet.RejTimeout})
+		a.free(id)
 	default:
 		c.deadline = time.Time{}
 	}

@@ -97,13 +97,16 @@ func (a *Agent) recvDREP(now time.Time, msg []byte) {
 // unanswered REQ is rejected with reason Timeout (Abort), a REQ or REP not
 // yet decided by the consumer and a REP whose RTU has not come are rejected
 // as the consumer's (RejConsumerReject), an established connection gets a
-// DREQ, and one already disconnecting is left to its peer. No DREP is
+// DREQ, and one already disconnecting is left to its peer; a SIDR_REQ
+// waiting for the consumer is answered with status "rejected". No DREP is
 // awaited and nothing is resent: every connection is forgotten and no
 // events are reported for them. The messages are queued for Poll, so the
 // caller must send them before it closes its socket.
 func (a *Agent) Shutdown(now time.Time) {
 	for id, c := range a.conns {
 		switch {
+		case c.isSIDR():
+			a.abortSIDR(c)
 		case !c.passive && c.state == StateREQSent:
 			_ = a.Abort(now, id)
 		case c.state == StateREQRcvd || c.state == StateMRASent || c.state == StateREPRcvd:

@@ -1,6 +1,7 @@
 // Package cm is gorxe's InfiniBand communication manager (IBA chapter 12):
 // the state machines that set up and tear down connections by exchanging
-// CM MADs (REQ, MRA, REJ, REP, RTU, DREQ, DREP) over QP1.
+// CM MADs (REQ, MRA, REJ, REP, RTU, DREQ, DREP) over QP1, and resolve UD
+// services with SIDR_REQ and SIDR_REP.
 //
 // It is sans-IO, like the engines: an Agent takes the MADs that arrived
 // (Receive), the consumer's decisions (Connect, Accept, ConfirmREP, Reject,
@@ -54,10 +55,17 @@
 // cm_rep_handler): the peer lost it, typically by restarting. A REJ ends
 // only the connection both its IDs name (a REJ of a REQ, which names ours
 // only, only one that has no remote ID yet), as kernel ib_cm matches them
-// (cm_acquire_rejected_id). A SIDR_REQ is answered with a SIDR_REP of
-// status "service ID not supported": the agent resolves no UD service
-// (kernel cm_sidr_req_handler with no listener). Anything else that does
-// not fit the state is dropped and counted.
+// (cm_acquire_rejected_id). Anything else that does not fit the state is
+// dropped and counted.
+//
+// Service ID resolution (IBA 12.11) is the UD exchange: ResolveSIDR sends a
+// SIDR_REQ and resends it on its own timer until the SIDR_REP
+// (EventSIDRREP) or the end of its retries (EventTimeout); a SIDR_REQ for
+// a service ListenSIDR took is EventSIDRREQ, answered with AnswerSIDR. A
+// SIDR_REQ for any other service is answered with a SIDR_REP of status
+// "service ID not supported" (kernel cm_sidr_req_handler with no
+// listener); a duplicate of one the consumer has not answered is dropped,
+// and a SIDR_REP that names no pending resolution too. See sidr.go.
 //
 // Transaction IDs follow kernel ib_cm's layout, so a capture of gorxe reads
 // like one of the kernel: the high 32 bits are the agent's number

@@ -17,11 +17,11 @@ func checkInvariants(t *testing.T, a *Agent) {
 			t.Fatalf("conn %d: id %d state %v", id, c.id, c.state)
 		}
 		switch c.state {
-		case StateREQSent, StateREPSent, StateDREQSent, StateTimeWait:
+		case StateREQSent, StateREPSent, StateDREQSent, StateTimeWait, StateSIDRREQSent:
 			if c.deadline.IsZero() {
 				t.Fatalf("conn %d in %v without a timer", id, c.state)
 			}
-		case StateREQRcvd, StateMRASent, StateREPRcvd, StateEstablished:
+		case StateREQRcvd, StateMRASent, StateREPRcvd, StateEstablished, StateSIDRREQRcvd:
 			if !c.deadline.IsZero() {
 				t.Fatalf("conn %d in %v with a timer", id, c.state)
 			}
@@ -33,12 +33,25 @@ func checkInvariants(t *testing.T, a *Agent) {
 			t.Fatalf("stale remote index %v → %d", k, id)
 		}
 	}
+	// The SIDR index holds exactly the SIDR_REQs waiting for the consumer.
+	pending := 0
+	for id, c := range a.conns {
+		if c.state == StateSIDRREQRcvd {
+			pending++
+			if got, ok := a.bySIDR[sidrKey{c.peer, c.sreq.RequestID}]; !ok || got != id {
+				t.Fatalf("SIDR request %d is not in the SIDR index", id)
+			}
+		}
+	}
+	if len(a.bySIDR) != pending {
+		t.Fatalf("SIDR index holds %d requests, want %d", len(a.bySIDR), pending)
+	}
 	// The remote QP index holds every connection that has its peer's QP
 	// (passive from the REQ, active from the REP) until time-wait, and
 	// nothing else.
 	indexed := 0
 	for id, c := range a.conns {
-		want := c.state != StateTimeWait && (c.passive || c.state == StateREPRcvd || c.state == StateEstablished ||
+		want := c.state != StateTimeWait && !c.isSIDR() && (c.passive || c.state == StateREPRcvd || c.state == StateEstablished ||
 			c.state == StateDREQSent)
 		if got, ok := a.byQP[c.remoteQP()]; want && (!ok || got != id) {
 			t.Fatalf("conn %d in %v is not in the remote QP index", id, c.state)
@@ -56,7 +69,7 @@ func checkInvariants(t *testing.T, a *Agent) {
 }
 
 // FuzzAgent drives a client and a server agent with a byte program:
-// connects, disconnects, shutdowns (a device going away), time steps, lost, duplicated and late MADs, and
+// connects, service ID resolutions, disconnects, shutdowns (a device going away), time steps, lost, duplicated and late MADs, and
 // MADs made from fuzz bytes injected into either side. The agents never
 // panic, every MAD they send decodes, the invariants hold after every step,
 // and once the wire is lossless and every connection is disconnected, time
@@ -68,6 +81,12 @@ func FuzzAgent(f *testing.F) {
 	mad := make([]byte, packet.MADSize)
 	packet.EncodeCM(mad, 9, &packet.REQ{ServiceID: service, MaxCMRetries: 15, RemoteCMResponseTimeout: 31})
 	f.Add(append([]byte{5, 0}, mad...))
+	f.Add([]byte{0x60, 0x0E, 3, 0x20, 4, 0x36, 0xE0, 0x16, 4})      // SIDR: lost, duplicated, with a connect
+	f.Add([]byte{0x1E, 0xA0, 3, 0x80, 0x0E, 4, 0x26, 0x20, 0x6, 4}) // SIDR: late, then as the REP goes
+	packet.EncodeCM(mad, 9, &packet.SIDRREQ{RequestID: 1, ServiceID: udService})
+	f.Add(append([]byte{5, 0}, mad...))
+	packet.EncodeCM(mad, 9, &packet.SIDRREP{RequestID: 1, QPN: 5})
+	f.Add(append([]byte{0x20, 7, 0}, mad...))
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		w := newWire(t)
 		w.client.cfg.MaxConns, w.server.cfg.MaxConns = 8, 8
@@ -78,6 +97,10 @@ func FuzzAgent(f *testing.F) {
 			prog = prog[1:]
 			switch op & 7 {
 			case 0:
+				if op&0x20 != 0 { // a service ID resolution
+					_, _ = w.client.ResolveSIDR(w.now, serverAddr, testSIDRREQ(), sidrWait, uint8(op>>6))
+					break
+				}
 				// QPs 0x11 to 0x14: a QP that another connection has
 				// makes a stale connection.
 				req := testREQ()
@@ -220,13 +243,22 @@ func FuzzCMMessages(f *testing.F) {
 }
 
 // FuzzReceive: an agent with a listener, an established passive
-// connection and a REQ waiting for its consumer takes any bytes as a MAD
+// connection, a REQ and a SIDR_REQ waiting for its consumer, and a
+// SIDR_REQ of its own waiting for the answer takes any bytes as a MAD
 // (any length, any header) without panicking; fewer than a whole MAD are
 // dropped unanswered; whatever it answers is a whole CM MAD that decodes;
 // and its invariants hold.
 func FuzzReceive(f *testing.F) {
 	f.Add([]byte{1, 7, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10})
 	for _, m := range cmMessages() {
+		b := make([]byte, packet.MADSize)
+		packet.EncodeCM(b, 3, m)
+		f.Add(b)
+	}
+	for _, m := range []packet.CMMessage{
+		&packet.SIDRREQ{RequestID: 3, ServiceID: udService},                  // a duplicate of the client's pending one
+		&packet.SIDRREP{RequestID: 0x1004, Status: packet.SIDRValid, QPN: 9}, // the answer to the server's SIDR_REQ
+	} {
 		b := make([]byte, packet.MADSize)
 		packet.EncodeCM(b, 3, m)
 		f.Add(b)
@@ -241,7 +273,14 @@ func FuzzReceive(f *testing.F) {
 		_, err := w.client.Connect(w.now, serverAddr, req)
 		require.NoError(t, err)
 		w.pump()
-		require.Equal(t, 2, w.server.Len())
+		_, err = w.client.ResolveSIDR(w.now, serverAddr, testSIDRREQ(), sidrWait, sidrRetries)
+		require.NoError(t, err)
+		w.pump()
+		sid, err := w.server.ResolveSIDR(w.now, clientAddr, testSIDRREQ(), sidrWait, sidrRetries)
+		require.NoError(t, err)
+		require.Equal(t, ID(0x1004), sid)
+		_, _ = w.server.Poll() // its SIDR_REQ is lost
+		require.Equal(t, 4, w.server.Len())
 		dropped := w.server.Counters().Dropped
 		w.server.Receive(w.now, clientAddr, b)
 		if len(b) < packet.MADSize {

@@ -14,6 +14,7 @@ var (
 	clientAddr = netip.MustParseAddr("10.0.0.1")
 	serverAddr = netip.MustParseAddr("10.0.0.2")
 	service    = packet.RDMACMServiceID(packet.RDMACMProtoTCP, 7471)
+	udService  = packet.RDMACMServiceID(packet.RDMACMProtoUDP, 7471)
 	t0         = time.Unix(1000, 0)
 )
 
@@ -60,6 +61,7 @@ func newWire(t *testing.T) *wire {
 	w.client = NewAgent(Config{CAGUID: 0xC1, TIDHigh: 1, PacketLifeTime: 10})
 	w.server = NewAgent(Config{CAGUID: 0x5E, TIDHigh: 2, PacketLifeTime: 10, NextCommID: counterFrom(0x1000)})
 	require.NoError(t, w.server.Listen(service))
+	require.NoError(t, w.server.ListenSIDR(udService))
 	return w
 }
 
@@ -83,6 +85,32 @@ func testREQ() *packet.REQ {
 
 func testREP() *packet.REP {
 	return &packet.REP{LocalQPN: 0x22, StartingPSN: 0x200, TargetACKDelay: 15, RNRRetryCount: 7}
+}
+
+// testSIDRREQ returns the SIDR_REQ the client sends for udService.
+func testSIDRREQ() *packet.SIDRREQ {
+	r := &packet.SIDRREQ{PKey: 0xFFFF, ServiceID: udService}
+	copy(r.PrivateData[:], "sidr")
+	return r
+}
+
+// testSIDRREP returns the server consumer's answer: UD QPN 0x33 with
+// rdma_cm's Q_Key.
+func testSIDRREP() *packet.SIDRREP {
+	return &packet.SIDRREP{Status: packet.SIDRValid, QPN: 0x33, QKey: 0x01234567}
+}
+
+// sidrWait and sidrRetries time the client's SIDR_REQ.
+const (
+	sidrWait    = 100 * time.Millisecond
+	sidrRetries = 2
+)
+
+func (w *wire) resolve() ID {
+	id, err := w.client.ResolveSIDR(w.now, serverAddr, testSIDRREQ(), sidrWait, sidrRetries)
+	require.NoError(w.t, err)
+	w.pump()
+	return id
 }
 
 // pump delivers MADs until both agents are quiet, and lets the consumers
@@ -154,6 +182,8 @@ func (w *wire) consume(a *Agent, e Event) {
 		err = a.Accept(w.now, e.ID, rep)
 	case e.Kind == EventREQ && w.rejectPD != nil:
 		err = a.Reject(e.ID, packet.RejConsumerReject, w.rejectPD)
+	case e.Kind == EventSIDRREQ && w.autoREQ:
+		err = a.AnswerSIDR(e.ID, testSIDRREP())
 	case e.Kind == EventREP && w.autoREP:
 		err = a.ConfirmREP(e.ID, nil)
 	}
