@@ -33,8 +33,10 @@ type gsi struct {
 	// listeners the REQs of their service IDs.
 	waiters   map[cm.ID]chan cm.Event
 	listeners map[uint64]*CMListener
-	counters  gsiCounters
-	down      bool // the device closed: no MAD is taken or sent, no connection made
+	// udListeners get the SIDR requests of their service IDs (cmud.go).
+	udListeners map[uint64]*UDListener
+	counters    gsiCounters
+	down        bool // the device closed: no MAD is taken or sent, no connection made
 
 	// backlog names the listener whose backlog holds each REQ queued
 	// for an Accept, until an Accept takes it or its peer withdraws it.
@@ -248,9 +250,14 @@ func (g *gsi) fire() {
 }
 
 // dispatch routes an agent event to whoever waits for it: a REQ to the
-// listener of its service ID, anything else to the connection's waiter.
+// listener of its service ID, a SIDR request to the UD listener of its
+// (dispatchSIDR), anything else to the connection's waiter.
 // An event nobody waits for is dropped (its connection was abandoned).
 func (g *gsi) dispatch(e cm.Event) {
+	if e.Kind == cm.EventSIDRREQ {
+		g.dispatchSIDR(e)
+		return
+	}
 	if e.Kind == cm.EventREQ {
 		l := g.listeners[e.REQ.ServiceID]
 		if l == nil {
