@@ -63,6 +63,9 @@ type cmState struct {
 	// udpPort is the UDP port the client's REQs go to: its device's own
 	// (rxe.Dial), named by dialError.
 	udpPort uint16
+	// udQPs are the test QPs of -c UD, which no connection holds
+	// (rdmacmud.go).
+	udQPs []*rxe.QP
 }
 
 // cmSilence is how long an -R exchange wait lasts with no packet from or
@@ -86,8 +89,8 @@ func (o *options) checkCM() error {
 	if !o.rdmaCM {
 		return nil
 	}
-	if o.connType != "RC" {
-		return fmt.Errorf("-R with -c %s: rxectl connects RC QPs only through rdma_cm", o.connType)
+	if o.connType != "RC" && o.connType != "UD" {
+		return fmt.Errorf("-R with -c %s: librdmacm has no UC (perftest refuses it too); -R takes RC and UD", o.connType)
 	}
 	if o.loopback && o.ipv6 {
 		return errors.New("-R with --loopback --ipv6: both ends would share ::1, and the RDMA CM reaches the peer on this end's own UDP port, so the two ends need an address each; use IPv4 for the loopback")
@@ -318,6 +321,9 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 // receive buffer) are that client's, and a request from another host in
 // the window between its listen and its accepts is refused (cmAccept).
 func (s *session) connectCMQPs() error {
+	if s.qpType() == rxe.QPTypeUD {
+		return s.connectCMQPsUD()
+	}
 	o := s.o
 	access := s.remoteAccess()
 	depth := 0
@@ -416,6 +422,9 @@ func (st *cmState) accept(ln *rxe.CMListener, opts rxe.CMOptions, w io.Writer) (
 // rdma_cm connections moved the QPs to RTS. It takes the peer's address
 // from the connection (connectCMQPs gave the QPs its receive buffer).
 func (s *session) connectCM() error {
+	if s.qpType() == rxe.QPTypeUD {
+		return s.connectCMUD()
+	}
 	c := s.cm.conns[0]
 	s.peerAddr = netip.AddrPortFrom(c.RemoteAddr.Addr(), c.Remote.UDPPort)
 	if c.Remote.UDPPort == 0 {
@@ -511,12 +520,12 @@ func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
 		defer t.Stop()
 		tick = t.C
 	}
-	conns := p.st.conns // connectCMQPs appends to it once this wait is over
+	conns, uds := p.st.conns, p.st.udQPs // connectCMQPs appends to them once this wait is over
 	go func() {
 		var heard uint64
 		last := time.Now()
 		if tick != nil {
-			heard = p.heard(conns)
+			heard = p.heard(conns, uds)
 		}
 		for {
 			select {
@@ -526,7 +535,7 @@ func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
 			case <-ctx.Done():
 				return
 			case now := <-tick:
-				if h := p.heard(conns); h != heard {
+				if h := p.heard(conns, uds); h != heard {
 					heard, last = h, now
 				} else if now.Sub(last) >= p.st.silence {
 					cancel(errPeerSilent{p.st.silence})
@@ -552,13 +561,17 @@ func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
 	return wc[0], nil
 }
 
-// heard returns the packets the exchange's QP and the test QPs of conns
-// have received from the peer and sent to it.
-func (p *cmPipe) heard(conns []*rxe.CMConn) uint64 {
+// heard returns the packets the exchange's QP, the test QPs of conns and
+// the UD test QPs uds have received from the peer and sent to it.
+func (p *cmPipe) heard(conns []*rxe.CMConn, uds []*rxe.QP) uint64 {
 	c := p.conn.QP.Counters()
 	n := c.RcvdPkts + c.SentPkts
 	for _, cc := range conns {
 		c := cc.QP.Counters()
+		n += c.RcvdPkts + c.SentPkts
+	}
+	for _, qp := range uds {
+		c := qp.Counters()
 		n += c.RcvdPkts + c.SentPkts
 	}
 	return n

@@ -213,7 +213,7 @@ func TestRDMACMOptions(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"send-bw", "-R", "-c", "UD", "--loopback"}, "-R with -c UD"},
+		{[]string{"send-bw", "-R", "-c", "UC", "--loopback"}, "-R with -c UC: librdmacm has no UC"},
 		{[]string{"write-bw", "-R", "-c", "UC", "--loopback"}, "-R with -c UC"},
 		{[]string{"send-bw", "-R", "--loopback", "--ipv6"}, "-R with --loopback --ipv6"},
 		{[]string{"read-lat", "-R", "--udp-port", "0", "127.0.0.1"}, "-R with --udp-port 0: the RDMA CM reaches the peer on this end's own UDP port"},

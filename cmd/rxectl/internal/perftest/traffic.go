@@ -77,7 +77,7 @@ func (s *session) sendWR(q, size int) rxe.SendWR {
 		wr.Flags, wr.InlineData, wr.SGList = rxe.SendInline, s.mr.Bytes()[off:off+size], nil
 	}
 	if s.ahs != nil {
-		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ahs[q], s.rem[q].QPN, udQKey
+		wr.AH, wr.RemoteQPN, wr.RemoteQKey = s.ahs[q], s.rem[q].QPN, s.udQKey()
 	}
 	switch s.t.verb {
 	case verbSend:
