@@ -204,7 +204,8 @@ type hooks struct {
 	held **session
 	// setupTimeout, when set, replaces defSetupTimeout.
 	setupTimeout time.Duration
-	// silence, when set, replaces stallTimeout as silentPipe's bound.
+	// silence, when set, replaces stallTimeout as silentPipe's bound and
+	// cmSilence as an -R session's (cmState.silence).
 	silence time.Duration
 	// cmExchangeUp, when set, is called on an -R end with the exchange's
 	// rdma_cm connection once it is up, before the end sends or receives

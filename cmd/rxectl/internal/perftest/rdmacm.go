@@ -84,6 +84,26 @@ func (e errPeerSilent) Error() string {
 	return fmt.Sprintf("no packet from or to the peer on any connection for %v (with -R a peer that was killed or whose host or path is gone sends nothing, not even a DREQ)", e.d)
 }
 
+// errExchangeEnded ends an -R wait for the peer outside the exchange
+// (watchCMSetup) once the exchange's connection has ended: the peer
+// disconnected it (its DREQ).
+type errExchangeEnded struct{ peer string }
+
+// Error names the peer that disconnected.
+func (e errExchangeEnded) Error() string {
+	return fmt.Sprintf("the %s disconnected the exchange's rdma_cm connection (it failed, was interrupted, or runs a different test or options: see its output)", e.peer)
+}
+
+// errExchangeQPErr ends an -R wait for the peer outside the exchange
+// (watchCMSetup) once the exchange's QP is in the error state while its
+// connection is still up.
+type errExchangeQPErr struct{}
+
+// Error says the exchange's QP failed.
+func (errExchangeQPErr) Error() string {
+	return "the exchange's rdma_cm connection failed: its QP is in the error state"
+}
+
 // checkCM checks the settings -R supports.
 func (o *options) checkCM() error {
 	if !o.rdmaCM {
@@ -122,7 +142,11 @@ func runCMReady(ctx context.Context, t Test, o *options, client bool, stdout io.
 		}
 	})
 	defer after()
-	s.cm = &cmState{client: client, port: uint16(o.oobPort), stop: stop, ready: ready, silence: cmSilence,
+	silence := cmSilence
+	if o.hooks.silence > 0 {
+		silence = o.hooks.silence
+	}
+	s.cm = &cmState{client: client, port: uint16(o.oobPort), stop: stop, ready: ready, silence: silence,
 		target: net.JoinHostPort(o.host, strconv.Itoa(o.oobPort))}
 	restore := func() {}
 	if client {
@@ -360,10 +384,18 @@ func (s *session) connectCMQPs() error {
 		var c *rxe.CMConn
 		var err error
 		opts.SendCQ, opts.RecvCQ = s.qpCQs(i) // each QP's own CQs (createCQs), as without -R
+		ctx, release := s.watchCMSetup()
 		if s.client {
-			c, err = s.cm.dial(s.cm.stop, s.dev, opts)
+			c, err = s.cm.dial(ctx, s.dev, opts)
 		} else {
-			c, err = s.cm.accept(ln, opts, s.errw)
+			c, err = s.cm.accept(ctx, ln, opts, s.errw)
+		}
+		release()
+		if cause := setupCause(ctx); err != nil && cause != nil {
+			err = cause
+			if !s.client {
+				err = fmt.Errorf("no connection request from the client: %w", cause)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("rdma_cm connection of test QP %d: %w", len(s.cm.conns), err)
@@ -391,8 +423,9 @@ var errStranger = errors.New("not from this test's client")
 
 // accept accepts the next test QP connection of the client, the peer of
 // the exchange's connection, with opts (the options learned from it
-// included). A request from another address is refused (a REJ, consumer
-// reject) and noted on w, and the wait goes on. perftest's -R server
+// included), waiting until ctx ends (watchCMSetup's context). A request
+// from another address is refused (a REJ, consumer reject) and noted on
+// w, and the wait goes on. perftest's -R server
 // accepts the first -q requests whoever sends them
 // (rdma_cm_connection_request_handler counts them and nothing else); a
 // stranger's would take the place of one of the client's QPs, whose own
@@ -400,10 +433,10 @@ var errStranger = errors.New("not from this test's client")
 // get options learned from another peer. The client is known by its IP
 // address, its RDMA device's, which each of its connections comes from
 // (its RDMA CM source port differs from one connection to the next).
-func (st *cmState) accept(ln *rxe.CMListener, opts rxe.CMOptions, w io.Writer) (*rxe.CMConn, error) {
+func (st *cmState) accept(ctx context.Context, ln *rxe.CMListener, opts rxe.CMOptions, w io.Writer) (*rxe.CMConn, error) {
 	client := st.pipe.conn.RemoteAddr.Addr()
 	for {
-		c, err := ln.AcceptFunc(st.stop, func(r *rxe.CMRequest) (rxe.CMOptions, error) {
+		c, err := ln.AcceptFunc(ctx, func(r *rxe.CMRequest) (rxe.CMOptions, error) {
 			if r.Remote.Addr() != client {
 				return rxe.CMOptions{}, errStranger
 			}
@@ -416,6 +449,88 @@ func (st *cmState) accept(ln *rxe.CMListener, opts rxe.CMOptions, w io.Writer) (
 		}
 		return c, err
 	}
+}
+
+// watchCMSetup returns the context of a wait for the peer outside the
+// exchange, in which no exchange message is awaited and so no bound of
+// cmPipe.wait applies: the server's wait for its client's requests for
+// the test QPs (AcceptFunc, UDListener.Accept) and for a UD client's QPN
+// message, the client's for the server's answers (Dial, DialUD) and for
+// its QPN message's send completion. perftest's server blocks in
+// rdma_get_cm_event until the requests come; a client gone after the
+// exchange (killed, or failed on its own, e.g. one of another -c whose
+// requests nobody answers) would hold it there for ever. The context
+// ends, with the cause that setupCause returns, once the exchange's
+// connection ends (the peer's DREQ: errExchangeEnded), once its QP is in
+// the error state with the connection still up (errExchangeQPErr), or
+// once for st.silence no packet has come from or gone to the peer on the
+// exchange's QP or a test QP and no CM MAD has reached this device (a
+// request, or its retry: errPeerSilent); it also ends when st.stop does
+// (the interrupt), without a cause of its own. release ends the watch
+// and waits for it: call it before adding to st.conns or st.udQPs.
+func (s *session) watchCMSetup() (ctx context.Context, release func()) {
+	st, p := s.cm, s.cm.pipe
+	ctx, cancel := context.WithCancelCause(st.stop)
+	peer := "client"
+	if s.client {
+		peer = "server"
+	}
+	conns, uds := st.conns, st.udQPs // appended to after release only
+	heard := func() uint64 { return p.heard(conns, uds) + s.dev.GSICounters().RcvdMADs }
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var tick <-chan time.Time
+		var last time.Time
+		var was uint64
+		if st.silence > 0 {
+			t := time.NewTicker(min(st.silence/4, time.Second))
+			defer t.Stop()
+			tick = t.C
+			was, last = heard(), time.Now()
+		}
+		for {
+			select {
+			case <-p.conn.Done():
+				cancel(errExchangeEnded{peer})
+				return
+			case <-ctx.Done():
+				return
+			case now := <-tick:
+				select {
+				case <-p.conn.Done(): // the disconnect explains the QP's state
+					cancel(errExchangeEnded{peer})
+					return
+				default:
+				}
+				if p.conn.QP.State() == rxe.QPSErr {
+					cancel(errExchangeQPErr{})
+					return
+				}
+				if h := heard(); h != was {
+					was, last = h, now
+				} else if now.Sub(last) >= st.silence {
+					cancel(errPeerSilent{st.silence})
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		<-exited
+	}
+}
+
+// setupCause returns why ctx, a watchCMSetup context, ended if its watch
+// ended it (errExchangeEnded, errExchangeQPErr, errPeerSilent), else nil
+// (it has not ended, or st.stop ended it: the interrupt).
+func setupCause(ctx context.Context) error {
+	switch c := context.Cause(ctx).(type) {
+	case errExchangeEnded, errExchangeQPErr, errPeerSilent:
+		return c
+	}
+	return nil
 }
 
 // connectCM stands for ctx_connect under -R, which perftest skips: the

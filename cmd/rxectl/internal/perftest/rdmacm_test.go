@@ -328,3 +328,154 @@ func TestCMExchangeBoundsSilence(t *testing.T) {
 	require.GreaterOrEqual(t, took, talk, "the wait went on while the peer's SENDs arrived")
 	require.Less(t, took, talk+5*time.Second)
 }
+
+// TestRDMACMServerClientGone: an -R server waiting for its client's
+// requests for the test QPs (REQs for RC, SIDR_REQs for UD) ends with an
+// error that names what happened once the client is gone, instead of
+// waiting until it is interrupted: the client disconnected the
+// exchange's connection (it runs another -c, finds nobody listening for
+// its requests, and fails after its retries), or nothing came from it
+// for the silence bound (1 s here: --drop on the client's sends takes
+// every UD_SEND_ONLY after the exchange's REQ and RTU, its requests and
+// its DREQ included, as from a client killed outright). A client whose
+// server went away then ends on the server's DREQ, not at its own Dial's
+// 10 s bound.
+func TestRDMACMServerClientGone(t *testing.T) {
+	silent := []string{"--drop", "UD_SEND_ONLY#3-1000000,dir=send"}
+	for _, tc := range []struct {
+		name          string
+		srv, cli      []string
+		want, wantCli string
+	}{
+		{"RC client disconnects", nil, []string{"-c", "UD"},
+			"rdma_cm connection of test QP 0: no connection request from the client: the client disconnected the exchange's rdma_cm connection", ""},
+		{"UD client disconnects", []string{"-c", "UD"}, nil,
+			"rdma_cm resolution of UD test QP 0: no request from the client: the client disconnected the exchange's rdma_cm connection", ""},
+		{"RC client silent", nil, silent,
+			"rdma_cm connection of test QP 0: no connection request from the client: no packet from or to the peer on any connection for 1s",
+			"rdma_cm connection of test QP 0: the server disconnected the exchange's rdma_cm connection"},
+		{"UD client silent", []string{"-c", "UD"}, append([]string{"-c", "UD"}, silent...),
+			"rdma_cm resolution of UD test QP 0: no request from the client: no packet from or to the peer on any connection for 1s",
+			"rdma_cm resolution of UD test QP 0: the server disconnected the exchange's rdma_cm connection"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := findTest(t, "send-bw")
+			port := sharedUDPPort(t)
+			so, err := parsePerftest(pt, append([]string{"--bind", "127.0.0.1", "-R", "--udp-port", port}, tc.srv...))
+			require.NoError(t, err)
+			co, err := parsePerftest(pt, append([]string{"127.0.0.1", "--bind", "127.0.0.2", "-R", "--udp-port", port}, tc.cli...))
+			require.NoError(t, err)
+			so.hooks.silence = time.Second
+			// Bounds of the test only: each end is to end well before.
+			sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer scancel()
+			cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer ccancel()
+			ready := make(chan uint16, 1)
+			done := make(chan error, 1)
+			var sb, cb syncbuf.Buffer
+			go func() { done <- runCMReady(sctx, pt, so, false, &sb, ready) }()
+			select {
+			case <-ready:
+			case err := <-done:
+				t.Fatalf("the server ended before listening: %v", err)
+			}
+			start := time.Now()
+			cliDone := make(chan error, 1)
+			go func() { cliDone <- runCMReady(cctx, pt, co, true, &cb, nil) }()
+			serr := <-done
+			srvTook := time.Since(start)
+			cerr := <-cliDone
+			cliTook := time.Since(start)
+			t.Logf("server after %v: %v; client after %v: %v", srvTook, serr, cliTook, cerr)
+			require.ErrorContains(t, serr, tc.want)
+			require.Less(t, srvTook, 15*time.Second, "the server waited until interrupted")
+			require.Error(t, cerr)
+			if tc.wantCli != "" {
+				require.GreaterOrEqual(t, srvTook, time.Second, "not before the silence bound")
+				require.ErrorContains(t, cerr, tc.wantCli)
+				require.Less(t, cliTook, cmDialTimeout, "the client waited for its Dial's bound")
+			}
+		})
+	}
+}
+
+// TestCMSetupWatchEnds: the context of a wait for the peer outside the
+// exchange (watchCMSetup) ends with the cause that names what happened:
+// the peer's DREQ on the exchange's connection, the exchange's QP in the
+// error state with its connection up, or the silence bound with nothing
+// heard; it does not end before.
+func TestCMSetupWatchEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		silence time.Duration
+		act     func(t *testing.T, cli, srv *rxe.CMConn)
+		want    error
+	}{
+		{"disconnect", 10 * time.Second, func(t *testing.T, cli, _ *rxe.CMConn) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			require.NoError(t, cli.Disconnect(ctx))
+		}, errExchangeEnded{"client"}},
+		{"QP error", 4 * time.Second, func(t *testing.T, _, srv *rxe.CMConn) {
+			require.NoError(t, srv.QP.Modify(&rxe.QPAttr{State: rxe.QPSErr}, rxe.QPAttrState))
+		}, errExchangeQPErr{}},
+		{"silence", 250 * time.Millisecond, func(*testing.T, *rxe.CMConn, *rxe.CMConn) {}, errPeerSilent{250 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ca, cb := netdev.NewPipe()
+			da, err := rxe.Open(ca, rxe.Options{Name: "cli", OwnConn: true})
+			require.NoError(t, err)
+			defer da.Close()
+			db, err := rxe.Open(cb, rxe.Options{Name: "srv", OwnConn: true})
+			require.NoError(t, err)
+			defer db.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			opts := func(d *rxe.Device) rxe.CMOptions {
+				pd, err := d.AllocPD()
+				require.NoError(t, err)
+				cq, err := d.CreateCQ(16, -1)
+				require.NoError(t, err)
+				return rxe.CMOptions{PD: pd, SendCQ: cq, RecvCQ: cq}
+			}
+			l, err := db.ListenCM(7492, opts(db))
+			require.NoError(t, err)
+			defer l.Close()
+			dialed := make(chan *rxe.CMConn, 1)
+			go func() {
+				c, err := rxe.Dial(ctx, da, db.Addr().Addr().String()+":7492", opts(da))
+				if err != nil {
+					t.Errorf("dial: %v", err)
+				}
+				dialed <- c
+			}()
+			srv, err := l.Accept(ctx)
+			require.NoError(t, err)
+			cli := <-dialed
+			require.NotNil(t, cli)
+
+			st := &cmState{stop: ctx, silence: tc.silence}
+			st.pipe = &cmPipe{st: st, conn: srv}
+			s := &session{dev: db, cm: st}
+			start := time.Now()
+			wctx, release := s.watchCMSetup()
+			defer release()
+			select {
+			case <-wctx.Done():
+				t.Fatalf("the watch ended before anything happened: %v", context.Cause(wctx))
+			case <-time.After(100 * time.Millisecond):
+			}
+			tc.act(t, cli, srv)
+			select {
+			case <-wctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the watch did not end")
+			}
+			require.Equal(t, tc.want, setupCause(wctx))
+			if tc.name == "silence" {
+				require.GreaterOrEqual(t, time.Since(start), tc.silence)
+			}
+		})
+	}
+}

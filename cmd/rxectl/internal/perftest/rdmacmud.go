@@ -73,11 +73,13 @@ func (s *session) connectCMQPsUD() error {
 		if err != nil {
 			return fmt.Errorf("UD test QP %d: %w", i, err)
 		}
+		ctx, release := s.watchCMSetup()
 		if s.client {
-			err = s.resolveUD(i, qp)
+			err = s.resolveUD(ctx, i, qp)
 		} else {
-			err = s.answerUD(ln, i, qp)
+			err = s.answerUD(ctx, ln, i, qp)
 		}
+		release()
 		if err != nil {
 			return fmt.Errorf("rdma_cm resolution of UD test QP %d: %w", i, err)
 		}
@@ -122,18 +124,21 @@ func (s *session) newCMUDQP(i int) (*rxe.QP, error) {
 // resolveUD is the client's side for test QP i: DialUD, retried while the
 // server does not listen yet as dial retries a refused connection, the
 // address handle of the SIDR_REP, and, when the server sends back, the
-// QPN message.
-func (s *session) resolveUD(i int, qp *rxe.QP) error {
+// QPN message. ctx (watchCMSetup's) ends the waits early.
+func (s *session) resolveUD(ctx context.Context, i int, qp *rxe.QP) error {
 	st := s.cm
 	st.udpPort = s.dev.Addr().Port() // where DialUD sends the SIDR_REQ
 	var peer *rxe.UDPeer
 	for try := 1; ; try++ {
-		dctx, cancel := context.WithTimeout(st.stop, cmDialTimeout)
+		dctx, cancel := context.WithTimeout(ctx, cmDialTimeout)
 		var err error
 		peer, err = rxe.DialUD(dctx, s.dev, st.target, rxe.UDOptions{PD: s.pd})
 		cancel()
 		if err == nil {
 			break
+		}
+		if cause := setupCause(ctx); cause != nil {
+			return cause
 		}
 		var se *rxe.SIDRError
 		refused := errors.As(err, &se) && se.Status == sidrServiceIDNotSup
@@ -142,7 +147,10 @@ func (s *session) resolveUD(i int, qp *rxe.QP) error {
 		}
 		select {
 		case <-time.After(cmDialPause):
-		case <-st.stop.Done():
+		case <-ctx.Done():
+			if cause := setupCause(ctx); cause != nil {
+				return cause
+			}
 			return fmt.Errorf("rdma_cm connect to %s: interrupted", st.target)
 		}
 	}
@@ -162,7 +170,7 @@ func (s *session) resolveUD(i int, qp *rxe.QP) error {
 		return fmt.Errorf("send this QP's number to the server: %w", err)
 	}
 	scq, _ := s.qpCQs(i)
-	wc, err := s.waitCMUD(scq, "the send completion of this QP's number")
+	wc, err := s.waitCMUD(ctx, scq, "the send completion of this QP's number")
 	if err != nil {
 		return err
 	}
@@ -181,12 +189,16 @@ const sidrServiceIDNotSup = 1
 // back (rdma_cm_request_ud_connection_parameters: before rdma_accept, so
 // the message, which nothing resends, finds it), answer with the QP, and
 // make the address handle of the client from that message's completion
-// (rdma_cm_initialize_ud_connection_parameters).
-func (s *session) answerUD(ln *rxe.UDListener, i int, qp *rxe.QP) error {
-	r, err := ln.Accept(s.cm.stop)
+// (rdma_cm_initialize_ud_connection_parameters). ctx (watchCMSetup's) ends
+// the waits early.
+func (s *session) answerUD(ctx context.Context, ln *rxe.UDListener, i int, qp *rxe.QP) error {
+	r, err := ln.Accept(ctx)
 	if err != nil {
 		if s.cm.stop.Err() != nil {
 			return errors.New("interrupted while waiting for a client")
+		}
+		if cause := setupCause(ctx); cause != nil {
+			return fmt.Errorf("no request from the client: %w", cause)
 		}
 		return err
 	}
@@ -211,7 +223,7 @@ func (s *session) answerUD(ln *rxe.UDListener, i int, qp *rxe.QP) error {
 		return nil
 	}
 	_, rcq := s.qpCQs(i)
-	wc, err := s.waitCMUD(rcq, "the client's QP number")
+	wc, err := s.waitCMUD(ctx, rcq, "the client's QP number")
 	if err != nil {
 		return err
 	}
@@ -227,15 +239,18 @@ func (s *session) answerUD(ln *rxe.UDListener, i int, qp *rxe.QP) error {
 }
 
 // waitCMUD waits up to cmUDWait for one completion on cq during the UD
-// setup, or the interrupt.
-func (s *session) waitCMUD(cq *rxe.CQ, what string) (rxe.WC, error) {
-	ctx, cancel := context.WithTimeout(s.cm.stop, cmUDWait)
+// setup, or until watch (watchCMSetup's context) ends: the interrupt, or the
+// peer gone.
+func (s *session) waitCMUD(watch context.Context, cq *rxe.CQ, what string) (rxe.WC, error) {
+	ctx, cancel := context.WithTimeout(watch, cmUDWait)
 	defer cancel()
 	wc := make([]rxe.WC, 1)
 	if n, err := cq.Wait(ctx, wc); n == 1 {
 		return wc[0], nil
 	} else if s.cm.stop.Err() != nil {
 		return rxe.WC{}, fmt.Errorf("interrupted while waiting for %s", what)
+	} else if cause := setupCause(watch); cause != nil {
+		return rxe.WC{}, fmt.Errorf("waiting for %s: %w", what, cause)
 	} else if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return rxe.WC{}, fmt.Errorf("waiting for %s: %w", what, err)
 	}

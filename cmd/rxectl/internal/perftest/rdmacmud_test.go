@@ -116,8 +116,9 @@ func TestRDMACMUDRefused(t *testing.T) {
 	require.NoError(t, err)
 	co, err := parsePerftest(pt, []string{"127.0.0.1", "--bind", "127.0.0.2", "-R", "-c", "UD", "--udp-port", port})
 	require.NoError(t, err)
-	// The server waits for the test QPs' REQs until its context ends:
-	// the test ends it once the client is done.
+	// The server ends on the client's DREQ (TestRDMACMServerClientGone);
+	// the test ends its context once the client is done, in case it
+	// does not.
 	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer scancel()
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
