@@ -189,7 +189,7 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 		c.Remote = ConnInfo{GID: netip.AddrFrom16(packet.GIDFromAddr(c.RemoteAddr.Addr())), UDPPort: c.dev.port,
 			QPN: rep.LocalQPN, PSN: rep.StartingPSN, MTU: o.MTU,
 			MaxRdAtomic: min(int(rep.ResponderResources), o.InitiatorDepth)}
-		c.Local.MaxRdAtomic = min(o.ResponderResources, max(int(rep.InitiatorDepth), 1))
+		c.Local.MaxRdAtomic = min(o.ResponderResources, int(rep.InitiatorDepth))
 		c.PrivateData = append([]byte(nil), rep.PrivateData[:]...)
 		srOffers(&c.Local, &c.Remote, o)
 		if err := toRTS(c.QP, c.Local, c.Remote, o, rep.RNRRetryCount, 0); err != nil {
@@ -655,8 +655,17 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, choose func(*CMRequ
 	psn := rand.Uint32() & packet.PSNMask
 	c := &CMConn{QP: qp, LocalAddr: netip.AddrPortFrom(d.addr, l.port), RemoteAddr: remote,
 		PrivateData: append([]byte(nil), req.PrivateData[packet.CMIPHeaderSize:]...), dev: d, id: e.ID, done: make(chan struct{})}
+	// The READ/atomic depths: the REQ's initiator depth bounds our
+	// responder resources (max_dest_rd_atomic), its responder resources
+	// our initiator depth (max_rd_atomic), as kernel ib_cm reads a REQ
+	// (cm_req_handler) and as librdmacm's rdma_accept bounds them when
+	// the application leaves them to it (RDMA_MAX_RESP_RES,
+	// RDMA_MAX_INIT_DEPTH) and perftest's server
+	// (rdma_cm_connection_request_handler) does; the listener's options
+	// bound them in place of the device's maxima. A 0 stays 0: a REQ
+	// whose QP issues no READ gets a QP that takes none.
 	c.Local = ConnInfo{GID: d.GID(), UDPPort: d.port, QPN: qp.qpn, PSN: psn, MTU: o.MTU,
-		MaxRdAtomic: min(o.ResponderResources, max(int(req.InitiatorDepth), 1))}
+		MaxRdAtomic: min(o.ResponderResources, int(req.InitiatorDepth))}
 	c.Remote = ConnInfo{GID: netip.AddrFrom16(packet.GIDFromAddr(e.Peer)), UDPPort: d.port, QPN: req.LocalQPN,
 		PSN: req.StartingPSN, MTU: o.MTU, MaxRdAtomic: min(int(req.ResponderResources), o.InitiatorDepth)}
 	srOffers(&c.Local, &c.Remote, &o)

@@ -30,7 +30,7 @@ func TestAcceptClampsREQRdAtomic(t *testing.T) {
 		{255, 255, 255, 255, 128, 128},
 		{255, 3, 128, 128, 3, 128},
 		{2, 255, 128, 128, 128, 2},
-		{0, 0, 0, 0, 1, 0}, // the peer takes no READs: we issue none
+		{0, 0, 0, 0, 0, 0}, // the peer takes and issues no READs: neither do we (cm_req_handler; TestAcceptREQWithoutReads)
 	} {
 		t.Run(fmt.Sprintf("REQ %d-%d opts %d-%d", tc.reqRR, tc.reqID, tc.optRR, tc.optID), func(t *testing.T) {
 			d, p := newRawCM(t)
