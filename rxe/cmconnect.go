@@ -186,10 +186,21 @@ func (c *CMConn) activeEvent(e cm.Event, o *CMOptions) (bool, error) {
 	switch e.Kind {
 	case cm.EventREP:
 		rep := e.REP
+		// The READ/atomic depths are the REP's: its responder resources
+		// our max_rd_atomic, its initiator depth our max_dest_rd_atomic,
+		// as kernel ib_cm's active side takes them (cm_rep_handler,
+		// cm_init_qp_rtr_attr, cm_init_qp_rts_attr; librdmacm's
+		// ucma_process_conn_resp overrides neither). Our REQ offered
+		// CMOptions' depths; a REP may answer more (librdmacm does not
+		// bound an application's rdma_accept depths by the REQ's), and the
+		// peer's QP then has them: ours matches it, so its READs find the
+		// resources it was told of. The device's maxima bound them, where
+		// kernel rxe's modify refuses a max_rd_atomic beyond
+		// max_qp_rd_atom (rxe_qp_chk_attr) and the connection fails.
 		c.Remote = ConnInfo{GID: netip.AddrFrom16(packet.GIDFromAddr(c.RemoteAddr.Addr())), UDPPort: c.dev.port,
 			QPN: rep.LocalQPN, PSN: rep.StartingPSN, MTU: o.MTU,
-			MaxRdAtomic: min(int(rep.ResponderResources), o.InitiatorDepth)}
-		c.Local.MaxRdAtomic = min(o.ResponderResources, int(rep.InitiatorDepth))
+			MaxRdAtomic: min(int(rep.ResponderResources), c.dev.attr.MaxQPInitRdAtom)}
+		c.Local.MaxRdAtomic = min(int(rep.InitiatorDepth), c.dev.attr.MaxQPRdAtom)
 		c.PrivateData = append([]byte(nil), rep.PrivateData[:]...)
 		srOffers(&c.Local, &c.Remote, o)
 		if err := toRTS(c.QP, c.Local, c.Remote, o, rep.RNRRetryCount, 0); err != nil {

@@ -12,10 +12,11 @@ import (
 
 // The READ/atomic depths of a CM connection, both directions, against
 // peers that ask for more than the device's 128 (the REQ's and REP's
-// 8-bit Responder Resources and Initiator Depth fields): each side uses
-// the smaller of the peer's offer and its own (CMOptions, bounded by the
-// device's max_qp_rd_atom and max_qp_init_rd_atom), as librdmacm's
-// rdma_accept bounds the REQ's values by the device's, and the QP's
+// 8-bit Responder Resources and Initiator Depth fields): the passive side
+// uses the smaller of the REQ's offer and its own (CMOptions, bounded by
+// the device's max_qp_rd_atom and max_qp_init_rd_atom), as librdmacm's
+// rdma_accept bounds the REQ's values by the device's; the active side
+// the REP's, bounded by the device's (cm_rep_handler); the QP's
 // attributes and CMConn.Local/Remote.MaxRdAtomic say what is used.
 
 // TestAcceptClampsREQRdAtomic: the passive side.
@@ -78,7 +79,7 @@ func TestDialClampsREPRdAtomic(t *testing.T) {
 		repRR, repID     uint8 // the peer's REP
 		wantRR, wantInit int   // ours: max_dest_rd_atomic and max_rd_atomic
 	}{
-		{0, 0, 16, 16, 255, 255, 16, 16},
+		{0, 0, 16, 16, 255, 255, 128, 128}, // the REP's, bounded by the device's (cm_rep_handler; TestDialTakesREPRdAtomic)
 		{200, 200, 128, 128, 255, 255, 128, 128},
 		{255, 255, 128, 128, 200, 200, 128, 128},
 		{128, 128, 128, 128, 5, 7, 7, 5},

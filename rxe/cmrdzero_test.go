@@ -71,8 +71,12 @@ func TestAcceptREQWithoutReads(t *testing.T) {
 
 // TestDialTakesREPRdAtomic: the active side's QP takes the REP's initiator
 // depth as its max_dest_rd_atomic and its responder resources as its
-// max_rd_atomic, as kernel ib_cm's active side does (cm_rep_handler): 0
-// stays 0.
+// max_rd_atomic, as kernel ib_cm's active side does (cm_rep_handler, and
+// librdmacm's ucma_process_conn_resp, which overrides neither): 0 stays 0,
+// and a REP that answers more than the REQ offered is taken too, as a
+// librdmacm application's rdma_accept with depths of its own sends one
+// (librdmacm does not bound them by the REQ's) and configures its QP with
+// them; only the device's maxima bound them (TestDialClampsREPRdAtomic).
 func TestDialTakesREPRdAtomic(t *testing.T) {
 	for _, tc := range []struct {
 		optRR, optID     int   // the Dial's CMOptions (0: the default, 16)
@@ -82,6 +86,8 @@ func TestDialTakesREPRdAtomic(t *testing.T) {
 		{0, 0, 0, 0, 0, 0},
 		{0, 0, 16, 0, 0, 16},
 		{0, 0, 0, 16, 16, 0},
+		{4, 4, 8, 8, 8, 8},
+		{4, 4, 16, 2, 2, 16},
 	} {
 		t.Run(fmt.Sprintf("opts %d-%d REP %d-%d", tc.optRR, tc.optID, tc.repRR, tc.repID), func(t *testing.T) {
 			d, p := newRawCM(t)

@@ -59,7 +59,12 @@ type CMOptions struct {
 	// atomic requests (default 16 each; Explicit makes 0 the value 0: the
 	// QP takes or issues none, as the rdma_conn_param of a librdmacm
 	// application that does no READs carries, perftest's WRITE and SEND
-	// tests' among them).
+	// tests' among them). A Dial's REQ offers them and its QP takes what
+	// the REP answers, as kernel ib_cm's active side does (the REP's
+	// initiator depth its responder resources, its responder resources
+	// its initiator depth; at most the device's maxima); an accepted QP
+	// takes the smaller of them and the REQ's offer, which its REP
+	// carries. A 0 stays 0.
 	ResponderResources, InitiatorDepth int
 	Timeout                            uint8 // the QP's local ACK timeout exponent; default 14 (a Dial's REQ announces what kernel ib_cm would for it: 16 for 14, 17 for 0)
 	RetryCnt, RNRRetry                 uint8 // default 7, 7
