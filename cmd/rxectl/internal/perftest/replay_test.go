@@ -366,6 +366,27 @@ func runReplay(t *testing.T, rc replayCase, segs []segment, sutClient bool) {
 		sutOut = srvOut.String()
 	}
 	require.Contains(t, sutOut, " Mtu             : 1024[B]\n")
+	// The header's outstanding reads are the OUT of perftest's key
+	// messages (both ends' alike in the transcripts: the device's 128 in
+	// READ and atomic tests, 1 in the others), printed in READ and atomic
+	// tests only, the max inline data in the others (ctx_print_test_info).
+	var out uint16
+	for _, s := range segs {
+		if len(s.data) == oob.KeyMsgSize {
+			k, err := oob.ParseKeyMsg(s.data)
+			require.NoError(t, err)
+			out = k.OutReads
+			break
+		}
+	}
+	if tst.verb == verbRead || tst.verb == verbAtomic {
+		require.Contains(t, sutOut, fmt.Sprintf("\n Outstand reads  : %d\n", out))
+		require.NotContains(t, sutOut, "Max inline data")
+	} else {
+		require.Equal(t, uint16(1), out, "perftest's OUT in a WRITE or SEND test")
+		require.Contains(t, sutOut, "\n Max inline data : ")
+		require.NotContains(t, sutOut, "Outstand reads")
+	}
 	if !sutClient && !tst.lat && tst.verb != verbSend {
 		// Our server prints the report real perftest's client sent.
 		var vals []uint64
