@@ -11,8 +11,10 @@ import (
 // 12.6): the message, the transaction ID, the local and remote
 // communication IDs and, by message, the service ID (with RDMA CM's port),
 // the QPN, the starting PSN, the path MTU, a REQ's retry counts and
-// local ACK timeout, a REP's RNR retry count, the REJ reason and, under
-// an IP CM service ID, the IP addresses of RDMA CM's private-data header.
+// local ACK timeout, a REP's RNR retry count, the REJ reason, a SIDR_REQ's
+// request ID, a SIDR_REP's status, QPN and Q_Key and, under an IP CM
+// service ID, the IP addresses of RDMA CM's private-data header (REQ,
+// SIDR_REQ).
 // It appends nothing for a packet that is not a UD packet to QP1. A MAD of
 // another management class shows its class, one of the CM class but of
 // another base version than 1 that version, of another class version
@@ -103,16 +105,7 @@ func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = strconv.AppendUint(b, uint64(m.RNRRetryCount), 10)
 		b = append(b, " ack_timeout="...)
 		b = strconv.AppendUint(b, uint64(m.Primary.LocalACKTimeout), 10)
-		// The private data starts with RDMA CM's IP addressing header
-		// only under an IP CM service ID (IBTA Annex A11.2.1, A11.2.2.1);
-		// under any other it is the consumer's own.
-		var ip packet.CMIPHeader
-		if _, _, ipcm := packet.ParseRDMACMServiceID(m.ServiceID); ipcm && ip.Decode(m.PrivateData[:]) == nil {
-			b = append(b, " ip="...)
-			b = netip.AddrPortFrom(ip.Src, ip.SrcPort).AppendTo(b)
-			b = append(b, "→"...)
-			b = ip.Dst.AppendTo(b)
-		}
+		b = appendCMIP(b, m.ServiceID, m.PrivateData[:])
 	case packet.AttrREP:
 		var m packet.REP
 		if err := m.Decode(msg); err != nil {
@@ -169,6 +162,9 @@ func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = append(b, " reqid="...)
 		b = appendHex(b, uint64(m.RequestID), 8)
 		b = appendServiceID(b, m.ServiceID)
+		// rdma_cm's SIDR_REQ carries the same IP header as its REQ
+		// (kernel cma_resolve_ib_udp).
+		b = appendCMIP(b, m.ServiceID, m.PrivateData[:])
 	case packet.AttrSIDRREP:
 		var m packet.SIDRREP
 		if err := m.Decode(msg); err != nil {
@@ -178,12 +174,38 @@ func appendCMMessage(b []byte, attr packet.CMAttr, msg []byte) []byte {
 		b = appendHex(b, uint64(m.RequestID), 8)
 		b = append(b, " status="...)
 		b = strconv.AppendUint(b, uint64(m.Status), 10)
+		if int(m.Status) < len(sidrStatusNames) {
+			b = append(b, " ("...)
+			b = append(b, sidrStatusNames[m.Status]...)
+			b = append(b, ')')
+		}
+		b = appendServiceID(b, m.ServiceID)
 		b = append(b, " qpn="...)
 		b = appendHex(b, uint64(m.QPN), 6)
 		b = append(b, " qkey="...)
 		b = appendHex(b, uint64(m.QKey), 8)
 	}
 	return b
+}
+
+// sidrStatusNames are the SIDR_REP statuses of IBA 12.11.2 (table 120),
+// by value; 6 to 255 are reserved.
+var sidrStatusNames = [...]string{"valid", "service ID not supported", "rejected", "no QP", "redirect", "SIDR version not supported"}
+
+// appendCMIP appends the IP addresses and source port of RDMA CM's header
+// at the start of a REQ's or SIDR_REQ's private data pd. The private data
+// starts with that header only under an IP CM service ID (IBTA Annex
+// A11.2.1, A11.2.2.1); under any other it is the consumer's own, and
+// nothing is appended.
+func appendCMIP(b []byte, serviceID uint64, pd []byte) []byte {
+	var ip packet.CMIPHeader
+	if _, _, ipcm := packet.ParseRDMACMServiceID(serviceID); !ipcm || ip.Decode(pd) != nil {
+		return b
+	}
+	b = append(b, " ip="...)
+	b = netip.AddrPortFrom(ip.Src, ip.SrcPort).AppendTo(b)
+	b = append(b, "→"...)
+	return ip.Dst.AppendTo(b)
 }
 
 // appendCMErr marks a CM message whose fields do not decode.

@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -15,7 +16,10 @@ import (
 // when it cut the DETH; a payload shorter than a MAD header is
 // malformed whatever its second byte; an RDMA CM service ID names its
 // port space (IBTA Annex A11.2.1: 0x06 TCP, 0x11 UDP); a REJ shows its
-// reason, an MRA its service timeout, a SIDR REP its status.
+// reason, an MRA its service timeout; a SIDR_REQ shows its request ID,
+// service ID and, under an RDMA CM service ID, the IP addresses of RDMA
+// CM's header (IBTA Annex A11.2.2.1), a SIDR_REP its status by name (IBA
+// 12.11.2, table 120), service ID, QPN and Q_Key.
 func TestCMLine(t *testing.T) {
 	req := func(sid uint64) []byte {
 		mad := make([]byte, packet.MADSize)
@@ -31,6 +35,13 @@ func TestCMLine(t *testing.T) {
 		mad := make([]byte, packet.MADSize)
 		packet.EncodeCM(mad, 9, m)
 		return mad
+	}
+	// sidrREQ is a SIDR_REQ for sid whose private data starts with RDMA
+	// CM's IP header (the client 10.0.0.1, RDMA CM port 40001).
+	sidrREQ := func(sid uint64) *packet.SIDRREQ {
+		m := &packet.SIDRREQ{RequestID: 5, PKey: packet.DefaultPKey, ServiceID: sid}
+		(&packet.CMIPHeader{SrcPort: 40001, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2")}).Encode(m.PrivateData[:])
+		return m
 	}
 	const dethEnd = packet.BTHSize + 8
 	tests := []struct {
@@ -48,8 +59,17 @@ func TestCMLine(t *testing.T) {
 			0, " cm=REJ tid=0x0000000000000009 lcid=0x00000001 rcid=0x00000002 reason=1 (" + packet.RejNoQP.String() + ") ", ""},
 		{"MRA", gsi(packet.UDSendOnly, msg(&packet.MRA{LocalCommID: 1, RemoteCommID: 2, ServiceTimeout: 17})),
 			0, " cm=MRA tid=0x0000000000000009 lcid=0x00000001 rcid=0x00000002 timeout=17 ", ""},
-		{"SIDR REP", gsi(packet.UDSendOnly, msg(&packet.SIDRREP{RequestID: 5, Status: 2, QPN: 0x42, QKey: 0x1234})),
-			0, " reqid=0x00000005 status=2 qpn=0x000042 qkey=0x00001234 ", ""},
+		{"SIDR_REQ of the UDP port space", gsi(packet.UDSendOnly, msg(sidrREQ(packet.RDMACMServiceID(packet.RDMACMProtoUDP, 7174)))),
+			0, " cm=SIDR_REQ tid=0x0000000000000009 reqid=0x00000005 sid=0x0000000001111c06 (udp:7174) ip=10.0.0.1:40001→10.0.0.2 ", ""},
+		{"SIDR_REQ of another service", gsi(packet.UDSendOnly, msg(sidrREQ(0x1234))),
+			0, " reqid=0x00000005 sid=0x0000000000001234 ICRC", " ip="},
+		{"SIDR_REP", gsi(packet.UDSendOnly, msg(&packet.SIDRREP{RequestID: 5, QPN: 0x42, QKey: 0x01234567,
+			ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoUDP, 7174)})),
+			0, " cm=SIDR_REP tid=0x0000000000000009 reqid=0x00000005 status=0 (valid) sid=0x0000000001111c06 (udp:7174) qpn=0x000042 qkey=0x01234567 ", ""},
+		{"SIDR_REP refusing", gsi(packet.UDSendOnly, msg(&packet.SIDRREP{RequestID: 5, Status: packet.SIDRRejected})),
+			0, " reqid=0x00000005 status=2 (rejected) sid=0x0000000000000000 qpn=0x000000 qkey=0x00000000 ", ""},
+		{"SIDR_REP of a status the IBA does not define", gsi(packet.UDSendOnly, msg(&packet.SIDRREP{RequestID: 5, Status: 9})),
+			0, " status=9 sid=", ""},
 		{"RC SEND to QP1", gsi(packet.RCSendOnly, req(packet.RDMACMServiceID(packet.RDMACMProtoTCP, 18515))),
 			0, "RC_SEND_ONLY qp=0x000001 ", " cm="},
 		{"3-byte payload, not of the CM class", gsi(packet.UDSendOnly, []byte{1, 0x81, 2}), 0, " mad MALFORMED ", " mad class="},
