@@ -295,3 +295,88 @@ func ExampleCMListener_AcceptFunc() {
 	// token=42: the server received "hello"
 	// {Accepted:1 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0 Declined:1}
 }
+
+// udQP returns a UD QP of h in RTS with librdmacm's Q_Key
+// (rxe.RDMAUDPQKey), as rdma_create_qp leaves the QP of an RDMA_PS_UDP id.
+func (h cmHost) udQP() *rxe.QP {
+	qp, err := h.pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeUD, SendCQ: h.cq, RecvCQ: h.cq,
+		Cap: rxe.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range []struct {
+		attr rxe.QPAttr
+		mask rxe.QPAttrMask
+	}{
+		{rxe.QPAttr{State: rxe.QPSInit, Port: 1, QKey: rxe.RDMAUDPQKey}, rxe.QPAttrState | rxe.QPAttrPKeyIndex | rxe.QPAttrPort | rxe.QPAttrQKey},
+		{rxe.QPAttr{State: rxe.QPSRTR}, rxe.QPAttrState},
+		{rxe.QPAttr{State: rxe.QPSRTS}, rxe.QPAttrState | rxe.QPAttrSQPSN},
+	} {
+		if err := qp.Modify(&m.attr, m.mask); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return qp
+}
+
+// A client resolves a UD service through the connection manager (a
+// SIDR_REQ and its SIDR_REP on QP1, as librdmacm's RDMA_PS_UDP ids do),
+// then SENDs a datagram to the QPN and Q_Key the server answered with.
+// The server reads the client's private data from the request; its
+// receive buffer starts with the 40-byte GRH area of every UD receive.
+func ExampleDialUD() {
+	client, server, closeBoth := newCMHosts() // 127.0.0.1:4791 and 127.0.0.2:4791
+	defer closeBoth()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// The server: a UD QP with a receive posted, and a listener on RDMA
+	// CM port 7471 of the UDP port space.
+	sqp := server.udQP()
+	if _, err := sqp.PostRecv(rxe.RecvWR{ID: 1, SGList: []rxe.SGE{{Addr: server.mr.Addr(), Length: 1024, LKey: server.mr.LKey()}}}); err != nil {
+		log.Fatal(err)
+	}
+	l, err := server.dev.ListenUD(7471)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		r, err := l.Accept(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("server: request from %v: %q\n", r.Remote.Addr(), bytes.TrimRight(r.PrivateData, "\x00"))
+		if err := r.Answer(sqp, nil); err != nil { // SIDR_REP: sqp's QPN and Q_Key
+			log.Fatal(err)
+		}
+	}()
+
+	// The client: resolve, then send.
+	peer, err := rxe.DialUD(ctx, client.dev, "127.0.0.2:7471", rxe.UDOptions{PD: client.pd, PrivateData: []byte("hello")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer peer.AH.Destroy()
+	<-served
+	fmt.Printf("client: QPN is the server's: %v, Q_Key %#x\n", peer.QPN == sqp.QPN(), peer.QKey)
+	cqp := client.udQP()
+	n := copy(client.buf, "datagram")
+	if _, err := cqp.PostSend(rxe.SendWR{ID: 2, Opcode: rxe.WRSend, Flags: rxe.SendSignaled, AH: peer.AH,
+		RemoteQPN: peer.QPN, RemoteQKey: peer.QKey,
+		SGList: []rxe.SGE{{Addr: client.mr.Addr(), Length: uint32(n), LKey: client.mr.LKey()}}}); err != nil {
+		log.Fatal(err)
+	}
+	if wc := client.wait(ctx); wc.Status != rxe.WCSuccess {
+		log.Fatal(wc.Status)
+	}
+	wc := server.wait(ctx)
+	fmt.Printf("server: %q\n", server.buf[rxe.GRHSize:wc.ByteLen])
+
+	// Output:
+	// server: request from 127.0.0.1: "hello"
+	// client: QPN is the server's: true, Q_Key 0x1234567
+	// server: "datagram"
+}
