@@ -20,9 +20,11 @@ import (
 )
 
 // RDMAUDPQKey is the Q_Key of librdmacm's UD port space (RDMA_UDP_QKEY):
-// rdma_cm gives it to the UD QPs of RDMA_PS_UDP ids, and its active side
-// refuses a SIDR_REP with any other (cma_sidr_rep_handler). A QP that
-// answers librdmacm clients through a UDListener must have it.
+// rdma_cm gives it to the UD QPs of RDMA_PS_UDP ids (cma_set_default_qkey,
+// through rdma_create_qp), its passive side answers with it, and its
+// active side refuses a SIDR_REP with any other once its id has a QP
+// (cma_sidr_rep_handler). A QP that answers librdmacm clients through a
+// UDListener must have it.
 const RDMAUDPQKey = 0x01234567
 
 // SIDRPrivateDataSize is how many bytes of private data a DialUD carries:
@@ -90,7 +92,10 @@ func (e *SIDRError) Error() string {
 }
 
 // ErrQKeyMismatch: the UD service answered with another Q_Key than
-// UDOptions.QKey (kernel rdma_cm reports it as unreachable, -EINVAL).
+// UDOptions.QKey. Kernel rdma_cm reports it as RDMA_CM_EVENT_ADDR_ERROR,
+// status -EINVAL, to a client whose id already has a Q_Key, as
+// rdma_create_qp gives it (cma_sidr_rep_handler, cma_set_qkey); a refusing
+// status is RDMA_CM_EVENT_UNREACHABLE instead (here a *SIDRError).
 var ErrQKeyMismatch = errors.New("rxe: the UD service's Q_Key is not the expected one")
 
 // DialUD resolves the UD service at addr ("host:port", port being the RDMA

@@ -27,8 +27,11 @@ import (
 // again (kernel cm_sidr_req_handler keeps a request in its remote SIDR
 // table only until ib_send_cm_sidr_rep).
 
-// sidrKey names a SIDR_REQ on the passive side: its sender and request ID
-// (kernel cm_insert_remote_sidr: the remote ID and the sender's address).
+// sidrKey names a SIDR_REQ on the passive side: its sender's IP address
+// and request ID. Kernel cm_insert_remote_sidr keys its remote SIDR table
+// by the request ID and the sender's source LID, which on RoCE is the
+// same for every sender; the address keeps apart two clients whose
+// request IDs happen to be equal.
 type sidrKey struct {
 	peer netip.Addr
 	id   uint32
