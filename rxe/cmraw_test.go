@@ -24,6 +24,7 @@ type rawCM struct {
 type rawMAD struct {
 	attr packet.CMAttr
 	tid  uint64
+	hdr  []byte // the 24-byte MAD header, as sent
 	msg  []byte
 }
 
@@ -59,7 +60,8 @@ func (p *rawCM) read() {
 			continue
 		}
 		select {
-		case p.mads <- rawMAD{attr: packet.CMAttr(h.AttrID), tid: h.TID, msg: append([]byte(nil), msg...)}:
+		case p.mads <- rawMAD{attr: packet.CMAttr(h.AttrID), tid: h.TID,
+			hdr: append([]byte(nil), pk.Payload()[:packet.MADHeaderSize]...), msg: append([]byte(nil), msg...)}:
 		default: // the test reads none of these any more
 		}
 	}

@@ -3,6 +3,7 @@ package rxe
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -284,12 +285,25 @@ func sidrREQGolden(t *testing.T, src, dst, sport, pd string) []byte {
 	return b
 }
 
+// cmMADHeaderGolden returns the MAD header of a CM message of attribute
+// attr (hex) in transaction tid, as kernel ib_cm fills it
+// (cm_format_mad_hdr): base version 1, class CM (0x07), class version 2,
+// method Send, status 0, no class-specific bits, the attribute, reserved
+// 0, attribute modifier 0.
+func cmMADHeaderGolden(t *testing.T, tid uint64, attr string) []byte {
+	return unhex(t, `
+		01 07 02 03 0000 0000                     | base version, class, class version, method; status, class specific
+		`+fmt.Sprintf("%016x", tid)+`             | transaction ID
+		`+attr+` 0000 00000000                    | attribute ID, reserved, attribute modifier`)
+}
+
 // TestSIDRGolden: the SIDR_REQ of a DialUD and the SIDR_REP of an Answer
 // are byte for byte what librdmacm over kernel ib_cm sends (cma_format_hdr
 // and cm_format_sidr_req: request ID, P_Key 0xFFFF, the RDMA_PS_UDP
 // service ID 0x0000000001110000 | port, RDMA CM's IP header, the private
 // data; cm_format_sidr_rep: the request's ID, transaction and service ID,
-// status 0, QPN, Q_Key 0x01234567, the private data at byte 96), and a
+// status 0, QPN, Q_Key 0x01234567, the private data at byte 96), MAD
+// header included, and a
 // SIDR_REP laid out by hand as the kernel's gives the client its QPN.
 func TestSIDRGolden(t *testing.T) {
 	d, p := newRawCM(t) // the device 127.0.0.1, the raw peer 127.0.0.2
@@ -315,6 +329,7 @@ func TestSIDRGolden(t *testing.T) {
 		"the transaction's low half is the request ID, little-endian (kernel cm_form_tid)")
 	golden := sidrREQGolden(t, "7f000001", "7f000002", "c001", "aabb")
 	require.Equal(t, hex.EncodeToString(golden), hex.EncodeToString(m.msg[4:]), "SIDR_REQ after its request ID")
+	require.Equal(t, hex.EncodeToString(cmMADHeaderGolden(t, m.tid, "0017")), hex.EncodeToString(m.hdr), "SIDR_REQ's MAD header")
 
 	// The kernel's SIDR_REP: request ID, status 0, no additional
 	// information, QPN 0x000123, service ID, Q_Key, private data "ok".
@@ -343,11 +358,11 @@ func TestSIDRGolden(t *testing.T) {
 	var sr packet.SIDRREQ
 	require.NoError(t, sr.Decode(sreq))
 	p.send(0x0000000a78563412, &sr)
-	var back packet.SIDRREP
-	tid := p.recv(packet.AttrSIDRREP, &back)
-	require.Equal(t, uint64(0x0000000a78563412), tid, "the request's transaction")
-	got := make([]byte, packet.CMDataSize)
-	back.Encode(got)
+	for m = p.next(); m.attr != packet.AttrSIDRREP; m = p.next() {
+	}
+	require.Equal(t, hex.EncodeToString(cmMADHeaderGolden(t, 0x0000000a78563412, "0018")), hex.EncodeToString(m.hdr),
+		"SIDR_REP's MAD header, in the request's transaction")
+	got := m.msg
 	wantREP := make([]byte, packet.CMDataSize)
 	copy(wantREP, unhex(t, "12345678 | request ID\n 00 00 0000 | status valid, no additional information, vendor ID"))
 	copy(wantREP[8:], []byte{byte(e.qp.QPN() >> 16), byte(e.qp.QPN() >> 8), byte(e.qp.QPN()), 0})
