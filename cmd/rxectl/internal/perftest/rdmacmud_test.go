@@ -71,7 +71,7 @@ func TestRDMACMUDClientServer(t *testing.T) {
 	repQPN := map[string]bool{}
 	cmRE := regexp.MustCompile(`cm=(\w+)`)
 	sidrRE := regexp.MustCompile(`cm=SIDR_REQ .*sid=0x0000000001114853 \(udp:18515\)`)
-	repRE := regexp.MustCompile(`cm=SIDR_REP .*status=0 qpn=(0x[0-9a-f]+) qkey=0x01234567`)
+	repRE := regexp.MustCompile(`cm=SIDR_REP .*status=0 \(valid\) sid=0x0000000001114853 \(udp:18515\) qpn=(0x[0-9a-f]+) qkey=0x01234567`)
 	immRE := regexp.MustCompile(`127\.0\.0\.2:\d+ → 127\.0\.0\.1:\d+ UD_SEND_ONLY_WITH_IMMEDIATE qp=(0x[0-9a-f]+) .*qkey=0x01234567 srcqp=(0x[0-9a-f]+) imm=0x([0-9a-f]+) payload=4 `)
 	dataRE := regexp.MustCompile(`UD_SEND_ONLY qp=(0x[0-9a-f]+) .*qkey=(0x[0-9a-f]+) .*payload=1024 `)
 	for _, line := range strings.Split(dumped, "\n") {
