@@ -929,7 +929,7 @@ func (h *half) silenceThreshold() time.Duration {
 	if len(h.rtts) > 0 {
 		s := slices.Clone(h.rtts)
 		slices.Sort(s)
-		t = max(t, 4*s[len(s)/2])
+		t = max(t, 4*median(s))
 	}
 	return t
 }
@@ -1214,7 +1214,20 @@ func summarise(s []time.Duration) RTT {
 	}
 	s = slices.Clone(s)
 	slices.Sort(s)
-	return RTT{Samples: len(s), Min: Duration(s[0]), Median: Duration(s[len(s)/2]), Max: Duration(s[len(s)-1])}
+	return RTT{Samples: len(s), Min: Duration(s[0]), Median: Duration(median(s)), Max: Duration(s[len(s)-1])}
+}
+
+// median is the median of sorted, which is not empty: its middle sample,
+// or for an even number of samples the mean of the two middle ones
+// (rounded toward the smaller), taken without adding them so that it
+// cannot overflow.
+func median(sorted []time.Duration) time.Duration {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	lo, hi := sorted[n/2-1], sorted[n/2]
+	return lo + (hi-lo)/2
 }
 
 // gapAt counts a gap of n PSNs at frame.

@@ -44,7 +44,7 @@ func explain(c *Connection, halves map[int]*half, order []int) []string {
 				nakName(f.code), f.frame, f.psn))
 		}
 		if h.resp != nil && h.resp.NAKs.RNR > 0 && !slices.ContainsFunc(eps, func(e Recovery) bool { return e.Cause == CauseRNR }) {
-			out = append(out, fmt.Sprintf("%d RNR NAKs: the responder had no receive WQE posted.", h.resp.NAKs.RNR))
+			out = append(out, count(h.resp.NAKs.RNR, "RNR NAK")+": the responder had no receive WQE posted.")
 		}
 	}
 	return out
@@ -167,9 +167,9 @@ func recoverySentence(eps []Recovery) string {
 				parts = append(parts, fmt.Sprintf("%d ACK timeouts (silences of %s median, first at frame %d)", len(g), Human(medianSilence(g)), g[0].RewindFrame))
 			}
 		case CauseProbe:
-			parts = append(parts, fmt.Sprintf("%s (one packet sent again, then on at the highest PSN; at frame %s)", count(len(g), "probe"), firstFrames(g)))
+			parts = append(parts, fmt.Sprintf("%s (one packet sent again, then on at the highest PSN; at %s)", count(len(g), "probe"), firstFrames(g)))
 		case CauseUnknown:
-			parts = append(parts, fmt.Sprintf("%s with no cause in the capture (at frame %s)", count(len(g), resend), firstFrames(g)))
+			parts = append(parts, fmt.Sprintf("%s with no cause in the capture (at %s)", count(len(g), resend), firstFrames(g)))
 		}
 	}
 	switch len(parts) {
@@ -181,15 +181,24 @@ func recoverySentence(eps []Recovery) string {
 	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
-// firstFrames lists the rewind frames of the first three episodes.
+// firstFrames writes where the episodes g rewound: "frame 7" for one,
+// "frames 7, 9" for more, listing the first three and how many more.
 func firstFrames(g []Recovery) string {
 	frames := make([]string, 0, 3)
 	for _, ep := range g[:min(3, len(g))] {
 		frames = append(frames, strconv.Itoa(ep.RewindFrame))
 	}
-	return strings.Join(frames, ", ")
+	s := "frame " + strings.Join(frames, ", ")
+	if len(g) > 1 {
+		s = "frames " + strings.Join(frames, ", ")
+	}
+	if n := len(g) - len(frames); n > 0 {
+		s += " and " + strconv.Itoa(n) + " more"
+	}
+	return s
 }
 
+// medianWord marks a duration as the median of several episodes.
 func medianWord(g []Recovery) string {
 	if len(g) > 1 {
 		return " (median)"
@@ -197,30 +206,38 @@ func medianWord(g []Recovery) string {
 	return ""
 }
 
+// medianDuration is the median duration of the episodes g (median).
 func medianDuration(g []Recovery) time.Duration {
 	d := make([]time.Duration, len(g))
 	for i, ep := range g {
 		d[i] = time.Duration(ep.Duration)
 	}
 	slices.Sort(d)
-	return d[len(d)/2]
+	return median(d)
 }
 
+// medianSilence is the median silence before the episodes g (median).
 func medianSilence(g []Recovery) time.Duration {
 	d := make([]time.Duration, len(g))
 	for i, ep := range g {
 		d[i] = time.Duration(ep.Silence)
 	}
 	slices.Sort(d)
-	return d[len(d)/2]
+	return median(d)
 }
 
-// count writes "1 gap", "3 gaps", "2 re-reads", "1 RNR wait".
-func count(n int, noun string) string {
+// count writes "1 gap", "3 gaps", "0 PSNs", "2 re-reads", "1 RNR wait".
+func count(n int, singular string) string {
+	return strconv.Itoa(n) + " " + noun(n, singular)
+}
+
+// noun is singular for a count of 1 and its plural (with an s) for any
+// other count.
+func noun(n int, singular string) string {
 	if n == 1 {
-		return "1 " + noun
+		return singular
 	}
-	return strconv.Itoa(n) + " " + noun + "s"
+	return singular + "s"
 }
 
 func upper(s string) string {

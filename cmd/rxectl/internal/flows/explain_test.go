@@ -19,10 +19,11 @@ func TestNAKName(t *testing.T) {
 }
 
 // TestRecoverySentence: episodes grouped by cause, each group's duration
-// its median (the middle of an odd count) marked "(median)" when there
-// are several; up to three ACK timeouts are listed one by one, more are
-// summed up with their median silence; probes and unexplained resends
-// name the rewind frames of their first three episodes.
+// its median (the middle of an odd count, the mean of the two middle ones
+// of an even count) marked "(median)" when there are several; up to three
+// ACK timeouts are listed one by one, more are summed up with their median
+// silence; probes and unexplained resends name the rewind frames of their
+// first three episodes and how many more.
 func TestRecoverySentence(t *testing.T) {
 	ms := func(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }
 	nak := func(d int) Recovery { return Recovery{Cause: CauseSequenceNAK, Duration: ms(d)} }
@@ -41,9 +42,9 @@ func TestRecoverySentence(t *testing.T) {
 		{"three timeouts", []Recovery{to(7, 10), to(9, 20), to(11, 30)},
 			"1 ACK timeout of 10 ms at frame 7, 1 ACK timeout of 20 ms at frame 9 and 1 ACK timeout of 30 ms at frame 11"},
 		{"four timeouts", []Recovery{to(7, 10), to(9, 40), to(11, 30), to(13, 20)},
-			"4 ACK timeouts (silences of 30 ms median, first at frame 7)"},
+			"4 ACK timeouts (silences of 25 ms median, first at frame 7)"},
 		{"probes", []Recovery{at(CauseProbe, 4), at(CauseProbe, 8), at(CauseProbe, 12), at(CauseProbe, 16)},
-			"4 probes (one packet sent again, then on at the highest PSN; at frame 4, 8, 12)"},
+			"4 probes (one packet sent again, then on at the highest PSN; at frames 4, 8, 12 and 1 more)"},
 		{"causes in order", []Recovery{at(CauseUnknown, 30), nak(2)},
 			"1 resend after PSN sequence error NAKs in 2.0 ms and 1 resend with no cause in the capture (at frame 30)"},
 	}

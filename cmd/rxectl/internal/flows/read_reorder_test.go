@@ -112,7 +112,7 @@ func TestReadResponseOrder(t *testing.T) {
 		recoveries: []Cause{CauseImpliedNAK},
 		notes:      map[int]Note{4: {Gap: 1, GapPSN: 12}, 5: {Resent: true, Cause: CauseImpliedNAK}, 7: {Resent: true}},
 		explain:    "1 READ response lost before the capture point (1 gap, first at frame 4); recovered by 1 re-read after implied NAKs in 8.0 µs.",
-		text:       "messages 1, psn_gaps 1 (1 PSNs missing), psn_rewinds 1, first gap at frame 4\n",
+		text:       "messages 1, psn_gaps 1 (1 PSN missing), psn_rewinds 1, first gap at frame 4\n",
 	}, {
 		// The capture may record the re-read's answer before the request
 		// (--pcap records a write once it returned): a FIRST inside the
@@ -146,7 +146,7 @@ func TestReadResponseOrder(t *testing.T) {
 		notes: map[int]Note{6: {Resent: true}, 9: {Gap: 1, GapPSN: 15}, 11: {Resent: true, Cause: CauseImpliedNAK},
 			13: {Resent: true}, 14: {Resent: true}},
 		explain: "1 READ response lost before the capture point (1 gap, first at frame 9); recovered by 1 re-read after implied NAKs in 11 µs.",
-		text:    "messages 2, psn_gaps 1 (1 PSNs missing), psn_rewinds 2, first gap at frame 9, psn_late 1\n",
+		text:    "messages 2, psn_gaps 1 (1 PSN missing), psn_rewinds 2, first gap at frame 9, psn_late 1\n",
 	}, {
 		// Only the responses: the READs were sent before the capture
 		// began. A MIDDLE that fills a hole came late; a responder

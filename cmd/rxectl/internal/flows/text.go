@@ -90,11 +90,11 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 	}
 	fmt.Fprintln(b)
 	for _, f := range c.Flows {
-		fmt.Fprintf(b, "  %s: %d packets, %d bytes, frames %d-%d\n", f.Name(), f.Packets, f.Bytes, f.FirstFrame, f.LastFrame)
+		fmt.Fprintf(b, "  %s: %s, %d bytes, frames %d-%d\n", f.Name(), count(f.Packets, "packet"), f.Bytes, f.FirstFrame, f.LastFrame)
 		for _, o := range f.ByOpcode {
-			fmt.Fprintf(b, "    %-34s %8d packets %12d bytes\n", o.Opcode, o.Packets, o.Bytes)
+			fmt.Fprintf(b, "    %-34s %8d %-7s %12d bytes\n", o.Opcode, o.Packets, noun(o.Packets, "packet"), o.Bytes)
 		}
-		fmt.Fprintf(b, "    messages %d, psn_gaps %d (%d PSNs missing), psn_rewinds %d", f.Messages, f.PSNGaps, f.PSNMissing, f.PSNRewinds)
+		fmt.Fprintf(b, "    messages %d, psn_gaps %d (%s missing), psn_rewinds %d", f.Messages, f.PSNGaps, count(f.PSNMissing, "PSN"), f.PSNRewinds)
 		if f.FirstGapFrame > 0 {
 			fmt.Fprintf(b, ", first gap at frame %d", f.FirstGapFrame)
 		}
@@ -149,7 +149,7 @@ func (c *Connection) writeText(b *bufio.Writer, n int, iv time.Duration) {
 		}
 	}
 	if c.RTT.Samples > 0 {
-		fmt.Fprintf(b, "  RTT: %d samples, min %s, median %s, max %s\n", c.RTT.Samples,
+		fmt.Fprintf(b, "  RTT: %s, min %s, median %s, max %s\n", count(c.RTT.Samples, "sample"),
 			Human(time.Duration(c.RTT.Min)), Human(time.Duration(c.RTT.Median)), Human(time.Duration(c.RTT.Max)))
 	}
 	if len(c.Goodput) > 0 {

@@ -23,12 +23,12 @@ func TestWriteTextLossyRC(t *testing.T) {
 	require.NoError(t, rep.WriteText(&b))
 	require.Equal(t, `connection 1: 10.0.0.1:49152 QP 0x000011 ⇄ 10.0.0.2:4791 QP 0x000022 (PMTU 1024)
   10.0.0.1:49152 → 10.0.0.2:4791 QP 0x000022: 11 packets, 5820 bytes, frames 1-17
-    RC_SEND_FIRST                             1 packets         1040 bytes
+    RC_SEND_FIRST                             1 packet          1040 bytes
     RC_SEND_MIDDLE                            2 packets         2080 bytes
     RC_SEND_LAST                              2 packets         2080 bytes
     RC_SEND_ONLY                              5 packets          580 bytes
-    RC_RDMA_WRITE_ONLY                        1 packets           40 bytes
-    messages 5, psn_gaps 1 (1 PSNs missing), psn_rewinds 3, first gap at frame 3
+    RC_RDMA_WRITE_ONLY                        1 packet            40 bytes
+    messages 5, psn_gaps 1 (1 PSN missing), psn_rewinds 3, first gap at frame 3
   10.0.0.2:4791 → 10.0.0.1:49152 QP 0x000011: 7 packets, 140 bytes, frames 4-18
     RC_ACKNOWLEDGE                            7 packets          140 bytes
     messages 0, psn_gaps 0 (0 PSNs missing), psn_rewinds 0
@@ -37,7 +37,7 @@ func TestWriteTextLossyRC(t *testing.T) {
     1. sequence NAK: frames 3-7 (28 µs), rewind at frame 5 to PSN 102 (highest sent 103), 1 round, 2 packets resent
     2. timeout: frames 10-12 (5.0 ms), rewind at frame 11 to PSN 105 (highest sent 105), 1 round, 1 packet resent, after 5.0 ms of silence
     3. RNR wait: frames 13-16 (710 µs), rewind at frame 15 to PSN 106 (highest sent 106), 1 round, 1 packet resent, RNR timer code 12
-  RTT: 1 samples, min 10 µs, median 10 µs, max 10 µs
+  RTT: 1 sample, min 10 µs, median 10 µs, max 10 µs
   goodput in Mbit/s per 1.0 ms:
       34.4      0      0      0      0   0.86
 `, b.String()[:bytes.Index(b.Bytes(), []byte("  explain:"))])
