@@ -193,13 +193,19 @@ func WriteStats(w io.Writer, st, peer *Final) {
 	}
 	devLines := func(label string, st *Final) {
 		d, t := st.Device, st.Transport
-		fmt.Fprintf(&b, " %s %s %s: sent %d packets, received %d; bad ICRC %d, ICRC recovered %d, malformed %d, unknown QP %d, local drops %d, send errors %d, QP errors %d\n",
-			label, d.Name, d.Addr, d.SentPkts, d.RcvdPkts, d.BadICRC, d.ICRCRecovered, d.Malformed, d.UnknownQP, d.LocalDrops, d.SendErr, d.QPErrors)
-		fmt.Fprintf(&b, "   transport: %d packets retransmitted, %d timeouts, %d sequence-error NAKs and %d RNR NAKs received; %d duplicate and %d out-of-sequence requests received\n",
-			t.Retransmits, t.Timeouts, t.RcvdSeqErr, t.RcvdRNRErr, t.DuplicateRequest, t.OutOfSeqRequest)
-		fmt.Fprintf(&b, "   recovery: srtt %d µs, %d recovery timer expiries (%d tail probes), %d IB ACK timeouts; window %d packets, %d decreases\n",
-			t.SRTTMicros, t.RTOExpiries, t.TailProbes, t.IBTimeouts, t.Window, t.WindowDecr)
-		if t.RetryDoubled > 0 {
+		fmt.Fprintf(&b, " %s %s %s: sent %s, received %d; bad ICRC %d, ICRC recovered %d, malformed %d, unknown QP %d, local drops %d, send errors %d, QP errors %d\n",
+			label, d.Name, d.Addr, count(d.SentPkts, "packet", "packets"), d.RcvdPkts, d.BadICRC, d.ICRCRecovered, d.Malformed, d.UnknownQP, d.LocalDrops, d.SendErr, d.QPErrors)
+		fmt.Fprintf(&b, "   transport: %s retransmitted, %s, %s and %s received; %s and %s received\n",
+			count(t.Retransmits, "packet", "packets"), count(t.Timeouts, "timeout", "timeouts"),
+			count(t.RcvdSeqErr, "sequence-error NAK", "sequence-error NAKs"), count(t.RcvdRNRErr, "RNR NAK", "RNR NAKs"),
+			count(t.DuplicateRequest, "duplicate request", "duplicate requests"), count(t.OutOfSeqRequest, "out-of-sequence request", "out-of-sequence requests"))
+		fmt.Fprintf(&b, "   recovery: srtt %d µs, %s (%s), %s; window %s, %s\n",
+			t.SRTTMicros, count(t.RTOExpiries, "recovery timer expiry", "recovery timer expiries"), count(t.TailProbes, "tail probe", "tail probes"),
+			count(t.IBTimeouts, "IB ACK timeout", "IB ACK timeouts"), count(t.Window, "packet", "packets"), count(t.WindowDecr, "decrease", "decreases"))
+		switch {
+		case t.RetryDoubled == 1:
+			fmt.Fprint(&b, "   go-back-N: 1 retry sent its first packet twice\n")
+		case t.RetryDoubled > 1:
 			fmt.Fprintf(&b, "   go-back-N: %d retries sent their first packet twice\n", t.RetryDoubled)
 		}
 		sr := t.SRHolesReported > 0 || t.OOOPeak > 0 || t.SRHolesReceived > 0 || t.SRPacketsResent > 0
@@ -208,10 +214,14 @@ func WriteStats(w io.Writer, st, peer *Final) {
 			fmt.Fprintf(&b, "   READ holes re-read: %d (%d of them again because the answer was lost)\n", t.ReadHoleRereads, t.ReadRereadsLost)
 		}
 		if sr {
-			fmt.Fprintf(&b, "   selective repeat: requester %d hole reports and %d progress reports received, %d packets resent, %d READ holes re-read, %d READ requests found lost; "+
-				"responder %d holes reported, %d progress reports, %d packets lost (seen as holes), %d requests held out of order (%d of them placed on arrival), buffer peak %d packets (%d bytes), %d dropped\n",
-				t.SRHolesReceived, t.SRProgressReceived, t.SRPacketsResent, t.ReadHoleRereads, t.SRReadRequestsLost, t.SRHolesReported, t.SRProgressReports,
-				t.SRHolePSNs, t.OOOHeld, t.OOOPlaced, t.OOOPeak, t.OOOBytesPeak, t.OOODropped)
+			fmt.Fprintf(&b, "   selective repeat: requester %s and %s received, %s resent, %s re-read, %s found lost; "+
+				"responder %s reported, %s, %s, %s held out of order (%d of them placed on arrival), buffer peak %s (%s), %d dropped\n",
+				count(t.SRHolesReceived, "hole report", "hole reports"), count(t.SRProgressReceived, "progress report", "progress reports"),
+				count(t.SRPacketsResent, "packet", "packets"), count(t.ReadHoleRereads, "READ hole", "READ holes"),
+				count(t.SRReadRequestsLost, "READ request", "READ requests"), count(t.SRHolesReported, "hole", "holes"),
+				count(t.SRProgressReports, "progress report", "progress reports"),
+				count(t.SRHolePSNs, "packet lost (seen as a hole)", "packets lost (seen as holes)"), count(t.OOOHeld, "request", "requests"),
+				t.OOOPlaced, count(t.OOOPeak, "packet", "packets"), count(t.OOOBytesPeak, "byte", "bytes"), t.OOODropped)
 		}
 	}
 	devLines("Device", st)
@@ -219,7 +229,7 @@ func WriteStats(w io.Writer, st, peer *Final) {
 		devLines("Peer device", peer)
 	}
 	if c := st.Capture; c != nil {
-		fmt.Fprintf(&b, " Capture %s: %d packets (%d sent, %d received)", c.File, c.Sent+c.Received, c.Sent, c.Received)
+		fmt.Fprintf(&b, " Capture %s: %s (%d sent, %d received)", c.File, count(c.Sent+c.Received, "packet", "packets"), c.Sent, c.Received)
 		if c.Skipped > 0 {
 			fmt.Fprintf(&b, ", %d not recorded", c.Skipped)
 		}
@@ -256,7 +266,7 @@ func (l *StatusLine) Show(r BW) {
 	if l.w == nil {
 		return
 	}
-	fmt.Fprintf(l.w, "\r %d bytes: %d iterations, %.2f %s, %.6f Mpps so far ", r.Size, r.Iters, r.Avg, l.unit, r.MsgRate)
+	fmt.Fprintf(l.w, "\r %s: %s, %.2f %s, %.6f Mpps so far ", count(r.Size, "byte", "bytes"), count(r.Iters, "iteration", "iterations"), r.Avg, l.unit, r.MsgRate)
 	l.shown = true
 }
 
@@ -266,4 +276,13 @@ func (l *StatusLine) Clear() {
 		fmt.Fprintf(l.w, "\r%s\r", strings.Repeat(" ", 79))
 		l.shown = false
 	}
+}
+
+// count writes n and the noun that goes with it: one for a count of 1,
+// many for any other count ("1 packet", "0 packets", "2 retries").
+func count[N ~int | ~int64 | ~uint64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprint(n) + " " + many
 }

@@ -22,7 +22,7 @@ func TestWriteStatsLines(t *testing.T) {
 			[]string{" Device rxe0 10.0.0.1:4791: sent 3 packets, received 2;"},
 			[]string{"go-back-N", "READ holes", "selective repeat", "Peer device", "Capture"}},
 		{"go-back-N", &Final{Transport: Transport{RetryDoubled: 1, ReadHoleRereads: 5, ReadRereadsLost: 1}}, nil,
-			[]string{"   go-back-N: 1 retries sent their first packet twice\n",
+			[]string{"   go-back-N: 1 retry sent its first packet twice\n",
 				"   READ holes re-read: 5 (1 of them again because the answer was lost)\n"},
 			[]string{"selective repeat"}},
 		{"selective repeat", &Final{Transport: Transport{ReadHoleRereads: 5, OOOPeak: 1}}, &Final{Device: Device{Name: "rxe1"}},
