@@ -163,7 +163,10 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, time.Time, 
 // analyse runs dump --flows and --ladder on the capture in r.
 func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int {
 	pkts, lo, start, err := readPackets(r, o.ports)
-	if lo.merged > 0 {
+	switch {
+	case lo.merged == 1:
+		fmt.Fprintf(stderr, "rxectl dump: 1 packet left out of the analysis: a UDP datagram cut by the capture that holds several RoCE packets it does not show the boundaries of (frame %d)\n", lo.first)
+	case lo.merged > 1:
 		fmt.Fprintf(stderr, "rxectl dump: %d packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame %d)\n", lo.merged, lo.first)
 	}
 	if err != nil && pkts == nil {

@@ -305,7 +305,7 @@ func TestCutMergedUnsplit(t *testing.T) {
 	stdout, stderr, code := runCmd(t, "dump", "--flows", file)
 	require.Equal(t, cli.ExitOK, code)
 	require.Equal(t, "no RoCEv2 flows\n", stdout)
-	require.Contains(t, stderr, "rxectl dump: 1 packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame 1)\n")
+	require.Contains(t, stderr, "rxectl dump: 1 packet left out of the analysis: a UDP datagram cut by the capture that holds several RoCE packets it does not show the boundaries of (frame 1)\n")
 }
 
 // madLine is the CM part of dump's line for a QP1 datagram carrying mad.

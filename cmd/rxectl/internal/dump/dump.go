@@ -373,17 +373,26 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 		}
 		status = cli.ExitFail
 	}
-	fmt.Fprintf(stderr, "rxectl dump: %d frames, %d RoCEv2 packets, %d bad ICRC, %d malformed", st.frames, st.roce, st.badICRC, st.malformed)
+	fmt.Fprintf(stderr, "rxectl dump: %s, %s, %d bad ICRC, %d malformed", count(st.frames, "frame"), count(st.roce, "RoCEv2 packet"), st.badICRC, st.malformed)
 	if st.truncated > 0 {
 		fmt.Fprintf(stderr, ", %d truncated by the capture (snap length)", st.truncated)
 	}
 	fmt.Fprintln(stderr)
 	if o.strict && st.truncated > 0 {
 		// They fail no check: their ICRC and payload were not captured.
-		fmt.Fprintf(stderr, "rxectl dump: --strict: the ICRC and payload of %d packets truncated by the capture could not be verified (not counted as failures)\n", st.truncated)
+		fmt.Fprintf(stderr, "rxectl dump: --strict: the ICRC and payload of %s truncated by the capture could not be verified (not counted as failures)\n", count(st.truncated, "packet"))
 	}
 	if status == cli.ExitOK && o.strict && st.badICRC+st.malformed > 0 {
 		status = cli.ExitFail
 	}
 	return status
+}
+
+// count writes n and noun, with an s for any count but 1: "1 frame",
+// "0 frames", "15 RoCEv2 packets".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

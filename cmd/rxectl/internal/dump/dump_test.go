@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -647,12 +648,12 @@ func TestDumpBadInputs(t *testing.T) {
 			}},
 		{name: "cut in record header", content: raw[:24+rec1+7], code: cli.ExitFail, lines: 1,
 			stdout:     "    1 0.000000 192.168.10.1:49374",
-			wantStderr: []string{"ends in the middle of a record after frame 1\n", "1 frames, 1 RoCEv2 packets"}},
+			wantStderr: []string{"ends in the middle of a record after frame 1\n", "1 frame, 1 RoCEv2 packet,"}},
 		// The whole record header and not one byte of its data: pcapgo
 		// took this for the clean end of the file (found by FuzzDump).
 		{name: "cut after record header", content: raw[:24+rec1+16], code: cli.ExitFail, lines: 1,
 			stdout:     "    1 0.000000 192.168.10.1:49374",
-			wantStderr: []string{"ends in the middle of a record after frame 1\n", "1 frames, 1 RoCEv2 packets"}},
+			wantStderr: []string{"ends in the middle of a record after frame 1\n", "1 frame, 1 RoCEv2 packet,"}},
 		{name: "header only", content: raw[:24], code: cli.ExitOK,
 			wantStderr: []string{"rxectl dump: 0 frames, 0 RoCEv2 packets, 0 bad ICRC, 0 malformed\n"}},
 		{name: "huge record", content: hugeRecord, code: cli.ExitFail,
@@ -661,7 +662,7 @@ func TestDumpBadInputs(t *testing.T) {
 			wantStderr: []string{"unsupported link type 105"}},
 		{name: "pcapng cut", content: ng[:len(ng)-30], code: cli.ExitFail, lines: 1,
 			stdout:     "    1 0.000000 10.0.17.1:0 → 10.0.18.1:4791 CNP",
-			wantStderr: []string{"capture file ends in the middle of a record after frame 1\n", "rxectl dump: 1 frames, 1 RoCEv2 packets"}},
+			wantStderr: []string{"capture file ends in the middle of a record after frame 1\n", "rxectl dump: 1 frame, 1 RoCEv2 packet,"}},
 		{name: "pcapng cut in block header", content: ng[:28+32+epb1+3], code: cli.ExitFail, lines: 1,
 			wantStderr: []string{"capture file ends in the middle of a record after frame 1\n"},
 			stdout:     "    1 "},
@@ -705,6 +706,10 @@ func TestDumpPcapNgUnsupportedInterface(t *testing.T) {
 	require.Equal(t, 1, strings.Count(stderr, "skipping frames"), "one warning per link type, not per frame")
 	require.Contains(t, stderr, "rxectl dump: 2 frames, 0 RoCEv2 packets")
 }
+
+// summaryRE matches dump's summary line: the counts of frames, RoCEv2
+// packets, bad ICRC and malformed packets, with the s of a plural noun.
+var summaryRE = regexp.MustCompile(`^rxectl dump: (\d+) frame(s?), (\d+) RoCEv2 packet(s?), (\d+) bad ICRC, (\d+) malformed`)
 
 // FuzzDump feeds whole files to the dump loop, as text, --json and -v
 // with the same ports, and checks what the output says against the file:
@@ -773,7 +778,7 @@ func FuzzDump(f *testing.F) {
 		if err != nil { // not a capture dump reads: one error line
 			require.Equal(t, cli.ExitFail, code)
 			require.Len(t, textErr, 1)
-			require.NotContains(t, textErr[0], " frames, ")
+			require.NotRegexp(t, summaryRE, textErr[0])
 			require.Empty(t, text)
 			require.Empty(t, jsonOut)
 			return
@@ -789,9 +794,14 @@ func FuzzDump(f *testing.F) {
 
 		summary := textErr[len(textErr)-1]
 		var st stats
-		_, err = fmt.Sscanf(summary, "rxectl dump: %d frames, %d RoCEv2 packets, %d bad ICRC, %d malformed",
-			&st.frames, &st.roce, &st.badICRC, &st.malformed)
-		require.NoError(t, err, summary)
+		m := summaryRE.FindStringSubmatch(summary)
+		require.NotNil(t, m, summary)
+		for i, p := range map[int]*int{1: &st.frames, 3: &st.roce, 5: &st.badICRC, 6: &st.malformed} {
+			*p, err = strconv.Atoi(m[i])
+			require.NoError(t, err, summary)
+		}
+		require.Equal(t, st.frames == 1, m[2] == "", "frame in the singular for 1 only: %s", summary)
+		require.Equal(t, st.roce == 1, m[4] == "", "packet in the singular for 1 only: %s", summary)
 		if i := strings.Index(summary, " malformed, "); i >= 0 {
 			_, err = fmt.Sscanf(summary[i:], " malformed, %d truncated by the capture (snap length)", &st.truncated)
 			require.NoError(t, err, summary)

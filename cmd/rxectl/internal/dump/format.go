@@ -170,7 +170,11 @@ func appendMalformed(b []byte, f *Frame, verbose bool) []byte {
 		raw = f.Datagram.Payload
 		b = append(b, " ("...)
 		b = strconv.AppendInt(b, int64(len(raw)), 10)
-		b = append(b, " bytes)"...)
+		if len(raw) == 1 {
+			b = append(b, " byte)"...)
+		} else {
+			b = append(b, " bytes)"...)
+		}
 	}
 	b = append(b, '\n')
 	if verbose {

@@ -142,9 +142,12 @@ func TestDumpSplitsSegments(t *testing.T) {
 			}
 			text, errs, code := runCmd(t, "dump", path)
 			require.Equal(t, cli.ExitOK, code)
-			summary := fmt.Sprintf("rxectl dump: 1 frames, %d RoCEv2 packets, 0 bad ICRC, 0 malformed\n", tc.want)
+			summary := fmt.Sprintf("rxectl dump: 1 frame, %d RoCEv2 packets, 0 bad ICRC, 0 malformed\n", tc.want)
+			if tc.want == 1 {
+				summary = "rxectl dump: 1 frame, 1 RoCEv2 packet, 0 bad ICRC, 0 malformed\n"
+			}
 			if tc.bad {
-				summary = "rxectl dump: 1 frames, 1 RoCEv2 packets, 1 bad ICRC, 0 malformed\n"
+				summary = "rxectl dump: 1 frame, 1 RoCEv2 packet, 1 bad ICRC, 0 malformed\n"
 			}
 			require.Equal(t, summary, errs)
 			if tc.want > 1 {
