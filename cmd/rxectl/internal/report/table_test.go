@@ -194,3 +194,25 @@ func TestLatSamples(t *testing.T) {
 	require.Equal(t, "#, usec\n1, 1.5\n2, 0.5\n3, 1234.57\n", SamplesText([]float64{1.5, 0.5, 1234.567}))
 	require.Equal(t, "#, usec\n", SamplesText(nil))
 }
+
+// TestPeakBWZeroWindow: a window whose completion is timed at the same
+// instant as its post (the clock's granularity) takes no time, and
+// perftest's peak would divide by it; PeakBW then reports no peak (0)
+// rather than +Inf, or a peak from the other windows alone.
+func TestPeakBWZeroWindow(t *testing.T) {
+	// cq-mod 1: windows (0..0) 0 ns, (0..1) 15/2 = 7 ns, (1..1) 10 ns.
+	require.Zero(t, PeakBW(100, []int64{5, 10}, []int64{5, 20}, 1, 1))
+	// The first completion 8 ns after its post: (0..0) 8 ns, (0..1) 7 ns,
+	// (1..1) 10 ns; the best is 7 ns per message.
+	require.InDelta(t, 100e9/7, PeakBW(100, []int64{5, 10}, []int64{13, 20}, 1, 1), 1e-3)
+}
+
+// TestLatRowColumns: each figure of a latency row in its own column of
+// REPORT_FMT_LAT, in perftest's order: t_min, t_max, t_typical, t_avg,
+// t_stdev, 99% and 99.9% percentiles, each "%-7.2f".
+func TestLatRowColumns(t *testing.T) {
+	r := Lat{Size: 64, Iters: 1000, Min: 1.11, Max: 2.22, Typical: 3.33, Avg: 4.44, Stdev: 5.55, P99: 6.66, P999: 7.77}
+	want := " 64     " + " 1000" + "          1.11   " + "        2.22   " + "      3.33   " + "  \t       4.44   " +
+		"     \t5.55   " + "\t\t6.66   " + " \t\t7.77   " + "\n"
+	require.Equal(t, want, LatRow(r))
+}
