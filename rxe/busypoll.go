@@ -449,11 +449,12 @@ func (cq *CQ) PollsSocket() bool {
 //     runs (docs/performance.md, "A consumer that has not taken its
 //     completions since its wake-up"); the receiving consumer has the
 //     next rule;
-//   - a completion of the batch left its CQ more than half full
-//     (Device.behind): the consumer is falling behind the device, and
-//     until the Go runtime preempts this goroutine, up to 10 ms later, it
-//     reposts nothing, so its receive queue runs empty (RNR NAKs) or its
-//     CQ overflows.
+//   - a completion of the batch left its CQ more than half full, or a
+//     receive WQE the batch took left its SRQ with fewer than half its
+//     max_wr (Device.behind): the consumer is falling behind the device,
+//     and until the Go runtime preempts this goroutine, up to 10 ms
+//     later, it reposts nothing, so its receive queue runs empty (RNR
+//     NAKs; UD and UC messages dropped) or its CQ overflows.
 //
 // The yield costs a goroutine switch, and only while a consumer waits.
 func (d *Device) endBatch(scratch *[]*CQ, stream bool) {

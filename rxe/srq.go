@@ -93,6 +93,15 @@ func (q *recvQueue) Pop() {
 // goroutines never take the same WQE. For an SRQ it raises
 // SRQ_LIMIT_REACHED once when the queue drops below the armed limit and
 // disarms it, as rxe's get_srq_wqe does after it takes a WQE.
+//
+// A take during a batch of received datagrams that leaves an SRQ with
+// fewer than half its max_wr WQEs sets Device.behind, as a completion
+// that leaves its CQ more than half full does: the goroutine that ends
+// the batch then yields to the consumer it woke, which re-posts before
+// the next batch (endBatch). The CQ's test alone misses an SRQ: its QPs'
+// receive CQ is sized for all of them, so it is far from half full when
+// the SRQ runs empty, and a UD or UC message that then finds no WQE is
+// dropped (rxe's check_resource).
 func (q *recvQueue) take(dst *verbs.RecvWR) bool {
 	q.mu.Lock()
 	if q.wqes.Len() == 0 {
@@ -107,7 +116,13 @@ func (q *recvQueue) take(dst *verbs.RecvWR) bool {
 	if fire {
 		q.limit = 0
 	}
+	low := q.srq != nil && q.wqes.Len() < q.wqes.Max()/2
 	q.mu.Unlock()
+	if low {
+		if d := q.srq.dev; d.batches.Load() > 0 && !d.behind.Load() {
+			d.behind.Store(true)
+		}
+	}
 	if fire {
 		q.srq.dev.raise(AsyncEvent{Type: EventSRQLimitReached, SRQ: q.srq})
 	}

@@ -715,3 +715,68 @@ func setSRQ(t *testing.T, set *SRQSet, v int) *SRQ {
 	require.NoError(t, err)
 	return s
 }
+
+// TestSRQBehindYields checks that an SRQ running low makes endBatch yield
+// as a CQ filling up does (Device.behind): a batch whose takes leave the
+// SRQ with fewer than half its max_wr lets the waiter it woke run before
+// endBatch returns, so that the consumer re-posts before the next batch
+// (an SRQ serves several QPs whose CQ is sized for all of them, so their
+// CQ is far from half full when the SRQ is empty, and UD or UC datagrams
+// that find it empty are dropped). At half, or outside a batch, nothing
+// yields. A trial in which the scheduler takes the global queue first (1
+// schedule in 61) may miss, hence the majority.
+func TestSRQBehindYields(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	d, cq := pipeCQ(t, "srqbehind", 64)
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	const maxWR = 8
+	srq, err := pd.CreateSRQ(SRQAttr{MaxWR: maxWR})
+	require.NoError(t, err)
+	fill := func() {
+		for srq.Len() < maxWR {
+			postIDs(t, srq, uint64(srq.Len()))
+		}
+	}
+	take := func(n int) {
+		var wr RecvWR
+		wr.SGList = make([]SGE, 0, 1)
+		for range n {
+			require.True(t, srq.q.take(&wr))
+		}
+	}
+
+	// Outside a batch a take sets nothing: no batch ends to yield.
+	fill()
+	take(maxWR)
+	require.False(t, d.behind.Load(), "a take outside a batch")
+
+	// trial takes WQEs in a batch until left remain and completes one
+	// receive while a goroutine waits in Wait, ends the batch and
+	// reports whether the waiter had run.
+	trial := func(left int) bool {
+		fill()
+		ran, done := startWaiter(cq)
+		d.batches.Add(1)
+		take(maxWR - left)
+		require.True(t, cq.push(&WC{ID: 1, Opcode: WCRecv}, false))
+		var scratch []*CQ
+		d.endBatch(&scratch, true)
+		got := endWaiter(cq, ran, done)
+		require.False(t, d.behind.Load())
+		cq.woken.Store(false)
+		return got
+	}
+	const trials = 20
+	low, half := 0, 0
+	for range trials {
+		if trial(maxWR/2 - 1) {
+			low++
+		}
+		if trial(maxWR / 2) {
+			half++
+		}
+	}
+	require.Greater(t, low, trials/2, "an SRQ below half: the waiter runs before endBatch returns")
+	require.Less(t, half, trials/2, "an SRQ at half: endBatch does not yield")
+}
