@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// canWatchPeer reports whether watchPeer can watch this end's exchange:
+// the watching it would return, without starting the watch.
+func (s *session) canWatchPeer() bool {
+	return s.cm != nil && s.cm.pipe != nil || s.conn != nil && rawConn(s.conn) != nil
+}
+
 // watchPeer watches the exchange's connection while this end receives
 // the peer's SENDs (send-bw's server, and both ends with -b). The peer
 // writes its next exchange message only once it has stopped sending

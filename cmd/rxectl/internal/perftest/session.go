@@ -618,11 +618,13 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		s.softStop.Store(true)
 	}
 	for _, size := range s.o.sizes() {
+		// The server's runBWServer synchronises once its receive loop
+		// runs.
 		if s.client {
 			if err := s.hs("synchronising before the run"); err != nil {
 				return err
 			}
-		} else if err := s.prepareSend(size); err != nil {
+		} else if err := s.postRecvs(min(s.o.rxDepth, s.o.iters)); err != nil {
 			return err
 		}
 		var r report.BW
@@ -673,7 +675,8 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 	defer stopRuns()
 	for _, size := range s.o.sizes() {
 		if send {
-			if err := s.prepareSend(size); err != nil {
+			// runBidir synchronises once its receive loop runs.
+			if err := s.postRecvs(min(s.o.rxDepth, s.o.iters)); err != nil {
 				return err
 			}
 		}
@@ -718,9 +721,10 @@ func bidirSum(r, rem report.BW, gbits bool) report.BW {
 // runBidir is run_iter_bi: this end's requests, timed as runBWClient
 // times them, and for send-bw at once the receives of the peer's
 // messages (not timed: the peer reports its direction); then the key
-// exchange that follows the run. In send-bw the receives go on during
-// that exchange: the peer writes its message once its own requests are
-// done, whatever it has received.
+// exchange that follows the run. In send-bw the receive loop starts
+// before the exchange that lets the peer send (startReceiving), and the
+// receives go on during the exchange after the run: the peer writes its
+// message once its own requests are done, whatever it has received.
 //
 // An end that is interrupted stops posting, and its next exchange message
 // follows its last completion. Over RC this end watches the exchange
@@ -732,6 +736,17 @@ func bidirSum(r, rem report.BW, gbits bool) report.BW {
 // on stderr, instead of running its iterations to the end alone; early
 // reports it.
 func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bool, err error) {
+	// send-bw: this end's receive loop runs before the exchange after
+	// which the peer sends (startReceiving). The peer sends all its
+	// messages even if this end is interrupted: the loop is not under ctx.
+	var rc *receiving
+	if s.t.verb == verbSend {
+		rc = s.startReceiving(context.Background(), size, true)
+		if err := s.hs("synchronising before the run"); err != nil {
+			rc.abort()
+			return r, false, err
+		}
+	}
 	spoke, watching, stopWatch := s.watchPeer(context.Background())
 	defer stopWatch()
 	sctx, stopSending := context.WithCancel(ctx)
@@ -755,32 +770,22 @@ func (s *session) runBidir(ctx context.Context, size int) (r report.BW, early bo
 	}
 	// The peer has stopped sending once its message is waiting (spoke) or
 	// this end has read it (synced: the exchange below may read it first).
-	stoppedSending, synced := context.WithCancel(spoke)
-	defer synced()
-	recvErr := make(chan error, 1)
-	var rcvd report.BW // send-bw -D: the receives of the sample window
-	switch {
-	case s.t.verb == verbSend && s.o.duration > 0:
-		go func() {
-			var err error
-			rcvd, err = s.receiveDuration(context.Background(), stoppedSending, true, size)
-			recvErr <- err
-		}()
-	case s.t.verb == verbSend:
-		go func() {
-			// The peer sends all its messages even if we are interrupted.
-			_, err := s.receiveBW(context.Background(), stoppedSending, size)
-			recvErr <- err
-		}()
-	default:
-		recvErr <- nil
+	synced := func() {}
+	if rc != nil {
+		synced = rc.peerStopped
+		stopAfter := context.AfterFunc(spoke, synced)
+		defer stopAfter()
 	}
 	r, err = s.runBWClient(sctx, size)
 	if err == nil {
 		err = s.hs("synchronising after the run")
 	}
 	synced()
-	rerr := <-recvErr
+	var rcvd report.BW // send-bw -D: the receives of the sample window
+	var rerr error
+	if rc != nil {
+		rcvd, rerr = rc.wait()
+	}
 	if err != nil {
 		return r, false, err
 	}
@@ -936,8 +941,9 @@ func (s *session) latRuns(ctx context.Context, before func(size int) error, run 
 	return nil
 }
 
-// prepareSend posts the receives of a SEND test's next size and
-// synchronises with the peer before its run.
+// prepareSend posts the receives of send-lat's next size and synchronises
+// with the peer before its run. The SEND bandwidth runs post theirs and
+// synchronise once their receive loop runs (startReceiving).
 func (s *session) prepareSend(size int) error {
 	if err := s.postRecvs(min(s.o.rxDepth, s.o.iters)); err != nil {
 		return err

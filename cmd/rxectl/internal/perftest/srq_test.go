@@ -1,10 +1,18 @@
 package perftest
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 	"github.com/stretchr/testify/require"
 )
 
@@ -85,4 +93,139 @@ func TestUseSRQErrors(t *testing.T) {
 		// even: -r 3 is refused for 4 QPs, though 4 receives are posted.
 		{[]string{"send-bw", "--use-srq", "-q", "4", "-r", "3"}, "--use-srq: the receive depth 3, the SRQ's size, is less than the QPs -q 4"},
 	})
+}
+
+// TestUseSRQReposts: with --use-srq the SRQ holds -r receives for all the
+// QPs of an end, fewer than the messages of a run, so the receiving end
+// re-posts one per completion, whichever QP took it (perftest's
+// run_iter_bw_server and run_iter_bi post ctx->rwr[qp_index] again per
+// completion, qp_index taken from the WR ID). Every message arrives, with
+// RC (RNR NAKs make the sender wait for a re-posted receive) and with UD
+// on loopback with no loss injected (a datagram that finds the SRQ empty
+// is dropped). The server's row counts them all; with -b each end's QPs
+// completed them too.
+//
+// The server's exchange is held (sendGate) once it has written the
+// message that lets the client send, until the client has sent everything:
+// the receive loop must run from before that exchange (startReceiving). A
+// loop that began after it received the -r messages the SRQ held and
+// dropped the rest of UD's. The UD clients are paced (--rate_limit) so
+// that a loaded machine's stalls of a few milliseconds cannot outrun the
+// re-posts; rxe's TestSRQBehindYields covers unpaced bursts.
+func TestUseSRQReposts(t *testing.T) {
+	for _, conn := range []string{"RC", "UD"} {
+		for _, qps := range []int{1, 2, 4} {
+			// RC: an SRQ of 16 receives, re-posted many times over. UD:
+			// one QP's share of the messages (half of them with one QP).
+			iters, rx := 200, 16
+			if conn == "UD" {
+				iters, rx = 400, 400
+				if qps == 1 {
+					rx = 200
+				}
+			}
+			for _, bidir := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/q%d/b=%v", conn, qps, bidir), func(t *testing.T) {
+					a := []string{"-c", conn, "-s", "4096", "-q", strconv.Itoa(qps), "--use-srq",
+						"-n", strconv.Itoa(iters), "-r", strconv.Itoa(rx)}
+					if bidir {
+						a = append(a, "-b")
+					}
+					if conn == "UD" {
+						a = append(a, "--rate_limit", "5000", "--rate_units", "p", "--burst_size", "8")
+					}
+					cs, ss, gate := gatedSessions(t, 2*qps+2, a...)
+					require.True(t, gate.held, "the exchange before the run was held")
+					require.NoError(t, gate.err)
+					want := uint64(qps * iters)
+					ends := []*session{ss}
+					if bidir {
+						ends = append(ends, cs)
+					}
+					for _, e := range ends {
+						require.NotNil(t, e.srq)
+						require.Equal(t, rx, e.srq.Query().MaxWR, "the SRQ holds -r receives")
+						var recvs, noWQE uint64
+						for _, qp := range e.qps {
+							c := qp.Counters()
+							recvs += c.Responder.RDMARecvs + c.Unreliable.RDMARecvs
+							noWQE += c.Unreliable.NoWQE
+						}
+						require.Zero(t, noWQE, "client=%v: no message found the SRQ empty", e.client)
+						require.Equal(t, want, recvs, "client=%v: every message arrived", e.client)
+						require.Len(t, e.bwResults, 1)
+						require.Equal(t, want, e.bwResults[0].Iters, "client=%v: the row's #iterations", e.client)
+					}
+				})
+			}
+		}
+	}
+}
+
+// sendGate is the server's exchange pipe in gatedSessions: once it has
+// written its at-th key message (send-bw's "synchronising before the
+// run", after 2q+1 key messages for q QPs; the server reads the client's
+// before it writes its own, oob.Conn.Exchange), after which the client
+// sends, it returns only when the client has written its next message or
+// closed the connection, that is, once the client has sent all its
+// messages, or after gateWait.
+type sendGate struct {
+	oob.TCPPipe
+	c    net.Conn
+	at   int
+	n    int
+	held bool  // the at-th message was held until the client stopped
+	err  error // the wait's error
+}
+
+// gateWait bounds sendGate's wait.
+const gateWait = 10 * time.Second
+
+// Send implements oob.Pipe.
+func (g *sendGate) Send(b []byte) error {
+	if err := g.TCPPipe.Send(b); err != nil {
+		return err
+	}
+	if len(b) != oob.KeyMsgSize {
+		return nil
+	}
+	if g.n++; g.n != g.at {
+		return nil
+	}
+	rc := rawConn(g.c)
+	if rc == nil {
+		g.err = errors.New("no raw connection to wait on")
+		return nil
+	}
+	g.c.SetReadDeadline(time.Now().Add(gateWait))
+	g.held = waitReadable(rc)
+	g.c.SetReadDeadline(time.Time{})
+	if !g.held {
+		g.err = fmt.Errorf("the client did not finish sending within %v", gateWait)
+	}
+	return nil
+}
+
+// gatedSessions is loopbackSessions with the server's exchange held by a
+// sendGate at its at-th key message.
+func gatedSessions(t *testing.T, at int, args ...string) (client, server *session, gate *sendGate) {
+	t.Helper()
+	pt, so, co := loopbackEnds(t, "send-bw", "0", args, &client, &server)
+	gate = &sendGate{at: at}
+	so.hooks.pipe = func(c net.Conn) oob.Pipe {
+		gate.c, gate.TCPPipe = c, oob.NewTCPPipe(c)
+		return gate
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- runServer(ctx, pt, &so, io.Discard, ln) }()
+	co.oobPort = ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, runClient(ctx, pt, &co, io.Discard))
+	require.NoError(t, <-srvErr)
+	require.NotNil(t, client)
+	require.NotNil(t, server)
+	return client, server, gate
 }

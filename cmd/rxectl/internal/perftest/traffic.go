@@ -452,19 +452,75 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 // runBWServer is run_iter_bw_server (send-bw's server): count the
 // receives, keep posting until every iteration has a receive, and time
 // from the first receive to the last (no peak: perftest disables it here).
-// Once the client has stopped sending (watchPeer: its next exchange
-// message is waiting, or it closed the connection) the messages still in
-// flight are taken until none has come for peerDoneQuiet; a client that
-// finished early (interrupted, or UC/UD messages lost) leaves a row of
-// what arrived and a note on stderr.
+// Its loop runs before the exchange that lets the client send
+// (startReceiving). Once the client has stopped sending (watchPeer: its
+// next exchange message is waiting, or it closed the connection) the
+// messages still in flight are taken until none has come for
+// peerDoneQuiet; a client that finished early (interrupted, or UC/UD
+// messages lost) leaves a row of what arrived and a note on stderr. With
+// -D it is receiveDuration.
 func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) {
-	o := s.o
-	if o.duration > 0 {
-		return s.runBWServerDuration(ctx, size)
+	rc := s.startReceiving(ctx, size, s.canWatchPeer())
+	if err := s.hs("synchronising before the run"); err != nil {
+		rc.abort()
+		return report.BW{}, err
 	}
 	spoke, _, stopWatch := s.watchPeer(ctx)
 	defer stopWatch()
-	return s.receiveBW(ctx, spoke, size)
+	stopAfter := context.AfterFunc(spoke, rc.peerStopped)
+	defer stopAfter()
+	return rc.wait()
+}
+
+// receiving is a receive loop of a SEND bandwidth run (receiveBW, or
+// receiveDuration with -D) on a goroutine of its own.
+type receiving struct {
+	stop        context.CancelFunc // ends the loop at once
+	peerStopped context.CancelFunc // the peer has stopped sending: take what is in flight, then end
+	done        chan struct{}      // closed when the loop has returned
+	row         report.BW
+	err         error
+}
+
+// startReceiving starts the receive loop of a size on its own goroutine,
+// under ctx, and returns once that goroutine runs. It is started before
+// the exchange after which the peer sends (perftest posts its receives
+// and then polls its receive CQ from its first message on): a loop that
+// began only after that exchange found the peer's first burst already
+// there, and with an SRQ (--use-srq) of -r receives for all the QPs, fewer
+// than their messages, the UD and UC messages that came before it
+// re-posted any were dropped. watching says whether this end can tell
+// when the peer stops (canWatchPeer; receiveDuration's rule).
+func (s *session) startReceiving(ctx context.Context, size int, watching bool) *receiving {
+	rctx, stop := context.WithCancel(ctx)
+	peerDone, peerStopped := context.WithCancel(rctx)
+	rc := &receiving{stop: stop, peerStopped: peerStopped, done: make(chan struct{})}
+	running := make(chan struct{})
+	go func() {
+		defer close(rc.done)
+		close(running)
+		if s.o.duration > 0 {
+			rc.row, rc.err = s.receiveDuration(rctx, peerDone, watching, size)
+		} else {
+			rc.row, rc.err = s.receiveBW(rctx, peerDone, size)
+		}
+	}()
+	<-running
+	return rc
+}
+
+// wait waits for the loop to end and returns its row.
+func (rc *receiving) wait() (report.BW, error) {
+	<-rc.done
+	rc.stop()
+	return rc.row, rc.err
+}
+
+// abort ends the loop at once, when the run fails before it, and waits
+// for it.
+func (rc *receiving) abort() {
+	rc.stop()
+	<-rc.done
 }
 
 // receiveBW is runBWServer's loop in iterations mode; spoke ends once the
@@ -586,21 +642,14 @@ const sendBWQuiet = 300 * time.Millisecond
 // its exchange message.
 const peerDoneQuiet = 100 * time.Millisecond
 
-// runBWServerDuration is send-bw's server with -D: repost every receive,
-// count those completed in the sample window, and end once the duration
-// is over and the client has stopped sending (watchPeer; without a watch,
-// when nothing has come for sendBWQuiet). With --run_infinitely it prints
-// a row every duration, as the client does, until the client stops.
-func (s *session) runBWServerDuration(ctx context.Context, size int) (report.BW, error) {
-	spoke, watching, stopWatch := s.watchPeer(ctx)
-	defer stopWatch()
-	return s.receiveDuration(ctx, spoke, watching, size)
-}
-
-// receiveDuration is runBWServerDuration's loop, and the receiving half
-// of each end of send-bw -b -D: spoke ends once the peer has stopped
-// sending, when watching says the end can tell (watchPeer); its row
-// counts the receives of the sample window.
+// receiveDuration is send-bw's server with -D, and the receiving half
+// of each end of send-bw -b -D: repost every receive, count those
+// completed in the sample window, and end once the duration is over and
+// the peer has stopped sending (without a watch, when nothing has come
+// for sendBWQuiet). With --run_infinitely it prints a row every duration,
+// as the client does, until the client stops. spoke ends once the peer
+// has stopped sending, when watching says the end can tell (watchPeer);
+// the row counts the receives of the sample window.
 func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, size int) (report.BW, error) {
 	o := s.o
 	start := time.Now()
