@@ -66,7 +66,14 @@ func TestReportCountersRun(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, errs)
 	require.Regexp(t, `\n 8192 .*\n\thw_counters/rdma_sends=600\n\thw_counters/rdma_recvs=0\n\n`, out)
 
-	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-s", "2", "-n", "100", "-a", "-W", "hw_counters/rdma_sends,hw_counters/rdma_recvs", "--json")
+	// -u 18: an ACK timeout of about 1 s (8.6 s of retries), not 67 ms
+	// (0.5 s). Both ends of --loopback run in this process; on a 2-CPU
+	// machine loaded by other tests, one end's packets have reached the
+	// other up to 1.2 s after its requester built them, with no packet
+	// lost and no local drop, and 8 expiries of the default timeout, each
+	// timed from its retry, ended the run with RETRY_EXC_ERR.
+	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-s", "2", "-n", "100", "-a", "-u", "18",
+		"-W", "hw_counters/rdma_sends,hw_counters/rdma_recvs", "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var doc struct {
 		Results []report.Lat `json:"results"`
