@@ -248,13 +248,7 @@ func TestRDMACMPeerFails(t *testing.T) {
 // bounds of 250 ms (a bound ten times the SENDs' interval, so that a
 // loaded machine's scheduling gaps do not end it early).
 func TestCMExchangeBoundsSilence(t *testing.T) {
-	ca, cb := netdev.NewPipe()
-	da, err := rxe.Open(ca, rxe.Options{Name: "cli", OwnConn: true})
-	require.NoError(t, err)
-	defer da.Close()
-	db, err := rxe.Open(cb, rxe.Options{Name: "srv", OwnConn: true})
-	require.NoError(t, err)
-	defer db.Close()
+	da, db := pipeDevices(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	type end struct {
@@ -423,13 +417,7 @@ func TestCMSetupWatchEnds(t *testing.T) {
 		{"silence", 250 * time.Millisecond, func(*testing.T, *rxe.CMConn, *rxe.CMConn) {}, errPeerSilent{250 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, cb := netdev.NewPipe()
-			da, err := rxe.Open(ca, rxe.Options{Name: "cli", OwnConn: true})
-			require.NoError(t, err)
-			defer da.Close()
-			db, err := rxe.Open(cb, rxe.Options{Name: "srv", OwnConn: true})
-			require.NoError(t, err)
-			defer db.Close()
+			da, db := pipeDevices(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			opts := func(d *rxe.Device) rxe.CMOptions {
@@ -478,4 +466,17 @@ func TestCMSetupWatchEnds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pipeDevices opens two devices, "cli" and "srv", over an in-memory pipe,
+// closed when the test ends.
+func pipeDevices(t *testing.T) (cli, srv *rxe.Device) {
+	ca, cb := netdev.NewPipe()
+	cli, err := rxe.Open(ca, rxe.Options{Name: "cli", OwnConn: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	srv, err = rxe.Open(cb, rxe.Options{Name: "srv", OwnConn: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close() })
+	return cli, srv
 }

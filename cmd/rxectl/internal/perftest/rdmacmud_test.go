@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
-	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/rxe"
 )
 
@@ -147,13 +146,7 @@ func TestRDMACMUDRefused(t *testing.T) {
 // them (one every 25 ms for 0.6 s) keep the server's exchange wait going
 // past two silence bounds of 250 ms; once they stop it ends.
 func TestCMExchangeBoundsSilenceUD(t *testing.T) {
-	ca, cb := netdev.NewPipe()
-	da, err := rxe.Open(ca, rxe.Options{Name: "cli", OwnConn: true})
-	require.NoError(t, err)
-	defer da.Close()
-	db, err := rxe.Open(cb, rxe.Options{Name: "srv", OwnConn: true})
-	require.NoError(t, err)
-	defer db.Close()
+	da, db := pipeDevices(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	type end struct {
