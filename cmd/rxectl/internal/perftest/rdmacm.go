@@ -480,41 +480,19 @@ func (s *session) watchCMSetup() (ctx context.Context, release func()) {
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
-		var tick <-chan time.Time
-		var last time.Time
-		var was uint64
-		if st.silence > 0 {
-			t := time.NewTicker(min(st.silence/4, time.Second))
-			defer t.Stop()
-			tick = t.C
-			was, last = heard(), time.Now()
-		}
-		for {
+		tick, stop := p.silenceTicker()
+		defer stop()
+		p.watchQuiet(ctx, cancel, tick, errExchangeEnded{peer}, heard, func() error {
 			select {
-			case <-p.conn.Done():
-				cancel(errExchangeEnded{peer})
-				return
-			case <-ctx.Done():
-				return
-			case now := <-tick:
-				select {
-				case <-p.conn.Done(): // the disconnect explains the QP's state
-					cancel(errExchangeEnded{peer})
-					return
-				default:
-				}
-				if p.conn.QP.State() == rxe.QPSErr {
-					cancel(errExchangeQPErr{})
-					return
-				}
-				if h := heard(); h != was {
-					was, last = h, now
-				} else if now.Sub(last) >= st.silence {
-					cancel(errPeerSilent{st.silence})
-					return
-				}
+			case <-p.conn.Done(): // the disconnect explains the QP's state
+				return errExchangeEnded{peer}
+			default:
 			}
-		}
+			if p.conn.QP.State() == rxe.QPSErr {
+				return errExchangeQPErr{}
+			}
+			return nil
+		})
 	}()
 	return ctx, func() {
 		cancel(nil)
@@ -627,38 +605,16 @@ func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
 	ctx, cancel := context.WithCancelCause(p.stop)
 	defer cancel(nil)
 	var tick <-chan time.Time
-	if cq == p.rcq && p.st.silence > 0 {
+	if cq == p.rcq {
 		// A receive waits for the peer, whose death nothing announces:
 		// bound the wait by the silence of the path. (A SEND's wait is
 		// bounded by its retries.)
-		t := time.NewTicker(min(p.st.silence/4, time.Second))
-		defer t.Stop()
-		tick = t.C
+		t, stop := p.silenceTicker()
+		defer stop()
+		tick = t
 	}
 	conns, uds := p.st.conns, p.st.udQPs // connectCMQPs appends to them once this wait is over
-	go func() {
-		var heard uint64
-		last := time.Now()
-		if tick != nil {
-			heard = p.heard(conns, uds)
-		}
-		for {
-			select {
-			case <-p.conn.Done():
-				cancel(nil)
-				return
-			case <-ctx.Done():
-				return
-			case now := <-tick:
-				if h := p.heard(conns, uds); h != heard {
-					heard, last = h, now
-				} else if now.Sub(last) >= p.st.silence {
-					cancel(errPeerSilent{p.st.silence})
-					return
-				}
-			}
-		}
-	}()
+	go p.watchQuiet(ctx, cancel, tick, nil, func() uint64 { return p.heard(conns, uds) }, nil)
 	wc := make([]rxe.WC, 1)
 	if _, err := cq.Wait(ctx, wc); err != nil {
 		if n := cq.Poll(wc); n == 1 {
@@ -674,6 +630,53 @@ func (p *cmPipe) wait(cq *rxe.CQ) (rxe.WC, error) {
 		return rxe.WC{}, io.EOF
 	}
 	return wc[0], nil
+}
+
+// silenceTicker returns the ticks of a wait bounded by the exchange's
+// silence bound (every quarter of it, at most a second apart), and the
+// function that stops them; no ticks without a bound.
+func (p *cmPipe) silenceTicker() (<-chan time.Time, func()) {
+	if p.st.silence <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(min(p.st.silence/4, time.Second))
+	return t.C, t.Stop
+}
+
+// watchQuiet watches a wait for the peer until ctx ends, and ends it
+// through cancel: with ended once the exchange's connection ends; on a
+// tick, with check's error if it reports one, or with errPeerSilent once
+// heard (the packets to and from the peer) has not moved for the silence
+// bound.
+func (p *cmPipe) watchQuiet(ctx context.Context, cancel context.CancelCauseFunc, tick <-chan time.Time,
+	ended error, heard func() uint64, check func() error) {
+	var was uint64
+	last := time.Now()
+	if tick != nil {
+		was = heard()
+	}
+	for {
+		select {
+		case <-p.conn.Done():
+			cancel(ended)
+			return
+		case <-ctx.Done():
+			return
+		case now := <-tick:
+			if check != nil {
+				if err := check(); err != nil {
+					cancel(err)
+					return
+				}
+			}
+			if h := heard(); h != was {
+				was, last = h, now
+			} else if now.Sub(last) >= p.st.silence {
+				cancel(errPeerSilent{p.st.silence})
+				return
+			}
+		}
+	}
 }
 
 // heard returns the packets the exchange's QP, the test QPs of conns and
