@@ -154,8 +154,7 @@ func (a *Agent) recvSIDRREP(msg []byte) {
 		a.ctr.Dropped++
 		return
 	}
-	r := rep
-	a.emit(Event{Kind: EventSIDRREP, ID: c.id, Peer: c.peer, SIDRREP: &r})
+	a.emit(Event{Kind: EventSIDRREP, ID: c.id, Peer: c.peer, SIDRREP: &rep})
 	a.free(c.id)
 }
 
