@@ -82,26 +82,28 @@ func (a *Agent) ResolveSIDR(now time.Time, peer netip.Addr, req *packet.SIDRREQ,
 // supported", in its transaction, as kernel cm_sidr_req_handler answers
 // one that no listener takes, so that the peer's wait ends at once rather
 // than after all its retries. A duplicate of one still waiting for the
-// consumer is dropped; beyond Config.MaxConns the request is answered with
-// status "rejected".
+// consumer is dropped. So is a request that comes while the agent tracks
+// Config.MaxConns connections and resolutions: kernel cm_sidr_req_handler
+// answers nothing when it cannot allocate the request's cm_id
+// (cm_alloc_id_priv fails), and the IBA has no SIDR_REP status for a
+// passing lack of resources ("rejected" would end the peer's resolution
+// for good), so the peer resends it on its timer and is served once there
+// is room.
 func (a *Agent) recvSIDRREQ(from netip.Addr, tid uint64, msg []byte) {
 	var req packet.SIDRREQ
 	_ = req.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
-	refuse := func(status uint8) {
-		a.send(from, tid, &packet.SIDRREP{RequestID: req.RequestID, Status: status, ServiceID: req.ServiceID})
-		a.ctr.RejectsSent++
-	}
 	key := sidrKey{from, req.RequestID}
 	if _, ok := a.bySIDR[key]; ok {
 		a.ctr.Duplicates++
 		return
 	}
 	if _, ok := a.sidrListeners[req.ServiceID]; !ok {
-		refuse(packet.SIDRServiceIDNotSup)
+		a.send(from, tid, &packet.SIDRREP{RequestID: req.RequestID, Status: packet.SIDRServiceIDNotSup, ServiceID: req.ServiceID})
+		a.ctr.RejectsSent++
 		return
 	}
 	if len(a.conns) >= a.cfg.MaxConns {
-		refuse(packet.SIDRRejected)
+		a.ctr.Dropped++
 		return
 	}
 	id := a.allocID()

@@ -289,15 +289,42 @@ func TestSIDRDecisions(t *testing.T) {
 		require.Equal(t, EventRejected, w.events["client"][1].Kind)
 		require.Equal(t, packet.RejInvalidServiceID, w.events["client"][1].Reason)
 	})
-	t.Run("no resources", func(t *testing.T) {
-		w := newWire(t)
-		w.autoREQ = false
-		w.server.cfg.MaxConns = 1
-		w.resolve()
-		w.resolve()
-		require.Len(t, w.events["server"], 1)
-		require.Equal(t, []EventKind{EventSIDRREP}, w.kinds("client"))
-		require.Equal(t, uint8(packet.SIDRRejected), w.events["client"][0].SIDRREP.Status)
-		require.Equal(t, uint64(1), w.server.Counters().RejectsSent)
-	})
+}
+
+// TestSIDRBeyondMaxConns: a SIDR_REQ that comes while the server's agent
+// tracks Config.MaxConns connections and resolutions is dropped without a
+// SIDR_REP, as kernel cm_sidr_req_handler drops one it cannot allocate a
+// cm_id for; the client resends it on its timer, and the resent one is
+// reported once the table has room.
+func TestSIDRBeyondMaxConns(t *testing.T) {
+	w := newWire(t)
+	w.autoREQ = false
+	w.server.cfg.MaxConns = 1
+	first := w.resolve()
+	second := w.resolve()
+	require.Equal(t, []string{"client SIDR_REQ", "client SIDR_REQ"}, w.log, "no SIDR_REP for the second")
+	require.Len(t, w.events["server"], 1)
+	require.Equal(t, first, ID(w.events["server"][0].SIDRREQ.RequestID))
+	require.Empty(t, w.events["client"])
+	require.Equal(t, uint64(1), w.server.Counters().Dropped)
+	require.Zero(t, w.server.Counters().RejectsSent)
+	require.Equal(t, 1, w.server.Len())
+
+	// The first is answered; the second's next try finds room.
+	require.NoError(t, w.server.AnswerSIDR(w.serverID(), testSIDRREP()))
+	w.pump()
+	w.advance(sidrWait)
+	require.Len(t, w.events["server"], 2)
+	require.Equal(t, second, ID(w.events["server"][1].SIDRREQ.RequestID))
+	require.NoError(t, w.server.AnswerSIDR(w.events["server"][1].ID, testSIDRREP()))
+	w.pump()
+	w.settle()
+	require.Equal(t, []EventKind{EventSIDRREP, EventSIDRREP}, w.kinds("client"))
+	for i, id := range []ID{first, second} {
+		require.Equal(t, id, w.events["client"][i].ID)
+		require.Equal(t, uint8(packet.SIDRValid), w.events["client"][i].SIDRREP.Status)
+	}
+	require.Equal(t, uint64(1), w.client.Counters().Retransmits)
+	require.Zero(t, w.client.Len())
+	require.Zero(t, w.server.Len())
 }
