@@ -368,9 +368,14 @@ func (r *UDRequest) answer(rep *packet.SIDRREP, privateData []byte) error {
 	return nil
 }
 
-// Close stops listening: later requests, and those queued that no Accept
-// took, are answered with status "service ID not supported"; Accepts
-// waiting return ErrClosed. Requests already taken stay for their Answer.
+// Close stops listening: the requests queued that no Accept took are
+// answered with status "rejected", later ones with "service ID not
+// supported"; Accepts waiting return ErrClosed. Requests already taken
+// stay for their Answer. So does kernel rdma_cm when a UD listener is
+// destroyed: ucma_cleanup_ctx_events destroys the ids of the connect
+// requests not yet delivered, and cm_destroy_id answers a SIDR_REQ
+// received but unanswered with IB_SIDR_REJECT; with the listener gone,
+// cm_sidr_req_handler finds none for later ones (IB_SIDR_UNSUPPORTED).
 func (l *UDListener) Close() error {
 	g := l.d.gsiOf()
 	g.mu.Lock()
@@ -386,7 +391,7 @@ func (l *UDListener) Close() error {
 	for {
 		select {
 		case q := <-l.reqs:
-			_ = g.agent.AnswerSIDR(q.id, &packet.SIDRREP{Status: packet.SIDRServiceIDNotSup}) // ErrUnknownID: gone with a Shutdown
+			_ = g.agent.AnswerSIDR(q.id, &packet.SIDRREP{Status: packet.SIDRRejected}) // ErrUnknownID: gone with a Shutdown
 		default:
 			g.step(time.Now())
 			return nil

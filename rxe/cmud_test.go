@@ -206,8 +206,8 @@ func TestDialUDErrors(t *testing.T) {
 	})
 }
 
-// TestUDListenerClose: Close refuses the queued requests with "service ID
-// not supported" and ends the Accepts; the device's Close ends a DialUD.
+// TestUDListenerClose: Close refuses the queued requests with "rejected"
+// and ends the Accepts; the device's Close ends a DialUD.
 func TestUDListenerClose(t *testing.T) {
 	da, db := cmDevices(t, "pipe")
 	a := newTypedEnd(t, da, QPTypeUD)
@@ -225,7 +225,7 @@ func TestUDListenerClose(t *testing.T) {
 	require.ErrorIs(t, l.Close(), ErrClosed)
 	var se *SIDRError
 	require.ErrorAs(t, returnsWithin(t, dialed, "DialUD"), &se)
-	require.Equal(t, uint8(packet.SIDRServiceIDNotSup), se.Status)
+	require.Equal(t, uint8(packet.SIDRRejected), se.Status)
 	_, err = l.Accept(ctx)
 	require.ErrorIs(t, err, ErrClosed)
 
@@ -372,4 +372,68 @@ func TestSIDRGolden(t *testing.T) {
 	req := <-served
 	require.NotNil(t, req)
 	require.Equal(t, "127.0.0.2:40001", req.Remote.String())
+}
+
+// TestUDListenerCloseQueued: Close answers each request still queued for
+// an Accept with status "rejected" (2), as kernel rdma_cm does when its
+// listener goes (ucma_cleanup_ctx_events destroys the ids of connect
+// requests not yet delivered, and cm_destroy_id answers a SIDR_REQ
+// received and unanswered with IB_SIDR_REJECT); a request an Accept took
+// stays for its Answer; a request after Close finds no listener and gets
+// "service ID not supported" (1).
+func TestUDListenerCloseQueued(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+	readyUD(t, b, RDMAUDPQKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	target := db.Addr().Addr().String() + ":7471"
+	l, err := db.ListenUD(7471)
+	require.NoError(t, err)
+
+	type result struct {
+		peer *UDPeer
+		err  error
+	}
+	dial := func(port uint16) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			peer, err := DialUD(ctx, da, target, UDOptions{PD: a.pd, LocalPort: port})
+			ch <- result{peer, err}
+		}()
+		return ch
+	}
+	wait := func(ch <-chan result) result {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-ctx.Done():
+			t.Fatal("DialUD did not return")
+			return result{}
+		}
+	}
+	first := dial(40001)
+	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 10*time.Second, time.Millisecond)
+	second := dial(40002)
+	require.Eventually(t, func() bool { return len(l.reqs) == 2 }, 10*time.Second, time.Millisecond)
+	taken, err := l.Accept(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint16(40001), taken.Remote.Port())
+
+	require.NoError(t, l.Close())
+	r := wait(second)
+	var se *SIDRError
+	require.ErrorAs(t, r.err, &se)
+	require.Equal(t, uint8(packet.SIDRRejected), se.Status, "queued, never taken")
+
+	require.NoError(t, taken.Answer(b.qp, nil))
+	r = wait(first)
+	require.NoError(t, r.err, "taken by an Accept before Close")
+	require.Equal(t, b.qp.QPN(), r.peer.QPN)
+
+	r = wait(dial(40003))
+	require.ErrorAs(t, r.err, &se)
+	require.Equal(t, uint8(packet.SIDRServiceIDNotSup), se.Status, "after Close: no listener")
+	require.Zero(t, cmAgentLen(db))
 }
