@@ -248,16 +248,21 @@ type UDRequest struct {
 }
 
 // udBacklog is how many SIDR requests wait for an Accept; beyond, a
-// request is refused with status "rejected".
+// request is refused with status "rejected", as kernel rdma_cm refuses
+// one beyond the backlog of rdma_listen (ucma_connect_event_handler fails,
+// and cm_destroy_id answers the SIDR_REQ with IB_SIDR_REJECT; the
+// exception it makes for -ENOMEM, sending nothing, is for a REQ only).
 const udBacklog = 64
 
 // ListenUD listens for RDMA CM UD requests (SIDR_REQs for the UDP port
 // space's service ID of port) to the device's address. Each is answered
 // by the caller (Accept, then UDRequest.Answer or Reject). A request
-// without RDMA CM's IP header is refused (status "rejected"), as kernel
+// without RDMA CM's IP header, or whose header names another destination
+// than the device's address, is refused (status "rejected"), as kernel
 // rdma_cm refuses it before its consumer sees it; so is one beyond the
-// backlog (64 waiting for an Accept). A repeat of a request not yet
-// answered is dropped by the CM.
+// backlog (64 waiting for an Accept), as rdma_cm refuses one beyond its
+// listener's backlog. A repeat of a request not yet answered is dropped
+// by the CM.
 func (d *Device) ListenUD(port uint16) (*UDListener, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed
@@ -294,15 +299,29 @@ func (g *gsi) dispatchSIDR(e cm.Event) {
 		refuse(packet.SIDRServiceIDNotSup)
 		return
 	}
+	// Kernel rdma_cm refuses these before its consumer sees them: its
+	// handler (cma_ib_req_handler) fails, and ib_cm answers the SIDR_REQ it
+	// received with IB_SIDR_REJECT (cm_sidr_req_handler → cm_destroy_id).
 	var ip packet.CMIPHeader
 	if ip.Decode(e.SIDRREQ.PrivateData[:]) != nil {
-		refuse(packet.SIDRRejected) // kernel cma_ib_req_handler: cma_save_req_info fails, ib_cm answers REJECT
+		refuse(packet.SIDRRejected) // cma_save_ip_info: not CMA version 0, or IP version neither 4 nor 6
+		return
+	}
+	// The listener is bound to the device's address: cma_match_private_data
+	// takes a request only if the header names that address, in its IP
+	// version. (rdma_cm counts a loopback bind address as any, cma_any_addr;
+	// a gorxe device on a loopback address is a node of its own, so its
+	// address is checked too. Its other check, validate_net_dev's route back
+	// to the source through the receiving interface, has no gorxe
+	// counterpart.)
+	if ip.Dst != l.d.addr {
+		refuse(packet.SIDRRejected)
 		return
 	}
 	select {
 	case l.reqs <- udQueued{id: e.ID, peer: e.Peer, req: *e.SIDRREQ}:
 	default:
-		refuse(packet.SIDRRejected)
+		refuse(packet.SIDRRejected) // the backlog is full: ucma_connect_event_handler fails with -ENOMEM
 	}
 }
 

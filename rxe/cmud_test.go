@@ -437,3 +437,49 @@ func TestUDListenerCloseQueued(t *testing.T) {
 	require.Equal(t, uint8(packet.SIDRServiceIDNotSup), se.Status, "after Close: no listener")
 	require.Zero(t, cmAgentLen(db))
 }
+
+// TestListenUDDestination: a SIDR_REQ whose RDMA CM IP header names another
+// destination than the device's address, or names it in the other IP
+// version, is refused with status "rejected" (2) in its transaction and
+// never reaches Accept, as kernel rdma_cm finds no listener bound to that
+// address (cma_ib_id_from_event → cma_find_listener →
+// cma_match_private_data) and ib_cm then answers the SIDR_REQ it received
+// with IB_SIDR_REJECT (cm_sidr_req_handler → cm_destroy_id). One that
+// names the device's address reaches Accept.
+func TestListenUDDestination(t *testing.T) {
+	d, p := newRawCM(t) // the device 127.0.0.1, the raw peer 127.0.0.2
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := d.ListenUD(18515)
+	require.NoError(t, err)
+	defer l.Close()
+	sidrREQ := func(id uint32, dst netip.Addr) *packet.SIDRREQ {
+		r := &packet.SIDRREQ{RequestID: id, PKey: packet.DefaultPKey, ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoUDP, 18515)}
+		(&packet.CMIPHeader{SrcPort: 40000, Src: p.addr(), Dst: dst}).Encode(r.PrivateData[:])
+		return r
+	}
+	for i, dst := range []netip.Addr{
+		netip.MustParseAddr("127.0.0.9"),        // another node's address
+		netip.MustParseAddr("::ffff:127.0.0.1"), // IPv6 header: the device has an IPv4 address
+	} {
+		req := sidrREQ(uint32(0x100+i), dst)
+		if dst.Is4In6() { // CMIPHeader.Encode writes IPv4 when both are IPv4 or mapped
+			req.PrivateData[1] = 0x60
+			copy(req.PrivateData[4:20], netip.AddrFrom16(p.addr().As16()).AsSlice())
+			copy(req.PrivateData[20:36], dst.AsSlice())
+		}
+		tid := uint64(0x0000000a00000000) | uint64(i)
+		p.send(tid, req)
+		var rep packet.SIDRREP
+		require.Equal(t, tid, p.recv(packet.AttrSIDRREP, &rep), "in the SIDR_REQ's transaction")
+		require.Equal(t, packet.SIDRREP{RequestID: req.RequestID, Status: packet.SIDRRejected, ServiceID: req.ServiceID}, rep, "destination %v", dst)
+	}
+	require.Zero(t, len(l.reqs), "nothing for Accept")
+	require.Zero(t, cmAgentLen(d))
+
+	p.send(0x0000000a000000ff, sidrREQ(0x1ff, d.Addr().Addr()))
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	require.Equal(t, netip.AddrPortFrom(p.addr(), 40000), r.Remote)
+	require.NoError(t, r.Reject(nil))
+}
