@@ -51,10 +51,14 @@ type UDOptions struct {
 	PrivateData []byte
 	// LocalPort is the RDMA CM source port in the IP header; 0 picks one.
 	LocalPort uint16
-	// Wait is how long each SIDR_REQ waits for its SIDR_REP (default
-	// 4.096 s, as rdma_cm); MaxCMRetries how often it is resent (default
-	// 15).
-	Wait         time.Duration
+	// Wait is how long each SIDR_REQ waits for its SIDR_REP; 0 means
+	// 4.096 s, rdma_cm's (cma_resolve_ib_udp: 1 << (CMA_CM_RESPONSE_TIMEOUT
+	// − 8) ms). A negative Wait is ErrInvalidArgument.
+	Wait time.Duration
+	// MaxCMRetries is how often the SIDR_REQ is resent after the first try
+	// when no SIDR_REP comes; 0 means 15, rdma_cm's CMA_MAX_CM_RETRIES, so
+	// a resolution of one try only cannot be asked for (librdmacm's
+	// rdma_connect offers no choice: always 15).
 	MaxCMRetries uint8
 }
 
@@ -95,7 +99,11 @@ func (e *SIDRError) Error() string {
 // UDOptions.QKey. Kernel rdma_cm reports it as RDMA_CM_EVENT_ADDR_ERROR,
 // status -EINVAL, to a client whose id already has a Q_Key, as
 // rdma_create_qp gives it (cma_sidr_rep_handler, cma_set_qkey); a refusing
-// status is RDMA_CM_EVENT_UNREACHABLE instead (here a *SIDRError).
+// status is RDMA_CM_EVENT_UNREACHABLE instead (here a *SIDRError). A Q_Key
+// of 0 is a mismatch here too, where cma_set_qkey lets it pass (it compares
+// a non-zero one only) and hands the client 0 as the Q_Key to send with:
+// a UDPeer's QKey is always the one its caller expects. Only the client's
+// application sees the difference; nothing else goes on the wire.
 var ErrQKeyMismatch = errors.New("rxe: the UD service's Q_Key is not the expected one")
 
 // DialUD resolves the UD service at addr ("host:port", port being the RDMA

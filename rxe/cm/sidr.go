@@ -121,7 +121,12 @@ func (a *Agent) recvSIDRREQ(from netip.Addr, tid uint64, msg []byte) {
 // request's transaction and the request is forgotten. A QPN or vendor ID
 // wider than 24 bits, additional information longer than its 72 bytes or
 // a status the IBA does not define (above SIDRUnsupportedVer) is
-// ErrInvalid.
+// ErrInvalid. The SIDR_REP carries the additional information length and
+// all 24 bits of the vendor ID, as IBA table 120 lays them out; kernel
+// cm_format_sidr_rep writes no length (the consumer's additional
+// information goes without it) and the vendor ID's bits 15–0 only, which
+// differs from gorxe's bytes only for a consumer that gives either
+// (rxe.UDRequest gives neither).
 func (a *Agent) AnswerSIDR(id ID, rep *packet.SIDRREP) error {
 	c := a.conns[id]
 	if c == nil {
@@ -145,7 +150,9 @@ func (a *Agent) AnswerSIDR(id ID, rep *packet.SIDRREP) error {
 
 // recvSIDRREP handles a SIDR_REP (IBA 12.11.2, active side): it ends the
 // resolution its request ID names, whatever its status, with EventSIDRREP.
-// One that names no resolution waiting for its answer (a duplicate, a late
+// The event carries every field as the peer sent it, an additional
+// information length above 72 included, as kernel cm_format_sidr_rep_event
+// hands info_len on unchecked. One that names no resolution waiting for its answer (a duplicate, a late
 // one after the retries ran out) is dropped, as kernel cm_sidr_rep_handler
 // drops an unmatched reply.
 func (a *Agent) recvSIDRREP(msg []byte) {

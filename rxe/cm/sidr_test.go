@@ -1,6 +1,9 @@
 package cm
 
 import (
+	"encoding/binary"
+	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -327,4 +330,50 @@ func TestSIDRBeyondMaxConns(t *testing.T) {
 	require.Equal(t, uint64(1), w.client.Counters().Retransmits)
 	require.Zero(t, w.client.Len())
 	require.Zero(t, w.server.Len())
+}
+
+// TestSIDRREPLayout: the SIDR_REP AnswerSIDR sends has each field where
+// IBA 12.11.2 table 120 puts it, as kernel ib_cm lays it out
+// (ibta_vol1_c12.h: the vendor ID's bits 23–8 at bytes 6–7, its bits 7–0
+// at byte 11, the 24-bit QPN at bytes 8–10, the additional information at
+// byte 24, the private data at byte 96), and the client decodes every
+// field back. The vendor ID takes all 24 bits; kernel cm_format_sidr_rep
+// writes its bits 15–0 only (byte 6 stays 0), the same bytes for any
+// vendor ID below 2^16, such as the 0x0002C9 of rdma-core's mlx5 ECE.
+func TestSIDRREPLayout(t *testing.T) {
+	for _, tc := range []struct {
+		vendorID   uint32
+		bytes6to11 string
+	}{
+		{0x0002C9, "0002 123456 c9"},
+		{0xABCDEF, "abcd 123456 ef"},
+	} {
+		w := newWire(t)
+		w.autoREQ = false
+		id := w.resolve()
+		rep := &packet.SIDRREP{Status: packet.SIDRValid, AddInfoLen: 2, VendorID: tc.vendorID, QPN: 0x123456, QKey: 0x01234567}
+		copy(rep.AddInfo[:], "ai")
+		copy(rep.PrivateData[:], "pd")
+		require.NoError(t, w.server.AnswerSIDR(w.serverID(), rep))
+		o, attr, msg := pollMAD(t, w.server, "the SIDR_REP")
+		require.Equal(t, packet.AttrSIDRREP, attr)
+		want := make([]byte, packet.CMDataSize)
+		binary.BigEndian.PutUint32(want, uint32(id))
+		want[4], want[5] = packet.SIDRValid, 2
+		six, err := hex.DecodeString(strings.ReplaceAll(tc.bytes6to11, " ", ""))
+		require.NoError(t, err)
+		copy(want[6:], six)
+		binary.BigEndian.PutUint64(want[12:], udService)
+		binary.BigEndian.PutUint32(want[20:], 0x01234567)
+		copy(want[24:], "ai")
+		copy(want[96:], "pd")
+		require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(msg), "vendor ID %#x", tc.vendorID)
+
+		w.client.Receive(w.now, serverAddr, o.MAD[:])
+		e, ok := w.client.NextEvent()
+		require.True(t, ok)
+		got := *rep
+		got.RequestID, got.ServiceID = uint32(id), udService
+		require.Equal(t, got, *e.SIDRREP)
+	}
 }
