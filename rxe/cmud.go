@@ -312,7 +312,7 @@ func (g *gsi) dispatchSIDR(e cm.Event) {
 	// received with IB_SIDR_REJECT (cm_sidr_req_handler → cm_destroy_id).
 	var ip packet.CMIPHeader
 	if ip.Decode(e.SIDRREQ.PrivateData[:]) != nil {
-		refuse(packet.SIDRRejected) // cma_save_ip_info: not CMA version 0, or IP version neither 4 nor 6
+		refuse(packet.SIDRRejected) // cma_save_ip_info refuses a CMA version other than 0; an IP version neither 4 nor 6 matches no IP listener (cma_match_private_data)
 		return
 	}
 	// The listener is bound to the device's address: cma_match_private_data

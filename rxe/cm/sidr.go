@@ -152,9 +152,9 @@ func (a *Agent) AnswerSIDR(id ID, rep *packet.SIDRREP) error {
 // resolution its request ID names, whatever its status, with EventSIDRREP.
 // The event carries every field as the peer sent it, an additional
 // information length above 72 included, as kernel cm_format_sidr_rep_event
-// hands info_len on unchecked. One that names no resolution waiting for its answer (a duplicate, a late
-// one after the retries ran out) is dropped, as kernel cm_sidr_rep_handler
-// drops an unmatched reply.
+// hands info_len on unchecked. One that names no resolution waiting for
+// its answer (a duplicate, a late one after the retries ran out) is
+// dropped, as kernel cm_sidr_rep_handler drops an unmatched reply.
 func (a *Agent) recvSIDRREP(msg []byte) {
 	var rep packet.SIDRREP
 	_ = rep.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
