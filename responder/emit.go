@@ -60,7 +60,7 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 			return -1, false
 		}
 		r.ctrs.BuildErrors++
-		r.q.Pop()
+		r.q.pop()
 		return 0, false
 	}
 	// The payload is folded into the ICRC as it is copied out of the
@@ -84,7 +84,7 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 			return n, true
 		}
 	}
-	r.q.Pop()
+	r.q.pop()
 	return n, true
 }
 
@@ -124,6 +124,7 @@ func (r *Responder) readFault(it *outItem) {
 	r.heldErr = false
 	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.req, msn: r.msn, fatal: true}
 	r.q.Truncate(1)
+	r.q.reads = 0
 	r.failed = false
 	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
 }

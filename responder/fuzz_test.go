@@ -173,6 +173,7 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 				}
 			}
 			require.False(t, r.Pending())
+			require.Zero(t, r.q.reads, "READ response streams counted but none queued")
 			// Receive WQEs complete once each, in the order they were
 			// posted (a receive queue is FIFO; rxe completes the WQE it
 			// took from the queue's head), and only WQEs taken from the

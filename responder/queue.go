@@ -37,8 +37,20 @@ type outItem struct {
 
 // outQueue is the bounded ring of responses in PSN order (ring.Ring: it
 // grows up to its bound only when more responses are queued than ever
-// before).
-type outQueue struct{ ring.Ring[outItem] }
+// before). reads counts its outRead items, so that whether a READ
+// response stream is queued costs no walk of the queue.
+type outQueue struct {
+	ring.Ring[outItem]
+	reads int
+}
+
+// pop removes the head item.
+func (q *outQueue) pop() {
+	if q.Front().kind == outRead {
+		q.reads--
+	}
+	q.Pop()
+}
 
 // push appends a zeroed item; the caller has checked Free (getReq does).
 func (q *outQueue) push() *outItem {
@@ -58,19 +70,16 @@ func (q *outQueue) keepFatal() {
 		}
 	}
 	q.Clear()
+	q.reads = 0
 	if found {
 		*q.push() = fatal
 	}
 }
 
-func (q *outQueue) hasRead() bool {
-	for i := range q.Len() {
-		if q.At(i).kind == outRead {
-			return true
-		}
-	}
-	return false
-}
+// hasRead reports whether a READ response stream is queued: a READ's
+// train, the replay of a duplicate READ, or the empty response of a FLUSH
+// or ATOMIC_WRITE.
+func (q *outQueue) hasRead() bool { return q.reads > 0 }
 
 // queueACK queues a plain ACK for psn with the current MSN. If the newest
 // queued item is a plain ACK it is replaced: ACKs are cumulative
@@ -102,6 +111,7 @@ func (r *Responder) queueAtomicACK(psn packet.PSN, orig uint64) {
 // queueRead queues a READ response train.
 func (r *Responder) queueRead(rd readReq, msn uint32) {
 	it := r.q.push()
+	r.q.reads++
 	it.kind, it.first, it.psn, it.req, it.msn = outRead, true, rd.psn, rd.psn, msn
 	it.va, it.rkey, it.resid = rd.va, rd.rkey, rd.length
 }
