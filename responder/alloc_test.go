@@ -88,6 +88,43 @@ func TestNoAllocs(t *testing.T) {
 	}
 }
 
+// TestHeldCompletionNoAllocs: a SEND that arrives behind a READ's queued
+// train, its completion held until the train has gone (hold), allocates
+// nothing in steady state either.
+func TestHeldCompletionNoAllocs(t *testing.T) {
+	l := newLoop(t, 1024, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 4096))
+	h := l.h
+	send := make([]byte, 2048)
+	send = send[:build(t, send, packet.RCSendOnly, 100, pattern(64, 0), ackReq).Len()]
+	step := func() int {
+		if h.rq.Len() == 0 {
+			h.rq.post(l.wr)
+		}
+		h.cq.wcs = h.cq.wcs[:0]
+		for _, req := range [][]byte{l.req, send} {
+			packet.BTH(req).SetPSN(h.r.EPSN())
+			p, err := packet.Parse(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.r.Receive(t0, p)
+		}
+		if len(h.cq.wcs) != 0 {
+			t.Fatal("the SEND completed before the READ's train was sent")
+		}
+		n := 0
+		for h.r.NextPacket(t0, l.out) > 0 {
+			n++
+		}
+		if len(h.cq.wcs) != 1 || h.cq.wcs[0].Status != verbs.WCSuccess {
+			t.Fatalf("completions %v", h.cq.wcs)
+		}
+		return n
+	}
+	require.Equal(t, 5, step(), "4 READ responses, 1 ACK")
+	require.Zero(t, testing.AllocsPerRun(200, func() { step() }))
+}
+
 // stepSwapped delivers two requests in swapped order, ePSN+1 then ePSN,
 // from the same buffer (the responder must have copied the first), and
 // pulls every response: one ACK, the hole report withdrawn (the hole

@@ -16,9 +16,12 @@ func (r *Responder) getReq() State {
 		r.ctrs.Dropped++
 		return StateExit
 	}
-	// Every request queues at most one output item. With no room, drop the
-	// packet before it changes any state: to the requester it is a loss.
-	if r.q.Free() < 1 {
+	// Every request queues at most one output item, and one more for a
+	// receive completion held behind a READ response stream (holding):
+	// one that takes a receive WQE, or any while one is in use (an error
+	// completes it). With no room, drop the packet before it changes any
+	// state: to the requester it is a loss.
+	if r.q.Free() < 1 || r.q.Free() < 2 && r.holding() && (r.wqe.valid || r.mask&packet.MaskRWR != 0) {
 		r.ctrs.Dropped++
 		return StateExit
 	}

@@ -22,9 +22,12 @@
 //     request. Here the read is accepted at once (the expected PSN moves past
 //     the read's PSNs and the train is queued), and later requests are
 //     processed while the device is still pulling the train; responses leave
-//     in PSN order because the output queue is ordered. The error
-//     completion of a later request that fails meanwhile waits for the
-//     train, and its receive WQE is flushed if the READ faults first.
+//     in PSN order because the output queue is ordered. The receive
+//     completions of those later requests wait in the output queue behind
+//     the train and are posted once it has gone; if the READ faults first
+//     their receive WQEs are flushed, as in rxe, which never ran them.
+//     Their data is placed, and an atomic among them executes, on arrival
+//     (hold, in execute.go, says why and what a consumer can see of it).
 //   - Consecutive plain ACKs waiting in the output queue collapse into the
 //     newest one (ACKs are cumulative, IBA 9.7.5.1.1).
 //

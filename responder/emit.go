@@ -28,6 +28,10 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 		h.BTH.Opcode = packet.RCAtomicAcknowledge
 		h.AETH.Syndrome = r.ackSyndrome(it.msn)
 		h.AtomicAck = it.orig
+	case outHeld:
+		// The responses ahead of these completions have gone.
+		r.releaseHeld()
+		return 0, false
 	case outRead:
 		n := min(it.resid, uint32(r.mtu))
 		switch {
@@ -85,6 +89,11 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 		}
 	}
 	r.q.pop()
+	if r.held.Len() > 0 {
+		// Completions held behind the item just taken are posted with
+		// it, not on the next call.
+		r.releaseHeld()
+	}
 	return n, true
 }
 
@@ -117,11 +126,11 @@ func (r *Responder) countNAK(it *outItem) {
 // train, is dropped with it, and kernel rxe, which answers a READ whole
 // before it looks at the next request, fails on the READ (read_reply).
 //
-// The error completion of that later request, held until the train had
-// gone (heldWC), is dropped too: its receive WQE, never executed as far
-// as rxe's order goes, is flushed with the rest (Flush).
+// The completions of the requests after the READ, held until the train
+// had gone (hold), are not posted: their receive WQEs, never executed as
+// far as rxe's order goes, stay in r.held and are flushed with the rest
+// (Flush), WR_FLUSH_ERR whatever they would have reported.
 func (r *Responder) readFault(it *outItem) {
-	r.heldErr = false
 	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.req, msn: r.msn, fatal: true}
 	r.q.Truncate(1)
 	r.q.reads = 0

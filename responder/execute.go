@@ -172,9 +172,9 @@ func (r *Responder) finishSingle() {
 
 // complete mirrors rxe do_complete: it posts the receive completion of the
 // WQE in progress (success at the end of a SEND or WRITE WITH IMMEDIATE, or
-// the error status of a failure), and consumes the WQE. The error
-// completion of a request behind a READ whose responses are still queued
-// is held until they have gone (heldWC, postHeldErr).
+// the error status of a failure), and consumes the WQE. The completion of
+// a request behind a READ response stream still queued is held until the
+// stream, and the responses queued between the two, have gone (hold).
 func (r *Responder) complete() State {
 	if !r.wqe.valid {
 		return StateAcknowledge
@@ -186,7 +186,6 @@ func (r *Responder) complete() State {
 		wc.Opcode = verbs.WCRecvRDMAWithImm
 	}
 	if r.status == verbs.WCSuccess {
-		r.ctrs.RDMARecvs++
 		wc.SrcQP = r.cfg.DestQPN
 		wc.ByteLen = uint32(w.placed)
 		if r.kind == kindWrite {
@@ -201,30 +200,107 @@ func (r *Responder) complete() State {
 			wc.Imm = ieth.RKey()
 		}
 	}
-	if r.status != verbs.WCSuccess && r.q.hasRead() {
-		// The request failed behind a READ whose responses are still
-		// queued: its completion waits for them (heldWC).
-		r.heldWC, r.heldSE, r.heldErr = *wc, r.pkt.BTH().SE(), true
+	w.valid = false
+	if r.holding() {
+		r.hold(wc, r.pkt.BTH().SE())
 		return StateAcknowledge
 	}
-	w.valid = false
+	if r.status == verbs.WCSuccess {
+		r.ctrs.RDMARecvs++
+	}
 	if !r.post(wc, r.pkt.BTH().SE()) {
 		return StateErrCQOverflow
 	}
 	return StateAcknowledge
 }
 
-// postHeldErr posts the held error completion (heldWC) once no READ
-// response stream is queued ahead of it any more: the READ's train went
-// out whole, as kernel rxe sends it before it executes the next request.
-// The responder has failed already, so a full CQ changes nothing more.
-func (r *Responder) postHeldErr() {
-	if r.q.hasRead() {
-		return
+// holding reports whether a receive completion must wait (hold): a READ
+// response stream is queued, or completions held behind one are still
+// waiting for the responses queued after it, which a later completion
+// must not overtake.
+func (r *Responder) holding() bool { return r.q.hasRead() || r.held.Len() > 0 }
+
+// hold keeps the completion wc of a request that ran while a READ
+// response stream was queued ahead of it, or completions held behind one
+// (holding; solicited: its BTH SE bit), and
+// queues its place behind that stream: an outHeld item, or one more
+// completion for the outHeld item before the ACK just queued. That ACK
+// acknowledges the requests between the two, and the ACK this request
+// queues next replaces it (queueACK); the held entry keeps it, for a CQ
+// overflow to send (releaseHeld). getReq has left room for the item and
+// the request's response.
+//
+// Kernel rxe sends a READ's whole train (read_reply) before it takes the
+// next request, so the requests behind it run, and complete, only once the
+// train is out; and if the train faults (an R_Key or range check that
+// fails as a response is built, the region deregistered or invalidated
+// meanwhile: ERR_RKEY_VIOLATION) the QP moves to ERR before they run and
+// their receive WQEs are flushed. Here they run on arrival and only their
+// completions wait: taking the outHeld item, once everything ahead of it
+// has been sent, posts them (releaseHeld); a fault of the stream (readFault)
+// or a flush first (Flush) completes their WQEs with WR_FLUSH_ERR.
+//
+// What differs from rxe is only where no completion tells it: the data of
+// a SEND or WRITE behind the stream is placed on arrival, so after a fault
+// the buffers of a receive WQE flushed with WR_FLUSH_ERR may hold its
+// message, and a WRITE's target its bytes, while the requester's WR for
+// it completes with WR_FLUSH_ERR too. Neither is a result a consumer may
+// use: of a completion in error only the WR ID, status and QP number are
+// valid (ibv_poll_cq(3)), so a flushed receive WQE's buffers say nothing,
+// and a requester's WR that completed in error does not say whether the
+// responder ran it (an ACK lost before the QP failed leaves it the same
+// way). An atomic behind the stream likewise executes on arrival (its
+// ATOMIC ACKNOWLEDGE waits in the queue and a fault drops it); executing
+// it later would mean holding back every request after it too, to keep
+// their order (IBA 9.5), so it is not deferred.
+func (r *Responder) hold(wc *verbs.WC, solicited bool) {
+	h := r.held.Push()
+	h.wc, h.solicited, h.ack = *wc, solicited, false
+	if n := r.q.Len(); n > 1 {
+		if b, m := r.q.Back(), r.q.At(n-2); b.kind == outACK && m.kind == outHeld {
+			h.ack, h.ackPSN, h.ackMSN = true, b.psn, b.msn
+			m.nheld++
+			return
+		}
 	}
-	r.heldErr = false
-	r.wqe.valid = false
-	r.post(&r.heldWC, r.heldSE)
+	it := r.q.push()
+	it.kind, it.nheld = outHeld, 1
+}
+
+// releaseHeld takes the outHeld items at the head of the output queue and
+// posts their completions, oldest first (hold). A receive CQ that
+// overflows fails the responder as it would have failed on that request
+// (class G, no NAK: rxe do_complete -> ERR_CQ_OVERFLOW), which is then
+// the failure reported, even if a request after it failed already. The
+// responses queued behind it, of that request and of requests rxe would
+// not have run, are dropped; the ACK of the requests before it that the
+// dropped ACK had replaced (hold) is queued again; the completions still
+// held wait for Flush.
+func (r *Responder) releaseHeld() {
+	for r.q.Len() > 0 && r.q.Front().kind == outHeld {
+		n := r.q.Front().nheld
+		r.q.pop()
+		for range n {
+			h := r.held.Front()
+			ok := r.post(&h.wc, h.solicited)
+			if ok && h.wc.Status == verbs.WCSuccess {
+				r.ctrs.RDMARecvs++
+			}
+			ack, psn, msn := h.ack, h.ackPSN, h.ackMSN
+			r.held.Pop()
+			if !ok {
+				r.q.Clear()
+				r.q.reads = 0
+				if ack {
+					it := r.q.push()
+					it.kind, it.psn, it.msn = outACK, psn, msn
+				}
+				r.failed = false
+				r.fail(verbs.WCGeneralErr, StateErrCQOverflow)
+				return
+			}
+		}
+	}
 }
 
 // acknowledge mirrors rxe acknowledge: the error NAK if one is pending, the

@@ -174,6 +174,11 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 			}
 			require.False(t, r.Pending())
 			require.Zero(t, r.q.reads, "READ response streams counted but none queued")
+			if _, failed := r.Failed(); !failed {
+				// Completions wait only behind a READ response stream
+				// still queued; a READ that faulted leaves them to Flush.
+				require.Zero(t, r.held.Len(), "completions held with nothing queued ahead")
+			}
 			// Receive WQEs complete once each, in the order they were
 			// posted (a receive queue is FIFO; rxe completes the WQE it
 			// took from the queue's head), and only WQEs taken from the
@@ -248,6 +253,12 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 			rec(1|18<<2, packet.RCRDMAWriteLast, pattern(488, 0), ackReq),
 			rec(inSeq, packet.RCCompareSwap, nil, atomicETH(rva+8, rkey, 1, 0)),
 			rec(1|12<<2, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 100))),
+		// Selective repeat: a READ at ePSN+1 and a SEND at ePSN+2 run
+		// when a WRITE fills ePSN, the SEND's completion held behind the
+		// READ's train (hold).
+		seq(128, rec(1|17<<2, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 100)),
+			rec(1|18<<2, packet.RCSendOnly, pattern(20, 0), ackReq),
+			rec(inSeq, packet.RCRDMAWriteOnly, pattern(8, 0), reth(rva+8, rkey, 8))),
 		// Selective repeat, placed ahead (placeAhead): a WRITE and a SEND
 		// in progress, their later packets after a hole at ePSN.
 		seq(128, rec(inSeq, packet.RCRDMAWriteFirst, pattern(256, 0), reth(rva+100, rkey, 1000)),

@@ -13,6 +13,10 @@ const (
 	outNAK                      // ACKNOWLEDGE with a NAK or RNR NAK syndrome
 	outAtomicACK                // ATOMIC ACKNOWLEDGE
 	outRead                     // an RDMA READ response train (or one empty response)
+	// outHeld: receive completions held behind a READ response stream
+	// (Responder.hold): nheld of them, the oldest in Responder.held. It
+	// sends nothing; taking it posts them.
+	outHeld
 )
 
 // outItem is one queued response. A read train stays at the head until its
@@ -28,6 +32,7 @@ type outItem struct {
 	psn    packet.PSN // PSN of the next packet
 	req    packet.PSN // outRead: PSN of the READ request the train answers
 	msn    uint32
+	nheld  uint32 // outHeld
 	orig   uint64 // outAtomicACK
 	// outRead: what is left to send.
 	va    uint64

@@ -75,3 +75,283 @@ func TestFailureBehindReadTrainCompletions(t *testing.T) {
 		})
 	}
 }
+
+// TestCompletionsBehindReadTrain: requests that arrive while an earlier
+// READ's response train is still queued complete only once the train has
+// gone, in order: the first ones when the READ's LAST response is taken,
+// each later one once the responses queued ahead of it have gone (as rxe
+// completes a request after it acknowledged the one before); if the READ's
+// region goes before that, the READ fails the QP (Remote Access NAK for
+// the READ's PSN), nothing queued behind the train is sent, and their
+// receive WQEs are flushed with WR_FLUSH_ERR, as they are if the QP is
+// flushed before the train has gone. Kernel rxe sends a READ's whole train
+// (read_reply) before it takes the next request, so a fault of the train
+// moves the QP to ERR before the requests behind it run.
+func TestCompletionsBehindReadTrain(t *testing.T) {
+	const mtu = 1024
+	type wantWC struct {
+		id     uint64
+		opcode verbs.WCOpcode
+		flags  verbs.WCFlags
+		imm    uint32
+		n      uint32
+	}
+	tests := []struct {
+		name   string
+		behind func(h *harness) packet.PSN // queues the requests from PSN 102, returns the last PSN
+		wcs    []wantWC                    // their receive completions, in order
+		atLast int                         // how many are posted as the READ's LAST response is taken
+		last   packet.Opcode               // the response to the last request
+	}{
+		{name: "send", behind: func(h *harness) packet.PSN {
+			h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
+			return 102
+		}, wcs: []wantWC{{id: 7, opcode: verbs.WCRecv, n: 20}}, atLast: 1, last: packet.RCAcknowledge},
+		{name: "send_imm_solicited", behind: func(h *harness) packet.PSN {
+			h.rx(packet.RCSendOnlyWithImmediate, 102, pattern(30, 0), imm(5), se, ackReq)
+			return 102
+		}, wcs: []wantWC{{id: 7, opcode: verbs.WCRecv, flags: verbs.WCFlagWithImm, imm: 5, n: 30}}, atLast: 1, last: packet.RCAcknowledge},
+		{name: "send_two_packets", behind: func(h *harness) packet.PSN {
+			h.rx(packet.RCSendFirst, 102, pattern(mtu, 0))
+			h.rx(packet.RCSendLast, 103, pattern(10, 0), ackReq)
+			return 103
+		}, wcs: []wantWC{{id: 7, opcode: verbs.WCRecv, n: mtu + 10}}, atLast: 1, last: packet.RCAcknowledge},
+		{name: "write_imm", behind: func(h *harness) packet.PSN {
+			h.rx(packet.RCRDMAWriteOnlyWithImm, 102, pattern(16, 0), reth(rva+8192, rkey, 16), imm(9), ackReq)
+			return 102
+		}, wcs: []wantWC{{id: 7, opcode: verbs.WCRecvRDMAWithImm, flags: verbs.WCFlagWithImm, imm: 9, n: 16}}, atLast: 1, last: packet.RCAcknowledge},
+		{name: "atomic", behind: func(h *harness) packet.PSN {
+			h.rx(packet.RCFetchAdd, 102, nil, atomicETH(rva+4096, rkey, 1, 0))
+			return 102
+		}, last: packet.RCAtomicAcknowledge},
+		{name: "mixed", behind: func(h *harness) packet.PSN {
+			h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
+			h.rx(packet.RCRDMAWriteOnly, 103, pattern(8, 0), reth(rva+8192, rkey, 8))
+			h.rx(packet.RCFetchAdd, 104, nil, atomicETH(rva+4096, rkey, 1, 0))
+			h.rx(packet.RCRDMAWriteOnlyWithImm, 105, pattern(16, 0), reth(rva+8192, rkey, 16), imm(9), ackReq)
+			h.rx(packet.RCSendOnlyWithImmediate, 106, pattern(30, 0), imm(5), se, ackReq)
+			return 106
+		}, wcs: []wantWC{
+			{id: 7, opcode: verbs.WCRecv, n: 20},
+			{id: 8, opcode: verbs.WCRecvRDMAWithImm, flags: verbs.WCFlagWithImm, imm: 9, n: 16},
+			{id: 9, opcode: verbs.WCRecv, flags: verbs.WCFlagWithImm, imm: 5, n: 30},
+		}, atLast: 1, last: packet.RCAcknowledge},
+	}
+	for _, tc := range tests {
+		for _, outcome := range []string{"train_sent", "read_faults", "flushed"} {
+			t.Run(tc.name+"/"+outcome, func(t *testing.T) {
+				h := newHarness(t)
+				for id := uint64(7); id < 11; id++ {
+					h.postRecv(id, 2*mtu)
+				}
+				h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+				last := tc.behind(h)
+				require.Equal(t, last.Next(), h.r.EPSN())
+				require.Empty(t, h.cq.wcs, "nothing completes while the READ's train is queued")
+
+				n := h.r.NextPacket(t0, h.rxbuf)
+				require.NotZero(t, n)
+				p, err := packet.Parse(h.rxbuf[:n])
+				require.NoError(t, err)
+				expect(t, p, opcode(packet.RCRDMAReadResponseFirst), psnIs(100))
+				require.Empty(t, h.cq.wcs, "nothing completes while the READ's train is queued")
+
+				if outcome == "flushed" {
+					// The QP enters ERR (e.g. the consumer's Modify QP)
+					// before the train has gone.
+					h.r.Flush()
+					require.Empty(t, h.drain())
+					require.Len(t, h.cq.wcs, 4, "every WQE flushed, the ones behind the train first")
+					for i, wc := range h.cq.wcs {
+						require.Equal(t, uint64(7+i), wc.ID)
+						require.Equal(t, verbs.WCWRFlushErr, wc.Status)
+					}
+					return
+				}
+				if outcome == "read_faults" {
+					h.remote.valid = false
+					out := h.drain()
+					require.Len(t, out, 1, "the NAK only: nothing queued behind the train")
+					expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(100),
+						syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
+					require.Empty(t, h.cq.wcs, "no completion before the QP is flushed")
+					status, failed := h.r.Failed()
+					require.True(t, failed)
+					require.Equal(t, verbs.WCRemAccessErr, status)
+					h.r.Flush()
+					require.Len(t, h.cq.wcs, 4, "every WQE flushed, the ones behind the train first")
+					for i, wc := range h.cq.wcs {
+						require.Equal(t, uint64(7+i), wc.ID)
+						require.Equal(t, verbs.WCWRFlushErr, wc.Status)
+					}
+					require.Zero(t, h.r.Counters().RDMARecvs)
+					return
+				}
+
+				n = h.r.NextPacket(t0, h.rxbuf)
+				require.NotZero(t, n)
+				p, err = packet.Parse(h.rxbuf[:n])
+				require.NoError(t, err)
+				expect(t, p, opcode(packet.RCRDMAReadResponseLast), psnIs(101))
+				require.Len(t, h.cq.wcs, tc.atLast, "the completions behind the train, once its LAST response is taken")
+				out := h.drain()
+				require.NotEmpty(t, out)
+				expect(t, out[len(out)-1], opcode(tc.last), psnIs(last))
+				require.Len(t, h.cq.wcs, len(tc.wcs))
+				for i, w := range tc.wcs {
+					wc := h.cq.wcs[i]
+					require.Equal(t, w.id, wc.ID)
+					require.Equal(t, verbs.WCSuccess, wc.Status)
+					require.Equal(t, w.opcode, wc.Opcode)
+					require.Equal(t, w.flags, wc.Flags)
+					require.Equal(t, w.imm, wc.Imm)
+					require.Equal(t, w.n, wc.ByteLen)
+					require.Equal(t, uint32(ourQPN), wc.QPNum)
+					require.Equal(t, uint32(peerQPN), wc.SrcQP)
+				}
+				require.Equal(t, uint64(len(tc.wcs)), h.r.Counters().RDMARecvs)
+				_, failed := h.r.Failed()
+				require.False(t, failed)
+			})
+		}
+	}
+}
+
+// TestHeldCompletionsCQOverflow: a receive CQ that overflows as the
+// completions held behind a READ's train are posted fails the QP there,
+// as rxe's do_complete would have on that request (class G, no NAK):
+// what was queued behind the train is not sent, except the ACK of the
+// requests before the one that overflowed, which rxe had sent.
+func TestHeldCompletionsCQOverflow(t *testing.T) {
+	const mtu = 1024
+	tests := []struct {
+		name    string
+		limit   int // fakeCQ.limit
+		wcs     int // completions posted
+		ack     bool
+		ackPSN  packet.PSN
+		ackMSN  uint32
+		recvs   uint64
+		flushed []uint64 // WQEs flushed afterwards: those still held
+	}{
+		{name: "first_overflows", limit: -1, flushed: []uint64{8}},
+		{name: "second_overflows", limit: 1, wcs: 1, ack: true, ackPSN: 103, ackMSN: 3, recvs: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			for id := uint64(7); id < 9; id++ {
+				h.postRecv(id, 64)
+			}
+			h.cq.limit = tc.limit
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+			h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
+			h.rx(packet.RCRDMAWriteOnly, 103, pattern(8, 0), reth(rva+8192, rkey, 8))
+			h.rx(packet.RCSendOnly, 104, pattern(20, 0), ackReq)
+			_, failed := h.r.Failed()
+			require.False(t, failed)
+			out := h.drain()
+			want := 2
+			if tc.ack {
+				want++
+			}
+			require.Len(t, out, want)
+			expect(t, out[0], opcode(packet.RCRDMAReadResponseFirst), psnIs(100))
+			expect(t, out[1], opcode(packet.RCRDMAReadResponseLast), psnIs(101))
+			if tc.ack {
+				expectACK(t, out[2], tc.ackPSN, tc.ackMSN)
+			}
+			status, failed := h.r.Failed()
+			require.True(t, failed)
+			require.Equal(t, verbs.WCGeneralErr, status)
+			require.Equal(t, StateErrCQOverflow, h.r.FailState())
+			require.Len(t, h.cq.wcs, tc.wcs)
+			require.Equal(t, tc.recvs, h.r.Counters().RDMARecvs)
+			h.cq.limit = 0
+			h.r.Flush()
+			// The WQE whose completion overflowed is not completed again.
+			require.Len(t, h.cq.wcs, tc.wcs+len(tc.flushed))
+			for i, id := range tc.flushed {
+				require.Equal(t, id, h.cq.wcs[tc.wcs+i].ID)
+				require.Equal(t, verbs.WCWRFlushErr, h.cq.wcs[tc.wcs+i].Status)
+			}
+		})
+	}
+}
+
+// TestHeldCompletionSolicited: a completion held behind a READ's train
+// keeps its request's SE bit for solicited-only notification.
+func TestHeldCompletionSolicited(t *testing.T) {
+	h := newHarness(t)
+	cq := &seCQ{}
+	h.r = New(&h.cfg, Env{Mem: h.mem, RQ: h.rq, CQ: cq})
+	h.postRecv(1, 16)
+	h.postRecv(2, 16)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
+	h.rx(packet.RCSendOnly, 101, []byte{1}, se, ackReq)
+	h.rx(packet.RCSendOnly, 102, []byte{1}, ackReq)
+	require.Empty(t, cq.se)
+	require.Len(t, h.drain(), 2, "the READ response, then one ACK")
+	require.Equal(t, []bool{true, false}, cq.se)
+}
+
+// TestHeldCompletionRoom: while a READ response stream is queued, a
+// request that may post a receive completion needs room in the output
+// queue for its held completion's place as well as for its response;
+// without it the request is dropped before it changes anything, like a
+// request that finds the queue full. One that completes nothing still
+// fits in the last slot.
+func TestHeldCompletionRoom(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxDestRdAtomic = 1 })
+	h.postRecv(7, 64)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
+	psn := packet.PSN(101)
+	for i := 0; h.r.q.Free() > 1; i++ {
+		require.Less(t, i, 100)
+		h.rx(packet.RCFetchAdd, psn, nil, atomicETH(rva+4096, rkey, 1, 0))
+		psn = psn.Next()
+	}
+	h.rx(packet.RCSendOnly, psn, pattern(20, 0), ackReq)
+	require.Equal(t, uint64(1), h.r.Counters().Dropped)
+	require.Equal(t, psn, h.r.EPSN())
+	require.Equal(t, 1, h.rq.Len(), "the receive WQE is still posted")
+	h.rx(packet.RCRDMAWriteOnly, psn, pattern(8, 0), reth(rva+8192, rkey, 8), ackReq)
+	require.Equal(t, psn.Next(), h.r.EPSN())
+	psn = psn.Next()
+	require.Zero(t, h.r.q.Free())
+	out := h.drain()
+	expectACK(t, out[len(out)-1], psn.Add(-1), h.r.MSN())
+	h.rx(packet.RCSendOnly, psn, pattern(20, 0), ackReq)
+	require.Len(t, h.cq.wcs, 1)
+	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+}
+
+// TestHeldCompletionsKeepOrder: once a READ's train has gone, a
+// completion still held behind the responses queued after the train (an
+// ATOMIC ACKNOWLEDGE here) is not overtaken by the completion of a request
+// that arrives meanwhile: receive WQEs complete in the order they were
+// taken.
+func TestHeldCompletionsKeepOrder(t *testing.T) {
+	const mtu = 1024
+	h := newHarness(t)
+	for id := uint64(7); id < 10; id++ {
+		h.postRecv(id, 64)
+	}
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+	h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
+	h.rx(packet.RCFetchAdd, 103, nil, atomicETH(rva+4096, rkey, 1, 0))
+	h.rx(packet.RCSendOnly, 104, pattern(20, 0), ackReq)
+	for range 2 {
+		require.NotZero(t, h.r.NextPacket(t0, h.rxbuf))
+	}
+	require.Len(t, h.cq.wcs, 1, "the completion before the ATOMIC ACKNOWLEDGE")
+	h.rx(packet.RCSendOnly, 105, pattern(20, 0), ackReq)
+	out := h.drain()
+	require.Len(t, out, 3, "ACK, ATOMIC ACKNOWLEDGE, ACK")
+	expectACK(t, out[2], 105, 5)
+	require.Len(t, h.cq.wcs, 3)
+	for i, wc := range h.cq.wcs {
+		require.Equal(t, uint64(7+i), wc.ID)
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+}

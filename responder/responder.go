@@ -1,8 +1,10 @@
 package responder
 
 import (
+	"math"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/ring"
 	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
@@ -276,6 +278,17 @@ type recvWQE struct {
 	cur    sge.Cursor // scatter cursor in sges
 }
 
+// heldWC is a receive completion held behind a READ response stream
+// (Responder.hold), its request's BTH SE bit, and, if ack, the ACK (PSN
+// and MSN) that its request's ACK replaced in the output queue.
+type heldWC struct {
+	wc        verbs.WC
+	solicited bool
+	ack       bool
+	ackPSN    packet.PSN
+	ackMSN    uint32
+}
+
 // Responder is the RC responder of one QP. Create it with New.
 type Responder struct {
 	cfg  Config
@@ -341,15 +354,12 @@ type Responder struct {
 	hdr  packet.Headers
 	ctrs Counters
 
-	// heldWC is the error completion of the receive WQE of a request that
-	// failed the responder while an earlier READ's response stream was
-	// still queued (heldErr, heldSE: its BTH SE bit): kernel rxe sends a
-	// READ's whole train before it looks at the next request, so the WQE
-	// completes with that error only once the stream has gone
-	// (postHeldErr), and is flushed if the READ faults first (readFault)
-	// or the QP is flushed first (Flush). The WQE stays in r.wqe meanwhile.
-	heldWC          verbs.WC
-	heldErr, heldSE bool
+	// held are the completions of requests that ran while a READ
+	// response stream was queued ahead of them, oldest first, each
+	// waiting for its outHeld item in the output queue (hold). It grows
+	// only when more are held than ever before; every one holds a
+	// receive WQE the consumer posted, which bounds it.
+	held ring.Ring[heldWC]
 }
 
 // New returns a responder for a copy of cfg. It allocates the responder resources
@@ -376,6 +386,7 @@ func New(cfg *Config, env Env) *Responder {
 	// are bounded by the resources; leave room for as many replays, the
 	// ACKs between them and a few NAKs. A full queue drops requests.
 	r.q.Init(4*nres+16, nil)
+	r.held.Init(math.MaxInt, nil)
 	if cfg.SelectiveRepeat {
 		r.ooo.init(cfg.PMTU, cfg.OOOLimit)
 	}
@@ -576,11 +587,10 @@ func (r *Responder) fail(status verbs.WCStatus, st State) {
 // requests that waited for room in the output queue. Read responses
 // re-validate the memory region for every packet: if it is gone the train
 // is replaced by a Remote Access NAK and the responder fails (check Failed
-// after NextPacket too).
+// after NextPacket too). The receive completions held behind a READ
+// response stream (hold) are posted as the responses queued ahead of them
+// are taken; a receive CQ that overflows then fails the responder too.
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
-	if r.heldErr {
-		r.postHeldErr()
-	}
 	if r.ooo.n > 0 && r.oooReady() {
 		r.drainOOO(now)
 	}
@@ -610,15 +620,22 @@ func (r *Responder) Failed() (verbs.WCStatus, bool) { return r.failStatus, r.fai
 // StateNone.
 func (r *Responder) FailState() State { return r.failState }
 
-// Flush is called when the QP enters ERR. It completes the receive WQE of
-// the message in progress and, unless the queue is an SRQ, every WQE still
-// posted, with WR_FLUSH_ERR (rxe check_resource in QP_STATE_ERROR), and
+// Flush is called when the QP enters ERR. It completes the receive WQEs
+// whose completions are held behind a READ response stream (hold), the one
+// of the message in progress and, unless the queue is an SRQ, every WQE
+// still posted, with WR_FLUSH_ERR (rxe check_resource in QP_STATE_ERROR), and
 // drops the pending output except the error NAK of a failure, so that the
 // peer still learns why. Afterwards Receive drops every packet. Flush may
 // be called again, e.g. after WQEs are posted to a QP in ERR.
 func (r *Responder) Flush() {
 	r.flushed = true
-	r.heldErr = false // its WQE, still in r.wqe, is flushed below
+	// The WQEs of the completions held behind a READ response stream
+	// (hold) were taken from the queue before the one in progress.
+	for r.held.Len() > 0 {
+		id := r.held.Front().wc.ID
+		r.held.Pop()
+		r.postFlush(id)
+	}
 	if r.wqe.valid {
 		r.wqe.valid = false
 		r.postFlush(r.wqe.id)
