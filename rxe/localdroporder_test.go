@@ -116,8 +116,14 @@ func TestLocalDropsKeepQPOrder(t *testing.T) {
 					ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 64})
 					oa, ob := &orderConn{Conn: ca, refuse: refuse}, &orderConn{Conn: cb, refuse: refuse}
 					// One vector: both QPs of a device share its batches.
+					// checkOrder holds only while no transport retry
+					// happens: the recovery timer's floor and the ACK
+					// timeout (24: 68.7 s) are far above the stalls of a
+					// loaded machine (a process without a processor for
+					// up to 1.8 s, docs/performance.md), which once made
+					// a 1 s floor re-read a READ here.
 					opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline, CompVectors: 1,
-						Recovery: RecoveryConfig{Floor: time.Second}}
+						Recovery: RecoveryConfig{Floor: 30 * time.Second}}
 					da, err := Open(oa, opts)
 					require.NoError(t, err)
 					db, err := Open(ob, opts)
@@ -133,8 +139,8 @@ func TestLocalDropsKeepQPOrder(t *testing.T) {
 					for p := range pairs {
 						a, z := newEnd(t, da, testBufSize/2), newEnd(t, db, testBufSize/2)
 						ia, iz := a.qp.Info(uint32(1+2*p)), z.qp.Info(uint32(2+2*p))
-						require.NoError(t, a.qp.Connect(ia, iz, ConnectOptions{MTU: MTU4096, Timeout: 20}))
-						require.NoError(t, z.qp.Connect(iz, ia, ConnectOptions{MTU: MTU4096, Timeout: 20}))
+						require.NoError(t, a.qp.Connect(ia, iz, ConnectOptions{MTU: MTU4096, Timeout: 24}))
+						require.NoError(t, z.qp.Connect(iz, ia, ConnectOptions{MTU: MTU4096, Timeout: 24}))
 						src := a
 						if pairOp(op, p) == WRRDMARead {
 							src = z
