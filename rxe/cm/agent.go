@@ -27,8 +27,8 @@ type Config struct {
 	// about 4.3 s).
 	ServiceTimeout uint8
 	// MaxConns bounds the connections the agent tracks (including those in
-	// time-wait) and SIDR resolutions; a REQ beyond it is rejected with "no
-	// resources", a SIDR_REQ dropped (its sender resends it). 0 means 4096.
+	// time-wait) and SIDR resolutions; a REQ or SIDR_REQ beyond it is
+	// dropped unanswered (its sender resends it). 0 means 4096.
 	MaxConns int
 	// MaxPeerTimeout is the largest timeout exponent the agent takes from
 	// a peer: the CM response timeout of its REQ (how long we wait for its
@@ -132,7 +132,7 @@ type Event struct {
 
 // Counters count what the agent dropped or answered on its own.
 type Counters struct {
-	Dropped      uint64 // MADs that fit no state or failed to decode (a DREQ among them is still answered with a DREP), and SIDR_REQs beyond Config.MaxConns
+	Dropped      uint64 // MADs that fit no state or failed to decode (a DREQ among them is still answered with a DREP), and REQs and SIDR_REQs beyond Config.MaxConns
 	Duplicates   uint64 // duplicate REQ, REP, DREQ answered again; duplicate RTU, DREP, MRA and SIDR_REQ ignored
 	Retransmits  uint64 // REQ, REP, DREQ and SIDR_REQ resent on timeout
 	RejectsSent  uint64 // REJs the agent sent on its own (no listener, timeout, stale, unknown), and SIDR_REPs refusing a SIDR_REQ

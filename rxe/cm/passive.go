@@ -10,7 +10,7 @@ import (
 
 // recvREQ handles a REQ (IBA 12.9.5.2, passive side): a new request for a
 // listened service becomes EventREQ; a duplicate is answered by the state
-// its connection is in.
+// its connection is in. One beyond Config.MaxConns is dropped.
 func (a *Agent) recvREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) {
 	var req packet.REQ
 	_ = req.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
@@ -36,7 +36,12 @@ func (a *Agent) recvREQ(now time.Time, from netip.Addr, tid uint64, msg []byte) 
 		return
 	}
 	if len(a.conns) >= a.cfg.MaxConns {
-		reject(packet.RejNoResources)
+		// No REJ: kernel cm_req_handler sends nothing when it cannot
+		// allocate the REQ's cm_id (cm_alloc_id_priv fails), and "no
+		// resources" would end the peer's attempt for good; the peer
+		// resends the REQ on its response timeout and is served once
+		// there is room.
+		a.ctr.Dropped++
 		return
 	}
 	id := a.allocID()

@@ -323,16 +323,44 @@ func TestREQTransportTypes(t *testing.T) {
 	}
 }
 
-// TestREQBeyondMaxConns: a REQ that would make the agent track more than
-// Config.MaxConns connections is rejected with "no resources"; up to it,
-// REQs are reported.
+// TestREQBeyondMaxConns: a REQ that comes while the server's agent tracks
+// Config.MaxConns connections is dropped without a REJ, as kernel
+// cm_req_handler sends nothing when it cannot allocate the REQ's cm_id
+// (cm_alloc_id_priv fails); the client resends it on its response timeout,
+// and the resent one is reported once the table has room (a REJ "no
+// resources" would end the client's attempt for good).
 func TestREQBeyondMaxConns(t *testing.T) {
-	s := newServer(t, Config{MaxConns: 2})
-	require.NotZero(t, receiveREQ(t, s, t0, 0x31, 0x11, nil))
-	require.NotZero(t, receiveREQ(t, s, t0, 0x32, 0x12, nil), "the second of two")
-	require.Zero(t, receiveREQ(t, s, t0, 0x33, 0x13, nil))
-	_, rej := pollREJ(t, s)
-	require.Equal(t, packet.RejNoResources, rej.Reason)
+	w := newWire(t)
+	w.autoREQ = false
+	w.server.cfg.MaxConns = 1
+	first := w.connect()
+	req := testREQ()
+	req.LocalQPN = 0x12
+	second, err := w.client.Connect(w.now, serverAddr, req)
+	require.NoError(t, err)
+	w.pump()
+	require.Equal(t, []string{"client REQ", "client REQ"}, w.log, "no REJ for the second")
+	require.Equal(t, []EventKind{EventREQ}, w.kinds("server"))
+	require.Empty(t, w.events["client"])
+	require.Equal(t, uint64(1), w.server.Counters().Dropped)
+	require.Zero(t, w.server.Counters().RejectsSent)
+	require.Equal(t, 1, w.server.Len())
+	require.Equal(t, StateREQSent, w.client.State(second))
+
+	// The server's consumer refuses the first; the second's next try finds
+	// room and connects.
+	require.NoError(t, w.server.Reject(w.serverID(), packet.RejConsumerReject, nil))
+	w.autoREQ = true
+	w.pump()
+	require.Equal(t, StateIdle, w.client.State(first))
+	w.advance(time.Second)
+	require.Equal(t, []EventKind{EventREQ, EventREQ, EventEstablished}, w.kinds("server"))
+	require.Equal(t, uint32(0x12), w.events["server"][1].REQ.LocalQPN)
+	require.Equal(t, []EventKind{EventRejected, EventREP}, w.kinds("client"))
+	require.Equal(t, second, w.events["client"][1].ID)
+	require.Equal(t, StateEstablished, w.client.State(second))
+	require.Equal(t, uint64(1), w.client.Counters().Retransmits)
+	require.Equal(t, uint64(1), w.server.Counters().Dropped)
 }
 
 // TestDuplicateREQInMRASent: every duplicate REQ while the consumer
