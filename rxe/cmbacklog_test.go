@@ -3,11 +3,13 @@ package rxe
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/cm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,4 +98,133 @@ func TestAcceptDuringDeviceClose(t *testing.T) {
 			require.Zero(t, l.Counters().Failed)
 		})
 	}
+}
+
+// markerREQ sends p's device a REQ for a port nobody listens on and waits
+// for its REJ (invalid service ID) as the next MAD the device sends: the
+// device answers MADs in the order they come, so nothing it sent for the
+// MADs before the marker comes after the marker's REJ.
+func markerREQ(t *testing.T, p *rawCM, id uint32) {
+	t.Helper()
+	p.send(uint64(id), p.req(9, id))
+	r := p.next()
+	require.Equal(t, packet.AttrREJ, r.attr, "the marker's REJ, and nothing before it")
+	var rej packet.REJ
+	require.NoError(t, rej.Decode(r.msg))
+	require.Equal(t, packet.REJ{RemoteCommID: id, MessageRejected: packet.MsgREQ, Reason: packet.RejInvalidServiceID}, rej)
+}
+
+// TestListenBacklogFullDrops: a REQ that finds the listener's backlog full
+// (64 requests no Accept took) is dropped unanswered, neither rejected nor
+// told to wait, and counted as dropped, as kernel rdma_cm drops one beyond
+// its listener's backlog: ucma_connect_event_handler fails with -ENOMEM,
+// and ib_cm's cm_destroy_id does not reject a REQ received so ("allow
+// future retries": cm_reset_to_idle), forgetting it. A repeat of it while
+// the backlog is full is dropped too (no MRA: nothing of it is kept); once
+// a slot frees, the repeat is a new request, queued for Accept.
+func TestListenBacklogFullDrops(t *testing.T) {
+	const port = 37
+	p, l := rawListener(t, port)
+	const backlog = 64
+	require.Equal(t, backlog, cap(l.reqs))
+	for i := range uint32(backlog) {
+		p.send(uint64(i), p.req(port, 0x100+i))
+	}
+	require.Eventually(t, func() bool { return len(l.reqs) == backlog }, 2*time.Second, time.Millisecond, "the backlog is full")
+
+	late := p.req(port, 0x200)
+	for try := range 2 { // the REQ, then its retransmission (same transaction)
+		p.send(0x2000, late)
+		markerREQ(t, p, 0x300+uint32(try))
+		require.Equal(t, CMListenerCounters{Dropped: uint64(try + 1)}, l.Counters(), "try %d", try)
+	}
+	require.Equal(t, backlog, len(l.reqs))
+	require.Equal(t, backlog, cmAgentLen(p.dev), "the agent keeps nothing of the dropped REQ")
+
+	// The peer of the first queued request withdraws it (its REQ timed
+	// out): its slot frees, and the late REQ's next retransmission takes it.
+	rej := packet.REJ{LocalCommID: 0x100, MessageRejected: packet.MsgREQ, RejectedInfoLen: 8, Reason: packet.RejTimeout}
+	binary.BigEndian.PutUint64(rej.ARI[:], 0xAB) // the raw peer's CA GUID
+	p.send(0, &rej)
+	require.Eventually(t, func() bool { return len(l.reqs) == backlog-1 }, 2*time.Second, time.Millisecond)
+	p.send(0x2000, late)
+	markerREQ(t, p, 0x310)
+	require.Equal(t, backlog, len(l.reqs))
+	require.Equal(t, CMListenerCounters{Dropped: 2, Withdrawn: 1}, l.Counters())
+
+	// Accept serves the queue in order: the 63 before it, then the late
+	// REQ, answered in its retransmission's transaction.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 1; i <= backlog; i++ {
+		acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
+		var rep packet.REP
+		tid := p.recv(packet.AttrREP, &rep)
+		want := uint32(0x100 + i)
+		if i == backlog {
+			want = late.LocalCommID
+			require.Equal(t, uint64(0x2000), tid)
+		}
+		require.Equal(t, want, rep.RemoteCommID)
+		p.send(tid, rtuFor(&rep))
+		var r connResult
+		select {
+		case r = <-acc:
+		case <-ctx.Done():
+			t.Fatal("Accept did not return")
+		}
+		require.NoError(t, r.err)
+		require.Equal(t, want, r.c.Remote.QPN) // p.req's QPN is its comm ID
+		r.c.Close()
+	}
+	require.Equal(t, CMListenerCounters{Accepted: backlog, Dropped: 2, Withdrawn: 1}, l.Counters())
+}
+
+// TestDialWaitsOutFullBacklog: a Dial whose REQ finds the listener's
+// backlog full connects once an Accept frees a slot, within its REQ's
+// retries: the dropped REQ's retransmission is taken as a new request, as
+// a kernel rdma_cm listener lets an rdma_connect retry past a full backlog
+// (cm_destroy_id does not reject on -ENOMEM), rather than failing with a
+// REJ. The backlog is made 1 here.
+func TestDialWaitsOutFullBacklog(t *testing.T) {
+	da, db := cmDevices(t, "pipe")
+	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const port = 38
+	l, err := db.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
+	require.NoError(t, err)
+	defer l.Close()
+	g := db.gsiOf()
+	g.mu.Lock()
+	l.reqs = make(chan cm.Event, 1)
+	g.mu.Unlock()
+	addr := fmt.Sprintf("%v:%d", db.Addr().Addr(), port)
+
+	first := async(func() (*CMConn, error) { return Dial(ctx, da, addr, CMOptions{PD: client.pd, SendCQ: client.cq}) })
+	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the first fills the backlog")
+	// The second's REQ is resent every 4.096 µs · 2^14 + 2 × 17 ms ≈ 100 ms.
+	second := async(func() (*CMConn, error) {
+		return Dial(ctx, da, addr, CMOptions{PD: client.pd, SendCQ: client.cq, CMResponseTimeout: 14, MaxCMRetries: 15})
+	})
+	require.Eventually(t, func() bool { return l.Counters().Dropped >= 1 }, 5*time.Second, time.Millisecond, "the second is dropped")
+
+	for _, dial := range []<-chan connResult{first, second} {
+		sc, err := l.Accept(ctx)
+		require.NoError(t, err)
+		defer sc.Close()
+		var r connResult
+		select {
+		case r = <-dial:
+		case <-ctx.Done():
+			t.Fatal("Dial did not return")
+		}
+		require.NoError(t, r.err)
+		defer r.c.Close()
+		require.Equal(t, r.c.Local.QPN, sc.Remote.QPN)
+	}
+	c := l.Counters()
+	require.Equal(t, uint64(2), c.Accepted)
+	require.Zero(t, c.Refused)
+	require.Zero(t, da.GSICounters().CM.RejectsSent)
 }

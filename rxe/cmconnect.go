@@ -277,7 +277,7 @@ type CMListener struct {
 // listenerCounters are a CMListener's counters, updated without the GSI's
 // lock by Accept.
 type listenerCounters struct {
-	accepted, refused, withdrawn, timedOut, abandoned, failed, declined atomic.Uint64
+	accepted, refused, dropped, withdrawn, timedOut, abandoned, failed, declined atomic.Uint64
 }
 
 // CMListenerCounters count what became of a listener's connection
@@ -287,8 +287,11 @@ type CMListenerCounters struct {
 	Accepted uint64
 	// Refused counts the requests rejected before an Accept took them:
 	// not for an RC connection or without RDMA CM's IP header (consumer
-	// reject), or beyond the backlog (no resources).
+	// reject).
 	Refused uint64
+	// Dropped counts the REQs that found the backlog full, dropped
+	// unanswered (each retransmission of one counts again).
+	Dropped uint64
 	// Withdrawn counts the requests the peer ended before they were
 	// established: its REJ (it gave up while the request was queued or
 	// after our REP, or refused our REP) or its DREQ before its RTU.
@@ -337,8 +340,11 @@ func (e *AcceptError) Unwrap() error { return e.Err }
 // address on port (the service ID of the TCP port space, RDMA_PS_TCP).
 // Accept creates each connection's QP with opts (AcceptWith with others
 // for one connection, AcceptFunc with those chosen for each request). A request while no Accept is waiting stays queued
-// (up to 64; beyond, it is rejected with "no resources"); the peer's CM is
-// told to wait (MRA) if it asks again. One its peer withdraws meanwhile
+// (up to 64); the peer's CM is told to wait (MRA) if it asks again. One
+// beyond the backlog is dropped unanswered and forgotten, as kernel
+// rdma_cm drops one beyond its listener's backlog: the peer's CM resends
+// its REQ on its response timeout, and once a slot is free the resent one
+// is queued as a new request. One its peer withdraws meanwhile
 // (a REJ: its Dial gave up, or its REQ's retries ran out) leaves the queue
 // at once and is counted as withdrawn.
 // A request that is not for an RC connection or lacks RDMA CM's IP header
@@ -380,7 +386,7 @@ func (l *CMListener) Addr() netip.AddrPort { return netip.AddrPortFrom(l.d.addr,
 // Counters returns a snapshot of the listener's counters.
 func (l *CMListener) Counters() CMListenerCounters {
 	c := &l.ctr
-	return CMListenerCounters{Accepted: c.accepted.Load(), Refused: c.refused.Load(), Withdrawn: c.withdrawn.Load(),
+	return CMListenerCounters{Accepted: c.accepted.Load(), Refused: c.refused.Load(), Dropped: c.dropped.Load(), Withdrawn: c.withdrawn.Load(),
 		TimedOut: c.timedOut.Load(), Abandoned: c.abandoned.Load(), Failed: c.failed.Load(), Declined: c.declined.Load()}
 }
 

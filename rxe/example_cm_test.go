@@ -169,7 +169,7 @@ func ExampleCMListener_Accept() {
 	fmt.Printf("%+v\n", l.Counters())
 	// Output:
 	// accept loop ended: true
-	// {Accepted:2 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0 Declined:0}
+	// {Accepted:2 Refused:0 Dropped:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0 Declined:0}
 }
 
 // A server gives each connection CQs of its own: AcceptWith creates that
@@ -293,7 +293,7 @@ func ExampleCMListener_AcceptFunc() {
 	// Output:
 	// token=7: refused (consumer reject): "bad token"
 	// token=42: the server received "hello"
-	// {Accepted:1 Refused:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0 Declined:1}
+	// {Accepted:1 Refused:0 Dropped:0 Withdrawn:0 TimedOut:0 Abandoned:0 Failed:0 Declined:1}
 }
 
 // udQP returns a UD QP of h in RTS with librdmacm's Q_Key

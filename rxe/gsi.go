@@ -276,8 +276,14 @@ func (g *gsi) dispatch(e cm.Event) {
 		case l.reqs <- e:
 			g.backlog[e.ID] = l
 		default:
-			_ = g.agent.Reject(e.ID, packet.RejNoResources, nil) // the backlog is full
-			l.ctr.refused.Add(1)
+			// The backlog is full: the REQ is forgotten unanswered, as
+			// kernel rdma_cm drops one beyond its listener's backlog
+			// (ucma_connect_event_handler fails with -ENOMEM, and
+			// cm_destroy_id rejects no REQ received on -ENOMEM). The
+			// peer resends it on its CM response timeout, a new request
+			// then, which a freed slot takes.
+			_ = g.agent.Drop(e.ID) // ErrUnknownID or ErrState: the connection already ended, nothing to forget
+			l.ctr.dropped.Add(1)
 		}
 		return
 	}

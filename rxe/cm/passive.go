@@ -124,6 +124,25 @@ func (a *Agent) Reject(id ID, reason packet.REJReason, privateData []byte) error
 	return nil
 }
 
+// Drop forgets the REQ of connection id, reported and not yet answered,
+// without answering it, as kernel cm_destroy_id forgets a REQ received
+// when its consumer failed for want of memory (-ENOMEM: cm_reset_to_idle,
+// "allow future retries"): no REJ, no MRA. The peer resends the REQ on its
+// CM response timeout, and the agent, which keeps nothing of it, reports
+// the resent one as a new request. Only a REQ still in REQ received can be
+// dropped: once an MRA has told the peer to wait, ErrState.
+func (a *Agent) Drop(id ID) error {
+	c := a.conns[id]
+	if c == nil {
+		return ErrUnknownID
+	}
+	if !c.passive || c.state != StateREQRcvd {
+		return ErrState
+	}
+	a.free(id)
+	return nil
+}
+
 // recvRTU handles an RTU (IBA 12.9.5.2): the passive side is established.
 func (a *Agent) recvRTU(msg []byte) {
 	var rtu packet.RTU

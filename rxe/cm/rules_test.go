@@ -476,3 +476,44 @@ func TestREJInDREQSent(t *testing.T) {
 		})
 	}
 }
+
+// TestDropREQ: a REQ its consumer drops (Drop: rxe's listener backlog is
+// full) is forgotten without an answer, as kernel cm_destroy_id forgets a
+// REQ received on -ENOMEM (cm_reset_to_idle); the client's retransmission
+// of it is then a new request, reported again under a new ID, not a
+// duplicate answered with an MRA. Drop takes only a REQ in REQ received.
+func TestDropREQ(t *testing.T) {
+	w := newWire(t)
+	w.autoREQ = false
+	id := w.connect()
+	dropped := w.serverID()
+	require.NoError(t, w.server.Drop(dropped))
+	w.pump()
+	require.Equal(t, []string{"client REQ"}, w.log, "no answer")
+	require.Zero(t, w.server.Len())
+	require.Equal(t, StateIdle, w.server.State(dropped))
+	require.ErrorIs(t, w.server.Drop(dropped), ErrUnknownID)
+
+	w.advance(time.Second) // the client's response timeout
+	require.Equal(t, []string{"client REQ", "client REQ"}, w.log, "no MRA for the retransmission")
+	require.Equal(t, []EventKind{EventREQ, EventREQ}, w.kinds("server"))
+	again := w.events["server"][1].ID
+	require.NotEqual(t, dropped, again)
+	require.Equal(t, StateREQRcvd, w.server.State(again))
+	require.Zero(t, w.server.Counters().Duplicates)
+
+	require.NoError(t, w.server.Accept(w.now, again, testREP()))
+	w.autoREP = true
+	w.pump()
+	require.Equal(t, StateEstablished, w.client.State(id))
+	require.Equal(t, StateEstablished, w.server.State(again))
+
+	// A REQ whose peer was told to wait (MRA sent) is not dropped, and an
+	// active connection never.
+	s := newServer(t, Config{})
+	waiting := receiveREQ(t, s, t0, 0x31, 0x11, nil)
+	require.Zero(t, receiveREQ(t, s, t0, 0x31, 0x11, nil), "a duplicate: MRA")
+	require.Equal(t, StateMRASent, s.State(waiting))
+	require.ErrorIs(t, s.Drop(waiting), ErrState)
+	require.ErrorIs(t, w.client.Drop(id), ErrState)
+}
