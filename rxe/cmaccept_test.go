@@ -3,6 +3,7 @@ package rxe
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -114,6 +115,64 @@ func TestListenerCountsRefused(t *testing.T) {
 	p.recv(packet.AttrREJ, &rej)
 	require.Equal(t, packet.RejConsumerReject, rej.Reason)
 	require.Equal(t, CMListenerCounters{Refused: 1}, l.Counters())
+}
+
+// TestListenCMDestination: a REQ whose RDMA CM IP header names another
+// destination than the device's address, or names it in the other IP
+// version, is rejected (consumer reject) in its transaction, counted as
+// refused and never queued for Accept, as kernel rdma_cm finds no listener
+// bound to that address (cma_ib_id_from_event → cma_find_listener →
+// cma_match_private_data fails with -EINVAL) and ib_cm then rejects the
+// REQ received with IB_CM_REJ_CONSUMER_DEFINED (cm_process_work →
+// cm_destroy_id). One that names the device's address reaches Accept.
+func TestListenCMDestination(t *testing.T) {
+	const port = 39
+	p, l := rawListener(t, port)
+	for i, dst := range []netip.Addr{
+		netip.MustParseAddr("127.0.0.9"),        // another node's address
+		netip.MustParseAddr("::ffff:127.0.0.1"), // an IPv6 header: the device has an IPv4 address
+	} {
+		req := p.req(port, uint32(0x80+i))
+		(&packet.CMIPHeader{SrcPort: 40000, Src: p.addr(), Dst: dst}).Encode(req.PrivateData[:])
+		if dst.Is4In6() { // Encode writes an IPv4 header when both addresses are IPv4 or mapped
+			req.PrivateData[1] = 0x60
+			src := p.addr().As16()
+			copy(req.PrivateData[4:20], src[:])
+			copy(req.PrivateData[20:36], dst.AsSlice())
+		}
+		var ip packet.CMIPHeader
+		require.NoError(t, ip.Decode(req.PrivateData[:]))
+		require.Equal(t, dst, ip.Dst)
+		tid := uint64(0x0000000a00000000) | uint64(i)
+		p.send(tid, req)
+		var rej packet.REJ
+		require.Equal(t, tid, p.recv(packet.AttrREJ, &rej), "in the REQ's transaction")
+		require.Equal(t, req.LocalCommID, rej.RemoteCommID)
+		require.Equal(t, uint8(packet.MsgREQ), rej.MessageRejected)
+		require.Equal(t, packet.RejConsumerReject, rej.Reason, "destination %v", dst)
+	}
+	require.Zero(t, len(l.reqs), "nothing for Accept")
+	require.Zero(t, cmAgentLen(p.dev))
+	require.Equal(t, CMListenerCounters{Refused: 2}, l.Counters())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
+	req := p.req(port, 0x8f) // names the device's address
+	p.send(0x0000000a000000ff, req)
+	var rep packet.REP
+	p.recv(packet.AttrREP, &rep)
+	require.Equal(t, req.LocalCommID, rep.RemoteCommID)
+	p.send(0x0000000a000000ff, rtuFor(&rep))
+	var r connResult
+	select {
+	case r = <-acc:
+	case <-ctx.Done():
+		t.Fatal("Accept did not return")
+	}
+	require.NoError(t, r.err)
+	defer r.c.Close()
+	require.Equal(t, netip.AddrPortFrom(p.addr(), 40000), r.c.RemoteAddr)
 }
 
 // connResult is what Dial or Accept returned.

@@ -286,8 +286,9 @@ type CMListenerCounters struct {
 	// Accepted counts the connections Accept returned.
 	Accepted uint64
 	// Refused counts the requests rejected before an Accept took them:
-	// not for an RC connection or without RDMA CM's IP header (consumer
-	// reject).
+	// not for an RC connection, without RDMA CM's IP header, or whose
+	// header names another destination than the device's address
+	// (consumer reject).
 	Refused uint64
 	// Dropped counts the REQs that found the backlog full, dropped
 	// unanswered (each retransmission of one counts again).
@@ -347,8 +348,10 @@ func (e *AcceptError) Unwrap() error { return e.Err }
 // is queued as a new request. One its peer withdraws meanwhile
 // (a REJ: its Dial gave up, or its REQ's retries ran out) leaves the queue
 // at once and is counted as withdrawn.
-// A request that is not for an RC connection or lacks RDMA CM's IP header
-// is rejected (consumer reject) and never queued.
+// A request that is not for an RC connection, lacks RDMA CM's IP header
+// or whose header names another destination than the device's address
+// (or names it in the other IP version) is rejected (consumer reject) and
+// never queued, as kernel rdma_cm rejects one before its consumer sees it.
 func (d *Device) ListenCM(port uint16, opts CMOptions) (*CMListener, error) {
 	if d.closed.Load() {
 		return nil, ErrClosed

@@ -264,10 +264,11 @@ func (g *gsi) dispatch(e cm.Event) {
 			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			return
 		}
-		if !rdmaCMRequest(e.REQ) {
-			// Kernel rdma_cm refuses such a REQ before its consumer sees it
-			// (cma_ib_req_handler: cma_check_req_qp_type, the IP header of
-			// cma_save_req_info), and ib_cm rejects it for the consumer.
+		if !rdmaCMRequest(e.REQ, l.d.addr) {
+			// Kernel rdma_cm refuses such a REQ before its consumer sees it:
+			// its handler (cma_ib_req_handler) fails with an error other
+			// than -ENOMEM, and ib_cm rejects the REQ received for the
+			// consumer (cm_process_work → cm_destroy_id).
 			_ = g.agent.Reject(e.ID, packet.RejConsumerReject, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
 			l.ctr.refused.Add(1)
 			return
@@ -307,12 +308,20 @@ func (g *gsi) dispatch(e cm.Event) {
 }
 
 // rdmaCMRequest reports whether a REQ is one a listener of RDMA CM's TCP
-// port space can take: an RC connection whose private data begins with a
-// valid IP CM header (IBTA Annex A11.2.2.1). Accept makes an RC QP from it
-// and reads the active side's port from that header.
-func rdmaCMRequest(req *packet.REQ) bool {
+// port space bound to addr can take, as kernel rdma_cm checks it
+// (cma_ib_req_handler): an RC connection (cma_ib_check_req_qp_type) whose
+// private data begins with a valid IP CM header (IBTA Annex A11.2.2.1;
+// cma_save_ip_info refuses a CMA version other than 0, and an IP version
+// neither 4 nor 6 matches no IP listener) naming addr as its destination,
+// in addr's IP version (cma_match_private_data). Accept makes an RC QP
+// from it and reads the active side's port from that header. (rdma_cm
+// counts a loopback bind address as any, cma_any_addr; a gorxe device on
+// a loopback address is a node of its own, so its address is checked too.
+// Its other check, validate_net_dev's route back to the source through
+// the receiving interface, has no gorxe counterpart.)
+func rdmaCMRequest(req *packet.REQ, addr netip.Addr) bool {
 	var ip packet.CMIPHeader
-	return req.TransportServiceType == packet.CMTransportRC && ip.Decode(req.PrivateData[:]) == nil
+	return req.TransportServiceType == packet.CMTransportRC && ip.Decode(req.PrivateData[:]) == nil && ip.Dst == addr
 }
 
 // send writes one MAD as a UD SEND_ONLY from QP1 to QP1 of o.To, with the
