@@ -450,8 +450,10 @@ func (cq *CQ) PollsSocket() bool {
 //     completions since its wake-up"); the receiving consumer has the
 //     next rule;
 //   - a completion of the batch left its CQ more than half full, or a
-//     receive WQE the batch took left its SRQ with fewer than half its
-//     max_wr (Device.behind): the consumer is falling behind the device,
+//     receive WQE the batch took left its SRQ or its QP's own RQ with
+//     fewer than half its max_wr (Device.behind; the receive CQ of
+//     several QPs can be far from half full while one of their receive
+//     queues runs empty): the consumer is falling behind the device,
 //     and until the Go runtime preempts this goroutine, up to 10 ms
 //     later, it reposts nothing, so its receive queue runs empty (RNR
 //     NAKs; UD and UC messages dropped) or its CQ overflows.
@@ -476,6 +478,16 @@ func (d *Device) endBatch(scratch *[]*CQ, stream bool) {
 	}
 	clear(list)
 	*scratch = list[:0]
+}
+
+// recvQueueLow sets behind if a batch is being handled: a take from a
+// receive queue left it with fewer than half its max_wr WQEs
+// (recvQueue.take, recvQueue.Pop), and endBatch then yields to the
+// consumer so that it re-posts before the next batch.
+func (d *Device) recvQueueLow() {
+	if d.batches.Load() > 0 && !d.behind.Load() {
+		d.behind.Store(true)
+	}
 }
 
 // wakeCQs wakes the waiters of the CQs in list and reports whether one of

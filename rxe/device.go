@@ -34,10 +34,10 @@ type Device struct {
 	wakeMu  sync.Mutex
 	wakes   []*CQ
 	// behind is set when a completion queued during a batch leaves its CQ
-	// more than half full, or a receive WQE taken from an SRQ during a
-	// batch leaves it with fewer than half its max_wr (recvQueue.take):
-	// the goroutine that ends the batch then yields its processor to the
-	// waiter it woke (endBatch).
+	// more than half full, or a receive WQE taken during a batch from an
+	// SRQ or a QP's own RQ leaves it with fewer than half its max_wr
+	// (recvQueue.take, recvQueue.Pop): the goroutine that ends the batch
+	// then yields its processor to the waiter it woke (endBatch).
 	behind atomic.Bool
 
 	nextPD atomic.Uint32

@@ -194,7 +194,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		// (rxe_qp_to_init leaves them 0).
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	} else {
-		qp.rq = newRecvQueue(c.MaxRecvWR, c.MaxRecvSGE)
+		qp.rq = newRecvQueue(d, c.MaxRecvWR, c.MaxRecvSGE)
 	}
 	qp.cap = c
 	qp.vec = d.vecs[attr.RecvCQ.vector]
@@ -479,7 +479,7 @@ func (qp *QP) reset() {
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	if qp.srq == nil {
-		qp.rq = newRecvQueue(qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
+		qp.rq = newRecvQueue(qp.dev, qp.cap.MaxRecvWR, qp.cap.MaxRecvSGE)
 	}
 	qp.stopTimers()
 	qp.attr = QPAttr{}

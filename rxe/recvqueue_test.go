@@ -14,7 +14,7 @@ import (
 func TestRecvQueueGrows(t *testing.T) {
 	for _, maxWR := range []int{1, 5, 64} {
 		t.Run(fmt.Sprint(maxWR), func(t *testing.T) {
-			q := newRecvQueue(maxWR, 3)
+			q := newRecvQueue(&Device{}, maxWR, 3)
 			require.Zero(t, q.wqes.Slots(), "no slot before the first post")
 			wr := func(id int) RecvWR {
 				sges := make([]SGE, 1+id%3)

@@ -18,12 +18,13 @@ type recvQueue struct {
 	mu     sync.Mutex // protects everything below
 	wqes   ring.Ring[verbs.RecvWR]
 	maxSGE int
-	limit  int  // SRQ limit (0 = disarmed)
-	srq    *SRQ // nil for a QP's own RQ
+	limit  int     // SRQ limit (0 = disarmed)
+	dev    *Device // whose behind a take may set (recvQueue.take, Pop)
+	srq    *SRQ    // nil for a QP's own RQ
 }
 
-func newRecvQueue(maxWR, maxSGE int) *recvQueue {
-	q := &recvQueue{maxSGE: maxSGE}
+func newRecvQueue(d *Device, maxWR, maxSGE int) *recvQueue {
+	q := &recvQueue{maxSGE: maxSGE, dev: d}
 	q.wqes.Init(maxWR, q.freshSlots)
 	return q
 }
@@ -79,14 +80,26 @@ func (q *recvQueue) Peek() (*verbs.RecvWR, bool) {
 	return q.wqes.Front(), true
 }
 
-// Pop implements responder.RecvQueue for a QP's own RQ.
+// Pop implements responder.RecvQueue for a QP's own RQ: it is the
+// responder's take from it, and sets Device.behind by the rule take
+// follows for an SRQ (low).
 func (q *recvQueue) Pop() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	low := false
 	if q.wqes.Len() > 0 {
 		q.wqes.Pop()
+		low = q.low()
+	}
+	q.mu.Unlock()
+	if low {
+		q.dev.recvQueueLow()
 	}
 }
+
+// low reports whether fewer than half the queue's max_wr WQEs are left
+// (caller holds mu): a take that leaves the queue so sets Device.behind
+// during a batch (recvQueueLow).
+func (q *recvQueue) low() bool { return q.wqes.Len() < q.wqes.Max()/2 }
 
 // take moves the oldest WQE into dst (whose SGList has room for maxSGE
 // entries) in one step under the lock, so that QPs serviced by different
@@ -94,14 +107,18 @@ func (q *recvQueue) Pop() {
 // SRQ_LIMIT_REACHED once when the queue drops below the armed limit and
 // disarms it, as rxe's get_srq_wqe does after it takes a WQE.
 //
-// A take during a batch of received datagrams that leaves an SRQ with
+// A take during a batch of received datagrams that leaves the queue with
 // fewer than half its max_wr WQEs sets Device.behind, as a completion
 // that leaves its CQ more than half full does: the goroutine that ends
 // the batch then yields to the consumer it woke, which re-posts before
-// the next batch (endBatch). The CQ's test alone misses an SRQ: its QPs'
-// receive CQ is sized for all of them, so it is far from half full when
-// the SRQ runs empty, and a UD or UC message that then finds no WQE is
-// dropped (rxe's check_resource).
+// the next batch (endBatch). The rule covers an SRQ (take) and a QP's own
+// RQ of any type (Pop, the responder's take from it). The CQ's test alone
+// misses both: an SRQ's QPs share a receive CQ sized for all of them, and
+// so may several QPs with their own RQs (perftest sizes one receive CQ
+// for all its QPs), so the CQ is far from half full when one receive
+// queue runs empty; a UD or UC message that then finds no WQE is dropped
+// (rxe's check_resource), and an RC request draws an RNR NAK. Above half
+// the rule costs one comparison under the queue's lock.
 func (q *recvQueue) take(dst *verbs.RecvWR) bool {
 	q.mu.Lock()
 	if q.wqes.Len() == 0 {
@@ -116,12 +133,10 @@ func (q *recvQueue) take(dst *verbs.RecvWR) bool {
 	if fire {
 		q.limit = 0
 	}
-	low := q.srq != nil && q.wqes.Len() < q.wqes.Max()/2
+	low := q.low()
 	q.mu.Unlock()
 	if low {
-		if d := q.srq.dev; d.batches.Load() > 0 && !d.behind.Load() {
-			d.behind.Store(true)
-		}
+		q.dev.recvQueueLow()
 	}
 	if fire {
 		q.srq.dev.raise(AsyncEvent{Type: EventSRQLimitReached, SRQ: q.srq})
@@ -264,7 +279,7 @@ func (pd *PD) createSRQ(attr SRQAttr, set *SRQSet, vector int) (*SRQ, error) {
 		pd.users.Add(-1)
 		return nil, err
 	}
-	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(attr.MaxWR, attr.MaxSGE), set: set, vector: vector}
+	s := &SRQ{dev: d, pd: pd, q: newRecvQueue(d, attr.MaxWR, attr.MaxSGE), set: set, vector: vector}
 	s.q.srq = s
 	s.q.limit = attr.Limit
 	return s, nil
