@@ -34,6 +34,7 @@ func (c QPCounters) Named() []NamedCounter {
 		{"acks_coalesced", rs.AcksCoalesced},
 		{"local_drops", c.LocalDrops},
 		{"local_drop_retries", c.DropRetries},
+		{"held_dropped", c.HeldDropped},
 		{"backoff_delay_ns", uint64(c.BackoffDelay.Nanoseconds())},
 		{"bad_source_pkts", c.BadSource},
 		{"bad_state_pkts", c.BadState},
@@ -73,6 +74,7 @@ func (c Counters) Named() []NamedCounter {
 		{"unknown_qp_pkts", c.UnknownQP},
 		{"cnp_pkts", c.CNPs},
 		{"local_drops", c.LocalDrops},
+		{"held_dropped", c.HeldDropped},
 		{"qp_errors", c.QPErrors},
 		{"events_dropped", c.EventsDropped},
 		{"notify_dropped", c.NotifyDropped},
@@ -95,6 +97,7 @@ type Counters struct {
 	CNPs          uint64 // congestion notifications received (ignored)
 	SendErr       uint64 // send_err: datagrams the netdev refused for good
 	LocalDrops    uint64 // datagrams refused by the local host (see Options.LocalDropMode)
+	HeldDropped   uint64 // datagrams taken back after local drops and then forgotten (QPCounters.HeldDropped)
 	QPErrors      uint64 // QPs moved to ERR by an engine error
 	EventsDropped uint64 // async events lost because nobody read Events
 	NotifyDropped uint64 // CQ notifications lost to a full CompChannel
@@ -121,6 +124,7 @@ type deviceCounters struct {
 	badICRC, icrcRecovered                  atomic.Uint64
 	malformed, unknownQP, cnps, sendErr     atomic.Uint64
 	localDrops, qpErrors, eventsDropped     atomic.Uint64
+	heldDropped                             atomic.Uint64
 	notifyDropped, receiveErrors, pinErrors atomic.Uint64
 
 	// System calls (ReadBatch and WriteBatch calls), for the benchmarks'
@@ -146,7 +150,7 @@ func (d *Device) Counters() Counters {
 	return Counters{
 		SentPkts: sent, RcvdPkts: rcvd, BadICRC: c.badICRC.Load(),
 		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
-		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(),
+		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(), HeldDropped: c.heldDropped.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
 		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, SpinPkts: spun, Loss: d.lossTotals(),
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 func TestNamedCounters(t *testing.T) {
-	c := QPCounters{SentPkts: 1, RcvdPkts: 2, LocalDrops: 3, BackoffDelay: 5 * time.Microsecond,
+	c := QPCounters{SentPkts: 1, RcvdPkts: 2, LocalDrops: 3, HeldDropped: 29, BackoffDelay: 5 * time.Microsecond,
 		Requester: requester.Counters{RcvdSeqErr: 4, RetryExceededErr: 6, Retransmits: 7, CreditStalls: 13, CreditProbes: 14, CreditUpdates: 15,
 			RNRRetryExceededErr: 27, RDMASends: 28},
 		Responder: responder.Counters{DuplicateRequest: 8, SendRNRErr: 9, CreditUpdates: 16},
@@ -27,7 +27,7 @@ func TestNamedCounters(t *testing.T) {
 		"credit_stalls": 13, "credit_probes": 14, "credit_updates_rcvd": 15, "credit_updates_sent": 16,
 		"rdma_recvs": 17, "uc_out_of_seq": 18, "uc_msgs_dropped": 19, "uc_length_err": 20, "uc_access_err": 21,
 		"ud_qkey_mismatch": 22, "ucud_no_recv_wqe": 23, "ucud_too_long": 24, "ucud_cq_overflow": 25, "ucud_dropped": 26,
-		"retry_rnr_exceeded_err": 27, "rdma_sends": 28}
+		"retry_rnr_exceeded_err": 27, "rdma_sends": 28, "held_dropped": 29}
 	for k, v := range want {
 		require.Equal(t, v, got[k], k)
 	}

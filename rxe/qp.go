@@ -83,6 +83,7 @@ type qpCounters struct {
 	badState            atomic.Uint64 // packets the QP's state does not accept
 	localDrops          atomic.Uint64 // datagrams the local host refused
 	dropRetries         atomic.Uint64 // held datagrams sent again after the back-off
+	heldDropped         atomic.Uint64 // datagrams taken back after local drops, then forgotten (forgetHeld)
 }
 
 // Limits of gorxe devices (rxe_param.h values where rxe has them).
@@ -514,12 +515,12 @@ func (qp *QP) enterError() {
 	qp.timerAt = time.Time{} // held ACK and NAK packets still go (heldAcksOnly)
 }
 
-// stopTimers forgets the requester's deadline and the held datagrams and
-// takes the QP out of its vector's timer queue (reset, Destroy, Close;
-// caller holds mu).
+// stopTimers forgets the requester's deadline and the held datagrams
+// (forgetHeld) and takes the QP out of its vector's timer queue (reset,
+// Destroy, Close; caller holds mu).
 func (qp *QP) stopTimers() {
 	qp.timerAt = time.Time{}
-	qp.localDrop.drop()
+	qp.forgetHeld()
 	qp.vec.timers.cancel(qp)
 }
 
@@ -775,9 +776,15 @@ type QPCounters struct {
 	// refused (Options.LocalDropMode); DropRetries, how many times the QP
 	// sent its locally dropped datagrams again after its local-drop
 	// back-off; BackoffDelay is its current local-drop back-off delay
-	// (zero until the back-off first moved).
+	// (zero until the back-off first moved). HeldDropped counts the
+	// datagrams the QP took back after local drops and then forgot
+	// instead of sending them: those that were not ACK or NAK packets
+	// once an RC QP was in ERR or its engine had failed (heldAcksOnly),
+	// and all of them once the QP was destroyed, reset or closed, or a UC
+	// or UD QP was in ERR.
 	LocalDrops   uint64
 	DropRetries  uint64
+	HeldDropped  uint64
 	BackoffDelay time.Duration
 	Requester    requester.Counters
 	Responder    responder.Counters
@@ -792,6 +799,7 @@ func (qp *QP) Counters() QPCounters {
 		SentPkts:  qp.counter.sentPkts.Load(),
 		BadSource: qp.counter.badSrc.Load(), BadState: qp.counter.badState.Load(),
 		LocalDrops: qp.counter.localDrops.Load(), DropRetries: qp.counter.dropRetries.Load(),
+		HeldDropped: qp.counter.heldDropped.Load(),
 	}
 	qp.mu.Lock()
 	c.RcvdPkts, c.RcvdBytes = qp.counter.rcvdPkts, qp.counter.rcvdBytes

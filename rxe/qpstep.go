@@ -45,8 +45,28 @@ type localDrop struct {
 // holding reports whether datagrams are held.
 func (l *localDrop) holding() bool { return l.head < l.n }
 
-// drop forgets the held datagrams (their buffers stay for reuse).
+// drop forgets the held datagrams (their buffers stay for reuse); the
+// QP counts those not yet sent again (forgetHeld).
 func (l *localDrop) drop() { l.head, l.n = 0, 0 }
+
+// forgetHeld forgets the datagrams the QP holds after local drops and
+// counts those not yet sent again in held_dropped (caller holds mu).
+func (qp *QP) forgetHeld() {
+	qp.countHeldDropped(qp.localDrop.n - qp.localDrop.head)
+	qp.localDrop.drop()
+}
+
+// countHeldDropped counts n datagrams the QP took back after local drops
+// and forgets instead of sending, in QPCounters.HeldDropped and the
+// device's Counters.HeldDropped (held_dropped). local_drops counts each
+// refusal once, and a datagram sent again counts as sent; one forgotten
+// shows only here.
+func (qp *QP) countHeldDropped(n int) {
+	if n > 0 {
+		qp.counter.heldDropped.Add(uint64(n))
+		qp.dev.counters.heldDropped.Add(uint64(n))
+	}
+}
 
 // push appends a copy of m to the held datagrams. A buffer is allocated
 // only when the QP holds more datagrams than ever before.
@@ -252,14 +272,14 @@ const timeoutReadWait = 100 * time.Microsecond
 // them into msgs[k:] and reports done once all are out, else queues the
 // QP again for the rest. An RC QP in ERR, or one whose engine failed,
 // first forgets every held datagram but its ACK and NAK packets
-// (heldAcksOnly): it sends no request and no READ response or atomic
-// acknowledge once its requester is flushed, and it reports done at once
-// if nothing is left.
+// (heldAcksOnly; counted in held_dropped): it sends no request and no
+// READ response or atomic acknowledge once its requester is flushed, and
+// it reports done at once if nothing is left.
 func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int) (int, bool) {
 	l := &qp.localDrop
 	acksOnly := qp.heldAcksOnly()
 	if acksOnly {
-		l.keepAcks()
+		qp.countHeldDropped(l.keepAcks())
 		if !l.holding() {
 			l.drop()
 			return k, true
@@ -305,8 +325,9 @@ func (qp *QP) stepHeld(now time.Time, msgs []netdev.Message, owners []*QP, k int
 // of the QP built (gens: it was reset since) are not kept either, and its
 // current send engine does not learn of them: a reset drops everything
 // the QP had queued, as rxe_qp_reset empties its send queue, and the
-// connection brought up since must not send them. The caller holds the
-// vector's txMu.
+// connection brought up since must not send them. Every datagram of the
+// QP's that is not kept, of the batch or held before, is counted in
+// held_dropped (countHeldDropped). The caller holds the vector's txMu.
 func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP, gens []uint32) ([]netdev.Message, []*QP, []uint32) {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
@@ -318,16 +339,17 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP, gens []uint32) ([]ne
 	keep := !qp.dead() && qp.state != QPSReset && !(qp.unreliable() && qp.state == QPSErr)
 	acksOnly := keep && qp.heldAcksOnly()
 	if acksOnly {
-		l.keepAcks()
+		qp.countHeldDropped(l.keepAcks())
 	}
 	start, older := l.head, l.n-l.head // held datagrams not yet sent again: they go after these
-	w, mine := 0, 0                    // mine: the datagrams of the QP's current incarnation taken
+	w, mine, kept := 0, 0, 0           // mine: the datagrams of the QP's current incarnation taken
 	for i := range msgs {
 		if owners[i] == qp {
 			if gens[i] == qp.gen {
 				mine++
 				if keep && (!acksOnly || isAck(&msgs[i])) {
 					l.push(&msgs[i])
+					kept++
 				}
 			}
 			continue
@@ -337,6 +359,7 @@ func (qp *QP) takeBack(msgs []netdev.Message, owners []*QP, gens []uint32) ([]ne
 		w++
 	}
 	clear(owners[w:])
+	qp.countHeldDropped(len(msgs) - w - kept)
 	if !keep {
 		if qp.ureq != nil && mine > 0 {
 			qp.ureq.Unsent()
@@ -393,8 +416,8 @@ func isAck(m *netdev.Message) bool {
 
 // keepAcks forgets the held datagrams not yet sent again, held[head:n],
 // other than ACK and NAK packets (isAck), which keep their order; every
-// slot keeps its buffer.
-func (l *localDrop) keepAcks() {
+// slot keeps its buffer. It returns how many it forgot.
+func (l *localDrop) keepAcks() int {
 	w := l.head
 	for i := l.head; i < l.n; i++ {
 		if isAck(&l.held[i]) {
@@ -402,7 +425,9 @@ func (l *localDrop) keepAcks() {
 			w++
 		}
 	}
+	forgot := l.n - w
 	l.n = w
+	return forgot
 }
 
 // rotate moves the first k messages of ms to its end, in order, by

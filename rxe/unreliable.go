@@ -136,15 +136,15 @@ func (qp *QP) flushUnreliable() {
 	}
 }
 
-// dropHeld forgets the datagrams the QP holds after a local drop (caller
-// holds mu); a UC or UD QP's send engine learns that they will not leave
+// dropHeld forgets the datagrams the QP holds after a local drop
+// (forgetHeld; caller holds mu); a UC or UD QP's send engine learns that they will not leave
 // (requester.Unreliable.Unsent), so their work requests complete with
 // WR_FLUSH_ERR. (Destroy and a reset drop them with the engine: their
 // work requests complete not at all, as rxe flushes the send queue of a
 // destroyed or reset QP without notifying.)
 func (qp *QP) dropHeld() {
 	held := qp.localDrop.holding()
-	qp.localDrop.drop()
+	qp.forgetHeld()
 	if held && qp.ureq != nil {
 		qp.ureq.Unsent()
 	}

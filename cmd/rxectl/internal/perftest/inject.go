@@ -144,7 +144,7 @@ func deviceStats(s *session) report.Device {
 	c := s.dev.Counters()
 	return report.Device{Name: s.dev.Name(), Addr: s.dev.Addr().String(),
 		SentPkts: c.SentPkts, RcvdPkts: c.RcvdPkts, BadICRC: c.BadICRC, ICRCRecovered: c.ICRCRecovered,
-		Malformed: c.Malformed, UnknownQP: c.UnknownQP, LocalDrops: c.LocalDrops, SendErr: c.SendErr, QPErrors: c.QPErrors,
+		Malformed: c.Malformed, UnknownQP: c.UnknownQP, LocalDrops: c.LocalDrops, HeldDropped: c.HeldDropped, SendErr: c.SendErr, QPErrors: c.QPErrors,
 		PolledPkts: c.PolledPkts, SpinPkts: c.SpinPkts}
 }
 

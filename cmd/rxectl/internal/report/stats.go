@@ -52,8 +52,12 @@ type Device struct {
 	Malformed     uint64 `json:"malformed"`
 	UnknownQP     uint64 `json:"unknown_qp"`
 	LocalDrops    uint64 `json:"local_drops"`
-	SendErr       uint64 `json:"send_err"`
-	QPErrors      uint64 `json:"qp_errors"`
+	// HeldDropped counts the datagrams taken back after local drops and
+	// then forgotten instead of sent, by QPs in error, reset or destroyed
+	// (rxe.Counters.HeldDropped; --local-drop-mode=adaptive).
+	HeldDropped uint64 `json:"held_dropped"`
+	SendErr     uint64 `json:"send_err"`
+	QPErrors    uint64 `json:"qp_errors"`
 	// PolledPkts counts the datagrams a spinning latency loop read and
 	// handled itself (rxe.Counters.PolledPkts; --busy-poll).
 	PolledPkts uint64 `json:"polled_pkts"`
@@ -193,8 +197,8 @@ func WriteStats(w io.Writer, st, peer *Final) {
 	}
 	devLines := func(label string, st *Final) {
 		d, t := st.Device, st.Transport
-		fmt.Fprintf(&b, " %s %s %s: sent %s, received %d; bad ICRC %d, ICRC recovered %d, malformed %d, unknown QP %d, local drops %d, send errors %d, QP errors %d\n",
-			label, d.Name, d.Addr, count(d.SentPkts, "packet", "packets"), d.RcvdPkts, d.BadICRC, d.ICRCRecovered, d.Malformed, d.UnknownQP, d.LocalDrops, d.SendErr, d.QPErrors)
+		fmt.Fprintf(&b, " %s %s %s: sent %s, received %d; bad ICRC %d, ICRC recovered %d, malformed %d, unknown QP %d, local drops %d, held dropped %d, send errors %d, QP errors %d\n",
+			label, d.Name, d.Addr, count(d.SentPkts, "packet", "packets"), d.RcvdPkts, d.BadICRC, d.ICRCRecovered, d.Malformed, d.UnknownQP, d.LocalDrops, d.HeldDropped, d.SendErr, d.QPErrors)
 		fmt.Fprintf(&b, "   transport: %s retransmitted, %s, %s and %s received; %s and %s received\n",
 			count(t.Retransmits, "packet", "packets"), count(t.Timeouts, "timeout", "timeouts"),
 			count(t.RcvdSeqErr, "sequence-error NAK", "sequence-error NAKs"), count(t.RcvdRNRErr, "RNR NAK", "RNR NAKs"),

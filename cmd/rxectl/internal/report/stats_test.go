@@ -21,6 +21,8 @@ func TestWriteStatsLines(t *testing.T) {
 		{"quiet", &Final{Device: Device{Name: "rxe0", Addr: "10.0.0.1:4791", SentPkts: 3, RcvdPkts: 2}}, nil,
 			[]string{" Device rxe0 10.0.0.1:4791: sent 3 packets, received 2;"},
 			[]string{"go-back-N", "READ holes", "selective repeat", "Peer device", "Capture"}},
+		{"held dropped", &Final{Device: Device{Name: "rxe0", LocalDrops: 4, HeldDropped: 3}}, nil,
+			[]string{" local drops 4, held dropped 3, send errors 0,"}, nil},
 		{"go-back-N", &Final{Transport: Transport{RetryDoubled: 1, ReadHoleRereads: 5, ReadRereadsLost: 1}}, nil,
 			[]string{"   go-back-N: 1 retry sent its first packet twice\n",
 				"   READ holes re-read: 5 (1 of them again because the answer was lost)\n"},
