@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +37,9 @@ type gsi struct {
 	// udListeners get the SIDR requests of their service IDs (cmud.go).
 	udListeners map[uint64]*UDListener
 	counters    gsiCounters
-	down        bool // the device closed: no MAD is taken or sent, no connection made
+	// fromCounts count the MADs taken from chosen addresses (CountMADs).
+	fromCounts []*MADCount
+	down       bool // the device closed: no MAD is taken or sent, no connection made
 
 	// backlog names the listener whose backlog holds each REQ queued
 	// for an Accept, until an Accept takes it or its peer withdraws it.
@@ -113,7 +116,13 @@ func (d *Device) receiveGSI(now time.Time, p packet.Packet, src netip.AddrPort) 
 		g.counters.badQKey++ // IBA 13.5.3.3: QP1 accepts only the GSI Q_Key
 	default:
 		g.counters.rcvd++
-		g.agent.Receive(now, src.Addr().Unmap(), p.Payload()[:packet.MADSize])
+		from := src.Addr().Unmap()
+		for _, c := range g.fromCounts {
+			if c.from == from {
+				c.n++
+			}
+		}
+		g.agent.Receive(now, from, p.Payload()[:packet.MADSize])
 		g.step(now)
 	}
 }
@@ -371,6 +380,42 @@ type GSICounters struct {
 	Malformed          uint64 // QP1 packets that are not a UD SEND_ONLY of a whole MAD, dropped
 	SendErrors         uint64 // MADs the netdev refused
 	CM                 cm.Counters
+}
+
+// MADCount counts the CM MADs a device's QP1 takes from one IP address
+// (Device.CountMADs).
+type MADCount struct {
+	g    *gsi
+	from netip.Addr
+	n    uint64 // under g.mu
+}
+
+// CountMADs starts counting the CM MADs the device's QP1 takes (those
+// GSICounters.RcvdMADs counts) from the IP address from, from any UDP
+// port, so that a wait for one peer's connection manager can tell its
+// MADs from other hosts'. Stop ends the count.
+func (d *Device) CountMADs(from netip.Addr) *MADCount {
+	g := d.gsiOf()
+	c := &MADCount{g: g, from: from.Unmap()}
+	g.mu.Lock()
+	g.fromCounts = append(g.fromCounts, c)
+	g.mu.Unlock()
+	return c
+}
+
+// Load returns the MADs counted so far.
+func (c *MADCount) Load() uint64 {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	return c.n
+}
+
+// Stop ends the count; Load keeps returning its last value.
+func (c *MADCount) Stop() {
+	g := c.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fromCounts = slices.DeleteFunc(g.fromCounts, func(o *MADCount) bool { return o == c })
 }
 
 // GSICounters returns a snapshot of the QP1 counters (all zero until QP1

@@ -464,10 +464,13 @@ func (st *cmState) accept(ctx context.Context, ln *rxe.CMListener, opts rxe.CMOp
 // connection ends (the peer's DREQ: errExchangeEnded), once its QP is in
 // the error state with the connection still up (errExchangeQPErr), or
 // once for st.silence no packet has come from or gone to the peer on the
-// exchange's QP or a test QP and no CM MAD has reached this device (a
-// request, or its retry: errPeerSilent); it also ends when st.stop does
-// (the interrupt), without a cause of its own. release ends the watch
-// and waits for it: call it before adding to st.conns or st.udQPs.
+// exchange's QP or a test QP and no CM MAD has reached this device from
+// the peer's IP address, the exchange's peer's (a request, an answer, or
+// its retry: errPeerSilent); it also ends when st.stop does (the
+// interrupt), without a cause of its own. Another host's MADs do not
+// count: a stranger whose requests the server refuses (accept) would
+// otherwise keep it waiting for a client that is gone. release ends the
+// watch and waits for it: call it before adding to st.conns or st.udQPs.
 func (s *session) watchCMSetup() (ctx context.Context, release func()) {
 	st, p := s.cm, s.cm.pipe
 	ctx, cancel := context.WithCancelCause(st.stop)
@@ -476,10 +479,12 @@ func (s *session) watchCMSetup() (ctx context.Context, release func()) {
 		peer = "server"
 	}
 	conns, uds := st.conns, st.udQPs // appended to after release only
-	heard := func() uint64 { return p.heard(conns, uds) + s.dev.GSICounters().RcvdMADs }
+	mads := s.dev.CountMADs(p.conn.RemoteAddr.Addr())
+	heard := func() uint64 { return p.heard(conns, uds) + mads.Load() }
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
+		defer mads.Stop()
 		tick, stop := p.silenceTicker()
 		defer stop()
 		p.watchQuiet(ctx, cancel, tick, errExchangeEnded{peer}, heard, func() error {
