@@ -294,6 +294,9 @@ func (st *cmState) listen(d *rxe.Device, opts rxe.CMOptions) (*rxe.CMListener, e
 // listens on the port yet.
 func (st *cmState) dial(ctx context.Context, d *rxe.Device, opts rxe.CMOptions) (*rxe.CMConn, error) {
 	st.udpPort = d.Addr().Port() // where Dial sends the REQ
+	if err := st.notSelf(ctx, d); err != nil {
+		return nil, err
+	}
 	for try := 1; ; try++ {
 		dctx, cancel := context.WithTimeout(ctx, cmDialTimeout)
 		c, err := rxe.Dial(dctx, d, st.target, opts)
@@ -312,6 +315,38 @@ func (st *cmState) dial(ctx context.Context, d *rxe.Device, opts rxe.CMOptions) 
 			return nil, fmt.Errorf("rdma_cm connect to %s: interrupted", st.target)
 		}
 	}
+}
+
+// notSelf refuses a server address that is the client's own device
+// address. Dial sends the REQ to that address and to the client's own
+// UDP port, so it would reach the client's device, where no server
+// listens, and each try would be refused as if no server ran: the usual
+// mistake is a server and a client on one host without --bind (the
+// server's device takes the host's address, the client's the one the
+// route to the server's name gives, often the same). The address is
+// resolved as Dial resolves it: its first address of the device's family.
+// A name that does not resolve is left to Dial to report.
+func (st *cmState) notSelf(ctx context.Context, d *rxe.Device) error {
+	host, _, err := net.SplitHostPort(st.target)
+	if err != nil {
+		return nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil
+	}
+	own := d.Addr().Addr().Unmap()
+	for _, ip := range ips {
+		if ip = ip.Unmap(); ip.Is4() != own.Is4() {
+			continue
+		}
+		if ip == own {
+			return fmt.Errorf("rdma_cm connect to %s: %v is this client's own RoCE address (its device is on %v), so the request would go to itself; "+
+				"a server and a client on one host need an address each: start them with --bind (e.g. --bind 127.0.0.1 for the server, --bind 127.0.0.2 for the client) and connect to the server's", st.target, ip, d.Addr())
+		}
+		return nil
+	}
+	return nil
 }
 
 // dialError explains a failed connection.

@@ -207,6 +207,30 @@ func TestRDMACMRefused(t *testing.T) {
 	require.Less(t, time.Since(start), 30*time.Second)
 }
 
+// TestRDMACMToItself: a client whose server address is its own device's
+// address (a server and a client on one host without --bind) fails at
+// once, naming the cause, instead of being refused by its own device ten
+// times; for RC and for UD, whose exchange connection is dialled first.
+func TestRDMACMToItself(t *testing.T) {
+	port := sharedUDPPort(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"RC", []string{"send-bw", "127.0.0.2", "-R", "--bind", "127.0.0.2", "--udp-port", port}},
+		{"UD", []string{"send-bw", "127.0.0.2", "-R", "-c", "UD", "--bind", "127.0.0.2", "--udp-port", port}},
+		{"name", []string{"read-bw", "localhost", "-R", "--bind", "127.0.0.1", "--udp-port", port}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, code := runCmd(t, tc.args...)
+			require.Equal(t, cli.ExitFail, code)
+			require.Contains(t, errs, "is this client's own RoCE address")
+			require.Contains(t, errs, "--bind")
+			require.NotContains(t, errs, "refused", "it sent requests to itself before it failed")
+		})
+	}
+}
+
 // TestRDMACMOptions: what -R refuses.
 func TestRDMACMOptions(t *testing.T) {
 	for _, tc := range []struct {
