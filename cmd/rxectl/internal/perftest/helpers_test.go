@@ -12,7 +12,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/dump"
+	"github.com/gorxe/gorxe/internal/testutil"
 )
+
+// loadProof returns the command line args (a perftest subcommand and its
+// arguments) with -u testutil.QPTimeout after the subcommand: the ACK
+// timeout of a run whose subject is not the retry budget, one that
+// outlasts a loaded host's stalls. A -u among the arguments comes later
+// and wins.
+func loadProof(args ...string) []string {
+	return append([]string{args[0], "-u", testutil.QPTimeoutArg}, args[1:]...)
+}
 
 // runCmd runs an rxectl command line in this process as rxectl's command
 // table would: a perftest subcommand, "help" of one, or "dump". It returns

@@ -24,7 +24,8 @@ type outJSONDoc struct {
 func readOutJSON(t *testing.T, args ...string) (outJSONDoc, string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "out.json")
-	_, errs, code := runCmd(t, append(args, "--out_json", "--out_json_file", file)...)
+	// Not about retries: loadProof's ACK timeout.
+	_, errs, code := runCmd(t, loadProof(append(args, "--out_json", "--out_json_file", file)...)...)
 	require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
 	raw, err := os.ReadFile(file)
 	require.NoError(t, err, "%v", args)

@@ -18,6 +18,7 @@ import (
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/rxe"
 	"github.com/stretchr/testify/require"
 )
@@ -181,6 +182,8 @@ func defaultSize(pt Test) int {
 // both succeeded.
 func tcpEnds(t *testing.T, cmd string, args ...string) (cout, sout string) {
 	t.Helper()
+	// Not about retries: loadProof's ACK timeout on both ends.
+	args = append([]string{"-u", testutil.QPTimeoutArg}, args...)
 	port, wait := startServer(t, cmd, append([]string{"--bind", "127.0.0.1"}, args...)...)
 	cout, errs, code := runCmd(t, append([]string{cmd, "127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, args...)...)
 	sout, serr := wait()
@@ -198,7 +201,7 @@ func startServer(t *testing.T, cmd string, args ...string) (int, func() (string,
 	require.NoError(t, err)
 	var out bytes.Buffer
 	done := make(chan error, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound())
 	go func() { done <- runServer(ctx, pt, o, &out, ln) }()
 	return ln.Addr().(*net.TCPAddr).Port, func() (string, error) {
 		defer cancel()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/internal/syncbuf"
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/rxe"
 )
@@ -95,26 +96,35 @@ func runCMEndsWith(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []strin
 // cmEndsInterrupted runs an -R server and client of cmd with args in this
 // process (RoCE between 127.0.0.1 and 127.0.0.2), interrupts the client
 // 300 ms after its table header (as the first Ctrl-C), and returns both
-// outputs (stdout and stderr) and errors. Each end gets at most 30 s.
-func cmEndsInterrupted(t *testing.T, cmd string, args ...string) (srvOut, cliOut string, srvErr, cliErr error) {
+// outputs (stdout and stderr) and errors, and how long both took to end
+// after the interrupt (0 without one). Each end gets at most
+// testutil.Bound().
+func cmEndsInterrupted(t *testing.T, cmd string, args ...string) (srvOut, cliOut string, srvErr, cliErr error, ended time.Duration) {
 	t.Helper()
 	pt := findTest(t, cmd)
-	common := append([]string{"-R", "--udp-port", sharedUDPPort(t)}, args...)
+	// The interrupt is the subject, not the retries: an ACK timeout that
+	// outlasts a loaded host's stalls (args may set another).
+	common := append([]string{"-R", "--udp-port", sharedUDPPort(t), "-u", testutil.QPTimeoutArg}, args...)
 	so, err := parsePerftest(pt, append([]string{"--bind", "127.0.0.1"}, common...))
 	require.NoError(t, err)
 	co, err := parsePerftest(pt, append([]string{"--bind", "127.0.0.2", "127.0.0.1"}, common...))
 	require.NoError(t, err)
 	var sb, cb syncbuf.Buffer
 	so.stderr, co.stderr = &sb, &cb
-	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer scancel()
-	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cctx, ccancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer ccancel()
+	interrupted := make(chan time.Time, 1)
 	go func() {
-		for i := 0; i < 2000 && !strings.Contains(cb.String(), " #bytes"); i++ {
+		for cctx.Err() == nil && !strings.Contains(cb.String(), " #bytes") {
 			time.Sleep(10 * time.Millisecond)
 		}
+		if cctx.Err() != nil {
+			return
+		}
 		time.Sleep(300 * time.Millisecond)
+		interrupted <- time.Now()
 		ccancel()
 	}()
 	ready := make(chan uint16, 1)
@@ -127,7 +137,12 @@ func cmEndsInterrupted(t *testing.T, cmd string, args ...string) (srvOut, cliOut
 		done <- err
 	}
 	srvErr = <-done
-	return sb.String(), cb.String(), srvErr, cliErr
+	select {
+	case at := <-interrupted:
+		ended = time.Since(at)
+	default:
+	}
+	return sb.String(), cb.String(), srvErr, cliErr, ended
 }
 
 // TestRDMACMClientServer: an -R server and client, two QPs, with the

@@ -96,7 +96,8 @@ func TestRecvPostListRun(t *testing.T) {
 		{"-n", "400", "--recv_post_list", "10", "-c", "UD", "-s", "1024"},
 		{"-a", "-n", "16", "--recv_post_list", "16"},
 	} {
-		out, errs, code := runCmd(t, append([]string{"send-bw", "--loopback", "--udp-port", "0", "--json"}, args...)...)
+		// Not about retries: loadProof's ACK timeout.
+		out, errs, code := runCmd(t, loadProof(append([]string{"send-bw", "--loopback", "--udp-port", "0", "--json"}, args...)...)...)
 		require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
 		var doc struct {
 			RecvPostList int         `json:"recv_post_list"`
@@ -112,7 +113,7 @@ func TestRecvPostListRun(t *testing.T) {
 			require.Equal(t, uint64(doc.QPs*n), r.Iters, "%v: every message of size %d", args, r.Size)
 		}
 	}
-	out, errs, code := runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--recv_post_list", "32")
+	out, errs, code := runCmd(t, loadProof("send-bw", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--recv_post_list", "32")...)
 	require.Equal(t, cli.ExitOK, code, errs)
 	require.Contains(t, out, " Recv Post List  : 32\n")
 }
