@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
@@ -152,10 +153,12 @@ func smallPair(t testing.TB, kind string, oa, ob qpOpts) (*end, *end) {
 	return a, b
 }
 
-// waitWCs waits for n completions on cq, within 5 s.
+// waitWCs waits for n completions on cq, for at most testutil.Bound()
+// (the bound of a hung test: the tests that need completions sooner
+// check the time themselves).
 func waitWCs(t testing.TB, cq *CQ, n int) []WC {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer cancel()
 	out := make([]WC, 0, n)
 	wcs := make([]WC, n)
