@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/requester"
 	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
@@ -199,7 +200,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) (int, uint32) {
 		return k, gen
 	}
 	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
-		if qp.readBeforeTimeout() {
+		if qp.readBeforeTimeout(now) {
 			return k, gen
 		}
 		qp.timerAt = time.Time{}
@@ -236,34 +237,85 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) (int, uint32) {
 // host that silence is often this end's own: the answers wait unread in
 // the socket, or in a batch another goroutine is handling, while the Go
 // scheduler runs other goroutines (docs/performance.md, "Reading the
-// socket before a timeout"). So once per deadline, where the socket can be read from
-// any goroutine (netdev.SharedReader), the QP first reads its socket and
-// handles what is there, as a busy poller does (connReader.pollLocked),
-// and steps again; if another goroutine holds the socket's gate (it is
-// handling a batch), the QP waits timeoutReadWait for it instead. The
-// deadline is acted on only if what was read did not answer it.
+// socket before a timeout"). So once per deadline, where the socket can
+// be read from any goroutine (netdev.SharedReader), the QP first reads its
+// socket and handles what is there, as a busy poller does
+// (connReader.pollLocked), and steps again, as kernel rxe's completer
+// handles the responses queued on its QP before it counts a retransmit
+// timeout (rxe_completer: a packet in resp_pkts clears timeout_retry).
+// The deadline is acted on only if what was read did not answer it.
+//
+// If another goroutine holds the socket's gate (it is handling a batch),
+// the QP tries again every timeoutReadWait. A deadline whose local ACK
+// timeout has come (the retransmit timer, the one whose expiries spend
+// retry_cnt) keeps waiting so until the socket has been read, at most
+// gateWaitCap past the deadline: the ACK timeout and retry_cnt are the
+// failure budget, which passes only without progress from the peer
+// (issue 13), and an answer in the holder's batch, or behind it in the
+// socket, is progress this end has not looked at yet. A holder whose
+// thread is off the processor keeps the gate for as long as the process
+// is starved (0.1-1.8 s seen on a loaded machine: docs/performance.md,
+// "RETRY_EXC_ERR on a loaded machine"), so a single wait of
+// timeoutReadWait would let such a stall spend the budget. The other
+// timers (recovery probes, selective repeat's, RNR and credit waits)
+// spend no retry and wait once.
+//
 // readBeforeTimeout reports whether it deferred the deadline so, having
 // released mu; the step then ends.
-func (qp *QP) readBeforeTimeout() bool {
+func (qp *QP) readBeforeTimeout(now time.Time) bool {
 	r := qp.vec.reader
 	if r == nil || r.shared == nil || qp.readFor.Equal(qp.timerAt) {
 		return false
 	}
-	qp.readFor = qp.timerAt
-	qp.mu.Unlock()
 	if !r.gate.TryLock() {
-		qp.vec.timers.file(qp, time.Now().Add(timeoutReadWait))
+		// Once this deadline may wait no longer, the next step acts on it.
+		if !qp.waitsForGate(now) {
+			qp.readFor = qp.timerAt
+		}
+		qp.mu.Unlock()
+		qp.vec.timers.file(qp, now.Add(timeoutReadWait))
 		return true
 	}
+	qp.readFor = qp.timerAt
+	qp.mu.Unlock()
 	r.pollLocked()
 	qp.vec.schedule(qp)
 	return true
 }
 
-// timeoutReadWait is how long a due requester deadline waits for a batch
-// another goroutine is handling (readBeforeTimeout): about the time one
-// full batch of 4 KiB packets takes to handle (64 datagrams, 256 KiB, at
-// 2-3 GB/s).
+// waitsForGate reports whether the due deadline may wait longer for the
+// socket's gate (readBeforeTimeout; caller holds mu): only an expiry of
+// the retransmit timer, for at most gateWaitCap past the deadline.
+func (qp *QP) waitsForGate(now time.Time) bool {
+	if qp.req.Expired(now)&requester.TimerRetransmit == 0 {
+		return false
+	}
+	return now.Sub(qp.timerAt) < qp.gateWaitCap()
+}
+
+// gateWaitCap bounds how long a due retransmit deadline waits for a socket
+// gate that another goroutine holds (readBeforeTimeout): the QP's local
+// ACK timeout T (IBA 9.7.6.1.3), at least gateWaitMin. So a QP whose peer
+// is silent fails after at most its retry_cnt+1 timeouts of T plus as many
+// waits, even if the gate is never free (a flood read by another
+// goroutine, a wedged reader).
+func (qp *QP) gateWaitCap() time.Duration {
+	return max(retry.AckTimeout(qp.attr.Timeout), gateWaitMin)
+}
+
+// gateWaitMin is gateWaitCap's floor, for QPs whose ACK timeout is
+// shorter: a gate holder whose thread gets no processor kept the gate up
+// to about 1 s in loaded loopback runs, and the process's threads went
+// without a processor for 0.6-1.76 s (docs/performance.md, "RETRY_EXC_ERR
+// on a loaded machine"), so each expiry outlasts most such stalls on its
+// own, and a hold longer than the cap costs the QP one retry of its
+// budget, not the whole budget.
+const gateWaitMin = time.Second
+
+// timeoutReadWait is how often a due requester deadline tries again for a
+// socket gate another goroutine holds (readBeforeTimeout): about the time
+// one full batch of 4 KiB packets takes to handle (64 datagrams, 256 KiB,
+// at 2-3 GB/s).
 const timeoutReadWait = 100 * time.Microsecond
 
 // stepHeld is step's part for held datagrams (caller holds mu): before

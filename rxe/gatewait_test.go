@@ -1,0 +1,78 @@
+package rxe
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/retry"
+)
+
+// gateWaitPair is a UDP pair whose requester a has a 4.19 ms local ACK
+// timeout (t = 10) and the given retry_cnt, and a's socket reader.
+func gateWaitPair(t *testing.T, retryCnt uint8) (a, z *end, r *connReader) {
+	t.Helper()
+	a, z, _ = udpPairWith(t, Options{}, ConnectOptions{MTU: MTU4096, Timeout: 10, RetryCnt: retryCnt, Explicit: QPAttrRetryCnt})
+	r = a.dev.vecs[a.qp.vec.id].reader
+	require.NotNil(t, r.shared, "the UDP netdev reads in turn")
+	return a, z, r
+}
+
+// releaseGate lets r's gate go without reading the socket, as a reader
+// that the process's scheduler let run again would after its batch.
+func releaseGate(r *connReader) {
+	for r.gate.Unlock() {
+		// Taken back for us because the receive goroutine found the gate
+		// held: let it go again without reading.
+	}
+}
+
+// TestRetransmitWaitsForHeldGate holds the requester's socket gate, as a
+// reader handling a batch whose thread gets no processor, while its WRITE's
+// ACK waits unread in the socket, for many times the QP's whole failure
+// budget ((retry_cnt+1) × ACK timeout) but less than gateWaitCap. The
+// retransmit deadline must wait for the gate and then read the ACK: the
+// WRITE completes and no timeout is counted (issue 13: the budget passes
+// only without progress from the peer); a deadline that gave up on the
+// gate after one try would spend the budget and fail the QP with
+// RETRY_EXC_ERR.
+func TestRetransmitWaitsForHeldGate(t *testing.T) {
+	const retryCnt = 1
+	a, z, r := gateWaitPair(t, retryCnt)
+	budget := time.Duration(retryCnt+1) * retry.AckTimeout(10)
+	hold := 10 * budget
+	require.Less(t, hold, a.qp.gateWaitCap()/4, "the hold stays well inside the cap, even on a loaded host")
+	write := writer64(t, a, z)
+	write(1)
+	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+	before := a.qp.Counters().Requester.Timeouts
+	posted := writeUnread(t, r, z, write, 2)
+	time.Sleep(hold - time.Since(posted))
+	releaseGate(r)
+	wc := waitWC(t, a.cq)
+	require.Equal(t, WCSuccess, wc.Status, "the ACK in the socket is progress: %v", wc)
+	require.Equal(t, uint64(2), wc.ID)
+	require.Equal(t, before, a.qp.Counters().Requester.Timeouts, "no timeout counted while the ACK waited behind the held gate")
+}
+
+// TestRetransmitGateWaitIsBounded holds the requester's socket gate for
+// good (a wedged reader, or one that a flood keeps busy), so the WRITE's
+// ACK is never read: the QP still fails with RETRY_EXC_ERR, after its
+// ACK timeout plus gateWaitCap (retry_cnt 0: one expiry), not at the
+// first expiry and not never.
+func TestRetransmitGateWaitIsBounded(t *testing.T) {
+	a, z, r := gateWaitPair(t, 0)
+	write := writer64(t, a, z)
+	write(1)
+	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+	posted := writeUnread(t, r, z, write, 2)
+	defer releaseGate(r)
+	wc := waitWC(t, a.cq)
+	failed := time.Since(posted)
+	require.Equal(t, WCRetryExcErr, wc.Status)
+	require.Equal(t, uint64(2), wc.ID)
+	limit := retry.AckTimeout(10) + a.qp.gateWaitCap()
+	require.GreaterOrEqual(t, failed, limit, "the expiry waited for the gate up to the cap")
+	require.Less(t, failed, limit+5*time.Second, "the wait for the gate is bounded")
+}
