@@ -36,7 +36,8 @@ func releaseGate(r *connReader) {
 // WRITE completes and no timeout is counted (issue 13: the budget passes
 // only without progress from the peer); a deadline that gave up on the
 // gate after one try would spend the budget and fail the QP with
-// RETRY_EXC_ERR.
+// RETRY_EXC_ERR. While the deadline waits, a WRITE posted then still
+// leaves.
 func TestRetransmitWaitsForHeldGate(t *testing.T) {
 	const retryCnt = 1
 	a, z, r := gateWaitPair(t, retryCnt)
@@ -48,11 +49,22 @@ func TestRetransmitWaitsForHeldGate(t *testing.T) {
 	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
 	before := a.qp.Counters().Requester.Timeouts
 	posted := writeUnread(t, r, z, write, 2)
+	// Once the deadline has come, a new WRITE still leaves: the step goes
+	// on while the deadline waits for the gate.
+	time.Sleep(hold/2 - time.Since(posted))
+	zRcvd := z.dev.Counters().RcvdPkts
+	write(3)
+	for z.dev.Counters().RcvdPkts == zRcvd {
+		require.Less(t, time.Since(posted), a.qp.gateWaitCap()/2, "the WRITE posted while the deadline waits for the gate did not leave")
+		time.Sleep(100 * time.Microsecond)
+	}
 	time.Sleep(hold - time.Since(posted))
 	releaseGate(r)
-	wc := waitWC(t, a.cq)
-	require.Equal(t, WCSuccess, wc.Status, "the ACK in the socket is progress: %v", wc)
-	require.Equal(t, uint64(2), wc.ID)
+	for _, id := range []uint64{2, 3} {
+		wc := waitWC(t, a.cq)
+		require.Equal(t, WCSuccess, wc.Status, "the ACK in the socket is progress: %v", wc)
+		require.Equal(t, id, wc.ID)
+	}
 	require.Equal(t, before, a.qp.Counters().Requester.Timeouts, "no timeout counted while the ACK waited behind the held gate")
 }
 

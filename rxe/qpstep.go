@@ -200,18 +200,20 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) (int, uint32) {
 		return k, gen
 	}
 	if qp.req != nil && !qp.timerAt.IsZero() && !now.Before(qp.timerAt) {
-		if qp.readBeforeTimeout(now) {
+		switch qp.readBeforeTimeout(now) {
+		case deadlineRead:
 			return k, gen
-		}
-		qp.timerAt = time.Time{}
-		var mark compMark // the requester before the expiry, for traceTimer
-		if qp.tracing() {
-			mark = qp.markCompleter()
-			mark.timers = qp.req.Expired(now)
-		}
-		qp.req.OnTimeout(now)
-		if qp.tracing() {
-			qp.traceTimer(now, mark)
+		case deadlineAct:
+			qp.timerAt = time.Time{}
+			var mark compMark // the requester before the expiry, for traceTimer
+			if qp.tracing() {
+				mark = qp.markCompleter()
+				mark.timers = qp.req.Expired(now)
+			}
+			qp.req.OnTimeout(now)
+			if qp.tracing() {
+				qp.traceTimer(now, mark)
+			}
 		}
 	}
 	k = qp.stepUnreliable(now, msgs, owners, k)
@@ -246,42 +248,60 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) (int, uint32) {
 // The deadline is acted on only if what was read did not answer it.
 //
 // If another goroutine holds the socket's gate (it is handling a batch),
-// the QP tries again every timeoutReadWait. A deadline whose local ACK
+// the QP tries again timeoutReadWait later. A deadline whose local ACK
 // timeout has come (the retransmit timer, the one whose expiries spend
-// retry_cnt) keeps waiting so until the socket has been read, at most
+// retry_cnt) keeps trying so until the socket has been read, at most
 // gateWaitCap past the deadline: the ACK timeout and retry_cnt are the
 // failure budget, which passes only without progress from the peer
 // (issue 13), and an answer in the holder's batch, or behind it in the
 // socket, is progress this end has not looked at yet. A holder whose
 // thread is off the processor keeps the gate for as long as the process
 // is starved (0.1-1.8 s seen on a loaded machine: docs/performance.md,
-// "RETRY_EXC_ERR on a loaded machine"), so a single wait of
-// timeoutReadWait would let such a stall spend the budget. The other
-// timers (recovery probes, selective repeat's, RNR and credit waits)
-// spend no retry and wait once.
-//
-// readBeforeTimeout reports whether it deferred the deadline so, having
-// released mu; the step then ends.
-func (qp *QP) readBeforeTimeout(now time.Time) bool {
+// "RETRY_EXC_ERR on a loaded machine"), so a single try would let such a
+// stall spend the budget. Meanwhile the step goes on without the expiry
+// (deadlineWait): the QP's ACKs, responses and new requests still leave.
+// The other timers (recovery probes, selective repeat's, RNR and credit
+// waits) spend no retry and wait one timeoutReadWait, then act.
+func (qp *QP) readBeforeTimeout(now time.Time) deadlineStep {
+	qp.slot.gateRetry = time.Time{}
 	r := qp.vec.reader
 	if r == nil || r.shared == nil || qp.readFor.Equal(qp.timerAt) {
-		return false
+		return deadlineAct
 	}
 	if !r.gate.TryLock() {
-		// Once this deadline may wait no longer, the next step acts on it.
-		if !qp.waitsForGate(now) {
-			qp.readFor = qp.timerAt
+		retry := now.Add(timeoutReadWait)
+		if qp.waitsForGate(now) {
+			qp.slot.gateRetry = retry
+			qp.vec.timers.file(qp, retry)
+			return deadlineWait
 		}
+		// The next step acts on the deadline.
+		qp.readFor = qp.timerAt
 		qp.mu.Unlock()
-		qp.vec.timers.file(qp, now.Add(timeoutReadWait))
-		return true
+		qp.vec.timers.file(qp, retry)
+		return deadlineRead
 	}
 	qp.readFor = qp.timerAt
 	qp.mu.Unlock()
 	r.pollLocked()
 	qp.vec.schedule(qp)
-	return true
+	return deadlineRead
 }
+
+// deadlineStep is what step does with a due requester deadline
+// (readBeforeTimeout).
+type deadlineStep uint8
+
+const (
+	// deadlineAct: the requester acts on the deadline (OnTimeout).
+	deadlineAct deadlineStep = iota
+	// deadlineRead: the socket was read, or the deadline waits one
+	// timeoutReadWait for the gate; mu is released and the step ends.
+	deadlineRead
+	// deadlineWait: the retransmit deadline waits for the gate (its next
+	// try is filed); the step goes on without acting on it, mu held.
+	deadlineWait
+)
 
 // waitsForGate reports whether the due deadline may wait longer for the
 // socket's gate (readBeforeTimeout; caller holds mu): only an expiry of

@@ -126,11 +126,17 @@ func (r *runtimeTimer) Close() {
 }
 
 // timerSlot is a QP's place in its vector's timerQueue, guarded by the
-// queue's mu; filed mirrors at for armTimers' lock-free check.
+// queue's mu; filed mirrors at for armTimers' lock-free check. gateRetry
+// is guarded by the QP's mu instead.
 type timerSlot struct {
 	at    time.Time    // the filed wake-up time
 	index int          // position in the heap, -1 when not filed
 	filed atomic.Int64 // at as nanoseconds since timeBase, notFiled when not filed
+	// gateRetry is the next try of a due retransmit deadline that waits
+	// for its socket's gate (QP.readBeforeTimeout); armTimers files the
+	// deadline no earlier, so that the waiting QP is not stepped again at
+	// once.
+	gateRetry time.Time
 }
 
 // notFiled is timerSlot.filed for a QP with no entry.
@@ -159,11 +165,15 @@ type timerQueue struct {
 // armTimers files the QP's wake-up time (caller holds mu): the end of its
 // local-drop back-off while it holds datagrams (its step acts on nothing
 // else before they are out, the requester's deadline included, which then
-// waits at most the back-off), else its requester deadline. With neither,
+// waits at most the back-off), else its requester deadline, or the next
+// try of a due one that waits for the socket's gate (gateRetry). With neither,
 // nothing is filed: an entry already filed stays and wakes the QP for
 // nothing, once.
 func (qp *QP) armTimers() {
 	at := qp.timerAt
+	if at.Before(qp.slot.gateRetry) {
+		at = qp.slot.gateRetry
+	}
 	if qp.localDrop.holding() {
 		at = qp.localDrop.until
 	}
