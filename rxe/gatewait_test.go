@@ -61,13 +61,29 @@ func TestRetransmitWaitsForHeldGate(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	time.Sleep(hold - time.Since(posted))
-	releaseGate(r)
+	// The holder reads and handles the socket, as a busy poller does at
+	// the end of its batch, and lets the gate go.
+	r.pollLocked()
 	for _, id := range []uint64{2, 3} {
 		wc := waitWC(t, a.cq)
 		require.Equal(t, WCSuccess, wc.Status, "the ACK in the socket is progress: %v", wc)
 		require.Equal(t, id, wc.ID)
 	}
 	require.Equal(t, before, a.qp.Counters().Requester.Timeouts, "no timeout counted while the ACK waited behind the held gate")
+	// With nothing outstanding the QP files no wake-up, even with the
+	// next try of a past wait for the gate left behind: the wait would
+	// otherwise wake the QP again and again.
+	for a.qp.slot.filed.Load() != notFiled { // a wake-up filed earlier comes, once
+		require.Less(t, time.Since(posted), 10*time.Second, "the QP stays filed")
+		time.Sleep(time.Millisecond)
+	}
+	a.qp.mu.Lock()
+	idle := a.qp.timerAt.IsZero()
+	a.qp.slot.gateRetry = time.Now().Add(-time.Millisecond)
+	a.qp.armTimers()
+	a.qp.mu.Unlock()
+	require.True(t, idle, "nothing is outstanding")
+	require.Equal(t, int64(notFiled), a.qp.slot.filed.Load(), "a QP without a deadline filed the gate's next try")
 }
 
 // TestRetransmitGateWaitIsBounded holds the requester's socket gate for

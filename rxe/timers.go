@@ -171,7 +171,7 @@ type timerQueue struct {
 // nothing, once.
 func (qp *QP) armTimers() {
 	at := qp.timerAt
-	if at.Before(qp.slot.gateRetry) {
+	if !at.IsZero() && at.Before(qp.slot.gateRetry) {
 		at = qp.slot.gateRetry
 	}
 	if qp.localDrop.holding() {
