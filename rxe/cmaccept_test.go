@@ -57,14 +57,8 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 			p.recv(packet.AttrREP, &rep)
 			require.Equal(t, second.LocalCommID, rep.RemoteCommID)
 			p.send(3, rtuFor(&rep))
-			var r connResult
-			select {
-			case r = <-acc:
-			case <-ctx.Done():
-				t.Fatal("Accept did not return")
-			}
-			require.NoError(t, r.err, "Accept returns the second request's connection")
-			require.Equal(t, second.LocalQPN, r.c.Remote.QPN)
+			c := awaitConn(ctx, t, acc, "Accept", "Accept returns the second request's connection")
+			require.Equal(t, second.LocalQPN, c.Remote.QPN)
 			require.Equal(t, tc.want, l.Counters())
 		})
 	}
@@ -164,15 +158,9 @@ func TestListenCMDestination(t *testing.T) {
 	p.recv(packet.AttrREP, &rep)
 	require.Equal(t, req.LocalCommID, rep.RemoteCommID)
 	p.send(0x0000000a000000ff, rtuFor(&rep))
-	var r connResult
-	select {
-	case r = <-acc:
-	case <-ctx.Done():
-		t.Fatal("Accept did not return")
-	}
-	require.NoError(t, r.err)
-	defer r.c.Close()
-	require.Equal(t, netip.AddrPortFrom(p.addr(), 40000), r.c.RemoteAddr)
+	c := awaitConn(ctx, t, acc, "Accept")
+	defer c.Close()
+	require.Equal(t, netip.AddrPortFrom(p.addr(), 40000), c.RemoteAddr)
 }
 
 // connResult is what Dial or Accept returned.
@@ -190,6 +178,21 @@ func async(f func() (*CMConn, error)) <-chan connResult {
 		ch <- connResult{c, err}
 	}()
 	return ch
+}
+
+// awaitConn waits, until ctx ends, for the Accept or Dial that ch reports
+// (async), requires it to have succeeded and returns its connection; what
+// names the call in the failure.
+func awaitConn(ctx context.Context, t *testing.T, ch <-chan connResult, what string, msgAndArgs ...any) *CMConn {
+	t.Helper()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err, msgAndArgs...)
+		return r.c
+	case <-ctx.Done():
+		t.Fatal(what + " did not return")
+		return nil
+	}
 }
 
 // TestListenCMChecksCap: a listener whose QP capabilities the device

@@ -54,14 +54,8 @@ func TestWithdrawnREQLeavesBacklog(t *testing.T) {
 			p.recv(packet.AttrREP, &rep) // not a REJ with "no resources"
 			require.Equal(t, next.LocalCommID, rep.RemoteCommID)
 			p.send(1001, rtuFor(&rep))
-			var r connResult
-			select {
-			case r = <-acc:
-			case <-ctx.Done():
-				t.Fatal("Accept did not return")
-			}
-			require.NoError(t, r.err)
-			require.Equal(t, next.LocalQPN, r.c.Remote.QPN, "Accept returns the live request")
+			c := awaitConn(ctx, t, acc, "Accept")
+			require.Equal(t, next.LocalQPN, c.Remote.QPN, "Accept returns the live request")
 			require.Equal(t, int32(1), qps.Load(), "no QP for a withdrawn request")
 			require.Equal(t, CMListenerCounters{Accepted: 1, Withdrawn: backlog}, l.Counters())
 		})
@@ -167,15 +161,9 @@ func TestListenBacklogFullDrops(t *testing.T) {
 		}
 		require.Equal(t, want, rep.RemoteCommID)
 		p.send(tid, rtuFor(&rep))
-		var r connResult
-		select {
-		case r = <-acc:
-		case <-ctx.Done():
-			t.Fatal("Accept did not return")
-		}
-		require.NoError(t, r.err)
-		require.Equal(t, want, r.c.Remote.QPN) // p.req's QPN is its comm ID
-		r.c.Close()
+		c := awaitConn(ctx, t, acc, "Accept")
+		require.Equal(t, want, c.Remote.QPN) // p.req's QPN is its comm ID
+		c.Close()
 	}
 	require.Equal(t, CMListenerCounters{Accepted: backlog, Dropped: 2, Withdrawn: 1}, l.Counters())
 }
@@ -213,15 +201,9 @@ func TestDialWaitsOutFullBacklog(t *testing.T) {
 		sc, err := l.Accept(ctx)
 		require.NoError(t, err)
 		defer sc.Close()
-		var r connResult
-		select {
-		case r = <-dial:
-		case <-ctx.Done():
-			t.Fatal("Dial did not return")
-		}
-		require.NoError(t, r.err)
-		defer r.c.Close()
-		require.Equal(t, r.c.Local.QPN, sc.Remote.QPN)
+		c := awaitConn(ctx, t, dial, "Dial")
+		defer c.Close()
+		require.Equal(t, c.Local.QPN, sc.Remote.QPN)
 	}
 	c := l.Counters()
 	require.Equal(t, uint64(2), c.Accepted)
