@@ -43,18 +43,11 @@ func TestCMSetupWatchHearsOnlyThePeer(t *testing.T) {
 			srv, cli, other := open("srv", "127.0.0.1"), open("cli", "127.0.0.2"), open("stranger", "127.0.0.3")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			opts := func(d *rxe.Device) rxe.CMOptions {
-				pd, err := d.AllocPD()
-				require.NoError(t, err)
-				cq, err := d.CreateCQ(16, -1)
-				require.NoError(t, err)
-				return rxe.CMOptions{PD: pd, SendCQ: cq, RecvCQ: cq}
-			}
-			l, err := srv.ListenCM(7492, opts(srv))
+			l, err := srv.ListenCM(7492, watchCMOptions(t, srv))
 			require.NoError(t, err)
 			dialed := make(chan *rxe.CMConn, 1)
 			go func() {
-				c, err := rxe.Dial(ctx, cli, "127.0.0.1:7492", opts(cli))
+				c, err := rxe.Dial(ctx, cli, "127.0.0.1:7492", watchCMOptions(t, cli))
 				if err != nil {
 					t.Errorf("dial: %v", err)
 				}
@@ -84,7 +77,7 @@ func TestCMSetupWatchHearsOnlyThePeer(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				o := opts(from)
+				o := watchCMOptions(t, from)
 				for rctx.Err() == nil {
 					if c, err := rxe.Dial(rctx, from, "127.0.0.1:7499", o); err == nil {
 						t.Errorf("a request to a port nobody listens on was accepted: %v", c.RemoteAddr)

@@ -459,19 +459,12 @@ func TestCMSetupWatchEnds(t *testing.T) {
 			da, db := pipeDevices(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			opts := func(d *rxe.Device) rxe.CMOptions {
-				pd, err := d.AllocPD()
-				require.NoError(t, err)
-				cq, err := d.CreateCQ(16, -1)
-				require.NoError(t, err)
-				return rxe.CMOptions{PD: pd, SendCQ: cq, RecvCQ: cq}
-			}
-			l, err := db.ListenCM(7492, opts(db))
+			l, err := db.ListenCM(7492, watchCMOptions(t, db))
 			require.NoError(t, err)
 			defer l.Close()
 			dialed := make(chan *rxe.CMConn, 1)
 			go func() {
-				c, err := rxe.Dial(ctx, da, db.Addr().Addr().String()+":7492", opts(da))
+				c, err := rxe.Dial(ctx, da, db.Addr().Addr().String()+":7492", watchCMOptions(t, da))
 				if err != nil {
 					t.Errorf("dial: %v", err)
 				}
@@ -518,4 +511,14 @@ func pipeDevices(t *testing.T) (cli, srv *rxe.Device) {
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close() })
 	return cli, srv
+}
+
+// watchCMOptions is what the setup-watch tests connect with: a PD of d
+// and one CQ for both directions.
+func watchCMOptions(t *testing.T, d *rxe.Device) rxe.CMOptions {
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	cq, err := d.CreateCQ(16, -1)
+	require.NoError(t, err)
+	return rxe.CMOptions{PD: pd, SendCQ: cq, RecvCQ: cq}
 }
