@@ -65,8 +65,10 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 }
 
 // TestAcceptErrorIsPerRequest: a request whose QP this side cannot create
-// (here its QP creation is made to fail)
-// is rejected with "no resources" and reported as an *AcceptError that
+// (here its QP creation is made to fail) is rejected with "consumer
+// reject", as rdma_cm's application rejects it (rdma_reject, or
+// rdma_destroy_id's cm_destroy_id: IB_CM_REJ_CONSUMER_DEFINED), and
+// reported as an *AcceptError that
 // names the requester and wraps the cause, and is neither ErrClosed nor a
 // context error: the listener still serves.
 func TestAcceptErrorIsPerRequest(t *testing.T) {
@@ -89,7 +91,7 @@ func TestAcceptErrorIsPerRequest(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument, "CreateQP's error")
 	var rej packet.REJ
 	p.recv(packet.AttrREJ, &rej)
-	require.Equal(t, packet.RejNoResources, rej.Reason)
+	require.Equal(t, packet.RejConsumerReject, rej.Reason)
 	require.Equal(t, CMListenerCounters{Failed: 1}, l.Counters())
 
 	require.NoError(t, l.Close())

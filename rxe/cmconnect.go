@@ -650,7 +650,12 @@ func (l *CMListener) accept(ctx context.Context, e cm.Event, choose func(*CMRequ
 	}
 	qp, err := l.newQP(&o)
 	if err != nil {
-		reject(packet.RejNoResources)
+		// Consumer reject, not "no resources": under rdma_cm the REQ has
+		// been handed to the application (with an MRA) before it creates
+		// the QP, and an application that cannot refuses the request
+		// with rdma_reject or rdma_destroy_id, both of which send
+		// IB_CM_REJ_CONSUMER_DEFINED (cm_destroy_id in MRA_REQ_SENT).
+		reject(packet.RejConsumerReject)
 		if d.closed.Load() {
 			return nil, ErrClosed // the device closed under the setup: no request will come, as Dial says
 		}
