@@ -54,14 +54,23 @@ func tcpIP(a net.Addr) netip.Addr {
 // hostPeer returns the address of host (an IP address or a name), or the
 // zero Addr if it does not resolve.
 func hostPeer(ctx context.Context, host string) netip.Addr {
+	if ips := hostAddrs(ctx, host); len(ips) > 0 {
+		return ips[0]
+	}
+	return netip.Addr{}
+}
+
+// hostAddrs returns the addresses of host: host itself if it is an IP
+// address, else what the resolver gives for the name (nil if nothing).
+func hostAddrs(ctx context.Context, host string) []netip.Addr {
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip
+		return []netip.Addr{ip}
 	}
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(ips) == 0 {
-		return netip.Addr{}
+	if err != nil {
+		return nil
 	}
-	return ips[0]
+	return ips
 }
 
 // onThisHost reports whether ip is a loopback address or an address of one

@@ -331,12 +331,8 @@ func (st *cmState) notSelf(ctx context.Context, d *rxe.Device) error {
 	if err != nil {
 		return nil
 	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil
-	}
 	own := d.Addr().Addr().Unmap()
-	for _, ip := range ips {
+	for _, ip := range hostAddrs(ctx, host) {
 		if ip = ip.Unmap(); ip.Is4() != own.Is4() {
 			continue
 		}
