@@ -132,8 +132,7 @@ func (r *Responder) countNAK(it *outItem) {
 // (Flush), WR_FLUSH_ERR whatever they would have reported.
 func (r *Responder) readFault(it *outItem) {
 	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.req, msn: r.msn, fatal: true}
-	r.q.Truncate(1)
-	r.q.reads = 0
+	r.q.truncate(1)
 	r.failed = false
 	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
 }

@@ -289,8 +289,7 @@ func (r *Responder) releaseHeld() {
 			ack, psn, msn := h.ack, h.ackPSN, h.ackMSN
 			r.held.Pop()
 			if !ok {
-				r.q.Clear()
-				r.q.reads = 0
+				r.q.truncate(0)
 				if ack {
 					it := r.q.push()
 					it.kind, it.psn, it.msn = outACK, psn, msn

@@ -57,6 +57,19 @@ func (q *outQueue) pop() {
 	q.Pop()
 }
 
+// truncate keeps the first n items and counts the READ streams among
+// them; every removal of items but pop goes through it, so reads stays
+// right whatever the kinds of the items kept or removed.
+func (q *outQueue) truncate(n int) {
+	q.Truncate(n)
+	q.reads = 0
+	for i := range n {
+		if q.At(i).kind == outRead {
+			q.reads++
+		}
+	}
+}
+
 // push appends a zeroed item; the caller has checked Free (getReq does).
 func (q *outQueue) push() *outItem {
 	it := q.Push()
@@ -74,8 +87,7 @@ func (q *outQueue) keepFatal() {
 			break
 		}
 	}
-	q.Clear()
-	q.reads = 0
+	q.truncate(0)
 	if found {
 		*q.push() = fatal
 	}

@@ -263,7 +263,7 @@ func (r *Responder) withdrawFilled() {
 		}
 		w++
 	}
-	r.q.Truncate(w)
+	r.q.truncate(w)
 }
 
 // jumpQueue marks the newest queued item urgent and moves it ahead of
