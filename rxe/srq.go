@@ -139,7 +139,7 @@ func (q *recvQueue) take(dst *verbs.RecvWR) bool {
 		q.dev.recvQueueLow()
 	}
 	if fire {
-		q.srq.dev.raise(AsyncEvent{Type: EventSRQLimitReached, SRQ: q.srq})
+		q.dev.raise(AsyncEvent{Type: EventSRQLimitReached, SRQ: q.srq})
 	}
 	return true
 }

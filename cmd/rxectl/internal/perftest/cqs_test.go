@@ -36,18 +36,25 @@ func loopbackEnds(t *testing.T, cmd, port string, args []string, client, server 
 func loopbackSessions(t *testing.T, cmd string, args ...string) (client, server *session) {
 	t.Helper()
 	pt, so, co := loopbackEnds(t, cmd, "0", args, &client, &server)
+	runEnds(t, pt, &so, &co)
+	require.NotNil(t, client)
+	require.NotNil(t, server)
+	return client, server
+}
+
+// runEnds runs the server so and the client co of pt over TCP on
+// 127.0.0.1 in this process and requires both to succeed.
+func runEnds(t *testing.T, pt Test, so, co *options) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- runServer(ctx, pt, &so, io.Discard, ln) }()
+	go func() { srvErr <- runServer(ctx, pt, so, io.Discard, ln) }()
 	co.oobPort = ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, runClient(ctx, pt, &co, io.Discard))
+	require.NoError(t, runClient(ctx, pt, co, io.Discard))
 	require.NoError(t, <-srvErr)
-	require.NotNil(t, client)
-	require.NotNil(t, server)
-	return client, server
 }
 
 // loopbackCMSessions is loopbackSessions with -R: the server and the client

@@ -1,10 +1,8 @@
 package perftest
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -216,15 +214,7 @@ func gatedSessions(t *testing.T, at int, args ...string) (client, server *sessio
 		gate.c, gate.TCPPipe = c, oob.NewTCPPipe(c)
 		return gate
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srvErr := make(chan error, 1)
-	go func() { srvErr <- runServer(ctx, pt, &so, io.Discard, ln) }()
-	co.oobPort = ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, runClient(ctx, pt, &co, io.Discard))
-	require.NoError(t, <-srvErr)
+	runEnds(t, pt, &so, &co)
 	require.NotNil(t, client)
 	require.NotNil(t, server)
 	return client, server, gate
