@@ -72,6 +72,9 @@ func TestFailureBehindReadTrainCompletions(t *testing.T) {
 			require.Len(t, h.cq.wcs, 1, "one completion of the receive WQE")
 			require.Equal(t, uint64(7), h.cq.wcs[0].ID)
 			require.Equal(t, tc.wantWC, h.cq.wcs[0].Status)
+			// rxe do_complete counts rdma_recvs for a successful
+			// completion only.
+			require.Zero(t, h.r.Counters().RDMARecvs, "an error completion is no rdma_recv")
 		})
 	}
 }
@@ -124,6 +127,22 @@ func TestCompletionsBehindReadTrain(t *testing.T) {
 			h.rx(packet.RCFetchAdd, 102, nil, atomicETH(rva+4096, rkey, 1, 0))
 			return 102
 		}, last: packet.RCAtomicAcknowledge},
+		{name: "write_then_send", behind: func(h *harness) packet.PSN {
+			// The SEND's completion waits behind the train and the
+			// WRITE's ACK after it, as rxe completes the SEND after it
+			// acknowledged the WRITE.
+			h.rx(packet.RCRDMAWriteOnly, 102, pattern(8, 0), reth(rva+8192, rkey, 8), ackReq)
+			h.rx(packet.RCSendOnly, 103, pattern(20, 0), ackReq)
+			return 103
+		}, wcs: []wantWC{{id: 7, opcode: verbs.WCRecv, n: 20}}, atLast: 0, last: packet.RCAcknowledge},
+		{name: "send_then_first", behind: func(h *harness) packet.PSN {
+			// A SEND completes behind the train while the next one,
+			// begun, holds the second receive WQE: a flush completes
+			// the first before the second.
+			h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
+			h.rx(packet.RCSendFirst, 103, pattern(mtu, 0), ackReq)
+			return 103
+		}, wcs: []wantWC{{id: 7, opcode: verbs.WCRecv, n: 20}}, atLast: 1, last: packet.RCAcknowledge},
 		{name: "mixed", behind: func(h *harness) packet.PSN {
 			h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
 			h.rx(packet.RCRDMAWriteOnly, 103, pattern(8, 0), reth(rva+8192, rkey, 8))
@@ -160,6 +179,7 @@ func TestCompletionsBehindReadTrain(t *testing.T) {
 					// The QP enters ERR (e.g. the consumer's Modify QP)
 					// before the train has gone.
 					h.r.Flush()
+					require.Zero(t, h.r.q.reads, "no READ response stream counted after the flush")
 					require.Empty(t, h.drain())
 					require.Len(t, h.cq.wcs, 4, "every WQE flushed, the ones behind the train first")
 					for i, wc := range h.cq.wcs {
@@ -175,6 +195,7 @@ func TestCompletionsBehindReadTrain(t *testing.T) {
 					expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(100),
 						syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
 					require.Empty(t, h.cq.wcs, "no completion before the QP is flushed")
+					require.Zero(t, h.r.q.reads, "no READ response stream counted after the fault")
 					status, failed := h.r.Failed()
 					require.True(t, failed)
 					require.Equal(t, verbs.WCRemAccessErr, status)
@@ -261,6 +282,7 @@ func TestHeldCompletionsCQOverflow(t *testing.T) {
 			if tc.ack {
 				expectACK(t, out[2], tc.ackPSN, tc.ackMSN)
 			}
+			require.Zero(t, h.r.q.reads, "no READ response stream counted after the overflow")
 			status, failed := h.r.Failed()
 			require.True(t, failed)
 			require.Equal(t, verbs.WCGeneralErr, status)
@@ -354,4 +376,106 @@ func TestHeldCompletionsKeepOrder(t *testing.T) {
 		require.Equal(t, uint64(7+i), wc.ID)
 		require.Equal(t, verbs.WCSuccess, wc.Status)
 	}
+}
+
+// TestHeldCQOverflowBeforeLaterFailure: a receive CQ that overflows as
+// the completion of a request behind a READ's train is posted is the
+// failure reported, even if a request after it had failed the responder
+// already: kernel rxe, which sends the train before it takes the next
+// request, fails in do_complete on the first one (class G) and never runs
+// the second. The second's NAK is not sent and its receive WQE, never
+// executed as far as rxe's order goes, is flushed.
+func TestHeldCQOverflowBeforeLaterFailure(t *testing.T) {
+	const mtu = 1024
+	h := newHarness(t)
+	h.postRecv(7, 64)
+	h.postRecv(8, 10)
+	h.cq.limit = -1
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+	h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
+	h.rx(packet.RCSendOnly, 103, pattern(20, 0), ackReq) // overflows WQE 8
+	status, failed := h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCLocLenErr, status)
+	out := h.drain()
+	require.Len(t, out, 2, "the train only")
+	expect(t, out[0], opcode(packet.RCRDMAReadResponseFirst), psnIs(100))
+	expect(t, out[1], opcode(packet.RCRDMAReadResponseLast), psnIs(101))
+	status, failed = h.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCGeneralErr, status)
+	require.Equal(t, StateErrCQOverflow, h.r.FailState())
+	require.Empty(t, h.cq.wcs)
+	h.cq.limit = 0
+	h.r.Flush()
+	require.Len(t, h.cq.wcs, 1, "WQE 8 flushed; WQE 7's completion was refused")
+	require.Equal(t, uint64(8), h.cq.wcs[0].ID)
+	require.Equal(t, verbs.WCWRFlushErr, h.cq.wcs[0].Status)
+}
+
+// TestHeldCompletionRoomWQEInUse: while a READ response stream is queued
+// and a receive WQE is in use (a SEND begun), any request may complete
+// that WQE (its LAST, or an error), so it needs room for the held
+// completion's place as well as for its response; without it the request
+// is dropped before it changes anything. With no READ response stream
+// queued and nothing held, a request that takes a receive WQE still fits
+// in the last slot: its completion is posted at once.
+func TestHeldCompletionRoomWQEInUse(t *testing.T) {
+	const mtu = 1024
+	t.Run("behind_train", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.MaxDestRdAtomic = 1 })
+		h.postRecv(7, 2*mtu)
+		h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
+		h.rx(packet.RCFetchAdd, 101, nil, atomicETH(rva+4096, rkey, 1, 0))
+		h.rx(packet.RCSendFirst, 102, pattern(mtu, 0))
+		for i := 0; h.r.q.Free() > 1; i++ {
+			require.Less(t, i, 100)
+			// Duplicates of the atomic, each answered from its
+			// resource with an ATOMIC ACKNOWLEDGE.
+			h.rx(packet.RCFetchAdd, 101, nil, atomicETH(rva+4096, rkey, 1, 0))
+		}
+		h.rx(packet.RCSendLast, 103, pattern(20, 0), ackReq)
+		require.Equal(t, uint64(1), h.r.Counters().Dropped)
+		require.Equal(t, packet.PSN(103), h.r.EPSN())
+		require.Equal(t, 1, h.r.q.Free())
+		h.drain()
+		require.Empty(t, h.cq.wcs)
+		h.rx(packet.RCSendLast, 103, pattern(20, 0), ackReq)
+		require.Len(t, h.cq.wcs, 1)
+		require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+		require.Equal(t, uint32(mtu+20), h.cq.wcs[0].ByteLen)
+	})
+	t.Run("nothing_queued_ahead", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.MaxDestRdAtomic = 1 })
+		h.postRecv(7, 64)
+		psn := packet.PSN(100)
+		for i := 0; h.r.q.Free() > 1; i++ {
+			require.Less(t, i, 100)
+			h.rx(packet.RCFetchAdd, psn, nil, atomicETH(rva+4096, rkey, 1, 0))
+			psn = psn.Next()
+		}
+		h.rx(packet.RCSendOnly, psn, pattern(20, 0), ackReq)
+		require.Zero(t, h.r.Counters().Dropped)
+		require.Equal(t, psn.Next(), h.r.EPSN())
+		require.Len(t, h.cq.wcs, 1)
+		require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+	})
+}
+
+// TestBuildErrorDropsReadStream: a response that cannot be built (here
+// every one: the configured pseudo-header is not valid) is dropped and
+// counted; a READ response stream dropped so is no longer queued, so a
+// request after it completes at once instead of waiting behind it.
+func TestBuildErrorDropsReadStream(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Pseudo = packet.PseudoHeader{} })
+	h.postRecv(7, 64)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
+	require.Equal(t, StateReadReply, h.r.State())
+	require.Zero(t, h.r.NextPacket(t0, h.rxbuf))
+	require.Equal(t, uint64(1), h.r.Counters().BuildErrors)
+	require.False(t, h.r.Pending())
+	require.Equal(t, StateGetReq, h.r.State())
+	h.rx(packet.RCSendOnly, 101, pattern(20, 0), ackReq)
+	require.Len(t, h.cq.wcs, 1, "completed at once: no READ response stream ahead")
+	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
 }

@@ -1016,3 +1016,73 @@ func TestSRDrainStopsOnRNR(t *testing.T) {
 	require.Equal(t, 1, acks, "one ACK of 101")
 	require.Equal(t, packet.PSN(102), h.r.EPSN())
 }
+
+// TestSRWithdrawnReportKeepsReadCount: withdrawing a filled hole report
+// (withdrawFilled) keeps the count of READ response streams queued right,
+// whatever is kept: here the ACK of the request that filled the hole and
+// the train of the READ held behind it, which the drain executed. While
+// the train is queued the responder reports StateReadReply and a SEND's
+// completion waits for it; once it has gone a SEND completes at once.
+func TestSRWithdrawnReportKeepsReadCount(t *testing.T) {
+	const mtu = 1024
+	h := newHarness(t, withSR(0))
+	h.postRecv(7, 64)
+	h.postRecv(8, 64)
+	h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva, rkey, 2*mtu)) // a hole at 100
+	h.rx(packet.RCRDMAWriteOnly, 100, pattern(8, 0), reth(rva+8192, rkey, 8), ackReq)
+	require.Equal(t, packet.PSN(103), h.r.EPSN())
+	require.Equal(t, uint64(1), h.r.Counters().SRHolesFilled, "the hole report was withdrawn")
+	require.Equal(t, StateReadReply, h.r.State())
+	h.rx(packet.RCSendOnly, 103, pattern(20, 0), ackReq)
+	require.Empty(t, h.cq.wcs, "the SEND's completion waits for the train")
+	out := h.drain()
+	require.Len(t, out, 4)
+	expectACK(t, out[0], 100, 1)
+	expect(t, out[1], opcode(packet.RCRDMAReadResponseFirst), psnIs(101))
+	expect(t, out[2], opcode(packet.RCRDMAReadResponseLast), psnIs(102))
+	expectACK(t, out[3], 103, 3)
+	require.Len(t, h.cq.wcs, 1)
+	require.Equal(t, StateGetReq, h.r.State())
+	h.rx(packet.RCSendOnly, 104, pattern(20, 0), ackReq)
+	require.Len(t, h.cq.wcs, 2, "no READ response stream queued: completed at once")
+	for i, wc := range h.cq.wcs {
+		require.Equal(t, uint64(7+i), wc.ID)
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+}
+
+// TestSRHeldCompletionsAfterWithdrawnReport: completions held behind a
+// re-read's extra stream still wait, once it has gone, for the hole
+// report queued after it; a drain that fills the hole withdraws the report
+// and leaves them at the head of the queue. A request that completes
+// before they are posted joins them, and its ACK replaces the one queued
+// (ACKs are cumulative, IBA 9.7.5.1.1): one ACK goes out, and the
+// completions are posted in the order their WQEs were taken.
+func TestSRHeldCompletionsAfterWithdrawnReport(t *testing.T) {
+	const mtu = srReadMTU
+	h, data := srReadTrain(t, 3)
+	for id := uint64(7); id < 11; id++ {
+		h.postRecv(id, 64)
+	}
+	require.Len(t, h.drain(), 8)
+	h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+mtu, rkey, mtu)) // re-read of a lost response
+	h.rx(packet.RCSendOnly, 108, pattern(20, 0), ackReq)               // held behind the extra stream
+	h.rx(packet.RCSendOnly, 110, pattern(20, 0), ackReq)               // a hole at 109
+	n := h.r.NextPacket(t0, h.rxbuf)
+	require.NotZero(t, n)
+	p, err := packet.Parse(h.rxbuf[:n])
+	require.NoError(t, err)
+	expect(t, p, opcode(packet.RCRDMAReadResponseOnly), psnIs(101), payloadIs(data[mtu:2*mtu]))
+	require.Empty(t, h.cq.wcs, "the hole report is still queued ahead")
+	h.rx(packet.RCSendOnly, 109, pattern(20, 0), ackReq) // fills the hole; 110 runs
+	require.Equal(t, uint64(1), h.r.Counters().SRHolesFilled)
+	h.rx(packet.RCSendOnly, 111, pattern(20, 0), ackReq)
+	out := h.drain()
+	require.Len(t, out, 1, "one ACK")
+	expectACK(t, out[0], 111, h.r.MSN())
+	require.Len(t, h.cq.wcs, 4)
+	for i, wc := range h.cq.wcs {
+		require.Equal(t, uint64(7+i), wc.ID)
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+}
