@@ -172,7 +172,8 @@ func (r *Responder) finishSingle() {
 
 // complete mirrors rxe do_complete: it posts the receive completion of the
 // WQE in progress (success at the end of a SEND or WRITE WITH IMMEDIATE, or
-// the error status of a failure), and consumes the WQE. The completion of
+// the error status of a failure), and consumes the WQE; RDMARecvs counts
+// a successful one once the CQ has taken it. The completion of
 // a request behind a READ response stream still queued is held until the
 // stream, and the responses queued between the two, have gone (hold).
 func (r *Responder) complete() State {
@@ -205,11 +206,11 @@ func (r *Responder) complete() State {
 		r.hold(wc, r.pkt.BTH().SE())
 		return StateAcknowledge
 	}
-	if r.status == verbs.WCSuccess {
-		r.ctrs.RDMARecvs++
-	}
 	if !r.post(wc, r.pkt.BTH().SE()) {
 		return StateErrCQOverflow
+	}
+	if r.status == verbs.WCSuccess {
+		r.ctrs.RDMARecvs++
 	}
 	return StateAcknowledge
 }

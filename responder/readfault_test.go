@@ -479,3 +479,37 @@ func TestBuildErrorDropsReadStream(t *testing.T) {
 	require.Len(t, h.cq.wcs, 1, "completed at once: no READ response stream ahead")
 	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
 }
+
+// TestRDMARecvsCountsDelivered: RDMARecvs counts the successful receive
+// completions the CQ took. A SEND whose completion a full CQ refuses fails
+// the QP (class G) and is not counted, whether it completed in order or
+// behind a READ's train (hold), as a UC or UD receive whose completion is
+// refused is not (Unreliable).
+func TestRDMARecvsCountsDelivered(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in_order", true: "behind_train"}[behind], func(t *testing.T) {
+			h := newHarness(t)
+			h.postRecv(7, 64)
+			h.postRecv(8, 64)
+			psn := packet.PSN(100)
+			send := func() {
+				if behind {
+					h.rx(packet.RCRDMAReadRequest, psn, nil, reth(rva, rkey, 8))
+					psn = psn.Next()
+				}
+				h.rx(packet.RCSendOnly, psn, pattern(20, 0), ackReq)
+				psn = psn.Next()
+				h.drain()
+			}
+			send()
+			require.Len(t, h.cq.wcs, 1)
+			require.Equal(t, uint64(1), h.r.Counters().RDMARecvs)
+			h.cq.limit = -1
+			send()
+			status, failed := h.r.Failed()
+			require.True(t, failed)
+			require.Equal(t, verbs.WCGeneralErr, status)
+			require.Equal(t, uint64(1), h.r.Counters().RDMARecvs, "the refused completion is not counted")
+		})
+	}
+}

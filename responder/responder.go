@@ -129,7 +129,10 @@ type Counters struct {
 	OutOfSeqRequest uint64
 	// SendRNRErr counts RNR NAKs sent (rxe send_rnr_err).
 	SendRNRErr uint64
-	// RDMARecvs counts successful receive completions (rxe rdma_recvs).
+	// RDMARecvs counts successful receive completions the receive CQ
+	// took (rxe rdma_recvs), as Unreliable's does: one a full CQ refuses
+	// fails the QP instead (class G). Kernel rxe's do_complete counts it
+	// before rxe_cq_post, so there it counts the refused one too.
 	RDMARecvs uint64
 
 	// OutOfSeqDropped counts out-of-sequence packets dropped silently
