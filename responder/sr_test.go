@@ -1086,3 +1086,47 @@ func TestSRHeldCompletionsAfterWithdrawnReport(t *testing.T) {
 		require.Equal(t, verbs.WCSuccess, wc.Status)
 	}
 }
+
+// TestSRReReadFloodBound: the extra streams of re-reads queued at once
+// are bounded by the output queue (4 × max_dest_rd_atomic + 16 items),
+// not by max_dest_rd_atomic (docs/sr-responder.md, "Duplicate READ"):
+// every re-read of a hole that finds room is served, here twenty at once
+// with one responder resource, and one that finds the queue full is
+// dropped before it changes anything and counted (Dropped), as any
+// request is. A flood of re-reads of distinct holes grows the queue to
+// its bound and no further; a re-read dropped in the flood is served once
+// the streams have gone.
+func TestSRReReadFloodBound(t *testing.T) {
+	const mtu = srReadMTU
+	const npsn = 64
+	h := newHarness(t, withPMTU(mtu), withSR(0), func(c *Config) { c.MaxDestRdAtomic = 1 })
+	data := pattern(npsn*mtu, 9)
+	copy(h.remoteBytes(rva, len(data)), data)
+	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+	require.Len(t, h.drain(), npsn)
+	bound := h.r.q.Max()
+	require.Equal(t, 4*1+16, bound)
+	reread := func(k int) {
+		h.rx(packet.RCRDMAReadRequest, packet.PSN(100+k), nil, reth(rva+uint64(k*mtu), rkey, mtu))
+	}
+	for k := 1; k < npsn; k++ {
+		reread(k)
+		require.LessOrEqual(t, h.r.q.Len(), bound)
+	}
+	require.Equal(t, bound, h.r.q.Len(), "one extra stream per re-read, up to the bound")
+	require.LessOrEqual(t, h.r.q.Slots(), bound, "the queue's memory stays within its bound")
+	c := h.r.Counters()
+	require.Equal(t, uint64(bound), c.ReadReplays)
+	require.Equal(t, uint64(npsn-1-bound), c.Dropped)
+	require.Zero(t, c.DuplicateDropped)
+	out := h.drain()
+	require.Len(t, out, bound, "every re-read queued is served, once")
+	for i, p := range out {
+		k := 1 + i
+		expect(t, p, opcode(packet.RCRDMAReadResponseOnly), psnIs(packet.PSN(100+k)), payloadIs(data[k*mtu:(k+1)*mtu]))
+	}
+	reread(npsn - 1)
+	out = h.drain()
+	require.Len(t, out, 1)
+	expect(t, out[0], opcode(packet.RCRDMAReadResponseOnly), psnIs(100+npsn-1), payloadIs(data[(npsn-1)*mtu:]))
+}
