@@ -35,7 +35,8 @@ func FuzzReceive(f *testing.F) {
 }
 
 // FuzzReceiveDereg is FuzzReceive with both memory regions deregistered
-// after the record bits 0-6 of the first input byte number: from then on
+// after the record bits 0-6 of the first input byte number has been
+// received, before its responses are taken: from then on
 // the responder must neither write them nor send READ response data
 // (every READ response reads the region when it is built), whatever it
 // had buffered out of order or queued before. With bit 7 set, the QP's
@@ -44,12 +45,16 @@ func FuzzReceive(f *testing.F) {
 // check_op_valid runs on every packet), nor by one placed ahead
 // (placeAhead) or held out of order and executed later.
 func FuzzReceiveDereg(f *testing.F) {
-	for i, seed := range fuzzSeeds(f) {
+	seeds := fuzzSeeds(f)
+	for i, seed := range seeds {
 		f.Add(append([]byte{byte(i % 4)}, seed...))
 		if seed[0]&128 != 0 {
 			f.Add(append([]byte{128 | 0}, seed...))
 		}
 	}
+	// The regions go while the READ train of the seed that holds a
+	// SEND's completion behind it is queued.
+	f.Add(append([]byte{2}, seeds[heldSeed]...))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 2 {
 			return
@@ -110,18 +115,7 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 		buf := make([]byte, cfg.PMTU+64)
 		var rsnap, lsnap []byte // the regions as they were deregistered
 		posted := uint64(0)     // receive WQEs posted, IDs 1 to posted
-		for rec := 0; len(in) >= 3; rec++ {
-			if rec == dereg+1 && dereg >= 0 {
-				rsnap = append([]byte(nil), rback...)
-				if revoke {
-					r.SetAccess(0)
-				} else {
-					for _, mr := range mem.mrs {
-						mr.valid = false
-					}
-					lsnap = append([]byte(nil), lback...)
-				}
-			}
+		for idx := 0; len(in) >= 3; idx++ {
 			mode, n := in[0], int(binary.BigEndian.Uint16(in[1:]))
 			in = in[3:]
 			n = min(n, len(in))
@@ -139,6 +133,20 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 			}
 			if mode&2 != 0 {
 				r.Flush()
+			}
+			if idx == dereg {
+				// After the record is received and before its responses
+				// are taken: a READ train it queued faults (readFault),
+				// with the completions held behind it.
+				rsnap = append([]byte(nil), rback...)
+				if revoke {
+					r.SetAccess(0)
+				} else {
+					for _, mr := range mem.mrs {
+						mr.valid = false
+					}
+					lsnap = append([]byte(nil), lback...)
+				}
 			}
 			for i := 0; ; i++ {
 				require.Less(t, i, 1<<16)
@@ -212,6 +220,10 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 	}
 }
 
+// heldSeed is the index in fuzzSeeds of the seed whose SEND's completion
+// is held behind a READ train (hold).
+const heldSeed = 11
+
 // fuzzSeeds returns valid request sequences for the corpus.
 func fuzzSeeds(tb testing.TB) [][]byte {
 	b := make([]byte, 8192)
@@ -253,7 +265,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 			rec(1|18<<2, packet.RCRDMAWriteLast, pattern(488, 0), ackReq),
 			rec(inSeq, packet.RCCompareSwap, nil, atomicETH(rva+8, rkey, 1, 0)),
 			rec(1|12<<2, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 100))),
-		// Selective repeat: a READ at ePSN+1 and a SEND at ePSN+2 run
+		// heldSeed: selective repeat, a READ at ePSN+1 and a SEND at ePSN+2 run
 		// when a WRITE fills ePSN, the SEND's completion held behind the
 		// READ's train (hold).
 		seq(128, rec(1|17<<2, packet.RCRDMAReadRequest, nil, reth(rva, rkey, 100)),
