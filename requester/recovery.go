@@ -326,6 +326,13 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 		r.rearmRecovery(now)
 		return
 	}
+	if r.srWatchHasHead() {
+		// The lost-READ-request watch has the oldest READ part: it
+		// re-reads the part itself (srWatchExpired), and no probe goes.
+		rec.timer.Expired()
+		r.rearmRecovery(now)
+		return
+	}
 	rec.c.RTOExpiries++
 	rec.timer.Expired()
 	rec.probeDue = true

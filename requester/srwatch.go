@@ -64,6 +64,26 @@ func (r *Requester) srWillSend() bool {
 	return r.readFits(w) && r.rdAtomicOK(w)
 }
 
+// srWatchHasHead reports whether the watch is armed for the READ part at
+// the oldest unacknowledged PSN: none of its responses has come, and
+// the watch re-reads it whole after its interval, then after twice that
+// (srWatchExpired). The recovery timer then sends no probe
+// (onRecoveryTimeout): its timeout (at least retry.DefaultRecoveryFloor)
+// may fall between one interval and two after the watch's re-read, and
+// its probe, a whole re-read that ignores the once-per-interval rule,
+// would go before the watch's second one. If the part's request had
+// arrived and this end only took its train late, the responder, which
+// drops the first whole duplicate after the train left and serves the
+// next (responder firstWholeDuplicate), would then send the whole part
+// again.
+func (r *Requester) srWatchHasHead() bool {
+	s := &r.sr
+	if !r.cfg.SelectiveRepeat || !s.watch.Armed() || s.watchPSN != r.compPSN || r.head == r.tail {
+		return false
+	}
+	return r.slot(r.head).kind == kindRead
+}
+
 // srWatchInterval is how long the watch waits: an interval (srInterval),
 // at least the recovery floor when one is configured (RecoveryConfig.Floor:
 // a user who raised it says answers may take that long) and the delay
@@ -136,7 +156,8 @@ func (r *Requester) srNewestReadPart(x packet.PSN) (packet.PSN, bool) {
 // is still unanswered, nothing after it was (sr.high has not moved) and
 // it is still the newest request sent,
 // its PSNs go on the resend list: a re-read of the whole part, watched in
-// turn, since nothing else would find it lost. An expiry
+// turn for the interval doubled per re-read sent, since nothing else
+// would find it lost. An expiry
 // handled more than a quarter of its interval late is timed again from
 // now, once: this end was not running, and the responses may be waiting
 // unread in its socket (retry.RecoveryTimer.OnExpiry's rule).
@@ -158,12 +179,18 @@ func (r *Requester) srWatchExpired(now time.Time) {
 		s.watch.Arm(now.Add(d))
 		return
 	}
+	tries := s.tries(x)
 	if r.srMarkRange(now, x, end, false) > 0 {
 		r.c.SRReadRequestsLost++
 		s.watchCheck, s.watchEnd = true, end
+		tries++ // the re-read just put on the list
 	}
 	// The re-read may be lost too, and then nothing arrives to run
-	// srWatchRead again: watch it for as long as srMark waits before the
-	// next re-read (the interval doubled per earlier re-read).
-	s.watch.Arm(now.Add(d << min(s.tries(x), srRecheckBackoff)))
+	// srWatchRead again: watch it for the interval doubled per re-read
+	// sent, this one included. The original request may also have
+	// arrived after all, its train only taken late by this end: the
+	// responder drops the first whole duplicate after the train left and
+	// serves the next (responder firstWholeDuplicate), so a next re-read
+	// a single interval later would have the whole READ sent again.
+	s.watch.Arm(now.Add(d << min(tries, srRecheckBackoff)))
 }

@@ -1,0 +1,174 @@
+package requester
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/rxe/verbs"
+	"github.com/stretchr/testify/require"
+)
+
+// orderPkts is the size, in packets, of the READs of orderHarness.
+const orderPkts = 16
+
+// orderHarness is a selective-repeat requester with one RTT sample (warm)
+// and a window of n READs of orderPkts packets each.
+type orderHarness struct {
+	*harness
+	p    packet.PSN // the first PSN of READ 1
+	sent []orderSent
+}
+
+// orderSent is a packet the requester sent, and when.
+type orderSent struct {
+	at time.Time
+	p  packet.Packet
+}
+
+// newOrderHarness returns an orderHarness for n READs whose requester took
+// one RTT sample of rtt (a SEND acknowledged rtt after it left).
+func newOrderHarness(t *testing.T, n int, rtt time.Duration) *orderHarness {
+	cfg := baseConfig(srPMTU, srSQ)
+	cfg.SelectiveRepeat = true
+	cfg.Window = n * orderPkts
+	cfg.MaxRdAtomic = 16
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, n*orderPkts*srPMTU, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 100, Opcode: verbs.WRSend, SGList: []verbs.SGE{{Addr: baseA, Length: 100, LKey: lkeyA}}})
+	require.Len(t, h.drain(), 1)
+	h.now = h.now.Add(rtt)
+	h.recv(ack(srSQ))
+	require.Equal(t, rtt, h.r.Counters().Recovery.SRTT)
+	return &orderHarness{harness: h, p: srSQ.Next()}
+}
+
+// read posts READ id (1-based): orderPkts packets, its own local bytes.
+func (o *orderHarness) read(id uint64) {
+	off := (id - 1) * orderPkts * srPMTU
+	o.post(&verbs.SendWR{ID: id, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		RemoteAddr: rbase + off, RKey: rkey,
+		SGList: []verbs.SGE{{Addr: baseA + off, Length: orderPkts * srPMTU, LKey: lkeyA}}})
+}
+
+// first returns the first PSN of READ id.
+func (o *orderHarness) first(id uint64) packet.PSN { return o.p.Add(int(id-1) * orderPkts) }
+
+// resp returns response k of READ id's train as first sent.
+func (o *orderHarness) resp(id uint64, k int) []byte {
+	return readResp(srPMTU, o.first(id), make([]byte, orderPkts*srPMTU), 0, false)[k]
+}
+
+// until runs the requester's timers up to t, collecting what it sends.
+func (o *orderHarness) until(t time.Time) {
+	o.t.Helper()
+	o.collect()
+	for {
+		dl := o.r.Deadline()
+		if dl.IsZero() || dl.After(t) {
+			break
+		}
+		o.now = dl
+		o.r.OnTimeout(o.now)
+		o.collect()
+	}
+	o.now = t
+}
+
+// in delivers b at now and collects what the requester sends.
+func (o *orderHarness) in(b []byte) {
+	o.t.Helper()
+	o.recv(b)
+	o.collect()
+}
+
+func (o *orderHarness) collect() {
+	o.t.Helper()
+	for _, b := range o.drain() {
+		o.sent = append(o.sent, orderSent{o.now, parse(o.t, b)})
+	}
+}
+
+// rereadsOf returns when the requester asked for READ id again from its
+// first PSN (a re-read of the whole READ; the first request is the
+// original), and checks that each asked for all of it.
+func (o *orderHarness) rereadsOf(id uint64) []time.Time {
+	o.t.Helper()
+	var at []time.Time
+	orig := true
+	for _, s := range o.sent {
+		if s.p.Opcode() != packet.RCRDMAReadRequest || s.p.PSN() != o.first(id) {
+			continue
+		}
+		require.Equal(o.t, uint32(orderPkts*srPMTU), s.p.RETH().DMALen(), "the whole READ")
+		if !orig {
+			at = append(at, s.at)
+		}
+		orig = false
+	}
+	return at
+}
+
+// A lost last READ request is found by the watch: an interval after the
+// last response of the READ before it, the READ is re-read whole. If the
+// request arrived after all and its train was only taken late by this
+// end, the responder drops the first whole duplicate after the train left
+// and serves the next (responder firstWholeDuplicate), so the next
+// re-read waits twice the interval, and the train that comes meanwhile
+// ends the watch. If the re-read is lost too, that next re-read goes. The
+// recovery timer's probe (at least retry.DefaultRecoveryFloor, 2 ms) does
+// not re-read the part sooner: with an RTT of 500 µs its timeout falls
+// between one and two of the watch's intervals.
+func TestSRWatchLastReadBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rtt  time.Duration
+		// answer: READ 2's train arrives answer/2 intervals after the
+		// first re-read (0: never, the request and the re-read were
+		// lost).
+		answer time.Duration
+	}{
+		{name: "slow", rtt: rttTest, answer: 3},
+		{name: "slow-probe-due", rtt: 500 * time.Microsecond, answer: 3},
+		{name: "lost", rtt: rttTest},
+		{name: "lost-probe-due", rtt: 500 * time.Microsecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOrderHarness(t, 2, tc.rtt)
+			o.read(1)
+			o.read(2)
+			o.collect()
+			require.Len(t, o.sent, 2)
+			o.now = o.now.Add(rttTest)
+			for k := range orderPkts {
+				o.in(o.resp(1, k))
+			}
+			last := o.now
+			ivl := o.r.srInterval(o.now)
+			require.Len(t, o.cq.wcs, 1)
+
+			o.until(last.Add(ivl))
+			at := o.rereadsOf(2)
+			require.Len(t, at, 1, "the watch re-reads the last READ after an interval")
+			require.Equal(t, last.Add(ivl), at[0])
+			if tc.answer > 0 {
+				// 1.5 intervals after the re-read: slower than one
+				// interval, sooner than two.
+				o.until(at[0].Add(tc.answer * ivl / 2))
+				require.Len(t, o.rereadsOf(2), 1, "no second re-read within twice the interval")
+				for k := range orderPkts {
+					o.in(o.resp(2, k))
+				}
+				o.until(o.now.Add(8 * ivl))
+				require.Len(t, o.rereadsOf(2), 1)
+				require.Len(t, o.cq.wcs, 2)
+				return
+			}
+			o.until(at[0].Add(2 * ivl))
+			at = o.rereadsOf(2)
+			require.Len(t, at, 2, "the lost re-read is re-read once more")
+			require.Equal(t, 2*ivl, at[1].Sub(at[0]), "after twice the interval")
+			require.Equal(t, uint64(2), o.r.Counters().SRReadRequestsLost)
+		})
+	}
+}
