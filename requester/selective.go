@@ -142,6 +142,11 @@ type selective struct {
 	watch         retry.Deadline
 	watchPSN      packet.PSN
 	watchDeferred bool
+	// watchAhead is when (a stamp; 0 never) the latest response to a PSN
+	// before watchPSN came while the watch was armed: the responder was
+	// still sending a stream queued ahead of the watched part's train
+	// (srWatchExpired).
+	watchAhead int64
 	// watchCheck: the part [watchPSN, watchEnd) was re-read by the watch
 	// and none of its responses has come since (srWatchAnswered).
 	watchCheck bool
@@ -571,6 +576,9 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 		}
 	} else {
 		r.srWatchRead(now)
+	}
+	if p.Opcode() != packet.RCAcknowledge && r.sr.watch.Armed() && p.PSN().Before(r.sr.watchPSN) {
+		r.sr.watchAhead = r.sr.stamp(now)
 	}
 	if r.sr.slots != nil {
 		r.srArmRecheck(now)

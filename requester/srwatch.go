@@ -16,7 +16,11 @@ import (
 // request before a READ part has been answered and an interval passes
 // (srInterval: the RTO without its floor, longer than the READ's own
 // round trip) with none of the part's responses, the part's request is
-// taken as lost and the part is re-read (srWatchRead). Only the newest
+// taken as lost and the part is re-read (srWatchRead). The responder
+// sends the extra stream of a re-read ahead of the trains it has queued,
+// so while responses of earlier PSNs still come, the part's train may be
+// queued behind them: the interval then counts from the latest of them
+// (srWatchExpired). Only the newest
 // request sent is watched, and only while the requester has nothing to
 // send after it: a request sent after a lost one makes the responder
 // report the lost one's PSNs missing (a hole report), and a timer armed
@@ -46,7 +50,7 @@ func (r *Requester) srWatchRead(now time.Time) {
 	if s.watch.Armed() && s.watchPSN == x {
 		return
 	}
-	s.watchPSN, s.watchDeferred = x, false
+	s.watchPSN, s.watchDeferred, s.watchAhead = x, false, 0
 	s.watch.Arm(now.Add(r.srWatchInterval(now)))
 }
 
@@ -157,7 +161,10 @@ func (r *Requester) srNewestReadPart(x packet.PSN) (packet.PSN, bool) {
 // it is still the newest request sent,
 // its PSNs go on the resend list: a re-read of the whole part, watched in
 // turn for the interval doubled per re-read sent, since nothing else
-// would find it lost. An expiry
+// would find it lost. If a response of an earlier PSN came less than an
+// interval ago (sr.watchAhead), the part's train is queued behind that
+// stream at the responder, and the watch waits an interval from that
+// response instead. An expiry
 // handled more than a quarter of its interval late is timed again from
 // now, once: this end was not running, and the responses may be waiting
 // unread in its socket (retry.RecoveryTimer.OnExpiry's rule).
@@ -174,6 +181,17 @@ func (r *Requester) srWatchExpired(now time.Time) {
 		return
 	}
 	d := r.srWatchInterval(now)
+	if s.watchAhead != 0 {
+		if next := s.timeAt(s.watchAhead).Add(d); next.After(now) {
+			// Responses of earlier PSNs came within the interval: the
+			// responder sends the part's train after the stream queued
+			// ahead of it (a re-read's extra stream goes ahead of the
+			// queued trains, responder/sr.go), so the part is queued,
+			// not lost, until an interval passes after that stream.
+			s.watch.Arm(next)
+			return
+		}
+	}
 	if late := now.Sub(due); late > d/4 && !s.watchDeferred {
 		s.watchDeferred = true
 		s.watch.Arm(now.Add(d))

@@ -59,6 +59,13 @@ func (o *orderHarness) resp(id uint64, k int) []byte {
 	return readResp(srPMTU, o.first(id), make([]byte, orderPkts*srPMTU), 0, false)[k]
 }
 
+// reread returns response k of READ id as an extra stream from response
+// from sends it (FIRST at from: a re-read of a sub-range).
+func (o *orderHarness) reread(id uint64, from, to, k int) []byte {
+	data := make([]byte, (to-from)*srPMTU)
+	return readResp(srPMTU, o.first(id).Add(from), data, 0, false)[k-from]
+}
+
 // until runs the requester's timers up to t, collecting what it sends.
 func (o *orderHarness) until(t time.Time) {
 	o.t.Helper()
@@ -107,6 +114,107 @@ func (o *orderHarness) rereadsOf(id uint64) []time.Time {
 		orig = false
 	}
 	return at
+}
+
+// The responder serves READ requests in PSN order, one train after the
+// other (IBA 9.5), and sends the extra stream of a re-read ahead of the
+// trains it has queued (responder/sr.go). So a READ whose responses have
+// not begun is only queued while responses of earlier PSNs still arrive,
+// and a READ request is known lost when the responder reports a later
+// request received while its PSNs are missing, or when nothing at all
+// comes for an interval after the last earlier response (the watch,
+// srWatchRead). Each row counts the whole-READ re-reads of READ 2 and
+// when they left.
+func TestSRWatchReadOrder(t *testing.T) {
+	const (
+		lostFrom, lostTo = 1, 11 // READ 1's responses lost on the way
+		step             = 200 * time.Microsecond
+	)
+	for _, tc := range []struct {
+		name string
+		// lost: READ 2's request was lost; later: READ 3 went out after
+		// it and the responder reported READ 2's PSNs missing.
+		lost, later bool
+		// stream: the re-read of READ 1's lost responses comes back one
+		// response per step, ahead of READ 2's train.
+		stream bool
+	}{
+		{name: "queued-behind-a-stream", stream: true},
+		{name: "lost-behind-a-stream", lost: true, stream: true},
+		{name: "lost-later-reported", lost: true, later: true, stream: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 2
+			if tc.later {
+				n = 3
+			}
+			o := newOrderHarness(t, n, rttTest)
+			for id := range uint64(n) {
+				o.read(id + 1)
+			}
+			o.collect()
+			require.Len(t, o.sent, n, "every READ request")
+
+			// READ 1's train arrives with responses 1..10 lost; the
+			// responses after them make them lost (srDetect), and they
+			// are re-read at once.
+			o.now = o.now.Add(rttTest)
+			if tc.later {
+				// READ 3 reached the responder, READ 2 did not: the
+				// report goes ahead of the trains.
+				o.in(srHoleReport(o.first(2), o.first(3)))
+			}
+			for k := range orderPkts {
+				if k < lostFrom || k >= lostTo {
+					o.in(o.resp(1, k))
+				}
+			}
+			var rr []orderSent
+			for _, s := range o.sent[n:] {
+				if s.p.PSN() == o.first(1).Add(lostFrom) {
+					rr = append(rr, s)
+				}
+			}
+			require.Len(t, rr, 1, "READ 1's lost responses are re-read")
+			require.Equal(t, uint32((lostTo-lostFrom)*srPMTU), rr[0].p.RETH().DMALen())
+			ivl := o.r.srInterval(o.now)
+
+			// The re-read's stream comes back slowly, longer than an
+			// interval in all, ahead of READ 2's train.
+			o.now = o.now.Add(rttTest)
+			for k := lostFrom; k < lostTo; k++ {
+				o.until(o.now.Add(step))
+				o.in(o.reread(1, lostFrom, lostTo, k))
+			}
+			streamEnd := o.now
+			require.Greater(t, streamEnd.Sub(rr[0].at), 2*ivl, "a stream longer than the watch's interval")
+			require.Len(t, o.cq.wcs, 1, "READ 1 completed")
+
+			if !tc.lost {
+				// READ 2's train follows the stream.
+				o.until(o.now.Add(step))
+				for k := range orderPkts {
+					o.in(o.resp(2, k))
+				}
+				o.until(o.now.Add(4 * ivl))
+				require.Empty(t, o.rereadsOf(2), "a READ queued behind a stream is not re-read")
+				require.Len(t, o.cq.wcs, 2)
+				require.Zero(t, o.r.Counters().SRReadRequestsLost)
+				return
+			}
+			o.until(streamEnd.Add(3 * ivl / 2))
+			at := o.rereadsOf(2)
+			require.Len(t, at, 1, "a lost READ request is re-read once")
+			if tc.later {
+				require.True(t, at[0].Before(streamEnd), "the hole report finds it at once")
+				require.Zero(t, o.r.Counters().SRReadRequestsLost, "not the watch")
+			} else {
+				require.False(t, at[0].Before(streamEnd.Add(ivl)), "not while the stream ahead of it arrives")
+				require.Equal(t, uint64(1), o.r.Counters().SRReadRequestsLost)
+			}
+			require.Zero(t, o.r.Counters().Recovery.RTOExpiries, "found before the recovery timer")
+		})
+	}
 }
 
 // A lost last READ request is found by the watch: an interval after the
