@@ -215,6 +215,16 @@ type hooks struct {
 	// once it listens for the test QPs' connections, before it tells its
 	// client so.
 	cmListening func(*rxe.Device)
+	// sent, when set, is called by a bandwidth client (runBWClient,
+	// runBWClientDuration) after each of its waits on the send CQs with
+	// the number of completions the wait took, once it has accounted for
+	// them and before it reads the clock that places them in the -D
+	// sample window.
+	sent func(n int)
+	// now, when set, replaces time.Now as the clock of a bandwidth
+	// client's duration run (runBWClientDuration): its start, its sample
+	// window, its end and its status line.
+	now func() time.Time
 }
 
 // defSetupTimeout bounds the first exchanges of a TCP session (versions,

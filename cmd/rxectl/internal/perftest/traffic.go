@@ -209,6 +209,9 @@ func (s *session) runBWClient(ctx context.Context, size int) (report.BW, error) 
 			ccnt[q] = i + 1
 			tcompleted[totccnt-1] = now
 		}
+		if o.hooks.sent != nil {
+			o.hooks.sent(n)
+		}
 	}
 	if totccnt == 0 {
 		return report.BW{Size: uint64(size)}, nil
@@ -385,13 +388,20 @@ func (w *bwWindow) row(size int, to time.Time, gbits bool) report.BW {
 
 // runBWClientDuration is run_iter_bw in duration mode (-D): warm up for
 // the margin, count the completed requests of the sample window, cool
-// down for the margin. With --run_infinitely it prints a row every
-// duration instead and runs until interrupted.
+// down for the margin. As perftest's START_STATE, SAMPLE_STATE,
+// STOP_SAMPLE_STATE and END_STATE (catch_alarm), only the completions
+// taken inside the window count: none of the warm-up's or the
+// cool-down's. With --run_infinitely it prints a row every duration
+// instead and runs until interrupted.
 func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW, error) {
 	o := s.o
+	timeNow := time.Now
+	if o.hooks.now != nil {
+		timeNow = o.hooks.now
+	}
 	p := s.newBWPoster(size)
 	wcs := make([]rxe.WC, 64)
-	start := time.Now()
+	start := timeNow()
 	margin := time.Duration(o.margin) * time.Second
 	dur := time.Duration(o.duration) * time.Second
 	win := bwWindow{start: start.Add(margin), end: start.Add(dur - margin)}
@@ -405,7 +415,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 	cpu := o.newCPUWindow()
 	stopped := false
 	for {
-		now := time.Now()
+		now := timeNow()
 		if err := s.tickWindow(now, &win, cpu, size, status.Clear); err != nil {
 			return report.BW{}, err
 		}
@@ -430,7 +440,10 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 		if err := p.complete(wcs[:n]); err != nil {
 			return report.BW{}, err
 		}
-		if now = time.Now(); !now.Before(win.start) && now.Before(win.end) {
+		if o.hooks.sent != nil {
+			o.hooks.sent(n)
+		}
+		if now = timeNow(); !now.Before(win.start) && now.Before(win.end) {
 			win.counted += uint64(n * o.cqMod) // perftest counts cq_mod per CQE in the sample window
 		}
 		if now.After(nextStatus) {
@@ -442,9 +455,9 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 	cpu.finish() // a run cut short: the window ends now
 	var r report.BW
 	if o.infinitely {
-		r = win.row(size, time.Now(), o.gbits) // interrupted: the partial period's row
+		r = win.row(size, timeNow(), o.gbits) // interrupted: the partial period's row
 	} else {
-		r = win.row(size, earliest(win.end, time.Now()), o.gbits) // cut short when interrupted early
+		r = win.row(size, earliest(win.end, timeNow()), o.gbits) // cut short when interrupted early
 	}
 	return r, cpu.set(&r)
 }
