@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,47 @@ const promptly = stallTimeout
 // (0 without one).
 func twoEnds(t *testing.T, cmd string, args []string, whenRows int, hold time.Duration) (cliOut, srvOut string, cerr, serr error, ended time.Duration) {
 	t.Helper()
+	return interruptedEnds(t, cmd, args, func(ctx context.Context, _ *options, cbuf *syncbuf.Buffer, interrupt func()) {
+		go func() {
+			row := cFormatRE(fmtReport)
+			for ctx.Err() == nil {
+				n := 0
+				for _, l := range strings.Split(cbuf.String(), "\n") {
+					if row.MatchString(l) || strings.HasPrefix(l, " #bytes") {
+						n++
+					}
+				}
+				if n > whenRows { // the table header, then whenRows rows
+					time.Sleep(hold)
+					interrupt()
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	})
+}
+
+// twoEndsFirstSent is twoEnds with the client interrupted as soon as a
+// wait of its bandwidth loop has taken a send completion (hooks.sent):
+// at least one message has then reached the server.
+func twoEndsFirstSent(t *testing.T, cmd string, args []string) (cliOut, srvOut string, cerr, serr error, ended time.Duration) {
+	t.Helper()
+	return interruptedEnds(t, cmd, args, func(_ context.Context, co *options, _ *syncbuf.Buffer, interrupt func()) {
+		co.hooks.sent = func(n int) {
+			if n > 0 {
+				interrupt()
+			}
+		}
+	})
+}
+
+// interruptedEnds runs twoEnds' server and client after arm has been given
+// the client's context, its options, its output and interrupt, which
+// cancels its context (the first call only) and starts the clock of
+// ended.
+func interruptedEnds(t *testing.T, cmd string, args []string, arm func(ctx context.Context, co *options, cbuf *syncbuf.Buffer, interrupt func())) (cliOut, srvOut string, cerr, serr error, ended time.Duration) {
+	t.Helper()
 	pt := findTest(t, cmd)
 	// The interrupt is the subject, not the retries: an ACK timeout that
 	// outlasts a loaded host's stalls (args may set another).
@@ -56,24 +98,13 @@ func twoEnds(t *testing.T, cmd string, args []string, whenRows int, hold time.Du
 	cctx, ccancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer ccancel()
 	interrupted := make(chan time.Time, 1)
-	go func() {
-		row := cFormatRE(fmtReport)
-		for cctx.Err() == nil {
-			n := 0
-			for _, l := range strings.Split(cbuf.String(), "\n") {
-				if row.MatchString(l) || strings.HasPrefix(l, " #bytes") {
-					n++
-				}
-			}
-			if n > whenRows { // the table header, then whenRows rows
-				time.Sleep(hold)
-				interrupted <- time.Now()
-				ccancel()
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	var once sync.Once
+	arm(cctx, co, &cbuf, func() {
+		once.Do(func() {
+			interrupted <- time.Now()
+			ccancel()
+		})
+	})
 	cerr = runClient(cctx, pt, co, &cbuf)
 	serr = <-srvErr
 	select {
@@ -101,7 +132,9 @@ func bwRows(t *testing.T, out string) [][]string {
 // measurement cleanly, as in the other bandwidth tests: it prints the
 // row of what it sent and finishes the exchange, and the server, seeing
 // the client done, prints the row of what arrived. Neither fails, and
-// the server does not wait for the messages never sent.
+// the server does not wait for the messages never sent. The interrupt
+// comes right after the client's first send completion, so both rows
+// count messages however slowly a loaded host starts the traffic.
 func TestSendBWInterrupted(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -112,37 +145,15 @@ func TestSendBWInterrupted(t *testing.T) {
 		{"all sizes", []string{"-a", "-n", "200000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// The interrupt comes 300 ms after the client's table header;
-			// on a loaded machine no message may have completed by then,
-			// and the rows then read 0 iterations (with -a there is no
-			// row at all). That run says nothing about an interrupt
-			// during traffic: it is run again, each
-			// time waiting three times longer, up to 15 s, for as long as
-			// testutil.Bound() allows (under -race with the processors
-			// taken by other processes, no message of -n 5000000 had
-			// completed 5 s after the header in ten tries: the client
-			// first writes a page of every one of its 80 MB of stamps).
-			var cout, sout string
-			begin := time.Now()
-			wait := 300 * time.Millisecond
-			for try := 1; ; try, wait = try+1, min(3*wait, 15*time.Second) {
-				var cerr, serr error
-				var ended time.Duration
-				cout, sout, cerr, serr, ended = twoEnds(t, "send-bw", tc.args, 0, wait)
-				require.NoError(t, cerr, "client:\n%s", cout)
-				require.NoError(t, serr, "server:\n%s", sout)
-				require.Less(t, ended, promptly)
-				moved := true
-				for _, out := range []string{cout, sout} {
-					rows := bwRows(t, out)
-					require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
-					moved = moved && len(rows) > 0 && rows[len(rows)-1][1] != "0"
-				}
-				if moved {
-					break
-				}
-				t.Logf("try %d: no message completed before the interrupt %v after the header; again", try, wait)
-				require.Less(t, time.Since(begin), testutil.Bound(), "no message completed before the interrupt in %d tries:\n%s\n%s", try, cout, sout)
+			cout, sout, cerr, serr, ended := twoEndsFirstSent(t, "send-bw", tc.args)
+			require.NoError(t, cerr, "client:\n%s", cout)
+			require.NoError(t, serr, "server:\n%s", sout)
+			require.Less(t, ended, promptly)
+			for _, out := range []string{cout, sout} {
+				rows := bwRows(t, out)
+				require.NotEmpty(t, rows, out)
+				require.NotEqual(t, "0", rows[len(rows)-1][1], "no message counted:\n%s", out)
+				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
 			}
 			if tc.name == "iterations" {
 				require.Contains(t, sout, " Received ")
