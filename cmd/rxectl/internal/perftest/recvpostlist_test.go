@@ -94,7 +94,7 @@ func TestRecvPostListRun(t *testing.T) {
 		{"-n", "400", "--recv_post_list", "4", "-q", "3", "-r", "8"},
 		{"-n", "400", "--recv_post_list", "10", "-c", "UC", "-s", "1024"},
 		{"-n", "400", "--recv_post_list", "10", "-c", "UD", "-s", "1024"},
-		{"-a", "-n", "16", "--recv_post_list", "16"},
+		{"-a", "-n", "5", "--recv_post_list", "5"}, // -n 5: the fewest, as -a's 8 MiB messages cost
 	} {
 		// Not about retries: loadProof's ACK timeout.
 		out, errs, code := runCmd(t, loadProof(append([]string{"send-bw", "--loopback", "--udp-port", "0", "--json"}, args...)...)...)

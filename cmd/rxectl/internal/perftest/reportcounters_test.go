@@ -72,7 +72,9 @@ func TestReportCountersRun(t *testing.T) {
 	// other up to 1.2 s after its requester built them, with no packet
 	// lost and no local drop, and 8 expiries of the default timeout, each
 	// timed from its retry, ended the run with RETRY_EXC_ERR.
-	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-s", "2", "-n", "100", "-a", "-u", "18",
+	// -n 5, the fewest a latency test takes: -a's largest messages of
+	// 8 MiB make every iteration cost seconds under -race.
+	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-s", "2", "-n", "5", "-a", "-u", "18",
 		"-W", "hw_counters/rdma_sends,hw_counters/rdma_recvs", "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var doc struct {
@@ -81,6 +83,6 @@ func TestReportCountersRun(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 	require.Len(t, doc.Results, 23)
 	for _, r := range doc.Results {
-		require.Equal(t, map[string]uint64{"hw_counters/rdma_sends": 100, "hw_counters/rdma_recvs": 100}, r.Counters, "size %d: this size's, not the run's", r.Size)
+		require.Equal(t, map[string]uint64{"hw_counters/rdma_sends": 5, "hw_counters/rdma_recvs": 5}, r.Counters, "size %d: this size's, not the run's", r.Size)
 	}
 }
