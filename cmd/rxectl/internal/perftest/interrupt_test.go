@@ -134,15 +134,18 @@ func bwRows(t *testing.T, out string) [][]string {
 // the client done, prints the row of what arrived. Neither fails, and
 // the server does not wait for the messages never sent. The interrupt
 // comes right after the client's first send completion, so both rows
-// count messages however slowly a loaded host starts the traffic.
+// count messages however slowly a loaded host starts the traffic, and a
+// client that went on would send all of its -n (and, with -a, its sizes
+// up to 8 MiB) or run its 30 s.
 func TestSendBWInterrupted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
 	}{
-		{"iterations", []string{"-n", "5000000", "-s", "64"}},
+		{"iterations", []string{"-n", "20000", "-s", "64"}},
 		{"duration", []string{"-D", "30", "-f", "0", "-s", "4096"}},
-		{"all sizes", []string{"-a", "-n", "200000"}},
+		{"all sizes", []string{"-a", "-n", "1000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cout, sout, cerr, serr, ended := twoEndsFirstSent(t, "send-bw", tc.args)
@@ -157,7 +160,7 @@ func TestSendBWInterrupted(t *testing.T) {
 			}
 			if tc.name == "iterations" {
 				require.Contains(t, sout, " Received ")
-				require.Contains(t, sout, " of 5000000 messages of 64 bytes: the client stopped sending before the rest arrived\n")
+				require.Contains(t, sout, " of 20000 messages of 64 bytes: the client stopped sending before the rest arrived\n")
 			}
 		})
 	}
@@ -219,22 +222,34 @@ func TestLatInterruptedRDMACM(t *testing.T) {
 // instead of the other end running its iterations to the end alone. With
 // -a it runs none of the sizes left, as the interrupted end. With -D each
 // end runs for its own duration, and the other end finishes its own.
+// Without -a the interrupt comes at the interrupted end's first send
+// completion (twoEndsFirstSent): the other end cannot have sent its
+// million messages by the time that end's exchange message reaches it.
 func TestBidirInterrupted(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cmd  string
 		args []string
-		rows int // the interrupt comes after this many rows
+		rows int // the interrupt comes after this many rows (0: at the first send completion)
 	}{
-		{"send-bw", []string{"-n", "5000000", "-s", "64"}, 0},
-		{"write-bw", []string{"-n", "5000000", "-s", "64"}, 0},
-		{"read-bw", []string{"-n", "5000000", "-s", "64"}, 0},
+		{"send-bw", []string{"-n", "1000000", "-s", "64"}, 0},
+		{"write-bw", []string{"-n", "1000000", "-s", "64"}, 0},
+		{"read-bw", []string{"-n", "1000000", "-s", "64"}, 0},
 		{"write-bw", []string{"-a", "-n", "20000"}, 1},
 		{"send-bw", []string{"-a", "-n", "20000"}, 1},
-		{"write-bw", []string{"-D", "3", "-f", "0"}, 0},
-		{"send-bw", []string{"-D", "3", "-f", "0"}, 0},
+		{"write-bw", []string{"-D", "1", "-f", "0"}, 0},
+		{"send-bw", []string{"-D", "1", "-f", "0"}, 0},
 	} {
 		t.Run(tc.cmd+" "+strings.Join(tc.args, " "), func(t *testing.T) {
-			cout, sout, cerr, serr, ended := twoEnds(t, tc.cmd, append([]string{"-b"}, tc.args...), tc.rows, 100*time.Millisecond)
+			args := append([]string{"-b"}, tc.args...)
+			var cout, sout string
+			var cerr, serr error
+			var ended time.Duration
+			if tc.rows == 0 {
+				cout, sout, cerr, serr, ended = twoEndsFirstSent(t, tc.cmd, args)
+			} else {
+				cout, sout, cerr, serr, ended = twoEnds(t, tc.cmd, args, tc.rows, 100*time.Millisecond)
+			}
 			require.NoError(t, cerr, "client:\n%s", cout)
 			require.NoError(t, serr, "server:\n%s", sout)
 			require.Less(t, ended, promptly)
