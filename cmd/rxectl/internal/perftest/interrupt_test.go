@@ -170,6 +170,7 @@ func TestSendBWInterrupted(t *testing.T) {
 // server prints a row every -D seconds, as the client does, not only the
 // first period's.
 func TestSendBWRunInfinitelyServerRows(t *testing.T) {
+	t.Parallel()
 	cout, sout, cerr, serr, _ := twoEnds(t, "send-bw", []string{"--run_infinitely", "-D", "1", "-s", "4096"}, 2, 100*time.Millisecond)
 	require.NoError(t, cerr, "client:\n%s", cout)
 	require.NoError(t, serr, "server:\n%s", sout)
@@ -281,6 +282,7 @@ func TestBidirInterrupted(t *testing.T) {
 // QPs, sizes of several packets) neither stop early nor say so: the
 // peer's requests took exactly their PSNs when its exchange message came.
 func TestBidirNotStoppedEarly(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cmd  string
 		args []string

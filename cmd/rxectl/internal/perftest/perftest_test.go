@@ -259,7 +259,10 @@ func TestClientServerTCP(t *testing.T) {
 	}
 }
 
+// TestJSONAndAll: --json reports a write-bw -a client's row of every size
+// with its test, role, MTU and unit, and a latency test's row in usec.
 func TestJSONAndAll(t *testing.T) {
+	t.Parallel()
 	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--json", "-m", "1024")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var res struct {

@@ -71,7 +71,12 @@ func fakeLatSession() *session {
 	return s
 }
 
+// TestPlotFiles: plot.Write draws a session's plot data as PNG or SVG by
+// the file's extension, in either case: a latency test's two series, a
+// bandwidth test's in Gb/s with XML's special characters escaped; a file
+// it cannot create is an error.
 func TestPlotFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := fakeLatSession()
 	p := s.plotData()
