@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -115,21 +116,24 @@ func TestOutJSON(t *testing.T) {
 				require.Equal(t, 106.0, doc.TestInfo["TOS"])
 			}},
 	} {
-		args := append([]string{tc.args[0], "--loopback", "--udp-port", "0"}, tc.args[1:]...)
-		doc, raw := readOutJSON(t, args...)
-		require.Equal(t, tc.test, doc.TestInfo["test"], "%v", tc.args)
-		keys := regexp.MustCompile(`(?m)^"([^"]+)":`).FindAllStringSubmatch(raw[regexp.MustCompile(`"results": \{`).FindStringIndex(raw)[1]:], -1)
-		var got []string
-		for _, k := range keys {
-			got = append(got, k[1])
-		}
-		require.Equal(t, tc.keys, got, "%v: the results' keys in perftest's order", tc.args)
-		if tc.size != 0 {
-			require.Equal(t, tc.size, doc.Results["MsgSize"], "%v", tc.args)
-		}
-		if tc.checks != nil {
-			tc.checks(t, doc)
-		}
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{tc.args[0], "--loopback", "--udp-port", "0"}, tc.args[1:]...)
+			doc, raw := readOutJSON(t, args...)
+			require.Equal(t, tc.test, doc.TestInfo["test"], "%v", tc.args)
+			keys := regexp.MustCompile(`(?m)^"([^"]+)":`).FindAllStringSubmatch(raw[regexp.MustCompile(`"results": \{`).FindStringIndex(raw)[1]:], -1)
+			var got []string
+			for _, k := range keys {
+				got = append(got, k[1])
+			}
+			require.Equal(t, tc.keys, got, "%v: the results' keys in perftest's order", tc.args)
+			if tc.size != 0 {
+				require.Equal(t, tc.size, doc.Results["MsgSize"], "%v", tc.args)
+			}
+			if tc.checks != nil {
+				tc.checks(t, doc)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -96,22 +97,25 @@ func TestRecvPostListRun(t *testing.T) {
 		{"-n", "400", "--recv_post_list", "10", "-c", "UD", "-s", "1024"},
 		{"-a", "-n", "5", "--recv_post_list", "5"}, // -n 5: the fewest, as -a's 8 MiB messages cost
 	} {
-		// Not about retries: loadProof's ACK timeout.
-		out, errs, code := runCmd(t, loadProof(append([]string{"send-bw", "--loopback", "--udp-port", "0", "--json"}, args...)...)...)
-		require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
-		var doc struct {
-			RecvPostList int         `json:"recv_post_list"`
-			QPs          int         `json:"qps"`
-			Results      []report.BW `json:"results"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
-		require.Equal(t, args[slices.Index(args, "--recv_post_list")+1], strconv.Itoa(doc.RecvPostList), "%v", args)
-		require.NotEmpty(t, doc.Results)
-		for _, r := range doc.Results {
-			n, err := strconv.Atoi(args[slices.Index(args, "-n")+1])
-			require.NoError(t, err)
-			require.Equal(t, uint64(doc.QPs*n), r.Iters, "%v: every message of size %d", args, r.Size)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			// Not about retries: loadProof's ACK timeout.
+			out, errs, code := runCmd(t, loadProof(append([]string{"send-bw", "--loopback", "--udp-port", "0", "--json"}, args...)...)...)
+			require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
+			var doc struct {
+				RecvPostList int         `json:"recv_post_list"`
+				QPs          int         `json:"qps"`
+				Results      []report.BW `json:"results"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+			require.Equal(t, args[slices.Index(args, "--recv_post_list")+1], strconv.Itoa(doc.RecvPostList), "%v", args)
+			require.NotEmpty(t, doc.Results)
+			for _, r := range doc.Results {
+				n, err := strconv.Atoi(args[slices.Index(args, "-n")+1])
+				require.NoError(t, err)
+				require.Equal(t, uint64(doc.QPs*n), r.Iters, "%v: every message of size %d", args, r.Size)
+			}
+		})
 	}
 	out, errs, code := runCmd(t, loadProof("send-bw", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--recv_post_list", "32")...)
 	require.Equal(t, cli.ExitOK, code, errs)
