@@ -18,10 +18,11 @@ import (
 // send CQs (hooks.sent), so which completions fall in which phase does
 // not depend on how fast the host runs.
 func TestBWDurationCountsSampleWindow(t *testing.T) {
+	t.Parallel()
 	const (
 		cqMod = 4
 		size  = 64
-		step  = 10 * time.Millisecond
+		step  = 50 * time.Millisecond // 20 waits in each margin, 40 in the window
 	)
 	// -D 4: a margin of 1 s, the window from 1 s to 3 s.
 	args := loadProof("write-bw", "-D", "4", "-Q", "4", "-s", "64")
