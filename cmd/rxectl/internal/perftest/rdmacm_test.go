@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,10 +96,11 @@ func runCMEndsWith(t *testing.T, srvCmd, cliCmd string, srvArgs, cliArgs []strin
 
 // cmEndsInterrupted runs an -R server and client of cmd with args in this
 // process (RoCE between 127.0.0.1 and 127.0.0.2), interrupts the client
-// 300 ms after its table header (as the first Ctrl-C), and returns both
-// outputs (stdout and stderr) and errors, and how long both took to end
-// after the interrupt (0 without one). Each end gets at most
-// testutil.Bound().
+// (as the first Ctrl-C) and returns both outputs (stdout and stderr) and
+// errors, and how long both took to end after the interrupt (0 without
+// one). A bandwidth client is interrupted at its first send completion
+// (hooks.sent), a latency client 300 ms after its table header. Each end
+// gets at most testutil.Bound().
 func cmEndsInterrupted(t *testing.T, cmd string, args ...string) (srvOut, cliOut string, srvErr, cliErr error, ended time.Duration) {
 	t.Helper()
 	pt := findTest(t, cmd)
@@ -116,17 +118,31 @@ func cmEndsInterrupted(t *testing.T, cmd string, args ...string) (srvOut, cliOut
 	cctx, ccancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer ccancel()
 	interrupted := make(chan time.Time, 1)
-	go func() {
-		for cctx.Err() == nil && !strings.Contains(cb.String(), " #bytes") {
-			time.Sleep(10 * time.Millisecond)
+	var once sync.Once
+	interrupt := func() {
+		once.Do(func() {
+			interrupted <- time.Now()
+			ccancel()
+		})
+	}
+	if !pt.lat {
+		co.hooks.sent = func(n int) {
+			if n > 0 {
+				interrupt()
+			}
 		}
-		if cctx.Err() != nil {
-			return
-		}
-		time.Sleep(300 * time.Millisecond)
-		interrupted <- time.Now()
-		ccancel()
-	}()
+	} else {
+		go func() {
+			for cctx.Err() == nil && !strings.Contains(cb.String(), " #bytes") {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if cctx.Err() != nil {
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+			interrupt()
+		}()
+	}
 	ready := make(chan uint16, 1)
 	done := make(chan error, 1)
 	go func() { done <- runCMReady(sctx, pt, so, false, &sb, ready) }()
