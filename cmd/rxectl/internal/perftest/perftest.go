@@ -222,8 +222,9 @@ type hooks struct {
 	// sample window.
 	sent func(n int)
 	// now, when set, replaces time.Now as the clock of a bandwidth
-	// client's duration run (runBWClientDuration): its start, its sample
-	// window, its end and its status line.
+	// client's duration run (runBWClientDuration: its start, its sample
+	// window, its end and its status line) and of send-bw's server in
+	// iterations mode (receiveBW: its first and last receives).
 	now func() time.Time
 }
 

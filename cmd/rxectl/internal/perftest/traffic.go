@@ -45,10 +45,27 @@ const defRetryCount = 7
 const stallTimeout = 60 * time.Second
 
 // clock returns monotonic nanoseconds since its creation.
-type clock struct{ t0 time.Time }
+type clock struct {
+	t0   time.Time
+	time func() time.Time // hooks.now (nil: time.Now)
+}
 
-func newClock() clock      { return clock{time.Now()} }
-func (c clock) now() int64 { return int64(time.Since(c.t0)) }
+func newClock() clock { return clock{t0: time.Now()} }
+
+func (c clock) now() int64 {
+	if c.time != nil {
+		return int64(c.time().Sub(c.t0))
+	}
+	return int64(time.Since(c.t0))
+}
+
+// hookedClock is a new clock on hooks.now when it is set.
+func (o *options) hookedClock() clock {
+	if o.hooks.now == nil {
+		return newClock()
+	}
+	return clock{t0: o.hooks.now(), time: o.hooks.now}
+}
 
 // stamps returns n timestamps with every page of them written once. A
 // large allocation's pages are faulted in by their first write, and
@@ -545,7 +562,7 @@ func (s *session) receiveBW(ctx, spoke context.Context, size int) (report.BW, er
 	posted := make([]int, nq) // receives available for this size's messages
 	copy(posted, s.rposted)
 	wcs := make([]rxe.WC, 64)
-	clk := newClock()
+	clk := o.hookedClock()
 	var first, last int64
 	rcnt := 0
 	done := false // the client has stopped sending
