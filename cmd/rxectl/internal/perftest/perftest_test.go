@@ -263,7 +263,9 @@ func TestClientServerTCP(t *testing.T) {
 // with its test, role, MTU and unit, and a latency test's row in usec.
 func TestJSONAndAll(t *testing.T) {
 	t.Parallel()
-	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--json", "-m", "1024")
+	// Not about retries: loadProof's ACK timeout, which a host loaded by
+	// the other parallel tests needs.
+	out, errs, code := runCmd(t, loadProof("write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--json", "-m", "1024")...)
 	require.Equal(t, cli.ExitOK, code, errs)
 	var res struct {
 		Test    string      `json:"test"`
@@ -284,7 +286,7 @@ func TestJSONAndAll(t *testing.T) {
 		require.Positive(t, r.Avg)
 	}
 
-	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-n", "10", "--json")
+	out, errs, code = runCmd(t, loadProof("send-lat", "--loopback", "--udp-port", "0", "-n", "10", "--json")...)
 	require.Equal(t, cli.ExitOK, code, errs)
 	var lat struct {
 		Unit    string       `json:"unit"`

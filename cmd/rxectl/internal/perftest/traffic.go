@@ -44,7 +44,8 @@ const defRetryCount = 7
 // before giving up (perftest's send-bw server gives up after 60 s too).
 const stallTimeout = 60 * time.Second
 
-// clock returns monotonic nanoseconds since its creation.
+// clock returns monotonic nanoseconds since its creation, on time.Now or
+// on hooks.now (hookedClock).
 type clock struct {
 	t0   time.Time
 	time func() time.Time // hooks.now (nil: time.Now)
