@@ -400,21 +400,34 @@ func (l *CMListener) Counters() CMListenerCounters {
 // ErrClosed.
 func (l *CMListener) Close() error {
 	g := l.d.gsiOf()
+	return closeListener(g, l.closed, l.reqs, func() {
+		g.agent.Unlisten(l.service)
+		delete(g.listeners, l.service)
+	}, func(e cm.Event) {
+		delete(g.backlog, e.ID)
+		_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
+	})
+}
+
+// closeListener closes a CMListener or UDListener under g's lock: it
+// returns ErrClosed if closed is closed already, else closes it, calls
+// unlisten to stop new requests from coming, calls answer for each
+// request left in reqs, and steps g's agent so that the answers go out
+// (when g's lock is released).
+func closeListener[T any](g *gsi, closed chan struct{}, reqs <-chan T, unlisten func(), answer func(T)) error {
 	g.mu.Lock()
 	defer g.unlock()
 	select {
-	case <-l.closed:
+	case <-closed:
 		return ErrClosed
 	default:
 	}
-	close(l.closed)
-	g.agent.Unlisten(l.service)
-	delete(g.listeners, l.service)
+	close(closed)
+	unlisten()
 	for {
 		select {
-		case e := <-l.reqs:
-			delete(g.backlog, e.ID)
-			_ = g.agent.Reject(e.ID, packet.RejInvalidServiceID, nil) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
+		case q := <-reqs:
+			answer(q)
 		default:
 			g.step(time.Now())
 			return nil

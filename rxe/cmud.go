@@ -405,23 +405,10 @@ func (r *UDRequest) answer(rep *packet.SIDRREP, privateData []byte) error {
 // cm_sidr_req_handler finds none for later ones (IB_SIDR_UNSUPPORTED).
 func (l *UDListener) Close() error {
 	g := l.d.gsiOf()
-	g.mu.Lock()
-	defer g.unlock()
-	select {
-	case <-l.closed:
-		return ErrClosed
-	default:
-	}
-	close(l.closed)
-	g.agent.UnlistenSIDR(l.service)
-	delete(g.udListeners, l.service)
-	for {
-		select {
-		case q := <-l.reqs:
-			_ = g.agent.AnswerSIDR(q.id, &packet.SIDRREP{Status: packet.SIDRRejected}) // ErrUnknownID: gone with a Shutdown
-		default:
-			g.step(time.Now())
-			return nil
-		}
-	}
+	return closeListener(g, l.closed, l.reqs, func() {
+		g.agent.UnlistenSIDR(l.service)
+		delete(g.udListeners, l.service)
+	}, func(q udQueued) {
+		_ = g.agent.AnswerSIDR(q.id, &packet.SIDRREP{Status: packet.SIDRRejected}) // ErrUnknownID: gone with a Shutdown
+	})
 }
