@@ -3,7 +3,6 @@ package rxe
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,19 +174,14 @@ func TestListenBacklogFullDrops(t *testing.T) {
 // (cm_destroy_id does not reject on -ENOMEM), rather than failing with a
 // REJ. The backlog is made 1 here.
 func TestDialWaitsOutFullBacklog(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	s := listenCM(t, 38, CMOptions{})
+	da, db, client, l, addr := s.da, s.db, s.client, s.l, s.addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	const port = 38
-	l, err := db.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
 	g := db.gsiOf()
 	g.mu.Lock()
 	l.reqs = make(chan cm.Event, 1)
 	g.mu.Unlock()
-	addr := fmt.Sprintf("%v:%d", db.Addr().Addr(), port)
 
 	first := async(func() (*CMConn, error) { return Dial(ctx, da, addr, CMOptions{PD: client.pd, SendCQ: client.cq}) })
 	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the first fills the backlog")

@@ -115,20 +115,7 @@ func cmPair(ctx context.Context, t *testing.T, da, db *Device, port uint16) (cc,
 // as they come in the REQ).
 func cmPairWith(ctx context.Context, t *testing.T, da, db *Device, port uint16, opts CMOptions) (cc, sc *CMConn) {
 	t.Helper()
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
-	l, err := db.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	acc := make(chan *CMConn, 1)
-	go func() {
-		c, _ := l.Accept(ctx)
-		acc <- c
-	}()
-	cc, err = Dial(ctx, da, fmt.Sprintf("%v:%d", db.Addr().Addr(), port), CMOptions{PD: client.pd, SendCQ: client.cq,
-		CMResponseTimeout: opts.CMResponseTimeout, MaxCMRetries: opts.MaxCMRetries})
-	require.NoError(t, err)
-	sc = <-acc
-	require.NotNil(t, sc)
-	return cc, sc
+	return listenOn(t, da, db, port, CMOptions{}).connect(ctx, t, CMOptions{CMResponseTimeout: opts.CMResponseTimeout, MaxCMRetries: opts.MaxCMRetries})
 }
 
 // unansweredDisconnect mutes the peer behind mb (its DREP never comes),

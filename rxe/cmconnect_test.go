@@ -69,6 +69,52 @@ func newCMEnd(t *testing.T, d *Device) *cmEnd {
 	return &cmEnd{pd, cq, mr, buf}
 }
 
+// cmListening is a listener on one device, with a cmEnd on it that serves
+// the accepted QPs and one on a second device that dials.
+type cmListening struct {
+	da, db         *Device
+	client, server *cmEnd
+	l              *CMListener
+}
+
+// listenCM opens the two devices of cmDevices(t, "pipe") and listens on
+// the second's port with listen's options (listenOn).
+func listenCM(t *testing.T, port uint16, listen CMOptions) *cmListening {
+	t.Helper()
+	da, db := cmDevices(t, "pipe")
+	return listenOn(t, da, db, port, listen)
+}
+
+// listenOn makes a cmEnd on da and on db and listens on db's port with
+// listen's options, its PD and SendCQ db's end's; the listener is closed
+// at the test's end.
+func listenOn(t *testing.T, da, db *Device, port uint16, listen CMOptions) *cmListening {
+	t.Helper()
+	s := &cmListening{da: da, db: db, client: newCMEnd(t, da), server: newCMEnd(t, db)}
+	listen.PD, listen.SendCQ = s.server.pd, s.server.cq
+	l, err := db.ListenCM(port, listen)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() }) // ErrClosed when the test closed it
+	s.l = l
+	return s
+}
+
+// addr is the listener's address as Dial takes it.
+func (s *cmListening) addr() string { return s.l.Addr().String() }
+
+// connect dials the listener from da with dial's options (its PD and
+// SendCQ the client end's) while an Accept waits, requires both to
+// succeed before ctx ends, and returns the dialing and the accepted
+// connection.
+func (s *cmListening) connect(ctx context.Context, t *testing.T, dial CMOptions) (cc, sc *CMConn) {
+	t.Helper()
+	acc := async(func() (*CMConn, error) { return s.l.Accept(ctx) })
+	dial.PD, dial.SendCQ = s.client.pd, s.client.cq
+	cc, err := Dial(ctx, s.da, s.addr(), dial)
+	require.NoError(t, err)
+	return cc, awaitConn(ctx, t, acc, "Accept")
+}
+
 func TestDialAccept(t *testing.T) {
 	for _, kind := range []string{"pipe", "udp"} {
 		t.Run(kind, func(t *testing.T) {

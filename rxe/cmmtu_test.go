@@ -16,24 +16,16 @@ import (
 // The listener's CMOptions.MTU used to cap it: a 4 KiB SEND from a Dial at
 // 4096 to a listener at 1024 failed after both ends reported success.
 func TestAcceptTakesREQPathMTU(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	s := listenCM(t, 7471, CMOptions{MTU: MTU1024})
+	client, server := s.client, s.server
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := db.ListenCM(7471, CMOptions{PD: server.pd, SendCQ: server.cq, MTU: MTU1024})
-	require.NoError(t, err)
-	defer l.Close()
-	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
-	cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7471", CMOptions{PD: client.pd, SendCQ: client.cq, MTU: MTU4096})
-	require.NoError(t, err)
-	r := <-acc
-	require.NoError(t, r.err)
-	sc := r.c
+	cc, sc := s.connect(ctx, t, CMOptions{MTU: MTU4096})
 	require.Equal(t, MTU4096, cc.Local.MTU)
 	require.Equal(t, MTU4096, sc.Local.MTU, "the REQ's path MTU")
 	require.Equal(t, MTU4096, sc.Remote.MTU)
 
-	_, err = sc.QP.PostRecv(RecvWR{ID: 1, SGList: []SGE{{Addr: server.mr.Addr(), Length: 4096, LKey: server.mr.LKey()}}})
+	_, err := sc.QP.PostRecv(RecvWR{ID: 1, SGList: []SGE{{Addr: server.mr.Addr(), Length: 4096, LKey: server.mr.LKey()}}})
 	require.NoError(t, err)
 	_, err = cc.QP.PostSend(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{{Addr: client.mr.Addr(), Length: 4096, LKey: client.mr.LKey()}}})
 	require.NoError(t, err)

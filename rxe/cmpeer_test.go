@@ -71,26 +71,15 @@ func TestCMOptionsOutOfRange(t *testing.T) {
 func TestCMOptionsExplicitZero(t *testing.T) {
 	for _, explicit := range []bool{false, true} {
 		t.Run(fmt.Sprint("explicit=", explicit), func(t *testing.T) {
-			da, db := cmDevices(t, "pipe")
-			client, server := newCMEnd(t, da), newCMEnd(t, db)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var mask QPAttrMask
 			if explicit {
 				mask = QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry
 			}
-			l, err := db.ListenCM(31, CMOptions{PD: server.pd, SendCQ: server.cq, Explicit: mask})
-			require.NoError(t, err)
-			acc := make(chan *CMConn, 1)
-			go func() {
-				c, _ := l.Accept(ctx)
-				acc <- c
-			}()
-			o := CMOptions{PD: client.pd, SendCQ: client.cq, Explicit: mask}
-			cc, err := Dial(ctx, da, fmt.Sprintf("%v:%d", db.Addr().Addr(), 31), o)
-			require.NoError(t, err)
-			sc := <-acc
-			require.NotNil(t, sc)
+			s := listenCM(t, 31, CMOptions{Explicit: mask})
+			client, server := s.client, s.server
+			cc, sc := s.connect(ctx, t, CMOptions{Explicit: mask})
 			timeout, retry := uint8(14), uint8(7)
 			if explicit {
 				timeout, retry = 0, 0
@@ -103,7 +92,7 @@ func TestCMOptionsExplicitZero(t *testing.T) {
 			require.Equal(t, retry, sa.RetryCnt, "the accepted QP's retry count, from the REQ")
 			require.Equal(t, retry, sa.RNRRetry, "the accepted QP's RNR retry count, from the REQ")
 			// The connection works with them: a WRITE completes.
-			_, err = cc.QP.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: server.mr.Addr(), RKey: server.mr.RKey(),
+			_, err := cc.QP.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: server.mr.Addr(), RKey: server.mr.RKey(),
 				SGList: []SGE{{Addr: client.mr.Addr(), Length: 64, LKey: client.mr.LKey()}}})
 			require.NoError(t, err)
 			wc := waitWC(t, client.cq)
@@ -154,14 +143,11 @@ func sendMAD(t *testing.T, from, to *Device, tid uint64, m packet.CMMessage) {
 // missing IP header, which ends an accept loop, and for a UC REQ an RC QP
 // and a REP, then a wait for an RTU that the RC-less peer would not send.
 func TestAcceptSkipsMalformedREQ(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	const port = 29
+	s := listenCM(t, port, CMOptions{})
+	da, db, client, l := s.da, s.db, s.client, s.l
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	const port = 29
-	l, err := db.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
 
 	ip := make([]byte, packet.CMIPHeaderSize)
 	(&packet.CMIPHeader{SrcPort: 40000, Src: da.addr, Dst: db.addr}).Encode(ip)

@@ -2,7 +2,6 @@ package rxe
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -18,20 +17,11 @@ import (
 // responder answers it (check_resource): the READ completes with
 // REM_INV_REQ_ERR and the accepting QP goes to ERR.
 func TestCMReadWithoutResponderResources(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	s := listenCM(t, 38, CMOptions{})
+	client, server := s.client, s.server
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := db.ListenCM(38, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
-	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
-	cc, err := Dial(ctx, da, fmt.Sprintf("%v:38", db.Addr().Addr()), CMOptions{PD: client.pd, SendCQ: client.cq,
-		InitiatorDepth: 0, Explicit: QPAttrMaxQPRdAtomic})
-	require.NoError(t, err)
-	r := <-acc
-	require.NoError(t, r.err)
-	sc := r.c
+	cc, sc := s.connect(ctx, t, CMOptions{InitiatorDepth: 0, Explicit: QPAttrMaxQPRdAtomic})
 	require.Zero(t, sc.QP.Query().MaxDestRdAtomic, "the accepted QP's responder resources")
 	require.Equal(t, 16, sc.QP.Query().MaxRdAtomic)
 	require.Zero(t, cc.QP.Query().MaxRdAtomic, "the dialer's max_rd_atomic")
@@ -39,7 +29,7 @@ func TestCMReadWithoutResponderResources(t *testing.T) {
 
 	read := SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled, SGList: []SGE{client.mr.SGE(0, 64)},
 		RemoteAddr: server.mr.Addr(), RKey: server.mr.RKey()}
-	_, err = cc.QP.PostSend(read)
+	_, err := cc.QP.PostSend(read)
 	require.ErrorIs(t, err, ErrInvalidArgument, "a READ with max_rd_atomic 0")
 
 	toSQD(t, cc.QP)
@@ -50,5 +40,5 @@ func TestCMReadWithoutResponderResources(t *testing.T) {
 	require.Equal(t, []wcBrief{{1, WCRemInvReqErr, WCRDMARead}}, briefs(waitWCs(t, client.cq, 1)))
 	require.Eventually(t, func() bool { return sc.QP.State() == QPSErr }, 5*time.Second, time.Millisecond,
 		"the accepting QP after the NAK")
-	waitEvent(t, db, EventQPReqErr)
+	waitEvent(t, s.db, EventQPReqErr)
 }
