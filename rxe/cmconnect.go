@@ -122,13 +122,20 @@ func reqLocalACKTimeout(caAckDelay, timeout uint8) uint8 {
 	return uint8(min(t, 31))
 }
 
+// localCMAddr is the address a Dial or a SIDR resolution sends from: the
+// device's, with the RDMA CM port port, or with one of Linux's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768 to 60999) when port is 0, as
+// rdma_cm binds an unbound id (cma_alloc_any_port).
+func localCMAddr(d *Device, port uint16) netip.AddrPort {
+	if port == 0 {
+		port = uint16(32768 + rand.N(28232))
+	}
+	return netip.AddrPortFrom(d.addr, port)
+}
+
 // dialQP runs the active side's exchange for a QP in INIT.
 func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOptions) (*CMConn, error) {
-	lport := o.LocalPort
-	if lport == 0 {
-		lport = uint16(32768 + rand.N(28232)) // Linux's ephemeral range
-	}
-	from := netip.AddrPortFrom(d.addr, lport)
+	from := localCMAddr(d, o.LocalPort)
 	psn := rand.Uint32() & packet.PSNMask
 	req := buildREQ(d, qp, from, to, psn, o)
 	g := d.gsiOf()

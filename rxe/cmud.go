@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -144,11 +143,7 @@ func DialUD(ctx context.Context, d *Device, addr string, opts UDOptions) (*UDPee
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	lport := opts.LocalPort
-	if lport == 0 {
-		lport = uint16(32768 + rand.N(28232)) // Linux's ephemeral range
-	}
-	from := netip.AddrPortFrom(d.addr, lport)
+	from := localCMAddr(d, opts.LocalPort)
 	req := buildSIDRREQ(from, to, opts.PrivateData)
 	g := d.gsiOf()
 	g.mu.Lock()
