@@ -483,3 +483,41 @@ func TestListenUDDestination(t *testing.T) {
 	require.Equal(t, netip.AddrPortFrom(p.addr(), 40000), r.Remote)
 	require.NoError(t, r.Reject(nil))
 }
+
+// TestListenUDBacklogFull: a SIDR_REQ that finds the listener's backlog
+// full is refused with status 2 (rejected) in its transaction, as kernel
+// rdma_cm refuses one beyond the rdma_listen backlog: its handler fails
+// (ucma_connect_event_handler's -ENOMEM) and cm_destroy_id answers the
+// SIDR_REQ received with IB_SIDR_REJECT, the -ENOMEM exception that drops a
+// REQ unanswered being for REQs only. The request queued stays for
+// Accept. The backlog is made 1 here.
+func TestListenUDBacklogFull(t *testing.T) {
+	d, p := newRawCM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := d.ListenUD(18515)
+	require.NoError(t, err)
+	defer l.Close()
+	g := d.gsiOf()
+	g.mu.Lock()
+	l.reqs = make(chan udQueued, 1)
+	g.mu.Unlock()
+	for i := range 2 {
+		r := &packet.SIDRREQ{RequestID: uint32(0x200 + i), PKey: packet.DefaultPKey, ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoUDP, 18515)}
+		(&packet.CMIPHeader{SrcPort: uint16(40000 + i), Src: p.addr(), Dst: d.Addr().Addr()}).Encode(r.PrivateData[:])
+		p.send(uint64(0x0000000b00000000)|uint64(i), r)
+	}
+	var rep packet.SIDRREP
+	require.Equal(t, uint64(0x0000000b00000001), p.recv(packet.AttrSIDRREP, &rep), "the second's transaction")
+	require.Equal(t, uint32(0x201), rep.RequestID)
+	require.Equal(t, uint8(packet.SIDRRejected), rep.Status)
+	require.Equal(t, 1, cmAgentLen(d), "the first waits for Accept")
+
+	r, err := l.Accept(ctx)
+	require.NoError(t, err)
+	require.Equal(t, netip.AddrPortFrom(p.addr(), 40000), r.Remote)
+	require.NoError(t, r.Reject(nil))
+	require.Equal(t, uint64(0x0000000b00000000), p.recv(packet.AttrSIDRREP, &rep))
+	require.Equal(t, uint32(0x200), rep.RequestID)
+	require.Zero(t, cmAgentLen(d))
+}
