@@ -37,7 +37,10 @@ func (a *Agent) Connect(now time.Time, peer netip.Addr, req *packet.REQ) (ID, er
 }
 
 // recvREP handles a REP (IBA 12.9.5.1): the answer to our REQ, or a
-// duplicate of it after our RTU was lost.
+// duplicate of it, which the passive side resends while our RTU has not
+// reached it. A duplicate is answered as kernel cm_dup_rep_handler
+// answers it: with an MRA while the consumer has not confirmed the REP,
+// with the RTU again once established, otherwise not at all.
 func (a *Agent) recvREP(now time.Time, from netip.Addr, tid uint64, msg []byte) {
 	var rep packet.REP
 	_ = rep.Decode(msg) // cannot fail: Receive passes a whole CMDataSize message area
@@ -80,7 +83,19 @@ func (a *Agent) recvREP(now time.Time, from netip.Addr, tid uint64, msg []byte) 
 		a.send(c.peer, c.tid, &c.rtu)
 		a.ctr.Duplicates++
 	case StateREPRcvd:
-		a.ctr.Duplicates++ // the consumer is about to answer
+		if rep.LocalCommID != c.rep.LocalCommID {
+			a.ctr.Dropped++
+			return
+		}
+		// The consumer has not confirmed the REP yet: ask the passive
+		// side for patience, as kernel ib_cm does for rdma_cm, whose
+		// handler of a REP received (cma_ib_handler) asks for a delayed
+		// MRA (ib_prepare_cm_mra since 2025, before it ib_send_cm_mra
+		// with IB_CM_MRA_FLAG_DELAY), so that cm_dup_rep_handler sends
+		// one in MRA REP sent, only when the REP is repeated.
+		a.send(c.peer, c.tid, &packet.MRA{LocalCommID: uint32(c.id), RemoteCommID: c.rep.LocalCommID,
+			MessageMRAed: packet.MsgREP, ServiceTimeout: a.cfg.ServiceTimeout})
+		a.ctr.Duplicates++
 	default:
 		a.ctr.Dropped++
 	}

@@ -147,7 +147,9 @@ func TestAgentTable(t *testing.T) {
 				require.NoError(w.t, w.client.Disconnect(w.now, id, nil))
 				w.pump()
 			},
-			log: []string{"client REQ (twice)", "server MRA (twice)", "server REP (twice)", "client RTU (twice)",
+			// Each side's consumer answers after the repeat came: the
+			// repeated REQ gets an MRA, and so does the repeated REP.
+			log: []string{"client REQ (twice)", "server MRA (twice)", "server REP (twice)", "client MRA (twice)", "client RTU (twice)",
 				"client DREQ (twice)", "server DREP (twice)", "server DREP (twice)"},
 			client: []EventKind{EventREP, EventDisconnected}, server: []EventKind{EventREQ, EventEstablished, EventDisconnect},
 			after: states{StateTimeWait, StateTimeWait},
