@@ -521,3 +521,24 @@ func TestListenUDBacklogFull(t *testing.T) {
 	require.Equal(t, uint32(0x200), rep.RequestID)
 	require.Zero(t, cmAgentLen(d))
 }
+
+// TestListenUDWithoutIPHeader: a SIDR_REQ for a ListenUD port whose
+// private data does not begin with a valid RDMA CM IP header (here all
+// zeros: IP version 0) is refused with status 2 (rejected) and never
+// reaches Accept, as kernel rdma_cm refuses it before its consumer sees
+// it (cma_save_ip_info or cma_match_private_data fails, and cm_destroy_id
+// answers the SIDR_REQ received with IB_SIDR_REJECT), not with status 1:
+// the port is served.
+func TestListenUDWithoutIPHeader(t *testing.T) {
+	d, p := newRawCM(t)
+	l, err := d.ListenUD(18515)
+	require.NoError(t, err)
+	defer l.Close()
+	req := &packet.SIDRREQ{RequestID: 0x300, PKey: packet.DefaultPKey, ServiceID: packet.RDMACMServiceID(packet.RDMACMProtoUDP, 18515)}
+	p.send(0x0000000c00000000, req)
+	var rep packet.SIDRREP
+	require.Equal(t, uint64(0x0000000c00000000), p.recv(packet.AttrSIDRREP, &rep))
+	require.Equal(t, packet.SIDRREP{RequestID: req.RequestID, Status: packet.SIDRRejected, ServiceID: req.ServiceID}, rep)
+	require.Zero(t, len(l.reqs), "nothing for Accept")
+	require.Zero(t, cmAgentLen(d))
+}
