@@ -259,6 +259,11 @@ func TestAcceptFuncEnds(t *testing.T) {
 		})
 		require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the request is queued")
 		require.NoError(t, l.Close())
+		g := db.gsiOf()
+		g.mu.Lock()
+		indexed := len(g.backlog)
+		g.mu.Unlock()
+		require.Zero(t, indexed, "the rejected request leaves the backlog's index")
 		var rej *RejectError
 		require.ErrorAs(t, (<-dial).err, &rej)
 		require.Equal(t, packet.RejInvalidServiceID, rej.Reason)
