@@ -475,11 +475,7 @@ func TestAbortEstablished(t *testing.T) {
 // cm_acquire_rejected_id looks up by that GUID and so never finds: the
 // kernel's passive side kept resending its REP.
 func TestAbortREPReceived(t *testing.T) {
-	w := newWire(t)
-	w.autoREP = false
-	cid := w.connect()
-	sid := w.serverID()
-	require.Equal(t, StateREPRcvd, w.client.State(cid))
+	w, cid, sid := repReceived(t)
 	require.NoError(t, w.client.Abort(w.now, cid))
 	require.Zero(t, w.client.Len())
 	o, rej := pollREJ(t, w.client)

@@ -17,11 +17,7 @@ import (
 // again; and a REP that names another connection of the peer's, not at
 // all. The MRA stretches the passive side's wait for the RTU.
 func TestDuplicateREP(t *testing.T) {
-	w := newWire(t)
-	w.autoREP = false
-	cid := w.connect()
-	sid := w.serverID()
-	require.Equal(t, StateREPRcvd, w.client.State(cid))
+	w, cid, sid := repReceived(t)
 	rep := *w.events["client"][0].REP
 	dup := func(r *packet.REP) { w.client.Receive(w.now, serverAddr, cmMAD(0x99, r)) }
 

@@ -269,3 +269,16 @@ func pollREJ(t *testing.T, a *Agent) (Out, packet.REJ) {
 	require.NoError(t, rej.Decode(msg))
 	return o, rej
 }
+
+// repReceived connects a wire's client to its server, the client's
+// consumer not confirming the REP: the client is left in REP received,
+// the server in REP sent. It returns the wire and both connections' IDs.
+func repReceived(t *testing.T) (w *wire, cid, sid ID) {
+	t.Helper()
+	w = newWire(t)
+	w.autoREP = false
+	cid = w.connect()
+	sid = w.serverID()
+	require.Equal(t, StateREPRcvd, w.client.State(cid))
+	return w, cid, sid
+}
