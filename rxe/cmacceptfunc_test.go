@@ -205,11 +205,8 @@ func TestAcceptFuncEnds(t *testing.T) {
 		require.ErrorIs(t, r.err, ErrClosed)
 	})
 	t.Run("ctx ends while choose runs", func(t *testing.T) {
-		da, db := cmDevices(t, "pipe")
-		client, server := newCMEnd(t, da), newCMEnd(t, db)
-		l, err := db.ListenCM(7504, CMOptions{PD: server.pd, SendCQ: server.cq})
-		require.NoError(t, err)
-		defer l.Close()
+		s := listenCM(t, 7504, CMOptions{})
+		da, client, server, l := s.da, s.client, s.server, s.l
 		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer dcancel()
 		actx, acancel := context.WithCancel(dctx)
@@ -219,7 +216,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 				return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
 			})
 		})
-		_, err = Dial(dctx, da, db.Addr().Addr().String()+":7504", CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := Dial(dctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
 		var rej *RejectError
 		require.ErrorAs(t, err, &rej)
 		require.Equal(t, packet.RejConsumerReject, rej.Reason)
@@ -227,10 +224,8 @@ func TestAcceptFuncEnds(t *testing.T) {
 		require.Equal(t, CMListenerCounters{Abandoned: 1}, l.Counters())
 	})
 	t.Run("listener closes while choose runs", func(t *testing.T) {
-		da, db := cmDevices(t, "pipe")
-		client, server := newCMEnd(t, da), newCMEnd(t, db)
-		l, err := db.ListenCM(7505, CMOptions{PD: server.pd, SendCQ: server.cq})
-		require.NoError(t, err)
+		s := listenCM(t, 7505, CMOptions{})
+		da, client, server, l := s.da, s.client, s.server, s.l
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var closeErr error
@@ -240,7 +235,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 				return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
 			})
 		})
-		_, err = Dial(ctx, da, db.Addr().Addr().String()+":7505", CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
 		require.NoError(t, err, "the request being answered is accepted")
 		require.NoError(t, (<-res).err)
 		require.NoError(t, closeErr)
@@ -248,14 +243,12 @@ func TestAcceptFuncEnds(t *testing.T) {
 		require.ErrorIs(t, err, ErrClosed)
 	})
 	t.Run("listener closes with a request queued", func(t *testing.T) {
-		da, db := cmDevices(t, "pipe")
-		client, server := newCMEnd(t, da), newCMEnd(t, db)
-		l, err := db.ListenCM(7506, CMOptions{PD: server.pd, SendCQ: server.cq})
-		require.NoError(t, err)
+		s := listenCM(t, 7506, CMOptions{})
+		da, db, client, l := s.da, s.db, s.client, s.l
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		dial := async(func() (*CMConn, error) {
-			return Dial(ctx, da, db.Addr().Addr().String()+":7506", CMOptions{PD: client.pd, SendCQ: client.cq})
+			return Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
 		})
 		require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the request is queued")
 		require.NoError(t, l.Close())
@@ -267,7 +260,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 		var rej *RejectError
 		require.ErrorAs(t, (<-dial).err, &rej)
 		require.Equal(t, packet.RejInvalidServiceID, rej.Reason)
-		_, err = l.AcceptFunc(ctx, never)
+		_, err := l.AcceptFunc(ctx, never)
 		require.ErrorIs(t, err, ErrClosed)
 	})
 	t.Run("no choose function", func(t *testing.T) {

@@ -15,15 +15,12 @@ import (
 // queued request, which the next call with a live context connects (the
 // peer's Dial succeeds instead of getting a REJ).
 func TestAcceptWithEndedContextLeavesRequestQueued(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
-	l, err := db.ListenCM(7495, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
+	s := listenCM(t, 7495, CMOptions{})
+	da, client, server, l := s.da, s.client, s.server, s.l
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dialed := async(func() (*CMConn, error) {
-		return Dial(ctx, da, db.Addr().Addr().String()+":7495", CMOptions{PD: client.pd, SendCQ: client.cq})
+		return Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
 	})
 	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 10*time.Second, time.Millisecond, "the request is queued")
 	ended, end := context.WithCancel(context.Background())
@@ -47,14 +44,11 @@ func TestAcceptWithEndedContextLeavesRequestQueued(t *testing.T) {
 // ended returns its error before a REQ goes out: the peer sees neither a
 // REQ nor the REJ withdrawing it.
 func TestDialWithEndedContextSendsNothing(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
-	l, err := db.ListenCM(7496, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
+	s := listenCM(t, 7496, CMOptions{})
+	da, client := s.da, s.client
 	ended, end := context.WithCancel(context.Background())
 	end()
-	_, err = Dial(ended, da, db.Addr().Addr().String()+":7496", CMOptions{PD: client.pd, SendCQ: client.cq})
+	_, err := Dial(ended, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, da.GSICounters().SentMADs, "no REQ (or REJ) went out")
 }
