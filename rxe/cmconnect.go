@@ -133,52 +133,79 @@ func localCMAddr(d *Device, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(d.addr, port)
 }
 
+// startActive starts an active exchange, a Dial's or a DialUD's: under
+// the GSI's lock it returns ErrClosed once the CM is shut down, else calls
+// start (the agent's Connect or ResolveSIDR) with the time now. An error
+// of start's is returned wrapped: cm.ErrInvalid (a value the caller's
+// checks let through) in ErrInvalidArgument, any other (the agent's table
+// is full) in ErrNoResources. On success the new exchange's events come on
+// the channel returned, and what start queued goes out as the lock is
+// released.
+func (g *gsi) startActive(start func(now time.Time) (cm.ID, error)) (cm.ID, chan cm.Event, error) {
+	g.mu.Lock()
+	if g.down {
+		g.mu.Unlock()
+		return 0, nil, ErrClosed
+	}
+	now := time.Now()
+	id, err := start(now)
+	if err != nil {
+		g.mu.Unlock()
+		if errors.Is(err, cm.ErrInvalid) {
+			return 0, nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		return 0, nil, fmt.Errorf("%w: %w", ErrNoResources, err)
+	}
+	events := g.wait(id)
+	g.step(now)
+	g.unlock()
+	return id, events, nil
+}
+
+// abandonActive withdraws an active exchange whose caller gives up (its
+// context ended): the agent aborts it, as Agent.Abort says, and its events
+// are no longer routed.
+func (g *gsi) abandonActive(id cm.ID) {
+	g.mu.Lock()
+	_ = g.agent.Abort(time.Now(), id) // ErrUnknownID or ErrState: the exchange already ended, nothing to withdraw
+	delete(g.waiters, id)
+	g.step(time.Now())
+	g.unlock()
+}
+
+// forgetActive stops routing the events of an active exchange that has
+// ended or that no answer will reach.
+func (g *gsi) forgetActive(id cm.ID) {
+	g.mu.Lock()
+	delete(g.waiters, id)
+	g.mu.Unlock()
+}
+
 // dialQP runs the active side's exchange for a QP in INIT.
 func dialQP(ctx context.Context, d *Device, qp *QP, to netip.AddrPort, o *CMOptions) (*CMConn, error) {
 	from := localCMAddr(d, o.LocalPort)
 	psn := rand.Uint32() & packet.PSNMask
 	req := buildREQ(d, qp, from, to, psn, o)
 	g := d.gsiOf()
-	g.mu.Lock()
-	if g.down {
-		g.mu.Unlock()
-		return nil, ErrClosed
-	}
-	now := time.Now()
-	id, err := g.agent.Connect(now, to.Addr(), &req)
+	id, events, err := g.startActive(func(now time.Time) (cm.ID, error) { return g.agent.Connect(now, to.Addr(), &req) })
 	if err != nil {
-		g.mu.Unlock()
-		if errors.Is(err, cm.ErrInvalid) { // CMOptions.defaults has checked what the REQ carries
-			return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrNoResources, err)
+		return nil, err
 	}
-	events := g.wait(id)
-	g.step(now)
-	g.unlock()
 	c := &CMConn{QP: qp, LocalAddr: from, RemoteAddr: to, dev: d, id: id, events: events, done: make(chan struct{})}
 	c.Local = ConnInfo{GID: d.GID(), UDPPort: d.port, QPN: qp.qpn, PSN: psn, MTU: o.MTU, MaxRdAtomic: o.ResponderResources}
 	for {
 		select {
 		case <-ctx.Done():
-			g.mu.Lock()
-			_ = g.agent.Abort(time.Now(), id) // ErrUnknownID or ErrState: the connection already ended, nothing to answer
-			delete(g.waiters, id)
-			g.step(time.Now())
-			g.unlock()
+			g.abandonActive(id)
 			return nil, ctx.Err()
 		case <-d.done: // the agent's timers run no more: no answer will come
-			g.mu.Lock()
-			delete(g.waiters, id)
-			g.mu.Unlock()
+			g.forgetActive(id)
 			return nil, ErrClosed
 		case e := <-events:
 			done, err := c.activeEvent(e, o)
 			if err != nil || done {
 				if err != nil {
-					g.mu.Lock()
-					delete(g.waiters, id)
-					g.mu.Unlock()
+					g.forgetActive(id)
 				}
 				return c, err
 			}

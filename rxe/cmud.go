@@ -146,44 +146,27 @@ func DialUD(ctx context.Context, d *Device, addr string, opts UDOptions) (*UDPee
 	from := localCMAddr(d, opts.LocalPort)
 	req := buildSIDRREQ(from, to, opts.PrivateData)
 	g := d.gsiOf()
-	g.mu.Lock()
-	if g.down {
-		g.mu.Unlock()
-		return nil, ErrClosed
-	}
-	now := time.Now()
-	id, err := g.agent.ResolveSIDR(now, to.Addr(), &req, opts.Wait, opts.MaxCMRetries)
+	id, events, err := g.startActive(func(now time.Time) (cm.ID, error) {
+		return g.agent.ResolveSIDR(now, to.Addr(), &req, opts.Wait, opts.MaxCMRetries)
+	})
 	if err != nil {
-		g.mu.Unlock()
-		return nil, fmt.Errorf("%w: %w", ErrNoResources, err)
-	}
-	events := g.wait(id)
-	g.step(now)
-	g.unlock()
-	forget := func() {
-		g.mu.Lock()
-		delete(g.waiters, id)
-		g.mu.Unlock()
+		return nil, err
 	}
 	for {
 		select {
 		case <-ctx.Done():
-			g.mu.Lock()
-			_ = g.agent.Abort(time.Now(), id) // ErrUnknownID: the resolution already ended, nothing to withdraw
-			delete(g.waiters, id)
-			g.step(time.Now())
-			g.unlock()
+			g.abandonActive(id)
 			return nil, ctx.Err()
 		case <-d.done: // the agent's timers run no more: no answer will come
-			forget()
+			g.forgetActive(id)
 			return nil, ErrClosed
 		case e := <-events:
 			switch e.Kind {
 			case cm.EventSIDRREP:
-				forget()
+				g.forgetActive(id)
 				return udPeer(e.SIDRREP, from, to, &opts)
 			case cm.EventTimeout:
-				forget()
+				g.forgetActive(id)
 				return nil, ErrCMTimeout
 			}
 		}
