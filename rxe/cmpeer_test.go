@@ -119,6 +119,26 @@ func TestDisconnectRacingClose(t *testing.T) {
 	closedWithin(t, cc.Done(), "the connection")
 }
 
+// TestDialAfterCMShutdown: a Dial or DialUD that finds the device open
+// and then its connection manager shut down (Device.Close ran in
+// between) returns ErrClosed before anything is sent, as it does once
+// the device is closed: no REQ or SIDR_REQ leaves a device that is
+// closing, and the agent, shut down, keeps nothing of the attempt.
+func TestDialAfterCMShutdown(t *testing.T) {
+	s := listenCM(t, 39, CMOptions{})
+	da, client := s.da, s.client
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	da.gsiOf().shutdown()
+	sent := da.GSICounters().SentMADs
+	_, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = DialUD(ctx, da, s.addr(), UDOptions{PD: client.pd})
+	require.ErrorIs(t, err, ErrClosed)
+	require.Equal(t, sent, da.GSICounters().SentMADs, "no REQ or SIDR_REQ went out")
+	require.Zero(t, cmAgentLen(da))
+}
+
 // sendMAD writes a CM MAD from QP1 of device from to QP1 of device to, as
 // from's GSI would (the test's own MAD, beside from's CM).
 func sendMAD(t *testing.T, from, to *Device, tid uint64, m packet.CMMessage) {
