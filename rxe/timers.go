@@ -253,29 +253,42 @@ func (q *timerQueue) rearm() {
 }
 
 // fire runs on the timer: it puts every QP whose wake-up time has come on
-// the run queue and re-arms for the next.
+// the run queue and re-arms for the next. It takes the due QPs off the
+// heap len(buf) at a time and schedules each group outside the lock, so
+// that any number of them is handled without allocating (a flood of due
+// deadlines, each waiting for a held socket gate, is filed again every
+// timeoutReadWait: QP.readBeforeTimeout).
 func (q *timerQueue) fire() {
 	var buf [16]*QP
-	due := buf[:0]
-	q.mu.Lock()
-	now := time.Now()
-	q.armedAt = time.Time{}
-	for len(q.heap) > 0 && !q.heap[0].slot.at.After(now) {
-		qp := q.heap[0]
-		last := len(q.heap) - 1
-		q.swap(0, last)
-		q.heap[last] = nil
-		q.heap = q.heap[:last]
-		qp.slot.init()
-		q.down(0)
-		due = append(due, qp)
-	}
-	if !q.closed {
-		q.rearm()
-	}
-	q.mu.Unlock()
-	for _, qp := range due {
-		q.v.schedule(qp)
+	var now time.Time
+	for {
+		due := buf[:0]
+		q.mu.Lock()
+		if now.IsZero() {
+			now = time.Now()
+			q.armedAt = time.Time{}
+		}
+		for len(due) < len(buf) && len(q.heap) > 0 && !q.heap[0].slot.at.After(now) {
+			qp := q.heap[0]
+			last := len(q.heap) - 1
+			q.swap(0, last)
+			q.heap[last] = nil
+			q.heap = q.heap[:last]
+			qp.slot.init()
+			q.down(0)
+			due = append(due, qp)
+		}
+		full := len(due) == len(buf)
+		if !full && !q.closed {
+			q.rearm()
+		}
+		q.mu.Unlock()
+		for _, qp := range due {
+			q.v.schedule(qp)
+		}
+		if !full {
+			return
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"fmt"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -183,4 +184,42 @@ func TestHeldQPWakesAtBackoffEnd(t *testing.T) {
 		require.Equal(t, 1, sent)
 		require.GreaterOrEqual(t, time.Since(start), time.Millisecond)
 	})
+}
+
+// TestTimerFireAllocs: a wake-up of the timer queue puts every QP whose
+// wake-up time has come on the run queue without allocating, however many
+// are due at once (a flood of due deadlines, each waiting for a held
+// socket gate and filed again every timeoutReadWait: readBeforeTimeout).
+func TestTimerFireAllocs(t *testing.T) {
+	if benchRaceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	for _, n := range []int{1, 64, 1024} {
+		t.Run(fmt.Sprintf("due=%d", n), func(t *testing.T) {
+			pa, pb := netdev.NewPipe()
+			defer pa.Close()
+			defer pb.Close()
+			v := newVector(&Device{}, 0, pa)
+			defer v.timers.close()
+			qps := make([]*QP, n)
+			for i := range qps {
+				qps[i] = &QP{vec: v}
+				qps[i].slot.init()
+			}
+			woken := 0
+			allocs := testing.AllocsPerRun(20, func() {
+				past := time.Now().Add(-time.Millisecond)
+				for _, qp := range qps {
+					v.timers.file(qp, past)
+				}
+				v.timers.fire()
+				for qp := v.nextRunnable(); qp != nil; qp = v.nextRunnable() {
+					qp.queued.Store(false)
+					woken++
+				}
+			})
+			require.Equal(t, 21*n, woken, "every due QP is put on the run queue")
+			require.Zero(t, allocs, "allocations per wake-up")
+		})
+	}
 }
