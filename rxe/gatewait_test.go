@@ -1,11 +1,13 @@
 package rxe
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/retry"
 )
 
@@ -103,4 +105,93 @@ func TestRetransmitGateWaitIsBounded(t *testing.T) {
 	limit := retry.AckTimeout(gateWaitTimeout) + a.qp.gateWaitCap()
 	require.GreaterOrEqual(t, failed, limit, "the expiry waited for the gate up to the cap")
 	require.Less(t, failed, limit+5*time.Second, "the wait for the gate is bounded")
+}
+
+// TestGateWaitRetryWork: while a due retransmit deadline waits for a held
+// socket gate, each of its tries (one every timeoutReadWait) steps the
+// waiting QP alone, however many other connected QPs with nothing due
+// its vector has (those with a deadline to come stay in the timer queue's
+// heap), files its next try timeoutReadWait on, and allocates nothing. The test is the vector's
+// transmit pass: it holds txMu and steps what the timer puts on the run
+// queue.
+func TestGateWaitRetryWork(t *testing.T) {
+	if benchRaceEnabled {
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	for _, qps := range []int{1, 64, 1024} {
+		t.Run(fmt.Sprintf("qps=%d", qps), func(t *testing.T) {
+			a, z, r := gateWaitPair(t, 7)
+			// The other QPs have nothing due: half of them have nothing
+			// outstanding, half a WRITE that z drops (it comes from a QP
+			// z's QP is not connected to) and a deadline 4.3 s on.
+			var pending []*QP
+			for i := range qps - 1 {
+				qp, err := a.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1}})
+				require.NoError(t, err)
+				require.NoError(t, qp.Connect(qp.Info(1), z.qp.Info(1), ConnectOptions{MTU: MTU4096, Timeout: 20}))
+				if i%2 == 1 {
+					_, err := qp.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, SGList: []SGE{a.mr.SGE(0, 64)},
+						RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()})
+					require.NoError(t, err)
+					pending = append(pending, qp)
+				}
+			}
+			write := writer64(t, a, z)
+			before := a.qp.Counters().Requester.Timeouts
+			writeUnread(t, r, z, write, 2)
+			defer releaseGate(r)
+			waiting := func() bool {
+				a.qp.mu.Lock()
+				defer a.qp.mu.Unlock()
+				return !a.qp.slot.gateRetry.IsZero()
+			}
+			bound := time.Now().Add(testutil.Bound())
+			for !waiting() {
+				require.True(t, time.Now().Before(bound), "the deadline never waited for the gate")
+				time.Sleep(time.Millisecond)
+			}
+			for _, qp := range pending {
+				qp.mu.Lock()
+				at := qp.timerAt
+				qp.mu.Unlock()
+				require.True(t, at.After(time.Now()), "a deadline to come")
+			}
+			v := a.qp.vec
+			v.txMu.Lock()
+			defer v.txMu.Unlock()
+			steps, others, early := 0, 0, 0
+			try := func() {
+				for !v.runnable() {
+					if time.Now().After(bound) {
+						return // the checks below fail
+					}
+					time.Sleep(20 * time.Microsecond)
+				}
+				for qp := v.nextRunnable(); qp != nil; qp = v.nextRunnable() {
+					if qp != a.qp {
+						others++
+					}
+					steps++
+					if k, _ := qp.step(v.txMsgs, v.txOwners, 0); k != 0 {
+						others++ // a QP with nothing to send built datagrams
+					}
+				}
+				// The next try is filed no earlier than timeoutReadWait on.
+				a.qp.mu.Lock()
+				next := a.qp.slot.gateRetry
+				a.qp.mu.Unlock()
+				if next.IsZero() || a.qp.slot.filed.Load() < int64(next.Sub(timeBase)) {
+					early++
+				}
+			}
+			const tries = 50
+			allocs := testing.AllocsPerRun(tries, try)
+			require.True(t, waiting(), "the deadline still waits for the gate")
+			require.Equal(t, before, a.qp.Counters().Requester.Timeouts, "no timeout acted on")
+			require.Zero(t, others, "other QPs stepped, or datagrams built, during the tries")
+			require.Zero(t, early, "tries whose next try was not filed timeoutReadWait on")
+			require.LessOrEqual(t, steps, tries+1, "steps of the waiting QP")
+			require.Zero(t, allocs, "allocations per try of the gate")
+		})
+	}
 }
