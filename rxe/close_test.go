@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestVerbsAfterClose: after Device.Close every verbs call that changes
@@ -40,7 +42,7 @@ func TestVerbsAfterClose(t *testing.T) {
 	select {
 	case err := <-waited:
 		require.ErrorIs(t, err, ErrClosed, "a Wait blocked at Close")
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("a Wait blocked at Close did not end")
 	}
 

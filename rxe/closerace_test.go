@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
@@ -53,7 +54,7 @@ func TestDestroyWhileSendBlocked(t *testing.T) {
 	select {
 	case err := <-destroyed:
 		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Destroy blocked behind a blocked send")
 	}
 	closed := make(chan error, 1)
@@ -61,7 +62,7 @@ func TestDestroyWhileSendBlocked(t *testing.T) {
 	select {
 	case err := <-closed:
 		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Device.Close blocked behind a blocked send")
 	}
 	for i := range posters {
@@ -70,7 +71,7 @@ func TestDestroyWhileSendBlocked(t *testing.T) {
 			if err != nil {
 				require.ErrorIs(t, err, ErrClosed, "PostSend %d", i)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testutil.Bound()):
 			t.Fatalf("PostSend %d still blocked after Close", i)
 		}
 	}

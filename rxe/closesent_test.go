@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
@@ -72,7 +73,7 @@ func TestCloseSendsCompletedDatagram(t *testing.T) {
 	defer release()
 	select {
 	case <-gc.entered:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("the datagram was never written")
 	}
 	require.Empty(t, briefs(pollAll(a.cq)), "completed before its batch was written")
@@ -85,7 +86,7 @@ func TestCloseSendsCompletedDatagram(t *testing.T) {
 	release()
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Close did not return after the batch was written")
 	}
 	require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}}, briefs(pollAll(a.cq)), "the SEND's completion once Close returned")

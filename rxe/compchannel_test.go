@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestCompChannelGetEndsOnClose: CompChannel.Get (ibv_get_cq_event) blocks
@@ -54,7 +56,7 @@ func TestCompChannelGetEndsOnClose(t *testing.T) {
 				case got := <-results:
 					require.Same(t, want.cq, got.cq, "Get %d", i)
 					require.ErrorIs(t, got.err, want.err, "Get %d", i)
-				case <-time.After(5 * time.Second):
+				case <-time.After(testutil.Bound()):
 					t.Fatalf("Get %d did not return after Close", i)
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestCompChannelGetBeforeFirstCQ: a Get that began before the channel's
@@ -26,7 +28,7 @@ func TestCompChannelGetBeforeFirstCQ(t *testing.T) {
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, ErrClosed)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Get did not end when the device of the channel's first CQ closed")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestCQOverflow: a CQ that overflows raises CQ_ERR once and its QP goes
@@ -96,7 +98,7 @@ func TestCQWait(t *testing.T) {
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, context.Canceled)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Wait ignored the cancel")
 	}
 
@@ -115,7 +117,7 @@ func TestCQWait(t *testing.T) {
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, ErrClosed)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Wait ignored Destroy")
 	}
 }
@@ -224,8 +226,8 @@ func TestCQDestroyWakesEveryWaiter(t *testing.T) {
 		select {
 		case err := <-done:
 			require.ErrorIs(t, err, ErrClosed)
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%d of %d waiters still in Wait 5 s after CQ.Destroy", waiters-i, waiters)
+		case <-time.After(testutil.Bound()):
+			t.Fatalf("%d of %d waiters still in Wait after CQ.Destroy", waiters-i, waiters)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestCQNotifyArmNextCompletionWins: a CQ armed both for the next
@@ -36,7 +38,7 @@ func TestCQNotifyArmNextCompletionWins(t *testing.T) {
 			select {
 			case cq := <-ch.C:
 				require.Same(t, rcq, cq)
-			case <-time.After(5 * time.Second):
+			case <-time.After(testutil.Bound()):
 				t.Fatal("no notification for the unsolicited receive: the arm for the next completion was lost")
 			}
 			require.Equal(t, []wcBrief{{1, WCSuccess, WCRecv}}, briefs(waitWCs(t, rcq, 1)))
@@ -60,7 +62,7 @@ func TestCQReqNotifyAfterClose(t *testing.T) {
 	select {
 	case got := <-ch.C:
 		require.Same(t, cq, got)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("no notification for the flush completion of Close")
 	}
 	require.Equal(t, []wcBrief{{1, WCWRFlushErr, WCRecv}}, briefs(waitWCs(t, cq, 1)))

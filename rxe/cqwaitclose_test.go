@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestCQWaitTakesCompletionsAtClose: a Wait that sleeps when the device
@@ -34,7 +36,7 @@ func TestCQWaitTakesCompletionsAtClose(t *testing.T) {
 	case r := <-done:
 		require.NoError(t, r.err)
 		require.Equal(t, 1, r.n)
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Wait did not return after Close")
 	}
 	n, err := cq.Wait(context.Background(), make([]WC, 1))

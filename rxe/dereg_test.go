@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestDeregWaitsForDevice deregisters a region while a peer streams an
@@ -250,7 +252,7 @@ func TestDeregDuringClose(t *testing.T) {
 					} else {
 						require.NoError(t, err)
 					}
-				case <-time.After(5 * time.Second):
+				case <-time.After(testutil.Bound()):
 					t.Fatal("the call or Close did not return once the step ended")
 				}
 			}
@@ -475,7 +477,7 @@ func twiceDuringStep(t *testing.T, qp *QP, call func() error, started func() boo
 			} else {
 				require.ErrorIs(t, err, want, "call %d", i+1)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testutil.Bound()):
 			t.Fatalf("call %d did not return once the step ended", i+1)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestEventsClosedByClose: Device.Close closes Events once it has stopped
@@ -46,7 +48,7 @@ func TestEventsClosedByClose(t *testing.T) {
 			select {
 			case types := <-got:
 				require.Equal(t, []AsyncEventType{EventSQDrained, EventQPLastWQEReached}, types)
-			case <-time.After(5 * time.Second):
+			case <-time.After(testutil.Bound()):
 				t.Fatal("ranging over Events did not end after Close")
 			}
 			_, ok := <-da.Events()
@@ -85,7 +87,7 @@ func TestEventsRaiseRacesClose(t *testing.T) {
 	case n := <-received:
 		require.Equal(t, uint64(raisers*each), uint64(n)+da.Counters().EventsDropped,
 			"every event is received or counted as dropped")
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("ranging over Events did not end after Close")
 	}
 }

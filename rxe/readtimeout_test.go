@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/gorxe/gorxe/packet"
@@ -178,7 +179,7 @@ func TestTimeoutReadOfMADDoesNotDeadlock(t *testing.T) {
 	select {
 	case ok := <-got:
 		require.True(t, ok, "reading QP1's answer")
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("QP1 never answered the REQ: its send waits for the transmit path the reading step holds")
 	}
 	require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
@@ -186,7 +187,7 @@ func TestTimeoutReadOfMADDoesNotDeadlock(t *testing.T) {
 	go func() { a.dev.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Bound()):
 		t.Fatal("Device.Close hangs")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
@@ -154,7 +155,7 @@ func TestResetDropsDatagramsOfWriteUnderWay(t *testing.T) {
 				send(1, 'A') // the old connection's SEND
 				select {
 				case <-entered:
-				case <-time.After(5 * time.Second):
+				case <-time.After(testutil.Bound()):
 					t.Fatal("the old connection's datagram was never written")
 				}
 				// The write is under way: the QP is reset and brought up
@@ -168,7 +169,7 @@ func TestResetDropsDatagramsOfWriteUnderWay(t *testing.T) {
 				letGo()      // the old datagram is refused
 				select {
 				case <-second:
-				case <-time.After(5 * time.Second):
+				case <-time.After(testutil.Bound()):
 					t.Fatal("the new connection's datagram was never written")
 				}
 				a.qp.vec.txMu.Lock() // the pass of the second write has ended

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/stretchr/testify/require"
@@ -36,7 +37,7 @@ func TestWakeTimer(t *testing.T) {
 				select {
 				case at := <-fired:
 					require.GreaterOrEqual(t, at.Sub(after), min, "fired early")
-				case <-time.After(10 * time.Second):
+				case <-time.After(testutil.Bound()):
 					t.Fatal("the timer did not fire")
 				}
 			}

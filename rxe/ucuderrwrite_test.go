@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestUnreliableErrDuringWriteKeepsNothing: a UC or UD QP that enters ERR
@@ -28,7 +30,7 @@ func TestUnreliableErrDuringWriteKeepsNothing(t *testing.T) {
 			require.NoError(t, err)
 			select {
 			case <-entered:
-			case <-time.After(5 * time.Second):
+			case <-time.After(testutil.Bound()):
 				t.Fatal("the datagram was never written")
 			}
 			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/requester"
@@ -357,7 +358,7 @@ func TestUDRecvCQOverflow(t *testing.T) {
 			if ev.Type == EventCQErr {
 				return
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testutil.Bound()):
 			t.Fatal("no CQ_ERR event")
 		}
 	}
