@@ -25,7 +25,7 @@ func TestVerbsAfterClose(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.qp.PostSend(SendWR{ID: 3, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return b.qp.Counters().Responder.SendRNRErr > 0 }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return b.qp.Counters().Responder.SendRNRErr > 0 }, testutil.Bound(), time.Millisecond,
 		"b never refused the SEND")
 
 	// A Wait on an empty CQ, blocked when the device closes, ends.

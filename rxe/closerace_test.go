@@ -46,7 +46,7 @@ func TestDestroyWhileSendBlocked(t *testing.T) {
 			posted <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return ca.Stats().PacketsSent >= 1 }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return ca.Stats().PacketsSent >= 1 }, testutil.Bound(), time.Millisecond,
 		"the pipe is full")
 	t.Logf("PostSends returned before Destroy: %d of %d", len(posted), posters)
 	destroyed := make(chan error, 1)

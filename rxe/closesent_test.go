@@ -82,7 +82,7 @@ func TestCloseSendsCompletedDatagram(t *testing.T) {
 		da.Close()
 		close(closed)
 	}()
-	require.Eventually(t, da.closed.Load, 5*time.Second, 100*time.Microsecond, "Close did not start")
+	require.Eventually(t, da.closed.Load, testutil.Bound(), 100*time.Microsecond, "Close did not start")
 	release()
 	select {
 	case <-closed:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
@@ -58,7 +59,7 @@ func TestCountersCleanTransfer(t *testing.T) {
 				da, db := a.dev.Counters(), b.dev.Counters()
 				return da.SentPkts == 4 && a.qp.Counters().SentPkts == 4 && db.RcvdPkts == 4 && a.qp.Counters().RcvdPkts == acks+5 &&
 					db.SentPkts == acks+5 && b.qp.Counters().SentPkts == acks+5 && da.RcvdPkts == acks+5
-			}, 5*time.Second, time.Millisecond, "a %+v %+v\nb %+v %+v", a.dev.Counters(), a.qp.Counters(), b.dev.Counters(), b.qp.Counters())
+			}, testutil.Bound(), time.Millisecond, "a %+v %+v\nb %+v %+v", a.dev.Counters(), a.qp.Counters(), b.dev.Counters(), b.qp.Counters())
 			for _, c := range []Counters{a.dev.Counters(), b.dev.Counters()} {
 				require.Zero(t, c.BadICRC+c.Malformed+c.UnknownQP+c.SendErr+c.QPErrors+c.EventsDropped)
 			}
@@ -124,15 +125,15 @@ func injectedCounters(t *testing.T, a, b *end, ph packet.PseudoHeader, inject fu
 	p := rawSend(t, b.qp.QPN(), psn, []byte("hello, responder"), &ph)
 	p[packet.BTHSize] ^= 0x01
 	inject(p)
-	require.Eventually(t, func() bool { return b.dev.Counters().BadICRC == before.BadICRC+1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.dev.Counters().BadICRC == before.BadICRC+1 }, testutil.Bound(), time.Millisecond)
 
 	// Too short to be a RoCE packet.
 	inject([]byte{0x04, 0, 0xFF})
-	require.Eventually(t, func() bool { return b.dev.Counters().Malformed == before.Malformed+1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.dev.Counters().Malformed == before.Malformed+1 }, testutil.Bound(), time.Millisecond)
 
 	// Well formed, good ICRC, but for a QP that does not exist.
 	inject(rawSend(t, 0xABCDE, psn, []byte("nobody"), &ph))
-	require.Eventually(t, func() bool { return b.dev.Counters().UnknownQP == before.UnknownQP+1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.dev.Counters().UnknownQP == before.UnknownQP+1 }, testutil.Bound(), time.Millisecond)
 
 	after := b.dev.Counters()
 	require.Equal(t, before.RcvdPkts, after.RcvdPkts, "none was handed to a QP")

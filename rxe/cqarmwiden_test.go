@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestCQNotifyDroppedCounted: a notification that finds the CompChannel
@@ -29,10 +31,10 @@ func TestCQNotifyDroppedCounted(t *testing.T) {
 		require.Equal(t, []wcBrief{{id, WCSuccess, WCRecv}}, briefs(waitWCs(t, rcq, 1)))
 	}
 	send(1)
-	require.Eventually(t, func() bool { return len(ch.C) == 1 }, 5*time.Second, time.Millisecond, "the first notification")
+	require.Eventually(t, func() bool { return len(ch.C) == 1 }, testutil.Bound(), time.Millisecond, "the first notification")
 	require.Zero(t, db.Counters().NotifyDropped)
 	send(2) // the channel is full: this notification is dropped
-	require.Eventually(t, func() bool { return db.Counters().NotifyDropped == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return db.Counters().NotifyDropped == 1 }, testutil.Bound(), time.Millisecond)
 	require.Len(t, ch.C, 1)
 }
 

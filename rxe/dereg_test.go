@@ -234,7 +234,7 @@ func TestDeregDuringClose(t *testing.T) {
 			}()
 			closed := make(chan error, 1)
 			go func() { closed <- d.Close() }()
-			require.Eventually(t, d.closed.Load, 5*time.Second, 100*time.Microsecond, "Close did not start")
+			require.Eventually(t, d.closed.Load, testutil.Bound(), 100*time.Microsecond, "Close did not start")
 			done := make(chan error, 1)
 			go func() { done <- call() }()
 			select {
@@ -457,7 +457,7 @@ func twiceDuringStep(t *testing.T, qp *QP, call func() error, started func() boo
 	}()
 	first, second := make(chan error, 1), make(chan error, 1)
 	go func() { first <- call() }()
-	require.Eventually(t, started, 5*time.Second, 100*time.Microsecond, "the first call did not start")
+	require.Eventually(t, started, testutil.Bound(), 100*time.Microsecond, "the first call did not start")
 	go func() { second <- call() }()
 	select {
 	case err := <-first:

@@ -30,7 +30,7 @@ func TestEventsClosedByClose(t *testing.T) {
 			b := smallEnd(t, db, nil, qpOpts{})
 			link(t, a, b, qpOpts{}, qpOpts{})
 			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSSQD, SQDrainNotify: true}, QPAttrState|QPAttrEnSQDAsyncNotify))
-			require.Eventually(t, func() bool { return len(da.events) > 0 }, 5*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return len(da.events) > 0 }, testutil.Bound(), time.Millisecond,
 				"no SQ_DRAINED before Close")
 
 			got := make(chan []AsyncEventType, 1)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/packet"
 )
 
@@ -54,12 +55,12 @@ func TestFlushSelectivity(t *testing.T) {
 			injectPacket(t, ca, cb, &h, nil)
 			if tc.ok {
 				want := (psn + 1) & packet.PSNMask
-				require.Eventually(t, func() bool { return b.qp.Query().RQPSN == want }, 5*time.Second, time.Millisecond)
+				require.Eventually(t, func() bool { return b.qp.Query().RQPSN == want }, testutil.Bound(), time.Millisecond)
 				require.Equal(t, QPSRTS, b.qp.State())
 				require.Zero(t, b.dev.Counters().QPErrors)
 				return
 			}
-			require.Eventually(t, func() bool { return b.qp.State() == QPSErr }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return b.qp.State() == QPSErr }, testutil.Bound(), time.Millisecond)
 			require.Equal(t, psn, b.qp.Query().RQPSN)
 		})
 	}

@@ -247,7 +247,7 @@ func eventTypes(es []AsyncEvent) []AsyncEventType {
 // waitState waits up to 5 s for qp to reach state s.
 func waitState(t testing.TB, qp *QP, s QPState) {
 	t.Helper()
-	require.Eventually(t, func() bool { return qp.State() == s }, 5*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return qp.State() == s }, testutil.Bound(), time.Millisecond,
 		"QP %#x in %v, want %v", qp.QPN(), qp.State(), s)
 }
 

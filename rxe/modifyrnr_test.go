@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestModifyRTSMinRNRTimerReachesResponder: MIN_RNR_TIMER given on
@@ -24,7 +26,7 @@ func TestModifyRTSMinRNRTimerReachesResponder(t *testing.T) {
 	// 10 ms would). T is measured, so a host that stalls the test
 	// meanwhile widens the bound with it.
 	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr > 0 },
-		5*time.Second, 100*time.Microsecond, "the SEND draws an RNR NAK")
+		testutil.Bound(), 100*time.Microsecond, "the SEND draws an RNR NAK")
 	n0, t0 := a.qp.Counters().Requester.RcvdRNRErr, time.Now()
 	time.Sleep(10 * time.Millisecond)
 	n1, elapsed := a.qp.Counters().Requester.RcvdRNRErr, time.Since(t0)

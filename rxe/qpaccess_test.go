@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/packet"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestFlushWithQPRight(t *testing.T) {
 		RETH: packet.RETHFields{VA: mr.Addr(), RKey: mr.RKey(), DMALen: 8}, FETH: 1}
 	injectPacket(t, ca, cb, &h, nil)
 	want := (psn + 1) & packet.PSNMask
-	require.Eventually(t, func() bool { return b.qp.Query().RQPSN == want }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.qp.Query().RQPSN == want }, testutil.Bound(), time.Millisecond)
 	require.Equal(t, QPSRTS, b.qp.State())
 	require.Zero(t, b.dev.Counters().QPErrors)
 }

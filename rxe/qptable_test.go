@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/packet"
 )
 
@@ -117,7 +118,7 @@ func TestReceiveRunMatchesOneByOne(t *testing.T) {
 				}
 				b.qp.vec.txMu.Unlock()
 				if tc.failed {
-					require.Eventually(t, func() bool { return b.qp.Query().State == QPSErr }, 5*time.Second, time.Millisecond)
+					require.Eventually(t, func() bool { return b.qp.Query().State == QPSErr }, testutil.Bound(), time.Millisecond)
 				}
 				var wcs []wcBrief
 				buf := make([]WC, 8)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 )
@@ -169,7 +170,7 @@ func FuzzDeviceReceive(f *testing.F) {
 		// Every datagram is counted once by the device that received it.
 		require.Eventually(t, func() bool {
 			return accounted(db)-accB == injected+sentDatagrams(da)-sentA && accounted(da)-accA == sentDatagrams(db)-sentB
-		}, 5*time.Second, time.Millisecond, "b counted %d of %d injected and %d from a; a counted %d of %d from b",
+		}, testutil.Bound(), time.Millisecond, "b counted %d of %d injected and %d from a; a counted %d of %d from b",
 			accounted(db)-accB, injected, sentDatagrams(da)-sentA, accounted(da)-accA, sentDatagrams(db)-sentB)
 		wcs := make([]WC, 64)
 		seen := map[uint64]bool{}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
@@ -139,7 +140,7 @@ func TestDuplicateRequestStartsSpin(t *testing.T) {
 	_, err = c.WriteBatch([]netdev.Message{{Buf: buf, N: n, Addr: z.dev.Addr()}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return z.qp.Counters().Responder.DuplicateRequest == 1 },
-		10*time.Second, time.Millisecond, "the duplicate WRITE reaches the responder")
+		testutil.Bound(), time.Millisecond, "the duplicate WRITE reaches the responder")
 	require.True(t, z.dev.wantSpin(time.Now()), "a request received again")
 }
 

@@ -184,7 +184,7 @@ func TestResetDropsDatagramsOfWriteUnderWay(t *testing.T) {
 					n := b.cq.Poll(wcs)
 					got = append(got, wcs[:n]...)
 					return len(got) > 0
-				}, 5*time.Second, 100*time.Microsecond, "the peer received nothing")
+				}, testutil.Bound(), 100*time.Microsecond, "the peer received nothing")
 				require.Equal(t, uint64(1000), got[0].ID)
 				at := 0
 				if typ == QPTypeUD {
@@ -197,7 +197,7 @@ func TestResetDropsDatagramsOfWriteUnderWay(t *testing.T) {
 					n := a.cq.Poll(wcs)
 					sent = append(sent, wcs[:n]...)
 					return len(sent) > 0
-				}, 5*time.Second, 100*time.Microsecond, "the new SEND never completed")
+				}, testutil.Bound(), 100*time.Microsecond, "the new SEND never completed")
 				require.Equal(t, []wcBrief{{2, WCSuccess, WCSend}}, briefs(sent))
 				time.Sleep(2 * time.Millisecond) // a late second datagram
 				got = append(got, pollAll(b.cq)...)

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/responder"
@@ -233,7 +234,7 @@ func TestOOOFloodBound(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, w)
 	}
-	require.Eventually(t, func() bool { return b.qp.Counters().RcvdPkts >= flood }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.qp.Counters().RcvdPkts >= flood }, testutil.Bound(), time.Millisecond)
 	rs := b.qp.Counters().Responder
 	slots := uint64(limit / (1024 + 64))
 	require.LessOrEqual(t, rs.OOOBytesPeak, uint64(limit), "the bytes held stay within the bound")

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // scriptedPair opens two devices over the in-memory pipe, the first
@@ -69,7 +71,7 @@ func TestSendCountersByOutcome(t *testing.T) {
 			require.Eventually(t, func() bool {
 				wcs = append(wcs, pollAll(a.cq)...)
 				return len(wcs) >= 3
-			}, 5*time.Second, 100*time.Microsecond, "the SENDs did not all complete")
+			}, testutil.Bound(), 100*time.Microsecond, "the SENDs did not all complete")
 			require.Equal(t, []wcBrief{{1, WCSuccess, WCSend}, {2, WCSuccess, WCSend}, {3, WCSuccess, WCSend}}, briefs(wcs))
 			a.qp.vec.txMu.Lock() // the pass that wrote them has ended
 			a.qp.vec.txMu.Unlock()

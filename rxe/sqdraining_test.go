@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestSQDStateChangeWhileDraining: while an SQD QP's send queue is still
@@ -32,7 +34,7 @@ func TestSQDStateChangeWhileDraining(t *testing.T) {
 				SGList: []SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { return a.qp.Counters().Requester.PacketsSent > 0 },
-				5*time.Second, time.Millisecond, "the WRITE is started")
+				testutil.Bound(), time.Millisecond, "the WRITE is started")
 			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSSQD, SQDrainNotify: true}, QPAttrState|QPAttrEnSQDAsyncNotify))
 			err = a.qp.Modify(&QPAttr{State: tc.to}, QPAttrState)
 			if tc.ok {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestSQDModifyMaxRdAtomicReachesRequester: MAX_QP_RD_ATOMIC given on
@@ -26,7 +28,7 @@ func TestSQDModifyMaxRdAtomicReachesRequester(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return a.qp.Counters().Requester.PacketsSent > 0 },
-		5*time.Second, 100*time.Microsecond)
+		testutil.Bound(), 100*time.Microsecond)
 	time.Sleep(5 * time.Millisecond)
 	// A host that stalls the test past the ACK timeout makes the
 	// requester send the READ again: a resend is not a second READ.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
@@ -136,7 +137,7 @@ func TestSRQLimit(t *testing.T) {
 func TestSRQRNR(t *testing.T) {
 	r := newSRQRig(t, "pipe", 2, SRQAttr{MaxWR: 4, MaxSGE: 1}, qpOpts{})
 	r.send(t, 1, 5)
-	require.Eventually(t, func() bool { return r.a[1].qp.Counters().Requester.RcvdRNRErr >= 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return r.a[1].qp.Counters().Requester.RcvdRNRErr >= 2 }, testutil.Bound(), time.Millisecond)
 	noWC(t, r.bcq, 0)
 	r.post(t, 40)
 	require.Equal(t, []wcBrief{{5, WCSuccess, WCSend}}, briefs(waitWCs(t, r.a[1].cq, 1)))
@@ -406,7 +407,7 @@ func TestSRQConcurrentTakes(t *testing.T) {
 			}
 		}
 	}
-	require.Eventually(t, func() bool { return srq.Len() == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srq.Len() == 0 }, testutil.Bound(), time.Millisecond)
 	close(stop)
 	wg.Wait()
 	seen := make([]int, total)
@@ -516,7 +517,7 @@ func TestSRQRNRRetry(t *testing.T) {
 				noWC(t, r.bcq, 5*time.Millisecond)
 				return
 			}
-			require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr >= 8 }, 5*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr >= 8 }, testutil.Bound(), time.Millisecond,
 				"more RNR NAKs than any finite rnr_retry allows")
 			noWC(t, a.cq, 0)
 			r.post(t, 40)
@@ -686,7 +687,7 @@ func TestSRQErrorMidMessage(t *testing.T) {
 	h := packet.Headers{BTH: packet.BTHFields{Opcode: packet.RCSendFirst, PKey: packet.DefaultPKey,
 		DestQP: bs[0].qp.QPN(), PSN: packet.PSN(bs[0].qp.Query().RQPSN)}}
 	injectPacket(t, ca, cb, &h, make([]byte, MTU1024.Bytes()))
-	require.Eventually(t, func() bool { return srq.Len() == 2 }, 5*time.Second, time.Millisecond, "QP 0 takes WQE 1")
+	require.Eventually(t, func() bool { return srq.Len() == 2 }, testutil.Bound(), time.Millisecond, "QP 0 takes WQE 1")
 	noWC(t, bcq, 5*time.Millisecond)
 
 	require.NoError(t, bs[0].qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))

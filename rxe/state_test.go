@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestPostInWrongState: PostSend needs RTS or SQD (or ERR, where it
@@ -61,7 +63,7 @@ func TestModifyToErrFlushes(t *testing.T) {
 	_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, SGList: []SGE{a.mr.SGE(0, 8)}},
 		SendWR{ID: 2, Opcode: WRRDMAWrite, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr > 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr > 0 }, testutil.Bound(), time.Millisecond)
 	require.NoError(t, a.qp.Modify(&QPAttr{State: QPSErr}, QPAttrState))
 	require.Equal(t, QPSErr, a.qp.State())
 	got := briefs(waitWCs(t, a.cq, 4))
@@ -115,7 +117,7 @@ func TestRNR(t *testing.T) {
 			syncMem(a, b)
 			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 100)}})
 			require.NoError(t, err)
-			require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr >= 3 }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr >= 3 }, testutil.Bound(), time.Millisecond)
 			noWC(t, a.cq, 0)
 			_, err = b.qp.PostRecv(RecvWR{ID: 7, SGList: []SGE{b.mr.SGE(0, 128)}})
 			require.NoError(t, err)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestTimerFiredBeforeStalePass: a QP's wake-up fires while the QP is
@@ -30,7 +32,7 @@ func TestTimerFiredBeforeStalePass(t *testing.T) {
 	for try, naks := 0, uint64(0); ; try++ {
 		require.Less(t, try, 50, "the test never took the transmit path during an RNR wait")
 		require.Eventually(t, func() bool { return a.qp.Counters().Requester.RcvdRNRErr > naks },
-			5*time.Second, time.Millisecond, "the SEND draws an RNR NAK")
+			testutil.Bound(), time.Millisecond, "the SEND draws an RNR NAK")
 		d.txMu.Lock()
 		stale = time.Now()
 		a.qp.mu.Lock()
@@ -49,7 +51,7 @@ func TestTimerFiredBeforeStalePass(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Until(due) + 2*time.Millisecond) // the timer fires: the QP is queued
-	require.Eventually(t, d.runnable, 5*time.Second, time.Millisecond)
+	require.Eventually(t, d.runnable, testutil.Bound(), time.Millisecond)
 	require.Same(t, a.qp, d.nextRunnable())
 	a.qp.step(d.txMsgs, d.txOwners, 0) // reads the clock after dequeuing: the expiry is seen
 	held = false

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
@@ -107,7 +108,7 @@ func TestUnreliableHeldSendTeardown(t *testing.T) {
 					a.qp.mu.Lock()
 					defer a.qp.mu.Unlock()
 					return a.qp.localDrop.holding()
-				}, 5*time.Second, 100*time.Microsecond, "the refused datagram was never held")
+				}, testutil.Bound(), 100*time.Microsecond, "the refused datagram was never held")
 				require.Empty(t, briefs(pollAll(a.cq)), "a refused datagram has not left: its work request has not completed")
 				tc.teardown(t, a)
 				got := pollAll(a.cq)

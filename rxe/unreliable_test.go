@@ -351,7 +351,7 @@ func TestUDRecvCQOverflow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
 	}
-	require.Eventually(t, func() bool { return qp.State() == QPSErr }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return qp.State() == QPSErr }, testutil.Bound(), time.Millisecond)
 	for {
 		select {
 		case ev := <-db.Events():

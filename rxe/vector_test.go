@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/rawudp"
 	"github.com/stretchr/testify/require"
@@ -119,7 +120,7 @@ func TestVectorsPinned(t *testing.T) {
 			}
 		}
 		return true
-	}, 5*time.Second, time.Millisecond, "vectors pinned in order to %v: %+v", cpus, da.Vectors())
+	}, testutil.Bound(), time.Millisecond, "vectors pinned in order to %v: %+v", cpus, da.Vectors())
 	require.Zero(t, da.Counters().PinErrors)
 }
 
