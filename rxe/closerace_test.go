@@ -101,8 +101,7 @@ func TestCloseRacesVerbs(t *testing.T) {
 				}
 			}
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testutil.Context(t)
 			// Each loop runs its verb until it fails with ErrClosed (or
 			// its wait ends); anything else than nil, ErrClosed or a full
 			// queue is reported.

@@ -132,7 +132,7 @@ func TestCloseWaitsForDevice(t *testing.T) {
 			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled,
 				SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 			require.NoError(t, err)
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(testutil.Bound())
 			for b.qp.vec.sentPkts.Load() < 16 {
 				require.True(t, time.Now().Before(deadline), "the transfer did not start")
 				time.Sleep(20 * time.Microsecond)
@@ -398,7 +398,7 @@ func startStream(t *testing.T, a, b *end, op WROpcode, n int) {
 // the transfer is under way.
 func waitStarted(t *testing.T, moved *atomic.Uint64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Bound())
 	for moved.Load() < 16 {
 		require.True(t, time.Now().Before(deadline), "the transfer did not start")
 		time.Sleep(20 * time.Microsecond)

@@ -201,7 +201,7 @@ func briefs(wcs []WC) []wcBrief {
 func waitEvent(t testing.TB, d *Device, typ AsyncEventType) (AsyncEvent, []AsyncEvent) {
 	t.Helper()
 	var others []AsyncEvent
-	deadline := time.After(5 * time.Second)
+	deadline := time.After(testutil.Bound())
 	for {
 		select {
 		case e, ok := <-d.Events():

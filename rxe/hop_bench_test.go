@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev/rawudp"
 )
 
@@ -48,7 +49,7 @@ func benchHop(b *testing.B, noGSO bool) {
 	wcs := make([]WC, 4)
 	// await busy-polls e's CQ until a receive completes.
 	await := func(e *end) {
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(testutil.Bound())
 		for i := 0; ; i++ {
 			n := e.cq.BusyPoll(wcs)
 			for _, wc := range wcs[:n] {

@@ -211,7 +211,7 @@ func writer64(t *testing.T, a, z *end) func(id uint64) {
 func writeUnread(t *testing.T, r *connReader, z *end, write func(id uint64), id uint64) time.Time {
 	t.Helper()
 	zSent := z.dev.Counters().SentPkts
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Bound())
 	for !r.gate.TryLock() { // the receive goroutine is handling a batch
 		require.True(t, time.Now().Before(deadline), "the socket's gate stays held")
 		time.Sleep(20 * time.Microsecond)
