@@ -113,3 +113,67 @@ func TestHeldDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldDroppedCountsWhatIsLeft: held_dropped counts only the held
+// datagrams not yet sent again, and counts a single one. An RC QP holds
+// the datagrams of a batch taken back after a local drop, sends part of
+// them once its back-off is over (the rest wait for the next pass), and
+// is then reset: the rest are forgotten, not those that left. A QP in
+// ERR that holds a single request forgets that one.
+func TestHeldDroppedCountsWhatIsLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ops       []packet.Opcode
+		room      int // datagrams the step may send
+		fail      QPState
+		forgotten uint64
+	}{
+		{name: "reset-after-part-sent", ops: []packet.Opcode{packet.RCRDMAWriteFirst, packet.RCRDMAWriteMiddle,
+			packet.RCRDMAWriteMiddle, packet.RCRDMAWriteMiddle, packet.RCRDMAWriteLast}, room: 2, fail: QPSReset, forgotten: 3},
+		{name: "one-in-err", ops: []packet.Opcode{packet.RCSendOnly}, room: 4, fail: QPSErr, forgotten: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			da, _ := newDevices(t, "pipe")
+			e := smallEnd(t, da, nil, qpOpts{})
+			qp := e.qp
+			require.NoError(t, qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
+				QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+			v := qp.vec
+			v.txMu.Lock() // the test is the vector's transmit pass
+			defer v.txMu.Unlock()
+			qp.mu.Lock()
+			gen := qp.gen
+			qp.mu.Unlock()
+			msgs := make([]netdev.Message, len(tc.ops))
+			owners := make([]*QP, len(tc.ops))
+			gens := make([]uint32, len(tc.ops))
+			for i, op := range tc.ops {
+				msgs[i] = netdev.Message{Buf: make([]byte, maxPacket), N: 64}
+				packet.BTH(msgs[i].Buf).SetOpcode(op)
+				owners[i], gens[i] = qp, gen
+			}
+			qp.takeBack(msgs, owners, gens)
+			require.Equal(t, len(tc.ops), heldCount(qp))
+			qp.mu.Lock()
+			qp.localDrop.until = time.Time{} // the back-off is over
+			qp.mu.Unlock()
+			out := make([]netdev.Message, tc.room)
+			for i := range out {
+				out[i].Buf = make([]byte, maxPacket)
+			}
+			sent := 0
+			if tc.fail != QPSErr {
+				sent, _ = qp.step(out, make([]*QP, len(out)), 0)
+				require.Equal(t, tc.room, sent, "datagrams sent before the failure")
+			}
+			require.NoError(t, qp.Modify(&QPAttr{State: tc.fail}, QPAttrState))
+			if tc.fail == QPSErr {
+				k, _ := qp.step(out, make([]*QP, len(out)), 0)
+				require.Zero(t, k, "a QP in ERR sends no held request")
+			}
+			require.Zero(t, heldCount(qp), "still held")
+			require.Equal(t, tc.forgotten, qp.Counters().HeldDropped, "the QP's held_dropped")
+			require.Equal(t, tc.forgotten, da.Counters().HeldDropped, "the device's held_dropped")
+		})
+	}
+}
