@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/internal/testutil"
+	"github.com/gorxe/gorxe/requester"
 	"github.com/gorxe/gorxe/retry"
 )
 
@@ -192,6 +193,53 @@ func TestGateWaitRetryWork(t *testing.T) {
 			require.Zero(t, early, "tries whose next try was not filed timeoutReadWait on")
 			require.LessOrEqual(t, steps, tries+1, "steps of the waiting QP")
 			require.Zero(t, allocs, "allocations per try of the gate")
+		})
+	}
+}
+
+// TestGateWaitCap: a due retransmit deadline waits for a held socket gate
+// until gateWaitCap past the deadline and no longer, the cap being the
+// QP's local ACK timeout, at least 1 s (waitsForGate, read at explicit
+// times). The QP's peer is gone, so its WRITE stays outstanding (for
+// 8 tries of at least 0.54 s); the test holds the QP's lock and puts its
+// deadline past the retransmit timer's.
+func TestGateWaitCap(t *testing.T) {
+	for _, tc := range []struct {
+		timeout uint8
+		cap     time.Duration
+	}{
+		{17, time.Second},          // 0.54 s: the floor
+		{20, retry.AckTimeout(20)}, // 4.3 s
+	} {
+		t.Run(fmt.Sprintf("timeout=%d", tc.timeout), func(t *testing.T) {
+			a, b := smallPair(t, "pipe", qpOpts{timeout: tc.timeout, retryCnt: 7}, qpOpts{})
+			require.NoError(t, b.dev.Close())
+			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)},
+				RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return a.qp.Counters().Requester.PacketsSent > 0 }, testutil.Bound(), 100*time.Microsecond,
+				"the WRITE left")
+			a.qp.mu.Lock()
+			defer a.qp.mu.Unlock()
+			require.Equal(t, tc.cap, a.qp.gateWaitCap())
+			saved := a.qp.timerAt
+			defer func() { a.qp.timerAt = saved }()
+			// Past the retransmit timer's deadline, armed at the last send.
+			due := time.Now().Add(retry.AckTimeout(tc.timeout) + time.Millisecond)
+			require.NotZero(t, a.qp.req.Expired(due)&requester.TimerRetransmit, "the WRITE is outstanding")
+			a.qp.timerAt = due
+			for _, c := range []struct {
+				after time.Duration
+				wait  bool
+			}{
+				{0, true},
+				{tc.cap - time.Nanosecond, true},
+				{tc.cap, false},
+				{tc.cap + time.Millisecond, false},
+				{2 * tc.cap, false},
+			} {
+				require.Equal(t, c.wait, a.qp.waitsForGate(due.Add(c.after)), "%v past the deadline", c.after)
+			}
 		})
 	}
 }
