@@ -243,3 +243,31 @@ func TestGateWaitCap(t *testing.T) {
 		})
 	}
 }
+
+// TestGateWaitOnlyRetransmit: only an expiry of the retransmit timer, the
+// one that spends retry_cnt, waits for a held socket gate beyond one
+// try; a due RNR wait (which spends no retry_cnt) does not
+// (waitsForGate). The peer has no receive WQE, so a's SEND draws RNR
+// NAKs and waits its min_rnr_timer (491.52 ms) between tries.
+func TestGateWaitOnlyRetransmit(t *testing.T) {
+	a, _ := smallPair(t, "pipe", qpOpts{}, qpOpts{minRNRTimer: 31})
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 8)}})
+	require.NoError(t, err)
+	// Between RNR waits the SEND is outstanding again, under the
+	// retransmit timer: look until the QP is in a wait.
+	bound := time.Now().Add(testutil.Bound())
+	for {
+		a.qp.mu.Lock()
+		at := a.qp.timerAt
+		due := a.qp.req.Expired(at)
+		if !at.IsZero() && due&requester.TimerRNR != 0 && due&requester.TimerRetransmit == 0 {
+			waits := a.qp.waitsForGate(at)
+			a.qp.mu.Unlock()
+			require.False(t, waits, "a due RNR wait waits for the gate")
+			return
+		}
+		a.qp.mu.Unlock()
+		require.True(t, time.Now().Before(bound), "the SEND never waited for an RNR NAK's timer")
+		time.Sleep(100 * time.Microsecond)
+	}
+}
