@@ -271,3 +271,63 @@ func TestGateWaitOnlyRetransmit(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 	}
 }
+
+// TestSilenceTimerWaitsForHeldGate holds the requester's socket gate, as a
+// reader whose thread gets no processor while handling a batch, while its
+// WRITE's ACK waits unread in the socket, and asks, at explicit times past
+// the QP's due recovery deadline, whether the deadline may wait longer for
+// the gate: up to silenceGateWaitCap it must (an answer in the holder's
+// batch would make the tail-loss probe spurious), from then on it must
+// not; and the cap stays below the retransmit timer's wait and half the
+// ACK timeout, so the recovery still comes before the retransmit timer.
+func TestSilenceTimerWaitsForHeldGate(t *testing.T) {
+	a, z, _ := udpPairWith(t, Options{}, ConnectOptions{MTU: MTU4096, Timeout: 14, Explicit: QPAttrTimeout})
+	r := a.dev.vecs[a.qp.vec.id].reader
+	require.NotNil(t, r.shared, "the UDP netdev reads in turn")
+	write := writer64(t, a, z)
+	for id := range uint64(4) { // RTT samples: the recovery timer runs near its floor
+		write(id)
+		require.Equal(t, WCSuccess, waitWC(t, a.cq).Status)
+	}
+	writeUnread(t, r, z, write, 10)
+	defer releaseGate(r)
+	capWait := a.qp.silenceGateWaitCap()
+	require.Equal(t, silenceGateWaitMax, capWait, "a 67 ms ACK timeout leaves the ceiling")
+	require.Less(t, capWait, a.qp.gateWaitCap())
+	a.qp.mu.Lock()
+	defer a.qp.mu.Unlock()
+	at := a.qp.timerAt
+	require.NotZero(t, at, "the WRITE has a deadline")
+	for _, c := range []struct {
+		after time.Duration
+		waits bool
+	}{
+		{0, true},
+		{timeoutReadWait, true},
+		{capWait - time.Microsecond, true},
+		{capWait, false},
+		{capWait + timeoutReadWait, false},
+	} {
+		now := at.Add(c.after)
+		require.Equal(t, requester.TimerRecovery, a.qp.req.Expired(now), "%v past the deadline, only the recovery timer is due", c.after)
+		require.Equal(t, c.waits, a.qp.waitsForGate(now), "%v past the recovery deadline", c.after)
+	}
+}
+
+// TestSilenceGateWaitCap checks silenceGateWaitCap against the QP's local
+// ACK timeout: half of it, at most silenceGateWaitMax.
+func TestSilenceGateWaitCap(t *testing.T) {
+	for _, c := range []struct {
+		timeout uint8
+		want    time.Duration
+	}{
+		{8, retry.AckTimeout(8) / 2},   // 1.05 ms: half
+		{12, retry.AckTimeout(12) / 2}, // 16.8 ms: half
+		{14, silenceGateWaitMax},       // 67 ms: the ceiling
+		{20, silenceGateWaitMax},
+	} {
+		qp := &QP{}
+		qp.attr.Timeout = c.timeout
+		require.Equal(t, c.want, qp.silenceGateWaitCap(), "timeout %d", c.timeout)
+	}
+}

@@ -260,8 +260,14 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) (int, uint32) {
 // "RETRY_EXC_ERR on a loaded machine"), so a single try would let such a
 // stall spend the budget. Meanwhile the step goes on without the expiry
 // (deadlineWait): the QP's ACKs, responses and new requests still leave.
-// The other timers (recovery probes, selective repeat's, RNR and credit
-// waits) spend no retry and wait one timeoutReadWait, then act.
+// The timers that resend on silence without spending a retry (the
+// recovery timer's probes, selective repeat's hold, recheck and watch of
+// READ requests) wait so too, at most silenceGateWaitCap past the
+// deadline: an answer in the holder's batch makes their resend a
+// spurious one (a whole READ's responses again for a watch's re-read of
+// a READ whose responses wait there). The RNR and credit waits end on
+// the peer's word, not on silence: they wait one timeoutReadWait, then
+// act.
 func (qp *QP) readBeforeTimeout(now time.Time) deadlineStep {
 	qp.slot.gateRetry = time.Time{}
 	r := qp.vec.reader
@@ -304,14 +310,40 @@ const (
 )
 
 // waitsForGate reports whether the due deadline may wait longer for the
-// socket's gate (readBeforeTimeout; caller holds mu): only an expiry of
-// the retransmit timer, for at most gateWaitCap past the deadline.
+// socket's gate (readBeforeTimeout; caller holds mu): an expiry of the
+// retransmit timer for at most gateWaitCap past the deadline, one of
+// silence timers only (silenceTimers) for at most silenceGateWaitCap.
 func (qp *QP) waitsForGate(now time.Time) bool {
-	if qp.req.Expired(now)&requester.TimerRetransmit == 0 {
-		return false
+	exp := qp.req.Expired(now)
+	switch {
+	case exp&requester.TimerRetransmit != 0:
+		return now.Sub(qp.timerAt) < qp.gateWaitCap()
+	case exp != 0 && exp&^silenceTimers == 0:
+		return now.Sub(qp.timerAt) < qp.silenceGateWaitCap()
 	}
-	return now.Sub(qp.timerAt) < qp.gateWaitCap()
+	return false
 }
+
+// silenceTimers are the requester's timers that resend on silence and
+// spend no retry (readBeforeTimeout): the recovery timer and selective
+// repeat's hold, recheck and watch.
+const silenceTimers = requester.TimerRecovery | requester.TimerSRHold | requester.TimerSRRecheck | requester.TimerSRWatch
+
+// silenceGateWaitCap bounds how long a due silence timer (silenceTimers)
+// waits for a socket gate another goroutine holds (readBeforeTimeout):
+// silenceGateWaitMax, at most half the QP's local ACK timeout, so that the
+// recovery in round trips still comes well before the retransmit timer.
+func (qp *QP) silenceGateWaitCap() time.Duration {
+	return min(retry.AckTimeout(qp.attr.Timeout)/2, silenceGateWaitMax)
+}
+
+// silenceGateWaitMax is silenceGateWaitCap's ceiling: above the 10-20 ms
+// for which a gate holder's thread went without a processor in loaded
+// loopback READ runs, where a watch that acted after one timeoutReadWait
+// re-read whole READs whose responses waited in the holder's batch
+// (docs/performance.md, "Silence timers wait for a held socket"), and
+// below perftest's default ACK timeout (-u 14, 67 ms).
+const silenceGateWaitMax = 25 * time.Millisecond
 
 // gateWaitCap bounds how long a due retransmit deadline waits for a socket
 // gate that another goroutine holds (readBeforeTimeout): the QP's local
