@@ -112,7 +112,11 @@ func TestNoteLossHold(t *testing.T) {
 // a request that arrives again (a re-read of lost READ responses shows
 // only so) starts the spin of the device that received it.
 func TestDuplicateRequestStartsSpin(t *testing.T) {
-	a, z, _ := udpPair(t, Options{})
+	// No recovery timer and a 1 s ACK timeout: on a loaded host a probe
+	// or a retransmission of the first WRITE would reach z as a duplicate
+	// and start its spin before the test sends its own.
+	a, z, _ := udpPairWith(t, Options{Recovery: RecoveryConfig{Off: true}},
+		ConnectOptions{MTU: MTU4096, Timeout: testutil.QPTimeout, Explicit: QPAttrTimeout})
 	if z.dev.spinBound.Load() {
 		t.Skip("the kernel capped the 64 MiB receive buffer (net.core.rmem_max, no CAP_NET_ADMIN): the device spins as for a small buffer")
 	}
