@@ -43,7 +43,8 @@ func loopbackSessions(t *testing.T, cmd string, args ...string) (client, server 
 }
 
 // runEnds runs the server so and the client co of pt over TCP on
-// 127.0.0.1 in this process and requires both to succeed.
+// 127.0.0.1 in this process and requires both to succeed; a client's
+// failure is reported with the server's error, often its cause.
 func runEnds(t *testing.T, pt Test, so, co *options) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,7 +54,10 @@ func runEnds(t *testing.T, pt Test, so, co *options) {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- runServer(ctx, pt, so, io.Discard, ln) }()
 	co.oobPort = ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, runClient(ctx, pt, co, io.Discard))
+	if err := runClient(ctx, pt, co, io.Discard); err != nil {
+		cancel() // a server still waiting for the client ends too
+		require.NoError(t, err, "server: %v", <-srvErr)
+	}
 	require.NoError(t, <-srvErr)
 }
 

@@ -700,10 +700,13 @@ func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, siz
 		switch left := time.Until(end); {
 		case done:
 			wctx, wait = ctx, peerDoneQuiet
+		case watching:
+			// Until the peer stops (spoke), during the duration as
+			// after it: a sender that waits out an ACK timeout or a
+			// stall of its host has not stopped.
+			wait = stallTimeout
 		case left > 0:
 			wait = min(left+sendBWQuiet, stallTimeout)
-		case watching:
-			wait = stallTimeout // until the client stops
 		}
 		n, err := s.waitCQsFor(wctx, &s.rset, wcs, wait)
 		if err != nil {
