@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,7 +110,9 @@ func TestUseSRQErrors(t *testing.T) {
 // loop that began after it received the -r messages the SRQ held and
 // dropped the rest of UD's. The UD clients are paced (--rate_limit) so
 // that a loaded machine's stalls of a few milliseconds cannot outrun the
-// re-posts; rxe's TestSRQBehindYields covers unpaced bursts.
+// re-posts; rxe's TestSRQBehindYields covers unpaced bursts. The RC runs
+// are about RNR NAKs and re-posts, not the ACK timeout's retry budget:
+// they take loadProof's ACK timeout (-u testutil.QPTimeout).
 func TestUseSRQReposts(t *testing.T) {
 	for _, conn := range []string{"RC", "UD"} {
 		for _, qps := range []int{1, 2, 4} {
@@ -128,6 +131,9 @@ func TestUseSRQReposts(t *testing.T) {
 						"-n", strconv.Itoa(iters), "-r", strconv.Itoa(rx)}
 					if bidir {
 						a = append(a, "-b")
+					}
+					if conn == "RC" {
+						a = append(a, "-u", testutil.QPTimeoutArg)
 					}
 					if conn == "UD" {
 						a = append(a, "--rate_limit", "5000", "--rate_units", "p", "--burst_size", "8")
@@ -166,7 +172,7 @@ func TestUseSRQReposts(t *testing.T) {
 // before it writes its own, oob.Conn.Exchange), after which the client
 // sends, it returns only when the client has written its next message or
 // closed the connection, that is, once the client has sent all its
-// messages, or after gateWait.
+// messages, or after testutil.Bound(): the wait only stops a hang.
 type sendGate struct {
 	oob.TCPPipe
 	c    net.Conn
@@ -175,9 +181,6 @@ type sendGate struct {
 	held bool  // the at-th message was held until the client stopped
 	err  error // the wait's error
 }
-
-// gateWait bounds sendGate's wait.
-const gateWait = 10 * time.Second
 
 // Send implements oob.Pipe.
 func (g *sendGate) Send(b []byte) error {
@@ -195,11 +198,12 @@ func (g *sendGate) Send(b []byte) error {
 		g.err = errors.New("no raw connection to wait on")
 		return nil
 	}
-	g.c.SetReadDeadline(time.Now().Add(gateWait))
+	bound := testutil.Bound()
+	g.c.SetReadDeadline(time.Now().Add(bound))
 	g.held = waitReadable(rc)
 	g.c.SetReadDeadline(time.Time{})
 	if !g.held {
-		g.err = fmt.Errorf("the client did not finish sending within %v", gateWait)
+		g.err = fmt.Errorf("the client did not finish sending within %v", bound)
 	}
 	return nil
 }
