@@ -53,3 +53,33 @@ func TestBWDurationCountsSampleWindow(t *testing.T) {
 	require.Len(t, client.bwResults, 1)
 	require.Equal(t, report.NewBW(size, counted, winEnd.Sub(winStart), false), client.bwResults[0])
 }
+
+// steppedClock is a bandwidth loop's clock in duration mode (hooks.now)
+// that a test moves on by step at each of the loop's waits on its send
+// CQs (hooks.sent), from a fixed start: which completions fall in the
+// sample window does not depend on how fast the host runs, and a run
+// counts some however slow it is. Only the loop's goroutine reads and
+// moves it; read counted once the run is over.
+type steppedClock struct {
+	now              time.Time
+	step             time.Duration
+	winStart, winEnd time.Time
+	counted          uint64 // completions taken inside the window
+}
+
+// stepClock puts o's bandwidth loop in duration mode on a steppedClock
+// that moves on by step a wait. o's -D and -f (parsed) set the window.
+func stepClock(o *options, step time.Duration) *steppedClock {
+	start := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+	margin := time.Duration(o.margin) * time.Second
+	c := &steppedClock{now: start, step: step,
+		winStart: start.Add(margin), winEnd: start.Add(time.Duration(o.duration)*time.Second - margin)}
+	o.hooks.now = func() time.Time { return c.now }
+	o.hooks.sent = func(n int) {
+		c.now = c.now.Add(c.step)
+		if !c.now.Before(c.winStart) && c.now.Before(c.winEnd) {
+			c.counted += uint64(n)
+		}
+	}
+	return c
+}
