@@ -192,11 +192,41 @@ func tcpEnds(t *testing.T, cmd string, args ...string) (cout, sout string) {
 	return cout, sout
 }
 
+// tcpEndsHooked is tcpEnds with hook applied to each end's parsed
+// options (server, then client) before it runs; the client runs as
+// Test.Run runs it, its stdout the returned cout.
+func tcpEndsHooked(t *testing.T, cmd string, hook func(*options), args ...string) (cout, sout string) {
+	t.Helper()
+	args = append([]string{"-u", testutil.QPTimeoutArg}, args...)
+	port, wait := startServerHooked(t, cmd, hook, append([]string{"--bind", "127.0.0.1"}, args...)...)
+	pt := findTest(t, cmd)
+	o, err := parsePerftest(pt, append([]string{"127.0.0.1", "-p", strconv.Itoa(port), "--bind", "127.0.0.2"}, args...))
+	require.NoError(t, err)
+	hook(o)
+	var out, errb bytes.Buffer
+	o.stderr = &errb
+	o.capWarn = &capWarner{w: &errb}
+	out.WriteString(o.parseNotes())
+	cerr := runClient(testutil.Context(t), pt, o, &out)
+	sout, serr := wait()
+	require.NoError(t, serr, "server; client: %v, stderr: %s, stdout: %s", cerr, errb.String(), out.String())
+	require.NoError(t, cerr, errb.String())
+	return out.String(), sout
+}
+
 func startServer(t *testing.T, cmd string, args ...string) (int, func() (string, error)) {
+	t.Helper()
+	return startServerHooked(t, cmd, func(*options) {}, args...)
+}
+
+// startServerHooked is startServer with hook applied to the server's
+// parsed options.
+func startServerHooked(t *testing.T, cmd string, hook func(*options), args ...string) (int, func() (string, error)) {
 	t.Helper()
 	pt := findTest(t, cmd)
 	o, err := parsePerftest(pt, args)
 	require.NoError(t, err)
+	hook(o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var out bytes.Buffer
@@ -840,15 +870,31 @@ func TestBidirectionalTCP(t *testing.T) {
 // server and a client over TCP: each end runs its requests for the
 // duration, and prints its own iteration count and no peak (duration
 // mode). READ, WRITE and atomics exchange reports as with -n, so both ends
-// print the same sum of both directions; send-bw exchanges none (perftest's
-// send_bw -b -D): each end counts what it sent and what it received, so
-// the two rows count the same messages and agree within the edges of
-// their windows.
+// print the same sum of both directions, next to the requests each end
+// counted in its own window. Their loops run on clocks of the test's (stepClock), so
+// each window counts some completions however slow the host is (on a
+// loaded one a real second can pass before the first 64 KiB WRITE
+// completes, and perftest then counts none). send-bw exchanges none
+// (perftest's send_bw -b -D): each end counts what it sent and what it
+// received, so the two rows count the same messages and agree within the
+// edges of their windows; its ends keep the host's clock, as the
+// receiving half times its window on it.
 func TestBidirectionalDuration(t *testing.T) {
 	for _, cmd := range []string{"write-bw", "read-bw", "atomic-bw", "send-bw"} {
 		t.Run(cmd, func(t *testing.T) {
 			t.Parallel()
-			out, sout := tcpEnds(t, cmd, "-b", "-D", "1", "-f", "0", "--udp-port", "0")
+			args := []string{"-b", "-D", "1", "-f", "0", "--udp-port", "0"}
+			var out, sout string
+			var clks []*steppedClock // the server's, the client's (tcpEndsHooked's order)
+			var cqMod uint64
+			if cmd == "send-bw" {
+				out, sout = tcpEnds(t, cmd, args...)
+			} else {
+				out, sout = tcpEndsHooked(t, cmd, func(o *options) {
+					clks = append(clks, stepClock(o, 200*time.Millisecond)) // 4 waits in the window
+					cqMod = uint64(o.cqMod)
+				}, args...)
+			}
 			var rows [2][]string
 			for i, o := range []string{out, sout} {
 				require.Contains(t, o, " Bidirectional BW Test\n")
@@ -866,6 +912,13 @@ func TestBidirectionalDuration(t *testing.T) {
 			require.Equal(t, rows[0][0], rows[1][0], "size")
 			if cmd != "send-bw" {
 				require.Equal(t, rows[0][3:], rows[1][3:], "both ends print the sum of both directions")
+				require.Len(t, clks, 2)
+				for _, c := range clks {
+					require.Positive(t, c.counted, "completions in each end's window")
+				}
+				own := func(c *steppedClock) string { return strconv.FormatUint(c.counted*cqMod, 10) }
+				require.Equal(t, []string{own(clks[1]), own(clks[0])}, []string{rows[0][1], rows[1][1]},
+					"each end's #iterations: cq-mod requests a completion in its window")
 				return
 			}
 			var rates [2]float64
