@@ -698,16 +698,21 @@ func (p *cmPipe) watchQuiet(ctx context.Context, cancel context.CancelCauseFunc,
 			return
 		case <-ctx.Done():
 			return
-		case now := <-tick:
+		case <-tick:
 			if check != nil {
 				if err := check(); err != nil {
 					cancel(err)
 					return
 				}
 			}
+			// The silence runs from when heard was read, not from when
+			// the tick was due: a watch that runs late reads a tick due
+			// long before. A move is dated after the read, a silence
+			// measured up to before it.
+			before := time.Now()
 			if h := heard(); h != was {
-				was, last = h, now
-			} else if now.Sub(last) >= p.st.silence {
+				was, last = h, time.Now()
+			} else if before.Sub(last) >= p.st.silence {
 				cancel(errPeerSilent{p.st.silence})
 				return
 			}
