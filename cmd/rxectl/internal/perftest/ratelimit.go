@@ -141,10 +141,12 @@ func (o *options) rateSummary() string {
 // pacer is perftest's software rate limiter for one run of size-byte
 // messages: the client posts in bursts of burst messages, over all its
 // QPs, and a burst starts only once the one before it is a gap old, gap
-// being burst messages at the limit's rate. Like perftest's it keeps an
-// average: a burst that starts late moves the next one's start by one gap
-// from when it was due, not from when it started, so bursts go back to
-// back until the run has caught up.
+// being burst messages at the limit's rate. As perftest's run_iter_bw
+// (gap_deadline set one gap after the burst it lets go), the next burst is
+// due one gap after this one starts, not after this one was due: a burst
+// that starts late (the poster stalled) does not make the bursts after it
+// go back to back to catch up, which would send the receiver several
+// bursts at once, more than an unpaced UD receiver's posted buffers hold.
 type pacer struct {
 	gap   time.Duration
 	burst int
@@ -174,7 +176,7 @@ func (p *pacer) ready() bool {
 	if now.Before(p.due) {
 		return false
 	}
-	p.due = p.due.Add(p.gap)
+	p.due = now.Add(p.gap)
 	p.left = p.burst
 	return true
 }
