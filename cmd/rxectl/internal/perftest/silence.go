@@ -57,7 +57,12 @@ func (p *silentPipe) Recv(b []byte) error {
 			select {
 			case <-done:
 				return
-			case now := <-t.C:
+			case <-t.C:
+				// The clock read now, not the tick's due time: a watcher
+				// that runs late would date the packets it counts to an
+				// old tick and end the wait with less silence than
+				// p.silence (watchQuiet's rule too).
+				now := time.Now()
 				if h := p.heard(); h != heard {
 					heard, last = h, now
 				} else if now.Sub(last) >= p.silence {
