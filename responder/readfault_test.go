@@ -327,12 +327,7 @@ func TestHeldCompletionRoom(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxDestRdAtomic = 1 })
 	h.postRecv(7, 64)
 	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
-	psn := packet.PSN(101)
-	for i := 0; h.r.q.Free() > 1; i++ {
-		require.Less(t, i, 100)
-		h.rx(packet.RCFetchAdd, psn, nil, atomicETH(rva+4096, rkey, 1, 0))
-		psn = psn.Next()
-	}
+	psn := fillWithAtomics(t, h, 101)
 	h.rx(packet.RCSendOnly, psn, pattern(20, 0), ackReq)
 	require.Equal(t, uint64(1), h.r.Counters().Dropped)
 	require.Equal(t, psn, h.r.EPSN())
@@ -346,6 +341,19 @@ func TestHeldCompletionRoom(t *testing.T) {
 	h.rx(packet.RCSendOnly, psn, pattern(20, 0), ackReq)
 	require.Len(t, h.cq.wcs, 1)
 	require.Equal(t, verbs.WCSuccess, h.cq.wcs[0].Status)
+}
+
+// fillWithAtomics sends FETCH_ADDs from psn on until one slot of h's
+// output queue is left, each queuing its ATOMIC ACKNOWLEDGE, and returns
+// the next PSN.
+func fillWithAtomics(t *testing.T, h *harness, psn packet.PSN) packet.PSN {
+	t.Helper()
+	for i := 0; h.r.q.Free() > 1; i++ {
+		require.Less(t, i, 100, "the output queue never filled")
+		h.rx(packet.RCFetchAdd, psn, nil, atomicETH(rva+4096, rkey, 1, 0))
+		psn = psn.Next()
+	}
+	return psn
 }
 
 // TestHeldCompletionsKeepOrder: once a READ's train has gone, a
@@ -448,12 +456,7 @@ func TestHeldCompletionRoomWQEInUse(t *testing.T) {
 	t.Run("nothing_queued_ahead", func(t *testing.T) {
 		h := newHarness(t, func(c *Config) { c.MaxDestRdAtomic = 1 })
 		h.postRecv(7, 64)
-		psn := packet.PSN(100)
-		for i := 0; h.r.q.Free() > 1; i++ {
-			require.Less(t, i, 100)
-			h.rx(packet.RCFetchAdd, psn, nil, atomicETH(rva+4096, rkey, 1, 0))
-			psn = psn.Next()
-		}
+		psn := fillWithAtomics(t, h, 100)
 		h.rx(packet.RCSendOnly, psn, pattern(20, 0), ackReq)
 		require.Zero(t, h.r.Counters().Dropped)
 		require.Equal(t, psn.Next(), h.r.EPSN())
