@@ -52,26 +52,7 @@ func (p *silentPipe) Recv(b []byte) error {
 		defer close(exited)
 		t := time.NewTicker(min(p.silence/4, time.Second))
 		defer t.Stop()
-		heard, last := p.heard(), time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				// The clock read now, not the tick's due time: a watcher
-				// that runs late would date the packets it counts to an
-				// old tick and end the wait with less silence than
-				// p.silence (watchQuiet's rule too).
-				now := time.Now()
-				if h := p.heard(); h != heard {
-					heard, last = h, now
-				} else if now.Sub(last) >= p.silence {
-					silent.Store(true)
-					p.conn.SetReadDeadline(time.Unix(1, 0))
-					return
-				}
-			}
-		}
+		silent.Store(p.watch(done, t.C, p.heard))
 	}()
 	err := p.Pipe.Recv(b)
 	close(done)
@@ -83,4 +64,29 @@ func (p *silentPipe) Recv(b []byte) error {
 		}
 	}
 	return err
+}
+
+// watch ends the Recv under way (a read deadline in the past) once heard
+// has not moved for p.silence, looking at each tick; it returns when done
+// is closed, or once it has ended the Recv, reporting which. The silence
+// runs from when heard was read, not from when the tick was due: a
+// watcher that runs late (a loaded host) reads a tick due long before,
+// and dating the packets it then sees to that tick would end the wait
+// with less than p.silence of silence (cmPipe.watchQuiet's rule too).
+func (p *silentPipe) watch(done <-chan struct{}, tick <-chan time.Time, heard func() uint64) bool {
+	was, last := heard(), time.Now()
+	for {
+		select {
+		case <-done:
+			return false
+		case <-tick:
+			before := time.Now()
+			if h := heard(); h != was {
+				was, last = h, time.Now()
+			} else if before.Sub(last) >= p.silence {
+				p.conn.SetReadDeadline(time.Unix(1, 0))
+				return true
+			}
+		}
+	}
 }
