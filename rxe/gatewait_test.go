@@ -331,3 +331,28 @@ func TestSilenceGateWaitCap(t *testing.T) {
 		require.Equal(t, c.want, qp.silenceGateWaitCap(), "timeout %d", c.timeout)
 	}
 }
+
+// TestGateRetryEndsWithItsDeadline: the next try of a deadline that waits
+// for a held gate (gateRetry) holds back the QP's wake-up only while the
+// QP's deadline is still the one that waits (gateFor). Once an answer
+// read meanwhile has moved the deadline, a new one due before that try
+// is filed at its own time, not up to timeoutReadWait late.
+func TestGateRetryEndsWithItsDeadline(t *testing.T) {
+	a, _, _ := gateWaitPair(t, 0)
+	filedAt := func() time.Time {
+		return timeBase.Add(time.Duration(a.qp.slot.filed.Load()))
+	}
+	a.qp.mu.Lock()
+	defer a.qp.mu.Unlock()
+	d := time.Now().Add(time.Hour) // far off: no wake-up comes during the test
+	a.qp.timerAt = d
+	a.qp.slot.gateFor, a.qp.slot.gateRetry = d, d.Add(timeoutReadWait)
+	a.qp.armTimers()
+	require.True(t, filedAt().Equal(d.Add(timeoutReadWait)), "the waiting deadline is filed at its next try")
+
+	moved := d.Add(timeoutReadWait / 10)
+	a.qp.timerAt = moved
+	a.qp.armTimers()
+	require.True(t, filedAt().Equal(moved), "a new deadline is filed at its own time, not %v late at the old wait's try", filedAt().Sub(moved))
+	a.qp.timerAt = time.Time{}
+}

@@ -277,7 +277,7 @@ func (qp *QP) readBeforeTimeout(now time.Time) deadlineStep {
 	if !r.gate.TryLock() {
 		retry := now.Add(timeoutReadWait)
 		if qp.waitsForGate(now) {
-			qp.slot.gateRetry = retry
+			qp.slot.gateRetry, qp.slot.gateFor = retry, qp.timerAt
 			qp.vec.timers.file(qp, retry)
 			return deadlineWait
 		}

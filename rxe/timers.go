@@ -127,16 +127,17 @@ func (r *runtimeTimer) Close() {
 
 // timerSlot is a QP's place in its vector's timerQueue, guarded by the
 // queue's mu; filed mirrors at for armTimers' lock-free check. gateRetry
-// is guarded by the QP's mu instead.
+// and gateFor are guarded by the QP's mu instead.
 type timerSlot struct {
 	at    time.Time    // the filed wake-up time
 	index int          // position in the heap, -1 when not filed
 	filed atomic.Int64 // at as nanoseconds since timeBase, notFiled when not filed
-	// gateRetry is the next try of a due retransmit deadline that waits
-	// for its socket's gate (QP.readBeforeTimeout); armTimers files the
-	// deadline no earlier, so that the waiting QP is not stepped again at
-	// once.
-	gateRetry time.Time
+	// gateRetry is the next try of a due deadline that waits for its
+	// socket's gate (QP.readBeforeTimeout), gateFor that deadline;
+	// armTimers files the deadline no earlier, so that the waiting QP is
+	// not stepped again at once, while the QP's deadline is still gateFor
+	// (an answer read meanwhile that moved or cleared it ends the wait).
+	gateRetry, gateFor time.Time
 }
 
 // notFiled is timerSlot.filed for a QP with no entry.
@@ -171,7 +172,7 @@ type timerQueue struct {
 // nothing, once.
 func (qp *QP) armTimers() {
 	at := qp.timerAt
-	if !at.IsZero() && at.Before(qp.slot.gateRetry) {
+	if !at.IsZero() && at.Equal(qp.slot.gateFor) && at.Before(qp.slot.gateRetry) {
 		at = qp.slot.gateRetry
 	}
 	if qp.localDrop.holding() {
