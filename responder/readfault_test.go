@@ -304,11 +304,7 @@ func TestHeldCompletionsCQOverflow(t *testing.T) {
 // TestHeldCompletionSolicited: a completion held behind a READ's train
 // keeps its request's SE bit for solicited-only notification.
 func TestHeldCompletionSolicited(t *testing.T) {
-	h := newHarness(t)
-	cq := &seCQ{}
-	h.r = New(&h.cfg, Env{Mem: h.mem, RQ: h.rq, CQ: cq})
-	h.postRecv(1, 16)
-	h.postRecv(2, 16)
+	h, cq := seHarness(t)
 	h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 8))
 	h.rx(packet.RCSendOnly, 101, []byte{1}, se, ackReq)
 	h.rx(packet.RCSendOnly, 102, []byte{1}, ackReq)

@@ -639,18 +639,28 @@ func TestMRGoneMidRead(t *testing.T) {
 	}
 }
 
+// TestSolicitedCompletions: each receive completion carries its
+// request's SE bit for solicited-only notification.
 func TestSolicitedCompletions(t *testing.T) {
-	h := newHarness(t)
-	cq := &seCQ{}
-	h.r = New(&h.cfg, Env{Mem: h.mem, RQ: h.rq, CQ: cq})
-	h.postRecv(1, 16)
-	h.postRecv(2, 16)
+	h, cq := seHarness(t)
 	h.rx(packet.RCSendOnly, 100, []byte{1}, se, ackReq)
 	h.rx(packet.RCSendOnly, 101, []byte{1}, ackReq)
 	require.Equal(t, []bool{true, false}, cq.se)
 }
 
+// seCQ records the solicited flag of each completion it takes.
 type seCQ struct{ se []bool }
+
+// seHarness is a harness whose responder completes into an seCQ, with two
+// 16-byte receive WQEs (IDs 1 and 2) posted.
+func seHarness(t *testing.T) (*harness, *seCQ) {
+	h := newHarness(t)
+	cq := &seCQ{}
+	h.r = New(&h.cfg, Env{Mem: h.mem, RQ: h.rq, CQ: cq})
+	h.postRecv(1, 16)
+	h.postRecv(2, 16)
+	return h, cq
+}
 
 func (c *seCQ) Complete(*verbs.WC) bool { panic("CompleteSolicited expected") }
 func (c *seCQ) CompleteSolicited(_ *verbs.WC, s bool) bool {
