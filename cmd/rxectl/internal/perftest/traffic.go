@@ -60,6 +60,15 @@ func (c clock) now() int64 {
 	return int64(time.Since(c.t0))
 }
 
+// timeNow is the clock of the runs that take hooks.now: hooks.now when it
+// is set, else time.Now.
+func (o *options) timeNow() func() time.Time {
+	if o.hooks.now != nil {
+		return o.hooks.now
+	}
+	return time.Now
+}
+
 // hookedClock is a new clock on hooks.now when it is set.
 func (o *options) hookedClock() clock {
 	if o.hooks.now == nil {
@@ -413,10 +422,7 @@ func (w *bwWindow) row(size int, to time.Time, gbits bool) report.BW {
 // instead and runs until interrupted.
 func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW, error) {
 	o := s.o
-	timeNow := time.Now
-	if o.hooks.now != nil {
-		timeNow = o.hooks.now
-	}
+	timeNow := o.timeNow()
 	p := s.newBWPoster(size)
 	wcs := make([]rxe.WC, 64)
 	start := timeNow()
