@@ -54,6 +54,9 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 			mem, ok = r.env.Mem.Remote(it.rkey, it.va, n, verbs.AccessRemoteRead)
 			if !ok || len(mem) != int(n) {
 				r.readFault(it)
+				if r.q.Len() == 0 {
+					return 0, false // a CQ overflow dropped the NAK too
+				}
 				return r.emit(buf)
 			}
 		}
@@ -126,13 +129,74 @@ func (r *Responder) countNAK(it *outItem) {
 // train, is dropped with it, and kernel rxe, which answers a READ whole
 // before it looks at the next request, fails on the READ (read_reply).
 //
-// The completions of the requests after the READ, held until the train
-// had gone (hold), are not posted: their receive WQEs, never executed as
-// far as rxe's order goes, stay in r.held and are flushed with the rest
-// (Flush), WR_FLUSH_ERR whatever they would have reported.
+// The completions held (hold) are completed as rxe completes them, since
+// it runs the request the stream answers (a READ, or a duplicate READ
+// served again: duplicate_request, then read_reply's rxe_recheck_mr) only
+// once every request received before it has run, and none after it:
+//   - those of the requests received before it are posted as they are, in
+//     order (heldBefore; a CQ overflow among them fails the responder
+//     there instead, class G with no NAK, as rxe fails before it reaches
+//     the READ);
+//   - the receive WQE of a message in progress when it was received
+//     completes with IBV_WC_REM_ACCESS_ERR, as rxe's class C error
+//     completes the WQE in use (do_complete), whether the message has
+//     ended since (its completion held) or not (faultInProgress);
+//   - those of the requests received after it, never executed as far as
+//     rxe's order goes, stay in r.held and are flushed with the rest
+//     (Flush), WR_FLUSH_ERR whatever they would have reported.
+//
+// A READ's own train has no completion held before it (they leave the
+// queue ahead of it); an extra stream of a re-read under selective repeat
+// goes ahead of the completions of the requests between the READ and the
+// re-read, which are posted here.
 func (r *Responder) readFault(it *outItem) {
+	before, mid := r.heldBefore(it), it.midMsg
 	*it = outItem{kind: outNAK, syn: packet.NAKSyndrome(packet.NAKRemoteAccess), psn: it.req, msn: r.msn, fatal: true}
 	r.q.truncate(1)
+	if !r.postHeld(before) {
+		return
+	}
 	r.failed = false
 	r.fail(verbs.WCRemAccessErr, StateErrRKeyViolation)
+	if mid {
+		r.faultInProgress()
+	}
+}
+
+// heldBefore returns how many of the completions still held (hold) belong
+// to requests received before the request that the READ response stream
+// it answers: those held when that request was received
+// (outItem.heldMark) and not posted since.
+func (r *Responder) heldBefore(it *outItem) int {
+	taken := r.heldIn - uint64(r.held.Len())
+	if it.heldMark <= taken {
+		return 0
+	}
+	return int(min(it.heldMark-taken, uint64(r.held.Len())))
+}
+
+// faultInProgress completes, with IBV_WC_REM_ACCESS_ERR, the receive WQE
+// of the message that was in progress when the request of a faulting
+// READ response stream was received (readFault): the oldest completion
+// still held, if the message has ended since, else the WQE in use. A
+// receive CQ that overflows fails the responder there (class G) and drops
+// the NAK, as rxe's do_complete returns ERR_CQ_OVERFLOW before its
+// acknowledge.
+func (r *Responder) faultInProgress() {
+	var id uint64
+	switch {
+	case r.held.Len() > 0:
+		id = r.held.Front().wc.ID
+		r.held.Pop()
+	case r.wqe.valid:
+		id = r.wqe.id
+		r.wqe.valid = false
+		r.inMsg = msgNone
+	default:
+		return
+	}
+	r.wc = verbs.WC{ID: id, Status: verbs.WCRemAccessErr, Opcode: verbs.WCRecv, QPNum: r.cfg.QPN}
+	if !r.post(&r.wc, false) {
+		r.overflowHeld(false, 0, 0)
+	}
 }

@@ -228,7 +228,7 @@ func (r *Responder) holding() bool { return r.q.hasRead() || r.held.Len() > 0 }
 // completion for the outHeld item before the ACK just queued. That ACK
 // acknowledges the requests between the two, and the ACK this request
 // queues next replaces it (queueACK); the held entry keeps it, for a CQ
-// overflow to send (releaseHeld). getReq has left room for the item and
+// overflow to send (postHeld). getReq has left room for the item and
 // the request's response.
 //
 // Kernel rxe sends a READ's whole train (read_reply) before it takes the
@@ -238,8 +238,13 @@ func (r *Responder) holding() bool { return r.q.hasRead() || r.held.Len() > 0 }
 // meanwhile: ERR_RKEY_VIOLATION) the QP moves to ERR before they run and
 // their receive WQEs are flushed. Here they run on arrival and only their
 // completions wait: taking the outHeld item, once everything ahead of it
-// has been sent, posts them (releaseHeld); a fault of the stream (readFault)
-// or a flush first (Flush) completes their WQEs with WR_FLUSH_ERR.
+// has been sent, posts them (releaseHeld); a flush first (Flush) completes
+// their WQEs with WR_FLUSH_ERR, and so does a fault of the stream
+// (readFault) for the requests received after the one the stream answers.
+// A duplicate READ's stream (a re-read's extra stream under selective
+// repeat, which goes ahead of them) answers a request received after
+// some of them: a fault of it posts theirs as they are, since rxe ran
+// them before the duplicate.
 //
 // What differs from rxe is only where no completion tells it: the data of
 // a SEND or WRITE behind the stream is placed on arrival, so after a fault
@@ -255,6 +260,7 @@ func (r *Responder) holding() bool { return r.q.hasRead() || r.held.Len() > 0 }
 // it later would mean holding back every request after it too, to keep
 // their order (IBA 9.5), so it is not deferred.
 func (r *Responder) hold(wc *verbs.WC, solicited bool) {
+	r.heldIn++
 	h := r.held.Push()
 	h.wc, h.solicited, h.ack = *wc, solicited, false
 	if n := r.q.Len(); n > 1 {
@@ -269,38 +275,55 @@ func (r *Responder) hold(wc *verbs.WC, solicited bool) {
 }
 
 // releaseHeld takes the outHeld items at the head of the output queue and
-// posts their completions, oldest first (hold). A receive CQ that
-// overflows fails the responder as it would have failed on that request
-// (class G, no NAK: rxe do_complete -> ERR_CQ_OVERFLOW), which is then
-// the failure reported, even if a request after it failed already. The
-// responses queued behind it, of that request and of requests rxe would
-// not have run, are dropped; the ACK of the requests before it that the
-// dropped ACK had replaced (hold) is queued again; the completions still
-// held wait for Flush.
+// posts their completions, oldest first (hold, postHeld).
 func (r *Responder) releaseHeld() {
 	for r.q.Len() > 0 && r.q.Front().kind == outHeld {
 		n := r.q.Front().nheld
 		r.q.pop()
-		for range n {
-			h := r.held.Front()
-			ok := r.post(&h.wc, h.solicited)
-			if ok && h.wc.Status == verbs.WCSuccess {
-				r.ctrs.RDMARecvs++
-			}
-			ack, psn, msn := h.ack, h.ackPSN, h.ackMSN
-			r.held.Pop()
-			if !ok {
-				r.q.truncate(0)
-				if ack {
-					it := r.q.push()
-					it.kind, it.psn, it.msn = outACK, psn, msn
-				}
-				r.failed = false
-				r.fail(verbs.WCGeneralErr, StateErrCQOverflow)
-				return
-			}
+		if !r.postHeld(int(n)) {
+			return
 		}
 	}
+}
+
+// postHeld posts the n oldest held completions (hold), in order, and
+// reports whether the receive CQ took them all. A receive CQ that
+// overflows fails the responder as it would have failed on that request
+// (class G, no NAK: rxe do_complete -> ERR_CQ_OVERFLOW), which is then
+// the failure reported, even if a request after it failed already. The
+// responses still queued, of that request and of requests rxe would not
+// have run, are dropped; the ACK of the requests before it that the
+// dropped ACK had replaced (hold) is queued again; the completions still
+// held wait for Flush.
+func (r *Responder) postHeld(n int) bool {
+	for range n {
+		h := r.held.Front()
+		ok := r.post(&h.wc, h.solicited)
+		if ok && h.wc.Status == verbs.WCSuccess {
+			r.ctrs.RDMARecvs++
+		}
+		ack, psn, msn := h.ack, h.ackPSN, h.ackMSN
+		r.held.Pop()
+		if !ok {
+			r.overflowHeld(ack, psn, msn)
+			return false
+		}
+	}
+	return true
+}
+
+// overflowHeld fails the responder on a receive CQ overflow met while
+// posting a held completion (postHeld): everything queued is dropped
+// but, if ack, the ACK of psn and msn that the request's own ACK had
+// replaced.
+func (r *Responder) overflowHeld(ack bool, psn packet.PSN, msn uint32) {
+	r.q.truncate(0)
+	if ack {
+		it := r.q.push()
+		it.kind, it.psn, it.msn = outACK, psn, msn
+	}
+	r.failed = false
+	r.fail(verbs.WCGeneralErr, StateErrCQOverflow)
 }
 
 // acknowledge mirrors rxe acknowledge: the error NAK if one is pending, the

@@ -38,6 +38,12 @@ type outItem struct {
 	va    uint64
 	rkey  uint32
 	resid uint32
+	// outRead: Responder.heldIn when the request the stream answers (the
+	// READ, or the duplicate it was queued or repositioned for) was
+	// received, and whether a receive WQE was in use by a message in
+	// progress then: what a fault of the stream completes (readFault).
+	heldMark uint64
+	midMsg   bool
 }
 
 // outQueue is the bounded ring of responses in PSN order (ring.Ring: it
@@ -125,10 +131,11 @@ func (r *Responder) queueAtomicACK(psn packet.PSN, orig uint64) {
 	it.kind, it.psn, it.msn, it.orig = outAtomicACK, psn, r.msn, orig
 }
 
-// queueRead queues a READ response train.
+// queueRead queues a READ response train for the request being run.
 func (r *Responder) queueRead(rd readReq, msn uint32) {
 	it := r.q.push()
 	r.q.reads++
 	it.kind, it.first, it.psn, it.req, it.msn = outRead, true, rd.psn, rd.psn, msn
 	it.va, it.rkey, it.resid = rd.va, rd.rkey, rd.length
+	it.heldMark, it.midMsg = r.heldIn, r.wqe.valid
 }

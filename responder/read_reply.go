@@ -98,8 +98,9 @@ func streamOf(it *outItem, res *resource) bool {
 // there with FIRST, so the requester does not wait behind the rest of a
 // stream it will discard, and the READ keeps one stream. rxe does the
 // same: its duplicate_request resets the READ's responder resource to
-// the duplicate's PSN, VA and length. It reports whether it handled the
-// duplicate.
+// the duplicate's PSN, VA and length; the repositioned stream then
+// answers the duplicate, also when it faults (readFault). It reports
+// whether it handled the duplicate.
 func (r *Responder) restartTrain(res *resource) bool {
 	rdEnd := r.rd.psn.Add(r.readPSNs(r.rd.length))
 	for i := range r.q.Len() {
@@ -124,6 +125,10 @@ func (r *Responder) restartTrain(res *resource) bool {
 			r.ctrs.ReadResponsesResent += uint64(rdEnd.Diff(from))
 		}
 		it.psn, it.req, it.va, it.resid, it.first = r.rd.psn, r.rd.psn, r.rd.va, r.rd.length, true
+		// The stream now answers the duplicate: a fault of it is the
+		// duplicate's, after the requests received before it
+		// (readFault).
+		it.heldMark, it.midMsg = r.heldIn, r.wqe.valid
 		r.ctrs.ReadRestarts++
 		return true
 	}

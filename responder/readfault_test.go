@@ -512,3 +512,68 @@ func TestRDMARecvsCountsDelivered(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayFaultCompletions: without selective repeat, a duplicate READ
+// answered by a train rewound to it (restartTrain) or by a replay queued
+// behind the other responses fails the QP when its region has gone, and
+// the receive WQEs complete as kernel rxe completes them: rxe sent the
+// READ's whole train before it took the next request, so the requests
+// received before the duplicate ran and completed (SEND 102 here), a
+// message in progress when it came completes with IBV_WC_REM_ACCESS_ERR
+// (the class C error's do_complete), and the rest is flushed.
+func TestReplayFaultCompletions(t *testing.T) {
+	const mtu = 1024
+	tests := []struct {
+		name   string
+		sent   int              // READ responses taken before the rest
+		reqs   func(h *harness) // from PSN 102, the duplicate of READ 100 among them
+		status []verbs.WCStatus // of WQEs 1, 2, ... when the duplicate's stream faults
+	}{
+		{name: "train_rewound", sent: 1, reqs: func(h *harness) {
+			h.rx(packet.RCSendOnly, 102, pattern(20, 0), ackReq)
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+		}, status: []verbs.WCStatus{verbs.WCSuccess}},
+		{name: "replay_mid_message", sent: 2, reqs: func(h *harness) {
+			h.rx(packet.RCSendFirst, 102, pattern(mtu, 0))
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+		}, status: []verbs.WCStatus{verbs.WCRemAccessErr}},
+		{name: "replay_mid_message_ended", sent: 2, reqs: func(h *harness) {
+			h.rx(packet.RCSendFirst, 102, pattern(mtu, 0))
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+			h.rx(packet.RCSendLast, 103, pattern(10, 0), ackReq)
+		}, status: []verbs.WCStatus{verbs.WCRemAccessErr}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			const wqes = 3
+			for id := range uint64(wqes) {
+				h.postRecv(id+1, 2*mtu)
+			}
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, 2*mtu))
+			for range tc.sent {
+				require.NotZero(t, h.r.NextPacket(t0, h.rxbuf))
+			}
+			tc.reqs(h)
+			h.remote.valid = false
+			out := h.drain()
+			require.NotEmpty(t, out)
+			expect(t, out[len(out)-1], opcode(packet.RCAcknowledge), psnIs(100),
+				syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
+			status, failed := h.r.Failed()
+			require.True(t, failed)
+			require.Equal(t, verbs.WCRemAccessErr, status)
+			require.Len(t, h.cq.wcs, len(tc.status), "completed at the fault")
+			for i, s := range tc.status {
+				require.Equal(t, uint64(i+1), h.cq.wcs[i].ID)
+				require.Equal(t, s, h.cq.wcs[i].Status)
+			}
+			h.r.Flush()
+			require.Len(t, h.cq.wcs, wqes)
+			for i, wc := range h.cq.wcs[len(tc.status):] {
+				require.Equal(t, uint64(len(tc.status)+i+1), wc.ID)
+				require.Equal(t, verbs.WCWRFlushErr, wc.Status)
+			}
+		})
+	}
+}

@@ -363,6 +363,9 @@ type Responder struct {
 	// only when more are held than ever before; every one holds a
 	// receive WQE the consumer posted, which bounds it.
 	held ring.Ring[heldWC]
+	// heldIn counts the completions ever held (hold), so that
+	// heldIn - held.Len() is the number already taken off held.
+	heldIn uint64
 }
 
 // New returns a responder for a copy of cfg. It allocates the responder resources

@@ -85,3 +85,127 @@ func TestSRHeldCompletionsReleasedWithReport(t *testing.T) {
 		})
 	}
 }
+
+// TestSRReReadFaultKeepsEarlierCompletions: an extra stream of a re-read
+// whose region has gone fails the QP with a Remote Access NAK for the
+// re-read's PSN, and the receive completions held behind the READ's train
+// are posted as kernel rxe posts them. Rxe sends a READ's whole train
+// (read_reply) before it takes the next request, so every request that
+// arrived before the re-read had executed and completed when the re-read
+// (duplicate_request, then read_reply's rxe_recheck_mr) faults: their
+// completions are successes, in order. The fault's class C error completes
+// the receive WQE of a message in progress at the re-read with
+// IBV_WC_REM_ACCESS_ERR (do_complete); the requests after the re-read
+// never run, and Flush completes their WQEs with WR_FLUSH_ERR.
+func TestSRReReadFaultKeepsEarlierCompletions(t *testing.T) {
+	const mtu = srReadMTU
+	type want struct {
+		id     uint64
+		status verbs.WCStatus
+	}
+	reread := func(h *harness) {
+		h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+mtu, rkey, mtu))
+	}
+	tests := []struct {
+		name    string
+		reqs    func(h *harness) // the re-read of 101 among requests from 108
+		cqLimit int              // > 0: the receive CQ overflows after that many
+		atFault []want           // posted when the extra stream faults
+		ok      uint64           // successful among them (RDMARecvs)
+		nak     bool             // the fault's NAK is sent (no CQ overflow first)
+		ack     packet.PSN       // else the ACK sent instead, 0 for none
+		lost    int              // WQEs whose completion the full CQ lost (rxe do_complete consumes the WQE first)
+	}{
+		{name: "send_before", reqs: func(h *harness) {
+			h.rx(packet.RCSendOnly, 108, pattern(10, 8), ackReq)
+			reread(h)
+			h.rx(packet.RCSendOnly, 109, pattern(10, 9), ackReq)
+		}, atFault: []want{{1, verbs.WCSuccess}}, ok: 1, nak: true},
+		{name: "two_sends_before", reqs: func(h *harness) {
+			h.rx(packet.RCSendOnly, 108, pattern(10, 8), ackReq)
+			h.rx(packet.RCSendOnly, 109, pattern(10, 9), ackReq)
+			reread(h)
+		}, atFault: []want{{1, verbs.WCSuccess}, {2, verbs.WCSuccess}}, ok: 2, nak: true},
+		{name: "send_after", reqs: func(h *harness) {
+			reread(h)
+			h.rx(packet.RCSendOnly, 108, pattern(10, 8), ackReq)
+		}, nak: true},
+		{name: "message_begun_completes_after", reqs: func(h *harness) {
+			h.rx(packet.RCSendFirst, 108, pattern(mtu, 8))
+			reread(h)
+			h.rx(packet.RCSendLast, 109, pattern(10, 9), ackReq)
+		}, atFault: []want{{1, verbs.WCRemAccessErr}}, nak: true},
+		{name: "message_in_progress", reqs: func(h *harness) {
+			h.rx(packet.RCSendOnly, 108, pattern(10, 8), ackReq)
+			h.rx(packet.RCSendFirst, 109, pattern(mtu, 9))
+			reread(h)
+		}, atFault: []want{{1, verbs.WCSuccess}, {2, verbs.WCRemAccessErr}}, ok: 1, nak: true},
+		{name: "cq_overflow_first", reqs: func(h *harness) {
+			// The CQ overflows on SEND 109, before the re-read: rxe
+			// fails there (class G) and never serves the re-read.
+			h.rx(packet.RCSendOnly, 108, pattern(10, 8), ackReq)
+			h.rx(packet.RCSendOnly, 109, pattern(10, 9), ackReq)
+			reread(h)
+		}, cqLimit: 1, atFault: []want{{1, verbs.WCSuccess}}, ok: 1, ack: 108, lost: 1},
+		{name: "cq_overflow_in_progress", reqs: func(h *harness) {
+			// The CQ overflows on the error completion of the
+			// message in progress: rxe fails there, before its
+			// acknowledge sends the NAK.
+			h.rx(packet.RCSendOnly, 108, pattern(10, 8), ackReq)
+			h.rx(packet.RCSendFirst, 109, pattern(mtu, 9))
+			reread(h)
+		}, cqLimit: 1, atFault: []want{{1, verbs.WCSuccess}}, ok: 1, lost: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := srReadTrain(t, 6)
+			const wqes = 4
+			for id := range uint64(wqes) {
+				h.postRecv(id+1, 2*mtu)
+			}
+			for range 4 { // 100..103 leave
+				require.NotZero(t, h.r.NextPacket(t0, h.rxbuf))
+			}
+			tc.reqs(h)
+			require.Empty(t, h.cq.wcs, "held behind the train")
+			h.remote.valid = false
+			h.cq.limit = tc.cqLimit
+			out := h.drain()
+			status, failed := h.r.Failed()
+			require.True(t, failed)
+			switch {
+			case tc.nak:
+				require.Len(t, out, 1, "the NAK only")
+				expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(101),
+					syndrome(packet.NAKSyndrome(packet.NAKRemoteAccess)))
+				require.Equal(t, verbs.WCRemAccessErr, status)
+			case tc.ack != 0:
+				require.Len(t, out, 1, "the ACK of the requests before the overflow")
+				expectACK(t, out[0], tc.ack, 2)
+				require.Equal(t, verbs.WCGeneralErr, status)
+			default:
+				require.Empty(t, out)
+				require.Equal(t, verbs.WCGeneralErr, status)
+			}
+			require.Len(t, h.cq.wcs, len(tc.atFault), "completions posted at the fault")
+			for i, w := range tc.atFault {
+				wc := h.cq.wcs[i]
+				require.Equal(t, w.id, wc.ID)
+				require.Equal(t, w.status, wc.Status, "completion %d", w.id)
+				require.Equal(t, uint32(ourQPN), wc.QPNum)
+				if w.status == verbs.WCSuccess {
+					require.Equal(t, verbs.WCRecv, wc.Opcode)
+					require.Equal(t, uint32(10), wc.ByteLen)
+				}
+			}
+			require.Equal(t, tc.ok, h.r.Counters().RDMARecvs)
+			h.cq.limit = 0
+			h.r.Flush()
+			require.Len(t, h.cq.wcs, wqes-tc.lost, "every receive WQE completes once")
+			for i, wc := range h.cq.wcs[len(tc.atFault):] {
+				require.Equal(t, uint64(len(tc.atFault)+tc.lost+i+1), wc.ID)
+				require.Equal(t, verbs.WCWRFlushErr, wc.Status)
+			}
+		})
+	}
+}
