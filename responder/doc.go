@@ -25,9 +25,12 @@
 //     in PSN order because the output queue is ordered. The receive
 //     completions of those later requests wait in the output queue behind
 //     the train and are posted once it has gone; if the READ faults first
-//     their receive WQEs are flushed, as in rxe, which never ran them.
-//     Their data is placed, and an atomic among them executes, on arrival
-//     (hold, in execute.go, says why and what a consumer can see of it).
+//     their receive WQEs are flushed, as in rxe, which never ran them. A
+//     duplicate READ's stream that faults completes only those received
+//     after the duplicate that way, since rxe ran the ones before it
+//     (readFault). Their data is placed, and an atomic among them
+//     executes, on arrival (hold, in execute.go, says why and what a
+//     consumer can see of it).
 //   - Consecutive plain ACKs waiting in the output queue collapse into the
 //     newest one (ACKs are cumulative, IBA 9.7.5.1.1).
 //
