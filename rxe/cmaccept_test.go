@@ -231,24 +231,22 @@ func rawListener(t *testing.T, port uint16) (*rawCM, *CMListener) {
 // device, no PD, private data longer than a REP's) leave the request
 // queued for the next call.
 func TestAcceptWithOwnCQs(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	s := listenCM(t, 7481, CMOptions{PrivateData: []byte("listener")})
+	da, db, client, server, l := s.da, s.db, s.client, s.server, s.l
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := db.ListenCM(7481, CMOptions{PD: server.pd, SendCQ: server.cq, PrivateData: []byte("listener")})
-	require.NoError(t, err)
-	defer l.Close()
 
 	const n = 3
 	cqs := make([]*CQ, n)
 	for i := range cqs {
+		var err error
 		cqs[i], err = db.CreateCQ(16, -1)
 		require.NoError(t, err)
 	}
 	dialed := make(chan connResult, n)
 	for i := range n {
 		go func() {
-			c, err := Dial(ctx, da, db.Addr().Addr().String()+":7481",
+			c, err := Dial(ctx, da, s.addr(),
 				CMOptions{PD: client.pd, SendCQ: client.cq, PrivateData: []byte{byte(i)}})
 			dialed <- connResult{c, err}
 		}()
@@ -286,7 +284,7 @@ func TestAcceptWithOwnCQs(t *testing.T) {
 		require.True(t, ok)
 		sc, i := a.sc, a.j
 		require.Equal(t, []byte{'s', byte(i)}, cc.PrivateData[:2], "the REP carries AcceptWith's private data")
-		_, err = cc.QP.PostSend(SendWR{ID: 9, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{{Addr: client.mr.Addr(), Length: 4, LKey: client.mr.LKey()}}})
+		_, err := cc.QP.PostSend(SendWR{ID: 9, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{{Addr: client.mr.Addr(), Length: 4, LKey: client.mr.LKey()}}})
 		require.NoError(t, err)
 		require.Equal(t, WCSuccess, waitWC(t, client.cq).Status)
 		wc := waitWC(t, cqs[i])
@@ -304,17 +302,14 @@ func TestAcceptWithOwnCQs(t *testing.T) {
 // only to reject it (AcceptWith), or sends a REQ only to reject the REP
 // (Dial).
 func TestCMOptionsChecksOffers(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	s := listenCM(t, 7490, CMOptions{SelectiveRepeat: true, PeerSelectiveRepeat: true})
+	da, db, client, server, l := s.da, s.db, s.client, s.server, s.l
 	bad := map[string]CMOptions{
 		"out-of-order buffer above MaxOOOLimit": {SelectiveRepeat: true, PeerSelectiveRepeat: true, OOOLimit: MaxOOOLimit + 1},
 		"negative out-of-order buffer":          {SelectiveRepeat: true, PeerSelectiveRepeat: true, OOOLimit: -1},
 		"negative peer receive buffer":          {PeerRecvBuffer: -1},
 		"negative peer socket count":            {PeerRecvBuffer: 1 << 20, PeerRecvSockets: -1},
 	}
-	l, err := db.ListenCM(7490, CMOptions{PD: server.pd, SendCQ: server.cq, SelectiveRepeat: true, PeerSelectiveRepeat: true})
-	require.NoError(t, err)
-	defer l.Close()
 	for name, o := range bad {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		so, co := o, o
@@ -324,7 +319,7 @@ func TestCMOptionsChecksOffers(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidArgument, "ListenCM: %s", name)
 		_, err = l.AcceptWith(ctx, so)
 		require.ErrorIs(t, err, ErrInvalidArgument, "AcceptWith: %s", name)
-		_, err = Dial(ctx, da, db.Addr().Addr().String()+":7490", co)
+		_, err = Dial(ctx, da, s.addr(), co)
 		require.ErrorIs(t, err, ErrInvalidArgument, "Dial: %s", name)
 		cancel()
 	}
@@ -335,13 +330,13 @@ func TestCMOptionsChecksOffers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dialed := async(func() (*CMConn, error) {
-		return Dial(ctx, da, db.Addr().Addr().String()+":7490",
+		return Dial(ctx, da, s.addr(),
 			CMOptions{PD: client.pd, SendCQ: client.cq, SelectiveRepeat: true, PeerSelectiveRepeat: true})
 	})
 	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 10*time.Second, time.Millisecond, "the request is queued")
 	so := bad["out-of-order buffer above MaxOOOLimit"]
 	so.PD, so.SendCQ = server.pd, server.cq
-	_, err = l.AcceptWith(ctx, so)
+	_, err := l.AcceptWith(ctx, so)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	sc, err := l.Accept(ctx)
 	require.NoError(t, err)

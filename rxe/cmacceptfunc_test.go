@@ -102,13 +102,10 @@ func TestAcceptFunc(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			da, db := cmDevices(t, "pipe")
-			client, server := newCMEnd(t, da), newCMEnd(t, db)
+			s := listenCM(t, 7501, CMOptions{})
+			da, client, server, l := s.da, s.client, s.server, s.l
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			l, err := db.ListenCM(7501, CMOptions{PD: server.pd, SendCQ: server.cq})
-			require.NoError(t, err)
-			defer l.Close()
 			var seen *CMRequest
 			acc := async(func() (*CMConn, error) {
 				return l.AcceptFunc(ctx, func(r *CMRequest) (CMOptions, error) {
@@ -116,7 +113,7 @@ func TestAcceptFunc(t *testing.T) {
 					return tc.answer(server)
 				})
 			})
-			cc, derr := Dial(ctx, da, db.Addr().Addr().String()+":7501", CMOptions{PD: client.pd, SendCQ: client.cq,
+			cc, derr := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq,
 				PrivateData: []byte("asking"), ResponderResources: 3, InitiatorDepth: 5, RetryCnt: 6, RNRRetry: 4})
 			r := <-acc
 			require.NotNil(t, seen, "choose was called")
@@ -158,7 +155,7 @@ func TestAcceptFunc(t *testing.T) {
 					return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
 				})
 			})
-			_, err = Dial(ctx, da, db.Addr().Addr().String()+":7501", CMOptions{PD: client.pd, SendCQ: client.cq})
+			_, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
 			require.NoError(t, err)
 			require.NoError(t, (<-acc).err)
 		})
@@ -177,11 +174,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 		panic("choose called without a request")
 	}
 	t.Run("ctx ends while waiting", func(t *testing.T) {
-		_, db := cmDevices(t, "pipe")
-		server := newCMEnd(t, db)
-		l, err := db.ListenCM(7502, CMOptions{PD: server.pd, SendCQ: server.cq})
-		require.NoError(t, err)
-		defer l.Close()
+		l := listenCM(t, 7502, CMOptions{}).l
 		ctx, cancel := context.WithCancel(context.Background())
 		res := async(func() (*CMConn, error) { return l.AcceptFunc(ctx, never) })
 		cancel()
@@ -193,10 +186,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 		}
 	})
 	t.Run("listener closes while waiting", func(t *testing.T) {
-		_, db := cmDevices(t, "pipe")
-		server := newCMEnd(t, db)
-		l, err := db.ListenCM(7503, CMOptions{PD: server.pd, SendCQ: server.cq})
-		require.NoError(t, err)
+		l := listenCM(t, 7503, CMOptions{}).l
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		res := async(func() (*CMConn, error) { return l.AcceptFunc(ctx, never) })
@@ -264,12 +254,8 @@ func TestAcceptFuncEnds(t *testing.T) {
 		require.ErrorIs(t, err, ErrClosed)
 	})
 	t.Run("no choose function", func(t *testing.T) {
-		_, db := cmDevices(t, "pipe")
-		server := newCMEnd(t, db)
-		l, err := db.ListenCM(7507, CMOptions{PD: server.pd, SendCQ: server.cq})
-		require.NoError(t, err)
-		defer l.Close()
-		_, err = l.AcceptFunc(context.Background(), nil)
+		l := listenCM(t, 7507, CMOptions{}).l
+		_, err := l.AcceptFunc(context.Background(), nil)
 		require.ErrorIs(t, err, ErrInvalidArgument)
 	})
 }
@@ -311,9 +297,7 @@ func TestAcceptFuncOptionsByPeer(t *testing.T) {
 	server := newCMEnd(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := srv.ListenCM(7508, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
+	l := listenEnd(t, srv, server, 7508, CMOptions{})
 	choose := func(r *CMRequest) (CMOptions, error) {
 		o := CMOptions{PD: server.pd, SendCQ: server.cq, SelectiveRepeat: true, PrivateData: []byte("plain")}
 		if r.Remote.Addr() == offered.Addr().Addr() {
@@ -332,7 +316,7 @@ func TestAcceptFuncOptionsByPeer(t *testing.T) {
 	} {
 		end := newCMEnd(t, tc.dev)
 		acc := async(func() (*CMConn, error) { return l.AcceptFunc(ctx, choose) })
-		cc, err := Dial(ctx, tc.dev, srv.Addr().Addr().String()+":7508", CMOptions{PD: end.pd, SendCQ: end.cq,
+		cc, err := Dial(ctx, tc.dev, l.Addr().String(), CMOptions{PD: end.pd, SendCQ: end.cq,
 			SelectiveRepeat: tc.sr, PeerSelectiveRepeat: tc.sr})
 		require.NoError(t, err)
 		r := <-acc
@@ -370,11 +354,9 @@ func TestCMPrepare(t *testing.T) {
 			return err
 		}
 	}
-	l, err := db.ListenCM(7509, CMOptions{PD: server.pd, SendCQ: server.cq, Prepare: prepare(server, 10)})
-	require.NoError(t, err)
-	defer l.Close()
+	l := listenEnd(t, db, server, 7509, CMOptions{Prepare: prepare(server, 10)})
 	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
-	cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7509", CMOptions{PD: client.pd, SendCQ: client.cq, Prepare: prepare(client, 20)})
+	cc, err := Dial(ctx, da, l.Addr().String(), CMOptions{PD: client.pd, SendCQ: client.cq, Prepare: prepare(client, 20)})
 	require.NoError(t, err)
 	_, err = cc.QP.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{client.mr.SGE(0, 8)}})
 	require.NoError(t, err)
@@ -399,7 +381,7 @@ func TestCMPrepare(t *testing.T) {
 	// A Prepare error: no REQ.
 	sent := da.GSICounters().SentMADs
 	errNo := errors.New("no receives")
-	_, err = Dial(ctx, da, db.Addr().Addr().String()+":7509", CMOptions{PD: client.pd, SendCQ: client.cq,
+	_, err = Dial(ctx, da, l.Addr().String(), CMOptions{PD: client.pd, SendCQ: client.cq,
 		Prepare: func(*QP) error { return errNo }})
 	require.ErrorIs(t, err, errNo)
 	require.Equal(t, sent, da.GSICounters().SentMADs, "no REQ went out")
@@ -414,8 +396,8 @@ func TestCMPrepare(t *testing.T) {
 func TestCMExplicitNoRdAtomic(t *testing.T) {
 	for _, explicit := range []bool{false, true} {
 		t.Run(fmt.Sprint("explicit=", explicit), func(t *testing.T) {
-			da, db := cmDevices(t, "pipe")
-			client, server := newCMEnd(t, da), newCMEnd(t, db)
+			s := listenCM(t, 7510, CMOptions{})
+			da, client, server, l := s.da, s.client, s.server, s.l
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var mask QPAttrMask
@@ -424,16 +406,13 @@ func TestCMExplicitNoRdAtomic(t *testing.T) {
 				mask, want = QPAttrMaxDestRdAtomic|QPAttrMaxQPRdAtomic, 0
 			}
 			var req *CMRequest
-			l, err := db.ListenCM(7510, CMOptions{PD: server.pd, SendCQ: server.cq})
-			require.NoError(t, err)
-			defer l.Close()
 			acc := async(func() (*CMConn, error) {
 				return l.AcceptFunc(ctx, func(r *CMRequest) (CMOptions, error) {
 					req = r
 					return CMOptions{PD: server.pd, SendCQ: server.cq, Explicit: mask}, nil
 				})
 			})
-			cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7510", CMOptions{PD: client.pd, SendCQ: client.cq, Explicit: mask})
+			cc, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq, Explicit: mask})
 			require.NoError(t, err)
 			r := <-acc
 			require.NoError(t, r.err)

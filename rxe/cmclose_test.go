@@ -2,7 +2,6 @@ package rxe
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -48,10 +47,8 @@ func waitCMConns(t *testing.T, d *Device, n int, what string) {
 // TestAcceptEndsOnDeviceClose: an Accept without a deadline returns
 // ErrClosed when its device closes.
 func TestAcceptEndsOnDeviceClose(t *testing.T) {
-	_, db := cmDevices(t, "pipe")
-	server := newCMEnd(t, db)
-	l, err := db.ListenCM(20, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
+	s := listenCM(t, 20, CMOptions{})
+	db, l := s.db, s.l
 	res := make(chan error, 1)
 	go func() {
 		_, err := l.Accept(context.Background())
@@ -60,7 +57,7 @@ func TestAcceptEndsOnDeviceClose(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // most often Accept waits by now; if not, it finds the device closed
 	require.NoError(t, db.Close())
 	require.ErrorIs(t, returnsWithin(t, res, "Accept"), ErrClosed)
-	_, err = l.Accept(context.Background())
+	_, err := l.Accept(context.Background())
 	require.ErrorIs(t, err, ErrClosed)
 }
 
@@ -160,12 +157,10 @@ func TestDeviceCloseTellsCMPeers(t *testing.T) {
 	require.Equal(t, QPSErr, cc.QP.State())
 
 	da, db = cmDevices(t, "udp")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
-	_, err := db.ListenCM(23, CMOptions{PD: server.pd, SendCQ: server.cq}) // nobody calls Accept
-	require.NoError(t, err)
+	s := listenOn(t, da, db, 23, CMOptions{}) // nobody calls Accept
 	res := make(chan error, 1)
 	go func() {
-		_, err := Dial(ctx, da, fmt.Sprintf("%v:23", db.Addr().Addr()), CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := Dial(ctx, da, s.addr(), CMOptions{PD: s.client.pd, SendCQ: s.client.cq})
 		res <- err
 	}()
 	waitCMConns(t, db, 1, "the REQ arrives")
@@ -198,16 +193,14 @@ func TestDisconnectEndsOnDeviceClose(t *testing.T) {
 // the listener's queue (the client's REJ withdraws it) is not what Accept
 // returns: it takes the next one.
 func TestAcceptSkipsWithdrawnREQ(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	s := listenCM(t, 24, CMOptions{})
+	da, db, client := s.da, s.db, s.client
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := db.ListenCM(24, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
 	short, cancelShort := context.WithCancel(ctx)
 	res := make(chan error, 1)
 	go func() {
-		_, err := Dial(short, da, "127.0.0.2:24", CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := Dial(short, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
 		res <- err
 	}()
 	waitCMConns(t, db, 1, "the REQ arrives")
@@ -215,18 +208,7 @@ func TestAcceptSkipsWithdrawnREQ(t *testing.T) {
 	require.ErrorIs(t, returnsWithin(t, res, "Dial"), context.Canceled)
 	waitCMConns(t, db, 0, "the REJ withdraws the REQ")
 
-	acc := make(chan *CMConn, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err != nil {
-			t.Errorf("Accept: %v", err)
-		}
-		acc <- c
-	}()
-	cc, err := Dial(ctx, da, "127.0.0.2:24", CMOptions{PD: client.pd, SendCQ: client.cq})
-	require.NoError(t, err)
-	sc := <-acc
-	require.NotNil(t, sc)
+	cc, sc := s.connect(ctx, t, CMOptions{})
 	require.Equal(t, cc.QP.QPN(), sc.Remote.QPN, "Accept took the second REQ")
 }
 

@@ -86,17 +86,23 @@ func listenCM(t *testing.T, port uint16, listen CMOptions) *cmListening {
 }
 
 // listenOn makes a cmEnd on da and on db and listens on db's port with
-// listen's options, its PD and SendCQ db's end's; the listener is closed
-// at the test's end.
+// listen's options, its PD and SendCQ db's end's (listenEnd).
 func listenOn(t *testing.T, da, db *Device, port uint16, listen CMOptions) *cmListening {
 	t.Helper()
 	s := &cmListening{da: da, db: db, client: newCMEnd(t, da), server: newCMEnd(t, db)}
-	listen.PD, listen.SendCQ = s.server.pd, s.server.cq
-	l, err := db.ListenCM(port, listen)
+	s.l = listenEnd(t, db, s.server, port, listen)
+	return s
+}
+
+// listenEnd listens on d's port with listen's options, its PD and SendCQ
+// e's; the listener is closed at the test's end.
+func listenEnd(t *testing.T, d *Device, e *cmEnd, port uint16, listen CMOptions) *CMListener {
+	t.Helper()
+	listen.PD, listen.SendCQ = e.pd, e.cq
+	l, err := d.ListenCM(port, listen)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() }) // ErrClosed when the test closed it
-	s.l = l
-	return s
+	return l
 }
 
 // addr is the listener's address as Dial takes it.
@@ -119,19 +125,11 @@ func TestDialAccept(t *testing.T) {
 	for _, kind := range []string{"pipe", "udp"} {
 		t.Run(kind, func(t *testing.T) {
 			da, db := cmDevices(t, kind)
-			client, server := newCMEnd(t, da), newCMEnd(t, db)
+			s := listenOn(t, da, db, 7471, CMOptions{PrivateData: []byte("welcome")})
+			client, server := s.client, s.server
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			l, err := db.ListenCM(7471, CMOptions{PD: server.pd, SendCQ: server.cq, PrivateData: []byte("welcome")})
-			require.NoError(t, err)
-			defer l.Close()
-			acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
-			cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7471",
-				CMOptions{PD: client.pd, SendCQ: client.cq, PrivateData: []byte("hello")})
-			require.NoError(t, err)
-			r := <-acc
-			require.NoError(t, r.err)
-			sc := r.c
+			cc, sc := s.connect(ctx, t, CMOptions{PrivateData: []byte("hello")})
 			require.Equal(t, QPSRTS, cc.QP.State())
 			require.Equal(t, QPSRTS, sc.QP.State())
 			require.Equal(t, sc.QP.QPN(), cc.Remote.QPN)
@@ -145,7 +143,7 @@ func TestDialAccept(t *testing.T) {
 
 			// A SEND from the client, an RDMA WRITE from the server.
 			copy(client.buf, "ping")
-			_, err = sc.QP.PostRecv(RecvWR{ID: 1, SGList: []SGE{{Addr: server.mr.Addr(), Length: 64, LKey: server.mr.LKey()}}})
+			_, err := sc.QP.PostRecv(RecvWR{ID: 1, SGList: []SGE{{Addr: server.mr.Addr(), Length: 64, LKey: server.mr.LKey()}}})
 			require.NoError(t, err)
 			_, err = cc.QP.PostSend(SendWR{ID: 2, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{{Addr: client.mr.Addr(), Length: 4, LKey: client.mr.LKey()}}})
 			require.NoError(t, err)
@@ -230,24 +228,9 @@ func TestDialErrors(t *testing.T) {
 // TestServerDisconnects: the passive side's DREQ ends the client's
 // connection: its Done closes and its QP is in ERR.
 func TestServerDisconnects(t *testing.T) {
-	da, db := cmDevices(t, "pipe")
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := db.ListenCM(1, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	acc := make(chan *CMConn, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		if err == nil {
-			acc <- c
-		}
-		close(acc)
-	}()
-	cc, err := Dial(ctx, da, "127.0.0.2:1", CMOptions{PD: client.pd, SendCQ: client.cq})
-	require.NoError(t, err)
-	sc := <-acc
-	require.NotNil(t, sc)
+	cc, sc := listenCM(t, 1, CMOptions{}).connect(ctx, t, CMOptions{})
 	require.NoError(t, sc.Disconnect(ctx))
 	select {
 	case <-cc.Done():
@@ -317,20 +300,17 @@ func TestAcceptGivesUpAfterREP(t *testing.T) {
 		return err == nil && packet.CMAttr(h.AttrID) == packet.AttrRTU
 	}}
 	da, db := openPair(t, lc, cb)
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
+	s := listenOn(t, da, db, 22, CMOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := db.ListenCM(22, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
 	actx, acancel := context.WithCancel(ctx)
 	defer acancel()
 	acc := make(chan error, 1)
 	go func() {
-		_, err := l.Accept(actx)
+		_, err := s.l.Accept(actx)
 		acc <- err
 	}()
-	cc, err := Dial(ctx, da, "127.0.0.2:22", CMOptions{PD: client.pd, SendCQ: client.cq})
+	cc, err := Dial(ctx, da, s.addr(), CMOptions{PD: s.client.pd, SendCQ: s.client.cq})
 	require.NoError(t, err, "the client sent its RTU (lost) and is up")
 	acancel() // the server has sent its REP and waits for the RTU
 	require.ErrorIs(t, <-acc, context.Canceled)

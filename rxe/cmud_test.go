@@ -100,11 +100,8 @@ func TestDialUDErrors(t *testing.T) {
 		require.Less(t, time.Since(start), 4*time.Second, "refused at once, not after a retry")
 	})
 	t.Run("a TCP port space listener is no UD service", func(t *testing.T) {
-		srv := newCMEnd(t, db)
-		lc, err := db.ListenCM(7471, CMOptions{PD: srv.pd, SendCQ: srv.cq})
-		require.NoError(t, err)
-		defer lc.Close()
-		_, err = DialUD(ctx, da, target, UDOptions{PD: a.pd})
+		listenEnd(t, db, newCMEnd(t, db), 7471, CMOptions{})
+		_, err := DialUD(ctx, da, target, UDOptions{PD: a.pd})
 		var se *SIDRError
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, uint8(packet.SIDRServiceIDNotSup), se.Status)

@@ -151,28 +151,9 @@ func TestCMSelectiveRepeat(t *testing.T) {
 			CMOptions{SelectiveRepeat: false, PeerSelectiveRepeat: true}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			da, db := cmDevices(t, "pipe")
-			client, server := newCMEnd(t, da), newCMEnd(t, db)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			so, co := tc.srv, tc.cli
-			so.PD, so.SendCQ = server.pd, server.cq
-			co.PD, co.SendCQ = client.pd, client.cq
-			l, err := db.ListenCM(7472, so)
-			require.NoError(t, err)
-			defer l.Close()
-			acc := make(chan *CMConn, 1)
-			go func() {
-				c, err := l.Accept(ctx)
-				if err != nil {
-					t.Error(err)
-				}
-				acc <- c
-			}()
-			cc, err := Dial(ctx, da, db.Addr().Addr().String()+":7472", co)
-			require.NoError(t, err)
-			sc := <-acc
-			require.NotNil(t, sc)
+			cc, sc := listenCM(t, 7472, tc.srv).connect(ctx, t, tc.cli)
 			require.Equal(t, tc.want, cc.QP.Query().SelectiveRepeat)
 			require.Equal(t, tc.want, sc.QP.Query().SelectiveRepeat)
 			require.Equal(t, tc.cli.SelectiveRepeat, cc.Local.SelectiveRepeat)

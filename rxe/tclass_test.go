@@ -225,18 +225,10 @@ func TestAcceptTakesREQTrafficClass(t *testing.T) {
 	db, err := Open(cb, Options{Name: "tc-b", OwnConn: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	client, server := newCMEnd(t, da), newCMEnd(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := db.ListenCM(7471, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	defer l.Close()
-	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
-	cc, err := Dial(ctx, da, "127.0.0.2:7471", CMOptions{PD: client.pd, SendCQ: client.cq})
-	require.NoError(t, err)
-	r := <-acc
-	require.NoError(t, r.err)
-	require.Equal(t, uint8(0x68), r.c.QP.Query().AH.TrafficClass, "the passive QP's class, from the REQ")
+	cc, sc := listenOn(t, da, db, 7471, CMOptions{}).connect(ctx, t, CMOptions{})
+	require.Equal(t, uint8(0x68), sc.QP.Query().AH.TrafficClass, "the passive QP's class, from the REQ")
 	require.Zero(t, cc.QP.Query().AH.TrafficClass, "the active QP sends with its device's class")
 }
 
