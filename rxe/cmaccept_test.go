@@ -38,7 +38,7 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const port = 31
-			p, l := rawListener(t, port)
+			p, l := rawListener(t, port, CMOptions{})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
@@ -73,7 +73,7 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 // context error: the listener still serves.
 func TestAcceptErrorIsPerRequest(t *testing.T) {
 	const port = 32
-	p, l := rawListener(t, port)
+	p, l := rawListener(t, port, CMOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l.newQP = func(*CMOptions) (*QP, error) {
@@ -103,7 +103,7 @@ func TestAcceptErrorIsPerRequest(t *testing.T) {
 // it (here, one without RDMA CM's IP header) is counted as refused.
 func TestListenerCountsRefused(t *testing.T) {
 	const port = 33
-	p, l := rawListener(t, port)
+	p, l := rawListener(t, port, CMOptions{})
 	req := p.req(port, 0x71)
 	req.PrivateData = [packet.REQPrivateDataSize]byte{}
 	p.send(1, req)
@@ -123,7 +123,7 @@ func TestListenerCountsRefused(t *testing.T) {
 // cm_destroy_id). One that names the device's address reaches Accept.
 func TestListenCMDestination(t *testing.T) {
 	const port = 39
-	p, l := rawListener(t, port)
+	p, l := rawListener(t, port, CMOptions{})
 	for i, dst := range []netip.Addr{
 		netip.MustParseAddr("127.0.0.9"),        // another node's address
 		netip.MustParseAddr("::ffff:127.0.0.1"), // an IPv6 header: the device has an IPv4 address
@@ -213,15 +213,11 @@ func TestListenCMChecksCap(t *testing.T) {
 }
 
 // rawListener returns a raw CM peer and a listener on port of the device
-// it talks to, with an end's PD and CQ; the listener closes with the test.
-func rawListener(t *testing.T, port uint16) (*rawCM, *CMListener) {
+// it talks to, with listen's options and an end's PD and CQ (listenEnd).
+func rawListener(t *testing.T, port uint16, listen CMOptions) (*rawCM, *CMListener) {
 	t.Helper()
 	d, p := newRawCM(t)
-	server := newCMEnd(t, d)
-	l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq})
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	return p, l
+	return p, listenEnd(t, d, newCMEnd(t, d), port, listen)
 }
 
 // TestAcceptWithOwnCQs: AcceptWith gives each accepted connection the

@@ -25,7 +25,7 @@ func TestWithdrawnREQLeavesBacklog(t *testing.T) {
 	for _, msg := range []uint8{packet.MsgOther, packet.MsgREQ} { // Dial's Abort, a REQ's last retry
 		t.Run(map[uint8]string{packet.MsgOther: "peer aborts", packet.MsgREQ: "peer's REQ times out"}[msg], func(t *testing.T) {
 			const port = 35
-			p, l := rawListener(t, port)
+			p, l := rawListener(t, port, CMOptions{})
 			var qps atomic.Int32
 			l.newQP = func(o *CMOptions) (*QP, error) {
 				qps.Add(1)
@@ -81,7 +81,7 @@ func TestAcceptDuringDeviceClose(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			const port = 36
-			p, l := rawListener(t, port)
+			p, l := rawListener(t, port, CMOptions{})
 			l.newQP = func(o *CMOptions) (*QP, error) { return closeAt(t, p.dev, o) }
 			p.send(1, p.req(port, 0x301))
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -117,7 +117,7 @@ func markerREQ(t *testing.T, p *rawCM, id uint32) {
 // a slot frees, the repeat is a new request, queued for Accept.
 func TestListenBacklogFullDrops(t *testing.T) {
 	const port = 37
-	p, l := rawListener(t, port)
+	p, l := rawListener(t, port, CMOptions{})
 	const backlog = 64
 	require.Equal(t, backlog, cap(l.reqs))
 	for i := range uint32(backlog) {

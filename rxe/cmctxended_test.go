@@ -60,7 +60,7 @@ func TestDialWithEndedContextSendsNothing(t *testing.T) {
 // confirms it.
 func TestAcceptContextEndedBeforeREPRejects(t *testing.T) {
 	const port = 37
-	p, l := rawListener(t, port)
+	p, l := rawListener(t, port, CMOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l.newQP = func(o *CMOptions) (*QP, error) {

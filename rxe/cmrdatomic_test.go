@@ -54,33 +54,20 @@ func TestAcceptClampsREQRdAtomic(t *testing.T) {
 		{0, 0, 0, 0, 0, 0}, // the peer takes and issues no READs: neither do we (cm_req_handler)
 	} {
 		t.Run(fmt.Sprintf("REQ %d-%d opts %d-%d", tc.reqRR, tc.reqID, tc.optRR, tc.optID), func(t *testing.T) {
-			d, p := newRawCM(t)
-			server := newCMEnd(t, d)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			const port = 34
-			l, err := d.ListenCM(port, CMOptions{PD: server.pd, SendCQ: server.cq,
-				ResponderResources: tc.optRR, InitiatorDepth: tc.optID})
-			require.NoError(t, err)
-			defer l.Close()
+			p, l := rawListener(t, port, CMOptions{ResponderResources: tc.optRR, InitiatorDepth: tc.optID})
 			req := p.req(port, 0x81)
 			req.ResponderResources, req.InitiatorDepth = tc.reqRR, tc.reqID
 			p.send(1, req)
-			res := make(chan *CMConn, 1)
-			go func() {
-				c, err := l.Accept(ctx)
-				if err != nil {
-					t.Errorf("Accept: %v", err)
-				}
-				res <- c
-			}()
+			res := async(func() (*CMConn, error) { return l.Accept(ctx) })
 			var rep packet.REP
 			p.recv(packet.AttrREP, &rep)
 			require.Equal(t, tc.wantRR, int(rep.ResponderResources), "the REP's responder resources")
 			require.Equal(t, tc.wantInit, int(rep.InitiatorDepth), "the REP's initiator depth")
 			p.send(2, rtuFor(&rep))
-			sc := <-res
-			require.NotNil(t, sc)
+			sc := awaitConn(ctx, t, res, "Accept")
 			require.Equal(t, tc.wantRR, sc.Local.MaxRdAtomic)
 			require.Equal(t, tc.wantInit, sc.Remote.MaxRdAtomic)
 			a := sc.QP.Query()
