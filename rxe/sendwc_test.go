@@ -31,16 +31,9 @@ func TestSendWCWithImmFlag(t *testing.T) {
 			a, b := newTypedEnd(t, da, tc.typ), newTypedEnd(t, db, tc.typ)
 			wr := SendWR{ID: 9, Opcode: tc.op, Imm: 0x01020304, Flags: SendSignaled,
 				SGList: []SGE{{Addr: a.mr.Addr(), Length: 100, LKey: a.mr.LKey()}}}
+			aimUnreliable(t, tc.typ, a, b, 0x1234, &wr)
 			if tc.typ == QPTypeUC {
-				connectUC(t, a, b)
 				wr.RemoteAddr, wr.RKey = b.mr.Addr()+4096, b.mr.RKey()
-			} else {
-				const qkey = 0x1234
-				readyUD(t, a, qkey)
-				readyUD(t, b, qkey)
-				ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-				require.NoError(t, err)
-				wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), qkey
 			}
 			postRecvs(t, b, 1, 4096)
 			_, err := a.qp.PostSend(wr)

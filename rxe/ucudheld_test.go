@@ -45,15 +45,7 @@ func unreliablePairOver(t *testing.T, typ QPType, ca, cb netdev.Conn) (a, b *end
 	da, db := openPair(t, ca, cb)
 	a, b = newTypedEnd(t, da, typ), newTypedEnd(t, db, typ)
 	wr = SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 64)}}
-	if typ == QPTypeUC {
-		connectUC(t, a, b)
-	} else {
-		readyUD(t, a, 3)
-		readyUD(t, b, 3)
-		ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-		require.NoError(t, err)
-		wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), 3
-	}
+	aimUnreliable(t, typ, a, b, 3, &wr)
 	postRecvs(t, b, 4, 256)
 	return a, b, wr
 }

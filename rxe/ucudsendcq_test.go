@@ -25,15 +25,7 @@ func TestUnreliableSendCQOverflow(t *testing.T) {
 			require.NoError(t, a.qp.Destroy())
 			a.qp = qp
 			wr := SendWR{Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey()}}}
-			if typ == QPTypeUC {
-				connectUC(t, a, b)
-			} else {
-				readyUD(t, a, 5)
-				readyUD(t, b, 5)
-				ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-				require.NoError(t, err)
-				wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), 5
-			}
+			aimUnreliable(t, typ, a, b, 5, &wr)
 			postRecvs(t, b, 8, 64)
 			for i := range 3 {
 				wr.ID = uint64(i)

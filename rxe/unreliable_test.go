@@ -86,6 +86,22 @@ func readyUD(t *testing.T, e *end, qkey uint32) {
 	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 7}, QPAttrState|QPAttrSQPSN))
 }
 
+// aimUnreliable readies a and b, ends of type typ, for wr to go from a
+// to b: a UC pair connected (connectUC), or UD QPs in RTS with Q_Key qkey
+// (readyUD) and wr addressed to b (an AH for b's device, b's QPN, qkey).
+func aimUnreliable(t *testing.T, typ QPType, a, b *end, qkey uint32, wr *SendWR) {
+	t.Helper()
+	if typ == QPTypeUC {
+		connectUC(t, a, b)
+		return
+	}
+	readyUD(t, a, qkey)
+	readyUD(t, b, qkey)
+	ah, err := a.pd.CreateAH(AH{DGID: b.dev.GID(), UDPPort: b.dev.Addr().Port()})
+	require.NoError(t, err)
+	wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), qkey
+}
+
 func postRecvs(t *testing.T, e *end, n, size int) {
 	for i := range n {
 		_, err := e.qp.PostRecv(RecvWR{ID: uint64(1000 + i), SGList: []SGE{{Addr: e.mr.Addr() + uint64(i*size), Length: uint32(size), LKey: e.mr.LKey()}}})

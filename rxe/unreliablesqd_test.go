@@ -26,15 +26,7 @@ func TestUnreliableSQD(t *testing.T) {
 			a, b := newTypedEnd(t, da, c.typ), newTypedEnd(t, db, c.typ)
 			const qkey = 0x11111111
 			wr := SendWR{ID: 9, Opcode: WRSend, Flags: SendSignaled, SGList: []SGE{a.mr.SGE(0, 100)}}
-			if c.typ == QPTypeUC {
-				connectUC(t, a, b)
-			} else {
-				readyUD(t, a, qkey)
-				readyUD(t, b, qkey)
-				ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-				require.NoError(t, err)
-				wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), qkey
-			}
+			aimUnreliable(t, c.typ, a, b, qkey, &wr)
 			postRecvs(t, b, 1, 4096)
 
 			require.ErrorIs(t, a.qp.Modify(&QPAttr{State: QPSSQD, Timeout: 14}, QPAttrState|QPAttrTimeout), ErrInvalidArgument,
