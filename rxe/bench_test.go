@@ -312,15 +312,7 @@ func benchPair(b *testing.B, kind string, noInline bool) (*end, *end) {
 
 // benchPairOn is benchPair on the connections ca and cb.
 func benchPairOn(b *testing.B, ca, cb netdev.Conn, noInline bool) (*end, *end) {
-	opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline}
-	da, err := Open(ca, opts)
-	require.NoError(b, err)
-	db, err := Open(cb, opts)
-	require.NoError(b, err)
-	b.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
+	da, db := openPairWith(b, ca, cb, Options{LinkMTU: 9000, NoInlineSend: noInline}, "", "")
 	a, z := newEnd(b, da, testBufSize), newEnd(b, db, testBufSize)
 	connect(b, a, z, MTU4096)
 	return a, z
@@ -415,16 +407,8 @@ func TestDataPathLocalDrops(t *testing.T) {
 				// transport retry, and a loaded machine's scheduling delays
 				// must not fire either timer (with a 1 s floor, a READ run
 				// under -race and a load average of 20 had 2 retransmits).
-				opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline,
-					Recovery: RecoveryConfig{Floor: 5 * time.Second}}
-				da, err := Open(ca, opts)
-				require.NoError(t, err)
-				db, err := Open(cb, opts)
-				require.NoError(t, err)
-				t.Cleanup(func() {
-					da.Close()
-					db.Close()
-				})
+				da, db := openPairWith(t, ca, cb, Options{LinkMTU: 9000, NoInlineSend: noInline,
+					Recovery: RecoveryConfig{Floor: 5 * time.Second}}, "", "")
 				a, z := newEnd(t, da, testBufSize), newEnd(t, db, testBufSize)
 				// A 4.3 s ACK timeout (20): the test asserts that no transport
 				// retry happened, which a 67 ms timer cannot promise on a

@@ -40,15 +40,7 @@ func cmDevices(t *testing.T, kind string) (*Device, *Device) {
 
 // cmDevicesOn opens the two devices of cmDevices on ca and cb.
 func cmDevicesOn(t *testing.T, ca, cb netdev.Conn) (*Device, *Device) {
-	da, err := Open(ca, Options{Name: "cm-a", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	db, err := Open(cb, Options{Name: "cm-b", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
-	return da, db
+	return openPairWith(t, ca, cb, Options{LinkMTU: 9000}, "cm-a", "cm-b")
 }
 
 type cmEnd struct {

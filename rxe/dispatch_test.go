@@ -123,13 +123,8 @@ func (c *burstConn) ReadBatch(msgs []netdev.Message) (int, error) {
 func TestACKWithinBatch(t *testing.T) {
 	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 	const pkts = 32
-	da, err := Open(ca, Options{Name: "burst-a", LinkMTU: 9000, OwnConn: true, CompVectors: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { da.Close() })
 	bc := &burstConn{Conn: cb, min: pkts}
-	db, err := Open(bc, Options{Name: "burst-b", LinkMTU: 9000, OwnConn: true, CompVectors: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
+	da, db := openPairWith(t, ca, bc, Options{LinkMTU: 9000, CompVectors: 1}, "burst-a", "burst-b")
 	a, b := newEnd(t, da, 1<<20), newEnd(t, db, 1<<20)
 	ia, ib := a.qp.Info(1000), b.qp.Info(2000)
 	require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: MTU4096}))
@@ -177,12 +172,7 @@ func TestACKWithinBatch(t *testing.T) {
 func burstPair(t *testing.T, msgs int) (a, b *end) {
 	t.Helper()
 	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	da, err := Open(ca, Options{Name: "wake-a", OwnConn: true, CompVectors: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { da.Close() })
-	db, err := Open(&burstConn{Conn: cb, min: msgs}, Options{Name: "wake-b", OwnConn: true, CompVectors: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
+	da, db := openPairWith(t, ca, &burstConn{Conn: cb, min: msgs}, Options{CompVectors: 1}, "wake-a", "wake-b")
 	a, b = newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
 	connectVirtual(t, a, b)
 	for i := range msgs {

@@ -25,14 +25,7 @@ func pipeDevices(t testing.TB) (*Device, *Device, *netdev.PipeConn, *netdev.Pipe
 	t.Helper()
 	checkGoroutines(t)
 	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
+	da, db := openPair(t, ca, cb)
 	return da, db, ca, cb
 }
 

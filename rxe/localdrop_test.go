@@ -28,15 +28,7 @@ func localDropPair(t *testing.T, mode LocalDropMode, faulty int, rules ...string
 	conns := [2]netdev.Conn{pa, pb}
 	fc := faults.Wrap(conns[faulty], faults.Config{Seed: 7, Rules: rs})
 	conns[faulty] = fc
-	opts := Options{LinkMTU: 9000, OwnConn: true, LocalDropMode: mode}
-	da, err := Open(conns[0], opts)
-	require.NoError(t, err)
-	db, err := Open(conns[1], opts)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
+	da, db := openPairWith(t, conns[0], conns[1], Options{LinkMTU: 9000, LocalDropMode: mode}, "", "")
 	return da, db, fc
 }
 
@@ -217,15 +209,8 @@ func TestLocalDropBurstEndsAtWriteStart(t *testing.T) {
 		// No inline sends: only the transmit goroutine writes, so no
 		// goroutine waits on txMu (not a durable block for synctest)
 		// while a write sleeps.
-		opts := Options{LinkMTU: 9000, OwnConn: true, LocalDropMode: LocalDropAdaptive, NoInlineSend: true}
-		da, err := Open(pa, opts)
-		require.NoError(t, err)
-		db, err := Open(&slowConn{Conn: fc, d: slow}, opts)
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			da.Close()
-			db.Close()
-		})
+		da, db := openPairWith(t, pa, &slowConn{Conn: fc, d: slow},
+			Options{LinkMTU: 9000, LocalDropMode: LocalDropAdaptive, NoInlineSend: true}, "", "")
 		a, b := newEnd(t, da, ldSlots*benchMsg), newEnd(t, db, ldSlots*benchMsg)
 		connectVirtual(t, a, b)
 		stream(t, a, b, WRRDMARead, 11)

@@ -122,16 +122,8 @@ func TestLocalDropsKeepQPOrder(t *testing.T) {
 					// loaded machine (a process without a processor for
 					// up to 1.8 s, docs/performance.md), which once made
 					// a 1 s floor re-read a READ here.
-					opts := Options{LinkMTU: 9000, OwnConn: true, NoInlineSend: noInline, CompVectors: 1,
-						Recovery: RecoveryConfig{Floor: 30 * time.Second}}
-					da, err := Open(oa, opts)
-					require.NoError(t, err)
-					db, err := Open(ob, opts)
-					require.NoError(t, err)
-					t.Cleanup(func() {
-						da.Close()
-						db.Close()
-					})
+					da, db := openPairWith(t, oa, ob, Options{LinkMTU: 9000, NoInlineSend: noInline, CompVectors: 1,
+						Recovery: RecoveryConfig{Floor: 30 * time.Second}}, "", "")
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 					defer cancel()
 					var as, zs []*end

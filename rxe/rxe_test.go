@@ -59,9 +59,23 @@ func newDevices(t testing.TB, kind string) (*Device, *Device) {
 // closed at the end of the test.
 func openPair(t testing.TB, ca, cb netdev.Conn) (*Device, *Device) {
 	t.Helper()
-	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true})
+	return openPairWith(t, ca, cb, Options{LinkMTU: 9000}, "rxe-a", "rxe-b")
+}
+
+// openPairWith opens a device named na on ca and one named nb on cb, both
+// with opts and owning their netdevs (Options.OwnConn), closed at the end
+// of the test.
+func openPairWith(t testing.TB, ca, cb netdev.Conn, opts Options, na, nb string) (*Device, *Device) {
+	t.Helper()
+	opts.OwnConn = true
+	oa, ob := opts, opts
+	oa.Name, ob.Name = na, nb
+	da, err := Open(ca, oa)
 	require.NoError(t, err)
-	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true})
+	db, err := Open(cb, ob)
+	if err != nil {
+		da.Close()
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		da.Close()

@@ -63,14 +63,7 @@ func faultyDevices(t *testing.T, seed uint64, rules []string) (*Device, *Device,
 		rs = append(rs, r)
 	}
 	fa := faults.Wrap(pa, faults.Config{Seed: seed, Rules: rs})
-	da, err := Open(fa, Options{Name: "soak-a", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	db, err := Open(pb, Options{Name: "soak-b", LinkMTU: 9000, OwnConn: true})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
+	da, db := openPairWith(t, fa, pb, Options{LinkMTU: 9000}, "soak-a", "soak-b")
 	return da, db, fa
 }
 

@@ -277,16 +277,7 @@ func recvMemory(tb testing.TB, d *Device, mode string, n int) (recv, qps int64) 
 func recvDevices(tb testing.TB, kind string) (*Device, *Device) {
 	tb.Helper()
 	ca, cb := connPair(tb, kind)
-	opts := Options{LinkMTU: 9000, OwnConn: true, CompVectors: recvVectors}
-	da, err := Open(ca, opts)
-	require.NoError(tb, err)
-	db, err := Open(cb, opts)
-	require.NoError(tb, err)
-	tb.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
-	return da, db
+	return openPairWith(tb, ca, cb, Options{LinkMTU: 9000, CompVectors: recvVectors}, "", "")
 }
 
 // recvRig is a client and a server in one mode, connected, with the

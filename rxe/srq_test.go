@@ -557,15 +557,7 @@ func TestSRQErrorKeepsWQEs(t *testing.T) {
 func vectorDevices(t testing.TB, vectors int) (*Device, *Device) {
 	t.Helper()
 	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	da, err := Open(ca, Options{Name: "rxe-a", LinkMTU: 9000, OwnConn: true, CompVectors: vectors})
-	require.NoError(t, err)
-	db, err := Open(cb, Options{Name: "rxe-b", LinkMTU: 9000, OwnConn: true, CompVectors: vectors})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
-	return da, db
+	return openPairWith(t, ca, cb, Options{LinkMTU: 9000, CompVectors: vectors}, "rxe-a", "rxe-b")
 }
 
 // TestSRQSet: with one SRQ per completion vector, every QP's receives land

@@ -36,14 +36,8 @@ func tracedPairSR(t *testing.T, w *syncbuf.Buffer, sr bool, rules ...string) (*e
 		rs = append(rs, r)
 	}
 	sink, _ := NewTraceWriter(w)
-	da, err := Open(faults.Wrap(pa, faults.Config{Seed: 1, Rules: rs}), Options{Name: "trace-a", LinkMTU: 1500, OwnConn: true, Trace: sink, CompVectors: 1})
-	require.NoError(t, err)
-	db, err := Open(pb, Options{Name: "trace-b", LinkMTU: 1500, OwnConn: true, Trace: sink, CompVectors: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		da.Close()
-		db.Close()
-	})
+	da, db := openPairWith(t, faults.Wrap(pa, faults.Config{Seed: 1, Rules: rs}), pb,
+		Options{LinkMTU: 1500, Trace: sink, CompVectors: 1}, "trace-a", "trace-b")
 	a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
 	// The golden traces are of IBTA go-back-N, the wire any RoCE peer
 	// gets: neither end offers selective repeat.
