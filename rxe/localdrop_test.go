@@ -19,14 +19,8 @@ import (
 func localDropPair(t *testing.T, mode LocalDropMode, faulty int, rules ...string) (*Device, *Device, *faults.Conn) {
 	t.Helper()
 	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-	var rs []faults.Rule
-	for _, s := range rules {
-		r, err := faults.ParseRule(s)
-		require.NoError(t, err, s)
-		rs = append(rs, r)
-	}
 	conns := [2]netdev.Conn{pa, pb}
-	fc := faults.Wrap(conns[faulty], faults.Config{Seed: 7, Rules: rs})
+	fc := faults.Wrap(conns[faulty], faults.Config{Seed: 7, Rules: parseRules(t, rules...)})
 	conns[faulty] = fc
 	da, db := openPairWith(t, conns[0], conns[1], Options{LinkMTU: 9000, LocalDropMode: mode}, "", "")
 	return da, db, fc
@@ -203,9 +197,7 @@ func TestLocalDropBurstEndsAtWriteStart(t *testing.T) {
 	const slow = 200 * time.Microsecond
 	synctest.Test(t, func(t *testing.T) {
 		pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
-		r, err := faults.ParseRule("local-drop=5%")
-		require.NoError(t, err)
-		fc := faults.Wrap(pb, faults.Config{Seed: 7, Rules: []faults.Rule{r}})
+		fc := faults.Wrap(pb, faults.Config{Seed: 7, Rules: parseRules(t, "local-drop=5%")})
 		// No inline sends: only the transmit goroutine writes, so no
 		// goroutine waits on txMu (not a durable block for synctest)
 		// while a write sleeps.

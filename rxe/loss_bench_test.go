@@ -40,9 +40,7 @@ func BenchmarkLoss64K(b *testing.B) {
 func benchLoss(b *testing.B, op WROpcode, drop string) {
 	ca, cb := connPair(b, "udp")
 	if drop != "0" {
-		r, err := faults.ParseRule("drop=" + drop + ",dir=send")
-		require.NoError(b, err)
-		ca = faults.Wrap(ca, faults.Config{Seed: 11, Rules: []faults.Rule{r}})
+		ca = faults.Wrap(ca, faults.Config{Seed: 11, Rules: parseRules(b, "drop="+drop+",dir=send")})
 	}
 	a, z := benchPairOn(b, ca, cb, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -96,14 +96,8 @@ func TestFaultsReadInTurnUDP(t *testing.T) {
 				if i == 0 {
 					// The counted rules make sure that both actions act;
 					// the random ones spread more faults.
-					var rs []faults.Rule
-					for _, s := range []string{"drop=0.02,dir=recv", "corrupt=0.01,dir=recv",
-						"drop=RC_RDMA_READ_RESPONSE_MIDDLE#7,dir=recv", "corrupt=RC_RDMA_READ_RESPONSE_MIDDLE#20,dir=recv"} {
-						r, err := faults.ParseRule(s)
-						require.NoError(t, err)
-						rs = append(rs, r)
-					}
-					fc = faults.Wrap(c, faults.Config{Seed: 5, Rules: rs})
+					fc = faults.Wrap(c, faults.Config{Seed: 5, Rules: parseRules(t, "drop=0.02,dir=recv", "corrupt=0.01,dir=recv",
+						"drop=RC_RDMA_READ_RESPONSE_MIDDLE#7,dir=recv", "corrupt=RC_RDMA_READ_RESPONSE_MIDDLE#20,dir=recv")})
 					conn = fc
 				}
 				d, err := Open(conn, Options{Name: fmt.Sprintf("rxe-%d", i), LinkMTU: 9000, OwnConn: true})

@@ -56,15 +56,22 @@ func faultyPairSR(t *testing.T, seed uint64, rules []string, sr bool) (*end, *en
 // are closed at the end of the test.
 func faultyDevices(t *testing.T, seed uint64, rules []string) (*Device, *Device, *faults.Conn) {
 	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
+	fa := faults.Wrap(pa, faults.Config{Seed: seed, Rules: parseRules(t, rules...)})
+	da, db := openPairWith(t, fa, pb, Options{LinkMTU: 9000}, "soak-a", "soak-b")
+	return da, db, fa
+}
+
+// parseRules parses rules (faults.ParseRule syntax), requiring that each
+// parses.
+func parseRules(t testing.TB, rules ...string) []faults.Rule {
+	t.Helper()
 	var rs []faults.Rule
 	for _, s := range rules {
 		r, err := faults.ParseRule(s)
 		require.NoError(t, err, s)
 		rs = append(rs, r)
 	}
-	fa := faults.Wrap(pa, faults.Config{Seed: seed, Rules: rs})
-	da, db := openPairWith(t, fa, pb, Options{LinkMTU: 9000}, "soak-a", "soak-b")
-	return da, db, fa
+	return rs
 }
 
 // waitVirtual waits for one completion; the deadline is virtual time.

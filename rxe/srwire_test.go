@@ -188,13 +188,7 @@ func wireRun(t *testing.T, how connectHow, rules []string) [][]byte {
 	synctest.Test(t, func(t *testing.T) {
 		pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096})
 		rec := &recConn{Conn: pa}
-		var rs []faults.Rule
-		for _, s := range rules {
-			r, err := faults.ParseRule(s)
-			require.NoError(t, err)
-			rs = append(rs, r)
-		}
-		fa := faults.Wrap(rec, faults.Config{Seed: 7, Rules: rs})
+		fa := faults.Wrap(rec, faults.Config{Seed: 7, Rules: parseRules(t, rules...)})
 		da, err := Open(fa, Options{Name: "wire-a", LinkMTU: 9000, OwnConn: true})
 		require.NoError(t, err)
 		db, err := Open(pb, Options{Name: "wire-b", LinkMTU: 9000, OwnConn: true})

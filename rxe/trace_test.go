@@ -29,14 +29,8 @@ func tracedPair(t *testing.T, w *syncbuf.Buffer, rules ...string) (*end, *end) {
 // tracedPairSR is tracedPair with selective repeat negotiated when sr.
 func tracedPairSR(t *testing.T, w *syncbuf.Buffer, sr bool, rules ...string) (*end, *end) {
 	pa, pb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 64})
-	var rs []faults.Rule
-	for _, s := range rules {
-		r, err := faults.ParseRule(s)
-		require.NoError(t, err, s)
-		rs = append(rs, r)
-	}
 	sink, _ := NewTraceWriter(w)
-	da, db := openPairWith(t, faults.Wrap(pa, faults.Config{Seed: 1, Rules: rs}), pb,
+	da, db := openPairWith(t, faults.Wrap(pa, faults.Config{Seed: 1, Rules: parseRules(t, rules...)}), pb,
 		Options{LinkMTU: 1500, Trace: sink, CompVectors: 1}, "trace-a", "trace-b")
 	a, b := newEnd(t, da, 1<<16), newEnd(t, db, 1<<16)
 	// The golden traces are of IBTA go-back-N, the wire any RoCE peer
