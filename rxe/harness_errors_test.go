@@ -105,6 +105,17 @@ func smallEnd(t testing.TB, d *Device, pd *PD, o qpOpts) *end {
 	return &end{dev: d, pd: pd, cq: cq, qp: qp, mr: mr, buf: buf}
 }
 
+// initQP returns the QP of a smallEnd on d, moved to INIT with local
+// write access, for a test that builds, steps and holds its datagrams by
+// hand.
+func initQP(t testing.TB, d *Device) *QP {
+	t.Helper()
+	e := smallEnd(t, d, nil, qpOpts{})
+	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
+		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+	return e.qp
+}
+
 // rtr moves qp from RESET to RTR towards the peer (QPN, PSN, address).
 func rtr(t testing.TB, qp *QP, peer *QP, peerPSN uint32, o qpOpts) {
 	t.Helper()

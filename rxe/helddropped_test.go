@@ -23,12 +23,7 @@ func TestHeldDropped(t *testing.T) {
 	// mixed has 5 datagrams that are not ACK or NAK packets and 2 that are.
 	mixed := []packet.Opcode{packet.RCRDMAWriteFirst, packet.RCAcknowledge, packet.RCRDMAReadResponseFirst,
 		packet.RCAtomicAcknowledge, packet.RCAcknowledge, packet.RCSendOnly, packet.RCRDMAReadRequest}
-	rc := func(t *testing.T, da, _ *Device) *QP {
-		e := smallEnd(t, da, nil, qpOpts{})
-		require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
-			QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-		return e.qp
-	}
+	rc := func(t *testing.T, da, _ *Device) *QP { return initQP(t, da) }
 	ud := func(t *testing.T, da, _ *Device) *QP {
 		e := newTypedEnd(t, da, QPTypeUD)
 		readyUD(t, e, 0x11)
@@ -134,10 +129,7 @@ func TestHeldDroppedCountsWhatIsLeft(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			da, _ := newDevices(t, "pipe")
-			e := smallEnd(t, da, nil, qpOpts{})
-			qp := e.qp
-			require.NoError(t, qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
-				QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+			qp := initQP(t, da)
 			v := qp.vec
 			v.txMu.Lock() // the test is the vector's transmit pass
 			defer v.txMu.Unlock()

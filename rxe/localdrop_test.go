@@ -224,10 +224,8 @@ func TestLocalDropBurstEndsAtWriteStart(t *testing.T) {
 func TestLocalDropHeldBounded(t *testing.T) {
 	const held, room = 64, 24
 	da, _ := newDevices(t, "pipe")
-	e := smallEnd(t, da, nil, qpOpts{})
-	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
-		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-	qp, v := e.qp, e.qp.vec
+	qp := initQP(t, da)
+	v := qp.vec
 	// The test is the vector's transmit pass: it holds txMu, as step and
 	// takeBack's callers do, so the transmit goroutine stays out.
 	v.txMu.Lock()

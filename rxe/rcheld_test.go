@@ -219,10 +219,8 @@ func flushed(first, n int) []wcBrief {
 // after them), and the step sends exactly them once the back-off ends.
 func TestRCHeldInErrorKeepsAcks(t *testing.T) {
 	da, _ := newDevices(t, "pipe")
-	e := smallEnd(t, da, nil, qpOpts{})
-	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
-		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-	qp, v := e.qp, e.qp.vec
+	qp := initQP(t, da)
+	v := qp.vec
 	// The test is the vector's transmit pass: it holds txMu, as step and
 	// takeBack's callers do, so the transmit goroutine stays out.
 	v.txMu.Lock()

@@ -34,10 +34,8 @@ func TestRunQueueHoldsQPOnce(t *testing.T) {
 func TestHeldDatagramsOverManyPasses(t *testing.T) {
 	const held, room = 64, 24
 	da, _ := newDevices(t, "pipe")
-	e := smallEnd(t, da, nil, qpOpts{})
-	require.NoError(t, e.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessLocalWrite},
-		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-	qp, v := e.qp, e.qp.vec
+	qp := initQP(t, da)
+	v := qp.vec
 	v.txMu.Lock() // the test is the vector's transmit pass
 	defer v.txMu.Unlock()
 	msgs := make([]netdev.Message, held)
