@@ -108,12 +108,7 @@ func TestResetDropsDatagramsOfWriteUnderWay(t *testing.T) {
 							postRecvs(t, b, 4, 256)
 						}
 					case QPTypeUC:
-						require.NoError(t, a.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite},
-							QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-						require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: db.GID(), UDPPort: db.Addr().Port()},
-							PathMTU: MTU1024, DestQPN: b.qp.QPN(), RQPSN: 100},
-							QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
-						require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
+						aimUC(t, a, b)
 					case QPTypeUD:
 						readyUD(t, a, 3)
 					}
@@ -245,12 +240,7 @@ func TestResetWrittenCountStaysWithItsIncarnation(t *testing.T) {
 			require.Equal(t, 1, k, "the old connection's datagram")
 			v.txGens[0] = gen
 			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSReset}, QPAttrState))
-			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSInit, Port: 1, AccessFlags: AccessRemoteWrite},
-				QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: db.GID(), UDPPort: db.Addr().Port()},
-				PathMTU: MTU1024, DestQPN: b.qp.QPN(), RQPSN: 100},
-				QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
-			require.NoError(t, a.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
+			aimUC(t, a, b)
 			send(2)
 			k, gen = a.qp.step(v.txMsgs, v.txOwners, k)
 			require.Equal(t, 2, k, "the new connection's datagram")

@@ -68,15 +68,20 @@ func newTypedEnd(t *testing.T, d *Device, typ QPType) *end {
 
 // connectUC takes two UC QPs to RTS, each aimed at the other.
 func connectUC(t *testing.T, a, b *end) {
-	for _, p := range [][2]*end{{a, b}, {b, a}} {
-		me, peer := p[0], p[1]
-		require.NoError(t, me.qp.Modify(&QPAttr{State: QPSInit, PKeyIndex: 0, Port: 1, AccessFlags: AccessRemoteWrite},
-			QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
-		require.NoError(t, me.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: peer.dev.GID(), UDPPort: peer.dev.Addr().Port()},
-			PathMTU: MTU1024, DestQPN: peer.qp.QPN(), RQPSN: 100},
-			QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
-		require.NoError(t, me.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
-	}
+	aimUC(t, a, b)
+	aimUC(t, b, a)
+}
+
+// aimUC takes me's UC QP from RESET to RTS aimed at peer's QP (MTU 1024,
+// PSNs 100 both ways).
+func aimUC(t *testing.T, me, peer *end) {
+	t.Helper()
+	require.NoError(t, me.qp.Modify(&QPAttr{State: QPSInit, PKeyIndex: 0, Port: 1, AccessFlags: AccessRemoteWrite},
+		QPAttrState|QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags))
+	require.NoError(t, me.qp.Modify(&QPAttr{State: QPSRTR, AH: AH{DGID: peer.dev.GID(), UDPPort: peer.dev.Addr().Port()},
+		PathMTU: MTU1024, DestQPN: peer.qp.QPN(), RQPSN: 100},
+		QPAttrState|QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN))
+	require.NoError(t, me.qp.Modify(&QPAttr{State: QPSRTS, SQPSN: 100}, QPAttrState|QPAttrSQPSN))
 }
 
 // readyUD takes a UD QP to RTS with Q_Key qkey.
