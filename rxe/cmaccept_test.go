@@ -242,8 +242,7 @@ func TestAcceptWithOwnCQs(t *testing.T) {
 	dialed := make(chan connResult, n)
 	for i := range n {
 		go func() {
-			c, err := Dial(ctx, da, s.addr(),
-				CMOptions{PD: client.pd, SendCQ: client.cq, PrivateData: []byte{byte(i)}})
+			c, err := s.dial(ctx, CMOptions{PrivateData: []byte{byte(i)}})
 			dialed <- connResult{c, err}
 		}()
 	}
@@ -299,7 +298,7 @@ func TestAcceptWithOwnCQs(t *testing.T) {
 // (Dial).
 func TestCMOptionsChecksOffers(t *testing.T) {
 	s := listenCM(t, 7490, CMOptions{SelectiveRepeat: true, PeerSelectiveRepeat: true})
-	da, db, client, server, l := s.da, s.db, s.client, s.server, s.l
+	db, server, l := s.db, s.server, s.l
 	bad := map[string]CMOptions{
 		"out-of-order buffer above MaxOOOLimit": {SelectiveRepeat: true, PeerSelectiveRepeat: true, OOOLimit: MaxOOOLimit + 1},
 		"negative out-of-order buffer":          {SelectiveRepeat: true, PeerSelectiveRepeat: true, OOOLimit: -1},
@@ -308,14 +307,13 @@ func TestCMOptionsChecksOffers(t *testing.T) {
 	}
 	for name, o := range bad {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		so, co := o, o
+		so := o
 		so.PD, so.SendCQ = server.pd, server.cq
-		co.PD, co.SendCQ = client.pd, client.cq
 		_, err := db.ListenCM(7491, so)
 		require.ErrorIs(t, err, ErrInvalidArgument, "ListenCM: %s", name)
 		_, err = l.AcceptWith(ctx, so)
 		require.ErrorIs(t, err, ErrInvalidArgument, "AcceptWith: %s", name)
-		_, err = Dial(ctx, da, s.addr(), co)
+		_, err = s.dial(ctx, o)
 		require.ErrorIs(t, err, ErrInvalidArgument, "Dial: %s", name)
 		cancel()
 	}
@@ -325,10 +323,7 @@ func TestCMOptionsChecksOffers(t *testing.T) {
 	// for the next call, which connects it.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dialed := async(func() (*CMConn, error) {
-		return Dial(ctx, da, s.addr(),
-			CMOptions{PD: client.pd, SendCQ: client.cq, SelectiveRepeat: true, PeerSelectiveRepeat: true})
-	})
+	dialed := s.dialAsync(ctx, CMOptions{SelectiveRepeat: true, PeerSelectiveRepeat: true})
 	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 10*time.Second, time.Millisecond, "the request is queued")
 	so := bad["out-of-order buffer above MaxOOOLimit"]
 	so.PD, so.SendCQ = server.pd, server.cq

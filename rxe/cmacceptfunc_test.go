@@ -103,7 +103,7 @@ func TestAcceptFunc(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := listenCM(t, 7501, CMOptions{})
-			da, client, server, l := s.da, s.client, s.server, s.l
+			da, server, l := s.da, s.server, s.l
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var seen *CMRequest
@@ -113,8 +113,7 @@ func TestAcceptFunc(t *testing.T) {
 					return tc.answer(server)
 				})
 			})
-			cc, derr := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq,
-				PrivateData: []byte("asking"), ResponderResources: 3, InitiatorDepth: 5, RetryCnt: 6, RNRRetry: 4})
+			cc, derr := s.dial(ctx, CMOptions{PrivateData: []byte("asking"), ResponderResources: 3, InitiatorDepth: 5, RetryCnt: 6, RNRRetry: 4})
 			r := <-acc
 			require.NotNil(t, seen, "choose was called")
 			require.Equal(t, netip.AddrPortFrom(da.Addr().Addr(), seen.Remote.Port()), seen.Remote)
@@ -155,7 +154,7 @@ func TestAcceptFunc(t *testing.T) {
 					return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
 				})
 			})
-			_, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
+			_, err := s.dial(ctx, CMOptions{})
 			require.NoError(t, err)
 			require.NoError(t, (<-acc).err)
 		})
@@ -196,7 +195,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 	})
 	t.Run("ctx ends while choose runs", func(t *testing.T) {
 		s := listenCM(t, 7504, CMOptions{})
-		da, client, server, l := s.da, s.client, s.server, s.l
+		server, l := s.server, s.l
 		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer dcancel()
 		actx, acancel := context.WithCancel(dctx)
@@ -206,7 +205,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 				return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
 			})
 		})
-		_, err := Dial(dctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := s.dial(dctx, CMOptions{})
 		var rej *RejectError
 		require.ErrorAs(t, err, &rej)
 		require.Equal(t, packet.RejConsumerReject, rej.Reason)
@@ -215,7 +214,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 	})
 	t.Run("listener closes while choose runs", func(t *testing.T) {
 		s := listenCM(t, 7505, CMOptions{})
-		da, client, server, l := s.da, s.client, s.server, s.l
+		server, l := s.server, s.l
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var closeErr error
@@ -225,7 +224,7 @@ func TestAcceptFuncEnds(t *testing.T) {
 				return CMOptions{PD: server.pd, SendCQ: server.cq}, nil
 			})
 		})
-		_, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := s.dial(ctx, CMOptions{})
 		require.NoError(t, err, "the request being answered is accepted")
 		require.NoError(t, (<-res).err)
 		require.NoError(t, closeErr)
@@ -234,12 +233,10 @@ func TestAcceptFuncEnds(t *testing.T) {
 	})
 	t.Run("listener closes with a request queued", func(t *testing.T) {
 		s := listenCM(t, 7506, CMOptions{})
-		da, db, client, l := s.da, s.db, s.client, s.l
+		db, l := s.db, s.l
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		dial := async(func() (*CMConn, error) {
-			return Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
-		})
+		dial := s.dialAsync(ctx, CMOptions{})
 		require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the request is queued")
 		require.NoError(t, l.Close())
 		g := db.gsiOf()
@@ -397,7 +394,7 @@ func TestCMExplicitNoRdAtomic(t *testing.T) {
 	for _, explicit := range []bool{false, true} {
 		t.Run(fmt.Sprint("explicit=", explicit), func(t *testing.T) {
 			s := listenCM(t, 7510, CMOptions{})
-			da, client, server, l := s.da, s.client, s.server, s.l
+			client, server, l := s.client, s.server, s.l
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			var mask QPAttrMask
@@ -412,7 +409,7 @@ func TestCMExplicitNoRdAtomic(t *testing.T) {
 					return CMOptions{PD: server.pd, SendCQ: server.cq, Explicit: mask}, nil
 				})
 			})
-			cc, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq, Explicit: mask})
+			cc, err := s.dial(ctx, CMOptions{Explicit: mask})
 			require.NoError(t, err)
 			r := <-acc
 			require.NoError(t, r.err)

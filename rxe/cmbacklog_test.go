@@ -175,7 +175,7 @@ func TestListenBacklogFullDrops(t *testing.T) {
 // REJ. The backlog is made 1 here.
 func TestDialWaitsOutFullBacklog(t *testing.T) {
 	s := listenCM(t, 38, CMOptions{})
-	da, db, client, l, addr := s.da, s.db, s.client, s.l, s.addr()
+	da, db, l := s.da, s.db, s.l
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	g := db.gsiOf()
@@ -183,12 +183,10 @@ func TestDialWaitsOutFullBacklog(t *testing.T) {
 	l.reqs = make(chan cm.Event, 1)
 	g.mu.Unlock()
 
-	first := async(func() (*CMConn, error) { return Dial(ctx, da, addr, CMOptions{PD: client.pd, SendCQ: client.cq}) })
+	first := s.dialAsync(ctx, CMOptions{})
 	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the first fills the backlog")
 	// The second's REQ is resent every 4.096 µs · 2^14 + 2 × 17 ms ≈ 100 ms.
-	second := async(func() (*CMConn, error) {
-		return Dial(ctx, da, addr, CMOptions{PD: client.pd, SendCQ: client.cq, CMResponseTimeout: 14, MaxCMRetries: 15})
-	})
+	second := s.dialAsync(ctx, CMOptions{CMResponseTimeout: 14, MaxCMRetries: 15})
 	require.Eventually(t, func() bool { return l.Counters().Dropped >= 1 }, 5*time.Second, time.Millisecond, "the second is dropped")
 
 	for _, dial := range []<-chan connResult{first, second} {

@@ -160,7 +160,7 @@ func TestDeviceCloseTellsCMPeers(t *testing.T) {
 	s := listenOn(t, da, db, 23, CMOptions{}) // nobody calls Accept
 	res := make(chan error, 1)
 	go func() {
-		_, err := Dial(ctx, da, s.addr(), CMOptions{PD: s.client.pd, SendCQ: s.client.cq})
+		_, err := s.dial(ctx, CMOptions{})
 		res <- err
 	}()
 	waitCMConns(t, db, 1, "the REQ arrives")
@@ -194,13 +194,13 @@ func TestDisconnectEndsOnDeviceClose(t *testing.T) {
 // returns: it takes the next one.
 func TestAcceptSkipsWithdrawnREQ(t *testing.T) {
 	s := listenCM(t, 24, CMOptions{})
-	da, db, client := s.da, s.db, s.client
+	db := s.db
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	short, cancelShort := context.WithCancel(ctx)
 	res := make(chan error, 1)
 	go func() {
-		_, err := Dial(short, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
+		_, err := s.dial(short, CMOptions{})
 		res <- err
 	}()
 	waitCMConns(t, db, 1, "the REQ arrives")

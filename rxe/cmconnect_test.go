@@ -100,15 +100,26 @@ func listenEnd(t *testing.T, d *Device, e *cmEnd, port uint16, listen CMOptions)
 // addr is the listener's address as Dial takes it.
 func (s *cmListening) addr() string { return s.l.Addr().String() }
 
-// connect dials the listener from da with dial's options (its PD and
-// SendCQ the client end's) while an Accept waits, requires both to
-// succeed before ctx ends, and returns the dialing and the accepted
+// dial dials the listener from da with dial's options, its PD and SendCQ
+// the client end's.
+func (s *cmListening) dial(ctx context.Context, dial CMOptions) (*CMConn, error) {
+	dial.PD, dial.SendCQ = s.client.pd, s.client.cq
+	return Dial(ctx, s.da, s.addr(), dial)
+}
+
+// dialAsync is dial on its own goroutine; its result comes on the
+// channel.
+func (s *cmListening) dialAsync(ctx context.Context, dial CMOptions) <-chan connResult {
+	return async(func() (*CMConn, error) { return s.dial(ctx, dial) })
+}
+
+// connect dials the listener (dial) while an Accept waits, requires both
+// to succeed before ctx ends, and returns the dialing and the accepted
 // connection.
 func (s *cmListening) connect(ctx context.Context, t *testing.T, dial CMOptions) (cc, sc *CMConn) {
 	t.Helper()
 	acc := async(func() (*CMConn, error) { return s.l.Accept(ctx) })
-	dial.PD, dial.SendCQ = s.client.pd, s.client.cq
-	cc, err := Dial(ctx, s.da, s.addr(), dial)
+	cc, err := s.dial(ctx, dial)
 	require.NoError(t, err)
 	return cc, awaitConn(ctx, t, acc, "Accept")
 }
@@ -302,7 +313,7 @@ func TestAcceptGivesUpAfterREP(t *testing.T) {
 		_, err := s.l.Accept(actx)
 		acc <- err
 	}()
-	cc, err := Dial(ctx, da, s.addr(), CMOptions{PD: s.client.pd, SendCQ: s.client.cq})
+	cc, err := s.dial(ctx, CMOptions{})
 	require.NoError(t, err, "the client sent its RTU (lost) and is up")
 	acancel() // the server has sent its REP and waits for the RTU
 	require.ErrorIs(t, <-acc, context.Canceled)

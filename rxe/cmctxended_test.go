@@ -16,12 +16,10 @@ import (
 // peer's Dial succeeds instead of getting a REJ).
 func TestAcceptWithEndedContextLeavesRequestQueued(t *testing.T) {
 	s := listenCM(t, 7495, CMOptions{})
-	da, client, server, l := s.da, s.client, s.server, s.l
+	server, l := s.server, s.l
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dialed := async(func() (*CMConn, error) {
-		return Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
-	})
+	dialed := s.dialAsync(ctx, CMOptions{})
 	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 10*time.Second, time.Millisecond, "the request is queued")
 	ended, end := context.WithCancel(context.Background())
 	end()
@@ -45,10 +43,10 @@ func TestAcceptWithEndedContextLeavesRequestQueued(t *testing.T) {
 // REQ nor the REJ withdrawing it.
 func TestDialWithEndedContextSendsNothing(t *testing.T) {
 	s := listenCM(t, 7496, CMOptions{})
-	da, client := s.da, s.client
+	da := s.da
 	ended, end := context.WithCancel(context.Background())
 	end()
-	_, err := Dial(ended, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
+	_, err := s.dial(ended, CMOptions{})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, da.GSICounters().SentMADs, "no REQ (or REJ) went out")
 }

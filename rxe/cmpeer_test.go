@@ -131,7 +131,7 @@ func TestDialAfterCMShutdown(t *testing.T) {
 	defer cancel()
 	da.gsiOf().shutdown()
 	sent := da.GSICounters().SentMADs
-	_, err := Dial(ctx, da, s.addr(), CMOptions{PD: client.pd, SendCQ: client.cq})
+	_, err := s.dial(ctx, CMOptions{})
 	require.ErrorIs(t, err, ErrClosed)
 	_, err = DialUD(ctx, da, s.addr(), UDOptions{PD: client.pd})
 	require.ErrorIs(t, err, ErrClosed)
