@@ -81,22 +81,7 @@ func deregDuringTransfer(t *testing.T, kind string, op WROpcode, wcOp WCOpcode, 
 			<-stopped
 		}()
 	}
-	copy(a.buf, old)
-	copy(b.buf, old)
-	if op == WRRDMAWrite {
-		clear(b.buf[:n])
-	}
-	syncMem(a, b)
-	startStream(t, a, b, op, n)
-	require.NoError(t, b.mr.Dereg())
-
-	// The buffer is the caller's again.
-	var after []byte
-	if op == WRRDMARead {
-		copy(b.buf, fresh)
-	} else {
-		after = bytes.Clone(b.buf[:n])
-	}
+	after := stopStream(t, a, b, op, old, fresh, b.mr.Dereg)
 
 	wc := waitWC(t, a.cq)
 	cut := wc.Status != WCSuccess
@@ -129,14 +114,7 @@ func TestCloseWaitsForDevice(t *testing.T) {
 			a, b := unownedPair(t, kind, n, qpOpts{timeout: 8, retryCnt: 1, mtu: MTU4096}, qpOpts{mtu: MTU4096})
 			copy(b.buf, old)
 			syncMem(a, b)
-			_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRRDMARead, Flags: SendSignaled,
-				SGList: []SGE{a.mr.SGE(0, n)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
-			require.NoError(t, err)
-			deadline := time.Now().Add(testutil.Bound())
-			for b.qp.vec.sentPkts.Load() < 16 {
-				require.True(t, time.Now().Before(deadline), "the transfer did not start")
-				time.Sleep(20 * time.Microsecond)
-			}
+			startStream(t, a, b, WRRDMARead, n)
 			require.NoError(t, b.dev.Close())
 			copy(b.buf, fresh)
 			wc := waitWC(t, a.cq)
@@ -347,20 +325,7 @@ func TestDestroyWaitsForDevice(t *testing.T) {
 	for _, op := range []WROpcode{WRRDMARead, WRRDMAWrite} {
 		t.Run(op.String(), func(t *testing.T) {
 			a, b := unownedPair(t, "pipe", n, qpOpts{timeout: 8, retryCnt: 1, mtu: MTU4096}, qpOpts{mtu: MTU4096})
-			copy(a.buf, old)
-			copy(b.buf, old)
-			if op == WRRDMAWrite {
-				clear(b.buf)
-			}
-			syncMem(a, b)
-			startStream(t, a, b, op, n)
-			require.NoError(t, b.qp.Destroy())
-			var after []byte
-			if op == WRRDMARead {
-				copy(b.buf, fresh)
-			} else {
-				after = bytes.Clone(b.buf)
-			}
+			after := stopStream(t, a, b, op, old, fresh, b.qp.Destroy)
 			wc := waitWC(t, a.cq)
 			require.Equal(t, uint64(1), wc.ID)
 			if wc.Status == WCSuccess {
@@ -378,6 +343,30 @@ func TestDestroyWaitsForDevice(t *testing.T) {
 	}
 }
 
+// stopStream fills a's and b's buffers with old (b's first len(old)
+// bytes cleared for a WRITE, which fills them again), starts op of
+// len(old) bytes (startStream) and requires stop, b's end of it, to
+// succeed; then b's buffer is its owner's again: a READ's source is
+// overwritten with fresh, and a copy of a WRITE's target is returned, to
+// hold against what the target holds once the WRITE has ended.
+func stopStream(t *testing.T, a, b *end, op WROpcode, old, fresh []byte, stop func() error) (after []byte) {
+	t.Helper()
+	n := len(old)
+	copy(a.buf, old)
+	copy(b.buf, old)
+	if op == WRRDMAWrite {
+		clear(b.buf[:n])
+	}
+	syncMem(a, b)
+	startStream(t, a, b, op, n)
+	require.NoError(t, stop())
+	if op == WRRDMARead {
+		copy(b.buf, fresh)
+		return nil
+	}
+	return bytes.Clone(b.buf[:n])
+}
+
 // startStream posts a signaled op of n bytes from a's MR to b's and waits
 // until the stream is under way at b: 16 packets sent (READ responses) or
 // received (WRITE), counted per vector with no QP lock taken.
@@ -393,7 +382,7 @@ func startStream(t *testing.T, a, b *end, op WROpcode, n int) {
 	waitStarted(t, moved)
 }
 
-// waitStarted waits, up to 10 s, until the packet counter moved (a
+// waitStarted waits, up to testutil.Bound(), until the packet counter moved (a
 // vector's sentPkts or rcvdPkts, read with no QP lock taken) reaches 16:
 // the transfer is under way.
 func waitStarted(t *testing.T, moved *atomic.Uint64) {
