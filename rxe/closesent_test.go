@@ -44,14 +44,11 @@ func gatedUDSend(t *testing.T, kind string) (gc *gateConn, da *Device, a, b *end
 	gc = &gateConn{Conn: ca, armed: make(chan struct{}), entered: make(chan struct{}), release: make(chan struct{})}
 	da, db := openPair(t, gc, cb)
 	a, b = newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
-	readyUD(t, a, 1)
-	readyUD(t, b, 1)
+	ah := aimUD(t, a, b, 1)
 	postRecvs(t, b, 1, 4096)
-	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-	require.NoError(t, err)
 	release = sync.OnceFunc(func() { close(gc.release) })
 	close(gc.armed)
-	_, err = a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1,
+	_, err := a.qp.PostSend(SendWR{ID: 1, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: 1,
 		SGList: []SGE{a.mr.SGE(0, 64)}})
 	if err != nil {
 		release()

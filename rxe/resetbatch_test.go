@@ -120,12 +120,8 @@ func TestResetDropsDatagramsOfWriteUnderWay(t *testing.T) {
 					connectUC(t, a, b)
 					postRecvs(t, b, 4, 256)
 				case QPTypeUD:
-					readyUD(t, a, 3)
-					readyUD(t, b, 3)
+					ah = aimUD(t, a, b, 3)
 					postRecvs(t, b, 4, 256)
-					var err error
-					ah, err = a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-					require.NoError(t, err)
 				}
 				send := func(id uint64, fill byte) {
 					off := int(id-1) * 64

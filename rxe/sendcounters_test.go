@@ -54,11 +54,8 @@ func TestSendCountersByOutcome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sc, da, db := scriptedPair(t, tc.mode)
 			a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
-			readyUD(t, a, 3)
-			readyUD(t, b, 3)
+			ah := aimUD(t, a, b, 3)
 			postRecvs(t, b, 4, 256)
-			ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-			require.NoError(t, err)
 			sc.mu.Lock()
 			sc.steps = []writeStep{tc.first}
 			sc.mu.Unlock()

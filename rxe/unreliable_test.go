@@ -100,11 +100,18 @@ func aimUnreliable(t *testing.T, typ QPType, a, b *end, qkey uint32, wr *SendWR)
 		connectUC(t, a, b)
 		return
 	}
+	wr.AH, wr.RemoteQPN, wr.RemoteQKey = aimUD(t, a, b, qkey), b.qp.QPN(), qkey
+}
+
+// aimUD takes the UD QPs of a and b to RTS with Q_Key qkey (readyUD) and
+// returns an address handle of a's for b's device.
+func aimUD(t *testing.T, a, b *end, qkey uint32) *AddrHandle {
+	t.Helper()
 	readyUD(t, a, qkey)
 	readyUD(t, b, qkey)
 	ah, err := a.pd.CreateAH(AH{DGID: b.dev.GID(), UDPPort: b.dev.Addr().Port()})
 	require.NoError(t, err)
-	wr.AH, wr.RemoteQPN, wr.RemoteQKey = ah, b.qp.QPN(), qkey
+	return ah
 }
 
 func postRecvs(t *testing.T, e *end, n, size int) {
@@ -216,10 +223,7 @@ func TestUDSendRecv(t *testing.T) {
 			da, db := newDevices(t, kind)
 			a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
 			const qkey = 0x11223344
-			readyUD(t, a, qkey)
-			readyUD(t, b, qkey)
-			ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-			require.NoError(t, err)
+			ah := aimUD(t, a, b, qkey)
 			const slot = 8192 // room for the GRH area and a 4096-byte datagram
 			postRecvs(t, b, 3, slot)
 			fill(a.buf[:3*slot], 3)
@@ -278,10 +282,7 @@ func btoi(b bool) int {
 func TestUDQKeyAndSize(t *testing.T) {
 	da, db := newDevices(t, "pipe")
 	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
-	readyUD(t, a, 0x80000042) // a controlled Q_Key
-	readyUD(t, b, 0x80000042)
-	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-	require.NoError(t, err)
+	ah := aimUD(t, a, b, 0x80000042) // a controlled Q_Key
 	postRecvs(t, b, 2, 2048)
 	send := func(id uint64, qkey uint32, n int) error {
 		_, err := a.qp.PostSend(SendWR{ID: id, Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: b.qp.QPN(), RemoteQKey: qkey,
@@ -296,7 +297,7 @@ func TestUDQKeyAndSize(t *testing.T) {
 	waitWC(t, a.cq)
 	require.Equal(t, uint32(16+GRHSize), waitWC(t, b.cq).ByteLen)
 
-	err = send(3, 0x1234, da.ActiveMTU().Bytes()+1)
+	err := send(3, 0x1234, da.ActiveMTU().Bytes()+1)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.ErrorIs(t, err, requester.ErrUDTooLong)
 	_, err = a.qp.PostSend(SendWR{Opcode: WRRDMAWrite, AH: ah})
@@ -320,13 +321,10 @@ func TestUDQKeyAndSize(t *testing.T) {
 func TestUDLossDropsDatagram(t *testing.T) {
 	da, db, lc := newLossyDevices(t, "pipe")
 	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
-	readyUD(t, a, 5)
-	readyUD(t, b, 5)
+	ah := aimUD(t, a, b, 5)
 	lc.mu.Lock()
 	lc.drop = func(p []byte) bool { return packet.BTH(p).PSN() == 8 } // the second datagram
 	lc.mu.Unlock()
-	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-	require.NoError(t, err)
 	postRecvs(t, b, 3, 2048)
 	fill(a.buf[:4096], 4)
 	for i := range 3 {
@@ -361,11 +359,8 @@ func TestUDRecvCQOverflow(t *testing.T) {
 	mr, err := pd.RegMR(buf, AccessLocalWrite)
 	require.NoError(t, err)
 	b := &end{dev: db, pd: pd, cq: cq, qp: qp, mr: mr, buf: buf}
-	readyUD(t, a, 5)
-	readyUD(t, b, 5)
+	ah := aimUD(t, a, b, 5)
 	postRecvs(t, b, 8, 4200)
-	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-	require.NoError(t, err)
 	for i := range 2 {
 		_, err := a.qp.PostSend(SendWR{ID: uint64(i), Opcode: WRSend, Flags: SendSignaled, AH: ah, RemoteQPN: qp.QPN(), RemoteQKey: 5,
 			SGList: []SGE{{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey()}}})
@@ -555,11 +550,8 @@ func TestAHHoldsPD(t *testing.T) {
 func TestUDPostSendDestroyedAH(t *testing.T) {
 	da, db := newDevices(t, "pipe")
 	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
-	readyUD(t, a, 0x42)
-	readyUD(t, b, 0x42)
+	ah := aimUD(t, a, b, 0x42)
 	postRecvs(t, b, 4, 2048)
-	ah, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
-	require.NoError(t, err)
 	live, err := a.pd.CreateAH(AH{DGID: db.GID(), UDPPort: db.Addr().Port()})
 	require.NoError(t, err)
 	wr := func(id uint64, h *AddrHandle) SendWR {
