@@ -67,13 +67,7 @@ func TestAcceptClampsREQRdAtomic(t *testing.T) {
 			require.Equal(t, tc.wantRR, int(rep.ResponderResources), "the REP's responder resources")
 			require.Equal(t, tc.wantInit, int(rep.InitiatorDepth), "the REP's initiator depth")
 			p.send(2, rtuFor(&rep))
-			sc := awaitConn(ctx, t, res, "Accept")
-			require.Equal(t, tc.wantRR, sc.Local.MaxRdAtomic)
-			require.Equal(t, tc.wantInit, sc.Remote.MaxRdAtomic)
-			a := sc.QP.Query()
-			require.Equal(t, tc.wantRR, a.MaxDestRdAtomic)
-			require.Equal(t, tc.wantInit, a.MaxRdAtomic)
-			require.Equal(t, QPSRTS, a.State)
+			requireRdAtomic(t, awaitConn(ctx, t, res, "Accept"), tc.wantRR, tc.wantInit)
 		})
 	}
 }
@@ -122,13 +116,20 @@ func TestDialClampsREPRdAtomic(t *testing.T) {
 			p.recv(packet.AttrRTU, &rtu)
 			r := <-res
 			require.NoError(t, r.err)
-			cc := r.c
-			require.Equal(t, tc.wantRR, cc.Local.MaxRdAtomic)
-			require.Equal(t, tc.wantInit, cc.Remote.MaxRdAtomic)
-			a := cc.QP.Query()
-			require.Equal(t, tc.wantRR, a.MaxDestRdAtomic)
-			require.Equal(t, tc.wantInit, a.MaxRdAtomic)
-			require.Equal(t, QPSRTS, a.State)
+			requireRdAtomic(t, r.c, tc.wantRR, tc.wantInit)
 		})
 	}
+}
+
+// requireRdAtomic requires c's QP to be in RTS with max_dest_rd_atomic
+// wantRR and max_rd_atomic wantInit, and c's Local and Remote to record
+// them.
+func requireRdAtomic(t *testing.T, c *CMConn, wantRR, wantInit int) {
+	t.Helper()
+	require.Equal(t, wantRR, c.Local.MaxRdAtomic)
+	require.Equal(t, wantInit, c.Remote.MaxRdAtomic)
+	a := c.QP.Query()
+	require.Equal(t, wantRR, a.MaxDestRdAtomic)
+	require.Equal(t, wantInit, a.MaxRdAtomic)
+	require.Equal(t, QPSRTS, a.State)
 }
