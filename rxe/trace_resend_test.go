@@ -143,15 +143,10 @@ func TestTraceRNRWaitEnd(t *testing.T) {
 // recovery timer and the probe's PSN, runs no completer pass, and the
 // probe's send event says it is one.
 func TestTraceRecoveryProbe(t *testing.T) {
-	var w syncbuf.Buffer
-	synctest.Test(t, func(t *testing.T) {
-		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
-		writeAfterSample(t, a, b)
-		synctest.Wait()
-	})
+	trace := traceOf(t, false, writeAfterSample, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
 	var probes []uint32
 	passes, runs := 0, 0
-	for _, ev := range readTrace(t, w.String()) {
+	for _, ev := range readTrace(t, trace) {
 		switch {
 		case ev.Ev == "timer_fire":
 			require.Equal(t, "recovery", ev.Timer, "the IB timeout never fires")
@@ -178,13 +173,8 @@ func TestTraceRecoveryProbe(t *testing.T) {
 // and the PSN it resends from, and each resent packet says what kind of
 // resend it is.
 func TestTraceProbeAnswered(t *testing.T) {
-	var w syncbuf.Buffer
-	synctest.Test(t, func(t *testing.T) {
-		a, b := tracedPair(t, &w, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send", "drop=RC_ACKNOWLEDGE#2,dir=recv")
-		writeAfterSample(t, a, b)
-		synctest.Wait()
-	})
-	requireOneRetry(t, w.String(), "probe answered", "go_back_n", 102,
+	trace := traceOf(t, false, writeAfterSample, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send", "drop=RC_ACKNOWLEDGE#2,dir=recv")
+	requireOneRetry(t, trace, "probe answered", "go_back_n", 102,
 		map[uint32]string{101: "tail_probe ", 102: "go_back_n ", 103: "go_back_n ", 104: "go_back_n "})
 }
 
@@ -228,13 +218,8 @@ func TestTraceReadGapAhead(t *testing.T) {
 // rxe state machine). The trace has a retry event for the report and the
 // resend says it is a selective-repeat one.
 func TestTraceHoleReport(t *testing.T) {
-	var w syncbuf.Buffer
-	synctest.Test(t, func(t *testing.T) {
-		a, b := tracedPairSR(t, &w, true, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send")
-		writeWait(t, a, b, 3, 4<<10)
-		synctest.Wait()
-	})
-	requireOneRetry(t, w.String(), "hole report", "selective_repeat", 101, map[uint32]string{101: "selective_repeat "})
+	trace := traceOf(t, true, write4K, "drop=RC_RDMA_WRITE_MIDDLE#1,dir=send")
+	requireOneRetry(t, trace, "hole report", "selective_repeat", 101, map[uint32]string{101: "selective_repeat "})
 }
 
 // TestTraceSRTimeoutProbe: under selective repeat the local ACK timeout
@@ -243,19 +228,14 @@ func TestTraceHoleReport(t *testing.T) {
 // Each timer_fire says so, the completer's ERROR_RETRY passes have no
 // retry event, and the resends are the probes.
 func TestTraceSRTimeoutProbe(t *testing.T) {
-	var w syncbuf.Buffer
-	synctest.Test(t, func(t *testing.T) {
-		a, b := tracedPairSR(t, &w, true, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
-		writeWait(t, a, b, 3, 4<<10)
-		synctest.Wait()
-	})
+	trace := traceOf(t, true, write4K, "drop=RC_RDMA_WRITE_LAST#1,dir=send")
 	var fires []string
 	retries := 0
 	resends := map[uint32]string{}
-	for _, ev := range readTrace(t, w.String()) {
+	for _, ev := range readTrace(t, trace) {
 		switch {
 		case ev.Ev == "timer_fire":
-			require.NotNil(t, ev.PSN, w.String())
+			require.NotNil(t, ev.PSN, trace)
 			fires = append(fires, fmt.Sprintf("%s/%s/%d", ev.Timer, ev.Action, *ev.PSN))
 		case ev.Ev == "retry":
 			retries++
@@ -265,7 +245,7 @@ func TestTraceSRTimeoutProbe(t *testing.T) {
 	}
 	// The first probe's answer acknowledges up to 102 (the responder had
 	// them, and no AckReq had asked); the next timeout probes 103.
-	require.Equal(t, []string{"retransmit/tail_probe/100", "retransmit/tail_probe/103"}, fires, w.String())
+	require.Equal(t, []string{"retransmit/tail_probe/100", "retransmit/tail_probe/103"}, fires, trace)
 	require.Zero(t, retries)
 	require.Equal(t, map[uint32]string{100: "tail_probe ", 103: "tail_probe "}, resends)
 }
@@ -339,3 +319,21 @@ func requireOneRetry(t *testing.T, trace, cause, resend string, psn uint32, rese
 	require.Equal(t, psn, *retries[0].PSN)
 	require.Equal(t, resends, got, trace)
 }
+
+// traceOf runs run on a tracedPairSR with rules (selective repeat
+// negotiated when sr) in a synctest bubble until every goroutine of the
+// bubble is durably blocked, and returns the trace written meanwhile.
+func traceOf(t *testing.T, sr bool, run func(t *testing.T, a, b *end), rules ...string) string {
+	t.Helper()
+	var w syncbuf.Buffer
+	synctest.Test(t, func(t *testing.T) {
+		a, b := tracedPairSR(t, &w, sr, rules...)
+		run(t, a, b)
+		synctest.Wait()
+	})
+	return w.String()
+}
+
+// write4K WRITEs 4 KiB from a to b as work request 3 and waits for its
+// completion (writeWait).
+func write4K(t *testing.T, a, b *end) { writeWait(t, a, b, 3, 4<<10) }
