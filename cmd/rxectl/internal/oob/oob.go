@@ -54,9 +54,12 @@ const AdvertisedVersion = "6.27"
 // check_version_compatibility refuses older peers.
 const MinPeerVersion = 5.70
 
-// doneMsg is what perftest before 6.28-ish writes after the last key
-// exchange ("done" with its NUL); newer versions just close.
-var doneMsg = []byte("done\x00")
+// DoneMsg is what perftest before 6.28-ish writes after the last key
+// exchange ("done" with its NUL), and rxectl's Finish too; newer perftest
+// versions just close.
+const DoneMsg = "done\x00"
+
+var doneMsg = []byte(DoneMsg)
 
 // KeyMsg is perftest's struct pingpong_dest as the key message carries it:
 // "LID:OUT_READS:QPN:PSN:RKEY:VADDR:" then the 16 GID bytes "XX:" each,

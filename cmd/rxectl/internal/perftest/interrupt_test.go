@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 	"github.com/gorxe/gorxe/internal/syncbuf"
 	"github.com/gorxe/gorxe/internal/testutil"
@@ -221,8 +223,9 @@ func TestLatInterruptedRDMACM(t *testing.T) {
 // message while its peer's requests are fewer than -n, stops posting, says
 // so on stderr, and both ends print the rows of what they did and succeed,
 // instead of the other end running its iterations to the end alone. With
-// -a it runs none of the sizes left, as the interrupted end. With -D each
-// end runs for its own duration, and the other end finishes its own.
+// -a both ends end the run after that size (TestAllSizesInterrupted).
+// With -D each end runs for its own duration, and the other end finishes
+// its own.
 // Without -a the interrupt comes at the interrupted end's first send
 // completion (twoEndsFirstSent): the other end cannot have sent its
 // million messages by the time that end's exchange message reaches it.
@@ -305,17 +308,125 @@ func TestBidirNotStoppedEarly(t *testing.T) {
 }
 
 // TestBidirInterruptedRDMACM: TestBidirInterrupted with -R, whose ends
-// watch the rdma_cm exchange for the interrupted end's next message.
+// watch the rdma_cm exchange for the interrupted end's next message. With
+// -a both ends end the run after the interrupted size, as over TCP: the
+// decision rests on the reports, not on the exchange's transport.
 func TestBidirInterruptedRDMACM(t *testing.T) {
-	for _, cmd := range []string{"send-bw", "write-bw"} {
-		t.Run(cmd, func(t *testing.T) {
-			sout, cout, serr, cerr, ended := cmEndsInterrupted(t, cmd, "-b", "-n", "1000000", "-s", "64")
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+	}{
+		{"send-bw", []string{"-n", "1000000", "-s", "64"}},
+		{"write-bw", []string{"-n", "1000000", "-s", "64"}},
+		{"send-bw", []string{"-a", "-n", "1000"}},
+	} {
+		t.Run(tc.cmd+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			sout, cout, serr, cerr, ended := cmEndsInterrupted(t, tc.cmd, append([]string{"-b"}, tc.args...)...)
 			require.NoError(t, cerr, "client:\n%s", cout)
 			require.NoError(t, serr, "server:\n%s", sout)
 			require.Less(t, ended, promptly)
-			require.Regexp(t, `\n Sent \d+ of 1000000 messages of 64 bytes: the peer stopped sending early \(interrupted\?\), so this end stopped too\n`, sout)
+			iters := tc.args[slices.Index(tc.args, "-n")+1]
+			require.Regexp(t, `\n Sent \d+ of `+iters+` messages of \d+ bytes: the peer stopped sending early \(interrupted\?\), so this end stopped too\n`, sout)
+			if slices.Contains(tc.args, "-a") {
+				require.Len(t, bwRows(t, sout), 1, "the sizes after the interrupted one:\n%s", sout)
+				require.Contains(t, sout, "no larger sizes are run")
+			}
 			for _, out := range []string{cout, sout} {
 				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+			}
+		})
+	}
+}
+
+// keyCounter is an oob.Pipe that counts the key messages it sends once
+// counting is on.
+type keyCounter struct {
+	oob.Pipe
+	on   *atomic.Bool
+	keys *atomic.Int32
+}
+
+func (p keyCounter) Send(b []byte) error {
+	if p.on.Load() && len(b) == oob.KeyMsgSize {
+		p.keys.Add(1)
+	}
+	return p.Pipe.Send(b)
+}
+
+// TestAllSizesInterrupted: an interrupt during a run of all sizes (-a)
+// ends it after the size in progress, whatever the test: the interrupted
+// client exchanges no sizes after it (at most three key messages: the
+// size's closing handshake, one more when the interrupt came between
+// sizes, and ctx_close_connection's), and both ends end promptly. A
+// bandwidth run prints the rows of what it measured and succeeds on
+// both ends, the send-bw server (and the other end of -b) noting that
+// the client ended the run; a latency run fails on both ends, as an
+// interrupted latency run of one size does. Without the stop the client
+// went through the exchange of every size left (two key messages each)
+// and the send-bw server waited 100 ms for each size's messages.
+func TestAllSizesInterrupted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+	}{
+		{"send-bw", []string{"-a", "-n", "1000"}},
+		{"send-bw", []string{"-a", "-n", "1000", "-c", "UD"}},
+		{"write-bw", []string{"-a", "-n", "1000"}},
+		{"read-bw", []string{"-a", "-n", "1000"}},
+		{"send-bw", []string{"-b", "-a", "-n", "1000"}},
+		{"send-bw", []string{"-b", "-a", "-n", "1000", "-c", "UD"}},
+		{"write-bw", []string{"-b", "-a", "-n", "1000"}},
+		{"read-bw", []string{"-b", "-a", "-n", "1000"}},
+		{"send-lat", []string{"-a", "-n", "1000"}},
+		{"write-lat", []string{"-a", "-n", "1000"}},
+		{"read-lat", []string{"-a", "-n", "1000"}},
+	} {
+		t.Run(tc.cmd+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			lat := strings.HasSuffix(tc.cmd, "-lat")
+			var on atomic.Bool
+			var keys atomic.Int32
+			cout, sout, cerr, serr, ended := interruptedEnds(t, tc.cmd, tc.args, func(ctx context.Context, co *options, cbuf *syncbuf.Buffer, interrupt func()) {
+				co.hooks.pipe = func(c net.Conn) oob.Pipe { return keyCounter{oob.NewTCPPipe(c), &on, &keys} }
+				stop := func() {
+					on.Store(true)
+					interrupt()
+				}
+				if !lat {
+					co.hooks.sent = func(n int) {
+						if n > 0 {
+							stop()
+						}
+					}
+					return
+				}
+				go func() { // once the first row is out
+					row := cFormatRE(fmtReportLat)
+					for ctx.Err() == nil && !slices.ContainsFunc(strings.Split(cbuf.String(), "\n"), row.MatchString) {
+						time.Sleep(10 * time.Millisecond)
+					}
+					stop()
+				}()
+			})
+			require.Less(t, ended, promptly)
+			require.LessOrEqual(t, keys.Load(), int32(3), "key messages the client sent after the interrupt:\n%s", cout)
+			if lat {
+				require.ErrorContains(t, cerr, "interrupted", cout)
+				require.Error(t, serr, sout)
+				return
+			}
+			require.NoError(t, cerr, "client:\n%s", cout)
+			require.NoError(t, serr, "server:\n%s", sout)
+			for _, out := range []string{cout, sout} {
+				require.NotEmpty(t, bwRows(t, out), out)
+				require.True(t, strings.HasSuffix(out, report.ResultLine+"\n"), out)
+			}
+			require.NotContains(t, cout, "no larger sizes", "the interrupted end stopped by itself")
+			switch {
+			case slices.Contains(tc.args, "-b"):
+				require.Regexp(t, `\n The peer stopped early \(interrupted\?\) during the \d+-byte size: no larger sizes are run\n`, sout)
+			case tc.cmd == "send-bw":
+				require.Regexp(t, `\n The client ended the run before the \d+-byte size \(it was interrupted\): no larger sizes are run\n`, sout)
 			}
 		})
 	}

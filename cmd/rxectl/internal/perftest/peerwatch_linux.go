@@ -3,6 +3,9 @@ package perftest
 import (
 	"net"
 	"syscall"
+	"time"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 )
 
 // rawConn is c's raw connection, or nil when c has none.
@@ -52,4 +55,40 @@ func peerClosed(c net.Conn) bool {
 		closed = (err == nil && n == 0) || err == syscall.ECONNRESET
 	})
 	return closed
+}
+
+// peekDone reports whether the data waiting on the TCP connection c
+// begins with oob.DoneMsg, the message Finish writes after the closing
+// key exchange (ctx_close_connection): the peer has ended its run. It
+// waits for as many bytes as DoneMsg has, or the peer's close, for at
+// most wait, and reads nothing (MSG_PEEK): the data stays for the
+// exchange. No other exchange message begins with those bytes (a key
+// message begins with the LID in hex and a colon).
+func peekDone(c net.Conn, wait time.Duration) bool {
+	rc := rawConn(c)
+	if rc == nil {
+		return false
+	}
+	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
+		return false
+	}
+	defer c.SetReadDeadline(time.Time{})
+	var b [len(oob.DoneMsg)]byte
+	done := false
+	rc.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case err == syscall.EAGAIN || err == syscall.EINTR:
+			return false // nothing yet
+		case err != nil || n == 0:
+			return true // reset, or closed without DoneMsg
+		case string(b[:n]) != oob.DoneMsg[:n]:
+			return true // another message
+		case n < len(b):
+			return false // DoneMsg's first bytes: wait for the rest
+		}
+		done = true
+		return true
+	})
+	return done
 }

@@ -5,6 +5,7 @@ package perftest
 import (
 	"net"
 	"syscall"
+	"time"
 )
 
 // rawConn is nil: watchPeer peeks at the connection on Linux only.
@@ -15,3 +16,6 @@ func waitReadable(syscall.RawConn) bool { return false }
 
 // peerClosed is false: only Linux peeks at the connection.
 func peerClosed(net.Conn) bool { return false }
+
+// peekDone is false: only Linux peeks at the connection.
+func peekDone(net.Conn, time.Duration) bool { return false }

@@ -618,6 +618,9 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		s.softStop.Store(true)
 	}
 	for _, size := range s.o.sizes() {
+		if s.client && s.endsAfterInterrupt(ctx) {
+			break // the server sees the closing exchange instead of this size's
+		}
 		// The server's runBWServer synchronises once its receive loop
 		// runs.
 		if s.client {
@@ -634,6 +637,13 @@ func (s *session) flowSendBW(ctx context.Context) error {
 		} else {
 			r, err = s.runBWServer(ctx, size)
 		}
+		if errors.Is(err, errClientEnded) {
+			// The client's closing key exchange was this size's first;
+			// its "done" is waiting.
+			fmt.Fprintf(s.errw, " The client ended the run before the %d-byte size (it was interrupted): no larger sizes are run\n", size)
+			s.printLine()
+			return s.oob.Finish(true)
+		}
 		if err != nil {
 			return err
 		}
@@ -648,6 +658,17 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
+}
+
+// endsAfterInterrupt reports whether an interrupted send-bw client of -a
+// (ctx ended) runs no more sizes and closes the exchange at once: when its
+// server is rxectl over TCP, which tells the closing key exchange from the
+// next size's by the oob.DoneMsg that follows it (runBWServer, peekDone).
+// perftest's server, which knows no interrupt, and an -R server, whose
+// exchange has no DoneMsg, get the exchange of every size left, with no
+// messages.
+func (s *session) endsAfterInterrupt(ctx context.Context) bool {
+	return s.o.all && ctx.Err() != nil && s.peer.RxeCtl && s.cm == nil
 }
 
 // flowBidirBW is the BW programs with -b (duplex): both ends are in RTS
@@ -698,13 +719,30 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if r.Iters == 0 && rem.Iters == 0 {
-			continue // interrupted before this size
+		if r.Iters > 0 || rem.Iters > 0 { // else interrupted before this size
+			s.addBW(bidirSum(r, rem, s.o.gbits))
 		}
-		s.addBW(bidirSum(r, rem, s.o.gbits))
+		if s.stopsAllSizes(r, rem) {
+			if ctx.Err() == nil {
+				fmt.Fprintf(s.errw, " The peer stopped early (interrupted?) during the %d-byte size: no larger sizes are run\n", size)
+			}
+			break
+		}
 	}
 	s.printLine()
 	return s.oob.CloseConnection(s.my[0])
+}
+
+// stopsAllSizes reports whether both ends of -b -a with an rxectl peer
+// run no more sizes after the one whose reports are r (this end's) and
+// rem (the peer's): either end sent fewer than its -n requests (it was
+// interrupted, or stopped because its peer was). Both ends see both
+// reports, so both decide alike and go to the closing exchange together.
+// With perftest, which knows no interrupt, an end goes through the
+// exchange of every size left, posting nothing.
+func (s *session) stopsAllSizes(r, rem report.BW) bool {
+	total := uint64(s.o.iters * len(s.qps))
+	return s.o.all && s.peer.RxeCtl && (r.Iters < total || rem.Iters < total)
 }
 
 // bidirSum is the row a -b end prints, print_full_bw_report's with the

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -504,10 +505,33 @@ func (s *session) runBWServer(ctx context.Context, size int) (report.BW, error) 
 	}
 	spoke, _, stopWatch := s.watchPeer(ctx)
 	defer stopWatch()
-	stopAfter := context.AfterFunc(spoke, rc.peerStopped)
-	defer stopAfter()
-	return rc.wait()
+	// -a: the client's next exchange message may be the DoneMsg of its
+	// closing exchange (endsAfterInterrupt), and then the key exchange
+	// just made was that closing one: no message of this size comes.
+	var ended atomic.Bool
+	checked := make(chan struct{})
+	stopAfter := context.AfterFunc(spoke, func() {
+		defer close(checked)
+		if s.o.all && ctx.Err() == nil && s.conn != nil && peekDone(s.conn, peerDoneQuiet) {
+			ended.Store(true)
+			rc.stop()
+			return
+		}
+		rc.peerStopped()
+	})
+	r, err := rc.wait()
+	if !stopAfter() {
+		<-checked // it ran: let it finish with the connection
+	}
+	if ended.Load() {
+		return report.BW{}, errClientEnded
+	}
+	return r, err
 }
+
+// errClientEnded is runBWServer's error when the client of -a ended the
+// run before the size (peekDone): the exchange is at its DoneMsg.
+var errClientEnded = errors.New("the client ended the run")
 
 // receiving is a receive loop of a SEND bandwidth run (receiveBW, or
 // receiveDuration with -D) on a goroutine of its own.
