@@ -221,6 +221,10 @@ type hooks struct {
 	// them and before it reads the clock that places them in the -D
 	// sample window.
 	sent func(n int)
+	// connected, when set, is called on an end with its session once its
+	// QPs (and SRQ) are connected and the remote addresses exchanged
+	// (connectAndPrint), before the exchange after which its peer sends.
+	connected func(*session)
 	// now, when set, replaces time.Now as the clock of a bandwidth
 	// client's duration run (runBWClientDuration: its start, its sample
 	// window, its end and its status line) and of send-bw's server in

@@ -1024,6 +1024,9 @@ func (s *session) connectAndPrint(syncAfterConnect bool) error {
 		s.rem[i] = k
 		s.printAddr("remote", k)
 	}
+	if s.o.hooks.connected != nil {
+		s.o.hooks.connected(s)
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,30 +102,27 @@ func TestUseSRQErrors(t *testing.T) {
 // run_iter_bw_server and run_iter_bi post ctx->rwr[qp_index] again per
 // completion, qp_index taken from the WR ID). Every message arrives, with
 // RC (RNR NAKs make the sender wait for a re-posted receive) and with UD
-// on loopback with no loss injected (a datagram that finds the SRQ empty
-// is dropped). The server's row counts them all; with -b each end's QPs
-// completed them too.
+// (a datagram that finds the SRQ empty is dropped, as on a NIC: nothing
+// makes a UD sender wait, so the UD senders wait for the receiver in the
+// test: udLockstep). The server's row counts them all; with -b each end's
+// QPs completed them too.
 //
 // The server's exchange is held (sendGate) once it has written the
 // message that lets the client send, until the client has sent everything:
 // the receive loop must run from before that exchange (startReceiving). A
-// loop that began after it received the -r messages the SRQ held and
-// dropped the rest of UD's. The UD clients are paced (--rate_limit) so
-// that a loaded machine's stalls of a few milliseconds cannot outrun the
-// re-posts; rxe's TestSRQBehindYields covers unpaced bursts. The RC runs
+// loop that began after it re-posted nothing while the client sent, and
+// the UD client, waiting for the re-posts, then never ends. The RC runs
 // are about RNR NAKs and re-posts, not the ACK timeout's retry budget:
 // they take loadProof's ACK timeout (-u testutil.QPTimeout).
 func TestUseSRQReposts(t *testing.T) {
 	for _, conn := range []string{"RC", "UD"} {
 		for _, qps := range []int{1, 2, 4} {
 			// RC: an SRQ of 16 receives, re-posted many times over. UD:
-			// one QP's share of the messages (half of them with one QP).
+			// 64, at least udTxDepth for each QP (udLockstep), re-posted
+			// many times over too.
 			iters, rx := 200, 16
 			if conn == "UD" {
-				iters, rx = 400, 400
-				if qps == 1 {
-					rx = 200
-				}
+				iters, rx = 400, 64
 			}
 			for _, bidir := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/q%d/b=%v", conn, qps, bidir), func(t *testing.T) {
@@ -135,10 +134,15 @@ func TestUseSRQReposts(t *testing.T) {
 					if conn == "RC" {
 						a = append(a, "-u", testutil.QPTimeoutArg)
 					}
+					var lock *udLockstep
 					if conn == "UD" {
-						a = append(a, "--rate_limit", "5000", "--rate_units", "p", "--burst_size", "8")
+						a = append(a, "-t", strconv.Itoa(udTxDepth))
+						lock = &udLockstep{iters: iters}
 					}
-					cs, ss, gate := gatedSessions(t, 2*qps+2, a...)
+					cs, ss, gate := gatedSessions(t, 2*qps+2, lock.arm, a...)
+					if lock != nil {
+						require.NoError(t, lock.failed())
+					}
 					require.True(t, gate.held, "the exchange before the run was held")
 					require.NoError(t, gate.err)
 					want := uint64(qps * iters)
@@ -208,11 +212,95 @@ func (g *sendGate) Send(b []byte) error {
 	return nil
 }
 
+// udTxDepth is the tx depth (-t) of TestUseSRQReposts' UD runs: the most
+// messages a QP's sender has posted and not seen complete, so the most it
+// posts between two waits of its loop (runBWClient).
+const udTxDepth = 16
+
+// udLockstep keeps the UD senders of a run (the client, and with -b the
+// server too) from outrunning the receives their peer has posted. Nothing
+// else does: a UD datagram that finds the SRQ empty is dropped, as a NIC
+// drops it, and the receiving loop re-posts only when the Go scheduler
+// runs it, which on a loaded machine can be tens of milliseconds after
+// the device took the WQE. After each wait of its bandwidth loop
+// (hooks.sent) a sender waits until the peer's QPs have taken every
+// datagram it sent (received, or dropped for want of a WQE) and the peer's
+// SRQ holds a WQE for each datagram its next posts may add: udTxDepth per
+// QP, fewer near the end. The receiver re-posts one per completion (up to
+// -n per QP) on top of -r / -q to begin with, so each QP's share of -r
+// must be at least udTxDepth for the wait to end. A wait that does not end
+// within testutil.Bound() (a datagram lost before the QP, or a receiver
+// that re-posts nothing) gives up and is reported by failed.
+type udLockstep struct {
+	iters int // -n
+	// client and server are the ends' sessions, set once connected
+	// (hooks.connected).
+	client, server atomic.Pointer[session]
+	mu             sync.Mutex
+	err            error
+}
+
+// arm sets the hooks of the server so and the client co; nil arms
+// nothing.
+func (l *udLockstep) arm(so, co *options) {
+	if l == nil {
+		return
+	}
+	so.hooks.connected = func(s *session) { l.server.Store(s) }
+	co.hooks.connected = func(s *session) { l.client.Store(s) }
+	so.hooks.sent = func(int) { l.wait(l.server.Load(), l.client.Load()) }
+	co.hooks.sent = func(int) { l.wait(l.client.Load(), l.server.Load()) }
+}
+
+// wait waits until from's datagrams so far have all reached to's QPs and
+// to's SRQ holds a WQE for each datagram from may post next.
+func (l *udLockstep) wait(from, to *session) {
+	deadline := time.Now().Add(testutil.Bound())
+	for {
+		var sent, taken uint64
+		need := 0
+		for _, qp := range from.qps {
+			n := qp.Counters().SentPkts
+			sent += n
+			need += min(udTxDepth, l.iters-int(n))
+		}
+		for _, qp := range to.qps {
+			c := qp.Counters().Unreliable
+			taken += c.RDMARecvs + c.NoWQE
+		}
+		have := to.srq.Len()
+		if taken == sent && have >= need {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.err == nil {
+				l.err = fmt.Errorf("client=%v: %d datagrams sent, %d reached the peer's QPs, and its SRQ holds %d WQEs of the %d the next posts need, after %v",
+					from.client, sent, taken, have, need, testutil.Bound())
+			}
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// failed returns the first wait that gave up.
+func (l *udLockstep) failed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
 // gatedSessions is loopbackSessions with the server's exchange held by a
-// sendGate at its at-th key message.
-func gatedSessions(t *testing.T, at int, args ...string) (client, server *session, gate *sendGate) {
+// sendGate at its at-th key message, after arm (if set) has been given
+// the server's and the client's options.
+func gatedSessions(t *testing.T, at int, arm func(so, co *options), args ...string) (client, server *session, gate *sendGate) {
 	t.Helper()
 	pt, so, co := loopbackEnds(t, "send-bw", "0", args, &client, &server)
+	if arm != nil {
+		arm(&so, &co)
+	}
 	gate = &sendGate{at: at}
 	so.hooks.pipe = func(c net.Conn) oob.Pipe {
 		gate.c, gate.TCPPipe = c, oob.NewTCPPipe(c)
