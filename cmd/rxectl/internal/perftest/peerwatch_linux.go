@@ -62,8 +62,8 @@ func peerClosed(c net.Conn) bool {
 // key exchange (ctx_close_connection): the peer has ended its run. It
 // waits for as many bytes as DoneMsg has, or the peer's close, for at
 // most wait, and reads nothing (MSG_PEEK): the data stays for the
-// exchange. No other exchange message begins with those bytes (a key
-// message begins with the LID in hex and a colon).
+// exchange. No key message begins with those bytes: its fifth byte is
+// the colon after the LID's four hex digits.
 func peekDone(c net.Conn, wait time.Duration) bool {
 	rc := rawConn(c)
 	if rc == nil {
