@@ -101,8 +101,10 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 }
 
 // OnTimeout handles the caller's timer: an expired RNR wait ends (sending
-// resumes), and an expired retransmit timer starts a go-back-N retry, or
-// fails the oldest WQE with RETRY_EXC_ERR when retry_cnt is spent. Calls
+// resumes), and an expired retransmit timer starts a go-back-N retry (under
+// selective repeat a probe of the oldest PSN, unless the lost-READ-request
+// watch has just re-read it: srWatchAsked), or fails the oldest WQE with
+// RETRY_EXC_ERR when retry_cnt is spent. Calls
 // before Deadline (spurious firings) do nothing. Expired names the timers
 // it acts on, for the trace: a timer added here is added there.
 func (r *Requester) OnTimeout(now time.Time) {
@@ -134,8 +136,17 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.noteFailure()
 		r.rec.probeDue, r.rec.probeOut = false, false
 		if r.cfg.SelectiveRepeat && !r.stopped {
-			// Selective repeat resends the oldest packet only (errorRetry).
-			r.rec.probeDue = true
+			if r.srWatchAsked(now) {
+				// The watch re-read the oldest READ part less than its
+				// wait ago and re-reads it again at the end of that wait:
+				// nothing is asked for twice, and the IB timer runs on
+				// from now, so a dead peer still spends retry_cnt.
+				r.retrans.Arm(now.Add(r.ack))
+			} else {
+				// Selective repeat resends the oldest packet only
+				// (errorRetry, srProbe).
+				r.rec.probeDue = true
+			}
 		}
 		r.rec.due.Stop() // the resend arms it again
 	} else if r.rec.due.Expired(now) {

@@ -88,6 +88,24 @@ func (r *Requester) srWatchHasHead() bool {
 	return r.slot(r.head).kind == kindRead
 }
 
+// srWatchAsked reports whether the watch has the oldest READ part
+// (srWatchHasHead) and the part was asked for again, by the watch or any
+// other re-read, less than the watch's wait ago: the interval doubled per
+// re-read (srWatchExpired), after which the watch re-reads it if it is
+// still unanswered. An IB ACK timeout (IBA 9.7.6.1.3) then sends no probe:
+// a whole re-read a few milliseconds after the watch's would be served
+// after the responder dropped the watch's as the first whole duplicate
+// (responder firstWholeDuplicate), and the whole READ would come twice.
+// The timeout still spends retry_cnt (errorRetry).
+func (r *Requester) srWatchAsked(now time.Time) bool {
+	if !r.srWatchHasHead() {
+		return false
+	}
+	s := &r.sr
+	at := s.resentAt(s.watchPSN)
+	return at != 0 && s.stamp(now)-at < int64(r.srWatchInterval(now)<<min(s.tries(s.watchPSN), srRecheckBackoff))
+}
+
 // srWatchInterval is how long the watch waits: an interval (srInterval),
 // at least the recovery floor when one is configured (RecoveryConfig.Floor:
 // a user who raised it says answers may take that long) and the delay
