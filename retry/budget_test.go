@@ -27,6 +27,10 @@ func TestRetryBudget(t *testing.T) {
 				require.Equal(t, tc.want == 0, b.Exhausted())
 				for i := range tc.want {
 					require.True(t, b.Consume(), "retry %d", i)
+					// Each retry spends one of retry_cnt (IBTA 9.7.6.1.3),
+					// and the attribute itself stays as set.
+					require.Equal(t, uint8(tc.want-i-1), b.Remaining(), "after retry %d", i)
+					require.Equal(t, uint8(tc.want), b.Limit(), "after retry %d", i)
 				}
 				require.True(t, b.Exhausted())
 				require.Zero(t, b.Remaining())
@@ -85,6 +89,10 @@ func TestRNRBudget(t *testing.T) {
 				for i := range tc.want {
 					require.False(t, b.Exhausted())
 					require.True(t, b.Consume(), "retry %d", i)
+					// Each RNR retry spends one of rnr_retry (IBTA
+					// 9.7.5.2.8), and the attribute itself stays as set.
+					require.Equal(t, uint8(tc.want-i-1), b.Remaining(), "after retry %d", i)
+					require.Equal(t, uint8(tc.want), b.Limit(), "after retry %d", i)
 				}
 				require.True(t, b.Exhausted())
 				require.False(t, b.Consume())

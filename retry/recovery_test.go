@@ -102,6 +102,7 @@ func TestRetryTimeout(t *testing.T) {
 	require.Equal(t, rt.Ceiling, rt.RetryTimeout(&rtt), "no sample: the ceiling")
 	rtt.Sample(40*time.Microsecond, false) // RTO 120 µs, 2·SRTT 80 µs
 	require.Equal(t, RetryFloor, rt.RetryTimeout(&rtt))
+	require.Equal(t, 250*time.Microsecond, RetryFloor, "a few loopback round trips, above a timer's wake-up latency")
 	require.Equal(t, DefaultRecoveryFloor, rt.Timeout(&rtt), "the usual timeout keeps its floor")
 	rtt.Sample(400*time.Microsecond, false)
 	require.Equal(t, rtt.RTO(), rt.RetryTimeout(&rtt), "the RTO above the floor")
@@ -136,7 +137,7 @@ func TestRecoveryTimerTwiceSRTT(t *testing.T) {
 }
 
 // TestRecoveryTimerLearnedDecay: the learned delay halves for every
-// SpuriousHalfLife since it was last raised or halved (by Decay, Learn
+// SpuriousHalfLife since it was last learned or halved (by Decay, Learn
 // and LossFound alike, each of which decays first), is capped at a
 // quarter of Ceiling, and is forgotten only below half the default floor
 // (1 ms).
@@ -185,6 +186,15 @@ func TestRecoveryTimerLearnedDecay(t *testing.T) {
 		{"learning after a quiet second decays first", 67 * ms, []step{
 			{"raised", spurious(0, 16*ms), 16 * ms},
 			{"4 half-lives: 1 ms, then 3 ms learned", learn(time.Second, 3*ms), 3 * ms},
+		}},
+		{"a shorter spurious silence restarts the half-life", 67 * ms, []step{
+			// SpuriousHalfLife: the delay halves for every half-life
+			// without a spurious expiry; one whose silence is below
+			// the learned delay still shows the machine stalling.
+			{"raised", spurious(0, 16*ms), 16 * ms},
+			{"a shorter one", spurious(200*ms, 4*ms), 16 * ms},
+			{"one half-life after the rise", decay(250 * ms), 16 * ms},
+			{"one half-life after the shorter one", decay(450 * ms), 8 * ms},
 		}},
 		{"half the default floor is kept, below it forgotten", 67 * ms, []step{
 			{"raised", spurious(0, 2*ms), 2 * ms},

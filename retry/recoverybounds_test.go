@@ -113,4 +113,5 @@ func TestRecoveryTimerBackoffReachesCeiling(t *testing.T) {
 		require.Equal(t, want, tm.Timeout(&r), "after %d expiries", k)
 	}
 	require.Equal(t, uint64(300), tm.Expiries())
+	require.Equal(t, maxRecoveryBackoff, tm.Backoff(), "the count of doublings stops, it does not wrap")
 }

@@ -311,6 +311,30 @@ func TestWindowRules(t *testing.T) {
 		w.OnAck(1)
 		require.Equal(t, 81, w.Size())
 	})
+	t.Run("each additive increase takes a whole window", func(t *testing.T) {
+		// Congestion avoidance grows the window once per window of
+		// PSNs acknowledged (RFC 5681 3.1): the PSNs counted towards
+		// one increase do not count towards the next.
+		w := NewWindow(WindowConfig{Max: 128, Min: 8})
+		require.True(t, w.OnLoss(at(0), us)) // 64, threshold 96
+		w.OnAck(32)                          // slow start to 96
+		w.OnAck(96)
+		require.Equal(t, 108, w.Size())
+		w.OnAck(107)
+		require.Equal(t, 108, w.Size(), "107 of 108 acknowledged since the increase")
+		w.OnAck(1)
+		require.Equal(t, 121, w.Size())
+	})
+	t.Run("default Min", func(t *testing.T) {
+		// 32 PSNs: a window halved below it idles the path between
+		// random losses (docs/performance.md, DefaultWindowMin).
+		w := NewWindow(WindowConfig{Max: 128})
+		require.Equal(t, 32, w.Config().Min)
+		for i := range 3 {
+			w.OnLoss(at(time.Duration(i)*time.Second), 0)
+		}
+		require.Equal(t, 32, w.Size(), "128, 64, 32, then no lower")
+	})
 	t.Run("small windows grow by one", func(t *testing.T) {
 		w := NewWindow(WindowConfig{Max: 8, Min: 1})
 		require.True(t, w.OnLoss(at(0), 0)) // 4, threshold 6
