@@ -152,11 +152,9 @@ func (b *Backoff) Init(cfg BackoffConfig) {
 
 // Reset discards the window, the open burst, the good run and the
 // statistics, and returns the delay to its initial value; the configuration
-// is kept. Call it when the QP is reset.
-func (b *Backoff) Reset() {
-	b.setup()
-	b.Init(b.cfg)
-}
+// is kept. Call it when the QP is reset. On the zero value it is Init with
+// the default configuration, which normalizing the zero b.cfg gives.
+func (b *Backoff) Reset() { b.Init(b.cfg) }
 
 // Config returns the configuration in effect, after defaults and clamping.
 func (b *Backoff) Config() BackoffConfig {
@@ -243,7 +241,8 @@ func (b *Backoff) record(d time.Duration) {
 	if b.next == BackoffWindow {
 		b.next = 0
 	}
-	b.delay = min(max(b.sum/time.Duration(2*b.n), BackoffFloor), b.cfg.Max)
+	// At most Max: each sample is at most 2×Max.
+	b.delay = max(b.sum/time.Duration(2*b.n), BackoffFloor)
 }
 
 // setup makes the zero value behave as Init(BackoffConfig{}).
@@ -258,9 +257,7 @@ func normalizeBackoff(cfg BackoffConfig) BackoffConfig {
 		cfg.Max = DefaultBackoffMax
 	}
 	cfg.Max = min(max(cfg.Max, BackoffFloor), backoffMaxLimit)
-	if cfg.Initial == 0 {
-		cfg.Initial = BackoffFloor
-	}
+	// Zero (or less) becomes BackoffFloor.
 	cfg.Initial = min(max(cfg.Initial, BackoffFloor), cfg.Max)
 	return cfg
 }

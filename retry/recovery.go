@@ -79,7 +79,7 @@ type RecoveryTimer struct {
 	backoff   uint8
 	deferred  bool          // a late expiry was deferred since the last progress
 	learned   time.Duration // the longest recent spurious silence (Spurious)
-	learnedAt time.Time     // when learned was last raised or halved
+	learnedAt time.Time     // when learned was last learned (Learn, Spurious) or halved
 	expiries  uint64
 	defers    uint64
 	spurious  uint64
@@ -249,7 +249,8 @@ func (t *RecoveryTimer) LossFound(now time.Time) {
 }
 
 // Decay halves the learned delay for every SpuriousHalfLife since it was
-// last raised or halved, and forgets it once it is below half the default
+// last learned (Learn, Spurious: any stall seen, even one shorter than the
+// delay) or halved, and forgets it once it is below half the default
 // floor, where it no longer counts.
 func (t *RecoveryTimer) Decay(now time.Time) {
 	if t.learned <= 0 {
@@ -260,7 +261,7 @@ func (t *RecoveryTimer) Decay(now time.Time) {
 		return
 	}
 	t.learnedAt = t.learnedAt.Add(n * SpuriousHalfLife)
-	t.setLearned(t.learned >> min(n, 62))
+	t.setLearned(t.learned >> n) // n > 0; 63 or more halvings leave 0
 }
 
 // setLearned sets the learned delay to d, or forgets it if d is below half

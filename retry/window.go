@@ -114,7 +114,9 @@ func (w *Window) OnAck(n int) {
 		return
 	}
 	if w.cur < w.threshold {
-		w.cur = min(w.cur+n, w.threshold, w.cfg.Max)
+		// The threshold is at most Max: Init sets it to Max, and OnLoss
+		// to the midpoint of two sizes that are.
+		w.cur = min(w.cur+n, w.threshold)
 		w.increases++
 		return
 	}
