@@ -117,3 +117,93 @@ func TestOpcodeTableOthers(t *testing.T) {
 	}
 	require.Equal(t, "OPCODE_0x15", Opcode(0x15).String())
 }
+
+// TestOpcodeOperationBits checks, for every RC opcode, the bits that say
+// what the packet does at the responder: the operation (SEND, WRITE, READ,
+// atomic, FLUSH, ATOMIC_WRITE, which also counts as a WRITE), whether it
+// consumes a receive WQE (the first packet of a SEND, the last of a WRITE
+// with immediate) and whether it completes a message there (the last
+// packet of a SEND or of a WRITE with immediate), as rxe_opcode.c marks
+// them with RXE_RWR_MASK and RXE_COMP_MASK. UC carries the same bits for
+// the operations it shares with RC, and so does RD (IBA 9.2.1 table 38).
+func TestOpcodeOperationBits(t *testing.T) {
+	const (
+		send  = MaskSend
+		write = MaskWrite
+		rwr   = MaskRWR
+		comp  = MaskComp
+	)
+	tests := []struct {
+		op   Opcode
+		bits Mask
+	}{
+		{RCSendFirst, send | rwr},
+		{RCSendMiddle, send},
+		{RCSendLast, send | comp},
+		{RCSendLastWithImmediate, send | comp},
+		{RCSendOnly, send | rwr | comp},
+		{RCSendOnlyWithImmediate, send | rwr | comp},
+		{RCRDMAWriteFirst, write},
+		{RCRDMAWriteMiddle, write},
+		{RCRDMAWriteLast, write},
+		{RCRDMAWriteLastWithImm, write | rwr | comp},
+		{RCRDMAWriteOnly, write},
+		{RCRDMAWriteOnlyWithImm, write | rwr | comp},
+		{RCRDMAReadRequest, MaskRead},
+		{RCRDMAReadResponseFirst, 0},
+		{RCRDMAReadResponseMiddle, 0},
+		{RCRDMAReadResponseLast, 0},
+		{RCRDMAReadResponseOnly, 0},
+		{RCAcknowledge, 0},
+		{RCAtomicAcknowledge, 0},
+		{RCCompareSwap, MaskAtomic},
+		{RCFetchAdd, MaskAtomic},
+		{RCSendLastWithInvalidate, send | comp},
+		{RCSendOnlyWithInvalidate, send | rwr | comp},
+		{RCFlush, MaskFlush},
+		{RCAtomicWrite, write | MaskAtomicWrite},
+	}
+	opBits := MaskRead | MaskWrite | MaskSend | MaskAtomic | MaskFlush | MaskAtomicWrite | MaskRWR | MaskComp
+	for _, tc := range tests {
+		t.Run(tc.op.String(), func(t *testing.T) {
+			require.Equal(t, tc.bits, tc.op.Info().Mask&opBits)
+			if tc.op <= RCRDMAWriteOnlyWithImm {
+				require.Equal(t, tc.bits, (TransportUC|tc.op).Info().Mask&opBits, "UC")
+			}
+			if rd := TransportRD | tc.op; rd.Valid() {
+				require.Equal(t, tc.bits, rd.Info().Mask&opBits, "RD")
+			}
+		})
+	}
+	for _, op := range []Opcode{UDSendOnly, UDSendOnlyWithImmediate} {
+		require.Equal(t, send|rwr|comp, op.Info().Mask&opBits, op.String())
+	}
+	require.Zero(t, CNP.Info().Mask&(opBits|MaskPayload|MaskReq|MaskAck), "CNP")
+}
+
+// TestOpcodeTransport: the transport service is the top three bits of the
+// opcode (IBA 9.2.1 table 38), for every service including the CNP's
+// 100b (IBA A17.9.2) and XRC's 101b.
+func TestOpcodeTransport(t *testing.T) {
+	tests := []struct {
+		op, want Opcode
+	}{
+		{RCSendFirst, TransportRC},
+		{RCAtomicWrite, TransportRC},
+		{UCSendFirst, TransportUC},
+		{UCRDMAWriteOnlyWithImm, TransportUC},
+		{RDSendFirst, TransportRD},
+		{RDFlush, TransportRD},
+		{UDSendOnly, TransportUD},
+		{UDSendOnlyWithImmediate, TransportUD},
+		{CNP, TransportCNP},
+		{0x9F, TransportCNP},
+		{0xA0, TransportXRC},
+		{0xB6, TransportXRC},
+		{0xC0, 0xC0},
+		{0xFF, 0xE0},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, tc.op.Transport(), "0x%02x", uint8(tc.op))
+	}
+}
