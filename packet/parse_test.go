@@ -387,3 +387,124 @@ func TestBuildBufferOneByteShort(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, n, got)
 }
+
+// TestBTHEncodeByteOneFieldsStayInTheirBits: BTH byte 1 is SE, MigReq, a
+// 2-bit pad count and a 4-bit TVer (IBA 9.2); a pad count or TVer wider
+// than its field sets neither SE nor MigReq.
+func TestBTHEncodeByteOneFieldsStayInTheirBits(t *testing.T) {
+	tests := []struct {
+		name   string
+		f      BTHFields
+		byte1  byte
+		pad    int
+		migReq bool
+	}{
+		{"pad 7", BTHFields{PadCnt: 7}, 0x30, 3, false},
+		{"pad 4", BTHFields{PadCnt: 4}, 0x00, 0, false},
+		{"tver 0xFF", BTHFields{TVer: 0xFF}, 0x0F, 0, false},
+		{"all wide", BTHFields{PadCnt: 0xFF, TVer: 0xFF}, 0x3F, 3, false},
+		{"migreq", BTHFields{MigReq: true, PadCnt: 5}, 0x50, 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make(BTH, BTHSize)
+			b.Encode(&tc.f)
+			require.Equal(t, tc.byte1, b[1])
+			require.Equal(t, tc.pad, b.PadCnt())
+			require.Equal(t, tc.migReq, b.MigReq())
+			require.False(t, b.SE())
+		})
+	}
+}
+
+// TestViewsIgnoreReservedBits: the 24-bit fields that share a word with a
+// reserved byte or with flags (BTH DestQP after FECN, BECN and Resv6a;
+// PSN after AckReq and Resv7, IBA 9.2; the DETH source QP and the RDETH EE
+// context after a reserved byte, 9.3.2 and 9.3.1; the AETH MSN after the
+// syndrome, 9.3.5) read only their 24 bits, whatever a sender put in the
+// rest.
+func TestViewsIgnoreReservedBits(t *testing.T) {
+	bth := BTH{0x04, 0x00, 0xFF, 0xFF, 0xFF, 0x12, 0x34, 0x56, 0xFF, 0xAB, 0xCD, 0xEF}
+	require.Equal(t, uint32(0x123456), bth.DestQP())
+	require.Equal(t, PSN(0xABCDEF), bth.PSN())
+	require.Equal(t, uint8(0x3F), bth.Fields().Resv6a)
+	require.Equal(t, uint8(0x7F), bth.Fields().Resv7)
+	require.Equal(t, uint32(0x123456), RDETH{0xFF, 0x12, 0x34, 0x56}.EEC())
+	require.Equal(t, uint32(0x000001), DETH{0x80, 0x01, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x01}.SrcQP())
+	require.Equal(t, uint32(0x80010000), DETH{0x80, 0x01, 0x00, 0x00, 0xFF, 0x00, 0x00, 0x01}.QKey())
+	a := AETH{0xFF, 0x00, 0x00, 0x07}
+	require.Equal(t, uint32(7), a.MSN())
+	require.Equal(t, Syndrome(0xFF), a.Syndrome())
+}
+
+// TestBuildOverwritesADirtyBuffer: a sender reuses its packet buffers, so
+// Build must write every byte of the packet: pad bytes as zero (IBA 9.2,
+// rxe writes them zeroed), the 16 reserved bytes of a CNP as zero (IBA
+// A17.9.2), and the ICRC slot, zeroed when no pseudo-header is given. A
+// packet built over leftovers is the packet built into a clean buffer.
+func TestBuildOverwritesADirtyBuffer(t *testing.T) {
+	for _, s := range samples() {
+		t.Run(s.name, func(t *testing.T) {
+			for _, ph := range []*PseudoHeader{&testPH, nil} {
+				clean := make([]byte, 512)
+				n, err := Build(clean, &s.h, s.payload, ph)
+				require.NoError(t, err)
+				dirty := bytes.Repeat([]byte{0xA5}, 512)
+				m, err := Build(dirty, &s.h, s.payload, ph)
+				require.NoError(t, err)
+				require.Equal(t, clean[:n], dirty[:m], "pseudo-header %v", ph != nil)
+			}
+		})
+	}
+}
+
+// TestPacketViewsAreCapped: the header views and the payload of a parsed
+// packet end at their own last byte (capacity = length), so a caller that
+// appends to one allocates rather than overwriting the bytes after it (the
+// next header, the pad or the ICRC).
+func TestPacketViewsAreCapped(t *testing.T) {
+	for _, s := range samples() {
+		t.Run(s.name, func(t *testing.T) {
+			buf := make([]byte, 512)
+			n, err := Build(buf, &s.h, s.payload, &testPH)
+			require.NoError(t, err)
+			p, err := Parse(buf[:n])
+			require.NoError(t, err)
+			for h := Hdr(0); h < NumHdrs; h++ {
+				if v := p.Header(h); v != nil {
+					require.Equal(t, h.Size(), len(v), "header %d", h)
+					require.Equal(t, h.Size(), cap(v), "header %d", h)
+				}
+			}
+			require.Equal(t, len(p.Payload()), cap(p.Payload()))
+		})
+	}
+}
+
+// TestParseShorterThanBTHAndICRC: a datagram shorter than a BTH and an
+// ICRC (16 bytes) holds no RoCEv2 packet, so Parse counts it as
+// truncated before reading its transport version or opcode, whatever
+// those bytes hold.
+func TestParseShorterThanBTHAndICRC(t *testing.T) {
+	for _, fill := range []byte{0x00, 0x0F, 0xFF} {
+		b := bytes.Repeat([]byte{fill}, BTHSize+ICRCSize)
+		for n := 0; n < len(b); n++ {
+			_, err := Parse(b[:n])
+			require.ErrorIs(t, err, ErrTruncated, "%d bytes of %#x", n, fill)
+		}
+	}
+}
+
+// TestBeginRefusesNegativeLength: Begin takes the payload length from its
+// caller (an engine that copies the payload in itself), so a negative one
+// is refused with ErrBadLength for every opcode, rather than giving a
+// Frame whose payload slice has a negative length.
+func TestBeginRefusesNegativeLength(t *testing.T) {
+	buf := make([]byte, 512)
+	for _, op := range []Opcode{RCSendOnly, RCRDMAWriteFirst, UDSendOnly, RCAcknowledge, RCAtomicWrite} {
+		for _, n := range []int{-1, -4, -5} {
+			_, err := Begin(buf, &Headers{BTH: BTHFields{Opcode: op}}, n, &testPH)
+			require.ErrorIs(t, err, ErrBadLength, "%v, %d bytes", op, n)
+		}
+	}
+}
