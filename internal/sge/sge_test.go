@@ -256,3 +256,39 @@ func TestGatherICRCFailure(t *testing.T) {
 	require.Equal(t, m.regions[1][:4], dst[:4])
 	require.Equal(t, packet.ICRCUpdate(0x5A5A5A5A, m.regions[1][:4]), crc)
 }
+
+// wrongLen is a Memory that breaks the contract of Local: it returns
+// delta bytes more (or fewer) than asked for.
+type wrongLen struct {
+	m     *mem
+	delta int
+}
+
+func (w wrongLen) Local(lkey uint32, addr uint64, length uint32, need verbs.AccessFlags) ([]byte, bool) {
+	b, ok := w.m.Local(lkey, addr, length+1, need)
+	if !ok {
+		return nil, false
+	}
+	return b[:int(length)+w.delta], true
+}
+
+// TestLocalOfWrongLengthFails: the walk advances the cursor by what it
+// asked Local for and copies what Local returned, so a slice of another
+// length (a faulty memory-region lookup) is refused as an unresolved
+// L_Key (rxe: a local protection error), with the cursor left at that
+// chunk, instead of copying bytes out of step with the cursor or past the
+// end of the packet.
+func TestLocalOfWrongLengthFails(t *testing.T) {
+	sges := []verbs.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}
+	for _, delta := range []int{-1, 1} {
+		w := wrongLen{newMem(), delta}
+		var c Cursor
+		require.False(t, c.Gather(w, sges, make([]byte, 4)), "Gather, %+d", delta)
+		require.Equal(t, Cursor{}, c)
+		_, ok := c.GatherICRC(w, sges, make([]byte, 4), 0)
+		require.False(t, ok, "GatherICRC, %+d", delta)
+		require.False(t, c.Scatter(w, sges, make([]byte, 4)), "Scatter, %+d", delta)
+		require.False(t, c.Check(w, sges, 4), "Check, %+d", delta)
+		require.Equal(t, Cursor{}, c)
+	}
+}
