@@ -151,10 +151,21 @@ func TestParseIPErrors(t *testing.T) {
 		// The last fragment of a datagram: MF clear, a non-zero offset.
 		{"last fragment", func() []byte { b := append([]byte(nil), v4...); b[6], b[7] = b[6]&0x40, 1; return b }(), ErrNotUDP},
 		{"icmp", func() []byte { b := append([]byte(nil), v4...); b[9] = 1; return b }(), ErrNotUDP},
+		// RFC 791: the IHL counts 32-bit words and is at least 5; a
+		// smaller one would put the UDP header inside the addresses. With
+		// IHL 4 and a UDP source port of 8, the bytes from 16 on would
+		// read as a UDP header of length 8.
+		{"ihl 4", func() []byte { b := append([]byte(nil), v4...); b[0], b[20], b[21] = 0x44, 0, 8; return b }(), ErrBadIPHeader},
+		{"ihl 0", func() []byte { b := append([]byte(nil), v4...); b[0] = 0x40; return b }(), ErrBadIPHeader},
 		{"total below header length", func() []byte { b := append([]byte(nil), v4...); b[2], b[3] = 0, 19; return b }(), ErrBadIPHeader},
 		{"v6 icmpv6", func() []byte { b := append([]byte(nil), vs[2].ip...); b[6] = 58; return b }(), ErrNotUDP},
 		{"v6 fragment header", func() []byte { b := append([]byte(nil), vs[2].ip...); b[6] = 44; return b }(), ErrNotUDP},
 		{"udp len short", func() []byte { b := append([]byte(nil), v4...); b[24], b[25] = 0, 4; return b }(), ErrBadIPHeader},
+		// RFC 768: the UDP length counts the 8-byte header, so 7 is one
+		// short of the least, as is 0 (over IPv4, not a jumbogram).
+		{"udp len 7", func() []byte { b := append([]byte(nil), v4...); b[24], b[25] = 0, 7; return b }(), ErrBadIPHeader},
+		{"udp len 0", func() []byte { b := append([]byte(nil), v4...); b[24], b[25] = 0, 0; return b }(), ErrBadIPHeader},
+		{"v6 udp len 7", func() []byte { b := append([]byte(nil), vs[2].ip...); b[44], b[45] = 0, 7; return b }(), ErrBadIPHeader},
 		{"short v6", vs[2].ip[:39], ErrBadIPHeader},
 		// An IPv6 header with an IPv4-mapped address: its PseudoHeader
 		// would be IPv4, and its ICRC not that of the IPv6 header.
