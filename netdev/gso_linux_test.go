@@ -293,32 +293,59 @@ func TestGSOSegmentIDs(t *testing.T) {
 // TestGSOFallback makes the kernel refuse GSO sends (udp_send_skb returns
 // EINVAL for a socket with SO_NO_CHECK, as it returns EIO on a device
 // without checksum offload): the UDPConn turns GSO off and every datagram
-// still arrives, each with its ID rewrite undone.
+// still arrives, each with its ID rewrite undone by RewriteIPv4ID(dgram,
+// k, 0) with the ID k it was rewritten for. A run of two datagrams is a
+// GSO send as much as a longer one.
 func TestGSOFallback(t *testing.T) {
-	rec := &idRecorder{}
-	tx := listen(t, lo4, Options{RewriteIPv4ID: rec.rewrite})
-	rx := listen(t, lo4, Options{})
-	var serr error
-	require.NoError(t, tx.rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
-	}))
-	require.NoError(t, serr)
-	ms := gsoBatch(rx.LocalAddr(), rx.LocalAddr())
-	n, err := tx.WriteBatch(ms)
-	require.NoError(t, err)
-	require.Equal(t, len(ms), n)
-	require.Equal(t, uint64(1), tx.Stats().GSOFallbacks)
-	require.Zero(t, tx.Stats().GSOBuffers)
-	require.NotEmpty(t, rec.calls)
-	got := readN(t, rx, len(ms))
-	for i, r := range got {
-		require.Equal(t, uint32(i), binary.BigEndian.Uint32(r.data))
-		require.Zero(t, binary.BigEndian.Uint16(r.data[len(r.data)-2:]), "datagram %d: ID rewrite undone", i)
+	tests := []struct {
+		name string
+		runs []int // the datagrams of each run in the batch
+		ms   func(to netip.AddrPort) []Message
+	}{
+		{"gsoBatch", []int{21, 5}, func(to netip.AddrPort) []Message { return gsoBatch(to, to) }},
+		{"run of two", []int{2}, func(to netip.AddrPort) []Message {
+			return []Message{{Buf: make([]byte, 1000), N: 1000, Addr: to}, {Buf: make([]byte, 1000), N: 1000, Addr: to}}
+		}},
 	}
-	// Later batches go out one datagram per buffer.
-	n, err = tx.WriteBatch(ms)
-	require.NoError(t, err)
-	require.Equal(t, len(ms), n)
-	require.Zero(t, tx.Stats().GSOBuffers)
-	require.Len(t, readN(t, rx, len(ms)), len(ms))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &idRecorder{}
+			tx := listen(t, lo4, Options{RewriteIPv4ID: rec.rewrite})
+			rx := listen(t, lo4, Options{})
+			var serr error
+			require.NoError(t, tx.rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1)
+			}))
+			require.NoError(t, serr)
+			ms := tc.ms(rx.LocalAddr())
+			for i := range ms {
+				binary.BigEndian.PutUint32(ms[i].Buf, uint32(i))
+			}
+			n, err := tx.WriteBatch(ms)
+			require.NoError(t, err)
+			require.Equal(t, len(ms), n)
+			require.Equal(t, uint64(1), tx.Stats().GSOFallbacks)
+			require.Zero(t, tx.Stats().GSOBuffers)
+			// Every segment k > 0 rewritten for k, then back from k.
+			var rewritten, undone [][2]uint16
+			for _, run := range tc.runs {
+				for k := 1; k < run; k++ {
+					rewritten = append(rewritten, [2]uint16{0, uint16(k)})
+					undone = append(undone, [2]uint16{uint16(k), 0})
+				}
+			}
+			require.Equal(t, append(rewritten, undone...), rec.calls)
+			got := readN(t, rx, len(ms))
+			for i, r := range got {
+				require.Equal(t, uint32(i), binary.BigEndian.Uint32(r.data))
+				require.Zero(t, binary.BigEndian.Uint16(r.data[len(r.data)-2:]), "datagram %d: ID rewrite undone", i)
+			}
+			// Later batches go out one datagram per buffer.
+			n, err = tx.WriteBatch(ms)
+			require.NoError(t, err)
+			require.Equal(t, len(ms), n)
+			require.Zero(t, tx.Stats().GSOBuffers)
+			require.Len(t, readN(t, rx, len(ms)), len(ms))
+		})
+	}
 }

@@ -1,0 +1,150 @@
+package netdev
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sizedRun is one Message per size, all to to, each filled with its index.
+func sizedRun(to netip.AddrPort, sizes ...int) []Message {
+	ms := make([]Message, len(sizes))
+	for i, n := range sizes {
+		buf := make([]byte, n)
+		for j := range buf {
+			buf[j] = byte(i)
+		}
+		ms[i] = Message{Buf: buf, N: n, Addr: to}
+	}
+	return ms
+}
+
+// repeatSizes is count copies of size, then the sizes in tail.
+func repeatSizes(count, size int, tail ...int) []int {
+	s := make([]int, 0, count+len(tail))
+	for range count {
+		s = append(s, size)
+	}
+	return append(s, tail...)
+}
+
+// TestRunLength checks the limits of one GSO send (runLength): every
+// datagram but the last has the first one's size (UDP_SEGMENT splits the
+// buffer at that size, so a longer datagram would be cut in two and a
+// shorter one would take bytes of the next), at most maxGSOSegments
+// datagrams (the kernel's UDP_MAX_SEGMENTS) and at most maxGSOBytes of
+// payload.
+func TestRunLength(t *testing.T) {
+	c := &UDPConn{local: netip.MustParseAddrPort("127.0.0.1:4791")}
+	to := netip.MustParseAddrPort("127.0.0.1:4792")
+	tests := []struct {
+		name  string
+		sizes []int
+		limit int
+		want  int
+	}{
+		{"equal sizes", repeatSizes(10, 100), 10, 10},
+		{"limit", repeatSizes(10, 100), 4, 4},
+		{"a longer datagram starts a new run", []int{100, 101, 100}, 3, 1},
+		{"a shorter datagram ends the run", []int{100, 100, 99, 99}, 4, 3},
+		{"one byte shorter ends it too", []int{100, 99, 99}, 3, 2},
+		{"an empty first datagram runs alone", []int{0, 0}, 2, 1},
+		{"an empty datagram is not in a run", []int{100, 0}, 2, 1},
+		{"at most maxGSOSegments", repeatSizes(100, 10), 100, maxGSOSegments},
+		{"maxGSOBytes exactly", repeatSizes(63, 1024, maxGSOBytes-63*1024), 64, 64},
+		{"one byte beyond maxGSOBytes", repeatSizes(63, 1024, maxGSOBytes-63*1024+1), 64, 63},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, c.runLength(sizedRun(to, tc.sizes...), tc.limit))
+		})
+	}
+}
+
+// TestGSORunBoundaries sends batches whose sizes end or break a run and
+// checks that every datagram arrives with its own length and bytes: a run
+// that took a longer datagram, or a datagram after a shorter one, would
+// arrive cut at other boundaries.
+func TestGSORunBoundaries(t *testing.T) {
+	tests := []struct {
+		name  string
+		sizes []int
+	}{
+		{"longer after equal", []int{100, 100, 101}},
+		{"longer second", []int{100, 101}},
+		{"shorter then equal", []int{100, 99, 99}},
+		{"shorter then longer", []int{100, 50, 100, 100}},
+	}
+	for _, fam := range families {
+		for _, tc := range tests {
+			t.Run(fam.name+"/"+tc.name, func(t *testing.T) {
+				if fam.needsIPv6 {
+					skipNoIPv6(t)
+				}
+				tx := listen(t, fam.lo, Options{RewriteIPv4ID: keepID})
+				rx := listen(t, fam.lo, Options{})
+				require.True(t, tx.gso.Load(), "UDP_SEGMENT unavailable")
+				ms := sizedRun(rx.LocalAddr(), tc.sizes...)
+				n, err := tx.WriteBatch(ms)
+				require.NoError(t, err)
+				require.Equal(t, len(ms), n)
+				got := readN(t, rx, len(ms))
+				require.Len(t, got, len(ms))
+				for i, r := range got {
+					require.Equal(t, ms[i].Buf, r.data, "datagram %d", i)
+				}
+				require.Equal(t, uint64(len(ms)), rx.Stats().PacketsReceived, "no extra datagrams")
+			})
+		}
+	}
+}
+
+// TestGROSlicesCapped: a datagram split out of a GRO buffer has len and
+// cap N (Message), so that appending to it cannot overwrite the next
+// datagram of the buffer.
+func TestGROSlicesCapped(t *testing.T) {
+	tx := listen(t, lo4, Options{RewriteIPv4ID: keepID})
+	rx := listen(t, lo4, Options{})
+	require.True(t, rx.GRO(), "UDP_GRO unavailable")
+	ms := gsoRun(rx.LocalAddr(), 8, 500)
+	_, err := tx.WriteBatch(ms)
+	require.NoError(t, err)
+	msgs := newMsgs(rx.BatchSize(), 9000)
+	got := 0
+	for got < len(ms) {
+		n, err := rx.ReadBatch(msgs)
+		require.NoError(t, err)
+		for _, m := range msgs[:n] {
+			require.Equal(t, 500, m.N)
+			require.Equal(t, m.N, cap(m.Buf), "datagram %d", got)
+			got++
+		}
+	}
+	require.Equal(t, uint64(1), rx.Stats().GROBuffers)
+}
+
+// TestGROEntries: a GRO reader receives into at most 8 buffers of 64 KiB
+// per recvmmsg (512 KiB per socket), and fewer for smaller batches.
+func TestGROEntries(t *testing.T) {
+	for _, tc := range []struct{ batch, want int }{{1, 1}, {7, 7}, {8, 8}, {64, 8}, {MaxBatchSize, 8}} {
+		require.Equal(t, tc.want, groEntries(tc.batch), "batch %d", tc.batch)
+		c := listen(t, lo4, Options{BatchSize: tc.batch})
+		if c.GRO() {
+			require.Len(t, c.rx.hdrs, tc.want, "batch %d", tc.batch)
+			require.Len(t, c.grx.bufs, tc.want, "batch %d", tc.batch)
+		}
+	}
+}
+
+// TestV6SocketRefusesMappedDestination: an IPv6 socket is IPV6_V6ONLY, so
+// an IPv4-mapped destination is an invalid message, as an IPv4 one is.
+func TestV6SocketRefusesMappedDestination(t *testing.T) {
+	skipNoIPv6(t)
+	tx := listen(t, lo6, Options{})
+	for _, to := range []string{"[::ffff:127.0.0.1]:9", "127.0.0.1:9"} {
+		n, err := tx.WriteBatch([]Message{{Buf: []byte("x"), N: 1, Addr: netip.MustParseAddrPort(to)}})
+		require.ErrorIs(t, err, ErrInvalidMessage, to)
+		require.Zero(t, n)
+	}
+}
