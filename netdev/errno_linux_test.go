@@ -112,6 +112,17 @@ func shortCmsg(m []byte) []byte {
 	return b
 }
 
+// cmsgWithLen returns a copy of the control message m whose cmsg_len is l.
+func cmsgWithLen(m []byte, l int) []byte {
+	b := append([]byte(nil), m...)
+	if cmsgLenSize == 8 {
+		binary.NativeEndian.PutUint64(b, uint64(l))
+	} else {
+		binary.NativeEndian.PutUint32(b, uint32(l))
+	}
+	return b
+}
+
 func TestParseRecvCmsgs(t *testing.T) {
 	var ovfl [4]byte
 	binary.NativeEndian.PutUint32(ovfl[:], 7)
@@ -141,6 +152,8 @@ func TestParseRecvCmsgs(t *testing.T) {
 		{"truncated header", ovflMsg[:5], recvCmsgs{}},
 		{"length beyond buffer", ovflMsg[:unix.CmsgLen(2)], recvCmsgs{}},
 		{"length below the header", shortCmsg(ovflMsg), recvCmsgs{}},
+		{"length one below the data", cmsgWithLen(ovflMsg, cmsgDataOff-1), recvCmsgs{}},
+		{"length one beyond the buffer", cmsgWithLen(ovflMsg, len(ovflMsg)+1), recvCmsgs{}},
 		{"short pktinfo ignored", cmsgBytes(unix.IPPROTO_IP, unix.IP_PKTINFO, pkt4[:8]), recvCmsgs{}},
 		{"unknown type skipped", append(cmsgBytes(unix.IPPROTO_IP, unix.IP_OPTIONS, []byte{1, 1, 1, 1}), ovflMsg...),
 			recvCmsgs{drops: 7, haveDrops: true}},
@@ -151,6 +164,8 @@ func TestParseRecvCmsgs(t *testing.T) {
 			recvCmsgs{tos: 0x68, ttl: 255}},
 		{"v4 ttl too short ignored", cmsgBytes(unix.IPPROTO_IP, unix.IP_TTL, []byte{63}), recvCmsgs{}},
 		{"gro segment", cmsgBytes(unix.SOL_UDP, unix.UDP_GRO, int4(4136)), recvCmsgs{gso: 4136}},
+		{"gro segment as a u16", cmsgBytes(unix.SOL_UDP, unix.UDP_GRO, binary.NativeEndian.AppendUint16(nil, 4136)), recvCmsgs{gso: 4136}},
+		{"gro segment too short ignored", cmsgBytes(unix.SOL_UDP, unix.UDP_GRO, []byte{1}), recvCmsgs{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
