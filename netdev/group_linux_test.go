@@ -64,11 +64,13 @@ func TestUDPGroupSteersByQPN(t *testing.T) {
 				}
 				// Several senders: steering must not depend on the source port.
 				senders := []*UDPConn{listen(t, fam.lo, Options{}), listen(t, fam.lo, Options{})}
-				const count = 40
+				// QPNs from base: bit 16 set, so that steering by fewer
+				// than the DestQP's 24 bits sends some to another socket.
+				const count, base = 40, 0x010110
 				for q := range count {
 					bth := make([]byte, 12)
-					bth[0] = 0x04                                                   // RC_SEND_ONLY; irrelevant to steering
-					binary.BigEndian.PutUint32(bth[4:], uint32(0x110+q)|0xAB000000) // reserved byte set: ignored
+					bth[0] = 0x04                                                  // RC_SEND_ONLY; irrelevant to steering
+					binary.BigEndian.PutUint32(bth[4:], uint32(base+q)|0xAB000000) // reserved byte set: ignored
 					msgs := []Message{{Buf: bth, N: len(bth), Addr: conns[0].LocalAddr()}}
 					_, err := senders[q%2].WriteBatch(msgs)
 					require.NoError(t, err)
@@ -77,7 +79,7 @@ func TestUDPGroupSteersByQPN(t *testing.T) {
 				for i, c := range conns {
 					want := 0
 					for q := range count {
-						if (0x110+q)%n == i {
+						if (base+q)%n == i {
 							want++
 						}
 					}

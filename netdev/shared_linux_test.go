@@ -207,3 +207,25 @@ func TestGateHandBack(t *testing.T) {
 	require.True(t, g.TryLock(), "Release serves the miss (retaken) and unlocks again: the gate is free")
 	require.False(t, g.Unlock(), "the miss was served")
 }
+
+// TestTryReadBatchPastTruncated: TryReadBatch returns 0 only when no
+// datagram is there, so a datagram behind a truncated one (dropped) is
+// returned by the same call, not left for a next arrival.
+func TestTryReadBatchPastTruncated(t *testing.T) {
+	rx := listen(t, lo4, Options{NoGRO: true}) // with GRO the Conn's own 64 KiB buffers receive
+	tx := listen(t, lo4, Options{})
+	_, err := tx.WriteBatch([]Message{
+		{Buf: make([]byte, 200), N: 200, Addr: rx.LocalAddr()},
+		{Buf: []byte("fits"), N: 4, Addr: rx.LocalAddr()},
+	})
+	require.NoError(t, err)
+	msgs := newMsgs(1, 10)
+	n, err := rx.TryReadBatch(msgs)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, "fits", string(msgs[0].Buf[:msgs[0].N]))
+	require.Equal(t, uint64(1), rx.Stats().Truncated)
+	n, err = rx.TryReadBatch(msgs)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
