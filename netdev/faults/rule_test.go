@@ -27,6 +27,7 @@ func TestParseRule(t *testing.T) {
 		{"drop=ib_opcode_rc_rdma_read_response_middle#3,dir=send",
 			faults.Rule{Action: faults.Drop, Dir: faults.Send, Opcodes: []packet.Opcode{rrm}, Nth: 3}},
 		{"drop=#5-7", faults.Rule{Action: faults.Drop, Nth: 5, Count: 3}},
+		{"drop=#5-5", faults.Rule{Action: faults.Drop, Nth: 5}}, // "#N-N" is "#N"
 		{"drop=0x11|0x12#2", faults.Rule{Action: faults.Drop, Opcodes: []packet.Opcode{packet.RCAcknowledge, packet.RCAtomicAcknowledge}, Nth: 2}},
 		{"dup=0.01,dir=recv", faults.Rule{Action: faults.Duplicate, Dir: faults.Recv, Prob: 0.01}},
 		{"dup=0.01, dir=both", faults.Rule{Action: faults.Duplicate, Dir: faults.Both, Prob: 0.01}},
@@ -47,6 +48,22 @@ func TestParseRule(t *testing.T) {
 			require.NoError(t, err, got.String())
 			require.Equal(t, got, back, "String round trip: %s", got.String())
 		})
+	}
+}
+
+// TestRuleStringScript: String writes a scripted rule's one datagram as
+// "#N" (a Count of 0 or 1) and several as "#N-M".
+func TestRuleStringScript(t *testing.T) {
+	tests := []struct {
+		count int
+		want  string
+	}{
+		{0, "drop=#5"},
+		{1, "drop=#5"},
+		{2, "drop=#5-6"},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, faults.Rule{Action: faults.Drop, Nth: 5, Count: tc.count}.String(), "Count %d", tc.count)
 	}
 }
 
@@ -77,6 +94,7 @@ func TestValidate(t *testing.T) {
 		{Action: faults.Drop, Dir: faults.Both + 1},
 		{Action: faults.Drop, Nth: 1, Count: -1},
 		{Action: faults.Delay, Prob: 0.5, Delay: -time.Millisecond},
+		{Action: faults.LocalDrop + 1, Prob: 0.5}, // one past the last action
 	}
 	for _, r := range bad {
 		require.ErrorIs(t, r.Validate(), faults.ErrRule, "%+v", r)
