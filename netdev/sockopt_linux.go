@@ -294,13 +294,19 @@ const maxErrQueueDrain = 256
 //
 // It runs the system calls in RawConn.Control, which does not take the
 // descriptor's read lock, so it never waits behind a ReadBatch parked in the
-// poller.
+// poller. The drain ends at EAGAIN (the queue is empty) or any other
+// error, and retries EINTR. On a closed socket Control fails without
+// running it, and nothing is counted: a closed socket has no queue left to
+// free, and its callers return the close on their next call.
 func drainErrQueue(rc interface{ Control(func(uintptr)) error }) (icmp, local int) {
 	var buf [64]byte
 	var oob [128]byte
 	_ = rc.Control(func(fd uintptr) {
 		for range maxErrQueueDrain {
 			_, oobn, _, _, err := unix.Recvmsg(int(fd), buf[:], oob[:], unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+			if err == unix.EINTR {
+				continue
+			}
 			if err != nil {
 				return
 			}
