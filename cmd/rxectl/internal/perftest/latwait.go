@@ -126,8 +126,10 @@ func (s *session) pollingSummary() string {
 // ctx is done, or, when the completion is the receive of one of the
 // peer's messages (fromPeer), soon after the peer has closed the exchange
 // or written its next message (s.peerDone: it will send nothing more).
-// A completion of this end's own request comes, or fails with the
-// transport's error, without the peer's help.
+// A completion of this end's own request needs the peer's
+// acknowledgement (RC): once the peer is done, ownAfterPeerDone waits for
+// it, and ends soon with errPeerDone when the peer left the TCP exchange
+// and stopped answering.
 //
 // CQ.BusyPoll reads the device's socket and handles what arrived on this
 // goroutine, so a spinner gets its completion without a goroutine wake-up
@@ -138,8 +140,9 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 	if lossy {
 		bound = s.lossWait()
 	}
+	start := time.Now()
 	pctx := ctx
-	if s.peerDone != nil && fromPeer {
+	if s.peerDone != nil {
 		pctx = s.peerDone // ends with ctx, or when the peer is done
 	}
 	spin := min(s.spin, bound) // the spin counts against the bound
@@ -154,6 +157,9 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted while waiting for %s", what)
+	}
+	if pctx.Err() != nil && !fromPeer {
+		return s.ownAfterPeerDone(ctx, cq, wc, what, bound-min(bound, time.Since(start)))
 	}
 	if pctx.Err() != nil {
 		// The peer is done: what it sent before may still be on its
@@ -171,6 +177,69 @@ func (s *session) spinPoll(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what st
 		return s.lostError(bound, what)
 	}
 	return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", bound, what, err)
+}
+
+// ownAfterPeerDone is spinPoll's wait for a completion of this end's own
+// request on cq once the peer is done (s.peerDone), for at most left.
+// The request completes when the peer acknowledges it. A peer that went
+// on with the exchange (it finished its run, and keeps its QP until the
+// exchange is over) does, and so does one that left the TCP exchange
+// (peerLeft) but keeps its QP a while: write-lat's Finish waits for this
+// end's close. The wait ends with errPeerDone once the peer has left and
+// then let a retransmit timer of this end's QP expire (the requester's
+// Timeouts counter, at the QP's ACK timeout, -u) and peerDoneQuiet pass
+// after it without an answer: a peer process that ended has no QP to
+// answer the retries, and the rest of the retry budget (retry_cnt+1 ACK
+// timeouts in all, then RETRY_EXC_ERR) would be spent for nothing.
+func (s *session) ownAfterPeerDone(ctx context.Context, cq *rxe.CQ, wc []rxe.WC, what string, left time.Duration) error {
+	deadline := time.Now().Add(left)
+	if !s.peerLeft() {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		n, err := s.waitCQ(wctx, cq, wc[:1])
+		switch {
+		case n == 1:
+			return s.checkLatWC(wc[0], what)
+		case ctx.Err() != nil:
+			return fmt.Errorf("interrupted while waiting for %s", what)
+		}
+		return fmt.Errorf("nothing for %v while waiting for %s: the peer stopped (%v)", s.stall(), what, err)
+	}
+	timeouts := func() uint64 { return s.qps[0].Counters().Requester.Timeouts }
+	since := timeouts()
+	expired := false
+	for time.Now().Before(deadline) {
+		// Each turn waits peerDoneQuiet at most: one after the expiry
+		// gives the retransmit's answer its time.
+		wctx, cancel := context.WithTimeout(ctx, min(peerDoneQuiet, time.Until(deadline)))
+		n, _ := s.waitCQ(wctx, cq, wc[:1])
+		cancel()
+		switch {
+		case n == 1:
+			return s.checkLatWC(wc[0], what)
+		case ctx.Err() != nil:
+			return fmt.Errorf("interrupted while waiting for %s", what)
+		case expired:
+			return fmt.Errorf("waiting for %s: %w", what, errPeerDone)
+		}
+		expired = timeouts() > since
+	}
+	return fmt.Errorf("waiting for %s: %w", what, errPeerDone)
+}
+
+// peerLeft reports whether the peer of a TCP exchange has left it once
+// its watch (s.peerDone) has ended: it closed or reset the connection
+// (peerClosed: it failed or was interrupted, or finished write-lat, whose
+// ends just close), or wrote oob.DoneMsg (peekDone), which it writes only
+// as it closes the exchange. A key message that the peer wrote instead
+// (its run finished) is not leaving, nor is anything over -R's rdma_cm
+// exchange, whose peer's disconnect flushes this end's requests
+// (checkLatWC).
+func (s *session) peerLeft() bool {
+	if s.conn == nil {
+		return false
+	}
+	return peerClosed(s.conn) || peekDone(s.conn, peerDoneQuiet)
 }
 
 // unreliable reports whether the test's QPs are UC or UD: nothing resends
