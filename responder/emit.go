@@ -93,8 +93,9 @@ func (r *Responder) emit(buf []byte) (int, bool) {
 	}
 	r.q.pop()
 	if r.held.Len() > 0 {
-		// Completions held behind the item just taken are posted with
-		// it, not on the next call.
+		// Completions held behind the item just taken, with at most
+		// hole and progress reports between, are posted with it, not
+		// on the next call.
 		r.releaseHeld()
 	}
 	return n, true

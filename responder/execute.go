@@ -237,8 +237,9 @@ func (r *Responder) holding() bool { return r.q.hasRead() || r.held.Len() > 0 }
 // fails as a response is built, the region deregistered or invalidated
 // meanwhile: ERR_RKEY_VIOLATION) the QP moves to ERR before they run and
 // their receive WQEs are flushed. Here they run on arrival and only their
-// completions wait: taking the outHeld item, once everything ahead of it
-// has been sent, posts them (releaseHeld); a flush first (Flush) completes
+// completions wait: once everything ahead of the outHeld item but hole and
+// progress reports has been sent, it is taken and they are posted
+// (releaseHeld); a flush first (Flush) completes
 // their WQEs with WR_FLUSH_ERR, and so does a fault of the stream
 // (readFault) for the requests received after the one the stream answers.
 // A duplicate READ's stream (a re-read's extra stream under selective
@@ -274,17 +275,33 @@ func (r *Responder) hold(wc *verbs.WC, solicited bool) {
 	it.kind, it.nheld = outHeld, 1
 }
 
-// releaseHeld takes the outHeld items at the head of the output queue and
-// posts their completions, oldest first (hold, postHeld).
+// releaseHeld takes the outHeld items that nothing queued ahead of them
+// orders and posts their completions, oldest first (hold, postHeld): those
+// at the head of the output queue, or behind selective repeat's hole and
+// progress reports only (report). A report acknowledges nothing, so it
+// orders nothing before a completion; kernel rxe, which has no such
+// report, posts a completion once the responses of the requests before
+// it are out. The reports stay queued as they are.
 func (r *Responder) releaseHeld() {
-	for r.q.Len() > 0 && r.q.Front().kind == outHeld {
-		n := r.q.Front().nheld
-		r.q.pop()
+	for {
+		i := 0
+		for i < r.q.Len() && report(r.q.At(i)) {
+			i++
+		}
+		if i == r.q.Len() || r.q.At(i).kind != outHeld {
+			return
+		}
+		n := r.q.At(i).nheld
+		r.q.remove(i)
 		if !r.postHeld(int(n)) {
 			return
 		}
 	}
 }
+
+// report reports whether it is a selective-repeat hole or progress report
+// (queueHole, queueProgress): an urgent NAK.
+func report(it *outItem) bool { return it.urgent && it.kind == outNAK }
 
 // postHeld posts the n oldest held completions (hold), in order, and
 // reports whether the receive CQ took them all. A receive CQ that

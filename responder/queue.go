@@ -15,7 +15,8 @@ const (
 	outRead                     // an RDMA READ response train (or one empty response)
 	// outHeld: receive completions held behind a READ response stream
 	// (Responder.hold): nheld of them, the oldest in Responder.held. It
-	// sends nothing; taking it posts them.
+	// sends nothing: once nothing but hole and progress reports is queued
+	// ahead of it, releaseHeld removes it and posts them.
 	outHeld
 )
 
@@ -74,6 +75,15 @@ func (q *outQueue) truncate(n int) {
 			q.reads++
 		}
 	}
+}
+
+// remove removes the item at index i, keeping the order of the others.
+func (q *outQueue) remove(i int) {
+	n := q.Len()
+	for j := i; j < n-1; j++ {
+		*q.At(j) = *q.At(j + 1)
+	}
+	q.truncate(n - 1)
 }
 
 // push appends a zeroed item; the caller has checked Free (getReq does).

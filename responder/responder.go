@@ -595,7 +595,9 @@ func (r *Responder) fail(status verbs.WCStatus, st State) {
 // is replaced by a Remote Access NAK and the responder fails (check Failed
 // after NextPacket too). The receive completions held behind a READ
 // response stream (hold) are posted as the responses queued ahead of them
-// are taken; a receive CQ that overflows then fails the responder too.
+// are taken, ahead of any hole or progress report still queued (such a
+// report acknowledges nothing); a receive CQ that overflows then fails
+// the responder too.
 func (r *Responder) NextPacket(now time.Time, buf []byte) int {
 	if r.ooo.n > 0 && r.oooReady() {
 		r.drainOOO(now)

@@ -283,9 +283,7 @@ func (r *Responder) jumpQueue() {
 // new ePSN−1. It stops at the next hole, when the responder fails, when a
 // request does not advance ePSN (an RNR NAK, which also empties the
 // buffer), or when the output queue has no room for a request's response
-// and the final ACK; NextPacket resumes it then. The receive completions
-// held behind the reports it withdraws (hold, withdrawFilled) are posted
-// before it returns.
+// and the final ACK; NextPacket resumes it then.
 func (r *Responder) drainOOO(now time.Time) {
 	o := &r.ooo
 	start := r.epsn
@@ -314,15 +312,7 @@ func (r *Responder) drainOOO(now time.Time) {
 	r.draining = false
 	if r.epsn != start && !r.failed && !r.flushed {
 		r.withdrawFilled()
-		if r.q.Len() > 0 && r.q.Front().kind == outHeld {
-			// The reports withdrawn were all that was queued ahead of
-			// these completions: they are posted now, not on the next
-			// NextPacket. A CQ that overflows fails the responder.
-			r.releaseHeld()
-		}
-		if !r.failed {
-			r.ackDrained()
-		}
+		r.ackDrained()
 	}
 }
 

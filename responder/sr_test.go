@@ -1051,13 +1051,13 @@ func TestSRWithdrawnReportKeepsReadCount(t *testing.T) {
 	}
 }
 
-// TestSRHeldCompletionsAfterWithdrawnReport: completions held behind a
-// re-read's extra stream still wait, once it has gone, for the hole
-// report queued after it; a drain that fills the hole withdraws the report
-// and leaves them at the head of the queue. A request that completes
-// before they are posted joins them, and its ACK replaces the one queued
-// (ACKs are cumulative, IBA 9.7.5.1.1): one ACK goes out, and the
-// completions are posted in the order their WQEs were taken.
+// TestSRHeldCompletionsAfterWithdrawnReport: a completion held behind a
+// re-read's extra stream is posted as the stream leaves, ahead of the hole
+// report queued after the stream (TestSRHeldCompletionsPassReports); a
+// drain that fills the hole withdraws the report, and the requests it runs
+// complete at once, after it. Their ACKs replace the one queued (ACKs are
+// cumulative, IBA 9.7.5.1.1): one ACK goes out, and the completions are
+// posted in the order their WQEs were taken.
 func TestSRHeldCompletionsAfterWithdrawnReport(t *testing.T) {
 	const mtu = srReadMTU
 	h, data := srReadTrain(t, 3)
@@ -1073,7 +1073,7 @@ func TestSRHeldCompletionsAfterWithdrawnReport(t *testing.T) {
 	p, err := packet.Parse(h.rxbuf[:n])
 	require.NoError(t, err)
 	expect(t, p, opcode(packet.RCRDMAReadResponseOnly), psnIs(101), payloadIs(data[mtu:2*mtu]))
-	require.Empty(t, h.cq.wcs, "the hole report is still queued ahead")
+	require.Len(t, h.cq.wcs, 1, "posted as the extra stream leaves, ahead of the hole report")
 	h.rx(packet.RCSendOnly, 109, pattern(20, 0), ackReq) // fills the hole; 110 runs
 	require.Equal(t, uint64(1), h.r.Counters().SRHolesFilled)
 	h.rx(packet.RCSendOnly, 111, pattern(20, 0), ackReq)

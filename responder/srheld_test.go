@@ -9,83 +9,6 @@ import (
 	"github.com/gorxe/gorxe/rxe/verbs"
 )
 
-// Receive completions held behind an extra READ stream and then behind a
-// hole or progress report are posted by the Receive whose drain withdraws
-// that report (withdrawFilled), in PSN order, not by a later NextPacket:
-// once the report is gone nothing queued ahead of them is a response of an
-// earlier request.
-func TestSRHeldCompletionsReleasedWithReport(t *testing.T) {
-	const mtu = srReadMTU
-	tests := []struct {
-		name string
-		held int // SENDs held after the hole at 109: 1 draws a hole report, SRProgressEvery a progress report too
-		sent int // packets taken before the hole fills: the extra stream's, and the hole report if a progress report follows it
-		// The counters of the withdrawn report: a hole report counts
-		// as filled, a progress report names no hole.
-		filled, reported uint64
-		// cqLimit > 0: the receive CQ overflows after that many.
-		cqLimit int
-	}{
-		{name: "hole_report", held: 1, sent: 1, filled: 1},
-		{name: "progress_report", held: SRProgressEvery, sent: 2, reported: 1},
-		{name: "cq_overflow", held: 1, sent: 1, filled: 1, cqLimit: 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			h, _ := srReadTrain(t, 4)
-			for id := range uint64(2 + tc.held) {
-				h.postRecv(id+1, 100)
-			}
-			require.Len(t, h.drain(), 8, "the READ's train")
-			// Response 101 was lost: its extra stream is queued, and
-			// SEND 108's completion waits behind it.
-			h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+mtu, rkey, mtu))
-			h.rx(packet.RCSendOnly, 108, pattern(10, 8), ackReq)
-			// 109 is lost: what follows is held, with its reports
-			// behind the extra stream and ahead of the completion.
-			for i := range tc.held {
-				psn := packet.PSN(110 + i)
-				h.rx(packet.RCSendOnly, psn, pattern(10, byte(psn)), ackReq)
-			}
-			for range tc.sent {
-				require.NotZero(t, h.r.NextPacket(t0, h.rxbuf))
-			}
-			require.Empty(t, h.cq.wcs, "SEND 108 waits behind the report")
-
-			h.cq.limit = tc.cqLimit
-			h.rx(packet.RCSendOnly, 109, pattern(10, 9), ackReq)
-			require.Equal(t, packet.PSN(110+tc.held), h.r.EPSN())
-			if tc.cqLimit > 0 {
-				// SEND 109's completion overflows the CQ: the QP
-				// fails there (class G), with the ACK of 108 only.
-				require.Len(t, h.cq.wcs, 1)
-				require.Equal(t, uint64(1), h.cq.wcs[0].ID)
-				status, failed := h.r.Failed()
-				require.True(t, failed)
-				require.Equal(t, verbs.WCGeneralErr, status)
-				out := h.drain()
-				require.Len(t, out, 1)
-				expectACK(t, out[0], 108, 2)
-				return
-			}
-			require.Len(t, h.cq.wcs, 2+tc.held, "posted as the report is withdrawn, not on a later NextPacket")
-			for i, wc := range h.cq.wcs {
-				require.Equal(t, uint64(i+1), wc.ID, "in PSN order")
-				require.Equal(t, verbs.WCSuccess, wc.Status)
-			}
-			require.Equal(t, uint64(2+tc.held), h.r.Counters().RDMARecvs)
-			out := h.drain()
-			require.Len(t, out, 1)
-			expectACK(t, out[0], 109+packet.PSN(tc.held), uint32(3+tc.held))
-			c := h.r.Counters()
-			require.Equal(t, uint64(tc.held), c.OOOHeld)
-			require.Equal(t, tc.filled, c.SRHolesFilled)
-			require.Equal(t, tc.reported, c.SRHolesReported)
-			require.Zero(t, c.SRProgressReports, "the progress report was withdrawn")
-		})
-	}
-}
-
 // TestSRReReadFaultKeepsEarlierCompletions: an extra stream of a re-read
 // whose region has gone fails the QP with a Remote Access NAK for the
 // re-read's PSN, and the receive completions held behind the READ's train
@@ -206,6 +129,92 @@ func TestSRReReadFaultKeepsEarlierCompletions(t *testing.T) {
 				require.Equal(t, uint64(len(tc.atFault)+tc.lost+i+1), wc.ID)
 				require.Equal(t, verbs.WCWRFlushErr, wc.Status)
 			}
+		})
+	}
+}
+
+// Receive completions held behind an extra READ stream are posted as the
+// stream's last response is taken, although a hole or progress report
+// queued behind the stream is still ahead of them: a report acknowledges
+// nothing, so nothing it carries is ordered before them (kernel rxe has
+// no such report and posts them once the responses of earlier requests
+// are out). The reports go out afterwards as they are. A receive CQ that
+// overflows on one of them fails the QP there (class G, no NAK), with the
+// ACK of the requests before it only.
+func TestSRHeldCompletionsPassReports(t *testing.T) {
+	const mtu = srReadMTU
+	tests := []struct {
+		name    string
+		before  int // SENDs held from 108, behind the extra stream
+		after   int // SENDs held after the hole that follows them: SRProgressEvery draws a progress report too
+		cqLimit int // > 0: the receive CQ overflows after that many
+	}{
+		{name: "hole_report", before: 1, after: 1},
+		{name: "hole_and_progress_report", before: 2, after: SRProgressEvery},
+		{name: "cq_overflow", before: 2, after: 1, cqLimit: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := srReadTrain(t, 7)
+			for id := range uint64(tc.before + tc.after) {
+				h.postRecv(id+1, 100)
+			}
+			require.Len(t, h.drain(), 8, "the READ's train")
+			// Response 101 was lost: its extra stream is queued, and
+			// the completions of the SENDs from 108 wait behind it.
+			h.rx(packet.RCRDMAReadRequest, 101, nil, reth(rva+mtu, rkey, mtu))
+			for i := range tc.before {
+				psn := packet.PSN(108 + i)
+				h.rx(packet.RCSendOnly, psn, pattern(10, byte(psn)), ackReq)
+			}
+			// The PSN after them is lost: what follows is held, and
+			// its reports queue behind the extra stream, ahead of the
+			// completions.
+			hole := packet.PSN(108 + tc.before)
+			for i := range tc.after {
+				psn := hole.Add(1 + i)
+				h.rx(packet.RCSendOnly, psn, pattern(10, byte(psn)), ackReq)
+			}
+			require.Empty(t, h.cq.wcs, "held behind the extra stream")
+			h.cq.limit = tc.cqLimit
+
+			n := h.r.NextPacket(t0, h.rxbuf)
+			require.NotZero(t, n)
+			p, err := packet.Parse(h.rxbuf[:n])
+			require.NoError(t, err)
+			expect(t, p, opcode(packet.RCRDMAReadResponseOnly), psnIs(101))
+			if tc.cqLimit > 0 {
+				require.Len(t, h.cq.wcs, tc.cqLimit, "the completions the CQ took")
+				status, failed := h.r.Failed()
+				require.True(t, failed)
+				require.Equal(t, verbs.WCGeneralErr, status)
+				out := h.drain()
+				require.Len(t, out, 1, "the ACK of the SENDs before the overflow, no report")
+				expectACK(t, out[0], hole.Add(-tc.before+tc.cqLimit-1), uint32(1+tc.cqLimit))
+				return
+			}
+			require.Len(t, h.cq.wcs, tc.before, "posted with the stream's last response, ahead of the reports")
+			for i, wc := range h.cq.wcs {
+				require.Equal(t, uint64(i+1), wc.ID, "in PSN order")
+				require.Equal(t, verbs.WCSuccess, wc.Status)
+			}
+			require.Equal(t, uint64(tc.before), h.r.Counters().RDMARecvs)
+
+			out := h.drain()
+			reports := 1
+			if tc.after >= SRProgressEvery {
+				reports = 2
+			}
+			require.Len(t, out, reports+1, "the reports, then the ACK")
+			expect(t, out[0], opcode(packet.RCAcknowledge), psnIs(hole),
+				aeth(packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(hole.Next())))
+			if reports == 2 {
+				past := hole.Add(1 + tc.after)
+				expect(t, out[1], opcode(packet.RCAcknowledge), psnIs(past),
+					aeth(packet.NAKSyndrome(packet.NAKSelectiveRepeat), uint32(past)))
+			}
+			expectACK(t, out[reports], hole.Add(-1), uint32(1+tc.before))
+			require.Len(t, h.cq.wcs, tc.before, "the SENDs after the hole wait for it")
 		})
 	}
 }
