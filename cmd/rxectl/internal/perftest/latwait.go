@@ -230,9 +230,12 @@ func (s *session) ownAfterPeerDone(ctx context.Context, cq *rxe.CQ, wc []rxe.WC,
 // peerLeft reports whether the peer of a TCP exchange has left it once
 // its watch (s.peerDone) has ended: it closed or reset the connection
 // (peerClosed: it failed or was interrupted, or finished write-lat, whose
-// ends just close), or wrote oob.DoneMsg (peekDone), which it writes only
-// as it closes the exchange. A key message that the peer wrote instead
-// (its run finished) is not leaving, nor is anything over -R's rdma_cm
+// ends just close), even after a message of its that this end has not
+// read (a peer that wrote its next exchange message and was then
+// interrupted or killed), or wrote oob.DoneMsg (peekDone), which it
+// writes only as it closes the exchange. A key message that the peer
+// wrote and left the connection open after (its run finished) is not
+// leaving, nor is anything over -R's rdma_cm
 // exchange, whose peer's disconnect flushes this end's requests
 // (checkLatWC).
 func (s *session) peerLeft() bool {

@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 )
 
@@ -40,9 +42,13 @@ func waitReadable(rc syscall.RawConn) bool {
 }
 
 // peerClosed reports whether the peer has closed or reset the TCP
-// connection c: a peek (MSG_PEEK|MSG_DONTWAIT) that does not block finds
-// its FIN (0 bytes) or a reset, with no data left before it. Data, or
-// nothing yet, is false.
+// connection c, with or without data of its left unread here: poll(2)
+// with a zero timeout reports POLLRDHUP once the peer's FIN has arrived
+// (it shut down its writing side), even before the data it wrote ahead
+// of it is read, and POLLHUP or POLLERR after a reset. An interrupted
+// latency client writes its key message and closes; its server sees the
+// close before it reads the message. Nothing is read. A peer that wrote
+// and keeps the connection open, or wrote nothing, is false.
 func peerClosed(c net.Conn) bool {
 	rc := rawConn(c)
 	if rc == nil {
@@ -50,9 +56,15 @@ func peerClosed(c net.Conn) bool {
 	}
 	closed := false
 	rc.Control(func(fd uintptr) {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		closed = (err == nil && n == 0) || err == syscall.ECONNRESET
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		for {
+			n, err := unix.Poll(fds, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			closed = err == nil && n == 1 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+			return
+		}
 	})
 	return closed
 }
