@@ -345,6 +345,9 @@ type Conn struct {
 	cm       bool
 	cmTail   bool
 	gidIndex int
+	// started: the run has started (RunStarted); a close of the peer's
+	// from here on is ErrPeerEnded.
+	started bool
 }
 
 // NewConn returns the client's or the server's end of the exchange over p.
@@ -362,6 +365,14 @@ func NewCMConn(p Pipe, client bool, gidIndex int) *Conn {
 // its CMKeyMsgSizeTail-byte layout, and o then does too (perftest's
 // rdma_write_keys and rdma_read_keys do not look at the peer's version).
 func (o *Conn) SetPeerVersion(v PeerVersion) { o.cmTail = v.Value >= CMTailMinVersion }
+
+// RunStarted tells o that the exchanges that set the test up are over
+// and the run has started. A peer that closes the connection before this
+// most likely failed on this end's messages: it runs another test or
+// other options (ErrPeerClosed). One that closes after it ended during
+// or after the run: it failed, was killed or was interrupted, and a step
+// that finds the close says so (ErrPeerEnded).
+func (o *Conn) RunStarted() { o.started = true }
 
 // Finish ends the connection (Pipe.Finish).
 func (o *Conn) Finish(done bool) error { return o.p.Finish(done) }
@@ -383,7 +394,7 @@ func (o *Conn) Exchange(step string, my, rem []byte) error {
 		}
 	}
 	if err != nil {
-		return oobError(step, err)
+		return oobError(step, err, o.started)
 	}
 	return nil
 }
@@ -455,10 +466,33 @@ func (o *Conn) CloseConnection(my KeyMsg) error {
 // that found the connection closed by the peer.
 var ErrPeerClosed = errors.New("the peer closed the connection (it probably failed or runs a different test or options: see its output)")
 
-// oobError explains a failed exchange step.
-func oobError(step string, err error) error {
+// ErrPeerEnded is the error (wrapped with the step) of an exchange step
+// that found the connection closed by the peer once the run had started
+// (Conn.RunStarted): the peer went through the setup exchanges, so it
+// runs the same test, and it ended early. errors.Is(ErrPeerEnded,
+// ErrPeerClosed) holds.
+var ErrPeerEnded error = peerEndedError{}
+
+// peerEndedError is ErrPeerEnded's type: a close of the peer's that
+// errors.Is also takes for ErrPeerClosed.
+type peerEndedError struct{}
+
+func (peerEndedError) Error() string {
+	return "the peer closed the connection after the run started (it ended: it failed, was killed or interrupted: see its output)"
+}
+
+// Is reports ErrPeerEnded as ErrPeerClosed too.
+func (peerEndedError) Is(target error) bool { return target == ErrPeerClosed }
+
+// oobError explains a failed exchange step; started says whether the run
+// had started (Conn.RunStarted), which decides how a close of the peer's
+// is explained.
+func oobError(step string, err error, started bool) error {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		if started {
+			return fmt.Errorf("%s: %w", step, ErrPeerEnded)
+		}
 		return fmt.Errorf("%s: %w", step, ErrPeerClosed)
 	case errors.Is(err, net.ErrClosed):
 		return fmt.Errorf("%s: interrupted", step)

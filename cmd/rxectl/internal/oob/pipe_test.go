@@ -36,7 +36,7 @@ func TestOOBErrorMessages(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := oobError("step", tc.err)
+			err := oobError("step", tc.err, false)
 			require.Equal(t, tc.closed, errors.Is(err, ErrPeerClosed), "%v", err)
 			if tc.closed {
 				require.Equal(t, "step: "+ErrPeerClosed.Error(), err.Error())
@@ -169,4 +169,36 @@ func TestTCPPipeFinishBounded(t *testing.T) {
 		require.NoError(t, NewTCPPipe(ours).Finish(true))
 		require.Equal(t, finishTimeout, time.Since(start))
 	})
+}
+
+// closedPipe is a Pipe whose peer has closed: every Recv finds io.EOF.
+type closedPipe struct{ pipeOf }
+
+func (closedPipe) Recv([]byte) error { return io.EOF }
+
+// TestPeerClosedByStage: a peer that closes before the run started (the
+// first exchanges) probably runs a different test or options, and the
+// step's error says so (ErrPeerClosed); one that closes once the run
+// started (RunStarted) ended, failed, killed or interrupted, and the
+// error says that instead (ErrPeerEnded, which is ErrPeerClosed too).
+func TestPeerClosedByStage(t *testing.T) {
+	for _, started := range []bool{false, true} {
+		t.Run(fmt.Sprint("started=", started), func(t *testing.T) {
+			o := NewConn(&closedPipe{}, false)
+			if started {
+				o.RunStarted()
+			}
+			err := o.Exchange("step", []byte{1}, make([]byte, 1))
+			require.ErrorIs(t, err, ErrPeerClosed)
+			if !started {
+				require.Equal(t, "step: "+ErrPeerClosed.Error(), err.Error())
+				require.Contains(t, err.Error(), "different test or options")
+				return
+			}
+			require.ErrorIs(t, err, ErrPeerEnded)
+			require.Equal(t, "step: "+ErrPeerEnded.Error(), err.Error())
+			require.NotContains(t, err.Error(), "different test or options")
+			require.Contains(t, err.Error(), "failed, was killed or interrupted")
+		})
+	}
 }

@@ -19,7 +19,9 @@ import (
 // (TestLatInterruptedRDMACM), one ACK timeout after it (ownAfterPeerDone)
 // instead of running out its reply's retries (RETRY_EXC_ERR after 8 ACK
 // timeouts, 8.6 s at the tests' -u 18). A read-lat or atomic-lat server,
-// which waits in the closing exchange, finds the connection closed. The
+// which waits in the closing exchange, finds the connection closed after
+// the run started, and says the peer ended (oob.ErrPeerEnded) rather than
+// that it may run another test. The
 // client is interrupted 300 ms after its table header, in the middle of
 // its two million round trips.
 func TestLatInterrupted(t *testing.T) {
@@ -43,6 +45,10 @@ func TestLatInterrupted(t *testing.T) {
 				// The server only answers: it waits in the closing
 				// exchange, which finds the connection closed.
 				require.ErrorIs(t, serr, oob.ErrPeerClosed, sout)
+				// The close came after the run started: the peer
+				// ended, it does not run another test.
+				require.NotContains(t, serr.Error(), "different test or options")
+				require.Contains(t, serr.Error(), "failed, was killed or interrupted")
 			} else {
 				require.ErrorIs(t, serr, errPeerDone, sout)
 			}

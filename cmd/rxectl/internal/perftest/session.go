@@ -562,6 +562,7 @@ func (s *session) flowRDMABW(ctx context.Context) error {
 	if err := s.hs("synchronising after RTR"); err != nil {
 		return err
 	}
+	s.oob.RunStarted()
 	s.printTableHeader()
 	if !s.client {
 		if err := s.hs("waiting for the client to finish"); err != nil {
@@ -610,6 +611,7 @@ func (s *session) flowSendBW(ctx context.Context) error {
 	if err := s.connectAndPrint(true); err != nil {
 		return err
 	}
+	s.oob.RunStarted()
 	s.printTableHeader()
 	// From here an interrupt ends the client's run and reports it: the
 	// server sees the client stop on the exchange (watchPeer: its TCP
@@ -687,6 +689,7 @@ func (s *session) flowBidirBW(ctx context.Context) error {
 			return err
 		}
 	}
+	s.oob.RunStarted()
 	s.printTableHeader()
 	s.softStop.Store(true) // an interrupt ends this end's posting; the exchange goes on
 	s.markPeerBase()
@@ -900,6 +903,7 @@ func (s *session) flowReadAtomicLat(ctx context.Context) error {
 	if err := s.latPrologue(); err != nil {
 		return err
 	}
+	s.oob.RunStarted()
 	if s.client {
 		s.printTableHeader()
 		if err := s.latRuns(ctx, nil, s.runLatReadAtomic); err != nil {
@@ -923,6 +927,7 @@ func (s *session) flowSendLat(ctx context.Context) error {
 	if err := s.connectAndPrint(true); err != nil {
 		return err
 	}
+	s.oob.RunStarted()
 	s.printTableHeader()
 	if err := s.latRuns(ctx, s.prepareSend, s.runLatSend); err != nil {
 		return err
@@ -938,6 +943,7 @@ func (s *session) flowWriteLat(ctx context.Context) error {
 	if err := s.latPrologue(); err != nil {
 		return err
 	}
+	s.oob.RunStarted()
 	s.printTableHeader()
 	if err := s.latRuns(ctx, nil, s.runLatWrite); err != nil {
 		return err
