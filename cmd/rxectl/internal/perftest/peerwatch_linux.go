@@ -4,8 +4,7 @@ import (
 	"net"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 )
@@ -56,18 +55,36 @@ func peerClosed(c net.Conn) bool {
 	}
 	closed := false
 	rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		pfd := pollFd{fd: int32(fd), events: pollIn | pollRdHup}
+		var zero syscall.Timespec // return at once
 		for {
-			n, err := unix.Poll(fds, 0)
-			if err == unix.EINTR {
+			n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+			if errno == syscall.EINTR {
 				continue
 			}
-			closed = err == nil && n == 1 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+			closed = errno == 0 && n == 1 && pfd.revents&(pollRdHup|pollHup|pollErr) != 0
 			return
 		}
 	})
 	return closed
 }
+
+// pollFd is struct pollfd of poll(2), for ppoll; the events below are
+// Linux's (asm-generic/poll.h). The standard library's syscall package has
+// the system call but not these, and this package stays off x/sys/unix
+// (layering_test.go: only the packages with sockets import it).
+type pollFd struct {
+	fd      int32
+	events  int16
+	revents int16
+}
+
+const (
+	pollIn    = 0x1
+	pollErr   = 0x8
+	pollHup   = 0x10
+	pollRdHup = 0x2000
+)
 
 // peekDone reports whether the data waiting on the TCP connection c
 // begins with oob.DoneMsg, the message Finish writes after the closing
