@@ -43,6 +43,18 @@ func newOrderHarness(t *testing.T, n int, rtt time.Duration) *orderHarness {
 	return &orderHarness{harness: h, p: srSQ.Next()}
 }
 
+// newOrderReads returns an orderHarness (newOrderHarness) whose requester
+// has sent the requests of READs 1 to n.
+func newOrderReads(t *testing.T, n int, rtt time.Duration) *orderHarness {
+	o := newOrderHarness(t, n, rtt)
+	for id := range uint64(n) {
+		o.read(id + 1)
+	}
+	o.collect()
+	require.Len(t, o.sent, n, "every READ request")
+	return o
+}
+
 // read posts READ id (1-based): orderPkts packets, its own local bytes.
 func (o *orderHarness) read(id uint64) {
 	off := (id - 1) * orderPkts * srPMTU
@@ -148,12 +160,7 @@ func TestSRWatchReadOrder(t *testing.T) {
 			if tc.later {
 				n = 3
 			}
-			o := newOrderHarness(t, n, rttTest)
-			for id := range uint64(n) {
-				o.read(id + 1)
-			}
-			o.collect()
-			require.Len(t, o.sent, n, "every READ request")
+			o := newOrderReads(t, n, rttTest)
 
 			// READ 1's train arrives with responses 1..10 lost; the
 			// responses after them make them lost (srDetect), and they
@@ -242,11 +249,7 @@ func TestSRWatchLastReadBackoff(t *testing.T) {
 		{name: "lost-probe-due", rtt: 500 * time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := newOrderHarness(t, 2, tc.rtt)
-			o.read(1)
-			o.read(2)
-			o.collect()
-			require.Len(t, o.sent, 2)
+			o := newOrderReads(t, 2, tc.rtt)
 			o.now = o.now.Add(rttTest)
 			for k := range orderPkts {
 				o.in(o.resp(1, k))

@@ -38,11 +38,7 @@ func TestSRTimeoutWatchedRead(t *testing.T) {
 		{name: "nobody-asked", rtt: 30 * time.Millisecond, atTimeout: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := newOrderHarness(t, 2, tc.rtt)
-			o.read(1)
-			o.read(2)
-			o.collect()
-			require.Len(t, o.sent, 2)
+			o := newOrderReads(t, 2, tc.rtt)
 			o.now = o.now.Add(tc.rtt)
 			for k := range orderPkts {
 				o.in(o.resp(1, k))
