@@ -66,7 +66,12 @@ func lossSentence(h *half, eps []Recovery) string {
 	}
 	// The capture holds the first copy of what was resent: a READ
 	// response, or a request that no ACK had acknowledged (after) or one
-	// that an ACK had (acked).
+	// that an ACK had (acked). An episode proves one such copy lost, the
+	// first PSN it resent; its other resends may ask again for more lost
+	// copies (selective repeat re-reads several holes in one episode) or
+	// for packets that arrived (go-back-N resends all after the first), which
+	// the capture cannot tell apart, so several episodes give a lower
+	// bound ("at least").
 	var after, timed, acked []Recovery
 	for _, ep := range eps {
 		switch {
@@ -87,10 +92,10 @@ func lossSentence(h *half, eps []Recovery) string {
 		parts = append(parts, fmt.Sprintf("request PSN %d (frame %d) or its ACK lost after the capture point: the capture holds it, yet it was sent again",
 			after[0].PSN, after[0].FirstSentFrame))
 	case len(after) > 1 && after[0].Read:
-		parts = append(parts, fmt.Sprintf("%d READ responses lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were read again",
+		parts = append(parts, fmt.Sprintf("at least %d READ responses lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were read again",
 			len(after), after[0].PSN, after[0].FirstSentFrame))
 	case len(after) > 1:
-		parts = append(parts, fmt.Sprintf("%d requests or their ACKs lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were sent again",
+		parts = append(parts, fmt.Sprintf("at least %d requests or their ACKs lost after the capture point (first PSN %d, frame %d): the capture holds them, yet they were sent again",
 			len(after), after[0].PSN, after[0].FirstSentFrame))
 	}
 	// Sent again on a timer with no NAK: the capture cannot tell a loss
