@@ -137,10 +137,11 @@ func (r *Requester) OnTimeout(now time.Time) {
 		r.rec.probeDue, r.rec.probeOut = false, false
 		if r.cfg.SelectiveRepeat && !r.stopped {
 			if r.srWatchAsked(now) {
-				// The watch re-read the oldest READ part less than its
-				// wait ago and re-reads it again at the end of that wait:
-				// nothing is asked for twice, and the IB timer runs on
-				// from now, so a dead peer still spends retry_cnt.
+				// The oldest READ part was asked for again and the watch
+				// waits for that re-read: it re-reads the part at the end
+				// of its wait if it is still unanswered. Nothing is asked
+				// for twice, and the IB timer runs on from now, so a dead
+				// peer still spends retry_cnt.
 				r.retrans.Arm(now.Add(r.ack))
 			} else {
 				// Selective repeat resends the oldest packet only

@@ -89,21 +89,23 @@ func (r *Requester) srWatchHasHead() bool {
 }
 
 // srWatchAsked reports whether the watch has the oldest READ part
-// (srWatchHasHead) and the part was asked for again, by the watch or any
-// other re-read, less than the watch's wait ago: the interval doubled per
-// re-read (srWatchExpired), after which the watch re-reads it if it is
-// still unanswered. An IB ACK timeout (IBA 9.7.6.1.3) then sends no probe:
-// a whole re-read a few milliseconds after the watch's would be served
-// after the responder dropped the watch's as the first whole duplicate
-// (responder firstWholeDuplicate), and the whole READ would come twice.
-// The timeout still spends retry_cnt (errorRetry).
+// (srWatchHasHead), the part was asked for again (by the watch or any
+// other re-read) and the watch still waits at now: its deadline, set with
+// the interval as it stood when the watch armed or last re-read the part
+// (srWatchRead, srWatchExpired), is after now, and at that deadline the
+// watch takes the part up again and re-reads it if it is still unanswered
+// (srWatchExpired). The deadline itself
+// is the measure: a wait computed again at now would differ from the
+// watch's once the learned delay in the interval has decayed
+// (retry.RecoveryTimer.Decay), and the part would be re-read while the
+// watch still waits. It changes no state. An IB ACK timeout (IBA
+// 9.7.6.1.3) then sends no probe: a whole re-read before the watch's next
+// one would be served after the responder dropped the previous one as the
+// first whole duplicate (responder firstWholeDuplicate), and the whole
+// READ would come twice. The timeout still spends retry_cnt (errorRetry).
 func (r *Requester) srWatchAsked(now time.Time) bool {
-	if !r.srWatchHasHead() {
-		return false
-	}
 	s := &r.sr
-	at := s.resentAt(s.watchPSN)
-	return at != 0 && s.stamp(now)-at < int64(r.srWatchInterval(now)<<min(s.tries(s.watchPSN), srRecheckBackoff))
+	return r.srWatchHasHead() && s.resentAt(s.watchPSN) != 0 && s.watch.When().After(now)
 }
 
 // srWatchInterval is how long the watch waits: an interval (srInterval),

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gorxe/gorxe/packet"
+	"github.com/gorxe/gorxe/retry"
 	"github.com/gorxe/gorxe/rxe/verbs"
 	"github.com/stretchr/testify/require"
 )
@@ -80,6 +81,69 @@ func TestSRTimeoutWatchedRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The watch's wait after a re-read is its interval, doubled per re-read,
+// as the interval stood when the watch re-read (srWatchExpired). A delay
+// learned from a stall (srWatchAnswered) is part of that interval and
+// halves every retry.SpuriousHalfLife (retry.RecoveryTimer.Decay): when
+// it halves between the watch's re-read and an IB ACK timeout, the
+// timeout still finds the watch waiting for its re-read and sends no
+// probe, which would be a second whole re-read of READ 2 well before the
+// watch's next one. Asking whether the watch waits changes nothing in
+// the recovery timer.
+//
+// With an RTT of 1 ms (interval 3 ms) and 12 ms learned, the watch re-reads
+// READ 2 12 ms and 36 ms after READ 1's last response and next at 84 ms;
+// the delay halves at 49 ms, and the IB timeout (-u 14) is at 67.1 ms.
+func TestSRTimeoutWatchDecayed(t *testing.T) {
+	const (
+		rtt     = time.Millisecond
+		learned = 12 * time.Millisecond
+		idle    = 200 * time.Millisecond
+	)
+	o := newOrderHarness(t, 2, rtt)
+	o.r.rec.timer.Learn(o.now, learned) // a stall learned before the READs
+	halves := o.now.Add(retry.SpuriousHalfLife)
+	o.now = o.now.Add(idle)
+	o.read(1)
+	o.read(2)
+	o.collect()
+	require.Len(t, o.sent, 2, "both READ requests")
+	o.now = o.now.Add(rtt)
+	for k := range orderPkts {
+		o.in(o.resp(1, k))
+	}
+	last := o.now
+	ack := o.r.ack
+	require.Len(t, o.cq.wcs, 1)
+	require.True(t, o.r.srWatchHasHead(), "the watch has READ 2")
+	require.Equal(t, learned, o.r.srWatchInterval(last), "the learned delay sets the interval")
+
+	require.Empty(t, ibTimeouts(o, last.Add(ack).Add(-time.Nanosecond)))
+	require.Equal(t, []time.Time{last.Add(learned), last.Add(3 * learned)}, o.rereadsOf(2), "the watch's re-reads")
+	require.Equal(t, last.Add(7*learned), o.r.sr.watch.When(), "the watch waits 4 intervals after its second re-read")
+	require.True(t, halves.After(last.Add(3*learned)) && halves.Before(last.Add(ack)), "the delay halves after the second re-read, before the IB timeout")
+
+	before := o.r.rec.timer
+	asked := o.r.srWatchAsked(last.Add(ack))
+	require.Equal(t, before, o.r.rec.timer, "srWatchAsked leaves the recovery timer alone")
+	require.True(t, asked, "the watch waits for its re-read")
+
+	require.Equal(t, []int{0}, ibTimeouts(o, last.Add(ack)), "packets sent at the IB timeout")
+	require.Len(t, o.rereadsOf(2), 2)
+	require.Equal(t, uint8(6), o.r.retryBudget.Remaining(), "the timeout spends a retry")
+	require.True(t, o.r.retrans.Armed(), "the IB timer runs on")
+	require.Equal(t, learned/2, o.r.srWatchInterval(o.now), "the learned delay halved")
+
+	// The peer is dead: the watch re-reads on, the IB timeouts send
+	// nothing, and the QP fails with RETRY_EXC_ERR.
+	atIB := ibTimeouts(o, o.now.Add(10*time.Second))
+	st, failed := o.r.Failed()
+	require.True(t, failed)
+	require.Equal(t, verbs.WCRetryExcErr, st)
+	require.Equal(t, make([]int, o.r.cfg.RetryCnt), atIB, "packets sent at the IB timeouts after the first")
+	require.Greater(t, len(o.rereadsOf(2)), 2, "the watch re-reads on")
 }
 
 // ibTimeouts runs o's timers up to t, as orderHarness.until does, and
