@@ -86,7 +86,13 @@ func (e errPeerSilent) Error() string {
 
 // errExchangeEnded ends an -R wait for the peer outside the exchange
 // (watchCMSetup) once the exchange's connection has ended: the peer
-// disconnected it (its DREQ).
+// disconnected it (its DREQ). Those waits are the test QPs' connections
+// (connectCMQPs, connectCMQPsUD), in the setup before the run starts
+// (oob.Conn.RunStarted), where a peer of another test or other options
+// (-c, -q) fails and disconnects: the text names that cause among the
+// others, as oob.ErrPeerClosed does for the setup exchanges. A disconnect
+// once the run started is an exchange step's oob.ErrPeerEnded
+// (TestRDMACMPeerClosedByStage).
 type errExchangeEnded struct{ peer string }
 
 // Error names the peer that disconnected.
