@@ -43,7 +43,8 @@ func TestCMSetupWatchHearsOnlyThePeer(t *testing.T) {
 			srv, cli, other := open("srv", "127.0.0.1"), open("cli", "127.0.0.2"), open("stranger", "127.0.0.3")
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			l, err := srv.ListenCM(7492, watchCMOptions(t, srv))
+			so := watchCMOptions(t, srv)
+			l, err := srv.ListenCM(7492, so)
 			require.NoError(t, err)
 			dialed := make(chan *rxe.CMConn, 1)
 			go func() {
@@ -59,7 +60,7 @@ func TestCMSetupWatchHearsOnlyThePeer(t *testing.T) {
 			require.NotNil(t, <-dialed)
 
 			st := &cmState{stop: ctx, silence: silence}
-			st.pipe = &cmPipe{st: st, conn: conn}
+			st.pipe = &cmPipe{st: st, conn: conn, rcq: so.RecvCQ}
 			s := &session{dev: srv, cm: st}
 			wctx, release := s.watchCMSetup()
 			defer release()

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
@@ -66,6 +67,11 @@ type cmState struct {
 	// udQPs are the test QPs of -c UD, which no connection holds
 	// (rdmacmud.go).
 	udQPs []*rxe.QP
+	// requested is set once the client's request for the test QP of the
+	// server's current setup wait (watchCMSetup) has come: accept sets it
+	// as it takes the request, answerUD as Accept returns it, both before
+	// the answer goes out.
+	requested atomic.Bool
 }
 
 // cmSilence is how long an -R exchange wait lasts with no packet from or
@@ -108,6 +114,18 @@ type errExchangeQPErr struct{}
 // Error says the exchange's QP failed.
 func (errExchangeQPErr) Error() string {
 	return "the exchange's rdma_cm connection failed: its QP is in the error state"
+}
+
+// errExchangeAhead ends an -R server's wait for its client's request for
+// a test QP (watchCMSetup) once the client's next exchange message has
+// arrived on the exchange's connection with no request for that QP: the
+// client has connected all its test QPs and gone on to the exchange after
+// them, so it runs fewer than this end (a smaller -q).
+type errExchangeAhead struct{}
+
+// Error says the client went on without this test QP.
+func (errExchangeAhead) Error() string {
+	return "the client went on with the exchange (its next message came) without a request for this test QP: it runs fewer test QPs than this end (a smaller -q: give both ends the same)"
 }
 
 // checkCM checks the settings -R supports.
@@ -477,6 +495,7 @@ func (st *cmState) accept(ctx context.Context, ln *rxe.CMListener, opts rxe.CMOp
 			if r.Remote.Addr() != client {
 				return rxe.CMOptions{}, errStranger
 			}
+			st.requested.Store(true)
 			return opts, nil
 		})
 		var ae *rxe.AcceptError
@@ -499,8 +518,12 @@ func (st *cmState) accept(ctx context.Context, ln *rxe.CMListener, opts rxe.CMOp
 // requests nobody answers) would hold it there for ever. The context
 // ends, with the cause that setupCause returns, once the exchange's
 // connection ends (the peer's DREQ: errExchangeEnded), once its QP is in
-// the error state with the connection still up (errExchangeQPErr), or
-// once for st.silence no packet has come from or gone to the peer on the
+// the error state with the connection still up (errExchangeQPErr), on
+// the server once the client's next exchange message has come with no
+// request for this test QP (errExchangeAhead: the client runs fewer test
+// QPs; its messages follow its last connection, whose request came
+// first, so one that comes before a request is not that connection's),
+// or once for st.silence no packet has come from or gone to the peer on the
 // exchange's QP or a test QP and no CM MAD has reached this device from
 // the peer's IP address, the exchange's peer's (a request, an answer, or
 // its retry: errPeerSilent); it also ends when st.stop does (the
@@ -516,6 +539,7 @@ func (s *session) watchCMSetup() (ctx context.Context, release func()) {
 		peer = "server"
 	}
 	conns, uds := st.conns, st.udQPs // appended to after release only
+	st.requested.Store(false)
 	mads := s.dev.CountMADs(p.conn.RemoteAddr.Addr())
 	heard := func() uint64 { return p.heard(conns, uds) + mads.Load() }
 	exited := make(chan struct{})
@@ -530,8 +554,15 @@ func (s *session) watchCMSetup() (ctx context.Context, release func()) {
 				return errExchangeEnded{peer}
 			default:
 			}
+			// The message is looked for before the request: a request
+			// sets requested before its answer goes, and so before any
+			// message the client sends after it.
+			ahead := !s.client && p.rcq.Len() > 0 && !st.requested.Load()
 			if p.conn.QP.State() == rxe.QPSErr {
-				return errExchangeQPErr{}
+				return errExchangeQPErr{} // its receives' flushes are no message
+			}
+			if ahead {
+				return errExchangeAhead{}
 			}
 			return nil
 		})
@@ -543,11 +574,12 @@ func (s *session) watchCMSetup() (ctx context.Context, release func()) {
 }
 
 // setupCause returns why ctx, a watchCMSetup context, ended if its watch
-// ended it (errExchangeEnded, errExchangeQPErr, errPeerSilent), else nil
+// ended it (errExchangeEnded, errExchangeQPErr, errExchangeAhead,
+// errPeerSilent), else nil
 // (it has not ended, or st.stop ended it: the interrupt).
 func setupCause(ctx context.Context) error {
 	switch c := context.Cause(ctx).(type) {
-	case errExchangeEnded, errExchangeQPErr, errPeerSilent:
+	case errExchangeEnded, errExchangeQPErr, errExchangeAhead, errPeerSilent:
 		return c
 	}
 	return nil

@@ -449,33 +449,53 @@ func TestRDMACMServerClientGone(t *testing.T) {
 	}
 }
 
-// TestCMSetupWatchEnds: the context of a wait for the peer outside the
-// exchange (watchCMSetup) ends with the cause that names what happened:
-// the peer's DREQ on the exchange's connection, the exchange's QP in the
-// error state with its connection up, or the silence bound with nothing
-// heard; it does not end before.
+// TestCMSetupWatchEnds: the context of a server's wait for the peer
+// outside the exchange (watchCMSetup) ends with the cause that names what
+// happened: the peer's DREQ on the exchange's connection, the exchange's
+// QP in the error state with its connection up, the client's next
+// exchange message with no request for the test QP, or the silence bound
+// with nothing heard; it does not end before. A message that follows the
+// client's request (requested set) is that connection's client going on,
+// and does not end the wait (want nil: still going after 2.5 s, two
+// ticks of the 4 s silence bound).
 func TestCMSetupWatchEnds(t *testing.T) {
+	// message sends the client's next exchange message (an empty SEND)
+	// into a receive of the server's.
+	message := func(t *testing.T, cli, srv *rxe.CMConn) {
+		_, err := srv.QP.PostRecv(rxe.RecvWR{ID: 1})
+		require.NoError(t, err)
+		_, err = cli.QP.PostSend(rxe.SendWR{Opcode: rxe.WRSend})
+		require.NoError(t, err)
+	}
 	for _, tc := range []struct {
 		name    string
 		silence time.Duration
-		act     func(t *testing.T, cli, srv *rxe.CMConn)
+		act     func(t *testing.T, cli, srv *rxe.CMConn, st *cmState)
 		want    error
 	}{
-		{"disconnect", 10 * time.Second, func(t *testing.T, cli, _ *rxe.CMConn) {
+		{"disconnect", 10 * time.Second, func(t *testing.T, cli, _ *rxe.CMConn, _ *cmState) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			require.NoError(t, cli.Disconnect(ctx))
 		}, errExchangeEnded{"client"}},
-		{"QP error", 4 * time.Second, func(t *testing.T, _, srv *rxe.CMConn) {
+		{"QP error", 4 * time.Second, func(t *testing.T, _, srv *rxe.CMConn, _ *cmState) {
 			require.NoError(t, srv.QP.Modify(&rxe.QPAttr{State: rxe.QPSErr}, rxe.QPAttrState))
 		}, errExchangeQPErr{}},
-		{"silence", 250 * time.Millisecond, func(*testing.T, *rxe.CMConn, *rxe.CMConn) {}, errPeerSilent{250 * time.Millisecond}},
+		{"message without request", 4 * time.Second, func(t *testing.T, cli, srv *rxe.CMConn, _ *cmState) {
+			message(t, cli, srv)
+		}, errExchangeAhead{}},
+		{"message after request", 4 * time.Second, func(t *testing.T, cli, srv *rxe.CMConn, st *cmState) {
+			st.requested.Store(true)
+			message(t, cli, srv)
+		}, nil},
+		{"silence", 250 * time.Millisecond, func(*testing.T, *rxe.CMConn, *rxe.CMConn, *cmState) {}, errPeerSilent{250 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			da, db := pipeDevices(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			l, err := db.ListenCM(7492, watchCMOptions(t, db))
+			so := watchCMOptions(t, db)
+			l, err := db.ListenCM(7492, so)
 			require.NoError(t, err)
 			defer l.Close()
 			dialed := make(chan *rxe.CMConn, 1)
@@ -492,7 +512,7 @@ func TestCMSetupWatchEnds(t *testing.T) {
 			require.NotNil(t, cli)
 
 			st := &cmState{stop: ctx, silence: tc.silence}
-			st.pipe = &cmPipe{st: st, conn: srv}
+			st.pipe = &cmPipe{st: st, conn: srv, rcq: so.RecvCQ}
 			s := &session{dev: db, cm: st}
 			start := time.Now()
 			wctx, release := s.watchCMSetup()
@@ -502,7 +522,16 @@ func TestCMSetupWatchEnds(t *testing.T) {
 				t.Fatalf("the watch ended before anything happened: %v", context.Cause(wctx))
 			case <-time.After(100 * time.Millisecond):
 			}
-			tc.act(t, cli, srv)
+			tc.act(t, cli, srv, st)
+			if tc.want == nil {
+				select {
+				case <-wctx.Done():
+					t.Fatalf("the watch ended: %v", context.Cause(wctx))
+				case <-time.After(2500 * time.Millisecond):
+				}
+				require.Equal(t, 1, so.RecvCQ.Len(), "the message did not come")
+				return
+			}
 			select {
 			case <-wctx.Done():
 			case <-time.After(10 * time.Second):

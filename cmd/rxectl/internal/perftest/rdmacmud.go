@@ -202,6 +202,7 @@ func (s *session) answerUD(ctx context.Context, ln *rxe.UDListener, i int, qp *r
 		}
 		return err
 	}
+	s.cm.requested.Store(true)
 	s.peerAddr = netip.AddrPortFrom(r.Remote.Addr(), s.dev.Addr().Port())
 	off := s.localRegion(i)
 	if s.udSendsBack() {

@@ -1,0 +1,47 @@
+package perftest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRDMACMClientFewerQPs: an -R server waiting for its client's request
+// for test QP 1 when the client runs one test QP (-q 1 against the
+// server's -q 2) finds the client's next exchange message on the
+// exchange's connection instead: the client has gone on to the exchange
+// after its connections. The server ends at once saying so and naming -q
+// (errExchangeAhead), not after the silence bound as if the client had
+// been killed (errPeerSilent).
+func TestRDMACMClientFewerQPs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"RC", nil, "rdma_cm connection of test QP 1: no connection request from the client: "},
+		{"UD", []string{"-c", "UD"}, "rdma_cm resolution of UD test QP 1: no request from the client: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const silence = 10 * time.Second
+			port := sharedUDPPort(t)
+			common := append([]string{"-R", "--udp-port", port, "-n", "20"}, tc.args...)
+			start := time.Now()
+			_, _, serr, cerr := runCMEndsWith(t, "send-bw", "send-bw",
+				append([]string{"--bind", "127.0.0.1", "-q", "2"}, common...),
+				append([]string{"127.0.0.1", "--bind", "127.0.0.2", "-q", "1"}, common...),
+				func(so, co *options) { so.hooks.silence, co.hooks.silence = silence, silence })
+			took := time.Since(start)
+			t.Logf("after %v: server: %v; client: %v", took, serr, cerr)
+			require.Error(t, cerr)
+			require.ErrorContains(t, serr, tc.want+errExchangeAhead{}.Error())
+			var ahead errExchangeAhead
+			require.ErrorAs(t, serr, &ahead)
+			require.Contains(t, serr.Error(), "-q")
+			require.False(t, errors.As(serr, new(errPeerSilent)), "the silence bound ended the wait: %v", serr)
+			require.Less(t, took, silence/2, "the server waited for the silence bound")
+		})
+	}
+}
