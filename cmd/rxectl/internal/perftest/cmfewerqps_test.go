@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 )
 
 // TestRDMACMClientFewerQPs: an -R server waiting for its client's request
@@ -42,6 +44,44 @@ func TestRDMACMClientFewerQPs(t *testing.T) {
 			require.Contains(t, serr.Error(), "-q")
 			require.False(t, errors.As(serr, new(errPeerSilent)), "the silence bound ended the wait: %v", serr)
 			require.Less(t, took, silence/2, "the server waited for the silence bound")
+		})
+	}
+}
+
+// TestRDMACMServerFewerQPs: an -R client of more test QPs than its server
+// (-q 2 against -q 1) asks for a test QP the server takes no request for:
+// the server closes its listener once it has accepted its last test QP,
+// so the request is refused at once, and the client's error says the
+// server takes no more test QPs (a smaller -q, or another -c), not that
+// nobody listens or answers on the port, whose exchange's connection came
+// from that server; it does not wait for its Dial's 10 s bound. The
+// server, which waits for the client's next exchange message, finds the
+// connection closed in the setup (oob.ErrPeerClosed).
+func TestRDMACMServerFewerQPs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"RC", nil, "rdma_cm connection of test QP 1: "},
+		{"UD", []string{"-c", "UD"}, "rdma_cm resolution of UD test QP 1: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := sharedUDPPort(t)
+			common := append([]string{"-R", "--udp-port", port, "-n", "20"}, tc.args...)
+			start := time.Now()
+			_, _, serr, cerr := runCMEnds(t, "send-bw", "send-bw",
+				append([]string{"--bind", "127.0.0.1", "-q", "1"}, common...),
+				append([]string{"127.0.0.1", "--bind", "127.0.0.2", "-q", "2"}, common...))
+			took := time.Since(start)
+			t.Logf("after %v: server: %v; client: %v", took, serr, cerr)
+			require.ErrorContains(t, cerr, tc.want)
+			require.ErrorContains(t, cerr, "the server takes no more test QPs: it runs fewer (a smaller -q) or another -c")
+			require.NotContains(t, cerr.Error(), "is a server running")
+			require.NotContains(t, cerr.Error(), "no answer")
+			require.ErrorIs(t, serr, oob.ErrPeerClosed)
+			require.NotErrorIs(t, serr, oob.ErrPeerEnded)
+			require.Less(t, took, cmDialTimeout/2, "the client waited for its Dial's bound")
 		})
 	}
 }

@@ -369,9 +369,13 @@ func (st *cmState) notSelf(ctx context.Context, d *rxe.Device) error {
 	return nil
 }
 
-// dialError explains a failed connection.
+// dialError explains a failed connection. Once the exchange's connection
+// is up (st.pipe), the connection is a test QP's, and the server that
+// refuses it is there: it takes no more test QPs.
 func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries int) error {
 	switch {
+	case refused && st.pipe != nil:
+		return fmt.Errorf("rdma_cm connect to %s: refused %d times (%w): the server takes no more test QPs: it runs fewer (a smaller -q) or another -c", st.target, tries, err)
 	case refused:
 		return fmt.Errorf("rdma_cm connect to %s: refused %d times, nobody listens on RDMA CM port %d (%w) — is a server running with -R and the same -p?", st.target, tries, st.port, err)
 	case ctx.Err() != nil:
@@ -386,7 +390,9 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 // messages, one rdma_cm connection per test QP (the client dials, the
 // server accepts), another zeroed exchange; then this end's key messages
 // describe the connected QPs. The server listens before the first
-// exchange, so the client's requests never find the port closed. The test
+// exchange, so the client's requests never find the port closed, and
+// stops once it has accepted its last test QP, so that a client of more
+// test QPs is refused (dialError names -q). The test
 // QPs' RNR retry count is --retry_count, in the REQ and the REP, as
 // perftest's conn_param.rnr_retry_count for them (rdma_cm_route_handler,
 // rdma_cm_connection_request_handler); the exchange's connection keeps 7.
@@ -456,6 +462,15 @@ func (s *session) connectCMQPs() error {
 			return fmt.Errorf("rdma_cm connection of test QP %d: %w", len(s.cm.conns), err)
 		}
 		s.cm.conns = append(s.cm.conns, c)
+	}
+	if ln != nil {
+		// The last test QP is accepted: a client of more test QPs gets
+		// its next request refused (a REJ, invalid service ID) at once,
+		// not queued unanswered while this end waits in the exchange.
+		// (The deferred Close then finds it closed.)
+		if err := ln.Close(); err != nil {
+			return fmt.Errorf("close the RDMA CM listener of port %d: %w", s.cm.port, err)
+		}
 	}
 	if err := s.hs("synchronising after the rdma_cm connections"); err != nil {
 		return err

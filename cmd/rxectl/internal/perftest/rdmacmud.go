@@ -53,7 +53,8 @@ func (s *session) udSendsBack() bool { return s.t.lat || s.o.bidir }
 // librdmacm's ucma_init_ud_qp), resolved by the client (DialUD) and
 // answered by the server (ListenUD, Answer). The server listens before
 // the first exchange, so the client's requests never find the port
-// closed.
+// closed, and stops once it has answered its last test QP, so that a
+// client of more test QPs is refused.
 func (s *session) connectCMQPsUD() error {
 	o := s.o
 	var ln *rxe.UDListener
@@ -82,6 +83,15 @@ func (s *session) connectCMQPsUD() error {
 		release()
 		if err != nil {
 			return fmt.Errorf("rdma_cm resolution of UD test QP %d: %w", i, err)
+		}
+	}
+	if ln != nil {
+		// The last test QP is answered: a client of more test QPs gets
+		// its next SIDR_REQ refused at once, not queued unanswered while
+		// this end waits in the exchange. (The deferred Close then finds
+		// it closed.)
+		if err := ln.Close(); err != nil {
+			return fmt.Errorf("close the RDMA CM UD listener of port %d: %w", s.cm.port, err)
 		}
 	}
 	if err := s.hs("synchronising after the rdma_cm connections"); err != nil {
@@ -140,8 +150,11 @@ func (s *session) resolveUD(ctx context.Context, i int, qp *rxe.QP) error {
 		if cause := setupCause(ctx); cause != nil {
 			return cause
 		}
+		// Refused: nobody listens on the port, or the server closed its
+		// listener with this request queued (connectCMQPsUD, once its
+		// last test QP is answered; rxe.UDListener.Close).
 		var se *rxe.SIDRError
-		refused := errors.As(err, &se) && se.Status == sidrServiceIDNotSup
+		refused := errors.As(err, &se) && (se.Status == sidrServiceIDNotSup || se.Status == sidrRejected)
 		if !refused || try == cmDialAttempts {
 			return st.dialError(st.stop, err, refused, try)
 		}
@@ -183,6 +196,10 @@ func (s *session) resolveUD(ctx context.Context, i int, qp *rxe.QP) error {
 // sidrServiceIDNotSup is the SIDR_REP status "service ID not supported"
 // (IBA 12.11.2, table 120): nobody listens on the port.
 const sidrServiceIDNotSup = 1
+
+// sidrRejected is the SIDR_REP status "rejected" (IBA 12.11.2, table
+// 120), rxe.UDListener.Close's answer to the requests it held.
+const sidrRejected = 2
 
 // answerUD is the server's side for test QP i: take the next request,
 // post the receive of the client's QPN message when the server sends
