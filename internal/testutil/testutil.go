@@ -7,6 +7,11 @@
 // as its Local ACK Timeout; a wait that exists only to stop a hung test
 // takes Bound (or Context) instead of a guess of how slow the host is.
 // Tests about timeouts keep their own budgets.
+//
+// On Linux, SendQueued sends datagrams to a UDP socket one at a time and
+// waits until the kernel has queued each, for tests that read without
+// waiting right after a send: on loopback the softirq that queues a
+// datagram may run after its send returned.
 package testutil
 
 import (

@@ -1,0 +1,121 @@
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// UDPQueue is what the kernel holds for one UDP socket, as
+// /proc/net/udp (udp6 for IPv6) lists it in the test process's network
+// namespace.
+type UDPQueue struct {
+	// Bytes is the rx_queue column: the memory (skb truesize) of the
+	// datagrams queued for reading, less what the socket has read and
+	// not yet released (udp_rqueue_get). Datagrams the kernel has not
+	// queued yet are not in it; no read, no rise.
+	Bytes int
+	// Drops is the drops column (sk_drops): datagrams the socket
+	// dropped, for a full receive buffer among other reasons; the count
+	// SO_RXQ_OVFL reports.
+	Drops int
+}
+
+// ReadUDPQueue returns the queue of the UDP socket bound to local (an
+// IPv4 address for an IPv4 socket, else IPv6; the unspecified address
+// for a wildcard bind).
+func ReadUDPQueue(local netip.AddrPort) (UDPQueue, error) {
+	file, want := "/proc/net/udp6", procAddr(local)
+	if local.Addr().Is4() {
+		file = "/proc/net/udp"
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return UDPQueue{}, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Scan() // the header line
+	for sc.Scan() {
+		// sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode ref pointer drops
+		f := strings.Fields(sc.Text())
+		if len(f) < 13 || f[1] != want {
+			continue
+		}
+		_, rq, ok := strings.Cut(f[4], ":")
+		if !ok {
+			return UDPQueue{}, fmt.Errorf("%s: queue field %q", file, f[4])
+		}
+		n, err := strconv.ParseUint(rq, 16, 32)
+		if err != nil {
+			return UDPQueue{}, fmt.Errorf("%s: rx_queue %q: %w", file, rq, err)
+		}
+		drops, err := strconv.ParseUint(f[len(f)-1], 10, 32)
+		if err != nil {
+			return UDPQueue{}, fmt.Errorf("%s: drops %q: %w", file, f[len(f)-1], err)
+		}
+		return UDPQueue{Bytes: int(n), Drops: int(drops)}, nil
+	}
+	if err := sc.Err(); err != nil {
+		return UDPQueue{}, err
+	}
+	return UDPQueue{}, fmt.Errorf("%s: no UDP socket bound to %v", file, local)
+}
+
+// procAddr writes a as /proc/net/udp and udp6 write a local address: the
+// address's 32-bit words in hexadecimal as the host stores them
+// (udp4_format_sock, udp6_seq_show), a colon and the port in hexadecimal.
+func procAddr(a netip.AddrPort) string {
+	var ip []byte
+	if a.Addr().Is4() {
+		b := a.Addr().As4()
+		ip = b[:]
+	} else {
+		b := a.Addr().As16()
+		ip = b[:]
+	}
+	var s strings.Builder
+	for i := 0; i < len(ip); i += 4 {
+		fmt.Fprintf(&s, "%08X", binary.NativeEndian.Uint32(ip[i:i+4]))
+	}
+	fmt.Fprintf(&s, ":%04X", a.Port())
+	return s.String()
+}
+
+// SendQueued calls send(i) for each i in [0, n), each sending one
+// datagram to the UDP socket bound to to (in this network namespace), and
+// after each waits until that socket has queued it: until its queued
+// bytes (UDPQueue.Bytes) rise. A datagram sent on loopback is queued by
+// the softirq that delivers it, which may run after the send returns (on
+// another processor with RPS, in ksoftirqd under load), so a test that
+// reads without waiting (a non-blocking read) right after a send waits
+// here first. Nothing may read the socket meanwhile. The wait lasts at
+// most Bound(); a datagram dropped at the socket fails the test then.
+func SendQueued(t testing.TB, to netip.AddrPort, n int, send func(i int)) {
+	t.Helper()
+	q := func() int {
+		t.Helper()
+		q, err := ReadUDPQueue(to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Bytes
+	}
+	for i := range n {
+		before := q()
+		send(i)
+		deadline := time.Now().Add(Bound())
+		for q() <= before {
+			if time.Now().After(deadline) {
+				t.Fatalf("datagram %d of %d not queued at %v within %v", i, n, to, Bound())
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package testutil
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestProcAddr: local addresses as /proc/net/udp and udp6 print them on a
+// little-endian host (each 32-bit word of the address as the host stores
+// it, the port in hexadecimal).
+func TestProcAddr(t *testing.T) {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("the golden forms are a little-endian host's")
+	}
+	for _, tc := range []struct{ a, want string }{
+		{"127.0.0.1:4791", "0100007F:12B7"},
+		{"0.0.0.0:1", "00000000:0001"},
+		{"[::1]:65535", "00000000000000000000000001000000:FFFF"},
+		{"[fe80::1:2]:4791", "000080FE000000000000000002000100:12B7"},
+	} {
+		require.Equal(t, tc.want, procAddr(netip.MustParseAddrPort(tc.a)), tc.a)
+	}
+}
+
+// TestSendQueued: after SendQueued every datagram is queued (a
+// non-blocking read takes each) though each reached the socket some time
+// after its send function returned, the queue's bytes rose, and ReadUDPQueue
+// finds no socket on a port nothing binds.
+func TestSendQueued(t *testing.T) {
+	for _, network := range []string{"udp4", "udp6"} {
+		t.Run(network, func(t *testing.T) {
+			lo := map[string]string{"udp4": "127.0.0.1:0", "udp6": "[::1]:0"}[network]
+			rx, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(lo)))
+			if err != nil && network == "udp6" {
+				t.Skipf("IPv6 loopback unavailable: %v", err)
+			}
+			require.NoError(t, err)
+			defer rx.Close()
+			tx, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(lo)))
+			require.NoError(t, err)
+			defer tx.Close()
+			to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+
+			q, err := ReadUDPQueue(to)
+			require.NoError(t, err)
+			require.Zero(t, q.Bytes)
+			sent := make(chan error, 3)
+			SendQueued(t, to, 3, func(i int) {
+				// The send lands after SendQueued's call returned, as a
+				// deferred delivery does.
+				time.AfterFunc(20*time.Millisecond, func() {
+					_, err := tx.WriteToUDPAddrPort([]byte{byte(i)}, to)
+					sent <- err
+				})
+			})
+			for range 3 {
+				require.NoError(t, <-sent)
+			}
+			q, err = ReadUDPQueue(to)
+			require.NoError(t, err)
+			require.Positive(t, q.Bytes)
+			rc, err := rx.SyscallConn()
+			require.NoError(t, err)
+			buf := make([]byte, 8)
+			for i := range 3 {
+				var n int
+				var rerr error
+				require.NoError(t, rc.Control(func(fd uintptr) {
+					n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
+				}))
+				require.NoError(t, rerr, "datagram %d", i)
+				require.Equal(t, []byte{byte(i)}, buf[:n])
+			}
+
+			_, err = ReadUDPQueue(netip.AddrPortFrom(to.Addr(), 0))
+			require.ErrorContains(t, err, "no UDP socket bound to")
+		})
+	}
+}
+
+// TestReadUDPQueueDrops: the drops of a socket whose receive buffer a
+// burst overflows show in Drops.
+func TestReadUDPQueueDrops(t *testing.T) {
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer rx.Close()
+	require.NoError(t, rx.SetReadBuffer(1)) // the kernel's minimum
+	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer tx.Close()
+	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+	for range 64 {
+		_, err := tx.WriteToUDPAddrPort(make([]byte, 1000), to)
+		require.NoError(t, err)
+	}
+	deadline := time.Now().Add(Bound())
+	for {
+		q, err := ReadUDPQueue(to)
+		require.NoError(t, err)
+		if q.Drops > 0 {
+			require.Less(t, q.Drops, 64, "the first datagram fits")
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no drop counted")
+		time.Sleep(time.Millisecond)
+	}
+}
