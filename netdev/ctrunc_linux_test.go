@@ -199,12 +199,12 @@ func TestRecvControlFits(t *testing.T) {
 			flood := listen(t, fam.lo, Options{NoGSO: true})
 			_, err := flood.WriteBatch(gsoRun(to, 64, 1000)) // nobody reads: most are dropped
 			require.NoError(t, err)
+			settle(t, rx, 64) // the flood is all in before the buffer grows
 			var serr error
 			require.NoError(t, rx.rc.Control(func(fd uintptr) {
 				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
 			}))
 			require.NoError(t, serr)
-			pending(t, rx)
 
 			tx := listen(t, fam.lo, Options{RewriteIPv4ID: keepID})
 			run := gsoRun(to, 20, 1000)

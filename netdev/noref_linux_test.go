@@ -4,12 +4,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestNoBufferReferencesKept: a Conn keeps no reference to the callers'
 // buffers after a call returns (Conn: Ownership), so the I/O vectors the
 // system calls used point at nothing once WriteBatch, ReadBatch and
-// TryReadBatch return (without GRO, where the buffers are the caller's).
+// TryReadBatch return (without GRO, where the buffers are the caller's):
+// TryReadBatch of datagrams queued, and of an empty socket.
 func TestNoBufferReferencesKept(t *testing.T) {
 	tx := listen(t, lo4, Options{NoGSO: true})
 	rx := listen(t, lo4, Options{NoGRO: true})
@@ -31,14 +34,17 @@ func TestNoBufferReferencesKept(t *testing.T) {
 	require.Len(t, readN(t, rx, len(out)), len(out))
 	noRefs(rx.rx, "ReadBatch")
 
-	_, err = tx.WriteBatch(out)
-	require.NoError(t, err)
+	testutil.SendQueued(t, rx.LocalAddr(), len(out), func(i int) {
+		_, err := tx.WriteBatch(out[i : i+1])
+		require.NoError(t, err)
+	})
 	var g Gate
 	require.True(t, g.TryLock())
 	msgs := newMsgs(rx.BatchSize(), 2000)
-	for range 3 {
-		_, err := rx.TryReadBatch(msgs)
+	for _, want := range []int{len(out), 0} { // all that is queued, then an empty socket
+		n, err := rx.TryReadBatch(msgs)
 		require.NoError(t, err)
+		require.Equal(t, want, n)
 		noRefs(rx.rx, "TryReadBatch")
 	}
 	g.Release()
