@@ -14,8 +14,10 @@ import (
 )
 
 // UDPQueue is what the kernel holds for one UDP socket, as
-// /proc/net/udp (udp6 for IPv6) lists it in the test process's network
-// namespace.
+// /proc/net/udp (udp6 for IPv6) lists it in the network namespace of the
+// calling thread (/proc/thread-self/net, not /proc/self/net: that is the
+// main thread's, which a test that joined another namespace from a
+// locked goroutine, internal/netns, may have left there).
 type UDPQueue struct {
 	// Bytes is the rx_queue column: the memory (skb truesize) of the
 	// datagrams queued for reading, less what the socket has read and
@@ -32,9 +34,9 @@ type UDPQueue struct {
 // IPv4 address for an IPv4 socket, else IPv6; the unspecified address
 // for a wildcard bind).
 func ReadUDPQueue(local netip.AddrPort) (UDPQueue, error) {
-	file, want := "/proc/net/udp6", procAddr(local)
+	file, want := "/proc/thread-self/net/udp6", procAddr(local)
 	if local.Addr().Is4() {
-		file = "/proc/net/udp"
+		file = "/proc/thread-self/net/udp"
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -89,7 +91,8 @@ func procAddr(a netip.AddrPort) string {
 }
 
 // SendQueued calls send(i) for each i in [0, n), each sending one
-// datagram to the UDP socket bound to to (in this network namespace), and
+// datagram to the UDP socket bound to to (in the calling goroutine's
+// network namespace: the caller is not locked to a thread of another), and
 // after each waits until that socket has queued it: until its queued
 // bytes (UDPQueue.Bytes) rise. A datagram sent on loopback is queued by
 // the softirq that delivers it, which may run after the send returns (on
