@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -49,5 +50,50 @@ func TestLinkLocalSockaddrs(t *testing.T) {
 			putSockaddr(&back, a, true)
 		})
 		require.Zero(t, allocs, "allocations per datagram from and to zone %s", tc.zone)
+	}
+}
+
+// TestZoneTableReload: the interface table is read again only when a
+// lookup needs it: a name found in a table younger than zoneTTL is
+// returned from it; a scope ID not in the table reads it again only when
+// the table is older than zoneRetry, so a peer with an unknown scope ID
+// does not ask the kernel on every datagram; a table older than zoneTTL
+// is read again by any lookup. A read is seen by a made-up entry (scope
+// ID fake, named "fake") that the kernel's table does not have vanishing.
+func TestZoneTableReload(t *testing.T) {
+	const fake, missing = 1<<31 - 9, 1<<31 - 11 // no interface has these indexes
+	for _, tc := range []struct {
+		name   string
+		age    time.Duration // of the table at the lookup
+		lookup uint32
+		reload bool
+	}{
+		{"found, fresh", 0, fake, false},
+		{"found, past zoneRetry", (zoneRetry + zoneTTL) / 2, fake, false},
+		{"found, past zoneTTL", zoneTTL + zoneRetry, fake, true},
+		// A table stamped in the future: still within zoneRetry at the
+		// lookup however long a loaded host stalls the test.
+		{"missing, within zoneRetry", -zoneTTL, missing, false},
+		{"missing, past zoneRetry", (zoneRetry + zoneTTL) / 2, missing, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z := &zoneTable{
+				byIndex: map[uint32]string{fake: "fake"},
+				byName:  map[string]uint32{"fake": fake},
+				loaded:  time.Now().Add(-tc.age),
+			}
+			before := z.loaded
+			got := z.name(tc.lookup)
+			if tc.lookup == fake && !tc.reload {
+				require.Equal(t, "fake", got)
+			} else {
+				require.Equal(t, strconv.Itoa(int(tc.lookup)), got)
+			}
+			require.Equal(t, !tc.reload, z.byIndex[fake] == "fake", "the table was read again: %v", tc.reload)
+			require.Equal(t, tc.reload, z.loaded.After(before), "loaded moved")
+			if !tc.reload {
+				require.Equal(t, fake, int(z.index("fake")), "the name's lookup uses the same table")
+			}
+		})
 	}
 }
