@@ -15,11 +15,29 @@ import (
 // returns.
 func waitSocketError(t testing.TB, c *UDPConn) {
 	t.Helper()
+	waitError(t, c.rc)
+}
+
+// controller runs a function with a socket's descriptor, as
+// syscall.RawConn.Control does.
+type controller interface{ Control(func(fd uintptr)) error }
+
+// fdControl is a socket descriptor of a test's own as a controller.
+type fdControl int
+
+func (fd fdControl) Control(f func(fd uintptr)) error {
+	f(uintptr(fd))
+	return nil
+}
+
+// waitError is waitSocketError for any socket.
+func waitError(t testing.TB, rc controller) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var revents int16
 		var perr error
-		require.NoError(t, c.rc.Control(func(fd uintptr) {
+		require.NoError(t, rc.Control(func(fd uintptr) {
 			fds := []unix.PollFd{{Fd: int32(fd)}} // POLLERR is reported whatever the events asked
 			var n int
 			for {
