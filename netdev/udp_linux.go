@@ -232,12 +232,18 @@ const errEventWait = 10 // milliseconds
 // waits in poll(2) for the socket to become readable, at most
 // errEventWait, before it tries RawConn.Read again. It returns nil once f
 // returned true, or RawConn.Read's error wrapping net.ErrClosed (or
-// os.ErrDeadlineExceeded, after a read deadline set on the socket).
+// os.ErrDeadlineExceeded, after a read deadline set on the socket). When
+// Close has begun (closed set, the socket maybe not closed yet) and
+// RawConn.Read fails otherwise, it returns an error wrapping
+// net.ErrClosed too, as Conn.Close promises, without waiting in poll(2).
 func (c *UDPConn) read(f func(fd uintptr) bool) error {
 	for {
 		err := c.rc.Read(f)
-		if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) || c.closed.Load() {
+		if err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
+		}
+		if c.closed.Load() {
+			return &net.OpError{Op: "read", Net: "udp", Addr: net.UDPAddrFromAddrPort(c.local), Err: net.ErrClosed}
 		}
 		done := false
 		if err := c.rc.Control(func(fd uintptr) {
