@@ -161,8 +161,10 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 	}
 	// An AckReq packet re-arms the timer, any other packet arms it only if
 	// it is stopped (the timeout is computed only then: this runs per
-	// packet sent).
+	// packet sent). The learned delay decays first: after a pause with
+	// nothing received, nothing else has decayed it.
 	if ackReq || !rec.due.Armed() {
+		rec.timer.Decay(now)
 		if d := r.recoveryTimeout(); d > 0 {
 			rec.due.Arm(now.Add(d))
 		}
@@ -449,6 +451,7 @@ func (r *Requester) DeferRecovery(now time.Time) {
 	if !r.rec.due.Armed() {
 		return
 	}
+	r.rec.timer.Decay(now)
 	if d := r.recoveryTimeout(); d > 0 {
 		r.rec.due.Arm(now.Add(d))
 	}

@@ -574,3 +574,36 @@ func TestSRSlowResponderNoChain(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryLearnedDecaysWhileIdle: a stall taught the recovery timer a
+// long delay, then the QP was idle (nothing sent, nothing received) for
+// three half-lives. The first packet after the pause arms the timer with
+// the decayed timeout, the RTO of the samples, not with the delay learned
+// seconds before, so a tail lost after a pause costs a round trip's
+// timeout, not the old stall's. The same holds when the owner restarts a
+// running timer (DeferRecovery) after a pause.
+func TestRecoveryLearnedDecaysWhileIdle(t *testing.T) {
+	const p0 = 0x500
+	h, p := warmHarness(t, p0)
+	const stall = 10 * time.Millisecond
+	h.r.rec.timer.Learn(h.now, stall)
+	start := h.now
+	postWrite4K(t, h, 1)
+	require.Equal(t, start.Add(stall), h.r.Deadline(), "the learned delay covers the stall")
+	h.now = h.now.Add(rttTest)
+	h.recv(ack(p + 3))
+	require.Equal(t, []uint64{1}, h.cq.ids())
+
+	h.now = h.now.Add(3 * retry.SpuriousHalfLife) // idle: nothing sent or received
+	start = h.now
+	postWrite4K(t, h, 2)
+	require.Equal(t, start.Add(h.r.rec.timer.Timeout(&h.r.rec.rtt)), h.r.Deadline())
+	require.Less(t, h.r.Deadline().Sub(start), stall/4, "three half-lives leave at most an eighth of it")
+
+	h.r.rec.timer.Learn(h.now, stall) // another stall, then a pause before a deferred send
+	h.now = h.now.Add(3 * retry.SpuriousHalfLife)
+	h.r.DeferRecovery(h.now) // WRITE 2 is still outstanding: its timer runs
+	due := h.r.rec.due.When()
+	require.Equal(t, h.now.Add(h.r.rec.timer.Timeout(&h.r.rec.rtt)), due)
+	require.Less(t, due.Sub(h.now), stall/4)
+}
