@@ -370,8 +370,13 @@ func (st *cmState) notSelf(ctx context.Context, d *rxe.Device) error {
 }
 
 // dialError explains a failed connection. Once the exchange's connection
-// is up (st.pipe), the connection is a test QP's, and the server that
-// refuses it is there: it takes no more test QPs.
+// is up (st.pipe), the connection is a test QP's, and the server is
+// there: its device answered on the same address and UDP port. One that
+// refuses the test QP takes no more test QPs; one that does not answer
+// in time (the REQ's or SIDR_REQ's retries all went unanswered) stopped
+// or stalls, or the requests or its answers were lost on the path.
+// Before that, no answer leaves open whether any device is at the
+// address.
 func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries int) error {
 	switch {
 	case refused && st.pipe != nil:
@@ -380,6 +385,8 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 		return fmt.Errorf("rdma_cm connect to %s: refused %d times, nobody listens on RDMA CM port %d (%w) — is a server running with -R and the same -p?", st.target, tries, st.port, err)
 	case ctx.Err() != nil:
 		return fmt.Errorf("rdma_cm connect to %s: interrupted", st.target)
+	case (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rxe.ErrCMTimeout)) && st.pipe != nil:
+		return fmt.Errorf("rdma_cm connect to %s: the server, whose exchange connection is up, did not answer the test QP's request within %v (%w): it stopped or stalls (see its output), or the requests or its answers were lost on the path", st.target, cmDialTimeout, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, rxe.ErrCMTimeout):
 		return fmt.Errorf("rdma_cm connect to %s: no answer within %v (%w) — is an RDMA device (rxectl or kernel rxe) on UDP %d there?", st.target, cmDialTimeout, err, st.udpPort)
 	}
