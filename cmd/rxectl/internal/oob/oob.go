@@ -370,8 +370,9 @@ func (o *Conn) SetPeerVersion(v PeerVersion) { o.cmTail = v.Value >= CMTailMinVe
 // and the run has started. A peer that closes the connection before this
 // most likely failed on this end's messages: it runs another test or
 // other options (ErrPeerClosed). One that closes after it ended during
-// or after the run: it failed, was killed or was interrupted, and a step
-// that finds the close says so (ErrPeerEnded).
+// or after the run: it failed, was killed or was interrupted, or ran a
+// test the setup exchanges could not tell apart from this one, and a
+// step that finds the close says so (ErrPeerEnded).
 func (o *Conn) RunStarted() { o.started = true }
 
 // Finish ends the connection (Pipe.Finish).
@@ -468,9 +469,13 @@ var ErrPeerClosed = errors.New("the peer closed the connection (it probably fail
 
 // ErrPeerEnded is the error (wrapped with the step) of an exchange step
 // that found the connection closed by the peer once the run had started
-// (Conn.RunStarted): the peer went through the setup exchanges, so it
-// runs the same test, and it ended early. errors.Is(ErrPeerEnded,
-// ErrPeerClosed) holds.
+// (Conn.RunStarted): the peer went through the setup exchanges (versions,
+// page and cache line sizes, MTU, key messages) and then ended: it failed,
+// was killed or was interrupted. Those exchanges do not carry the test
+// (verb, bandwidth or latency) nor the message size or iteration count,
+// as perftest's do not: a peer that got through them may run another
+// test (a send-bw server and a write-bw client do) and have ended on its
+// own terms. errors.Is(ErrPeerEnded, ErrPeerClosed) holds.
 var ErrPeerEnded error = peerEndedError{}
 
 // peerEndedError is ErrPeerEnded's type: a close of the peer's that
