@@ -336,7 +336,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs.Var(&o.noSR, "selective-repeat", "on: offer selective repeat to an rxectl peer (used only if it offers it too: it resends only the lost packets, docs/recovery.md); off: offer nothing, the go-back-N wire a kernel-rxe or perftest peer gets (default on)")
 	ldm := (*localDropModeFlag)(&o.localDropMode)
 	fs.Var(ldm, "local-drop-mode", "what the device does with a datagram the local host refuses (a local drop: ENOBUFS from a full qdisc): adaptive (hold it and send it again after the QP's local-drop back-off), timeout (discard it; the requester's ACK timeout recovers) or spin (retry at once in a busy loop, for comparison) (default adaptive)")
-	fs.Var(ldm, "read-retry", "the older name of --local-drop-mode")
+	fs.Var(ldm, "read-retry", "another name for --local-drop-mode")
 	fs.DurationVar(&o.receiveSpin, "receive-spin", rxe.DefaultReceiveSpin, "how long a receive goroutine keeps reading its socket after a batch before it blocks, during loss recovery and with socket buffers too small for a 128-PSN window (0: it blocks at once); on a VM an idle processor takes tens of µs to wake for the next datagram (docs/performance.md, \"A receive goroutine that spins before it blocks\")")
 	fs.Var((*gsoFlag)(&o.noGSO), "gso", "on: send runs of equal-size packets to the peer as UDP GSO buffers and receive with UDP GRO (the kernel segments them; a capture on this host shows the unsegmented buffers); off: one datagram per packet, as kernel rxe sends (capture with --gso=off for Wireshark) (default on)")
 	addRateFlags(fs, t, o)

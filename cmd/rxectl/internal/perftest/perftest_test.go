@@ -729,7 +729,7 @@ func TestIPv6(t *testing.T) {
 	require.Contains(t, errs, "add --ipv6")
 }
 
-// TestReadRetryFlag: --local-drop-mode (or its older name --read-retry) takes adaptive, timeout or spin (default
+// TestReadRetryFlag: --local-drop-mode (or its other name --read-retry) takes adaptive, timeout or spin (default
 // adaptive) and refuses anything else.
 func TestReadRetryFlag(t *testing.T) {
 	t.Parallel()
@@ -739,7 +739,7 @@ func TestReadRetryFlag(t *testing.T) {
 	}{
 		{nil, rxe.LocalDropAdaptive},
 		{[]string{"--local-drop-mode=adaptive"}, rxe.LocalDropAdaptive},
-		{[]string{"--read-retry=spin"}, rxe.LocalDropSpin}, // the older name
+		{[]string{"--read-retry=spin"}, rxe.LocalDropSpin}, // the other name
 		{[]string{"--read-retry", "timeout"}, rxe.LocalDropTimeout},
 		{[]string{"--read-retry=spin"}, rxe.LocalDropSpin},
 	} {

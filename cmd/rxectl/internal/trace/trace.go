@@ -36,7 +36,8 @@ type Event struct {
 	WCOp     string   `json:"wc_opcode"`
 	WRID     uint64   `json:"wr_id"`
 	// Timer and Action of a timer_fire, Resend of a retry or a send:
-	// optional (traces written before them have none).
+	// optional: a trace without them (one from an older rxectl, or a
+	// program's own writer) is read, and its events printed without them.
 	Timer  string `json:"timer"`
 	Action string `json:"action"`
 	Resend string `json:"resend"`
