@@ -22,7 +22,14 @@
 // the WQE (rxe req_retry); an RNR timer after an RNR NAK; the retry_cnt and
 // rnr_retry budgets of package retry; and fatal errors (remote NAKs,
 // exhausted budgets, local protection errors) that the owner turns into
-// the QP error state and Flush.
+// the QP error state and Flush. On top of that, without changing the wire,
+// it recovers losses in round trips (recovery.go: an RTT estimate, a
+// recovery timer with a tail-loss probe, an adaptive window; readahead.go
+// and readparts.go: READ gaps re-read without going back N), and with
+// Config.SelectiveRepeat, negotiated with a gorxe peer, it resends only
+// what the peer's hole reports name and never goes back N after a timeout
+// (selective.go, srresend.go, srrecheck.go, srwatch.go); see
+// docs/recovery.md, docs/sr-requester.md.
 //
 // There is no I/O, no goroutine and no real timer here: every call takes
 // the current time, Deadline says when the caller's single timer should
@@ -64,7 +71,8 @@
 //     progress of the oldest WQE).
 //   - The PSN window allows at most Window unacknowledged PSNs (rxe lets
 //     one more through), and AckReq is set on every AckReqEvery-th packet
-//     (rxe's counter sets it on every 66th).
+//     (rxe's counter sets it on every 66th), on the packet that fills the
+//     window and at least every eighth of the window (forceAckReq).
 //   - A sequence error or timeout during an RNR wait does not start a second
 //     retry; PSN sequence error NAKs are counted whether or not they move
 //     the oldest unacknowledged PSN.

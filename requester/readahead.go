@@ -17,8 +17,8 @@ import (
 // way and were dropped as out of order. Nothing in the wire needs that: a
 // READ request with an old PSN is a duplicate every IBA responder serves
 // (IBA 9.7.5.1.1; rxe duplicate_request), and new requests may follow it
-// with new PSNs. So while the send queue from the oldest WQE on holds only
-// READs sent whole, this requester
+// with new PSNs. So while every WQE started from the oldest on is a READ,
+// asked for whole or in parts (readAheadOK), this requester
 //
 //   - places the responses of the READs after the oldest one as they come,
 //     in order within each READ (placeAhead);
@@ -34,9 +34,11 @@ import (
 // A responder that drops the stream it was sending when a duplicate
 // arrives (older rxe) leaves a READ short without a gap to see: the
 // recovery timer's probe re-reads its rest once it is the oldest. The
-// oldest READ may be one asked in parts (readparts.go). A SEND, WRITE or
-// atomic among the READs, a later READ asked in parts, selective repeat
-// and --recovery=off keep rxe's go-back-N, and so do a
+// oldest READ asked in parts keeps its own responses after a hole too
+// (readparts.go); a later READ asked in parts is placed part by part,
+// each part's stream starting with FIRST. A SEND, WRITE or atomic among
+// the READs, selective repeat and --recovery=off keep rxe's go-back-N,
+// and so do a
 // sequence error NAK, an ACK past a READ and a timeout: a responder that
 // NAKed a lost request dropped every request after it.
 
