@@ -88,8 +88,10 @@ func (w *Window) Config() WindowConfig { return w.cfg }
 // (1 for the zero value).
 func (w *Window) Size() int { return max(w.cur, 1) }
 
-// OnLoss records a loss detected at now (a sequence error NAK, a gap in
-// READ responses, a recovery timer expiry). Unless an earlier decrease
+// OnLoss records a loss detected at now (the requester reports a sequence
+// error NAK's go-back-N, a READ gap that goes back N, a tail-loss probe
+// whose answer proves the tail lost, an IB timeout, and under selective
+// repeat each resend; not a recovery timer expiry as such). Unless an earlier decrease
 // happened less than rtt ago, the window halves (not below Min) and the
 // threshold becomes the midpoint of the old and the new size. It reports whether the window was
 // decreased.
