@@ -42,7 +42,7 @@ type RecoveryCounters struct {
 	RTOSpurious uint64        // expiries whose probe was answered for packets sent before it
 	TailProbes  uint64        // probes sent: the oldest unacknowledged packet (or re-read) with AckReq
 	Window      int           // the go-back-N window in effect, in PSNs
-	WindowDecr  uint64        // times the adaptive window shrank after a loss
+	WindowDecr  uint64        // losses the adaptive window took (retry.Window.OnLoss, at most one per round trip): it halved, or stayed at its minimum
 	// RetryResponses is the number of responses received from the peer
 	// between the last progress and the RETRY_EXC_ERR that failed the QP:
 	// zero means the peer did not answer at all during the retries.
