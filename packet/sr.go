@@ -3,7 +3,7 @@ package packet
 // Selective repeat's buffer contract (docs/recovery.md, "Selective
 // repeat"): a responder keeps out-of-order requests in slots of PMTU +
 // OOOSlotOverhead bytes, as many as its byte limit allows, and a requester
-// sends no further past its oldest unacknowledged PSN than that many
+// sends no further past the last request it knows executed than that many
 // packets (OOOPackets), so that what the responder must hold while a hole
 // is repaired fits. Both are gorxe extensions, used only when both ends
 // offered selective repeat.

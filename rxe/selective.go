@@ -6,7 +6,8 @@ import (
 	"github.com/gorxe/gorxe/responder"
 )
 
-// QPAttrSelectiveRepeat selects QPAttr.SelectiveRepeat and QPAttr.OOOLimit.
+// QPAttrSelectiveRepeat selects QPAttr.SelectiveRepeat, QPAttr.OOOLimit and
+// QPAttr.PeerOOOLimit.
 // It is a gorxe extension: bit 30 is not used by ibv_qp_attr_mask. An RC
 // QP takes it from RESET to INIT, INIT to INIT and INIT to RTR, so that
 // the responder (started at RTR) and the requester (started at RTS) see

@@ -411,7 +411,7 @@ func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries
 // The server accepts the test QPs' connections of its client only: the
 // peer's offers it learned in this exchange (selective repeat, its
 // receive buffer) are that client's, and a request from another host in
-// the window between its listen and its accepts is refused (cmAccept).
+// the window between its listen and its accepts is refused (cmState.accept).
 func (s *session) connectCMQPs() error {
 	if s.qpType() == rxe.QPTypeUD {
 		return s.connectCMQPsUD()
@@ -432,7 +432,7 @@ func (s *session) connectCMQPs() error {
 	var ln *rxe.CMListener
 	if !s.client {
 		// Listening without the client's offers: they go to its
-		// requests only (cmAccept).
+		// requests only (cmState.accept).
 		plain := opts
 		plain.PeerSelectiveRepeat, plain.PeerRecvBuffer, plain.PeerRecvSockets = false, 0, 0
 		var err error
