@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -303,10 +304,16 @@ func TestCMTimeout(t *testing.T) {
 	require.Equal(t, CMTimeout(20), CMTimeout(0x20|20))
 }
 
-// FuzzCMMAD: decoding never panics, and whatever decodes re-encodes to a MAD
-// that decodes to the same message, field for field (the round-trip
-// property; reserved bits are sent as zero, so the bytes themselves may
-// differ), and re-encodes to the same bytes.
+// FuzzCMMAD: decoding never panics; DecodeCMHeader refuses exactly the
+// inputs shorter than a MAD (ErrMADTruncated), of a base version other
+// than 1 (ErrMADVersion) and of another class or class version (ErrNotCM),
+// and hands on the message area of the others with the header's fields
+// as the bytes give them; DecodeCMMessage decodes that area for exactly
+// the attributes of cmDecoded, refusing the others with ErrCMAttr; and
+// whatever decodes re-encodes to a MAD that decodes to the same message,
+// field for field (the round-trip property; reserved bits are sent as
+// zero, so the bytes themselves may differ), and re-encodes to the same
+// bytes.
 func FuzzCMMAD(f *testing.F) {
 	for _, m := range []CMMessage{&REQ{LocalQPN: 1}, &REP{}, &RTU{}, &MRA{}, &REJ{}, &DREQ{}, &DREP{}, &SIDRREQ{}, &SIDRREP{}} {
 		b := make([]byte, MADSize)
@@ -314,15 +321,32 @@ func FuzzCMMAD(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{1, 7, 2, 3})
+	f.Add(append([]byte{MADBaseVersion, MgmtClassCM, CMClassVersion, 3, 16: 0x00, 17: byte(AttrLAP)}, make([]byte, MADSize-18)...)) // LAP
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, msg, err := DecodeCMHeader(b)
-		if err != nil {
+		switch {
+		case len(b) < MADSize:
+			require.ErrorIs(t, err, ErrMADTruncated)
+			return
+		case b[0] != MADBaseVersion:
+			require.ErrorIs(t, err, ErrMADVersion)
+			return
+		case b[1] != MgmtClassCM || b[2] != CMClassVersion:
+			require.ErrorIs(t, err, ErrNotCM)
 			return
 		}
+		require.NoError(t, err)
+		require.Equal(t, b[MADHeaderSize:MADSize], msg, "the message area")
+		require.Equal(t, [3]uint64{binary.BigEndian.Uint64(b[8:]), uint64(binary.BigEndian.Uint16(b[16:])), uint64(b[3])},
+			[3]uint64{h.TID, uint64(h.AttrID), uint64(h.Method)}, "TID, attribute and method")
 		m, err := DecodeCMMessage(msg, CMAttr(h.AttrID))
-		if err != nil {
+		if !slices.Contains(cmDecoded, CMAttr(h.AttrID)) {
+			require.ErrorIs(t, err, ErrCMAttr, "attribute %#04x", h.AttrID)
+			require.Nil(t, m)
 			return
 		}
+		require.NoError(t, err, "%v", CMAttr(h.AttrID))
+		require.Equal(t, CMAttr(h.AttrID), m.Attr())
 		out := make([]byte, MADSize)
 		EncodeCM(out, h.TID, m)
 		h2, msg2, err := DecodeCMHeader(out)
@@ -356,6 +380,11 @@ func FuzzCMMAD(f *testing.F) {
 		}
 	})
 }
+
+// cmDecoded are the attributes of the CM messages DecodeCMMessage
+// decodes: the connection messages of IBA 12.6 but LAP and APR
+// (alternate paths), and the SIDR messages of 12.11.
+var cmDecoded = []CMAttr{AttrREQ, AttrMRA, AttrREJ, AttrREP, AttrRTU, AttrDREQ, AttrDREP, AttrSIDRREQ, AttrSIDRREP}
 
 // FuzzRDMACMServiceID: ParseRDMACMServiceID accepts exactly the service
 // IDs with the IP CM prefix 0x0000000001 (IBTA A11.2.1), and what it
