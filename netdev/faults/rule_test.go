@@ -132,8 +132,9 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// FuzzParseRule: a rule string never crashes the parser, and a rule it
-// accepts is valid and survives the String round trip.
+// FuzzParseRule: a rule string never crashes the parser; every refusal
+// wraps ErrRule, as ErrRule's doc comment promises; and a rule it accepts
+// is valid and survives the String round trip.
 func FuzzParseRule(f *testing.F) {
 	for _, s := range []string{"drop=0.01", "drop=RC_RDMA_READ_RESPONSE_MIDDLE#3,dir=send", "drop=#5-7",
 		"reorder=0.05,by=3,op=RC_SEND_MIDDLE,max=2ms", "delay=1%,by=5ms", "corrupt=RC_RDMA_READ_RESPONSE_*#1",
@@ -143,6 +144,7 @@ func FuzzParseRule(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := faults.ParseRule(s)
 		if err != nil {
+			require.ErrorIs(t, err, faults.ErrRule, "%q", s)
 			return
 		}
 		require.NoError(t, r.Validate(), s)
