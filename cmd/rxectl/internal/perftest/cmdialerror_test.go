@@ -2,6 +2,7 @@ package perftest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -39,12 +40,58 @@ func TestCMDialErrorTimeout(t *testing.T) {
 			if tc.exchange {
 				st.pipe = &cmPipe{st: st}
 			}
-			err := st.dialError(context.Background(), tc.err, false, 1)
+			err := st.dialError(context.Background(), tc.err, false, 1, 0)
 			require.ErrorIs(t, err, tc.err)
 			require.ErrorContains(t, err, "rdma_cm connect to 192.0.2.1:18515: ")
 			require.ErrorContains(t, err, tc.want)
 			if tc.exchange {
 				require.NotContains(t, err.Error(), "is an RDMA device")
+			}
+		})
+	}
+}
+
+// TestCMDialErrorRefused: a connection attempt refused on every try is
+// explained by what this end knows of the server. Before the exchange's
+// connection is up, nobody listens on the port. Once it is up, the server
+// is there: if it refused the first test QP, it took none of this end's
+// (it listens for another -c, whose requests have another service ID, or
+// does not listen: perftest's server listens for the test QPs only after
+// the first exchange and stops after its last), so it does not "run fewer
+// test QPs"; if it refused a later one after connecting the earlier ones,
+// it takes no more test QPs (a smaller -q), and another -c cannot be the
+// cause, as its first test QP would have been refused.
+func TestCMDialErrorRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		exchange  bool
+		qp        int
+		want      string
+		notWanted []string
+	}{
+		{"no exchange", false, 0,
+			"refused 10 times, nobody listens on RDMA CM port 18515", []string{"test QP"}},
+		{"exchange up, first test QP", true, 0,
+			"refused 10 times (refused): the server, whose exchange connection is up, takes no test QP on RDMA CM port 18515: it runs another -c, or it does not listen (it stopped or stalls: see its output)",
+			[]string{"fewer", "no more", "-q"}},
+		{"exchange up, second test QP", true, 1,
+			"refused 10 times (refused): the server took 1 test QP and takes no more: it runs fewer (a smaller -q: give both ends the same)",
+			[]string{"-c"}},
+		{"exchange up, third test QP", true, 2,
+			"the server took 2 test QPs and takes no more", []string{"-c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &cmState{client: true, target: "192.0.2.1:18515", port: 18515, udpPort: 4791}
+			if tc.exchange {
+				st.pipe = &cmPipe{st: st}
+			}
+			refusal := errors.New("refused")
+			err := st.dialError(context.Background(), refusal, true, 10, tc.qp)
+			require.ErrorIs(t, err, refusal)
+			require.ErrorContains(t, err, "rdma_cm connect to 192.0.2.1:18515: ")
+			require.ErrorContains(t, err, tc.want)
+			for _, s := range tc.notWanted {
+				require.NotContains(t, err.Error(), s)
 			}
 		})
 	}

@@ -52,7 +52,7 @@ func TestRDMACMClientFewerQPs(t *testing.T) {
 // (-q 2 against -q 1) asks for a test QP the server takes no request for:
 // the server closes its listener once it has accepted its last test QP,
 // so the request is refused at once, and the client's error says the
-// server takes no more test QPs (a smaller -q, or another -c), not that
+// server took one test QP and takes no more (a smaller -q), not that
 // nobody listens or answers on the port, whose exchange's connection came
 // from that server; it does not wait for its Dial's 10 s bound. The
 // server, which waits for the client's next exchange message, finds the
@@ -76,7 +76,7 @@ func TestRDMACMServerFewerQPs(t *testing.T) {
 			took := time.Since(start)
 			t.Logf("after %v: server: %v; client: %v", took, serr, cerr)
 			require.ErrorContains(t, cerr, tc.want)
-			require.ErrorContains(t, cerr, "the server takes no more test QPs: it runs fewer (a smaller -q) or another -c")
+			require.ErrorContains(t, cerr, "the server took 1 test QP and takes no more: it runs fewer (a smaller -q: give both ends the same)")
 			require.NotContains(t, cerr.Error(), "is a server running")
 			require.NotContains(t, cerr.Error(), "no answer")
 			require.ErrorIs(t, serr, oob.ErrPeerClosed)

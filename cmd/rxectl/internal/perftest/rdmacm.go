@@ -331,7 +331,7 @@ func (st *cmState) dial(ctx context.Context, d *rxe.Device, opts rxe.CMOptions) 
 		var rej *rxe.RejectError
 		refused := errors.As(err, &rej) && uint16(rej.Reason) == rejInvalidServiceID
 		if !refused || try == cmDialAttempts {
-			return nil, st.dialError(ctx, err, refused, try)
+			return nil, st.dialError(ctx, err, refused, try, len(st.conns))
 		}
 		select {
 		case <-time.After(cmDialPause):
@@ -369,18 +369,31 @@ func (st *cmState) notSelf(ctx context.Context, d *rxe.Device) error {
 	return nil
 }
 
-// dialError explains a failed connection. Once the exchange's connection
-// is up (st.pipe), the connection is a test QP's, and the server is
-// there: its device answered on the same address and UDP port. One that
-// refuses the test QP takes no more test QPs; one that does not answer
-// in time (the REQ's or SIDR_REQ's retries all went unanswered) stopped
-// or stalls, or the requests or its answers were lost on the path.
-// Before that, no answer leaves open whether any device is at the
-// address.
-func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries int) error {
+// dialError explains a failed connection, the tries-th, of test QP qp
+// once the exchange's connection is up (st.pipe). The server is there
+// then: its device answered on the same address and UDP port. One that
+// refuses test QP 0 takes none of this end's test QPs: it listens for
+// those of another -c (another service ID) or does not listen (perftest's
+// server listens for the test QPs only after the first exchange,
+// rdma_cm_server_connection, and this end's tries span about a second).
+// One that refuses a later test QP, having connected the ones before,
+// takes no more: it runs fewer (both ends stop listening after their
+// last, rdma_cm_server_connection and connectCMQPs). One that does not
+// answer in time (the REQ's or SIDR_REQ's retries all went unanswered)
+// stopped or stalls, or the requests or its answers were lost on the
+// path. Before the exchange's connection is up, a refusal says nobody
+// listens on the port, and no answer leaves open whether any device is
+// at the address.
+func (st *cmState) dialError(ctx context.Context, err error, refused bool, tries, qp int) error {
 	switch {
+	case refused && st.pipe != nil && qp == 0:
+		return fmt.Errorf("rdma_cm connect to %s: refused %d times (%w): the server, whose exchange connection is up, takes no test QP on RDMA CM port %d: it runs another -c, or it does not listen (it stopped or stalls: see its output)", st.target, tries, err, st.port)
 	case refused && st.pipe != nil:
-		return fmt.Errorf("rdma_cm connect to %s: refused %d times (%w): the server takes no more test QPs: it runs fewer (a smaller -q) or another -c", st.target, tries, err)
+		took := fmt.Sprintf("%d test QPs", qp)
+		if qp == 1 {
+			took = "1 test QP"
+		}
+		return fmt.Errorf("rdma_cm connect to %s: refused %d times (%w): the server took %s and takes no more: it runs fewer (a smaller -q: give both ends the same)", st.target, tries, err, took)
 	case refused:
 		return fmt.Errorf("rdma_cm connect to %s: refused %d times, nobody listens on RDMA CM port %d (%w) — is a server running with -R and the same -p?", st.target, tries, st.port, err)
 	case ctx.Err() != nil:

@@ -156,7 +156,7 @@ func (s *session) resolveUD(ctx context.Context, i int, qp *rxe.QP) error {
 		var se *rxe.SIDRError
 		refused := errors.As(err, &se) && (se.Status == sidrServiceIDNotSup || se.Status == sidrRejected)
 		if !refused || try == cmDialAttempts {
-			return st.dialError(st.stop, err, refused, try)
+			return st.dialError(st.stop, err, refused, try, i)
 		}
 		select {
 		case <-time.After(cmDialPause):
