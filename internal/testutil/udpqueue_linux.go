@@ -98,25 +98,36 @@ func procAddr(a netip.AddrPort) string {
 // the softirq that delivers it, which may run after the send returns (on
 // another processor with RPS, in ksoftirqd under load), so a test that
 // reads without waiting (a non-blocking read) right after a send waits
-// here first. Nothing may read the socket meanwhile. The wait lasts at
-// most Bound(); a datagram dropped at the socket fails the test then.
+// here first. Nothing may read the socket meanwhile, nor send to it. A
+// drop the socket counts while it waits (UDPQueue.Drops rises: its
+// receive buffer is full, or another reason the kernel counts there)
+// fails the test at once, naming the drop; a datagram neither queued nor
+// counted dropped fails it after Bound().
 func SendQueued(t testing.TB, to netip.AddrPort, n int, send func(i int)) {
 	t.Helper()
-	q := func() int {
+	q := func() UDPQueue {
 		t.Helper()
 		q, err := ReadUDPQueue(to)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return q.Bytes
+		return q
 	}
 	for i := range n {
 		before := q()
 		send(i)
-		deadline := time.Now().Add(Bound())
-		for q() <= before {
+		bound := Bound()
+		deadline := time.Now().Add(bound)
+		for {
+			now := q()
+			if now.Drops > before.Drops {
+				t.Fatalf("datagram %d of %d dropped at %v (its drops rose from %d to %d)", i, n, to, before.Drops, now.Drops)
+			}
+			if now.Bytes > before.Bytes {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("datagram %d of %d not queued at %v within %v", i, n, to, Bound())
+				t.Fatalf("datagram %d of %d not queued at %v within %v", i, n, to, bound)
 			}
 			time.Sleep(100 * time.Microsecond)
 		}

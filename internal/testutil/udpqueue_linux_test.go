@@ -2,8 +2,10 @@ package testutil
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -110,4 +112,61 @@ func TestReadUDPQueueDrops(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no drop counted")
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// fatalTB records the first Fatal or Fatalf of a helper run in a goroutine
+// of its own and ends that goroutine, as testing.T's FailNow does.
+type fatalTB struct {
+	testing.TB
+	msg chan string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg <- fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg <- fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestSendQueuedDropped: a datagram that the socket drops (its receive
+// buffer, at the kernel's minimum, is full) fails SendQueued at once with
+// a message that says so and gives the socket's drops, not after Bound()
+// as if the datagram were still on its way.
+func TestSendQueuedDropped(t *testing.T) {
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer rx.Close()
+	require.NoError(t, rx.SetReadBuffer(1)) // the kernel's minimum
+	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer tx.Close()
+	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+
+	const n = 64
+	tb := &fatalTB{TB: t, msg: make(chan string, 1)}
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		SendQueued(tb, to, n, func(int) {
+			_, err := tx.WriteToUDPAddrPort(make([]byte, 1000), to)
+			if err != nil {
+				tb.Fatal(err)
+			}
+		})
+	}()
+	bound := Bound()
+	select {
+	case msg := <-tb.msg:
+		require.Regexp(t, `^datagram \d+ of 64 dropped at 127\.0\.0\.1:\d+ \(its drops rose from 0 to 1\)`, msg)
+	case <-returned:
+		t.Fatalf("all %d datagrams of 1000 bytes were queued in the smallest receive buffer", n)
+	case <-time.After(bound):
+		t.Fatalf("SendQueued went on for %v", bound)
+	}
+	<-returned
 }
