@@ -42,8 +42,10 @@ func TestRDMACMClientFewerQPs(t *testing.T) {
 			var ahead errExchangeAhead
 			require.ErrorAs(t, serr, &ahead)
 			require.Contains(t, serr.Error(), "-q")
+			// The silence bound would have ended the wait with errPeerSilent
+			// instead; no wall-clock bound is asserted (CI shares two
+			// processors with other tests).
 			require.False(t, errors.As(serr, new(errPeerSilent)), "the silence bound ended the wait: %v", serr)
-			require.Less(t, took, silence/2, "the server waited for the silence bound")
 		})
 	}
 }
@@ -81,7 +83,8 @@ func TestRDMACMServerFewerQPs(t *testing.T) {
 			require.NotContains(t, cerr.Error(), "no answer")
 			require.ErrorIs(t, serr, oob.ErrPeerClosed)
 			require.NotErrorIs(t, serr, oob.ErrPeerEnded)
-			require.Less(t, took, cmDialTimeout/2, "the client waited for its Dial's bound")
+			// A Dial that waited for its bound would say it got no answer
+			// (checked above); no wall-clock bound is asserted.
 		})
 	}
 }
