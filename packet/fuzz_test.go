@@ -3,6 +3,7 @@ package packet
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -22,16 +23,50 @@ func fuzzSeeds(f *testing.F) {
 	f.Add(make([]byte, 16))
 }
 
-// FuzzParse: Parse never panics; what it accepts has a consistent layout,
+// FuzzParse: Parse never panics; it refuses exactly the packets its
+// documented errors describe, each with an error whose condition holds;
+// the accessors of what it accepts read the bytes, its layout is consistent,
 // and re-encoding the decoded headers gives back the same header bytes
 // (reserved bits outside the BTH and the CNP body excepted: we send zeros)
 // and, with the same payload, a packet that parses to the same values.
 func FuzzParse(f *testing.F) {
 	fuzzSeeds(f)
+	// One packet refused for each documented cause: a TVer of 1, a
+	// reserved opcode, an ACK without its AETH, a pad count larger than
+	// the payload, a pad count on an ACK, bytes after an ACK, and an
+	// ATOMIC_WRITE of 4 bytes.
+	bth := func(op Opcode, b1 byte, n int) []byte {
+		b := make([]byte, n)
+		b[0], b[1] = byte(op), b1
+		return b
+	}
+	f.Add(bth(RCSendOnly, 0x01, BTHSize+ICRCSize))
+	f.Add(bth(0x1F, 0, BTHSize+ICRCSize))
+	f.Add(bth(RCAcknowledge, 0, BTHSize+ICRCSize))
+	f.Add(bth(RCSendOnly, 0x30, BTHSize+2+ICRCSize))
+	f.Add(bth(RCAcknowledge, 0x10, PacketLen(RCAcknowledge, 0)))
+	f.Add(bth(RCAcknowledge, 0, PacketLen(RCAcknowledge, 0)+4))
+	f.Add(bth(RCAtomicWrite, 0, PacketLen(RCAtomicWrite, 4)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Parse(b)
+		causes := parseRefusals(b)
 		if err != nil {
-			return
+			for _, e := range causes {
+				if errors.Is(err, e) {
+					return
+				}
+			}
+			t.Fatalf("Parse(%x) = %v; the bytes justify only %v", b, err, causes)
+		}
+		if len(causes) != 0 {
+			t.Fatalf("Parse(%x) accepted a packet it must refuse with %v", b, causes)
+		}
+		// The accessors read their fields from the bytes' places (IBTA
+		// 9.2: opcode, pad count, destination QP, AckReq, PSN).
+		if p.Opcode() != Opcode(b[0]) || p.PadCnt() != int(b[1]>>4&3) ||
+			p.DestQP() != uint32(b[5])<<16|uint32(b[6])<<8|uint32(b[7]) || p.AckReq() != (b[8]&0x80 != 0) ||
+			p.PSN() != PSN(uint32(b[9])<<16|uint32(b[10])<<8|uint32(b[11])) || !bytes.Equal(p.Bytes(), b) {
+			t.Fatalf("accessors disagree with the bytes %x", b[:BTHSize])
 		}
 		info := p.Info()
 		if p.HeaderLen()+p.PayloadLen()+p.PadCnt()+ICRCSize != len(b) || p.PayloadLen() < 0 {
@@ -97,6 +132,37 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("rebuilt packet has a bad ICRC")
 		}
 	})
+}
+
+// parseRefusals returns every error Parse's documentation gives for b: the
+// conditions of ErrTruncated, ErrBadTransportVersion, ErrUnknownOpcode,
+// ErrBadPadding and ErrBadLength that hold of its bytes. Parse refuses b
+// exactly when one holds, and then with one of them.
+func parseRefusals(b []byte) []error {
+	var errs []error
+	if len(b) < BTHSize+ICRCSize {
+		return []error{ErrTruncated}
+	}
+	op := Opcode(b[0])
+	if b[1]&0x0F != 0 {
+		errs = append(errs, ErrBadTransportVersion)
+	}
+	if !op.Valid() {
+		return append(errs, ErrUnknownOpcode)
+	}
+	info := op.Info()
+	area := len(b) - info.Length - ICRCSize // payload and pad
+	if area < 0 {
+		return append(errs, ErrTruncated)
+	}
+	pad := int(b[1] >> 4 & 3)
+	if pad > area || pad != 0 && !info.Is(MaskPayload) {
+		errs = append(errs, ErrBadPadding)
+	}
+	if area != 0 && !info.Is(MaskPayload) || info.Is(MaskAtomicWrite) && area-pad != 8 {
+		errs = append(errs, ErrBadLength)
+	}
+	return errs
 }
 
 // FuzzParseIP: ParseIP and the ICRC over a captured IP header never panic;
