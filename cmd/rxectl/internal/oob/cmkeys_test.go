@@ -42,7 +42,9 @@ func TestParseCMKeyMsgRejects(t *testing.T) {
 }
 
 // FuzzParseCMKeyMsg: a peer's rdma_cm key message never crashes the
-// parser, and one it accepts, in either layout, is what MarshalCM (or
+// parser; it is refused exactly when it is not the layout's size or its
+// LID or out_reads does not fit 16 bits, with an error saying which; and
+// one it accepts, in either layout, is what MarshalCM (or
 // MarshalCMTail) makes of the parsed fields and the message's GID index,
 // but for the bytes the parser ignores: the alignment, the tail-marker
 // address, and the top bytes of the 24-bit QPN and PSN. So every field
@@ -54,6 +56,15 @@ func FuzzParseCMKeyMsg(f *testing.F) {
 		GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 1}}.MarshalCM(2))
 	f.Add(KeyMsg{LID: 3, OutReads: 16, QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40, SRQN: 5,
 		GID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 15: 1}}.MarshalCMTail(2))
+	// Refused: a LID, then an out_reads, wider than 16 bits (a message
+	// in another layout), and a size between the two layouts.
+	wide := KeyMsg{QPN: 1}.MarshalCM(0)
+	wide[1] = 1
+	f.Add(wide)
+	wide = KeyMsg{QPN: 1}.MarshalCMTail(0)
+	wide[4] = 0x80
+	f.Add(wide)
+	f.Add(make([]byte, CMKeyMsgSize+4))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, tail := range []bool{false, true} {
 			parse, marshal, ignored := ParseCMKeyMsg, KeyMsg.MarshalCM, [][2]int{{20, 24}}
@@ -61,9 +72,19 @@ func FuzzParseCMKeyMsg(f *testing.F) {
 				parse, marshal, ignored = ParseCMKeyMsgTail, KeyMsg.MarshalCMTail, [][2]int{{20, 24}, {32, 40}}
 			}
 			k, err := parse(b)
-			if err != nil {
+			size := CMKeyMsgSize
+			if tail {
+				size = CMKeyMsgSizeTail
+			}
+			switch {
+			case len(b) != size:
+				require.ErrorContains(t, err, fmt.Sprintf("rdma_cm key message of %d bytes, want %d", len(b), size))
+				continue
+			case binary.BigEndian.Uint32(b) > 0xFFFF || binary.BigEndian.Uint32(b[4:]) > 0xFFFF:
+				require.ErrorContains(t, err, "not perftest's layout", "LID and out_reads are 16-bit values in 32-bit fields")
 				continue
 			}
+			require.NoError(t, err, "a message of the right size with 16-bit LID and out_reads")
 			want := slices.Clone(b)
 			want[8], want[12] = 0, 0 // QPN and PSN are 24 bits
 			for _, r := range ignored {

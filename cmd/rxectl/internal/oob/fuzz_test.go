@@ -1,27 +1,69 @@
 package oob
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzParseKeyMsg: a peer's key message never crashes the parser, and one
-// it accepts is exactly the lowercase form of what Marshal makes of the
-// parsed fields (the layout is fixed; perftest's strtol accepts any case).
+// FuzzParseKeyMsg: a peer's key message never crashes the parser; it is
+// refused exactly when it is not KeyMsgSize bytes of the exact layout
+// (keyMsgLayout), with an error that says it is the key message and, for
+// a wrong size, which size; and one it accepts is exactly the lowercase
+// form of what Marshal makes of the parsed fields (the layout is fixed;
+// perftest's strtol accepts any case).
 func FuzzParseKeyMsg(f *testing.F) {
-	f.Add(KeyMsg{LID: 1, OutReads: 16, QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40, SRQN: 7}.Marshal())
+	good := KeyMsg{LID: 1, OutReads: 16, QPN: 0x12, PSN: 0x345678, RKey: 9, VAddr: 1 << 40, SRQN: 7}.Marshal()
+	f.Add(good)
 	f.Add([]byte(strings.ToUpper(string(KeyMsg{QPN: 0xabcdef, GID: [16]byte{10: 0xff, 11: 0xff}}.Marshal()))))
+	// Refused: short, no NUL, a non-hex digit, a field one digit wide
+	// and its neighbour one wider, a signed field.
+	f.Add(good[:KeyMsgSize-1])
+	f.Add(append(slices.Clone(good[:KeyMsgSize-1]), ':'))
+	f.Add(append([]byte("000g"), good[4:]...))
+	f.Add(append([]byte("0001:001:00"), good[11:]...))
+	f.Add(append([]byte("+001"), good[4:]...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		k, err := ParseKeyMsg(b)
-		if err != nil {
+		if !keyMsgLayout(b) {
+			require.Error(t, err, "%q", b)
+			require.ErrorContains(t, err, "key message")
+			if len(b) != KeyMsgSize {
+				require.ErrorContains(t, err, fmt.Sprintf("of %d bytes, want %d", len(b), KeyMsgSize))
+			}
 			return
 		}
+		require.NoError(t, err, "%q", b)
 		require.Equal(t, strings.ToLower(string(b)), string(k.Marshal()))
 		require.LessOrEqual(t, k.QPN, uint32(0xFFFFFF))
 		require.LessOrEqual(t, k.PSN, uint32(0xFFFFFF))
 	})
+}
+
+// keyMsgLayout reports whether b is a key message in KEY_PRINT_FMT_GID's
+// layout: each field of keyFieldWidths as that many hex digits of either
+// case followed by a colon, then a NUL, KeyMsgSize bytes in all.
+func keyMsgLayout(b []byte) bool {
+	if len(b) != KeyMsgSize || b[KeyMsgSize-1] != 0 {
+		return false
+	}
+	i := 0
+	for _, w := range keyFieldWidths {
+		for range w {
+			if !strings.ContainsRune("0123456789abcdefABCDEF", rune(b[i])) {
+				return false
+			}
+			i++
+		}
+		if b[i] != ':' {
+			return false
+		}
+		i++
+	}
+	return i == KeyMsgSize-1
 }
 
 // FuzzParseVersionMsg: a peer's version message never crashes the parser,
