@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/netip"
 	"slices"
@@ -314,25 +315,56 @@ func checkCut(t *testing.T, whole *Frame, data []byte, lt LinkType, k int) {
 // what it hands on is the stream's first blocks as they are, except the
 // snap length of an Interface Description Block above maxSnaplen, which
 // reads maxSnaplen; every packet block it hands on has a captured length
-// within its block and within maxSnaplen.
+// within its block and within maxSnaplen. It ends as its doc says: with
+// io.EOF (ReadAll's nil) only when the stream ends between blocks, having
+// handed on all of it; with io.ErrUnexpectedEOF when the stream ends
+// inside a block; with errCorruptNg, before handing on the header, when a
+// block's header has impossible lengths.
 func FuzzNgGuard(f *testing.F) {
-	f.Add(pcapngBytes(276, readPcap(f, cx4Pcap)), uint8(5))
+	whole := pcapngBytes(276, readPcap(f, cx4Pcap))
+	f.Add(whole, uint8(5))
 	f.Add([]byte{0x0A, 0x0D, 0x0D, 0x0A, 0, 0, 0, 0, 0x4D, 0x3C, 0x2B, 0x1A}, uint8(1))
-	big := pcapngBytes(276, readPcap(f, cx4Pcap))
+	big := slices.Clone(whole)
 	binary.LittleEndian.PutUint32(big[28+12:], 0x30303030)
 	f.Add(big, uint8(7))
+	// Ends inside the last block's body, inside its header just after
+	// the type and length (more is wanted of an EPB); an EPB whose
+	// captured length exceeds its block.
+	f.Add(whole[:len(whole)-3], uint8(64))
+	f.Add(whole[:len(whole)-int(binary.LittleEndian.Uint32(whole[len(whole)-4:]))+8], uint8(64))
+	epb := slices.Clone(whole)
+	last := len(epb) - int(binary.LittleEndian.Uint32(epb[len(epb)-4:]))
+	binary.LittleEndian.PutUint32(epb[last+20:], binary.LittleEndian.Uint32(epb[last+4:]))
+	f.Add(epb, uint8(255))
 	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		got, _ := io.ReadAll(&ngGuard{r: &chunkReader{b: data, n: max(int(chunk), 1)}})
+		got, err := io.ReadAll(&ngGuard{r: &chunkReader{b: data, n: max(int(chunk), 1)}})
 		require.LessOrEqual(t, len(got), len(data))
-		checkNgGuarded(t, data, got)
+		end := checkNgGuarded(t, data, got)
+		rest := len(data) - end // bytes after the last block handed on whole
+		switch {
+		case err == nil:
+			require.Equal(t, len(data), len(got), "a clean end hands on the whole stream")
+			require.Zero(t, rest, "a clean end is between blocks")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			inBody := len(got) == len(data) && rest < 0
+			inHeader := len(got) == end && rest > 0 && rest < 28
+			require.True(t, inBody || inHeader, "the stream ends inside a block: got %d of %d bytes, blocks end at %d", len(got), len(data), end)
+		case errors.Is(err, errCorruptNg):
+			require.Equal(t, end, len(got), "the corrupt block's header is not handed on")
+			require.GreaterOrEqual(t, rest, 8, "a corrupt block's type and length were read")
+		default:
+			require.Fail(t, "unexpected error", "%v", err)
+		}
 	})
 }
 
 // checkNgGuarded walks the blocks of data that ngGuard handed on as got
-// and checks got against them (see FuzzNgGuard).
-func checkNgGuarded(t *testing.T, data, got []byte) {
+// and checks got against them (see FuzzNgGuard). It returns where the
+// last block handed on, whole or in part, ends in data.
+func checkNgGuarded(t *testing.T, data, got []byte) int {
 	var o binary.ByteOrder = binary.LittleEndian
-	for pos := 0; pos < len(got); {
+	pos := 0
+	for pos < len(got) {
 		require.GreaterOrEqual(t, len(data)-pos, 8, "a block header at %d is handed on whole", pos)
 		h := data[pos:]
 		if binary.LittleEndian.Uint32(h) == ngBlockSHB {
@@ -360,4 +392,5 @@ func checkNgGuarded(t *testing.T, data, got []byte) {
 		require.Equal(t, want, got[pos:end], "block at %d", pos)
 		pos += length
 	}
+	return pos
 }
