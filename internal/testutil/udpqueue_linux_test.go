@@ -89,14 +89,7 @@ func TestSendQueued(t *testing.T) {
 // TestReadUDPQueueDrops: the drops of a socket whose receive buffer a
 // burst overflows show in Drops.
 func TestReadUDPQueueDrops(t *testing.T) {
-	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer rx.Close()
-	require.NoError(t, rx.SetReadBuffer(1)) // the kernel's minimum
-	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer tx.Close()
-	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+	tx, to := tinyReceiver(t)
 	for range 64 {
 		_, err := tx.WriteToUDPAddrPort(make([]byte, 1000), to)
 		require.NoError(t, err)
@@ -112,6 +105,21 @@ func TestReadUDPQueueDrops(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no drop counted")
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// tinyReceiver opens a loopback UDP socket whose receive buffer is the
+// kernel's minimum and a socket to send to it from; both close when the
+// test ends. It returns the sender and the receiver's address.
+func tinyReceiver(t *testing.T) (*net.UDPConn, netip.AddrPort) {
+	t.Helper()
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	t.Cleanup(func() { rx.Close() })
+	require.NoError(t, rx.SetReadBuffer(1))
+	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	t.Cleanup(func() { tx.Close() })
+	return tx, rx.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 
 // fatalTB records the first Fatal or Fatalf of a helper run in a goroutine
@@ -138,14 +146,7 @@ func (f *fatalTB) Fatalf(format string, args ...any) {
 // a message that says so and gives the socket's drops, not after Bound()
 // as if the datagram were still on its way.
 func TestSendQueuedDropped(t *testing.T) {
-	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer rx.Close()
-	require.NoError(t, rx.SetReadBuffer(1)) // the kernel's minimum
-	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer tx.Close()
-	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+	tx, to := tinyReceiver(t)
 
 	const n = 64
 	tb := &fatalTB{TB: t, msg: make(chan string, 1)}
