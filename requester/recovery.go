@@ -161,13 +161,9 @@ func (r *Requester) onSent(now time.Time, psn packet.PSN, ackReq bool, highBefor
 	}
 	// An AckReq packet re-arms the timer, any other packet arms it only if
 	// it is stopped (the timeout is computed only then: this runs per
-	// packet sent). The learned delay decays first: after a pause with
-	// nothing received, nothing else has decayed it.
+	// packet sent).
 	if ackReq || !rec.due.Armed() {
-		rec.timer.Decay(now)
-		if d := r.recoveryTimeout(); d > 0 {
-			rec.due.Arm(now.Add(d))
-		}
+		r.armRecovery(now)
 	}
 }
 
@@ -265,13 +261,22 @@ func (r *Requester) recoveryTimeout() time.Duration {
 // (onRecoveryTimeout); the resend arms the recovery timer again.
 func (r *Requester) rearmRecovery(now time.Time) {
 	rec := &r.rec
-	rec.timer.Decay(now)
+	rec.timer.Decay(now) // also when the timer stops: the learned delay stays current
 	if rec.cfg.Off || r.stopped || r.rnrWait.Armed() || r.head == r.tail || !r.highPSN.After(r.compPSN) {
 		rec.due.Stop()
 		return
 	}
+	r.armRecovery(now)
+}
+
+// armRecovery arms the recovery timer a recovery timeout from now, the
+// learned delay decayed to now first (retry.RecoveryTimer.Decay): after a
+// pause with nothing received, nothing else has decayed it, and a stall
+// learned seconds before would time the next loss.
+func (r *Requester) armRecovery(now time.Time) {
+	r.rec.timer.Decay(now)
 	if d := r.recoveryTimeout(); d > 0 {
-		rec.due.Arm(now.Add(d))
+		r.rec.due.Arm(now.Add(d))
 	}
 }
 
@@ -338,9 +343,7 @@ func (r *Requester) onRecoveryTimeout(now time.Time) {
 	rec.c.RTOExpiries++
 	rec.timer.Expired()
 	rec.probeDue = true
-	if d := r.recoveryTimeout(); d > 0 {
-		rec.due.Arm(now.Add(d))
-	}
+	r.armRecovery(now)
 }
 
 // probeAnswered runs on the first response after a probe that is not a
@@ -451,10 +454,7 @@ func (r *Requester) DeferRecovery(now time.Time) {
 	if !r.rec.due.Armed() {
 		return
 	}
-	r.rec.timer.Decay(now)
-	if d := r.recoveryTimeout(); d > 0 {
-		r.rec.due.Arm(now.Add(d))
-	}
+	r.armRecovery(now)
 }
 
 // recoveryCounters returns the recovery counters with the live estimates.
