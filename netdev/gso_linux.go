@@ -128,7 +128,7 @@ func (c *UDPConn) checkMessage(m *Message) error {
 // runLength is how many messages from the front of ms (at most limit) one
 // GSO send can carry: the same destination, source and traffic class, the first one's
 // size for all but the last, which may be shorter, all valid and non-empty,
-// within the kernel's segment and byte limits.
+// within the kernel's segment limit and gsoMax bytes.
 func (c *UDPConn) runLength(ms []Message, limit int) int {
 	first := &ms[0]
 	seg := first.N
@@ -139,7 +139,7 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 	limit = min(limit, maxGSOSegments, len(ms))
 	for n < limit {
 		m := &ms[n]
-		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > maxGSOBytes ||
+		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > c.gsoMax ||
 			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || m.TOS != first.TOS || c.checkMessage(m) != nil ||
 			c.runsByQPN && !sameQPN(first.Buf[:first.N], m.Buf[:m.N]) {
 			break
@@ -151,6 +151,34 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 		}
 	}
 	return n
+}
+
+// shrinkGSO halves gsoMax after the local host refused the GSO buffer of
+// refused (ENOBUFS): at most half its bytes, at least one datagram's. A
+// qdisc drops a buffer whose length exceeds its queue limit whole, however
+// empty the queue is (tbf_enqueue, pfifo's limit in bytes), so resending the
+// same buffer after a back-off would be refused for ever; smaller buffers
+// fit, and single datagrams fit wherever an unsegmented sender's do. A
+// buffer refused because the queue was merely full shrinks the next ones
+// too, as a sender's window shrinks on a loss; growGSO takes the bound back.
+func (c *UDPConn) shrinkGSO(refused []Message) {
+	bytes := 0
+	for i := range refused {
+		bytes += refused[i].N
+	}
+	c.gsoMax = max(min(c.gsoMax, bytes/2), refused[0].N)
+	c.stats.gsoShrinks.Add(1)
+	c.stats.gsoLimit.Store(uint64(c.gsoMax))
+}
+
+// growGSO raises gsoMax by seg, a datagram's bytes, after a GSO buffer of
+// such datagrams was sent, up to maxGSOBytes: additive increase after
+// shrinkGSO's halving.
+func (c *UDPConn) growGSO(seg int) {
+	if c.gsoMax < maxGSOBytes {
+		c.gsoMax = min(c.gsoMax+seg, maxGSOBytes)
+		c.stats.gsoLimit.Store(uint64(c.gsoMax))
+	}
 }
 
 // sameQPN reports whether a ListenUDPGroup steers datagrams a and b to

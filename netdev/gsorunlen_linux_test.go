@@ -33,30 +33,37 @@ func repeatSizes(count, size int, tail ...int) []int {
 // datagram but the last has the first one's size (UDP_SEGMENT splits the
 // buffer at that size, so a longer datagram would be cut in two and a
 // shorter one would take bytes of the next), at most maxGSOSegments
-// datagrams (the kernel's UDP_MAX_SEGMENTS) and at most maxGSOBytes of
-// payload.
+// datagrams (the kernel's UDP_MAX_SEGMENTS) and at most gsoMax bytes of
+// payload: maxGSOBytes, or less after a refused buffer (shrinkGSO).
 func TestRunLength(t *testing.T) {
-	c := &UDPConn{local: netip.MustParseAddrPort("127.0.0.1:4791")}
 	to := netip.MustParseAddrPort("127.0.0.1:4792")
 	tests := []struct {
-		name  string
-		sizes []int
-		limit int
-		want  int
+		name   string
+		sizes  []int
+		limit  int
+		want   int
+		gsoMax int // 0: maxGSOBytes
 	}{
-		{"equal sizes", repeatSizes(10, 100), 10, 10},
-		{"limit", repeatSizes(10, 100), 4, 4},
-		{"a longer datagram starts a new run", []int{100, 101, 100}, 3, 1},
-		{"a shorter datagram ends the run", []int{100, 100, 99, 99}, 4, 3},
-		{"one byte shorter ends it too", []int{100, 99, 99}, 3, 2},
-		{"an empty first datagram runs alone", []int{0, 0}, 2, 1},
-		{"an empty datagram is not in a run", []int{100, 0}, 2, 1},
-		{"at most maxGSOSegments", repeatSizes(100, 10), 100, maxGSOSegments},
-		{"maxGSOBytes exactly", repeatSizes(63, 1024, maxGSOBytes-63*1024), 64, 64},
-		{"one byte beyond maxGSOBytes", repeatSizes(63, 1024, maxGSOBytes-63*1024+1), 64, 63},
+		{"equal sizes", repeatSizes(10, 100), 10, 10, 0},
+		{"limit", repeatSizes(10, 100), 4, 4, 0},
+		{"a longer datagram starts a new run", []int{100, 101, 100}, 3, 1, 0},
+		{"a shorter datagram ends the run", []int{100, 100, 99, 99}, 4, 3, 0},
+		{"one byte shorter ends it too", []int{100, 99, 99}, 3, 2, 0},
+		{"an empty first datagram runs alone", []int{0, 0}, 2, 1, 0},
+		{"an empty datagram is not in a run", []int{100, 0}, 2, 1, 0},
+		{"at most maxGSOSegments", repeatSizes(100, 10), 100, maxGSOSegments, 0},
+		{"maxGSOBytes exactly", repeatSizes(63, 1024, maxGSOBytes-63*1024), 64, 64, 0},
+		{"one byte beyond maxGSOBytes", repeatSizes(63, 1024, maxGSOBytes-63*1024+1), 64, 63, 0},
+		{"gsoMax shrunk", repeatSizes(10, 4128), 10, 3, 3*4128 + 4127},
+		{"gsoMax exactly", repeatSizes(10, 4128), 10, 4, 4 * 4128},
+		{"gsoMax below one datagram still sends it", repeatSizes(10, 4128), 10, 1, 100},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			c := &UDPConn{local: netip.MustParseAddrPort("127.0.0.1:4791"), gsoMax: maxGSOBytes}
+			if tc.gsoMax > 0 {
+				c.gsoMax = tc.gsoMax
+			}
 			require.Equal(t, tc.want, c.runLength(sizedRun(to, tc.sizes...), tc.limit))
 		})
 	}

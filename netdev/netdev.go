@@ -276,6 +276,14 @@ type Stats struct {
 	// UDPConn has stopped using GSO after the kernel refused a GSO send.
 	// Always 0 for PipeConn.
 	GSOBuffers, GROBuffers, GSOFallbacks uint64
+
+	// GSOShrinks counts the GSO buffers the local host refused (ENOBUFS,
+	// counted in NoBufs too) after which a UDPConn halved the bytes a GSO
+	// buffer may carry: a qdisc whose queue is smaller than the buffer
+	// drops it whole however empty it is. GSOLimit is that bound now, in
+	// bytes; it grows back by a datagram with each GSO buffer sent.
+	// Always 0 for PipeConn.
+	GSOShrinks, GSOLimit uint64
 }
 
 // LocalDrops is the number of datagrams the local host refused to send.
@@ -291,6 +299,7 @@ type counters struct {
 	recvOverflows, unroutable      atomic.Uint64
 	gsoBuffers, groBuffers         atomic.Uint64
 	gsoFallbacks                   atomic.Uint64
+	gsoShrinks, gsoLimit           atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -309,6 +318,8 @@ func (c *counters) snapshot() Stats {
 		GSOBuffers:       c.gsoBuffers.Load(),
 		GROBuffers:       c.groBuffers.Load(),
 		GSOFallbacks:     c.gsoFallbacks.Load(),
+		GSOShrinks:       c.gsoShrinks.Load(),
+		GSOLimit:         c.gsoLimit.Load(),
 	}
 }
 

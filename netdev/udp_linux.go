@@ -51,6 +51,10 @@ type UDPConn struct {
 	hdrMsgs []int    // messages per sendmmsg header
 	hdrSeg  []bool   // the header carries a UDP_SEGMENT control message (GSO or paged)
 	ids     []uint16 // the IPv4 ID each packed message was rewritten for
+	// gsoMax bounds the payload bytes of one GSO buffer: maxGSOBytes,
+	// halved by each refused buffer (shrinkGSO), grown back a datagram
+	// per buffer sent (growGSO).
+	gsoMax int
 }
 
 // ListenUDP opens a UDP socket bound to addr. An IPv4 address (or an
@@ -112,7 +116,9 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		hdrSeg:    make([]bool, n),
 		ids:       make([]uint16, n),
 		runsByQPN: opts.RunsByQPN,
+		gsoMax:    maxGSOBytes,
 	}
+	c.stats.gsoLimit.Store(maxGSOBytes)
 	c.gso.Store(setup.gso && (v6 || opts.RewriteIPv4ID != nil))
 	c.paged.Store(setup.paged)
 	if !v6 {
@@ -461,10 +467,11 @@ func (c *UDPConn) send(ms []Message, h int) (int, error) {
 		if w.got > 0 {
 			n, bytes := 0, 0
 			for i := doneHdrs; i < doneHdrs+w.got; i++ {
-				n += c.hdrMsgs[i]
 				if c.hdrMsgs[i] > 1 {
 					c.stats.gsoBuffers.Add(1)
+					c.growGSO(ms[done+n].N)
 				}
+				n += c.hdrMsgs[i]
 			}
 			for i := done; i < done+n; i++ {
 				bytes += ms[i].N
@@ -495,6 +502,9 @@ func (c *UDPConn) send(ms []Message, h int) (int, error) {
 		switch cls {
 		case classNoBufs:
 			c.stats.noBufs.Add(1)
+			if m := c.hdrMsgs[doneHdrs]; m > 1 {
+				c.shrinkGSO(ms[done : done+m])
+			}
 			return done, dropError(cls)
 		case classWouldBlock:
 			c.stats.wouldBlock.Add(1)
