@@ -13,7 +13,8 @@
 #   ITERS_LARGE (2..8 MiB, default 20), RUN_TIMEOUT (seconds per size, default 90),
 #   REPEAT (default 1: rounds over all modes and sizes; the table shows each
 #   size's median, the CPU and counter columns the sums over all rounds),
-#   KEEP=1 keeps the raw JSON in the temporary directory.
+#   KEEP=1 keeps the raw JSON in the temporary directory,
+#   ARGS adds rxectl flags to both ends (e.g. ARGS=--gso=off).
 #
 # Everything happens inside two network namespaces this script creates and
 # deletes (10.99.0.1 server, 10.99.0.2 client); nothing leaves the machine.
@@ -85,6 +86,8 @@ one() {
 	local k=$mode.$size.r$3
 	n=$(iters_for "$size")
 	local args=(read-bw --local-drop-mode="$mode" -s "$size" -n "$n" --json)
+	# shellcheck disable=SC2206 # ARGS is split into flags on purpose
+	args+=(${ARGS:-})
 	ip netns exec "$ns_s" timeout "$RUN_TIMEOUT" /usr/bin/time -f "%U %S" -o "$tmp/cpu.srv.$k" \
 		"$tmp/rxectl" "${args[@]}" >"$tmp/srv.$k.json" 2>"$tmp/srv.$k.err" &
 	local spid=$! ok=0
@@ -152,7 +155,7 @@ sum_counter() { # KEY ROLE MODE
 }
 
 echo
-echo "rxectl read-bw, veth pair (MTU $VETH_MTU) between two namespaces, \`tbf rate $RATE burst $BURST limit $LIMIT\` on the server's egress;"
+echo "rxectl read-bw${ARGS:+ $ARGS}, veth pair (MTU $VETH_MTU) between two namespaces, \`tbf rate $RATE burst $BURST limit $LIMIT\` on the server's egress;"
 echo "-n $ITERS_SMALL up to 64 KiB, $ITERS_MID for 128 KiB..1 MiB, $ITERS_LARGE for 2..8 MiB; $REPEAT round(s), BW = median over the rounds; $(($(date +%s) - start)) s in all."
 echo
 printf '| #bytes |'; for m in $MODES; do printf ' BW average %s [MiB/s] |' "$m"; done; echo
