@@ -111,10 +111,10 @@
 // icmp_err_convert) are not refusals. A GSO buffer the local host refuses
 // with ENOBUFS is reported as any local drop, and it halves the bytes the
 // next buffers may carry (at least one datagram; Stats.GSOShrinks and
-// GSOLimit), which each buffer sent then raises by a datagram again: a
-// qdisc whose queue limit is below the buffer's length (tbf with a small
-// limit, as docs/seed002.md's bench sets) drops the unsegmented buffer
-// whole, so the same buffer sent again would never pass.
+// GSOLimit), which doubles again at most once a second: a qdisc whose
+// queue limit is below the buffer's length (tbf with a small limit, as
+// docs/seed002.md's bench sets) drops the unsegmented buffer whole, so the
+// same buffer sent again would never pass.
 //
 // With UDP GRO (UDP_GRO, Linux 5.0) the kernel may deliver several datagrams
 // of one flow as one buffer, with the segment size in a control message;

@@ -3,6 +3,7 @@ package netdev
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -156,27 +157,40 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 // shrinkGSO halves gsoMax after the local host refused the GSO buffer of
 // refused (ENOBUFS): at most half its bytes, at least one datagram's. A
 // qdisc drops a buffer whose length exceeds its queue limit whole, however
-// empty the queue is (tbf_enqueue, pfifo's limit in bytes), so resending the
+// empty the queue is (tbf's queue, a bfifo of limit bytes), so resending the
 // same buffer after a back-off would be refused for ever; smaller buffers
-// fit, and single datagrams fit wherever an unsegmented sender's do. A
-// buffer refused because the queue was merely full shrinks the next ones
-// too, as a sender's window shrinks on a loss; growGSO takes the bound back.
+// fit, and single datagrams fit wherever an unsegmented sender's do.
 func (c *UDPConn) shrinkGSO(refused []Message) {
 	bytes := 0
 	for i := range refused {
 		bytes += refused[i].N
 	}
 	c.gsoMax = max(min(c.gsoMax, bytes/2), refused[0].N)
+	c.gsoChanged = c.now()
 	c.stats.gsoShrinks.Add(1)
 	c.stats.gsoLimit.Store(uint64(c.gsoMax))
 }
 
-// growGSO raises gsoMax by seg, a datagram's bytes, after a GSO buffer of
-// such datagrams was sent, up to maxGSOBytes: additive increase after
-// shrinkGSO's halving.
-func (c *UDPConn) growGSO(seg int) {
-	if c.gsoMax < maxGSOBytes {
-		c.gsoMax = min(c.gsoMax+seg, maxGSOBytes)
+// gsoRegrow is how long gsoMax stays as shrinkGSO (or the last growGSO) set
+// it before a GSO buffer sent doubles it.
+const gsoRegrow = time.Second
+
+// growGSO doubles gsoMax, up to maxGSOBytes, once gsoRegrow has passed
+// since it last changed; WriteBatch calls it after a GSO buffer went out.
+// A refusal that came from a queue merely full for a moment then costs
+// larger buffers for a second, while a qdisc that can never take a large
+// buffer is tried with one once a second only: a buffer longer than tbf's
+// burst is segmented there and its datagrams beyond the queue limit are
+// dropped without an error (tbf_segment), a loss the transport must
+// recover, so growing back a datagram per buffer would bring those losses
+// back within a few dozen buffers.
+func (c *UDPConn) growGSO() {
+	if c.gsoMax >= maxGSOBytes {
+		return
+	}
+	if now := c.now(); now.Sub(c.gsoChanged) >= gsoRegrow {
+		c.gsoMax = min(2*c.gsoMax, maxGSOBytes)
+		c.gsoChanged = now
 		c.stats.gsoLimit.Store(uint64(c.gsoMax))
 	}
 }

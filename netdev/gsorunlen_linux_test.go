@@ -3,6 +3,7 @@ package netdev
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -154,4 +155,39 @@ func TestV6SocketRefusesMappedDestination(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidMessage, to)
 		require.Zero(t, n)
 	}
+}
+
+// TestGSOBoundShrinksAndRegrows drives shrinkGSO and growGSO on a clock of
+// the test's: a refused buffer halves the bound (never below its first
+// datagram), buffers sent within gsoRegrow of the last change leave it, and
+// one sent later doubles it, up to maxGSOBytes.
+func TestGSOBoundShrinksAndRegrows(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := &UDPConn{gsoMax: maxGSOBytes, now: func() time.Time { return now }}
+	to := netip.MustParseAddrPort("127.0.0.1:4792")
+	c.shrinkGSO(sizedRun(to, repeatSizes(15, 4128)...))
+	require.Equal(t, 15*4128/2, c.gsoMax)
+	c.shrinkGSO(sizedRun(to, repeatSizes(2, 4128)...))
+	require.Equal(t, 4128, c.gsoMax, "half of two datagrams is one")
+	c.shrinkGSO(sizedRun(to, repeatSizes(1, 4128)...))
+	require.Equal(t, 4128, c.gsoMax, "never below the refused buffer's first datagram")
+	require.Equal(t, uint64(3), c.Stats().GSOShrinks)
+
+	now = now.Add(gsoRegrow - time.Nanosecond)
+	c.growGSO()
+	require.Equal(t, 4128, c.gsoMax, "within gsoRegrow of the shrink")
+	for want := 2 * 4128; want < maxGSOBytes; want *= 2 {
+		now = now.Add(gsoRegrow)
+		c.growGSO()
+		require.Equal(t, want, c.gsoMax)
+		c.growGSO()
+		require.Equal(t, want, c.gsoMax, "once per gsoRegrow")
+	}
+	now = now.Add(gsoRegrow)
+	c.growGSO()
+	require.Equal(t, maxGSOBytes, c.gsoMax)
+	require.Equal(t, uint64(maxGSOBytes), c.Stats().GSOLimit)
+	now = now.Add(gsoRegrow)
+	c.growGSO()
+	require.Equal(t, maxGSOBytes, c.gsoMax, "at most maxGSOBytes")
 }

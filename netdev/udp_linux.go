@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,9 +53,11 @@ type UDPConn struct {
 	hdrSeg  []bool   // the header carries a UDP_SEGMENT control message (GSO or paged)
 	ids     []uint16 // the IPv4 ID each packed message was rewritten for
 	// gsoMax bounds the payload bytes of one GSO buffer: maxGSOBytes,
-	// halved by each refused buffer (shrinkGSO), grown back a datagram
-	// per buffer sent (growGSO).
-	gsoMax int
+	// halved by each refused buffer (shrinkGSO), doubled by a buffer sent
+	// a second or more after it last changed (growGSO, at gsoChanged).
+	gsoMax     int
+	gsoChanged time.Time
+	now        func() time.Time // time.Now; tests set another clock
 }
 
 // ListenUDP opens a UDP socket bound to addr. An IPv4 address (or an
@@ -117,6 +120,7 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		ids:       make([]uint16, n),
 		runsByQPN: opts.RunsByQPN,
 		gsoMax:    maxGSOBytes,
+		now:       time.Now,
 	}
 	c.stats.gsoLimit.Store(maxGSOBytes)
 	c.gso.Store(setup.gso && (v6 || opts.RewriteIPv4ID != nil))
@@ -469,7 +473,7 @@ func (c *UDPConn) send(ms []Message, h int) (int, error) {
 			for i := doneHdrs; i < doneHdrs+w.got; i++ {
 				if c.hdrMsgs[i] > 1 {
 					c.stats.gsoBuffers.Add(1)
-					c.growGSO(ms[done+n].N)
+					c.growGSO()
 				}
 				n += c.hdrMsgs[i]
 			}
