@@ -1,6 +1,5 @@
-// Package cmsgtest reads what a test's socket learned from its control
-// messages: the tests of netdev and rxe that check the IP traffic class
-// of the datagrams they receive (IP_RECVTOS, IPV6_RECVTCLASS).
+//go:build unix
+
 package cmsgtest
 
 import (

@@ -1,3 +1,5 @@
+//go:build unix
+
 package cmsgtest
 
 import (
@@ -25,7 +27,7 @@ func cmsg(level, typ int32, data []byte) []byte {
 func TestTrafficClass(t *testing.T) {
 	v6 := make([]byte, 4)
 	binary.NativeEndian.PutUint32(v6, 0xb8)
-	pktinfo := cmsg(unix.IPPROTO_IP, unix.IP_PKTINFO, make([]byte, 12))
+	ttl := cmsg(unix.IPPROTO_IP, unix.IP_TTL, make([]byte, 4))
 	for _, tc := range []struct {
 		name string
 		oob  []byte
@@ -34,11 +36,11 @@ func TestTrafficClass(t *testing.T) {
 		ok   bool
 	}{
 		{"v4", cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{106}), false, 106, true},
-		{"v4 after pktinfo", append(append([]byte{}, pktinfo...), cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{4})...), false, 4, true},
+		{"v4 after ttl", append(append([]byte{}, ttl...), cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{4})...), false, 4, true},
 		{"v6", cmsg(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, v6), true, 0xb8, true},
 		{"v6 wants IPV6_TCLASS", cmsg(unix.IPPROTO_IP, unix.IP_TOS, []byte{106}), true, 0, false},
 		{"v6 short", cmsg(unix.IPPROTO_IPV6, unix.IPV6_TCLASS, v6[:2]), true, 0, false},
-		{"none", pktinfo, false, 0, false},
+		{"none", ttl, false, 0, false},
 		{"empty", nil, false, 0, false},
 	} {
 		got, ok, err := TrafficClass(tc.oob, tc.v6)

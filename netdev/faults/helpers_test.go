@@ -25,6 +25,9 @@ var pipePH = packet.PseudoHeader{
 	IPFlags: packet.IPv4FlagDF,
 }
 
+// psnOf returns the PSN of a RoCE datagram's BTH.
+func psnOf(b []byte) int { return int(packet.BTH(b).PSN()) }
+
 // roce builds a RoCE packet of opcode op with PSN psn and a valid ICRC for
 // pipePH. Opcodes with a payload carry 16 bytes that name the PSN.
 func roce(t testing.TB, op packet.Opcode, psn int) []byte {

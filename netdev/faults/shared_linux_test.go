@@ -9,7 +9,6 @@ import (
 
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
-	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -126,6 +125,3 @@ func TestSharedReadsSameFaults(t *testing.T) {
 	}
 	require.Equal(t, want.recvStats, c.Stats())
 }
-
-// psnOf returns the PSN of a RoCE datagram's BTH.
-func psnOf(b []byte) int { return int(packet.BTH(b).PSN()) }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
@@ -48,25 +47,36 @@ type cpuStat struct {
 	self        time.Duration // this process's user and system time
 }
 
-// readCPUStat reads the host's and the process's processor time.
+// readCPUStat reads the process's processor time (processCPUTime, of
+// the platform's file) and the host's (/proc/stat, Linux's).
 func readCPUStat() (cpuStat, error) {
-	f, err := os.Open("/proc/stat")
+	self, err := processCPUTime()
 	if err != nil {
 		return cpuStat{}, err
+	}
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return cpuStat{}, fmt.Errorf("the host's processor time comes from Linux's /proc/stat: %w", err)
 	}
 	defer f.Close()
 	line, err := bufio.NewReader(f).ReadString('\n')
 	if err != nil {
 		return cpuStat{}, fmt.Errorf("/proc/stat: %w", err)
 	}
-	return parseCPUStat(line)
+	s, err := parseCPUStat(line)
+	if err != nil {
+		return cpuStat{}, err
+	}
+	s.self = self
+	return s, nil
 }
 
-// parseCPUStat parses the "cpu" line of /proc/stat: user, nice, system,
-// idle, iowait, irq, softirq and steal ticks (proc(5)); guest time is
-// already counted in user and nice. Busy is user, nice, system, irq and
-// softirq; the total adds idle, iowait and steal, so that a hypervisor's
-// stolen time counts as not this host's work.
+// parseCPUStat parses the host's figures (busy, total) from the "cpu"
+// line of /proc/stat: user, nice, system, idle, iowait, irq, softirq and
+// steal ticks (proc(5)); guest time is already counted in user and nice.
+// Busy is user, nice, system, irq and softirq; the total adds idle,
+// iowait and steal, so that a hypervisor's stolen time counts as not this
+// host's work.
 func parseCPUStat(line string) (cpuStat, error) {
 	fields := strings.Fields(line)
 	if len(fields) < 5 || fields[0] != "cpu" {
@@ -85,11 +95,6 @@ func parseCPUStat(line string) (cpuStat, error) {
 	}
 	s := cpuStat{busy: v[0] + v[1] + v[2] + v[5] + v[6]}
 	s.total = s.busy + v[3] + v[4] + v[7]
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return cpuStat{}, fmt.Errorf("getrusage: %w", err)
-	}
-	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	return s, nil
 }
 

@@ -318,7 +318,6 @@ func TestParseCPUStat(t *testing.T) {
 		require.NoError(t, err, "%q", tc.line)
 		require.Equal(t, tc.busy, s.busy, "%q", tc.line)
 		require.Equal(t, tc.total, s.total, "%q", tc.line)
-		require.Positive(t, s.self, "the test's own processor time")
 	}
 }
 
