@@ -109,8 +109,9 @@ type Rule struct {
 	// for LocalDrop, which applies to sends only.
 	Dir Dir
 
-	// Opcodes limits the rule to datagrams with these BTH opcodes. A
-	// datagram shorter than a BTH matches only a rule without Opcodes.
+	// Opcodes limits the rule to datagrams with these BTH opcodes (a set:
+	// ParseRule lists each once). A datagram shorter than a BTH matches
+	// only a rule without Opcodes.
 	Opcodes []packet.Opcode
 
 	// Prob is the probability, in [0, 1], that the rule fires on a
@@ -207,7 +208,8 @@ func (r *Rule) Validate() error {
 }
 
 // String returns the rule in the grammar ParseRule reads: ParseRule gives
-// back r, except that a Count of 1 comes back as 0 (the same rule).
+// back r, except that a Count of 1 comes back as 0 and an opcode listed
+// twice in Opcodes once (the same rule).
 func (r Rule) String() string {
 	var b strings.Builder
 	b.WriteString(r.Action.String())
@@ -247,7 +249,7 @@ func (r Rule) String() string {
 	return b.String()
 }
 
-// opcodeList writes ops as parseOpcodes reads them: a known opcode by
+// opcodeList writes ops as addOpcodes reads them: a known opcode by
 // name, any other as "0x" and two hex digits (packet.Opcode.String's
 // "OPCODE_0x.." is not a name the parser knows).
 func opcodeList(ops []packet.Opcode) string {
@@ -282,8 +284,10 @@ func opcodeList(ops []packet.Opcode) string {
 //	        | "max=" duration         reorder: the longest hold (default 10ms)
 //
 // "#N" fires on the Nth datagram the rule applies to (counted from 1),
-// "#N-M" on the Nth through Mth. The direction defaults to both, except
-// for local-drop (send only). Examples:
+// "#N-M" on the Nth through Mth. The opcodes of the trigger and of every
+// "op=" option make one set: the rule's Opcodes list each once, in the
+// order first named. The direction defaults to both, except for
+// local-drop (send only). Examples:
 //
 //	drop=0.01                               1% of datagrams, both ways
 //	drop=RC_RDMA_READ_RESPONSE_MIDDLE#3     the 3rd READ_RESPONSE_MIDDLE (sent or received)
@@ -330,11 +334,9 @@ func ParseRule(s string) (Rule, error) {
 func parseTrigger(r *Rule, t string) error {
 	if ops, script, ok := strings.Cut(t, "#"); ok {
 		if ops != "" {
-			list, err := parseOpcodes(ops)
-			if err != nil {
+			if err := addOpcodes(r, ops); err != nil {
 				return err
 			}
-			r.Opcodes = list
 		}
 		first, last, isRange := strings.Cut(script, "-")
 		n, err := strconv.Atoi(first)
@@ -391,11 +393,9 @@ func parseOption(r *Rule, o string) error {
 			return ruleErr("dir=%q: want send, recv or both", val)
 		}
 	case "op":
-		ops, err := parseOpcodes(val)
-		if err != nil {
+		if err := addOpcodes(r, val); err != nil {
 			return err
 		}
-		r.Opcodes = append(r.Opcodes, ops...)
 	case "by":
 		switch r.Action {
 		case Reorder:
@@ -428,17 +428,31 @@ func parseOption(r *Rule, o string) error {
 	return nil
 }
 
-// parseOpcodes reads opcodes separated by "|".
-func parseOpcodes(s string) ([]packet.Opcode, error) {
-	var ops []packet.Opcode
+// addOpcodes appends to r.Opcodes the opcodes s names, separated by "|",
+// that it does not hold yet. A rule matches a set of opcodes (Wrap makes
+// a bitmap of them), so an opcode named again, or given by two wildcards
+// that overlap, or by the trigger and an "op=" option, adds nothing: a
+// parsed rule lists each opcode once, in the order first named, at most
+// the 256 there are however long the string.
+func addOpcodes(r *Rule, s string) error {
+	var seen [256]bool
+	for _, op := range r.Opcodes {
+		seen[op] = true
+	}
+	add := func(op packet.Opcode) {
+		if !seen[op] {
+			seen[op] = true
+			r.Opcodes = append(r.Opcodes, op)
+		}
+	}
 	for _, name := range strings.Split(s, "|") {
 		name = strings.TrimSpace(name)
 		if hex, ok := strings.CutPrefix(strings.ToLower(name), "0x"); ok {
 			v, err := strconv.ParseUint(hex, 16, 8)
 			if err != nil {
-				return nil, ruleErr("opcode %q: want 0x00 to 0xff", name)
+				return ruleErr("opcode %q: want 0x00 to 0xff", name)
 			}
-			ops = append(ops, packet.Opcode(v))
+			add(packet.Opcode(v))
 			continue
 		}
 		upper := strings.ToUpper(name)
@@ -451,15 +465,15 @@ func parseOpcodes(s string) ([]packet.Opcode, error) {
 				continue
 			}
 			if op.String() == upper || wild && strings.HasPrefix(op.String(), prefix) {
-				ops = append(ops, op)
+				add(op)
 				found = true
 			}
 		}
 		if !found {
-			return nil, ruleErr("unknown opcode %q", name)
+			return ruleErr("unknown opcode %q", name)
 		}
 	}
-	return ops, nil
+	return nil
 }
 
 // RuleFlag returns a flag.Value that parses each of its flag's values as
