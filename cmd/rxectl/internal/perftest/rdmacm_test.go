@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -451,14 +452,21 @@ func TestRDMACMServerClientGone(t *testing.T) {
 
 // TestCMSetupWatchEnds: the context of a server's wait for the peer
 // outside the exchange (watchCMSetup) ends with the cause that names what
-// happened: the peer's DREQ on the exchange's connection, the exchange's
-// QP in the error state with its connection up, the client's next
-// exchange message with no request for the test QP, or the silence bound
-// with nothing heard; it does not end before. A message that follows the
-// client's request (requested set) is that connection's client going on,
-// and does not end the wait (want nil: still going after 2.5 s, two
-// ticks of the 4 s silence bound).
+// happened, when it happened: the peer's DREQ on the exchange's
+// connection at once, the exchange's QP in the error state with its
+// connection up or the client's next exchange message with no request for
+// the test QP at the next tick (a quarter of the silence bound, at most a
+// second), the silence bound with nothing heard once it has passed. A
+// message that follows the client's request (requested set) is that
+// connection's client going on: the ticks that see it pending do not end
+// the wait, and its packets restart the silence, so the wait ends as
+// silent only a silence bound after it (no earlier than pre+silence; a
+// watch that never ticked would not end at all). The watch runs in a
+// synctest bubble, its ticks on the bubble's clock.
 func TestCMSetupWatchEnds(t *testing.T) {
+	// pre is how long the watch runs before the row acts: it must not end
+	// on its own meanwhile.
+	const pre = 100 * time.Millisecond
 	// message sends the client's next exchange message (an empty SEND)
 	// into a receive of the server's.
 	message := func(t *testing.T, cli, srv *rxe.CMConn) {
@@ -472,75 +480,74 @@ func TestCMSetupWatchEnds(t *testing.T) {
 		silence time.Duration
 		act     func(t *testing.T, cli, srv *rxe.CMConn, st *cmState)
 		want    error
+		// after and by bound when the watch ends, since it started.
+		after, by time.Duration
 	}{
 		{"disconnect", 10 * time.Second, func(t *testing.T, cli, _ *rxe.CMConn, _ *cmState) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			require.NoError(t, cli.Disconnect(ctx))
-		}, errExchangeEnded{"client"}},
+		}, errExchangeEnded{"client"}, pre, pre},
 		{"QP error", 4 * time.Second, func(t *testing.T, _, srv *rxe.CMConn, _ *cmState) {
 			require.NoError(t, srv.QP.Modify(&rxe.QPAttr{State: rxe.QPSErr}, rxe.QPAttrState))
-		}, errExchangeQPErr{}},
+		}, errExchangeQPErr{}, pre, time.Second},
 		{"message without request", 4 * time.Second, func(t *testing.T, cli, srv *rxe.CMConn, _ *cmState) {
 			message(t, cli, srv)
-		}, errExchangeAhead{}},
+		}, errExchangeAhead{}, pre, time.Second},
 		{"message after request", 4 * time.Second, func(t *testing.T, cli, srv *rxe.CMConn, st *cmState) {
 			st.requested.Store(true)
 			message(t, cli, srv)
-		}, nil},
-		{"silence", 250 * time.Millisecond, func(*testing.T, *rxe.CMConn, *rxe.CMConn, *cmState) {}, errPeerSilent{250 * time.Millisecond}},
+		}, errPeerSilent{4 * time.Second}, pre + 4*time.Second, pre + 5*time.Second},
+		{"silence", 250 * time.Millisecond, func(*testing.T, *rxe.CMConn, *rxe.CMConn, *cmState) {},
+			errPeerSilent{250 * time.Millisecond}, 250 * time.Millisecond, 250*time.Millisecond + 250*time.Millisecond/4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			da, db := pipeDevices(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			so := watchCMOptions(t, db)
-			l, err := db.ListenCM(7492, so)
-			require.NoError(t, err)
-			defer l.Close()
-			dialed := make(chan *rxe.CMConn, 1)
-			go func() {
-				c, err := rxe.Dial(ctx, da, db.Addr().Addr().String()+":7492", watchCMOptions(t, da))
-				if err != nil {
-					t.Errorf("dial: %v", err)
-				}
-				dialed <- c
-			}()
-			srv, err := l.Accept(ctx)
-			require.NoError(t, err)
-			cli := <-dialed
-			require.NotNil(t, cli)
+			synctest.Test(t, func(t *testing.T) {
+				da, db := pipeDevices(t)
+				// A bound of the bubble's clock: the watch is to end well
+				// before.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				so := watchCMOptions(t, db)
+				l, err := db.ListenCM(7492, so)
+				require.NoError(t, err)
+				defer l.Close()
+				dialed := make(chan *rxe.CMConn, 1)
+				go func() {
+					c, err := rxe.Dial(ctx, da, db.Addr().Addr().String()+":7492", watchCMOptions(t, da))
+					if err != nil {
+						t.Errorf("dial: %v", err)
+					}
+					dialed <- c
+				}()
+				srv, err := l.Accept(ctx)
+				require.NoError(t, err)
+				cli := <-dialed
+				require.NotNil(t, cli)
 
-			st := &cmState{stop: ctx, silence: tc.silence}
-			st.pipe = &cmPipe{st: st, conn: srv, rcq: so.RecvCQ}
-			s := &session{dev: db, cm: st}
-			start := time.Now()
-			wctx, release := s.watchCMSetup()
-			defer release()
-			select {
-			case <-wctx.Done():
-				t.Fatalf("the watch ended before anything happened: %v", context.Cause(wctx))
-			case <-time.After(100 * time.Millisecond):
-			}
-			tc.act(t, cli, srv, st)
-			if tc.want == nil {
+				st := &cmState{stop: ctx, silence: tc.silence}
+				st.pipe = &cmPipe{st: st, conn: srv, rcq: so.RecvCQ}
+				s := &session{dev: db, cm: st}
+				start := time.Now()
+				wctx, release := s.watchCMSetup()
+				defer release()
+				time.Sleep(pre)
+				synctest.Wait()
+				require.NoError(t, wctx.Err(), "the watch ended before anything happened: %v", context.Cause(wctx))
+				tc.act(t, cli, srv, st)
 				select {
 				case <-wctx.Done():
-					t.Fatalf("the watch ended: %v", context.Cause(wctx))
-				case <-time.After(2500 * time.Millisecond):
+				case <-ctx.Done():
+					t.Fatal("the watch did not end")
 				}
-				require.Equal(t, 1, so.RecvCQ.Len(), "the message did not come")
-				return
-			}
-			select {
-			case <-wctx.Done():
-			case <-time.After(10 * time.Second):
-				t.Fatal("the watch did not end")
-			}
-			require.Equal(t, tc.want, setupCause(wctx))
-			if tc.name == "silence" {
-				require.GreaterOrEqual(t, time.Since(start), tc.silence)
-			}
+				took := time.Since(start)
+				require.Equal(t, tc.want, setupCause(wctx))
+				require.GreaterOrEqual(t, took, tc.after, "the watch ended too early")
+				require.LessOrEqual(t, took, tc.by, "the watch ended late")
+				if tc.name == "message after request" {
+					require.Equal(t, 1, so.RecvCQ.Len(), "the message did not come")
+				}
+			})
 		})
 	}
 }
