@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -32,42 +33,109 @@ type UDPQueue struct {
 
 // ReadUDPQueue returns the queue of the UDP socket bound to local (an
 // IPv4 address for an IPv4 socket, else IPv6; the unspecified address
-// for a wildcard bind).
+// for a wildcard bind). Sockets that share local (SO_REUSEPORT) cannot be
+// told apart by it: ReadUDPQueue then fails, and ReadUDPQueueOf, given
+// the socket, reads its own queue.
 func ReadUDPQueue(local netip.AddrPort) (UDPQueue, error) {
 	file, want := "/proc/thread-self/net/udp6", procAddr(local)
 	if local.Addr().Is4() {
 		file = "/proc/thread-self/net/udp"
 	}
-	b, err := os.ReadFile(file)
+	socks, err := readUDPSockets(file)
 	if err != nil {
 		return UDPQueue{}, err
 	}
+	var found []udpSocket
+	for _, s := range socks {
+		if s.local == want {
+			found = append(found, s)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return UDPQueue{}, fmt.Errorf("%s: no UDP socket bound to %v", file, local)
+	case 1:
+		return found[0].queue, nil
+	}
+	inodes := make([]string, len(found))
+	for i, s := range found {
+		inodes[i] = s.inode
+	}
+	return UDPQueue{}, fmt.Errorf("%s: %d UDP sockets bound to %v (inodes %s; SO_REUSEPORT): ReadUDPQueueOf reads one by its socket",
+		file, len(found), local, strings.Join(inodes, ", "))
+}
+
+// ReadUDPQueueOf returns the queue of the UDP socket rc controls, found in
+// /proc/net/udp or udp6 by its inode: the one the link of its descriptor
+// in /proc/self/fd names ("socket:[INODE]"), so sockets that share an
+// address (SO_REUSEPORT) are told apart.
+func ReadUDPQueueOf(rc syscall.RawConn) (UDPQueue, error) {
+	var link string
+	var lerr error
+	if err := rc.Control(func(fd uintptr) {
+		link, lerr = os.Readlink("/proc/self/fd/" + strconv.FormatUint(uint64(fd), 10))
+	}); err != nil {
+		return UDPQueue{}, err
+	}
+	if lerr != nil {
+		return UDPQueue{}, lerr
+	}
+	inode, ok := strings.CutPrefix(link, "socket:[")
+	if inode, ok = strings.CutSuffix(inode, "]"); !ok || inode == "" {
+		return UDPQueue{}, fmt.Errorf("descriptor link %q: not a socket", link)
+	}
+	for _, file := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
+		socks, err := readUDPSockets(file)
+		if err != nil {
+			return UDPQueue{}, err
+		}
+		for _, s := range socks {
+			if s.inode == inode {
+				return s.queue, nil
+			}
+		}
+	}
+	return UDPQueue{}, fmt.Errorf("no UDP socket of inode %s in /proc/thread-self/net/udp or udp6", inode)
+}
+
+// udpSocket is one line of /proc/net/udp or udp6.
+type udpSocket struct {
+	local string // local_address as procAddr writes it
+	inode string // the inode column, in decimal
+	queue UDPQueue
+}
+
+// readUDPSockets reads the sockets file lists (udp4_format_sock,
+// udp6_seq_show).
+func readUDPSockets(file string) ([]udpSocket, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var socks []udpSocket
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Scan() // the header line
 	for sc.Scan() {
 		// sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode ref pointer drops
 		f := strings.Fields(sc.Text())
-		if len(f) < 13 || f[1] != want {
-			continue
+		if len(f) < 13 {
+			return nil, fmt.Errorf("%s: line %q: %d fields, want 13", file, sc.Text(), len(f))
 		}
 		_, rq, ok := strings.Cut(f[4], ":")
 		if !ok {
-			return UDPQueue{}, fmt.Errorf("%s: queue field %q", file, f[4])
+			return nil, fmt.Errorf("%s: queue field %q", file, f[4])
 		}
 		n, err := strconv.ParseUint(rq, 16, 32)
 		if err != nil {
-			return UDPQueue{}, fmt.Errorf("%s: rx_queue %q: %w", file, rq, err)
+			return nil, fmt.Errorf("%s: rx_queue %q: %w", file, rq, err)
 		}
 		drops, err := strconv.ParseUint(f[len(f)-1], 10, 32)
 		if err != nil {
-			return UDPQueue{}, fmt.Errorf("%s: drops %q: %w", file, f[len(f)-1], err)
+			return nil, fmt.Errorf("%s: drops %q: %w", file, f[len(f)-1], err)
 		}
-		return UDPQueue{Bytes: int(n), Drops: int(drops)}, nil
+		socks = append(socks, udpSocket{local: f[1], inode: f[9], queue: UDPQueue{Bytes: int(n), Drops: int(drops)}})
 	}
-	if err := sc.Err(); err != nil {
-		return UDPQueue{}, err
-	}
-	return UDPQueue{}, fmt.Errorf("%s: no UDP socket bound to %v", file, local)
+	return socks, sc.Err()
 }
 
 // procAddr writes a as /proc/net/udp and udp6 write a local address: the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestProcAddr: local addresses as /proc/net/udp and udp6 print them on a
@@ -170,4 +171,88 @@ func TestSendQueuedDropped(t *testing.T) {
 		t.Fatalf("SendQueued went on for %v", bound)
 	}
 	<-returned
+}
+
+// reusePortPair opens two loopback UDP sockets bound to one port with
+// SO_REUSEPORT, closed when the test ends, and returns them and their
+// address.
+func reusePortPair(t *testing.T) (a, b *net.UDPConn, addr netip.AddrPort) {
+	t.Helper()
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	pa, err := lc.ListenPacket(t.Context(), "udp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { pa.Close() })
+	addr = pa.LocalAddr().(*net.UDPAddr).AddrPort()
+	pb, err := lc.ListenPacket(t.Context(), "udp4", addr.String())
+	require.NoError(t, err)
+	t.Cleanup(func() { pb.Close() })
+	return pa.(*net.UDPConn), pb.(*net.UDPConn), addr
+}
+
+// TestReadUDPQueueShared: two sockets share a port (SO_REUSEPORT), so
+// their address alone does not tell which one's queue it is:
+// ReadUDPQueue refuses it, naming the sockets it found, rather than
+// giving the queue of whichever /proc lists first. ReadUDPQueueOf tells
+// them apart by inode: a datagram sent to the port (the kernel's hash of
+// its addresses picks one socket) shows in the queue of the socket that
+// a non-blocking read then takes it from, and not in the other's. A
+// socket that is not UDP has no queue there.
+func TestReadUDPQueueShared(t *testing.T) {
+	a, b, addr := reusePortPair(t)
+	_, err := ReadUDPQueue(addr)
+	require.ErrorContains(t, err, "2 UDP sockets bound to "+addr.String())
+
+	rcs := make([]syscall.RawConn, 2)
+	for i, c := range []*net.UDPConn{a, b} {
+		rcs[i], err = c.SyscallConn()
+		require.NoError(t, err)
+		q, err := ReadUDPQueueOf(rcs[i])
+		require.NoError(t, err, "socket %d", i)
+		require.Zero(t, q, "socket %d", i)
+	}
+	tx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer tx.Close()
+	_, err = tx.WriteToUDPAddrPort([]byte("x"), addr)
+	require.NoError(t, err)
+	var qs [2]UDPQueue
+	deadline := time.Now().Add(Bound())
+	for qs[0].Bytes+qs[1].Bytes == 0 {
+		require.True(t, time.Now().Before(deadline), "the datagram was not queued at either socket")
+		time.Sleep(100 * time.Microsecond)
+		for i, rc := range rcs {
+			qs[i], err = ReadUDPQueueOf(rc)
+			require.NoError(t, err, "socket %d", i)
+		}
+	}
+	for i, rc := range rcs {
+		var rerr error
+		require.NoError(t, rc.Control(func(fd uintptr) {
+			_, _, rerr = syscall.Recvfrom(int(fd), make([]byte, 8), syscall.MSG_DONTWAIT)
+		}))
+		if qs[i].Bytes > 0 {
+			require.NoError(t, rerr, "socket %d: its queue held the datagram", i)
+			q, err := ReadUDPQueueOf(rc)
+			require.NoError(t, err)
+			require.Zero(t, q.Bytes, "socket %d: read", i)
+		} else {
+			require.ErrorIs(t, rerr, syscall.EAGAIN, "socket %d: its queue was empty", i)
+		}
+	}
+
+	l, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer l.Close()
+	rc, err := l.SyscallConn()
+	require.NoError(t, err)
+	_, err = ReadUDPQueueOf(rc)
+	require.ErrorContains(t, err, "no UDP socket of inode")
 }
