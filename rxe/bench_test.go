@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"runtime/pprof"
-	"syscall"
 	"testing"
 	"time"
 
@@ -381,15 +380,6 @@ func (s devSnap) sub(o devSnap) devSnap {
 }
 
 func (s devSnap) calls() uint64 { return s.writes + s.reads }
-
-// benchCPUTime returns the user and system CPU time of the process so far.
-func benchCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // TestDataPathLocalDrops streams 64 KiB WRITEs and READs through a pipe
 // too shallow for a batch (16 datagrams per direction, ENOBUFS when full):
