@@ -31,8 +31,8 @@ const (
 
 // srSlot is the resend state of one PSN: whether it is due to be resent,
 // when it was last resent (a selective.stamp, 0 never), how often, how
-// often its resend was found lost (srRecheck, srResendLost), and what had
-// been sent by then.
+// often its resend was found lost (srRecheck, srResendLost,
+// srStreamsLost), and what had been sent by then.
 type srSlot struct {
 	psn   packet.PSN
 	due   bool
@@ -42,6 +42,10 @@ type srSlot struct {
 	// next is the first PSN not yet sent when psn was last resent: the
 	// packets from it on left after the resend (srResendLost).
 	next packet.PSN
+	// stream is the number of the extra-stream re-read that last asked
+	// for the READ response psn (srstreams.go), 0 if its last resend was
+	// none.
+	stream uint32
 }
 
 // srMaxBackoff is how many times a PSN's resend interval doubles.
@@ -159,6 +163,22 @@ type selective struct {
 	// sends: what the peer's out-of-order buffer holds, at least the
 	// window, less than srTrack.
 	span int
+	// streams holds the extra-stream re-reads sent and not yet found
+	// answered or lost, oldest first (srstreams.go; allocated at the
+	// first): a ring of len nstreams from shead. streamNext numbers the
+	// next one (never 0); streamHigh is the highest number answered and
+	// streamPSN one past the highest PSN it answered; streamNews: they
+	// moved since srStreamsLost last looked.
+	streams    []srStream
+	shead      int
+	nstreams   int
+	streamNext uint32
+	streamHigh uint32
+	streamPSN  packet.PSN
+	streamNews bool
+	// probing is set while the tail-loss probe is built: its re-read is
+	// not taken as an extra stream (srStreamSent).
+	probing bool
 }
 
 // initSelective sets the selective-repeat marks to the first PSN.
@@ -487,7 +507,8 @@ func (r *Requester) srHeldBack() bool {
 // interval ago; after its second resend, two intervals (an answer queued
 // behind a long READ stream is not asked for again every RTT), unless
 // that resend is known lost (srResendLost). force ignores the interval.
-// It reports whether it did.
+// It reports whether it did. (A re-read answered as an extra stream and
+// found lost goes on the list without this wait: srStreamsLost.)
 func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 	s := &r.sr
 	sl := s.slot(psn)
@@ -501,12 +522,17 @@ func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
 		sl.lost = min(sl.lost+1, srRecheckBackoff)
 		r.c.SRResendsLost++
 	}
+	s.markDue(sl)
+	return true
+}
+
+// markDue puts the PSN of sl, not due, on the resend list.
+func (s *selective) markDue(sl *srSlot) {
 	sl.due = true
 	s.ndue++
-	if psn.Before(s.dueLo) || s.ndue == 1 {
-		s.dueLo = psn
+	if sl.psn.Before(s.dueLo) || s.ndue == 1 {
+		s.dueLo = sl.psn
 	}
-	return true
 }
 
 // srFail fails the requester with status found on w's response (a bad
@@ -632,7 +658,12 @@ func (s *selective) tries(psn packet.PSN) uint8 {
 // srLost reports whether the missing response of psn is taken as lost: as
 // first asked for, once a response srReorder PSNs after it has arrived;
 // asked for again, once a later re-read was answered or srReorder later
-// PSNs of the same one.
+// PSNs of the same one. A PSN asked for again is then put on the resend
+// list by srDetect once its last resend is an interval old (srMark):
+// this evidence counts every re-read, the whole-part ones whose answers
+// may come as a train behind the others included, and a re-read merely
+// overtaken by the next one. srStreamsLost acts at once on the stricter
+// evidence of extra-stream re-reads.
 func (r *Requester) srLost(psn packet.PSN) bool {
 	s := &r.sr
 	if at := s.resentAt(psn); at != 0 {
@@ -769,6 +800,7 @@ func (r *Requester) srRead(p *packet.Packet) {
 	}
 	r.c.ReadBytes += uint64(n)
 	r.sr.setGot(psn)
+	r.sr.streamAnswered(psn)
 	r.srResponded(r.srPartEnd(w, k), psn, r.sr.resentAt(psn))
 }
 

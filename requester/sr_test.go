@@ -396,7 +396,8 @@ func TestSRDeadPeer(t *testing.T) {
 
 // srCheck verifies the selective-repeat bookkeeping: the counts of
 // received-response bits, of due resend slots and of resent slots match
-// what is stored.
+// what is stored, and the ring of extra-stream re-reads holds consecutive
+// numbers, oldest first.
 func (r *Requester) srCheck() error {
 	s := &r.sr
 	n := 0
@@ -423,6 +424,15 @@ func (r *Requester) srCheck() error {
 	}
 	if rs != s.nresent {
 		return fmt.Errorf("%d resent slots, %d counted", rs, s.nresent)
+	}
+	if s.nstreams < 0 || s.nstreams > len(s.streams) {
+		return fmt.Errorf("%d extra-stream re-reads in a ring of %d", s.nstreams, len(s.streams))
+	}
+	for i := 1; i < s.nstreams; i++ {
+		a, b := s.streams[(s.shead+i-1)%len(s.streams)], s.streams[(s.shead+i)%len(s.streams)]
+		if b.num != a.num+1 && !(a.num == ^uint32(0) && b.num == 1) {
+			return fmt.Errorf("extra-stream re-reads %d then %d in the ring", a.num, b.num)
+		}
 	}
 	return nil
 }

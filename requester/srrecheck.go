@@ -23,7 +23,8 @@ import (
 // once it is the oldest. Each time a PSN's resend is found lost the wait
 // for the next doubles (up to srRecheckBackoff times), so a dead or
 // stalled peer gets a few packets until the IB timeout ends the QP. READ
-// re-reads and atomics are watched by srDetect.
+// re-reads and atomics are watched by srDetect (and a re-read answered as
+// an extra stream by srStreamsLost, srstreams.go).
 
 // srRecheckBackoff is how many times srRecheck doubles a PSN's wait.
 const srRecheckBackoff = 6
@@ -46,6 +47,7 @@ func (r *Requester) srSent(now time.Time, psn packet.PSN) {
 	}
 	sl.sent(s.stamp(now))
 	sl.next = r.psn
+	sl.stream = 0 // srStreamSent numbers an extra-stream re-read's PSNs
 }
 
 // srResendLost reports whether the last resend of a request packet (sl),

@@ -118,8 +118,11 @@ func (r *Requester) srMarkRange(now time.Time, a, b packet.PSN, force bool) int 
 // and puts each on the resend list with the PSNs missing after it up to
 // the next one received: a re-read of the range, or the atomic again,
 // which the responder replays. New PSNs are looked at as responses arrive;
-// all of them again once per interval, for lost re-reads.
+// all of them again once per interval, for lost re-reads. The lost
+// responses of re-reads answered as extra streams are put on the list
+// first, as soon as their evidence arrives (srStreamsLost).
 func (r *Requester) srDetect(now time.Time) {
+	r.srStreamsLost(now)
 	s := &r.sr
 	limit := s.high.Add(-1 - srReorder) // PSNs before it have srReorder later ones answered
 	if !limit.After(r.compPSN) {
@@ -233,14 +236,19 @@ func (r *Requester) srResend(now time.Time, buf []byte) int {
 		}
 		w := r.slot(i)
 		npkts := uint32(1)
+		extra := false
 		if w.kind == kindRead {
 			if r.sr.srGot(x) {
 				continue
 			}
+			extra = r.srExtraStream(w, x)
 			npkts = r.srRereadRange(now, w, x)
 			r.c.ReadHoleRereads++
 		}
 		r.srSent(now, x)
+		if extra {
+			r.srStreamSent(x, npkts)
+		}
 		if n := r.srBuild(now, buf, i, x, npkts); n > 0 {
 			if w.kind.segmented() {
 				r.srArmRecheck(now)
@@ -392,7 +400,9 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 			r.srMark(now, x, true)
 		}
 	}
+	r.sr.probing = true
 	n := r.srResend(now, buf)
+	r.sr.probing = false
 	if n > 0 {
 		r.probeSent(now)
 	}
