@@ -203,7 +203,7 @@ type Counters struct {
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests for a missing range (selective repeat, and go-back-N's re-reads of the oldest READ's rest, readahead.go)
 	ReadRereadsLost    uint64 // read_rereads_lost: go-back-N retries of the oldest READ's hole whose answer was found lost (a response stream that starts over passed the hole, replayPassedHole), asked for again at once
 	ReadResponsesAhead uint64 // READ responses placed for a READ after the oldest one while that one was repaired (go-back-N, readahead.go)
-	SRResendsLost      uint64 // resends found lost and sent again: still unacknowledged an interval later (srRecheck), named missing again by a report that shows packets sent after the resend received (srResendLost), or a re-read's response missing after later re-reads or later PSNs of the same one were answered (srStreamsLost)
+	SRResendsLost      uint64 // resends found lost and sent again: still unacknowledged an interval later (srRecheck), named missing again by a report that shows packets sent after the resend received (srResendLost), or a re-read's response missing after later re-reads, later PSNs of the same one or requests sent after it were answered (srStreamsLost)
 	SRProgressReceived uint64 // sr_progress_received: progress reports (hole reports naming no hole) taken
 	SRReadRequestsLost uint64 // sr_read_requests_lost: READ parts re-read because no response followed the requests before them (srWatchRead)
 	SRReadRequestsSlow uint64 // sr_read_requests_slow: of those, the re-reads answered sooner than a round trip (the request was only slow)

@@ -30,9 +30,14 @@ type rereadLostRun struct {
 	// host whose RTT samples vary.
 	slow time.Duration
 	// evidence is the offset of the response whose arrival proves the
-	// re-read's response lost, and evidenceAt when it arrived.
-	evidence   int
-	evidenceAt time.Time
+	// re-read's response lost, evidenceNth which time it went (0: the
+	// second, a re-read's), and evidenceAt when it arrived.
+	evidence    int
+	evidenceNth int
+	evidenceAt  time.Time
+	// then posts a 16 KiB READ right after the 1 MiB one: it goes once
+	// the window has room, after the re-reads of the first responses.
+	then bool
 	// asked records, per offset, when each READ request with that PSN
 	// left the requester.
 	asked map[int][]time.Time
@@ -41,6 +46,9 @@ type rereadLostRun struct {
 // run posts a one-packet READ (an RTT sample) and then the 1 MiB READ, runs
 // the link until both complete, and checks the READ's data byte for byte.
 func (rr *rereadLostRun) run(t *testing.T) (*harness, *srLink) {
+	if rr.evidenceNth == 0 {
+		rr.evidenceNth = 2
+	}
 	cfg := baseConfig(rereadLostPMTU, 0x100)
 	cfg.SelectiveRepeat = true
 	h, f, reg := withResponder(t, cfg, rereadLostSize, verbs.AccessRemoteRead, 9)
@@ -72,7 +80,7 @@ func (rr *rereadLostRun) run(t *testing.T) (*harness, *srLink) {
 		if nth <= rr.drop[k] {
 			return true
 		}
-		if k == rr.evidence && nth == 2 && rr.evidenceAt.IsZero() {
+		if k == rr.evidence && nth == rr.evidenceNth && rr.evidenceAt.IsZero() {
 			rr.evidenceAt = h.now.Add(l.delay) // sent now, it arrives a link delay later
 		}
 		return false
@@ -85,8 +93,15 @@ func (rr *rereadLostRun) run(t *testing.T) (*harness, *srLink) {
 	}
 	sges := []verbs.SGE{{Addr: baseA, Length: rereadLostSize, LKey: lkeyA}}
 	h.post(&verbs.SendWR{ID: 2, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey, SGList: sges})
+	n := 2
+	if rr.then {
+		// The same bytes again, to the same place.
+		h.post(&verbs.SendWR{ID: 3, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled, RemoteAddr: rbase, RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA, Length: 16 << 10, LKey: lkeyA}}})
+		n = 3
+	}
 	l.run(time.Second)
-	requireClean(t, h, 2)
+	requireClean(t, h, n)
 	if rr.engine {
 		require.Empty(t, f.reads, "the engine, not the fake responder, answered")
 	}
@@ -152,6 +167,29 @@ func testLostRereadAcrossStreams(t *testing.T, engine bool) {
 	require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
 }
 
+// TestSRLostRereadThenRead loses READ response 100 of a 1 MiB READ and
+// then its re-read's response, with no other loss: a 16 KiB READ posted
+// behind it goes out after the re-read, so its third response, queued
+// by the responder behind the re-read's extra stream, proves the
+// re-read's answer lost, and 100 is asked for a third time within about
+// a round trip.
+func TestSRLostRereadThenRead(t *testing.T) {
+	for _, engine := range []bool{false, true} {
+		t.Run(peerName(engine), func(t *testing.T) {
+			rr := &rereadLostRun{engine: engine, drop: map[int]int{100: 2}, then: true,
+				evidence: 1024 + 2, evidenceNth: 1, slow: time.Millisecond}
+			h, l := rr.run(t)
+			require.False(t, rr.evidenceAt.IsZero(), "READ 3's third response arrived")
+			require.Len(t, rr.asked[100], 2, "re-reads of 100")
+			third := rr.asked[100][1]
+			t.Logf("evidence at %v, third request %v after it", rr.evidenceAt.Sub(t0), third.Sub(rr.evidenceAt))
+			require.False(t, third.Before(rr.evidenceAt), "asked again before the evidence")
+			require.LessOrEqual(t, third.Sub(rr.evidenceAt), 4*l.delay, "asked again within two round trips of the evidence")
+			require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
+		})
+	}
+}
+
 // TestSRRereadResponseReordered loses READ responses of a 1 MiB READ and
 // delays the response of a re-read behind one or two responses of the
 // same re-read or of re-reads sent after it (fewer than srReorder): that
@@ -209,4 +247,73 @@ func TestSRExtraStream(t *testing.T) {
 	require.False(t, h.r.srExtraStream(w, srSQ.Add(8)), "the next part")
 	h.r.sr.probing = true
 	require.False(t, h.r.srExtraStream(w, srSQ.Add(3)), "the probe's re-read")
+}
+
+// TestSRLostRereadLaterRequests: READ 1 loses response 5, which is re-read
+// alone; READ 3 is posted and sent after that re-read. The responder
+// queues READ 3's train behind the re-read's extra stream, so once READ
+// 3's responses 0 to 2 have arrived (srReorder PSNs sent after the
+// re-read) without the re-read's answer, 5 is asked for again at once;
+// its answer overtaken by two of them is no loss.
+func TestSRLostRereadLaterRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// answerAfter: how many of READ 3's responses arrive before the
+		// re-read's answer (-1: it is lost).
+		answerAfter int
+		rereads     int // re-reads of 5
+	}{
+		{name: "lost", answerAfter: -1, rereads: 2},
+		{name: "overtaken-by-two", answerAfter: 2, rereads: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOrderHarness(t, 3, rttTest) // room for READ 3
+			o.read(1)
+			o.read(2)
+			o.collect()
+			require.Len(t, o.sent, 2, "READs 1 and 2")
+			o.now = o.now.Add(rttTest)
+			for k := range orderPkts {
+				if k != 5 {
+					o.in(o.resp(1, k))
+					o.now = o.now.Add(time.Microsecond)
+				}
+			}
+			rereads := func() []orderSent {
+				var out []orderSent
+				for _, s := range o.sent {
+					if s.p.Opcode() == packet.RCRDMAReadRequest && s.p.PSN() == o.first(1).Add(5) {
+						out = append(out, s)
+					}
+				}
+				return out
+			}
+			require.Len(t, rereads(), 1, "5 re-read")
+			o.read(3)
+			o.collect()
+			require.Equal(t, o.first(3), o.sent[len(o.sent)-1].p.PSN(), "READ 3 sent after the re-read")
+			for k := range orderPkts {
+				o.in(o.resp(2, k))
+				o.now = o.now.Add(time.Microsecond)
+			}
+			require.Len(t, rereads(), 1, "READ 2's train was sent before the re-read")
+			for k := range orderPkts {
+				if k == tc.answerAfter {
+					o.in(o.reread(1, 5, 6, 5))
+				}
+				o.in(o.resp(3, k))
+				if k == 2 && tc.answerAfter < 0 {
+					rr := rereads()
+					require.Len(t, rr, 2, "5 asked for again")
+					require.Equal(t, o.now, rr[1].at, "at READ 3's response 2")
+					o.in(o.reread(1, 5, 6, 5))
+				}
+				o.now = o.now.Add(time.Microsecond)
+			}
+			require.Less(t, o.now.Sub(rereads()[0].at), o.r.srInterval(o.now), "within the resend interval")
+			require.Len(t, rereads(), tc.rereads)
+			require.Equal(t, []uint64{1, 2, 3}, o.cq.ids())
+			require.Equal(t, uint64(tc.rereads-1), o.r.Counters().SRResendsLost)
+		})
+	}
 }

@@ -24,14 +24,20 @@ import (
 // may be answered by the part's own train (responder coveredRead): their
 // answers say nothing of the order.
 //
+// An extra stream also goes out ahead of the answers to every request
+// the responder receives after the re-read: those are queued behind it
+// (trains and ACKs are not urgent). So the answer, as first sent, to a
+// request sent after the re-read proves it answered too.
+//
 // So each extra-stream re-read sent gets a number (srStreamSent), and a
 // PSN it asks for is taken as lost, and asked for again at once, when
 // srReorder later-numbered re-reads have been answered, or when the same
-// re-read has answered the PSN srReorder after it (RACK's reordering
-// threshold, RFC 8985, counted in re-reads and in PSNs as srLost counts
-// PSNs: a request or a response overtaken by one or two others is no
-// loss). The re-reads sent and not yet settled wait in a ring in the
-// order they were sent; each response of one looks only at the ring's
+// re-read has answered the PSN srReorder after it, or when responses as
+// first sent to srReorder PSNs sent after it have arrived (sr.high)
+// (RACK's reordering threshold, RFC 8985, counted in re-reads and in
+// PSNs as srLost counts PSNs: a request or a response overtaken by one or
+// two others is no loss). The re-reads sent and not yet settled wait in a
+// ring in the order they were sent; a response looks only at the ring's
 // head and the srReorder re-reads after it, and each PSN is looked at
 // once when its evidence comes, so the work per response is bounded
 // (srStreamsLost). A re-read beyond the ring's room falls back to the
@@ -41,9 +47,11 @@ import (
 const srStreamsMax = 128
 
 // srStream is an extra-stream re-read in the ring: the PSNs [psn, end)
-// not yet looked at, and its number.
+// not yet looked at, its number, and the first PSN not yet sent when it
+// left.
 type srStream struct {
 	psn, end packet.PSN
+	next     packet.PSN
 	num      uint32
 }
 
@@ -83,7 +91,7 @@ func (r *Requester) srStreamSent(x packet.PSN, n uint32) {
 		s.shead = (s.shead + 1) % len(s.streams)
 		s.nstreams--
 	}
-	s.streams[(s.shead+s.nstreams)%len(s.streams)] = srStream{psn: x, end: end, num: num}
+	s.streams[(s.shead+s.nstreams)%len(s.streams)] = srStream{psn: x, end: end, next: r.psn, num: num}
 	s.nstreams++
 }
 
@@ -109,18 +117,19 @@ func (s *selective) streamAnswered(psn packet.PSN) {
 // srStreamsLost puts on the resend list, without waiting for the resend
 // interval, the PSNs of extra-stream re-reads found lost since it last
 // ran: all those still missing of a re-read srReorder or more re-reads
-// before the highest answered (which leaves the ring), and of the highest
-// answered those srReorder or more PSNs before the highest it answered.
-// Each is counted in SRResendsLost.
+// before the highest answered, or sent srReorder or more PSNs before the
+// highest answered as first sent (it leaves the ring), and of the
+// highest re-read answered those srReorder or more PSNs before the
+// highest it answered. Each is counted in SRResendsLost.
 func (r *Requester) srStreamsLost(now time.Time) {
 	s := &r.sr
-	if !s.streamNews {
+	if !s.streamNews && (s.nstreams == 0 || !s.streamPassed(&s.streams[s.shead])) {
 		return
 	}
 	s.streamNews = false
 	for s.nstreams > 0 {
 		st := &s.streams[s.shead]
-		if int32(s.streamHigh-st.num) < srReorder {
+		if int32(s.streamHigh-st.num) < srReorder && !s.streamPassed(st) {
 			break
 		}
 		r.srStreamLost(now, st, st.end)
@@ -135,6 +144,13 @@ func (r *Requester) srStreamsLost(now time.Time) {
 			break
 		}
 	}
+}
+
+// streamPassed reports whether responses as first sent to srReorder
+// PSNs sent after the re-read st have arrived: the responder queued their
+// requests' answers behind st's stream.
+func (s *selective) streamPassed(st *srStream) bool {
+	return int(s.high.Diff(st.next)) >= srReorder
 }
 
 // srStreamLost puts the PSNs of the ring's re-read st before lim (at most
