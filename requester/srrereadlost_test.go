@@ -317,3 +317,21 @@ func TestSRLostRereadLaterRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestSRStreamRingFull: extra-stream re-reads beyond the ring's room push
+// the oldest out (those fall back to the resend interval); the ring keeps
+// the newest srStreamsMax, numbered in order.
+func TestSRStreamRingFull(t *testing.T) {
+	h := newHarness(t, baseConfig(srPMTU, srSQ))
+	r := h.r
+	for i := range srStreamsMax + 3 {
+		r.srStreamSent(srSQ.Add(i), 1)
+		require.NoError(t, r.srCheck())
+	}
+	s := &r.sr
+	require.Equal(t, srStreamsMax, s.nstreams)
+	head := s.streams[s.shead]
+	require.Equal(t, uint32(4), head.num, "re-reads 1 to 3 left the full ring")
+	require.Equal(t, srSQ.Add(3), head.psn)
+	require.Equal(t, uint32(srStreamsMax+3), s.streams[(s.shead+s.nstreams-1)%srStreamsMax].num)
+}
