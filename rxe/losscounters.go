@@ -25,7 +25,7 @@ type LossCounters struct {
 	SRHolesReceived    uint64 // sr_holes_received: hole reports received
 	SRPacketsResent    uint64 // sr_packets_resent: packets resent for them (READ re-reads included)
 	SRHolesIgnored     uint64 // sr_holes_ignored: hole reports naming PSNs never sent, or with none outstanding
-	SRResendsLost      uint64 // sr_resends_lost: resends found lost and sent again: still unacknowledged an interval later, or named missing again by a report that shows later packets received
+	SRResendsLost      uint64 // sr_resends_lost: resends found lost and sent again: still unacknowledged an interval later, named missing again by a report that shows later packets received, or an extra-stream re-read's response still missing once later re-reads, later PSNs of it or requests sent after it were answered
 	ReadHoleRereads    uint64 // read_holes_rereads: READ requests re-reading a missing range
 	ReadRereadsLost    uint64 // read_rereads_lost: go-back-N retries of a READ hole whose answer was found lost, asked for again at once
 	RetryDoubled       uint64 // retry_doubled: go-back-N retries (after a sequence NAK) whose first packet went twice, so that one lost copy costs no timer
