@@ -66,6 +66,15 @@ type IPFieldReporter interface {
 	ReportIPFields() error
 }
 
+// MulticastSender is a Conn whose datagrams to multicast groups can be
+// set up to leave by the interface that carries a given address, with a
+// given TTL or hop limit, and to loop back to the sockets of this host that
+// joined the group (UDPConn.SetMulticastSend). Decorators do not implement
+// it: a caller looks through their Unwrap() Conn method.
+type MulticastSender interface {
+	SetMulticastSend(ifAddr netip.Addr, hops uint8) error
+}
+
 // Conn sends and receives datagrams in batches.
 //
 // Ownership: a Conn keeps no reference to msgs or to their buffers after a

@@ -15,6 +15,7 @@ import (
 type socketSetup struct {
 	v6, wildcard bool
 	reusePort    bool // SO_REUSEPORT (ListenUDPGroup)
+	multicast    bool // SO_REUSEADDR and no IP_MULTICAST_ALL (ListenMulticastUDP)
 	opts         Options
 	got          BufferSizes
 	gso, gro     bool // UDP_SEGMENT is available; UDP_GRO is on
@@ -68,6 +69,19 @@ func (s *socketSetup) apply(fd int) error {
 	list = append(list, opt{"SO_RXQ_OVFL", unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1})
 	if s.reusePort {
 		list = append(list, opt{"SO_REUSEPORT", unix.SOL_SOCKET, unix.SO_REUSEPORT, 1})
+	}
+	if s.multicast {
+		// Several sockets of this host bind the same group and port (one
+		// per device), and each receives its own copy of every datagram
+		// (SO_REUSEADDR); a socket receives only the groups it joined,
+		// not every group some socket of the host joined (the kernel's
+		// default, IP_MULTICAST_ALL 1).
+		list = append(list, opt{"SO_REUSEADDR", unix.SOL_SOCKET, unix.SO_REUSEADDR, 1})
+		if s.v6 {
+			list = append(list, opt{"IPV6_MULTICAST_ALL", unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_ALL, 0})
+		} else {
+			list = append(list, opt{"IP_MULTICAST_ALL", unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0})
+		}
 	}
 	for _, o := range list {
 		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.value); err != nil {

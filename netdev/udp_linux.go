@@ -71,6 +71,12 @@ func ListenUDP(addr netip.AddrPort, opts Options) (*UDPConn, error) {
 // listenUDP is ListenUDP; reusePort sets SO_REUSEPORT before bind (see
 // ListenUDPGroup).
 func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, error) {
+	return listenSetup(addr, opts, socketSetup{reusePort: reusePort})
+}
+
+// listenSetup opens the socket of listenUDP and ListenMulticastUDP with
+// the options of setup (reusePort, multicast) and opts.
+func listenSetup(addr netip.AddrPort, opts Options, setup socketSetup) (*UDPConn, error) {
 	if !addr.IsValid() {
 		return nil, fmt.Errorf("netdev: ListenUDP: invalid address %v", addr)
 	}
@@ -83,7 +89,7 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		ip = ip.Unmap()
 	}
 	bind := netip.AddrPortFrom(ip, addr.Port())
-	setup := &socketSetup{v6: v6, wildcard: ip.IsUnspecified(), reusePort: reusePort, opts: opts}
+	setup.v6, setup.wildcard, setup.opts = v6, ip.IsUnspecified(), opts
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		if err := rc.Control(func(fd uintptr) { serr = setup.apply(int(fd)) }); err != nil {
@@ -91,7 +97,13 @@ func listenUDP(addr netip.AddrPort, opts Options, reusePort bool) (*UDPConn, err
 		}
 		return serr
 	}}
-	pconn, err := lc.ListenPacket(context.Background(), network, bind.String())
+	var pconn net.PacketConn
+	var err error
+	if setup.multicast {
+		pconn, err = bindGroup(bind, &setup)
+	} else {
+		pconn, err = lc.ListenPacket(context.Background(), network, bind.String())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("netdev: ListenUDP %v: %w", bind, err)
 	}

@@ -64,3 +64,14 @@ func (c *UDPConn) TryReadBatch(msgs []Message) (int, error) { return 0, errors.E
 func ListenUDPGroup(addr netip.AddrPort, n int, opts Options) ([]*UDPConn, error) {
 	return nil, fmt.Errorf("netdev: ListenUDPGroup %v: %w", addr, errors.ErrUnsupported)
 }
+
+// ListenMulticastUDP opens a socket that receives a multicast group (Linux
+// only).
+func ListenMulticastUDP(group netip.AddrPort, ifAddr netip.Addr, opts Options) (*UDPConn, error) {
+	return nil, fmt.Errorf("netdev: ListenMulticastUDP %v: %w", group, errors.ErrUnsupported)
+}
+
+// SetMulticastSend implements MulticastSender (Linux only).
+func (c *UDPConn) SetMulticastSend(ifAddr netip.Addr, hops uint8) error {
+	return errors.ErrUnsupported
+}

@@ -1,0 +1,96 @@
+package netdev
+
+import (
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/gorxe/gorxe/internal/testutil"
+	"github.com/stretchr/testify/require"
+)
+
+// TestListenMulticastUDP: two sockets bound to one group and port on the
+// loopback interface each receive one copy of a datagram a socket bound to
+// the loopback address sends to the group (after SetMulticastSend), with
+// the group as Message.Local; a socket of another group on the same port
+// receives nothing.
+func TestListenMulticastUDP(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		lo           netip.Addr
+		group, other netip.Addr
+		needsIPv6    bool
+	}{
+		{"ipv4", lo4, netip.MustParseAddr("239.1.2.3"), netip.MustParseAddr("239.1.2.4"), false},
+		{"ipv4-mapped group", lo4, netip.MustParseAddr("::ffff:239.1.2.5"), netip.MustParseAddr("239.1.2.6"), false},
+		{"ipv6", lo6, netip.MustParseAddr("ff0e::123"), netip.MustParseAddr("ff0e::124"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needsIPv6 {
+				skipNoIPv6(t)
+			}
+			opts := Options{NoGSO: true, NoGRO: true}
+			a, err := ListenMulticastUDP(netip.AddrPortFrom(tc.group, 0), tc.lo, opts)
+			require.NoError(t, err)
+			defer a.Close()
+			port := a.LocalAddr().Port()
+			require.Equal(t, netip.AddrPortFrom(tc.group.Unmap(), port), a.LocalAddr())
+			b, err := ListenMulticastUDP(netip.AddrPortFrom(tc.group, port), tc.lo, opts)
+			require.NoError(t, err, "a second socket on the same group and port")
+			defer b.Close()
+			other, err := ListenMulticastUDP(netip.AddrPortFrom(tc.other, port), tc.lo, opts)
+			require.NoError(t, err)
+			defer other.Close()
+
+			s := listen(t, tc.lo, Options{NoGSO: true})
+			require.NoError(t, s.SetMulticastSend(tc.lo, 1))
+			dst := netip.AddrPortFrom(tc.group.Unmap(), port)
+			data := payload(3)
+			testutil.SendQueued(t, netip.AddrPortFrom(tc.group.Unmap(), port), 1, func(int) {
+				m := []Message{{Buf: data, N: len(data), Addr: dst}}
+				n, err := s.WriteBatch(m)
+				if tc.needsIPv6 && errors.Is(err, syscall.ENETUNREACH) {
+					// lo has no MULTICAST flag, so the kernel adds no
+					// ff00::/8 route on it (IPv4 needs none).
+					t.Skipf("no IPv6 multicast route on lo: %v", err)
+				}
+				require.NoError(t, err)
+				require.Equal(t, 1, n)
+			})
+			for _, c := range []*UDPConn{a, b} {
+				got := readN(t, c, 1)
+				require.Len(t, got, 1)
+				require.Equal(t, data, got[0].data)
+				require.Equal(t, s.LocalAddr(), got[0].from)
+				require.Equal(t, tc.group.Unmap(), got[0].local)
+			}
+			q, err := testutil.ReadUDPQueue(other.LocalAddr())
+			require.NoError(t, err)
+			require.Zero(t, q.Bytes, "the socket of another group received the datagram")
+		})
+	}
+}
+
+// TestListenMulticastUDPRefusals: a unicast group, a group of the other
+// family than the interface address and an address no interface carries
+// are refused; SetMulticastSend refuses an address of the other family.
+func TestListenMulticastUDPRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		group, iface netip.Addr
+		want         string
+	}{
+		{"unicast group", lo4, lo4, "not a multicast address"},
+		{"families differ", netip.MustParseAddr("239.1.1.1"), lo6, "different families"},
+		{"no interface", netip.MustParseAddr("239.1.1.1"), netip.MustParseAddr("192.0.2.77"), "no interface carries"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ListenMulticastUDP(netip.AddrPortFrom(tc.group, 0), tc.iface, Options{})
+			require.ErrorContains(t, err, tc.want)
+			require.Nil(t, c)
+		})
+	}
+	s := listen(t, lo4, Options{})
+	require.ErrorContains(t, s.SetMulticastSend(lo6, 1), "not of the socket's family")
+}
