@@ -3,8 +3,8 @@ package netdev
 import (
 	"fmt"
 	"net"
-	"os"
 	"net/netip"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,24 +112,38 @@ func (c *UDPConn) SetMulticastSend(ifAddr netip.Addr, hops uint8) error {
 }
 
 // interfaceIndexOf returns the index of the interface that carries the
-// address a.
+// address a: the one a is assigned to, or else the one whose network
+// holds a (127.0.0.2 is lo's, whose address is 127.0.0.1/8).
 func interfaceIndexOf(a netip.Addr) (int, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return 0, fmt.Errorf("listing interfaces: %w", err)
 	}
+	within := -1
 	for _, ifi := range ifs {
 		addrs, err := ifi.Addrs()
 		if err != nil {
 			continue
 		}
 		for _, x := range addrs {
-			if n, ok := x.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
-					return ifi.Index, nil
-				}
+			n, ok := x.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(n.IP)
+			if !ok {
+				continue
+			}
+			if ip.Unmap() == a {
+				return ifi.Index, nil
+			}
+			if ones, _ := n.Mask.Size(); within < 0 && netip.PrefixFrom(ip.Unmap(), ones).Contains(a) {
+				within = ifi.Index
 			}
 		}
+	}
+	if within >= 0 {
+		return within, nil
 	}
 	return 0, fmt.Errorf("no interface carries %v", a)
 }

@@ -82,6 +82,8 @@ func (c Counters) Named() []NamedCounter {
 		{"pin_errors", c.PinErrors},
 		{"polled_pkts", c.PolledPkts},
 		{"spin_pkts", c.SpinPkts},
+		{"mcast_rcvd_pkts", c.McastRcvd},
+		{"mcast_dropped_pkts", c.McastDropped},
 	}, c.Loss.named()...)
 }
 
@@ -114,6 +116,11 @@ type Counters struct {
 	// SpinPkts counts the received datagrams a receive goroutine read
 	// while it spun after a batch instead of blocking (Options.ReceiveSpin).
 	SpinPkts uint64
+	// McastRcvd counts the datagrams received for a multicast group and
+	// handed to its attached QPs (each QP counts its copy in its own
+	// QPCounters); McastDropped those dropped: no QP attached, or a
+	// destination QP other than MulticastQPN (mcast.go).
+	McastRcvd, McastDropped uint64
 	// Loss sums the loss-recovery and selective-repeat counters of the
 	// device's QPs, those destroyed or reset included (srtt_us and
 	// ooo_buffered count live QPs only).
@@ -152,6 +159,7 @@ func (d *Device) Counters() Counters {
 		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
 		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(), HeldDropped: c.heldDropped.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
-		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, SpinPkts: spun, Loss: d.lossTotals(),
+		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, SpinPkts: spun,
+		McastRcvd: d.mcast.rcvd.Load(), McastDropped: d.mcast.dropped.Load(), Loss: d.lossTotals(),
 	}
 }

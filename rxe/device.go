@@ -69,6 +69,8 @@ type Device struct {
 	ipFieldsMu sync.Mutex
 	ipFields   bool
 
+	mcast mcastState // multicast groups joined and their QPs (mcast.go)
+
 	closed atomic.Bool
 	// busyPolled is set by the first CQ.BusyPoll on any of the device's
 	// CQs: its caller reads the sockets itself, so the receive goroutines
@@ -109,6 +111,10 @@ type DeviceAttr struct {
 	MaxMsgSize                                          uint64
 	LocalCAAckDelay                                     uint8
 	NumCompVectors                                      int
+	// MaxMcastGrp bounds the multicast groups a device joins,
+	// MaxMcastQPAttach the QPs attached to one group and
+	// MaxTotalMcastQPAttach the attachments of all groups (QP.AttachMcast).
+	MaxMcastGrp, MaxMcastQPAttach, MaxTotalMcastQPAttach int
 }
 
 // PortAttr are port attributes (a subset of struct ibv_port_attr).
@@ -153,6 +159,7 @@ func (d *Device) Close() error {
 		g.shutdown() // while the socket is open
 	}
 	close(d.done)
+	d.closeMcast()
 	// A UC or UD send completes once the transmit pass that built its
 	// packet has written it (rxe_xmit_packet: once the packet is handed
 	// to the IP layer). Let a pass under way finish writing before the

@@ -91,6 +91,7 @@ func OpenConns(conns []netdev.Conn, opts Options) (*Device, error) {
 			MaxPD: 1 << 20, MaxQPRdAtom: 128, MaxQPInitRdAtom: 128, MaxSRQ: 1 << 16, MaxSRQWR: maxQPWR,
 			MaxSRQSGE: maxSGE, MaxInlineData: maxInlineData, MaxMsgSize: maxMsgSize, LocalCAAckDelay: 15,
 			NumCompVectors: opts.CompVectors,
+			MaxMcastGrp:    maxMcastGroups, MaxMcastQPAttach: maxMcastQPAttach, MaxTotalMcastQPAttach: maxMcastGroups * maxMcastQPAttach,
 		},
 	}
 	d.mrs.quarantine = mrQuarantine

@@ -601,7 +601,15 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 			err = fmt.Errorf("%w: send WR %d: %s", ErrInvalidArgument, i, what)
 			break
 		}
-		if err = qp.postOne(&wrs[i]); err != nil {
+		wr := &wrs[i]
+		if ah, ok := wr.AH.(*AddrHandle); ok && ah.mcast && wr.RemoteQPN != MulticastQPN {
+			// A datagram to a group goes to MulticastQPN (IBA 10.5.2.7).
+			// A copy keeps the caller's work request as it was.
+			mwr := *wr
+			mwr.RemoteQPN = MulticastQPN
+			wr = &mwr
+		}
+		if err = qp.postOne(wr); err != nil {
 			kind := ErrInvalidArgument
 			if errors.Is(err, requester.ErrQueueFull) {
 				kind = ErrNoResources
@@ -749,6 +757,7 @@ func (qp *QP) Destroy() error {
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
 	qp.mu.Unlock()
+	qp.dev.detachAll(qp)
 	qp.dev.qps.remove(qp.qpn)
 	qp.pd.users.Add(-1)
 	qp.sendCQ.users.Add(-1)

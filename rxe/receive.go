@@ -152,7 +152,7 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 	}
 	r.countVector(qp.vec) // per vector: no cache line shared between vectors
 	if qp.unreliable() {
-		qp.receiveUnreliable(now, p, m)
+		qp.receiveUnreliable(now, p, m, d.addr)
 		return
 	}
 	r.addRun(now, qp, p, m.Addr)

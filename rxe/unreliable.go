@@ -225,8 +225,10 @@ func (d *Device) reportIPFields() error {
 }
 
 // receiveUnreliable hands a packet to a UC or UD QP's receive side; m is
-// the datagram it came in.
-func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, m *netdev.Message) {
+// the datagram it came in and dst the IP address it was sent to (the
+// device's, or a multicast group's: receiveMcast), which a UD receive
+// writes into the GRH area.
+func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, m *netdev.Message, dst netip.Addr) {
 	src := m.Addr
 	qp.mu.Lock()
 	switch {
@@ -239,7 +241,7 @@ func (qp *QP) receiveUnreliable(now time.Time, p packet.Packet, m *netdev.Messag
 		qp.counter.rcvdPkts++
 		qp.counter.rcvdBytes += uint64(p.Len())
 		qp.uresp.Receive(now, p, responder.IPHeader{
-			Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Dst: netip.AddrPortFrom(qp.dev.addr, qp.dev.port),
+			Src: netip.AddrPortFrom(src.Addr().Unmap(), src.Port()), Dst: netip.AddrPortFrom(dst, qp.dev.port),
 			TOS: m.TOS, TTL: m.TTL,
 		})
 		if st, failed := qp.uresp.Failed(); failed {
@@ -263,6 +265,7 @@ type AddrHandle struct {
 	pd        *PD
 	attr      AH
 	dest      netip.AddrPort // never changes: PostSend copies it into the WR it queues
+	mcast     bool           // dest is a multicast group: PostSend sends to MulticastQPN
 	destroyed atomic.Bool    // set by Destroy; PostSend refuses the handle after it
 }
 
@@ -278,8 +281,12 @@ func (a *AddrHandle) Attr() AH { return a.attr }
 
 // CreateAH creates an address handle from address attributes
 // (ibv_create_ah): the destination GID (or plain IP address) and UDP port.
-// Multicast destinations are refused: gorxe does not join multicast
-// groups. The handle takes a use of the PD, so PD.Dealloc fails with
+// A multicast GID (an IPv4 multicast address, plain or IPv4-mapped, or an
+// IPv6 one in ff00::/8) makes a handle that sends to the group, at the UDP
+// port given (4791 by default), with destination QP MulticastQPN; the
+// first such handle sets the device's sockets up for multicast sends
+// (mcast.go), which a device on a netdev other than a UDP socket (a pipe)
+// cannot: CreateAH then fails with ErrInvalidArgument. The handle takes a use of the PD, so PD.Dealloc fails with
 // ErrInUse until the handle is destroyed; on a deallocated PD CreateAH
 // fails with ErrClosed.
 func (pd *PD) CreateAH(attr AH) (*AddrHandle, error) {
@@ -291,9 +298,6 @@ func (pd *PD) CreateAH(attr AH) (*AddrHandle, error) {
 	if !g.IsValid() || g.IsUnspecified() || g.Is4() != d.addr.Is4() {
 		return nil, fmt.Errorf("%w: destination GID %v (the device is on %v)", ErrInvalidArgument, attr.DGID, d.addr)
 	}
-	if g.IsMulticast() {
-		return nil, fmt.Errorf("%w: multicast destination %v: UD multicast is not supported", ErrInvalidArgument, g)
-	}
 	if attr.SGIDIndex != 0 && attr.SGIDIndex != 1 {
 		return nil, fmt.Errorf("%w: source GID index %d", ErrInvalidArgument, attr.SGIDIndex)
 	}
@@ -301,10 +305,15 @@ func (pd *PD) CreateAH(attr AH) (*AddrHandle, error) {
 	if port == 0 {
 		port = packet.UDPPort
 	}
+	if g.IsMulticast() {
+		if err := d.enableMcastSend(); err != nil {
+			return nil, err
+		}
+	}
 	if err := pd.use(); err != nil {
 		return nil, err
 	}
-	return &AddrHandle{pd: pd, attr: attr, dest: netip.AddrPortFrom(g, port)}, nil
+	return &AddrHandle{pd: pd, attr: attr, dest: netip.AddrPortFrom(g, port), mcast: g.IsMulticast()}, nil
 }
 
 // Destroy destroys the address handle (ibv_destroy_ah) and gives back its

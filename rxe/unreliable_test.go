@@ -278,7 +278,9 @@ func btoi(b bool) int {
 
 // TestUDQKeyAndSize: a datagram with another Q_Key is dropped and counted;
 // a work request's controlled Q_Key is replaced by the QP's own; a message
-// longer than the path MTU is refused at post time; multicast is refused.
+// longer than the path MTU is refused at post time; a multicast handle is
+// refused on a pipe, which cannot send to a group (mcast_test.go has the
+// multicast tests).
 func TestUDQKeyAndSize(t *testing.T) {
 	da, db := newDevices(t, "pipe")
 	a, b := newTypedEnd(t, da, QPTypeUD), newTypedEnd(t, db, QPTypeUD)

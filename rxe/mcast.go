@@ -1,0 +1,366 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorxe/gorxe/netdev"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// UD multicast (IBA 10.5.2.7 and 9.8.3.4; kernel rxe_mcast.c and rxe_recv.c
+// rxe_rcv_mcast_pkt). A UD QP attached to a multicast group
+// (QP.AttachMcast) receives a copy of every UD datagram sent to the
+// group's GID; a UD send to an address handle whose GID is a multicast
+// address goes to the group. On RoCEv2 the group's GID is an IP multicast
+// address: an IPv4 one (224.0.0.0/4) in IPv4-mapped form, or an IPv6 one
+// (ff00::/8).
+//
+// A device's own sockets are bound to its unicast address, and the kernel
+// gives a socket bound so no multicast datagram: the device receives each
+// group it has QPs attached to on a socket of its own, bound to the
+// group's address and the device's port and joined to the group on the
+// interface that carries the device's address (netdev.ListenMulticastUDP),
+// read by a goroutine of its own (Device.routineMcast). The socket is
+// closed, and the group left, when the group's last QP detaches or is
+// destroyed, or when the device closes. Datagrams to a group go out on
+// the device's own sockets, set up on the first multicast address handle
+// to leave by the interface of the device's address, with TTL or hop
+// limit McastHops, and to loop back to the sockets of this host that
+// joined the group (netdev.MulticastSender).
+
+// MulticastQPN is the destination QP of every multicast packet (IBA
+// 9.8.3.4 and 10.5.2.7; rxe's IB_MULTICAST_QPN): a UD send to a
+// multicast address handle carries it in its BTH whatever the work
+// request's RemoteQPN, and a packet to a group is delivered only with it.
+const MulticastQPN = 0xFFFFFF
+
+// The bounds of multicast (DeviceAttr.MaxMcastGrp, MaxMcastQPAttach and
+// MaxTotalMcastQPAttach). A group costs the device a socket and a
+// goroutine, so a device has far fewer groups than kernel rxe's 8192
+// (RXE_MAX_MCAST_GRP); a group has as many QPs as rxe's
+// (RXE_MAX_MCAST_QP_ATTACH).
+const (
+	maxMcastGroups   = 64
+	maxMcastQPAttach = 56
+)
+
+// McastHops is the IPv4 TTL or IPv6 hop limit of the datagrams a device
+// sends to a multicast group: 1, the kernel's default for multicast
+// sockets, keeps them on the link of the device's interface.
+const McastHops = 1
+
+// mcastBatch is the batch size of a group's socket.
+const mcastBatch = 16
+
+// mcastGroup is a multicast group a device's QPs are attached to.
+type mcastGroup struct {
+	addr netip.Addr // unmapped
+	conn *netdev.UDPConn
+	// qps are the attached QPs, replaced (never changed in place) under
+	// Device.mcastMu: the group's goroutine delivers to a snapshot.
+	qps atomic.Pointer[[]*QP]
+}
+
+// mcastState is a device's multicast state, under mu.
+type mcastState struct {
+	mu       sync.Mutex
+	groups   map[netip.Addr]*mcastGroup
+	attached int  // QP attachments over all groups
+	sendSet  bool // the device's sockets are set up for multicast sends
+	closed   bool // the device closed: no more groups
+	// rcvd and dropped count the multicast packets delivered to at least
+	// one attached QP, and those dropped: no QP attached (a datagram that
+	// came as the group's last QP detached) or a destination QP other
+	// than MulticastQPN.
+	rcvd, dropped atomic.Uint64
+}
+
+// mcastGroupAddr checks that gid is a multicast GID of the device's
+// family and returns it unmapped.
+func (d *Device) mcastGroupAddr(gid netip.Addr) (netip.Addr, error) {
+	g := gid.Unmap()
+	if !g.IsValid() || !g.IsMulticast() {
+		return netip.Addr{}, fmt.Errorf("%w: GID %v is not a multicast GID (224.0.0.0/4 IPv4-mapped, or ff00::/8)", ErrInvalidArgument, gid)
+	}
+	if g.Is4() != d.addr.Is4() {
+		return netip.Addr{}, fmt.Errorf("%w: multicast GID %v (the device is on %v)", ErrInvalidArgument, gid, d.addr)
+	}
+	return g, nil
+}
+
+// AttachMcast attaches the UD QP to the multicast group gid
+// (ibv_attach_mcast): from then on the QP receives a copy of every UD
+// datagram with destination QP MulticastQPN sent to the group, each in a
+// receive WQE of its own, its Q_Key checked against the QP's as for any
+// UD datagram. gid is an IPv4 multicast address (plain or IPv4-mapped)
+// on an IPv4 device, an IPv6 one (ff00::/8) on an IPv6 device. lid is
+// ignored, as RoCE has no LIDs. The first QP to attach to a group makes
+// the device join it (see the package's multicast notes in mcast.go);
+// attaching a QP that is already attached does nothing, as in rxe
+// (rxe_attach_mcast). Only UD QPs attach (ErrInvalidArgument otherwise,
+// as ib_attach_mcast refuses them); a device has at most MaxMcastGrp
+// groups and a group MaxMcastQPAttach QPs (ErrNoResources beyond). After
+// Destroy or Device.Close it fails with ErrClosed.
+func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
+	d := qp.dev
+	if qp.typ != QPTypeUD {
+		return fmt.Errorf("%w: AttachMcast on a %v QP (UD only)", ErrInvalidArgument, qp.typ)
+	}
+	g, err := d.mcastGroupAddr(gid)
+	if err != nil {
+		return err
+	}
+	m := &d.mcast
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || qp.isDead() {
+		return ErrClosed
+	}
+	grp := m.groups[g]
+	if grp != nil {
+		qps := *grp.qps.Load()
+		if slices.Contains(qps, qp) {
+			return nil
+		}
+		if len(qps) >= maxMcastQPAttach {
+			return fmt.Errorf("%w: %d QPs attached to %v (the device's maximum per group)", ErrNoResources, maxMcastQPAttach, g)
+		}
+		grp.qps.Store(new(append(slices.Clip(qps), qp)))
+		m.attached++
+		return nil
+	}
+	if len(m.groups) >= maxMcastGroups {
+		return fmt.Errorf("%w: %d multicast groups (the device's maximum)", ErrNoResources, maxMcastGroups)
+	}
+	if err := d.reportIPFields(); err != nil {
+		return err
+	}
+	conn, err := netdev.ListenMulticastUDP(netip.AddrPortFrom(g, d.port), d.addr,
+		netdev.Options{BatchSize: mcastBatch, NoGSO: true, NoGRO: true, RecvBuffer: d.opts.RecvBuffer, NoForce: d.opts.NoForceBuffers})
+	if err != nil {
+		return fmt.Errorf("rxe: joining multicast group %v: %w", g, err)
+	}
+	if err := conn.ReportIPFields(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		conn.Close()
+		return fmt.Errorf("rxe: asking the socket of multicast group %v for received traffic classes: %w", g, err)
+	}
+	grp = &mcastGroup{addr: g, conn: conn}
+	grp.qps.Store(&[]*QP{qp})
+	if m.groups == nil {
+		m.groups = make(map[netip.Addr]*mcastGroup)
+	}
+	m.groups[g] = grp
+	m.attached++
+	d.wg.Add(1)
+	go d.routineMcast(grp)
+	return nil
+}
+
+// DetachMcast detaches the QP from the multicast group gid
+// (ibv_detach_mcast); lid is ignored. The device leaves the group when its
+// last QP detaches. A QP not attached to the group gives
+// ErrInvalidArgument, as rxe_detach_mcast's EINVAL. After Destroy or
+// Device.Close it fails with ErrClosed (Destroy and Close detached it).
+func (qp *QP) DetachMcast(gid netip.Addr, lid uint16) error {
+	d := qp.dev
+	if qp.typ != QPTypeUD {
+		return fmt.Errorf("%w: DetachMcast on a %v QP (UD only)", ErrInvalidArgument, qp.typ)
+	}
+	g, err := d.mcastGroupAddr(gid)
+	if err != nil {
+		return err
+	}
+	m := &d.mcast
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || qp.isDead() {
+		return ErrClosed
+	}
+	if !d.detachLocked(qp, g) {
+		return fmt.Errorf("%w: QP %#x is not attached to %v", ErrInvalidArgument, qp.qpn, g)
+	}
+	return nil
+}
+
+// detachLocked detaches qp from group g, leaving the group if qp was its
+// last QP (caller holds mcast.mu); it reports whether qp was attached.
+func (d *Device) detachLocked(qp *QP, g netip.Addr) bool {
+	m := &d.mcast
+	grp := m.groups[g]
+	if grp == nil {
+		return false
+	}
+	qps := *grp.qps.Load()
+	i := slices.Index(qps, qp)
+	if i < 0 {
+		return false
+	}
+	m.attached--
+	if len(qps) == 1 {
+		delete(m.groups, g)
+		grp.qps.Store(&[]*QP{})
+		grp.conn.Close() // leaves the group; its goroutine ends
+		return true
+	}
+	grp.qps.Store(new(slices.Delete(slices.Clone(qps), i, i+1)))
+	return true
+}
+
+// detachAll detaches qp from every group (QP.Destroy).
+func (d *Device) detachAll(qp *QP) {
+	if qp.typ != QPTypeUD {
+		return
+	}
+	m := &d.mcast
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for g := range m.groups {
+		d.detachLocked(qp, g)
+	}
+}
+
+// closeMcast leaves every group (Device.Close).
+func (d *Device) closeMcast() {
+	m := &d.mcast
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	for g, grp := range m.groups {
+		grp.qps.Store(&[]*QP{})
+		grp.conn.Close()
+		delete(m.groups, g)
+	}
+	m.attached = 0
+}
+
+// McastGroups returns the multicast groups the device has joined: those
+// with QPs attached, as IPv4-mapped or IPv6 GIDs, in no particular order.
+func (d *Device) McastGroups() []netip.Addr {
+	m := &d.mcast
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]netip.Addr, 0, len(m.groups))
+	for g := range m.groups {
+		out = append(out, netip.AddrFrom16(g.As16()))
+	}
+	return out
+}
+
+// enableMcastSend sets the device's sockets up for datagrams to multicast
+// groups, once (PD.CreateAH of a multicast GID): they leave by the
+// interface of the device's address with TTL McastHops and loop back to
+// the host's sockets that joined the group. Decorators of the device's
+// netdevs are looked through (their Unwrap() netdev.Conn); a netdev that
+// is not a netdev.MulticastSender (a pipe) cannot send to a group.
+func (d *Device) enableMcastSend() error {
+	m := &d.mcast
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sendSet {
+		return nil
+	}
+	for _, c := range d.conns {
+		inner := c
+		for {
+			if _, ok := inner.(netdev.MulticastSender); ok {
+				break
+			}
+			u, ok := inner.(interface{ Unwrap() netdev.Conn })
+			if !ok {
+				return fmt.Errorf("%w: the device's netdev %T cannot send to a multicast group", ErrInvalidArgument, c)
+			}
+			inner = u.Unwrap()
+		}
+		if err := inner.(netdev.MulticastSender).SetMulticastSend(d.addr, McastHops); err != nil {
+			return fmt.Errorf("rxe: setting the device's socket up for multicast: %w", err)
+		}
+	}
+	m.sendSet = true
+	return nil
+}
+
+// routineMcast reads the datagrams of group grp's socket and delivers
+// them (receiveMcast), a batch at a time as the device's receive
+// goroutines do, until the socket closes.
+func (d *Device) routineMcast(grp *mcastGroup) {
+	defer d.wg.Done()
+	msgs := make([]netdev.Message, mcastBatch)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, rxBufSize)
+	}
+	var icrc packet.ICRCPrefix
+	var wakes []*CQ
+	for {
+		n, err := grp.conn.ReadBatch(msgs)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || d.closed.Load() {
+				return
+			}
+			d.counters.receiveErrors.Add(1)
+			select {
+			case <-d.done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		d.batches.Add(1)
+		now := time.Now()
+		for i := range n {
+			d.receiveMcast(now, &msgs[i], grp, &icrc)
+		}
+		d.endBatch(&wakes, false)
+	}
+}
+
+// receiveMcast checks one datagram that came to group grp, as receive
+// checks a unicast one (rxe_rcv, hdr_check), and hands it to every QP
+// attached to the group (rxe_rcv_mcast_pkt): each QP's receive side
+// checks its state and Q_Key and takes a receive WQE of its own. A
+// datagram whose destination QP is not MulticastQPN, or that finds no QP
+// attached, is dropped and counted (Counters.McastDropped).
+func (d *Device) receiveMcast(now time.Time, m *netdev.Message, grp *mcastGroup, icrc *packet.ICRCPrefix) {
+	pkt := m.Buf[:m.N]
+	p, err := packet.Parse(pkt)
+	if err != nil {
+		d.counters.malformed.Add(1)
+		return
+	}
+	if ok, recovered := d.checkICRC(pkt, m, icrc); !ok {
+		return
+	} else if recovered {
+		d.counters.icrcRecovered.Add(1)
+	}
+	if p.Opcode() == packet.CNP {
+		d.counters.cnps.Add(1)
+		return
+	}
+	if p.BTH().PKey()&0x7FFF != packet.DefaultPKey&0x7FFF {
+		d.counters.malformed.Add(1)
+		return
+	}
+	qps := *grp.qps.Load()
+	if p.DestQP() != MulticastQPN || len(qps) == 0 {
+		d.mcast.dropped.Add(1)
+		return
+	}
+	d.mcast.rcvd.Add(1)
+	for _, qp := range qps {
+		qp.receiveUnreliable(now, p, m, grp.addr)
+	}
+}
+
+// isDead reports, under the QP's lock, whether the QP was destroyed or its
+// device closed (QP.dead).
+func (qp *QP) isDead() bool {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	return qp.dead()
+}
