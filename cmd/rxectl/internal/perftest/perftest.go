@@ -167,6 +167,9 @@ type options struct {
 	noPCIeRO       bool            // --disable_pcie_relaxed: the header's "PCIe relax order: OFF" (no PCIe here)
 	noLock         bool            // --no_lock: the header's "Lock-free : ON"
 	bidir          bool            // -b
+	mcg            bool            // -g: send-bw's server attaches its QP to a multicast group, the client sends to it (mcast.go)
+	mgid           string          // -M: the group's GID (perftest's 16 bytes, or an IP address)
+	mgidAddr       netip.Addr      // -M parsed (checkMcast); invalid without -M
 	host           string
 	rdmaCM         bool // -R: connect the QPs and run the exchange over rdma_cm (rdmacm.go)
 
@@ -331,6 +334,10 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	if !t.lat {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
 	}
+	if t.verb == verbSend {
+		bothBool(&o.mcg, "g", "mcg", "multicast: the server attaches its UD QP to a multicast group and the client sends to the group (-c UD implied; send-bw, one QP; same on both sides)")
+		both2(&o.mgid, "M", "MGID", "", "with -g: the group's GID, as perftest's 16 colon-separated bytes (e.g. 0:0:0:0:0:0:0:0:0:0:255:255:239:1:1:1) or an IP address (239.1.1.1, ff0e::1); default perftest's IPv6 MGID ff01:0:2:c985::, which needs an IPv6 device (--ipv6)")
+	}
 	fs.BoolVar(&o.noForce, "no-force-buffers", false, "ask for the socket buffers without SO_RCVBUFFORCE/SO_SNDBUFFORCE, as a user without CAP_NET_ADMIN must: the kernel caps them at net.core.rmem_max/wmem_max")
 	fs.Var(&o.recovery, "recovery", "loss recovery: on (round trips: RTT-based recovery timer, tail-loss probe, adaptive window), fixed-window (the same with the fixed 128-PSN window) or off (the IB ACK timeout only, as kernel rxe) (default on)")
 	fs.Var(&o.noSR, "selective-repeat", "on: offer selective repeat to an rxectl peer (used only if it offers it too: it resends only the lost packets, docs/recovery.md); off: offer nothing, the go-back-N wire a kernel-rxe or perftest peer gets (default on)")
@@ -452,7 +459,7 @@ var longNames = map[string]string{
 	"A": "atomic_type", "d": "ib-dev", "x": "gid-index", "F": "CPU-freq", "i": "ib-port",
 	"e": "events", "I": "inline_size", "c": "connection", "b": "bidirectional", "R": "rdma_cm",
 	"T": "tos", "l": "post_list", "H": "report-histogram", "report-histogrm": "report-histogram", "U": "report-unsorted",
-	"w": "limit_bw", "y": "limit_msgrate", "X": "vector", "W": "report-counters",
+	"w": "limit_bw", "y": "limit_msgrate", "X": "vector", "W": "report-counters", "g": "mcg", "M": "MGID",
 }
 
 // devName is the name of rxectl's device (perftest's -d).
@@ -556,6 +563,10 @@ func parsePerftest(t Test, args []string) (*options, error) {
 
 // check validates the options and applies force_dependecies' rules.
 func (o *options) check(t Test) error {
+	// First: -g makes the test a UD one, which the other checks see.
+	if err := o.checkMcast(t); err != nil {
+		return err
+	}
 	for _, v := range validations {
 		if err := v(o, t); err != nil {
 			return err

@@ -28,7 +28,11 @@ func (s *session) testTitle() string {
 	if s.o.postList > 1 {
 		t += "Post List "
 	}
-	return t + "BW Test"
+	t += "BW "
+	if s.o.mcg {
+		t += "Multicast " // perftest's ctx_print_test_info: after "BW "
+	}
+	return t + "Test"
 }
 
 // showsTXDepth, showsRXDepth and showsOutReads are when perftest's
@@ -49,6 +53,9 @@ func (s *session) printHeader() {
 	if o.events && s.scq != nil {
 		// perftest: the completion vector of its CQs (-X, default 0).
 		fmt.Fprintf(&b, " Test with events. Using %s_comp%d\n", s.dev.Name(), s.scq.Vector())
+	}
+	if o.mcg {
+		b.WriteString(" MultiCast runs on UD!\n")
 	}
 	fmt.Fprintf(&b, " Dual-port       : OFF\t\tDevice         : %s\n", s.dev.Name())
 	fmt.Fprintf(&b, " Number of qps   : %d\t\tTransport type : IB\n", o.qps)
@@ -127,7 +134,13 @@ func onOff(b bool) string {
 }
 
 func (s *session) printAddr(side string, k oob.KeyMsg) {
-	io.WriteString(s.out, addrLines(side, s.t.verb, k))
+	lines := addrLines(side, s.t.verb, k)
+	if s.o.mcg && (side == "local") != s.client {
+		// perftest's print_report_dest labels the group's GID, the
+		// server's own and the client's remote one, MGID.
+		lines = strings.Replace(lines, "\n GID: ", "\n MGID: ", 1)
+	}
+	io.WriteString(s.out, lines)
 }
 
 // addrLines formats the address and GID lines of k.

@@ -417,6 +417,9 @@ func (s *session) allocate() error {
 			RKey: s.mr.RKey(), VAddr: s.remoteRegion(i), GID: gid})
 	}
 	s.rem = make([]oob.KeyMsg, nq)
+	if err := s.attachMcast(); err != nil {
+		return err
+	}
 	s.startCounters()
 	return nil
 }
@@ -485,7 +488,9 @@ func (s *session) connect() error {
 		return s.connectCM()
 	}
 	for _, rem := range s.rem {
-		if g := netip.AddrFrom16(rem.GID).Unmap(); !g.IsValid() || g.IsUnspecified() || g.IsMulticast() || g == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		if g := netip.AddrFrom16(rem.GID).Unmap(); g.IsMulticast() && s.mcastPeer() {
+			// The client of -g sends to the server's group.
+		} else if !g.IsValid() || g.IsUnspecified() || g.IsMulticast() || g == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 			return fmt.Errorf("the peer sent GID %v, not the unicast IP address of a host", netip.AddrFrom16(rem.GID))
 		}
 	}

@@ -17,16 +17,20 @@ var perftestOnly = map[string]string{
 	"L":                  hopLimitWhy,
 	"hop_limit":          hopLimitWhy,
 	"flow_label":         flowLabelWhy,
-	"g":                  "-g (--mcg): multicast is not supported",
-	"mcg":                "-g (--mcg): multicast is not supported",
-	"M":                  "-M (--MGID): multicast is not supported",
-	"MGID":               "-M (--MGID): multicast is not supported",
+	"g":                  mcgWhy,
+	"mcg":                mcgWhy,
+	"M":                  mcgWhy,
+	"MGID":               mcgWhy,
 	"z":                  "-z (--comm_rdma_cm) is not supported: -R connects the QPs with rdma_cm and runs the exchange over it",
 	"comm_rdma_cm":       "-z (--comm_rdma_cm) is not supported: -R connects the QPs with rdma_cm and runs the exchange over it",
 	"O":                  "-O (--dualport): a gorxe device has one port",
 	"dualport":           "-O (--dualport): a gorxe device has one port",
 	"dont_xchg_versions": "--dont_xchg_versions is not supported: rxectl always exchanges versions (perftest 5.70 and later need the peer's: without the exchange they stop with \"not compatible with versions older than 5.70\")",
 }
+
+// mcgWhy is why -g and -M are refused by the tests other than the SEND
+// ones, as perftest's parser refuses -g.
+const mcgWhy = "-g (--mcg) and -M (--MGID): multicast is for the SEND tests (perftest: \"MultiCast feature only available on SEND verb\")"
 
 // flowLabelWhy is why --flow_label is refused: on RoCEv2 a QP's flow
 // label chooses the UDP source port of its packets (kernel rxe_modify_qp

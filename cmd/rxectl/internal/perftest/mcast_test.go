@@ -1,0 +1,84 @@
+package perftest
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMcastSendBW runs send-bw -g in loopback: the server attaches its UD
+// QP to the group of -M (both of its forms) and the client sends to it.
+// The header and address lines are perftest's for a multicast run: the
+// title, "MultiCast runs on UD!", the connection type UD without -c, and
+// the group as the client's remote address (MGID, QPN 0xffffff); the row
+// counts every iteration, which the server received through the group.
+func TestMcastSendBW(t *testing.T) {
+	for _, tc := range []struct{ mgid, last string }{
+		{"239.58.1.1", "01"},
+		{"0:0:0:0:0:0:0:0:0:0:255:255:239:58:1:2", "02"},
+	} {
+		t.Run(tc.mgid, func(t *testing.T) {
+			t.Parallel()
+			out, errs, code := runCmd(t, "send-bw", "-g", "-M", tc.mgid, "--loopback", "--udp-port", "0", "-n", "40", "-s", "1024")
+			require.Equal(t, cli.ExitOK, code, errs)
+			require.Contains(t, out, "                    Send BW Multicast Test\n MultiCast runs on UD!\n")
+			require.Contains(t, out, " Connection type : UD\t\tUsing SRQ      : OFF\n")
+			require.Contains(t, out, " remote address: LID 0000 QPN 0xffffff ")
+			require.Contains(t, out, "\n MGID: 00:00:00:00:00:00:00:00:00:00:255:255:239:58:01:"+tc.last+"\n")
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			f := fields(t, cFormatRE(fmtReport), lines[len(lines)-2])
+			require.Equal(t, "1024", f[0])
+			require.Equal(t, "40", f[1])
+		})
+	}
+}
+
+// TestMcastRefusals: -g and -M where perftest refuses them (another verb
+// than SEND, -b, more than one QP, -R), and where rxectl does (send-lat,
+// a connection type other than UD given, -M without -g or not a
+// multicast GID); -g makes a send test UD.
+func TestMcastRefusals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string // "": taken
+	}{
+		{[]string{"send-bw", "-g"}, ""},
+		{[]string{"send-bw", "-g", "-c", "UD", "-M", "ff0e::1"}, ""},
+		{[]string{"send-bw", "--mcg", "--MGID", "0x0:0:0:0:0:0:0:0:0:0:0xff:255:239:1:1:1"}, ""},
+		{[]string{"send-bw", "-g", "-b"}, "Bidirectional mode not supported in multicast"},
+		{[]string{"send-bw", "-g", "-q", "2"}, "Only 1 QP supported in multicast"},
+		{[]string{"send-bw", "-g", "-R"}, "doesn't support Multicast with rdma_cm"},
+		{[]string{"send-bw", "-g", "-c", "RC"}, "multicast runs on UD"},
+		{[]string{"send-lat", "-g"}, "-g (--mcg) with send-lat is not implemented"},
+		{[]string{"send-bw", "-M", "239.1.1.1"}, "add -g"},
+		{[]string{"send-bw", "-g", "-M", "10.1.1.1"}, "not a multicast address"},
+		{[]string{"send-bw", "-g", "-M", "1:2:3"}, "16 colon-separated bytes"},
+		{[]string{"send-bw", "-g", "-M", "0:0:0:0:0:0:0:0:0:0:255:256:239:1:1:1"}, "byte 11"},
+	} {
+		o, err := parsePerftest(findTest(t, tc.args[0]), append(tc.args[1:], "192.0.2.1"))
+		if tc.want == "" {
+			require.NoError(t, err, "%v", tc.args)
+			require.Equal(t, "UD", o.connType, "%v", tc.args)
+			continue
+		}
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
+	_, errs, code := runCmd(t, "write-bw", "-g", "--loopback")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, errs, "MultiCast feature only available on SEND verb")
+}
+
+// TestMcastDefaultMGIDIsIPv6: without -M the group is perftest's MCG_GID,
+// an IPv6 address, which an IPv4 device refuses with advice.
+func TestMcastDefaultMGIDIsIPv6(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, netip.MustParseAddr("ff01:0:2:c985::"), defaultMGID)
+	_, errs, code := runCmd(t, "send-bw", "-g", "--loopback", "--udp-port", "0", "-n", "5")
+	require.NotEqual(t, cli.ExitOK, code)
+	require.Contains(t, errs, "not of the device's IP version")
+	require.Contains(t, errs, "give -M")
+}
