@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 // multicast group must: a group's datagrams go to one UDP port.
 func mcastDevices(t *testing.T) (*Device, *Device) {
 	t.Helper()
+	skipNoLoopbackMcast(t)
 	checkGoroutines(t)
 	for range 10 {
 		ca, err := netdev.ListenUDP(netip.MustParseAddrPort("127.0.0.1:0"), SocketOptions(Options{}))
@@ -35,6 +37,49 @@ func mcastDevices(t *testing.T) (*Device, *Device) {
 	}
 	t.Fatal("no port free on both 127.0.0.1 and 127.0.0.2 in 10 tries")
 	return nil, nil
+}
+
+// loopbackMcast is the outcome of the probe of skipNoLoopbackMcast, made
+// once per test binary.
+var loopbackMcast = sync.OnceValue(func() error {
+	group := netip.AddrPortFrom(netip.MustParseAddr("239.58.255.1"), 0)
+	lo := netip.MustParseAddr("127.0.0.1")
+	r, err := netdev.ListenMulticastUDP(group, lo, netdev.Options{NoGSO: true, NoGRO: true})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s, err := netdev.ListenUDP(netip.AddrPortFrom(lo, 0), netdev.Options{NoGSO: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.SetMulticastSend(lo, 1); err != nil {
+		return err
+	}
+	if _, err := s.WriteBatch([]netdev.Message{{Buf: []byte("probe"), N: 5, Addr: r.LocalAddr()}}); err != nil {
+		return err
+	}
+	for end := time.Now().Add(testutil.Bound()); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if q, err := testutil.ReadUDPQueue(r.LocalAddr()); err != nil {
+			return err
+		} else if q.Bytes > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("a datagram to %v sent on lo did not loop back within %v", r.LocalAddr(), testutil.Bound())
+})
+
+// skipNoLoopbackMcast skips the test where IPv4 multicast does not loop
+// back on lo (a socket of the host joined to a group on lo receives what
+// another sends to the group there), which the multicast tests between
+// two devices of this host need; Linux loops it back whether or not lo
+// has the MULTICAST flag.
+func skipNoLoopbackMcast(t *testing.T) {
+	t.Helper()
+	if err := loopbackMcast(); err != nil {
+		t.Skipf("IPv4 multicast does not loop back on lo here: %v", err)
+	}
 }
 
 // mcastGID returns an IPv4-mapped GID of a group in 239.0.0.0/8 (the
