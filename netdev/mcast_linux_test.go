@@ -2,6 +2,7 @@ package netdev
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -83,9 +84,14 @@ func TestListenMulticastUDPRefusals(t *testing.T) {
 	}{
 		{"unicast group", lo4, lo4, "not a multicast address"},
 		{"families differ", netip.MustParseAddr("239.1.1.1"), lo6, "different families"},
-		{"no interface", netip.MustParseAddr("239.1.1.1"), netip.MustParseAddr("192.0.2.77"), "no interface carries"},
+		{"no interface", netip.MustParseAddr("239.1.1.1"), netip.MustParseAddr("203.0.113.77"), "no interface carries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.want == "no interface carries" {
+				if _, err := interfaceIndexOf(tc.iface); err == nil {
+					t.Skipf("an interface of this host carries %v", tc.iface)
+				}
+			}
 			c, err := ListenMulticastUDP(netip.AddrPortFrom(tc.group, 0), tc.iface, Options{})
 			require.ErrorContains(t, err, tc.want)
 			require.Nil(t, c)
@@ -93,4 +99,19 @@ func TestListenMulticastUDPRefusals(t *testing.T) {
 	}
 	s := listen(t, lo4, Options{})
 	require.ErrorContains(t, s.SetMulticastSend(lo6, 1), "not of the socket's family")
+}
+
+// TestInterfaceIndexOf: the interface of an address is the one it is
+// assigned to, or else the one whose network holds it: 127.0.0.2, which
+// devices on loopback bind, is lo's (127.0.0.1/8).
+func TestInterfaceIndexOf(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skipf("no interface lo: %v", err)
+	}
+	for _, a := range []string{"127.0.0.1", "127.0.0.2"} {
+		i, err := interfaceIndexOf(netip.MustParseAddr(a))
+		require.NoError(t, err, a)
+		require.Equal(t, lo.Index, i, a)
+	}
 }
