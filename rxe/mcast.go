@@ -14,8 +14,7 @@ import (
 	"github.com/gorxe/gorxe/packet"
 )
 
-// UD multicast (IBA 10.5.2.7 and 9.8.3.4; kernel rxe_mcast.c and rxe_recv.c
-// rxe_rcv_mcast_pkt). A UD QP attached to a multicast group
+// UD multicast (kernel rxe_mcast.c, and rxe_recv.c rxe_rcv_mcast_pkt). A UD QP attached to a multicast group
 // (QP.AttachMcast) receives a copy of every UD datagram sent to the
 // group's GID; a UD send to an address handle whose GID is a multicast
 // address goes to the group. On RoCEv2 the group's GID is an IP multicast
@@ -35,8 +34,9 @@ import (
 // limit McastHops, and to loop back to the sockets of this host that
 // joined the group (netdev.MulticastSender).
 
-// MulticastQPN is the destination QP of every multicast packet (IBA
-// 9.8.3.4 and 10.5.2.7; rxe's IB_MULTICAST_QPN): a UD send to a
+// MulticastQPN is the destination QP of every multicast packet, the QPN
+// InfiniBand reserves for multicast (the kernel's IB_MULTICAST_QPN, which
+// rxe_rcv tests for rxe_rcv_mcast_pkt): a UD send to a
 // multicast address handle carries it in its BTH whatever the work
 // request's RemoteQPN, and a packet to a group is delivered only with it.
 const MulticastQPN = 0xFFFFFF

@@ -603,7 +603,8 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 		}
 		wr := &wrs[i]
 		if ah, ok := wr.AH.(*AddrHandle); ok && ah.mcast && wr.RemoteQPN != MulticastQPN {
-			// A datagram to a group goes to MulticastQPN (IBA 10.5.2.7).
+			// A datagram to a group goes to MulticastQPN, the QPN a
+			// receiver's rxe_rcv hands to rxe_rcv_mcast_pkt.
 			// A copy keeps the caller's work request as it was.
 			mwr := *wr
 			mwr.RemoteQPN = MulticastQPN
