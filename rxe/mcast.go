@@ -352,7 +352,16 @@ func (d *Device) receiveMcast(now time.Time, m *netdev.Message, grp *mcastGroup,
 		return
 	}
 	d.mcast.rcvd.Add(1)
+	// A datagram this device sent (from its address and port) is a QP's
+	// own when its DETH names the QP as the source.
+	self, srcQP := false, uint32(0)
+	if deth := p.DETH(); len(deth) == packet.DETHSize && m.Addr.Addr().Unmap() == d.addr && m.Addr.Port() == d.port {
+		self, srcQP = true, deth.SrcQP()
+	}
 	for _, qp := range qps {
+		if self && qp.blockSelfMcast && qp.qpn == srcQP {
+			continue // QPInitAttr.BlockSelfMcastLoopback
+		}
 		qp.receiveUnreliable(now, p, m, grp.addr)
 	}
 }

@@ -303,3 +303,47 @@ func TestUDMulticastBounds(t *testing.T) {
 	require.NoError(t, qps[0].DetachMcast(netip.MustParseAddr("::ffff:239.58.1.1"), 0))
 	require.NoError(t, qps[1].AttachMcast(netip.MustParseAddr("::ffff:239.58.2.1"), 0))
 }
+
+// TestUDMulticastBlockSelfLoopback: a QP created with
+// BlockSelfMcastLoopback does not receive what it sends to a group it is
+// attached to, and receives what another QP of its device sends there; a
+// QP without it receives its own datagrams too.
+func TestUDMulticastBlockSelfLoopback(t *testing.T) {
+	da, _ := mcastDevices(t)
+	const qkey = 0x77
+	blocked := newTypedEnd(t, da, QPTypeUD)
+	require.NoError(t, blocked.qp.Destroy())
+	qp, err := blocked.pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: blocked.cq, RecvCQ: blocked.cq, BlockSelfMcastLoopback: true,
+		Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	require.NoError(t, err)
+	blocked.qp = qp
+	plain := newTypedEnd(t, da, QPTypeUD)
+	gid := mcastGID()
+	for _, e := range []*end{blocked, plain} {
+		readyUD(t, e, qkey)
+		require.NoError(t, e.qp.AttachMcast(gid, 0))
+		postRecvs(t, e, 4, 256)
+	}
+	for _, tc := range []struct {
+		from     *end
+		receives []*end
+		none     *end
+	}{
+		{blocked, []*end{plain}, blocked},
+		{plain, []*end{blocked, plain}, nil},
+	} {
+		ah, err := tc.from.pd.CreateAH(AH{DGID: gid, UDPPort: da.Addr().Port()})
+		require.NoError(t, err)
+		mcastSend(t, tc.from, ah, qkey, 1, 0, 16)
+		for _, e := range tc.receives {
+			wc := waitWC(t, e.cq)
+			require.Equal(t, WCSuccess, wc.Status)
+			require.Equal(t, tc.from.qp.QPN(), wc.SrcQP)
+		}
+		if tc.none != nil {
+			noWC(t, tc.none.cq, 20*time.Millisecond)
+		}
+	}
+	noWC(t, blocked.cq, 20*time.Millisecond)
+	noWC(t, plain.cq, 20*time.Millisecond)
+}

@@ -28,6 +28,8 @@ type QP struct {
 	rq     *recvQueue // own RQ, or the SRQ's queue
 	cap    QPCap
 	sigAll bool
+	// blockSelfMcast is QPInitAttr.BlockSelfMcastLoopback.
+	blockSelfMcast bool
 
 	respStates []string // the responder's states since the last trace (Options.Trace)
 
@@ -181,7 +183,8 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		attr.SendCQ.users.Add(-1)
 		attr.RecvCQ.users.Add(-1)
 	}
-	qp := &QP{dev: d, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, sigAll: attr.SigAll}
+	qp := &QP{dev: d, pd: pd, typ: attr.Type, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, sigAll: attr.SigAll,
+		blockSelfMcast: attr.BlockSelfMcastLoopback}
 	qp.slot.init()
 	if attr.SRQ != nil {
 		if err := attr.SRQ.attach(pd, attr.RecvCQ); err != nil {

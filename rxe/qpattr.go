@@ -123,6 +123,12 @@ type QPInitAttr struct {
 	Cap QPCap
 	// SigAll: every send WR generates a completion (sq_sig_all).
 	SigAll bool
+	// BlockSelfMcastLoopback: a UD QP attached to a multicast group does
+	// not receive the datagrams it sent to the group itself
+	// (ibv_create_qp_ex's IBV_QP_CREATE_BLOCK_SELF_MCAST_LB). Without it
+	// the QP receives its own, as every member on this host does: a
+	// device's multicast datagrams loop back to the host (mcast.go).
+	BlockSelfMcastLoopback bool
 }
 
 // QPAttr holds QP attributes for Modify and Query (struct ibv_qp_attr).
