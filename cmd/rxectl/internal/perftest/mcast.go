@@ -10,11 +10,15 @@ import (
 	"github.com/gorxe/gorxe/rxe"
 )
 
-// Multicast (-g, -M), as perftest's send_bw runs it (send_set_up_connection,
-// set_multicast_gid): the server attaches its UD QP to the group and
-// announces the group's GID and QPN 0xFFFFFF (QPNUM_MCAST) as its address;
-// the client sends to that address as to any UD peer's. No subnet manager
-// is asked: on RoCE a group needs no join MAD (perftest joins on IB only).
+// Multicast (-g, -M), as perftest's send_bw and send_lat run it
+// (send_set_up_connection, set_multicast_gid): send-bw's server, and both
+// ends of send-lat, attach their UD QP to a group and announce the group's
+// GID and QPN 0xFFFFFF (QPNUM_MCAST) as their address; the other end sends
+// to that address as to any UD peer's. No subnet manager is asked: on RoCE
+// a group needs no join MAD (perftest joins on IB only). The QPs are
+// created with rxe.QPInitAttr.BlockSelfMcastLoopback: with one -M group
+// on both ends of send-lat, an end would otherwise receive its own
+// messages, which loop back to the host.
 
 // defaultMGID is perftest's MCG_GID, the group's GID when -M is not given:
 // an IPv6 multicast address (ff01:0:2:c985::).
@@ -22,17 +26,13 @@ var defaultMGID = netip.AddrFrom16([16]byte{255, 1, 0, 0, 0, 2, 201, 133})
 
 // checkMcast applies perftest's rules for -g (its parser and
 // force_dependecies): -g is a SEND test's, makes the connection UD,
-// refuses -b, more than one QP and -R; and parses -M. rxectl runs
-// multicast with send-bw only.
+// refuses -b, more than one QP and -R; and parses -M.
 func (o *options) checkMcast(t Test) error {
 	if !o.mcg {
 		if o.set["MGID"] {
 			return errors.New("-M (--MGID) names the group of -g (--mcg): add -g")
 		}
 		return nil
-	}
-	if t.lat {
-		return fmt.Errorf("-g (--mcg) with %s is not implemented: rxectl runs multicast with send-bw", t.cmd)
 	}
 	if o.set["connection"] && o.connType != "UD" {
 		return fmt.Errorf("-g (--mcg) with -c %s: multicast runs on UD (perftest: \"MultiCast runs on UD!\")", o.connType)
@@ -85,19 +85,27 @@ func parseMGID(s string) (netip.Addr, error) {
 	return netip.AddrFrom16(g.As16()), nil
 }
 
-// mcastGID returns the run's group: -M's, or perftest's default.
+// mcastGID returns the group this end attaches to: -M's, or perftest's
+// default, whose last byte send-lat's client adds one to
+// (set_multicast_gid).
 func (s *session) mcastGID() netip.Addr {
 	if s.o.mgidAddr.IsValid() {
 		return s.o.mgidAddr
 	}
+	if s.client {
+		b := defaultMGID.As16()
+		b[15]++
+		return netip.AddrFrom16(b)
+	}
 	return defaultMGID
 }
 
-// attachMcast attaches the server's QPs to the group and makes their key
-// messages announce it, with QPN rxe.MulticastQPN (perftest's QPNUM_MCAST),
-// as send_set_up_connection does.
+// attachMcast attaches the QPs of send-bw's server, or of either end of
+// send-lat, to the group and makes their key messages announce it, with
+// QPN rxe.MulticastQPN (perftest's QPNUM_MCAST), as send_set_up_connection
+// does.
 func (s *session) attachMcast() error {
-	if !s.o.mcg || s.client {
+	if !s.o.mcg || s.client && !s.t.lat {
 		return nil
 	}
 	g := s.mcastGID()
@@ -114,5 +122,6 @@ func (s *session) attachMcast() error {
 }
 
 // mcastPeer reports whether the peer's address may be a multicast group:
-// the client of a -g run sends to the group the server announced.
-func (s *session) mcastPeer() bool { return s.o.mcg && s.client }
+// in a -g run, send-bw's client and both ends of send-lat send to the
+// group the other end announced.
+func (s *session) mcastPeer() bool { return s.o.mcg && (s.client || s.t.lat) }

@@ -1,7 +1,9 @@
 package perftest
 
 import (
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,9 +39,9 @@ func TestMcastSendBW(t *testing.T) {
 }
 
 // TestMcastRefusals: -g and -M where perftest refuses them (another verb
-// than SEND, -b, more than one QP, -R), and where rxectl does (send-lat,
-// a connection type other than UD given, -M without -g or not a
-// multicast GID); -g makes a send test UD.
+// than SEND, -b, more than one QP, -R), and where rxectl does (a
+// connection type other than UD given, -M without -g or not a multicast
+// GID); -g makes a send test UD.
 func TestMcastRefusals(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -53,7 +55,7 @@ func TestMcastRefusals(t *testing.T) {
 		{[]string{"send-bw", "-g", "-q", "2"}, "Only 1 QP supported in multicast"},
 		{[]string{"send-bw", "-g", "-R"}, "doesn't support Multicast with rdma_cm"},
 		{[]string{"send-bw", "-g", "-c", "RC"}, "multicast runs on UD"},
-		{[]string{"send-lat", "-g"}, "-g (--mcg) with send-lat is not implemented"},
+		{[]string{"send-lat", "-g", "-M", "239.1.1.1"}, ""},
 		{[]string{"send-bw", "-M", "239.1.1.1"}, "add -g"},
 		{[]string{"send-bw", "-g", "-M", "10.1.1.1"}, "not a multicast address"},
 		{[]string{"send-bw", "-g", "-M", "1:2:3"}, "16 colon-separated bytes"},
@@ -81,4 +83,80 @@ func TestMcastDefaultMGIDIsIPv6(t *testing.T) {
 	require.NotEqual(t, cli.ExitOK, code)
 	require.Contains(t, errs, "not of the device's IP version")
 	require.Contains(t, errs, "give -M")
+}
+
+// TestMcastSendLat runs send-lat -g in loopback with one -M group on both
+// ends, on one UDP port as two hosts' ends are (4791): each end attaches
+// its QP to the group and sends to the group the other announced, and its
+// own messages, which loop back to the group's sockets of the host, its
+// QP does not receive (rxe.QPInitAttr.BlockSelfMcastLoopback): no message
+// finds a QP without a receive WQE, as its own would take the WQE of the
+// peer's next. The row counts every iteration; the default CQ polling
+// sleeps, saying why.
+func TestMcastSendLat(t *testing.T) {
+	t.Parallel()
+	var out, errs string
+	var code int
+	for range 5 {
+		port := sharedLoopbackPort(t)
+		out, errs, code = runCmd(t, "send-lat", "-g", "-M", "239.58.2.1", "--loopback", "--udp-port", strconv.Itoa(int(port)), "-n", "50",
+			"-W", "hw_counters/ucud_no_recv_wqe")
+		if code == cli.ExitOK || !strings.Contains(errs, "is taken") {
+			break // else the port was taken since the probe: another
+		}
+	}
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, out, "                    Send Latency Multicast Test\n MultiCast runs on UD!\n")
+	require.Contains(t, out, " CQ polling      : wait (CQ.Wait: the default does not spin with -g")
+	require.Equal(t, 2, strings.Count(out, "address: LID 0000 QPN 0xffffff "), out)
+	require.Contains(t, out, "\thw_counters/ucud_no_recv_wqe=0\n")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var row string
+	for _, l := range lines {
+		if strings.HasPrefix(l, " 2 ") {
+			row = l
+		}
+	}
+	f := fields(t, cFormatRE(fmtReportLat), row)
+	require.Equal(t, "2", f[0])
+	require.Equal(t, "50", f[1])
+}
+
+// sharedLoopbackPort returns a UDP port free on both 127.0.0.1 and
+// 127.0.0.2, the addresses of a --loopback run's two ends.
+func sharedLoopbackPort(t *testing.T) uint16 {
+	t.Helper()
+	for range 10 {
+		a, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		require.NoError(t, err)
+		port := a.LocalAddr().(*net.UDPAddr).Port
+		b, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: port})
+		a.Close()
+		if err == nil {
+			b.Close()
+			return uint16(port)
+		}
+	}
+	t.Fatal("no UDP port free on both 127.0.0.1 and 127.0.0.2 in 10 tries")
+	return 0
+}
+
+// TestMcastGID: an end attaches to -M's group; without -M to perftest's
+// MCG_GID, whose last byte send-lat's client adds one to
+// (set_multicast_gid), so the two ends' default groups differ.
+func TestMcastGID(t *testing.T) {
+	g := netip.MustParseAddr("::ffff:239.1.2.3")
+	for _, tc := range []struct {
+		mgid   netip.Addr
+		client bool
+		want   netip.Addr
+	}{
+		{netip.Addr{}, false, netip.MustParseAddr("ff01:0:2:c985::")},
+		{netip.Addr{}, true, netip.MustParseAddr("ff01:0:2:c985::1")},
+		{g, false, g},
+		{g, true, g},
+	} {
+		s := &session{o: &options{mgidAddr: tc.mgid}, client: tc.client}
+		require.Equal(t, tc.want, s.mcastGID(), "%+v", tc)
+	}
 }

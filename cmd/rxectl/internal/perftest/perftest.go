@@ -167,7 +167,7 @@ type options struct {
 	noPCIeRO       bool            // --disable_pcie_relaxed: the header's "PCIe relax order: OFF" (no PCIe here)
 	noLock         bool            // --no_lock: the header's "Lock-free : ON"
 	bidir          bool            // -b
-	mcg            bool            // -g: send-bw's server attaches its QP to a multicast group, the client sends to it (mcast.go)
+	mcg            bool            // -g: send-bw's server, both ends of send-lat, attach their QP to a multicast group, the other end sends to it (mcast.go)
 	mgid           string          // -M: the group's GID (perftest's 16 bytes, or an IP address)
 	mgidAddr       netip.Addr      // -M parsed (checkMcast); invalid without -M
 	host           string
@@ -335,7 +335,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 		bothBool(&o.bidir, "b", "bidirectional", "both sides send at once (same on both sides)")
 	}
 	if t.verb == verbSend {
-		bothBool(&o.mcg, "g", "mcg", "multicast: the server attaches its UD QP to a multicast group and the client sends to the group (-c UD implied; send-bw, one QP; same on both sides)")
+		bothBool(&o.mcg, "g", "mcg", "multicast: send-bw's server, and both ends of send-lat, attach their UD QP to a multicast group, to which the other end sends (-c UD implied; one QP; same on both sides)")
 		both2(&o.mgid, "M", "MGID", "", "with -g: the group's GID, as perftest's 16 colon-separated bytes (e.g. 0:0:0:0:0:0:0:0:0:0:255:255:239:1:1:1) or an IP address (239.1.1.1, ff0e::1); default perftest's IPv6 MGID ff01:0:2:c985::, which needs an IPv6 device (--ipv6)")
 	}
 	fs.BoolVar(&o.noForce, "no-force-buffers", false, "ask for the socket buffers without SO_RCVBUFFORCE/SO_SNDBUFFORCE, as a user without CAP_NET_ADMIN must: the kernel caps them at net.core.rmem_max/wmem_max")

@@ -19,8 +19,12 @@ func (s *session) testTitle() string {
 	if s.t.verb == verbAtomic {
 		t += s.o.atomicType + " "
 	}
+	mcast := ""
+	if s.o.mcg {
+		mcast = "Multicast " // perftest's ctx_print_test_info: before "Test"
+	}
 	if s.t.lat {
-		return t + "Latency Test"
+		return t + "Latency " + mcast + "Test"
 	}
 	if s.o.bidir {
 		t += "Bidirectional "
@@ -28,11 +32,7 @@ func (s *session) testTitle() string {
 	if s.o.postList > 1 {
 		t += "Post List "
 	}
-	t += "BW "
-	if s.o.mcg {
-		t += "Multicast " // perftest's ctx_print_test_info: after "BW "
-	}
-	return t + "Test"
+	return t + "BW " + mcast + "Test"
 }
 
 // showsTXDepth, showsRXDepth and showsOutReads are when perftest's

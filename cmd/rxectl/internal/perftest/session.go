@@ -407,7 +407,7 @@ func (s *session) allocate() error {
 	gid := s.dev.GID().As16()
 	for i := range nq {
 		scq, rcq := s.qpCQs(i)
-		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: scq, RecvCQ: rcq, SRQ: s.srq,
+		qp, err := s.pd.CreateQP(rxe.QPInitAttr{Type: s.qpType(), SendCQ: scq, RecvCQ: rcq, SRQ: s.srq, BlockSelfMcastLoopback: o.mcg,
 			Cap: rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: s.qpRecvWR(), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline}})
 		if err != nil {
 			return err
