@@ -48,7 +48,7 @@ func TestListenMulticastUDP(t *testing.T) {
 			require.NoError(t, s.SetMulticastSend(tc.lo, 1))
 			dst := netip.AddrPortFrom(tc.group.Unmap(), port)
 			data := payload(3)
-			testutil.SendQueued(t, netip.AddrPortFrom(tc.group.Unmap(), port), 1, func(int) {
+			testutil.SendQueuedOf(t, a.rc, 1, func(int) {
 				m := []Message{{Buf: data, N: len(data), Addr: dst}}
 				n, err := s.WriteBatch(m)
 				if tc.needsIPv6 && errors.Is(err, syscall.ENETUNREACH) {
@@ -66,7 +66,7 @@ func TestListenMulticastUDP(t *testing.T) {
 				require.Equal(t, s.LocalAddr(), got[0].from)
 				require.Equal(t, tc.group.Unmap(), got[0].local)
 			}
-			q, err := testutil.ReadUDPQueue(other.LocalAddr())
+			q, err := testutil.ReadUDPQueueOf(other.rc)
 			require.NoError(t, err)
 			require.Zero(t, q.Bytes, "the socket of another group received the datagram")
 		})

@@ -173,6 +173,12 @@ func (c *UDPConn) BatchSize() int { return c.batch }
 // LocalAddr implements Conn. IPv4 addresses are never v4-mapped.
 func (c *UDPConn) LocalAddr() netip.AddrPort { return c.local }
 
+// SyscallConn returns the socket's raw connection, as net.UDPConn's does:
+// for socket options this package does not set, and for tests that find
+// the socket in /proc by its descriptor. Reads and writes through it
+// bypass WriteBatch's and ReadBatch's bookkeeping.
+func (c *UDPConn) SyscallConn() (syscall.RawConn, error) { return c.rc, nil }
+
 // BufferSizes reports the socket buffer sizes obtained at ListenUDP.
 func (c *UDPConn) BufferSizes() BufferSizes { return c.bufs }
 

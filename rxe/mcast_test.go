@@ -1,3 +1,5 @@
+//go:build linux
+
 package rxe
 
 import (
@@ -60,8 +62,12 @@ var loopbackMcast = sync.OnceValue(func() error {
 	if _, err := s.WriteBatch([]netdev.Message{{Buf: []byte("probe"), N: 5, Addr: r.LocalAddr()}}); err != nil {
 		return err
 	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return err
+	}
 	for end := time.Now().Add(testutil.Bound()); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if q, err := testutil.ReadUDPQueue(r.LocalAddr()); err != nil {
+		if q, err := testutil.ReadUDPQueueOf(rc); err != nil {
 			return err
 		} else if q.Bytes > 0 {
 			return nil
@@ -202,7 +208,9 @@ func TestUDMulticastWire(t *testing.T) {
 	require.NoError(t, err)
 	payload := []byte("multicast datagram of gorxe")
 	copy(s.buf, payload)
-	testutil.SendQueued(t, group, 1, func(int) { mcastSend(t, s, ah, 0x4242, 1, 0, len(payload)) })
+	rc, err := tap.SyscallConn()
+	require.NoError(t, err)
+	testutil.SendQueuedOf(t, rc, 1, func(int) { mcastSend(t, s, ah, 0x4242, 1, 0, len(payload)) })
 	msgs := []netdev.Message{{Buf: make([]byte, 9000)}}
 	n, err := tap.ReadBatch(msgs)
 	require.NoError(t, err)

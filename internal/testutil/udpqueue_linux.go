@@ -173,9 +173,24 @@ func procAddr(a netip.AddrPort) string {
 // counted dropped fails it after Bound().
 func SendQueued(t testing.TB, to netip.AddrPort, n int, send func(i int)) {
 	t.Helper()
+	sendQueued(t, to.String(), func() (UDPQueue, error) { return ReadUDPQueue(to) }, n, send)
+}
+
+// SendQueuedOf is SendQueued for the socket rc controls, found by its
+// inode (ReadUDPQueueOf): for a socket that shares its address with
+// others (SO_REUSEPORT, or several sockets of one multicast group).
+func SendQueuedOf(t testing.TB, rc syscall.RawConn, n int, send func(i int)) {
+	t.Helper()
+	sendQueued(t, "the socket", func() (UDPQueue, error) { return ReadUDPQueueOf(rc) }, n, send)
+}
+
+// sendQueued is SendQueued with the queue read by read, the socket named
+// name in messages.
+func sendQueued(t testing.TB, name string, read func() (UDPQueue, error), n int, send func(i int)) {
+	t.Helper()
 	q := func() UDPQueue {
 		t.Helper()
-		q, err := ReadUDPQueue(to)
+		q, err := read()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,13 +204,13 @@ func SendQueued(t testing.TB, to netip.AddrPort, n int, send func(i int)) {
 		for {
 			now := q()
 			if now.Drops > before.Drops {
-				t.Fatalf("datagram %d of %d dropped at %v (its drops rose from %d to %d)", i, n, to, before.Drops, now.Drops)
+				t.Fatalf("datagram %d of %d dropped at %s (its drops rose from %d to %d)", i, n, name, before.Drops, now.Drops)
 			}
 			if now.Bytes > before.Bytes {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("datagram %d of %d not queued at %v within %v", i, n, to, bound)
+				t.Fatalf("datagram %d of %d not queued at %s within %v", i, n, name, bound)
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
