@@ -114,7 +114,10 @@
 // GSOLimit), which doubles again at most once a second: a qdisc whose
 // queue limit is below the buffer's length (tbf with a small limit, as
 // docs/seed002.md's bench sets) drops the unsegmented buffer whole, so the
-// same buffer sent again would never pass.
+// same buffer sent again would never pass. A buffer is at most 65535 bytes
+// as a qdisc counts it, each datagram's Ethernet, IP and UDP headers
+// included: tbf segments a longer one and drops, without an error, its
+// datagrams beyond the queue limit.
 //
 // With UDP GRO (UDP_GRO, Linux 5.0) the kernel may deliver several datagrams
 // of one flow as one buffer, with the segment size in a control message;

@@ -19,6 +19,13 @@ const (
 	// at most 65535 bytes with the IPv4 or IPv6 and UDP headers, with room
 	// to spare.
 	maxGSOBytes = 65535 - 40 - 8
+	// gsoWireMax bounds a GSO buffer as a qdisc counts it (qdisc_pkt_len:
+	// the payloads and every datagram's Ethernet, IP and UDP headers,
+	// gsoOverhead), so that a qdisc that takes packets of up to 64 KiB
+	// takes the buffer whole: tbf segments a longer one (its burst bounds
+	// a packet) and drops the datagrams beyond its queue limit without an
+	// error (tbf_segment).
+	gsoWireMax = 65535
 	// groBufSize holds the largest buffer GRO delivers (one IP datagram's
 	// worth of payload).
 	groBufSize = 65536
@@ -129,24 +136,27 @@ func (c *UDPConn) checkMessage(m *Message) error {
 // runLength is how many messages from the front of ms (at most limit) one
 // GSO send can carry: the same destination, source and traffic class, the first one's
 // size for all but the last, which may be shorter, all valid and non-empty,
-// within the kernel's segment limit and gsoMax bytes.
+// within the kernel's segment and byte limits and gsoMax bytes as a qdisc
+// counts them (gsoOverhead per datagram).
 func (c *UDPConn) runLength(ms []Message, limit int) int {
 	first := &ms[0]
 	seg := first.N
 	if seg == 0 {
 		return 1
 	}
-	n, bytes := 1, seg
+	oh := c.gsoOverhead()
+	n, bytes, wire := 1, seg, seg+oh
 	limit = min(limit, maxGSOSegments, len(ms))
 	for n < limit {
 		m := &ms[n]
-		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > c.gsoMax ||
+		if m.N <= 0 || m.N > seg || m.N > cap(m.Buf) || bytes+m.N > maxGSOBytes || wire+m.N+oh > c.gsoMax ||
 			m.Addr != first.Addr || !sameSource(m.Local, first.Local) || m.TOS != first.TOS || c.checkMessage(m) != nil ||
 			c.runsByQPN && !sameQPN(first.Buf[:first.N], m.Buf[:m.N]) {
 			break
 		}
 		n++
 		bytes += m.N
+		wire += m.N + oh
 		if m.N < seg {
 			break // a shorter datagram ends a run
 		}
@@ -154,18 +164,28 @@ func (c *UDPConn) runLength(ms []Message, limit int) int {
 	return n
 }
 
-// shrinkGSO halves gsoMax after the local host refused the GSO buffer of
-// refused (ENOBUFS): at most half its bytes, at least one datagram's. A
-// qdisc drops a buffer whose length exceeds its queue limit whole, however
-// empty the queue is (tbf's queue, a bfifo of limit bytes), so resending the
-// same buffer after a back-off would be refused for ever; smaller buffers
-// fit, and single datagrams fit wherever an unsegmented sender's do.
-func (c *UDPConn) shrinkGSO(refused []Message) {
-	bytes := 0
-	for i := range refused {
-		bytes += refused[i].N
+// gsoOverhead is what a qdisc counts for each datagram of a GSO buffer
+// besides its payload: Ethernet, IP and UDP headers (qdisc_pkt_len_init).
+func (c *UDPConn) gsoOverhead() int {
+	if c.v6 {
+		return 14 + 40 + 8
 	}
-	c.gsoMax = max(min(c.gsoMax, bytes/2), refused[0].N)
+	return 14 + 20 + 8
+}
+
+// shrinkGSO halves gsoMax after the local host refused the GSO buffer of
+// refused (ENOBUFS): at most half its bytes as a qdisc counts them, at
+// least one datagram's. A qdisc drops a buffer whose length exceeds its
+// queue limit whole, however empty the queue is (tbf's queue, a bfifo of
+// limit bytes), so resending the same buffer after a back-off would be
+// refused for ever; smaller buffers fit, and single datagrams fit wherever
+// an unsegmented sender's do.
+func (c *UDPConn) shrinkGSO(refused []Message) {
+	oh, wire := c.gsoOverhead(), 0
+	for i := range refused {
+		wire += refused[i].N + oh
+	}
+	c.gsoMax = max(min(c.gsoMax, wire/2), refused[0].N+oh)
 	c.gsoChanged = c.now()
 	c.stats.gsoShrinks.Add(1)
 	c.stats.gsoLimit.Store(uint64(c.gsoMax))
@@ -175,7 +195,7 @@ func (c *UDPConn) shrinkGSO(refused []Message) {
 // it before a GSO buffer sent doubles it.
 const gsoRegrow = time.Second
 
-// growGSO doubles gsoMax, up to maxGSOBytes, once gsoRegrow has passed
+// growGSO doubles gsoMax, up to gsoWireMax, once gsoRegrow has passed
 // since it last changed; WriteBatch calls it after a GSO buffer went out.
 // A refusal that came from a queue merely full for a moment then costs
 // larger buffers for a second, while a qdisc that can never take a large
@@ -185,11 +205,11 @@ const gsoRegrow = time.Second
 // recover, so growing back a datagram per buffer would bring those losses
 // back within a few dozen buffers.
 func (c *UDPConn) growGSO() {
-	if c.gsoMax >= maxGSOBytes {
+	if c.gsoMax >= gsoWireMax {
 		return
 	}
 	if now := c.now(); now.Sub(c.gsoChanged) >= gsoRegrow {
-		c.gsoMax = min(2*c.gsoMax, maxGSOBytes)
+		c.gsoMax = min(2*c.gsoMax, gsoWireMax)
 		c.gsoChanged = now
 		c.stats.gsoLimit.Store(uint64(c.gsoMax))
 	}

@@ -34,8 +34,9 @@ func repeatSizes(count, size int, tail ...int) []int {
 // datagram but the last has the first one's size (UDP_SEGMENT splits the
 // buffer at that size, so a longer datagram would be cut in two and a
 // shorter one would take bytes of the next), at most maxGSOSegments
-// datagrams (the kernel's UDP_MAX_SEGMENTS) and at most gsoMax bytes of
-// payload: maxGSOBytes, or less after a refused buffer (shrinkGSO).
+// datagrams (the kernel's UDP_MAX_SEGMENTS), at most maxGSOBytes of
+// payload, and at most gsoMax bytes with 42 bytes of headers per IPv4
+// datagram: gsoWireMax, or less after a refused buffer (shrinkGSO).
 func TestRunLength(t *testing.T) {
 	to := netip.MustParseAddrPort("127.0.0.1:4792")
 	tests := []struct {
@@ -53,15 +54,17 @@ func TestRunLength(t *testing.T) {
 		{"an empty first datagram runs alone", []int{0, 0}, 2, 1, 0},
 		{"an empty datagram is not in a run", []int{100, 0}, 2, 1, 0},
 		{"at most maxGSOSegments", repeatSizes(100, 10), 100, maxGSOSegments, 0},
-		{"maxGSOBytes exactly", repeatSizes(63, 1024, maxGSOBytes-63*1024), 64, 64, 0},
-		{"one byte beyond maxGSOBytes", repeatSizes(63, 1024, maxGSOBytes-63*1024+1), 64, 63, 0},
-		{"gsoMax shrunk", repeatSizes(10, 4128), 10, 3, 3*4128 + 4127},
-		{"gsoMax exactly", repeatSizes(10, 4128), 10, 4, 4 * 4128},
+		{"maxGSOBytes exactly", repeatSizes(63, 1024, maxGSOBytes-63*1024), 64, 64, 1 << 20},
+		{"one byte beyond maxGSOBytes", repeatSizes(63, 1024, maxGSOBytes-63*1024+1), 64, 63, 1 << 20},
+		{"gsoWireMax with headers", repeatSizes(64, 1082), 64, gsoWireMax / (1082 + 42), 0},
+		{"gsoWireMax exactly", repeatSizes(64, 1000), 64, 63, 63 * 1042},
+		{"gsoMax shrunk", repeatSizes(10, 4128), 10, 3, 4*4170 - 1},
+		{"gsoMax exactly", repeatSizes(10, 4128), 10, 4, 4 * 4170},
 		{"gsoMax below one datagram still sends it", repeatSizes(10, 4128), 10, 1, 100},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &UDPConn{local: netip.MustParseAddrPort("127.0.0.1:4791"), gsoMax: maxGSOBytes}
+			c := &UDPConn{local: netip.MustParseAddrPort("127.0.0.1:4791"), gsoMax: gsoWireMax}
 			if tc.gsoMax > 0 {
 				c.gsoMax = tc.gsoMax
 			}
@@ -163,20 +166,22 @@ func TestV6SocketRefusesMappedDestination(t *testing.T) {
 // one sent later doubles it, up to maxGSOBytes.
 func TestGSOBoundShrinksAndRegrows(t *testing.T) {
 	now := time.Unix(1000, 0)
-	c := &UDPConn{gsoMax: maxGSOBytes, now: func() time.Time { return now }}
+	c := &UDPConn{gsoMax: gsoWireMax, now: func() time.Time { return now }}
 	to := netip.MustParseAddrPort("127.0.0.1:4792")
+	const wire = 4128 + 42 // a datagram with its Ethernet, IPv4 and UDP headers
 	c.shrinkGSO(sizedRun(to, repeatSizes(15, 4128)...))
-	require.Equal(t, 15*4128/2, c.gsoMax)
+	require.Equal(t, 15*wire/2, c.gsoMax)
 	c.shrinkGSO(sizedRun(to, repeatSizes(2, 4128)...))
-	require.Equal(t, 4128, c.gsoMax, "half of two datagrams is one")
+	require.Equal(t, wire, c.gsoMax, "half of two datagrams is one")
 	c.shrinkGSO(sizedRun(to, repeatSizes(1, 4128)...))
-	require.Equal(t, 4128, c.gsoMax, "never below the refused buffer's first datagram")
+	require.Equal(t, wire, c.gsoMax, "never below the refused buffer's first datagram")
 	require.Equal(t, uint64(3), c.Stats().GSOShrinks)
+	require.Equal(t, 1, c.runLength(sizedRun(to, repeatSizes(4, 4128)...), 4))
 
 	now = now.Add(gsoRegrow - time.Nanosecond)
 	c.growGSO()
-	require.Equal(t, 4128, c.gsoMax, "within gsoRegrow of the shrink")
-	for want := 2 * 4128; want < maxGSOBytes; want *= 2 {
+	require.Equal(t, wire, c.gsoMax, "within gsoRegrow of the shrink")
+	for want := 2 * wire; want < gsoWireMax; want *= 2 {
 		now = now.Add(gsoRegrow)
 		c.growGSO()
 		require.Equal(t, want, c.gsoMax)
@@ -185,9 +190,9 @@ func TestGSOBoundShrinksAndRegrows(t *testing.T) {
 	}
 	now = now.Add(gsoRegrow)
 	c.growGSO()
-	require.Equal(t, maxGSOBytes, c.gsoMax)
-	require.Equal(t, uint64(maxGSOBytes), c.Stats().GSOLimit)
+	require.Equal(t, gsoWireMax, c.gsoMax)
+	require.Equal(t, uint64(gsoWireMax), c.Stats().GSOLimit)
 	now = now.Add(gsoRegrow)
 	c.growGSO()
-	require.Equal(t, maxGSOBytes, c.gsoMax, "at most maxGSOBytes")
+	require.Equal(t, gsoWireMax, c.gsoMax, "at most gsoWireMax")
 }

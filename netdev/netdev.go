@@ -290,7 +290,8 @@ type Stats struct {
 	// counted in NoBufs too) after which a UDPConn halved the bytes a GSO
 	// buffer may carry: a qdisc whose queue is smaller than the buffer
 	// drops it whole however empty it is. GSOLimit is that bound now, in
-	// bytes; it doubles with a GSO buffer sent a second or more after it
+	// bytes as a qdisc counts them (payloads, and each datagram's
+	// Ethernet, IP and UDP headers; 65535 at first); it doubles with a GSO buffer sent a second or more after it
 	// last changed.
 	// Always 0 for PipeConn.
 	GSOShrinks, GSOLimit uint64

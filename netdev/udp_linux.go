@@ -52,8 +52,8 @@ type UDPConn struct {
 	hdrMsgs []int    // messages per sendmmsg header
 	hdrSeg  []bool   // the header carries a UDP_SEGMENT control message (GSO or paged)
 	ids     []uint16 // the IPv4 ID each packed message was rewritten for
-	// gsoMax bounds the payload bytes of one GSO buffer: maxGSOBytes,
-	// halved by each refused buffer (shrinkGSO), doubled by a buffer sent
+	// gsoMax bounds one GSO buffer in bytes as a qdisc counts them
+	// (runLength): gsoWireMax, halved by each refused buffer (shrinkGSO), doubled by a buffer sent
 	// a second or more after it last changed (growGSO, at gsoChanged).
 	gsoMax     int
 	gsoChanged time.Time
@@ -131,10 +131,10 @@ func listenSetup(addr netip.AddrPort, opts Options, setup socketSetup) (*UDPConn
 		hdrSeg:    make([]bool, n),
 		ids:       make([]uint16, n),
 		runsByQPN: opts.RunsByQPN,
-		gsoMax:    maxGSOBytes,
+		gsoMax:    gsoWireMax,
 		now:       time.Now,
 	}
-	c.stats.gsoLimit.Store(maxGSOBytes)
+	c.stats.gsoLimit.Store(gsoWireMax)
 	c.gso.Store(setup.gso && (v6 || opts.RewriteIPv4ID != nil))
 	c.paged.Store(setup.paged)
 	if !v6 {
