@@ -27,8 +27,9 @@ import (
 // group's address and the device's port and joined to the group on the
 // interface that carries the device's address (netdev.ListenMulticastUDP),
 // read by a goroutine of its own (Device.routineMcast). The socket is
-// closed, and the group left, when the group's last QP detaches or is
-// destroyed, or when the device closes. Datagrams to a group go out on
+// closed, and the group left, when the group's last QP detaches, or when
+// the device closes (QP.Destroy refuses an attached QP, as rxe_destroy_qp
+// does). Datagrams to a group go out on
 // the device's own sockets, set up on the first multicast address handle
 // to leave by the interface of the device's address, with TTL or hop
 // limit McastHops, and to loop back to the sockets of this host that
@@ -166,8 +167,10 @@ func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
 // DetachMcast detaches the QP from the multicast group gid
 // (ibv_detach_mcast); lid is ignored. The device leaves the group when its
 // last QP detaches. A QP not attached to the group gives
-// ErrInvalidArgument, as rxe_detach_mcast's EINVAL. After Destroy or
-// Device.Close it fails with ErrClosed (Destroy and Close detached it).
+// ErrInvalidArgument, as rxe_detach_mcast's EINVAL. A QP must be detached
+// from every group before Destroy (which refuses it with ErrInUse
+// otherwise). After Destroy or Device.Close it fails with ErrClosed
+// (Close detached it).
 func (qp *QP) DetachMcast(gid netip.Addr, lid uint16) error {
 	d := qp.dev
 	if qp.typ != QPTypeUD {
@@ -213,17 +216,30 @@ func (d *Device) detachLocked(qp *QP, g netip.Addr) bool {
 	return true
 }
 
-// detachAll detaches qp from every group (QP.Destroy).
-func (d *Device) detachAll(qp *QP) {
-	if qp.typ != QPTypeUD {
-		return
-	}
+// retireUnattached retires the UD QP qp (QP.Destroy) unless it is
+// attached to a multicast group: then it fails with ErrInUse and leaves
+// qp as it is (rxe_qp_chk_destroy's EBUSY while the QP's mcg_num is not
+// zero). It holds mcast.mu throughout, as AttachMcast does, so no attach
+// comes between the check and the retirement. A QP destroyed already, or
+// of a closed device, gives ErrClosed.
+func (d *Device) retireUnattached(qp *QP) error {
 	m := &d.mcast
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for g := range m.groups {
-		d.detachLocked(qp, g)
+	if qp.isDead() {
+		return ErrClosed
 	}
+	var groups []netip.Addr
+	for g, grp := range m.groups {
+		if slices.Contains(*grp.qps.Load(), qp) {
+			groups = append(groups, g)
+		}
+	}
+	if len(groups) > 0 {
+		slices.SortFunc(groups, netip.Addr.Compare)
+		return fmt.Errorf("%w: QP %#x is attached to multicast groups %v: detach it first (DetachMcast)", ErrInUse, qp.qpn, groups)
+	}
+	return qp.retire()
 }
 
 // closeMcast leaves every group (Device.Close).

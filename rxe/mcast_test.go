@@ -176,7 +176,8 @@ func TestUDMulticast(t *testing.T) {
 	require.Zero(t, da.Counters().McastDropped)
 	require.Zero(t, da.Counters().UnknownQP)
 
-	// da leaves the group once its last QP is gone.
+	// da leaves the group once its last QP detaches.
+	require.NoError(t, a2.qp.DetachMcast(gid, 0))
 	require.NoError(t, a2.qp.Destroy())
 	require.Equal(t, []netip.Addr{gid}, da.McastGroups())
 	require.NoError(t, a1.qp.DetachMcast(gid, 0))
@@ -236,8 +237,11 @@ func TestUDMulticastWire(t *testing.T) {
 // TestUDMulticastRefusals: AttachMcast and DetachMcast refuse QPs of other
 // types than UD, GIDs that are not multicast or not of the device's
 // family, and a detach from a group the QP is not attached to; a device
-// on a pipe cannot send to a group. After Destroy and Device.Close both
-// fail with ErrClosed, and Close leaves the device's groups.
+// on a pipe cannot send to a group. Destroy refuses a QP still attached
+// to a group with ErrInUse (rxe_qp_chk_destroy's EBUSY), and the QP stays
+// attached and usable; once detached it is destroyed. After Destroy and
+// Device.Close AttachMcast and DetachMcast fail with ErrClosed, and Close
+// leaves the device's groups, attached QPs or not.
 func TestUDMulticastRefusals(t *testing.T) {
 	da, _ := mcastDevices(t)
 	gid := mcastGID()
@@ -257,7 +261,16 @@ func TestUDMulticastRefusals(t *testing.T) {
 	require.ErrorIs(t, ud.qp.DetachMcast(mcastGID(), 0), ErrInvalidArgument, "another group")
 
 	gone := newTypedEnd(t, da, QPTypeUD)
+	other := mcastGID()
 	require.NoError(t, gone.qp.AttachMcast(gid, 0))
+	require.NoError(t, gone.qp.AttachMcast(other, 0))
+	require.ErrorIs(t, gone.qp.Destroy(), ErrInUse, "attached to two groups")
+	require.NoError(t, gone.qp.DetachMcast(other, 0), "the refused QP is still attached")
+	require.ErrorIs(t, gone.qp.Destroy(), ErrInUse, "attached to one group")
+	require.ElementsMatch(t, []netip.Addr{gid}, da.McastGroups())
+	readyUD(t, gone, 9)
+	require.Equal(t, QPSRTS, gone.qp.Query().State, "the refused QP still moves through its states")
+	require.NoError(t, gone.qp.DetachMcast(gid, 0))
 	require.NoError(t, gone.qp.Destroy())
 	require.ErrorIs(t, gone.qp.AttachMcast(gid, 0), ErrClosed)
 	require.ErrorIs(t, gone.qp.DetachMcast(gid, 0), ErrClosed)

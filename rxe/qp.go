@@ -744,24 +744,25 @@ func (qp *QP) Query() QPAttr {
 }
 
 // Destroy destroys the QP: outstanding work is discarded without
-// completions (ibv_destroy_qp). After Device.Close it fails with ErrClosed.
-// A QP that Dial or CMListener.Accept set up also ends its connection, as
-// CMConn.Close does (a DREQ, not awaited), unless the connection has ended
-// already: the peer's side does not stay established.
+// completions (ibv_destroy_qp). A UD QP still attached to a multicast
+// group is not destroyed: Destroy fails with ErrInUse and the QP stays as
+// it was, attached and usable, as rxe_destroy_qp refuses with EBUSY while
+// the QP has groups (rxe_qp_chk_destroy, IBA o10-2.2.3); detach it first
+// (QP.DetachMcast). Device.Close ends attached QPs too. After Device.Close
+// or a first Destroy it fails with ErrClosed. A QP that Dial or
+// CMListener.Accept set up also ends its connection, as CMConn.Close does
+// (a DREQ, not awaited), unless the connection has ended already: the
+// peer's side does not stay established.
 func (qp *QP) Destroy() error {
-	qp.mu.Lock()
-	if qp.dead() {
-		qp.mu.Unlock()
-		return ErrClosed
+	var err error
+	if qp.typ == QPTypeUD {
+		err = qp.dev.retireUnattached(qp)
+	} else {
+		err = qp.retire()
 	}
-	qp.destroyed = true
-	qp.stopTimers()
-	qp.state = QPSReset
-	qp.retireEngines()
-	qp.req, qp.resp = nil, nil
-	qp.ureq, qp.uresp = nil, nil
-	qp.mu.Unlock()
-	qp.dev.detachAll(qp)
+	if err != nil {
+		return err
+	}
 	qp.dev.qps.remove(qp.qpn)
 	qp.pd.users.Add(-1)
 	qp.sendCQ.users.Add(-1)
@@ -774,6 +775,24 @@ func (qp *QP) Destroy() error {
 		// and flushes nothing to its CQs.
 		c.Close()
 	}
+	return nil
+}
+
+// retire marks the QP destroyed and stops it (Destroy): its timers and
+// engines end and it is in RESET. It fails with ErrClosed if the QP was
+// destroyed already or its device closed.
+func (qp *QP) retire() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.dead() {
+		return ErrClosed
+	}
+	qp.destroyed = true
+	qp.stopTimers()
+	qp.state = QPSReset
+	qp.retireEngines()
+	qp.req, qp.resp = nil, nil
+	qp.ureq, qp.uresp = nil, nil
 	return nil
 }
 
