@@ -1,0 +1,140 @@
+//go:build linux
+
+package rxe
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorxe/gorxe/internal/netns"
+	"github.com/gorxe/gorxe/packet"
+)
+
+// TestUDMulticastVeth runs UD multicast between two devices in two network
+// namespaces joined by a veth pair, which has the MULTICAST flag that lo
+// lacks, over IPv4 (a 239.0.0.0/8 group) and IPv6 (an ff0e::/16 group,
+// global scope; the veth's addresses are fd00:209::1 and ::2): a UD QP of
+// the device in one namespace sends to the group, and of three UD QPs of
+// the device in the other, the two attached get one byte-exact copy each
+// of every datagram, with the sender's address as the source and the
+// group's as the destination in the GRH area and a hop limit of
+// McastHops, while one attached and detached again gets none. It is
+// root-only (network namespaces).
+func TestUDMulticastVeth(t *testing.T) {
+	if err := netns.Check(); err != nil {
+		t.Skipf("UD multicast over a veth between namespaces: %v", err)
+	}
+	p, err := netns.NewPair(fmt.Sprintf("gorxe-mcast-%d", os.Getpid()), 209)
+	require.NoError(t, err)
+	defer p.Close()
+	a6, b6 := netip.MustParseAddr("fd00:209::1"), netip.MustParseAddr("fd00:209::2")
+	for _, side := range []struct {
+		ns, ifc string
+		addr    netip.Addr
+	}{{p.A, p.IfA, a6}, {p.B, p.IfB, b6}} {
+		_, err := netns.Command("ip", "-n", side.ns, "addr", "add", side.addr.String()+"/64", "dev", side.ifc, "nodad")
+		require.NoError(t, err)
+	}
+	for _, tc := range []struct {
+		name         string
+		addrA, addrB netip.Addr
+		group        netip.Addr
+	}{
+		{"IPv4", p.AddrA, p.AddrB, netip.MustParseAddr("::ffff:239.209.0.1")},
+		{"IPv6", a6, b6, netip.MustParseAddr("ff0e::209:1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) { mcastAcrossVeth(t, p, tc.addrA, tc.addrB, tc.group) })
+	}
+}
+
+// mcastAcrossVeth is a row of TestUDMulticastVeth: a device at addrA in
+// p.A sends to gid, received by a device at addrB in p.B.
+func mcastAcrossVeth(t *testing.T, p *netns.Pair, addrA, addrB, gid netip.Addr) {
+	checkGoroutines(t)
+	var da, db *Device
+	open := func(addr netip.Addr, name string, d **Device) func() error {
+		return func() (err error) {
+			*d, err = Listen(netip.AddrPortFrom(addr, packet.UDPPort), Options{Name: name})
+			return err
+		}
+	}
+	require.NoError(t, netns.In(p.A, open(addrA, "rxe-a", &da)))
+	defer da.Close()
+	require.NoError(t, netns.In(p.B, open(addrB, "rxe-b", &db)))
+	defer db.Close()
+
+	const qkey = 0x2090
+	s := newTypedEnd(t, da, QPTypeUD)
+	b1, b2, bGone := newTypedEnd(t, db, QPTypeUD), newTypedEnd(t, db, QPTypeUD), newTypedEnd(t, db, QPTypeUD)
+	for _, e := range []*end{s, b1, b2, bGone} {
+		readyUD(t, e, qkey)
+	}
+	// A group's socket, and the interface its join and the device's
+	// multicast sends name, are those of the calling thread's namespace:
+	// the calls are made in the device's.
+	require.NoError(t, netns.In(p.B, func() error {
+		for _, e := range []*end{b1, b2, bGone} {
+			if err := e.qp.AttachMcast(gid, 0); err != nil {
+				return err
+			}
+		}
+		return bGone.qp.DetachMcast(gid, 0)
+	}))
+	require.Equal(t, []netip.Addr{gid}, db.McastGroups())
+	const slot = 8192
+	for _, e := range []*end{b1, b2, bGone} {
+		postRecvs(t, e, 4, slot)
+	}
+	var ah *AddrHandle
+	require.NoError(t, netns.In(p.A, func() (err error) {
+		ah, err = s.pd.CreateAH(AH{DGID: gid})
+		return err
+	}))
+	group := gid.Unmap()
+	require.Equal(t, netip.AddrPortFrom(group, packet.UDPPort), ah.Dest())
+
+	sizes := []int{1, 777, da.ActiveMTU().Bytes()}
+	fill(s.buf[:len(sizes)*slot], 209)
+	for i, n := range sizes {
+		mcastSend(t, s, ah, qkey, uint64(i), i*slot, n)
+	}
+	for _, e := range []*end{b1, b2} {
+		for i, n := range sizes {
+			wc := waitWC(t, e.cq)
+			require.Equal(t, WCSuccess, wc.Status, "QP %#x datagram %d", e.qp.QPN(), i)
+			require.Equal(t, uint64(1000+i), wc.ID)
+			require.Equal(t, e.qp.QPN(), wc.QPNum)
+			require.Equal(t, s.qp.QPN(), wc.SrcQP)
+			require.Equal(t, uint32(GRHSize+n), wc.ByteLen)
+			require.NotZero(t, wc.Flags&WCFlagGRH)
+			require.Equal(t, addrA, wc.Src.Addr().Unmap())
+			e.qp.Query() // orders the test with the device's writes
+			got := e.buf[i*slot : i*slot+GRHSize+n]
+			if group.Is4() {
+				require.Equal(t, make([]byte, 20), got[:20], "IPv4: the first 20 bytes of the GRH area are zero")
+				require.Equal(t, byte(0x45), got[20], "GRH area: an IPv4 header")
+				require.Equal(t, byte(McastHops), got[28], "GRH area: the TTL")
+				require.Equal(t, addrA.As4(), [4]byte(got[32:36]), "GRH area: the sender's address")
+				require.Equal(t, group.As4(), [4]byte(got[36:40]), "GRH area: the group's address")
+			} else {
+				require.Equal(t, byte(6), got[0]>>4, "GRH area: an IPv6 header")
+				require.Equal(t, byte(17), got[6], "GRH area: next header UDP")
+				require.Equal(t, byte(McastHops), got[7], "GRH area: the hop limit")
+				require.Equal(t, addrA.As16(), [16]byte(got[8:24]), "GRH area: the sender's address")
+				require.Equal(t, group.As16(), [16]byte(got[24:40]), "GRH area: the group's address")
+			}
+			require.Equal(t, s.buf[i*slot:i*slot+n], got[GRHSize:], "QP %#x datagram %d", e.qp.QPN(), i)
+		}
+		noWC(t, e.cq, 20*time.Millisecond)
+	}
+	noWC(t, bGone.cq, 20*time.Millisecond)
+	require.Zero(t, bGone.qp.Counters().RcvdPkts)
+	require.Equal(t, uint64(len(sizes)), db.Counters().McastRcvd)
+	require.Zero(t, db.Counters().McastDropped)
+	require.Zero(t, da.Counters().McastRcvd, "the sender's device joined no group")
+}
