@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,15 +13,19 @@ import (
 // ListenMulticastUDP opens a UDP socket that receives the datagrams sent
 // to a multicast group: it is bound to group (the group's address and a
 // port) and joins the group on the interface that carries ifAddr
-// (IP_ADD_MEMBERSHIP, IPV6_JOIN_GROUP). Other sockets of the host may be
-// bound to the same group and port, and each receives its own copy
-// (SO_REUSEADDR); the socket receives no other group (IP_MULTICAST_ALL,
-// IPV6_MULTICAST_ALL 0). A socket bound to a unicast address receives no
-// multicast datagram, so a device bound to its own address needs one of
-// these per group it receives. Closing the socket leaves the group.
-// ReadBatch reports the group address as Message.Local. group must be an
-// IPv4 (224.0.0.0/4, plain or IPv4-mapped) or IPv6 (ff00::/8) multicast
-// address of ifAddr's family.
+// (IP_ADD_MEMBERSHIP, IPV6_JOIN_GROUP). An IPv6 group of interface-local
+// or link-local scope (ff01::/16, ff02::/16) is bound with that interface
+// as its scope, which Linux requires of such an address. Other sockets of
+// the host may be bound to the same group and port, and each receives its
+// own copy (SO_REUSEADDR); the socket receives no other group
+// (IP_MULTICAST_ALL, IPV6_MULTICAST_ALL 0). A socket bound to a unicast
+// address receives no multicast datagram, so a device bound to its own
+// address needs one of these per group it receives. Closing the socket
+// leaves the group. ReadBatch reports the group address as Message.Local.
+// group must be an IPv4 (224.0.0.0/4, plain or IPv4-mapped) or IPv6
+// (ff00::/8) multicast address of ifAddr's family. The socket, and the
+// interface looked up, are those of the calling thread's network
+// namespace.
 func ListenMulticastUDP(group netip.AddrPort, ifAddr netip.Addr, opts Options) (*UDPConn, error) {
 	g, a := group.Addr().Unmap(), ifAddr.Unmap()
 	if !g.IsMulticast() {
@@ -33,7 +38,13 @@ func ListenMulticastUDP(group netip.AddrPort, ifAddr netip.Addr, opts Options) (
 	if err != nil {
 		return nil, fmt.Errorf("netdev: ListenMulticastUDP %v: %w", g, err)
 	}
-	c, err := listenSetup(netip.AddrPortFrom(g, group.Port()), opts, socketSetup{multicast: true})
+	bind := g
+	if g.Is6() && (g.IsInterfaceLocalMulticast() || g.IsLinkLocalMulticast()) {
+		// Linux binds an IPv6 address of these scopes only with a scope
+		// ID (__inet6_bind, __ipv6_addr_needs_scope_id): the interface's.
+		bind = g.WithZone(strconv.Itoa(ifi))
+	}
+	c, err := listenSetup(netip.AddrPortFrom(bind, group.Port()), opts, socketSetup{multicast: true})
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +160,8 @@ func interfaceIndexOf(a netip.Addr) (int, error) {
 }
 
 // bindGroup opens a UDP socket with the options of setup bound to the
-// multicast group and port bind. net.ListenPacket cannot: given a
+// multicast group and port bind, an IPv6 group's zone (an interface name
+// or index) as its scope ID. net.ListenPacket cannot: given a
 // multicast address it binds the wildcard address, and such a socket
 // receives the unicast datagrams to every address of the host at its port
 // that no socket bound to the address takes.
@@ -169,7 +181,13 @@ func bindGroup(bind netip.AddrPort, setup *socketSetup) (net.PacketConn, error) 
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
 			return nil, fmt.Errorf("setsockopt IPV6_V6ONLY: %w", err)
 		}
-		sa = &unix.SockaddrInet6{Port: int(bind.Port()), Addr: bind.Addr().As16()}
+		var scope uint32
+		if z := bind.Addr().Zone(); z != "" {
+			if scope = zones.index(z); scope == 0 {
+				return nil, fmt.Errorf("no interface %q (the zone of %v)", z, bind.Addr())
+			}
+		}
+		sa = &unix.SockaddrInet6{Port: int(bind.Port()), Addr: bind.Addr().As16(), ZoneId: scope}
 	} else {
 		sa = &unix.SockaddrInet4{Port: int(bind.Port()), Addr: bind.Addr().As4()}
 	}

@@ -18,7 +18,9 @@ import (
 // TestUDMulticastVeth runs UD multicast between two devices in two network
 // namespaces joined by a veth pair, which has the MULTICAST flag that lo
 // lacks, over IPv4 (a 239.0.0.0/8 group) and IPv6 (an ff0e::/16 group,
-// global scope; the veth's addresses are fd00:209::1 and ::2): a UD QP of
+// global scope, and an ff02::/16 one, link-local scope, whose socket
+// Linux binds only with the interface as its scope; the veth's addresses
+// are fd00:209::1 and ::2): a UD QP of
 // the device in one namespace sends to the group, and of three UD QPs of
 // the device in the other, the two attached get one byte-exact copy each
 // of every datagram, with the sender's address as the source and the
@@ -47,6 +49,7 @@ func TestUDMulticastVeth(t *testing.T) {
 	}{
 		{"IPv4", p.AddrA, p.AddrB, netip.MustParseAddr("::ffff:239.209.0.1")},
 		{"IPv6", a6, b6, netip.MustParseAddr("ff0e::209:1")},
+		{"IPv6/link-local-group", a6, b6, netip.MustParseAddr("ff02::209:1")},
 	} {
 		t.Run(tc.name, func(t *testing.T) { mcastAcrossVeth(t, p, tc.addrA, tc.addrB, tc.group) })
 	}
