@@ -123,9 +123,22 @@ func (c *UDPConn) SetMulticastSend(ifAddr netip.Addr, hops uint8) error {
 }
 
 // interfaceIndexOf returns the index of the interface that carries the
-// address a: the one a is assigned to, or else the one whose network
-// holds a (127.0.0.2 is lo's, whose address is 127.0.0.1/8).
+// address a: the one a's zone names (a link-local IPv6 address, whose
+// zone is an interface name or index), else the one a is assigned to, or
+// else the one whose network holds a (127.0.0.2 is lo's, whose address is
+// 127.0.0.1/8). Interfaces are those of the calling thread's network
+// namespace.
 func interfaceIndexOf(a netip.Addr) (int, error) {
+	if z := a.Zone(); z != "" {
+		if n, err := strconv.ParseUint(z, 10, 31); err == nil && n > 0 {
+			return int(n), nil
+		}
+		ifi, err := net.InterfaceByName(z)
+		if err != nil {
+			return 0, fmt.Errorf("the zone of %v: %w", a, err)
+		}
+		return ifi.Index, nil
+	}
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return 0, fmt.Errorf("listing interfaces: %w", err)

@@ -17,14 +17,15 @@ import (
 
 // TestUDMulticastVeth runs UD multicast between two devices in two network
 // namespaces joined by a veth pair, which has the MULTICAST flag that lo
-// lacks, over IPv4 (a 239.0.0.0/8 group) and IPv6 (an ff0e::/16 group,
-// global scope, and an ff02::/16 one, link-local scope, whose socket
-// Linux binds only with the interface as its scope; the veth's addresses
-// are fd00:209::1 and ::2): a UD QP of
-// the device in one namespace sends to the group, and of three UD QPs of
-// the device in the other, the two attached get one byte-exact copy each
-// of every datagram, with the sender's address as the source and the
-// group's as the destination in the GRH area and a hop limit of
+// lacks: over IPv4 to a 239.0.0.0/8 group; over IPv6 between devices at
+// fd00:209::1 and ::2 to an ff0e::/16 group (global scope) and to an
+// ff02::/16 one (link-local scope, whose socket Linux binds only with the
+// interface as its scope); and between devices at the link-local
+// fe80::209:1 and ::2, zoned with their veth, to an ff02::/16 group. A UD
+// QP of the device in one namespace sends to the group, and of three UD
+// QPs of the device in the other, the two attached get one byte-exact
+// copy each of every datagram, with the sender's address as the source
+// and the group's as the destination in the GRH area and a hop limit of
 // McastHops, while one attached and detached again gets none. It is
 // root-only (network namespaces).
 func TestUDMulticastVeth(t *testing.T) {
@@ -35,11 +36,12 @@ func TestUDMulticastVeth(t *testing.T) {
 	require.NoError(t, err)
 	defer p.Close()
 	a6, b6 := netip.MustParseAddr("fd00:209::1"), netip.MustParseAddr("fd00:209::2")
+	aLL, bLL := netip.MustParseAddr("fe80::209:1").WithZone(p.IfA), netip.MustParseAddr("fe80::209:2").WithZone(p.IfB)
 	for _, side := range []struct {
 		ns, ifc string
 		addr    netip.Addr
-	}{{p.A, p.IfA, a6}, {p.B, p.IfB, b6}} {
-		_, err := netns.Command("ip", "-n", side.ns, "addr", "add", side.addr.String()+"/64", "dev", side.ifc, "nodad")
+	}{{p.A, p.IfA, a6}, {p.B, p.IfB, b6}, {p.A, p.IfA, aLL}, {p.B, p.IfB, bLL}} {
+		_, err := netns.Command("ip", "-n", side.ns, "addr", "add", side.addr.WithZone("").String()+"/64", "dev", side.ifc, "nodad")
 		require.NoError(t, err)
 	}
 	for _, tc := range []struct {
@@ -50,6 +52,7 @@ func TestUDMulticastVeth(t *testing.T) {
 		{"IPv4", p.AddrA, p.AddrB, netip.MustParseAddr("::ffff:239.209.0.1")},
 		{"IPv6", a6, b6, netip.MustParseAddr("ff0e::209:1")},
 		{"IPv6/link-local-group", a6, b6, netip.MustParseAddr("ff02::209:1")},
+		{"IPv6/link-local-devices", aLL, bLL, netip.MustParseAddr("ff02::209:2")},
 	} {
 		t.Run(tc.name, func(t *testing.T) { mcastAcrossVeth(t, p, tc.addrA, tc.addrB, tc.group) })
 	}
@@ -115,7 +118,7 @@ func mcastAcrossVeth(t *testing.T, p *netns.Pair, addrA, addrB, gid netip.Addr) 
 			require.Equal(t, s.qp.QPN(), wc.SrcQP)
 			require.Equal(t, uint32(GRHSize+n), wc.ByteLen)
 			require.NotZero(t, wc.Flags&WCFlagGRH)
-			require.Equal(t, addrA, wc.Src.Addr().Unmap())
+			require.Equal(t, addrA.WithZone(""), wc.Src.Addr().Unmap().WithZone(""))
 			e.qp.Query() // orders the test with the device's writes
 			got := e.buf[i*slot : i*slot+GRHSize+n]
 			if group.Is4() {
