@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -101,17 +102,33 @@ func TestListenMulticastUDPRefusals(t *testing.T) {
 	require.ErrorContains(t, s.SetMulticastSend(lo6, 1), "not of the socket's family")
 }
 
-// TestInterfaceIndexOf: the interface of an address is the one it is
-// assigned to, or else the one whose network holds it: 127.0.0.2, which
-// devices on loopback bind, is lo's (127.0.0.1/8).
+// TestInterfaceIndexOf: the interface of an address is the one its zone
+// names, by name or by index (a link-local IPv6 address); else the one it
+// is assigned to, or else the one whose network holds it: 127.0.0.2,
+// which devices on loopback bind, is lo's (127.0.0.1/8). A zone no
+// interface has, or an address no interface carries, is an error.
 func TestInterfaceIndexOf(t *testing.T) {
 	lo, err := net.InterfaceByName("lo")
 	if err != nil {
 		t.Skipf("no interface lo: %v", err)
 	}
-	for _, a := range []string{"127.0.0.1", "127.0.0.2"} {
-		i, err := interfaceIndexOf(netip.MustParseAddr(a))
-		require.NoError(t, err, a)
-		require.Equal(t, lo.Index, i, a)
+	for _, tc := range []struct {
+		addr string
+		want int // 0: an error
+	}{
+		{"fe80::1%lo", lo.Index},
+		{"fe80::9:9%" + strconv.Itoa(lo.Index), lo.Index},
+		{"127.0.0.1", lo.Index},
+		{"127.0.0.2", lo.Index},
+		{"fe80::1%gorxe-no-such-if", 0},
+		{"240.0.0.209", 0}, // reserved (240.0.0.0/4): on no interface
+	} {
+		got, err := interfaceIndexOf(netip.MustParseAddr(tc.addr))
+		if tc.want == 0 {
+			require.Error(t, err, tc.addr)
+			continue
+		}
+		require.NoError(t, err, tc.addr)
+		require.Equal(t, tc.want, got, tc.addr)
 	}
 }
