@@ -3,7 +3,6 @@ package rxe
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -111,19 +110,12 @@ func (d *Device) mcastGroupAddr(gid netip.Addr) (netip.Addr, error) {
 // Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
 	d := qp.dev
-	if qp.typ != QPTypeUD {
-		return fmt.Errorf("%w: AttachMcast on a %v QP (UD only)", ErrInvalidArgument, qp.typ)
-	}
-	g, err := d.mcastGroupAddr(gid)
+	g, err := qp.lockMcast("AttachMcast", gid)
 	if err != nil {
 		return err
 	}
 	m := &d.mcast
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || qp.isDead() {
-		return ErrClosed
-	}
 	grp := m.groups[g]
 	if grp != nil {
 		qps := *grp.qps.Load()
@@ -173,23 +165,36 @@ func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
 // (Close detached it).
 func (qp *QP) DetachMcast(gid netip.Addr, lid uint16) error {
 	d := qp.dev
-	if qp.typ != QPTypeUD {
-		return fmt.Errorf("%w: DetachMcast on a %v QP (UD only)", ErrInvalidArgument, qp.typ)
-	}
-	g, err := d.mcastGroupAddr(gid)
+	g, err := qp.lockMcast("DetachMcast", gid)
 	if err != nil {
 		return err
 	}
-	m := &d.mcast
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed || qp.isDead() {
-		return ErrClosed
-	}
+	defer d.mcast.mu.Unlock()
 	if !d.detachLocked(qp, g) {
 		return fmt.Errorf("%w: QP %#x is not attached to %v", ErrInvalidArgument, qp.qpn, g)
 	}
 	return nil
+}
+
+// lockMcast checks the arguments of the verb op (a UD QP, a multicast GID
+// of the device's family: mcastGroupAddr) and returns the group's address
+// with the device's multicast lock held, or an error with it not held:
+// ErrClosed once the QP was destroyed or the device closed.
+func (qp *QP) lockMcast(op string, gid netip.Addr) (netip.Addr, error) {
+	d := qp.dev
+	if qp.typ != QPTypeUD {
+		return netip.Addr{}, fmt.Errorf("%w: %s on a %v QP (UD only)", ErrInvalidArgument, op, qp.typ)
+	}
+	g, err := d.mcastGroupAddr(gid)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	d.mcast.mu.Lock()
+	if d.mcast.closed || qp.isDead() {
+		d.mcast.mu.Unlock()
+		return netip.Addr{}, ErrClosed
+	}
+	return g, nil
 }
 
 // detachLocked detaches qp from group g, leaving the group if qp was its
@@ -316,14 +321,8 @@ func (d *Device) routineMcast(grp *mcastGroup) {
 	for {
 		n, err := grp.conn.ReadBatch(msgs)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || d.closed.Load() {
+			if d.readFailed(err) {
 				return
-			}
-			d.counters.receiveErrors.Add(1)
-			select {
-			case <-d.done:
-				return
-			case <-time.After(time.Millisecond):
 			}
 			continue
 		}

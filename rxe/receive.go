@@ -37,14 +37,8 @@ func (d *Device) routineReceive(r *connReader) {
 	for {
 		n, err := r.readBlocking()
 		if err != nil {
-			if d.closed.Load() || errors.Is(err, net.ErrClosed) {
+			if d.readFailed(err) {
 				return
-			}
-			d.counters.receiveErrors.Add(1)
-			select {
-			case <-d.done:
-				return
-			case <-time.After(time.Millisecond):
 			}
 			continue
 		}
@@ -186,4 +180,21 @@ func (d *Device) noteLoss(now time.Time) {
 // goroutine that spins before it blocks").
 func (d *Device) wantSpin(now time.Time) bool {
 	return d.spinBound.Load() || d.spinQPs.Load() > 0 || int64(now.Sub(d.epoch)) < d.spinUntil.Load()
+}
+
+// readFailed handles an error of a receive goroutine's read: it reports
+// true, for the goroutine to end, once the device or its socket is
+// closed; any other error is counted (Counters.ReceiveErrors) and waited
+// on for a millisecond, so that a socket failing at once does not spin.
+func (d *Device) readFailed(err error) bool {
+	if d.closed.Load() || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	d.counters.receiveErrors.Add(1)
+	select {
+	case <-d.done:
+		return true
+	case <-time.After(time.Millisecond):
+		return false
+	}
 }
