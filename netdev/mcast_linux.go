@@ -144,9 +144,13 @@ func interfaceIndexOf(a netip.Addr) (int, error) {
 		return 0, fmt.Errorf("listing interfaces: %w", err)
 	}
 	within := -1
+	var listErr error // the first interface whose addresses could not be listed
 	for _, ifi := range ifs {
 		addrs, err := ifi.Addrs()
 		if err != nil {
+			if listErr == nil {
+				listErr = fmt.Errorf("listing the addresses of %s: %w", ifi.Name, err)
+			}
 			continue
 		}
 		for _, x := range addrs {
@@ -168,6 +172,9 @@ func interfaceIndexOf(a netip.Addr) (int, error) {
 	}
 	if within >= 0 {
 		return within, nil
+	}
+	if listErr != nil {
+		return 0, fmt.Errorf("no interface carries %v (%v)", a, listErr)
 	}
 	return 0, fmt.Errorf("no interface carries %v", a)
 }
