@@ -68,18 +68,29 @@ func ListenMulticastUDP(group netip.AddrPort, ifAddr netip.Addr, opts Options) (
 	return c, nil
 }
 
+// ListenMulticast implements MulticastSender: ListenMulticastUDP in the
+// network namespace of c's socket, whichever namespace the calling thread
+// is in (a device opened in another namespace joins its groups there).
+func (c *UDPConn) ListenMulticast(group netip.AddrPort, ifAddr netip.Addr, opts Options) (*UDPConn, error) {
+	var g *UDPConn
+	err := inNetnsOf(c.rc, func() (err error) { g, err = ListenMulticastUDP(group, ifAddr, opts); return err })
+	return g, err
+}
+
 // SetMulticastSend implements MulticastSender: the socket's multicast
 // datagrams leave by the interface that carries ifAddr
 // (IP_MULTICAST_IF, IPV6_MULTICAST_IF) with hops as their IPv4 TTL or
 // IPv6 hop limit (IP_MULTICAST_TTL, IPV6_MULTICAST_HOPS), and a copy of
 // each is delivered to the sockets of this host that joined the group
-// (IP_MULTICAST_LOOP, IPV6_MULTICAST_LOOP).
+// (IP_MULTICAST_LOOP, IPV6_MULTICAST_LOOP). The interface is the socket's
+// network namespace's, whichever namespace the calling thread is in.
 func (c *UDPConn) SetMulticastSend(ifAddr netip.Addr, hops uint8) error {
 	a := ifAddr.Unmap()
 	if a.Is4() == c.v6 {
 		return fmt.Errorf("netdev: SetMulticastSend: interface address %v is not of the socket's family", ifAddr)
 	}
-	ifi, err := interfaceIndexOf(a)
+	var ifi int
+	err := inNetnsOf(c.rc, func() (err error) { ifi, err = interfaceIndexOf(a); return err })
 	if err != nil {
 		return fmt.Errorf("netdev: SetMulticastSend: %w", err)
 	}

@@ -69,10 +69,13 @@ type IPFieldReporter interface {
 // MulticastSender is a Conn whose datagrams to multicast groups can be
 // set up to leave by the interface that carries a given address, with a
 // given TTL or hop limit, and to loop back to the sockets of this host that
-// joined the group (UDPConn.SetMulticastSend). Decorators do not implement
-// it: a caller looks through their Unwrap() Conn method.
+// joined the group (UDPConn.SetMulticastSend), and that opens the sockets
+// that receive a group in its own network namespace
+// (UDPConn.ListenMulticast). Decorators do not implement it: a caller
+// looks through their Unwrap() Conn method.
 type MulticastSender interface {
 	SetMulticastSend(ifAddr netip.Addr, hops uint8) error
+	ListenMulticast(group netip.AddrPort, ifAddr netip.Addr, opts Options) (*UDPConn, error)
 }
 
 // Conn sends and receives datagrams in batches.

@@ -71,6 +71,11 @@ func ListenMulticastUDP(group netip.AddrPort, ifAddr netip.Addr, opts Options) (
 	return nil, fmt.Errorf("netdev: ListenMulticastUDP %v: %w", group, errors.ErrUnsupported)
 }
 
+// ListenMulticast implements MulticastSender (Linux only).
+func (c *UDPConn) ListenMulticast(group netip.AddrPort, ifAddr netip.Addr, opts Options) (*UDPConn, error) {
+	return nil, fmt.Errorf("netdev: ListenMulticast %v: %w", group, errors.ErrUnsupported)
+}
+
 // SetMulticastSend implements MulticastSender (Linux only).
 func (c *UDPConn) SetMulticastSend(ifAddr netip.Addr, hops uint8) error {
 	return errors.ErrUnsupported

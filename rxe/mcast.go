@@ -24,8 +24,9 @@ import (
 // gives a socket bound so no multicast datagram: the device receives each
 // group it has QPs attached to on a socket of its own, bound to the
 // group's address and the device's port and joined to the group on the
-// interface that carries the device's address (netdev.ListenMulticastUDP),
-// read by a goroutine of its own (Device.routineMcast). The socket is
+// interface that carries the device's address, in the network namespace
+// of the device's socket (netdev.UDPConn.ListenMulticast), read by a
+// goroutine of its own (Device.routineMcast). The socket is
 // closed, and the group left, when the group's last QP detaches, or when
 // the device closes (QP.Destroy refuses an attached QP, as rxe_destroy_qp
 // does). Datagrams to a group go out on
@@ -106,8 +107,10 @@ func (d *Device) mcastGroupAddr(gid netip.Addr) (netip.Addr, error) {
 // attaching a QP that is already attached does nothing, as in rxe
 // (rxe_attach_mcast). Only UD QPs attach (ErrInvalidArgument otherwise,
 // as ib_attach_mcast refuses them); a device has at most MaxMcastGrp
-// groups and a group MaxMcastQPAttach QPs (ErrNoResources beyond). After
-// Destroy or Device.Close it fails with ErrClosed.
+// groups and a group MaxMcastQPAttach QPs (ErrNoResources beyond). A
+// device on a netdev that is no UDP socket (a pipe) joins nothing
+// (ErrInvalidArgument). After Destroy or Device.Close it fails with
+// ErrClosed.
 func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
 	d := qp.dev
 	g, err := qp.lockMcast("AttachMcast", gid)
@@ -135,7 +138,13 @@ func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
 	if err := d.reportIPFields(); err != nil {
 		return err
 	}
-	conn, err := netdev.ListenMulticastUDP(netip.AddrPortFrom(g, d.port), d.addr,
+	// The group's socket belongs to the namespace of the device's socket,
+	// whichever the calling thread is in (UDPConn.ListenMulticast).
+	s, err := mcastSender(d.conns[0])
+	if err != nil {
+		return err
+	}
+	conn, err := s.ListenMulticast(netip.AddrPortFrom(g, d.port), d.addr,
 		netdev.Options{BatchSize: mcastBatch, NoGSO: true, NoGRO: true, RecvBuffer: d.opts.RecvBuffer, NoForce: d.opts.NoForceBuffers})
 	if err != nil {
 		return fmt.Errorf("rxe: joining multicast group %v: %w", g, err)
@@ -288,23 +297,32 @@ func (d *Device) enableMcastSend() error {
 		return nil
 	}
 	for _, c := range d.conns {
-		inner := c
-		for {
-			if _, ok := inner.(netdev.MulticastSender); ok {
-				break
-			}
-			u, ok := inner.(interface{ Unwrap() netdev.Conn })
-			if !ok {
-				return fmt.Errorf("%w: the device's netdev %T cannot send to a multicast group", ErrInvalidArgument, c)
-			}
-			inner = u.Unwrap()
+		s, err := mcastSender(c)
+		if err != nil {
+			return err
 		}
-		if err := inner.(netdev.MulticastSender).SetMulticastSend(d.addr, McastHops); err != nil {
+		if err := s.SetMulticastSend(d.addr, McastHops); err != nil {
 			return fmt.Errorf("rxe: setting the device's socket up for multicast: %w", err)
 		}
 	}
 	m.sendSet = true
 	return nil
+}
+
+// mcastSender returns the netdev.MulticastSender c is, or that it wraps
+// (decorators are looked through by their Unwrap() netdev.Conn); a netdev
+// that is none (a pipe) gives ErrInvalidArgument.
+func mcastSender(c netdev.Conn) (netdev.MulticastSender, error) {
+	for inner := c; ; {
+		if s, ok := inner.(netdev.MulticastSender); ok {
+			return s, nil
+		}
+		u, ok := inner.(interface{ Unwrap() netdev.Conn })
+		if !ok {
+			return nil, fmt.Errorf("%w: the device's netdev %T cannot send to or join a multicast group", ErrInvalidArgument, c)
+		}
+		inner = u.Unwrap()
+	}
 }
 
 // routineMcast reads the datagrams of group grp's socket and delivers

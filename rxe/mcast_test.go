@@ -284,7 +284,13 @@ func TestUDMulticastRefusals(t *testing.T) {
 	pe := newTypedEnd(t, pa, QPTypeUD)
 	_, err := pe.pd.CreateAH(AH{DGID: netip.MustParseAddr("239.1.2.3")})
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.ErrorContains(t, err, "cannot send to a multicast group")
+	require.ErrorContains(t, err, "cannot send to or join a multicast group")
+	// Nor does a pipe device join a group: there is no socket, and no
+	// namespace, of its own to join it in.
+	err = pe.qp.AttachMcast(netip.MustParseAddr("239.1.2.3"), 0)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "cannot send to or join a multicast group")
+	require.Empty(t, pa.McastGroups())
 }
 
 // TestUDMulticastBounds: a device joins at most MaxMcastGrp groups and
