@@ -43,6 +43,23 @@ type rereadLostRun struct {
 	asked map[int][]time.Time
 }
 
+// requireAskedAgain runs rr and checks that its evidence arrived (what
+// says what it is) and that PSN 100, re-read twice in all before it (twice
+// says how), was asked for a third time no earlier than the evidence and
+// within two round trips of it, counted once in SRResendsLost.
+func (rr *rereadLostRun) requireAskedAgain(t *testing.T, what, twice string) {
+	t.Helper()
+	h, l := rr.run(t)
+	require.False(t, rr.evidenceAt.IsZero(), what)
+	require.Len(t, rr.asked[100], 2, twice)
+	third := rr.asked[100][1]
+	t.Logf("evidence at %v, third request %v after it; srtt %v, interval %v",
+		rr.evidenceAt.Sub(t0), third.Sub(rr.evidenceAt), h.r.rec.rtt.SRTT(), h.r.srInterval(h.now))
+	require.False(t, third.Before(rr.evidenceAt), "asked again before the evidence")
+	require.LessOrEqual(t, third.Sub(rr.evidenceAt), 4*l.delay, "asked again within two round trips of the evidence")
+	require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
+}
+
 // run posts a one-packet READ (an RTT sample) and then the 1 MiB READ, runs
 // the link until both complete, and checks the READ's data byte for byte.
 func (rr *rereadLostRun) run(t *testing.T) (*harness, *srLink) {
@@ -131,16 +148,7 @@ func peerName(engine bool) string {
 func testLostRereadResponse(t *testing.T, engine bool) {
 	rr := &rereadLostRun{engine: engine, drop: map[int]int{100: 2, 101: 1, 102: 1, 103: 1, 104: 1, 105: 1}, evidence: 103,
 		slow: time.Millisecond}
-	h, l := rr.run(t)
-	require.False(t, rr.evidenceAt.IsZero(), "the re-read's response of 103 arrived")
-	require.Len(t, rr.asked[100], 2, "re-reads from 100: the range, then 100 again")
-	third := rr.asked[100][1]
-	rtt := 2 * l.delay
-	t.Logf("evidence at %v, third request %v after it; srtt %v, interval %v",
-		rr.evidenceAt.Sub(t0), third.Sub(rr.evidenceAt), h.r.rec.rtt.SRTT(), h.r.srInterval(h.now))
-	require.False(t, third.Before(rr.evidenceAt), "asked again before the evidence")
-	require.LessOrEqual(t, third.Sub(rr.evidenceAt), 2*rtt, "asked again within two round trips of the evidence")
-	require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
+	rr.requireAskedAgain(t, "the re-read's response of 103 arrived", "re-reads from 100: the range, then 100 again")
 }
 
 // TestSRLostRereadAcrossStreams loses READ responses 100, 102, 104, 106,
@@ -157,14 +165,7 @@ func TestSRLostRereadAcrossStreams(t *testing.T) {
 func testLostRereadAcrossStreams(t *testing.T, engine bool) {
 	rr := &rereadLostRun{engine: engine, drop: map[int]int{100: 2, 102: 1, 104: 1, 106: 1, 108: 1, 110: 1}, evidence: 106,
 		slow: time.Millisecond}
-	h, l := rr.run(t)
-	require.False(t, rr.evidenceAt.IsZero(), "the re-read's response of 106 arrived")
-	require.Len(t, rr.asked[100], 2, "re-reads of 100")
-	third := rr.asked[100][1]
-	t.Logf("evidence at %v, third request %v after it", rr.evidenceAt.Sub(t0), third.Sub(rr.evidenceAt))
-	require.False(t, third.Before(rr.evidenceAt), "asked again before the evidence")
-	require.LessOrEqual(t, third.Sub(rr.evidenceAt), 4*l.delay, "asked again within two round trips of the evidence")
-	require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
+	rr.requireAskedAgain(t, "the re-read's response of 106 arrived", "re-reads of 100")
 }
 
 // TestSRLostRereadThenRead loses READ response 100 of a 1 MiB READ and
@@ -178,14 +179,7 @@ func TestSRLostRereadThenRead(t *testing.T) {
 		t.Run(peerName(engine), func(t *testing.T) {
 			rr := &rereadLostRun{engine: engine, drop: map[int]int{100: 2}, then: true,
 				evidence: 1024 + 2, evidenceNth: 1, slow: time.Millisecond}
-			h, l := rr.run(t)
-			require.False(t, rr.evidenceAt.IsZero(), "READ 3's third response arrived")
-			require.Len(t, rr.asked[100], 2, "re-reads of 100")
-			third := rr.asked[100][1]
-			t.Logf("evidence at %v, third request %v after it", rr.evidenceAt.Sub(t0), third.Sub(rr.evidenceAt))
-			require.False(t, third.Before(rr.evidenceAt), "asked again before the evidence")
-			require.LessOrEqual(t, third.Sub(rr.evidenceAt), 4*l.delay, "asked again within two round trips of the evidence")
-			require.Equal(t, uint64(1), h.r.Counters().SRResendsLost)
+			rr.requireAskedAgain(t, "READ 3's third response arrived", "re-reads of 100")
 		})
 	}
 }
