@@ -97,32 +97,23 @@ func (c *UDPConn) SetMulticastSend(ifAddr netip.Addr, hops uint8) error {
 	var serr error
 	err = c.rc.Control(func(fd uintptr) {
 		f := int(fd)
-		if !c.v6 {
-			mreq := unix.IPMreqn{Address: a.As4(), Ifindex: int32(ifi)}
-			if serr = unix.SetsockoptIPMreqn(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &mreq); serr != nil {
-				serr = fmt.Errorf("IP_MULTICAST_IF: %w", serr)
-				return
-			}
-			if serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, int(hops)); serr != nil {
-				serr = fmt.Errorf("IP_MULTICAST_TTL=%d: %w", hops, serr)
-				return
-			}
-			if serr = unix.SetsockoptInt(f, unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1); serr != nil {
-				serr = fmt.Errorf("IP_MULTICAST_LOOP: %w", serr)
-			}
+		if c.v6 {
+			serr = setIntOpts(f, []intOpt{
+				{"IPV6_MULTICAST_IF", unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, ifi},
+				{"IPV6_MULTICAST_HOPS", unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, int(hops)},
+				{"IPV6_MULTICAST_LOOP", unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_LOOP, 1},
+			})
 			return
 		}
-		if serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_IF, ifi); serr != nil {
-			serr = fmt.Errorf("IPV6_MULTICAST_IF=%d: %w", ifi, serr)
+		mreq := unix.IPMreqn{Address: a.As4(), Ifindex: int32(ifi)}
+		if serr = unix.SetsockoptIPMreqn(f, unix.IPPROTO_IP, unix.IP_MULTICAST_IF, &mreq); serr != nil {
+			serr = fmt.Errorf("setsockopt IP_MULTICAST_IF: %w", serr)
 			return
 		}
-		if serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_HOPS, int(hops)); serr != nil {
-			serr = fmt.Errorf("IPV6_MULTICAST_HOPS=%d: %w", hops, serr)
-			return
-		}
-		if serr = unix.SetsockoptInt(f, unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_LOOP, 1); serr != nil {
-			serr = fmt.Errorf("IPV6_MULTICAST_LOOP: %w", serr)
-		}
+		serr = setIntOpts(f, []intOpt{
+			{"IP_MULTICAST_TTL", unix.IPPROTO_IP, unix.IP_MULTICAST_TTL, int(hops)},
+			{"IP_MULTICAST_LOOP", unix.IPPROTO_IP, unix.IP_MULTICAST_LOOP, 1},
+		})
 	})
 	if err == nil {
 		err = serr

@@ -22,6 +22,24 @@ type socketSetup struct {
 	paged        bool // UDP_SEGMENT is available, with or without Options.NoGSO
 }
 
+// intOpt is an integer socket option to set: its name for errors, its
+// level, option and value.
+type intOpt struct {
+	name              string
+	level, opt, value int
+}
+
+// setIntOpts sets the options of list on fd in order and returns the
+// first failure, naming the option and value.
+func setIntOpts(fd int, list []intOpt) error {
+	for _, o := range list {
+		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.value); err != nil {
+			return fmt.Errorf("setsockopt %s=%d: %w", o.name, o.value, err)
+		}
+	}
+	return nil
+}
+
 func (s *socketSetup) apply(fd int) error {
 	var err error
 	rforce, sforce := unix.SO_RCVBUFFORCE, unix.SO_SNDBUFFORCE
@@ -37,38 +55,34 @@ func (s *socketSetup) apply(fd int) error {
 	if err != nil {
 		return err
 	}
-	type opt struct {
-		name              string
-		level, opt, value int
-	}
-	var list []opt
+	var list []intOpt
 	if s.v6 {
-		list = []opt{
+		list = []intOpt{
 			{"IPV6_MTU_DISCOVER", unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO},
 			{"IPV6_RECVERR", unix.IPPROTO_IPV6, unix.IPV6_RECVERR, 1},
 			{"UDP_NO_CHECK6_RX", unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1},
 		}
 		if s.opts.TOS != 0 {
-			list = append(list, opt{"IPV6_TCLASS", unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(s.opts.TOS)})
+			list = append(list, intOpt{"IPV6_TCLASS", unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(s.opts.TOS)})
 		}
 		if s.wildcard {
-			list = append(list, opt{"IPV6_RECVPKTINFO", unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1})
+			list = append(list, intOpt{"IPV6_RECVPKTINFO", unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1})
 		}
 	} else {
-		list = []opt{
+		list = []intOpt{
 			{"IP_MTU_DISCOVER", unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO},
 			{"IP_RECVERR", unix.IPPROTO_IP, unix.IP_RECVERR, 1},
 		}
 		if s.opts.TOS != 0 {
-			list = append(list, opt{"IP_TOS", unix.IPPROTO_IP, unix.IP_TOS, int(s.opts.TOS)})
+			list = append(list, intOpt{"IP_TOS", unix.IPPROTO_IP, unix.IP_TOS, int(s.opts.TOS)})
 		}
 		if s.wildcard {
-			list = append(list, opt{"IP_PKTINFO", unix.IPPROTO_IP, unix.IP_PKTINFO, 1})
+			list = append(list, intOpt{"IP_PKTINFO", unix.IPPROTO_IP, unix.IP_PKTINFO, 1})
 		}
 	}
-	list = append(list, opt{"SO_RXQ_OVFL", unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1})
+	list = append(list, intOpt{"SO_RXQ_OVFL", unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1})
 	if s.reusePort {
-		list = append(list, opt{"SO_REUSEPORT", unix.SOL_SOCKET, unix.SO_REUSEPORT, 1})
+		list = append(list, intOpt{"SO_REUSEPORT", unix.SOL_SOCKET, unix.SO_REUSEPORT, 1})
 	}
 	if s.multicast {
 		// Several sockets of this host bind the same group and port (one
@@ -76,17 +90,15 @@ func (s *socketSetup) apply(fd int) error {
 		// (SO_REUSEADDR); a socket receives only the groups it joined,
 		// not every group some socket of the host joined (the kernel's
 		// default, IP_MULTICAST_ALL 1).
-		list = append(list, opt{"SO_REUSEADDR", unix.SOL_SOCKET, unix.SO_REUSEADDR, 1})
+		list = append(list, intOpt{"SO_REUSEADDR", unix.SOL_SOCKET, unix.SO_REUSEADDR, 1})
 		if s.v6 {
-			list = append(list, opt{"IPV6_MULTICAST_ALL", unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_ALL, 0})
+			list = append(list, intOpt{"IPV6_MULTICAST_ALL", unix.IPPROTO_IPV6, unix.IPV6_MULTICAST_ALL, 0})
 		} else {
-			list = append(list, opt{"IP_MULTICAST_ALL", unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0})
+			list = append(list, intOpt{"IP_MULTICAST_ALL", unix.IPPROTO_IP, unix.IP_MULTICAST_ALL, 0})
 		}
 	}
-	for _, o := range list {
-		if err := unix.SetsockoptInt(fd, o.level, o.opt, o.value); err != nil {
-			return fmt.Errorf("netdev: setsockopt %s=%d: %w", o.name, o.value, err)
-		}
+	if err := setIntOpts(fd, list); err != nil {
+		return fmt.Errorf("netdev: %w", err)
 	}
 	s.gso, s.gro = probeOffloads(fd, !s.opts.NoGSO, !s.opts.NoGRO)
 	s.paged = probePaged(fd)
