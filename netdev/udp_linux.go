@@ -386,22 +386,16 @@ func (c *UDPConn) recvInfo(i int) recvCmsgs {
 // control buffers hold them already (recvOOBSize), so it may be called
 // while another goroutine reads.
 func (c *UDPConn) ReportIPFields() error {
-	type opt struct {
-		name       string
-		level, opt int
-	}
-	opts := []opt{{"IP_RECVTOS", unix.IPPROTO_IP, unix.IP_RECVTOS}, {"IP_RECVTTL", unix.IPPROTO_IP, unix.IP_RECVTTL}}
+	opts := []intOpt{{"IP_RECVTOS", unix.IPPROTO_IP, unix.IP_RECVTOS, 1}, {"IP_RECVTTL", unix.IPPROTO_IP, unix.IP_RECVTTL, 1}}
 	if c.v6 {
-		opts = []opt{{"IPV6_RECVTCLASS", unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS}, {"IPV6_RECVHOPLIMIT", unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT}}
+		opts = []intOpt{{"IPV6_RECVTCLASS", unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1}, {"IPV6_RECVHOPLIMIT", unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1}}
 	}
-	for _, o := range opts {
-		var serr error
-		if err := c.rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), o.level, o.opt, 1) }); err != nil {
-			return err
-		}
-		if serr != nil {
-			return fmt.Errorf("netdev: setsockopt %s: %w", o.name, serr)
-		}
+	var serr error
+	if err := c.rc.Control(func(fd uintptr) { serr = setIntOpts(int(fd), opts) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("netdev: %w", serr)
 	}
 	return nil
 }
