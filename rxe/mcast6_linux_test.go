@@ -103,32 +103,7 @@ func mcastAcrossVeth(t *testing.T, p *netns.Pair, addrA, addrB, gid netip.Addr) 
 		mcastSend(t, s, ah, qkey, uint64(i), i*slot, n)
 	}
 	for _, e := range []*end{b1, b2} {
-		for i, n := range sizes {
-			wc := waitWC(t, e.cq)
-			require.Equal(t, WCSuccess, wc.Status, "QP %#x datagram %d", e.qp.QPN(), i)
-			require.Equal(t, uint64(1000+i), wc.ID)
-			require.Equal(t, e.qp.QPN(), wc.QPNum)
-			require.Equal(t, s.qp.QPN(), wc.SrcQP)
-			require.Equal(t, uint32(GRHSize+n), wc.ByteLen)
-			require.NotZero(t, wc.Flags&WCFlagGRH)
-			require.Equal(t, addrA.WithZone(""), wc.Src.Addr().Unmap().WithZone(""))
-			e.qp.Query() // orders the test with the device's writes
-			got := e.buf[i*slot : i*slot+GRHSize+n]
-			if group.Is4() {
-				require.Equal(t, make([]byte, 20), got[:20], "IPv4: the first 20 bytes of the GRH area are zero")
-				require.Equal(t, byte(0x45), got[20], "GRH area: an IPv4 header")
-				require.Equal(t, byte(McastHops), got[28], "GRH area: the TTL")
-				require.Equal(t, addrA.As4(), [4]byte(got[32:36]), "GRH area: the sender's address")
-				require.Equal(t, group.As4(), [4]byte(got[36:40]), "GRH area: the group's address")
-			} else {
-				require.Equal(t, byte(6), got[0]>>4, "GRH area: an IPv6 header")
-				require.Equal(t, byte(17), got[6], "GRH area: next header UDP")
-				require.Equal(t, byte(McastHops), got[7], "GRH area: the hop limit")
-				require.Equal(t, addrA.As16(), [16]byte(got[8:24]), "GRH area: the sender's address")
-				require.Equal(t, group.As16(), [16]byte(got[24:40]), "GRH area: the group's address")
-			}
-			require.Equal(t, s.buf[i*slot:i*slot+n], got[GRHSize:], "QP %#x datagram %d", e.qp.QPN(), i)
-		}
+		requireMcastCopies(t, e, s, sizes, slot, addrA, group)
 		noWC(t, e.cq, 20*time.Millisecond)
 	}
 	noWC(t, bGone.cq, 20*time.Millisecond)

@@ -149,21 +149,7 @@ func TestUDMulticast(t *testing.T) {
 		mcastSend(t, s, ah, qkey, uint64(i), i*slot, n)
 	}
 	for _, e := range []*end{a1, a2, b1} {
-		for i, n := range sizes {
-			wc := waitWC(t, e.cq)
-			require.Equal(t, WCSuccess, wc.Status, "QP %#x datagram %d", e.qp.QPN(), i)
-			require.Equal(t, uint64(1000+i), wc.ID)
-			require.Equal(t, e.qp.QPN(), wc.QPNum)
-			require.Equal(t, s.qp.QPN(), wc.SrcQP)
-			require.Equal(t, uint32(GRHSize+n), wc.ByteLen)
-			require.NotZero(t, wc.Flags&WCFlagGRH)
-			require.Equal(t, db.Addr().Addr(), wc.Src.Addr())
-			e.qp.Query() // orders the test with the device's writes
-			got := e.buf[i*slot : i*slot+GRHSize+n]
-			require.Equal(t, db.Addr().Addr().As4(), [4]byte(got[32:36]), "GRH area: the sender's address")
-			require.Equal(t, group.As4(), [4]byte(got[36:40]), "GRH area: the group's address")
-			require.Equal(t, s.buf[i*slot:i*slot+n], got[GRHSize:], "QP %#x datagram %d", e.qp.QPN(), i)
-		}
+		requireMcastCopies(t, e, s, sizes, slot, db.Addr().Addr(), group)
 		noWC(t, e.cq, 20*time.Millisecond)
 		require.Equal(t, uint64(len(sizes)), e.qp.Counters().RcvdPkts)
 	}
@@ -373,4 +359,40 @@ func TestUDMulticastBlockSelfLoopback(t *testing.T) {
 	}
 	noWC(t, blocked.cq, 20*time.Millisecond)
 	noWC(t, plain.cq, 20*time.Millisecond)
+}
+
+// requireMcastCopies checks that e received one copy of each of the
+// datagrams of sizes that s sent to group from address src, slot bytes
+// apart in both buffers: its completion (the sender's QPN, the GRH flag,
+// the source) and its GRH area (an IPv4 header after 20 zero bytes, or an
+// IPv6 one, with the TTL or hop limit McastHops, src and group), then the
+// payload byte for byte. src is compared without its zone.
+func requireMcastCopies(t *testing.T, e, s *end, sizes []int, slot int, src, group netip.Addr) {
+	t.Helper()
+	for i, n := range sizes {
+		wc := waitWC(t, e.cq)
+		require.Equal(t, WCSuccess, wc.Status, "QP %#x datagram %d", e.qp.QPN(), i)
+		require.Equal(t, uint64(1000+i), wc.ID)
+		require.Equal(t, e.qp.QPN(), wc.QPNum)
+		require.Equal(t, s.qp.QPN(), wc.SrcQP)
+		require.Equal(t, uint32(GRHSize+n), wc.ByteLen)
+		require.NotZero(t, wc.Flags&WCFlagGRH)
+		require.Equal(t, src.WithZone(""), wc.Src.Addr().WithZone(""))
+		e.qp.Query() // orders the test with the device's writes
+		got := e.buf[i*slot : i*slot+GRHSize+n]
+		if group.Is4() {
+			require.Equal(t, make([]byte, 20), got[:20], "IPv4: the first 20 bytes of the GRH area are zero")
+			require.Equal(t, byte(0x45), got[20], "GRH area: an IPv4 header")
+			require.Equal(t, byte(McastHops), got[28], "GRH area: the TTL")
+			require.Equal(t, src.As4(), [4]byte(got[32:36]), "GRH area: the sender's address")
+			require.Equal(t, group.As4(), [4]byte(got[36:40]), "GRH area: the group's address")
+		} else {
+			require.Equal(t, byte(6), got[0]>>4, "GRH area: an IPv6 header")
+			require.Equal(t, byte(17), got[6], "GRH area: next header UDP")
+			require.Equal(t, byte(McastHops), got[7], "GRH area: the hop limit")
+			require.Equal(t, src.As16(), [16]byte(got[8:24]), "GRH area: the sender's address")
+			require.Equal(t, group.As16(), [16]byte(got[24:40]), "GRH area: the group's address")
+		}
+		require.Equal(t, s.buf[i*slot:i*slot+n], got[GRHSize:], "QP %#x datagram %d", e.qp.QPN(), i)
+	}
 }
