@@ -219,11 +219,12 @@ func TestSRRereadResponseReordered(t *testing.T) {
 }
 
 // TestSRExtraStream: a re-read is numbered as an extra stream only when a
-// response of its READ part has arrived (the responder holds the part's
-// READ and serves the re-read as a duplicate, in re-read order), not when
-// none has (the watch's or a hole report's re-read may be executed as the
-// original request, its train queued behind the others), and never for
-// the tail-loss probe (its range may be answered by the part's own train).
+// response of its READ part or of a later one has arrived (the responder
+// executed the part's request, holds its READ and serves the re-read as a
+// duplicate, in re-read order), not when none has (the watch's or a hole
+// report's re-read may be executed as the original request, its train
+// queued behind the others), and never for the tail-loss probe (its range
+// may be answered by the part's own train).
 func TestSRExtraStream(t *testing.T) {
 	cfg := baseConfig(srPMTU, srSQ)
 	cfg.SelectiveRepeat = true
@@ -239,6 +240,9 @@ func TestSRExtraStream(t *testing.T) {
 	require.True(t, h.r.srExtraStream(w, srSQ.Add(3)), "a response of the part arrived")
 	require.True(t, h.r.srExtraStream(w, srSQ), "from the part's first PSN")
 	require.False(t, h.r.srExtraStream(w, srSQ.Add(8)), "the next part")
+	h.recv(readResp(srPMTU, srSQ.Add(16), make([]byte, 8*srPMTU), 0, false)[0])
+	require.True(t, h.r.srExtraStream(w, srSQ.Add(8)), "no response of the part, one of a later part")
+	require.False(t, h.r.srExtraStream(w, srSQ.Add(24)), "a part after the latest response")
 	h.r.sr.probing = true
 	require.False(t, h.r.srExtraStream(w, srSQ.Add(3)), "the probe's re-read")
 }

@@ -12,13 +12,19 @@ import (
 // hundred round trips on a host whose RTT samples vary), and srDetect
 // looks at the PSNs it has passed again only once per interval. That
 // evidence is sound, and needs no wait, for the re-reads the responder
-// answers as extra streams: a re-read of a READ part from which a
-// response had already arrived, so that the responder holds the part's
-// READ and serves the re-read as a duplicate, in a stream of its own
-// queued behind the extra streams queued before it and ahead of the
-// trains (responder queueReadFront and jumpQueue). Those streams go out in
-// the order the re-reads arrived, each in PSN order. A re-read of a part
-// none of whose responses has come (the lost READ request's, the watch's,
+// answers as extra streams: a re-read of a READ part whose request the
+// responder is known to have executed (a response of the part, or of a
+// later request, had already arrived: sr.done is past the part's first
+// PSN), so that it holds the part's READ and serves the re-read as a
+// duplicate, in a stream of its own queued behind the extra streams
+// queued before it and ahead of the trains (responder queueReadFront and
+// jumpQueue). Those streams go out in the order the re-reads arrived,
+// each in PSN order. That includes the re-read of a single-packet READ
+// whose one response was lost: it asks for the whole part, but the
+// responder has the READ. (The responder engine drops the first whole
+// duplicate of a READ, responder firstWholeDuplicate; a dropped re-read
+// looks like a lost answer here, and the next one is served.) A re-read
+// of a part not known executed (the lost READ request's, the watch's,
 // srWatchRead) may be executed as the part's original request and
 // answered by a train queued behind the others, and a probe's re-read
 // may be answered by the part's own train (responder coveredRead): their
@@ -56,14 +62,19 @@ type srStream struct {
 }
 
 // srExtraStream reports whether a re-read of the READ w from x would be
-// answered as an extra stream: a response of x's READ part has arrived,
-// and it is not the tail-loss probe.
+// answered as an extra stream: the responder has executed the request of
+// x's READ part (sr.done is past its first PSN: a response of the part,
+// or of a later request, has arrived; the responder executes requests in
+// PSN order), so it serves the re-read as a duplicate, and it is not the
+// tail-loss probe. That holds for the whole-part re-read of a part none
+// of whose responses came, such as the one response of a single-packet
+// READ, once later responses have arrived.
 func (r *Requester) srExtraStream(w *wqe, x packet.PSN) bool {
 	if r.sr.probing {
 		return false
 	}
 	k := uint32(x.Diff(w.origFirst))
-	return r.srPartAnswered(r.srPartStart(w, k), r.srPartEnd(w, k))
+	return r.sr.done.After(r.srPartStart(w, k))
 }
 
 // srStreamSent numbers the extra-stream re-read of the n response PSNs
