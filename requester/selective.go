@@ -97,8 +97,10 @@ type selective struct {
 	// high is one past the highest PSN answered by a response to a request
 	// as first sent (or an ACK): responses come in PSN order, so a PSN
 	// srReorder before it is lost. rrAt is the time of the latest re-read
-	// (or atomic resent) answered, rrHigh one past the highest PSN answered
-	// by it: the responder sends a re-read's stream ahead of the responses
+	// (or atomic resent) answered (srAnswerOf: a response sooner than a
+	// round trip after its PSN's last re-read counts for none), rrHigh one
+	// past the highest PSN answered by it: the responder sends a re-read's
+	// stream ahead of the responses
 	// it had queued, so a re-read PSN is lost only when a later re-read was
 	// answered, or srReorder later PSNs of the same one (srLost).
 	high   packet.PSN
@@ -579,10 +581,10 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 	case op == packet.RCAcknowledge:
 		r.srAck(p)
 	case op == packet.RCAtomicAcknowledge:
-		r.srAtomic(p)
+		r.srAtomic(now, p)
 	default:
 		r.srWatchAnswered(now, p.PSN())
-		r.srRead(p)
+		r.srRead(now, p)
 	}
 	if r.stopped {
 		return
@@ -611,9 +613,14 @@ func (r *Requester) srReceive(now time.Time, p *packet.Packet) {
 	}
 }
 
+// srAskUnknown is the resentAt of a response that answers an earlier
+// request of its PSN than the last, and it is not known which (srAnswerOf).
+const srAskUnknown = -1
+
 // srResponded records that the responder executed every request before
 // done and answered PSN psn, to a request sent at resentAt (a resend or
-// re-read, a selective.stamp) or as first sent (0).
+// re-read, a selective.stamp), as first sent (0), or to one not known
+// (srAskUnknown: it proves only what it executed).
 func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 	s := &r.sr
 	if done.After(s.done) {
@@ -626,6 +633,7 @@ func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 		atLeast(&s.high, psn.Next())
 	}
 	switch {
+	case resentAt == srAskUnknown:
 	case resentAt == 0:
 		if psn.Next().After(s.high) {
 			s.high = psn.Next()
@@ -636,6 +644,25 @@ func (r *Requester) srResponded(done, psn packet.PSN, resentAt int64) {
 		s.rrHigh = psn.Next()
 	}
 	r.resetBudgets()
+}
+
+// srAnswerOf returns the request that the response to psn received at now
+// answers, for srResponded: its last resend (a stamp), 0 if it never was
+// resent, or srAskUnknown if the response came sooner than the fastest
+// round trip measured after that resend. Such a response answers an
+// earlier request of the PSN, the original or an earlier re-read (RFC
+// 8985 6.2, step 2, for an ACK of a retransmitted segment), one that was
+// only late, say held by a stalled peer while the tail-loss probe asked
+// again. Credited to the last resend, it would make every PSN re-read
+// before that resend lost for srLost, while their answers, queued behind
+// it, were still on their way (TestSRRereadLateAnswerCredit).
+func (r *Requester) srAnswerOf(now time.Time, psn packet.PSN) int64 {
+	s := &r.sr
+	at := s.resentAt(psn)
+	if at != 0 && s.stamp(now)-at < int64(r.rec.rtt.Stats().Min) {
+		return srAskUnknown
+	}
+	return at
 }
 
 // resentAt returns when psn was last resent (a stamp), 0 if it
@@ -720,9 +747,9 @@ func (r *Requester) srErrorNAK(p *packet.Packet) {
 	r.srFail(w, status)
 }
 
-// srAtomic takes an atomic acknowledgement: the original value goes to the
-// atomic's local buffer, once.
-func (r *Requester) srAtomic(p *packet.Packet) {
+// srAtomic takes an atomic acknowledgement received at now: the original
+// value goes to the atomic's local buffer, once.
+func (r *Requester) srAtomic(now time.Time, p *packet.Packet) {
 	psn := p.PSN()
 	i, ok := r.srFind(psn)
 	if !ok || psn.Before(r.compPSN) || r.sr.srGot(psn) || int(psn.Diff(r.compPSN)) >= srTrack {
@@ -739,15 +766,16 @@ func (r *Requester) srAtomic(p *packet.Packet) {
 		return
 	}
 	r.sr.setGot(psn)
-	r.srResponded(psn.Next(), psn, r.sr.resentAt(psn))
+	r.srResponded(psn.Next(), psn, r.srAnswerOf(now, psn))
 }
 
-// srRead places a READ response at its offset in the WQE's SGEs, whatever
-// the order it arrives in: response PSN origFirst + k carries bytes
-// k × PMTU on. The response to an ATOMIC_WRITE is an empty ONLY.
-// Duplicates, responses to what was not asked for and responses beyond
-// the tracked PSNs are dropped; a malformed one fails the requester.
-func (r *Requester) srRead(p *packet.Packet) {
+// srRead places a READ response received at now at its offset in the
+// WQE's SGEs, whatever the order it arrives in: response PSN origFirst + k
+// carries bytes k × PMTU on. The response to an ATOMIC_WRITE is an empty
+// ONLY. Duplicates, responses to what was not asked for and responses
+// beyond the tracked PSNs are dropped; a malformed one fails the
+// requester.
+func (r *Requester) srRead(now time.Time, p *packet.Packet) {
 	psn := p.PSN()
 	i, ok := r.srFind(psn)
 	if !ok || psn.Before(r.compPSN) || int(psn.Diff(r.compPSN)) < srTrack && r.sr.srGot(psn) {
@@ -760,7 +788,7 @@ func (r *Requester) srRead(p *packet.Packet) {
 		// proves its request executed and the PSNs before it answered.
 		r.c.ResponsesDropped++
 		if k := uint32(psn.Diff(w.origFirst)); w.kind == kindRead && k < r.srRequested(w) {
-			r.srResponded(r.srPartEnd(w, k), psn, r.sr.resentAt(psn))
+			r.srResponded(r.srPartEnd(w, k), psn, r.srAnswerOf(now, psn))
 		}
 		return
 	}
@@ -777,7 +805,7 @@ func (r *Requester) srRead(p *packet.Packet) {
 			return
 		}
 		r.sr.setGot(psn)
-		r.srResponded(psn.Next(), psn, r.sr.resentAt(psn))
+		r.srResponded(psn.Next(), psn, r.srAnswerOf(now, psn))
 		return
 	}
 	k := uint32(psn.Diff(w.origFirst))
@@ -800,8 +828,11 @@ func (r *Requester) srRead(p *packet.Packet) {
 	}
 	r.c.ReadBytes += uint64(n)
 	r.sr.setGot(psn)
-	r.sr.streamAnswered(psn)
-	r.srResponded(r.srPartEnd(w, k), psn, r.sr.resentAt(psn))
+	ask := r.srAnswerOf(now, psn)
+	if ask != srAskUnknown {
+		r.sr.streamAnswered(psn)
+	}
+	r.srResponded(r.srPartEnd(w, k), psn, ask)
 }
 
 // srReadShape reports whether a READ response with opcode op and n bytes

@@ -1,0 +1,68 @@
+package requester
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gorxe/gorxe/packet"
+	"github.com/stretchr/testify/require"
+)
+
+// rereadsAt returns when the requester asked for READ response PSN psn
+// with a READ request of its own (a re-read from it; the first request of
+// a READ has its first PSN).
+func (o *orderHarness) rereadsAt(psn packet.PSN) []time.Time {
+	var at []time.Time
+	for _, s := range o.sent {
+		if s.p.Opcode() == packet.RCRDMAReadRequest && s.p.PSN() == psn {
+			at = append(at, s.at)
+		}
+	}
+	return at
+}
+
+// TestSRRereadLateAnswerCredit: READ 1 loses responses 3 and 9, each
+// re-read alone; then the responder stalls, and the recovery timer's probe
+// asks for 3, the oldest missing PSN, again. When the stall ends, the
+// answers to the two re-reads come, 3's first, sooner than a round trip
+// after the probe: 3's answers the first re-read, not the probe (RFC 8985
+// 6.2, step 2), and proves nothing about 9's re-read, sent after the
+// first re-read of 3, whose answer is right behind it. So 9 is asked for
+// once. No RTT sample comes from either answer (Karn's rule: they answer
+// PSNs sent more than once).
+func TestSRRereadLateAnswerCredit(t *testing.T) {
+	o := newOrderHarness(t, 2, rttTest)
+	o.read(1)
+	o.collect()
+	o.now = o.now.Add(rttTest)
+	a, c := o.first(1).Add(3), o.first(1).Add(9)
+	for k := range orderPkts {
+		if k != 3 && k != 9 {
+			o.in(o.resp(1, k))
+			o.now = o.now.Add(time.Microsecond)
+		}
+	}
+	require.Len(t, o.rereadsAt(a), 1, "3 re-read")
+	require.Len(t, o.rereadsAt(c), 1, "9 re-read")
+	samples := o.r.rec.rtt.Stats().Samples
+	srtt := o.r.rec.rtt.SRTT()
+
+	// The stall: nothing comes until the probe has left.
+	for len(o.rereadsAt(a)) < 2 {
+		dl := o.r.Deadline()
+		require.False(t, dl.IsZero(), "a timer runs")
+		o.until(dl)
+	}
+	require.Equal(t, uint64(1), o.r.Counters().Recovery.TailProbes, "the probe asked for 3 again")
+	probe := o.rereadsAt(a)[1]
+	require.GreaterOrEqual(t, probe.Sub(o.rereadsAt(c)[0]), o.r.srInterval(o.now), "9's re-read is an interval old")
+	o.now = o.now.Add(time.Microsecond)
+	o.in(o.reread(1, 3, 4, 3))
+	o.now = o.now.Add(time.Microsecond)
+	o.in(o.reread(1, 9, 10, 9))
+	require.Less(t, o.now.Sub(probe), o.r.rec.rtt.Stats().Min, "the answers came sooner than a round trip after the probe")
+	require.Len(t, o.rereadsAt(c), 1, "9 asked for once")
+	require.Equal(t, []uint64{1}, o.cq.ids())
+	require.Equal(t, samples, o.r.rec.rtt.Stats().Samples, "no RTT sample from the answers of PSNs sent again")
+	require.Equal(t, srtt, o.r.rec.rtt.SRTT())
+}
