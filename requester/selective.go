@@ -505,20 +505,41 @@ func (r *Requester) srHeldBack() bool {
 	return s.hold.Armed() && !(s.holdByPackets && s.held.After(s.holdFor))
 }
 
+// srWhy is why srMark is asked to put a PSN on the resend list.
+type srWhy uint8
+
+const (
+	// srFound: the requester found it lost (srDetect, srRecheck, the
+	// lost-READ-request watch).
+	srFound srWhy = iota
+	// srNamed: a hole report names it missing.
+	srNamed
+	// srForced: the tail-loss probe asks for it, whatever the interval.
+	srForced
+)
+
 // srMark puts psn on the resend list unless it was resent less than an
 // interval ago; after its second resend, two intervals (an answer queued
-// behind a long READ stream is not asked for again every RTT), unless
-// that resend is known lost (srResendLost). force ignores the interval.
-// It reports whether it did. (A re-read answered as an extra stream and
-// found lost goes on the list without this wait: srStreamsLost.)
-func (r *Requester) srMark(now time.Time, psn packet.PSN, force bool) bool {
+// behind a long READ stream is not asked for again every RTT). A PSN a
+// hole report names missing (srNamed) goes within the interval too when
+// that report proves its last resend lost (srResendLost: the report came
+// after packets sent after the resend), and srForced ignores the
+// interval. A PSN the requester found lost itself (srFound) waits for
+// the interval whatever the reports say: for a READ response or an
+// atomic acknowledgement, a report naming later request packets
+// received proves nothing about the answer, which may be queued behind
+// the responder's streams or overtaken on the way by one or two
+// packets (TestSRRereadReorderedPastReport). It reports whether it put
+// psn on the list. (A re-read answered as an extra stream and found lost
+// goes on the list without this wait: srStreamsLost.)
+func (r *Requester) srMark(now time.Time, psn packet.PSN, why srWhy) bool {
 	s := &r.sr
 	sl := s.slot(psn)
 	if sl.due {
 		return false
 	}
-	if !force && sl.at != 0 && s.stamp(now)-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
-		if !r.srResendLost(sl) {
+	if why != srForced && sl.at != 0 && s.stamp(now)-sl.at < int64(r.srInterval(now))<<(sl.tries-1) {
+		if why != srNamed || !r.srResendLost(sl) {
 			return false
 		}
 		sl.lost = min(sl.lost+1, srRecheckBackoff)

@@ -647,7 +647,7 @@ func TestSRRereadAtPartStart(t *testing.T) {
 			if tc.answered {
 				h.recv(readResp(srPMTU, srSQ, make([]byte, srSize), 0, false)[10])
 			}
-			h.r.srMarkRange(h.now, srSQ.Add(tc.from), srSQ.Add(tc.from+5), true)
+			h.r.srMarkRange(h.now, srSQ.Add(tc.from), srSQ.Add(tc.from+5), srForced)
 			out := h.drain()
 			require.NotEmpty(t, out)
 			p := parse(t, out[0])

@@ -124,7 +124,7 @@ func (r *Requester) srRecheck(now time.Time) {
 		r.sr.recheck.Arm(at)
 		return
 	}
-	if r.srMark(now, x, false) {
+	if r.srMark(now, x, srFound) {
 		sl.lost = min(sl.lost+1, srRecheckBackoff)
 		r.c.SRResendsLost++
 	}

@@ -58,7 +58,7 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 	s := &r.sr
 	empty := s.ndue == 0
-	if r.srMarkRange(now, a, b, false) == 0 || !empty {
+	if r.srMarkRange(now, a, b, srNamed) == 0 || !empty {
 		return
 	}
 	s.holdFor = a.Add(srReorder)
@@ -81,9 +81,9 @@ func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 // srMarkRange puts the PSNs of [a, b) on the resend list: the request
 // packets of SEND, WRITE and atomic WQEs, and the READ response PSNs asked
 // for and not received (a READ request is resent, or re-read, as the
-// range of them). force ignores the once-per-interval rule. It returns
-// how many PSNs it put on the list.
-func (r *Requester) srMarkRange(now time.Time, a, b packet.PSN, force bool) int {
+// range of them), for the reason why (srMark). It returns how many PSNs
+// it put on the list.
+func (r *Requester) srMarkRange(now time.Time, a, b packet.PSN, why srWhy) int {
 	if lim := r.compPSN.Add(srTrack); lim.Before(b) {
 		b = lim
 	}
@@ -106,7 +106,7 @@ func (r *Requester) srMarkRange(now time.Time, a, b packet.PSN, force bool) int 
 		} else if !x.Before(r.highPSN) {
 			break
 		}
-		if r.srMark(now, x, force) {
+		if r.srMark(now, x, why) {
 			n++
 		}
 	}
@@ -158,7 +158,7 @@ func (r *Requester) srDetect(now time.Time) {
 		case w.kind == kindRead:
 			x = r.srMarkRun(now, w, x)
 		default:
-			if r.srLost(x) && r.srMark(now, x, false) {
+			if r.srLost(x) && r.srMark(now, x, srFound) {
 				r.noteLost(x, false)
 			}
 			x = x.Next()
@@ -191,7 +191,7 @@ func (r *Requester) srMarkRun(now time.Time, w *wqe, x packet.PSN) packet.PSN {
 		if at := s.resentAt(x); at == 0 && !x.Before(s.high) || at != 0 && !r.srLost(x) {
 			break
 		}
-		if r.srMark(now, x, false) {
+		if r.srMark(now, x, srFound) {
 			r.noteLost(x, true)
 		}
 	}
@@ -393,11 +393,11 @@ func (r *Requester) srProbe(now time.Time, buf []byte) int {
 		// are lost (srResponded raises sr.high) and srDetect re-reads
 		// them at once: a lost tail costs a round trip more than a probe
 		// of the whole range.
-		r.srMark(now, y.Add(-1), true)
+		r.srMark(now, y.Add(-1), srForced)
 		r.sr.tail, r.sr.tailOut = y.Add(-1), true
 	} else {
 		for x := r.compPSN; x != y; x = x.Next() {
-			r.srMark(now, x, true)
+			r.srMark(now, x, srForced)
 		}
 	}
 	r.sr.probing = true

@@ -218,7 +218,7 @@ func (r *Requester) srWatchExpired(now time.Time) {
 		return
 	}
 	tries := s.tries(x)
-	if r.srMarkRange(now, x, end, false) > 0 {
+	if r.srMarkRange(now, x, end, srFound) > 0 {
 		r.c.SRReadRequestsLost++
 		s.watchCheck, s.watchEnd = true, end
 		tries++ // the re-read just put on the list
