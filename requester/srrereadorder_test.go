@@ -66,3 +66,45 @@ func TestSRRereadLateAnswerCredit(t *testing.T) {
 	require.Equal(t, samples, o.r.rec.rtt.Stats().Samples, "no RTT sample from the answers of PSNs sent again")
 	require.Equal(t, srtt, o.r.rec.rtt.SRTT())
 }
+
+// TestSRRereadAnswerNoRTTSample: READ 1 is the packet timed for the RTT;
+// none of its responses comes, the lost-READ-request watch re-reads it
+// whole, which voids the measurement (Karn's rule), and then its train
+// comes, sooner than a round trip after the re-read (the original's
+// answer: credited to no request) or later (credited to the re-read).
+// Either way no RTT sample is taken from it: the sample ends only on a
+// response as first sent.
+func TestSRRereadAnswerNoRTTSample(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from the re-read to the train
+	}{
+		{name: "sooner-than-a-round-trip", after: time.Microsecond},
+		{name: "a-round-trip-later", after: 2 * rttTest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOrderHarness(t, 2, rttTest)
+			o.read(1)
+			o.collect()
+			require.True(t, o.r.rec.timing, "READ 1 timed")
+			require.Equal(t, o.first(1), o.r.rec.timed)
+			before := o.r.rec.rtt.Stats()
+			for len(o.rereadsOf(1)) == 0 {
+				dl := o.r.Deadline()
+				require.False(t, dl.IsZero(), "a timer runs")
+				o.until(dl)
+			}
+			require.False(t, o.r.rec.timing, "the re-read voided the measurement")
+			o.now = o.now.Add(tc.after)
+			for k := range orderPkts {
+				o.in(o.resp(1, k))
+				o.now = o.now.Add(time.Microsecond)
+			}
+			require.Equal(t, []uint64{1}, o.cq.ids())
+			after := o.r.rec.rtt.Stats()
+			require.Equal(t, before.Samples, after.Samples, "no RTT sample")
+			require.Equal(t, before.Discarded+1, after.Discarded, "Karn's rule")
+			require.Equal(t, before.SRTT, after.SRTT)
+		})
+	}
+}
