@@ -100,9 +100,9 @@ type selective struct {
 	// (or atomic resent) answered (srAnswerOf: a response sooner than a
 	// round trip after its PSN's last re-read counts for none), rrHigh one
 	// past the highest PSN answered by it: the responder sends a re-read's
-	// stream ahead of the responses
-	// it had queued, so a re-read PSN is lost only when a later re-read was
-	// answered, or srReorder later PSNs of the same one (srLost).
+	// stream ahead of the responses it had queued, so a re-read PSN is
+	// lost only when a later re-read was answered, or srReorder later PSNs
+	// of the same one (srLost).
 	high   packet.PSN
 	rrAt   int64
 	rrHigh packet.PSN
