@@ -21,9 +21,10 @@ import (
 // jumpQueue). Those streams go out in the order the re-reads arrived,
 // each in PSN order. That includes the re-read of a single-packet READ
 // whose one response was lost: it asks for the whole part, but the
-// responder has the READ. (The responder engine drops the first whole
-// duplicate of a READ, responder firstWholeDuplicate; a dropped re-read
-// looks like a lost answer here, and the next one is served.) A re-read
+// responder has the READ, and serves it (it drops the first whole
+// duplicate only of a READ of more than one response, responder
+// firstWholeDuplicate; a dropped re-read would look like a lost answer
+// here, and the next one is served). A re-read
 // of a part not known executed (the lost READ request's, the watch's,
 // srWatchRead) may be executed as the part's original request and
 // answered by a train queued behind the others, and a probe's re-read

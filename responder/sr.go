@@ -387,18 +387,22 @@ func (r *Responder) queueReadFront(rd readReq, msn uint32) {
 }
 
 // firstWholeDuplicate reports whether the duplicate READ r.rd asks for
-// the whole READ of res for the first time since its train left (the
-// caller has found no queued stream covering it), and records that it
-// did. Such a duplicate comes from a requester that heard none of the
-// READ's responses within its watch interval (requester srWatchRead) or
-// probed for them: every response was sent, and that all of them were lost
-// is far less likely than that they are still on their way, waiting in a
-// socket of a requester that was not running. Serving it would send the
-// whole READ twice, so the first one is dropped; the requester asks again
-// after twice its interval if the responses were in fact lost, and that
-// duplicate is served.
+// the whole READ of res, a READ of more than one response, for the first
+// time since its train left (the caller has found no queued stream
+// covering it), and records that it did. Such a duplicate comes from a
+// requester that heard none of the READ's responses within its watch
+// interval (requester srWatchRead) or probed for them: every response was
+// sent, and that all of them were lost is far less likely than that they
+// are still on their way, waiting in a socket of a requester that was not
+// running. Serving it would send the whole READ twice, so the first one is
+// dropped; the requester asks again after twice its interval if the
+// responses were in fact lost, and that duplicate is served. A
+// single-response READ's duplicate is always served: its one response
+// lost is as likely as late (a requester finds it lost from the answers
+// to the READs after it, requester srStreamsLost), and serving it costs
+// one packet (TestSRDuplicateWholeSinglePacketRead).
 func (r *Responder) firstWholeDuplicate(res *resource) bool {
-	if r.rd.psn != res.first || r.readPSNs(r.rd.length) != res.npsn || res.wholeDup {
+	if res.npsn <= 1 || r.rd.psn != res.first || r.readPSNs(r.rd.length) != res.npsn || res.wholeDup {
 		return false
 	}
 	res.wholeDup = true

@@ -740,6 +740,47 @@ func TestSRDuplicateWholeReadDuringTrain(t *testing.T) {
 	require.Equal(t, uint64(8), h.r.Counters().ReadResponsesResent)
 }
 
+// The first duplicate of a whole single-packet READ after its response
+// left is served, not dropped as a multi-packet READ's is: one response
+// lost is as likely as one on its way (a whole duplicate of a longer READ
+// needs all of them lost), and serving it costs one packet. A requester
+// that lost the response and found it lost from the answers after it
+// asks once, and gets it a round trip later instead of after another
+// interval. Two-packet READs keep the drop.
+func TestSRDuplicateWholeSinglePacketRead(t *testing.T) {
+	const mtu = srReadMTU
+	for _, tc := range []struct {
+		name   string
+		pkts   int
+		served bool
+	}{
+		{name: "one-packet", pkts: 1, served: true},
+		{name: "two-packet", pkts: 2, served: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, withPMTU(mtu), withSR(0))
+			data := pattern(tc.pkts*mtu, 4)
+			copy(h.remoteBytes(rva, len(data)), data)
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+			require.Len(t, h.drain(), tc.pkts, "the train")
+			h.rx(packet.RCRDMAReadRequest, 100, nil, reth(rva, rkey, uint32(len(data))))
+			out := h.drain()
+			c := h.r.Counters()
+			if !tc.served {
+				require.Empty(t, out)
+				require.Equal(t, uint64(1), c.ReadsCovered)
+				require.Zero(t, c.ReadReplays)
+				return
+			}
+			require.Len(t, out, 1)
+			expect(t, out[0], opcode(packet.RCRDMAReadResponseOnly), psnIs(100), payloadIs(data))
+			require.Zero(t, c.ReadsCovered)
+			require.Equal(t, uint64(1), c.ReadReplays)
+			require.Equal(t, uint64(1), c.ReadResponsesResent)
+		})
+	}
+}
+
 // PSN wrap-around: holes and buffered packets across 2^24.
 func TestSRWrap(t *testing.T) {
 	h := newHarness(t, withPMTU(256), withSR(0), withPSN(0xFFFFFD))
