@@ -84,6 +84,7 @@ func (c Counters) Named() []NamedCounter {
 		{"spin_pkts", c.SpinPkts},
 		{"mcast_rcvd_pkts", c.McastRcvd},
 		{"mcast_dropped_pkts", c.McastDropped},
+		{"mcast_ignored_pkts", c.McastIgnored},
 	}, c.Loss.named()...)
 }
 
@@ -121,6 +122,16 @@ type Counters struct {
 	// QPCounters); McastDropped those dropped: no QP attached, or a
 	// destination QP other than MulticastQPN (mcast.go).
 	McastRcvd, McastDropped uint64
+	// McastIgnored counts the datagrams to a multicast group (destination
+	// QP MulticastQPN, destination address a group's) that came on the
+	// device's own sockets and were not delivered from there. Only a
+	// device bound to the wildcard address gets them (Linux gives a
+	// group's datagrams to every socket of the port bound to the group's
+	// address or the wildcard): those of a group the device has not
+	// joined (another socket of the host joined it on the interface),
+	// and, with a socket per vector, the copies the kernel gives the
+	// sockets other than the first, which alone delivers (mcast.go).
+	McastIgnored uint64
 	// Loss sums the loss-recovery and selective-repeat counters of the
 	// device's QPs, those destroyed or reset included (srtt_us and
 	// ooo_buffered count live QPs only).
@@ -160,6 +171,6 @@ func (d *Device) Counters() Counters {
 		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(), HeldDropped: c.heldDropped.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
 		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, SpinPkts: spun,
-		McastRcvd: d.mcast.rcvd.Load(), McastDropped: d.mcast.dropped.Load(), Loss: d.lossTotals(),
+		McastRcvd: d.mcast.rcvd.Load(), McastDropped: d.mcast.dropped.Load(), McastIgnored: d.mcast.ignored.Load(), Loss: d.lossTotals(),
 	}
 }

@@ -29,7 +29,24 @@ import (
 // goroutine of its own (Device.routineMcast). The socket is
 // closed, and the group left, when the group's last QP detaches, or when
 // the device closes (QP.Destroy refuses an attached QP, as rxe_destroy_qp
-// does). Datagrams to a group go out on
+// does).
+//
+// A device whose sockets are bound to the wildcard address is the
+// exception. Linux gives a datagram to a group to every socket of its
+// port bound to the group's address or to the wildcard
+// (__udp4_lib_mcast_deliver, __udp_is_mcast_sock; a socket that joined
+// no group takes every group joined on the interface, IP_MULTICAST_ALL),
+// so the device's own sockets receive the datagrams of every group joined
+// on the interface at the device's port, and the kernel refuses a group
+// socket at that port (EADDRINUSE: the wildcard bind covers the group's
+// address). Such a device joins a group with a socket at an ephemeral
+// port, which only holds the membership and is not read
+// (mcastGroup.viaDevice), and takes the group's datagrams from its own
+// first socket (Device.receiveMcastOnDevice): one copy of each, as the
+// kernel gives each socket of a SO_REUSEPORT group its own copy. Reading
+// them there rather than giving the group a socket of its own is what
+// keeps one copy per attached QP: no second socket of the device's port
+// can receive them. Datagrams to a group go out on
 // the device's own sockets, set up on the first multicast address handle
 // to leave by the interface of the device's address, with TTL or hop
 // limit McastHops, and to loop back to the sockets of this host that
@@ -63,7 +80,12 @@ const mcastBatch = 16
 // mcastGroup is a multicast group a device's QPs are attached to.
 type mcastGroup struct {
 	addr netip.Addr // unmapped
+	// conn is the group's socket; with viaDevice, it only holds the
+	// membership: bound to an ephemeral port, it is not read.
 	conn *netdev.UDPConn
+	// viaDevice is set on a device bound to the wildcard address: the
+	// group's datagrams come on the device's own sockets.
+	viaDevice bool
 	// qps are the attached QPs, replaced (never changed in place) under
 	// Device.mcastMu: the group's goroutine delivers to a snapshot.
 	qps atomic.Pointer[[]*QP]
@@ -76,11 +98,19 @@ type mcastState struct {
 	attached int  // QP attachments over all groups
 	sendSet  bool // the device's sockets are set up for multicast sends
 	closed   bool // the device closed: no more groups
+	// viaDevice maps the groups whose datagrams the device's own sockets
+	// receive (mcastGroup.viaDevice) by their unmapped address; it is
+	// replaced (never changed in place) under mu, and read by the
+	// receive path without a lock. nil while there is none.
+	viaDevice atomic.Pointer[map[netip.Addr]*mcastGroup]
 	// rcvd and dropped count the multicast packets delivered to at least
 	// one attached QP, and those dropped: no QP attached (a datagram that
 	// came as the group's last QP detached) or a destination QP other
 	// than MulticastQPN.
 	rcvd, dropped atomic.Uint64
+	// ignored counts the group datagrams that came on the device's own
+	// sockets and were not delivered from there (Counters.McastIgnored).
+	ignored atomic.Uint64
 }
 
 // mcastGroupAddr checks that gid is a multicast GID of the device's
@@ -144,25 +174,56 @@ func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
 	if err != nil {
 		return err
 	}
-	conn, err := s.ListenMulticast(netip.AddrPortFrom(g, d.port), d.addr,
-		netdev.Options{BatchSize: mcastBatch, NoGSO: true, NoGRO: true, RecvBuffer: d.opts.RecvBuffer, NoForce: d.opts.NoForceBuffers})
+	viaDevice := d.conns[0].LocalAddr().Addr().IsUnspecified()
+	bind, opts := netip.AddrPortFrom(g, d.port), netdev.Options{BatchSize: mcastBatch, NoGSO: true, NoGRO: true, RecvBuffer: d.opts.RecvBuffer, NoForce: d.opts.NoForceBuffers}
+	if viaDevice {
+		// The membership only: the device's own sockets receive the
+		// group's datagrams (see the notes above).
+		bind, opts = netip.AddrPortFrom(g, 0), netdev.Options{BatchSize: 1, NoGSO: true, NoGRO: true, RecvBuffer: -1, SendBuffer: -1}
+	}
+	conn, err := s.ListenMulticast(bind, d.addr, opts)
 	if err != nil {
 		return fmt.Errorf("rxe: joining multicast group %v: %w", g, err)
 	}
-	if err := conn.ReportIPFields(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		conn.Close()
-		return fmt.Errorf("rxe: asking the socket of multicast group %v for received traffic classes: %w", g, err)
+	if !viaDevice {
+		if err := conn.ReportIPFields(); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			conn.Close()
+			return fmt.Errorf("rxe: asking the socket of multicast group %v for received traffic classes: %w", g, err)
+		}
 	}
-	grp = &mcastGroup{addr: g, conn: conn}
+	grp = &mcastGroup{addr: g, conn: conn, viaDevice: viaDevice}
 	grp.qps.Store(&[]*QP{qp})
 	if m.groups == nil {
 		m.groups = make(map[netip.Addr]*mcastGroup)
 	}
 	m.groups[g] = grp
 	m.attached++
+	if viaDevice {
+		m.publishViaDevice()
+		return nil
+	}
 	d.wg.Add(1)
 	go d.routineMcast(grp)
 	return nil
+}
+
+// publishViaDevice replaces viaDevice with the groups of m.groups whose
+// datagrams come on the device's own sockets (caller holds m.mu).
+func (m *mcastState) publishViaDevice() {
+	var via map[netip.Addr]*mcastGroup
+	for g, grp := range m.groups {
+		if grp.viaDevice {
+			if via == nil {
+				via = make(map[netip.Addr]*mcastGroup)
+			}
+			via[g] = grp
+		}
+	}
+	if via == nil {
+		m.viaDevice.Store(nil)
+		return
+	}
+	m.viaDevice.Store(&via)
 }
 
 // DetachMcast detaches the QP from the multicast group gid
@@ -224,6 +285,9 @@ func (d *Device) detachLocked(qp *QP, g netip.Addr) bool {
 		delete(m.groups, g)
 		grp.qps.Store(&[]*QP{})
 		grp.conn.Close() // leaves the group; its goroutine ends
+		if grp.viaDevice {
+			m.publishViaDevice()
+		}
 		return true
 	}
 	grp.qps.Store(new(slices.Delete(slices.Clone(qps), i, i+1)))
@@ -267,6 +331,7 @@ func (d *Device) closeMcast() {
 		grp.conn.Close()
 		delete(m.groups, g)
 	}
+	m.viaDevice.Store(nil)
 	m.attached = 0
 }
 
@@ -379,6 +444,42 @@ func (d *Device) receiveMcast(now time.Time, m *netdev.Message, grp *mcastGroup,
 		d.counters.malformed.Add(1)
 		return
 	}
+	d.deliverMcast(now, p, m, grp)
+}
+
+// receiveMcastOnDevice takes a packet for MulticastQPN that came on one
+// of the device's own sockets, read by r, checked as receive checks every
+// packet (receive calls it, so that the one test of the unicast path is
+// that of the packet's destination QP). One sent to a group (its
+// destination address, m.Local, a multicast one) came on a socket bound
+// to the wildcard address (see the notes at the top of this file): the
+// first socket's copy of a group the device joined is delivered
+// (deliverMcast), and any other is counted as ignored
+// (Counters.McastIgnored), not as a packet for an unknown QP. One sent to
+// a unicast address is one for a QP that does not exist (kernel rxe has
+// no QP of that number either).
+func (d *Device) receiveMcastOnDevice(now time.Time, p packet.Packet, m *netdev.Message, r *connReader) {
+	g := m.Local.Unmap()
+	if !g.IsMulticast() {
+		d.counters.unknownQP.Add(1)
+		return
+	}
+	var grp *mcastGroup
+	if via := d.mcast.viaDevice.Load(); via != nil && r.conn == d.conns[0] {
+		grp = (*via)[g]
+	}
+	if grp == nil {
+		d.mcast.ignored.Add(1)
+		return
+	}
+	d.deliverMcast(now, p, m, grp)
+}
+
+// deliverMcast hands packet p, received in m for group grp and checked,
+// to every QP attached to the group (rxe_rcv_mcast_pkt); one whose
+// destination QP is not MulticastQPN, or that finds no QP attached, is
+// dropped and counted (Counters.McastDropped).
+func (d *Device) deliverMcast(now time.Time, p packet.Packet, m *netdev.Message, grp *mcastGroup) {
 	qps := *grp.qps.Load()
 	if p.DestQP() != MulticastQPN || len(qps) == 0 {
 		d.mcast.dropped.Add(1)

@@ -139,6 +139,12 @@ func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
 		d.receiveGSI(now, p, m.Addr)
 		return
 	}
+	if p.DestQP() == MulticastQPN {
+		// A datagram to a multicast group, on a socket bound to the
+		// wildcard address (mcast.go), or a packet for no QP.
+		d.receiveMcastOnDevice(now, p, m, r)
+		return
+	}
 	qp := d.qps.lookupCached(&r.qps, p.DestQP())
 	if qp == nil {
 		d.counters.unknownQP.Add(1)
