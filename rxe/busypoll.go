@@ -313,6 +313,11 @@ func (r *connReader) pollLocked() int {
 // without waking the receive goroutine (rxectl's read-lat server does
 // this).
 //
+// The sockets of the multicast groups the device joined are read too,
+// without waiting, in turn with the goroutines that read them
+// (Device.pollMcast): a UD QP's group datagrams reach a spinner as its
+// unicast ones do.
+//
 // The socket is read only where the device's netdev can be shared with the
 // receive goroutine (netdev.SharedReader: a netdev.UDPConn, as Listen
 // opens, or a decorator over one that reads in turn, netdev.AsSharedReader;
@@ -340,6 +345,7 @@ func (cq *CQ) BusyPoll(wcs []WC) int {
 	} else {
 		got = cq.dev.vecs[cq.vector].reader.poll()
 	}
+	got += cq.dev.pollMcast()
 	if got == 0 {
 		return 0
 	}

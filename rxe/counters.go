@@ -111,8 +111,10 @@ type Counters struct {
 	// callers (CQ.BusyPoll), which handle them on their own goroutine, by
 	// a QP that reads its socket before it acts on a timer, and by the
 	// goroutine that held the socket when one of those found it taken and
-	// left the reading to it. A spinning latency loop that reads its
-	// socket itself shows here; the receive goroutine read the rest.
+	// left the reading to it; and the datagrams busy-polling callers read
+	// from the sockets of the device's multicast groups. A spinning
+	// latency loop that reads its socket itself shows here; the receive
+	// goroutines read the rest.
 	PolledPkts uint64
 	// SpinPkts counts the received datagrams a receive goroutine read
 	// while it spun after a batch instead of blocking (Options.ReceiveSpin).
@@ -153,7 +155,8 @@ type deviceCounters struct {
 // Counters returns a snapshot of the device counters.
 func (d *Device) Counters() Counters {
 	c := &d.counters
-	var sent, rcvd, polled, spun uint64
+	var sent, rcvd, spun uint64
+	polled := d.mcast.polled.Load() // the multicast groups' sockets (pollMcast)
 	var seen *connReader
 	for _, v := range d.vecs {
 		sent += v.sentPkts.Load()

@@ -26,7 +26,8 @@ import (
 // group's address and the device's port and joined to the group on the
 // interface that carries the device's address, in the network namespace
 // of the device's socket (netdev.UDPConn.ListenMulticast), read by a
-// goroutine of its own (Device.routineMcast). The socket is
+// goroutine of its own (Device.routineMcast) and, in turn with it, by
+// callers busy-polling a CQ of the device (Device.pollMcast). The socket is
 // closed, and the group left, when the group's last QP detaches, or when
 // the device closes (QP.Destroy refuses an attached QP, as rxe_destroy_qp
 // does).
@@ -89,6 +90,17 @@ type mcastGroup struct {
 	// qps are the attached QPs, replaced (never changed in place) under
 	// Device.mcastMu: the group's goroutine delivers to a snapshot.
 	qps atomic.Pointer[[]*QP]
+
+	// The group's goroutine (Device.routineMcast) and busy-polling
+	// callers (Device.pollMcast) read conn in turn, as the device's
+	// sockets are read (connReader): whoever holds gate reads, and
+	// handles what it read before it unlocks, so every datagram is read
+	// once and delivered in the order conn received it. msgs, icrc and
+	// wakes are the reading state, under gate.
+	gate  netdev.Gate
+	msgs  []netdev.Message
+	icrc  packet.ICRCPrefix
+	wakes []*CQ
 }
 
 // mcastState is a device's multicast state, under mu.
@@ -103,6 +115,13 @@ type mcastState struct {
 	// replaced (never changed in place) under mu, and read by the
 	// receive path without a lock. nil while there is none.
 	viaDevice atomic.Pointer[map[netip.Addr]*mcastGroup]
+	// read lists the groups whose own sockets are read (those without
+	// viaDevice), for busy-polling callers (pollMcast); it is replaced
+	// (never changed in place) under mu. nil while there is none.
+	read atomic.Pointer[[]*mcastGroup]
+	// polled counts the group datagrams that busy-polling callers read
+	// (Counters.PolledPkts).
+	polled atomic.Uint64
 	// rcvd and dropped count the multicast packets delivered to at least
 	// one attached QP, and those dropped: no QP attached (a datagram that
 	// came as the group's last QP detached) or a destination QP other
@@ -199,31 +218,45 @@ func (qp *QP) AttachMcast(gid netip.Addr, lid uint16) error {
 	m.groups[g] = grp
 	m.attached++
 	if viaDevice {
-		m.publishViaDevice()
+		m.publish()
 		return nil
 	}
+	grp.msgs = make([]netdev.Message, mcastBatch)
+	for i := range grp.msgs {
+		grp.msgs[i].Buf = make([]byte, rxBufSize)
+	}
+	m.publish()
 	d.wg.Add(1)
 	go d.routineMcast(grp)
 	return nil
 }
 
-// publishViaDevice replaces viaDevice with the groups of m.groups whose
-// datagrams come on the device's own sockets (caller holds m.mu).
-func (m *mcastState) publishViaDevice() {
+// publish replaces viaDevice and read with the groups of m.groups whose
+// datagrams come on the device's own sockets and those read on their own
+// (caller holds m.mu).
+func (m *mcastState) publish() {
 	var via map[netip.Addr]*mcastGroup
+	var read []*mcastGroup
 	for g, grp := range m.groups {
-		if grp.viaDevice {
-			if via == nil {
-				via = make(map[netip.Addr]*mcastGroup)
-			}
-			via[g] = grp
+		if !grp.viaDevice {
+			read = append(read, grp)
+			continue
 		}
+		if via == nil {
+			via = make(map[netip.Addr]*mcastGroup)
+		}
+		via[g] = grp
 	}
 	if via == nil {
 		m.viaDevice.Store(nil)
-		return
+	} else {
+		m.viaDevice.Store(&via)
 	}
-	m.viaDevice.Store(&via)
+	if read == nil {
+		m.read.Store(nil)
+	} else {
+		m.read.Store(&read)
+	}
 }
 
 // DetachMcast detaches the QP from the multicast group gid
@@ -285,9 +318,7 @@ func (d *Device) detachLocked(qp *QP, g netip.Addr) bool {
 		delete(m.groups, g)
 		grp.qps.Store(&[]*QP{})
 		grp.conn.Close() // leaves the group; its goroutine ends
-		if grp.viaDevice {
-			m.publishViaDevice()
-		}
+		m.publish()
 		return true
 	}
 	grp.qps.Store(new(slices.Delete(slices.Clone(qps), i, i+1)))
@@ -331,7 +362,7 @@ func (d *Device) closeMcast() {
 		grp.conn.Close()
 		delete(m.groups, g)
 	}
-	m.viaDevice.Store(nil)
+	m.publish()
 	m.attached = 0
 }
 
@@ -392,30 +423,92 @@ func mcastSender(c netdev.Conn) (netdev.MulticastSender, error) {
 
 // routineMcast reads the datagrams of group grp's socket and delivers
 // them (receiveMcast), a batch at a time as the device's receive
-// goroutines do, until the socket closes.
+// goroutines do, until the socket closes. It reads in turn with
+// busy-polling callers (pollMcast): while one holds the group's gate, the
+// datagrams that arrive are that caller's to read.
 func (d *Device) routineMcast(grp *mcastGroup) {
 	defer d.wg.Done()
-	msgs := make([]netdev.Message, mcastBatch)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, rxBufSize)
-	}
-	var icrc packet.ICRCPrefix
-	var wakes []*CQ
 	for {
-		n, err := grp.conn.ReadBatch(msgs)
+		n, err := grp.conn.ReadBatchGated(grp.msgs, &grp.gate)
 		if err != nil {
 			if d.readFailed(err) {
 				return
 			}
 			continue
 		}
-		d.batches.Add(1)
-		now := time.Now()
-		for i := range n {
-			d.receiveMcast(now, &msgs[i], grp, &icrc)
-		}
-		d.endBatch(&wakes, false)
+		d.handleMcast(grp, n)
+		d.unlockMcast(grp)
 	}
+}
+
+// handleMcast checks and delivers the n datagrams just read into
+// grp.msgs (caller holds grp.gate).
+func (d *Device) handleMcast(grp *mcastGroup, n int) {
+	d.batches.Add(1)
+	now := time.Now()
+	for i := range n {
+		d.receiveMcast(now, &grp.msgs[i], grp, &grp.icrc)
+	}
+	d.endBatch(&grp.wakes, false)
+}
+
+// unlockMcast releases grp's gate. When it is taken back for the caller
+// (a reader found it held and left the socket to it: netdev.Gate.Unlock),
+// the socket is read and handled until it is empty, then released again.
+// It returns how many datagrams it handled so.
+func (d *Device) unlockMcast(grp *mcastGroup) int {
+	total := 0
+	for grp.gate.Unlock() {
+		for {
+			n, err := grp.conn.TryReadBatch(grp.msgs)
+			if err != nil || n == 0 {
+				break
+			}
+			d.handleMcast(grp, n)
+			total += n
+		}
+	}
+	return total
+}
+
+// pollMcast reads the socket of each multicast group the device joined
+// (those it reads on their own: not viaDevice), without waiting, on the
+// calling goroutine (CQ.BusyPoll), and delivers what arrived as the
+// group's goroutine would; a group whose gate another goroutine holds is
+// skipped, as that goroutine reads what is there. So a caller spinning on
+// a CQ gets a group's datagram without waiting for the group's goroutine
+// to be scheduled, which on few processors a spinner delays. A full
+// batch is followed by another read. A read error is left to the group's
+// goroutine, which meets it at its next read (a closed socket: the group
+// was left). It returns how many datagrams it handled, and allocates
+// nothing.
+func (d *Device) pollMcast() int {
+	groups := d.mcast.read.Load()
+	if groups == nil {
+		return 0
+	}
+	total := 0
+	for _, grp := range *groups {
+		if !grp.gate.TryLock() {
+			continue
+		}
+		for {
+			n, err := grp.conn.TryReadBatch(grp.msgs)
+			if err != nil || n == 0 {
+				break
+			}
+			d.handleMcast(grp, n)
+			total += n
+			if n < len(grp.msgs) {
+				break
+			}
+		}
+		total += d.unlockMcast(grp)
+	}
+	if total > 0 {
+		d.mcast.polled.Add(uint64(total))
+	}
+	return total
 }
 
 // receiveMcast checks one datagram that came to group grp, as receive
