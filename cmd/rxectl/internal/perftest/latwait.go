@@ -52,19 +52,19 @@ func (s *session) stall() time.Duration {
 // with -e and in the bandwidth tests: forceDependencies), except that
 // without --busy-poll on the command line nothing spins while a device of
 // the process has a socket no spinner reads (unreadSockets), nor on a CQ
-// that cannot read its own (CQ.PollsSocket false), nor with -g: a
-// multicast group's datagrams come on a socket of their own, which a
-// goroutine of the device reads (rxe's mcast.go), and a spinner starved
-// it (a --loopback send-lat -g took 7.7 ms a half round trip with both
-// ends spinning, against 32 µs with both sleeping). The goroutines of such
-// a device need a processor that the spinner would hold: on this
+// that cannot read its own (CQ.PollsSocket false). A multicast group's
+// datagrams (-g) come on a socket of their own (rxe's mcast.go), which
+// CQ.BusyPoll reads as it reads the device's, in turn with the goroutine
+// that reads it otherwise: -g spins by default as well. The
+// goroutines of a device whose socket a spinner cannot read need a
+// processor that the spinner would hold: on this
 // project's two-CPU machine, a --loopback send-lat with --pcap took 76-83
 // µs a half round trip with the server spinning, against 20 with both
 // ends sleeping, and a --loopback read-lat with a second processor busy
 // took 8 ms (docs/performance.md, "rxectl latency tests spin by
 // default").
 func (s *session) spinFor(cq *rxe.CQ) time.Duration {
-	if !s.o.set["busy-poll"] && (unreadSockets.Load() > 0 || !cq.PollsSocket() || s.o.mcg) {
+	if !s.o.set["busy-poll"] && (unreadSockets.Load() > 0 || !cq.PollsSocket()) {
 		return 0
 	}
 	return s.o.busyPoll
@@ -117,8 +117,6 @@ func (s *session) pollingSummary() string {
 		return fmt.Sprintf("busy (spins up to %v a completion, reading the socket)", s.o.busyPoll)
 	case p == "busy":
 		return fmt.Sprintf("busy (spins up to %v a completion; the device's goroutines read the socket)", s.o.busyPoll)
-	case s.o.busyPoll > 0 && !s.o.set["busy-poll"] && s.o.mcg:
-		return "wait (CQ.Wait: the default does not spin with -g: a goroutine of the device reads the multicast group's socket)"
 	case s.o.busyPoll > 0 && !s.o.set["busy-poll"]:
 		return "wait (CQ.Wait: the default does not spin while a device of this process has sockets no spinner reads: --pcap, --ladder, fault rules that queue received packets)"
 	}
