@@ -41,13 +41,15 @@ import (
 // on the interface at the device's port, and the kernel refuses a group
 // socket at that port (EADDRINUSE: the wildcard bind covers the group's
 // address). Such a device joins a group with a socket at an ephemeral
-// port, which only holds the membership and is not read
-// (mcastGroup.viaDevice), and takes the group's datagrams from its own
-// first socket (Device.receiveMcastOnDevice): one copy of each, as the
-// kernel gives each socket of a SO_REUSEPORT group its own copy. Reading
-// them there rather than giving the group a socket of its own is what
-// keeps one copy per attached QP: no second socket of the device's port
-// can receive them. Datagrams to a group go out on
+// port, which only holds the membership, receives nothing sent to the
+// device's port and is not read (mcastGroup.viaDevice), and delivers the
+// group's datagrams from its own sockets (Device.receiveMcastOnDevice):
+// they are the only ones of the device that receive them, so an attached
+// QP gets one copy of each. Of a socket per vector (a SO_REUSEPORT
+// group), the kernel gives each socket a copy of its own: the first
+// socket's copies are delivered and the others' ignored (counted, as are
+// the datagrams of groups the device has not joined:
+// Counters.McastIgnored). Datagrams to a group go out on
 // the device's own sockets, set up on the first multicast address handle
 // to leave by the interface of the device's address, with TTL or hop
 // limit McastHops, and to loop back to the sockets of this host that

@@ -23,7 +23,8 @@ import (
 // dropped and counted as McastIgnored, never as UnknownQP. With one
 // socket per vector (a SO_REUSEPORT group, to each socket of which the
 // kernel gives its own copy) the QPs still get one copy each, and the
-// other sockets' copies are counted as McastIgnored.
+// other sockets' copies are counted as McastIgnored. Once the QPs
+// detach, they get nothing more.
 func TestUDMulticastWildcard(t *testing.T) {
 	skipNoLoopbackMcast(t)
 	lo := netip.MustParseAddr("127.0.0.1")
@@ -112,6 +113,20 @@ func TestUDMulticastWildcard(t *testing.T) {
 			for _, e := range []*end{w1, w2, wNo} {
 				noWC(t, e.cq, 20*time.Millisecond)
 			}
+
+			// Once its QPs detach, the device has left the group: its
+			// QPs get nothing more.
+			for _, e := range []*end{w1, w2} {
+				require.NoError(t, e.qp.DetachMcast(gid, 0))
+			}
+			require.Empty(t, dw.McastGroups())
+			mcastSend(t, s, ah, qkey, 10, 0, 64)
+			for _, e := range []*end{w1, w2, wNo} {
+				noWC(t, e.cq, 20*time.Millisecond)
+			}
+			c = dw.Counters()
+			require.Equal(t, uint64(len(sizes)), c.McastRcvd)
+			require.Zero(t, c.UnknownQP)
 		})
 	}
 }
