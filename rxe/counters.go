@@ -91,8 +91,11 @@ func (c Counters) Named() []NamedCounter {
 // Counters are device-wide counters; the names follow rxe's hw counters
 // (rxe_hw_counters.c) where one exists.
 type Counters struct {
-	SentPkts      uint64 // sent_pkts
-	RcvdPkts      uint64 // rcvd_pkts: accepted and handed to a QP
+	SentPkts uint64 // sent_pkts
+	// RcvdPkts is rcvd_pkts: the packets accepted and handed to a QP, a
+	// multicast datagram once for all the QPs of its group (McastRcvd),
+	// as rxe_rcv counts every packet it accepts before dispatch.
+	RcvdPkts      uint64
 	BadICRC       uint64 // packets dropped for a bad ICRC
 	ICRCRecovered uint64 // IPv4 packets verified after recovering a non-zero IP ID
 	Malformed     uint64 // packets packet.Parse rejected
@@ -168,12 +171,13 @@ func (d *Device) Counters() Counters {
 			seen = r
 		}
 	}
+	mrcvd := d.mcast.rcvd.Load()
 	return Counters{
-		SentPkts: sent, RcvdPkts: rcvd, BadICRC: c.badICRC.Load(),
+		SentPkts: sent, RcvdPkts: rcvd + mrcvd, BadICRC: c.badICRC.Load(),
 		ICRCRecovered: c.icrcRecovered.Load(), Malformed: c.malformed.Load(), UnknownQP: c.unknownQP.Load(),
 		CNPs: c.cnps.Load(), SendErr: c.sendErr.Load(), LocalDrops: c.localDrops.Load(), HeldDropped: c.heldDropped.Load(),
 		QPErrors: c.qpErrors.Load(), EventsDropped: c.eventsDropped.Load(), NotifyDropped: c.notifyDropped.Load(),
 		ReceiveErrors: c.receiveErrors.Load(), PinErrors: c.pinErrors.Load(), PolledPkts: polled, SpinPkts: spun,
-		McastRcvd: d.mcast.rcvd.Load(), McastDropped: d.mcast.dropped.Load(), McastIgnored: d.mcast.ignored.Load(), Loss: d.lossTotals(),
+		McastRcvd: mrcvd, McastDropped: d.mcast.dropped.Load(), McastIgnored: d.mcast.ignored.Load(), Loss: d.lossTotals(),
 	}
 }
