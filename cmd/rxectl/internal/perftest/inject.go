@@ -145,7 +145,8 @@ func deviceStats(s *session) report.Device {
 	return report.Device{Name: s.dev.Name(), Addr: s.dev.Addr().String(),
 		SentPkts: c.SentPkts, RcvdPkts: c.RcvdPkts, BadICRC: c.BadICRC, ICRCRecovered: c.ICRCRecovered,
 		Malformed: c.Malformed, UnknownQP: c.UnknownQP, LocalDrops: c.LocalDrops, HeldDropped: c.HeldDropped, SendErr: c.SendErr, QPErrors: c.QPErrors,
-		PolledPkts: c.PolledPkts, SpinPkts: c.SpinPkts}
+		PolledPkts: c.PolledPkts, SpinPkts: c.SpinPkts,
+		McastRcvd: c.McastRcvd, McastDropped: c.McastDropped, McastIgnored: c.McastIgnored}
 }
 
 // transportStats sums the QPs' counters.

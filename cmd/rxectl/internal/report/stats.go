@@ -64,6 +64,14 @@ type Device struct {
 	// SpinPkts counts the datagrams a receive goroutine read while it
 	// spun after a batch (rxe.Counters.SpinPkts; --receive-spin).
 	SpinPkts uint64 `json:"spin_pkts"`
+	// McastRcvd counts the multicast datagrams handed to the QPs attached
+	// to their group (also counted in RcvdPkts), McastDropped those that
+	// found no QP attached or named another destination QP, McastIgnored those a device bound to the
+	// wildcard address received on its other sockets
+	// (rxe.Counters.McastRcvd, McastDropped, McastIgnored; -g).
+	McastRcvd    uint64 `json:"mcast_rcvd_pkts"`
+	McastDropped uint64 `json:"mcast_dropped_pkts"`
+	McastIgnored uint64 `json:"mcast_ignored_pkts"`
 }
 
 // Transport sums the QPs' counters that show recovery at work.
@@ -199,6 +207,10 @@ func WriteStats(w io.Writer, st, peer *Final) {
 		d, t := st.Device, st.Transport
 		fmt.Fprintf(&b, " %s %s %s: sent %s, received %d; bad ICRC %d, ICRC recovered %d, malformed %d, unknown QP %d, local drops %d, held dropped %d, send errors %d, QP errors %d\n",
 			label, d.Name, d.Addr, count(d.SentPkts, "packet", "packets"), d.RcvdPkts, d.BadICRC, d.ICRCRecovered, d.Malformed, d.UnknownQP, d.LocalDrops, d.HeldDropped, d.SendErr, d.QPErrors)
+		if d.McastRcvd > 0 || d.McastDropped > 0 || d.McastIgnored > 0 {
+			fmt.Fprintf(&b, "   multicast: %s delivered to the groups' QPs (counted in received), %d dropped (no QP attached, or a destination QP not the multicast one), %d ignored (a wildcard device's other sockets)\n",
+				count(d.McastRcvd, "datagram", "datagrams"), d.McastDropped, d.McastIgnored)
+		}
 		fmt.Fprintf(&b, "   transport: %s retransmitted, %s, %s and %s received; %s and %s received\n",
 			count(t.Retransmits, "packet", "packets"), count(t.Timeouts, "timeout", "timeouts"),
 			count(t.RcvdSeqErr, "sequence-error NAK", "sequence-error NAKs"), count(t.RcvdRNRErr, "RNR NAK", "RNR NAKs"),

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -22,7 +23,9 @@ func TestWriteStatsLines(t *testing.T) {
 			[]string{" Device rxe0 10.0.0.1:4791: sent 3 packets, received 2;"},
 			[]string{"go-back-N", "READ holes", "selective repeat", "Peer device", "Capture"}},
 		{"held dropped", &Final{Device: Device{Name: "rxe0", LocalDrops: 4, HeldDropped: 3}}, nil,
-			[]string{" local drops 4, held dropped 3, send errors 0,"}, nil},
+			[]string{" local drops 4, held dropped 3, send errors 0,"}, []string{"multicast"}},
+		{"multicast", &Final{Device: Device{Name: "rxe0", RcvdPkts: 9, McastRcvd: 7, McastDropped: 2, McastIgnored: 1}}, nil,
+			[]string{"   multicast: 7 datagrams delivered to the groups' QPs (counted in received), 2 dropped (no QP attached, or a destination QP not the multicast one), 1 ignored (a wildcard device's other sockets)\n"}, nil},
 		{"go-back-N", &Final{Transport: Transport{RetryDoubled: 1, ReadHoleRereads: 5, ReadRereadsLost: 1}}, nil,
 			[]string{"   go-back-N: 1 retry sent its first packet twice\n",
 				"   READ holes re-read: 5 (1 of them again because the answer was lost)\n"},
@@ -78,4 +81,16 @@ func TestDumpCommandPastes(t *testing.T) {
 			require.Equal(t, tc.want, c.DumpCommand())
 		})
 	}
+}
+
+// TestDeviceJSONMulticast: the device's multicast counters appear in
+// --json under rxe.Counters.Named's names.
+func TestDeviceJSONMulticast(t *testing.T) {
+	b, err := json.Marshal(Device{McastRcvd: 7, McastDropped: 2, McastIgnored: 1})
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.Equal(t, 7.0, m["mcast_rcvd_pkts"])
+	require.Equal(t, 2.0, m["mcast_dropped_pkts"])
+	require.Equal(t, 1.0, m["mcast_ignored_pkts"])
 }
