@@ -80,7 +80,7 @@ func requireExit1(t *testing.T, err error, who string, out *syncbuf.Buffer) {
 // a minute for messages that will never come.
 func TestSendBWServerOfKilledClient(t *testing.T) {
 	ctx := testutil.Context(t)
-	common := []string{"send-bw", "-n", "5000000", "-s", "64", "-p", freeTCPPort(t), "--udp-port", "0"}
+	common := []string{"send-bw", "-n", "5000000", "-s", "64", "-u", testutil.QPTimeoutArg, "-p", freeTCPPort(t), "--udp-port", "0"}
 	srv, srvOut, cli, cliOut := startEnds(t, ctx, common...)
 	waitFor(t, cliOut, " #bytes")
 	time.Sleep(300 * time.Millisecond) // sending

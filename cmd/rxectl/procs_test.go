@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/internal/syncbuf"
+	"github.com/gorxe/gorxe/internal/testutil"
 )
 
 // TestMain runs this test binary as rxectl itself when RXECTL_TEST_MAIN is
@@ -65,7 +66,10 @@ func TestTwoProcessesShareCPUs(t *testing.T) {
 		{"rdma_cm", []string{"-R"}, "127.0.0.61", "127.0.0.62"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			common := append([]string{"write-bw", "-n", "200", "-p", port}, tc.args...)
+			// The retry budget is not this test's subject: a loaded host
+			// may stall a process for longer than perftest's default
+			// (-u 14, 67 ms, 7 retries).
+			common := append([]string{"write-bw", "-n", "200", "-u", testutil.QPTimeoutArg, "-p", port}, tc.args...)
 			srv, srvOut := start(append(common, "--bind", tc.srv)...)
 			for i := 0; !strings.Contains(srvOut.String(), "Waiting for client to connect"); i++ {
 				require.Less(t, i, 400, "the server did not listen: %s", srvOut)
