@@ -27,19 +27,9 @@ func TestSRRereadReorderedPastReport(t *testing.T) {
 	o.collect()
 	require.Len(t, o.sent, 2, "READs 1 and 2")
 	o.now = o.now.Add(rttTest)
-	for k := range orderPkts {
-		if k != 3 {
-			o.in(o.resp(1, k))
-			o.now = o.now.Add(time.Microsecond)
-		}
-	}
+	o.answer(1, 3)
 	a, c := o.first(2).Add(5), o.first(2).Add(7)
-	for k := range orderPkts {
-		if k != 5 && k != 7 {
-			o.in(o.resp(2, k))
-			o.now = o.now.Add(time.Microsecond)
-		}
-	}
+	o.answer(2, 5, 7)
 	require.Len(t, o.rereadsAt(o.first(1).Add(3)), 1, "READ 1's 3 re-read")
 	require.Len(t, o.rereadsAt(a), 1, "READ 2's 5 re-read")
 	require.Len(t, o.rereadsAt(c), 1, "READ 2's 7 re-read")

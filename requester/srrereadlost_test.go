@@ -271,12 +271,7 @@ func TestSRLostRereadLaterRequests(t *testing.T) {
 			o.collect()
 			require.Len(t, o.sent, 2, "READs 1 and 2")
 			o.now = o.now.Add(rttTest)
-			for k := range orderPkts {
-				if k != 5 {
-					o.in(o.resp(1, k))
-					o.now = o.now.Add(time.Microsecond)
-				}
-			}
+			o.answer(1, 5)
 			rereads := func() []orderSent {
 				var out []orderSent
 				for _, s := range o.sent {
@@ -290,10 +285,7 @@ func TestSRLostRereadLaterRequests(t *testing.T) {
 			o.read(3)
 			o.collect()
 			require.Equal(t, o.first(3), o.sent[len(o.sent)-1].p.PSN(), "READ 3 sent after the re-read")
-			for k := range orderPkts {
-				o.in(o.resp(2, k))
-				o.now = o.now.Add(time.Microsecond)
-			}
+			o.answer(2)
 			require.Len(t, rereads(), 1, "READ 2's train was sent before the re-read")
 			for k := range orderPkts {
 				if k == tc.answerAfter {

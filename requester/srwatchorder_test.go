@@ -1,6 +1,7 @@
 package requester
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -92,6 +93,17 @@ func (o *orderHarness) until(t time.Time) {
 		o.collect()
 	}
 	o.now = t
+}
+
+// answer delivers the responses of READ id in order, one a microsecond,
+// but those whose index is in lost.
+func (o *orderHarness) answer(id uint64, lost ...int) {
+	for k := range orderPkts {
+		if !slices.Contains(lost, k) {
+			o.in(o.resp(id, k))
+			o.now = o.now.Add(time.Microsecond)
+		}
+	}
 }
 
 // in delivers b at now and collects what the requester sends.
