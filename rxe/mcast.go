@@ -461,16 +461,29 @@ func (d *Device) handleMcast(grp *mcastGroup, n int) {
 func (d *Device) unlockMcast(grp *mcastGroup) int {
 	total := 0
 	for grp.gate.Unlock() {
-		for {
-			n, err := grp.conn.TryReadBatch(grp.msgs)
-			if err != nil || n == 0 {
-				break
-			}
-			d.handleMcast(grp, n)
-			total += n
-		}
+		total += d.drainMcast(grp)
 	}
 	return total
+}
+
+// drainMcast reads grp's socket without waiting and delivers what it
+// read, batch after batch, until a read returns less than a full batch
+// (caller holds grp.gate). A read error is left to the group's goroutine,
+// which meets it at its next read (a closed socket: the group was left).
+// It returns how many datagrams it handled.
+func (d *Device) drainMcast(grp *mcastGroup) int {
+	total := 0
+	for {
+		n, err := grp.conn.TryReadBatch(grp.msgs)
+		if err != nil || n == 0 {
+			return total
+		}
+		d.handleMcast(grp, n)
+		total += n
+		if n < len(grp.msgs) {
+			return total
+		}
+	}
 }
 
 // pollMcast reads the socket of each multicast group the device joined
@@ -479,10 +492,8 @@ func (d *Device) unlockMcast(grp *mcastGroup) int {
 // group's goroutine would; a group whose gate another goroutine holds is
 // skipped, as that goroutine reads what is there. So a caller spinning on
 // a CQ gets a group's datagram without waiting for the group's goroutine
-// to be scheduled, which on few processors a spinner delays. A full
-// batch is followed by another read. A read error is left to the group's
-// goroutine, which meets it at its next read (a closed socket: the group
-// was left). It returns how many datagrams it handled, and allocates
+// to be scheduled, which on few processors a spinner delays
+// (drainMcast). It returns how many datagrams it handled, and allocates
 // nothing.
 func (d *Device) pollMcast() int {
 	groups := d.mcast.read.Load()
@@ -494,17 +505,7 @@ func (d *Device) pollMcast() int {
 		if !grp.gate.TryLock() {
 			continue
 		}
-		for {
-			n, err := grp.conn.TryReadBatch(grp.msgs)
-			if err != nil || n == 0 {
-				break
-			}
-			d.handleMcast(grp, n)
-			total += n
-			if n < len(grp.msgs) {
-				break
-			}
-		}
+		total += d.drainMcast(grp)
 		total += d.unlockMcast(grp)
 	}
 	if total > 0 {
