@@ -26,14 +26,17 @@ import (
 //     the PSN of its first missing response and without moving its send
 //     cursor (readAgain, buildRest), once until that READ's responses make
 //     progress again: the responses of each READ come as one stream, so
-//     the rest of the stream that overtook the hole is no news;
+//     the rest of the stream that overtook the hole is no news; and so
+//     does a response of a later READ for every READ before it still
+//     short (passedAhead), whose last responses, or only one, were lost;
 //   - completes a READ whose responses all came ahead as soon as the ones
 //     before it complete, and takes one that came partly ahead from where
 //     its responses stopped (completeAhead).
 //
 // A responder that drops the stream it was sending when a duplicate
-// arrives (older rxe) leaves a READ short without a gap to see: the
-// recovery timer's probe re-reads its rest once it is the oldest. The
+// arrives (older rxe) leaves a READ short without a gap to see: the next
+// READ's responses show it (passedAhead), and if none comes, the recovery
+// timer's probe re-reads its rest once it is the oldest. The
 // oldest READ asked in parts keeps its own responses after a hole too
 // (readparts.go); a later READ asked in parts is placed part by part,
 // each part's stream starting with FIRST. A SEND, WRITE or atomic among
@@ -118,7 +121,11 @@ func (r *Requester) aheadWQE(psn packet.PSN) *wqe {
 // out of order.
 func (r *Requester) placeAhead(p *packet.Packet) {
 	v := r.aheadWQE(p.PSN())
-	if v == nil || v.aheadDone {
+	if v == nil {
+		return
+	}
+	r.passedAhead(v)
+	if v.aheadDone {
 		return
 	}
 	d := uint64(p.PSN().Diff(v.origFirst)) * uint64(r.pmtu)
@@ -156,11 +163,39 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 	r.c.ReadResponsesAhead++
 }
 
+// passedAhead asks again for the rest of each READ between the oldest
+// WQE and the READ v that a response of v has passed: the responder
+// answers READs in the order it executes them, each as one stream (IBA
+// 9.7.5.1.3; rxe's responder finishes a READ's responses before it takes
+// the next request), so a READ before v still short of responses, its
+// rest not asked for again since its responses last made progress, lost
+// the responses it lacks, its last ones or its only one. No gap within
+// that READ shows such a loss: without this its rest waited until it was
+// the oldest and the recovery timer's probe asked for it. A READ asked in
+// parts is left to its parts' own rules (readparts.go).
+func (r *Requester) passedAhead(v *wqe) {
+	for i := r.head + 1; i != r.tail; i++ {
+		u := r.slot(i)
+		if u == v {
+			return
+		}
+		if !u.aheadDone && !r.multiPart(u) {
+			r.askRestAhead(u)
+		}
+	}
+}
+
 // readGapAhead handles a response of the READ v (after the oldest) that
 // did not follow the ones placed: the first since v's responses last made
 // progress asks for v's rest again.
 func (r *Requester) readGapAhead(v *wqe) {
 	r.c.ResponsesDropped++
+	r.askRestAhead(v)
+}
+
+// askRestAhead asks for the rest of the READ v (after the oldest) again,
+// unless it was asked for since v's responses last made progress.
+func (r *Requester) askRestAhead(v *wqe) {
 	if !v.rereadAsked {
 		r.c.ReadGaps++
 		r.c.CompleterRetryErr++

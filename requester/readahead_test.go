@@ -27,6 +27,11 @@ func TestReadAheadAfterGap(t *testing.T) {
 		{"oldest", []int{3}, false, []int{3}, 2 * npkts},
 		{"last-of-oldest", []int{npkts - 1}, false, []int{npkts - 1}, 2 * npkts},
 		{"two-holes", []int{3, npkts + 4}, false, []int{3, npkts + 4}, 4 + npkts},
+		// The last response of the second READ is lost while the oldest
+		// waits for its re-read: no gap within that READ shows it, but a
+		// response of the READ after it does (the responder answers READs
+		// in order), and its rest is asked for then, not at the probe.
+		{"last-of-later", []int{3, 2*npkts - 1}, false, []int{3, 2*npkts - 1}, 2*npkts - 1},
 		{"recovery-off", []int{3}, true, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +90,59 @@ func TestReadAheadAfterGap(t *testing.T) {
 			require.False(t, failed)
 		})
 	}
+}
+
+// TestReadAheadSinglePacketReads: under go-back-N, single-packet READs
+// (rxectl read-bw -s 1024) whose only response is lost, the oldest's and
+// a later one's: each is asked for again as soon as a response of a READ
+// after it arrives, the later one too although no gap within it can show
+// its loss, and nothing else is asked for again. Before, the later READ
+// waited until it was the oldest and the recovery timer's probe asked
+// for it: a recovery timeout for each such loss.
+func TestReadAheadSinglePacketReads(t *testing.T) {
+	const pmtu, p0, nreads = 1024, 0x900, 6
+	lost := []int{0, 3}
+	cfg := baseConfig(pmtu, p0)
+	h, f, src := withResponder(t, cfg, nreads*pmtu, verbs.AccessRemoteRead, 9)
+	for i := range nreads {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(i*pmtu), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i*pmtu), Length: pmtu, LKey: lkeyA}}})
+	}
+	reqs := h.drain()
+	require.Len(t, reqs, nreads)
+	for _, b := range reqs {
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, nreads)
+	for i, o := range out {
+		if !slices.Contains(lost, i) {
+			h.recv(o)
+		}
+	}
+	require.Empty(t, h.cq.ids(), "nothing completes past the oldest READ's loss")
+	again := h.drain()
+	require.Len(t, again, len(lost), "only the READs that lost their response are asked for again")
+	for j, i := range lost {
+		p := parse(t, again[j])
+		require.Equal(t, packet.RCRDMAReadRequest, p.Opcode())
+		require.Equal(t, packet.PSN(p0+i), p.PSN(), "re-read %d", j)
+		require.Equal(t, uint32(pmtu), p.RETH().DMALen())
+	}
+	require.Zero(t, h.r.Counters().Recovery.TailProbes)
+	for _, b := range again {
+		f.handle(b)
+	}
+	for _, o := range f.take() {
+		h.recv(o)
+	}
+	pumpLink(h, f)
+	require.Equal(t, []uint64{1, 2, 3, 4, 5, 6}, h.cq.ids())
+	for _, wc := range h.cq.wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
 }
 
 // TestReadPartsAheadAfterGap: the oldest READ asked in parts (4 parts of
