@@ -41,8 +41,12 @@ func TestWithdrawnREQLeavesBacklog(t *testing.T) {
 				binary.BigEndian.PutUint64(rej.ARI[:], 0xAB) // the raw peer's CA GUID
 				p.send(uint64(i), &rej)
 			}
-			require.Eventually(t, func() bool { return len(l.reqs) == 0 }, 2*time.Second, time.Millisecond,
-				"the withdrawn requests leave the backlog")
+			// Withdrawn counts a request once unqueue has taken it out and
+			// put the others back; the backlog's length alone is 0 for a
+			// moment inside each unqueue, and an Accept started then could
+			// take a request whose REJ is still to come.
+			require.Eventually(t, func() bool { return l.Counters().Withdrawn == backlog && len(l.reqs) == 0 },
+				2*time.Second, time.Millisecond, "the withdrawn requests leave the backlog")
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
