@@ -521,26 +521,13 @@ func (d *Device) pollMcast() int {
 // datagram whose destination QP is not MulticastQPN, or that finds no QP
 // attached, is dropped and counted (Counters.McastDropped).
 func (d *Device) receiveMcast(now time.Time, m *netdev.Message, grp *mcastGroup, icrc *packet.ICRCPrefix) {
-	pkt := m.Buf[:m.N]
-	p, err := packet.Parse(pkt)
-	if err != nil {
-		d.counters.malformed.Add(1)
-		return
-	}
-	if ok, recovered := d.checkICRC(pkt, m, icrc); !ok {
-		return
-	} else if recovered {
+	p, recovered, ok := d.checkDatagram(m, icrc)
+	if recovered {
 		d.counters.icrcRecovered.Add(1)
 	}
-	if p.Opcode() == packet.CNP {
-		d.counters.cnps.Add(1)
-		return
+	if ok {
+		d.deliverMcast(now, p, m, grp)
 	}
-	if p.BTH().PKey()&0x7FFF != packet.DefaultPKey&0x7FFF {
-		d.counters.malformed.Add(1)
-		return
-	}
-	d.deliverMcast(now, p, m, grp)
 }
 
 // receiveMcastOnDevice takes a packet for MulticastQPN that came on one

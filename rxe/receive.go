@@ -104,7 +104,34 @@ func (r *connReader) spin(limit time.Duration) {
 	}
 }
 
-// receive checks one datagram (rxe_rcv, hdr_check) and hands it to its QP:
+// checkDatagram checks the RoCE packet in m as rxe_rcv does before it
+// looks at the destination QP: its structure (packet.Parse), its ICRC
+// (checkICRC, with the prefix cache pre) and its P_Key; a congestion
+// notification is counted and goes no further. It reports the packet,
+// whether its ICRC held only for a recovered IPv4 ID (the caller counts
+// it), and whether the packet goes on; the drops are counted.
+func (d *Device) checkDatagram(m *netdev.Message, pre *packet.ICRCPrefix) (p packet.Packet, recovered, ok bool) {
+	pkt := m.Buf[:m.N]
+	p, err := packet.Parse(pkt)
+	if err != nil {
+		d.counters.malformed.Add(1)
+		return p, false, false
+	}
+	if ok, recovered = d.checkICRC(pkt, m, pre); !ok {
+		return p, false, false
+	}
+	if p.Opcode() == packet.CNP {
+		d.counters.cnps.Add(1)
+		return p, recovered, false
+	}
+	if p.BTH().PKey()&0x7FFF != packet.DefaultPKey&0x7FFF {
+		d.counters.malformed.Add(1)
+		return p, recovered, false
+	}
+	return p, recovered, true
+}
+
+// receive checks one datagram (rxe_rcv, hdr_check; checkDatagram) and hands it to its QP:
 // a UC or UD QP at once, an RC QP with the run of its packets that r is
 // collecting (connReader.addRun, QP.receiveRun). r is the reader that read
 // it: a QP of a vector r serves that has packets to send after it is
@@ -112,23 +139,11 @@ func (r *connReader) spin(limit time.Duration) {
 // batch (connReader.sendInline, wakeRunnable); any other is queued and
 // woken at once.
 func (d *Device) receive(now time.Time, m *netdev.Message, r *connReader) {
-	pkt := m.Buf[:m.N]
-	p, err := packet.Parse(pkt)
-	if err != nil {
-		d.counters.malformed.Add(1)
-		return
-	}
-	if ok, recovered := d.checkICRC(pkt, m, &r.icrc); !ok {
-		return
-	} else if recovered {
+	p, recovered, ok := d.checkDatagram(m, &r.icrc)
+	if recovered {
 		r.recovered++
 	}
-	if p.Opcode() == packet.CNP {
-		d.counters.cnps.Add(1)
-		return
-	}
-	if p.BTH().PKey()&0x7FFF != packet.DefaultPKey&0x7FFF {
-		d.counters.malformed.Add(1)
+	if !ok {
 		return
 	}
 	if p.DestQP() == packet.GSIQPN {
