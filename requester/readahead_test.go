@@ -10,38 +10,47 @@ import (
 )
 
 // TestReadAheadAfterGap: under go-back-N, a response lost from one of
-// three READs in flight costs a re-read of that READ's rest only, at the
+// the READs in flight costs a re-read of that READ's rest only, at the
 // PSN of the missing response; the responses of the other READs are kept
-// and the READs complete in order, byte-exact. With recovery off (rxe's
-// completer) the same loss asks again for every READ from the gap on.
+// and the READs complete in order, byte-exact, with no recovery timer
+// expiry. A later READ's lost last response, or a single-packet READ's
+// only one, shows no gap within it: a response of a READ after it shows
+// the loss (the responder answers READs in order), and its rest is asked
+// for then, not at the probe. With recovery off (rxe's completer) the
+// same loss asks again for every READ from the gap on.
 func TestReadAheadAfterGap(t *testing.T) {
-	const pmtu, p0, npkts, nreads = 1024, 0x700, 8, 3
-	const size = npkts * pmtu
+	const pmtu, p0 = 1024, 0x700
 	for _, tc := range []struct {
-		name    string
-		lost    []int // indexes of the lost responses among the 24
-		off     bool
-		rereads []int  // the responses the re-reads start at, in order
-		ahead   uint64 // responses placed ahead
+		name          string
+		npkts, nreads int   // the READs: nreads of npkts responses each
+		lost          []int // indexes of the lost responses
+		off           bool
+		rereads       []int  // the responses the re-reads start at, in order
+		ahead         uint64 // responses placed ahead
 	}{
-		{"oldest", []int{3}, false, []int{3}, 2 * npkts},
-		{"last-of-oldest", []int{npkts - 1}, false, []int{npkts - 1}, 2 * npkts},
-		{"two-holes", []int{3, npkts + 4}, false, []int{3, npkts + 4}, 4 + npkts},
+		{"oldest", 8, 3, []int{3}, false, []int{3}, 16},
+		{"last-of-oldest", 8, 3, []int{7}, false, []int{7}, 16},
+		{"two-holes", 8, 3, []int{3, 12}, false, []int{3, 12}, 12},
 		// The last response of the second READ is lost while the oldest
-		// waits for its re-read: no gap within that READ shows it, but a
-		// response of the READ after it does (the responder answers READs
-		// in order), and its rest is asked for then, not at the probe.
-		{"last-of-later", []int{3, 2*npkts - 1}, false, []int{3, 2*npkts - 1}, 2*npkts - 1},
-		{"recovery-off", []int{3}, true, nil, 0},
+		// waits for its re-read.
+		{"last-of-later", 8, 3, []int{3, 15}, false, []int{3, 15}, 15},
+		// rxectl read-bw -s 1024: the oldest READ's only response and a
+		// later one's.
+		{"single-packet", 1, 6, []int{0, 3}, false, []int{0, 3}, 4},
+		{"recovery-off", 8, 3, []int{3}, true, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			npkts, nreads := tc.npkts, tc.nreads
+			size := npkts * pmtu
 			cfg := baseConfig(pmtu, p0)
 			cfg.Recovery.Off = tc.off
 			h, f, src := withResponder(t, cfg, nreads*size, verbs.AccessRemoteRead, 5)
+			var ids []uint64
 			for i := range nreads {
+				ids = append(ids, uint64(i+1))
 				h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
 					RemoteAddr: rbase + uint64(i*size), RKey: rkey,
-					SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: size, LKey: lkeyA}}})
+					SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: uint32(size), LKey: lkeyA}}})
 			}
 			reqs := h.drain()
 			require.Len(t, reqs, nreads)
@@ -73,6 +82,7 @@ func TestReadAheadAfterGap(t *testing.T) {
 				c := h.r.Counters()
 				require.Equal(t, tc.ahead, c.ReadResponsesAhead)
 				require.Equal(t, uint64(len(tc.rereads)), c.ReadHoleRereads)
+				require.Zero(t, c.Recovery.TailProbes)
 			}
 			for _, b := range again {
 				f.handle(b)
@@ -81,7 +91,7 @@ func TestReadAheadAfterGap(t *testing.T) {
 				h.recv(o)
 			}
 			pumpLink(h, f)
-			require.Equal(t, []uint64{1, 2, 3}, h.cq.ids())
+			require.Equal(t, ids, h.cq.ids())
 			for _, wc := range h.cq.wcs {
 				require.Equal(t, verbs.WCSuccess, wc.Status)
 			}
@@ -90,59 +100,6 @@ func TestReadAheadAfterGap(t *testing.T) {
 			require.False(t, failed)
 		})
 	}
-}
-
-// TestReadAheadSinglePacketReads: under go-back-N, single-packet READs
-// (rxectl read-bw -s 1024) whose only response is lost, the oldest's and
-// a later one's: each is asked for again as soon as a response of a READ
-// after it arrives, the later one too although no gap within it can show
-// its loss, and nothing else is asked for again. Before, the later READ
-// waited until it was the oldest and the recovery timer's probe asked
-// for it: a recovery timeout for each such loss.
-func TestReadAheadSinglePacketReads(t *testing.T) {
-	const pmtu, p0, nreads = 1024, 0x900, 6
-	lost := []int{0, 3}
-	cfg := baseConfig(pmtu, p0)
-	h, f, src := withResponder(t, cfg, nreads*pmtu, verbs.AccessRemoteRead, 9)
-	for i := range nreads {
-		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-			RemoteAddr: rbase + uint64(i*pmtu), RKey: rkey,
-			SGList: []verbs.SGE{{Addr: baseA + uint64(i*pmtu), Length: pmtu, LKey: lkeyA}}})
-	}
-	reqs := h.drain()
-	require.Len(t, reqs, nreads)
-	for _, b := range reqs {
-		f.handle(b)
-	}
-	out := f.take()
-	require.Len(t, out, nreads)
-	for i, o := range out {
-		if !slices.Contains(lost, i) {
-			h.recv(o)
-		}
-	}
-	require.Empty(t, h.cq.ids(), "nothing completes past the oldest READ's loss")
-	again := h.drain()
-	require.Len(t, again, len(lost), "only the READs that lost their response are asked for again")
-	for j, i := range lost {
-		p := parse(t, again[j])
-		require.Equal(t, packet.RCRDMAReadRequest, p.Opcode())
-		require.Equal(t, packet.PSN(p0+i), p.PSN(), "re-read %d", j)
-		require.Equal(t, uint32(pmtu), p.RETH().DMALen())
-	}
-	require.Zero(t, h.r.Counters().Recovery.TailProbes)
-	for _, b := range again {
-		f.handle(b)
-	}
-	for _, o := range f.take() {
-		h.recv(o)
-	}
-	pumpLink(h, f)
-	require.Equal(t, []uint64{1, 2, 3, 4, 5, 6}, h.cq.ids())
-	for _, wc := range h.cq.wcs {
-		require.Equal(t, verbs.WCSuccess, wc.Status)
-	}
-	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
 }
 
 // TestReadPartsAheadAfterGap: the oldest READ asked in parts (4 parts of
