@@ -31,12 +31,7 @@ func TestBusyPollMcastPingPong(t *testing.T) {
 	gid := mcastGID()
 	var ends [2]*end
 	for i, d := range []*Device{da, dz} {
-		e := newTypedEnd(t, d, QPTypeUD)
-		require.NoError(t, e.qp.Destroy())
-		qp, err := e.pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: e.cq, RecvCQ: e.cq, BlockSelfMcastLoopback: true,
-			Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		require.NoError(t, err)
-		e.qp = qp
+		e := blockSelfEnd(t, d)
 		readyUD(t, e, qkey)
 		require.NoError(t, e.qp.AttachMcast(gid, 0))
 		ends[i] = e
