@@ -41,14 +41,20 @@ func ReadUDPQueue(local netip.AddrPort) (UDPQueue, error) {
 	if local.Addr().Is4() {
 		file = "/proc/thread-self/net/udp"
 	}
-	socks, err := readUDPSockets(file)
-	if err != nil {
-		return UDPQueue{}, err
-	}
 	var found []udpSocket
-	for _, s := range socks {
-		if s.local == want {
-			found = append(found, s)
+	for range listingReads {
+		socks, err := readSockets(file)
+		if err != nil {
+			return UDPQueue{}, err
+		}
+		found = found[:0]
+		for _, s := range socks {
+			if s.local == want {
+				found = append(found, s)
+			}
+		}
+		if len(found) > 0 {
+			break
 		}
 	}
 	switch len(found) {
@@ -84,19 +90,37 @@ func ReadUDPQueueOf(rc syscall.RawConn) (UDPQueue, error) {
 	if inode, ok = strings.CutSuffix(inode, "]"); !ok || inode == "" {
 		return UDPQueue{}, fmt.Errorf("descriptor link %q: not a socket", link)
 	}
-	for _, file := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
-		socks, err := readUDPSockets(file)
-		if err != nil {
-			return UDPQueue{}, err
-		}
-		for _, s := range socks {
-			if s.inode == inode {
-				return s.queue, nil
+	// The socket exists (rc holds it): a listing without it is one a
+	// concurrent close skipped it in (listingReads).
+	for range listingReads {
+		for _, file := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
+			socks, err := readSockets(file)
+			if err != nil {
+				return UDPQueue{}, err
+			}
+			for _, s := range socks {
+				if s.inode == inode {
+					return s.queue, nil
+				}
 			}
 		}
 	}
-	return UDPQueue{}, fmt.Errorf("no UDP socket of inode %s in /proc/thread-self/net/udp or udp6", inode)
+	return UDPQueue{}, fmt.Errorf("no UDP socket of inode %s in /proc/thread-self/net/udp or udp6 (%d reads)", inode, listingReads)
 }
+
+// listingReads is how many times ReadUDPQueue and ReadUDPQueueOf read the
+// sockets' listing before they report a socket missing. The kernel writes
+// /proc/net/udp a page per read(2) and starts each read by walking the
+// hash table again to the line it stopped at (udp_seq_start, udp_get_idx):
+// a socket closed meanwhile ahead of that line shifts the rest, and the
+// line after it is skipped, so a socket that exists can be missing from
+// one reading while other tests (or other packages' test processes)
+// close sockets. A line shown twice the same way is dropped
+// (readUDPSockets keeps one line per inode).
+const listingReads = 5
+
+// readSockets is readUDPSockets; tests replace it.
+var readSockets = readUDPSockets
 
 // udpSocket is one line of /proc/net/udp or udp6.
 type udpSocket struct {
@@ -106,13 +130,14 @@ type udpSocket struct {
 }
 
 // readUDPSockets reads the sockets file lists (udp4_format_sock,
-// udp6_seq_show).
+// udp6_seq_show), one line per inode.
 func readUDPSockets(file string) ([]udpSocket, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
 	var socks []udpSocket
+	seen := make(map[string]bool)
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Scan() // the header line
 	for sc.Scan() {
@@ -132,6 +157,12 @@ func readUDPSockets(file string) ([]udpSocket, error) {
 		drops, err := strconv.ParseUint(f[len(f)-1], 10, 32)
 		if err != nil {
 			return nil, fmt.Errorf("%s: drops %q: %w", file, f[len(f)-1], err)
+		}
+		if f[9] != "0" { // a socket without a file (closing) lists inode 0
+			if seen[f[9]] {
+				continue // listed twice: see listingReads
+			}
+			seen[f[9]] = true
 		}
 		socks = append(socks, udpSocket{local: f[1], inode: f[9], queue: UDPQueue{Bytes: int(n), Drops: int(drops)}})
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"syscall"
 	"testing"
@@ -255,4 +256,81 @@ func TestReadUDPQueueShared(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ReadUDPQueueOf(rc)
 	require.ErrorContains(t, err, "no UDP socket of inode")
+}
+
+// TestReadUDPQueueListingSkips: a reading of /proc/net/udp that misses a
+// socket (the kernel skips a line when a socket ahead of it closes
+// between two read(2) calls; listingReads) is read again, so neither
+// ReadUDPQueue nor ReadUDPQueueOf reports a socket it holds as missing,
+// and a socket listed twice counts once. A socket that is really gone
+// from every reading is still reported missing.
+func TestReadUDPQueueListingSkips(t *testing.T) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer c.Close()
+	addr := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	rc, err := c.SyscallConn()
+	require.NoError(t, err)
+	want := procAddr(addr)
+
+	for _, tc := range []struct {
+		name  string
+		skips int // readings that miss the socket
+		dup   bool
+		ok    bool
+	}{
+		{"first reading misses it", 1, false, true},
+		{"all but the last miss it", listingReads - 1, false, true},
+		{"listed twice", 0, true, true},
+		{"every reading misses it", listingReads, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := 0
+			readSockets = func(file string) ([]udpSocket, error) {
+				socks, err := readUDPSockets(file)
+				if file == "/proc/thread-self/net/udp" {
+					reads++ // one a look-up's attempt: the socket is IPv4
+				}
+				var out []udpSocket
+				for _, s := range socks {
+					if s.local == want {
+						if reads <= tc.skips {
+							continue
+						}
+						if tc.dup {
+							out = append(out, s)
+						}
+					}
+					out = append(out, s)
+				}
+				return out, err
+			}
+			defer func() { readSockets = readUDPSockets }()
+			q, err := ReadUDPQueueOf(rc)
+			if !tc.ok {
+				require.ErrorContains(t, err, fmt.Sprintf("(%d reads)", listingReads))
+				return
+			}
+			require.NoError(t, err)
+			require.Zero(t, q)
+			if tc.dup {
+				// A listing with the line twice is what readUDPSockets
+				// is given by the kernel, not what it returns: check
+				// it drops the second with a file of its own.
+				dir := t.TempDir()
+				f := dir + "/udp"
+				line := fmt.Sprintf("  1: %s 00000000:0000 07 00000000:00000040 00:00000000 00000000     0        0 4242 2 0000000000000000 3\n", want)
+				require.NoError(t, os.WriteFile(f, []byte("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n"+line+line), 0o600))
+				socks, err := readUDPSockets(f)
+				require.NoError(t, err)
+				require.Len(t, socks, 1)
+				require.Equal(t, UDPQueue{Bytes: 0x40, Drops: 3}, socks[0].queue)
+				return
+			}
+			reads = 0
+			q, err = ReadUDPQueue(addr)
+			require.NoError(t, err)
+			require.Zero(t, q)
+		})
+	}
 }
