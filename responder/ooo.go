@@ -63,6 +63,17 @@ type oooBuf struct {
 	// when the buffer is emptied.
 	sendRunBase, sendRunNext packet.PSN
 	sendRunOn                bool
+	// The SEND after the one in progress (nextRun), computed while ePSN
+	// was nextRunBase: its FIRST is held at nextRunFirst, and
+	// nextRunFull says it carries a full PMTU; if so, every PSN after it
+	// up to before nextRunNext is known to be a SEND MIDDLE of that
+	// message. nextRunOn is false until it is computed, and again when
+	// the buffer is emptied. Once nextRunChecked, nextRunApart says
+	// whether the next WQE's buffers and those of the WQE in use are
+	// apart (Responder.apart).
+	nextRunBase, nextRunFirst, nextRunNext packet.PSN
+	nextRunOn, nextRunFull                 bool
+	nextRunChecked, nextRunApart           bool
 }
 
 // isSendCont reports whether the held packet in slot s continues a SEND: a
@@ -75,6 +86,63 @@ func (o *oooBuf) isSendCont(s int) bool {
 		return true
 	}
 	return false
+}
+
+// isSendLast reports whether the held packet in slot s is the last packet
+// of a SEND of several (LAST, with immediate or with invalidate).
+func (o *oooBuf) isSendLast(s int) bool {
+	switch packet.Opcode(o.slots[s].buf[0]) {
+	case packet.RCSendLast, packet.RCSendLastWithImmediate, packet.RCSendLastWithInvalidate:
+		return true
+	}
+	return false
+}
+
+// middleRun returns the first PSN from x on, x included, not known to be
+// a SEND MIDDLE of the SEND that the PSN before x is part of (FIRST or
+// MIDDLE) as far as the held packets show it, within the window from
+// epsn: a PSN is known to be one if it is held as a SEND MIDDLE, or is
+// missing and followed by a held SEND MIDDLE or LAST (isSendCont: it did
+// not end the message, and since the PSN before it did not either, it is
+// a MIDDLE).
+func (o *oooBuf) middleRun(x, epsn packet.PSN) packet.PSN {
+	for ; int(x.Diff(epsn)) < o.window; x = x.Next() {
+		if s := o.lookup(x); s >= 0 {
+			if packet.Opcode(o.slots[s].buf[0]) != packet.RCSendMiddle {
+				break
+			}
+		} else if s := o.lookup(x.Next()); s < 0 || !o.isSendCont(s) {
+			break
+		}
+	}
+	return x
+}
+
+// nextRun returns the first PSN after first not known to be a SEND
+// MIDDLE of the SEND whose FIRST is held at first, with ePSN at epsn
+// (middleRun), if that FIRST carries a full PMTU of mtu bytes; ok is
+// false if first is not held as such a FIRST. What it finds for one ePSN
+// and FIRST it keeps and extends as packets arrive, as sendRun does: a
+// held packet stays until ePSN moves or the buffer is emptied, so each
+// PSN is looked at about once per ePSN.
+func (o *oooBuf) nextRun(first, epsn packet.PSN, mtu int) (next packet.PSN, ok bool) {
+	if !o.nextRunOn || o.nextRunBase != epsn || o.nextRunFirst != first {
+		s := o.lookup(first)
+		if s < 0 {
+			return 0, false // not cached: the FIRST may arrive later
+		}
+		b := o.slots[s].buf[:o.slots[s].n]
+		// A SEND FIRST has no header but the BTH.
+		n := len(b) - packet.BTHSize - packet.BTH(b).PadCnt() - packet.ICRCSize
+		o.nextRunOn, o.nextRunBase, o.nextRunFirst = true, epsn, first
+		o.nextRunFull = packet.Opcode(b[0]) == packet.RCSendFirst && n == mtu
+		o.nextRunNext, o.nextRunChecked = first.Next(), false
+	}
+	if !o.nextRunFull {
+		return 0, false
+	}
+	o.nextRunNext = o.middleRun(o.nextRunNext, epsn)
+	return o.nextRunNext, true
 }
 
 // init sets the bounds for a path MTU and a byte limit (0: DefaultOOOLimit).
@@ -221,7 +289,7 @@ func (o *oooBuf) purge(epsn packet.PSN) int {
 // stay allocated for reuse.
 func (o *oooBuf) clear() int {
 	n := o.n
-	o.sendRunOn = false
+	o.sendRunOn, o.nextRunOn = false, false
 	for s := range o.slots {
 		if o.slots[s].used {
 			o.take(s)
@@ -253,5 +321,5 @@ func (o *oooBuf) allocated() int { return len(o.slots) * o.slotSize }
 func (o *oooBuf) reset() {
 	o.index, o.slots, o.free = nil, nil, nil
 	o.n, o.bytes, o.since = 0, 0, 0
-	o.sendRunOn = false
+	o.sendRunOn, o.nextRunOn = false, false
 }

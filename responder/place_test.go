@@ -144,7 +144,10 @@ func TestPlaceAheadSend(t *testing.T) {
 
 // Nothing of a later message is placed ahead, even where it follows the
 // message in progress without a hole between them: its bytes may overlap
-// the earlier message's, which must land first.
+// the earlier message's, which must land first. A SEND after a SEND in
+// progress whose LAST is held goes into the next receive WQE (placeNext,
+// srplacenext_test.go), unless, as here, the two WQEs share their
+// buffers (placeStart posts every WQE at the same address).
 func TestPlaceAheadNotAcrossMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -213,7 +213,8 @@ type Counters struct {
 	OOOHeld uint64
 	// OOOPlaced counts the out-of-order requests whose payload was placed
 	// in memory on arrival and held without it (ooo_placed): the later
-	// packets of the WRITE or SEND in progress at the expected PSN
+	// packets of the WRITE or SEND in progress at the expected PSN, and
+	// those of the SEND after a SEND in progress whose end is held
 	// (placeAhead). Each is among OOOHeld and saves the second copy.
 	OOOPlaced uint64
 }

@@ -3,6 +3,7 @@ package responder
 import (
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
@@ -90,7 +91,9 @@ func (r *Responder) receiveOOO() State {
 // Only the message in progress is placed ahead: its packets cover
 // disjoint bytes, while a later message may overlap an earlier one, whose
 // bytes must land first (IBA 9.5, transaction ordering: messages execute
-// in order).
+// in order). The exception is the SEND after a SEND in progress, which
+// goes to the next receive WQE, whose buffers no earlier message writes
+// (placeNext).
 //   - A WRITE MIDDLE or LAST: the RETH of the message's FIRST, executed,
 //     left the bytes still to come (wresid) at wva for ePSN, so the
 //     packet d PSNs later belongs to the message if d PMTUs fall within
@@ -101,7 +104,9 @@ func (r *Responder) receiveOOO() State {
 //     before it is known to be a MIDDLE of it (sendRun): held as a SEND
 //     MIDDLE, or missing but followed by a SEND MIDDLE or LAST, held or
 //     this packet, which a message's last packet cannot be. Its bytes go
-//     to the receive WQE in use at placed + d×PMTU.
+//     to the receive WQE in use at placed + d×PMTU. The packet after a
+//     held LAST is not of the message: placed there, its bytes would
+//     land past the message's end in a WQE that completes with success.
 //
 // The packet's opcode and length must be those its place demands (a
 // MIDDLE a full PMTU, a LAST the rest); IETH (SEND with invalidate) and
@@ -140,27 +145,145 @@ func (r *Responder) placeAhead() int {
 		sge.Copy(mem, r.pkt.Payload())
 		return n
 	case r.inMsg == msgSend && r.kind == kindSend && r.wqe.valid:
-		w := &r.wqe
-		if r.psn.Diff(r.sendRun()) > 1 {
-			// Some PSN before the one before it is not known to be a
-			// MIDDLE: this packet may be of a later message.
-			return 0
-		}
 		if middle && n != r.mtu || !middle && (n == 0 || n > r.mtu) {
 			return 0
 		}
-		off := w.placed + d*mtu // the packet at ePSN and those after it are full MIDDLEs
-		if off > w.total || uint64(n) > w.total-off || off+uint64(n) > math.MaxUint32 {
-			return 0 // past the WQE, or past what sge.Cursor.Seek addresses
+		w := &r.wqe
+		if run := r.sendRun(); r.psn.Diff(run) > 1 || r.psn.Diff(run) == 1 && r.ooo.lookup(run) >= 0 {
+			// Some PSN before the one before it is not known to be a
+			// MIDDLE, or the one before it is held and is no SEND
+			// MIDDLE (a LAST ends the message there): this packet
+			// may be of a later message.
+			return r.placeNext(run)
 		}
-		var c sge.Cursor
-		c.Seek(w.sges, uint32(off))
-		if !c.Scatter(r.lmem, w.sges, r.pkt.Payload()) {
-			return 0
-		}
-		return n
+		// The packet at ePSN and those after it are full MIDDLEs.
+		return r.scatterAhead(w.sges, w.total, w.placed+d*mtu)
 	}
 	return 0
+}
+
+// placeNext places a SEND MIDDLE or LAST (not IETH; placeAhead has
+// checked its opcode and length) of the SEND after the SEND in progress,
+// whose run of known MIDDLEs ends at run (sendRun), into the receive WQE
+// that SEND will take, and returns the payload length placed, or 0. That
+// WQE is the oldest posted: the WQE of the SEND in progress left the
+// queue when that SEND started, and on a receive queue of its own the
+// responder alone takes WQEs, from the queue's head, one for each
+// message that needs one, in message order (checkResource; rxe
+// check_resource). With an SRQ another QP may take the head first, so
+// nothing is placed.
+//
+// The packet's message must be known:
+//   - run is held as the LAST of the SEND in progress (with immediate or
+//     invalidate too: the IETH matters only when it executes), so that
+//     every PSN from ePSN to it belongs to that SEND and the next
+//     message starts after it;
+//   - that next PSN is held as a SEND FIRST carrying a full PMTU, as a
+//     FIRST must (IBA 9.7.5.1.4, checkLength); after an ONLY there is
+//     nothing of its message to place;
+//   - every PSN from the one after that FIRST to the one before the
+//     packet is known to be a MIDDLE of that SEND, as sendRun knows it
+//     for the SEND in progress (nextRun);
+//
+// and the WQE's buffers share no byte with those of the WQE in use
+// (apart). The packet j PSNs after the FIRST then lands at j×PMTU in
+// the WQE, within its SGEs (scatterAhead). When the SEND executes in
+// order its FIRST takes this WQE, and each packet placed here runs
+// every check of a packet executed in order with its copy skipped
+// (scatter: the opcode sequence, its length against what the WQE has
+// left, its SGEs still resolving) and counts its bytes then, once. A
+// message that fails instead (a length or opcode error when it
+// executes, the QP failing or flushed before it runs) completes the WQE
+// in error or flushes it with bytes placed in its buffers: of a
+// completion in error only the WR ID, status and QP number are valid
+// (ibv_poll_cq(3); see hold), so those bytes say nothing.
+//
+// Nothing is placed for a WRITE after the SEND, nor for a SEND after a
+// WRITE: a WRITE's bytes may overlap a later message's (IBA 9.5), and
+// the SEND's offset in its WQE is known only after a SEND.
+func (r *Responder) placeNext(run packet.PSN) int {
+	o := &r.ooo
+	if r.cfg.SRQ || r.env.RQ == nil {
+		return 0
+	}
+	if s := o.lookup(run); s < 0 || !o.isSendLast(s) {
+		return 0
+	}
+	first := run.Next()
+	next, ok := o.nextRun(first, r.epsn, r.mtu)
+	if !ok {
+		return 0
+	}
+	// j ≥ 1: placeAhead sends only packets after run here, and the one
+	// right after it, first, is held (the packet is not).
+	j := r.psn.Diff(first)
+	if r.psn.Diff(next) > 1 || r.psn.Diff(next) == 1 && o.lookup(next) >= 0 {
+		return 0 // a packet that may be of a later message
+	}
+	wr, ok := r.env.RQ.Peek()
+	if !ok {
+		return 0 // no WQE: the FIRST meets an RNR NAK when it executes
+	}
+	if !o.nextRunChecked {
+		// The same WQEs for as long as ePSN and this FIRST stay.
+		o.nextRunChecked, o.nextRunApart = true, r.apart(r.wqe.sges, wr.SGList)
+	}
+	if !o.nextRunApart {
+		return 0
+	}
+	return r.scatterAhead(wr.SGList, wr.Length(), uint64(j)*uint64(r.mtu))
+}
+
+// apart reports whether no byte the SGE list a names is a byte that b
+// names, the L_Keys resolved to memory with local write access (two
+// regions may map the same memory); false if an SGE does not resolve.
+// A consumer may post receive WQEs whose buffers overlap: the bytes of
+// the SEND in progress still to be copied in order would then land on
+// the next SEND's bytes placed ahead, where in order the next SEND's
+// land last.
+func (r *Responder) apart(a, b []verbs.SGE) bool {
+	for i := range a {
+		ma, ok := r.lmem.Local(a[i].LKey, a[i].Addr, a[i].Length, verbs.AccessLocalWrite)
+		if !ok {
+			return false
+		}
+		for k := range b {
+			mb, ok := r.lmem.Local(b[k].LKey, b[k].Addr, b[k].Length, verbs.AccessLocalWrite)
+			if !ok {
+				return false
+			}
+			if overlap(ma, mb) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// overlap reports whether p and q share a byte of memory.
+func overlap(p, q []byte) bool {
+	if len(p) == 0 || len(q) == 0 {
+		return false
+	}
+	ps, qs := uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(unsafe.Pointer(unsafe.SliceData(q)))
+	return ps < qs+uintptr(len(q)) && qs < ps+uintptr(len(p))
+}
+
+// scatterAhead writes the current packet's payload at byte off of the
+// message that the SGE list sges, of total bytes, receives, and returns
+// its length; 0 if it does not fit there or its SGEs do not resolve
+// with local write access.
+func (r *Responder) scatterAhead(sges []verbs.SGE, total, off uint64) int {
+	n := r.pkt.PayloadLen()
+	if off > total || uint64(n) > total-off || off+uint64(n) > math.MaxUint32 {
+		return 0 // past the WQE, or past what sge.Cursor.Seek addresses
+	}
+	var c sge.Cursor
+	c.Seek(sges, uint32(off))
+	if !c.Scatter(r.lmem, sges, r.pkt.Payload()) {
+		return 0
+	}
+	return n
 }
 
 // span returns the number of PSNs the current request uses: a READ as many
@@ -328,16 +451,7 @@ func (r *Responder) sendRun() packet.PSN {
 	if !o.sendRunOn || o.sendRunBase != r.epsn {
 		o.sendRunOn, o.sendRunBase, o.sendRunNext = true, r.epsn, r.epsn
 	}
-	for x := o.sendRunNext; int(x.Diff(r.epsn)) < o.window; x = x.Next() {
-		if s := o.lookup(x); s >= 0 {
-			if packet.Opcode(o.slots[s].buf[0]) != packet.RCSendMiddle {
-				break
-			}
-		} else if s := o.lookup(x.Next()); s < 0 || !o.isSendCont(s) {
-			break
-		}
-		o.sendRunNext = x.Next()
-	}
+	o.sendRunNext = o.middleRun(o.sendRunNext, r.epsn)
 	return o.sendRunNext
 }
 
