@@ -1,7 +1,10 @@
 package responder
 
 import (
+	"bytes"
 	"encoding/binary"
+	"hash"
+	"hash/fnv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,6 +66,162 @@ func FuzzReceiveDereg(f *testing.F) {
 	})
 }
 
+// FuzzReceivePlaceAhead runs FuzzReceive's input on two responders under
+// selective repeat (bit 7 of the configuration byte is ignored), one that
+// places out-of-order requests ahead (placeAhead) and one that holds
+// every one whole (noPlaceAhead), and requires of them, after every
+// record, the same packets sent, completions, expected PSN, MSN and
+// failure: placing a payload ahead changes where it waits, never what the
+// responder does. Neither writes a local byte outside the receive WQEs'
+// SGEs, nor outside its regions.
+func FuzzReceivePlaceAhead(f *testing.F) {
+	for _, seed := range fuzzSeeds(f) {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 {
+			return
+		}
+		conf := in[0] | 128
+		in = in[1:]
+		sides := [2]*fuzzSide{newFuzzSide(conf, false), newFuzzSide(conf, true)}
+		for len(in) >= 3 {
+			mode, n := in[0], int(binary.BigEndian.Uint16(in[1:]))
+			in = in[3:]
+			n = min(n, len(in))
+			rec := append([]byte(nil), in[:n]...)
+			in = in[n:]
+			if mode&1 != 0 && len(rec) >= packet.BTHSize {
+				packet.BTH(rec).SetPSN(sides[0].r.EPSN().Add(int(mode>>2) - 16))
+			}
+			for _, sd := range sides {
+				sd.receive(t, rec, mode&2 != 0)
+			}
+			a, b := sides[0], sides[1]
+			require.Equal(t, b.sent, a.sent, "packets sent")
+			require.Equal(t, b.sum.Sum64(), a.sum.Sum64(), "bytes of the packets sent")
+			require.Equal(t, b.cq.wcs, a.cq.wcs, "completions")
+			for _, wc := range a.cq.wcs[a.seen:] {
+				// A SEND's message, in the WQE it completed: at most
+				// two WQEs complete per record, and two in a row do
+				// not share a byte (fuzzWQE).
+				if wc.Status == verbs.WCSuccess && wc.Opcode == verbs.WCRecv {
+					require.Equal(t, b.message(wc), a.message(wc), "message of receive WQE %d", wc.ID)
+				}
+			}
+			a.seen = len(a.cq.wcs)
+			require.Equal(t, b.r.EPSN(), a.r.EPSN(), "ePSN")
+			require.Equal(t, b.r.MSN(), a.r.MSN(), "MSN")
+			sa, fa := a.r.Failed()
+			sb, fb := b.r.Failed()
+			require.Equal(t, fb, fa, "failed")
+			require.Equal(t, sb, sa, "failure status")
+			require.Equal(t, b.r.FailState(), a.r.FailState())
+			require.Equal(t, b.r.ooo.n, a.r.ooo.n, "requests held")
+		}
+		for _, sd := range sides {
+			for i := range guard {
+				require.Equal(t, byte(0xA5), sd.rback[i])
+				require.Equal(t, byte(0xA5), sd.rback[guard+fuzzRSize+i])
+				require.Equal(t, byte(0x5A), sd.lback[i])
+				require.Equal(t, byte(0x5A), sd.lback[guard+fuzzLSize+i])
+			}
+			requireOutsideWQEs(t, sd.lback[guard:guard+fuzzLSize], sd.sgeLen)
+		}
+	})
+}
+
+// fuzzSide is one responder of FuzzReceivePlaceAhead, set up as
+// fuzzReceive sets its one up, and what it has sent.
+type fuzzSide struct {
+	r            *Responder
+	cfg          Config
+	rq           *fakeRQ
+	cq           *fakeCQ
+	rback, lback []byte
+	sgeLen       uint32
+	posted       uint64
+	sent         int         // packets sent
+	sum          hash.Hash64 // of the bytes of every packet sent
+	buf          []byte
+	seen         int // completions whose message was compared
+}
+
+// message returns the first wc.ByteLen bytes of the buffers of receive
+// WQE wc.ID.
+func (sd *fuzzSide) message(wc verbs.WC) []byte {
+	var out []byte
+	for _, sg := range fuzzWQE(wc.ID, sd.sgeLen) {
+		off := guard + int(sg.Addr-lva)
+		out = append(out, sd.lback[off:off+int(sg.Length)]...)
+	}
+	return out[:wc.ByteLen]
+}
+
+// newFuzzSide returns a responder configured by conf as fuzzReceive
+// configures one, holding every out-of-order request whole if whole.
+func newFuzzSide(conf byte, whole bool) *fuzzSide {
+	sd := &fuzzSide{cfg: Config{
+		QPN: ourQPN, DestQPN: peerQPN, PMTU: 256 << (conf & 3), RQPSN: 100, MinRNRTimer: 3,
+		MaxDestRdAtomic: 4, PKey: packet.DefaultPKey, Pseudo: respPseudo,
+		Access:  verbs.AccessRemote,
+		Credits: conf&4 != 0, SRQ: conf&8 != 0,
+	}}
+	if conf&16 != 0 {
+		sd.cfg.MaxDestRdAtomic = 0
+	}
+	if conf&32 != 0 {
+		sd.cfg.Access = 0
+	}
+	if conf&128 != 0 {
+		sd.cfg.SelectiveRepeat, sd.cfg.OOOLimit = true, 3*(sd.cfg.PMTU+oooOverhead)
+	}
+	sd.rback = bytes.Repeat([]byte{0xA5}, guard+fuzzRSize+guard)
+	sd.lback = bytes.Repeat([]byte{0x5A}, guard+fuzzLSize+guard)
+	mem := &fakeMem{mrs: []*fakeMR{
+		{key: rkey, va: rva, buf: sd.rback[guard : guard+fuzzRSize : guard+fuzzRSize], valid: true,
+			access: verbs.AccessLocalWrite | verbs.AccessRemote},
+		{key: lkey, va: lva, buf: sd.lback[guard : guard+fuzzLSize : guard+fuzzLSize], valid: true,
+			access: verbs.AccessLocalWrite, remoteInv: true},
+	}}
+	sd.sgeLen = fuzzSGELen
+	if conf&64 != 0 {
+		sd.sgeLen = 7
+	}
+	sd.rq, sd.cq = newFakeRQ(8), &fakeCQ{}
+	sd.r = New(&sd.cfg, Env{Mem: mem, RQ: sd.rq, CQ: sd.cq})
+	sd.r.noPlaceAhead = whole
+	sd.buf = make([]byte, sd.cfg.PMTU+64)
+	sd.sum = fnv.New64a()
+	return sd
+}
+
+// receive keeps two receive WQEs posted, hands the responder rec if it
+// parses, flushes it if flush, and counts and hashes the packets it then
+// sends (a READ train may be thousands).
+func (sd *fuzzSide) receive(t *testing.T, rec []byte, flush bool) {
+	for sd.rq.Len() < 2 {
+		sd.posted++
+		sd.rq.post(verbs.RecvWR{ID: sd.posted, SGList: fuzzWQE(sd.posted, sd.sgeLen)})
+	}
+	if p, err := packet.Parse(rec); err == nil {
+		sd.r.Receive(t0, p)
+	}
+	if flush {
+		sd.r.Flush()
+	}
+	for i := 0; ; i++ {
+		require.Less(t, i, 1<<16)
+		k := sd.r.NextPacket(t0, sd.buf)
+		if k == 0 {
+			break
+		}
+		sd.sent++
+		sd.sum.Write([]byte{byte(k >> 8), byte(k)})
+		sd.sum.Write(sd.buf[:k])
+	}
+}
+
 // fuzzReceive is the body of the FuzzReceive targets: dereg is the index
 // of the record after which both regions are deregistered, -1 for none,
 // or if revoke the QP's remote access is taken away.
@@ -106,7 +265,7 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 				access: verbs.AccessLocalWrite, remoteInv: true},
 		}}
 		rq := newFakeRQ(8)
-		sgeLen := uint32(1500)
+		sgeLen := uint32(fuzzSGELen)
 		if conf&64 != 0 {
 			sgeLen = 7
 		}
@@ -123,7 +282,7 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 			in = in[n:]
 			for rq.Len() < 2 {
 				posted++
-				rq.post(verbs.RecvWR{ID: posted, SGList: []verbs.SGE{{Addr: lva, Length: sgeLen, LKey: lkey}, {Addr: lva + 2048, Length: sgeLen, LKey: lkey}}})
+				rq.post(verbs.RecvWR{ID: posted, SGList: fuzzWQE(posted, sgeLen)})
 			}
 			if mode&1 != 0 && len(rec) >= packet.BTHSize {
 				packet.BTH(rec).SetPSN(r.EPSN().Add(int(mode>>2) - 16))
@@ -217,6 +376,36 @@ func fuzzReceive(t *testing.T, in []byte, dereg int, revoke bool) {
 			require.Equal(t, byte(0x5A), lback[i])
 			require.Equal(t, byte(0x5A), lback[guard+fuzzLSize+i])
 		}
+		requireOutsideWQEs(t, lback[guard:guard+fuzzLSize], sgeLen)
+	}
+}
+
+// fuzzSGELen is the length of each of the two SGEs of a receive WQE in
+// the fuzz targets (7 with tiny buffers).
+const fuzzSGELen = 1000
+
+// fuzzWQE returns the SGEs of receive WQE id in the fuzz targets: two of
+// sgeLen bytes (at most 1024) in the local region, 2048 bytes apart, at
+// its start for odd IDs and 1024 bytes in for even ones, so that two
+// WQEs in a row have buffers apart (placeNext places ahead into the
+// next WQE only then).
+func fuzzWQE(id uint64, sgeLen uint32) []verbs.SGE {
+	at := uint64(lva)
+	if id%2 == 0 {
+		at += 1024
+	}
+	return []verbs.SGE{{Addr: at, Length: sgeLen, LKey: lkey}, {Addr: at + 2048, Length: sgeLen, LKey: lkey}}
+}
+
+// requireOutsideWQEs requires every byte of the local region local that
+// no receive WQE's SGE names (fuzzWQE) to be as it was filled, 0x5A: a
+// SEND, executed or placed ahead, writes only into a WQE's SGEs.
+func requireOutsideWQEs(t *testing.T, local []byte, sgeLen uint32) {
+	t.Helper()
+	for i, b := range local {
+		if off := uint32(i % 1024); off >= sgeLen && b != 0x5A {
+			require.Failf(t, "local region written outside the receive WQEs", "offset %d", i)
+		}
 	}
 }
 
@@ -281,6 +470,24 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 			rec(1|17<<2, packet.RCSendMiddle, pattern(256, 0)),
 			rec(1|18<<2, packet.RCSendLast, pattern(100, 0), ackReq),
 			rec(inSeq, packet.RCSendMiddle, pattern(256, 0))),
+		// Selective repeat, a SEND after the SEND in progress placed ahead
+		// (placeNext): the first SEND's FIRST, a hole, its LAST, then the
+		// next SEND's FIRST and LAST, the hole filled last.
+		seq(128, rec(inSeq, packet.RCSendFirst, pattern(256, 0)),
+			rec(1|17<<2, packet.RCSendLast, pattern(100, 0), ackReq),
+			rec(1|18<<2, packet.RCSendFirst, pattern(256, 1)),
+			rec(1|19<<2, packet.RCSendLastWithImmediate, pattern(40, 3), imm(9), ackReq),
+			rec(inSeq, packet.RCSendMiddle, pattern(256, 4))),
+		// The same with the next SEND's MIDDLE lost too (the buffer is
+		// full when it comes): its LAST is placed, and executes after the
+		// MIDDLE is sent again.
+		seq(128|1, rec(inSeq, packet.RCSendFirst, pattern(512, 0)),
+			rec(1|17<<2, packet.RCSendLast, pattern(100, 0), ackReq),
+			rec(1|18<<2, packet.RCSendFirst, pattern(512, 1)),
+			rec(1|20<<2, packet.RCSendLast, pattern(12, 3), ackReq),
+			rec(1|19<<2, packet.RCSendMiddle, pattern(512, 2)),
+			rec(inSeq, packet.RCSendMiddle, pattern(512, 4)),
+			rec(inSeq, packet.RCSendMiddle, pattern(512, 2))),
 		// The same with the hole one PSN long, so that the WRITE's MIDDLE
 		// and LAST fit the bytes its FIRST left (placed ahead).
 		seq(128, rec(inSeq, packet.RCRDMAWriteFirst, pattern(256, 0), reth(rva+100, rkey, 1000)),
