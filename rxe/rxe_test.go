@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,15 +124,28 @@ func syncMem(a, b *end) {
 	b.qp.Query()
 }
 
-// waitWC waits for one completion on cq.
-func waitWC(t testing.TB, cq *CQ) WC {
+// waitWC waits for one completion on cq. If none comes, the failure
+// shows what the ends given report (pairState), so that a stall says
+// whether the transport was losing, backing off or waiting.
+func waitWC(t testing.TB, cq *CQ, ends ...*end) WC {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	wc := make([]WC, 1)
-	_, err := cq.Wait(ctx, wc)
-	require.NoError(t, err, "waiting for a completion")
+	if _, err := cq.Wait(ctx, wc); err != nil {
+		require.NoError(t, err, "waiting for a completion%s", pairState(ends...))
+	}
 	return wc[0]
+}
+
+// pairState formats the QP and device counters of ends for a failure
+// message.
+func pairState(ends ...*end) string {
+	var b strings.Builder
+	for _, e := range ends {
+		fmt.Fprintf(&b, "\n%s QP %d: %+v\n%s: %+v", e.dev.Name(), e.qp.QPN(), e.qp.Counters(), e.dev.Name(), e.dev.Counters())
+	}
+	return b.String()
 }
 
 func fill(b []byte, seed uint64) {
@@ -198,13 +212,13 @@ func transfer(t *testing.T, a, b *end, op WROpcode, n int, seed uint64) {
 	_, err := a.qp.PostSend(wr)
 	require.NoError(t, err)
 
-	wc := waitWC(t, a.cq)
+	wc := waitWC(t, a.cq, a, b)
 	require.Equal(t, WCSuccess, wc.Status, "sender: %v", wc.Status)
 	require.Equal(t, seed, wc.ID)
 	require.Equal(t, verbsWCOpcode(op), wc.Opcode)
 	require.Equal(t, a.qp.QPN(), wc.QPNum)
 	if recvs {
-		rwc := waitWC(t, b.cq)
+		rwc := waitWC(t, b.cq, a, b)
 		require.Equal(t, WCSuccess, rwc.Status, "receiver: %v", rwc.Status)
 		require.Equal(t, 1000+seed, rwc.ID)
 		require.Equal(t, uint32(n), rwc.ByteLen)
