@@ -220,6 +220,9 @@ func (r *Responder) placeNext(run packet.PSN) int {
 	if r.psn.Diff(next) > 1 || r.psn.Diff(next) == 1 && o.lookup(next) >= 0 {
 		return 0 // a packet that may be of a later message
 	}
+	if o.nextRunChecked && !o.nextRunApart {
+		return 0 // known to overlap: no need to look at the queue again
+	}
 	wr, ok := r.env.RQ.Peek()
 	if !ok {
 		return 0 // no WQE: the FIRST meets an RNR NAK when it executes
