@@ -4,8 +4,12 @@ directions), packets each device sent (the client is the requester, the
 server the responder), and the recovery and selective-repeat counters of
 both ends.
 
+With PAIR in the environment (sweep.sh's PAIRED), the line carries it as
+"pair": the loss-free base and the lossy run it belongs to share it.
+
 usage: rxectl X-bw --loopback ... --json | python3 run.py OP SIZE P DIR MODE"""
 import json
+import os
 import sys
 
 op, size, p, direction, mode = sys.argv[1:6]
@@ -19,7 +23,7 @@ def both(k):
     return t.get(k, 0) + pt.get(k, 0)
 
 
-print(json.dumps({
+line = {
     "op": op, "size": int(size), "p": float(p), "dir": direction, "mode": mode,
     "sr_used": d.get("selective_repeat_used", False),
     "bw": r["bw_average"], "iters": r["iterations"],
@@ -35,4 +39,7 @@ print(json.dumps({
     "ooo_peak": max(t.get("ooo_peak", 0), pt.get("ooo_peak", 0)),
     "ooo_dropped": both("ooo_dropped"),
     "srtt_us": max(t.get("srtt_us", 0), pt.get("srtt_us", 0)),
-}))
+}
+if os.environ.get("PAIR"):
+    line["pair"] = int(os.environ["PAIR"])
+print(json.dumps(line))

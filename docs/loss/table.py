@@ -25,6 +25,12 @@ Several sweeps may be concatenated: each cell and each loss-free base then
 uses the median goodput of the repeats of its point (the counters are
 those of the run closest to it), and the cell shows the range of ratios.
 
+Runs of a sweep with PAIRED=1 carry a "pair" number shared with a
+loss-free run of the same operation, size and mode made just before them
+("dir": "base"): a cell's ratio is then the median of each lossy run's
+goodput over its own base's, and its range the range of those ratios; the
+p=0 column shows the median of all loss-free runs of the row.
+
 usage: cat runs*.jsonl | python3 docs/loss/table.py"""
 import json
 import statistics
@@ -65,10 +71,15 @@ def resent(r, b):
     return n
 
 
-def cell(r, b, rs):
+def cell(r, b, rs, pairs):
     """Returns the cell text and the list of missed targets: r is the
-    median run of the point, rs all its runs, b the median base."""
+    median run of the point, rs all its runs, b the median base, pairs
+    the paired loss-free runs by pair number (PAIRED sweeps)."""
     ratio = r["bw"] / b["bw"] if b["bw"] else 0
+    paired = [x["bw"] / pairs[x["pair"]]["bw"] for x in rs
+              if x.get("pair") in pairs and pairs[x["pair"]]["bw"]]
+    if paired and len(paired) == len(rs):
+        ratio = statistics.median(paired)
     resent_n = resent(r, b)
     per = resent_n / r["lost"] if r["lost"] else 0
     missed = []
@@ -83,7 +94,10 @@ def cell(r, b, rs):
         missed.append("goodput")
     mark = " ✗" if missed else ""
     spread = ""
-    if len(rs) > 1:
+    if paired and len(paired) == len(rs):
+        if len(paired) > 1:
+            spread = f" [{min(paired):.2f}–{max(paired):.2f}]"
+    elif len(rs) > 1:
         lo, hi = min(x["bw"] for x in rs) / b["bw"], max(x["bw"] for x in rs) / b["bw"]
         spread = f" [{lo:.2f}–{hi:.2f}]"
     rq = ""
@@ -98,7 +112,12 @@ def main():
     for r in runs:
         if not r.get("failed"):
             groups[(r["op"], r["size"], r["mode"], r["p"], r.get("dir"))].append(r)
-    base = {(op, size, mode): median_run(rs) for (op, size, mode, p, _), rs in groups.items() if p == 0}
+    pairs = {r["pair"]: r for r in runs if not r.get("failed") and r.get("dir") == "base" and "pair" in r}
+    zero = defaultdict(list)
+    for (op, size, mode, p, _), rs in groups.items():
+        if p == 0:
+            zero[(op, size, mode)].extend(rs)
+    base = {k: median_run(rs) for k, rs in zero.items()}
     ps = sorted({r["p"] for r in runs if r["p"] > 0})
     dirs = [d for d in ("req", "resp") if any(r.get("dir") == d for r in runs)]
     missed_total, cells_total = {}, 0
@@ -118,7 +137,7 @@ def main():
                     cells.append("failed ✗")
                     missed_total[(mode, "failed")] = missed_total.get((mode, "failed"), 0) + 1
                     continue
-                text, missed = cell(r, b, rs)
+                text, missed = cell(r, b, rs, pairs)
                 cells_total += 1
                 for m in missed:
                     missed_total[(mode, m)] = missed_total.get((mode, m), 0) + 1
@@ -129,8 +148,9 @@ def main():
     for (op, size, mode) in sorted({(r["op"], r["size"], r["mode"]) for r in runs}):
         if (op, size, mode) not in base:
             print(f"(no loss-free base for {op} {size} {mode}: its row is missing)")
-    print("Cell: goodput ratio to p=0 of the same mode, median of the repeats [their range] "
-          "(resent packets per lost packet [+ READ repair requests per lost packet], recovery timer expiries/IB ACK timeouts); ✗: a target missed.")
+    print(("Cell: goodput ratio to the loss-free run paired with each lossy run, median of the repeats [their range] "
+           if pairs else "Cell: goodput ratio to p=0 of the same mode, median of the repeats [their range] ")
+          + "(resent packets per lost packet [+ READ repair requests per lost packet], recovery timer expiries/IB ACK timeouts); ✗: a target missed.")
     print()
     print("Targets missed: " + (", ".join(f"{m} {k}: {n}" for (m, k), n in sorted(missed_total.items())) or "none")
           + f" (of {cells_total} cells).")
