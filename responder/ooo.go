@@ -70,7 +70,7 @@ type oooBuf struct {
 	// message. nextRunOn is false until it is computed, and again when
 	// the buffer is emptied. Once nextRunChecked, nextRunApart says
 	// whether the next WQE's buffers and those of the WQE in use are
-	// apart (Responder.apart).
+	// apart (sge.Apart).
 	nextRunBase, nextRunFirst, nextRunNext packet.PSN
 	nextRunOn, nextRunFull                 bool
 	nextRunChecked, nextRunApart           bool

@@ -3,7 +3,6 @@ package responder
 import (
 	"math"
 	"time"
-	"unsafe"
 
 	"github.com/gorxe/gorxe/internal/sge"
 	"github.com/gorxe/gorxe/packet"
@@ -186,7 +185,7 @@ func (r *Responder) placeAhead() int {
 //     for the SEND in progress (nextRun);
 //
 // and the WQE's buffers share no byte with those of the WQE in use
-// (apart). The packet j PSNs after the FIRST then lands at j×PMTU in
+// (sge.Apart). The packet j PSNs after the FIRST then lands at j×PMTU in
 // the WQE, within its SGEs (scatterAhead). When the SEND executes in
 // order its FIRST takes this WQE, and each packet placed here runs
 // every check of a packet executed in order with its copy skipped
@@ -229,47 +228,12 @@ func (r *Responder) placeNext(run packet.PSN) int {
 	}
 	if !o.nextRunChecked {
 		// The same WQEs for as long as ePSN and this FIRST stay.
-		o.nextRunChecked, o.nextRunApart = true, r.apart(r.wqe.sges, wr.SGList)
+		o.nextRunChecked, o.nextRunApart = true, sge.Apart(r.lmem, r.wqe.sges, wr.SGList)
 	}
 	if !o.nextRunApart {
 		return 0
 	}
 	return r.scatterAhead(wr.SGList, wr.Length(), uint64(j)*uint64(r.mtu))
-}
-
-// apart reports whether no byte the SGE list a names is a byte that b
-// names, the L_Keys resolved to memory with local write access (two
-// regions may map the same memory); false if an SGE does not resolve.
-// A consumer may post receive WQEs whose buffers overlap: the bytes of
-// the SEND in progress still to be copied in order would then land on
-// the next SEND's bytes placed ahead, where in order the next SEND's
-// land last.
-func (r *Responder) apart(a, b []verbs.SGE) bool {
-	for i := range a {
-		ma, ok := r.lmem.Local(a[i].LKey, a[i].Addr, a[i].Length, verbs.AccessLocalWrite)
-		if !ok {
-			return false
-		}
-		for k := range b {
-			mb, ok := r.lmem.Local(b[k].LKey, b[k].Addr, b[k].Length, verbs.AccessLocalWrite)
-			if !ok {
-				return false
-			}
-			if overlap(ma, mb) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// overlap reports whether p and q share a byte of memory.
-func overlap(p, q []byte) bool {
-	if len(p) == 0 || len(q) == 0 {
-		return false
-	}
-	ps, qs := uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(unsafe.Pointer(unsafe.SliceData(q)))
-	return ps < qs+uintptr(len(q)) && qs < ps+uintptr(len(p))
 }
 
 // scatterAhead writes the current packet's payload at byte off of the
