@@ -213,13 +213,13 @@ func transfer(t *testing.T, a, b *end, op WROpcode, n int, seed uint64) {
 	require.NoError(t, err)
 
 	wc := waitWC(t, a.cq, a, b)
-	require.Equal(t, WCSuccess, wc.Status, "sender: %v", wc.Status)
+	require.Equal(t, WCSuccess, wc.Status, "sender: %v%s", wc.Status, pairState(a, b))
 	require.Equal(t, seed, wc.ID)
 	require.Equal(t, verbsWCOpcode(op), wc.Opcode)
 	require.Equal(t, a.qp.QPN(), wc.QPNum)
 	if recvs {
 		rwc := waitWC(t, b.cq, a, b)
-		require.Equal(t, WCSuccess, rwc.Status, "receiver: %v", rwc.Status)
+		require.Equal(t, WCSuccess, rwc.Status, "receiver: %v%s", rwc.Status, pairState(a, b))
 		require.Equal(t, 1000+seed, rwc.ID)
 		require.Equal(t, uint32(n), rwc.ByteLen)
 		require.Equal(t, b.qp.QPN(), rwc.QPNum)
