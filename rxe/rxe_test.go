@@ -9,8 +9,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
@@ -100,11 +100,19 @@ func newEnd(t testing.TB, d *Device, bufSize int) *end {
 	return &end{dev: d, pd: pd, cq: cq, qp: qp, mr: mr, buf: buf}
 }
 
+// connect connects a and b with path MTU mtu and the tests' Local ACK
+// Timeout (testutil.QPTimeout, about 1 s a try) instead of perftest's 67
+// ms: no test that connects with it is about the retry budget, and under
+// -race on a loaded host one end's receive goroutine went unscheduled
+// long enough (its datagrams waiting in its socket, the other end's
+// timer firing) for 8 tries of 67 ms to end a loss-free transfer in
+// RETRY_EXC_ERR.
 func connect(t testing.TB, a, b *end, mtu MTU) {
 	t.Helper()
 	ia, ib := a.qp.Info(rand.Uint32()), b.qp.Info(rand.Uint32())
-	require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{MTU: mtu}))
-	require.NoError(t, b.qp.Connect(ib, ia, ConnectOptions{MTU: mtu}))
+	o := ConnectOptions{MTU: mtu, Timeout: testutil.QPTimeout}
+	require.NoError(t, a.qp.Connect(ia, ib, o))
+	require.NoError(t, b.qp.Connect(ib, ia, o))
 }
 
 func newPair(t testing.TB, kind string, mtu MTU) (*end, *end) {
@@ -124,12 +132,13 @@ func syncMem(a, b *end) {
 	b.qp.Query()
 }
 
-// waitWC waits for one completion on cq. If none comes, the failure
-// shows what the ends given report (pairState), so that a stall says
-// whether the transport was losing, backing off or waiting.
+// waitWC waits for one completion on cq, for at most testutil.Bound (the
+// wait only stops a hung test). If none comes, the failure shows what the
+// ends given report (pairState), so that a stall says whether the
+// transport was losing, backing off or waiting.
 func waitWC(t testing.TB, cq *CQ, ends ...*end) WC {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer cancel()
 	wc := make([]WC, 1)
 	if _, err := cq.Wait(ctx, wc); err != nil {
