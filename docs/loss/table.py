@@ -28,7 +28,8 @@ those of the run closest to it), and the cell shows the range of ratios.
 Runs of a sweep with PAIRED=1 carry a "pair" number shared with a
 loss-free run of the same operation, size and mode made just before them
 ("dir": "base"): a cell's ratio is then the median of each lossy run's
-goodput over its own base's, and its range the range of those ratios; the
+goodput over its own base's (the run of its pair number just before it:
+concatenated sweeps repeat the numbers), and its range the range of those ratios; the
 p=0 column shows the median of all loss-free runs of the row.
 
 usage: cat runs*.jsonl | python3 docs/loss/table.py"""
@@ -74,10 +75,11 @@ def resent(r, b):
 def cell(r, b, rs, pairs):
     """Returns the cell text and the list of missed targets: r is the
     median run of the point, rs all its runs, b the median base, pairs
-    the paired loss-free runs by pair number (PAIRED sweeps)."""
+    the paired loss-free runs by the index of the lossy run they pair
+    (PAIRED sweeps, main)."""
     ratio = r["bw"] / b["bw"] if b["bw"] else 0
-    paired = [x["bw"] / pairs[x["pair"]]["bw"] for x in rs
-              if x.get("pair") in pairs and pairs[x["pair"]]["bw"]]
+    paired = [x["bw"] / pairs[x["pair_key"]]["bw"] for x in rs
+              if x.get("pair_key") in pairs and pairs[x["pair_key"]]["bw"]]
     if paired and len(paired) == len(rs):
         ratio = statistics.median(paired)
     resent_n = resent(r, b)
@@ -112,7 +114,18 @@ def main():
     for r in runs:
         if not r.get("failed"):
             groups[(r["op"], r["size"], r["mode"], r["p"], r.get("dir"))].append(r)
-    pairs = {r["pair"]: r for r in runs if not r.get("failed") and r.get("dir") == "base" and "pair" in r}
+    # Each lossy run's base is the run of its pair number that came just
+    # before it: every sweep numbers its pairs from 1 again, so sweeps
+    # concatenated repeat the numbers.
+    pairs, last = {}, {}
+    for i, r in enumerate(runs):
+        if r.get("failed") or "pair" not in r:
+            continue
+        if r.get("dir") == "base":
+            last[r["pair"]] = r
+        elif r["pair"] in last:
+            pairs[i] = last.pop(r["pair"])
+            r["pair_key"] = i
     zero = defaultdict(list)
     for (op, size, mode, p, _), rs in groups.items():
         if p == 0:
