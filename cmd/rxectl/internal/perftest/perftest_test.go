@@ -293,9 +293,7 @@ func TestClientServerTCP(t *testing.T) {
 // with its test, role, MTU and unit, and a latency test's row in usec.
 func TestJSONAndAll(t *testing.T) {
 	t.Parallel()
-	// Not about retries: loadProof's ACK timeout, which a host loaded by
-	// the other parallel tests needs.
-	out, errs, code := runCmd(t, loadProof("write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--json", "-m", "1024")...)
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--json", "-m", "1024")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var res struct {
 		Test    string      `json:"test"`
@@ -316,7 +314,7 @@ func TestJSONAndAll(t *testing.T) {
 		require.Positive(t, r.Avg)
 	}
 
-	out, errs, code = runCmd(t, loadProof("send-lat", "--loopback", "--udp-port", "0", "-n", "10", "--json")...)
+	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-n", "10", "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var lat struct {
 		Unit    string       `json:"unit"`
@@ -330,7 +328,7 @@ func TestJSONAndAll(t *testing.T) {
 
 // TestOutputFigures: --output prints the one figure it names as
 // printf("%lf\n"), and --report_gbits's row below 0.1 Gb/s takes six
-// decimals. Its runs are not about retries: loadProof's ACK timeout.
+// decimals.
 func TestOutputFigures(t *testing.T) {
 	one := regexp.MustCompile(`^\d+\.\d{6}\n$`) // printf("%lf\n")
 	for _, args := range [][]string{
@@ -338,11 +336,11 @@ func TestOutputFigures(t *testing.T) {
 		{"send-bw", "--output=message_rate", "--report_gbits"},
 		{"write-lat", "--output=latency"},
 	} {
-		out, errs, code := runCmd(t, loadProof(append(args, "--loopback", "--udp-port", "0", "-n", "20")...)...)
+		out, errs, code := runCmd(t, append(args, "--loopback", "--udp-port", "0", "-n", "20")...)
 		require.Equal(t, cli.ExitOK, code, errs)
 		require.Regexp(t, one, out, "%v", args)
 	}
-	out, errs, code := runCmd(t, loadProof("read-bw", "--loopback", "--udp-port", "0", "-n", "20", "-s", "8", "--report_gbits")...)
+	out, errs, code := runCmd(t, "read-bw", "--loopback", "--udp-port", "0", "-n", "20", "-s", "8", "--report_gbits")
 	require.Equal(t, cli.ExitOK, code, errs)
 	require.Contains(t, out, "\n"+report.BWHeaderGb+"\n")
 	lines := strings.Split(out, "\n")

@@ -24,13 +24,11 @@ func allSizes() []int {
 }
 
 // TestPlotSVGLatency: read-lat -a draws t_typical and the 99th percentile,
-// one point per size each. The plot is the subject, not the retries: the
-// run takes loadProof's ACK timeout (with -u 14 it ended once in
-// RETRY_EXC_ERR in a loaded full -race run).
+// one point per size each.
 func TestPlotSVGLatency(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "lat.svg")
-	_, errs, code := runCmd(t, loadProof("read-lat", "--loopback", "--udp-port", "0", "-a", "-n", "5", "-m", "4096", "--plot", file)...)
+	_, errs, code := runCmd(t, "read-lat", "--loopback", "--udp-port", "0", "-a", "-n", "5", "-m", "4096", "--plot", file)
 	require.Equal(t, cli.ExitOK, code, errs)
 	title, points, err := plottest.SVGPoints(file)
 	require.NoError(t, err)
@@ -44,12 +42,11 @@ func TestPlotSVGLatency(t *testing.T) {
 }
 
 // TestPlotPNGBandwidth: write-bw -a draws the average bandwidth; the
-// points match the JSON results. Its run takes loadProof's ACK timeout,
-// as TestPlotSVGLatency's.
+// points match the JSON results.
 func TestPlotPNGBandwidth(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "bw.png")
-	out, errs, code := runCmd(t, loadProof("write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--plot", file, "--json")...)
+	out, errs, code := runCmd(t, "write-bw", "--loopback", "--udp-port", "0", "-a", "-n", "5", "--plot", file, "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
 	var res struct {
 		Results []report.BW `json:"results"`

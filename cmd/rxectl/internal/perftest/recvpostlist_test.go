@@ -99,8 +99,7 @@ func TestRecvPostListRun(t *testing.T) {
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			t.Parallel()
-			// Not about retries: loadProof's ACK timeout.
-			out, errs, code := runCmd(t, loadProof(append([]string{"send-bw", "--loopback", "--udp-port", "0", "--json"}, args...)...)...)
+			out, errs, code := runCmd(t, append([]string{"send-bw", "--loopback", "--udp-port", "0", "--json"}, args...)...)
 			require.Equal(t, cli.ExitOK, code, "%v: %s", args, errs)
 			var doc struct {
 				RecvPostList int         `json:"recv_post_list"`
@@ -117,7 +116,7 @@ func TestRecvPostListRun(t *testing.T) {
 			}
 		})
 	}
-	out, errs, code := runCmd(t, loadProof("send-bw", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--recv_post_list", "32")...)
+	out, errs, code := runCmd(t, "send-bw", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--recv_post_list", "32")
 	require.Equal(t, cli.ExitOK, code, errs)
 	require.Contains(t, out, " Recv Post List  : 32\n")
 }
