@@ -200,20 +200,38 @@ func writer64(t *testing.T, a, z *end) func(id uint64) {
 
 // writeUnread takes reader r's socket gate from the receive goroutine
 // (waiting while it handles a batch), posts WRITE id with write and waits
-// until z has sent its ACK, which then sits unread in the socket. The
-// caller releases the gate. It returns when the WRITE was posted.
+// until z has executed it (z's MSN moved) and a datagram sits unread in
+// r's socket: z's ACK, which the gate keeps there, or one z sent before
+// (it answers an earlier request, as TestGateWaitRetryWork's other QPs'),
+// behind which the ACK is on its way. The caller releases the gate. It
+// returns when the WRITE was posted.
+//
+// It watches z's responder and the socket, not z's count of packets
+// sent: a device counts a batch once its sendmmsg returns, and over
+// loopback the batch is in the peer's socket, and can be read and
+// completed there, before that; the count of an earlier WRITE's ACK can
+// thus rise after this WRITE was posted and before it left.
 func writeUnread(t *testing.T, r *connReader, z *end, write func(id uint64), id uint64) time.Time {
 	t.Helper()
-	zSent := z.dev.Counters().SentPkts
+	zMSN := func() uint32 {
+		z.qp.mu.Lock()
+		defer z.qp.mu.Unlock()
+		return z.qp.resp.MSN()
+	}
 	deadline := time.Now().Add(testutil.Bound())
 	for !r.gate.TryLock() { // the receive goroutine is handling a batch
 		require.True(t, time.Now().Before(deadline), "the socket's gate stays held")
 		time.Sleep(20 * time.Microsecond)
 	}
+	msn := zMSN()
 	posted := time.Now()
 	write(id)
-	for z.dev.Counters().SentPkts == zSent {
-		require.True(t, time.Now().Before(deadline), "z never acknowledged the WRITE")
+	for zMSN() == msn {
+		require.True(t, time.Now().Before(deadline), "z never executed the WRITE")
+		time.Sleep(20 * time.Microsecond)
+	}
+	for !socketHoldsDatagram(t, r.conn) {
+		require.True(t, time.Now().Before(deadline), "z executed the WRITE but its ACK never reached the socket")
 		time.Sleep(20 * time.Microsecond)
 	}
 	return posted
