@@ -121,8 +121,11 @@ func TestGateWaitRetryWork(t *testing.T) {
 		t.Run(fmt.Sprintf("qps=%d", qps), func(t *testing.T) {
 			a, z, r := gateWaitPair(t, 7)
 			// The other QPs have nothing due: half of them have nothing
-			// outstanding, half a WRITE that z drops (it comes from a QP
-			// z's QP is not connected to) and a deadline 4.3 s on.
+			// outstanding, half a WRITE that z does not execute (it comes
+			// from a QP z's QP is not connected to, with a PSN z's QP
+			// takes for a duplicate or out of sequence: it answers a.qp
+			// with an ACK of its last PSN or a sequence-error NAK naming
+			// the PSN it expects, a.qp's next) and a deadline 4.3 s on.
 			var pending []*QP
 			for i := range qps - 1 {
 				qp, err := a.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1}})
