@@ -120,6 +120,7 @@ type options struct {
 	noPeak         bool
 	cqModWarn      bool // -Q above 1 with messages above 8 KiB: perftest warns (parseNotes)
 	peakWarn       bool // the peak was turned off by perftest's rules, not -N: perftest warns (parseNotes)
+	dynPollOff     bool // perftest's rules turn its dynamic CQE polling off: it says so (parseNotes) and its header gives the fixed batch (cqePollBatch)
 	gbits          bool
 	timeout        int
 	oobPort        int
@@ -855,6 +856,10 @@ func (o *options) forceDependencies(t Test) {
 		o.peakWarn = o.peakWarn || !o.noPeak
 		o.noPeak = true
 	}
+	// perftest turns its dynamic CQE polling off (and says so) for an
+	// iteration run of fewer than 3000 iterations, a bidirectional SEND
+	// test and the latency tests (force_dependecies).
+	o.dynPollOff = t.lat || o.bidir && t.verb == verbSend || o.duration == 0 && !o.infinitely && o.iters < 3000
 	if o.postList > 1 && !o.set["cq-mod"] {
 		// perftest: "Post List requested - CQ moderation will be the size
 		// of the post list" (each list's last request is signaled).
@@ -873,8 +878,9 @@ func (o *options) evenRXDepth(t Test) {
 
 // parseNotes are the lines perftest's force_dependecies prints on
 // standard output while it parses the command line, before anything
-// else: that -Q may spoil a large message's figures, that -l set -Q, and
-// that the peak will not be measured. They
+// else: that -Q may spoil a large message's figures, that -l set -Q,
+// that the peak will not be measured, and that dynamic CQE polling is
+// off. They
 // are left out of --json and --output (perftest prints them there too).
 func (o *options) parseNotes() string {
 	if !o.fullOutput() {
@@ -890,8 +896,31 @@ func (o *options) parseNotes() string {
 	if o.peakWarn {
 		b.WriteString(" WARNING: BW peak won't be measured in this run.\n")
 	}
+	if o.dynPollOff {
+		b.WriteString("Disabling dynamic polling\n")
+	}
 	return b.String()
 }
+
+// cqePollBatch is what perftest's header says after "CQE Poll Batch":
+// nothing for a latency test, which has no such line; for a bandwidth
+// test "Dynamic" while perftest's dynamic CQE polling is on, else the fixed
+// batch CTX_POLL_BATCH (ctx_print_test_info).
+func (o *options) cqePollBatch(t Test) string {
+	switch {
+	case t.lat:
+		return ""
+	case o.dynPollOff:
+		return strconv.Itoa(ctxPollBatch)
+	}
+	return "Dynamic"
+}
+
+// ctxPollBatch is perftest's CTX_POLL_BATCH: how many completions its
+// loops poll at a time once dynamic CQE polling is off. (Its
+// CTX_POLL_BATCH_INTENSE, for more than 2048 QPs, lies beyond -q's range
+// here.)
+const ctxPollBatch = 16
 
 // listCQMod reports whether forceDependencies set -Q to -l's size
 // (perftest says so before its header).

@@ -76,7 +76,7 @@ func (s *session) printHeader() {
 	}
 	if !s.t.lat {
 		fmt.Fprintf(&b, " CQ Moderation   : %d\n", o.cqMod)
-		b.WriteString(" CQE Poll Batch  : Dynamic\n")
+		fmt.Fprintf(&b, " CQE Poll Batch  : %s\n", o.cqePollBatch(s.t))
 	}
 	fmt.Fprintf(&b, " Mtu             : %d[B]\n", s.mtu.Bytes())
 	b.WriteString(" Link type       : Ethernet\n")
