@@ -116,7 +116,8 @@ type options struct {
 	rxDepth        int
 	cqMod          int
 	qps            int
-	outs           int // 0: the device maximum
+	outs           int  // 0: the device maximum
+	outsCapped     bool // -o was above the device maximum (outReadsNote)
 	noPeak         bool
 	cqModWarn      bool // -Q above 1 with messages above 8 KiB: perftest warns (parseNotes)
 	peakWarn       bool // the peak was turned off by perftest's rules, not -N: perftest warns (parseNotes)
@@ -280,7 +281,7 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs.IntVar(&o.recvPostList, "recv_post_list", 1, "SEND bandwidth tests: the end that receives posts its receives N at a time, in one PostRecv call (rxe.QP.PostRecv takes a list), once N of a QP's have completed; -n must be a multiple of N and -r (per QP with --use-srq) at least N")
 	fs.BoolVar(&o.useSRQ, "use-srq", false, "SEND tests: the QPs of the end that receives take their receives from one shared receive queue of -r WQEs (rxe.SRQ), as perftest's --use-srq")
 	both(&o.postList, "l", "post_list", 1, "bandwidth tests: post N work requests per PostSend call, a whole list at a time; -Q defaults to N and must divide it, and -n must be a multiple of it")
-	both(&o.outs, "o", "outs", 0, "read and atomic tests: outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default: the device maximum, 128)")
+	both(&o.outs, "o", "outs", 0, "read and atomic tests: outstanding READs/atomics this side's responder accepts; the server's value is the client's max_rd_atomic (default, and for 0 or less: the device maximum, 128; above it the maximum, as perftest)")
 	bothBool(&o.noPeak, "N", "noPeak", "do not compute the peak bandwidth")
 	fs.BoolVar(&o.gbits, "report_gbits", false, "report Gb/s (10^9 bit/s) instead of MiB/s (same on both sides)")
 	both(&o.timeout, "u", "qp-timeout", defQPTimeout, "local ACK timeout exponent: 4.096 us * 2^N")
@@ -513,6 +514,10 @@ func (t Test) Run(args []string, stdout, stderr io.Writer, interrupt func() cont
 	if n := o.rateNote(); n != "" {
 		fmt.Fprintln(stderr, n)
 	}
+	// perftest's check_link, after its parser.
+	outNote, errNote := o.outReadsNote()
+	io.WriteString(stdout, outNote)
+	io.WriteString(stderr, errNote)
 	ctx := context.Background()
 	if interrupt != nil {
 		ctx = interrupt()
@@ -611,6 +616,7 @@ func (o *options) check(t Test) error {
 		return fmt.Errorf("--use-srq: the receive depth %d, the SRQ's size, is less than the QPs -q %d (perftest: \"Using SRQ depth should be greater than number of QPs\")", o.rxDepth, o.qps)
 	}
 	o.evenRXDepth(t)
+	o.setOutReads()
 	if err := o.checkPostList(); err != nil {
 		return err
 	}
@@ -707,7 +713,6 @@ var validations = []validation{
 		}
 		return nil
 	},
-	inRange(func(o *options) int { return o.outs }, 0, 128, "outstanding reads %d not in [0, 128] (0: the device maximum)"),
 	func(o *options, t Test) error {
 		// perftest's parser refuses -o but for READ and atomic.
 		if o.set["outs"] && t.verb != verbRead && t.verb != verbAtomic {
@@ -921,6 +926,37 @@ func (o *options) cqePollBatch(t Test) string {
 // CTX_POLL_BATCH_INTENSE, for more than 2048 QPs, lies beyond -q's range
 // here.)
 const ctxPollBatch = 16
+
+// maxOutReads is the device's max_qp_rd_atom (rxe.DeviceAttr.MaxQPRdAtom,
+// kernel rxe's RXE_MAX_QP_RD_ATOM): the most outstanding reads -o gives.
+const maxOutReads = 128
+
+// outReadsNote is what perftest's ctx_set_out_reads prints when -o is
+// above the device maximum: a RESULT_LINE on standard output (left out
+// of --json and --output, as the parse notes are) and two lines on
+// standard error.
+func (o *options) outReadsNote() (stdout, stderr string) {
+	if !o.outsCapped {
+		return "", ""
+	}
+	if o.fullOutput() {
+		stdout = report.ResultLine + "\n"
+	}
+	return stdout, fmt.Sprintf(" Number of outstanding reads is above max = %d\n Changing to that max value\n", maxOutReads)
+}
+
+// setOutReads is perftest's ctx_set_out_reads for -o, which its parser
+// takes as any number (CHECK_VALUE) and the other tests refuse: above
+// the device maximum it becomes the maximum (outReadsNote says so), at
+// 0 or below it is 0, the device maximum without a note.
+func (o *options) setOutReads() {
+	switch {
+	case o.outs > maxOutReads:
+		o.outs, o.outsCapped = maxOutReads, true
+	case o.outs < 0:
+		o.outs = 0
+	}
+}
 
 // listCQMod reports whether forceDependencies set -Q to -l's size
 // (perftest says so before its header).

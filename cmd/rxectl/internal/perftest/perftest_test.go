@@ -448,7 +448,6 @@ func TestPerftestUsage(t *testing.T) {
 		{[]string{"read-bw", "-D", "4", "-f", "-2"}, "-f -2: a margin is a number of seconds, 0 or more"},
 		{[]string{"send-lat", "-N"}, "-N: latency tests measure no peak bandwidth"},
 		{[]string{"read-bw", "127.0.0.1", "--port=0"}, "port 0 not in [1, 65535]"},
-		{[]string{"read-bw", "-o", "-1"}, "outstanding reads -1 not in [0, 128] (0: the device maximum)"},
 		{[]string{"write-bw", "--loopback", "--bind", "127.0.0.5"}, "--bind 127.0.0.5: --loopback binds its own addresses"},
 		{[]string{"send-lat", "--loopback", "-R", "--bind=127.0.0.5"}, "--bind 127.0.0.5: --loopback binds its own addresses"},
 		{[]string{"read-lat", "--noPeak", "-n", "10"}, "-N: latency tests measure no peak bandwidth"},
