@@ -709,7 +709,7 @@ var validations = []validation{
 	},
 	func(o *options, t Test) error {
 		if t.lat && o.qps != 1 {
-			return errors.New("latency tests use one QP")
+			return errors.New("latency tests use one QP (perftest: \"Multiple QPs only available on bw tests\")")
 		}
 		return nil
 	},

@@ -46,6 +46,10 @@ func TestPerftestRefusals(t *testing.T) {
 		// "Setting Outstanding reads only available on READ verb", for
 		// any value of -o.
 		{[]string{"write-bw", "-o", "0"}, "-o: outstanding reads are for the read and atomic tests"},
+		// "Multiple QPs only available on bw tests".
+		{[]string{"read-lat", "-q", "2"}, `latency tests use one QP (perftest: "Multiple QPs only available on bw tests")`},
+		{[]string{"send-lat", "--qp=3"}, `latency tests use one QP (perftest: "Multiple QPs only available on bw tests")`},
+		{[]string{"read-lat", "-q", "1"}, ""},
 	}
 	for _, tc := range tests {
 		_, err := parsePerftest(findTest(t, tc.args[0]), append(tc.args[1:], "192.0.2.1"))
