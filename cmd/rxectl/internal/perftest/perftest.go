@@ -765,6 +765,10 @@ func (o *options) checkOutput(t Test) error {
 	return nil
 }
 
+// defDuration is perftest's DEF_DURATION: the period of --run_infinitely
+// without -D, in seconds.
+const defDuration = 5
+
 // checkDuration checks -D, -f and --run_infinitely and sets their
 // defaults: a 5 s period for --run_infinitely (DEF_DURATION), a margin of
 // a quarter of the duration, and no peak in duration mode.
@@ -782,9 +786,14 @@ func (o *options) checkDuration(t Test) error {
 		return errors.New("-D and --run_infinitely cannot be combined with -a")
 	}
 	if o.infinitely && o.duration == 0 {
-		o.duration = 5 // DEF_DURATION
+		o.duration = defDuration
 	}
 	if o.duration == 0 {
+		// force_dependecies checks its duration against the margin in
+		// every run: an iteration run's is DEF_DURATION.
+		if defDuration <= 2*o.margin {
+			return fmt.Errorf("-f %d without -D: perftest checks it against its default duration, %d s, which is not more than twice it (perftest: \"please check that DURATION > 2*MARGIN\")", o.margin, defDuration)
+		}
 		return nil
 	}
 	if t.lat && o.infinitely {
@@ -799,8 +808,8 @@ func (o *options) checkDuration(t Test) error {
 	if o.margin < 0 {
 		o.margin = o.duration / 4
 	}
-	if !o.infinitely && o.duration <= 2*o.margin {
-		return fmt.Errorf("-D %d must be more than twice the margin -f %d", o.duration, o.margin)
+	if o.duration <= 2*o.margin { // --run_infinitely too, which uses no margin
+		return fmt.Errorf("-D %d is not more than twice the margin -f %d (perftest: \"please check that DURATION > 2*MARGIN\")", o.duration, o.margin)
 	}
 	o.peakWarn = o.peakWarn || !t.lat && !o.noPeak
 	o.noPeak = true // perftest: no peak in duration mode
