@@ -112,7 +112,8 @@ func (s *session) testInfoJSON() string {
 		method = "rdma_cm"
 	}
 	fmt.Fprintf(&b, "\"Data_ex_method\": %q", method)
-	if o.rdmaCM && o.tclass != 0 {
+	if o.rdmaCM && o.set["tos"] {
+		// perftest: the tos of -T (not --tclass), when given.
 		fmt.Fprintf(&b, ",\n\"TOS\": %d", o.tclass)
 	}
 	b.WriteString("\n},\n")

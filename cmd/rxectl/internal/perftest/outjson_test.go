@@ -115,6 +115,19 @@ func TestOutJSON(t *testing.T) {
 				require.Equal(t, "rdma_cm", doc.TestInfo["Data_ex_method"])
 				require.Equal(t, 106.0, doc.TestInfo["TOS"])
 			}},
+		// write_test_info_to_file writes "TOS" when -T gave it (tos is
+		// not DEF_TOS), 0 included, and not for --tclass, which sets the
+		// traffic class instead, as the header does.
+		{[]string{"write-bw", "-R", "-n", "20", "-T", "0"}, "RDMA_Write_BW_Test",
+			[]string{"MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"}, 65536,
+			func(t *testing.T, doc outJSONDoc) {
+				require.Equal(t, 0.0, doc.TestInfo["TOS"])
+			}},
+		{[]string{"write-bw", "-R", "-n", "20", "--tclass", "106"}, "RDMA_Write_BW_Test",
+			[]string{"MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"}, 65536,
+			func(t *testing.T, doc outJSONDoc) {
+				require.NotContains(t, doc.TestInfo, "TOS")
+			}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
