@@ -73,13 +73,23 @@ func (qp *QP) Info(psn uint32) ConnInfo {
 		SelectiveRepeat: qp.typ == QPTypeRC, OOOLimit: oooBound(limit)}
 }
 
-// Connect takes an RC QP from RESET through INIT and RTR to RTS against
-// the peer described by remote, sending from local.PSN (use the same local
-// you gave the peer).
+// Connect takes an RC QP from RESET (or INIT, where receives may have
+// been posted) through INIT and RTR to RTS against the peer described by
+// remote, sending from local.PSN (use the same local you gave the peer).
+// It checks the QP's type and state, remote and o before it modifies the
+// QP: a UC or UD QP (which Modify brings up) or a bad value fails with
+// ErrInvalidArgument, a QP in another state with ErrInvalidState, and the
+// QP is left as it was.
 func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 	if extra := o.Explicit &^ (QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMinRNRTimer); extra != 0 {
 		return fmt.Errorf("rxe: connect QP %#x: %w: ConnectOptions.Explicit has %v (only TIMEOUT, RETRY_CNT, RNR_RETRY and MIN_RNR_TIMER may be)",
 			qp.qpn, ErrInvalidArgument, extra)
+	}
+	if qp.typ != QPTypeRC {
+		return fmt.Errorf("rxe: connect QP %#x: %w: Connect brings up RC QPs; a %v QP is brought up with Modify", qp.qpn, ErrInvalidArgument, qp.typ)
+	}
+	if st := qp.State(); st != QPSReset && st != QPSInit {
+		return fmt.Errorf("rxe: connect QP %#x: %w: Connect starts from RESET or INIT; the QP is in %v", qp.qpn, ErrInvalidState, st)
 	}
 	if o.Access == 0 {
 		o.Access = AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic
@@ -100,9 +110,6 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 	if remote.MaxRdAtomic > 0 {
 		o.MaxRdAtomic = min(o.MaxRdAtomic, remote.MaxRdAtomic)
 	}
-	if err := qp.SetPeerReceiveBuffer(remote.RecvBuffer, remote.RecvSockets); err != nil {
-		return fmt.Errorf("rxe: connect QP %#x: %w", qp.qpn, err)
-	}
 	sr, err := negotiateSR(local, remote, o.NoSelectiveRepeat)
 	if err != nil {
 		return fmt.Errorf("rxe: connect QP %#x: %w", qp.qpn, err)
@@ -118,9 +125,19 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 		{QPAttr{State: QPSRTS, SQPSN: local.PSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry,
 			MaxRdAtomic: o.MaxRdAtomic}, QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRdAtomic},
 	}
-	if qp.typ == QPTypeRC {
-		steps[1].attr.SelectiveRepeat, steps[1].attr.OOOLimit, steps[1].attr.PeerOOOLimit = sr.SelectiveRepeat, sr.OOOLimit, sr.PeerOOOLimit
-		steps[1].mask |= QPAttrSelectiveRepeat
+	steps[1].attr.SelectiveRepeat, steps[1].attr.OOOLimit, steps[1].attr.PeerOOOLimit = sr.SelectiveRepeat, sr.OOOLimit, sr.PeerOOOLimit
+	steps[1].mask |= QPAttrSelectiveRepeat
+	// Every value is checked before the first step: a step refused after
+	// RESET→INIT would leave the QP in INIT or RTR, from where a
+	// corrected Connect could not start. The transitions themselves are
+	// those of an RC QP from RESET or INIT, checked above.
+	for _, s := range steps {
+		if err := qp.dev.checkValues(&s.attr, s.mask); err != nil {
+			return fmt.Errorf("rxe: connect QP %#x to %v QP %#x: %w", qp.qpn, remote.GID, remote.QPN, err)
+		}
+	}
+	if err := qp.SetPeerReceiveBuffer(remote.RecvBuffer, remote.RecvSockets); err != nil {
+		return fmt.Errorf("rxe: connect QP %#x: %w", qp.qpn, err)
 	}
 	for _, s := range steps {
 		if err := qp.Modify(&s.attr, s.mask); err != nil {
