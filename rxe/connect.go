@@ -76,8 +76,9 @@ func (qp *QP) Info(psn uint32) ConnInfo {
 // Connect takes an RC QP from RESET (or INIT, where receives may have
 // been posted) through INIT and RTR to RTS against the peer described by
 // remote, sending from local.PSN (use the same local you gave the peer).
-// It checks the QP's type and state, remote and o before it modifies the
-// QP: a UC or UD QP (which Modify brings up) or a bad value fails with
+// It checks the QP's type and state, local, remote and o before it
+// modifies the QP: a UC or UD QP (which Modify brings up), a local of
+// another QP (the two halves swapped) or a bad value fails with
 // ErrInvalidArgument, a QP in another state with ErrInvalidState, and the
 // QP is left as it was.
 func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
@@ -87,6 +88,14 @@ func (qp *QP) Connect(local, remote ConnInfo, o ConnectOptions) error {
 	}
 	if qp.typ != QPTypeRC {
 		return fmt.Errorf("rxe: connect QP %#x: %w: Connect brings up RC QPs; a %v QP is brought up with Modify", qp.qpn, ErrInvalidArgument, qp.typ)
+	}
+	// local is the half this QP gave the peer (Info): its QPN and, when
+	// set, its GID are this QP's and device's, so that two halves passed
+	// in the wrong order are refused rather than connecting the QP to
+	// itself.
+	if g := qp.dev.GID(); local.QPN != qp.qpn || local.GID.IsValid() && local.GID.Unmap() != g.Unmap() {
+		return fmt.Errorf("rxe: connect QP %#x: %w: the local ConnInfo names %v QP %#x, not this QP (%v QP %#x): pass this QP's own Info first, the peer's second",
+			qp.qpn, ErrInvalidArgument, local.GID, local.QPN, g, qp.qpn)
 	}
 	if st := qp.State(); st != QPSReset && st != QPSInit {
 		return fmt.Errorf("rxe: connect QP %#x: %w: Connect starts from RESET or INIT; the QP is in %v", qp.qpn, ErrInvalidState, st)

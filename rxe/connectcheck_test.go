@@ -68,3 +68,20 @@ func TestConnectRCOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectLocalIsThisQP: Connect's local is this QP's own ConnInfo
+// (QP.Info), the half given to the peer; one with another QPN, such as
+// the peer's half passed with the arguments swapped, is refused with
+// ErrInvalidArgument and the QP stays in RESET. Accepted, the swap
+// connected the QP to itself (the remote was its own half) with the
+// peer's PSN as its send PSN.
+func TestConnectLocalIsThisQP(t *testing.T) {
+	da, db, _, _ := pipeDevices(t)
+	a, b := newEnd(t, da, 4096), newEnd(t, db, 4096)
+	ia, ib := a.qp.Info(100), b.qp.Info(200)
+	err := a.qp.Connect(ib, ia, ConnectOptions{})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "local")
+	require.Equal(t, QPSReset, a.qp.State())
+	require.NoError(t, a.qp.Connect(ia, ib, ConnectOptions{}))
+}
