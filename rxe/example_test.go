@@ -24,8 +24,14 @@ func newSide(conn netdev.Conn) side {
 	if err != nil {
 		log.Fatal(err)
 	}
-	pd, _ := dev.AllocPD()
-	cq, _ := dev.CreateCQ(64, -1)
+	pd, err := dev.AllocPD()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cq, err := dev.CreateCQ(64, -1)
+	if err != nil {
+		log.Fatal(err)
+	}
 	qp, err := pd.CreateQP(rxe.QPInitAttr{Type: rxe.QPTypeRC, SendCQ: cq, RecvCQ: cq,
 		Cap: rxe.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
@@ -37,6 +43,13 @@ func newSide(conn netdev.Conn) side {
 		log.Fatal(err)
 	}
 	return side{dev, cq, qp, mr}
+}
+
+// post posts wr on s's QP.
+func post(s side, wr rxe.SendWR) {
+	if _, err := s.qp.PostSend(wr); err != nil {
+		log.Fatal(err)
+	}
 }
 
 func (s side) wait() rxe.WC {
@@ -68,23 +81,29 @@ func Example() {
 	}
 
 	// RDMA WRITE: a's bytes land in b's buffer; b's CPU takes no part.
+	// Nothing on b's side completes, so b reads the bytes after a call
+	// that orders it after its device's accesses (QP.Query; across a
+	// network, a later SEND's receive completion).
 	copy(a.mr.Bytes(), "hello, RDMA")
-	a.qp.PostSend(rxe.SendWR{ID: 1, Opcode: rxe.WRRDMAWrite, Flags: rxe.SendSignaled,
+	post(a, rxe.SendWR{ID: 1, Opcode: rxe.WRRDMAWrite, Flags: rxe.SendSignaled,
 		SGList: []rxe.SGE{a.mr.SGE(0, 11)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()})
 	wc := a.wait()
+	b.qp.Query()
 	fmt.Printf("write: %v, b holds %q\n", wc.Status, b.mr.Bytes()[:11])
 
-	// RDMA READ: a fetches 5 bytes of b's buffer into its own at offset 100.
+	// RDMA READ: a fetches 6 bytes of b's buffer into its own at offset 100.
 	copy(b.mr.Bytes()[50:], "remote")
-	a.qp.PostSend(rxe.SendWR{ID: 2, Opcode: rxe.WRRDMARead, Flags: rxe.SendSignaled,
+	post(a, rxe.SendWR{ID: 2, Opcode: rxe.WRRDMARead, Flags: rxe.SendSignaled,
 		SGList: []rxe.SGE{a.mr.SGE(100, 6)}, RemoteAddr: b.mr.Addr() + 50, RKey: b.mr.RKey()})
 	wc = a.wait()
 	fmt.Printf("read: %v, a holds %q\n", wc.Status, a.mr.Bytes()[100:106])
 
 	// SEND with immediate: b posts a receive first.
-	b.qp.PostRecv(rxe.RecvWR{ID: 3, SGList: []rxe.SGE{b.mr.SGE(1000, 64)}})
+	if _, err := b.qp.PostRecv(rxe.RecvWR{ID: 3, SGList: []rxe.SGE{b.mr.SGE(1000, 64)}}); err != nil {
+		log.Fatal(err)
+	}
 	copy(a.mr.Bytes()[200:], "ping")
-	a.qp.PostSend(rxe.SendWR{ID: 4, Opcode: rxe.WRSendWithImm, Flags: rxe.SendSignaled, Imm: 0xCAFE,
+	post(a, rxe.SendWR{ID: 4, Opcode: rxe.WRSendWithImm, Flags: rxe.SendSignaled, Imm: 0xCAFE,
 		SGList: []rxe.SGE{a.mr.SGE(200, 4)}})
 	wc = a.wait()
 	rwc := b.wait()
