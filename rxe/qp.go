@@ -564,7 +564,10 @@ func (qp *QP) pending() bool {
 
 // PostSend posts send work requests (ibv_post_send). It returns how many
 // were posted; on error, wrs[n] is the one refused (bad_wr): a full send
-// queue gives ErrNoResources, a malformed WR ErrInvalidArgument. The QP must
+// queue gives ErrNoResources, a malformed WR ErrInvalidArgument (among
+// them one with SendInline and an SGList, or InlineData without
+// SendInline: the payload is InlineData with the flag, SGList without
+// it). The QP must
 // be in RTS or SQD (or ERR, where they complete with WR_FLUSH_ERR); after
 // Destroy or Device.Close it fails with ErrClosed.
 func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
@@ -600,7 +603,7 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	n := 0
 	var err error
 	for i := range wrs {
-		if what := qp.badAH(wrs[i].AH); what != "" {
+		if what := qp.badWR(&wrs[i]); what != "" {
 			err = fmt.Errorf("%w: send WR %d: %s", ErrInvalidArgument, i, what)
 			break
 		}
@@ -633,6 +636,34 @@ func (qp *QP) PostSend(wrs ...SendWR) (int, error) {
 	return n, err
 }
 
+// badWR says what is wrong with wr that the send engines do not check
+// (its address handle, badAH, and how it carries its payload,
+// payloadShape), or returns "".
+func (qp *QP) badWR(wr *SendWR) string {
+	if what := qp.badAH(wr.AH); what != "" {
+		return what
+	}
+	return payloadShape(wr)
+}
+
+// payloadShape says what is wrong with how wr carries its payload, or
+// returns "": in InlineData with SendInline, in SGList without it. A WR
+// that mixes the two is refused rather than sent with a payload the
+// caller did not give: libibverbs asks for inline data with
+// IBV_SEND_INLINE and an SG list, whose bytes the provider copies at post
+// time (rdma-core rxe's init_send_wqe), where a SendWR's SGList would
+// not be sent, and InlineData without SendInline would not be either.
+func payloadShape(wr *SendWR) string {
+	inline := wr.Flags&SendInline != 0
+	switch {
+	case inline && len(wr.SGList) > 0:
+		return "a SendInline WR sends its InlineData: its SGList must be empty (copy the bytes into InlineData)"
+	case !inline && len(wr.InlineData) > 0:
+		return "InlineData is sent only with SendInline (set the flag, or give the bytes in SGList)"
+	}
+	return ""
+}
+
 // badAH says what is wrong with a send WR's address handle, or returns
 // "" if it is none or a live one made by PD.CreateAH on the QP's PD. As
 // ibv_post_send takes only an ibv_ah of the QP's PD, any other
@@ -661,11 +692,11 @@ func (qp *QP) badAH(h verbs.AddressHandle) string {
 }
 
 // checkSendWR validates wr for the QP without a send engine to post it to
-// (ERR reached before RTS; the caller holds mu): its address handle, and
+// (ERR reached before RTS; the caller holds mu): badWR's checks, and
 // the checks the QP type's engine makes at Post (requester.Check,
 // requester.CheckUnreliable with the port's active MTU for UD).
 func (qp *QP) checkSendWR(wr *SendWR) error {
-	if what := qp.badAH(wr.AH); what != "" {
+	if what := qp.badWR(wr); what != "" {
 		return errors.New(what)
 	}
 	c := qp.cap
