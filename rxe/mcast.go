@@ -284,9 +284,13 @@ func (qp *QP) DetachMcast(gid netip.Addr, lid uint16) error {
 // lockMcast checks the arguments of the verb op (a UD QP, a multicast GID
 // of the device's family: mcastGroupAddr) and returns the group's address
 // with the device's multicast lock held, or an error with it not held:
-// ErrClosed once the QP was destroyed or the device closed.
+// ErrClosed once the QP was destroyed or the device closed, whatever the
+// arguments.
 func (qp *QP) lockMcast(op string, gid netip.Addr) (netip.Addr, error) {
 	d := qp.dev
+	if qp.isDead() {
+		return netip.Addr{}, ErrClosed
+	}
 	if qp.typ != QPTypeUD {
 		return netip.Addr{}, fmt.Errorf("%w: %s on a %v QP (UD only)", ErrInvalidArgument, op, qp.typ)
 	}

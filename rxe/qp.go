@@ -238,16 +238,17 @@ func (qp *QP) State() QPState {
 // with ErrClosed.
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	d := qp.dev
-	if attr == nil {
-		return fmt.Errorf("%w: nil QP attributes", ErrInvalidArgument)
-	}
 	qp.mu.Lock()
 	if qp.dead() {
 		qp.mu.Unlock()
 		return ErrClosed
 	}
-	// The values are checked once the QP is known to be alive: a QP
+	// The attributes are checked once the QP is known to be alive: a QP
 	// that is gone refuses every Modify with ErrClosed.
+	if attr == nil {
+		qp.mu.Unlock()
+		return fmt.Errorf("%w: nil QP attributes", ErrInvalidArgument)
+	}
 	if err := d.checkValues(attr, mask); err != nil {
 		qp.mu.Unlock()
 		return err

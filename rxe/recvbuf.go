@@ -266,13 +266,13 @@ type peerBuffer struct {
 // READs in parts its own receive buffer absorbs. Without it (a peer that
 // announced nothing) the wire is exactly as before.
 func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
-	if bytes < 0 || sockets < 0 {
-		return fmt.Errorf("%w: peer receive buffer %d bytes, %d sockets", ErrInvalidArgument, bytes, sockets)
-	}
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
 	if qp.dead() {
 		return ErrClosed
+	}
+	if bytes < 0 || sockets < 0 {
+		return fmt.Errorf("%w: peer receive buffer %d bytes, %d sockets", ErrInvalidArgument, bytes, sockets)
 	}
 	if qp.state == QPSRTS || qp.state == QPSSQD {
 		return fmt.Errorf("%w: the peer's receive buffer is set before RTS", ErrInvalidState)

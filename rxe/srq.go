@@ -313,14 +313,14 @@ func (s *SRQ) PostRecv(wrs ...RecvWR) (int, error) {
 // posted WQEs, or than the armed limit, would fit (as rxe_srq_chk_attr).
 // On an error nothing changes.
 func (s *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
+	if s.dead.Load() || s.dev.closed.Load() {
+		return ErrClosed
+	}
 	if attr == nil {
 		return fmt.Errorf("%w: nil SRQ attributes", ErrInvalidArgument)
 	}
 	if mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return fmt.Errorf("%w: SRQ attribute mask %#x", ErrInvalidArgument, uint8(mask))
-	}
-	if s.dead.Load() || s.dev.closed.Load() {
-		return ErrClosed
 	}
 	q := s.q
 	q.mu.Lock()

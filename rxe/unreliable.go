@@ -344,8 +344,12 @@ func (a *AddrHandle) Destroy() error {
 // the datagram arrived with (and its flow label, for IPv6), as libibverbs'
 // ibv_init_ah_from_wc sets them from the IP header; grh may be nil when
 // the completion has a source address, and the traffic class is then the
-// device's and the hop limit 255.
+// device's and the hop limit 255. After PD.Dealloc or Device.Close it
+// fails with ErrClosed, whatever its arguments.
 func (pd *PD) CreateAHFromWC(wc *WC, grh []byte) (*AddrHandle, error) {
+	if pd.dev.closed.Load() || pd.closed.Load() {
+		return nil, ErrClosed
+	}
 	if wc == nil {
 		return nil, fmt.Errorf("%w: nil work completion", ErrInvalidArgument)
 	}
