@@ -363,7 +363,12 @@ func (mr *MR) Bytes() []byte { return mr.buf }
 // Access returns the access rights.
 func (mr *MR) Access() AccessFlags { return mr.access }
 
-// SGE returns an SGE for length bytes at offset off in the region.
+// SGE returns an SGE for length bytes at offset off in the region. It
+// does not check the range, as an ibv_sge built by hand is not checked
+// until it is used: an SGE outside the region fails where the device
+// copies it (a send WR's completion with LOC_PROT_ERR, a receive WR's
+// with LOC_QP_OP_ERR; rxe copy_data), and a negative length is taken
+// modulo 2^32, as a uint32 conversion does.
 func (mr *MR) SGE(off, length int) SGE {
 	return SGE{Addr: mr.iova + uint64(off), Length: uint32(length), LKey: mr.lkey}
 }
