@@ -164,7 +164,9 @@ type SendWR struct {
 	CompareAdd uint64
 	Swap       uint64
 	// InlineData, when Flags has SendInline, is the payload itself (copied
-	// at post time); SGList is then ignored.
+	// at post time); SGList must then be empty, and InlineData is empty
+	// without SendInline: PostSend refuses a WR that gives its payload
+	// both ways or in the field its flag does not name.
 	InlineData []byte
 	// AH, RemoteQPN and RemoteQKey address a UD send (wr.ud of struct
 	// ibv_send_wr): where the datagram goes, the destination QP and its
