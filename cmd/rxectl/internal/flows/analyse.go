@@ -499,7 +499,7 @@ func (h *half) request(r *rec, last time.Time) {
 				// Selective repeat resends only the holes: a resend
 				// round skips what arrived.
 				if h.ep != nil && h.ep.Cause == CauseUnknown {
-					h.ep.Cause = CauseSelective
+					h.setCause(CauseSelective)
 				}
 			} else if h.prevReread && (r.psn == h.high.Next() || r.mask&packet.MaskRead != 0) {
 				// A requester that re-read only a hole of its READs
@@ -535,8 +535,7 @@ func (h *half) request(r *rec, last time.Time) {
 					// probe, which asks for an ACK without going back.
 					h.ep.Probe = true
 					if h.ep.Cause == CauseUnknown {
-						h.ep.Cause = CauseProbe
-						h.a.note(Ref{h.ep.RewindFrame, h.ep.rewindSeg}).Cause = CauseProbe
+						h.setCause(CauseProbe)
 					}
 				}
 			}
@@ -657,6 +656,14 @@ func (h *half) accept(f *Flow, psn packet.PSN, mask packet.Mask, end packet.PSN)
 		f.Messages++
 		h.msgOpen = false
 	}
+}
+
+// setCause gives the open episode cause c, on the episode and on the note
+// of its first resent packet alike (the ladder labels that packet with
+// it), once later packets have shown why the requester went back.
+func (h *half) setCause(c Cause) {
+	h.ep.Cause = c
+	h.a.note(Ref{h.ep.RewindFrame, h.ep.rewindSeg}).Cause = c
 }
 
 // highAtStart is the highest PSN sent before the open episode.
