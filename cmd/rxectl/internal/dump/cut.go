@@ -156,7 +156,7 @@ func splitCutAt(d *packet.IPDatagram, n, captured int) ([]segment, int) {
 			segs = append(segs, segment{pkt: pkt, captured: captured - off})
 			continue
 		}
-		want, ok := segmentICRC(d.Pseudo, b, i)
+		want, _, ok := segmentICRC(d.Pseudo, b, i)
 		if !ok {
 			return nil, 0
 		}

@@ -74,7 +74,7 @@ func (f *Frame) Uncaptured() int { return f.uncaptured }
 // setSegment makes f describe its datagram's segment i (from 0).
 func (f *Frame) setSegment(i int) {
 	s := &f.segs[i]
-	f.Packet, f.WantICRC, f.ICRCOK = s.pkt, s.want, s.captured < 0
+	f.Packet, f.WantICRC, f.ICRCOK = s.pkt, s.want, s.captured < 0 && !s.bad
 	f.Truncated, f.Captured = s.captured >= 0, max(s.captured, 0)
 	f.Segment, f.Segments = i+1, len(f.segs)+f.uncaptured
 }

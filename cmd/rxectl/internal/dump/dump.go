@@ -101,8 +101,12 @@ A UDP datagram that holds several RoCE packets back to back (a GSO buffer
 captured on the sending host before the kernel segments it, or datagrams
 that UDP GRO merged on the receiving host) is split where the ICRCs of its
 pieces say; each piece gets a line of its own, with the datagram's frame
-number and "(segment I of N in one UDP datagram: GSO/GRO)". Wireshark does
-not split them: capture on the wire or run rxectl with GSO off for it.
+number and "(segment I of N in one UDP datagram: GSO/GRO)". A corrupted
+piece, whose ICRC fails while others of the datagram check (over IPv4 one
+past the first, which shows the IDs the pieces carry), gets a line of its
+own with ICRC BAD; a datagram whose ICRCs show no split is one packet with
+ICRC BAD. Wireshark does not split them: capture on the wire or run rxectl
+with GSO off for it.
 
 With --json, each line is an object with the keys frame, src, dst, opcode,
 opcode_num, se, migreq, pad, tver, pkey, fecn, becn, dqpn, ackreq, psn, one
