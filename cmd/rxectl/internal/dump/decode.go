@@ -136,7 +136,7 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 		case f.CapLen < f.OrigLen:
 			decodeCut(f, ip, err)
 		default:
-			f.Err = err
+			f.Err = ipReason(err, ip)
 		}
 		return
 	}
@@ -163,7 +163,7 @@ func decodeDatagram(f *Frame, dg packet.IPDatagram) {
 			f.setSegment(0)
 			return
 		}
-		f.Kind, f.Err = KindMalformed, err
+		f.Kind, f.Err = KindMalformed, parseReason(err, dg.Payload)
 		return
 	}
 	f.Kind, f.Packet = KindRoCE, pkt

@@ -250,7 +250,7 @@ func TestDumpJSONMatchesScapy(t *testing.T) {
 		}
 	}
 	require.Equal(t, false, got[69]["icrc_ok"])
-	require.Equal(t, "packet: truncated", got[71]["error"])
+	require.Equal(t, "packet: truncated: a RoCE packet takes at least 16 bytes, a BTH and an ICRC", got[71]["error"])
 	require.Equal(t, "192.168.10.2:4791", got[71]["dst"])
 }
 
