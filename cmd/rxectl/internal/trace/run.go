@@ -37,6 +37,11 @@ arrows, its timers, retries, completions and states beside its lane, and
 its peer's responder states beside the other lane when the trace holds
 the peer's device too. Flags may come before or after FILE.
 
+Exit status: 0 when every line of FILE is an event; 1 when FILE cannot be
+read or a line is not an event (a trace whose writer was killed ends in
+the middle of one: the events before that line are still shown, and
+drawn); 2 for a usage error.
+
 Flags:
 `)
 	fs := flags(&Filter{}, new(string))
@@ -95,24 +100,34 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 	defer fh.Close()
-	evs, err := Read(fh)
-	if err != nil {
-		fmt.Fprintf(stderr, "rxectl trace: %s: %v\n", pos[0], err)
+	// A trace whose writer was killed ends inside a line: the events
+	// before the first line that is not one are still shown, as rxectl
+	// dump shows the frames before a cut record.
+	evs, readErr := Read(fh)
+	if readErr != nil && len(evs) == 0 {
+		fmt.Fprintf(stderr, "rxectl trace: %s: %v\n", pos[0], readErr)
 		return exitFail
 	}
 	if err := WriteTimeline(stdout, evs, f); err != nil {
 		fmt.Fprintf(stderr, "rxectl trace: %v\n", err)
 		return exitFail
 	}
-	if out == "" {
-		return exitOK
+	if out != "" {
+		d, err := Ladder(evs, f)
+		if err == nil {
+			err = ladder.Write(out, d)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rxectl trace: --ladder %s: %v\n", out, err)
+			return exitFail
+		}
 	}
-	d, err := Ladder(evs, f)
-	if err == nil {
-		err = ladder.Write(out, d)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "rxectl trace: --ladder %s: %v\n", out, err)
+	if readErr != nil {
+		shown := fmt.Sprintf("the %d events before it are shown", len(evs))
+		if len(evs) == 1 {
+			shown = "the event before it is shown"
+		}
+		fmt.Fprintf(stderr, "rxectl trace: %s: %v (the trace stops there: %s)\n", pos[0], readErr, shown)
 		return exitFail
 	}
 	return exitOK
