@@ -21,6 +21,13 @@ type evidence struct {
 	rnrTimer uint8
 }
 
+// holeReport is a selective-repeat hole report: the responder asks for
+// the PSNs from psn on again.
+type holeReport struct {
+	psn packet.PSN
+	ev  *evidence
+}
+
 // pending is a request waiting for its first response (an RTT sample).
 type pending struct {
 	psn packet.PSN
@@ -58,6 +65,10 @@ type half struct {
 	// skipped: the PSNs a go-back-N resend round skipped (lost before
 	// the capture point), until they are seen again.
 	skipped map[packet.PSN]bool
+	// holes are the latest selective-repeat hole reports (at most
+	// maxSkips) whose hole's first PSN was not sent again since: the
+	// evidence of the selective resend that sends it (rewind).
+	holes []holeReport
 	// skips are the latest such gaps (at most maxSkips): one that an ACK
 	// later acknowledges whole while the responder never showed it missed
 	// one of its PSNs was no loss (a probe's requester went on at its
@@ -542,6 +553,7 @@ func (h *half) request(r *rec, last time.Time) {
 		}
 	}
 	delete(h.skipped, r.psn)
+	h.holes = slices.DeleteFunc(h.holes, func(x holeReport) bool { return x.psn == r.psn })
 	if h.ep != nil && !r.psn.After(h.highAtStart()) {
 		h.ep.Resent++
 		h.ep.LastFrame = r.frame
@@ -695,6 +707,13 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	ep := &Recovery{Requester: h.req.Src, RewindFrame: r.frame, rewindSeg: r.seg, PSN: uint32(r.psn), HighPSN: uint32(high),
 		Rounds: 1, Read: r.mask&packet.MaskRead != 0 || !isReq, FirstFrame: r.frame, LastFrame: r.frame, start: r.t}
 	silence := r.t.Sub(last)
+	// A requester resends a reported hole at once; after a silence as
+	// long as a timeout it resends on its timer (the copy the report
+	// asked for may have been lost, or corrupted: a bad ICRC takes no
+	// part here).
+	if i := slices.IndexFunc(h.holes, func(x holeReport) bool { return x.psn == r.psn }); h.why == nil && isReq && i >= 0 && silence < h.silenceThreshold() {
+		h.why = h.holes[i].ev
+	}
 	// A first transmission counts only if the capture holds it before the
 	// trouble began: a capture that records a datagram once its write
 	// returned may hold the answer to the resent request before the
@@ -1150,9 +1169,19 @@ func (h *half) nak(f *Flow, r *rec) {
 		// received; the QP carries on.
 		if uint32(r.psn) == r.msn&packet.PSNMask {
 			f.NAKs.ProgressReports++
-		} else {
-			f.NAKs.HoleReports++
-			h.missed(r.psn)
+			return
+		}
+		f.NAKs.HoleReports++
+		h.missed(r.psn)
+		// The requester resends the hole's PSNs on it: the evidence
+		// of the selective resend of that PSN, and of no other rewind
+		// (the responder reports a hole again until it is filled).
+		if !slices.ContainsFunc(h.holes, func(x holeReport) bool { return x.psn == r.psn }) {
+			if len(h.holes) == maxSkips {
+				h.holes = slices.Delete(h.holes, 0, 1)
+			}
+			ev.cause = CauseSelective
+			h.holes = append(h.holes, holeReport{r.psn, ev})
 		}
 		return
 	case r.syn.IsNAK():

@@ -412,7 +412,8 @@ const (
 	// requester read the rest again.
 	CauseImpliedNAK Cause = "implied NAK"
 	// CauseSelective: the requester resent some PSNs and went on from
-	// where it was (selective resend), with no NAK or silence before.
+	// where it was (selective resend), after a selective-repeat hole
+	// report that asked for them, or with no NAK or silence before.
 	CauseSelective Cause = "selective resend"
 	// CauseProbe: the requester resent one packet and then went on at
 	// the PSN after the highest it had sent, with no NAK or long silence
