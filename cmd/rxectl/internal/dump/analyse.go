@@ -112,6 +112,9 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 type leftOut struct {
 	merged, first int
 	malformed     int
+	// fromRoCEPort counts the datagrams to another port than the
+	// RoCEv2 ports that are RoCE (see Reader.hintPorts).
+	fromRoCEPort map[[2]uint16]int
 }
 
 // readPackets is ReadPackets, and says which packets it left out and
@@ -129,6 +132,7 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, time.Time, 
 	)
 	for {
 		rec, err := rd.Next(&f)
+		lo.fromRoCEPort = rd.fromRoCEPort
 		if err == io.EOF {
 			return out, lo, rd.First(), nil
 		}
@@ -169,6 +173,7 @@ func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int
 	case lo.merged > 1:
 		fmt.Fprintf(stderr, "rxectl dump: %d packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame %d)\n", lo.merged, lo.first)
 	}
+	hintPorts(stderr, lo.fromRoCEPort)
 	if err != nil && pkts == nil {
 		fmt.Fprintf(stderr, "rxectl dump: %s: %v\n", name, err)
 		return cli.ExitFail

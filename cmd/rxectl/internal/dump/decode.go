@@ -65,6 +65,12 @@ type Frame struct {
 	// that follow the last one it holds any BTH of (they count in
 	// Segments, but no frame describes them).
 	uncaptured int
+
+	// FromRoCEPort, on a KindOther frame, says that it is a UDP datagram
+	// from a RoCEv2 port (Src) to another port (Dst) whose RoCE packets parse
+	// and check: a device that receives on that port (two devices on one
+	// address), which a --port would decode.
+	FromRoCEPort bool
 }
 
 // Uncaptured is the number of f's datagram's segments that the capture
@@ -142,6 +148,15 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 	}
 	if !rocePorts.has(dg.Pseudo.DstPort) {
 		f.Kind = KindOther
+		if rocePorts.has(dg.Pseudo.SrcPort) {
+			// Decoded only to ask whether it is RoCE: a datagram
+			// whose ICRCs check is, but for a 2^-32 chance.
+			var g Frame
+			decodeDatagram(&g, dg)
+			if g.Kind == KindRoCE && g.ICRCOK {
+				f.FromRoCEPort, f.Src, f.Dst = true, g.Src, g.Dst
+			}
+		}
 		return
 	}
 	decodeDatagram(f, dg)

@@ -5,11 +5,14 @@ package dump
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -72,7 +75,11 @@ Dump decodes the RoCEv2 packets of a capture file: classic pcap or pcapng,
 either of them gzip-compressed ("-" reads standard input). Link types:
 Ethernet (with 802.1Q/QinQ tags), Linux cooked SLL and SLL2, raw IP, BSD
 loopback. A frame is RoCEv2 when it is UDP to destination port 4791 (or a
---port); other frames are skipped. Flags may come before or after FILE.
+--port); other frames are skipped. Of those, UDP datagrams from a RoCEv2
+port to another port whose RoCE packets check (the answers to a device
+that receives on another port, as with two devices on one address) are
+counted: standard error says how many went to which port, and the --port
+that decodes them. Flags may come before or after FILE.
 
 Each packet gives one line: frame number (counting every frame of the file,
 as Wireshark does), time (by default in seconds since the first frame),
@@ -246,6 +253,10 @@ type Reader struct {
 	// reads on, and rec its record.
 	seg Frame
 	rec Record
+	// fromRoCEPort counts the datagrams skipped as not to a RoCEv2 port
+	// that are RoCE from one (Frame.FromRoCEPort), by source and
+	// destination port.
+	fromRoCEPort map[[2]uint16]int
 }
 
 // NewReader opens the capture in r (see Open) for decoding UDP datagrams
@@ -260,6 +271,28 @@ func NewReader(r io.Reader, ports Ports) (*Reader, error) {
 		return nil, fmt.Errorf("unsupported %s; rxectl decodes Ethernet, Linux SLL/SLL2, raw IP and loopback captures", c.LinkType.String())
 	}
 	return &Reader{c: c, ports: ports}, nil
+}
+
+// hintPorts writes to w, for each pair of ports that UDP datagrams Next
+// skipped went from and to although they came from a RoCEv2 port and
+// their RoCE packets check (Frame.FromRoCEPort), how many there were and
+// the --port that decodes them, in port order.
+func (r *Reader) hintPorts(w io.Writer) { hintPorts(w, r.fromRoCEPort) }
+
+// hintPorts writes the lines of Reader.hintPorts for the counts m, by
+// source and destination port.
+func hintPorts(w io.Writer, m map[[2]uint16]int) {
+	pairs := slices.SortedFunc(maps.Keys(m), func(a, b [2]uint16) int {
+		return cmp.Or(cmp.Compare(a[1], b[1]), cmp.Compare(a[0], b[0]))
+	})
+	for _, p := range pairs {
+		verb := "hold"
+		if m[p] == 1 {
+			verb = "holds"
+		}
+		fmt.Fprintf(w, "rxectl dump: %s from port %d to port %d %s RoCEv2 packets (their ICRCs check), not decoded: add --port %d\n",
+			count(m[p], "UDP datagram"), p[0], p[1], verb, p[1])
+	}
 }
 
 // Frames is the number of frames read so far, RoCEv2 or not: the number
@@ -309,6 +342,12 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 		}
 		if f.Kind != KindOther {
 			return rec, nil
+		}
+		if f.FromRoCEPort {
+			if r.fromRoCEPort == nil {
+				r.fromRoCEPort = map[[2]uint16]int{}
+			}
+			r.fromRoCEPort[[2]uint16{f.Src.Port(), f.Dst.Port()}]++
 		}
 	}
 }
@@ -382,6 +421,7 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 		fmt.Fprintf(stderr, ", %d truncated by the capture (snap length)", st.truncated)
 	}
 	fmt.Fprintln(stderr)
+	rd.hintPorts(stderr)
 	if o.strict && st.truncated > 0 {
 		// They fail no check: their ICRC and payload were not captured.
 		fmt.Fprintf(stderr, "rxectl dump: --strict: the ICRC and payload of %s truncated by the capture could not be verified (not counted as failures)\n", count(st.truncated, "packet"))
