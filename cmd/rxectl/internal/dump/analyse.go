@@ -111,7 +111,9 @@ func ReadPackets(r io.Reader, ports Ports) ([]flows.Packet, error) {
 // --strict).
 type leftOut struct {
 	merged, first int
-	malformed     int
+	// malformed counts the malformed datagrams, malformedFirst the
+	// frame of the first.
+	malformed, malformedFirst int
 	// fromRoCEPort counts the datagrams to another port than the
 	// RoCEv2 ports that are RoCE (see Reader.hintPorts).
 	fromRoCEPort map[[2]uint16]int
@@ -148,7 +150,9 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, time.Time, 
 			continue
 		}
 		if f.Kind == KindMalformed {
-			lo.malformed++
+			if lo.malformed++; lo.malformed == 1 {
+				lo.malformedFirst = f.Num
+			}
 			continue
 		}
 		if f.Kind != KindRoCE || !f.HeadersCaptured() {
@@ -172,6 +176,12 @@ func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "rxectl dump: 1 packet left out of the analysis: a UDP datagram cut by the capture that holds several RoCE packets it does not show the boundaries of (frame %d)\n", lo.first)
 	case lo.merged > 1:
 		fmt.Fprintf(stderr, "rxectl dump: %d packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame %d)\n", lo.merged, lo.first)
+	}
+	switch {
+	case lo.malformed == 1:
+		fmt.Fprintf(stderr, "rxectl dump: 1 malformed datagram to a RoCEv2 port left out of the analysis (frame %d; rxectl dump %s says why)\n", lo.malformedFirst, name)
+	case lo.malformed > 1:
+		fmt.Fprintf(stderr, "rxectl dump: %d malformed datagrams to a RoCEv2 port left out of the analysis (first: frame %d; rxectl dump %s says why)\n", lo.malformed, lo.malformedFirst, name)
 	}
 	hintPorts(stderr, lo.fromRoCEPort)
 	if err != nil && pkts == nil {

@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/packet"
 )
 
 const lossyRead = "../ladder/testdata/read_lossy.pcap"
@@ -211,4 +213,46 @@ func TestParseWindowExponents(t *testing.T) {
 	require.Equal(t, 10*time.Microsecond, a.sel.FromTime)
 	require.Equal(t, 20*time.Microsecond, a.sel.ToTime)
 	require.False(t, parseWindow("2e-05-1e-05", &a))
+}
+
+// TestFlowsMalformedLeftOut: --flows and --ladder leave malformed
+// datagrams out of the analysis, and say so on standard error (how many,
+// the first one's frame, and where the reason is), with or without
+// --strict: a capture whose RoCE datagrams are all malformed (here IP
+// fragments, which RoCEv2 forbids) is not "no RoCEv2 flows" and nothing
+// more.
+func TestFlowsMalformedLeftOut(t *testing.T) {
+	frames := readPcap(t, scapyPcap)
+	one := writeFile(t, "malformed.pcap", pcapBytes(1, frames[69:71])) // frame 2: 8 bytes of RoCE
+	var frags []capFrame
+	for _, f := range frames[:3] {
+		b := append([]byte(nil), f.data...)
+		b[14+6] |= 0x20 // MF: the first fragment of a datagram
+		binary.BigEndian.PutUint16(b[14+10:], 0)
+		binary.BigEndian.PutUint16(b[14+10:], packet.IPv4HeaderChecksum(b[14:14+packet.IPv4HeaderSize]))
+		frags = append(frags, capFrame{b, f.ci})
+	}
+	fragged := writeFile(t, "frag.pcap", pcapBytes(1, frags))
+	ladderOut := filepath.Join(t.TempDir(), "l.svg")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"flows", []string{"--flows", one}, cli.ExitOK,
+			"rxectl dump: 1 malformed datagram to a RoCEv2 port left out of the analysis (frame 2; rxectl dump " + one + " says why)\n"},
+		{"flows, all fragments", []string{"--flows", fragged}, cli.ExitOK,
+			"rxectl dump: 3 malformed datagrams to a RoCEv2 port left out of the analysis (first: frame 1; rxectl dump " + fragged + " says why)\n"},
+		{"ladder, all fragments", []string{"--ladder", ladderOut, fragged}, cli.ExitFail,
+			"rxectl dump: 3 malformed datagrams to a RoCEv2 port left out of the analysis (first: frame 1; rxectl dump " + fragged + " says why)\n" +
+				"rxectl dump: --ladder " + ladderOut + ": no RoCEv2 packet in the selection\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, code := runCmd(t, append([]string{"dump"}, tc.args...)...)
+			require.Equal(t, tc.code, code, errs)
+			require.Equal(t, tc.want, errs)
+		})
+	}
 }
