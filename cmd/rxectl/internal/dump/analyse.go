@@ -114,10 +114,20 @@ type leftOut struct {
 	// malformed counts the malformed datagrams, malformedFirst the
 	// frame of the first.
 	malformed, malformedFirst int
+	// cut counts the packets the capture cut inside their headers
+	// (KindCut, or a packet whose headers it holds not all of), cutFirst
+	// the frame of the first.
+	cut, cutFirst int
 	// fromRoCEPort counts the datagrams to another port than the
 	// RoCEv2 ports that are RoCE (see Reader.hintPorts).
 	fromRoCEPort map[[2]uint16]int
 }
+
+// cutHeadersSnap is the snap length the note on packets cut inside their
+// headers recommends: it keeps the longest RoCE headers (an RD atomic's
+// BTH, RDETH, DETH and AtomicETH, 52 bytes) behind the longest link, IP
+// and UDP headers dump decodes (Ethernet with QinQ tags, IPv6, UDP: 70).
+const cutHeadersSnap = 128
 
 // readPackets is ReadPackets, and says which packets it left out and
 // when the capture's first frame, RoCEv2 or not, was taken (zero when it
@@ -155,9 +165,15 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, time.Time, 
 			}
 			continue
 		}
-		if f.Kind != KindRoCE || !f.HeadersCaptured() {
+		if f.Kind == KindCut || f.Kind == KindRoCE && !f.HeadersCaptured() {
 			// A packet the capture cut inside its headers: the
 			// zeros that stand for the rest would read as headers.
+			if lo.cut++; lo.cut == 1 {
+				lo.cutFirst = f.Num
+			}
+			continue
+		}
+		if f.Kind != KindRoCE {
 			continue
 		}
 		p, err := packet.Parse(append([]byte(nil), f.Packet.Bytes()...))
@@ -176,6 +192,12 @@ func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "rxectl dump: 1 packet left out of the analysis: a UDP datagram cut by the capture that holds several RoCE packets it does not show the boundaries of (frame %d)\n", lo.first)
 	case lo.merged > 1:
 		fmt.Fprintf(stderr, "rxectl dump: %d packets left out of the analysis: UDP datagrams cut by the capture that hold several RoCE packets it does not show the boundaries of (first: frame %d)\n", lo.merged, lo.first)
+	}
+	switch {
+	case lo.cut == 1:
+		fmt.Fprintf(stderr, "rxectl dump: 1 packet cut by the capture inside its headers left out of the analysis (frame %d): a snap length of %d bytes keeps every RoCE header\n", lo.cutFirst, cutHeadersSnap)
+	case lo.cut > 1:
+		fmt.Fprintf(stderr, "rxectl dump: %d packets cut by the capture inside their headers left out of the analysis (first: frame %d): a snap length of %d bytes keeps every RoCE header\n", lo.cut, lo.cutFirst, cutHeadersSnap)
 	}
 	switch {
 	case lo.malformed == 1:

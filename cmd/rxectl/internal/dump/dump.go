@@ -151,10 +151,10 @@ their first and last frame and duration, RTT samples, goodput per interval, and 
 saying what went wrong. --json prints the same as one JSON object. A packet
 truncated by the capture takes part from its headers, its payload length
 from the IP and UDP lengths (a snap-length capture is analysed like the
-whole one); one cut inside its headers, and a cut datagram of several
-packets that cannot be split, are left out (standard error says how many
-of the latter), and so are malformed datagrams (standard error says how
-many, and the first one's frame). Packets
+whole one); one cut inside its headers, a cut datagram of several
+packets that cannot be split, and malformed datagrams are left out, and
+standard error says how many of each (with the first one's frame, and for
+the first kind the snap length that keeps every header). Packets
 with a bad ICRC, which a receiver drops, take no other part in the analysis
 than being counted: bad_icrc per flow, with their frames (on a line of its
 own for those whose addresses and QP name no flow: the corruption may have
