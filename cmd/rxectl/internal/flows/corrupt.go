@@ -113,6 +113,7 @@ func (a *Analyzer) corrupted(fis []int) {
 				}
 			}
 		}
+		n.GapCorrupt, n.GapCorruptFrame = len(carried), first
 		if k := len(carried); k > 0 {
 			f.PSNCorrupt += k
 			f.corrupt.add(k, first)

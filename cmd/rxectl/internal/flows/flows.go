@@ -239,6 +239,11 @@ type Note struct {
 	// only the PSNs still missing).
 	Gap    int
 	GapPSN uint32
+	// GapCorrupt is the number of the gap's missing PSNs that packets
+	// with a bad ICRC of the same flow carried (Flow.PSNCorrupt): they
+	// were corrupted before the capture point, not lost; GapCorruptFrame
+	// is the first such packet's frame.
+	GapCorrupt, GapCorruptFrame int
 	// LostAfter: the capture holds this packet, yet its PSN was sent
 	// again and no ACK in the capture had acknowledged it: it was lost
 	// after the capture point (or, for a request, its answer was, or the

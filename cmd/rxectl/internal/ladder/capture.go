@@ -156,13 +156,23 @@ func (d *Diagram) add(p flows.Packet, n *flows.Note, right bool) {
 	if p.Pkt.Mask()&packet.MaskMiddle != 0 {
 		fold = name
 	}
-	if n != nil {
-		if n.Gap == 1 {
-			d.Items = append(d.Items, Item{Kind: Lost, Dir: dir, Time: p.Time, Label: fmt.Sprintf("lost: PSN %d", n.GapPSN)})
-		} else if n.Gap > 1 {
-			d.Items = append(d.Items, Item{Kind: Lost, Dir: dir, Time: p.Time,
-				Label: fmt.Sprintf("lost: PSN %d-%d", n.GapPSN, packet.PSN(n.GapPSN).Add(n.Gap-1))})
+	if n != nil && n.Gap > 0 {
+		span := fmt.Sprint(n.GapPSN)
+		if n.Gap > 1 {
+			span += fmt.Sprintf("-%d", packet.PSN(n.GapPSN).Add(n.Gap-1))
 		}
+		// A gap whose PSNs packets with a bad ICRC carried was corrupted
+		// before the capture point, as dump --flows explains it.
+		label := "lost: PSN " + span
+		switch {
+		case n.GapCorrupt >= n.Gap:
+			label = fmt.Sprintf("corrupted: PSN %s (bad ICRC, frame %d)", span, n.GapCorruptFrame)
+		case n.GapCorrupt > 0:
+			label += fmt.Sprintf(" (%d corrupted: bad ICRC, frame %d)", n.GapCorrupt, n.GapCorruptFrame)
+		}
+		d.Items = append(d.Items, Item{Kind: Lost, Dir: dir, Time: p.Time, Label: label})
+	}
+	if n != nil {
 		if n.Cause == flows.CauseTimeout {
 			d.Items = append(d.Items, Item{Kind: Timeout, Dir: Across, Time: p.Time,
 				Label: "retransmission timeout: " + flows.Human(n.Silence) + " of silence"})
