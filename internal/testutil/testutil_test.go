@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -58,4 +59,33 @@ func TestQPTimeoutOutlastsAStall(t *testing.T) {
 	require.Greater(t, try, time.Second)
 	require.Greater(t, 8*try, 4*time.Second)
 	require.Equal(t, "18", QPTimeoutArg)
+}
+
+// fakeT records Until's failure instead of ending a test.
+type fakeT struct{ failed string }
+
+func (*fakeT) Helper()                             {}
+func (f *fakeT) Fatalf(format string, args ...any) { f.failed = fmt.Sprintf(format, args...) }
+
+// TestUntil: (Within, Until) a condition that holds at once costs no poll; one that holds
+// after a few polls is seen within a millisecond of holding; one that
+// never holds fails with its message once the limit has passed.
+func TestUntil(t *testing.T) {
+	calls := 0
+	require.True(t, Within(time.Hour, func() bool { calls++; return true }))
+	require.Equal(t, 1, calls)
+
+	calls = 0
+	start := time.Now()
+	require.True(t, Within(time.Hour, func() bool { calls++; return calls == 4 }))
+	require.Equal(t, 4, calls)
+	require.Less(t, time.Since(start), time.Second, "three short polls")
+
+	start = time.Now()
+	require.False(t, Within(20*time.Millisecond, func() bool { return false }))
+	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+
+	var f fakeT
+	Until(&f, func() bool { return true }, "never %d", 1)
+	require.Empty(t, f.failed)
 }
