@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,7 +51,7 @@ func sentDatagrams(d *Device) uint64 { return d.Counters().SentPkts + d.GSICount
 //     that grants remote read access only and has no receive posted
 //     into it;
 //   - each receive work request completes at most once;
-//   - both devices close, leaving no goroutine behind (pipeDevices).
+//   - both devices close, leaving no goroutine behind (fuzzLeakCheck).
 //
 // Input: records [sel][aux][len hi][len lo][len bytes]. sel bits 0-1: the
 // destination QP (0 the RC QP, 1 the UD QP, 2 QP1, 3 the packet's own),
@@ -89,115 +90,172 @@ func FuzzDeviceReceive(f *testing.F) {
 	f.Add(bytes.Join([][]byte{rec(4|8|16, 8, &write, bytes.Repeat([]byte{0xEE}, 16)), rec(4|8, 240, &write, bytes.Repeat([]byte{0xEE}, 16)),
 		rec(1, 0, &ud, []byte("datagram")), rec(2, 0, &gsi, mad), rec(0x20|3, 0, &send, nil),
 		rec(2, 0, &gsi, listened), rec(2, 0, &gsi, listened)}, nil))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		da, db, ca, cb := pipeDevices(t)
-		a := smallEnd(t, da, nil, qpOpts{})
-		b := smallEnd(t, db, nil, qpOpts{})
-		link(t, a, b, qpOpts{}, qpOpts{})
-		u := newTypedEnd(t, db, QPTypeUD)
-		readyUD(t, u, fuzzQKey)
-		// A listener queues the REQs for it that RDMA CM could make.
-		_, err := db.ListenCM(fuzzCMPort, CMOptions{PD: b.pd, SendCQ: b.cq, RecvCQ: b.cq})
+	f.Fuzz(fuzzDeviceReceive)
+}
+
+// fuzzDeviceReceive is FuzzDeviceReceive's body: it injects the records of
+// in and checks what FuzzDeviceReceive says.
+func fuzzDeviceReceive(t *testing.T, in []byte) {
+	fuzzLeakCheck(t)
+	ca, cb := netdev.NewPipeWith(netdev.PipeOptions{Depth: 4096, BatchSize: fuzzBatch})
+	da, db := openPair(t, ca, cb)
+	a := smallEnd(t, da, nil, qpOpts{})
+	b := smallEnd(t, db, nil, qpOpts{})
+	link(t, a, b, qpOpts{}, qpOpts{})
+	u := udEnd(t, db)
+	readyUD(t, u, fuzzQKey)
+	// A listener queues the REQs for it that RDMA CM could make.
+	_, err := db.ListenCM(fuzzCMPort, CMOptions{PD: b.pd, SendCQ: b.cq, RecvCQ: b.cq})
+	require.NoError(t, err)
+	// The remote region, the receive buffers, and a region that a
+	// peer may read but neither write nor receive into.
+	// aux reaches from before the start of the remote regions past
+	// their end.
+	rback, rmid := guarded(240, 0xA5)
+	vback, vmid := guarded(1024, 0x5A)
+	qback, qmid := guarded(240, 0x3C)
+	rmr, err := b.pd.RegMR(rmid, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+	require.NoError(t, err)
+	vmr, err := b.pd.RegMR(vmid, AccessLocalWrite)
+	require.NoError(t, err)
+	qmr, err := b.pd.RegMR(qmid, AccessLocalWrite|AccessRemoteRead)
+	require.NoError(t, err)
+	vud, err := u.pd.RegMR(vmid, AccessLocalWrite)
+	require.NoError(t, err)
+	for i := range 4 {
+		_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{vmr.SGE(i*128, 128)}})
 		require.NoError(t, err)
-		// The remote region, the receive buffers, and a region that a
-		// peer may read but neither write nor receive into.
-		// aux reaches from before the start of the remote regions past
-		// their end.
-		rback, rmid := guarded(240, 0xA5)
-		vback, vmid := guarded(1024, 0x5A)
-		qback, qmid := guarded(240, 0x3C)
-		rmr, err := b.pd.RegMR(rmid, AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+		_, err = u.qp.PostRecv(RecvWR{ID: uint64(100 + i), SGList: []SGE{vud.SGE(512+i*128, 128)}})
 		require.NoError(t, err)
-		vmr, err := b.pd.RegMR(vmid, AccessLocalWrite)
-		require.NoError(t, err)
-		qmr, err := b.pd.RegMR(qmid, AccessLocalWrite|AccessRemoteRead)
-		require.NoError(t, err)
-		vud, err := u.pd.RegMR(vmid, AccessLocalWrite)
-		require.NoError(t, err)
-		for i := range 4 {
-			_, err := b.qp.PostRecv(RecvWR{ID: uint64(i), SGList: []SGE{vmr.SGE(i*128, 128)}})
-			require.NoError(t, err)
-			_, err = u.qp.PostRecv(RecvWR{ID: uint64(100 + i), SGList: []SGE{vud.SGE(512+i*128, 128)}})
-			require.NoError(t, err)
-		}
-		epsn := packet.PSN(b.qp.Query().RQPSN)
-		ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
-			SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
-		accA, accB, sentA, sentB := accounted(da), accounted(db), sentDatagrams(da), sentDatagrams(db)
-		injected := uint64(0)
-		for len(in) >= 4 {
-			sel, aux, n := in[0], in[1], min(int(binary.BigEndian.Uint16(in[2:])), len(in)-4, 4096)
-			pkt := bytes.Clone(in[4 : 4+n])
-			in = in[4+n:]
-			if len(pkt) >= packet.BTHSize {
-				bt := packet.BTH(pkt)
-				switch sel & 3 {
-				case 0:
-					bt.SetDestQP(b.qp.QPN())
-				case 1:
-					bt.SetDestQP(u.qp.QPN())
-				case 2:
-					bt.SetDestQP(packet.GSIQPN)
-				}
-				if sel&4 != 0 {
-					bt.SetPSN(epsn.Add(int(sel >> 6)))
-				}
+	}
+	epsn := packet.PSN(b.qp.Query().RQPSN)
+	ph := packet.PseudoHeader{Src: ca.LocalAddr().Addr(), Dst: cb.LocalAddr().Addr(),
+		SrcPort: ca.LocalAddr().Port(), DstPort: cb.LocalAddr().Port(), IPFlags: packet.IPv4FlagDF}
+	accA, accB, sentA, sentB := accounted(da), accounted(db), sentDatagrams(da), sentDatagrams(db)
+	injected := uint64(0)
+	for len(in) >= 4 {
+		sel, aux, n := in[0], in[1], min(int(binary.BigEndian.Uint16(in[2:])), len(in)-4, 4096)
+		pkt := bytes.Clone(in[4 : 4+n])
+		in = in[4+n:]
+		if len(pkt) >= packet.BTHSize {
+			bt := packet.BTH(pkt)
+			switch sel & 3 {
+			case 0:
+				bt.SetDestQP(b.qp.QPN())
+			case 1:
+				bt.SetDestQP(u.qp.QPN())
+			case 2:
+				bt.SetDestQP(packet.GSIQPN)
 			}
-			if sel&8 != 0 {
-				mr := rmr
-				if sel&16 != 0 {
-					mr = qmr
-				}
-				va, rk := mr.Addr()+uint64(aux)-8, mr.RKey()
-				if p, err := packet.Parse(pkt); err == nil {
-					if h := p.Header(packet.HdrRETH); h != nil {
-						binary.BigEndian.PutUint64(h, va)
-						binary.BigEndian.PutUint32(h[8:], rk)
-					} else if h := p.Header(packet.HdrAtomicETH); h != nil {
-						binary.BigEndian.PutUint64(h, va&^7)
-						binary.BigEndian.PutUint32(h[8:], rk)
-					}
-				}
-			}
-			if sel&0x20 == 0 {
-				_ = ph.SetICRC(pkt) // too short: sent as it is
-			}
-			k, err := ca.WriteBatch([]netdev.Message{{Buf: pkt, N: len(pkt), Addr: cb.LocalAddr()}})
-			require.NoError(t, err)
-			require.Equal(t, 1, k)
-			injected++
-		}
-		// Every datagram is counted once by the device that received it.
-		require.Eventually(t, func() bool {
-			return accounted(db)-accB == injected+sentDatagrams(da)-sentA && accounted(da)-accA == sentDatagrams(db)-sentB
-		}, testutil.Bound(), time.Millisecond, "b counted %d of %d injected and %d from a; a counted %d of %d from b",
-			accounted(db)-accB, injected, sentDatagrams(da)-sentA, accounted(da)-accA, sentDatagrams(db)-sentB)
-		wcs := make([]WC, 64)
-		seen := map[uint64]bool{}
-		for _, cq := range []*CQ{b.cq, u.cq} {
-			for _, wc := range wcs[:cq.Poll(wcs)] {
-				// b posted no send: every completion is of a receive.
-				require.True(t, wc.ID < 4 || wc.ID >= 100 && wc.ID < 104, "completion of WR %d, never posted", wc.ID)
-				require.False(t, seen[wc.ID], "receive WR %d completed twice", wc.ID)
-				seen[wc.ID] = true
+			if sel&4 != 0 {
+				bt.SetPSN(epsn.Add(int(sel >> 6)))
 			}
 		}
-		require.NoError(t, da.Close())
-		require.NoError(t, db.Close())
-		// The devices are closed: their goroutines no longer touch memory.
-		for _, g := range []struct {
-			name string
-			back []byte
-			fill byte
-		}{{"remote region", rback, 0xA5}, {"receive buffers", vback, 0x5A}, {"read-only region", qback, 0x3C}} {
+		if sel&8 != 0 {
+			mr := rmr
+			if sel&16 != 0 {
+				mr = qmr
+			}
+			va, rk := mr.Addr()+uint64(aux)-8, mr.RKey()
+			if p, err := packet.Parse(pkt); err == nil {
+				if h := p.Header(packet.HdrRETH); h != nil {
+					binary.BigEndian.PutUint64(h, va)
+					binary.BigEndian.PutUint32(h[8:], rk)
+				} else if h := p.Header(packet.HdrAtomicETH); h != nil {
+					binary.BigEndian.PutUint64(h, va&^7)
+					binary.BigEndian.PutUint32(h[8:], rk)
+				}
+			}
+		}
+		if sel&0x20 == 0 {
+			_ = ph.SetICRC(pkt) // too short: sent as it is
+		}
+		k, err := ca.WriteBatch([]netdev.Message{{Buf: pkt, N: len(pkt), Addr: cb.LocalAddr()}})
+		require.NoError(t, err)
+		require.Equal(t, 1, k)
+		injected++
+	}
+	// Every datagram is counted once by the device that received it.
+	testutil.Until(t, func() bool {
+		return accounted(db)-accB == injected+sentDatagrams(da)-sentA && accounted(da)-accA == sentDatagrams(db)-sentB
+	}, "b counted %d of %d injected and %d from a; a counted %d of %d from b",
+		accounted(db)-accB, injected, sentDatagrams(da)-sentA, accounted(da)-accA, sentDatagrams(db)-sentB)
+	wcs := make([]WC, 64)
+	seen := map[uint64]bool{}
+	for _, cq := range []*CQ{b.cq, u.cq} {
+		for _, wc := range wcs[:cq.Poll(wcs)] {
+			// b posted no send: every completion is of a receive.
+			require.True(t, wc.ID < 4 || wc.ID >= 100 && wc.ID < 104, "completion of WR %d, never posted", wc.ID)
+			require.False(t, seen[wc.ID], "receive WR %d completed twice", wc.ID)
+			seen[wc.ID] = true
+		}
+	}
+	require.NoError(t, da.Close())
+	require.NoError(t, db.Close())
+	// The devices are closed: their goroutines no longer touch memory.
+	for _, g := range []struct {
+		name string
+		back []byte
+		fill byte
+	}{{"remote region", rback, 0xA5}, {"receive buffers", vback, 0x5A}, {"read-only region", qback, 0x3C}} {
+		// One comparison of each guard; the loop names the first byte
+		// written only when one was.
+		if fill := bytes.Repeat([]byte{g.fill}, fuzzGuard); !bytes.Equal(fill, g.back[:fuzzGuard]) || !bytes.Equal(fill, g.back[len(g.back)-fuzzGuard:]) {
 			for i := range fuzzGuard {
 				require.Equal(t, g.fill, g.back[i], "%s: byte %d before it written", g.name, fuzzGuard-i)
 				require.Equal(t, g.fill, g.back[len(g.back)-1-i], "%s: byte %d after it written", g.name, i)
 			}
 		}
-		require.Equal(t, bytes.Repeat([]byte{0x3C}, len(qmid)), qmid, "region without remote write rights or receives written")
+	}
+	require.Equal(t, bytes.Repeat([]byte{0x3C}, len(qmid)), qmid, "region without remote write rights or receives written")
+}
+
+// fuzzLeakCheck is checkGoroutines for one input of FuzzDeviceReceive:
+// it fails t if goroutines of gorxe packages started during t outlive it
+// by more than leakWait, and looks for them with testutil.Within's
+// back-off from a few microseconds rather than every millisecond, since
+// the devices' goroutines end moments after their Close. Call it before
+// creating the devices, so that its cleanup runs after theirs.
+func fuzzLeakCheck(t *testing.T) {
+	t.Helper()
+	before := gorxeGoroutines()
+	t.Cleanup(func() {
+		var leaked []string
+		testutil.Within(leakWait, func() bool {
+			leaked = leaked[:0]
+			for id, stack := range gorxeGoroutines() {
+				if _, ok := before[id]; !ok {
+					leaked = append(leaked, stack)
+				}
+			}
+			return len(leaked) == 0
+		})
+		if len(leaked) > 0 {
+			slices.Sort(leaked)
+			t.Errorf("%d goroutines outlived the input:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		}
 	})
 }
+
+// udEnd makes FuzzDeviceReceive's UD QP on d, in RESET, with its own PD
+// and CQ; the receive buffers it posts are registered by the caller.
+func udEnd(t *testing.T, d *Device) *end {
+	pd, err := d.AllocPD()
+	require.NoError(t, err)
+	cq, err := d.CreateCQ(64, -1)
+	require.NoError(t, err)
+	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq,
+		Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 2}})
+	require.NoError(t, err)
+	return &end{dev: d, pd: pd, cq: cq, qp: qp}
+}
+
+// fuzzBatch is the batch size of FuzzDeviceReceive's pipe: the most
+// datagrams a device reads at once, and so the size of its receive and
+// transmit buffer rings, allocated for each input. An input's records
+// are sent one datagram at a time, so batches of more than a few
+// datagrams are rare; 8 still reads several at once.
+const fuzzBatch = 8
 
 // fuzzQKey is the Q_Key of FuzzDeviceReceive's UD QP, fuzzCMPort the
 // port of its device's CM listener.
