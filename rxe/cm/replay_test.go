@@ -29,7 +29,7 @@ type capMAD struct {
 
 // captureMADs returns the MADs of the UD SEND_ONLY packets to QP1 in a
 // classic little-endian Ethernet/IPv4 pcap.
-func captureMADs(t *testing.T) []capMAD {
+func captureMADs(t testing.TB) []capMAD {
 	b, err := os.ReadFile(capture)
 	require.NoError(t, err)
 	require.Equal(t, uint32(0xa1b2c3d4), binary.LittleEndian.Uint32(b))
