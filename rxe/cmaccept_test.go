@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/stretchr/testify/require"
 )
@@ -39,8 +40,7 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const port = 31
 			p, l := rawListener(t, port, CMOptions{})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testutil.Context(t)
 			acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
 
 			// The first request: the RTU waits are short (4.096 µs · 2^8
@@ -74,8 +74,7 @@ func TestAcceptServesNextAfterPeerFailure(t *testing.T) {
 func TestAcceptErrorIsPerRequest(t *testing.T) {
 	const port = 32
 	p, l := rawListener(t, port, CMOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testutil.Context(t)
 	l.newQP = func(*CMOptions) (*QP, error) {
 		return nil, fmt.Errorf("%w: this side cannot create the QP", ErrInvalidArgument)
 	}
@@ -151,8 +150,7 @@ func TestListenCMDestination(t *testing.T) {
 	require.Zero(t, cmAgentLen(p.dev))
 	require.Equal(t, CMListenerCounters{Refused: 2}, l.Counters())
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testutil.Context(t)
 	acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
 	req := p.req(port, 0x8f) // names the device's address
 	p.send(0x0000000a000000ff, req)
@@ -229,8 +227,7 @@ func rawListener(t *testing.T, port uint16, listen CMOptions) (*rawCM, *CMListen
 func TestAcceptWithOwnCQs(t *testing.T) {
 	s := listenCM(t, 7481, CMOptions{PrivateData: []byte("listener")})
 	da, db, client, server, l := s.da, s.db, s.client, s.server, s.l
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testutil.Context(t)
 
 	const n = 3
 	cqs := make([]*CQ, n)
@@ -246,7 +243,7 @@ func TestAcceptWithOwnCQs(t *testing.T) {
 			dialed <- connResult{c, err}
 		}()
 	}
-	require.Eventually(t, func() bool { return len(l.reqs) == n }, 10*time.Second, time.Millisecond, "the requests are queued")
+	require.Eventually(t, func() bool { return len(l.reqs) == n }, testutil.Bound(), time.Millisecond, "the requests are queued")
 	other := newCMEnd(t, da) // resources of the client's device
 	for name, o := range map[string]CMOptions{
 		"CQ of another device": {PD: server.pd, SendCQ: other.cq},
@@ -321,10 +318,9 @@ func TestCMOptionsChecksOffers(t *testing.T) {
 
 	// A request queued while AcceptWith is given a bad bound stays queued
 	// for the next call, which connects it.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testutil.Context(t)
 	dialed := s.dialAsync(ctx, CMOptions{SelectiveRepeat: true, PeerSelectiveRepeat: true})
-	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 10*time.Second, time.Millisecond, "the request is queued")
+	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, testutil.Bound(), time.Millisecond, "the request is queued")
 	so := bad["out-of-order buffer above MaxOOOLimit"]
 	so.PD, so.SendCQ = server.pd, server.cq
 	_, err := l.AcceptWith(ctx, so)

@@ -1,12 +1,12 @@
 package rxe
 
 import (
-	"context"
 	"encoding/binary"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/cm"
 	"github.com/stretchr/testify/require"
@@ -35,7 +35,7 @@ func TestWithdrawnREQLeavesBacklog(t *testing.T) {
 			for i := range uint32(backlog) {
 				p.send(uint64(i), p.req(port, 0x100+i))
 			}
-			require.Eventually(t, func() bool { return len(l.reqs) == backlog }, 2*time.Second, time.Millisecond, "the backlog is full")
+			require.Eventually(t, func() bool { return len(l.reqs) == backlog }, testutil.Bound(), time.Millisecond, "the backlog is full")
 			for i := range uint32(backlog) {
 				rej := packet.REJ{LocalCommID: 0x100 + i, MessageRejected: msg, RejectedInfoLen: 8, Reason: packet.RejTimeout}
 				binary.BigEndian.PutUint64(rej.ARI[:], 0xAB) // the raw peer's CA GUID
@@ -46,10 +46,9 @@ func TestWithdrawnREQLeavesBacklog(t *testing.T) {
 			// moment inside each unqueue, and an Accept started then could
 			// take a request whose REJ is still to come.
 			require.Eventually(t, func() bool { return l.Counters().Withdrawn == backlog && len(l.reqs) == 0 },
-				2*time.Second, time.Millisecond, "the withdrawn requests leave the backlog")
+				testutil.Bound(), time.Millisecond, "the withdrawn requests leave the backlog")
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testutil.Context(t)
 			acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
 			next := p.req(port, 0x200)
 			p.send(1000, next)
@@ -88,8 +87,7 @@ func TestAcceptDuringDeviceClose(t *testing.T) {
 			p, l := rawListener(t, port, CMOptions{})
 			l.newQP = func(o *CMOptions) (*QP, error) { return closeAt(t, p.dev, o) }
 			p.send(1, p.req(port, 0x301))
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
+			ctx := testutil.Context(t)
 			_, err := l.Accept(ctx)
 			require.True(t, err == ErrClosed, "Accept returned %v, not ErrClosed itself", err)
 			require.Zero(t, l.Counters().Failed)
@@ -127,7 +125,7 @@ func TestListenBacklogFullDrops(t *testing.T) {
 	for i := range uint32(backlog) {
 		p.send(uint64(i), p.req(port, 0x100+i))
 	}
-	require.Eventually(t, func() bool { return len(l.reqs) == backlog }, 2*time.Second, time.Millisecond, "the backlog is full")
+	require.Eventually(t, func() bool { return len(l.reqs) == backlog }, testutil.Bound(), time.Millisecond, "the backlog is full")
 
 	late := p.req(port, 0x200)
 	for try := range 2 { // the REQ, then its retransmission (same transaction)
@@ -143,7 +141,7 @@ func TestListenBacklogFullDrops(t *testing.T) {
 	rej := packet.REJ{LocalCommID: 0x100, MessageRejected: packet.MsgREQ, RejectedInfoLen: 8, Reason: packet.RejTimeout}
 	binary.BigEndian.PutUint64(rej.ARI[:], 0xAB) // the raw peer's CA GUID
 	p.send(0, &rej)
-	require.Eventually(t, func() bool { return len(l.reqs) == backlog-1 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(l.reqs) == backlog-1 }, testutil.Bound(), time.Millisecond)
 	p.send(0x2000, late)
 	markerREQ(t, p, 0x310)
 	require.Equal(t, backlog, len(l.reqs))
@@ -151,8 +149,7 @@ func TestListenBacklogFullDrops(t *testing.T) {
 
 	// Accept serves the queue in order: the 63 before it, then the late
 	// REQ, answered in its retransmission's transaction.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testutil.Context(t)
 	for i := 1; i <= backlog; i++ {
 		acc := async(func() (*CMConn, error) { return l.Accept(ctx) })
 		var rep packet.REP
@@ -180,18 +177,17 @@ func TestListenBacklogFullDrops(t *testing.T) {
 func TestDialWaitsOutFullBacklog(t *testing.T) {
 	s := listenCM(t, 38, CMOptions{})
 	da, db, l := s.da, s.db, s.l
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	ctx := testutil.Context(t)
 	g := db.gsiOf()
 	g.mu.Lock()
 	l.reqs = make(chan cm.Event, 1)
 	g.mu.Unlock()
 
 	first := s.dialAsync(ctx, CMOptions{})
-	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, 5*time.Second, time.Millisecond, "the first fills the backlog")
+	require.Eventually(t, func() bool { return len(l.reqs) == 1 }, testutil.Bound(), time.Millisecond, "the first fills the backlog")
 	// The second's REQ is resent every 4.096 µs · 2^14 + 2 × 17 ms ≈ 100 ms.
 	second := s.dialAsync(ctx, CMOptions{CMResponseTimeout: 14, MaxCMRetries: 15})
-	require.Eventually(t, func() bool { return l.Counters().Dropped >= 1 }, 5*time.Second, time.Millisecond, "the second is dropped")
+	require.Eventually(t, func() bool { return l.Counters().Dropped >= 1 }, testutil.Bound(), time.Millisecond, "the second is dropped")
 
 	for _, dial := range []<-chan connResult{first, second} {
 		sc, err := l.Accept(ctx)
