@@ -11,23 +11,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 )
 
-// busyTimeout bounds every wait of the busy-polling tests.
-const busyTimeout = 20 * time.Second
-
 // busyWait spins on cq.BusyPoll until it returns completions, yielding
-// now and then, and fails after busyTimeout.
+// now and then, and fails after testutil.Bound(), the bound of every wait
+// of the busy-polling tests.
 func busyWait(cq *CQ, wcs []WC) (int, error) {
-	end := time.Now().Add(busyTimeout)
+	limit := testutil.Bound()
+	end := time.Now().Add(limit)
 	for i := 1; ; i++ {
 		if n := cq.BusyPoll(wcs); n > 0 {
 			return n, nil
 		}
 		if i%64 == 0 {
 			if time.Now().After(end) {
-				return 0, fmt.Errorf("no completion on CQ for %v", busyTimeout)
+				return 0, fmt.Errorf("no completion on CQ for %v", limit)
 			}
 			runtime.Gosched()
 		}
@@ -38,7 +38,7 @@ func busyWait(cq *CQ, wcs []WC) (int, error) {
 // receive, checks its status and returns it.
 func waitRecv(e *end, busy bool) (WC, error) {
 	wcs := make([]WC, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), busyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer cancel()
 	for {
 		var err error
@@ -113,7 +113,7 @@ func pingPong(t *testing.T, a, z *end, rounds int, busy func(round int) bool) {
 // other processes keep busy (load average about 10) a round trip has been
 // seen to take over half a second, which with the default timeout spends
 // the whole retry budget (RETRY_EXC_ERR) on a loopback that lost nothing.
-// A reader that never read would still fail them (busyTimeout).
+// A reader that never read would still fail them (testutil.Bound()).
 func busyPair(t *testing.T) (*end, *end, [2]*netdev.UDPConn) {
 	return udpPairWith(t, Options{}, ConnectOptions{MTU: MTU4096, Timeout: 18})
 }
@@ -191,7 +191,7 @@ func TestBusyPollStream(t *testing.T) {
 		got := make(chan error, 1)
 		go func() {
 			wcs := make([]WC, 1)
-			ctx, cancel := context.WithTimeout(context.Background(), busyTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound())
 			defer cancel()
 			want := make([]byte, size)
 			for i := range msgs {
@@ -332,7 +332,7 @@ func TestBusyPollDeferredAck(t *testing.T) {
 	ia, iz := qa.Info(3), qz.Info(4)
 	require.NoError(t, qa.Connect(ia, iz, ConnectOptions{MTU: MTU4096, Timeout: 20}))
 	require.NoError(t, qz.Connect(iz, ia, ConnectOptions{MTU: MTU4096, Timeout: 20}))
-	ctx, cancel := context.WithTimeout(context.Background(), busyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound())
 	defer cancel()
 	wcs := make([]WC, 1)
 	for i := range 20 {
