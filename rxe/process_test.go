@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/stretchr/testify/require"
 )
@@ -86,9 +87,12 @@ func TestTwoProcesses(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot re-execute the test binary: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// The session, the child's own deadline and each wait for its answer
+	// are bounded by the tests' shared bound.
+	bound := testutil.Bound()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestHelperProcess$", "-test.timeout=60s")
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestHelperProcess$", "-test.timeout="+bound.String())
 	cmd.Env = append(os.Environ(), helperEnv+"=1")
 	cmd.WaitDelay = 5 * time.Second
 	var stderr bytes.Buffer
@@ -127,12 +131,13 @@ func TestTwoProcesses(t *testing.T) {
 	}()
 	read := func(v any) {
 		t.Helper()
+		limit := testutil.Bound()
 		select {
 		case l, ok := <-lines:
 			require.True(t, ok, "the server closed its stdout")
 			require.NoError(t, json.Unmarshal([]byte(l), v), "server line %q", l)
-		case <-time.After(20 * time.Second):
-			t.Fatal("no answer from the server in 20 s")
+		case <-time.After(limit):
+			t.Fatalf("no answer from the server in %v", limit)
 		}
 	}
 	enc := json.NewEncoder(stdin)
@@ -211,13 +216,13 @@ func TestTwoProcesses(t *testing.T) {
 // TestHelperProcess is the server half of TestTwoProcesses; it skips
 // unless GORXE_RXE_HELPER_PROCESS=1. It prints its procHello as one JSON
 // line on stdout, then answers commands read from stdin, one JSON line
-// each, and exits with status 0 after "exit" (or 1 on an error, 2 after a
-// minute or when stdin closes early).
+// each, and exits with status 0 after "exit" (or 1 on an error, 2 after
+// testutil.Bound(), within its -test.timeout, or when stdin closes early).
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv(helperEnv) != "1" {
 		t.Skip("the server half of TestTwoProcesses")
 	}
-	time.AfterFunc(time.Minute, func() {
+	time.AfterFunc(testutil.Bound(), func() {
 		fmt.Fprintln(os.Stderr, "helper: timed out")
 		os.Exit(2)
 	})
@@ -310,7 +315,7 @@ func helperServe(in io.Reader, out io.Writer) error {
 			}
 			r.Sum = procSum(b)
 		case "recv":
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound())
 			wc := make([]WC, 1)
 			_, err := cq.Wait(ctx, wc)
 			cancel()
