@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -90,6 +91,16 @@ func FuzzDeviceReceive(f *testing.F) {
 	f.Add(bytes.Join([][]byte{rec(4|8|16, 8, &write, bytes.Repeat([]byte{0xEE}, 16)), rec(4|8, 240, &write, bytes.Repeat([]byte{0xEE}, 16)),
 		rec(1, 0, &ud, []byte("datagram")), rec(2, 0, &gsi, mad), rec(0x20|3, 0, &send, nil),
 		rec(2, 0, &gsi, listened), rec(2, 0, &gsi, listened)}, nil))
+	// The CM MADs of a kernel-rxe rdma_cm connection as they were on the
+	// wire (REQ, REP, RTU twice, then DREQ and DREP twice), each to QP1
+	// with its ICRC made again for the pipe's addresses: the REQs are
+	// for the listener's port.
+	var kernel []byte
+	for _, pkt := range captureQP1(f, "../testdata/captures/kernel-rxe_rdmacm_send_4KiB.pcap") {
+		kernel = append(kernel, 2, 0, byte(len(pkt)>>8), byte(len(pkt)))
+		kernel = append(kernel, pkt...)
+	}
+	f.Add(kernel)
 	f.Fuzz(fuzzDeviceReceive)
 }
 
@@ -258,8 +269,33 @@ func udEnd(t *testing.T, d *Device) *end {
 const fuzzBatch = 8
 
 // fuzzQKey is the Q_Key of FuzzDeviceReceive's UD QP, fuzzCMPort the
-// port of its device's CM listener.
+// port of its device's CM listener: perftest's, which the kernel-rxe
+// capture's REQs ask for.
 const (
 	fuzzQKey   = 0x1234
-	fuzzCMPort = 7472
+	fuzzCMPort = 18515
 )
+
+// captureQP1 returns the RoCEv2 packets (the UDP payloads) to QP1 of a
+// classic little-endian Ethernet/IPv4 pcap.
+func captureQP1(t testing.TB, path string) [][]byte {
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, uint32(0xa1b2c3d4), binary.LittleEndian.Uint32(b), "a little-endian pcap")
+	var out [][]byte
+	for off := 24; off+16 <= len(b); {
+		n := int(binary.LittleEndian.Uint32(b[off+8:]))
+		frame := b[off+16 : off+16+n]
+		off += 16 + n
+		if len(frame) < 42 || binary.BigEndian.Uint16(frame[12:]) != 0x0800 || frame[23] != 17 || binary.BigEndian.Uint16(frame[36:]) != 4791 {
+			continue
+		}
+		p, err := packet.Parse(frame[42:])
+		require.NoError(t, err)
+		if p.DestQP() == packet.GSIQPN {
+			out = append(out, bytes.Clone(frame[42:]))
+		}
+	}
+	require.NotEmpty(t, out, "no packet to QP1 in %s", path)
+	return out
+}
