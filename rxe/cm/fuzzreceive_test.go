@@ -45,7 +45,7 @@ var (
 //	S1             passive SIDR_REQ received (request 0x6a5ec0de for UDP port 18515)
 //	S2             active SIDR_REQ sent
 //
-// Every MAD reaches the agent from the capture's client address.
+// The fuzzer's MADs reach the agent from the capture's client address.
 type capFixture struct {
 	a                                  *Agent
 	p3, p4, p5, a3, a4, s1, s2         ID
@@ -469,7 +469,7 @@ func checkReply(t *testing.T, a *Agent, before map[ID]conn, attr packet.CMAttr, 
 	require.NoError(t, err)
 	require.Equal(t, o.MAD[:], cmMAD(rh.TID, reply), "%v: a field out of its bits or a reserved bit set", kind)
 	// A reply goes to the sender, or to the peer of the connection it
-	// names (kernel ib_cm answers from the connection's address vector).
+	// names (the agent answers a message of a connection it has there).
 	named := func(id uint32) *conn { return a.conns[ID(id)] }
 	to := func(c *conn) {
 		if c == nil || o.To != c.peer {
