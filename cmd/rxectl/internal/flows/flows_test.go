@@ -178,7 +178,12 @@ func TestJSONIsValid(t *testing.T) {
 }
 
 // TestHoleReport: a selective-repeat hole report (NAK code 0x10) is
-// counted as such, and is not explained as a fatal NAK.
+// counted as such, and is not explained as a fatal NAK. It is the
+// responder asking for the PSNs of a hole again, so the resend that
+// follows it is a selective resend, with the report as its evidence,
+// whether the requester then goes on at its frontier or has nothing more
+// to send (a round that skips nothing); the explanation and the note the
+// ladder labels the resent packet with say so.
 func TestHoleReport(t *testing.T) {
 	hole := packet.NAKSyndrome(packet.NAKSelectiveRepeat)
 	rep := analyse(build(t, []pk{
@@ -195,6 +200,12 @@ func TestHoleReport(t *testing.T) {
 	for _, e := range c.Explain {
 		require.NotContains(t, e, "error state")
 	}
+	require.Len(t, c.Recoveries, 1)
+	ep := c.Recoveries[0]
+	require.Equal(t, CauseSelective, ep.Cause)
+	require.Equal(t, []int{2, 4}, []int{ep.FirstFrame, ep.RewindFrame})
+	require.Equal(t, CauseSelective, rep.Notes[Ref{Frame: 4}].Cause)
+	require.Equal(t, []string{"Requests lost before the capture point (1 PSN in 1 gap, first at frame 2); recovered by 1 selective resend in 14 µs."}, c.Explain)
 }
 
 // TestMessagesUnderSelectiveRepeat: a responder that sends
