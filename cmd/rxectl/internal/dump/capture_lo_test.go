@@ -439,29 +439,14 @@ func TestLoopbackCaptureICRC(t *testing.T) {
 	}
 }
 
-// checkTshark decodes file with tshark, the ports as RoCEv2, and requires
-// every frame but the probes (from probePort) to decode as Ethernet, IPv4,
-// UDP and InfiniBand (then payload data), with nothing malformed and no
-// expert error.
-func checkTshark(t *testing.T, tshark, file string, frames int, probePort uint16, ports ...uint16) {
+// runTshark runs tshark with args and returns its standard output, with
+// the RPC-over-RDMA payload heuristic disabled: it claims arbitrary
+// payloads and then reports them malformed (frames 5, 6, 36, 49 and 69 of
+// testdata/scapy/scapy_fixtures.pcap with tshark 4.0). tshark 4.0 calls it
+// rpcrdma_infiniband, other Wireshark sources rpcordma_infiniband, and
+// tshark refuses an unknown name, so each is tried, then neither.
+func runTshark(t *testing.T, tshark string, args []string) []byte {
 	t.Helper()
-	// The ports are not 4791: "Decode As" them ("infiniband" is the
-	// RoCEv2 dissector's entry in the udp.port table; a UDP port table
-	// entry matches either port of a datagram). The RPC-over-RDMA payload
-	// heuristic claims arbitrary payloads and then reports them malformed
-	// (frames 5, 6, 36, 49 and 69 of testdata/scapy/scapy_fixtures.pcap
-	// with tshark 4.0): disable it. tshark 4.0 calls it rpcrdma_infiniband,
-	// other Wireshark sources rpcordma_infiniband, and tshark refuses an
-	// unknown name, so try each.
-	args := []string{"-r", file, "-n"}
-	for _, p := range ports {
-		args = append(args, "-d", fmt.Sprintf("udp.port==%d,infiniband", p))
-	}
-	args = append(args, "-Y", fmt.Sprintf("!(udp.srcport==%d)", probePort),
-		"-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,",
-		"-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity",
-		"-e", "_ws.expert.message")
-	var out []byte
 	for _, heur := range []string{"rpcrdma_infiniband", "rpcordma_infiniband", ""} {
 		cmdArgs := slices.Clone(args)
 		if heur != "" {
@@ -470,15 +455,35 @@ func checkTshark(t *testing.T, tshark, file string, frames int, probePort uint16
 		cmd := exec.Command(tshark, cmdArgs...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
-		var err error
-		out, err = cmd.Output()
+		out, err := cmd.Output()
 		if err != nil && heur != "" && strings.Contains(stderr.String(), "No such protocol "+heur) {
 			continue
 		}
 		t.Logf("%s %s", tshark, strings.Join(cmdArgs, " "))
 		require.NoError(t, err, "tshark: %s", stderr.String())
-		break
+		return out
 	}
+	return nil // not reached: the last try has no heuristic to refuse
+}
+
+// checkTshark decodes file with tshark, the ports as RoCEv2, and requires
+// every frame but the probes (from probePort) to decode as Ethernet, IPv4,
+// UDP and InfiniBand (then payload data), with nothing malformed and no
+// expert error.
+func checkTshark(t *testing.T, tshark, file string, frames int, probePort uint16, ports ...uint16) {
+	t.Helper()
+	// The ports are not 4791: "Decode As" them ("infiniband" is the
+	// RoCEv2 dissector's entry in the udp.port table; a UDP port table
+	// entry matches either port of a datagram).
+	args := []string{"-r", file, "-n"}
+	for _, p := range ports {
+		args = append(args, "-d", fmt.Sprintf("udp.port==%d,infiniband", p))
+	}
+	args = append(args, "-Y", fmt.Sprintf("!(udp.srcport==%d)", probePort),
+		"-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,",
+		"-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity",
+		"-e", "_ws.expert.message")
+	out := runTshark(t, tshark, args)
 	lines := strings.FieldsFunc(string(out), func(r rune) bool { return r == '\n' })
 	require.Len(t, lines, frames, "tshark output:\n%s", out)
 	const severityError = 0x800000 // PI_ERROR in Wireshark's expert.h

@@ -1,7 +1,6 @@
 package dump
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -45,9 +44,8 @@ var tsharkJudgeFields = []string{
 
 // runTsharkFields runs tshark on file with the extra arguments args and
 // returns, per frame tshark dissects as InfiniBand, the first value of
-// each of tsharkJudgeFields by name. The RPC-over-RDMA heuristic, which
-// claims arbitrary payloads, is disabled under either of its names
-// (see checkTshark).
+// each of tsharkJudgeFields by name (runTshark disables the
+// RPC-over-RDMA heuristic).
 func runTsharkFields(t *testing.T, tshark, file string, args ...string) map[int]map[string]string {
 	t.Helper()
 	base := append([]string{"-r", file, "-n"}, args...)
@@ -55,23 +53,7 @@ func runTsharkFields(t *testing.T, tshark, file string, args ...string) map[int]
 	for _, f := range tsharkJudgeFields {
 		base = append(base, "-e", f)
 	}
-	var out []byte
-	for _, heur := range []string{"rpcrdma_infiniband", "rpcordma_infiniband", ""} {
-		cmdArgs := base
-		if heur != "" {
-			cmdArgs = append([]string{"--disable-heuristic", heur}, base...)
-		}
-		cmd := exec.Command(tshark, cmdArgs...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		var err error
-		out, err = cmd.Output()
-		if err != nil && heur != "" && strings.Contains(stderr.String(), "No such protocol "+heur) {
-			continue
-		}
-		require.NoError(t, err, "tshark %s: %s", strings.Join(cmdArgs, " "), stderr.String())
-		break
-	}
+	out := runTshark(t, tshark, base)
 	frames := map[int]map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		v := strings.Split(line, "|")
