@@ -2,7 +2,6 @@ package perftest
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -16,20 +15,32 @@ import (
 // sample window, as perftest's column CPU_Util[%], and how much processor
 // time this process took in it.
 
-// checkCPUUtil checks --cpu_util: perftest measures it over a duration
-// run's sample window only ("CPU Utilization works only with Duration
-// mode"), and reads /proc/stat.
+// checkCPUUtil checks --cpu_util, which reads /proc/stat. perftest
+// measures it over a duration run's sample window only: without -D its
+// force_dependecies warns ("CPU Utilization works only with Duration
+// mode") and runs without the column, and so does this (cpuUtilNote).
 func (o *options) checkCPUUtil(t Test) error {
 	if !o.cpuUtil {
 		return nil
 	}
 	if o.duration == 0 {
-		return errors.New("--cpu_util measures the sample window of a -D run (perftest: \"CPU Utilization works only with Duration mode\")")
+		o.cpuUtil, o.cpuUtilWarn = false, true
+		return nil
 	}
 	if _, err := readCPUStat(); err != nil {
 		return fmt.Errorf("--cpu_util: %w", err)
 	}
 	return nil
+}
+
+// cpuUtilNote is the warning perftest's force_dependecies writes to
+// standard error when --cpu_util comes without -D (after a RESULT_LINE
+// on standard output: parseNotes); "" otherwise.
+func (o *options) cpuUtilNote() string {
+	if !o.cpuUtilWarn {
+		return ""
+	}
+	return " CPU Utilization works only with Duration mode.\n"
 }
 
 // measuresCPU reports whether this end's rows carry --cpu_util's

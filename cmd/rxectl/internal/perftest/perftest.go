@@ -160,6 +160,7 @@ type options struct {
 	latencyGap     int             // --latency_gap: µs waited before each latency post
 	retryCount     int             // --retry_count: the QPs' retry_cnt
 	cpuUtil        bool            // --cpu_util: the processors' use in a -D run's sample window (cpuutil.go)
+	cpuUtilWarn    bool            // --cpu_util without -D: off, with perftest's warning (cpuUtilNote)
 	outJSON        bool            // --out_json: write perftest's JSON report file (outjson.go)
 	outJSONFile    string          // --out_json_file: its name
 	connType       string          // -c
@@ -511,6 +512,7 @@ func (t Test) Run(args []string, stdout, stderr io.Writer, interrupt func() cont
 	o.stderr = stderr
 	o.capWarn = &capWarner{w: stderr}
 	io.WriteString(stdout, o.parseNotes())
+	io.WriteString(stderr, o.cpuUtilNote())
 	if n := o.rateNote(); n != "" {
 		fmt.Fprintln(stderr, n)
 	}
@@ -893,7 +895,8 @@ func (o *options) evenRXDepth(t Test) {
 // parseNotes are the lines perftest's force_dependecies prints on
 // standard output while it parses the command line, before anything
 // else: that -Q may spoil a large message's figures, that -l set -Q,
-// that the peak will not be measured, and that dynamic CQE polling is
+// that the peak will not be measured, a RESULT_LINE before --cpu_util's
+// warning without -D (cpuUtilNote), and that dynamic CQE polling is
 // off. They
 // are left out of --json and --output (perftest prints them there too).
 func (o *options) parseNotes() string {
@@ -909,6 +912,9 @@ func (o *options) parseNotes() string {
 	}
 	if o.peakWarn {
 		b.WriteString(" WARNING: BW peak won't be measured in this run.\n")
+	}
+	if o.cpuUtilWarn {
+		b.WriteString(report.ResultLine + "\n")
 	}
 	if o.dynPollOff {
 		b.WriteString("Disabling dynamic polling\n")

@@ -118,7 +118,6 @@ func TestRateFlagErrors(t *testing.T) {
 		{[]string{"write-bw", "--rate_limit", "1e-9", "--rate_units", "p", "--burst_size", "1"}, "a burst every 1e+09 s"},
 		{[]string{"write-bw", "-a", "--rate_limit", "0.001", "--burst_size", "1", "-n", "10"}, "4194304-byte messages: a burst every 33.6 s"},
 		{[]string{"read-bw", "--retry_count", "8"}, "--retry_count 8 not in [0, 7]"},
-		{[]string{"read-bw", "--cpu_util"}, "--cpu_util measures the sample window of a -D run"},
 		{[]string{"read-lat", "--cpu_util", "-D", "2"}, "-cpu_util is for the bandwidth tests"},
 	})
 }
