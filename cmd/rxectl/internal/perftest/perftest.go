@@ -242,6 +242,30 @@ type hooks struct {
 // system data, MTU): how long a peer that connected may stay silent.
 const defSetupTimeout = 60 * time.Second
 
+// marginValue is -f's value: whole seconds, -1 while unset (perftest's
+// DEF_INIT_MARGIN, which force_dependecies turns into a quarter of -D).
+// Its String shows the unset value as 0, so that the help gives the
+// default as its usage states it, not as a -1 the command line refuses.
+type marginValue int
+
+// String returns the margin in seconds, 0 while unset.
+func (m *marginValue) String() string {
+	if m == nil || *m < 0 {
+		return "0"
+	}
+	return strconv.Itoa(int(*m))
+}
+
+// Set parses a number of seconds; checkDuration refuses a negative one.
+func (m *marginValue) Set(s string) error {
+	v, err := strconv.ParseInt(s, 0, strconv.IntSize)
+	if err != nil {
+		return errors.New("a whole number of seconds")
+	}
+	*m = marginValue(v)
+	return nil
+}
+
 func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet(t.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -295,7 +319,10 @@ func perftestFlags(t Test, o *options) *flag.FlagSet {
 	fs.StringVar(&o.outJSONFile, "out_json_file", defOutJSONFile, "the `file` --out_json writes")
 	fs.StringVar(&o.output, "output", "", "print one figure only: bandwidth, message_rate (BW tests) or latency (LAT tests)")
 	both(&o.duration, "D", "duration", 0, "run for N seconds instead of -n iterations (same on both sides)")
-	both(&o.margin, "f", "margin", -1, "with -D: seconds of warm-up and cool-down left out of the measurement (default: duration/4)")
+	o.margin = -1
+	for _, name := range []string{"f", "margin"} {
+		fs.Var((*marginValue)(&o.margin), name, "with -D: `seconds` of warm-up and cool-down left out of the measurement (default: duration/4)")
+	}
 	fs.BoolVar(&o.infinitely, "run_infinitely", false, "run until interrupted, printing a row every -D seconds (default 5)")
 	if t.verb == verbAtomic {
 		fs.StringVar(&o.atomicType, "A", "FETCH_AND_ADD", "atomic operation: FETCH_AND_ADD or CMP_AND_SWAP")
