@@ -318,7 +318,10 @@ func TestBidirInterruptedRDMACM(t *testing.T) {
 	}{
 		{"send-bw", []string{"-n", "1000000", "-s", "64"}},
 		{"write-bw", []string{"-n", "1000000", "-s", "64"}},
-		{"send-bw", []string{"-a", "-n", "1000"}},
+		// As in TestBidirInterrupted, enough iterations that the server
+		// is still sending when the interrupted client's exchange message
+		// comes, on a loaded host too.
+		{"send-bw", []string{"-a", "-n", "20000"}},
 	} {
 		t.Run(tc.cmd+" "+strings.Join(tc.args, " "), func(t *testing.T) {
 			sout, cout, serr, cerr, ended := cmEndsInterrupted(t, tc.cmd, append([]string{"-b"}, tc.args...)...)
