@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -437,33 +436,6 @@ func TestLoopbackCaptureICRC(t *testing.T) {
 	} else {
 		t.Log("tshark not installed: Wireshark's check skipped")
 	}
-}
-
-// runTshark runs tshark with args and returns its standard output, with
-// the RPC-over-RDMA payload heuristic disabled: it claims arbitrary
-// payloads and then reports them malformed (frames 5, 6, 36, 49 and 69 of
-// testdata/scapy/scapy_fixtures.pcap with tshark 4.0). tshark 4.0 calls it
-// rpcrdma_infiniband, other Wireshark sources rpcordma_infiniband, and
-// tshark refuses an unknown name, so each is tried, then neither.
-func runTshark(t *testing.T, tshark string, args []string) []byte {
-	t.Helper()
-	for _, heur := range []string{"rpcrdma_infiniband", "rpcordma_infiniband", ""} {
-		cmdArgs := slices.Clone(args)
-		if heur != "" {
-			cmdArgs = append([]string{"--disable-heuristic", heur}, cmdArgs...)
-		}
-		cmd := exec.Command(tshark, cmdArgs...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil && heur != "" && strings.Contains(stderr.String(), "No such protocol "+heur) {
-			continue
-		}
-		t.Logf("%s %s", tshark, strings.Join(cmdArgs, " "))
-		require.NoError(t, err, "tshark: %s", stderr.String())
-		return out
-	}
-	return nil // not reached: the last try has no heuristic to refuse
 }
 
 // checkTshark decodes file with tshark, the ports as RoCEv2, and requires

@@ -1,10 +1,12 @@
 package dump
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,6 +42,33 @@ var tsharkJudgeFields = []string{
 	"infiniband.cm.rej.localcommid", "infiniband.cm.rej.remotecommid", "infiniband.cm.rej.reason",
 	"infiniband.cm.dreq.localcommid", "infiniband.cm.dreq.remotecommid", "infiniband.cm.req.remoteqpneecn",
 	"infiniband.cm.drsp.localcommid", "infiniband.cm.drsp.remotecommid",
+}
+
+// runTshark runs tshark with args and returns its standard output, with
+// the RPC-over-RDMA payload heuristic disabled: it claims arbitrary
+// payloads and then reports them malformed (frames 5, 6, 36, 49 and 69 of
+// testdata/scapy/scapy_fixtures.pcap with tshark 4.0). tshark 4.0 calls it
+// rpcrdma_infiniband, other Wireshark sources rpcordma_infiniband, and
+// tshark refuses an unknown name, so each is tried, then neither.
+func runTshark(t *testing.T, tshark string, args []string) []byte {
+	t.Helper()
+	for _, heur := range []string{"rpcrdma_infiniband", "rpcordma_infiniband", ""} {
+		cmdArgs := slices.Clone(args)
+		if heur != "" {
+			cmdArgs = append([]string{"--disable-heuristic", heur}, cmdArgs...)
+		}
+		cmd := exec.Command(tshark, cmdArgs...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil && heur != "" && strings.Contains(stderr.String(), "No such protocol "+heur) {
+			continue
+		}
+		t.Logf("%s %s", tshark, strings.Join(cmdArgs, " "))
+		require.NoError(t, err, "tshark: %s", stderr.String())
+		return out
+	}
+	return nil // not reached: the last try has no heuristic to refuse
 }
 
 // runTsharkFields runs tshark on file with the extra arguments args and
