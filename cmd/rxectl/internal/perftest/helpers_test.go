@@ -42,6 +42,24 @@ func loopbackDefaultTimeout(args []string) bool {
 	return loopback
 }
 
+// udLossWait is the --loss-wait runCmd gives a --loopback UC or UD
+// latency run that leaves it at its default: loopback loses none of a
+// ping-pong's messages, and under -race on a loaded host a 1 s silence
+// (the default) ended 5 of 80 UD send-lat runs beside two busy loops, as
+// the 0.6-1.8 s stalls of a process that gets no processor
+// (docs/performance.md, "RETRY_EXC_ERR on a loaded machine") do; a lost
+// message still fails the run, later. A test about losses sets
+// --loss-wait itself.
+const udLossWait = "10s"
+
+// unreliableLatDefaultWait reports whether args, the arguments of
+// perftest subcommand pt, ask for a --loopback UC or UD latency run
+// (multicast included) that leaves --loss-wait at its default.
+func unreliableLatDefaultWait(pt Test, args []string) bool {
+	o, err := parsePerftest(pt, args)
+	return err == nil && pt.lat && o.loopback && (o.connType == "UC" || o.connType == "UD") && !o.set["loss-wait"]
+}
+
 // runCmd runs an rxectl command line in this process as rxectl's command
 // table would: a perftest subcommand, "help" of one, or "dump". It returns
 // the output and the exit status. A --loopback run that does not set the
@@ -49,7 +67,9 @@ func loopbackDefaultTimeout(args []string) bool {
 // under -race on a loaded host one end's goroutines can go without a
 // processor for longer than perftest's 8 tries of 67 ms (-u 14), which
 // ended loss-free loopback runs in RETRY_EXC_ERR; a test about the retry
-// budget sets -u itself.
+// budget sets -u itself. For the same reason a --loopback UC or UD
+// latency run (multicast included) that does not set --loss-wait waits
+// udLossWait for the peer's next message.
 func runCmd(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -59,10 +79,14 @@ func runCmd(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	case args[0] == "help" && len(args) == 2:
 		findTest(t, args[1]).Usage(&out)
 	default:
+		pt := findTest(t, args[0])
 		if loopbackDefaultTimeout(args[1:]) {
 			args = loadProof(args...)
 		}
-		code = findTest(t, args[0]).Run(args[1:], &out, &errb, nil)
+		if unreliableLatDefaultWait(pt, args[1:]) {
+			args = append([]string{args[0], "--loss-wait", udLossWait}, args[1:]...)
+		}
+		code = pt.Run(args[1:], &out, &errb, nil)
 	}
 	return out.String(), errb.String(), code
 }
@@ -113,5 +137,26 @@ func TestLoopbackDefaultTimeout(t *testing.T) {
 		{[]string{"--pcap", "loopback"}, false},
 	} {
 		require.Equal(t, tc.want, loopbackDefaultTimeout(tc.args), "%q", tc.args)
+	}
+}
+
+// TestUnreliableLatDefaultWait: runCmd gives udLossWait to the --loopback
+// UC, UD and multicast latency runs that leave --loss-wait at its
+// default, and to no other run.
+func TestUnreliableLatDefaultWait(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"send-lat", "-c", "UD", "--loopback"}, true},
+		{[]string{"write-lat", "-c", "UC", "--loopback", "-n", "20"}, true},
+		{[]string{"send-lat", "-g", "-M", "239.1.1.1", "--loopback"}, true},
+		{[]string{"send-lat", "-c", "UD", "--loopback", "--loss-wait", "300ms"}, false},
+		{[]string{"send-lat", "--loopback"}, false},            // RC
+		{[]string{"send-bw", "-c", "UD", "--loopback"}, false}, // a bandwidth test
+		{[]string{"send-lat", "-c", "UD", "127.0.0.1"}, false},
+		{[]string{"send-lat", "-c", "XX", "--loopback"}, false}, // refused
+	} {
+		require.Equal(t, tc.want, unreliableLatDefaultWait(findTest(t, tc.args[0]), tc.args[1:]), "%q", tc.args)
 	}
 }
