@@ -118,9 +118,9 @@ type leftOut struct {
 	// (KindCut, or a packet whose headers it holds not all of), cutFirst
 	// the frame of the first.
 	cut, cutFirst int
-	// fromRoCEPort counts the datagrams to another port than the
-	// RoCEv2 ports that are RoCE (see Reader.hintPorts).
-	fromRoCEPort map[[2]uint16]int
+	// skipped is what the Reader skipped that standard error names
+	// (see skipped.say).
+	skipped *skipped
 }
 
 // cutHeadersSnap is the snap length the note on packets cut inside their
@@ -144,7 +144,7 @@ func readPackets(r io.Reader, ports Ports) ([]flows.Packet, leftOut, time.Time, 
 	)
 	for {
 		rec, err := rd.Next(&f)
-		lo.fromRoCEPort = rd.fromRoCEPort
+		lo.skipped = &rd.skip
 		if err == io.EOF {
 			return out, lo, rd.First(), nil
 		}
@@ -205,7 +205,9 @@ func analyse(r io.Reader, name string, o *options, stdout, stderr io.Writer) int
 	case lo.malformed > 1:
 		fmt.Fprintf(stderr, "rxectl dump: %d malformed datagrams to a RoCEv2 port left out of the analysis (first: frame %d; rxectl dump %s says why)\n", lo.malformed, lo.malformedFirst, name)
 	}
-	hintPorts(stderr, lo.fromRoCEPort)
+	if lo.skipped != nil {
+		lo.skipped.say(stderr)
+	}
 	if err != nil && pkts == nil {
 		fmt.Fprintf(stderr, "rxectl dump: %s: %v\n", name, err)
 		return cli.ExitFail

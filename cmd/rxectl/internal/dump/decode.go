@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"slices"
@@ -12,7 +13,7 @@ import (
 type Kind uint8
 
 const (
-	KindOther     Kind = iota // not RoCEv2: skipped silently
+	KindOther     Kind = iota // not RoCEv2: skipped (Reader counts those it should say, see Frame.OtherPort)
 	KindRoCE                  // a RoCEv2 packet that packet.Parse accepts
 	KindMalformed             // UDP to a RoCEv2 port that does not parse
 	// KindCut is UDP to a RoCEv2 port that the capture cut short (its
@@ -66,11 +67,57 @@ type Frame struct {
 	// Segments, but no frame describes them).
 	uncaptured int
 
-	// FromRoCEPort, on a KindOther frame, says that it is a UDP datagram
-	// from a RoCEv2 port (Src) to another port (Dst) whose RoCE packets parse
-	// and check: a device that receives on that port (two devices on one
-	// address), which a --port would decode.
-	FromRoCEPort bool
+	// OtherPort, on a KindOther frame, says that it is a UDP datagram to
+	// a port that is not a RoCEv2 port whose RoCE packets parse and
+	// check: from a RoCEv2 port (the answers to a device that receives
+	// on another port, as two devices on one address) or between two
+	// other ports (rxectl --udp-port 0). A --port would decode it.
+	OtherPort bool
+
+	// firstFragment, on a KindMalformed frame, and laterFragment, on a
+	// KindOther one, say that the frame is the first IP fragment of a
+	// UDP datagram to a RoCEv2 port, or a later fragment of a UDP
+	// datagram (which carries no UDP header), with frag naming the
+	// datagram.
+	firstFragment, laterFragment bool
+	frag                         fragKey
+}
+
+// fragKey names the datagram an IP fragment belongs to: its addresses
+// and Identification (RFC 791 for IPv4, RFC 8200 4.5 for IPv6).
+type fragKey struct {
+	src, dst netip.Addr
+	id       uint32
+}
+
+// ipFragment reports whether the IP packet ip is a fragment of a UDP
+// datagram, which datagram (k) and whether it is a later fragment, one
+// with a non-zero offset and so no UDP header. For IPv6 it walks the
+// extension headers PeekUDP walks to the Fragment header.
+func ipFragment(ip []byte) (k fragKey, later, ok bool) {
+	switch {
+	case len(ip) >= packet.IPv4HeaderSize && ip[0]>>4 == 4:
+		fl := binary.BigEndian.Uint16(ip[6:])
+		if ip[9] != 17 || fl&0x3FFF == 0 { // neither MF nor an offset
+			return k, false, false
+		}
+		k = fragKey{netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20])), uint32(binary.BigEndian.Uint16(ip[4:]))}
+		return k, fl&0x1FFF != 0, true
+	case len(ip) >= packet.IPv6HeaderSize && ip[0]>>4 == 6:
+		nh, off := ip[6], packet.IPv6HeaderSize
+		for nh == 0 || nh == 43 || nh == 60 {
+			if len(ip) < off+8 {
+				return k, false, false
+			}
+			nh, off = ip[off], off+8+int(ip[off+1])*8
+		}
+		if nh != 44 || len(ip) < off+8 || ip[off] != 17 {
+			return k, false, false
+		}
+		k = fragKey{netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40])), binary.BigEndian.Uint32(ip[off+4:])}
+		return k, binary.BigEndian.Uint16(ip[off+2:])&0xFFF8 != 0, true
+	}
+	return k, false, false
 }
 
 // Uncaptured is the number of f's datagram's segments that the capture
@@ -131,12 +178,16 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 		src, dst, frag, ok := packet.PeekUDP(ip)
 		if !ok || !rocePorts.has(dst.Port()) {
 			f.Kind = KindOther
+			if k, later, isFrag := ipFragment(ip); isFrag && later {
+				f.laterFragment, f.frag = true, k
+			}
 			return
 		}
 		f.Kind, f.Src, f.Dst = KindMalformed, src, dst
 		switch {
 		case frag:
 			f.Err = errFragment
+			f.frag, _, f.firstFragment = ipFragment(ip)
 		case ip[0]>>4 == 6 && errors.Is(err, packet.ErrNotUDP):
 			f.Err = errIPv6Ext
 		case f.CapLen < f.OrigLen:
@@ -147,15 +198,13 @@ func DecodeFrame(f *Frame, data []byte, lt LinkType, rocePorts Ports) {
 		return
 	}
 	if !rocePorts.has(dg.Pseudo.DstPort) {
+		// Decoded only to ask whether it is RoCE: a datagram whose
+		// ICRCs check is, but for a 2^-32 chance.
 		f.Kind = KindOther
-		if rocePorts.has(dg.Pseudo.SrcPort) {
-			// Decoded only to ask whether it is RoCE: a datagram
-			// whose ICRCs check is, but for a 2^-32 chance.
-			var g Frame
-			decodeDatagram(&g, dg)
-			if g.Kind == KindRoCE && g.ICRCOK {
-				f.FromRoCEPort, f.Src, f.Dst = true, g.Src, g.Dst
-			}
+		var g Frame
+		decodeDatagram(&g, dg)
+		if g.Kind == KindRoCE && g.ICRCOK {
+			f.OtherPort, f.Src, f.Dst = true, g.Src, g.Dst
 		}
 		return
 	}

@@ -75,11 +75,13 @@ Dump decodes the RoCEv2 packets of a capture file: classic pcap or pcapng,
 either of them gzip-compressed ("-" reads standard input). Link types:
 Ethernet (with 802.1Q/QinQ tags), Linux cooked SLL and SLL2, raw IP, BSD
 loopback. A frame is RoCEv2 when it is UDP to destination port 4791 (or a
---port); other frames are skipped. Of those, UDP datagrams from a RoCEv2
-port to another port whose RoCE packets check (the answers to a device
-that receives on another port, as with two devices on one address) are
-counted: standard error says how many went to which port, and the --port
-that decodes them. Flags may come before or after FILE.
+--port); other frames are skipped. Of those, UDP datagrams to another port
+whose RoCE packets check (the answers to a device that receives on another
+port, as with two devices on one address, or rxectl --udp-port 0 runs) are
+counted: standard error says how many went from and to which ports, and
+the --port that decodes them. So are the IP fragments after the first of
+datagrams to a RoCEv2 port, which carry no UDP header (the first fragment
+is MALFORMED). Flags may come before or after FILE.
 
 Each packet gives one line: frame number (counting every frame of the file,
 as Wireshark does), time (by default in seconds since the first frame),
@@ -254,10 +256,64 @@ type Reader struct {
 	// reads on, and rec its record.
 	seg Frame
 	rec Record
-	// fromRoCEPort counts the datagrams skipped as not to a RoCEv2 port
-	// that are RoCE from one (Frame.FromRoCEPort), by source and
+	// skip counts what Next skips that standard error should name.
+	skip skipped
+}
+
+// skipped counts the frames Reader.Next skips that hold RoCE it does not
+// decode: UDP datagrams to another port whose RoCE packets check
+// (Frame.OtherPort), and the IP fragments after the first of datagrams
+// to a RoCEv2 port.
+type skipped struct {
+	// otherPort counts the Frame.OtherPort datagrams by source and
 	// destination port.
-	fromRoCEPort map[[2]uint16]int
+	otherPort map[[2]uint16]int
+	// firstFrags holds the datagrams whose first fragment went to a
+	// RoCEv2 port, laterFrags counts the later fragments of each UDP
+	// datagram: a later fragment may come before its first.
+	firstFrags map[fragKey]bool
+	laterFrags map[fragKey]int
+}
+
+// add counts f, a frame Reader.Next decoded, if it is one s counts.
+func (s *skipped) add(f *Frame) {
+	switch {
+	case f.OtherPort:
+		if s.otherPort == nil {
+			s.otherPort = map[[2]uint16]int{}
+		}
+		s.otherPort[[2]uint16{f.Src.Port(), f.Dst.Port()}]++
+	case f.firstFragment:
+		if s.firstFrags == nil {
+			s.firstFrags = map[fragKey]bool{}
+		}
+		s.firstFrags[f.frag] = true
+	case f.laterFragment:
+		if s.laterFrags == nil {
+			s.laterFrags = map[fragKey]int{}
+		}
+		s.laterFrags[f.frag]++
+	}
+}
+
+// say writes to w what s counted: how many later fragments of datagrams
+// to a RoCEv2 port there were, and, for each pair of ports that
+// Frame.OtherPort datagrams went from and to, how many there were and
+// the --port that decodes them, in port order.
+func (s *skipped) say(w io.Writer) {
+	frags := 0
+	for k, n := range s.laterFrags {
+		if s.firstFrags[k] {
+			frags += n
+		}
+	}
+	switch {
+	case frags == 1:
+		fmt.Fprintln(w, "rxectl dump: 1 IP fragment after the first of a datagram to a RoCEv2 port not decoded: it carries no UDP header (the datagram's first fragment is MALFORMED)")
+	case frags > 1:
+		fmt.Fprintf(w, "rxectl dump: %d IP fragments after the first of datagrams to a RoCEv2 port not decoded: they carry no UDP header (the first fragment of each is MALFORMED)\n", frags)
+	}
+	hintPorts(w, s.otherPort)
 }
 
 // NewReader opens the capture in r (see Open) for decoding UDP datagrams
@@ -274,14 +330,10 @@ func NewReader(r io.Reader, ports Ports) (*Reader, error) {
 	return &Reader{c: c, ports: ports}, nil
 }
 
-// hintPorts writes to w, for each pair of ports that UDP datagrams Next
-// skipped went from and to although they came from a RoCEv2 port and
-// their RoCE packets check (Frame.FromRoCEPort), how many there were and
-// the --port that decodes them, in port order.
-func (r *Reader) hintPorts(w io.Writer) { hintPorts(w, r.fromRoCEPort) }
-
-// hintPorts writes the lines of Reader.hintPorts for the counts m, by
-// source and destination port.
+// hintPorts writes, for each pair of ports in m (by source and
+// destination port), how many UDP datagrams went from the one to the
+// other that hold RoCE packets whose ICRCs check, and the --port that
+// decodes them.
 func hintPorts(w io.Writer, m map[[2]uint16]int) {
 	pairs := slices.SortedFunc(maps.Keys(m), func(a, b [2]uint16) int {
 		return cmp.Or(cmp.Compare(a[1], b[1]), cmp.Compare(a[0], b[0]))
@@ -341,14 +393,9 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 		if f.Segments > 0 {
 			r.seg, r.rec = *f, rec
 		}
+		r.skip.add(f)
 		if f.Kind != KindOther {
 			return rec, nil
-		}
-		if f.FromRoCEPort {
-			if r.fromRoCEPort == nil {
-				r.fromRoCEPort = map[[2]uint16]int{}
-			}
-			r.fromRoCEPort[[2]uint16{f.Src.Port(), f.Dst.Port()}]++
 		}
 	}
 }
@@ -422,7 +469,7 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 		fmt.Fprintf(stderr, ", %d truncated by the capture (snap length)", st.truncated)
 	}
 	fmt.Fprintln(stderr)
-	rd.hintPorts(stderr)
+	rd.skip.say(stderr)
 	if o.strict && st.truncated > 0 {
 		// They fail no check: their ICRC and payload were not captured.
 		fmt.Fprintf(stderr, "rxectl dump: --strict: the ICRC and payload of %s truncated by the capture could not be verified (not counted as failures)\n", count(st.truncated, "packet"))
