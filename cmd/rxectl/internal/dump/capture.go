@@ -55,7 +55,7 @@ type Capture struct {
 	// LinkType is the link type of a classic pcap file; a pcapng file
 	// gives one per record.
 	LinkType LinkType
-	pcap     *pcapgo.Reader
+	pcap     *pcapReader
 	ng       *pcapgo.NgReader
 	ngGuard  *ngGuard
 }
@@ -106,12 +106,11 @@ func Open(r io.Reader) (c *Capture, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading pcap file header: %w", unexpected(err))
 		}
-		c.LinkType = pcapLinkType(hdr) // before pcapgo reads: Peek's bytes do not last
-		c.pcap, err = pcapgo.NewReader(&pcapGuard{r: br, order: pcapOrder(hdr), skip: pcapFileHeaderLen})
+		c.LinkType = pcapLinkType(hdr) // before reading on: Peek's bytes do not last
+		c.pcap, err = newPcapReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("reading pcap file header: %w", unexpected(err))
 		}
-		c.pcap.SetSnaplen(maxSnaplen)
 	default:
 		return nil, fmt.Errorf(errNotCaptureFmt, quoteMagic(magic))
 	}
@@ -139,67 +138,74 @@ func pcapLinkType(hdr []byte) LinkType {
 // seconds, fraction, captured length, original length.
 const pcapRecordHeaderLen = 16
 
-// pcapGuard passes a classic pcap stream on to pcapgo's Reader record by
-// record, raising the original length of a record to its captured length
-// where the file gives less. Wireshark reads such a record (a writer's
-// slip); pcapgo v1.1.19 refuses it after reading its header, and then
-// cannot go on, so one such record ended the dump of the whole file.
-type pcapGuard struct {
-	r     io.Reader
+// pcapReader reads the records of a classic pcap file (the format of
+// libpcap's savefile.c: a 24-byte file header, then per record a 16-byte
+// header of seconds, fraction, captured length and original length, and
+// the captured bytes). Its buffer grows to the longest record read, not to
+// maxSnaplen.
+type pcapReader struct {
+	r     io.Reader // past the file header
 	order binary.ByteOrder
-	skip  int // bytes of the file header still to pass unchanged
-	hdr   [pcapRecordHeaderLen]byte
-	nhdr  int   // bytes of hdr read
-	out   int   // bytes of hdr handed on
-	rest  int64 // bytes of the current record's data still to pass
-	err   error // sticky, after a short record header
+	// nsPerUnit turns the fraction of a record's time stamp into
+	// nanoseconds: 1000 for a microsecond file, 1 for a nanosecond one.
+	nsPerUnit uint32
+	hdr       [pcapRecordHeaderLen]byte
+	buf       []byte
 }
 
-// Read passes the stream through.
-func (g *pcapGuard) Read(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+// newPcapReader reads the classic pcap file header from r (whose magic
+// the caller has checked) and checks its version: 2.4, the only one
+// libpcap writes.
+func newPcapReader(r io.Reader) (*pcapReader, error) {
+	var hdr [pcapFileHeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
 	}
-	switch {
-	case g.skip > 0:
-		n, err := g.r.Read(p[:min(len(p), g.skip)])
-		g.skip -= n
-		return n, err
-	case g.out < g.nhdr: // hand on the (checked) header
-		n := copy(p, g.hdr[g.out:g.nhdr])
-		if g.out += n; g.out == pcapRecordHeaderLen {
-			g.nhdr, g.out = 0, 0
+	p := &pcapReader{r: r, order: pcapOrder(hdr[:]), nsPerUnit: 1000}
+	if m := binary.LittleEndian.Uint32(hdr[:]); m == magicPcapNsLE || m == magicPcapNsBE {
+		p.nsPerUnit = 1
+	}
+	if v := p.order.Uint16(hdr[4:]); v != 2 {
+		return nil, fmt.Errorf("unknown major version %d", v)
+	}
+	if v := p.order.Uint16(hdr[6:]); v != 4 {
+		return nil, fmt.Errorf("unknown minor version %d", v)
+	}
+	return p, nil
+}
+
+// next reads the next record: its data (valid until the next call), time
+// stamp and original length. A record whose original length is less than
+// its captured length (a writer's slip) is read, as Wireshark reads it,
+// with the original length raised to the captured one. It returns io.EOF
+// at the clean end of the file, ErrTruncated when the file stops inside a
+// record, and an error for a record longer than maxSnaplen.
+func (p *pcapReader) next() (data []byte, ts time.Time, origLen int, err error) {
+	if _, err = io.ReadFull(p.r, p.hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = ErrTruncated
 		}
-		return n, nil
-	case g.rest > 0:
-		n, err := g.r.Read(p[:min(int64(len(p)), g.rest)])
-		g.rest -= int64(n)
-		if err == io.EOF && g.rest > 0 {
-			// The file ends inside the record's data. Passed on as is,
-			// io.EOF with not one byte of the data read is what pcapgo's
-			// io.ReadFull calls a clean end: the record was dropped
-			// without a word and the dump exited 0.
-			err = io.ErrUnexpectedEOF
+		return nil, ts, 0, err
+	}
+	caplen, origlen := p.order.Uint32(p.hdr[8:]), p.order.Uint32(p.hdr[12:])
+	if caplen > maxSnaplen {
+		return nil, ts, 0, fmt.Errorf("capture length exceeds snap length: %d > %d", caplen, maxSnaplen)
+	}
+	if cap(p.buf) < int(caplen) {
+		p.buf = make([]byte, caplen)
+	}
+	data = p.buf[:caplen]
+	if _, err = io.ReadFull(p.r, data); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = ErrTruncated
 		}
-		return n, err
-	case g.err != nil:
-		return 0, g.err
+		return nil, ts, 0, err
 	}
-	n, err := io.ReadFull(g.r, g.hdr[:])
-	if err != nil {
-		if n == 0 {
-			return 0, err // io.EOF between records
-		}
-		// A short header: hand on what there is, then the end.
-		g.nhdr, g.err = n, io.EOF
-		return g.Read(p)
-	}
-	caplen, origlen := g.order.Uint32(g.hdr[8:]), g.order.Uint32(g.hdr[12:])
-	if caplen > origlen {
-		g.order.PutUint32(g.hdr[12:], caplen)
-	}
-	g.nhdr, g.rest = n, int64(caplen)
-	return g.Read(p)
+	// The fraction times nsPerUnit in 32 bits, as gopacket's pcapgo
+	// (v1.1.19) reads it: a microsecond fraction of 4294968 or more
+	// (beyond a second, which libpcap never writes) wraps.
+	ts = time.Unix(int64(p.order.Uint32(p.hdr[0:])), int64(p.order.Uint32(p.hdr[4:])*p.nsPerUnit)).UTC()
+	return data, ts, int(max(origlen, caplen)), nil
 }
 
 // quoteMagic shows the first bytes of a file.
@@ -224,14 +230,11 @@ func (c *Capture) Next() (rec Record, err error) {
 		}
 	}()
 	if c.pcap != nil {
-		data, ci, err := c.pcap.ZeroCopyReadPacketData()
+		data, ts, origLen, err := c.pcap.next()
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return rec, ErrTruncated
-			}
 			return rec, err
 		}
-		return Record{Data: data, TS: ci.Timestamp, CapLen: len(data), OrigLen: ci.Length, LinkType: c.LinkType}, nil
+		return Record{Data: data, TS: ts, CapLen: len(data), OrigLen: origLen, LinkType: c.LinkType}, nil
 	}
 	data, ci, err := c.ng.ZeroCopyReadPacketData()
 	if err != nil {
