@@ -759,7 +759,9 @@ func FuzzDump(f *testing.F) {
 			require.Contains(t, []int{cli.ExitOK, cli.ExitFail}, code)
 			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
 			for _, l := range lines {
-				require.True(t, strings.HasPrefix(l, "rxectl dump: "), "stderr line %q", l)
+				if !strings.HasPrefix(l, "rxectl dump: ") {
+					require.Fail(t, "stderr line without the prefix", "%q", l)
+				}
 			}
 			return out.String(), lines, code
 		}
@@ -853,27 +855,48 @@ func FuzzDump(f *testing.F) {
 				Segment   int
 				Segments  int
 			}
-			require.NoError(t, json.Unmarshal([]byte(jl), &j), jl)
+			// The checks call require only when they fail: its
+			// t.Helper walks the stack on every call, which would cost
+			// most of a run of a file of many packets.
+			if err := json.Unmarshal([]byte(jl), &j); err != nil {
+				require.NoError(t, err, jl)
+			}
 			tl := textLines[i]
 			num, err := strconv.Atoi(strings.Fields(tl)[0])
-			require.NoError(t, err, tl)
-			require.Equal(t, j.Frame, num, "frame of text line %q and JSON line %q", tl, jl)
-			require.True(t, j.Frame >= 1 && j.Frame <= st.frames, jl)
-			require.GreaterOrEqual(t, j.Frame, prev, "frame numbers never go down")
-			if j.Frame == prev { // the next segment of the same datagram
-				require.Equal(t, seg+1, j.Segment, jl)
-				require.Equal(t, segs, j.Segments, jl)
-			} else if j.Segments > 0 {
-				require.Equal(t, 1, j.Segment, jl)
+			if err != nil || j.Frame != num {
+				require.NoError(t, err, tl)
+				require.Equal(t, j.Frame, num, "frame of text line %q and JSON line %q", tl, jl)
 			}
-			require.LessOrEqual(t, j.Segment, j.Segments, jl)
-			require.Equal(t, j.Segment > 0, strings.Contains(tl, fmt.Sprintf(" (segment %d of %d in one UDP datagram", j.Segment, j.Segments)), tl)
+			if j.Frame < 1 || j.Frame > st.frames || j.Frame < prev {
+				require.True(t, j.Frame >= 1 && j.Frame <= st.frames, jl)
+				require.GreaterOrEqual(t, j.Frame, prev, "frame numbers never go down")
+			}
+			wantSeg, wantSegs := j.Segment, j.Segments
+			switch {
+			case j.Frame == prev: // the next segment of the same datagram
+				wantSeg, wantSegs = seg+1, segs
+			case j.Segments > 0:
+				wantSeg = 1
+			}
+			if j.Segment != wantSeg || j.Segments != wantSegs || j.Segment > j.Segments {
+				require.Equal(t, wantSeg, j.Segment, jl)
+				require.Equal(t, wantSegs, j.Segments, jl)
+				require.LessOrEqual(t, j.Segment, j.Segments, jl)
+			}
 			prev, seg, segs = j.Frame, j.Segment, j.Segments
-			require.Equal(t, j.Error != nil, strings.Contains(tl, " MALFORMED: "), tl)
-			require.Equal(t, j.Truncated, strings.Contains(tl, " TRUNCATED by the capture ("), tl)
 			isBad := j.ICRCOK != nil && !*j.ICRCOK
-			require.Equal(t, isBad, strings.Contains(tl, " ICRC BAD (wire "), tl)
-			require.Equal(t, j.ICRCOK != nil && *j.ICRCOK, strings.HasSuffix(strings.Split(tl, " (segment ")[0], " ICRC ok"), tl)
+			says := func(ok bool, substr string) {
+				if ok != strings.Contains(tl, substr) {
+					require.Equal(t, ok, strings.Contains(tl, substr), "%q in %q", substr, tl)
+				}
+			}
+			says(j.Segment > 0, fmt.Sprintf(" (segment %d of %d in one UDP datagram", j.Segment, j.Segments))
+			says(j.Error != nil, " MALFORMED: ")
+			says(j.Truncated, " TRUNCATED by the capture (")
+			says(isBad, " ICRC BAD (wire ")
+			if ok := j.ICRCOK != nil && *j.ICRCOK; ok != strings.HasSuffix(strings.Split(tl, " (segment ")[0], " ICRC ok") {
+				require.Fail(t, "the line's ICRC ok and the JSON's icrc_ok disagree", "icrc_ok %v: %q", ok, tl)
+			}
 			switch {
 			case j.Error != nil:
 				malformed++
@@ -881,8 +904,8 @@ func FuzzDump(f *testing.F) {
 				truncated++
 			case isBad:
 				bad++
-			default:
-				require.True(t, j.ICRCOK != nil && *j.ICRCOK, jl)
+			case j.ICRCOK == nil || !*j.ICRCOK:
+				require.Fail(t, "a packet neither malformed, truncated, of a bad ICRC nor of a good one", jl)
 			}
 		}
 		require.Equal(t, st.malformed, malformed, summary)
