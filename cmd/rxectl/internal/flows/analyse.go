@@ -64,7 +64,7 @@ type half struct {
 	ahead map[packet.PSN]aheadReq
 	// skipped: the PSNs a go-back-N resend round skipped (lost before
 	// the capture point), until they are seen again.
-	skipped map[packet.PSN]bool
+	skipped psnSet
 	// holes are the latest selective-repeat hole reports (at most
 	// maxSkips) whose hole's first PSN was not sent again since: the
 	// evidence of the selective resend that sends it (rewind).
@@ -448,7 +448,7 @@ func (h *half) lateRequest(f *Flow, r *rec, end packet.PSN) {
 	if n, known := h.span(r); known {
 		h.asked(r.psn, n)
 	}
-	delete(h.skipped, r.psn)
+	h.skipped.remove(r.psn, 1)
 	h.message(f, r, end)
 	if r.mask&packet.MaskRead != 0 {
 		if n, known := h.span(r); known {
@@ -552,7 +552,7 @@ func (h *half) request(r *rec, last time.Time) {
 			}
 		}
 	}
-	delete(h.skipped, r.psn)
+	h.skipped.remove(r.psn, 1)
 	h.holes = slices.DeleteFunc(h.holes, func(x holeReport) bool { return x.psn == r.psn })
 	if h.ep != nil && !r.psn.After(h.highAtStart()) {
 		h.ep.Resent++
@@ -759,7 +759,7 @@ func (h *half) rewind(r *rec, last time.Time, isReq bool) {
 	// Otherwise the capture's copy tells of a loss after the capture point
 	// unless a go-back-N round since skipped the PSN: its last copy then
 	// never reached the capture.
-	if s, ok := src[r.psn]; ok && s.frame < cutoff && !(isReq && h.skipped[r.psn]) {
+	if s, ok := src[r.psn]; ok && s.frame < cutoff && !(isReq && h.skipped.has(r.psn)) {
 		ep.FirstSentFrame = s.frame
 		if ep.Cause != CauseRNR && ep.AckedFrame == 0 {
 			h.a.note(Ref{s.frame, s.seg}).LostAfter = true
@@ -784,12 +784,7 @@ func (h *half) skipGap(r *rec, psn packet.PSN, n int) {
 		h.gap = &evidence{frame: r.frame, t: r.t}
 		sg.evidence = true
 	}
-	if h.skipped == nil {
-		h.skipped = map[packet.PSN]bool{}
-	}
-	for q := psn; q != r.psn; q = q.Next() {
-		h.skipped[q] = true
-	}
+	h.skipped.add(psn, offset(psn, r.psn))
 	if len(h.skips) == maxSkips {
 		h.skips = slices.Delete(h.skips, 0, 1)
 	}
@@ -814,12 +809,7 @@ func (h *half) ack(r *rec) {
 		if sg.missed {
 			return true // the gap stands
 		}
-		for q := sg.psn; ; q = q.Next() {
-			delete(h.skipped, q)
-			if q == last {
-				break
-			}
-		}
+		h.skipped.remove(sg.psn, sg.n)
 		f := h.req
 		f.dropGap(sg.frame)
 		f.PSNMissing -= sg.n
