@@ -104,19 +104,26 @@ func FuzzAnalyze(f *testing.F) {
 				wantGoodput += p.Pkt.PayloadLen()
 			}
 		}
+		// The checks of each flow and episode call require only when
+		// they fail: its t.Helper walks the stack on every call, which
+		// cost a fifth of a run.
 		total, goodput, bad := 0, 0, rep.BadICRCNoFlow
 		for _, c := range rep.Connections {
 			for _, fl := range c.Flows {
 				total += fl.Packets
 				bad += fl.BadICRC
-				require.LessOrEqual(t, fl.PSNCorrupt, fl.PSNMissing, "%+v", fl)
-				require.LessOrEqual(t, fl.PSNCorrupt, fl.BadICRC, "%+v", fl)
-				require.LessOrEqual(t, len(fl.BadICRCFrames), fl.BadICRC, "%+v", fl)
-				require.LessOrEqual(t, fl.PSNGaps+fl.PSNRewinds+fl.PSNLate, fl.Packets, "%+v", fl)
-				require.LessOrEqual(t, fl.Messages, fl.Packets)
-				require.GreaterOrEqual(t, fl.PSNGaps, 0, "%+v", fl)
-				require.LessOrEqual(t, fl.PSNGaps, fl.PSNMissing, "%+v", fl)
-				require.Equal(t, fl.PSNGaps == 0, fl.FirstGapFrame == 0, "%+v", fl)
+				if fl.PSNCorrupt > fl.PSNMissing || fl.PSNCorrupt > fl.BadICRC || len(fl.BadICRCFrames) > fl.BadICRC ||
+					fl.PSNGaps+fl.PSNRewinds+fl.PSNLate > fl.Packets || fl.Messages > fl.Packets ||
+					fl.PSNGaps < 0 || fl.PSNGaps > fl.PSNMissing || (fl.PSNGaps == 0) != (fl.FirstGapFrame == 0) {
+					require.LessOrEqual(t, fl.PSNCorrupt, fl.PSNMissing, "%+v", fl)
+					require.LessOrEqual(t, fl.PSNCorrupt, fl.BadICRC, "%+v", fl)
+					require.LessOrEqual(t, len(fl.BadICRCFrames), fl.BadICRC, "%+v", fl)
+					require.LessOrEqual(t, fl.PSNGaps+fl.PSNRewinds+fl.PSNLate, fl.Packets, "%+v", fl)
+					require.LessOrEqual(t, fl.Messages, fl.Packets)
+					require.GreaterOrEqual(t, fl.PSNGaps, 0, "%+v", fl)
+					require.LessOrEqual(t, fl.PSNGaps, fl.PSNMissing, "%+v", fl)
+					require.Equal(t, fl.PSNGaps == 0, fl.FirstGapFrame == 0, "%+v", fl)
+				}
 			}
 			for _, iv := range c.Goodput {
 				goodput += iv.Bytes
@@ -129,10 +136,13 @@ func FuzzAnalyze(f *testing.F) {
 				require.Empty(t, c.Explain)
 			}
 			for _, ep := range c.Recoveries {
-				require.True(t, ep.FirstFrame >= 1 && ep.FirstFrame <= ep.RewindFrame && ep.RewindFrame <= len(ps), "%+v", ep)
-				require.GreaterOrEqual(t, ep.LastFrame, ep.RewindFrame)
-				require.GreaterOrEqual(t, time.Duration(ep.Duration), time.Duration(0))
-				require.GreaterOrEqual(t, time.Duration(ep.Silence), time.Duration(0))
+				if !(ep.FirstFrame >= 1 && ep.FirstFrame <= ep.RewindFrame && ep.RewindFrame <= len(ps)) ||
+					ep.LastFrame < ep.RewindFrame || ep.Duration < 0 || ep.Silence < 0 {
+					require.True(t, ep.FirstFrame >= 1 && ep.FirstFrame <= ep.RewindFrame && ep.RewindFrame <= len(ps), "%+v", ep)
+					require.GreaterOrEqual(t, ep.LastFrame, ep.RewindFrame)
+					require.GreaterOrEqual(t, time.Duration(ep.Duration), time.Duration(0))
+					require.GreaterOrEqual(t, time.Duration(ep.Silence), time.Duration(0))
+				}
 			}
 			require.GreaterOrEqual(t, time.Duration(c.RTT.Min), time.Duration(0))
 			require.LessOrEqual(t, len(c.Goodput), 20)
