@@ -72,7 +72,7 @@ func Open(r io.Reader) (c *Capture, err error) {
 			c, err = nil, fmt.Errorf("corrupt capture file header (%v)", p)
 		}
 	}()
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := bufio.NewReaderSize(r, readBufSize(r))
 	magic, err := br.Peek(4)
 	if err != nil {
 		if len(magic) == 0 {
@@ -115,6 +115,18 @@ func Open(r io.Reader) (c *Capture, err error) {
 		return nil, fmt.Errorf(errNotCaptureFmt, quoteMagic(magic))
 	}
 	return c, nil
+}
+
+// readBufSize is the size of the read buffer for r: 64 KiB, or less when
+// r tells its length (a bytes.Reader, a strings.Reader) and that is
+// shorter, as a buffer longer than the input costs only its zeroing. It
+// is never below 512 bytes, which holds every Peek of Open.
+func readBufSize(r io.Reader) int {
+	const size = 64 << 10
+	if l, ok := r.(interface{ Len() int }); ok && l.Len() < size {
+		return max(l.Len(), 512)
+	}
+	return size
 }
 
 // pcapFileHeaderLen is the length of a classic pcap file header.

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
@@ -400,6 +401,9 @@ func (r *Reader) Next(f *Frame) (Record, error) {
 	}
 }
 
+// outBufs holds the 64 KiB output buffers of dump, for the next call.
+var outBufs = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
 // dump decodes the capture in r (named name in messages) and writes the
 // report to stdout and the summary to stderr. It returns the exit status.
 // With live set (standard input, maybe a running tcpdump -w -) every
@@ -413,7 +417,12 @@ func dump(r io.Reader, name string, o *options, stdout, stderr io.Writer, live b
 	rd.Unsupported = func(lt LinkType, frame int) {
 		fmt.Fprintf(stderr, "rxectl dump: %s: skipping frames of unsupported %s (first: frame %d)\n", name, lt.String(), frame)
 	}
-	w := bufio.NewWriterSize(stdout, 64<<10)
+	w := outBufs.Get().(*bufio.Writer)
+	w.Reset(stdout)
+	defer func() {
+		w.Reset(nil)
+		outBufs.Put(w)
+	}()
 	var (
 		st      stats
 		buf     []byte
