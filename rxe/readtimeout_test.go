@@ -226,13 +226,7 @@ func writeUnread(t *testing.T, r *connReader, z *end, write func(id uint64), id 
 	msn := zMSN()
 	posted := time.Now()
 	write(id)
-	for zMSN() == msn {
-		require.True(t, time.Now().Before(deadline), "z never executed the WRITE")
-		time.Sleep(20 * time.Microsecond)
-	}
-	for !socketHoldsDatagram(t, r.conn) {
-		require.True(t, time.Now().Before(deadline), "z executed the WRITE but its ACK never reached the socket")
-		time.Sleep(20 * time.Microsecond)
-	}
+	testutil.Until(t, func() bool { return zMSN() != msn }, "z never executed the WRITE")
+	testutil.Until(t, func() bool { return socketHoldsDatagram(t, r.conn) }, "z executed the WRITE but its ACK never reached the socket")
 	return posted
 }
