@@ -42,7 +42,8 @@ type qpOpts struct {
 	sendWR      int         // default 32
 	recvWR      int         // default 32
 	srq         *SRQ
-	cq          *CQ // shared CQ (default: a new one)
+	cq          *CQ    // shared CQ (default: a new one)
+	typ         QPType // smallEnd's QP type (default RC)
 }
 
 func (o qpOpts) withDefaults() qpOpts {
@@ -66,6 +67,9 @@ func (o qpOpts) withDefaults() qpOpts {
 	}
 	if o.mtu == 0 {
 		o.mtu = MTU1024
+	}
+	if o.typ == 0 {
+		o.typ = QPTypeRC
 	}
 	if o.cqe == 0 {
 		o.cqe = 256
@@ -96,7 +100,7 @@ func smallEnd(t testing.TB, d *Device, pd *PD, o qpOpts) *end {
 		cq, err = d.CreateCQ(o.cqe, -1)
 		require.NoError(t, err)
 	}
-	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SRQ: o.srq,
+	qp, err := pd.CreateQP(QPInitAttr{Type: o.typ, SendCQ: cq, RecvCQ: cq, SRQ: o.srq,
 		Cap: QPCap{MaxSendWR: o.sendWR, MaxRecvWR: o.recvWR, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
 	require.NoError(t, err)
 	buf := make([]byte, smallBuf)

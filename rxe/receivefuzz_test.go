@@ -113,7 +113,7 @@ func fuzzDeviceReceive(t *testing.T, in []byte) {
 	a := smallEnd(t, da, nil, qpOpts{})
 	b := smallEnd(t, db, nil, qpOpts{})
 	link(t, a, b, qpOpts{}, qpOpts{})
-	u := udEnd(t, db)
+	u := smallEnd(t, db, nil, qpOpts{typ: QPTypeUD, cqe: 64, sendWR: 8, recvWR: 8})
 	readyUD(t, u, fuzzQKey)
 	// A listener queues the REQs for it that RDMA CM could make.
 	_, err := db.ListenCM(fuzzCMPort, CMOptions{PD: b.pd, SendCQ: b.cq, RecvCQ: b.cq})
@@ -246,19 +246,6 @@ func fuzzLeakCheck(t *testing.T) {
 			t.Errorf("%d goroutines outlived the input:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 		}
 	})
-}
-
-// udEnd makes FuzzDeviceReceive's UD QP on d, in RESET, with its own PD
-// and CQ; the receive buffers it posts are registered by the caller.
-func udEnd(t *testing.T, d *Device) *end {
-	pd, err := d.AllocPD()
-	require.NoError(t, err)
-	cq, err := d.CreateCQ(64, -1)
-	require.NoError(t, err)
-	qp, err := pd.CreateQP(QPInitAttr{Type: QPTypeUD, SendCQ: cq, RecvCQ: cq,
-		Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 2}})
-	require.NoError(t, err)
-	return &end{dev: d, pd: pd, cq: cq, qp: qp}
 }
 
 // fuzzBatch is the batch size of FuzzDeviceReceive's pipe: the most
