@@ -4,7 +4,12 @@ size and selective-repeat mode (solid: on, dashed: off), goodput as a
 ratio to the loss-free run of the same mode.
 
 Repeated sweeps may be concatenated: each point is the median goodput of
-its repeats.
+its repeats over the median of the loss-free runs. Runs of a PAIRED=1
+sweep carry a "pair" number: each lossy run is then divided by its own
+loss-free base (the run just before it), and the point is the median of
+those ratios, as docs/loss/table.py reads them. Grey dotted lines mark
+issue 13's selective-repeat targets (0.9, 0.8, 0.75, 0.6 at 0.1, 1, 2,
+5 %).
 
 usage: cat runs*.jsonl | python3 docs/loss/plot.py > docs/loss/goodput.svg"""
 import json
@@ -19,6 +24,20 @@ for r in runs:
         groups[(r["op"], r["size"], r["mode"], r["p"], r.get("dir"))].append(r["bw"])
 bw = {k: statistics.median(v) for k, v in groups.items()}
 base = {(op, size, mode): v for (op, size, mode, p, _), v in bw.items() if p == 0}
+# ratio[(op, size, mode, p, dir)]: the median of the paired ratios, where
+# the runs are paired (a failed run or base leaves its pair out).
+bases = {r["pair"]: r for r in runs if "pair" in r and r.get("dir") == "base" and not r.get("failed")}
+paired = defaultdict(list)
+for r in runs:
+    b = bases.get(r.get("pair"))
+    if b is not None and r.get("dir") != "base" and not r.get("failed") and b["bw"] > 0:
+        paired[(r["op"], r["size"], r["mode"], r["p"], r.get("dir"))].append(r["bw"] / b["bw"])
+ratio = {k: statistics.median(v) for k, v in paired.items()}
+for k, v in bw.items():
+    b = base.get(k[:3])
+    if k not in ratio and k[3] > 0 and b:
+        ratio[k] = v / b
+targets = {0.001: 0.9, 0.01: 0.8, 0.02: 0.75, 0.05: 0.6}
 ps = [0] + sorted({r["p"] for r in runs if r["p"] > 0})
 ops = [o for o in ("write", "read", "send") if any(r["op"] == o for r in runs)]
 dirs = [d for d in ("req", "resp") if any(r.get("dir") == d for r in runs)]
@@ -46,17 +65,18 @@ for i, op in enumerate(ops):
             out.append(f'<text x="{x0 - 4}" y="{py(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
         for k, p in enumerate(ps):
             out.append(f'<text x="{px(k):.1f}" y="{y0 + H + 14}" text-anchor="middle">{p:.1%}</text>')
+            if p in targets:
+                out.append(f'<line x1="{px(k) - 8:.1f}" y1="{py(targets[p]):.1f}" x2="{px(k) + 8:.1f}" y2="{py(targets[p]):.1f}" stroke="#888" stroke-width="2" stroke-dasharray="2,2"/>')
         for size in sorted({r["size"] for r in runs}):
             for mode in ("on", "off"):
-                b = base.get((op, size, mode))
-                if not b:
-                    continue
                 pts = [(px(0), py(1.0))]
                 for k, p in enumerate(ps[1:], 1):
-                    v = bw.get((op, size, mode, p, d))
+                    v = ratio.get((op, size, mode, p, d))
                     if v is None:
                         continue
-                    pts.append((px(k), py(v / b)))
+                    pts.append((px(k), py(v)))
+                if len(pts) == 1:
+                    continue
                 dash = "" if mode == "on" else ' stroke-dasharray="5,3"'
                 path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
                 out.append(f'<polyline points="{path}" fill="none" stroke="{colors.get(size, "black")}" stroke-width="2"{dash}/>')
