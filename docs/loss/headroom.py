@@ -13,9 +13,12 @@ lossy stream's processor time per MiB can be compared with the loss-free
 one's.
 
 Prints one JSON line per run; `python3 docs/loss/headroom.py --table`
-reads them back and prints, per cell, the medians of the unlimited and
-limited goodput ratios (lossy over the loss-free run just before it) and
-of the processor time per GiB of both.
+reads them back and prints, per cell, the medians of the unpaced and
+paced goodput ratios (lossy over the loss-free run just before it), of
+the processor time per GiB of both runs, and of each pair's lossy over
+loss-free processor time per GiB. Processor time is the whole process's
+(both ends), and per GiB divides by the goodput times the duration, so
+the setup before the timed part counts too.
 
 usage: python3 docs/loss/headroom.py RXECTL ROUNDS [DUR] > runs.jsonl
        python3 docs/loss/headroom.py --table < runs.jsonl
@@ -81,12 +84,13 @@ def table():
     for raw in sys.stdin:
         x = json.loads(raw)
         cells.setdefault((x["op"], x["size"]), []).append(x)
-    print("| op | size | p | ratio unlimited | ratio at the limit | MiB/s unlimited (loss-free, lossy) | MiB/s at the limit (loss-free, lossy) | CPU s per GiB unlimited (loss-free, lossy) | CPU s per GiB at the limit (loss-free, lossy) | failed |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| op | size | p | ratio unpaced | ratio paced | MiB/s unpaced (loss-free, lossy) | MiB/s paced (loss-free, lossy) | CPU s per GiB unpaced (loss-free, lossy) | CPU s per GiB paced (loss-free, lossy) | lossy / loss-free CPU per GiB, unpaced | the same, paced | failed |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (op, size), runs in sorted(cells.items()):
         ps = sorted({x["p"] for x in runs if x["p"]})
         for p in ps:
             row = {}
+            cost = {}  # limit: the pairs' lossy over loss-free processor time per GiB
             failed = 0
             for limit in sorted({x["limit"] for x in runs}):
                 ratios, bws, cpus = [], ([], []), ([], [])
@@ -102,6 +106,7 @@ def table():
                     for i, x in enumerate((a, b)):
                         bws[i].append(x["bw"])
                         cpus[i].append(x["cpu_s"] / (x["bw"] * x["dur"] / 1024))
+                    cost.setdefault(limit, []).append(cpus[1][-1] / cpus[0][-1])
                 row[limit] = (ratios, bws, cpus)
 
             def med(v):
@@ -116,7 +121,9 @@ def table():
             for limit in sorted(row):
                 ratios, bws, cpus = row[limit]
                 cols.append("%.2f, %.2f" % (med(cpus[0]), med(cpus[1])))
-            order = [cols[0], cols[1], cols[2], cols[3], cols[4], cols[5]] if len(row) == 2 else cols
+            for limit in sorted(row):
+                cols.append("%.2f" % med(cost.get(limit, [])))
+            order = cols
             print("| %s | %s | %g %% | %s | %d |" % (op, "1 MiB" if size == 1 << 20 else "64 KiB", p * 100, " | ".join(order), failed))
 
 
