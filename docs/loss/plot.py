@@ -26,11 +26,19 @@ bw = {k: statistics.median(v) for k, v in groups.items()}
 base = {(op, size, mode): v for (op, size, mode, p, _), v in bw.items() if p == 0}
 # ratio[(op, size, mode, p, dir)]: the median of the paired ratios, where
 # the runs are paired (a failed run or base leaves its pair out).
-bases = {r["pair"]: r for r in runs if "pair" in r and r.get("dir") == "base" and not r.get("failed")}
+# Each lossy run's base is the run of its pair number just before it:
+# every sweep numbers its pairs from 1 again, so concatenated sweeps
+# repeat the numbers.
+last = {}
 paired = defaultdict(list)
 for r in runs:
-    b = bases.get(r.get("pair"))
-    if b is not None and r.get("dir") != "base" and not r.get("failed") and b["bw"] > 0:
+    if "pair" not in r:
+        continue
+    if r.get("dir") == "base":
+        last[r["pair"]] = r
+        continue
+    b = last.pop(r["pair"], None)
+    if b is not None and not b.get("failed") and not r.get("failed") and b["bw"] > 0:
         paired[(r["op"], r["size"], r["mode"], r["p"], r.get("dir"))].append(r["bw"] / b["bw"])
 ratio = {k: statistics.median(v) for k, v in paired.items()}
 for k, v in bw.items():
