@@ -272,10 +272,14 @@ func (s *session) openDevice(local netip.Addr) error {
 }
 
 // exchangeVersions is exchange_versions and check_version_compatibility.
+// After perftest's version string it offers rxectl's gorxe-only data: the
+// receive buffer each of the device's sockets was granted, how many
+// receive sockets it has (one per completion vector, openSockets) and
+// the selective-repeat offer.
 func (s *session) exchangeVersions() error {
 	rem := make([]byte, oob.VersionMsgSize)
 	if err := s.oob.Exchange("exchanging versions", oob.VersionMsgOffer(s.dev.Addr().Port(),
-		oob.Offer{RecvBuffer: s.bufs.Recv, RecvSockets: 1, SelectiveRepeat: s.srOffer()}), rem); err != nil {
+		oob.Offer{RecvBuffer: s.bufs.Recv, RecvSockets: len(s.socks), SelectiveRepeat: s.srOffer()}), rem); err != nil {
 		return err
 	}
 	s.peer = oob.ParseVersionMsg(rem)

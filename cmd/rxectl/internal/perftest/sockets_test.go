@@ -62,3 +62,26 @@ func TestPerVectorSocketsCaptureAndFaults(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(qps), 2, "destination QPs in the capture")
 }
+
+// TestAnnouncedSockets: each end announces in its exchange of versions the
+// receive sockets it opened (one per completion vector), over TCP and over
+// rdma_cm (-R), and the other end learns that count. The test runs with
+// at least two vectors, so that one socket is not the right answer.
+func TestAnnouncedSockets(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	for _, tc := range []struct {
+		name string
+		open func(*testing.T, string, ...string) (*session, *session)
+	}{{"tcp", loopbackSessions}, {"rdma_cm", loopbackCMSessions}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, ss := tc.open(t, "write-bw", "-q", "2", "-s", "4096", "-n", "20")
+			for _, s := range []*session{cs, ss} {
+				require.Len(t, s.socks, runtime.GOMAXPROCS(0))
+			}
+			require.Equal(t, len(ss.socks), cs.peer.RecvSockets, "the server's sockets, as the client learned them")
+			require.Equal(t, len(cs.socks), ss.peer.RecvSockets, "the client's sockets, as the server learned them")
+		})
+	}
+}
