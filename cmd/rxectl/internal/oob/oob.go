@@ -156,6 +156,10 @@ const (
 	srOfferBit  = 0x80
 )
 
+// MaxRecvSockets is the largest socket count the version message
+// carries; a device with more sockets announces this many.
+const MaxRecvSockets = socketsMask
+
 // VersionMsgBuffer is VersionMsgOffer with a receive buffer and no
 // selective-repeat offer.
 func VersionMsgBuffer(udpPort uint16, recvBuf, sockets int) []byte {

@@ -35,7 +35,15 @@ func loopbackEnds(t *testing.T, cmd, port string, args []string, client, server 
 // devices closed, their counters kept).
 func loopbackSessions(t *testing.T, cmd string, args ...string) (client, server *session) {
 	t.Helper()
+	return loopbackSessionsHooked(t, nil, cmd, args...)
+}
+
+// loopbackSessionsHooked is loopbackSessions with connected, when not nil,
+// as both ends' hooks.connected.
+func loopbackSessionsHooked(t *testing.T, connected func(*session), cmd string, args ...string) (client, server *session) {
+	t.Helper()
 	pt, so, co := loopbackEnds(t, cmd, "0", args, &client, &server)
+	so.hooks.connected, co.hooks.connected = connected, connected
 	runEnds(t, pt, &so, &co)
 	require.NotNil(t, client)
 	require.NotNil(t, server)
@@ -65,7 +73,15 @@ func runEnds(t *testing.T, pt Test, so, co *options) {
 // connect over rdma_cm between 127.0.0.1 and 127.0.0.2, as runLoopbackCM.
 func loopbackCMSessions(t *testing.T, cmd string, args ...string) (client, server *session) {
 	t.Helper()
+	return loopbackCMSessionsHooked(t, nil, cmd, args...)
+}
+
+// loopbackCMSessionsHooked is loopbackCMSessions with connected, when not
+// nil, as both ends' hooks.connected.
+func loopbackCMSessionsHooked(t *testing.T, connected func(*session), cmd string, args ...string) (client, server *session) {
+	t.Helper()
 	pt, so, co := loopbackEnds(t, cmd, sharedUDPPort(t), args, &client, &server)
+	so.hooks.connected, co.hooks.connected = connected, connected
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	ready := make(chan uint16, 1)

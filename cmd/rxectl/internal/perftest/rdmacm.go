@@ -438,9 +438,9 @@ func (s *session) connectCMQPs() error {
 	opts := rxe.CMOptions{PD: s.pd, SendCQ: s.scq, RecvCQ: s.rcq, SRQ: s.srq, Access: access, MTU: s.mtu,
 		Cap:                rxe.QPCap{MaxSendWR: o.txDepth, MaxRecvWR: s.qpRecvWR(), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: o.inline},
 		ResponderResources: depth, InitiatorDepth: depth, Timeout: uint8(o.timeout), RetryCnt: uint8(o.retryCount),
-		RNRRetry:       uint8(o.retryCount),
-		Explicit:       rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxDestRdAtomic | rxe.QPAttrMaxQPRdAtomic,
-		PeerRecvBuffer: s.peer.RecvBuffer, PeerRecvSockets: s.peer.RecvSockets,
+		RNRRetry:        uint8(o.retryCount),
+		Explicit:        rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxDestRdAtomic | rxe.QPAttrMaxQPRdAtomic,
+		PeerRecvSockets: s.peer.RecvSockets, // PeerRecvBuffer: each QP's share (peerBuffer)
 		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}
 	var ln *rxe.CMListener
 	if !s.client {
@@ -464,7 +464,8 @@ func (s *session) connectCMQPs() error {
 	for i := range o.qps {
 		var c *rxe.CMConn
 		var err error
-		opts.SendCQ, opts.RecvCQ = s.qpCQs(i) // each QP's own CQs (createCQs), as without -R
+		opts.SendCQ, opts.RecvCQ = s.qpCQs(i)      // each QP's own CQs (createCQs), as without -R
+		opts.PeerRecvBuffer = s.peerBuffer(i, nil) // its share of the peer's buffer and ours
 		ctx, release := s.watchCMSetup()
 		if s.client {
 			c, err = s.cm.dial(ctx, s.dev, opts)

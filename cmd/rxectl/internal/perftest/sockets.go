@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/netdev/faults"
 	"github.com/gorxe/gorxe/rxe"
@@ -44,7 +45,61 @@ func (s *session) openSockets(addr netip.AddrPort) ([]netdev.Conn, error) {
 func (s *session) socketOptions() netdev.Options {
 	o := rxe.SocketOptions(rxe.Options{NoGSO: s.o.noGSO, TrafficClass: uint8(s.o.tclass)})
 	o.NoForce = s.o.noForce
+	if socketRecvBuffer != 0 {
+		o.RecvBuffer = socketRecvBuffer
+	}
 	return o
+}
+
+// socketRecvBuffer is the receive buffer the device's sockets ask for
+// (netdev.Options.RecvBuffer); 0 keeps rxe.SocketOptions's. Tests set it,
+// with --no-force-buffers, to get the buffer a process without
+// CAP_NET_ADMIN gets on a stock kernel (net.core.rmem_max 212992).
+var socketRecvBuffer = 0
+
+// peerBuffer returns the receive buffer test QP i is given as its peer's
+// (rxe.QP.SetPeerReceiveBuffer, rxe.CMOptions.PeerRecvBuffer), within
+// which rxe keeps the QP's PSN window (docs/recovery.md, "Never overrun
+// the receiver"); 0 when the peer announced no buffer (perftest, the wire
+// then as toward kernel rxe). A socket's buffer is shared by every QP
+// whose packets it receives: the peer's group steers each datagram to the
+// socket of its destination QPN modulo its sockets (netdev.ListenUDPGroup;
+// the count the peer announced), and this end's group steers the READ
+// responses and ACKs of QP i to the socket of QP i's vector (its receive
+// CQ's). So QP i gets the smaller of two shares: the peer's buffer over
+// the test QPs whose QPNs in rem (the exchanged addresses) fall on QP i's
+// peer's socket, or over all -q QPs when rem is nil (rdma_cm connects a
+// QP before it learns its peer's QPN) or the peer's count saturated
+// (oob.MaxRecvSockets: the modulus is unknown); and this end's buffer
+// over its test QPs on QP i's vector. rxe takes the smaller of the peer's
+// buffer and its own device's whole one (QP.bufferLimits), so the share
+// of this end's buffer is given in the peer's place.
+func (s *session) peerBuffer(i int, rem []oob.KeyMsg) int {
+	if s.peer.RecvBuffer <= 0 {
+		return 0
+	}
+	peerQPs := s.o.qps
+	if rem != nil && s.peer.RecvSockets < oob.MaxRecvSockets {
+		n := uint32(max(s.peer.RecvSockets, 1)) // an older rxectl announced 1 or 0
+		peerQPs = 0
+		for _, k := range rem {
+			if k.QPN%n == rem[i].QPN%n {
+				peerQPs++
+			}
+		}
+	}
+	buf := s.peer.RecvBuffer / max(peerQPs, 1)
+	_, rcq := s.qpCQs(i)
+	ownQPs := 0
+	for j := range s.o.qps {
+		if _, c := s.qpCQs(j); c.Vector() == rcq.Vector() {
+			ownQPs++
+		}
+	}
+	if s.bufs.Recv > 0 {
+		buf = min(buf, s.bufs.Recv/max(ownQPs, 1))
+	}
+	return max(buf, 1)
 }
 
 // wrapConns stacks the capture and the fault injection on every socket

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gorxe/gorxe/cmd/rxectl/internal/oob"
 	"github.com/stretchr/testify/require"
 )
 
@@ -82,6 +83,107 @@ func TestAnnouncedSockets(t *testing.T) {
 			}
 			require.Equal(t, len(ss.socks), cs.peer.RecvSockets, "the server's sockets, as the client learned them")
 			require.Equal(t, len(cs.socks), ss.peer.RecvSockets, "the client's sockets, as the server learned them")
+		})
+	}
+}
+
+// TestSharedSocketWindows: a socket's receive buffer is shared by every
+// QP whose packets it receives. With capped buffers (asked for without
+// forcing, as a process without CAP_NET_ADMIN gets them on a stock
+// kernel) and two sockets per end, the client QPs whose requests reach
+// one of the server's sockets, and those whose responses reach one of the
+// client's, start with PSN windows that together are no larger than the
+// window of a lone QP (-q 1), the most one socket's buffer absorbs: over
+// TCP, where the exchanged QPNs say which QPs share a peer socket, and
+// over rdma_cm, where a QP connects before its peer's QPN is known.
+func TestSharedSocketWindows(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // two sockets per end
+	socketRecvBuffer = 212992                       // a stock net.core.rmem_max
+	defer func() { socketRecvBuffer = 0 }()
+	for _, tc := range []struct {
+		name string
+		open func(*testing.T, func(*session), string, ...string) (*session, *session)
+	}{{"tcp", loopbackSessionsHooked}, {"rdma_cm", loopbackCMSessionsHooked}} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(q int) (cs, ss *session, windows []int) {
+				connected := func(s *session) {
+					if s.client {
+						for _, qp := range s.qps {
+							windows = append(windows, qp.Counters().Requester.Recovery.Window)
+						}
+					}
+				}
+				cs, ss = tc.open(t, connected, "write-bw", "-q", strconv.Itoa(q), "-s", "1048576", "-n", "20", "--no-force-buffers")
+				require.Len(t, windows, q)
+				return cs, ss, windows
+			}
+			_, _, lone := run(1)
+			require.Less(t, lone[0], 128, "the test needs a window bound by the capped buffers")
+			for _, q := range []int{2, 4} {
+				cs, ss, windows := run(q)
+				require.Len(t, ss.socks, 2)
+				require.Len(t, cs.socks, 2)
+				peerSock, ownSock := map[uint32]int{}, map[int]int{}
+				for i, w := range windows {
+					peerSock[cs.rem[i].QPN%2] += w
+					_, rcq := cs.qpCQs(i)
+					ownSock[rcq.Vector()] += w
+				}
+				var over uint64
+				for _, c := range ss.socks {
+					over += c.Stats().RecvOverflows
+				}
+				t.Logf("-q %d: windows %v (a lone QP's %d), server socket overflows %d, client retransmits %d",
+					q, windows, lone[0], over, cs.final.Transport.Retransmits)
+				for sock, w := range peerSock {
+					require.LessOrEqual(t, w, lone[0], "-q %d: the windows of the QPs toward the server's socket %d", q, sock)
+				}
+				for vec, w := range ownSock {
+					require.LessOrEqual(t, w, lone[0], "-q %d: the windows of the QPs on the client's socket %d", q, vec)
+				}
+			}
+		})
+	}
+}
+
+// TestPeerBufferShares: the buffer each test QP is given as its peer's is
+// the peer's announced buffer over the test QPs on the peer socket its
+// QPN is steered to, at most this end's buffer over its QPs on its own
+// vector; over all -q QPs when the peer's QPNs are not known or its
+// socket count saturated; nothing when the peer announced nothing.
+func TestPeerBufferShares(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // two vectors per end
+	cs, _ := loopbackSessions(t, "write-bw", "-q", "4", "-s", "4096", "-n", "5")
+	perVec := map[int]int{}
+	for i := range cs.qps {
+		_, rcq := cs.qpCQs(i)
+		perVec[rcq.Vector()]++
+	}
+	require.Equal(t, map[int]int{0: 2, 1: 2}, perVec, "-q 4 spread over the two vectors")
+	const big = 1 << 40 // far above this end's buffer
+	own := cs.bufs.Recv
+	rem := make([]oob.KeyMsg, 4)
+	for i, qpn := range []uint32{0x20, 0x21, 0x22, 0x24} { // on sockets 0, 1, 0, 0 of two
+		rem[i].QPN = qpn
+	}
+	for _, tc := range []struct {
+		name    string
+		peer    oob.Offer
+		rem     []oob.KeyMsg
+		i, want int
+	}{
+		{"nothing announced", oob.Offer{}, rem, 0, 0},
+		{"three on the peer's socket", oob.Offer{RecvBuffer: 3 << 12, RecvSockets: 2}, rem, 0, 1 << 12},
+		{"alone on the peer's socket", oob.Offer{RecvBuffer: 3 << 12, RecvSockets: 2}, rem, 1, 3 << 12},
+		{"one socket: all four", oob.Offer{RecvBuffer: 4 << 12, RecvSockets: 1}, rem, 1, 1 << 12},
+		{"an older rxectl's 0 sockets", oob.Offer{RecvBuffer: 4 << 12}, rem, 1, 1 << 12},
+		{"QPNs unknown (rdma_cm)", oob.Offer{RecvBuffer: 4 << 12, RecvSockets: 2}, nil, 1, 1 << 12},
+		{"saturated count", oob.Offer{RecvBuffer: 4 << 12, RecvSockets: oob.MaxRecvSockets}, rem, 1, 1 << 12},
+		{"this end's buffer over its two", oob.Offer{RecvBuffer: big, RecvSockets: 2}, rem, 1, own / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs.peer.Offer = tc.peer
+			require.Equal(t, tc.want, cs.peerBuffer(tc.i, tc.rem))
 		})
 	}
 }
