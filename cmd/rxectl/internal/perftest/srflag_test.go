@@ -1,7 +1,10 @@
 package perftest
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,8 +67,11 @@ func TestSRSummary(t *testing.T) {
 }
 
 // TestSRCaptureDecodes: a lossy WRITE run with selective repeat carries
-// hole reports; rxectl dump --strict decodes every datagram (ICRCs valid,
-// nothing unknown) and names the hole reports' NAK code.
+// hole reports; rxectl dump --strict decodes every datagram of the capture
+// as RoCEv2 (none skipped, every ICRC valid and verified, nothing
+// malformed: an opcode it does not know would be) and names the hole
+// reports' NAK code, and Wireshark (tshark, when installed) dissects every
+// frame as RoCEv2 with nothing malformed and no expert error.
 func TestSRCaptureDecodes(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "sr.pcap")
@@ -73,8 +79,11 @@ func TestSRCaptureDecodes(t *testing.T) {
 	require.Positive(t, r.PeerTransport.SRHolesReported, "the server's responder reported holes")
 	require.Positive(t, r.Transport.SRHolesReceived)
 	require.Equal(t, r.PeerTransport.SRHolesReported, r.Transport.SRHolesReceived+lostHoleReports(r), "every hole report sent arrives (no loss on responses)")
+	pkts := dumpPackets(t, r.Capture)
+	require.Len(t, pkts, int(r.Capture.Sent+r.Capture.Received), "every datagram of the capture decodes as RoCEv2")
 	holes, progress := 0, 0
-	for _, p := range dumpPackets(t, r.Capture) {
+	for _, p := range pkts {
+		require.Equal(t, true, p["icrc_ok"], "ICRC verified and valid: %v", p)
 		// AETH syndrome 0x70: a NAK (0x60) with code 0x10; a progress
 		// report has its MSN field equal to its PSN.
 		if a, ok := p["aeth"].(map[string]any); ok && a["syndrome"] == float64(0x70) {
@@ -91,9 +100,71 @@ func TestSRCaptureDecodes(t *testing.T) {
 	for _, p := range r.Capture.Ports {
 		args = append(args, "--port", strconv.Itoa(int(p)))
 	}
-	out, errs, code := runCmd(t, append(args, file)...)
+	out, errs, code := runCmd(t, append(args, "--strict", file)...)
 	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, errs, fmt.Sprintf(", %d RoCEv2 packets, 0 bad ICRC, 0 malformed\n", len(pkts)), "rxectl dump --strict's summary")
 	require.Equal(t, holes+progress, strings.Count(out, "SR_HOLE"), "rxectl dump names the NAK code")
+	tsharkDecodes(t, file, len(pkts), r.Capture.Ports)
+}
+
+// tsharkDecodes has Wireshark judge a capture of rxectl's: tshark, with
+// ports (rxectl's UDP ports other than 4791) decoded as RoCEv2, must
+// dissect each of its frames (frames of them) as Ethernet, IPv4, UDP and
+// InfiniBand, then at most payload data, none malformed and none with an
+// expert error. Without tshark it logs that the check was skipped.
+func tsharkDecodes(t *testing.T, file string, frames int, ports []uint16) {
+	t.Helper()
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Log("tshark not installed: Wireshark's check skipped")
+		return
+	}
+	args := []string{"-r", file, "-n"}
+	for _, p := range ports {
+		// "infiniband" is the RoCEv2 dissector's entry in Wireshark's
+		// udp.port table.
+		args = append(args, "-d", fmt.Sprintf("udp.port==%d,infiniband", p))
+	}
+	args = append(args, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,",
+		"-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity", "-e", "_ws.expert.message")
+	var out []byte
+	// The RPC-over-RDMA heuristic claims arbitrary RDMA payloads and
+	// then calls them malformed: it is turned off, under whichever of
+	// its two names this tshark knows (rpcrdma_infiniband in 4.0).
+	for _, heur := range []string{"rpcrdma_infiniband", "rpcordma_infiniband", ""} {
+		a := args
+		if heur != "" {
+			a = append([]string{"--disable-heuristic", heur}, args...)
+		}
+		var stderr bytes.Buffer
+		cmd := exec.Command(tshark, a...)
+		cmd.Stderr = &stderr
+		out, err = cmd.Output()
+		if err != nil && heur != "" && strings.Contains(stderr.String(), "No such protocol "+heur) {
+			continue
+		}
+		require.NoError(t, err, "tshark %s: %s", strings.Join(a, " "), stderr.String())
+		break
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	require.Len(t, lines, frames, "tshark's frames:\n%s", out)
+	const severityError = 0x800000 // PI_ERROR in Wireshark's epan/expert.h
+	for _, line := range lines {
+		f := strings.Split(line, "\t")
+		require.Len(t, f, 5, "tshark line %q", line)
+		require.Contains(t, []string{"eth:ethertype:ip:udp:infiniband", "eth:ethertype:ip:udp:infiniband:data"}, f[1],
+			"frame %s dissected as RoCEv2", f[0])
+		require.Empty(t, f[2], "frame %s malformed: %s", f[0], f[4])
+		for _, sev := range strings.Split(f[3], ",") {
+			if sev == "" {
+				continue
+			}
+			n, err := strconv.ParseUint(sev, 0, 32)
+			require.NoError(t, err, "severity %q", sev)
+			require.Less(t, n, uint64(severityError), "frame %s: expert error: %s", f[0], f[4])
+		}
+	}
+	t.Logf("tshark dissected all %d frames as RoCEv2", len(lines))
 }
 
 // lostHoleReports is zero: the test drops only what the client sends.
