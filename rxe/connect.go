@@ -18,11 +18,18 @@ type ConnInfo struct {
 	// responder accepts outstanding (its max_dest_rd_atomic).
 	MaxRdAtomic int
 	// RecvBuffer is the socket receive buffer this side's device was
-	// granted, in bytes as getsockopt reports it, and RecvSockets the
-	// number of its receive sockets (one per completion vector, or one);
-	// 0 if unknown. A gorxe peer keeps its packets in flight within what
-	// the buffer absorbs (QP.SetPeerReceiveBuffer); it is not part of
-	// perftest's exchange, so a kernel or NIC peer announces nothing.
+	// granted, in bytes as getsockopt reports it (its smallest socket's),
+	// and RecvSockets the number of its receive sockets (one per
+	// completion vector, or one); 0 if unknown. A gorxe peer keeps the
+	// packets in flight of the QP it connects within what RecvBuffer
+	// absorbs (QP.SetPeerReceiveBuffer), as if the socket were that QP's
+	// alone; RecvSockets is recorded, not used. The sockets are a
+	// reuseport group that steers each datagram to socket DestQPN modulo
+	// RecvSockets (netdev.ListenUDPGroup), so the QPs of one device whose
+	// peers' QPNs fall on the same socket share its buffer: give each of
+	// them its share, a RecvBuffer divided among them, as rxectl does. It
+	// is not part of perftest's exchange, so a kernel or NIC peer
+	// announces nothing.
 	RecvBuffer, RecvSockets int
 	// SelectiveRepeat is this side's offer of selective repeat
 	// (docs/recovery.md), and OOOLimit the bytes of out-of-order requests

@@ -262,9 +262,13 @@ type peerBuffer struct {
 // band (ConnInfo.RecvBuffer and RecvSockets; rxectl's gorxe-only exchange
 // data). Before RTS only; Connect calls it, and a move to RESET forgets
 // it (it was that connection's peer's). With it, the requester keeps
-// its PSN window within what the peer's buffer absorbs, and asks long
-// READs in parts its own receive buffer absorbs. Without it (a peer that
-// announced nothing) the wire is exactly as before.
+// its PSN window within what bytes absorb and what its own device's
+// smallest receive buffer absorbs, and asks long READs in parts that fit
+// that window (bufferLimits). The window is this QP's alone: QPs whose
+// packets reach one socket of the peer (or of this device) share that
+// socket's buffer, and the caller gives each of them its share in bytes.
+// The socket count is recorded only; nothing here reads it. Without a
+// buffer (a peer that announced nothing) the wire is exactly as before.
 func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
