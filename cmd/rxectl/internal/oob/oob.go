@@ -138,10 +138,12 @@ const recvBufUnit = 4096
 // Offer is what an rxectl end announces to a gorxe peer in its version
 // message, after the marker and the UDP port.
 type Offer struct {
-	// RecvBuffer is the socket receive buffer this end's device was
-	// granted, in bytes as getsockopt reports it, and RecvSockets its
-	// number of receive sockets: the peer keeps its packets in flight
-	// within that buffer (rxe.QP.SetPeerReceiveBuffer).
+	// RecvBuffer is the socket receive buffer each of this end's
+	// receive sockets was granted, in bytes as getsockopt reports it, and
+	// RecvSockets their number (one per completion vector; datagrams are
+	// steered to socket DestQPN modulo RecvSockets): the peer keeps each
+	// QP's packets in flight within that QP's share of its socket's
+	// buffer (the perftest package's peerBuffer, rxe.QP.SetPeerReceiveBuffer).
 	RecvBuffer, RecvSockets int
 	// SelectiveRepeat offers selective repeat (docs/recovery.md); it is
 	// used only if the peer offers it too.
