@@ -91,7 +91,9 @@ type CMOptions struct {
 	LocalPort uint16
 	// PeerRecvBuffer and PeerRecvSockets are the receive buffer a gorxe
 	// peer announced out of band, given to the QP before RTS
-	// (QP.SetPeerReceiveBuffer); zero: none, the wire as without.
+	// (QP.SetPeerReceiveBuffer); zero: none, the wire as without. The
+	// buffer bounds this QP's window alone: when several QPs reach one
+	// socket of the peer, give each its share (ConnInfo.RecvBuffer).
 	PeerRecvBuffer, PeerRecvSockets int
 	// SelectiveRepeat is this end's offer of selective repeat, told to the
 	// peer out of band, and PeerSelectiveRepeat the peer's offer learned
