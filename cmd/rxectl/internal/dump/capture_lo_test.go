@@ -24,6 +24,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/netdev"
 	"github.com/gorxe/gorxe/rxe"
 	"github.com/stretchr/testify/require"
@@ -441,37 +442,8 @@ func TestLoopbackCaptureICRC(t *testing.T) {
 // checkTshark decodes file with tshark, the ports as RoCEv2, and requires
 // every frame but the probes (from probePort) to decode as Ethernet, IPv4,
 // UDP and InfiniBand (then payload data), with nothing malformed and no
-// expert error.
+// expert error (testutil.RequireRoCEFrames).
 func checkTshark(t *testing.T, tshark, file string, frames int, probePort uint16, ports ...uint16) {
 	t.Helper()
-	// The ports are not 4791: "Decode As" them ("infiniband" is the
-	// RoCEv2 dissector's entry in the udp.port table; a UDP port table
-	// entry matches either port of a datagram).
-	args := []string{"-r", file, "-n"}
-	for _, p := range ports {
-		args = append(args, "-d", fmt.Sprintf("udp.port==%d,infiniband", p))
-	}
-	args = append(args, "-Y", fmt.Sprintf("!(udp.srcport==%d)", probePort),
-		"-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,",
-		"-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity",
-		"-e", "_ws.expert.message")
-	out := runTshark(t, tshark, args)
-	lines := strings.FieldsFunc(string(out), func(r rune) bool { return r == '\n' })
-	require.Len(t, lines, frames, "tshark output:\n%s", out)
-	const severityError = 0x800000 // PI_ERROR in Wireshark's expert.h
-	for _, line := range lines {
-		f := strings.Split(line, "\t")
-		require.Len(t, f, 5, "tshark line %q", line)
-		require.Contains(t, []string{"eth:ethertype:ip:udp:infiniband", "eth:ethertype:ip:udp:infiniband:data"}, f[1],
-			"frame %s decodes as RoCEv2 with no payload protocol", f[0])
-		require.Empty(t, f[2], "frame %s is malformed: %s", f[0], f[4])
-		for _, sev := range strings.Split(f[3], ",") {
-			if sev == "" {
-				continue
-			}
-			n, err := strconv.ParseUint(sev, 0, 32)
-			require.NoError(t, err, "severity %q", sev)
-			require.Less(t, n, uint64(severityError), "frame %s: expert error: %s", f[0], f[4])
-		}
-	}
+	testutil.RequireRoCEFrames(t, tshark, file, frames, fmt.Sprintf("!(udp.srcport==%d)", probePort), ports...)
 }

@@ -1,12 +1,10 @@
 package dump
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/gorxe/gorxe/packet"
 )
 
@@ -44,33 +43,6 @@ var tsharkJudgeFields = []string{
 	"infiniband.cm.drsp.localcommid", "infiniband.cm.drsp.remotecommid",
 }
 
-// runTshark runs tshark with args and returns its standard output, with
-// the RPC-over-RDMA payload heuristic disabled: it claims arbitrary
-// payloads and then reports them malformed (frames 5, 6, 36, 49 and 69 of
-// testdata/scapy/scapy_fixtures.pcap with tshark 4.0). tshark 4.0 calls it
-// rpcrdma_infiniband, other Wireshark sources rpcordma_infiniband, and
-// tshark refuses an unknown name, so each is tried, then neither.
-func runTshark(t *testing.T, tshark string, args []string) []byte {
-	t.Helper()
-	for _, heur := range []string{"rpcrdma_infiniband", "rpcordma_infiniband", ""} {
-		cmdArgs := slices.Clone(args)
-		if heur != "" {
-			cmdArgs = append([]string{"--disable-heuristic", heur}, cmdArgs...)
-		}
-		cmd := exec.Command(tshark, cmdArgs...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil && heur != "" && strings.Contains(stderr.String(), "No such protocol "+heur) {
-			continue
-		}
-		t.Logf("%s %s", tshark, strings.Join(cmdArgs, " "))
-		require.NoError(t, err, "tshark: %s", stderr.String())
-		return out
-	}
-	return nil // not reached: the last try has no heuristic to refuse
-}
-
 // runTsharkFields runs tshark on file with the extra arguments args and
 // returns, per frame tshark dissects as InfiniBand, the first value of
 // each of tsharkJudgeFields by name (runTshark disables the
@@ -82,7 +54,7 @@ func runTsharkFields(t *testing.T, tshark, file string, args ...string) map[int]
 	for _, f := range tsharkJudgeFields {
 		base = append(base, "-e", f)
 	}
-	out := runTshark(t, tshark, base)
+	out := testutil.Tshark(t, tshark, base)
 	frames := map[int]map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		v := strings.Split(line, "|")

@@ -1,7 +1,6 @@
 package perftest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/cli"
 	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
+	"github.com/gorxe/gorxe/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -107,11 +107,12 @@ func TestSRCaptureDecodes(t *testing.T) {
 	tsharkDecodes(t, file, len(pkts), r.Capture.Ports)
 }
 
-// tsharkDecodes has Wireshark judge a capture of rxectl's: tshark, with
-// ports (rxectl's UDP ports other than 4791) decoded as RoCEv2, must
-// dissect each of its frames (frames of them) as Ethernet, IPv4, UDP and
-// InfiniBand, then at most payload data, none malformed and none with an
-// expert error. Without tshark it logs that the check was skipped.
+// tsharkDecodes has Wireshark judge a capture of rxectl's
+// (testutil.RequireRoCEFrames): with ports (rxectl's UDP ports other than
+// 4791) decoded as RoCEv2, tshark must dissect each of its frames (frames
+// of them) as Ethernet, IPv4, UDP and InfiniBand, then at most payload
+// data, none malformed and none with an expert error. Without tshark it
+// logs that the check was skipped.
 func tsharkDecodes(t *testing.T, file string, frames int, ports []uint16) {
 	t.Helper()
 	tshark, err := exec.LookPath("tshark")
@@ -119,52 +120,8 @@ func tsharkDecodes(t *testing.T, file string, frames int, ports []uint16) {
 		t.Log("tshark not installed: Wireshark's check skipped")
 		return
 	}
-	args := []string{"-r", file, "-n"}
-	for _, p := range ports {
-		// "infiniband" is the RoCEv2 dissector's entry in Wireshark's
-		// udp.port table.
-		args = append(args, "-d", fmt.Sprintf("udp.port==%d,infiniband", p))
-	}
-	args = append(args, "-T", "fields", "-E", "separator=/t", "-E", "occurrence=a", "-E", "aggregator=,",
-		"-e", "frame.number", "-e", "frame.protocols", "-e", "_ws.malformed", "-e", "_ws.expert.severity", "-e", "_ws.expert.message")
-	var out []byte
-	// The RPC-over-RDMA heuristic claims arbitrary RDMA payloads and
-	// then calls them malformed: it is turned off, under whichever of
-	// its two names this tshark knows (rpcrdma_infiniband in 4.0).
-	for _, heur := range []string{"rpcrdma_infiniband", "rpcordma_infiniband", ""} {
-		a := args
-		if heur != "" {
-			a = append([]string{"--disable-heuristic", heur}, args...)
-		}
-		var stderr bytes.Buffer
-		cmd := exec.Command(tshark, a...)
-		cmd.Stderr = &stderr
-		out, err = cmd.Output()
-		if err != nil && heur != "" && strings.Contains(stderr.String(), "No such protocol "+heur) {
-			continue
-		}
-		require.NoError(t, err, "tshark %s: %s", strings.Join(a, " "), stderr.String())
-		break
-	}
-	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	require.Len(t, lines, frames, "tshark's frames:\n%s", out)
-	const severityError = 0x800000 // PI_ERROR in Wireshark's epan/expert.h
-	for _, line := range lines {
-		f := strings.Split(line, "\t")
-		require.Len(t, f, 5, "tshark line %q", line)
-		require.Contains(t, []string{"eth:ethertype:ip:udp:infiniband", "eth:ethertype:ip:udp:infiniband:data"}, f[1],
-			"frame %s dissected as RoCEv2", f[0])
-		require.Empty(t, f[2], "frame %s malformed: %s", f[0], f[4])
-		for _, sev := range strings.Split(f[3], ",") {
-			if sev == "" {
-				continue
-			}
-			n, err := strconv.ParseUint(sev, 0, 32)
-			require.NoError(t, err, "severity %q", sev)
-			require.Less(t, n, uint64(severityError), "frame %s: expert error: %s", f[0], f[4])
-		}
-	}
-	t.Logf("tshark dissected all %d frames as RoCEv2", len(lines))
+	testutil.RequireRoCEFrames(t, tshark, file, frames, "", ports...)
+	t.Logf("tshark dissected all %d frames as RoCEv2", frames)
 }
 
 // lostHoleReports is zero: the test drops only what the client sends.
