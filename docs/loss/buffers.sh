@@ -10,7 +10,8 @@
 # sysctl is machine-wide).
 #
 # usage: docs/loss/buffers.sh ROUNDS DURATION LABEL=RXECTL...
-# Environment: OPS (default "write read send").
+# Environment: OPS (default "write read send"), EXTRA (more rxectl flags,
+# e.g. "-q 4": MiB/s is then the sum over the QPs).
 # output: one line per run: label user op size MiB/s retransmits
 # rcvbuf_errors (the growth of /proc/net/snmp's Udp RcvbufErrors during the
 # run: datagrams the kernel dropped on full socket receive buffers)
@@ -28,8 +29,9 @@ rcvbuferrs() { # Udp RcvbufErrors of the kernel, all sockets of the machine
 run() { # label rxectl user op size
 	if [ "$3" = user ]; then pre="setpriv --reuid 65534 --regid 65534 --clear-groups"; else pre=""; fi
 	e0=$(rcvbuferrs)
-	out=$($pre "$2" "$4-bw" --loopback --udp-port 0 -s "$5" -D "$DUR" --json 2>/tmp/gorxe-loss-buffers.err) &&
-		echo "$out" | python3 -c "import json,sys; d=json.load(sys.stdin); t=d[\"transport\"]; print(\"$1 $3 $4 $5\", round(d[\"results\"][0][\"bw_average\"],1), t[\"retransmits\"], $(rcvbuferrs) - $e0)" ||
+	# shellcheck disable=SC2086
+	out=$($pre "$2" "$4-bw" --loopback --udp-port 0 -s "$5" -D "$DUR" ${EXTRA:-} --json 2>/tmp/gorxe-loss-buffers.err) &&
+		echo "$out" | python3 -c "import json,sys; d=json.load(sys.stdin); t=d[\"transport\"]; print(\"$1 $3 $4 $5\", round(sum(x[\"bw_average\"] for x in d[\"results\"]),1), t[\"retransmits\"], $(rcvbuferrs) - $e0)" ||
 		echo "$1 $3 $4 $5 failed: $(tail -c 300 /tmp/gorxe-loss-buffers.err)"
 }
 for r in $(seq "$ROUNDS"); do
