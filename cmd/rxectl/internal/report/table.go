@@ -18,8 +18,8 @@ const (
 	BWHeaderGb   = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
 	LatDurHeader = " #bytes        #iterations       t_avg[usec]    tps average"
 	LatHeader    = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
-	// CPUUtilHeader follows a bandwidth header with --cpu_util
-	// (RESULT_EXT_CPU_UTIL).
+	// CPUUtilHeader follows a bandwidth header, or a latency test's -D
+	// header (RESULT_FMT_LAT_DUR), with --cpu_util (RESULT_EXT_CPU_UTIL).
 	CPUUtilHeader = "    CPU_Util[%]"
 )
 
@@ -141,6 +141,13 @@ type Lat struct {
 	P99     float64 `json:"p99"`
 	P999    float64 `json:"p99_9"`
 	TPS     float64 `json:"tps,omitempty"` // -D: round trips per second
+	// CPUUtil is --cpu_util's column in a -D row: the percentage of the
+	// host's processor time spent running during the sample window (nil
+	// without it).
+	CPUUtil *float64 `json:"cpu_util,omitempty"`
+	// CPUSeconds is this process's processor time (user and system) in
+	// the sample window, with --cpu_util and -D (nil without them).
+	CPUSeconds *float64 `json:"cpu_seconds,omitempty"`
 	// Samples (-U) and Histogram (-H) are LatSamples' lists, when asked
 	// for.
 	Samples   []float64 `json:"samples,omitempty"`
@@ -241,9 +248,15 @@ func LatRow(r Lat) string {
 }
 
 // LatDurRow formats a duration-mode latency row with perftest's
-// REPORT_FMT_LAT_DUR " %-7lu       %lu            %-7.2f        %-7.2f\n"
-// (size, iterations, t_avg, tps average).
+// REPORT_FMT_LAT_DUR " %-7lu       %lu            %-7.2f        %-7.2f"
+// (size, iterations, t_avg, tps average), then, with CPUUtil,
+// REPORT_EXT_CPU_UTIL "\t    %-3.2f", and a newline
+// (print_report_lat_duration).
 func LatDurRow(r Lat) string {
-	return " " + CUint(uint64(r.Size), 7) + "       " + CUint(uint64(r.Iters), 0) + "            " +
-		CFloat(r.Avg, 7, 2) + "        " + CFloat(r.TPS, 7, 2) + "\n"
+	row := " " + CUint(uint64(r.Size), 7) + "       " + CUint(uint64(r.Iters), 0) + "            " +
+		CFloat(r.Avg, 7, 2) + "        " + CFloat(r.TPS, 7, 2)
+	if r.CPUUtil != nil {
+		row += "\t    " + CFloat(*r.CPUUtil, 3, 2)
+	}
+	return row + "\n"
 }

@@ -156,8 +156,32 @@ func TestBWRow(t *testing.T) {
 	require.Equal(t, " 8          20           0.018400            0.016600            0.002179\n", BWRow(r, true))
 }
 
+// TestLatDurRow checks print_report_lat_duration's row: REPORT_FMT_LAT_DUR
+// " %-7lu       %lu            %-7.2f        %-7.2f", then with --cpu_util
+// REPORT_EXT_CPU_UTIL "\t    %-3.2f\n", else REPORT_EXT "\n"; and the
+// header it goes under, RESULT_FMT_LAT_DUR followed by RESULT_EXT_CPU_UTIL
+// "    CPU_Util[%%]\n" when the column is there.
 func TestLatDurRow(t *testing.T) {
-	require.Equal(t, " 2             17632            28.36          17632.00\n", LatDurRow(Lat{Size: 2, Iters: 17632, Avg: 28.36, TPS: 17632}))
+	util := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name string
+		r    Lat
+		want string
+	}{
+		{"no cpu util", Lat{Size: 2, Iters: 17632, Avg: 28.36, TPS: 17632},
+			" 2             17632            28.36          17632.00\n"},
+		{"cpu util", Lat{Size: 2, Iters: 17632, Avg: 28.36, TPS: 17632, CPUUtil: util(12.345)},
+			" 2             17632            28.36          17632.00\t    12.35\n"},
+		{"cpu util 0", Lat{Size: 65536, Iters: 9, Avg: 1234.5, TPS: 9, CPUUtil: util(0)},
+			" 65536         9            1234.50        9.00   \t    0.00\n"},
+		{"cpu util 100", Lat{Size: 8, Iters: 100, Avg: 3.25, TPS: 100, CPUUtil: util(100)},
+			" 8             100            3.25           100.00 \t    100.00\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, LatDurRow(tc.r))
+		})
+	}
+	require.Equal(t, " #bytes        #iterations       t_avg[usec]    tps average    CPU_Util[%]", LatDurHeader+CPUUtilHeader)
 }
 
 // TestLatSamples checks the lists of -U and -H: every gap in the order
