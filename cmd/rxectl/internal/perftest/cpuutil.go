@@ -44,11 +44,20 @@ func (o *options) cpuUtilNote() string {
 }
 
 // measuresCPU reports whether this end's rows carry --cpu_util's
-// figures: those of an end that runs the sample window (a client, an end
-// of -b, send-bw's server); a WRITE or READ server prints the client's
-// row, measured there.
+// figures: those of an end that runs the sample window and prints its
+// row. Of the bandwidth tests a client, an end of -b and send-bw's
+// server; a WRITE or READ server prints the client's row, measured
+// there. Of the latency tests both ends of send-lat and write-lat, each
+// printing its own print_report_lat_duration row, and read-lat's and
+// atomic-lat's client; their server prints no row.
 func (s *session) measuresCPU() bool {
-	return s.o.cpuUtil && !s.t.lat && (s.client || s.o.bidir || s.t.verb == verbSend)
+	if !s.o.cpuUtil {
+		return false
+	}
+	if s.t.lat {
+		return s.client || s.t.verb == verbSend || s.t.verb == verbWrite
+	}
+	return s.client || s.o.bidir || s.t.verb == verbSend
 }
 
 // cpuStat is one reading of the host's processor time (the first line of
@@ -150,25 +159,46 @@ func (w *cpuWindow) restart() {
 	w.start, w.ended = w.end, false
 }
 
-// set puts the window's figures into r: nothing when off, not finished
-// or a reading failed (the run then says so, fail).
+// set puts the window's figures into a bandwidth row: nothing when off,
+// not finished or a reading failed (the run then says so, fail).
 func (w *cpuWindow) set(r *report.BW) error {
+	util, self, err := w.figures()
+	if util != nil {
+		r.CPUUtil, r.CPUSeconds = util, self
+	}
+	return err
+}
+
+// setLat puts the window's figures into a latency test's -D row
+// (print_report_lat_duration's column), as set does a bandwidth row's.
+func (w *cpuWindow) setLat(r *report.Lat) error {
+	util, self, err := w.figures()
+	if util != nil {
+		r.CPUUtil, r.CPUSeconds = util, self
+	}
+	return err
+}
+
+// figures are the window's share of the host's processor time spent
+// running, in percent (0 to 100), and this process's processor seconds
+// in it: nil when off or when the window never began or ended, an error
+// when a reading failed.
+func (w *cpuWindow) figures() (util, self *float64, err error) {
 	if !w.on {
-		return nil
+		return nil, nil, nil
 	}
 	if w.err != nil {
-		return fmt.Errorf("--cpu_util: %w", w.err)
+		return nil, nil, fmt.Errorf("--cpu_util: %w", w.err)
 	}
 	if !w.started || !w.ended {
-		return nil // the window never began (an interrupted warm-up)
+		return nil, nil, nil // the window never began (an interrupted warm-up)
 	}
 	// Differences as signed numbers: the kernel's iowait count may go
 	// back (proc(5)).
-	util := 0.0
+	u := 0.0
 	if d := int64(w.end.total - w.start.total); d > 0 {
-		util = min(max(float64(int64(w.end.busy-w.start.busy))/float64(d)*100, 0), 100)
+		u = min(max(float64(int64(w.end.busy-w.start.busy))/float64(d)*100, 0), 100)
 	}
-	self := (w.end.self - w.start.self).Seconds()
-	r.CPUUtil, r.CPUSeconds = &util, &self
-	return nil
+	sec := (w.end.self - w.start.self).Seconds()
+	return &u, &sec, nil
 }

@@ -34,6 +34,13 @@ func TestCPUUtilWithoutDuration(t *testing.T) {
 		{[]string{"read-bw", "--cpu_util", "--json", "192.0.2.1"}, false, "", cpuUtilWarning},
 		{[]string{"read-bw", "--cpu_util", "-D", "2", "-f", "0", "192.0.2.1"}, true, peakWarning, ""},
 		{[]string{"read-bw", "-n", "5000", "192.0.2.1"}, false, "", ""},
+		// The latency tests too (force_dependecies does not look at the
+		// test): without -D the warning, with it the column. Their
+		// dynamic polling is always off.
+		{[]string{"write-lat", "--cpu_util", "192.0.2.1"}, false, line + dynPollNote, cpuUtilWarning},
+		{[]string{"send-lat", "--cpu_util", "-n", "100"}, false, line + dynPollNote, cpuUtilWarning},
+		{[]string{"atomic-lat", "--cpu_util", "--output", "latency", "192.0.2.1"}, false, "", cpuUtilWarning},
+		{[]string{"read-lat", "--cpu_util", "-D", "2", "-f", "0", "192.0.2.1"}, true, dynPollNote, ""},
 	}
 	for _, tc := range tests {
 		o, err := parsePerftest(findTest(t, tc.args[0]), tc.args[1:])
@@ -45,7 +52,7 @@ func TestCPUUtilWithoutDuration(t *testing.T) {
 }
 
 // TestCPUUtilWithoutDurationRun: the run prints the notes first and its
-// table without the CPU_Util column.
+// table without the CPU_Util column, a latency test's too.
 func TestCPUUtilWithoutDurationRun(t *testing.T) {
 	t.Parallel()
 	out, errs, code := runCmd(t, "read-bw", "--loopback", "--udp-port", "0", "-n", "20", "-s", "64", "--cpu_util")
@@ -53,5 +60,12 @@ func TestCPUUtilWithoutDurationRun(t *testing.T) {
 	require.True(t, strings.HasPrefix(out, report.ResultLine+"\n"+dynPollNote+report.ResultLine+"\n"), "%q", out)
 	require.Contains(t, errs, cpuUtilWarning)
 	require.Contains(t, out, report.BWHeaderMiB+"\n")
+	require.NotContains(t, out, report.CPUUtilHeader)
+
+	out, errs, code = runCmd(t, "write-lat", "--loopback", "--udp-port", "0", "-n", "20", "--cpu_util")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.True(t, strings.HasPrefix(out, report.ResultLine+"\n"), "%q", out)
+	require.Contains(t, errs, cpuUtilWarning)
+	require.Contains(t, out, report.LatHeader+"\n")
 	require.NotContains(t, out, report.CPUUtilHeader)
 }

@@ -153,8 +153,9 @@ func (s *session) bwJSONResults(r report.BW) string {
 
 // latJSONResults is write_report_lat_to_file's "results" object
 // (REPORT_FMT_LAT_JSON), or with -D write_report_lat_duration_to_file's
-// (REPORT_FMT_LAT_DUR_JSON); with --output latency the one figure, t_avg
-// ("avg_lat" in an iteration run, as perftest names it there).
+// (REPORT_FMT_LAT_DUR_JSON, then REPORT_EXT_CPU_UTIL_JSON with
+// --cpu_util); with --output latency the one figure, t_avg ("avg_lat" in
+// an iteration run, as perftest names it there).
 func (s *session) latJSONResults(r report.Lat) string {
 	var b strings.Builder
 	b.WriteString("\"results\": {\n")
@@ -164,7 +165,12 @@ func (s *session) latJSONResults(r report.Lat) string {
 	case s.o.output == "latency":
 		fmt.Fprintf(&b, "\"avg_lat\": %.6f\n", r.Avg)
 	case s.o.duration > 0:
-		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"t_avg\": %.2f,\n\"tps_average\": %.2f\n", r.Size, r.Iters, r.Avg, r.TPS)
+		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"t_avg\": %.2f,\n\"tps_average\": %.2f", r.Size, r.Iters, r.Avg, r.TPS)
+		if r.CPUUtil != nil {
+			fmt.Fprintf(&b, ",\n\"CPU_util\": %.2f\n", *r.CPUUtil)
+		} else {
+			b.WriteString("\n")
+		}
 	default:
 		fmt.Fprintf(&b, "\"MsgSize\": %d,\n\"n_iterations\": %d,\n\"t_min\": %.2f,\n\"t_max\": %.2f,\n\"t_typical\": %.2f,\n\"t_avg\": %.2f,\n"+
 			"\"t_stdev\": %.2f,\n\"percentile_99\": %.2f,\n\"percentile_99.9\": %.2f\n",

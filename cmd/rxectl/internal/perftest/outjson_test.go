@@ -106,6 +106,8 @@ func TestOutJSON(t *testing.T) {
 			[]string{"MsgSize", "n_iterations", "t_min", "t_max", "t_typical", "t_avg", "t_stdev", "percentile_99", "percentile_99.9"}, 8, nil},
 		{[]string{"write-lat", "-D", "1", "-f", "0"}, "RDMA_Write_Latency_Test",
 			[]string{"MsgSize", "n_iterations", "t_avg", "tps_average"}, 2, nil},
+		{[]string{"write-lat", "-D", "1", "-f", "0", "--cpu_util"}, "RDMA_Write_Latency_Test",
+			[]string{"MsgSize", "n_iterations", "t_avg", "tps_average", "CPU_util"}, 2, nil},
 		{[]string{"send-lat", "-n", "50", "--output", "latency"}, "Send_Latency_Test", []string{"avg_lat"}, 0, nil},
 		{[]string{"read-lat", "-D", "1", "-f", "0", "--output", "latency"}, "RDMA_Read_Latency_Test", []string{"t_avg"}, 0, nil},
 		{[]string{"write-bw", "-R", "-n", "20", "-T", "106"}, "RDMA_Write_BW_Test",

@@ -397,10 +397,10 @@ func addRateFlags(fs *flag.FlagSet, t Test, o *options) {
 		fs.Var(&o.rateUnits, "rate_units", "the units of --rate_limit: M (MiB/s), g (Gb/s) or p (messages per second) (default g)")
 		fs.Var(&o.rateType, "rate_limit_type", "the rate limiter: SW, rxectl's own (the default here; perftest's default, HW, is a NIC's limiter, which gorxe does not have)")
 		fs.IntVar(&o.burstSize, "burst_size", 0, "messages posted per burst of --rate_limit (default: the tx depth)")
-		fs.BoolVar(&o.cpuUtil, "cpu_util", false, "with -D: add the column CPU_Util[%], the share of the host's processor time spent running (user, nice, system, irq and softirq; perftest counts user time only) in the sample window, and with --json this process's processor seconds in it")
 	} else {
 		fs.IntVar(&o.latencyGap, "latency_gap", 0, "wait `usec` microseconds (at most 1 s) before each post, as perftest's --latency_gap; as in perftest the samples, which time one post to the next, include it")
 	}
+	fs.BoolVar(&o.cpuUtil, "cpu_util", false, "with -D: add the column CPU_Util[%], the share of the host's processor time spent running (user, nice, system, irq and softirq; perftest counts user time only) in the sample window, and with --json this process's processor seconds in it")
 	fs.IntVar(&o.retryCount, "retry_count", defRetryCount, "the QPs' retry count (retry_cnt, 0-7): how many times a request is sent again after the local ACK timeout before the QP fails with RETRY_EXC_ERR (perftest sets it with -R only; rxectl with and without)")
 }
 

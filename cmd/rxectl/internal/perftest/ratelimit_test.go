@@ -118,7 +118,6 @@ func TestRateFlagErrors(t *testing.T) {
 		{[]string{"write-bw", "--rate_limit", "1e-9", "--rate_units", "p", "--burst_size", "1"}, "a burst every 1e+09 s"},
 		{[]string{"write-bw", "-a", "--rate_limit", "0.001", "--burst_size", "1", "-n", "10"}, "4194304-byte messages: a burst every 33.6 s"},
 		{[]string{"read-bw", "--retry_count", "8"}, "--retry_count 8 not in [0, 7]"},
-		{[]string{"read-lat", "--cpu_util", "-D", "2"}, "-cpu_util is for the bandwidth tests"},
 	})
 }
 
@@ -445,6 +444,69 @@ func oneBWRow(t *testing.T, out string) report.BW {
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 	require.Len(t, doc.Results, 1)
 	return doc.Results[0]
+}
+
+// TestCPUUtilLatRun: a latency test's -D run with --cpu_util adds the
+// column to its header (RESULT_FMT_LAT_DUR, RESULT_EXT_CPU_UTIL) and row
+// (print_report_lat_duration), a share of the processor time in [0, 100],
+// and --json the figures.
+func TestCPUUtilLatRun(t *testing.T) {
+	t.Parallel()
+	out, errs, code := runCmd(t, "write-lat", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--cpu_util")
+	require.Equal(t, cli.ExitOK, code, errs)
+	require.Contains(t, out, report.LatDurHeader+report.CPUUtilHeader+"\n")
+	m := regexp.MustCompile(`(?m)^ 2       +[1-9]\d* +\d+\.\d\d +\d+\.\d\d *\t    (\d+\.\d\d)\n`).FindStringSubmatch(out)
+	require.NotNil(t, m, "%q", out)
+	util, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, util, 0.0)
+	require.LessOrEqual(t, util, 100.0)
+
+	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--cpu_util", "--json")
+	require.Equal(t, cli.ExitOK, code, errs)
+	var doc struct {
+		Results []report.Lat `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Len(t, doc.Results, 1)
+	r := doc.Results[0]
+	require.NotNil(t, r.CPUUtil, out)
+	require.NotNil(t, r.CPUSeconds, out)
+	require.Greater(t, *r.CPUUtil, 0.0)
+	require.LessOrEqual(t, *r.CPUUtil, 100.0)
+	require.Greater(t, *r.CPUSeconds, 0.0)
+}
+
+// TestMeasuresCPU: the ends that print a row measure --cpu_util's
+// figures: both ends of send-lat and write-lat, read-lat's and
+// atomic-lat's client only (their server prints no row); of the
+// bandwidth tests a client, send-bw's server, not a WRITE or READ
+// server (it prints the client's row). Without --cpu_util none does.
+func TestMeasuresCPU(t *testing.T) {
+	for _, tc := range []struct {
+		cmd            string
+		client, server bool
+	}{
+		{"send-lat", true, true},
+		{"write-lat", true, true},
+		{"read-lat", true, false},
+		{"atomic-lat", true, false},
+		{"send-bw", true, true},
+		{"write-bw", true, false},
+		{"read-bw", true, false},
+		{"atomic-bw", true, false},
+	} {
+		for _, client := range []bool{true, false} {
+			want := tc.server
+			if client {
+				want = tc.client
+			}
+			s := &session{t: findTest(t, tc.cmd), o: &options{cpuUtil: true, duration: 2}, client: client}
+			require.Equal(t, want, s.measuresCPU(), "%s client %v", tc.cmd, client)
+			s.o.cpuUtil = false
+			require.False(t, s.measuresCPU(), "%s client %v without --cpu_util", tc.cmd, client)
+		}
+	}
 }
 
 // TestNextEdge: a paced duration loop looks at the clock again at the

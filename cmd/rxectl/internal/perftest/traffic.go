@@ -791,29 +791,41 @@ func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, siz
 
 // latWindow is a latency test's duration mode (-D): warm up for the
 // margin, count the round trips begun in the sample window, cool down for
-// the margin.
+// the margin. With --cpu_util, cpu takes its processor readings at the
+// sample window's start and end (perftest's get_cpu_stats in catch_alarm).
 type latWindow struct {
 	on                          bool
 	sampleStart, sampleEnd, end time.Time
 	count                       int
+	cpu                         *cpuWindow
 }
 
+// newLatWindow returns the window of a run: off without -D.
 func (s *session) newLatWindow() *latWindow {
 	o := s.o
 	if o.duration == 0 {
-		return &latWindow{}
+		return &latWindow{cpu: &cpuWindow{}}
 	}
 	now := time.Now()
 	margin := time.Duration(o.margin) * time.Second
 	dur := time.Duration(o.duration) * time.Second
-	return &latWindow{on: true, sampleStart: now.Add(margin), sampleEnd: now.Add(dur - margin), end: now.Add(dur)}
+	return &latWindow{on: true, sampleStart: now.Add(margin), sampleEnd: now.Add(dur - margin), end: now.Add(dur),
+		cpu: &cpuWindow{on: s.measuresCPU()}}
 }
 
-// tick counts a round trip begun now and reports whether time is up.
+// tick counts a round trip begun now, takes --cpu_util's readings once
+// the sample window has begun and once it has ended, and reports whether
+// time is up.
 func (w *latWindow) tick() bool {
 	now := time.Now()
+	if !now.Before(w.sampleStart) {
+		w.cpu.begin()
+	}
 	if !now.Before(w.sampleStart) && now.Before(w.sampleEnd) {
 		w.count++
+	}
+	if !now.Before(w.sampleEnd) {
+		w.cpu.finish()
 	}
 	return !now.Before(w.end)
 }
@@ -835,16 +847,18 @@ func (w *latWindow) post(ctx context.Context, client bool, buf []byte, stopByte 
 }
 
 // result is print_report_lat_duration: the sample window's length over
-// the round trips in it (halved for SEND and WRITE, rtt 2), and the
-// round trips per second.
-func (w *latWindow) result(size, rtt int) report.Lat {
+// the round trips in it (halved for SEND and WRITE, rtt 2), the round
+// trips per second and, with --cpu_util, the window's processor figures
+// (a run cut short ends the window now).
+func (w *latWindow) result(size, rtt int) (report.Lat, error) {
+	w.cpu.finish()
 	el := earliest(w.sampleEnd, time.Now()).Sub(w.sampleStart)
 	r := report.Lat{Size: size, Iters: w.count}
 	if w.count > 0 && el > 0 {
 		r.Avg = float64(el) / 1e3 / float64(rtt) / float64(w.count)
 		r.TPS = float64(w.count) / el.Seconds()
 	}
-	return r
+	return r, w.cpu.setLat(&r)
 }
 
 // earliest is the earlier of a and b.
@@ -916,7 +930,7 @@ func (s *session) runLatReadAtomic(ctx context.Context, size int) (report.Lat, e
 		}
 	}
 	if w.on {
-		return w.result(size, 1), nil
+		return w.result(size, 1)
 	}
 	return s.latStats(size, tposted, 1), nil
 }
@@ -980,7 +994,7 @@ func (s *session) runLatSend(ctx context.Context, size int) (report.Lat, error) 
 		}
 	}
 	if lw.on {
-		return lw.result(size, 2), nil
+		return lw.result(size, 2)
 	}
 	return s.latStats(size, tposted, 2), nil
 }
@@ -1048,7 +1062,7 @@ func (s *session) runLatWrite(ctx context.Context, size int) (report.Lat, error)
 	}
 	s.rqPSN = (base + uint32(rcnt)*pkts) & 0xFFFFFF
 	if lw.on {
-		return lw.result(size, 2), nil
+		return lw.result(size, 2)
 	}
 	return s.latStats(size, tposted, 2), nil
 }

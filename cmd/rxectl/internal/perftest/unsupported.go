@@ -50,7 +50,7 @@ var latOnly = map[string]bool{"H": true, "report-histogram": true, "report-histo
 
 // bwOnly are the flags only bandwidth tests take.
 var bwOnly = map[string]bool{"w": true, "limit_bw": true, "y": true, "limit_msgrate": true, "rate_limit": true,
-	"rate_units": true, "rate_limit_type": true, "burst_size": true, "cpu_util": true, "b": true, "bidirectional": true}
+	"rate_units": true, "rate_limit_type": true, "burst_size": true, "b": true, "bidirectional": true}
 
 // explainFlagError adds to a command-line error of cmd's flags what
 // rxectl knows of a flag it does not take: one of perftest's it lacks

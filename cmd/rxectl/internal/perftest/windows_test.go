@@ -2,6 +2,8 @@ package perftest
 
 import (
 	"encoding/json"
+	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -33,31 +35,55 @@ func TestBWWindowRow(t *testing.T) {
 func TestLatWindow(t *testing.T) {
 	now := time.Now()
 	tests := []struct {
-		name       string
-		start, end time.Duration // sample window, relative to now
-		counts     bool
+		name             string
+		start, end       time.Duration // sample window, relative to now
+		counts           bool
+		cpuBegun, cpuEnd bool // --cpu_util's readings taken
 	}{
-		{"before the window", time.Hour, 2 * time.Hour, false},
-		{"inside it", -time.Hour, time.Hour, true},
-		{"after it", -2 * time.Hour, -time.Hour, false},
+		{"before the window", time.Hour, 2 * time.Hour, false, false, false},
+		{"inside it", -time.Hour, time.Hour, true, true, false},
+		{"after it", -2 * time.Hour, -time.Hour, false, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &latWindow{on: true, sampleStart: now.Add(tc.start), sampleEnd: now.Add(tc.end), end: now.Add(3 * time.Hour)}
+			// An off window stands for the readings: started and ended
+			// say when a window that is on takes them.
+			cpu := &cpuWindow{}
+			w := &latWindow{on: true, sampleStart: now.Add(tc.start), sampleEnd: now.Add(tc.end), end: now.Add(3 * time.Hour), cpu: cpu}
 			require.False(t, w.tick(), "the run's end is an hour away")
 			require.Equal(t, tc.counts, w.count == 1)
+			if runtime.GOOS == "linux" {
+				cpu.on = true
+				require.False(t, w.tick())
+				require.NoError(t, cpu.err)
+				require.Equal(t, tc.cpuBegun, cpu.started, "the start reading")
+				require.Equal(t, tc.cpuEnd, cpu.ended, "the end reading")
+			}
 		})
 	}
-	w := &latWindow{on: true, sampleStart: now.Add(-3 * time.Second), sampleEnd: now.Add(-time.Second), end: now.Add(-time.Second), count: 1000}
+	w := &latWindow{on: true, sampleStart: now.Add(-3 * time.Second), sampleEnd: now.Add(-time.Second), end: now.Add(-time.Second), count: 1000,
+		cpu: &cpuWindow{}}
 	require.True(t, w.tick(), "past the run's end")
 	require.Equal(t, 1000, w.count, "past the sample window")
 	for _, tc := range []struct {
 		rtt int
 		avg float64
 	}{{2, 1000}, {1, 2000}} {
-		r := w.result(8, tc.rtt)
+		r, err := w.result(8, tc.rtt)
+		require.NoError(t, err)
 		require.Equal(t, report.Lat{Size: 8, Iters: 1000, Avg: tc.avg, TPS: 500}, r, "rtt %d", tc.rtt)
 	}
+	// With --cpu_util the row carries the window's figures.
+	w.cpu = &cpuWindow{on: true, started: true, ended: true,
+		start: cpuStat{busy: 100, total: 400, self: time.Second}, end: cpuStat{busy: 150, total: 600, self: 3 * time.Second}}
+	r, err := w.result(8, 2)
+	require.NoError(t, err)
+	require.NotNil(t, r.CPUUtil)
+	require.InDelta(t, 25.0, *r.CPUUtil, 1e-9)
+	require.InDelta(t, 2.0, *r.CPUSeconds, 1e-9)
+	w.cpu = &cpuWindow{on: true, started: true, err: errors.New("no /proc/stat")}
+	_, err = w.result(8, 2)
+	require.ErrorContains(t, err, "--cpu_util: no /proc/stat")
 }
 
 // TestBWDurationCountsCQMod: in duration mode perftest's run_iter_bw
