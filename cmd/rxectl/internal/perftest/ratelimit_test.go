@@ -475,6 +475,22 @@ func TestCPUUtilLatRun(t *testing.T) {
 	require.Greater(t, *r.CPUUtil, 0.0)
 	require.LessOrEqual(t, *r.CPUUtil, 100.0)
 	require.Greater(t, *r.CPUSeconds, 0.0)
+
+	// Over TCP and two devices: write-lat's server prints its own row,
+	// with the column; read-lat's prints none.
+	for _, tc := range []struct {
+		cmd       string
+		serverRow bool
+	}{{"write-lat", true}, {"read-lat", false}} {
+		port, wait := startServer(t, tc.cmd, "-D", "1", "-f", "0", "--cpu_util", "--udp-port", "0", "--bind", "127.0.0.1")
+		cout, errs, code := runCmd(t, tc.cmd, "127.0.0.1", "-p", strconv.Itoa(port), "-D", "1", "-f", "0", "--cpu_util", "--udp-port", "0", "--bind", "127.0.0.2")
+		require.Equal(t, cli.ExitOK, code, "%s: %s", tc.cmd, errs)
+		require.Contains(t, cout, report.LatDurHeader+report.CPUUtilHeader+"\n", tc.cmd)
+		sout, err := wait()
+		require.NoError(t, err, tc.cmd)
+		require.Equal(t, tc.serverRow, strings.Contains(sout, report.LatDurHeader+report.CPUUtilHeader+"\n"), "%s server: %q", tc.cmd, sout)
+		require.Equal(t, tc.serverRow, regexp.MustCompile(`(?m)\t    \d+\.\d\d\n`).MatchString(sout), "%s server: %q", tc.cmd, sout)
+	}
 }
 
 // TestMeasuresCPU: the ends that print a row measure --cpu_util's
