@@ -1,7 +1,6 @@
 package perftest
 
 import (
-	"encoding/json"
 	"math"
 	"regexp"
 	"slices"
@@ -89,12 +88,7 @@ func TestLatSampleLists(t *testing.T) {
 
 			out, errs, code = runCmd(t, append(args, "--json")...)
 			require.Equal(t, cli.ExitOK, code, errs)
-			var doc struct {
-				Results []report.Lat `json:"results"`
-			}
-			require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
-			require.Len(t, doc.Results, 1)
-			r := doc.Results[0]
+			r := oneLatRow(t, out)
 			if slices.Contains(tc.flags, "-U") || slices.Contains(tc.flags, "--report-unsorted") {
 				require.Len(t, r.Samples, 19)
 			} else {

@@ -446,6 +446,17 @@ func oneBWRow(t *testing.T, out string) report.BW {
 	return doc.Results[0]
 }
 
+// oneLatRow is the one row of a latency run's --json document out.
+func oneLatRow(t *testing.T, out string) report.Lat {
+	t.Helper()
+	var doc struct {
+		Results []report.Lat `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	require.Len(t, doc.Results, 1)
+	return doc.Results[0]
+}
+
 // TestCPUUtilLatRun: a latency test's -D run with --cpu_util adds the
 // column to its header (RESULT_FMT_LAT_DUR, RESULT_EXT_CPU_UTIL) and row
 // (print_report_lat_duration), a share of the processor time in [0, 100],
@@ -464,12 +475,7 @@ func TestCPUUtilLatRun(t *testing.T) {
 
 	out, errs, code = runCmd(t, "send-lat", "--loopback", "--udp-port", "0", "-D", "1", "-f", "0", "--cpu_util", "--json")
 	require.Equal(t, cli.ExitOK, code, errs)
-	var doc struct {
-		Results []report.Lat `json:"results"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
-	require.Len(t, doc.Results, 1)
-	r := doc.Results[0]
+	r := oneLatRow(t, out)
 	require.NotNil(t, r.CPUUtil, out)
 	require.NotNil(t, r.CPUSeconds, out)
 	require.Greater(t, *r.CPUUtil, 0.0)
