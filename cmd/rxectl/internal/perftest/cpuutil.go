@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gorxe/gorxe/cmd/rxectl/internal/report"
 )
 
 // --cpu_util: how busy the host's processors were during a -D run's
@@ -159,22 +157,14 @@ func (w *cpuWindow) restart() {
 	w.start, w.ended = w.end, false
 }
 
-// set puts the window's figures into a bandwidth row: nothing when off,
-// not finished or a reading failed (the run then says so, fail).
-func (w *cpuWindow) set(r *report.BW) error {
-	util, self, err := w.figures()
-	if util != nil {
-		r.CPUUtil, r.CPUSeconds = util, self
-	}
-	return err
-}
-
-// setLat puts the window's figures into a latency test's -D row
-// (print_report_lat_duration's column), as set does a bandwidth row's.
-func (w *cpuWindow) setLat(r *report.Lat) error {
-	util, self, err := w.figures()
-	if util != nil {
-		r.CPUUtil, r.CPUSeconds = util, self
+// set puts the window's figures into a row's CPU fields (report.BW's
+// and, for print_report_lat_duration's column, report.Lat's CPUUtil and
+// CPUSeconds): nothing when off, not finished or a reading failed (the
+// run then says so, fail).
+func (w *cpuWindow) set(util, self **float64) error {
+	u, sec, err := w.figures()
+	if u != nil {
+		*util, *self = u, sec
 	}
 	return err
 }

@@ -334,15 +334,15 @@ func TestCPUWindowSet(t *testing.T) {
 	} {
 		w := &cpuWindow{on: true, started: true, ended: true, start: tc.start, end: tc.end}
 		var r report.BW
-		require.NoError(t, w.set(&r))
+		require.NoError(t, w.set(&r.CPUUtil, &r.CPUSeconds))
 		require.NotNil(t, r.CPUUtil)
 		require.InDelta(t, tc.want, *r.CPUUtil, 1e-9)
 		require.InDelta(t, (tc.end.self - tc.start.self).Seconds(), *r.CPUSeconds, 1e-9)
 	}
 	var r report.BW
-	require.NoError(t, (&cpuWindow{on: true, started: true}).set(&r))
+	require.NoError(t, (&cpuWindow{on: true, started: true}).set(&r.CPUUtil, &r.CPUSeconds))
 	require.Nil(t, r.CPUUtil)
-	require.NoError(t, (&cpuWindow{}).set(&r))
+	require.NoError(t, (&cpuWindow{}).set(&r.CPUUtil, &r.CPUSeconds))
 	require.Nil(t, r.CPUUtil)
 }
 

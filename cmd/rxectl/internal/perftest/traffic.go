@@ -396,7 +396,7 @@ func (s *session) tickWindow(now time.Time, win *bwWindow, cpu *cpuWindow, size 
 		}
 		cpu.finish()
 		r := win.row(size, now, o.gbits) // one --run_infinitely period
-		if err := cpu.set(&r); err != nil {
+		if err := cpu.set(&r.CPUUtil, &r.CPUSeconds); err != nil {
 			return err
 		}
 		s.addBW(r)
@@ -484,7 +484,7 @@ func (s *session) runBWClientDuration(ctx context.Context, size int) (report.BW,
 	} else {
 		r = win.row(size, earliest(win.end, timeNow()), o.gbits) // cut short when interrupted early
 	}
-	return r, cpu.set(&r)
+	return r, cpu.set(&r.CPUUtil, &r.CPUSeconds)
 }
 
 // runBWServer is run_iter_bw_server (send-bw's server): count the
@@ -786,7 +786,7 @@ func (s *session) receiveDuration(ctx, spoke context.Context, watching bool, siz
 	} else {
 		r = win.row(size, earliest(win.end, last), o.gbits) // cut short when the client stopped early
 	}
-	return r, cpu.set(&r)
+	return r, cpu.set(&r.CPUUtil, &r.CPUSeconds)
 }
 
 // latWindow is a latency test's duration mode (-D): warm up for the
@@ -858,7 +858,7 @@ func (w *latWindow) result(size, rtt int) (report.Lat, error) {
 		r.Avg = float64(el) / 1e3 / float64(rtt) / float64(w.count)
 		r.TPS = float64(w.count) / el.Seconds()
 	}
-	return r, w.cpu.setLat(&r)
+	return r, w.cpu.set(&r.CPUUtil, &r.CPUSeconds)
 }
 
 // earliest is the earlier of a and b.
