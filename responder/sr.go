@@ -22,6 +22,17 @@ const SRReReport = 16
 // packets in flight while a hole is repaired.
 const SRProgressEvery = 8
 
+// SRReorderPackets is the number of requests held past a new hole
+// (counting the one that opened it) after which the responder sends a
+// progress report, once per hole: the requester takes a hole as a loss,
+// not a reordering, once srReorder request packets past it have arrived
+// (RFC 8985's reordering threshold counts packets; requester
+// srThreshold), and without this report it would learn that only at the
+// next of every SRProgressEvery arrivals. A READ request is one packet
+// for as many PSNs as its responses, so the PSNs a hole report names
+// received say nothing about how many packets followed the hole.
+const SRReorderPackets = 3
+
 // receiveOOO handles a request whose PSN is after the expected PSN under
 // selective repeat, in place of IBA 9.7.5.1.1's PSN Sequence Error NAK
 // (rxe check_psn): the packet is copied into the out-of-order buffer to be
@@ -62,8 +73,10 @@ func (r *Responder) receiveOOO() State {
 			if prev == r.epsn {
 				o.since = 0 // this is the report of the hole at ePSN
 			}
+			o.sinceHole = 0
 		}
-		if o.sinceProgress++; o.sinceProgress >= SRProgressEvery {
+		o.sinceHole++
+		if o.sinceProgress++; o.sinceProgress >= SRProgressEvery || o.sinceHole == SRReorderPackets {
 			r.queueProgress()
 		}
 	case holdDuplicate:

@@ -274,9 +274,13 @@ func TestSRHoleReports(t *testing.T) {
 	out := h.drain()
 	require.Len(t, out, 1)
 	expect(t, out[0], holeCheck(100, 102))
-	w(103) // extends the run: no report
-	w(101) // inside the hole: no report
-	require.Empty(t, h.drain())
+	w(103) // extends the run: no hole report
+	w(101) // inside the hole: no hole report, but the third request held
+	// past the hole draws a progress report (SRReorderPackets)
+	out = h.drain()
+	require.Len(t, out, 1)
+	require.True(t, isProgress(out[0]))
+	expect(t, out[0], holeCheck(104, 104))
 	w(106) // new hole 104..105
 	w(110) // new hole 107..109
 	out = h.drain()
@@ -360,11 +364,14 @@ func TestSRReReportCadence(t *testing.T) {
 	}
 	require.Equal(t, uint64(1), h.r.Counters().OOODuplicates)
 	require.Equal(t, uint64(1), h.r.Counters().SRHolePSNs)
-	// Every SRProgressEvery requests held (the duplicate is not), a
-	// progress report names the PSN past the highest one held.
-	require.Len(t, progress, 50/SRProgressEvery)
+	// The SRReorderPackets-th request held past the hole draws a progress
+	// report, and so does every SRProgressEvery-th held after that (the
+	// duplicate is not held): each names the PSN past the highest one
+	// held.
+	require.Len(t, progress, 1+(50-SRReorderPackets)/SRProgressEvery)
 	for i, p := range progress {
-		expect(t, p, holeCheck(packet.PSN(101+(i+1)*SRProgressEvery), packet.PSN(101+(i+1)*SRProgressEvery)))
+		held := SRReorderPackets + i*SRProgressEvery
+		expect(t, p, holeCheck(packet.PSN(101+held), packet.PSN(101+held)))
 	}
 	require.Equal(t, uint64(len(progress)), h.r.Counters().SRProgressReports)
 
@@ -488,8 +495,9 @@ func TestSRInvalidAtExecution(t *testing.T) {
 	h.rx(packet.RCRDMAWriteOnly, 102, []byte{8}, reth(rva+1, rkey, 1), ackReq)
 	h.rx(packet.RCRDMAWriteFirst, 103, pattern(1024, 0), reth(rva+8, rkey, 2048)) // valid on its own
 	out := h.drain()
-	require.Len(t, out, 1)
+	require.Len(t, out, 2)
 	expect(t, out[0], holeCheck(100, 101))
+	expect(t, out[1], holeCheck(104, 104)) // the progress report at the third held (SRReorderPackets)
 	_, failed := h.r.Failed()
 	require.False(t, failed, "nothing is checked before execution")
 	h.rx(packet.RCRDMAWriteOnly, 100, []byte{6}, reth(rva+2, rkey, 1), ackReq)
@@ -792,9 +800,11 @@ func TestSRWrap(t *testing.T) {
 	require.Len(t, out, 1)
 	expect(t, out[0], holeCheck(0xFFFFFD, 1))
 	w(0xFFFFFF)
-	w(2)
+	w(2) // the third held: a progress report past it (SRReorderPackets)
 	w(0xFFFFFE)
-	require.Empty(t, h.drain())
+	out = h.drain()
+	require.Len(t, out, 1)
+	expect(t, out[0], holeCheck(3, 3))
 	w(0xFFFFFD) // FFFFFD..FFFFFF execute; 0 is missing
 	out = h.drain()
 	require.Len(t, out, 1)
@@ -1170,4 +1180,42 @@ func TestSRReReadFloodBound(t *testing.T) {
 	out = h.drain()
 	require.Len(t, out, 1)
 	expect(t, out[0], opcode(packet.RCRDMAReadResponseOnly), psnIs(100+npsn-1), payloadIs(data[(npsn-1)*mtu:]))
+}
+
+// The SRReorderPackets-th request held past a new hole draws a progress
+// report, whatever PSNs the requests span: READ requests of 4 PSNs each
+// after a lost one are three packets past it at the third, not at the
+// first (whose PSNs already reach past three). Fewer draw only the hole
+// report.
+func TestSRProgressAtReorderThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reads int // READ requests held after the missing one at 100
+	}{
+		{"one", 1}, {"two", 2}, {"three", 3}, {"four", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, withPMTU(256), withSR(0))
+			var out []packet.Packet
+			for i := range tc.reads {
+				psn := packet.PSN(104 + 4*i)
+				h.rx(packet.RCRDMAReadRequest, psn, nil, reth(rva+uint64(1024*i), rkey, 1024))
+				out = append(out, h.drain()...)
+			}
+			require.NotEmpty(t, out)
+			expect(t, out[0], holeCheck(100, 104))
+			var progress []packet.Packet
+			for _, p := range out[1:] {
+				require.True(t, isProgress(p), "only the hole report and progress reports")
+				progress = append(progress, p)
+			}
+			if tc.reads < SRReorderPackets {
+				require.Empty(t, progress)
+				return
+			}
+			require.Len(t, progress, 1, "one per hole")
+			past := packet.PSN(104 + 4*SRReorderPackets) // past the third request's responses
+			expect(t, progress[0], holeCheck(past, past))
+		})
+	}
 }

@@ -146,11 +146,11 @@ func TestSRHeldCompletionsPassReports(t *testing.T) {
 	tests := []struct {
 		name    string
 		before  int // SENDs held from 108, behind the extra stream
-		after   int // SENDs held after the hole that follows them: SRProgressEvery draws a progress report too
+		after   int // SENDs held after the hole that follows them: SRReorderPackets draw a progress report too
 		cqLimit int // > 0: the receive CQ overflows after that many
 	}{
 		{name: "hole_report", before: 1, after: 1},
-		{name: "hole_and_progress_report", before: 2, after: SRProgressEvery},
+		{name: "hole_and_progress_report", before: 2, after: SRReorderPackets},
 		{name: "cq_overflow", before: 2, after: 1, cqLimit: 1},
 	}
 	for _, tc := range tests {
@@ -202,7 +202,7 @@ func TestSRHeldCompletionsPassReports(t *testing.T) {
 
 			out := h.drain()
 			reports := 1
-			if tc.after >= SRProgressEvery {
+			if tc.after >= SRReorderPackets {
 				reports = 2
 			}
 			require.Len(t, out, reports+1, "the reports, then the ACK")
