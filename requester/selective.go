@@ -476,17 +476,25 @@ func (r *Requester) sinceFirst(now time.Time) time.Duration {
 
 // srReorderWindow is how long the resends of a hole report wait for the
 // hole to fill by itself: a quarter of the smoothed RTT (RFC 8985's
-// reordering window), at most srMaxReorderWindow.
+// reordering window), at least srMinReorderWindow and at most
+// srMaxReorderWindow.
 func (r *Requester) srReorderWindow(now time.Time) time.Duration {
 	srtt := r.rec.rtt.SRTT()
 	if !r.rec.rtt.Valid() {
 		srtt = r.sinceFirst(now)
 	}
-	return min(srtt/4, srMaxReorderWindow)
+	return max(min(srtt/4, srMaxReorderWindow), srMinReorderWindow)
 }
 
-// srMaxReorderWindow caps srReorderWindow.
-const srMaxReorderWindow = time.Millisecond
+// srMinReorderWindow and srMaxReorderWindow bound srReorderWindow. The
+// floor covers the packets that overtook a hole and the ones that fill
+// it arriving in one receive batch, or in two a moment apart, where the
+// hole report is handled first: a quarter of an RTT near zero would
+// resend at once what is already arriving.
+const (
+	srMinReorderWindow = 50 * time.Microsecond
+	srMaxReorderWindow = time.Millisecond
+)
 
 // srReady reports whether a resend may go now: the list is not empty and
 // no reorder hold keeps it back (an expired or answered one ends).

@@ -50,18 +50,19 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 // reordering: a cumulative ACK that arrives meanwhile (the hole filled by
 // a request merely overtaken, or the ACK of a drain right behind the ACK
 // of the request that filled it) takes the PSNs it covers off the list.
-// The hole is a loss once the responder reports received a packet
-// srReorder PSNs past its start (RACK's rule in packets; srHeldBack), so
-// when packets were sent after the hole and that far, the hold waits for
-// that report, with an interval as the fallback. Otherwise (a hole at the
-// tail) it waits for the reorder window of time.
+// The hole is a loss once the responder reports received the request
+// packet srReorder request packets past the one at its start (RACK's rule
+// in packets, srThreshold; srHeldBack), so when packets were sent after
+// the hole and that far, the hold waits for that report, with an interval
+// as the fallback. Otherwise (a hole at the tail) it waits for the
+// reorder window of time.
 func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 	s := &r.sr
 	empty := s.ndue == 0
 	if r.srMarkRange(now, a, b, srNamed) == 0 || !empty {
 		return
 	}
-	s.holdFor = a.Add(srReorder)
+	s.holdFor = r.srThreshold(a)
 	past := b // evidence comes from packets sent after the hole
 	atLeast(&past, s.holdFor)
 	switch {
@@ -76,6 +77,43 @@ func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 			s.hold.Arm(now.Add(d))
 		}
 	}
+}
+
+// srThreshold returns the first PSN of the request packet srReorder
+// request packets after the one holding psn: RFC 8985's reordering
+// threshold counts packets sent after the lost one. A SEND, WRITE or
+// atomic request packet is one PSN; a READ request stands for as many
+// PSNs as the responses it asks for (the READ, or its part when READs go
+// in parts, readChunk), so a READ request overtaken by the next one,
+// which leaves a hole as long as its READ at the responder, is not past
+// the threshold at once. Past the started WQEs each PSN counts as a
+// packet.
+func (r *Requester) srThreshold(psn packet.PSN) packet.PSN {
+	for range srReorder {
+		psn = r.srNextRequest(psn)
+	}
+	return psn
+}
+
+// srNextRequest returns the first PSN of the request packet after the one
+// holding psn (srThreshold).
+func (r *Requester) srNextRequest(psn packet.PSN) packet.PSN {
+	i, ok := r.srFind(psn)
+	if !ok {
+		return psn.Next()
+	}
+	w := r.slot(i)
+	if w.kind != kindRead {
+		return psn.Next()
+	}
+	first, end := r.srSpan(w)
+	if m := r.cfg.MaxReadPkts; m > 0 {
+		k := int(psn.Diff(first))
+		if next := first.Add(k/m*m + m); next.Before(end) {
+			return next
+		}
+	}
+	return end
 }
 
 // srMarkRange puts the PSNs of [a, b) on the resend list: the request
@@ -137,6 +175,7 @@ func (r *Requester) srDetect(now time.Time) {
 		limit = r.compPSN.Add(srTrack)
 	}
 	x := from
+	due := s.ndue
 	for x.Before(limit) {
 		if s.srGot(x) {
 			x = x.Next()
@@ -166,6 +205,12 @@ func (r *Requester) srDetect(now time.Time) {
 	}
 	if x.After(s.scanned) {
 		s.scanned = x
+	}
+	if s.ndue > due {
+		// Responses found lost are known lost, not reordered: a reorder
+		// hold that a request hole armed (srMarkHeld) ends, and the list
+		// goes.
+		s.hold.Stop()
 	}
 }
 

@@ -18,27 +18,39 @@ import (
 // (a's sends) or the READ responses (a's receives). It reorders only the
 // first packet of each 4-packet message, which the message's three other
 // packets always follow, so every reordering is overtaken within its
-// flight. A reordering is not a loss: the requester resends nothing
-// (sr-requester.md, "Resends": a hole report's resends wait until the
-// responder reports received the packet srReorder PSNs past the hole, and
-// a READ response is taken as lost once responses srReorder PSNs past it
-// have arrived), the responder sends no READ response twice, and every
-// byte arrives in order.
+// flight; or READ requests, by one or two of the requests outstanding
+// behind them or the WRITE that ends each stream. A reordering is not a
+// loss: the requester resends nothing (sr-requester.md, "Resends": a hole
+// report's resends wait until the responder reports received the request
+// packet srReorder request packets past the hole, a READ request being
+// one packet, or a reorder window when nothing was sent that far; a READ
+// response is taken as lost once responses srReorder PSNs past it have
+// arrived), the responder sends no READ response twice, and every byte
+// arrives in order.
 func TestSRReorderNoResend(t *testing.T) {
 	for _, tc := range []struct {
-		op  WROpcode
-		dir string
-		ops string // the opcodes reordered
+		op    WROpcode
+		dir   string
+		ops   string // the opcodes reordered
+		maxBy int    // the longest overtaking tried
+		trail bool   // each stream ends with a WRITE (srReorderStream)
 	}{
-		{WRRDMAWrite, "send", "RC_RDMA_WRITE_FIRST"},
-		{WRSend, "send", "RC_SEND_FIRST"},
-		{WRRDMARead, "recv", "RC_RDMA_READ_RESPONSE_FIRST"},
+		{WRRDMAWrite, "send", "RC_RDMA_WRITE_FIRST", 3, false},
+		{WRSend, "send", "RC_SEND_FIRST", 3, false},
+		{WRRDMARead, "recv", "RC_RDMA_READ_RESPONSE_FIRST", 3, false},
+		// A READ request overtaken by one or two later ones, each a
+		// packet for 4 PSNs: the hold counts request packets
+		// (requester srThreshold). Overtaken by three, it is past the
+		// threshold (srReorder) and re-read, as RACK's rule says.
+		// The WRITE that ends each stream follows the last READ
+		// requests, so they too are overtaken within their flight.
+		{WRRDMARead, "send", "RC_RDMA_READ_REQUEST", 2, true},
 	} {
-		for by := 1; by <= 3; by++ {
+		for by := 1; by <= tc.maxBy; by++ {
 			t.Run(fmt.Sprintf("%v/%s/by%d", tc.op, tc.dir, by), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					rule := fmt.Sprintf("reorder=2%%,by=%d,dir=%s,op=%s", by, tc.dir, tc.ops)
-					st, rq, lb := srReorderStream(t, tc.op, rule, uint64(by))
+					st, rq, lb := srReorderStream(t, tc.op, rule, uint64(by), tc.trail)
 					require.Zero(t, st.Send.Lost+st.Recv.Lost, "the link lost datagrams")
 					require.Zero(t, rq.Retransmits, "request packets sent again")
 					require.Zero(t, lb.ReadResponsesResent, "READ responses sent again")
@@ -54,11 +66,13 @@ func TestSRReorderNoResend(t *testing.T) {
 // packet each, for 4 PSNs) and the ACKs too. A datagram held at the end
 // of a flight waits for the next flight, or for the longest hold, and the
 // requester cannot tell that from a loss: a hole report with nothing sent
-// after the hole waits only the reorder window, a quarter of SRTT (0 on
-// this virtual-time pipe), and an ACK held beyond the recovery timer's
+// after the hole waits only the reorder window, a quarter of SRTT or its
+// 50 µs floor (SRTT is 0 on this virtual-time pipe), and an ACK held beyond the recovery timer's
 // floor (2 ms) is answered by a tail-loss probe. A READ request overtaken
-// by the next one leaves a hole of 4 PSNs, past the srReorder threshold at
-// once. So there a reordering may cost a resend, but at most one: the
+// by the next one leaves a hole of 4 PSNs, held until srReorder later
+// request packets are received (requester srThreshold); near a flight's
+// end, with fewer behind it, the hole waits only the reorder window.
+// So there a reordering may cost a resend, but at most one: the
 // request packets sent again are at most the reorderings, and each READ
 // request re-read has the responder send at most its 4 responses again.
 func TestSRReorderTail(t *testing.T) {
@@ -66,7 +80,7 @@ func TestSRReorderTail(t *testing.T) {
 		for _, dir := range []string{"send", "recv"} {
 			t.Run(fmt.Sprintf("%v/%s", op, dir), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					st, rq, lb := srReorderStream(t, op, "reorder=2%,by=2,dir="+dir, 7)
+					st, rq, lb := srReorderStream(t, op, "reorder=2%,by=2,dir="+dir, 7, false)
 					require.Zero(t, st.Send.Lost+st.Recv.Lost, "the link lost datagrams")
 					require.LessOrEqual(t, rq.Retransmits, st.Send.Reordered+st.Recv.Reordered, "request packets sent again")
 					require.LessOrEqual(t, lb.ReadResponsesResent, 4*st.Send.Reordered, "READ responses sent again")
@@ -79,10 +93,11 @@ func TestSRReorderTail(t *testing.T) {
 // srReorderStream runs streams of 32 op work requests of 4 KiB (4
 // packets at MTU 1024), up to 16 outstanding, from a to b through a link
 // with the fault rule, until the rule has reordered srReorderMin
-// datagrams (at most srReorderRounds streams), checks that every WR
-// completed in order and every byte arrived, and returns the link's
+// datagrams (at most srReorderRounds streams), each stream ended, with
+// trail, by a 4 KiB WRITE from a to b, checks that every WR completed in
+// order and every byte of the op WRs arrived, and returns the link's
 // statistics, a's requester counters and b's loss counters.
-func srReorderStream(t *testing.T, op WROpcode, rule string, seed uint64) (faults.Stats, requester.Counters, LossCounters) {
+func srReorderStream(t *testing.T, op WROpcode, rule string, seed uint64, trail bool) (faults.Stats, requester.Counters, LossCounters) {
 	const wrs, size, depth = 32, 4 << 10, 16
 	a, b, fa := faultyPairSR(t, seed, []string{rule}, true)
 	src, dst := a, b
@@ -102,10 +117,18 @@ func srReorderStream(t *testing.T, op WROpcode, rule string, seed uint64) (fault
 			}
 		}
 		syncMem(a, b)
+		total := wrs
+		if trail {
+			total++
+		}
 		posted, done := 0, 0
-		for done < wrs {
-			for posted < wrs && posted-done < depth {
-				_, err := a.qp.PostSend(SendWR{ID: uint64(posted), Opcode: op, Flags: SendSignaled,
+		for done < total {
+			for posted < total && posted-done < depth {
+				o := op
+				if posted == wrs {
+					o = WRRDMAWrite // the trailing WRITE
+				}
+				_, err := a.qp.PostSend(SendWR{ID: uint64(posted), Opcode: o, Flags: SendSignaled,
 					SGList: []SGE{a.mr.SGE(off(posted), size)}, RemoteAddr: b.mr.Addr() + uint64(off(posted)), RKey: b.mr.RKey()})
 				require.NoError(t, err)
 				posted++
