@@ -27,6 +27,14 @@ const (
 	// after it has arrived (RACK's idea, RFC 8985; reordering by one or two
 	// PSNs is not loss).
 	srReorder = 3
+
+	// srHoldPackets is the reorder threshold of a hole the responder
+	// reports: its resends wait until the responder reports received
+	// the request packet this many request packets after the one at the
+	// hole's start (srThreshold), so a request overtaken by up to three
+	// later ones, which fills its hole before that, is not resent. The
+	// responder reports it at once (responder.SRReorderPackets).
+	srHoldPackets = 4
 )
 
 // srSlot is the resend state of one PSN: whether it is due to be resent,
@@ -507,7 +515,8 @@ func (r *Requester) srReady(now time.Time) bool {
 
 // srHeldBack reports whether the reorder hold keeps the resends back: it
 // is armed and, if it waits for packets (srMarkHeld), the responder has not
-// yet reported received the packet srReorder PSNs past the hole's start.
+// yet reported received the request packet srHoldPackets request packets
+// past the one at the hole's start (srThreshold).
 func (r *Requester) srHeldBack() bool {
 	s := &r.sr
 	return s.hold.Armed() && !(s.holdByPackets && s.held.After(s.holdFor))

@@ -173,17 +173,17 @@ func TestSRReadHoleNeedsNoOOOSpan(t *testing.T) {
 }
 
 // The resends of a hole with packets sent after it wait until the
-// responder reports received the packet srReorder PSNs past the hole's
-// start (a reordered packet fills its hole before that), not for a timer;
-// a hole at the tail waits for the reorder window of time.
+// responder reports received the packet srHoldPackets PSNs past the
+// hole's start (a reordered packet fills its hole before that), not for a
+// timer; a hole at the tail waits for the reorder window of time.
 func TestSRHoldByPackets(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		progress int // the progress report's PSN offset (0: none)
 		want     int // PSN 0 resent
 	}{
-		{"released", srReorder + 1, 1},
-		{"too-soon", srReorder, 0},
+		{"released", srHoldPackets + 1, 1},
+		{"too-soon", srHoldPackets, 0},
 		{"no-evidence", 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

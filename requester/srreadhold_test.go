@@ -13,19 +13,19 @@ import (
 // the next READ request arrives. The reorder hold counts request packets,
 // as RFC 8985's reordering threshold counts packets sent after the lost
 // one, not PSNs: the READ is asked again only once the responder reports
-// received the request srReorder request packets after it, not at the
-// first report (a READ of four responses is four PSNs, already past a
-// threshold of three PSNs).
+// received the request srHoldPackets request packets after it, not at
+// the first report (a READ of four responses is four PSNs, as far as a
+// threshold of four PSNs at once).
 func TestSRHoldReadRequests(t *testing.T) {
-	const reads, size = 6, 4 * srPMTU // request PSNs 0, 4, 8, 12, 16, 20
+	const reads, size = 7, 4 * srPMTU // request PSNs 0, 4, 8, 12, 16, 20, 24
 	for _, tc := range []struct {
 		name     string
 		progress int // a progress report's PSN offset (0: none)
 		want     int // re-reads of the first READ
 	}{
 		{"hole-only", 0, 0},
-		{"two-later", 12, 0},   // the requests at 4 and 8 received
-		{"three-later", 16, 1}, // and the one at 12
+		{"three-later", 16, 0}, // the requests at 4, 8 and 12 received
+		{"four-later", 20, 1},  // and the one at 16
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, _, _ := srSetup(t)

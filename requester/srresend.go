@@ -51,7 +51,7 @@ func (r *Requester) srHole(now time.Time, p *packet.Packet) {
 // a request merely overtaken, or the ACK of a drain right behind the ACK
 // of the request that filled it) takes the PSNs it covers off the list.
 // The hole is a loss once the responder reports received the request
-// packet srReorder request packets past the one at its start (RACK's rule
+// packet srHoldPackets request packets past the one at its start (RACK's rule
 // in packets, srThreshold; srHeldBack), so when packets were sent after
 // the hole and that far, the hold waits for that report, with an interval
 // as the fallback. Otherwise (a hole at the tail) it waits for the
@@ -79,7 +79,7 @@ func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 	}
 }
 
-// srThreshold returns the first PSN of the request packet srReorder
+// srThreshold returns the first PSN of the request packet srHoldPackets
 // request packets after the one holding psn: RFC 8985's reordering
 // threshold counts packets sent after the lost one. A SEND, WRITE or
 // atomic request packet is one PSN; a READ request stands for as many
@@ -89,7 +89,7 @@ func (r *Requester) srMarkHeld(now time.Time, a, b packet.PSN) {
 // the threshold at once. Past the started WQEs each PSN counts as a
 // packet.
 func (r *Requester) srThreshold(psn packet.PSN) packet.PSN {
-	for range srReorder {
+	for range srHoldPackets {
 		psn = r.srNextRequest(psn)
 	}
 	return psn

@@ -23,15 +23,17 @@ const SRReReport = 16
 const SRProgressEvery = 8
 
 // SRReorderPackets is the number of requests held past a new hole
-// (counting the one that opened it) after which the responder sends a
+// (counting the one that opened it) at which the responder sends a
 // progress report, once per hole: the requester takes a hole as a loss,
-// not a reordering, once srReorder request packets past it have arrived
-// (RFC 8985's reordering threshold counts packets; requester
-// srThreshold), and without this report it would learn that only at the
-// next of every SRProgressEvery arrivals. A READ request is one packet
-// for as many PSNs as its responses, so the PSNs a hole report names
-// received say nothing about how many packets followed the hole.
-const SRReorderPackets = 3
+// not a reordering, once the request packet four request packets past it
+// is reported received (RFC 8985's reordering threshold counts packets;
+// requester srHoldPackets), and without this report it would learn that
+// only at the next of every SRProgressEvery arrivals. A request
+// overtaken by up to three later ones fills its hole before. A READ
+// request is one packet for as many PSNs as its responses, so the PSNs a
+// hole report names received say nothing about how many packets
+// followed the hole.
+const SRReorderPackets = 4
 
 // receiveOOO handles a request whose PSN is after the expected PSN under
 // selective repeat, in place of IBA 9.7.5.1.1's PSN Sequence Error NAK

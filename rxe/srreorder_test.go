@@ -18,11 +18,11 @@ import (
 // (a's sends) or the READ responses (a's receives). It reorders only the
 // first packet of each 4-packet message, which the message's three other
 // packets always follow, so every reordering is overtaken within its
-// flight; or READ requests, by one or two of the requests outstanding
-// behind them or the WRITE that ends each stream. A reordering is not a
-// loss: the requester resends nothing (sr-requester.md, "Resends": a hole
-// report's resends wait until the responder reports received the request
-// packet srReorder request packets past the hole, a READ request being
+// flight; or READ requests, by the requests outstanding behind them or
+// the WRITE that ends each stream. A reordering is not a loss: the
+// requester resends nothing (sr-requester.md, "Resends": a hole report's
+// resends wait until the responder reports received the request packet
+// srHoldPackets (4) request packets past the hole, a READ request being
 // one packet, or a reorder window when nothing was sent that far; a READ
 // response is taken as lost once responses srReorder PSNs past it have
 // arrived), the responder sends no READ response twice, and every byte
@@ -38,13 +38,12 @@ func TestSRReorderNoResend(t *testing.T) {
 		{WRRDMAWrite, "send", "RC_RDMA_WRITE_FIRST", 3, false},
 		{WRSend, "send", "RC_SEND_FIRST", 3, false},
 		{WRRDMARead, "recv", "RC_RDMA_READ_RESPONSE_FIRST", 3, false},
-		// A READ request overtaken by one or two later ones, each a
-		// packet for 4 PSNs: the hold counts request packets
-		// (requester srThreshold). Overtaken by three, it is past the
-		// threshold (srReorder) and re-read, as RACK's rule says.
-		// The WRITE that ends each stream follows the last READ
-		// requests, so they too are overtaken within their flight.
-		{WRRDMARead, "send", "RC_RDMA_READ_REQUEST", 2, true},
+		// A READ request overtaken by later ones, each a packet for 4
+		// PSNs: the hold counts request packets (requester
+		// srThreshold). The WRITE that ends each stream follows the
+		// last READ requests, so they too are overtaken within their
+		// flight.
+		{WRRDMARead, "send", "RC_RDMA_READ_REQUEST", 3, true},
 	} {
 		for by := 1; by <= tc.maxBy; by++ {
 			t.Run(fmt.Sprintf("%v/%s/by%d", tc.op, tc.dir, by), func(t *testing.T) {
@@ -67,11 +66,12 @@ func TestSRReorderNoResend(t *testing.T) {
 // of a flight waits for the next flight, or for the longest hold, and the
 // requester cannot tell that from a loss: a hole report with nothing sent
 // after the hole waits only the reorder window, a quarter of SRTT or its
-// 50 µs floor (SRTT is 0 on this virtual-time pipe), and an ACK held beyond the recovery timer's
-// floor (2 ms) is answered by a tail-loss probe. A READ request overtaken
-// by the next one leaves a hole of 4 PSNs, held until srReorder later
-// request packets are received (requester srThreshold); near a flight's
-// end, with fewer behind it, the hole waits only the reorder window.
+// 50 µs floor (SRTT is 0 on this virtual-time pipe), and an ACK held
+// beyond the recovery timer's floor (2 ms) is answered by a tail-loss
+// probe. A READ request overtaken by the next one leaves a hole of 4
+// PSNs, held until srHoldPackets later request packets are received
+// (requester srThreshold); near a flight's end, with fewer behind it, the
+// hole waits only the reorder window.
 // So there a reordering may cost a resend, but at most one: the
 // request packets sent again are at most the reorderings, and each READ
 // request re-read has the responder send at most its 4 responses again.
