@@ -800,7 +800,7 @@ func (r *Requester) finish(w *wqe, status verbs.WCStatus) {
 		r.c.RDMASends++ // rxe do_complete counts a completed SEND WQE; flush_send_wqe does not
 	}
 	if r.sr.ngot > 0 && !r.cfg.SelectiveRepeat {
-		r.forgetParts()
+		r.forgetMarks(w)
 	}
 	if w.kind == kindRead && r.readsSinceRepair < partsHold {
 		r.readsSinceRepair++

@@ -21,7 +21,9 @@ import (
 // asked for whole or in parts (readAheadOK), this requester
 //
 //   - places the responses of the READs after the oldest one as they come,
-//     in order within each READ (placeAhead);
+//     in order within each READ (placeAhead), and, for a READ asked in
+//     parts, also those after a hole in it (markAhead): the parts after
+//     the hole's come as streams of their own and are kept;
 //   - on a gap in any of those READs re-reads that READ's rest at once, at
 //     the PSN of its first missing response and without moving its send
 //     cursor (readAgain, buildRest), once until that READ's responses make
@@ -39,7 +41,8 @@ import (
 // timer's probe re-reads its rest once it is the oldest. The
 // oldest READ asked in parts keeps its own responses after a hole too
 // (readparts.go); a later READ asked in parts is placed part by part,
-// each part's stream starting with FIRST. A SEND, WRITE or atomic among
+// each part's stream starting with FIRST, and its responses placed past
+// a hole are taken in order as the hole is repaired (takeMarksAhead). A SEND, WRITE or atomic among
 // the READs, selective repeat and --recovery=off keep rxe's go-back-N,
 // and so do a
 // sequence error NAK, an ACK past a READ and a timeout: a responder that
@@ -133,7 +136,11 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 	case d < uint64(v.rcvd):
 		return // already placed
 	case d > uint64(v.rcvd):
-		r.readGapAhead(v)
+		if r.markAhead(v, p) {
+			r.askRestAhead(v)
+		} else {
+			r.readGapAhead(v)
+		}
 		return
 	}
 	op := p.Opcode()
@@ -157,10 +164,91 @@ func (r *Requester) placeAhead(p *packet.Packet) {
 		return
 	}
 	v.rcvd += n
-	v.aheadDone = p.Mask()&packet.MaskEnd != 0 && v.rcvd == v.length
 	v.rereadAsked = false
 	r.c.ReadBytes += uint64(n)
 	r.c.ReadResponsesAhead++
+	r.takeMarksAhead(v)
+	v.aheadDone = v.rcvd == v.length
+}
+
+// markAhead places the READ response p of the READ v (after the oldest)
+// past a response of v still missing, when v is asked in parts, and
+// reports whether it did. Each part's request is answered as a stream of
+// its own (IBA 9.7.5.1.3; rxe's responder takes the next request once a
+// READ's responses are all sent), so the parts after a hole arrive whole
+// and in order while the hole's part is re-read; dropped, they had to be
+// asked for again part by part. The response is placed at its offset
+// (response PSN origFirst + k carries bytes k × PMTU on, IBA 9.7.5.1.4)
+// and its PSN marked in the bitmap the oldest READ's parts use
+// (readparts.go), if it is within what v has asked for and the tracked
+// PSNs, not marked already (a replay passing the hole is a gap again),
+// and of the right shape (srReadShape, and an ACK syndrome on all but
+// MIDDLE). takeMarksAhead, and advanceParts once v is the oldest, take
+// the marked responses in order.
+func (r *Requester) markAhead(v *wqe, p *packet.Packet) bool {
+	if !r.multiPart(v) {
+		return false
+	}
+	psn := p.PSN()
+	k := uint32(psn.Diff(v.origFirst))
+	if k >= r.srRequested(v) || int(psn.Diff(r.compPSN)) >= srTrack || r.sr.srGot(psn) {
+		return false
+	}
+	op := p.Opcode()
+	data := p.Payload()
+	off := k * r.pmtu
+	if op != packet.RCRDMAReadResponseMiddle && !p.AETH().Syndrome().IsACK() ||
+		!r.srReadShape(op, uint32(len(data)), v.length-off) || !r.srPlace(v, off, data) {
+		return false
+	}
+	r.sr.setGot(psn)
+	r.c.ReadBytes += uint64(len(data))
+	r.c.ReadResponsesAhead++
+	return true
+}
+
+// takeMarksAhead runs after a response of the READ v (after the oldest)
+// was placed in order: it moves v's bytes received over the responses
+// markAhead placed that now follow them. If the next response is then
+// missing while a later one of v has come, and the latest re-read of v
+// did not start in that response's part, that response was lost from a
+// stream that has passed it (a part whose first responses were lost, or
+// one the re-read did not cover), and v's rest is asked for again.
+func (r *Requester) takeMarksAhead(v *wqe) {
+	if r.sr.ngot == 0 || !r.multiPart(v) {
+		return
+	}
+	moved := false
+	for v.rcvd < v.length {
+		psn := v.origFirst.Add(int(v.rcvd / r.pmtu))
+		if !r.sr.srGot(psn) {
+			break
+		}
+		r.sr.clearGot(psn)
+		v.rcvd = min(v.length, v.rcvd+r.pmtu)
+		moved = true
+	}
+	if moved {
+		v.place.Seek(v.sges, v.rcvd)
+	}
+	if v.rcvd < v.length && v.rereadPart != r.partOf(v, v.origFirst.Add(int(v.rcvd/r.pmtu)))+1 && r.markedAfter(v) {
+		r.askRestAhead(v)
+	}
+}
+
+// markedAfter reports whether a response of the READ v after the first
+// one it lacks has been placed past it (markAhead).
+func (r *Requester) markedAfter(v *wqe) bool {
+	for k := v.rcvd/r.pmtu + 1; k < r.srRequested(v); k++ {
+		psn := v.origFirst.Add(int(k))
+		if int(psn.Diff(r.compPSN)) >= srTrack {
+			break
+		}
+		if r.sr.srGot(psn) {
+			return true
+		}
+	}
+	return false
 }
 
 // passedAhead asks again for the rest of each READ between the oldest
@@ -200,6 +288,11 @@ func (r *Requester) askRestAhead(v *wqe) {
 		r.c.ReadGaps++
 		r.c.CompleterRetryErr++
 		r.retryLog |= RetryReadAhead
+		if r.multiPart(v) {
+			// The re-read covers the rest of this part (readChunk);
+			// takeMarksAhead and advanceParts ask for the next one.
+			v.rereadPart = r.partOf(v, v.origFirst.Add(int(v.rcvd/r.pmtu))) + 1
+		}
 		r.readAgain(v)
 	}
 }

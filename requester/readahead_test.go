@@ -407,3 +407,71 @@ func TestReadRereadOnlyWhatWasAsked(t *testing.T) {
 		require.Equal(t, uint64(0x5000)+uint64(q.PSN().Diff(p))*pmtu, q.RETH().VA(), "PSN %d and its offset", q.PSN())
 	}
 }
+
+// TestReadPartsAheadHoleInLaterRead: the oldest READ (4 packets, one
+// part) loses its last response, and the READ after it, asked in 3 parts
+// of 4 packets, loses a response in its first part and one in its third.
+// The later READ's second and third parts come after the hole in its
+// first, each as its own stream (IBA 9.7.5.1.3: the responder answers
+// each part's request in turn); they are kept, not dropped as out of
+// order. So the first round asks again for the oldest READ's last
+// response and the first part's rest only, and once that part is whole
+// the third part's rest from its hole: no part whose responses all came
+// is asked for again.
+func TestReadPartsAheadHoleInLaterRead(t *testing.T) {
+	const pmtu, p0, part = 1024, 0x5f0, 4
+	const sizeA, sizeB = 4 * pmtu, 12 * pmtu
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = part
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, sizeA+sizeB, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, pmtu, p0)
+	src := f.mem.add(rkey, rbase, sizeA+sizeB, verbs.AccessRemoteRead, 3)
+	for i, r := range [][2]int{{0, sizeA}, {sizeA, sizeB}} {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(r[0]), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(r[0]), Length: uint32(r[1]), LKey: lkeyA}}})
+	}
+	reqs := h.drain()
+	require.Len(t, reqs, 4, "the oldest READ and the three parts of the second")
+	for _, b := range reqs {
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, 16)
+	for i, o := range out {
+		// Lost: the oldest READ's last response (3) and the second
+		// READ's responses 1 (first part) and 9 (third part).
+		if i != 3 && i != 4+1 && i != 4+9 {
+			h.recv(o)
+		}
+	}
+	require.Empty(t, h.cq.ids(), "nothing completes past the hole")
+	for j, want := range [][][2]int{{{3, 1}, {4 + 1, 3}}, {{4 + 9, 3}}} {
+		again := h.drain()
+		require.Len(t, again, len(want), "round %d", j)
+		for k, rr := range want {
+			p := parse(t, again[k])
+			require.Equal(t, packet.RCRDMAReadRequest, p.Opcode())
+			require.Equal(t, packet.PSN(p0+rr[0]), p.PSN(), "round %d, re-read %d", j, k)
+			require.Equal(t, rbase+uint64(rr[0]*pmtu), p.RETH().VA())
+			require.Equal(t, uint32(rr[1]*pmtu), p.RETH().DMALen())
+			f.handle(again[k])
+		}
+		for _, o := range f.take() {
+			h.recv(o)
+		}
+	}
+	require.Empty(t, h.drain())
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	for _, wc := range h.cq.wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
+	c := h.r.Counters()
+	require.Equal(t, uint64(3), c.ReadHoleRereads)
+	require.Zero(t, c.Timeouts)
+	require.Zero(t, c.Recovery.TailProbes)
+	_, failed := h.r.Failed()
+	require.False(t, failed)
+}

@@ -140,9 +140,24 @@ func (r *Requester) rereadOldest(w *wqe) {
 	r.readAgain(w)
 }
 
-// forgetParts clears the marks of responses placed ahead when the oldest
-// WQE completes, fails or is flushed with some of them still set, so
-// that they cannot be taken for responses of PSNs sent later.
+// forgetParts clears the marks of every response placed ahead.
 func (r *Requester) forgetParts() {
 	r.sr.got, r.sr.ngot = [srTrack / 64]uint64{}, 0
+}
+
+// forgetMarks clears the marks of the responses of w placed ahead
+// (placePart, markAhead) when w completes, fails, is flushed or is reset
+// by a go-back-N rewind with some of them still set, so that they cannot
+// be taken for responses of PSNs sent later; the marks of the READs after
+// it stay. For a WQE that is no started READ, or a READ of srTrack
+// responses or more (whose PSNs cover every mark), it clears them all.
+func (r *Requester) forgetMarks(w *wqe) {
+	n := int(r.pkts(w.length))
+	if w.kind != kindRead || !w.started || n >= srTrack {
+		r.forgetParts()
+		return
+	}
+	for k := 0; k < n && r.sr.ngot > 0; k++ {
+		r.sr.clearGot(w.origFirst.Add(k))
+	}
 }

@@ -687,6 +687,9 @@ func (r *Requester) rewind() {
 			w.off = w.rcvd
 			w.rereadAsked, w.rereadDue, w.rereadPart = false, false, 0
 		default:
+			if r.sr.ngot > 0 && !r.cfg.SelectiveRepeat && w.kind == kindRead {
+				r.forgetMarks(w) // its responses placed ahead (markAhead) go with its data
+			}
 			w.resetCursors()
 		}
 		w.state = wqePosted
