@@ -52,14 +52,19 @@ import (
 // re-reading the READs that have them: go-back-N with recovery on, and
 // every WQE started from the oldest one on is a READ, asked for whole or
 // in parts (all of them out, or some: the one at the send cursor;
-// readparts.go for the oldest).
+// readparts.go for the oldest). The WQEs a go-back-N retry has rewound
+// and the send cursor has not asked for again yet (posted, from the
+// cursor on) are the cursor's: the oldest one is sent already, and a gap
+// in a READ before them re-reads that READ alone, instead of a second
+// go-back-N that asked again for the READs the cursor had just sent,
+// whose responses were on their way.
 func (r *Requester) readAheadOK() bool {
 	if r.cfg.SelectiveRepeat || r.rec.cfg.Off || r.head == r.tail {
 		return false
 	}
 	for i := r.head; i != r.tail; i++ {
 		w := r.slot(i)
-		if !w.started && i != r.head {
+		if i != r.head && (!w.started || w.state == wqePosted && i >= r.cur) {
 			break
 		}
 		if w.kind != kindRead || w.state == wqePosted {
@@ -99,11 +104,12 @@ func (r *Requester) readAgain(w *wqe) {
 const partsHold = 16
 
 // aheadWQE returns the READ after the oldest WQE whose response PSNs hold
-// psn, or nil.
+// psn, or nil: one the send cursor has asked for in this round (a READ
+// rewound and not asked for again answers nothing of this round).
 func (r *Requester) aheadWQE(psn packet.PSN) *wqe {
 	for i := r.head + 1; i != r.tail; i++ {
 		v := r.slot(i)
-		if !v.started || psn.Before(v.origFirst) {
+		if !v.started || v.state == wqePosted || psn.Before(v.origFirst) {
 			return nil
 		}
 		if !psn.After(v.lastPSN) {

@@ -475,3 +475,70 @@ func TestReadPartsAheadHoleInLaterRead(t *testing.T) {
 	_, failed := h.r.Failed()
 	require.False(t, failed)
 }
+
+// TestReadAheadDuringRewind: a lost READ request has the responder NAK
+// the next one (IBA 9.7.5.1.2), and the go-back-N retry asks again for
+// the READs from it on as the window, halved by the loss, allows: two of
+// the three, the third waiting for the send cursor. A response of the
+// oldest READ is then lost. Only that READ's rest is asked for again:
+// the READ after it, whose request was just sent and whose responses
+// follow, is not asked for a second time (which a second go-back-N
+// would do), and the third READ goes when the window lets it.
+func TestReadAheadDuringRewind(t *testing.T) {
+	const pmtu, p0, npkts = 1024, 0x1f0, 4
+	const size = npkts * pmtu
+	cfg := baseConfig(pmtu, p0)
+	cfg.Window = 4 * npkts
+	cfg.Recovery.MinWindow = npkts
+	h, f, src := withResponder(t, cfg, 4*size, verbs.AccessRemoteRead, 6)
+	for i := range 4 {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(i*size), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(i*size), Length: size, LKey: lkeyA}}})
+	}
+	reqs := h.drain()
+	require.Len(t, reqs, 4)
+	for i, b := range reqs {
+		if i != 1 { // the second READ's request is lost
+			f.handle(b)
+		}
+	}
+	for _, o := range f.take() { // the first READ's responses and the NAK
+		h.recv(o)
+	}
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	again := h.drain()
+	require.Len(t, again, 2, "the retry asks for as much as the halved window allows")
+	for k, b := range again {
+		require.Equal(t, packet.PSN(p0+(k+1)*npkts), parse(t, b).PSN())
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, 2*npkts)
+	for i, o := range out {
+		if i != 1 { // the second READ's second response is lost
+			h.recv(o)
+		}
+	}
+	var rereads []packet.PSN
+	for range 8 {
+		b := h.next()
+		if b == nil {
+			break
+		}
+		p := parse(t, b)
+		rereads = append(rereads, p.PSN())
+		f.handle(b)
+		for _, o := range f.take() {
+			h.recv(o)
+		}
+	}
+	require.Equal(t, []packet.PSN{p0 + npkts + 1, p0 + 3*npkts}, rereads,
+		"the hole's rest, then the fourth READ: the third is not asked for again")
+	require.Empty(t, h.drain())
+	require.Equal(t, []uint64{1, 2, 3, 4}, h.cq.ids())
+	for _, wc := range h.cq.wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
+}
