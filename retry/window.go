@@ -135,3 +135,30 @@ func (w *Window) Stats() WindowStats {
 	return WindowStats{Size: w.Size(), Threshold: w.threshold, Decreases: w.losses,
 		Ignored: w.ignored, Increases: w.increases}
 }
+
+// SetBounds changes the largest and smallest window (WindowConfig's Max
+// and Min, clamped as Init clamps them) without forgetting the loss
+// history: a window at its old largest size, which no loss holds back,
+// moves to the new largest; any other keeps its size within the new
+// bounds, and the threshold is kept within them too. The next OnAck grows
+// the window toward the new largest as described on Window.
+func (w *Window) SetBounds(maxSize, minSize int) {
+	atMax := w.cur >= w.cfg.Max
+	thresholdAtMax := w.threshold >= w.cfg.Max
+	cfg := w.cfg
+	cfg.Max, cfg.Min = max(maxSize, 1), minSize
+	if cfg.Min <= 0 {
+		cfg.Min = DefaultWindowMin
+	}
+	cfg.Min = min(cfg.Min, cfg.Max)
+	cfg.Initial = min(max(cfg.Initial, cfg.Min), cfg.Max)
+	w.cfg = cfg
+	if atMax {
+		w.cur = cfg.Max
+	}
+	w.cur = min(max(w.cur, cfg.Min), cfg.Max)
+	if thresholdAtMax {
+		w.threshold = cfg.Max
+	}
+	w.threshold = min(max(w.threshold, cfg.Min), cfg.Max)
+}
