@@ -20,16 +20,16 @@ type ConnInfo struct {
 	// RecvBuffer is the socket receive buffer this side's device was
 	// granted, in bytes as getsockopt reports it (its smallest socket's),
 	// and RecvSockets the number of its receive sockets (one per
-	// completion vector, or one); 0 if unknown. A gorxe peer keeps the
-	// packets in flight of the QP it connects within what RecvBuffer
-	// absorbs (QP.SetPeerReceiveBuffer), as if the socket were that QP's
-	// alone; RecvSockets is recorded, not used. The sockets are a
+	// completion vector, or one); 0 if unknown. The sockets are a
 	// reuseport group that steers each datagram to socket DestQPN modulo
-	// RecvSockets (netdev.ListenUDPGroup), so the QPs of one device whose
-	// peers' QPNs fall on the same socket share its buffer: give each of
-	// them its share, a RecvBuffer divided among them, as rxectl does. It
-	// is not part of perftest's exchange, so a kernel or NIC peer
-	// announces nothing.
+	// RecvSockets (netdev.ListenUDPGroup). A gorxe peer's device keeps the
+	// packets in flight of its QPs within what RecvBuffer absorbs
+	// (QP.SetPeerReceiveBuffer): it divides the buffer among its QPs in
+	// RTS or SQD whose packets reach the same socket here, and its own
+	// receive buffer among its QPs on one of its sockets, so the caller
+	// passes RecvBuffer and RecvSockets as announced, undivided. It is not
+	// part of perftest's exchange, so a kernel or NIC peer announces
+	// nothing.
 	RecvBuffer, RecvSockets int
 	// SelectiveRepeat is this side's offer of selective repeat
 	// (docs/recovery.md), and OOOLimit the bytes of out-of-order requests

@@ -83,6 +83,9 @@ type Device struct {
 	spinUntil atomic.Int64
 	spinBound atomic.Bool
 	spinQPs   atomic.Int32
+	// shares records the QPs that share sockets' receive buffers
+	// (bufshare.go).
+	shares bufShares
 	// epoch is when the device was opened: times kept as integers count
 	// from it, so that they follow the monotonic clock (a wall-clock step
 	// moves UnixNano, not time.Time.Sub).

@@ -89,11 +89,12 @@ type CMOptions struct {
 	PrivateData []byte
 	// LocalPort is the RDMA CM source port of a Dial; 0 picks one.
 	LocalPort uint16
-	// PeerRecvBuffer and PeerRecvSockets are the receive buffer a gorxe
-	// peer announced out of band, given to the QP before RTS
+	// PeerRecvBuffer and PeerRecvSockets are the receive buffer and
+	// socket count a gorxe peer announced out of band, undivided
+	// (ConnInfo.RecvBuffer), given to the QP before RTS
 	// (QP.SetPeerReceiveBuffer); zero: none, the wire as without. The
-	// buffer bounds this QP's window alone: when several QPs reach one
-	// socket of the peer, give each its share (ConnInfo.RecvBuffer).
+	// device divides the buffer among its QPs whose packets reach one
+	// socket of the peer, by the peer QPN the connection learns.
 	PeerRecvBuffer, PeerRecvSockets int
 	// SelectiveRepeat is this end's offer of selective repeat, told to the
 	// peer out of band, and PeerSelectiveRepeat the peer's offer learned

@@ -63,6 +63,10 @@ type QP struct {
 	// windowBound: the requester's window is below rxe's 128 because of a
 	// receive buffer (bufferLimits); counted in Device.spinQPs.
 	windowBound bool
+	// shareStale is set when the QP's share of a socket's receive buffer
+	// changed because another QP joined or left (syncShare); the QP's
+	// step then applies it (applyShare).
+	shareStale atomic.Bool
 
 	// slot is the QP's entry in its vector's timerQueue, guarded by the
 	// queue's lock; queued marks it on its vector's run queue.
@@ -298,6 +302,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	qp.state = next
 	err = qp.syncConfig(mask)
+	qp.syncShare()
 	qp.mu.Unlock()
 	d.schedule(qp)
 	return err
@@ -549,6 +554,7 @@ func (qp *QP) closeDevice() {
 	}
 	if qp.state != QPSReset {
 		qp.enterError()
+		qp.syncShare()
 	}
 	if qp.ureq != nil {
 		qp.ureq.Unsent()
@@ -825,6 +831,7 @@ func (qp *QP) retire() error {
 	qp.retireEngines()
 	qp.req, qp.resp = nil, nil
 	qp.ureq, qp.uresp = nil, nil
+	qp.syncShare()
 	return nil
 }
 
@@ -868,6 +875,7 @@ func (qp *QP) Counters() QPCounters {
 	qp.mu.Lock()
 	c.RcvdPkts, c.RcvdBytes = qp.counter.rcvdPkts, qp.counter.rcvdBytes
 	c.BackoffDelay = qp.localDrop.delay
+	qp.takeShare() // the window reported is the one the next packet obeys
 	if qp.req != nil {
 		c.Requester = qp.req.Counters()
 	}

@@ -216,6 +216,7 @@ func (qp *QP) step(msgs []netdev.Message, owners []*QP, k int) (int, uint32) {
 			}
 		}
 	}
+	qp.takeShare() // before the requester builds: its window may have grown or shrunk
 	k = qp.stepUnreliable(now, msgs, owners, k)
 	// Responses first, then requests (in RTR the send queue does not run
 	// yet).
@@ -574,6 +575,7 @@ func (qp *QP) afterEngines() bool {
 				qp.raiseResponderError(st)
 			}
 			qp.enterError()
+			qp.syncShare() // the others take their larger shares
 			return false
 		}
 	}

@@ -128,6 +128,38 @@ func (d *Device) recvBufferInfo() (bytes, sockets int) {
 	return b.Recv, len(d.conns)
 }
 
+// unwrapper is the optional capability of a decorating netdev.Conn
+// (netdev/faults, netdev/pcapdump) that gives the Conn it wraps.
+type unwrapper interface {
+	Unwrap() netdev.Conn
+}
+
+// ownRecvBuffer returns the smallest receive buffer over the device's
+// sockets, looking through decorators (unwrapper) to the socket under
+// them, or 0 if none reports its buffer. bufferLimits divides it among
+// the QPs on one socket: the socket's buffer is what it is whether a
+// capture or fault injector sits on it. (Info's announcement,
+// recvBufferInfo, stays what SocketBuffers sees.)
+func (d *Device) ownRecvBuffer() int {
+	own := 0
+	for _, c := range d.conns {
+		for {
+			if r, ok := c.(bufferReporter); ok {
+				if b := r.BufferSizes().Recv; b > 0 && (own == 0 || b < own) {
+					own = b
+				}
+				break
+			}
+			u, ok := c.(unwrapper)
+			if !ok {
+				break
+			}
+			c = u.Unwrap()
+		}
+	}
+	return own
+}
+
 // truesize estimates the kernel memory one received datagram of n bytes
 // is charged against a socket receive buffer (skb->truesize): the data
 // with headroom and struct skb_shared_info rounded up to the power of two
@@ -259,16 +291,20 @@ type peerBuffer struct {
 
 // SetPeerReceiveBuffer records the receive buffer (in bytes, as
 // getsockopt reports it) and socket count a gorxe peer announced out of
-// band (ConnInfo.RecvBuffer and RecvSockets; rxectl's gorxe-only exchange
-// data). Before RTS only; Connect calls it, and a move to RESET forgets
-// it (it was that connection's peer's). With it, the requester keeps
-// its PSN window within what bytes absorb and what its own device's
-// smallest receive buffer absorbs, and asks long READs in parts that fit
-// that window (bufferLimits). The window is this QP's alone: QPs whose
-// packets reach one socket of the peer (or of this device) share that
-// socket's buffer, and the caller gives each of them its share in bytes.
-// The socket count is recorded only; nothing here reads it. Without a
-// buffer (a peer that announced nothing) the wire is exactly as before.
+// band: what the peer's device got for each of its receive sockets and
+// how many it has (ConnInfo.RecvBuffer and RecvSockets; rxectl's
+// gorxe-only exchange data), undivided. Before RTS only; Connect calls
+// it, and a move to RESET forgets it (it was that connection's peer's).
+// With it, the requester keeps its PSN window within this QP's share of
+// the peer's socket and of its own device's, and asks long READs in parts
+// that fit that window (bufferLimits). The device divides each socket's
+// buffer among its QPs in RTS or SQD whose packets reach that socket
+// (bufShares): on the peer, those to the same address and port whose
+// peer QPNs are equal modulo sockets (its reuseport group's steering;
+// all of them when sockets is 0, unknown), and here, those received by
+// the same socket of this device; as QPs connect and leave, the windows
+// of the others already in RTS follow. Without a buffer (a peer that
+// announced nothing) the wire is exactly as before.
 func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
 	qp.mu.Lock()
 	defer qp.mu.Unlock()
@@ -287,45 +323,52 @@ func (qp *QP) SetPeerReceiveBuffer(bytes, sockets int) error {
 
 // bufferLimits returns the requester's Window and MaxReadPkts for a path
 // MTU of pmtu bytes: toward a peer that announced its receive buffer, the
-// window its buffer and ours absorb and, when that is below
-// requester.DefaultWindow, READ parts of half of it; zeros (the defaults:
-// 128 PSNs, whole READs) otherwise. The window exceeds rxe's 128 only
-// under selective repeat, up to announcedWindow and what the peer's
-// out-of-order buffer holds: a go-back-N sender resends what it has in
-// flight behind a loss, and a larger window there made go-back-N READ
-// streams with lost responses 13-28 % slower. Two parts fit the window, so the next
-// part is asked for while the responses of the last one still arrive: a
-// part of a whole window would leave the link idle for a round trip
-// after every part (the window, which counts response PSNs, has room for
-// the next request only once the last response is in).
+// window that this QP's share of the peer's socket buffer and of its own
+// device's absorbs and, when that is below requester.DefaultWindow, READ
+// parts of half of it; zeros (the defaults: 128 PSNs, whole READs)
+// otherwise. The share of a socket is its buffer divided by the QPs whose
+// packets it receives (bufShares.counts, this QP included): the peer's
+// announced buffer over the QPs on the same peer socket, and the
+// device's smallest receive buffer over the QPs on this QP's own socket.
+// The window exceeds rxe's 128 only under selective repeat, up to
+// announcedWindow and what the peer's out-of-order buffer holds: a
+// go-back-N sender resends what it has in flight behind a loss, and a
+// larger window there made go-back-N READ streams with lost responses
+// 13-28 % slower. Two parts fit the window, so the next part is asked for
+// while the responses of the last one still arrive: a part of a whole
+// window would leave the link idle for a round trip after every part (the
+// window, which counts response PSNs, has room for the next request only
+// once the last response is in).
 //
 // Packets count as Device.chargeTo says for the peer's address: in GSO
 // runs or paged when the peer is on the loopback path. The peer's packets
 // into our buffer (READ responses) count so too then: a peer that
 // announces its buffer is a gorxe device, whose UDP sockets page what
 // they send on the loopback path of the same kernel, in GSO runs when
-// its GSO is on as ours is.
+// its GSO is on as ours is. The caller holds mu.
 func (qp *QP) bufferLimits(pmtu int) (window, readPkts int) {
 	if qp.peerBuf.recv <= 0 {
 		return 0, 0
 	}
+	k, _ := qp.shareKey()
+	peerQPs, ownQPs := qp.dev.shares.counts(qp, k)
 	c := qp.dev.chargeTo(qp.dest.Addr())
-	window = windowFor(qp.peerBuf.recv, pmtu, c)
-	if own, _ := qp.dev.recvBufferInfo(); own > 0 {
-		window = min(window, windowFor(own, pmtu, c))
+	window = windowFor(max(qp.peerBuf.recv/peerQPs, 1), pmtu, c)
+	if own := qp.dev.ownRecvBuffer(); own > 0 {
+		window = min(window, windowFor(max(own/ownQPs, 1), pmtu, c))
 	}
 	limit := requester.DefaultWindow
 	if sr := qp.selectiveRepeat(); sr.on {
 		limit = max(limit, min(announcedWindow, packet.OOOPackets(sr.peerLimit, pmtu)))
 	}
 	window = min(window, limit)
+	// While the window is below rxe's 128, it, not the processors, bounds
+	// this QP's stream: its device's receive goroutines spin after their
+	// batches (Device.wantSpin).
+	qp.setWindowBound(window < requester.DefaultWindow)
 	if window >= requester.DefaultWindow {
 		return window, 0 // READs whole, as toward any peer with a buffer this large
 	}
-	// The window, not the processors, bounds this QP's stream: its
-	// device's receive goroutines spin after their batches while it
-	// lives (Device.wantSpin).
-	qp.setWindowBound(true)
 	return window, max(window/2, 1)
 }
 
