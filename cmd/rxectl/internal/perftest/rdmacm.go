@@ -440,8 +440,8 @@ func (s *session) connectCMQPs() error {
 		ResponderResources: depth, InitiatorDepth: depth, Timeout: uint8(o.timeout), RetryCnt: uint8(o.retryCount),
 		RNRRetry:        uint8(o.retryCount),
 		Explicit:        rxe.QPAttrTimeout | rxe.QPAttrRetryCnt | rxe.QPAttrRNRRetry | rxe.QPAttrMaxDestRdAtomic | rxe.QPAttrMaxQPRdAtomic,
-		PeerRecvSockets: s.peer.RecvSockets, // PeerRecvBuffer: each QP's share (peerBuffer)
 		SelectiveRepeat: s.srOffer(), PeerSelectiveRepeat: s.peer.SelectiveRepeat}
+	opts.PeerRecvBuffer, opts.PeerRecvSockets = s.peerBuffer() // rxe divides it among the QPs on each peer socket
 	var ln *rxe.CMListener
 	if !s.client {
 		// Listening without the client's offers: they go to its
@@ -464,8 +464,7 @@ func (s *session) connectCMQPs() error {
 	for i := range o.qps {
 		var c *rxe.CMConn
 		var err error
-		opts.SendCQ, opts.RecvCQ = s.qpCQs(i)      // each QP's own CQs (createCQs), as without -R
-		opts.PeerRecvBuffer = s.peerBuffer(i, nil) // its share of the peer's buffer and ours
+		opts.SendCQ, opts.RecvCQ = s.qpCQs(i) // each QP's own CQs (createCQs), as without -R
 		ctx, release := s.watchCMSetup()
 		if s.client {
 			c, err = s.cm.dial(ctx, s.dev, opts)

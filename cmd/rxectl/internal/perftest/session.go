@@ -512,9 +512,9 @@ func (s *session) connect() error {
 		rem, my := s.rem[i], s.my[i]
 		dgid := netip.AddrFrom16(rem.GID).Unmap()
 		// An rxectl peer announced its receive buffer (zero from perftest
-		// or an older rxectl: nothing changes on the wire then); this QP
-		// gets its share of it (peerBuffer).
-		if err := qp.SetPeerReceiveBuffer(s.peerBuffer(i, s.rem), s.peer.RecvSockets); err != nil {
+		// or an older rxectl: nothing changes on the wire then); rxe
+		// gives this QP its share of it (peerBuffer).
+		if err := qp.SetPeerReceiveBuffer(s.peerBuffer()); err != nil {
 			return err
 		}
 		steps := []qpStep{

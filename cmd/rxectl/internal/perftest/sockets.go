@@ -57,49 +57,26 @@ func (s *session) socketOptions() netdev.Options {
 // CAP_NET_ADMIN gets on a stock kernel (net.core.rmem_max 212992).
 var socketRecvBuffer = 0
 
-// peerBuffer returns the receive buffer test QP i is given as its peer's
-// (rxe.QP.SetPeerReceiveBuffer, rxe.CMOptions.PeerRecvBuffer), within
-// which rxe keeps the QP's PSN window (docs/recovery.md, "Never overrun
-// the receiver"); 0 when the peer announced no buffer (perftest, the wire
-// then as toward kernel rxe). A socket's buffer is shared by every QP
-// whose packets it receives: the peer's group steers each datagram to the
-// socket of its destination QPN modulo its sockets (netdev.ListenUDPGroup;
-// the count the peer announced), and this end's group steers the READ
-// responses and ACKs of QP i to the socket of QP i's vector (its receive
-// CQ's). So QP i gets the smaller of two shares: the peer's buffer over
-// the test QPs whose QPNs in rem (the exchanged addresses) fall on QP i's
-// peer's socket, or over all -q QPs when rem is nil (rdma_cm connects a
-// QP before it learns its peer's QPN) or the peer's count saturated
-// (oob.MaxRecvSockets: the modulus is unknown); and this end's buffer
-// over its test QPs on QP i's vector. rxe takes the smaller of the peer's
-// buffer and its own device's whole one (QP.bufferLimits), so the share
-// of this end's buffer is given in the peer's place.
-func (s *session) peerBuffer(i int, rem []oob.KeyMsg) int {
+// peerBuffer returns the receive buffer and socket count the test QPs
+// are given as their peer's (rxe.QP.SetPeerReceiveBuffer,
+// rxe.CMOptions.PeerRecvBuffer and PeerRecvSockets), as the peer
+// announced them; 0, 0 when it announced no buffer (perftest: the wire
+// then as toward kernel rxe). rxe divides the buffer itself
+// (docs/recovery.md, "Never overrun the receiver"): among the QPs whose
+// peer QPNs fall on one peer socket (its reuseport group steers by
+// destination QPN modulo the count, netdev.ListenUDPGroup), and its own
+// socket's among the QPs it receives for. A count that saturated
+// (oob.MaxRecvSockets: the modulus is unknown) is given as 0, which rxe
+// takes as one socket for every QP toward the peer.
+func (s *session) peerBuffer() (bytes, sockets int) {
 	if s.peer.RecvBuffer <= 0 {
-		return 0
+		return 0, 0
 	}
-	peerQPs := s.o.qps
-	if rem != nil && s.peer.RecvSockets < oob.MaxRecvSockets {
-		n := uint32(max(s.peer.RecvSockets, 1)) // an older rxectl announced 1 or 0
-		peerQPs = 0
-		for _, k := range rem {
-			if k.QPN%n == rem[i].QPN%n {
-				peerQPs++
-			}
-		}
+	sockets = s.peer.RecvSockets
+	if sockets >= oob.MaxRecvSockets {
+		sockets = 0
 	}
-	buf := s.peer.RecvBuffer / max(peerQPs, 1)
-	_, rcq := s.qpCQs(i)
-	ownQPs := 0
-	for j := range s.o.qps {
-		if _, c := s.qpCQs(j); c.Vector() == rcq.Vector() {
-			ownQPs++
-		}
-	}
-	if s.bufs.Recv > 0 {
-		buf = min(buf, s.bufs.Recv/max(ownQPs, 1))
-	}
-	return max(buf, 1)
+	return s.peer.RecvBuffer, sockets
 }
 
 // wrapConns stacks the capture and the fault injection on every socket
