@@ -86,7 +86,8 @@ func (r *Requester) placePart(p *packet.Packet, w *wqe) CompState {
 // parts, was placed ahead (placePart), it takes it as received in order;
 // it completes the READ once all its responses are in, and re-reads the
 // part of the PSN it stops at if that PSN was asked for, a later response
-// has come and no re-read of that part is on its way.
+// has come and no re-read of that part is on its way, starting a retry
+// episode (errorRetry asks for nothing more until the next progress).
 func (r *Requester) advanceParts() {
 	if r.sr.ngot == 0 || r.cfg.SelectiveRepeat || r.stopped || r.head == r.tail {
 		return
@@ -120,6 +121,11 @@ func (r *Requester) advanceParts() {
 		r.c.ReadGaps++
 		r.c.CompleterRetryErr++
 		r.retryLog |= RetryPartsHole
+		// A retry episode, as errorRetry's re-read of a hole starts one:
+		// responses still on their way that passed the hole before this
+		// re-read left (the rest of a later request's stream) start no
+		// second re-read of it; the next in-order response ends it.
+		r.startedRetry, r.nakRetry = true, true
 		r.rereadOldest(w)
 	}
 }
