@@ -77,6 +77,11 @@ func (r *Requester) Receive(now time.Time, p packet.Packet) {
 		r.srReceive(now, &p)
 	} else {
 		r.run(&p, now, false)
+		// A READ that has just become the oldest is placed at its first
+		// missing response (completeAhead) before advanceParts looks
+		// for holes from the oldest unacknowledged PSN; what
+		// advanceParts completes may hand over the next one.
+		r.completeAhead()
 		r.advanceParts()
 		r.completeAhead()
 	}

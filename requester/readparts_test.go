@@ -142,3 +142,62 @@ func TestReadPartsHoleRereadOnce(t *testing.T) {
 	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
 	require.Equal(t, uint64(2), h.r.Counters().ReadHoleRereads)
 }
+
+// TestReadPartsAheadBecomesOldest: the oldest READ (4 packets) loses its
+// last response and the READ after it, asked in 2 parts of 4, loses one
+// in its second part, the responses after that hole kept. Both holes are
+// re-read at once. When the first READ's re-read is answered the second
+// becomes the oldest, its oldest unacknowledged PSN at its hole, whose
+// re-read is on its way: nothing is asked for again (the re-read of its
+// first missing PSN, not of its first PSN, is the one in flight).
+func TestReadPartsAheadBecomesOldest(t *testing.T) {
+	const pmtu, p0, part = 1024, 0x8f0, 4
+	const sizeA, sizeB = 4 * pmtu, 8 * pmtu
+	cfg := baseConfig(pmtu, p0)
+	cfg.MaxReadPkts = part
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, sizeA+sizeB, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, pmtu, p0)
+	src := f.mem.add(rkey, rbase, sizeA+sizeB, verbs.AccessRemoteRead, 2)
+	for i, r := range [][2]int{{0, sizeA}, {sizeA, sizeB}} {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(r[0]), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(r[0]), Length: uint32(r[1]), LKey: lkeyA}}})
+	}
+	reqs := h.drain()
+	require.Len(t, reqs, 3, "the oldest READ and the two parts of the second")
+	for _, b := range reqs {
+		f.handle(b)
+	}
+	out := f.take()
+	require.Len(t, out, 12)
+	for i, o := range out {
+		if i != 3 && i != 4+5 {
+			h.recv(o)
+		}
+	}
+	again := h.drain()
+	require.Len(t, again, 2)
+	for k, rr := range [][2]int{{3, 1}, {4 + 5, 3}} {
+		p := parse(t, again[k])
+		require.Equal(t, packet.PSN(p0+rr[0]), p.PSN())
+		require.Equal(t, uint32(rr[1]*pmtu), p.RETH().DMALen())
+	}
+	f.handle(again[0])
+	for _, o := range f.take() {
+		h.recv(o)
+	}
+	require.Equal(t, []uint64{1}, h.cq.ids())
+	require.Empty(t, h.drain(), "the second READ's hole is asked for once")
+	f.handle(again[1])
+	for _, o := range f.take() {
+		h.recv(o)
+	}
+	require.Empty(t, h.drain())
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	for _, wc := range h.cq.wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
+	require.Equal(t, uint64(2), h.r.Counters().ReadHoleRereads)
+}
