@@ -210,12 +210,16 @@ func (r *Requester) onResponse(now time.Time, p *packet.Packet, oldComp packet.P
 	case rec.timing && (r.compPSN.After(rec.timed) || r.cfg.SelectiveRepeat && r.srTimedAnswered()):
 		rec.timing = false
 		rec.rtt.Sample(now.Sub(rec.sentAt), false)
-	case !rec.rtt.Valid() && !rec.firstSent.IsZero() && r.c.Retransmits == 0:
-		// No sample yet (the timed packet's answer was lost, or Karn
-		// voided it): the first response, to a packet sent no earlier
-		// than the first one and never sent twice, bounds the RTT from
-		// above. Without it the recovery timer would stay at the IB
-		// timeout until a new packet is timed.
+	}
+	if !rec.rtt.Valid() && !rec.firstSent.IsZero() && r.c.Retransmits == 0 {
+		// No sample yet (the timed packet's answer was lost, or is
+		// still to come, or Karn voided it): the first response, to a
+		// packet sent no earlier than the first one and never sent
+		// twice, bounds the RTT from above. Without it the recovery
+		// timer would stay at the IB timeout until a new packet is
+		// timed: a timed READ request whose own first response was
+		// lost is re-read (a resend, which voids its sample and ends
+		// this bound) before any sample is taken.
 		rec.rtt.Sample(now.Sub(rec.firstSent), false)
 	}
 	if r.lossRetries() != losses {

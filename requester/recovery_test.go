@@ -388,3 +388,31 @@ func TestReadRetryReorderNoRetry(t *testing.T) {
 	require.Empty(t, h.drain(), "reordering asks for nothing again")
 	require.Zero(t, h.r.Counters().ReadRereadsLost)
 }
+
+// TestRTTBootstrapTimedReadLost: the first READ of a connection is the
+// timed request, and its own first response is lost. The first response
+// that does come (the READ's second) bounds the round trip from above
+// (the time since the first packet left), as it does when no packet is
+// timed: without that bound the re-read of the hole voids the timed
+// sample (Karn), nothing is sampled, and the recovery timer stays at the
+// IB local ACK timeout (67 ms at perftest's -u 14), so the next silence
+// (a lost READ request) waits for the IB timer.
+func TestRTTBootstrapTimedReadLost(t *testing.T) {
+	const p0 = 0x700
+	h := newHarness(t, baseConfig(1024, p0))
+	h.mem.add(lkeyA, baseA, 1<<16, verbs.AccessLocalWrite, 1)
+	h.post(&verbs.SendWR{ID: 1, Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+		SGList: []verbs.SGE{{Addr: baseA, Length: 4096, LKey: lkeyA}}, RemoteAddr: 0x5000, RKey: 9})
+	require.Len(t, h.drain(), 1)
+	h.now = h.now.Add(rttTest)
+	a := readResp(1024, p0, make([]byte, 4096), 0, false)
+	h.recv(a[1]) // a[0], the timed request's own first response, is lost
+	rc := h.r.Counters().Recovery
+	require.Equal(t, uint64(1), rc.RTTSamples, "the first response bounds the round trip")
+	require.Equal(t, rttTest, rc.SRTT)
+	again := h.drain()
+	require.Len(t, again, 1, "the hole is re-read")
+	require.Equal(t, packet.PSN(p0), parse(t, again[0]).PSN())
+	require.Less(t, h.r.Deadline().Sub(h.now), 10*time.Millisecond,
+		"the recovery timer follows the bound, not the IB timeout")
+}
