@@ -200,7 +200,8 @@ func (l *rxe61Link) run(t *testing.T, limit time.Duration) {
 //     arrive whole after a hole (a later READ's other parts) are kept, not
 //     asked for again.
 //
-// The log shows the figures.
+// No IB local ACK timeout expires: the recovery timer finds every loss
+// the responses do not show. The log shows the figures.
 func TestReadAgainstRxe61Lossy(t *testing.T) {
 	const pmtu, n, size = 1024, 32, 64 << 10
 	for _, tc := range []struct {
@@ -241,6 +242,7 @@ func TestReadAgainstRxe61Lossy(t *testing.T) {
 				t.Logf("%v virtual, %d responses (%d READ responses) for %d needed, %d lost costing %d; %d re-reads, %d served, %d early asking %d; timeouts %d, rto %d, probes %d, retries %d",
 					h.now.Sub(start), l.emitted, l.reads, needed, l.lost, l.lostCost, l.rereads, l.served, l.early, l.earlyCost, c.Timeouts, c.Recovery.RTOExpiries,
 					c.Recovery.TailProbes, c.CompleterRetryErr)
+				require.Zero(t, c.Timeouts, "IB local ACK timeouts against a peer that kept answering")
 				require.LessOrEqual(t, l.served, l.lost, "re-reads served per lost packet")
 				require.Zero(t, l.early, "re-reads served while the response of their first PSN was on its way (asking %d)", l.earlyCost)
 				require.LessOrEqual(t, l.reads-needed, l.lostCost,
