@@ -38,15 +38,15 @@ import (
 // A responder that drops the stream it was sending when a duplicate
 // arrives (older rxe) leaves a READ short without a gap to see: the next
 // READ's responses show it (passedAhead), and if none comes, the recovery
-// timer's probe re-reads its rest once it is the oldest. The
-// oldest READ asked in parts keeps its own responses after a hole too
-// (readparts.go); a later READ asked in parts is placed part by part,
-// each part's stream starting with FIRST, and its responses placed past
-// a hole are taken in order as the hole is repaired (takeMarksAhead). A SEND, WRITE or atomic among
-// the READs, selective repeat and --recovery=off keep rxe's go-back-N,
-// and so do a
-// sequence error NAK, an ACK past a READ and a timeout: a responder that
-// NAKed a lost request dropped every request after it.
+// timer's probe re-reads its rest once it is the oldest. The oldest READ
+// asked in parts keeps its own responses after a hole too (readparts.go);
+// a later READ asked in parts is placed part by part, each part's stream
+// starting with FIRST, and its responses placed past a hole are taken in
+// order as the hole is repaired (takeMarksAhead). A SEND, WRITE or atomic
+// among the READs, selective repeat and --recovery=off keep rxe's
+// go-back-N, and so do a sequence error NAK, an ACK past a READ and a
+// timeout: a responder that NAKed a lost request dropped every request
+// after it.
 
 // readAheadOK reports whether gaps in READ responses are repaired by
 // re-reading the READs that have them: go-back-N with recovery on, and
