@@ -56,10 +56,9 @@ type oooBuf struct {
 	// sinceProgress counts the out-of-order requests held since the last
 	// progress report.
 	sinceProgress int
-	// sinceHole counts the requests held since the last new hole opened
-	// (the one that opened it included): at SRReorderPackets, a progress
-	// report goes.
-	sinceHole int
+	// reorderSent says that the progress report for SRReorderPackets
+	// requests past the hole at sinceAt was queued.
+	reorderSent bool
 	// The SEND in progress as far as the held packets show it
 	// (Responder.sendRun), computed while ePSN was sendRunBase: every PSN
 	// from sendRunBase to before sendRunNext is known to be a SEND MIDDLE
@@ -324,6 +323,6 @@ func (o *oooBuf) allocated() int { return len(o.slots) * o.slotSize }
 // reset drops everything and frees the memory.
 func (o *oooBuf) reset() {
 	o.index, o.slots, o.free = nil, nil, nil
-	o.n, o.bytes, o.since, o.sinceHole = 0, 0, 0, 0
+	o.n, o.bytes, o.since, o.reorderSent = 0, 0, 0, false
 	o.sendRunOn, o.nextRunOn = false, false
 }

@@ -22,9 +22,10 @@ const SRReReport = 16
 // packets in flight while a hole is repaired.
 const SRProgressEvery = 8
 
-// SRReorderPackets is the number of requests held past a new hole
-// (counting the one that opened it) at which the responder sends a
-// progress report, once per hole: the requester takes a hole as a loss,
+// SRReorderPackets is the number of requests received past the hole at
+// the expected PSN (counting the one that opened it, and those that
+// opened later holes) at which the responder sends a progress report,
+// once per hole: the requester takes a hole as a loss,
 // not a reordering, once the request packet four request packets past it
 // is reported received (RFC 8985's reordering threshold counts packets;
 // requester srHoldPackets), and without this report it would learn that
@@ -45,7 +46,7 @@ func (r *Responder) receiveOOO() State {
 	o := &r.ooo
 	r.ctrs.OOODropped += uint64(o.purge(r.epsn))
 	if o.sinceAt != r.epsn {
-		o.since, o.sinceAt = 0, r.epsn
+		o.since, o.sinceAt, o.reorderSent = 0, r.epsn, false
 	}
 	o.since++
 	prev := r.epsn // the first PSN not received before this one
@@ -73,13 +74,17 @@ func (r *Responder) receiveOOO() State {
 			r.ctrs.SRHolePSNs += uint64(r.psn.Diff(prev))
 			r.queueHole(prev, r.psn)
 			if prev == r.epsn {
-				o.since = 0 // this is the report of the hole at ePSN
+				o.since, o.reorderSent = 0, false // this is the report of the hole at ePSN
 			}
-			o.sinceHole = 0
 		}
-		o.sinceHole++
-		if o.sinceProgress++; o.sinceProgress >= SRProgressEvery || o.sinceHole == SRReorderPackets {
-			r.queueProgress()
+		// The hole at ePSN has SRReorderPackets requests past it (the
+		// one that opened it and o.since more): one progress report
+		// says so, tried again at each arrival until it is queued.
+		due := o.since >= SRReorderPackets-1 && !o.reorderSent
+		if o.sinceProgress++; o.sinceProgress >= SRProgressEvery || due {
+			if r.queueProgress() && due {
+				o.reorderSent = true
+			}
 		}
 	case holdDuplicate:
 		r.ctrs.OOODuplicates++
@@ -315,9 +320,9 @@ func (r *Responder) queueHole(first, past packet.PSN) {
 // progress report it is brought up to date instead, so that reports keep
 // the order they were made in (the requester infers a lost resend from a
 // hole report that follows a progress report) and no two wait in a row.
-// With no room in the output queue nothing is queued; the next
-// out-of-order arrival tries again.
-func (r *Responder) queueProgress() {
+// With no room in the output queue nothing is queued, and it reports
+// false; the next out-of-order arrival tries again.
+func (r *Responder) queueProgress() bool {
 	o := &r.ooo
 	last := -1
 	for i := range r.q.Len() {
@@ -330,17 +335,18 @@ func (r *Responder) queueProgress() {
 		if it := r.q.At(last); it.kind == outNAK && it.psn == packet.PSN(it.msn) {
 			it.psn, it.msn = o.next, uint32(o.next)
 			o.sinceProgress = 0
-			return
+			return true
 		}
 	}
 	if r.q.Free() < 1 {
-		return
+		return false
 	}
 	it := r.q.push()
 	it.kind, it.syn, it.psn = outNAK, packet.NAKSyndrome(packet.NAKSelectiveRepeat), o.next
 	it.msn = uint32(o.next)
 	r.jumpQueue()
 	o.sinceProgress = 0
+	return true
 }
 
 // withdrawFilled removes the hole reports still queued whose hole has

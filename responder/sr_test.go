@@ -277,12 +277,15 @@ func TestSRHoleReports(t *testing.T) {
 	w(103) // extends the run: no report
 	w(101) // inside the hole: no report (three held, SRReorderPackets)
 	require.Empty(t, h.drain())
-	w(106) // new hole 104..105
+	w(106) // new hole 104..105; the fourth request past the hole at 100
+	// draws a progress report too (SRReorderPackets)
 	w(110) // new hole 107..109
 	out = h.drain()
-	require.Len(t, out, 2)
+	require.Len(t, out, 3)
 	expect(t, out[0], holeCheck(104, 106))
-	expect(t, out[1], holeCheck(107, 110))
+	require.True(t, isProgress(out[1]))
+	expect(t, out[1], holeCheck(107, 107))
+	expect(t, out[2], holeCheck(107, 110))
 	c := h.r.Counters()
 	require.Equal(t, uint64(3), c.SRHolesReported)
 	require.Equal(t, uint64(2+2+3), c.SRHolePSNs)
@@ -1185,15 +1188,24 @@ func TestSRReReadFloodBound(t *testing.T) {
 func TestSRProgressAtReorderThreshold(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		reads int // READ requests held after the missing one at 100
+		reads int // READ requests sent after the missing one at 100
+		lost  int // the one of them missing too (-1: none)
 	}{
-		{"one", 1}, {"three", 3}, {"four", 4}, {"five", 5},
+		{"one", 1, -1}, {"three", 3, -1}, {"four", 4, -1}, {"five", 5, -1},
+		// The second READ after the missing one is missing too: the
+		// requests past it still count for the hole at 100.
+		{"four-second-hole", 5, 1}, {"three-second-hole", 4, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, withPMTU(256), withSR(0))
 			var out []packet.Packet
+			var sent []packet.PSN
 			for i := range tc.reads {
+				if i == tc.lost {
+					continue
+				}
 				psn := packet.PSN(104 + 4*i)
+				sent = append(sent, psn)
 				h.rx(packet.RCRDMAReadRequest, psn, nil, reth(rva+uint64(1024*i), rkey, 1024))
 				out = append(out, h.drain()...)
 			}
@@ -1201,15 +1213,19 @@ func TestSRProgressAtReorderThreshold(t *testing.T) {
 			expect(t, out[0], holeCheck(100, 104))
 			var progress []packet.Packet
 			for _, p := range out[1:] {
-				require.True(t, isProgress(p), "only the hole report and progress reports")
+				if !isProgress(p) {
+					require.GreaterOrEqual(t, tc.lost, 0, "only the hole report and progress reports")
+					expect(t, p, holeCheck(packet.PSN(104+4*tc.lost), packet.PSN(108+4*tc.lost)))
+					continue
+				}
 				progress = append(progress, p)
 			}
-			if tc.reads < SRReorderPackets {
+			if len(sent) < SRReorderPackets {
 				require.Empty(t, progress)
 				return
 			}
 			require.Len(t, progress, 1, "one per hole")
-			past := packet.PSN(104 + 4*SRReorderPackets) // past the fourth request's responses
+			past := sent[SRReorderPackets-1].Add(4) // past the fourth request's responses
 			expect(t, progress[0], holeCheck(past, past))
 		})
 	}
