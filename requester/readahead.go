@@ -312,7 +312,7 @@ func (r *Requester) askRestAhead(v *wqe) {
 func (r *Requester) completeAhead() {
 	for r.head != r.tail && !r.stopped {
 		w := r.slot(r.head)
-		if w.kind != kindRead || !w.started || r.compPSN != w.origFirst {
+		if w.kind != kindRead || !w.started || r.compPSN != w.origFirst || !w.aheadDone && w.rcvd == 0 {
 			return
 		}
 		if w.aheadDone {
@@ -320,19 +320,15 @@ func (r *Requester) completeAhead() {
 			r.finish(w, verbs.WCSuccess)
 			continue
 		}
-		if w.rcvd > 0 {
-			r.compPSN = w.origFirst.Add(int(w.rcvd / r.pmtu))
-			r.compOp = uint8(packet.RCRDMAReadResponseMiddle)
-		}
+		r.compPSN = w.origFirst.Add(int(w.rcvd / r.pmtu))
+		r.compOp = uint8(packet.RCRDMAReadResponseMiddle)
 		if w.rereadAsked {
 			// Its rest is asked for again already (askRestAhead): a
 			// retry episode is under way, as if errorRetry had asked, so
 			// that responses that passed its hole before that re-read
 			// left (later requests' streams, which a serial responder
 			// such as rxe sends before it serves the re-read) ask for
-			// nothing more; the next in-order response ends it. The
-			// flag is spent: as the oldest, its retries are errorRetry's.
-			w.rereadAsked = false
+			// nothing more; the next in-order response ends it.
 			r.startedRetry, r.nakRetry = true, true
 		}
 		return
