@@ -307,8 +307,7 @@ func (r *Requester) askRestAhead(v *wqe) {
 // oldest WQE is a READ whose responses came ahead of the ones before it,
 // it completes it if they all came, or else moves the oldest
 // unacknowledged PSN past those that did, so that the rest (of its
-// stream, or of a re-read of it) is taken in order, the re-read counting
-// as the retry in progress.
+// stream, or of a re-read of it) is taken in order.
 func (r *Requester) completeAhead() {
 	for r.head != r.tail && !r.stopped {
 		w := r.slot(r.head)
@@ -322,15 +321,6 @@ func (r *Requester) completeAhead() {
 		}
 		r.compPSN = w.origFirst.Add(int(w.rcvd / r.pmtu))
 		r.compOp = uint8(packet.RCRDMAReadResponseMiddle)
-		if w.rereadAsked {
-			// Its rest is asked for again already (askRestAhead): a
-			// retry episode is under way, as if errorRetry had asked, so
-			// that responses that passed its hole before that re-read
-			// left (later requests' streams, which a serial responder
-			// such as rxe sends before it serves the re-read) ask for
-			// nothing more; the next in-order response ends it.
-			r.startedRetry, r.nakRetry = true, true
-		}
 		return
 	}
 }
