@@ -186,19 +186,26 @@ func (l *rxe61Link) run(t *testing.T, limit time.Duration) {
 
 // TestReadAgainstRxe61Lossy: 32 READs of 64 KiB against the rxe 6.1
 // model over a lossy link complete, byte-exact, without RETRY_EXC_ERR,
-// and each hole is re-read once, only when it is missing:
+// and each hole is re-read about once:
 //
 //   - at most one re-read served per lost packet;
-//   - no re-read served while the response of its first PSN was still on
-//     its way (rxe61Link.early): responses of other streams that passed a
-//     hole before its re-read left, or a READ's rest asked for again when
-//     it becomes the oldest, ask for nothing more;
+//   - at most a fifth of the re-reads served while the response of their
+//     first PSN was still on its way (rxe61Link.early). Responses of other
+//     streams that passed a hole before its re-read left ask for nothing
+//     more. A READ whose rest was asked for again before it became the
+//     oldest is not taken as a retry in progress then: the responses still
+//     arriving may ask for it once more, and a re-read whose answer was
+//     lost is asked again without waiting for the recovery timer (taken as
+//     a retry in progress, go-back-N READ 64 KiB between gorxe ends with
+//     5 % of responses lost ran at half the speed, with four times the
+//     recovery timer expiries: docs/performance.md);
 //   - the READ responses sent again are at most what the losses cost
 //     under kernel rxe's rule (rxe61Link.lostCost: a re-read is answered
 //     to the end of its READ or part, so a lost response costs the
-//     responses from it to there, a lost request nothing). Responses that
-//     arrive whole after a hole (a later READ's other parts) are kept, not
-//     asked for again.
+//     responses from it to there, a lost request nothing), plus what the
+//     early re-reads asked for (earlyCost). Responses that arrive whole
+//     after a hole (a later READ's other parts) are kept, not asked for
+//     again.
 //
 // No IB local ACK timeout expires: the recovery timer finds every loss
 // the responses do not show. The log shows the figures.
@@ -244,9 +251,9 @@ func TestReadAgainstRxe61Lossy(t *testing.T) {
 					c.Recovery.TailProbes, c.CompleterRetryErr)
 				require.Zero(t, c.Timeouts, "IB local ACK timeouts against a peer that kept answering")
 				require.LessOrEqual(t, l.served, l.lost, "re-reads served per lost packet")
-				require.Zero(t, l.early, "re-reads served while the response of their first PSN was on its way (asking %d)", l.earlyCost)
-				require.LessOrEqual(t, l.reads-needed, l.lostCost,
-					"READ responses sent again, against %d that the losses cost under kernel rxe's rule", l.lostCost)
+				require.LessOrEqual(t, 5*l.early, l.rereads, "re-reads served while the response of their first PSN was on its way (asking %d)", l.earlyCost)
+				require.LessOrEqual(t, l.reads-needed, l.lostCost+l.earlyCost,
+					"READ responses sent again, against %d that the losses cost under kernel rxe's rule and %d the early re-reads asked", l.lostCost, l.earlyCost)
 			})
 		}
 	}
