@@ -421,23 +421,7 @@ func TestReadRereadOnlyWhatWasAsked(t *testing.T) {
 func TestReadPartsAheadHoleInLaterRead(t *testing.T) {
 	const pmtu, p0, part = 1024, 0x5f0, 4
 	const sizeA, sizeB = 4 * pmtu, 12 * pmtu
-	cfg := baseConfig(pmtu, p0)
-	cfg.MaxReadPkts = part
-	h := newHarness(t, cfg)
-	h.mem.add(lkeyA, baseA, sizeA+sizeB, verbs.AccessLocalWrite, 0)
-	f := newResponder(t, pmtu, p0)
-	src := f.mem.add(rkey, rbase, sizeA+sizeB, verbs.AccessRemoteRead, 3)
-	for i, r := range [][2]int{{0, sizeA}, {sizeA, sizeB}} {
-		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-			RemoteAddr: rbase + uint64(r[0]), RKey: rkey,
-			SGList: []verbs.SGE{{Addr: baseA + uint64(r[0]), Length: uint32(r[1]), LKey: lkeyA}}})
-	}
-	reqs := h.drain()
-	require.Len(t, reqs, 4, "the oldest READ and the three parts of the second")
-	for _, b := range reqs {
-		f.handle(b)
-	}
-	out := f.take()
+	h, f, src, out := twoReadsAnswered(t, p0, part, sizeA, sizeB, 3, 4)
 	require.Len(t, out, 16)
 	for i, o := range out {
 		// Lost: the oldest READ's last response (3) and the second

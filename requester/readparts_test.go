@@ -89,23 +89,7 @@ func TestReadPartsStaleMark(t *testing.T) {
 func TestReadPartsHoleRereadOnce(t *testing.T) {
 	const pmtu, p0, part = 1024, 0x6f0, 4
 	const sizeA, sizeB = 12 * pmtu, 4 * pmtu
-	cfg := baseConfig(pmtu, p0)
-	cfg.MaxReadPkts = part
-	h := newHarness(t, cfg)
-	h.mem.add(lkeyA, baseA, sizeA+sizeB, verbs.AccessLocalWrite, 0)
-	f := newResponder(t, pmtu, p0)
-	src := f.mem.add(rkey, rbase, sizeA+sizeB, verbs.AccessRemoteRead, 4)
-	for i, r := range [][2]int{{0, sizeA}, {sizeA, sizeB}} {
-		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-			RemoteAddr: rbase + uint64(r[0]), RKey: rkey,
-			SGList: []verbs.SGE{{Addr: baseA + uint64(r[0]), Length: uint32(r[1]), LKey: lkeyA}}})
-	}
-	reqs := h.drain()
-	require.Len(t, reqs, 4, "the three parts of the oldest READ and the second READ")
-	for _, b := range reqs {
-		f.handle(b)
-	}
-	out := f.take()
+	h, f, src, out := twoReadsAnswered(t, p0, part, sizeA, sizeB, 4, 4)
 	require.Len(t, out, 16)
 	late := out[15] // the second READ's last response, still on its way
 	for i, o := range out[:15] {
@@ -153,23 +137,7 @@ func TestReadPartsHoleRereadOnce(t *testing.T) {
 func TestReadPartsAheadBecomesOldest(t *testing.T) {
 	const pmtu, p0, part = 1024, 0x8f0, 4
 	const sizeA, sizeB = 4 * pmtu, 8 * pmtu
-	cfg := baseConfig(pmtu, p0)
-	cfg.MaxReadPkts = part
-	h := newHarness(t, cfg)
-	h.mem.add(lkeyA, baseA, sizeA+sizeB, verbs.AccessLocalWrite, 0)
-	f := newResponder(t, pmtu, p0)
-	src := f.mem.add(rkey, rbase, sizeA+sizeB, verbs.AccessRemoteRead, 2)
-	for i, r := range [][2]int{{0, sizeA}, {sizeA, sizeB}} {
-		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
-			RemoteAddr: rbase + uint64(r[0]), RKey: rkey,
-			SGList: []verbs.SGE{{Addr: baseA + uint64(r[0]), Length: uint32(r[1]), LKey: lkeyA}}})
-	}
-	reqs := h.drain()
-	require.Len(t, reqs, 3, "the oldest READ and the two parts of the second")
-	for _, b := range reqs {
-		f.handle(b)
-	}
-	out := f.take()
+	h, f, src, out := twoReadsAnswered(t, p0, part, sizeA, sizeB, 2, 3)
 	require.Len(t, out, 12)
 	for i, o := range out {
 		if i != 3 && i != 4+5 {
@@ -200,4 +168,31 @@ func TestReadPartsAheadBecomesOldest(t *testing.T) {
 	}
 	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
 	require.Equal(t, uint64(2), h.r.Counters().ReadHoleRereads)
+}
+
+// twoReadsAnswered posts a READ of sizeA bytes and one of sizeB after it,
+// asked in parts of part packets (PMTU 1024, PSNs from p0, local memory
+// zeroed, the responder's filled from seed), checks that the requests
+// sent are reqs, has the responder answer them all, and returns the
+// harness, the responder's source region and the responses in order,
+// none of them received yet.
+func twoReadsAnswered(t *testing.T, p0 packet.PSN, part, sizeA, sizeB int, seed byte, reqs int) (*harness, *fakeResponder, *region, [][]byte) {
+	t.Helper()
+	cfg := baseConfig(1024, p0)
+	cfg.MaxReadPkts = part
+	h := newHarness(t, cfg)
+	h.mem.add(lkeyA, baseA, sizeA+sizeB, verbs.AccessLocalWrite, 0)
+	f := newResponder(t, 1024, p0)
+	src := f.mem.add(rkey, rbase, sizeA+sizeB, verbs.AccessRemoteRead, seed)
+	for i, r := range [][2]int{{0, sizeA}, {sizeA, sizeB}} {
+		h.post(&verbs.SendWR{ID: uint64(i + 1), Opcode: verbs.WRRDMARead, Flags: verbs.SendSignaled,
+			RemoteAddr: rbase + uint64(r[0]), RKey: rkey,
+			SGList: []verbs.SGE{{Addr: baseA + uint64(r[0]), Length: uint32(r[1]), LKey: lkeyA}}})
+	}
+	sent := h.drain()
+	require.Len(t, sent, reqs, "the READs' requests, a part each")
+	for _, b := range sent {
+		f.handle(b)
+	}
+	return h, f, src, f.take()
 }

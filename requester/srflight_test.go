@@ -193,13 +193,7 @@ func TestSRHoldByPackets(t *testing.T) {
 			if tc.progress > 0 {
 				h.recv(srHoleReport(srSQ.Add(tc.progress), srSQ.Add(tc.progress)))
 			}
-			got := 0
-			for _, b := range h.drain() {
-				if parse(t, b).PSN() == srSQ {
-					got++
-				}
-			}
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, sentWithPSN(t, h.drain(), srSQ))
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorxe/gorxe/packet"
 	"github.com/gorxe/gorxe/rxe/verbs"
 	"github.com/stretchr/testify/require"
 )
@@ -40,13 +41,7 @@ func TestSRHoldReadRequests(t *testing.T) {
 			if tc.progress > 0 {
 				h.recv(srHoleReport(srSQ.Add(tc.progress), srSQ.Add(tc.progress)))
 			}
-			got := 0
-			for _, b := range h.drain() {
-				if parse(t, b).PSN() == srSQ {
-					got++
-				}
-			}
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, sentWithPSN(t, h.drain(), srSQ))
 		})
 	}
 }
@@ -72,13 +67,7 @@ func TestSRReorderWindowFloor(t *testing.T) {
 		if d := h.r.Deadline(); !d.IsZero() && !h.now.Before(d) {
 			h.r.OnTimeout(h.now)
 		}
-		n := 0
-		for _, b := range h.drain() {
-			if parse(t, b).PSN() == p.Add(1) {
-				n++
-			}
-		}
-		return n
+		return sentWithPSN(t, h.drain(), p.Add(1))
 	}
 	h.recv(srHoleReport(p.Add(1), p.Add(2))) // the second packet missing, the third held
 	require.Zero(t, resent(), "held for the reorder window")
@@ -86,4 +75,16 @@ func TestSRReorderWindowFloor(t *testing.T) {
 	require.Zero(t, resent(), "still within the window's floor")
 	h.now = h.now.Add(time.Microsecond)
 	require.Equal(t, 1, resent(), "resent once the window passed")
+}
+
+// sentWithPSN returns how many of the packets sent have PSN psn.
+func sentWithPSN(t *testing.T, sent [][]byte, psn packet.PSN) int {
+	t.Helper()
+	n := 0
+	for _, b := range sent {
+		if parse(t, b).PSN() == psn {
+			n++
+		}
+	}
+	return n
 }
