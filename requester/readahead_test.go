@@ -446,12 +446,7 @@ func TestReadPartsAheadHoleInLaterRead(t *testing.T) {
 			h.recv(o)
 		}
 	}
-	require.Empty(t, h.drain())
-	require.Equal(t, []uint64{1, 2}, h.cq.ids())
-	for _, wc := range h.cq.wcs {
-		require.Equal(t, verbs.WCSuccess, wc.Status)
-	}
-	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
+	requireTwoReadsDone(t, h, src)
 	c := h.r.Counters()
 	require.Equal(t, uint64(3), c.ReadHoleRereads)
 	require.Zero(t, c.Timeouts)

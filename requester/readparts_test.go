@@ -118,12 +118,7 @@ func TestReadPartsHoleRereadOnce(t *testing.T) {
 	for _, o := range answer {
 		h.recv(o)
 	}
-	require.Empty(t, h.drain())
-	require.Equal(t, []uint64{1, 2}, h.cq.ids())
-	for _, wc := range h.cq.wcs {
-		require.Equal(t, verbs.WCSuccess, wc.Status)
-	}
-	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
+	requireTwoReadsDone(t, h, src)
 	require.Equal(t, uint64(2), h.r.Counters().ReadHoleRereads)
 }
 
@@ -161,12 +156,7 @@ func TestReadPartsAheadBecomesOldest(t *testing.T) {
 	for _, o := range f.take() {
 		h.recv(o)
 	}
-	require.Empty(t, h.drain())
-	require.Equal(t, []uint64{1, 2}, h.cq.ids())
-	for _, wc := range h.cq.wcs {
-		require.Equal(t, verbs.WCSuccess, wc.Status)
-	}
-	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
+	requireTwoReadsDone(t, h, src)
 	require.Equal(t, uint64(2), h.r.Counters().ReadHoleRereads)
 }
 
@@ -195,4 +185,17 @@ func twoReadsAnswered(t *testing.T, p0 packet.PSN, part, sizeA, sizeB int, seed 
 		f.handle(b)
 	}
 	return h, f, src, f.take()
+}
+
+// requireTwoReadsDone checks the end of a twoReadsAnswered test: nothing
+// more to send, both READs completed with success in order, and every
+// byte of the source arrived.
+func requireTwoReadsDone(t *testing.T, h *harness, src *region) {
+	t.Helper()
+	require.Empty(t, h.drain())
+	require.Equal(t, []uint64{1, 2}, h.cq.ids())
+	for _, wc := range h.cq.wcs {
+		require.Equal(t, verbs.WCSuccess, wc.Status)
+	}
+	require.Equal(t, src.buf, h.mem[lkeyA].buf, "data differs")
 }
