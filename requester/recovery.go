@@ -85,14 +85,18 @@ type recovery struct {
 func (r *Requester) initRecovery(c *Config) {
 	r.rec.cfg = c.Recovery
 	r.rec.timer = retry.RecoveryTimer{Floor: c.Recovery.Floor, Ceiling: r.ack}
-	lo := c.Recovery.MinWindow
+	r.rec.win.Init(retry.WindowConfig{Max: c.Window, Min: minWindow(c)})
+}
+
+// minWindow is the smallest the adaptive window may shrink to under c:
+// Recovery.MinWindow, and under selective repeat, which resends only what
+// was lost (each resend reports a loss, srResend), rxe's 128, or
+// Config.Window if that is smaller.
+func minWindow(c *Config) int {
 	if c.SelectiveRepeat {
-		// Selective repeat resends only what was lost: its window shrinks
-		// after a loss (each resend reports one, srResend) only down to
-		// rxe's 128, or not at all if Config.Window is 128 or less.
-		lo = max(lo, min(DefaultWindow, c.Window))
+		return max(c.Recovery.MinWindow, min(DefaultWindow, c.Window))
 	}
-	r.rec.win.Init(retry.WindowConfig{Max: c.Window, Min: lo})
+	return c.Recovery.MinWindow
 }
 
 // sendWindow returns how many PSNs may be outstanding now: the adaptive

@@ -197,7 +197,14 @@ func (r *Requester) initSelective() {
 	s.base, s.dueLo, s.done, s.high, s.rrHigh, s.scanned = r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN
 	s.held = r.compPSN
 	s.tailOut = false
-	s.span = min(max(packet.OOOPackets(r.cfg.PeerOOOLimit, r.cfg.PMTU), r.cfg.Window), srTrack-1)
+	s.span = srSpan(&r.cfg)
+}
+
+// srSpan is how many PSNs past the last request the responder executed
+// the requester may send under c: what the peer's out-of-order buffer
+// holds, at least the window, within the tracked PSNs.
+func srSpan(c *Config) int {
+	return min(max(packet.OOOPackets(c.PeerOOOLimit, c.PMTU), c.Window), srTrack-1)
 }
 
 // windowFull reports whether the next new packet must wait for room: the

@@ -37,12 +37,8 @@ func (r *Requester) SetWindow(window, maxReadPkts int) {
 	if c.SelectiveRepeat && c.MaxReadPkts >= srTrack {
 		c.MaxReadPkts = srTrack - 1
 	}
-	lo := c.Recovery.MinWindow
-	if c.SelectiveRepeat {
-		lo = max(lo, min(DefaultWindow, window)) // as initRecovery
-	}
-	r.rec.win.SetBounds(window, lo)
-	r.sr.span = min(max(packet.OOOPackets(c.PeerOOOLimit, c.PMTU), window), srTrack-1) // as initSelective
+	r.rec.win.SetBounds(window, minWindow(c))
+	r.sr.span = srSpan(c)
 }
 
 // Limits returns the window and READ part size in effect
