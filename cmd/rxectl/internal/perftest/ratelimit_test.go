@@ -438,19 +438,21 @@ func TestWaitSendCQPaced(t *testing.T) {
 // oneBWRow is the one row of a bandwidth run's --json document out.
 func oneBWRow(t *testing.T, out string) report.BW {
 	t.Helper()
-	var doc struct {
-		Results []report.BW `json:"results"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
-	require.Len(t, doc.Results, 1)
-	return doc.Results[0]
+	return oneRow[report.BW](t, out)
 }
 
 // oneLatRow is the one row of a latency run's --json document out.
 func oneLatRow(t *testing.T, out string) report.Lat {
 	t.Helper()
+	return oneRow[report.Lat](t, out)
+}
+
+// oneRow decodes the results of a run's --json document out as rows of
+// type R and requires exactly one.
+func oneRow[R any](t *testing.T, out string) R {
+	t.Helper()
 	var doc struct {
-		Results []report.Lat `json:"results"`
+		Results []R `json:"results"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
 	require.Len(t, doc.Results, 1)
