@@ -197,13 +197,13 @@ func (r *Requester) initSelective() {
 	s.base, s.dueLo, s.done, s.high, s.rrHigh, s.scanned = r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN, r.compPSN
 	s.held = r.compPSN
 	s.tailOut = false
-	s.span = srSpan(&r.cfg)
+	s.span = srSendSpan(&r.cfg)
 }
 
-// srSpan is how many PSNs past the last request the responder executed
+// srSendSpan is how many PSNs past the last request the responder executed
 // the requester may send under c: what the peer's out-of-order buffer
 // holds, at least the window, within the tracked PSNs.
-func srSpan(c *Config) int {
+func srSendSpan(c *Config) int {
 	return min(max(packet.OOOPackets(c.PeerOOOLimit, c.PMTU), c.Window), srTrack-1)
 }
 

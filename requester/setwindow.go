@@ -38,7 +38,7 @@ func (r *Requester) SetWindow(window, maxReadPkts int) {
 		c.MaxReadPkts = srTrack - 1
 	}
 	r.rec.win.SetBounds(window, minWindow(c))
-	r.sr.span = srSpan(c)
+	r.sr.span = srSendSpan(c)
 }
 
 // Limits returns the window and READ part size in effect
